@@ -1,0 +1,156 @@
+#include "common/Cli.h"
+
+#include "gl/check.h"
+#include "gl/log.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+namespace glnet::cli {
+
+Parser::Parser(std::string program, std::string summary, std::string usage)
+    : program_(std::move(program)), summary_(std::move(summary)), usage_(std::move(usage)) {}
+
+Parser& Parser::flag(const std::string& name, const std::string& help) {
+  order_.push_back(name);
+  options_[name] = {"", help, ""};
+  return *this;
+}
+
+Parser& Parser::option(const std::string& name, const std::string& value, const std::string& help,
+                       const std::string& defaultValue) {
+  order_.push_back(name);
+  options_[name] = {value, help, defaultValue};
+  return *this;
+}
+
+Parser& Parser::common(bool json) {
+  option("device", "N|NAME", "device index or part of its renderer name (also GLNET_DEVICE); default: first GPU, else llvmpipe");
+  flag("verbose", "log what the engine does, GL debug messages included (also GLNET_DEBUG=1)");
+  if (json) flag("json", "print the result as JSON on stdout");
+  return *this;
+}
+
+Parser& Parser::positionals(const std::string& name, const std::string& help, std::size_t minimum,
+                            std::size_t maximum) {
+  positionalName_ = name;
+  positionalHelp_ = help;
+  minimumPositionals_ = minimum;
+  maximumPositionals_ = maximum;
+  return *this;
+}
+
+std::string Parser::help() const {
+  std::string text = "usage: " + program_ + " " + usage_ + "\n\n" + summary_ + "\n\n";
+  if (!positionalName_.empty()) text += "  " + positionalName_ + "\n      " + positionalHelp_ + "\n";
+  for (const std::string& name : order_) {
+    const Option& option = options_.at(name);
+    text += "  --" + name + (option.value.empty() ? "" : " " + option.value) + "\n      " + option.help;
+    if (!option.defaultValue.empty()) text += " (default: " + option.defaultValue + ")";
+    text += "\n";
+  }
+  text += "  --help\n      show this help and exit\n";
+  return text;
+}
+
+void Parser::parse(int argc, char** argv) {
+  bool optionsEnded = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string argument = argv[i];
+    if (optionsEnded || argument.size() < 2 || argument.rfind("--", 0) != 0) {
+      if (argument == "--") {
+        optionsEnded = true;
+        continue;
+      }
+      positional_.push_back(argument);
+      continue;
+    }
+    std::string name = argument.substr(2);
+    std::string value;
+    bool inlineValue = false;
+    if (const auto equals = name.find('='); equals != std::string::npos) {
+      value = name.substr(equals + 1);
+      name = name.substr(0, equals);
+      inlineValue = true;
+    }
+    if (name == "help") {
+      std::cout << help();
+      std::exit(0);
+    }
+    const auto found = options_.find(name);
+    if (found == options_.end()) throw UsageError("unknown option --" + name);
+    if (found->second.value.empty()) {
+      if (inlineValue) throw UsageError("--" + name + " takes no value");
+      given_[name] = "1";
+      continue;
+    }
+    if (!inlineValue) {
+      if (i + 1 >= argc) throw UsageError("--" + name + " needs a value (" + found->second.value + ")");
+      value = argv[++i];
+    }
+    given_[name] = value;
+  }
+  if (positional_.size() < minimumPositionals_) {
+    throw UsageError(positionalName_.empty() ? "missing arguments" : "missing " + positionalName_);
+  }
+  if (positional_.size() > maximumPositionals_) throw UsageError("unexpected argument '" + positional_.back() + "'");
+}
+
+bool Parser::has(const std::string& name) const { return given_.count(name) != 0; }
+
+std::string Parser::text(const std::string& name) const {
+  GLNET_ASSERT(options_.count(name), "option --" + name + " was never declared");
+  const auto found = given_.find(name);
+  return found != given_.end() ? found->second : options_.at(name).defaultValue;
+}
+
+long Parser::integer(const std::string& name, long minimum, long maximum) const {
+  const std::string value = text(name);
+  char* end = nullptr;
+  errno = 0;
+  const long parsed = std::strtol(value.c_str(), &end, 10);
+  if (value.empty() || *end != '\0' || errno == ERANGE || parsed < minimum || parsed > maximum) {
+    throw UsageError("--" + name + " must be an integer from " + std::to_string(minimum) + " to " +
+                     std::to_string(maximum) + ", not '" + value + "'");
+  }
+  return parsed;
+}
+
+double Parser::number(const std::string& name) const {
+  const std::string value = text(name);
+  char* end = nullptr;
+  const double parsed = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0') throw UsageError("--" + name + " must be a number, not '" + value + "'");
+  return parsed;
+}
+
+ContextOptions Parser::contextOptions() const {
+  log::readEnvironment();
+  if (options_.count("verbose") && has("verbose")) log::setLevel(log::Level::debug);
+  ContextOptions options;
+  if (options_.count("device")) options.device = text("device");
+  options.debug = log::enabled(log::Level::debug);
+  return options;
+}
+
+int run(const char* program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const UsageError& error) {
+    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", program, error.what(), program);
+    return 2;
+  } catch (const Error& error) {
+    std::fprintf(stderr, "%s: error: %s\n", program, error.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: error: out of host memory\n", program);
+    return 1;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "%s: error: unexpected failure: %s\n", program, error.what());
+    return 1;
+  }
+}
+
+}  // namespace glnet::cli

@@ -1,0 +1,59 @@
+// Flag parsing and the app boundary shared by every glnet command: --help, usage errors (exit 2),
+// glnet::Error as one line on stderr (exit 1).
+#pragma once
+
+#include "gl/Context.h"
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace glnet::cli {
+
+class Parser {
+ public:
+  Parser(std::string program, std::string summary, std::string usage);
+  // A boolean switch such as --json.
+  Parser& flag(const std::string& name, const std::string& help);
+  // A --name VALUE option; an empty default means "not given".
+  Parser& option(const std::string& name, const std::string& value, const std::string& help,
+                 const std::string& defaultValue = "");
+  // Adds --device, --verbose and (when `json`) --json, which every command has.
+  Parser& common(bool json);
+  // Accepts between `minimum` and `maximum` positional arguments described by `name`.
+  Parser& positionals(const std::string& name, const std::string& help, std::size_t minimum, std::size_t maximum);
+
+  // Prints help and exits 0 on --help; throws UsageError on anything it does not know.
+  void parse(int argc, char** argv);
+
+  bool has(const std::string& name) const;
+  std::string text(const std::string& name) const;
+  long integer(const std::string& name, long minimum, long maximum) const;
+  double number(const std::string& name) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+
+  // --device/GLNET_DEVICE and --verbose/GLNET_DEBUG as context options; also sets the log level.
+  ContextOptions contextOptions() const;
+  std::string help() const;
+
+ private:
+  struct Option {
+    std::string value;  // empty for a flag
+    std::string help;
+    std::string defaultValue;
+  };
+  std::string program_, summary_, usage_;
+  std::vector<std::string> order_;
+  std::map<std::string, Option> options_;
+  std::map<std::string, std::string> given_;
+  std::string positionalName_, positionalHelp_;
+  std::size_t minimumPositionals_ = 0, maximumPositionals_ = 0;
+  std::vector<std::string> positional_;
+};
+
+// Runs `body` as an app's main: returns its exit code, or prints `program: error: ...` and returns 1
+// (glnet::Error) or 2 (UsageError).
+int run(const char* program, const std::function<int()>& body);
+
+}  // namespace glnet::cli

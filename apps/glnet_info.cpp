@@ -1,0 +1,113 @@
+// glnet_info: lists the EGL devices, the chosen one's limits and extensions, and runs a self-check.
+#include "common/Cli.h"
+#include "gl/Context.h"
+#include "gl/SelfCheck.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+using namespace glnet;
+
+namespace {
+
+nlohmann::json toJson(const Context& context, const SelfCheckResult* check) {
+  nlohmann::json devices = nlohmann::json::array();
+  for (const DeviceInfo& device : context.devices()) {
+    devices.push_back({{"index", device.index}, {"platform", device.platform}, {"egl_vendor", device.eglVendor},
+                       {"renderer", device.renderer}, {"gl_version", device.glVersion}, {"software", device.software},
+                       {"usable", device.usable()}, {"problem", device.problem},
+                       {"chosen", device.index == context.device().index}});
+  }
+  const Limits& limits = context.limits();
+  nlohmann::json extensions = nlohmann::json::object();
+  for (const auto& [name, present] : context.optionalExtensions()) extensions[name] = present;
+  nlohmann::json result = {
+      {"devices", devices},
+      {"chosen", context.device().index},
+      {"context_ms", context.creationMilliseconds()},
+      {"limits",
+       {{"max_work_group_size", limits.maxWorkGroupSize},
+        {"max_work_group_count", limits.maxWorkGroupCount},
+        {"max_work_group_invocations", limits.maxWorkGroupInvocations},
+        {"max_shared_memory_bytes", limits.maxSharedMemoryBytes},
+        {"max_storage_block_bytes", limits.maxStorageBlockBytes},
+        {"max_compute_storage_blocks", limits.maxComputeStorageBlocks},
+        {"max_storage_buffer_bindings", limits.maxStorageBufferBindings},
+        {"storage_buffer_offset_alignment", limits.storageBufferOffsetAlignment},
+        {"timestamp_bits", limits.timestampBits}}},
+      {"extensions", extensions}};
+  if (check) {
+    result["self_check"] = {{"elements", check->elements},
+                            {"passed", check->passed()},
+                            {"mismatches", check->mismatches},
+                            {"max_abs_error", check->maxAbsoluteError},
+                            {"compile_ms", check->compileMilliseconds},
+                            {"upload_ms", check->uploadMilliseconds},
+                            {"dispatch_gpu_ms", check->dispatchGpuMilliseconds},
+                            {"readback_ms", check->readbackMilliseconds}};
+  }
+  return result;
+}
+
+void printText(const Context& context, const SelfCheckResult* check) {
+  std::printf("devices:\n");
+  for (const DeviceInfo& device : context.devices()) {
+    const bool chosen = device.index == context.device().index;
+    std::printf("  %s %d  %s  [%s, EGL vendor %s, %s]%s\n", chosen ? "*" : " ", device.index,
+                device.renderer.empty() ? "(unknown renderer)" : device.renderer.c_str(),
+                device.glVersion.empty() ? "no GL" : device.glVersion.c_str(), device.eglVendor.c_str(),
+                device.software ? "software" : "hardware",
+                device.usable() ? "" : ("  unusable: " + device.problem).c_str());
+  }
+  const Limits& l = context.limits();
+  std::printf("limits of device %d:\n", context.device().index);
+  std::printf("  max work-group size         %d x %d x %d\n", l.maxWorkGroupSize[0], l.maxWorkGroupSize[1],
+              l.maxWorkGroupSize[2]);
+  std::printf("  max work-group count        %d x %d x %d\n", l.maxWorkGroupCount[0], l.maxWorkGroupCount[1],
+              l.maxWorkGroupCount[2]);
+  std::printf("  max work-group invocations  %d\n", l.maxWorkGroupInvocations);
+  std::printf("  max shared memory           %lld bytes\n", static_cast<long long>(l.maxSharedMemoryBytes));
+  std::printf("  max SSBO block size         %lld bytes (%.0f MiB)\n", static_cast<long long>(l.maxStorageBlockBytes),
+              static_cast<double>(l.maxStorageBlockBytes) / (1 << 20));
+  std::printf("  max compute SSBO blocks     %d (bindings %d, offset alignment %d)\n", l.maxComputeStorageBlocks,
+              l.maxStorageBufferBindings, l.storageBufferOffsetAlignment);
+  std::printf("  timestamp bits              %d\n", l.timestampBits);
+  std::printf("optional extensions:\n");
+  for (const auto& [name, present] : context.optionalExtensions()) {
+    std::printf("  %-34s %s\n", name.c_str(), present ? "yes" : "no");
+  }
+  std::printf("context creation: %.1f ms\n", context.creationMilliseconds());
+  if (check) {
+    std::printf("self-check y = a*x + y on %zu floats: %s (max |error| %.3g, %zu mismatches)\n", check->elements,
+                check->passed() ? "ok" : "FAILED", check->maxAbsoluteError, check->mismatches);
+    std::printf("  compile %.2f ms, upload %.3f ms, dispatch %.3f ms GPU, readback %.3f ms\n",
+                check->compileMilliseconds, check->uploadMilliseconds, check->dispatchGpuMilliseconds,
+                check->readbackMilliseconds);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cli::run("glnet_info", [&] {
+    cli::Parser parser("glnet_info", "Lists the OpenGL devices glnet can use, the chosen one's limits, and checks it "
+                       "with a compute dispatch verified against the CPU.", "[options]");
+    parser.common(true)
+        .option("elements", "N", "floats in the self-check", "1048576")
+        .flag("no-check", "skip the self-check");
+    parser.parse(argc, argv);
+    const auto elements = static_cast<std::size_t>(parser.integer("elements", 1, 1L << 28));
+    const Context context(parser.contextOptions());
+    SelfCheckResult check;
+    const bool checked = !parser.has("no-check");
+    if (checked) check = runSelfCheck(elements);
+    if (parser.has("json")) {
+      std::cout << toJson(context, checked ? &check : nullptr).dump(2) << "\n";
+    } else {
+      printText(context, checked ? &check : nullptr);
+    }
+    return checked && !check.passed() ? 1 : 0;
+  });
+}

@@ -1,0 +1,52 @@
+// A move-only shader storage buffer. Binding points are an implementation detail of its methods.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace glnet {
+
+class Buffer {
+ public:
+  Buffer() = default;
+  // Allocates `bytes` on the device, filled from `initial` when given.
+  explicit Buffer(std::size_t bytes, const void* initial = nullptr);
+  template <class T>
+  static Buffer of(const std::vector<T>& values) {
+    return Buffer(values.size() * sizeof(T), values.data());
+  }
+  ~Buffer();
+  Buffer(Buffer&& other) noexcept;
+  Buffer& operator=(Buffer&& other) noexcept;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  unsigned id() const { return id_; }
+  std::size_t bytes() const { return bytes_; }
+
+  void upload(const void* data, std::size_t bytes, std::size_t offset = 0);
+  template <class T>
+  void upload(const std::vector<T>& values, std::size_t offset = 0) {
+    upload(values.data(), values.size() * sizeof(T), offset);
+  }
+  // Waits for the GPU work that writes this buffer, then copies to host memory.
+  void download(void* out, std::size_t bytes, std::size_t offset = 0) const;
+  template <class T>
+  std::vector<T> read() const {
+    std::vector<T> values(bytes_ / sizeof(T));
+    download(values.data(), values.size() * sizeof(T));
+    return values;
+  }
+  // Sets every byte to `value`.
+  void clear(std::uint8_t value = 0);
+  // Sets every 32-bit word to `word` (e.g. a NaN pattern to poison outputs); the size must be a multiple of 4.
+  void fill(std::uint32_t word);
+  void copyFrom(const Buffer& source, std::size_t bytes, std::size_t sourceOffset = 0, std::size_t offset = 0);
+
+ private:
+  unsigned id_ = 0;
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace glnet

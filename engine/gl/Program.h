@@ -1,0 +1,40 @@
+// A move-only compute program built from shaders/<file> behind a prologue of injected #defines.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+struct ShaderDefine {
+  std::string name;
+  std::string value;
+};
+
+class Program {
+ public:
+  Program() = default;
+  // Compiles `#version 430`, the defines, shaders/common.glsl, then shaders/<file>. A compile error throws
+  // glnet::Error reading `file:line: message` with the offending source line.
+  static Program compute(const std::string& file, const std::vector<ShaderDefine>& defines = {});
+  ~Program();
+  Program(Program&& other) noexcept;
+  Program& operator=(Program&& other) noexcept;
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  unsigned id() const { return id_; }
+  const std::string& name() const { return name_; }
+  // The local_size_{x,y,z} the shader declared.
+  const std::array<int, 3>& localSize() const { return localSize_; }
+  double compileMilliseconds() const { return compileMilliseconds_; }
+
+ private:
+  unsigned id_ = 0;
+  std::string name_;
+  std::array<int, 3> localSize_{};
+  double compileMilliseconds_ = 0;
+};
+
+}  // namespace glnet

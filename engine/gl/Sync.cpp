@@ -1,0 +1,60 @@
+#include "gl/Sync.h"
+
+#include "gl/check.h"
+
+#include <glad/gl.h>
+
+#include <utility>
+
+namespace glnet {
+
+Fence::Fence() : sync_(glFenceSync(GL_SYNC_GPU_COMMANDS_COMPLETE, 0)) {
+  if (!sync_) throw Error("glFenceSync failed: the GL context is lost or out of memory");
+}
+
+Fence::~Fence() {
+  if (sync_) glDeleteSync(static_cast<GLsync>(sync_));
+}
+
+Fence::Fence(Fence&& other) noexcept : sync_(std::exchange(other.sync_, nullptr)) {}
+
+Fence& Fence::operator=(Fence&& other) noexcept {
+  if (this != &other) {
+    if (sync_) glDeleteSync(static_cast<GLsync>(sync_));
+    sync_ = std::exchange(other.sync_, nullptr);
+  }
+  return *this;
+}
+
+bool Fence::wait(std::uint64_t timeoutNanoseconds) const {
+  const GLenum status =
+      glClientWaitSync(static_cast<GLsync>(sync_), GL_SYNC_FLUSH_COMMANDS_BIT, timeoutNanoseconds);
+  if (status == GL_WAIT_FAILED) throw Error("glClientWaitSync failed: the GL context is lost");
+  return status != GL_TIMEOUT_EXPIRED;
+}
+
+TimerQuery::TimerQuery() { glGenQueries(1, &id_); }
+
+TimerQuery::~TimerQuery() {
+  if (id_) glDeleteQueries(1, &id_);
+}
+
+TimerQuery::TimerQuery(TimerQuery&& other) noexcept : id_(std::exchange(other.id_, 0u)) {}
+
+TimerQuery& TimerQuery::operator=(TimerQuery&& other) noexcept {
+  if (this != &other) {
+    if (id_) glDeleteQueries(1, &id_);
+    id_ = std::exchange(other.id_, 0u);
+  }
+  return *this;
+}
+
+void TimerQuery::record() { glQueryCounter(id_, GL_TIMESTAMP); }
+
+std::uint64_t TimerQuery::nanoseconds() const {
+  GLuint64 value = 0;
+  GL_CHECK(glGetQueryObjectui64v(id_, GL_QUERY_RESULT, &value));
+  return value;
+}
+
+}  // namespace glnet

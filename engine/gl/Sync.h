@@ -1,0 +1,44 @@
+// GPU synchronisation objects: a fence to wait on, and timestamp queries to time GPU work.
+#pragma once
+
+#include <cstdint>
+
+namespace glnet {
+
+class Fence {
+ public:
+  // Inserts the fence after every command issued so far.
+  Fence();
+  ~Fence();
+  Fence(Fence&& other) noexcept;
+  Fence& operator=(Fence&& other) noexcept;
+  Fence(const Fence&) = delete;
+  Fence& operator=(const Fence&) = delete;
+
+  // Blocks until the GPU passes the fence; false when `timeoutNanoseconds` ran out first.
+  bool wait(std::uint64_t timeoutNanoseconds = UINT64_MAX) const;
+
+ private:
+  void* sync_ = nullptr;
+};
+
+// One GL_TIMESTAMP query. Record two and subtract to time the GPU work between them.
+class TimerQuery {
+ public:
+  TimerQuery();
+  ~TimerQuery();
+  TimerQuery(TimerQuery&& other) noexcept;
+  TimerQuery& operator=(TimerQuery&& other) noexcept;
+  TimerQuery(const TimerQuery&) = delete;
+  TimerQuery& operator=(const TimerQuery&) = delete;
+
+  // Records the GPU time at which all earlier commands have completed.
+  void record();
+  // The recorded GPU time in nanoseconds; waits for the result.
+  std::uint64_t nanoseconds() const;
+
+ private:
+  unsigned id_ = 0;
+};
+
+}  // namespace glnet

@@ -1,0 +1,37 @@
+// Error handling in three tiers (DESIGN.md): GLNET_ASSERT for programmer errors, glnet::Error for
+// environment and input failures a user can fix, GL_CHECK for GL calls whose failure must be named.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace glnet {
+
+// An environment or input failure; the message says what went wrong and what to do about it.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A command-line usage error: apps exit with code 2 instead of 1.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+[[noreturn]] void assertFailed(const char* condition, const std::string& message, const char* file, int line);
+void throwIfGlError(const char* call, const char* file, int line);
+const char* glErrorName(unsigned error);
+
+}  // namespace glnet
+
+#define GLNET_ASSERT(condition, message)                                        \
+  do {                                                                          \
+    if (!(condition)) ::glnet::assertFailed(#condition, message, __FILE__, __LINE__); \
+  } while (false)
+
+#define GL_CHECK(call)                                       \
+  do {                                                       \
+    call;                                                    \
+    ::glnet::throwIfGlError(#call, __FILE__, __LINE__);      \
+  } while (false)

@@ -1,0 +1,79 @@
+#include "gl/Buffer.h"
+#include "support/GlContext.h"
+#include "support/Random.h"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+using namespace glnet;
+
+TEST_SUITE("gl") {
+  TEST_CASE("upload and download round-trip random bytes at odd sizes") {
+    test::glContext();
+    auto random = test::generator(1);
+    for (const std::size_t size : {std::size_t{1}, std::size_t{3}, std::size_t{4095}, std::size_t{65537},
+                                   std::size_t{1000003}, std::size_t{64} << 20}) {
+      CAPTURE(size);
+      const std::vector<std::uint8_t> bytes = test::randomBytes(random, size);
+      Buffer buffer(size);
+      buffer.upload(bytes.data(), size);
+      std::vector<std::uint8_t> back(size, 0xAB);
+      buffer.download(back.data(), size);
+      CHECK(std::memcmp(bytes.data(), back.data(), size) == 0);
+    }
+  }
+
+  TEST_CASE("partial upload and download respect offsets") {
+    test::glContext();
+    auto random = test::generator(2);
+    const std::vector<std::uint8_t> bytes = test::randomBytes(random, 1001);
+    Buffer buffer(1001);
+    buffer.clear(0);
+    buffer.upload(bytes.data() + 17, 500, 17);
+    std::vector<std::uint8_t> back(1001);
+    buffer.download(back.data(), 1001);
+    for (std::size_t i = 0; i < back.size(); ++i) {
+      const std::uint8_t expected = (i >= 17 && i < 517) ? bytes[i] : 0;
+      REQUIRE(back[i] == expected);
+    }
+    std::vector<std::uint8_t> middle(100);
+    buffer.download(middle.data(), 100, 200);
+    CHECK(std::memcmp(middle.data(), bytes.data() + 200, 100) == 0);
+  }
+
+  TEST_CASE("clear sets every byte, fill every word") {
+    test::glContext();
+    Buffer odd(777);
+    odd.clear(0x5A);
+    for (const std::uint8_t byte : odd.read<std::uint8_t>()) REQUIRE(byte == 0x5A);
+    Buffer words(4 * 1001);
+    words.fill(0x7FC00000u);
+    for (const std::uint32_t word : words.read<std::uint32_t>()) REQUIRE(word == 0x7FC00000u);
+  }
+
+  TEST_CASE("copy moves a range between buffers") {
+    test::glContext();
+    auto random = test::generator(3);
+    const std::vector<std::uint8_t> bytes = test::randomBytes(random, 4099);
+    Buffer source(4099, bytes.data());
+    Buffer target(5000);
+    target.clear(0xFF);
+    target.copyFrom(source, 3001, 7, 11);
+    const auto back = target.read<std::uint8_t>();
+    for (std::size_t i = 0; i < back.size(); ++i) {
+      const std::uint8_t expected = (i >= 11 && i < 3012) ? bytes[i - 11 + 7] : 0xFF;
+      REQUIRE(back[i] == expected);
+    }
+  }
+
+  TEST_CASE("buffers are move-only owners") {
+    test::glContext();
+    Buffer first(16);
+    const unsigned id = first.id();
+    Buffer second = std::move(first);
+    CHECK(second.id() == id);
+    CHECK(first.id() == 0u);  // NOLINT(bugprone-use-after-move): moved-from state is specified
+    CHECK(second.bytes() == 16u);
+  }
+}

@@ -1,0 +1,11 @@
+// The one headless context shared by every GL test in this process (DESIGN.md, Testing).
+#pragma once
+
+#include "gl/Context.h"
+
+namespace glnet::test {
+
+// Created on first use on the default device (GLNET_DEVICE chooses another), with KHR_debug on.
+Context& glContext();
+
+}  // namespace glnet::test
