@@ -157,7 +157,8 @@ void loadEgl() {
 std::vector<Candidate> enumerate(bool debug) {
   const char* clientExtensions = eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS);
   std::vector<Candidate> candidates;
-  if (hasToken(clientExtensions, "EGL_EXT_device_enumeration") &&
+  // GLVND advertises EGL_EXT_device_base, which is device_enumeration plus device_query.
+  if ((hasToken(clientExtensions, "EGL_EXT_device_enumeration") || hasToken(clientExtensions, "EGL_EXT_device_base")) &&
       hasToken(clientExtensions, "EGL_EXT_platform_device") && eglQueryDevicesEXT) {
     EGLint count = 0;
     eglQueryDevicesEXT(0, nullptr, &count);
