@@ -8,3 +8,25 @@
 // exceed GL_MAX_COMPUTE_WORK_GROUP_COUNT (65535 on many devices) along x. A macro, because
 // gl_WorkGroupSize exists only after the shader's own layout(local_size_x = ...) declaration.
 #define LINEAR_INVOCATION_INDEX (gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x)
+
+// Activations, chosen by the ACTIVATION define of the shaders that fuse one.
+#define ACTIVATION_NONE 0
+#define ACTIVATION_RELU 1
+#define ACTIVATION_TANH 2
+#define ACTIVATION_SIGMOID 3
+
+#ifdef ACTIVATION
+float activate(float x) {
+#if ACTIVATION == ACTIVATION_RELU
+  return max(x, 0.0);
+#elif ACTIVATION == ACTIVATION_TANH
+  // Some drivers compute tanh as (e^2x - 1)/(e^2x + 1), which is inf/inf = NaN for large x; tanh(±15)
+  // already rounds to ±1 in fp32.
+  return tanh(clamp(x, -15.0, 15.0));
+#elif ACTIVATION == ACTIVATION_SIGMOID
+  return 1.0 / (1.0 + exp(-x));
+#else
+  return x;
+#endif
+}
+#endif

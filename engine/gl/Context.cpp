@@ -52,10 +52,13 @@ std::string eglErrorName(EGLint error) {
 
 GLADapiproc loadGlFunction(const char* name) { return reinterpret_cast<GLADapiproc>(eglGetProcAddress(name)); }
 
-void GLAD_API_PTR forwardDebugMessage(GLenum, GLenum type, GLuint id, GLenum severity, GLsizei, const GLchar* text,
-                                      const void*) {
+void GLAD_API_PTR forwardDebugMessage(GLenum source, GLenum type, GLuint id, GLenum severity, GLsizei,
+                                      const GLchar* text, const void*) {
   const std::string message = "GL debug (id " + std::to_string(id) + "): " + text;
-  if (type == GL_DEBUG_TYPE_ERROR || severity == GL_DEBUG_SEVERITY_HIGH) {
+  // Compile errors reach the user through Program's exception, with file names and lines.
+  if (source == GL_DEBUG_SOURCE_SHADER_COMPILER) {
+    log::debug(message);
+  } else if (type == GL_DEBUG_TYPE_ERROR || severity == GL_DEBUG_SEVERITY_HIGH) {
     log::error(message);
   } else if (severity == GL_DEBUG_SEVERITY_MEDIUM) {
     log::info(message);

@@ -1,0 +1,21 @@
+// Images resident on the GPU as raw uint8 pixels, normalized in a shader when used.
+#pragma once
+
+#include "data/Idx.h"
+#include "gl/Buffer.h"
+
+namespace glnet {
+
+struct GpuImages {
+  GpuImages(std::size_t count, std::size_t pixelsPerImage);
+  // Replaces the pixels in place, so plans recorded against this buffer stay valid.
+  void upload(const std::vector<std::uint8_t>& pixels);
+
+  Buffer pixels;  // count × pixelsPerImage bytes, padded to a multiple of 4
+  std::size_t count = 0;
+  std::size_t pixelsPerImage = 0;
+};
+
+GpuImages uploadImages(const ImageSet& set);
+
+}  // namespace glnet

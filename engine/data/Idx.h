@@ -1,0 +1,34 @@
+// The IDX format of MNIST and Fashion-MNIST (unsigned-byte images and labels), plain or gzip-compressed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+struct ImageSet {
+  std::size_t count = 0;
+  std::size_t rows = 0;
+  std::size_t columns = 0;
+  std::vector<std::uint8_t> pixels;  // count × rows × columns, row-major
+  std::size_t pixelsPerImage() const { return rows * columns; }
+};
+
+// Throw glnet::Error naming the file and what is wrong: magic, rank, dimensions, or a length that does not
+// match the header (truncated or with trailing bytes).
+ImageSet readIdxImages(const std::string& path);
+std::vector<std::uint8_t> readIdxLabels(const std::string& path);
+
+struct LabelledImages {
+  ImageSet images;
+  std::vector<std::uint8_t> labels;
+};
+
+enum class Split { train, test };
+
+// Reads `<directory>/{train,t10k}-{images-idx3,labels-idx1}-ubyte`, or the same with `.gz`, and checks
+// that images and labels agree in count and that labels are below `classes`.
+LabelledImages readMnistSplit(const std::string& directory, Split split, int classes = 10);
+
+}  // namespace glnet

@@ -1,0 +1,187 @@
+#include "model/Safetensors.h"
+
+#include "gl/check.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <unistd.h>
+
+namespace glnet {
+namespace {
+
+constexpr std::uint64_t maxHeaderBytes = 100u << 20;
+
+float halfToFloat(std::uint16_t half) {
+  const std::uint32_t sign = (half >> 15) & 1u, exponent = (half >> 10) & 0x1fu, mantissa = half & 0x3ffu;
+  float magnitude;
+  if (exponent == 0) {
+    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+  } else if (exponent == 31) {
+    magnitude = mantissa ? NAN : INFINITY;
+  } else {
+    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400u), static_cast<int>(exponent) - 25);
+  }
+  return sign ? -magnitude : magnitude;
+}
+
+std::size_t dtypeBytes(const std::string& dtype) {
+  if (dtype == "F32") return 4;
+  if (dtype == "F16") return 2;
+  if (dtype == "F64") return 8;
+  return 0;
+}
+
+std::vector<float> convert(const std::string& dtype, const std::uint8_t* data, std::size_t count) {
+  std::vector<float> values(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (dtype == "F32") {
+      std::memcpy(&values[i], data + 4 * i, 4);
+    } else if (dtype == "F16") {
+      std::uint16_t half;
+      std::memcpy(&half, data + 2 * i, 2);
+      values[i] = halfToFloat(half);
+    } else {
+      double wide;
+      std::memcpy(&wide, data + 8 * i, 8);
+      values[i] = static_cast<float>(wide);
+    }
+  }
+  return values;
+}
+
+}  // namespace
+
+std::size_t HostTensor::elements() const {
+  std::size_t count = 1;
+  for (const std::int64_t dimension : shape) count *= static_cast<std::size_t>(dimension);
+  return count;
+}
+
+TensorFile readSafetensors(const std::string& path) {
+  std::ifstream stream(path, std::ios::binary);
+  if (!stream) throw Error(path + ": cannot open (no such file or no permission)");
+  const std::string bytes((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
+  if (bytes.size() < 8) throw Error(path + ": too short to be a safetensors file");
+  std::uint64_t headerLength = 0;
+  for (int i = 7; i >= 0; --i) headerLength = (headerLength << 8) | static_cast<unsigned char>(bytes[i]);
+  if (headerLength > maxHeaderBytes || headerLength > bytes.size() - 8) {
+    throw Error(path + ": not a safetensors file (header length " + std::to_string(headerLength) +
+                " does not fit in the file of " + std::to_string(bytes.size()) + " bytes)");
+  }
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(headerLength));
+  } catch (const nlohmann::json::exception&) {
+    throw Error(path + ": not a safetensors file (the header is not valid JSON)");
+  }
+  if (!header.is_object()) throw Error(path + ": safetensors header is not a JSON object");
+  const std::size_t dataStart = 8 + headerLength;
+  const std::size_t dataBytes = bytes.size() - dataStart;
+
+  TensorFile file;
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) throw Error(path + ": __metadata__ is not an object");
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string()) throw Error(path + ": __metadata__ value of " + key + " is not a string");
+        file.metadata[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = path + ": tensor " + name;
+    if (!entry.is_object() || !entry.contains("dtype") || !entry.contains("shape") || !entry.contains("data_offsets")) {
+      throw Error(where + " lacks dtype, shape or data_offsets");
+    }
+    if (!entry["dtype"].is_string()) throw Error(where + ": dtype is not a string");
+    const std::string dtype = entry["dtype"].get<std::string>();
+    const std::size_t elementBytes = dtypeBytes(dtype);
+    if (elementBytes == 0) throw Error(where + " has dtype " + dtype + "; glnet reads F32, F16 and F64");
+    HostTensor tensor;
+    std::size_t count = 1;
+    if (!entry["shape"].is_array()) throw Error(where + ": shape is not a list");
+    for (const auto& dimension : entry["shape"]) {
+      if (!dimension.is_number_integer() || dimension.get<std::int64_t>() < 0 ||
+          dimension.get<std::int64_t>() > (std::int64_t{1} << 32)) {
+        throw Error(where + ": shape has an invalid dimension");
+      }
+      tensor.shape.push_back(dimension.get<std::int64_t>());
+      count *= static_cast<std::size_t>(dimension.get<std::int64_t>());
+    }
+    const auto& offsets = entry["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||
+        !offsets[1].is_number_unsigned()) {
+      throw Error(where + ": data_offsets is not a pair of non-negative integers");
+    }
+    const auto begin = offsets[0].get<std::uint64_t>(), end = offsets[1].get<std::uint64_t>();
+    if (begin > end || end > dataBytes) {
+      throw Error(where + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
+                  "] run past the end of the data (" + std::to_string(dataBytes) + " bytes)");
+    }
+    if (end - begin != count * elementBytes) {
+      throw Error(where + ": shape needs " + std::to_string(count * elementBytes) + " bytes of " + dtype + ", data_offsets give " +
+                  std::to_string(end - begin));
+    }
+    ranges.emplace_back(begin, end);
+    tensor.values = convert(dtype, reinterpret_cast<const std::uint8_t*>(bytes.data()) + dataStart + begin, count);
+    file.tensors.emplace(name, std::move(tensor));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (std::size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) throw Error(path + ": tensors overlap in the data section");
+  }
+  return file;
+}
+
+void writeFileAtomically(const std::string& path, const std::string& bytes) {
+  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::FILE* file = std::fopen(temporary.c_str(), "wb");
+    if (!file) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
+    const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+    const bool flushed = std::fflush(file) == 0 && ::fsync(fileno(file)) == 0;
+    const bool closed = std::fclose(file) == 0;
+    if (!written || !flushed || !closed) {
+      std::remove(temporary.c_str());
+      throw Error(path + ": write failed (disk full?)");
+    }
+  }
+  std::error_code error;
+  std::filesystem::rename(temporary, path, error);
+  if (error) {
+    std::remove(temporary.c_str());
+    throw Error(path + ": cannot rename the finished file into place (" + error.message() + ")");
+  }
+}
+
+void writeSafetensors(const std::string& path, const TensorFile& file) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  std::size_t offset = 0;
+  for (const auto& [name, tensor] : file.tensors) {
+    GLNET_ASSERT(tensor.values.size() == tensor.elements(), "tensor " + name + " has values that disagree with its shape");
+    const std::size_t size = tensor.values.size() * sizeof(float);
+    header[name] = {{"dtype", "F32"}, {"shape", tensor.shape}, {"data_offsets", {offset, offset + size}}};
+    offset += size;
+  }
+  std::string json = header.dump();
+  // Pad the header with spaces so the data starts 8-byte aligned, as the reference writer does.
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>((json.size() >> (8 * i)) & 0xff);
+  bytes += json;
+  for (const auto& [name, tensor] : file.tensors) {
+    bytes.append(reinterpret_cast<const char*>(tensor.values.data()), tensor.values.size() * sizeof(float));
+  }
+  writeFileAtomically(path, bytes);
+}
+
+}  // namespace glnet

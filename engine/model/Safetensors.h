@@ -1,0 +1,33 @@
+// safetensors files: 8-byte little-endian header length, a JSON header, raw little-endian tensor data.
+// glnet keeps every tensor as float32 in memory; F16 and F64 convert on load.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+struct HostTensor {
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+  std::size_t elements() const;
+};
+
+struct TensorFile {
+  std::map<std::string, HostTensor> tensors;
+  std::map<std::string, std::string> metadata;  // "__metadata__"
+};
+
+// Validates the header length, the JSON, dtypes (F32, F16, F64), shapes against byte ranges, ranges
+// against the file size, and overlap; errors name the file and the tensor.
+TensorFile readSafetensors(const std::string& path);
+
+// Writes F32 tensors to `path` through a temporary file renamed into place, so a crash never leaves a torn file.
+void writeSafetensors(const std::string& path, const TensorFile& file);
+
+// Writes `bytes` to `path` atomically: a sibling temporary file, flushed, then renamed over `path`.
+void writeFileAtomically(const std::string& path, const std::string& bytes);
+
+}  // namespace glnet

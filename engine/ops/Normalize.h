@@ -1,0 +1,21 @@
+// Binding of shaders/Normalize.glsl: uint8 pixels → float (x/255 − mean)/std.
+#pragma once
+
+#include "plan/Plan.h"
+
+namespace glnet {
+
+class NormalizeOp {
+ public:
+  NormalizeOp();
+  // Writes `count` floats to `output` from the bytes of `pixels` starting at `firstPixel` (a constant, or
+  // a plan parameter via Uniform::fromParameter at location 1).
+  Dispatch operator()(const Buffer& pixels, const Buffer& output, std::uint32_t count, const Uniform& firstPixel,
+                      float mean, float std) const;
+  static constexpr int firstPixelLocation = 1;
+
+ private:
+  Program program_;
+};
+
+}  // namespace glnet

@@ -1,0 +1,125 @@
+#include "plan/Plan.h"
+
+#include "gl/check.h"
+
+#include <glad/gl.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+namespace glnet {
+namespace {
+bool contains(const std::vector<unsigned>& ids, unsigned id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+}  // namespace
+
+Plan::SyncMode Plan::syncModeFromEnvironment() {
+  const char* value = std::getenv("GLNET_SYNC");
+  return value && std::strcmp(value, "all") == 0 ? SyncMode::all : SyncMode::hazards;
+}
+
+Plan::Plan(const Limits& limits, SyncMode mode) : limits_(limits), mode_(mode) {}
+
+int Plan::addParameter(std::uint32_t initial) {
+  parameters_.push_back(initial);
+  return static_cast<int>(parameters_.size() - 1);
+}
+
+void Plan::setParameter(int parameter, std::uint32_t value) {
+  GLNET_ASSERT(parameter >= 0 && static_cast<std::size_t>(parameter) < parameters_.size(), "unknown plan parameter");
+  parameters_[static_cast<std::size_t>(parameter)] = value;
+}
+
+void Plan::record(const Dispatch& dispatch) {
+  GLNET_ASSERT(dispatch.program && dispatch.program->id(), "a dispatch needs a compiled program");
+  Step step{dispatch.program->id(), {}, dispatch.uniforms, dispatch.groups, false, dispatch.label};
+  for (const Uniform& uniform : step.uniforms) {
+    GLNET_ASSERT(uniform.parameter < static_cast<int>(parameters_.size()), "uniform names an unknown plan parameter");
+  }
+
+  auto& groups = step.groups;
+  if (dispatch.linear && groups[0] > static_cast<std::uint32_t>(limits_.maxWorkGroupCount[0])) {
+    GLNET_ASSERT(groups[1] == 1 && groups[2] == 1, "a linear dispatch has groups along x only");
+    const auto maxX = static_cast<std::uint32_t>(limits_.maxWorkGroupCount[0]);
+    groups[1] = (groups[0] + maxX - 1) / maxX;
+    groups[0] = maxX;
+  }
+  for (int axis = 0; axis < 3; ++axis) {
+    if (groups[axis] > static_cast<std::uint32_t>(limits_.maxWorkGroupCount[axis])) {
+      throw Error("dispatch " + dispatch.label + " needs " + std::to_string(groups[axis]) + " work groups along axis " +
+                  std::to_string(axis) + ", more than this device's " + std::to_string(limits_.maxWorkGroupCount[axis]) +
+                  "; use a smaller batch");
+    }
+  }
+
+  bool hazard = mode_ == SyncMode::all && !steps_.empty();
+  for (const StorageBinding& binding : dispatch.buffers) {
+    GLNET_ASSERT(binding.buffer && binding.buffer->id(), "a dispatch binds an empty buffer: " + dispatch.label);
+    if (static_cast<std::int64_t>(binding.buffer->bytes()) > limits_.maxStorageBlockBytes) {
+      throw Error("dispatch " + dispatch.label + " binds a buffer of " + std::to_string(binding.buffer->bytes()) +
+                  " bytes, over this device's storage block limit of " + std::to_string(limits_.maxStorageBlockBytes));
+    }
+    const unsigned id = binding.buffer->id();
+    const bool reads = binding.access != Access::write;
+    const bool writes = binding.access != Access::read;
+    if (reads && contains(writtenSinceBarrier_, id)) hazard = true;
+    if (writes && (contains(writtenSinceBarrier_, id) || contains(readSinceBarrier_, id))) hazard = true;
+    step.bindings.emplace_back(binding.index, id);
+  }
+  if (hazard) {
+    step.barrierBefore = true;
+    readSinceBarrier_.clear();
+    writtenSinceBarrier_.clear();
+  }
+  for (const StorageBinding& binding : dispatch.buffers) {
+    if (binding.access != Access::write) readSinceBarrier_.push_back(binding.buffer->id());
+    if (binding.access != Access::read) writtenSinceBarrier_.push_back(binding.buffer->id());
+  }
+  steps_.push_back(std::move(step));
+}
+
+void Plan::run() const {
+  // Work recorded elsewhere (another plan, an earlier run of this one) may still write what this run reads.
+  glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+  unsigned current = 0;
+  for (const Step& step : steps_) {
+    if (step.barrierBefore) glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    if (step.program != current) {
+      glUseProgram(step.program);
+      current = step.program;
+    }
+    for (const auto& [index, buffer] : step.bindings) glBindBufferBase(GL_SHADER_STORAGE_BUFFER, index, buffer);
+    for (const Uniform& uniform : step.uniforms) {
+      const std::int64_t integer =
+          uniform.parameter >= 0 ? uniform.scale * parameters_[static_cast<std::size_t>(uniform.parameter)] : uniform.integer;
+      switch (uniform.type) {
+        case Uniform::Type::uint32:
+          glProgramUniform1ui(step.program, uniform.location, static_cast<GLuint>(integer));
+          break;
+        case Uniform::Type::int32:
+          glProgramUniform1i(step.program, uniform.location, static_cast<GLint>(integer));
+          break;
+        case Uniform::Type::float32:
+          glProgramUniform1f(step.program, uniform.location, uniform.real);
+          break;
+      }
+    }
+    glDispatchCompute(step.groups[0], step.groups[1], step.groups[2]);
+  }
+}
+
+void Plan::read(const Buffer& buffer, void* out, std::size_t bytes, std::size_t offset) const {
+  buffer.download(out, bytes, offset);
+}
+
+std::size_t Plan::barrierCount() const {
+  return 1 + static_cast<std::size_t>(std::count_if(steps_.begin(), steps_.end(), [](const Step& s) { return s.barrierBefore; }));
+}
+
+std::vector<std::string> Plan::labels() const {
+  std::vector<std::string> result;
+  for (const Step& step : steps_) result.push_back(step.label);
+  return result;
+}
+
+}  // namespace glnet

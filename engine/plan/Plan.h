@@ -1,0 +1,95 @@
+// A recorded sequence of compute dispatches (one batch of inference, one training step), replayed with no
+// host round trip. Barriers are decided at record time from buffer hazards (DESIGN.md, principle 3).
+#pragma once
+
+#include "gl/Buffer.h"
+#include "gl/Context.h"
+#include "gl/Program.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+enum class Access { read, write, readWrite };
+
+struct StorageBinding {
+  unsigned index;
+  const Buffer* buffer;
+  Access access;
+};
+
+// A uniform set before a dispatch: a constant, or a plan parameter times `scale` (an offset that changes
+// from one run to the next, such as the first image of a batch).
+struct Uniform {
+  enum class Type { int32, uint32, float32 };
+  int location = 0;
+  Type type = Type::uint32;
+  std::int64_t integer = 0;
+  float real = 0.0f;
+  int parameter = -1;
+  std::int64_t scale = 1;
+
+  static Uniform u32(int location, std::uint32_t value) { return {location, Type::uint32, value, 0.0f, -1, 1}; }
+  static Uniform i32(int location, std::int32_t value) { return {location, Type::int32, value, 0.0f, -1, 1}; }
+  static Uniform f32(int location, float value) { return {location, Type::float32, 0, value, -1, 1}; }
+  static Uniform fromParameter(int location, int parameter, std::int64_t scale = 1) {
+    return {location, Type::uint32, 0, 0.0f, parameter, scale};
+  }
+};
+
+struct Dispatch {
+  const Program* program = nullptr;
+  std::vector<StorageBinding> buffers;
+  std::vector<Uniform> uniforms;
+  std::array<std::uint32_t, 3> groups{1, 1, 1};
+  // A 1-D problem whose shader indexes with LINEAR_INVOCATION_INDEX and bounds-checks, so groups beyond
+  // the device's x limit may fold into y.
+  bool linear = false;
+  std::string label;
+};
+
+class Plan {
+ public:
+  enum class SyncMode { hazards, all };
+  // GLNET_SYNC=all puts a barrier after every dispatch (debugging); anything else tracks hazards.
+  static SyncMode syncModeFromEnvironment();
+
+  explicit Plan(const Limits& limits, SyncMode mode = syncModeFromEnvironment());
+
+  // A run-time value for uniforms (see Uniform::fromParameter); returns its id.
+  int addParameter(std::uint32_t initial = 0);
+  void setParameter(int parameter, std::uint32_t value);
+
+  void record(const Dispatch& dispatch);
+  // Issues every dispatch; no host synchronisation.
+  void run() const;
+  // The one synchronisation: waits for the GPU and copies `bytes` of `buffer` from `offset`.
+  void read(const Buffer& buffer, void* out, std::size_t bytes, std::size_t offset = 0) const;
+
+  std::size_t dispatchCount() const { return steps_.size(); }
+  // Barriers one run() issues, the one at its start included.
+  std::size_t barrierCount() const;
+  SyncMode syncMode() const { return mode_; }
+  std::vector<std::string> labels() const;
+
+ private:
+  struct Step {
+    unsigned program;
+    std::vector<std::pair<unsigned, unsigned>> bindings;  // (index, buffer id)
+    std::vector<Uniform> uniforms;
+    std::array<std::uint32_t, 3> groups;
+    bool barrierBefore;
+    std::string label;
+  };
+  Limits limits_;
+  SyncMode mode_;
+  std::vector<Step> steps_;
+  std::vector<std::uint32_t> parameters_;
+  std::vector<unsigned> readSinceBarrier_;
+  std::vector<unsigned> writtenSinceBarrier_;
+};
+
+}  // namespace glnet

@@ -1,0 +1,74 @@
+#include "ref/Reference.h"
+
+#include <cmath>
+
+namespace glnet::ref {
+
+std::vector<double> normalize(const std::vector<std::uint8_t>& pixels, std::size_t first, std::size_t count,
+                              double mean, double std) {
+  std::vector<double> y(count);
+  for (std::size_t i = 0; i < count; ++i) y[i] = (pixels[first + i] / 255.0 - mean) / std;
+  return y;
+}
+
+double activate(Activation activation, double x) {
+  switch (activation) {
+    case Activation::relu: return x > 0 ? x : 0;
+    case Activation::tanh: return std::tanh(x);
+    case Activation::sigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case Activation::none: return x;
+  }
+  return x;
+}
+
+std::vector<double> dense(const std::vector<double>& x, const std::vector<float>& weight, const std::vector<float>& bias,
+                          std::size_t rows, std::size_t inputs, std::size_t outputs, Activation activation) {
+  std::vector<double> y(rows * outputs);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t o = 0; o < outputs; ++o) {
+      double sum = bias[o];
+      for (std::size_t i = 0; i < inputs; ++i) sum += x[r * inputs + i] * weight[o * inputs + i];
+      y[r * outputs + o] = activate(activation, sum);
+    }
+  }
+  return y;
+}
+
+std::vector<double> softmax(const std::vector<double>& logits, std::size_t rows, std::size_t columns) {
+  std::vector<double> p(rows * columns);
+  for (std::size_t r = 0; r < rows; ++r) {
+    double largest = logits[r * columns];
+    for (std::size_t c = 1; c < columns; ++c) largest = std::max(largest, logits[r * columns + c]);
+    double total = 0;
+    for (std::size_t c = 0; c < columns; ++c) total += std::exp(logits[r * columns + c] - largest);
+    for (std::size_t c = 0; c < columns; ++c) p[r * columns + c] = std::exp(logits[r * columns + c] - largest) / total;
+  }
+  return p;
+}
+
+std::vector<std::uint32_t> argmax(const std::vector<double>& logits, std::size_t rows, std::size_t columns) {
+  std::vector<std::uint32_t> classes(rows);
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::uint32_t best = 0;
+    for (std::size_t c = 1; c < columns; ++c) {
+      if (logits[r * columns + c] > logits[r * columns + best]) best = static_cast<std::uint32_t>(c);
+    }
+    classes[r] = best;
+  }
+  return classes;
+}
+
+std::vector<double> mlpLogits(const MlpModel& model, const std::vector<std::uint8_t>& pixels, std::size_t first,
+                              std::size_t count) {
+  const auto inputs = static_cast<std::size_t>(model.inputs());
+  std::vector<double> activations = normalize(pixels, first * inputs, count * inputs, model.input.mean, model.input.std);
+  for (std::size_t l = 0; l < model.layers.size(); ++l) {
+    const DenseWeights& layer = model.layers[l];
+    const Activation activation = l + 1 < model.layers.size() ? model.activation : Activation::none;
+    activations = dense(activations, layer.weight, layer.bias, count, static_cast<std::size_t>(layer.inputs),
+                        static_cast<std::size_t>(layer.outputs), activation);
+  }
+  return activations;
+}
+
+}  // namespace glnet::ref

@@ -1,0 +1,24 @@
+// Plain C++ references of every op, accumulating in double (DESIGN.md, principle 4).
+#pragma once
+
+#include "model/Mlp.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace glnet::ref {
+
+std::vector<double> normalize(const std::vector<std::uint8_t>& pixels, std::size_t first, std::size_t count,
+                              double mean, double std);
+double activate(Activation activation, double x);
+// Y = act(X·Wᵀ + b); X [rows × inputs], W [outputs × inputs].
+std::vector<double> dense(const std::vector<double>& x, const std::vector<float>& weight, const std::vector<float>& bias,
+                          std::size_t rows, std::size_t inputs, std::size_t outputs, Activation activation);
+std::vector<double> softmax(const std::vector<double>& logits, std::size_t rows, std::size_t columns);
+std::vector<std::uint32_t> argmax(const std::vector<double>& logits, std::size_t rows, std::size_t columns);
+
+// The whole MLP on `count` images from `first`: the logits [count × outputs].
+std::vector<double> mlpLogits(const MlpModel& model, const std::vector<std::uint8_t>& pixels, std::size_t first,
+                              std::size_t count);
+
+}  // namespace glnet::ref

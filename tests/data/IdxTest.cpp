@@ -1,0 +1,67 @@
+#include "data/Idx.h"
+#include "gl/check.h"
+#include "support/Random.h"
+#include "support/TempDir.h"
+
+#include <doctest/doctest.h>
+
+#include <zlib.h>
+
+using namespace glnet;
+
+namespace {
+
+std::string idx(std::uint8_t type, std::vector<std::uint32_t> dimensions, std::size_t dataBytes) {
+  std::string bytes = {0, 0, static_cast<char>(type), static_cast<char>(dimensions.size())};
+  for (const std::uint32_t d : dimensions) {
+    for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<char>((d >> shift) & 0xff));
+  }
+  for (std::size_t i = 0; i < dataBytes; ++i) bytes.push_back(static_cast<char>(i % 10));
+  return bytes;
+}
+
+void writeGzip(const std::string& path, const std::string& bytes) {
+  gzFile file = gzopen(path.c_str(), "wb");
+  REQUIRE(file != nullptr);
+  gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size()));
+  gzclose(file);
+}
+
+}  // namespace
+
+TEST_CASE("IDX images and labels read plain and gzip-compressed") {
+  const test::TempDir directory;
+  directory.write("t10k-images-idx3-ubyte", idx(8, {3, 2, 5}, 30));
+  writeGzip(directory.file("t10k-labels-idx1-ubyte.gz"), idx(8, {3}, 3));
+  const LabelledImages set = readMnistSplit(directory.path().string(), Split::test);
+  CHECK(set.images.count == 3);
+  CHECK(set.images.rows == 2);
+  CHECK(set.images.columns == 5);
+  CHECK(set.images.pixels.size() == 30);
+  CHECK(set.images.pixels[11] == 1);
+  CHECK(set.labels == std::vector<std::uint8_t>{0, 1, 2});
+}
+
+TEST_CASE("bad IDX files are refused with the file name and the reason") {
+  const test::TempDir directory;
+  const auto refuseImages = [&](const std::string& name, const std::string& bytes, const std::string& reason) {
+    CAPTURE(name);
+    const std::string path = directory.write(name, bytes);
+    CHECK_THROWS_WITH_AS(readIdxImages(path), doctest::Contains((name + ": " + reason).c_str()), Error);
+  };
+  refuseImages("empty", "", "too short");
+  refuseImages("magic", "\x12\x34" + idx(8, {1, 2, 2}, 4).substr(2), "not an IDX file");
+  refuseImages("type", idx(0x0d, {1, 2, 2}, 16), "IDX element type");
+  refuseImages("rank", idx(8, {4}, 4), "IDX rank 1, expected 3");
+  refuseImages("truncated", idx(8, {10, 28, 28}, 7839), "truncated: the header promises 7840 bytes of data, the file has 7839");
+  refuseImages("trailing", idx(8, {1, 2, 2}, 5), "1 bytes past the data");
+  refuseImages("header", idx(8, {1, 2, 2}, 0).substr(0, 10), "truncated IDX header");
+  CHECK_THROWS_WITH_AS(readIdxImages(directory.file("absent")), doctest::Contains("absent: no such file"), Error);
+
+  directory.write("t10k-images-idx3-ubyte", idx(8, {3, 2, 2}, 12));
+  directory.write("t10k-labels-idx1-ubyte", idx(8, {4}, 4));
+  CHECK_THROWS_WITH_AS(readMnistSplit(directory.path().string(), Split::test), doctest::Contains("4 labels for 3 images"), Error);
+  directory.write("t10k-labels-idx1-ubyte", idx(8, {3}, 0) + std::string("\x01\x0b\x02", 3));
+  CHECK_THROWS_WITH_AS(readMnistSplit(directory.path().string(), Split::test), doctest::Contains("label 11 at index 1"), Error);
+  CHECK_THROWS_WITH_AS(readMnistSplit(directory.path().string(), Split::train), doctest::Contains("run scripts/fetch-mnist"), Error);
+}

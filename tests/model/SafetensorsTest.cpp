@@ -1,0 +1,121 @@
+#include "gl/check.h"
+#include "model/Mlp.h"
+#include "model/Safetensors.h"
+#include "support/Random.h"
+#include "support/TempDir.h"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <filesystem>
+
+using namespace glnet;
+
+namespace {
+
+// A safetensors file from a literal JSON header and data bytes.
+std::string safetensors(const std::string& header, const std::string& data) {
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  return bytes + header + data;
+}
+
+std::string floats(std::initializer_list<float> values) {
+  std::string bytes(values.size() * 4, '\0');
+  std::memcpy(bytes.data(), std::data(values), bytes.size());
+  return bytes;
+}
+
+}  // namespace
+
+TEST_CASE("safetensors round trip keeps names, shapes, values and metadata") {
+  const test::TempDir directory;
+  const MlpModel model = MlpModel::random({13, 7, 3}, Activation::tanh, 5);
+  const std::string path = directory.file("model.safetensors");
+  model.save(path);
+  const MlpModel back = MlpModel::load(path);
+  CHECK(back.architecture() == "13-7-3");
+  CHECK(back.activation == Activation::tanh);
+  REQUIRE(back.layers.size() == 2);
+  for (std::size_t l = 0; l < 2; ++l) {
+    CHECK(back.layers[l].weight == model.layers[l].weight);
+    CHECK(back.layers[l].bias == model.layers[l].bias);
+  }
+  const TensorFile file = readSafetensors(path);
+  CHECK(file.tensors.at("fc1.weight").shape == std::vector<std::int64_t>{7, 13});
+  CHECK(file.metadata.at("architecture") == "13-7-3");
+  // No temporary file is left behind.
+  CHECK(std::distance(std::filesystem::directory_iterator(directory.path()), std::filesystem::directory_iterator()) == 1);
+}
+
+TEST_CASE("F16 and F64 tensors convert to float on load") {
+  const test::TempDir directory;
+  std::string data(2 * 2 + 8, '\0');
+  const std::uint16_t halves[2] = {0x3c00, 0xc100};  // 1.0, -2.5
+  const double wide = 0.125;
+  std::memcpy(data.data(), halves, 4);
+  std::memcpy(data.data() + 4, &wide, 8);
+  const std::string path = directory.write(
+      "mixed.safetensors", safetensors(R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+                                       R"("d":{"dtype":"F64","shape":[1],"data_offsets":[4,12]}})",
+                                       data));
+  const TensorFile file = readSafetensors(path);
+  CHECK(file.tensors.at("h").values == std::vector<float>{1.0f, -2.5f});
+  CHECK(file.tensors.at("d").values == std::vector<float>{0.125f});
+}
+
+TEST_CASE("malformed safetensors files are refused with the reason and the tensor") {
+  const test::TempDir directory;
+  const auto refuse = [&](const std::string& name, const std::string& bytes, const std::string& reason) {
+    CAPTURE(name);
+    const std::string path = directory.write(name, bytes);
+    CHECK_THROWS_WITH_AS(readSafetensors(path), doctest::Contains(reason.c_str()), Error);
+  };
+  refuse("short", "abc", "too short");
+  refuse("huge-header", std::string("\xff\xff\xff\xff\x00\x00\x00\x00", 8) + "{}", "header length");
+  refuse("garbage", safetensors("{not json", ""), "not valid JSON");
+  refuse("dtype", safetensors(R"({"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", std::string(8, '\0')),
+         "tensor a has dtype I64");
+  refuse("shape", safetensors(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(8, '\0')),
+         "tensor a: shape needs 12 bytes");
+  refuse("past-end", safetensors(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", std::string(8, '\0')),
+         "tensor a: data_offsets [0, 16] run past the end");
+  refuse("overlap",
+         safetensors(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                     std::string(12, '\0')),
+         "overlap");
+  refuse("missing-file-is-not-here", "", "too short");
+  CHECK_THROWS_WITH_AS(readSafetensors(directory.file("absent.safetensors")), doctest::Contains("cannot open"), Error);
+}
+
+TEST_CASE("MLP files are checked against the architecture") {
+  const test::TempDir directory;
+  const auto refuse = [&](const std::string& name, const std::string& bytes, const std::string& reason) {
+    CAPTURE(name);
+    const std::string path = directory.write(name, bytes);
+    CHECK_THROWS_WITH_AS(MlpModel::load(path), doctest::Contains(reason.c_str()), Error);
+  };
+  const std::string twoByTwo = floats({1, 2, 3, 4});
+  refuse("no-fc1", safetensors(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", twoByTwo), "no tensor fc1.weight");
+  refuse("bias-shape",
+         safetensors(R"({"fc1.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"fc1.bias":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                     twoByTwo),
+         "fc1.bias must be [1]");
+  refuse("chain",
+         safetensors(R"({"fc1.weight":{"dtype":"F32","shape":[1,1],"data_offsets":[0,4]},"fc1.bias":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
+                     R"("fc2.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[8,16]},"fc2.bias":{"dtype":"F32","shape":[1],"data_offsets":[16,20]}})",
+                     twoByTwo + floats({5})),
+         "fc2.weight takes 2 inputs but fc1 gives 1");
+  refuse("metadata",
+         safetensors(R"({"__metadata__":{"architecture":"2-5"},"fc1.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"fc1.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                     floats({1, 2, 3})),
+         "metadata says architecture 2-5 but the tensors make 2-1");
+}
+
+TEST_CASE("architecture strings parse or fail as usage errors") {
+  CHECK(parseArchitecture("784-128-10") == std::vector<int>{784, 128, 10});
+  CHECK_THROWS_AS(parseArchitecture("784"), UsageError);
+  CHECK_THROWS_AS(parseArchitecture("784--10"), UsageError);
+  CHECK_THROWS_AS(parseArchitecture("784-x-10"), UsageError);
+  CHECK_THROWS_AS(parseActivation("gelu"), UsageError);
+}

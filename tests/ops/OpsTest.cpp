@@ -1,0 +1,105 @@
+#include "ops/Dense.h"
+#include "ops/Normalize.h"
+#include "ops/Softmax.h"
+#include "ref/Reference.h"
+#include "support/Compare.h"
+#include "support/GlContext.h"
+#include "support/Random.h"
+
+#include <doctest/doctest.h>
+
+using namespace glnet;
+
+namespace {
+
+std::vector<double> widen(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+
+Buffer poisoned(std::size_t floats) {
+  Buffer buffer(floats * sizeof(float));
+  buffer.fill(test::nanPoison);
+  return buffer;
+}
+
+}  // namespace
+
+TEST_SUITE("gl") {
+  TEST_CASE("Normalize.glsl matches the reference at odd sizes and offsets") {
+    Context& context = test::glContext();
+    auto random = test::generator(10);
+    const NormalizeOp normalize;
+    for (const std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{784}, std::size_t{7 * 784 + 3}}) {
+      for (const std::size_t first : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{785}}) {
+        CAPTURE(count);
+        CAPTURE(first);
+        const auto pixels = test::randomBytes(random, first + count + 5);
+        std::vector<std::uint8_t> padded = pixels;
+        padded.resize((pixels.size() + 3) / 4 * 4);
+        Buffer input = Buffer::of(padded);
+        Buffer output = poisoned(count);
+        Plan plan(context.limits());
+        plan.record(normalize(input, output, static_cast<std::uint32_t>(count),
+                              Uniform::u32(NormalizeOp::firstPixelLocation, static_cast<std::uint32_t>(first)), 0.1307f, 0.3081f));
+        plan.run();
+        // One fp32 divide and multiply-add on values near 1: a few ulps.
+        test::checkClose(output.read<float>(), ref::normalize(pixels, first, count, 0.1307f, 0.3081f), 1e-6, 1e-6);
+      }
+    }
+  }
+
+  TEST_CASE("ForwardPass.glsl matches the dense reference for every activation and odd shapes") {
+    Context& context = test::glContext();
+    auto random = test::generator(11);
+    for (const Activation activation : {Activation::none, Activation::relu, Activation::tanh, Activation::sigmoid}) {
+      const DenseOp dense(activation);
+      for (const std::uint32_t rows : {1u, 7u, 1000u}) {
+        for (const auto& [inputs, outputs] : std::vector<std::pair<std::uint32_t, std::uint32_t>>{
+                 {1, 1}, {784, 10}, {33, 10}, {10, 33}, {784, 128}, {17, 65}}) {
+          if (rows == 1000 && inputs * outputs > 784 * 128 / 2 && activation != Activation::relu) continue;
+          CAPTURE(activationName(activation));
+          CAPTURE(rows);
+          CAPTURE(inputs);
+          CAPTURE(outputs);
+          const auto x = test::uniformFloats(random, std::size_t{rows} * inputs);
+          const auto w = test::uniformFloats(random, std::size_t{outputs} * inputs, -0.5f, 0.5f);
+          const auto b = test::uniformFloats(random, outputs);
+          Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b);
+          Buffer y = poisoned(std::size_t{rows} * outputs);
+          Plan plan(context.limits());
+          plan.record(dense.forward(xBuffer, wBuffer, bBuffer, y, {rows, inputs, outputs}));
+          plan.run();
+          // fp32 accumulation of K products of magnitude ≤ 0.5: error grows like sqrt(K)·ulp; 1e-5 + 1e-4 rel
+          // covers K = 784 with margin.
+          test::checkClose(y.read<float>(), ref::dense(widen(x), w, b, rows, inputs, outputs, activation), 1e-5, 1e-4);
+        }
+      }
+    }
+  }
+
+  TEST_CASE("Softmax.glsl softmax and argmax match the reference, extreme logits included") {
+    Context& context = test::glContext();
+    auto random = test::generator(12);
+    const SoftmaxOp softmax;
+    for (const std::uint32_t rows : {1u, 7u, 1000u}) {
+      for (const std::uint32_t columns : {1u, 10u, 33u}) {
+        CAPTURE(rows);
+        CAPTURE(columns);
+        auto logits = test::uniformFloats(random, std::size_t{rows} * columns, -20.0f, 20.0f);
+        logits[0] = 500.0f;  // exp overflows without the max shift
+        Buffer z = Buffer::of(logits);
+        Buffer p = poisoned(logits.size());
+        Buffer classes(std::size_t{rows + 3} * sizeof(std::uint32_t));
+        classes.fill(0xffffffffu);
+        Plan plan(context.limits());
+        plan.record(softmax.softmax(z, p, rows, columns));
+        plan.record(softmax.argmax(z, classes, rows, columns, Uniform::u32(SoftmaxOp::firstRowLocation, 3)));
+        plan.run();
+        // exp in fp32 on shifted logits ≤ 0, then one normalising divide.
+        test::checkClose(p.read<float>(), ref::softmax(widen(logits), rows, columns), 1e-6, 1e-5);
+        const auto gpuClasses = classes.read<std::uint32_t>();
+        const auto expected = ref::argmax(widen(logits), rows, columns);
+        for (std::size_t r = 0; r < 3; ++r) CHECK(gpuClasses[r] == 0xffffffffu);
+        for (std::size_t r = 0; r < rows; ++r) REQUIRE(gpuClasses[r + 3] == expected[r]);
+      }
+    }
+  }
+}

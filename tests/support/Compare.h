@@ -1,0 +1,38 @@
+// Element-wise comparison of GPU output against a float64 reference: pass when
+// |gpu − ref| ≤ atol + rtol·|ref|; NaN (an unwritten, poisoned element) always fails.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+namespace glnet::test {
+
+constexpr std::uint32_t nanPoison = 0x7fc00000u;
+
+template <class Gpu>
+void checkClose(const std::vector<Gpu>& gpu, const std::vector<double>& reference, double atol, double rtol) {
+  REQUIRE(gpu.size() == reference.size());
+  std::size_t mismatches = 0, worst = 0;
+  double worstExcess = -1;
+  std::ostringstream first;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    const double error = std::abs(static_cast<double>(gpu[i]) - reference[i]);
+    const double allowed = atol + rtol * std::abs(reference[i]);
+    const bool bad = !(error <= allowed);
+    const double excess = std::isnan(error) ? INFINITY : error - allowed;
+    if (excess > worstExcess) {
+      worstExcess = excess;
+      worst = i;
+    }
+    if (bad && ++mismatches <= 5) first << "  [" << i << "] gpu " << gpu[i] << " ref " << reference[i] << "\n";
+  }
+  INFO("worst at [" << worst << "]: gpu " << gpu[worst] << " ref " << reference[worst] << "; atol " << atol << " rtol "
+                    << rtol << "\nfirst mismatches:\n"
+                    << first.str());
+  CHECK(mismatches == 0u);
+}
+
+}  // namespace glnet::test
