@@ -1,0 +1,85 @@
+// glnet_eval: accuracy of a model on the MNIST (or Fashion-MNIST) test set, the data resident on the GPU.
+#include "common/Cli.h"
+#include "data/Idx.h"
+#include "gl/check.h"
+#include "model/Classifier.h"
+#include "model/Safetensors.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+using namespace glnet;
+
+int main(int argc, char** argv) {
+  return cli::run("glnet_eval", [&] {
+    cli::Parser parser("glnet_eval",
+                       "Evaluates a model file on the MNIST test set: the images are uploaded once as uint8, batches run\n"
+                       "through one recorded plan, and the predictions are read back once at the end.",
+                       "--model MODEL.safetensors [options]");
+    parser.option("model", "FILE", "model file (safetensors)")
+        .option("data", "DIR", "directory of the IDX files (plain or .gz); Fashion-MNIST: /usr/share/datasets/fashion-mnist",
+                "data/mnist")
+        .option("split", "test|train", "which split to evaluate", "test")
+        .option("batch", "N", "images per batch", "1000")
+        .option("limit", "N", "evaluate only the first N images")
+        .option("predictions", "FILE", "also write the predicted class of every image, one per line")
+        .common(true);
+    parser.parse(argc, argv);
+    if (!parser.has("model")) throw UsageError("--model is required");
+    const std::string splitName = parser.text("split");
+    if (splitName != "test" && splitName != "train") throw UsageError("--split is test or train, not '" + splitName + "'");
+    const auto batch = static_cast<std::size_t>(parser.integer("batch", 1, 1 << 20));
+    const ContextOptions contextOptions = parser.contextOptions();
+
+    const MlpModel model = MlpModel::load(parser.text("model"));
+    LabelledImages data = readMnistSplit(parser.text("data"), splitName == "test" ? Split::test : Split::train, model.outputs());
+    if (parser.has("limit")) {
+      const auto limit = static_cast<std::size_t>(parser.integer("limit", 1, static_cast<long>(data.images.count)));
+      data.images.count = limit;
+      data.images.pixels.resize(limit * data.images.pixelsPerImage());
+      data.labels.resize(limit);
+    }
+    if (data.images.pixelsPerImage() != static_cast<std::size_t>(model.inputs())) {
+      throw Error(parser.text("model") + ": the model takes " + std::to_string(model.inputs()) + " inputs but the images have " +
+                  std::to_string(data.images.pixelsPerImage()) + " pixels");
+    }
+    const Context context(contextOptions);
+    const bool json = parser.has("json");
+    if (!json) std::printf("device %d: %s\n", context.device().index, context.device().renderer.c_str());
+
+    const Evaluation result = evaluate(context, model, data, batch);
+    if (parser.has("predictions")) {
+      std::string lines;
+      for (const std::uint32_t prediction : result.predictions) lines += std::to_string(prediction) + "\n";
+      writeFileAtomically(parser.text("predictions"), lines);
+    }
+    const InferenceTimes& t = result.times;
+    if (json) {
+      const nlohmann::json output = {
+          {"device", context.device().renderer}, {"model", model.architecture()}, {"images", data.images.count},
+          {"batch", std::min(batch, data.images.count)}, {"correct", result.correct}, {"accuracy", result.accuracy},
+          {"confusion", result.confusion}, {"images_per_second", result.imagesPerSecond},
+          {"times", {{"compile_ms", t.compileMs}, {"upload_ms", t.uploadMs}, {"issue_ms", t.issueMs}, {"gpu_ms", t.gpuMs},
+                     {"readback_ms", t.readbackMs}}}};
+      std::cout << output.dump(2) << "\n";
+      return 0;
+    }
+    std::printf("model %s on %zu %s images, batch %zu\n", model.architecture().c_str(), data.images.count, splitName.c_str(),
+                std::min(batch, data.images.count));
+    std::printf("accuracy: %.2f%% (%zu of %zu)\n", 100.0 * result.accuracy, result.correct, data.images.count);
+    std::printf("confusion (rows: true label, columns: predicted):\n     ");
+    for (std::size_t c = 0; c < result.confusion.size(); ++c) std::printf("%6zu", c);
+    std::printf("\n");
+    for (std::size_t r = 0; r < result.confusion.size(); ++r) {
+      std::printf("  %2zu ", r);
+      for (const std::size_t count : result.confusion[r]) std::printf("%6zu", count);
+      std::printf("\n");
+    }
+    std::printf("%.0f images/s\n", result.imagesPerSecond);
+    std::printf("times: compile %.2f ms, upload %.3f ms, issue %.3f ms, GPU %.3f ms, readback %.3f ms\n", t.compileMs,
+                t.uploadMs, t.issueMs, t.gpuMs, t.readbackMs);
+    return 0;
+  });
+}

@@ -1,0 +1,119 @@
+#include "data/Image.h"
+
+#include "gl/check.h"
+
+#include <stb/stb_image.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+
+namespace glnet {
+namespace {
+
+constexpr int frame = 28;
+constexpr int box = 20;
+
+bool borderIsLight(const GrayImage& image) {
+  double sum = 0;
+  int count = 0;
+  for (int x = 0; x < image.width; ++x) {
+    sum += image.pixels[static_cast<std::size_t>(x)] +
+           image.pixels[static_cast<std::size_t>((image.height - 1) * image.width + x)];
+    count += 2;
+  }
+  for (int y = 0; y < image.height; ++y) {
+    sum += image.pixels[static_cast<std::size_t>(y * image.width)] +
+           image.pixels[static_cast<std::size_t>(y * image.width + image.width - 1)];
+    count += 2;
+  }
+  return sum / count > 127.5;
+}
+
+double sampleBilinear(const GrayImage& image, int left, int top, int width, int height, double x, double y) {
+  x = std::clamp(x - 0.5, 0.0, width - 1.0);
+  y = std::clamp(y - 0.5, 0.0, height - 1.0);
+  const int x0 = static_cast<int>(x), y0 = static_cast<int>(y);
+  const int x1 = std::min(x0 + 1, width - 1), y1 = std::min(y0 + 1, height - 1);
+  const double fx = x - x0, fy = y - y0;
+  const auto at = [&](int px, int py) {
+    return static_cast<double>(image.pixels[static_cast<std::size_t>((top + py) * image.width + left + px)]);
+  };
+  return (1 - fy) * ((1 - fx) * at(x0, y0) + fx * at(x1, y0)) + fy * ((1 - fx) * at(x0, y1) + fx * at(x1, y1));
+}
+
+}  // namespace
+
+GrayImage loadGrayImage(const std::string& path) {
+  if (!std::filesystem::is_regular_file(path)) throw Error(path + ": no such file");
+  int width = 0, height = 0, channels = 0;
+  std::unique_ptr<stbi_uc, void (*)(void*)> data(stbi_load(path.c_str(), &width, &height, &channels, 1), stbi_image_free);
+  if (!data) {
+    throw Error(path + ": not a readable image (" + std::string(stbi_failure_reason()) + "); glnet reads PNG, JPEG, BMP and PGM");
+  }
+  GrayImage image{width, height, {data.get(), data.get() + static_cast<std::size_t>(width) * static_cast<std::size_t>(height)}};
+  return image;
+}
+
+std::vector<std::uint8_t> toMnistDigit(const GrayImage& source, Inversion inversion) {
+  GLNET_ASSERT(source.width > 0 && source.height > 0, "an image has pixels");
+  GrayImage image = source;
+  if (inversion == Inversion::always || (inversion == Inversion::automatic && borderIsLight(image))) {
+    for (auto& pixel : image.pixels) pixel = static_cast<std::uint8_t>(255 - pixel);
+  }
+  if (image.width == frame && image.height == frame) return image.pixels;
+
+  // The digit's bounding box: pixels above a quarter of the brightest one.
+  const std::uint8_t brightest = *std::max_element(image.pixels.begin(), image.pixels.end());
+  std::vector<std::uint8_t> digit(frame * frame, 0);
+  if (brightest == 0) return digit;
+  const int threshold = brightest / 4;
+  int left = image.width, right = -1, top = image.height, bottom = -1;
+  for (int y = 0; y < image.height; ++y) {
+    for (int x = 0; x < image.width; ++x) {
+      if (image.pixels[static_cast<std::size_t>(y * image.width + x)] > threshold) {
+        left = std::min(left, x);
+        right = std::max(right, x);
+        top = std::min(top, y);
+        bottom = std::max(bottom, y);
+      }
+    }
+  }
+  const int width = right - left + 1, height = bottom - top + 1;
+  const double scale = static_cast<double>(box) / std::max(width, height);
+  const int scaledWidth = std::max(1, static_cast<int>(std::lround(width * scale)));
+  const int scaledHeight = std::max(1, static_cast<int>(std::lround(height * scale)));
+
+  // Resample with 4×4 bilinear samples per target pixel: smooth when shrinking and when enlarging.
+  std::vector<double> scaled(static_cast<std::size_t>(scaledWidth * scaledHeight));
+  double mass = 0, massX = 0, massY = 0;
+  for (int y = 0; y < scaledHeight; ++y) {
+    for (int x = 0; x < scaledWidth; ++x) {
+      double sum = 0;
+      for (int sy = 0; sy < 4; ++sy) {
+        for (int sx = 0; sx < 4; ++sx) {
+          sum += sampleBilinear(image, left, top, width, height, (x + (sx + 0.5) / 4) / scale, (y + (sy + 0.5) / 4) / scale);
+        }
+      }
+      const double value = sum / 16;
+      scaled[static_cast<std::size_t>(y * scaledWidth + x)] = value;
+      mass += value;
+      massX += value * (x + 0.5);
+      massY += value * (y + 0.5);
+    }
+  }
+  const int offsetX = mass > 0 ? static_cast<int>(std::lround(frame / 2.0 - massX / mass)) : (frame - scaledWidth) / 2;
+  const int offsetY = mass > 0 ? static_cast<int>(std::lround(frame / 2.0 - massY / mass)) : (frame - scaledHeight) / 2;
+  for (int y = 0; y < scaledHeight; ++y) {
+    for (int x = 0; x < scaledWidth; ++x) {
+      const int fx = x + offsetX, fy = y + offsetY;
+      if (fx < 0 || fy < 0 || fx >= frame || fy >= frame) continue;
+      digit[static_cast<std::size_t>(fy * frame + fx)] =
+          static_cast<std::uint8_t>(std::clamp(std::lround(scaled[static_cast<std::size_t>(y * scaledWidth + x)]), 0L, 255L));
+    }
+  }
+  return digit;
+}
+
+}  // namespace glnet

@@ -1,0 +1,26 @@
+// Image files (PNG, JPEG, BMP, PGM via stb_image) turned into MNIST-style 28×28 digits.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+struct GrayImage {
+  int width = 0;
+  int height = 0;
+  std::vector<std::uint8_t> pixels;  // row-major
+};
+
+// Any image stb_image reads, converted to 8-bit grayscale; throws glnet::Error naming the file.
+GrayImage loadGrayImage(const std::string& path);
+
+enum class Inversion { automatic, always, never };
+
+// As MNIST was made: a light digit on a dark background (inverted when asked, or automatically when the
+// border is mostly light); a 28×28 image is kept as is, any other size is cropped to the digit, scaled to
+// fit 20×20 and placed in a 28×28 frame with its centre of mass at the centre.
+std::vector<std::uint8_t> toMnistDigit(const GrayImage& image, Inversion inversion);
+
+}  // namespace glnet
