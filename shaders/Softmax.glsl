@@ -1,19 +1,27 @@
-// Row-wise operations on logits Z [M×N]: numerically stable softmax, or argmax to class indices.
-// One invocation per row, which suits classifier widths (N up to a few thousand).
-// bindings: 0 Z read, 1 out write: P [M×N] float (SOFTMAX_MODE 0) or classes [firstRow + M] uint (mode 1)
-// uniforms: 0 M (rows), 1 N (columns), 2 firstRow (mode 1: where row 0's class is written)
-// defines: SOFTMAX_MODE 0 softmax, 1 argmax (the first index of the maximum)
+// Row-wise operations on logits Z [M×N], one invocation per row (classifier widths, N up to a few thousand):
+//   SOFTMAX_MODE 0 softmax:          P [M×N] = softmax(Z) (stable: exponents of Z − max)
+//   SOFTMAX_MODE 1 argmax:           classes[firstRow + r] = the first index of the row's maximum (uint)
+//   SOFTMAX_MODE 2 cross-entropy:    loss[r] = −log softmax(Z)[r, label[r]] = max + log Σ exp(Z − max) − Z[label]
+//   SOFTMAX_MODE 3 its gradient:     dZ [M×N] = g[r] · (softmax(Z)[r] − onehot(label[r])), written or added
+//   SOFTMAX_MODE 4 correct:          correct[r] = 1.0 when argmax equals label[r], else 0.0
+// bindings: 0 Z read, 1 the output written (added to in mode 3 with accumulate), 2 labels [M] uint read
+//           (modes 2-4), 3 g [M] read (mode 3)
+// uniforms: 0 M (rows), 1 N (columns), 2 firstRow (mode 1), 3 accumulate (mode 3)
+// defines: SOFTMAX_MODE
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Logits { float Z[]; };
-#if SOFTMAX_MODE == 0
-layout(std430, binding = 1) writeonly buffer Probabilities { float P[]; };
-#else
+#if SOFTMAX_MODE == 1
 layout(std430, binding = 1) writeonly buffer Classes { uint classes[]; };
+#else
+layout(std430, binding = 1) buffer Result { float result[]; };
 #endif
+layout(std430, binding = 2) readonly buffer Labels { uint labels[]; };
+layout(std430, binding = 3) readonly buffer RowGradient { float g[]; };
 layout(location = 0) uniform uint M;
 layout(location = 1) uniform uint N;
 layout(location = 2) uniform uint firstRow;
+layout(location = 3) uniform uint accumulate;
 
 void main() {
   uint row = LINEAR_INVOCATION_INDEX;
@@ -28,12 +36,25 @@ void main() {
       best = j;
     }
   }
-#if SOFTMAX_MODE == 0
+#if SOFTMAX_MODE == 1
+  classes[firstRow + row] = best;
+#elif SOFTMAX_MODE == 4
+  result[row] = best == labels[row] ? 1.0 : 0.0;
+#else
   float total = 0.0;
   for (uint j = 0u; j < N; ++j) total += exp(Z[base + j] - largest);
+#if SOFTMAX_MODE == 0
   float inverse = 1.0 / total;
-  for (uint j = 0u; j < N; ++j) P[base + j] = exp(Z[base + j] - largest) * inverse;
+  for (uint j = 0u; j < N; ++j) result[base + j] = exp(Z[base + j] - largest) * inverse;
+#elif SOFTMAX_MODE == 2
+  result[row] = largest + log(total) - Z[base + labels[row]];
 #else
-  classes[firstRow + row] = best;
+  float scale = g[row] / total;
+  uint label = labels[row];
+  for (uint j = 0u; j < N; ++j) {
+    float value = exp(Z[base + j] - largest) * scale - (j == label ? g[row] : 0.0);
+    result[base + j] = accumulate != 0u ? result[base + j] + value : value;
+  }
+#endif
 #endif
 }

@@ -29,4 +29,18 @@ float activate(float x) {
   return x;
 #endif
 }
+
+// The derivative of the activation expressed through its output y = activate(x), which the forward pass
+// kept; a ReLU kink (y = 0) counts as 0, as in PyTorch.
+float activationDerivative(float y) {
+#if ACTIVATION == ACTIVATION_RELU
+  return y > 0.0 ? 1.0 : 0.0;
+#elif ACTIVATION == ACTIVATION_TANH
+  return 1.0 - y * y;
+#elif ACTIVATION == ACTIVATION_SIGMOID
+  return y * (1.0 - y);
+#else
+  return 1.0;
+#endif
+}
 #endif

@@ -18,11 +18,13 @@ namespace {
 
 constexpr const char* commonFile = "common.glsl";
 
-// Where each piece of the compiled text starts. Drivers disagree on #line source-string numbers (Mesa
-// reports 0 for some errors after `#line 1 2`), so errors are traced back by absolute line instead.
-struct SourceLayout {
-  int prologueLines = 0;
-  int commonLines = 0;
+// The pieces of the compiled text in order, each with the absolute line it starts on. Drivers disagree on
+// #line source-string numbers (Mesa reports 0 for some errors after `#line 1 2`), so errors are traced
+// back by absolute line instead.
+struct SourcePiece {
+  std::string name;
+  std::string text;
+  int firstLine = 1;
 };
 
 int countLines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
@@ -44,8 +46,7 @@ std::string trim(const std::string& text) {
 
 // Turns the first error of a driver's log (Mesa "2:14(3): error: ...", NVIDIA "2(14) : error C0000: ...")
 // into "File.glsl:14: error: ... (source: `...`)"; the whole log goes to the debug log.
-std::string describeCompileError(const std::string& log, const std::string& file, const std::string& common,
-                                 const std::string& shader, const SourceLayout& layout) {
+std::string describeCompileError(const std::string& log, const std::vector<SourcePiece>& pieces) {
   static const std::regex located(R"(^\s*(\d+)[:(](\d+)\)?(\(\d+\))?\s*:?\s*(.*)$)");
   std::istringstream lines(log);
   std::string line;
@@ -59,17 +60,16 @@ std::string describeCompileError(const std::string& log, const std::string& file
     ++errors;
     if (!first.empty()) continue;
     const int absolute = std::stoi(match[2].str());
-    const bool inPrologue = absolute <= layout.prologueLines;
-    const bool inCommon = !inPrologue && absolute <= layout.prologueLines + layout.commonLines;
-    const int number = inPrologue ? absolute
-                       : inCommon ? absolute - layout.prologueLines
-                                  : absolute - layout.prologueLines - layout.commonLines;
-    const std::string name = inPrologue ? file + " (injected defines)" : inCommon ? commonFile : file;
-    first = name + ":" + std::to_string(number) + ": " + message;
-    const std::string source = inPrologue ? std::string() : trim(lineOf(inCommon ? common : shader, number));
+    const SourcePiece* piece = &pieces.front();
+    for (const SourcePiece& candidate : pieces) {
+      if (candidate.firstLine <= absolute) piece = &candidate;
+    }
+    const int number = absolute - piece->firstLine + 1;
+    first = piece->name + ":" + std::to_string(number) + ": " + message;
+    const std::string source = trim(lineOf(piece->text, number));
     if (!source.empty()) first += " (source: `" + source + "`)";
   }
-  if (first.empty()) return file + ": " + trim(log);
+  if (first.empty()) return pieces.back().name + ": " + trim(log);
   if (errors > 1) first += " (and " + std::to_string(errors - 1) + " more errors; GLNET_DEBUG=1 shows the log)";
   return first;
 }
@@ -93,23 +93,27 @@ std::string infoLog(GLuint object, bool isProgram) {
 
 }  // namespace
 
-Program Program::compute(const std::string& file, const std::vector<ShaderDefine>& defines) {
+Program Program::compute(const std::string& file, const std::vector<ShaderDefine>& defines,
+                         const std::vector<std::string>& includes) {
   const auto start = std::chrono::steady_clock::now();
-  const std::string common = shaderSource(commonFile);
-  const std::string shader = shaderSource(file);
-  std::ostringstream source;
-  source << "#version 430 core\n";
+  std::ostringstream prologue;
+  prologue << "#version 430 core\n";
   for (const ShaderDefine& define : defines) {
     GLNET_ASSERT(isIdentifier(define.name), "shader define names must be identifiers: " + define.name);
     GLNET_ASSERT(define.value.find('\n') == std::string::npos, "shader define values are one line");
-    source << "#define " << define.name << ' ' << define.value << '\n';
+    prologue << "#define " << define.name << ' ' << define.value << '\n';
   }
-  SourceLayout layout;
-  layout.prologueLines = countLines(source.str());
-  const std::string commonText = common + (common.empty() || common.back() != '\n' ? "\n" : "");
-  layout.commonLines = countLines(commonText);
-  source << commonText << shader << '\n';
-  const std::string text = source.str();
+  std::vector<SourcePiece> pieces{{file + " (injected defines)", prologue.str()}, {commonFile, shaderSource(commonFile)}};
+  for (const std::string& include : includes) pieces.push_back({include, shaderSource(include)});
+  pieces.push_back({file, shaderSource(file)});
+  std::string text;
+  int line = 1;
+  for (SourcePiece& piece : pieces) {
+    if (piece.text.empty() || piece.text.back() != '\n') piece.text += '\n';
+    piece.firstLine = line;
+    line += countLines(piece.text);
+    text += piece.text;
+  }
 
   const GLuint shaderObject = glCreateShader(GL_COMPUTE_SHADER);
   const char* pointer = text.c_str();
@@ -121,7 +125,7 @@ Program Program::compute(const std::string& file, const std::vector<ShaderDefine
     const std::string log = infoLog(shaderObject, false);
     glDeleteShader(shaderObject);
     log::debug("compile log of " + file + ":\n" + log);
-    throw Error(describeCompileError(log, file, common, shader, layout));
+    throw Error(describeCompileError(log, pieces));
   }
   Program program;
   program.name_ = file;

@@ -15,9 +15,11 @@ struct ShaderDefine {
 class Program {
  public:
   Program() = default;
-  // Compiles `#version 430`, the defines, shaders/common.glsl, then shaders/<file>. A compile error throws
-  // glnet::Error reading `file:line: message` with the offending source line.
-  static Program compute(const std::string& file, const std::vector<ShaderDefine>& defines = {});
+  // Compiles `#version 430`, the defines, shaders/common.glsl, the `includes` (shared shader code such as
+  // Gemm.glsl), then shaders/<file>. A compile error throws glnet::Error reading `file:line: message` with
+  // the offending source line.
+  static Program compute(const std::string& file, const std::vector<ShaderDefine>& defines = {},
+                         const std::vector<std::string>& includes = {});
   ~Program();
   Program(Program&& other) noexcept;
   Program& operator=(Program&& other) noexcept;

@@ -24,8 +24,10 @@ MlpClassifier::MlpClassifier(const Context& context, const MlpModel& model, std:
     : context_(context),
       model_(model),
       maxBatch_(maxBatch),
-      hidden_(model.layers.size() > 1 ? std::make_unique<DenseOp>(model.activation) : nullptr),
-      output_(Activation::none) {
+      normalize_(programs_),
+      hidden_(model.layers.size() > 1 ? std::make_unique<DenseOp>(programs_, model.activation) : nullptr),
+      output_(programs_, Activation::none),
+      softmax_(programs_) {
   activations_.emplace_back(maxBatch * static_cast<std::size_t>(model.inputs()) * sizeof(float));
   for (const DenseWeights& layer : model.layers) {
     weights_.push_back(Buffer::of(layer.weight));

@@ -28,6 +28,7 @@ class MlpClassifier {
   const Context& context_;
   MlpModel model_;
   std::size_t maxBatch_;
+  ProgramCache programs_;
   NormalizeOp normalize_;
   std::unique_ptr<DenseOp> hidden_;
   DenseOp output_;

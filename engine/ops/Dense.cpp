@@ -2,22 +2,71 @@
 
 namespace glnet {
 namespace {
-constexpr std::uint32_t tile = 64;  // TILE in ForwardPass.glsl
+
+constexpr std::uint32_t tile = 64;  // GEMM_TILE in Gemm.glsl
+
+std::uint32_t tiles(std::uint32_t size) { return (size + tile - 1) / tile; }
+
+ShaderDefine activationDefine(Activation activation) {
+  return {"ACTIVATION", std::to_string(static_cast<int>(activation))};
 }
 
-DenseOp::DenseOp(Activation activation)
-    : activation_(activation),
-      program_(Program::compute("ForwardPass.glsl", {{"ACTIVATION", std::to_string(static_cast<int>(activation))}})) {}
+Dispatch gradient(const Program& program, const char* label, const BufferView& dy, const BufferView& y,
+                  const BufferView* operand, const BufferView& out, const DenseShape& shape, bool accumulate,
+                  std::array<std::uint32_t, 3> groups) {
+  Dispatch dispatch;
+  dispatch.program = &program;
+  dispatch.label = label;
+  dispatch.buffers = {{0, dy, Access::read}, {1, y, Access::read}};
+  if (operand) dispatch.buffers.push_back({2, *operand, Access::read});
+  dispatch.buffers.push_back({3, out, accumulate ? Access::readWrite : Access::write});
+  dispatch.uniforms = {Uniform::u32(0, shape.rows), Uniform::u32(1, shape.outputs), Uniform::u32(2, shape.inputs),
+                       Uniform::u32(3, accumulate ? 1u : 0u)};
+  dispatch.groups = groups;
+  return dispatch;
+}
 
-Dispatch DenseOp::forward(const Buffer& x, const Buffer& weight, const Buffer& bias, const Buffer& y,
+}  // namespace
+
+DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
+    : activation_(activation),
+      forward_(programs.get("ForwardPass.glsl", {activationDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}},
+                            {"Gemm.glsl"})),
+      inputGradient_(programs.get("BackwardPass.glsl",
+                                  {activationDefine(activation), {"BACKWARD_MODE", "0"}, {"GEMM_B_ALONG_COLUMNS", "1"}},
+                                  {"Gemm.glsl"})),
+      weightGradient_(programs.get("BackwardPass.glsl",
+                                   {activationDefine(activation), {"BACKWARD_MODE", "1"}, {"GEMM_A_ALONG_ROWS", "1"},
+                                    {"GEMM_B_ALONG_COLUMNS", "1"}},
+                                   {"Gemm.glsl"})),
+      biasGradient_(programs.get("BackwardPass.glsl", {activationDefine(activation), {"BACKWARD_MODE", "2"}})) {}
+
+Dispatch DenseOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                           const DenseShape& shape) const {
   Dispatch dispatch;
-  dispatch.program = &program_;
+  dispatch.program = &forward_;
   dispatch.label = std::string("dense ") + activationName(activation_);
-  dispatch.buffers = {{0, &x, Access::read}, {1, &weight, Access::read}, {2, &bias, Access::read}, {3, &y, Access::write}};
+  dispatch.buffers = {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}};
   dispatch.uniforms = {Uniform::u32(0, shape.rows), Uniform::u32(1, shape.outputs), Uniform::u32(2, shape.inputs)};
-  dispatch.groups = {(shape.outputs + tile - 1) / tile, (shape.rows + tile - 1) / tile, 1};
+  dispatch.groups = {tiles(shape.outputs), tiles(shape.rows), 1};
   return dispatch;
+}
+
+Dispatch DenseOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
+                                const DenseShape& shape, bool accumulate) const {
+  return gradient(inputGradient_, "dense dX", dy, y, &weight, dx, shape, accumulate,
+                  {tiles(shape.inputs), tiles(shape.rows), 1});
+}
+
+Dispatch DenseOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
+                                 const DenseShape& shape, bool accumulate) const {
+  return gradient(weightGradient_, "dense dW", dy, y, &x, dw, shape, accumulate,
+                  {tiles(shape.inputs), tiles(shape.outputs), 1});
+}
+
+Dispatch DenseOp::biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const DenseShape& shape,
+                               bool accumulate) const {
+  return gradient(biasGradient_, "dense db", dy, y, nullptr, db, shape, accumulate, {tiles(shape.outputs), 1, 1});
 }
 
 }  // namespace glnet

@@ -1,8 +1,10 @@
-// Binding of shaders/ForwardPass.glsl: Y = act(X·Wᵀ + b), bias and activation fused.
+// Bindings of shaders/ForwardPass.glsl and shaders/BackwardPass.glsl: the dense layer Y = act(X·Wᵀ + b)
+// and its gradients, the activation (derivative) fused.
 #pragma once
 
 #include "model/Mlp.h"
 #include "plan/Plan.h"
+#include "plan/ProgramCache.h"
 
 namespace glnet {
 
@@ -14,14 +16,26 @@ struct DenseShape {
 
 class DenseOp {
  public:
-  explicit DenseOp(Activation activation);
-  Dispatch forward(const Buffer& x, const Buffer& weight, const Buffer& bias, const Buffer& y,
+  DenseOp(ProgramCache& programs, Activation activation, bool hasBias = true);
+  Dispatch forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                    const DenseShape& shape) const;
+  // dX = (dY ⊙ act'(Y))·W, written or added (accumulate) to dX.
+  Dispatch inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
+                         const DenseShape& shape, bool accumulate) const;
+  // dW = (dY ⊙ act'(Y))ᵀ·X.
+  Dispatch weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
+                          const DenseShape& shape, bool accumulate) const;
+  // db = Σ_rows dY ⊙ act'(Y).
+  Dispatch biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const DenseShape& shape,
+                        bool accumulate) const;
   Activation activation() const { return activation_; }
 
  private:
   Activation activation_;
-  Program program_;
+  const Program& forward_;
+  const Program& inputGradient_;
+  const Program& weightGradient_;
+  const Program& biasGradient_;
 };
 
 }  // namespace glnet

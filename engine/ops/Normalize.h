@@ -2,20 +2,21 @@
 #pragma once
 
 #include "plan/Plan.h"
+#include "plan/ProgramCache.h"
 
 namespace glnet {
 
 class NormalizeOp {
  public:
-  NormalizeOp();
+  explicit NormalizeOp(ProgramCache& programs);
   // Writes `count` floats to `output` from the bytes of `pixels` starting at `firstPixel` (a constant, or
   // a plan parameter via Uniform::fromParameter at location 1).
-  Dispatch operator()(const Buffer& pixels, const Buffer& output, std::uint32_t count, const Uniform& firstPixel,
+  Dispatch operator()(const BufferView& pixels, const BufferView& output, std::uint32_t count, const Uniform& firstPixel,
                       float mean, float std) const;
   static constexpr int firstPixelLocation = 1;
 
  private:
-  Program program_;
+  const Program& program_;
 };
 
 }  // namespace glnet

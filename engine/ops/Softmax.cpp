@@ -1,32 +1,66 @@
 #include "ops/Softmax.h"
 
+#include "ops/Groups.h"
+
 namespace glnet {
 namespace {
-Dispatch rowwise(const Program& program, const char* label, const Buffer& in, const Buffer& out, std::uint32_t rows,
-                 std::uint32_t columns, const Uniform& firstRow) {
-  Dispatch dispatch;
-  dispatch.program = &program;
-  dispatch.label = label;
-  dispatch.buffers = {{0, &in, Access::read}, {1, &out, Access::write}};
-  dispatch.uniforms = {Uniform::u32(0, rows), Uniform::u32(1, columns), firstRow};
-  dispatch.groups = {(rows + program.localSize()[0] - 1) / program.localSize()[0], 1, 1};
-  dispatch.linear = true;
-  return dispatch;
+const Program& mode(ProgramCache& programs, int value) {
+  return programs.get("Softmax.glsl", {{"SOFTMAX_MODE", std::to_string(value)}, {"LOCAL_SIZE_X", "64"}});
 }
 }  // namespace
 
-SoftmaxOp::SoftmaxOp()
-    : softmax_(Program::compute("Softmax.glsl", {{"SOFTMAX_MODE", "0"}, {"LOCAL_SIZE_X", "64"}})),
-      argmax_(Program::compute("Softmax.glsl", {{"SOFTMAX_MODE", "1"}, {"LOCAL_SIZE_X", "64"}})) {}
+SoftmaxOp::SoftmaxOp(ProgramCache& programs)
+    : softmax_(mode(programs, 0)),
+      argmax_(mode(programs, 1)),
+      crossEntropy_(mode(programs, 2)),
+      crossEntropyGradient_(mode(programs, 3)),
+      correct_(mode(programs, 4)) {}
 
-Dispatch SoftmaxOp::softmax(const Buffer& logits, const Buffer& probabilities, std::uint32_t rows,
-                            std::uint32_t columns) const {
-  return rowwise(softmax_, "softmax", logits, probabilities, rows, columns, Uniform::u32(firstRowLocation, 0));
+Dispatch SoftmaxOp::rowwise(const Program& program, const char* label, std::vector<StorageBinding> buffers,
+                            std::uint32_t rows, std::uint32_t columns, const Uniform& firstRow, bool accumulate) const {
+  Dispatch dispatch;
+  dispatch.program = &program;
+  dispatch.label = label;
+  dispatch.buffers = std::move(buffers);
+  dispatch.uniforms = {Uniform::u32(0, rows), Uniform::u32(1, columns), firstRow, Uniform::u32(3, accumulate ? 1u : 0u)};
+  dispatch.groups = linearGroups(rows, program);
+  dispatch.linear = true;
+  return dispatch;
 }
 
-Dispatch SoftmaxOp::argmax(const Buffer& logits, const Buffer& classes, std::uint32_t rows, std::uint32_t columns,
+Dispatch SoftmaxOp::softmax(const BufferView& logits, const BufferView& probabilities, std::uint32_t rows,
+                            std::uint32_t columns) const {
+  return rowwise(softmax_, "softmax", {{0, logits, Access::read}, {1, probabilities, Access::write}}, rows, columns,
+                 Uniform::u32(firstRowLocation, 0), false);
+}
+
+Dispatch SoftmaxOp::argmax(const BufferView& logits, const BufferView& classes, std::uint32_t rows, std::uint32_t columns,
                            const Uniform& firstRow) const {
-  return rowwise(argmax_, "argmax", logits, classes, rows, columns, firstRow);
+  return rowwise(argmax_, "argmax", {{0, logits, Access::read}, {1, classes, Access::write}}, rows, columns, firstRow, false);
+}
+
+Dispatch SoftmaxOp::crossEntropy(const BufferView& logits, const BufferView& labels, const BufferView& loss,
+                                 std::uint32_t rows, std::uint32_t columns) const {
+  return rowwise(crossEntropy_, "cross-entropy",
+                 {{0, logits, Access::read}, {1, loss, Access::write}, {2, labels, Access::read}}, rows, columns,
+                 Uniform::u32(firstRowLocation, 0), false);
+}
+
+Dispatch SoftmaxOp::crossEntropyGradient(const BufferView& logits, const BufferView& labels, const BufferView& rowGradient,
+                                         const BufferView& dLogits, std::uint32_t rows, std::uint32_t columns,
+                                         bool accumulate) const {
+  return rowwise(crossEntropyGradient_, "cross-entropy gradient",
+                 {{0, logits, Access::read},
+                  {1, dLogits, accumulate ? Access::readWrite : Access::write},
+                  {2, labels, Access::read},
+                  {3, rowGradient, Access::read}},
+                 rows, columns, Uniform::u32(firstRowLocation, 0), accumulate);
+}
+
+Dispatch SoftmaxOp::correct(const BufferView& logits, const BufferView& labels, const BufferView& correct,
+                            std::uint32_t rows, std::uint32_t columns) const {
+  return rowwise(correct_, "correct", {{0, logits, Access::read}, {1, correct, Access::write}, {2, labels, Access::read}},
+                 rows, columns, Uniform::u32(firstRowLocation, 0), false);
 }
 
 }  // namespace glnet

@@ -1,23 +1,37 @@
-// Binding of shaders/Softmax.glsl: row-wise softmax, and argmax to class indices.
+// Binding of shaders/Softmax.glsl: row-wise softmax, argmax, cross-entropy loss, its gradient, correctness.
 #pragma once
 
 #include "plan/Plan.h"
+#include "plan/ProgramCache.h"
 
 namespace glnet {
 
 class SoftmaxOp {
  public:
-  SoftmaxOp();
-  // probabilities [rows × columns] from logits [rows × columns].
-  Dispatch softmax(const Buffer& logits, const Buffer& probabilities, std::uint32_t rows, std::uint32_t columns) const;
+  explicit SoftmaxOp(ProgramCache& programs);
+  Dispatch softmax(const BufferView& logits, const BufferView& probabilities, std::uint32_t rows, std::uint32_t columns) const;
   // classes[firstRow + r] = argmax of row r; `firstRow` a constant or a plan parameter (location 2).
-  Dispatch argmax(const Buffer& logits, const Buffer& classes, std::uint32_t rows, std::uint32_t columns,
+  Dispatch argmax(const BufferView& logits, const BufferView& classes, std::uint32_t rows, std::uint32_t columns,
                   const Uniform& firstRow) const;
+  // loss[r] = −log softmax(logits)[r, labels[r]].
+  Dispatch crossEntropy(const BufferView& logits, const BufferView& labels, const BufferView& loss, std::uint32_t rows,
+                        std::uint32_t columns) const;
+  // dLogits = rowGradient[r] · (softmax − onehot(labels)).
+  Dispatch crossEntropyGradient(const BufferView& logits, const BufferView& labels, const BufferView& rowGradient,
+                                const BufferView& dLogits, std::uint32_t rows, std::uint32_t columns, bool accumulate) const;
+  // correct[r] = 1 when the row's argmax is labels[r], else 0.
+  Dispatch correct(const BufferView& logits, const BufferView& labels, const BufferView& correct, std::uint32_t rows,
+                   std::uint32_t columns) const;
   static constexpr int firstRowLocation = 2;
 
  private:
-  Program softmax_;
-  Program argmax_;
+  Dispatch rowwise(const Program& program, const char* label, std::vector<StorageBinding> buffers, std::uint32_t rows,
+                   std::uint32_t columns, const Uniform& firstRow, bool accumulate) const;
+  const Program& softmax_;
+  const Program& argmax_;
+  const Program& crossEntropy_;
+  const Program& crossEntropyGradient_;
+  const Program& correct_;
 };
 
 }  // namespace glnet

@@ -10,7 +10,10 @@
 
 namespace glnet {
 namespace {
-bool contains(const std::vector<unsigned>& ids, unsigned id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+template <class Range>
+bool overlapsAny(const std::vector<Range>& ranges, const Range& range) {
+  return std::any_of(ranges.begin(), ranges.end(), [&](const Range& other) { return other.overlaps(range); });
+}
 }  // namespace
 
 Plan::SyncMode Plan::syncModeFromEnvironment() {
@@ -55,25 +58,30 @@ void Plan::record(const Dispatch& dispatch) {
   bool hazard = mode_ == SyncMode::all && !steps_.empty();
   for (const StorageBinding& binding : dispatch.buffers) {
     GLNET_ASSERT(binding.buffer && binding.buffer->id(), "a dispatch binds an empty buffer: " + dispatch.label);
-    if (static_cast<std::int64_t>(binding.buffer->bytes()) > limits_.maxStorageBlockBytes) {
-      throw Error("dispatch " + dispatch.label + " binds a buffer of " + std::to_string(binding.buffer->bytes()) +
+    const std::size_t end = binding.bytes ? binding.offset + binding.bytes : binding.buffer->bytes();
+    GLNET_ASSERT(binding.offset < end && end <= binding.buffer->bytes(), "a binding range lies outside its buffer: " + dispatch.label);
+    GLNET_ASSERT(binding.offset % static_cast<std::size_t>(std::max(limits_.storageBufferOffsetAlignment, 1)) == 0,
+                 "a binding offset breaks the device's storage buffer offset alignment: " + dispatch.label);
+    if (static_cast<std::int64_t>(end - binding.offset) > limits_.maxStorageBlockBytes) {
+      throw Error("dispatch " + dispatch.label + " binds " + std::to_string(end - binding.offset) +
                   " bytes, over this device's storage block limit of " + std::to_string(limits_.maxStorageBlockBytes));
     }
-    const unsigned id = binding.buffer->id();
+    const Range range{binding.buffer->id(), binding.offset, end};
     const bool reads = binding.access != Access::write;
     const bool writes = binding.access != Access::read;
-    if (reads && contains(writtenSinceBarrier_, id)) hazard = true;
-    if (writes && (contains(writtenSinceBarrier_, id) || contains(readSinceBarrier_, id))) hazard = true;
-    step.bindings.emplace_back(binding.index, id);
+    if (reads && overlapsAny(writtenSinceBarrier_, range)) hazard = true;
+    if (writes && (overlapsAny(writtenSinceBarrier_, range) || overlapsAny(readSinceBarrier_, range))) hazard = true;
+    step.bindings.push_back({binding.index, range, binding.offset == 0 && end == binding.buffer->bytes()});
   }
   if (hazard) {
     step.barrierBefore = true;
     readSinceBarrier_.clear();
     writtenSinceBarrier_.clear();
   }
-  for (const StorageBinding& binding : dispatch.buffers) {
-    if (binding.access != Access::write) readSinceBarrier_.push_back(binding.buffer->id());
-    if (binding.access != Access::read) writtenSinceBarrier_.push_back(binding.buffer->id());
+  for (const Bound& bound : step.bindings) {
+    const auto& source = dispatch.buffers[static_cast<std::size_t>(&bound - step.bindings.data())];
+    if (source.access != Access::write) readSinceBarrier_.push_back(bound.range);
+    if (source.access != Access::read) writtenSinceBarrier_.push_back(bound.range);
   }
   steps_.push_back(std::move(step));
 }
@@ -88,7 +96,14 @@ void Plan::run() const {
       glUseProgram(step.program);
       current = step.program;
     }
-    for (const auto& [index, buffer] : step.bindings) glBindBufferBase(GL_SHADER_STORAGE_BUFFER, index, buffer);
+    for (const Bound& bound : step.bindings) {
+      if (bound.whole) {
+        glBindBufferBase(GL_SHADER_STORAGE_BUFFER, bound.index, bound.range.buffer);
+      } else {
+        glBindBufferRange(GL_SHADER_STORAGE_BUFFER, bound.index, bound.range.buffer, static_cast<GLintptr>(bound.range.begin),
+                          static_cast<GLsizeiptr>(bound.range.end - bound.range.begin));
+      }
+    }
     for (const Uniform& uniform : step.uniforms) {
       const std::int64_t integer =
           uniform.parameter >= 0 ? uniform.scale * parameters_[static_cast<std::size_t>(uniform.parameter)] : uniform.integer;

@@ -15,10 +15,26 @@ namespace glnet {
 
 enum class Access { read, write, readWrite };
 
+// A buffer, or the part [offset, offset + bytes) of one; bytes 0 means to the end.
+struct BufferView {
+  BufferView(const Buffer& whole) : buffer(&whole) {}  // NOLINT(google-explicit-constructor): a buffer is a view of itself
+  BufferView(const Buffer& part, std::size_t offset, std::size_t bytes) : buffer(&part), offset(offset), bytes(bytes) {}
+  const Buffer* buffer;
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+};
+
+// A binding of part of a buffer: [offset, offset + bytes); bytes 0 means to the end. Offsets must be
+// multiples of the device's storage buffer offset alignment.
 struct StorageBinding {
   unsigned index;
   const Buffer* buffer;
   Access access;
+  std::size_t offset = 0;
+  std::size_t bytes = 0;
+
+  StorageBinding(unsigned index, const BufferView& view, Access access)
+      : index(index), buffer(view.buffer), access(access), offset(view.offset), bytes(view.bytes) {}
 };
 
 // A uniform set before a dispatch: a constant, or a plan parameter times `scale` (an offset that changes
@@ -76,9 +92,19 @@ class Plan {
   std::vector<std::string> labels() const;
 
  private:
+  struct Range {
+    unsigned buffer;
+    std::size_t begin, end;
+    bool overlaps(const Range& other) const { return buffer == other.buffer && begin < other.end && other.begin < end; }
+  };
+  struct Bound {
+    unsigned index;
+    Range range;
+    bool whole;
+  };
   struct Step {
     unsigned program;
-    std::vector<std::pair<unsigned, unsigned>> bindings;  // (index, buffer id)
+    std::vector<Bound> bindings;
     std::vector<Uniform> uniforms;
     std::array<std::uint32_t, 3> groups;
     bool barrierBefore;
@@ -88,8 +114,8 @@ class Plan {
   SyncMode mode_;
   std::vector<Step> steps_;
   std::vector<std::uint32_t> parameters_;
-  std::vector<unsigned> readSinceBarrier_;
-  std::vector<unsigned> writtenSinceBarrier_;
+  std::vector<Range> readSinceBarrier_;
+  std::vector<Range> writtenSinceBarrier_;
 };
 
 }  // namespace glnet

@@ -26,7 +26,8 @@ TEST_SUITE("gl") {
   TEST_CASE("Normalize.glsl matches the reference at odd sizes and offsets") {
     Context& context = test::glContext();
     auto random = test::generator(10);
-    const NormalizeOp normalize;
+    ProgramCache programs;
+    const NormalizeOp normalize(programs);
     for (const std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{784}, std::size_t{7 * 784 + 3}}) {
       for (const std::size_t first : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{785}}) {
         CAPTURE(count);
@@ -50,7 +51,8 @@ TEST_SUITE("gl") {
     Context& context = test::glContext();
     auto random = test::generator(11);
     for (const Activation activation : {Activation::none, Activation::relu, Activation::tanh, Activation::sigmoid}) {
-      const DenseOp dense(activation);
+      ProgramCache programs;
+      const DenseOp dense(programs, activation);
       for (const std::uint32_t rows : {1u, 7u, 1000u}) {
         for (const auto& [inputs, outputs] : std::vector<std::pair<std::uint32_t, std::uint32_t>>{
                  {1, 1}, {784, 10}, {33, 10}, {10, 33}, {784, 128}, {17, 65}}) {
@@ -78,7 +80,8 @@ TEST_SUITE("gl") {
   TEST_CASE("Softmax.glsl softmax and argmax match the reference, extreme logits included") {
     Context& context = test::glContext();
     auto random = test::generator(12);
-    const SoftmaxOp softmax;
+    ProgramCache programs;
+    const SoftmaxOp softmax(programs);
     for (const std::uint32_t rows : {1u, 7u, 1000u}) {
       for (const std::uint32_t columns : {1u, 10u, 33u}) {
         CAPTURE(rows);

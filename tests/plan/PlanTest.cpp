@@ -18,7 +18,8 @@ namespace {
 // A chain of dense layers where some steps are independent (no barrier needed) and some are not.
 std::vector<float> runChain(const Context& context, Plan::SyncMode mode, std::size_t* barriers) {
   auto random = test::generator(20);
-  const DenseOp relu(Activation::relu);
+  ProgramCache programs;
+  const DenseOp relu(programs, Activation::relu);
   const auto x = test::uniformFloats(random, 9 * 31);
   const auto w1 = test::uniformFloats(random, 31 * 20), b1 = test::uniformFloats(random, 20);
   const auto w2 = test::uniformFloats(random, 31 * 20), b2 = test::uniformFloats(random, 20);
@@ -56,7 +57,8 @@ TEST_SUITE("gl") {
     Context& context = test::glContext();
     Limits tight = context.limits();
     tight.maxWorkGroupCount = {3, 65535, 65535};
-    const NormalizeOp normalize;
+    ProgramCache programs;
+    const NormalizeOp normalize(programs);
     auto random = test::generator(21);
     const std::size_t count = 256 * 7 + 5;  // 8 groups of 256: folds into 3 × 3
     const auto pixels = test::randomBytes(random, (count + 3) / 4 * 4);
@@ -73,7 +75,8 @@ TEST_SUITE("gl") {
     Context& context = test::glContext();
     Limits tight = context.limits();
     tight.maxWorkGroupCount = {1, 1, 1};
-    const DenseOp dense(Activation::none);
+    ProgramCache programs;
+    const DenseOp dense(programs, Activation::none);
     Buffer x(4 * 100 * 100), w(4 * 100 * 100), b(4 * 100), y(4 * 100 * 100);
     Plan plan(tight);
     CHECK_THROWS_WITH_AS(plan.record(dense.forward(x, w, b, y, {100, 100, 100})), doctest::Contains("use a smaller batch"),
@@ -82,7 +85,8 @@ TEST_SUITE("gl") {
 
   TEST_CASE("plan parameters change uniforms between runs without re-recording") {
     Context& context = test::glContext();
-    const NormalizeOp normalize;
+    ProgramCache programs;
+    const NormalizeOp normalize(programs);
     std::vector<std::uint8_t> pixels(64);
     for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i);
     Buffer input = Buffer::of(pixels);

@@ -1,0 +1,68 @@
+#include "ops/Elementwise.h"
+
+#include "ops/Groups.h"
+
+namespace glnet {
+
+ElementwiseOp::ElementwiseOp(ProgramCache& programs, ElementwiseKind kind, Activation activation)
+    : kind_(kind),
+      program_(programs.get("Elementwise.glsl", {{"ELEMENTWISE_OP", std::to_string(static_cast<int>(kind))},
+                                                 {"ACTIVATION", std::to_string(static_cast<int>(activation))}})) {}
+
+Dispatch ElementwiseOp::operator()(const BufferView& a, const BufferView& b, const BufferView& out, std::uint32_t count,
+                                   bool accumulate, std::uint32_t columns) const {
+  static const char* const labels[] = {"activation", "activation gradient", "add", "multiply", "bias add", "copy"};
+  Dispatch dispatch;
+  dispatch.program = &program_;
+  dispatch.label = labels[static_cast<int>(kind_)];
+  dispatch.buffers = {{0, a, Access::read}, {1, b, Access::read}, {2, out, accumulate ? Access::readWrite : Access::write}};
+  dispatch.uniforms = {Uniform::u32(0, count), Uniform::u32(1, columns), Uniform::u32(2, accumulate ? 1u : 0u)};
+  dispatch.groups = linearGroups(count, program_);
+  dispatch.linear = true;
+  return dispatch;
+}
+
+MeanSquaredErrorOp::MeanSquaredErrorOp(ProgramCache& programs)
+    : loss_(programs.get("Loss.glsl", {{"LOSS_MODE", "0"}, {"LOCAL_SIZE_X", "64"}})),
+      gradient_(programs.get("Loss.glsl", {{"LOSS_MODE", "1"}})) {}
+
+Dispatch MeanSquaredErrorOp::loss(const BufferView& y, const BufferView& target, const BufferView& loss,
+                                  std::uint32_t rows, std::uint32_t columns) const {
+  Dispatch dispatch;
+  dispatch.program = &loss_;
+  dispatch.label = "mse";
+  dispatch.buffers = {{0, y, Access::read}, {1, target, Access::read}, {2, loss, Access::write}};
+  dispatch.uniforms = {Uniform::u32(0, rows), Uniform::u32(1, columns), Uniform::u32(2, 0)};
+  dispatch.groups = linearGroups(rows, loss_);
+  dispatch.linear = true;
+  return dispatch;
+}
+
+Dispatch MeanSquaredErrorOp::gradient(const BufferView& y, const BufferView& target, const BufferView& rowGradient,
+                                      const BufferView& dy, std::uint32_t rows, std::uint32_t columns, bool accumulate) const {
+  Dispatch dispatch;
+  dispatch.program = &gradient_;
+  dispatch.label = "mse gradient";
+  dispatch.buffers = {{0, y, Access::read},
+                      {1, target, Access::read},
+                      {2, dy, accumulate ? Access::readWrite : Access::write},
+                      {3, rowGradient, Access::read}};
+  dispatch.uniforms = {Uniform::u32(0, rows), Uniform::u32(1, columns), Uniform::u32(2, accumulate ? 1u : 0u)};
+  dispatch.groups = linearGroups(std::uint64_t{rows} * columns, gradient_);
+  dispatch.linear = true;
+  return dispatch;
+}
+
+ReduceOp::ReduceOp(ProgramCache& programs) : program_(programs.get("Reduce.glsl")) {}
+
+Dispatch ReduceOp::sumInto(const BufferView& values, std::uint32_t count, const BufferView& totals,
+                           std::uint32_t slot) const {
+  Dispatch dispatch;
+  dispatch.program = &program_;
+  dispatch.label = "reduce";
+  dispatch.buffers = {{0, values, Access::read}, {1, totals, Access::readWrite}};
+  dispatch.uniforms = {Uniform::u32(0, count), Uniform::u32(1, slot)};
+  return dispatch;
+}
+
+}  // namespace glnet

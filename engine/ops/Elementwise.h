@@ -1,0 +1,50 @@
+// Bindings of shaders/Elementwise.glsl, shaders/Loss.glsl (mean squared error) and shaders/Reduce.glsl.
+#pragma once
+
+#include "model/Mlp.h"
+#include "plan/Plan.h"
+#include "plan/ProgramCache.h"
+
+namespace glnet {
+
+enum class ElementwiseKind { activation = 0, activationGradient = 1, add = 2, multiply = 3, biasAdd = 4, copy = 5 };
+
+class ElementwiseOp {
+ public:
+  // `activation` matters for the two activation kinds only.
+  ElementwiseOp(ProgramCache& programs, ElementwiseKind kind, Activation activation = Activation::none);
+  // out = f(a, b) over `count` elements, written or added (accumulate); `columns` is the bias width.
+  Dispatch operator()(const BufferView& a, const BufferView& b, const BufferView& out, std::uint32_t count,
+                      bool accumulate, std::uint32_t columns = 1) const;
+
+ private:
+  ElementwiseKind kind_;
+  const Program& program_;
+};
+
+class MeanSquaredErrorOp {
+ public:
+  explicit MeanSquaredErrorOp(ProgramCache& programs);
+  // loss[r] = mean over the row of (y − t)².
+  Dispatch loss(const BufferView& y, const BufferView& target, const BufferView& loss, std::uint32_t rows,
+                std::uint32_t columns) const;
+  // dY = rowGradient[r] · 2(y − t)/columns.
+  Dispatch gradient(const BufferView& y, const BufferView& target, const BufferView& rowGradient, const BufferView& dy,
+                    std::uint32_t rows, std::uint32_t columns, bool accumulate) const;
+
+ private:
+  const Program& loss_;
+  const Program& gradient_;
+};
+
+class ReduceOp {
+ public:
+  explicit ReduceOp(ProgramCache& programs);
+  // totals[slot] += Σ values[0, count).
+  Dispatch sumInto(const BufferView& values, std::uint32_t count, const BufferView& totals, std::uint32_t slot) const;
+
+ private:
+  const Program& program_;
+};
+
+}  // namespace glnet

@@ -1,0 +1,73 @@
+#include "ops/Optimizer.h"
+
+#include "gl/check.h"
+#include "ops/Groups.h"
+
+namespace glnet {
+
+OptimizerKind parseOptimizer(const std::string& name) {
+  if (name == "sgd") return OptimizerKind::sgd;
+  if (name == "momentum") return OptimizerKind::momentum;
+  if (name == "adam") return OptimizerKind::adam;
+  throw UsageError("unknown optimizer '" + name + "' (sgd, momentum or adam)");
+}
+
+const char* optimizerName(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::sgd: return "sgd";
+    case OptimizerKind::momentum: return "momentum";
+    case OptimizerKind::adam: return "adam";
+  }
+  return "sgd";
+}
+
+OptimizerOp::OptimizerOp(ProgramCache& programs, const OptimizerSettings& settings)
+    : settings_(settings), program_(programs.get("Optimizer.glsl", {{"OPTIMIZER", std::to_string(static_cast<int>(settings.kind))}})) {}
+
+Dispatch OptimizerOp::update(const BufferView& parameters, const BufferView& gradients,
+                             const std::vector<BufferView>& state, std::uint32_t count, int step) const {
+  GLNET_ASSERT(state.size() == stateBuffers(settings_.kind), "wrong number of optimizer state buffers");
+  Dispatch dispatch;
+  dispatch.program = &program_;
+  dispatch.label = std::string("optimizer ") + optimizerName(settings_.kind);
+  dispatch.buffers = {{0, parameters, Access::readWrite}, {1, gradients, Access::read}};
+  for (std::size_t i = 0; i < state.size(); ++i) dispatch.buffers.push_back({static_cast<unsigned>(2 + i), state[i], Access::readWrite});
+  dispatch.uniforms = {Uniform::u32(0, count), Uniform::f32(1, settings_.learningRate), Uniform::f32(2, settings_.momentum),
+                       Uniform::f32(3, settings_.beta2), Uniform::f32(4, settings_.epsilon),
+                       step >= 0 ? Uniform::fromParameter(5, step) : Uniform::u32(5, 1)};
+  dispatch.groups = linearGroups(count, program_);
+  dispatch.linear = true;
+  return dispatch;
+}
+
+GatherOp::GatherOp(ProgramCache& programs)
+    : images_(programs.get("Gather.glsl", {{"GATHER_MODE", "0"}})), labels_(programs.get("Gather.glsl", {{"GATHER_MODE", "1"}})) {}
+
+Dispatch GatherOp::images(const BufferView& pixels, const BufferView& indices, const BufferView& out, std::uint32_t rows,
+                          std::uint32_t pixelsPerImage, int firstRow, float mean, float std) const {
+  Dispatch dispatch;
+  dispatch.program = &images_;
+  dispatch.label = "gather images";
+  dispatch.buffers = {{0, pixels, Access::read}, {1, indices, Access::read}, {2, out, Access::write}};
+  const std::uint32_t count = rows * pixelsPerImage;
+  dispatch.uniforms = {Uniform::u32(0, count), Uniform::fromParameter(1, firstRow), Uniform::u32(2, pixelsPerImage),
+                       Uniform::f32(3, mean), Uniform::f32(4, 1.0f / std)};
+  dispatch.groups = linearGroups(count, images_);
+  dispatch.linear = true;
+  return dispatch;
+}
+
+Dispatch GatherOp::labels(const BufferView& labelBytes, const BufferView& indices, const BufferView& out, std::uint32_t rows,
+                          int firstRow) const {
+  Dispatch dispatch;
+  dispatch.program = &labels_;
+  dispatch.label = "gather labels";
+  dispatch.buffers = {{0, labelBytes, Access::read}, {1, indices, Access::read}, {2, out, Access::write}};
+  dispatch.uniforms = {Uniform::u32(0, rows), Uniform::fromParameter(1, firstRow), Uniform::u32(2, 1), Uniform::f32(3, 0.0f),
+                       Uniform::f32(4, 1.0f)};
+  dispatch.groups = linearGroups(rows, labels_);
+  dispatch.linear = true;
+  return dispatch;
+}
+
+}  // namespace glnet

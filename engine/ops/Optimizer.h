@@ -1,0 +1,51 @@
+// Binding of shaders/Optimizer.glsl and shaders/Gather.glsl: the parameter update and the batch gather of
+// a training step.
+#pragma once
+
+#include "plan/Plan.h"
+#include "plan/ProgramCache.h"
+
+namespace glnet {
+
+enum class OptimizerKind { sgd = 0, momentum = 1, adam = 2 };
+OptimizerKind parseOptimizer(const std::string& name);  // throws UsageError
+const char* optimizerName(OptimizerKind kind);
+
+struct OptimizerSettings {
+  OptimizerKind kind = OptimizerKind::sgd;
+  float learningRate = 0.1f;
+  float momentum = 0.9f;  // also Adam's β1
+  float beta2 = 0.999f;
+  float epsilon = 1e-8f;
+};
+
+class OptimizerOp {
+ public:
+  OptimizerOp(ProgramCache& programs, const OptimizerSettings& settings);
+  // Updates `count` parameters from their gradients; `state` holds the optimizer's per-parameter buffers
+  // (none for SGD, one for momentum, two for Adam). Adam's step t is plan parameter `step`.
+  Dispatch update(const BufferView& parameters, const BufferView& gradients, const std::vector<BufferView>& state,
+                  std::uint32_t count, int step) const;
+  static std::size_t stateBuffers(OptimizerKind kind) { return static_cast<std::size_t>(kind); }
+
+ private:
+  OptimizerSettings settings_;
+  const Program& program_;
+};
+
+class GatherOp {
+ public:
+  explicit GatherOp(ProgramCache& programs);
+  // rows × pixelsPerImage floats, (byte/255 − mean)/std, of images indices[firstRow ...] (plan parameter).
+  Dispatch images(const BufferView& pixels, const BufferView& indices, const BufferView& out, std::uint32_t rows,
+                  std::uint32_t pixelsPerImage, int firstRow, float mean, float std) const;
+  // rows uint labels of images indices[firstRow ...].
+  Dispatch labels(const BufferView& labelBytes, const BufferView& indices, const BufferView& out, std::uint32_t rows,
+                  int firstRow) const;
+
+ private:
+  const Program& images_;
+  const Program& labels_;
+};
+
+}  // namespace glnet

@@ -1,0 +1,25 @@
+// Compiled programs shared by every op of a model: one per shader file and set of defines.
+#pragma once
+
+#include "gl/Program.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+class ProgramCache {
+ public:
+  const Program& get(const std::string& file, const std::vector<ShaderDefine>& defines = {},
+                     const std::vector<std::string>& includes = {});
+  double compileMilliseconds() const { return compileMilliseconds_; }
+  std::size_t size() const { return programs_.size(); }
+
+ private:
+  std::map<std::string, std::unique_ptr<Program>> programs_;
+  double compileMilliseconds_ = 0;
+};
+
+}  // namespace glnet

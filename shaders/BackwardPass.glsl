@@ -1,0 +1,66 @@
+// Gradients of the dense layer Y = act(X·Wᵀ + b), the activation derivative fused: with dZ = dY ⊙ act'(Y),
+//   BACKWARD_MODE 0: dX [M×K] = dZ·W         (tiled GEMM, Gemm.glsl)
+//   BACKWARD_MODE 1: dW [N×K] = dZᵀ·X        (tiled GEMM, Gemm.glsl)
+//   BACKWARD_MODE 2: db [N]   = Σ_rows dZ    (a 64-column strip per group, 4 partial sums per column)
+// bindings: 0 dY [M×N] read, 1 Y [M×N] read (the forward output), 2 W [N×K] (mode 0) or X [M×K] (mode 1)
+//           read, 3 the gradient, written or, with accumulate, added to
+// uniforms: 0 M (rows), 1 N (outputs), 2 K (inputs), 3 accumulate (0 overwrite, 1 add)
+// defines: ACTIVATION, BACKWARD_MODE
+
+layout(std430, binding = 0) readonly buffer OutputGradient { float dY[]; };
+layout(std430, binding = 1) readonly buffer Output { float Y[]; };
+layout(std430, binding = 2) readonly buffer Operand { float operand[]; };
+layout(std430, binding = 3) buffer Gradient { float gradient[]; };
+layout(location = 0) uniform uint M;
+layout(location = 1) uniform uint N;
+layout(location = 2) uniform uint K;
+layout(location = 3) uniform uint accumulate;
+
+float dZ(uint row, uint column) { return dY[row * N + column] * activationDerivative(Y[row * N + column]); }
+
+void store(uint index, float value) { gradient[index] = accumulate != 0u ? gradient[index] + value : value; }
+
+#if BACKWARD_MODE == 0
+float gemmA(uint row, uint n) { return dZ(row, n); }
+float gemmB(uint n, uint k) { return operand[n * K + k]; }
+#elif BACKWARD_MODE == 1
+float gemmA(uint n, uint row) { return dZ(row, n); }
+float gemmB(uint row, uint k) { return operand[row * K + k]; }
+#endif
+
+#if BACKWARD_MODE == 0 || BACKWARD_MODE == 1
+void main() {
+#if BACKWARD_MODE == 0
+  uint R = M, S = K, T = N;
+#else
+  uint R = N, S = K, T = M;
+#endif
+  float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
+  gemmTile(R, S, T, sum);
+  for (int i = 0; i < GEMM_PER_THREAD; ++i) {
+    uint r = gemmRow(i);
+    if (r >= R) continue;
+    for (int j = 0; j < GEMM_PER_THREAD; ++j) {
+      uint s = gemmColumn(j);
+      if (s < S) store(r * S + s, sum[i][j]);
+    }
+  }
+}
+#else
+layout(local_size_x = 64, local_size_y = 4) in;
+shared float partial[4][64];
+
+void main() {
+  uint column = gl_WorkGroupID.x * 64u + gl_LocalInvocationID.x;
+  float sum = 0.0;
+  if (column < N) {
+    for (uint row = gl_LocalInvocationID.y; row < M; row += 4u) sum += dZ(row, column);
+  }
+  partial[gl_LocalInvocationID.y][gl_LocalInvocationID.x] = sum;
+  barrier();
+  if (gl_LocalInvocationID.y == 0u && column < N) {
+    store(column, partial[0][gl_LocalInvocationID.x] + partial[1][gl_LocalInvocationID.x] +
+                      partial[2][gl_LocalInvocationID.x] + partial[3][gl_LocalInvocationID.x]);
+  }
+}
+#endif

@@ -1,0 +1,56 @@
+// The tiled GEMM core shared by ForwardPass.glsl and BackwardPass.glsl: C[R×S] = Σ_t A(r,t)·B(t,s), where
+// the including shader defines gemmA(r, t) and gemmB(t, s); the core keeps every access in bounds.
+// A 16×16 group computes a 64×64 tile of C, each invocation a 4×4 block strided by 16 so that neighbouring
+// invocations own neighbouring columns; A and B go through shared memory 16 values of t at a time.
+// GEMM_A_ALONG_ROWS / GEMM_B_ALONG_COLUMNS: the operand is contiguous along r (resp. s) rather than t, so
+// tiles load with neighbouring invocations reading neighbouring addresses either way.
+#define GEMM_TILE 64
+#define GEMM_TILE_K 16
+#define GEMM_THREADS 16
+#define GEMM_PER_THREAD 4
+layout(local_size_x = GEMM_THREADS, local_size_y = GEMM_THREADS) in;
+
+float gemmA(uint r, uint t);
+float gemmB(uint t, uint s);
+
+shared float gemmTileA[GEMM_TILE_K][GEMM_TILE];
+shared float gemmTileB[GEMM_TILE_K][GEMM_TILE];
+
+uint gemmRow(int i) { return gl_WorkGroupID.y * GEMM_TILE + gl_LocalInvocationID.y + GEMM_THREADS * uint(i); }
+uint gemmColumn(int j) { return gl_WorkGroupID.x * GEMM_TILE + gl_LocalInvocationID.x + GEMM_THREADS * uint(j); }
+
+void gemmTile(uint R, uint S, uint T, out float sum[GEMM_PER_THREAD][GEMM_PER_THREAD]) {
+  uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
+  uint local = ty * GEMM_THREADS + tx;
+  uint rowBase = gl_WorkGroupID.y * GEMM_TILE, columnBase = gl_WorkGroupID.x * GEMM_TILE;
+  for (int i = 0; i < GEMM_PER_THREAD; ++i)
+    for (int j = 0; j < GEMM_PER_THREAD; ++j) sum[i][j] = 0.0;
+  for (uint t0 = 0u; t0 < T; t0 += GEMM_TILE_K) {
+    for (uint e = local; e < GEMM_TILE * GEMM_TILE_K; e += GEMM_THREADS * GEMM_THREADS) {
+#ifdef GEMM_A_ALONG_ROWS
+      uint r = e % GEMM_TILE, c = e / GEMM_TILE;
+#else
+      uint r = e / GEMM_TILE_K, c = e % GEMM_TILE_K;
+#endif
+      uint row = rowBase + r, t = t0 + c;
+      gemmTileA[c][r] = (row < R && t < T) ? gemmA(row, t) : 0.0;
+#ifdef GEMM_B_ALONG_COLUMNS
+      r = e % GEMM_TILE; c = e / GEMM_TILE;
+#else
+      r = e / GEMM_TILE_K; c = e % GEMM_TILE_K;
+#endif
+      uint column = columnBase + r;
+      t = t0 + c;
+      gemmTileB[c][r] = (column < S && t < T) ? gemmB(t, column) : 0.0;
+    }
+    barrier();
+    for (uint k = 0u; k < GEMM_TILE_K; ++k) {
+      float a[GEMM_PER_THREAD], b[GEMM_PER_THREAD];
+      for (int i = 0; i < GEMM_PER_THREAD; ++i) a[i] = gemmTileA[k][ty + GEMM_THREADS * uint(i)];
+      for (int j = 0; j < GEMM_PER_THREAD; ++j) b[j] = gemmTileB[k][tx + GEMM_THREADS * uint(j)];
+      for (int i = 0; i < GEMM_PER_THREAD; ++i)
+        for (int j = 0; j < GEMM_PER_THREAD; ++j) sum[i][j] = fma(a[i], b[j], sum[i][j]);
+    }
+    barrier();
+  }
+}
