@@ -21,6 +21,16 @@ double activate(Activation activation, double x) {
   return x;
 }
 
+double activationDerivative(Activation activation, double y) {
+  switch (activation) {
+    case Activation::relu: return y > 0 ? 1.0 : 0.0;
+    case Activation::tanh: return 1.0 - y * y;
+    case Activation::sigmoid: return y * (1.0 - y);
+    case Activation::none: return 1.0;
+  }
+  return 1.0;
+}
+
 std::vector<double> dense(const std::vector<double>& x, const std::vector<float>& weight, const std::vector<float>& bias,
                           std::size_t rows, std::size_t inputs, std::size_t outputs, Activation activation) {
   std::vector<double> y(rows * outputs);

@@ -11,6 +11,8 @@ namespace glnet::ref {
 std::vector<double> normalize(const std::vector<std::uint8_t>& pixels, std::size_t first, std::size_t count,
                               double mean, double std);
 double activate(Activation activation, double x);
+// The derivative expressed through the activation's output y, as the shaders compute it (ReLU: 0 at the kink).
+double activationDerivative(Activation activation, double y);
 // Y = act(X·Wᵀ + b); X [rows × inputs], W [outputs × inputs].
 std::vector<double> dense(const std::vector<double>& x, const std::vector<float>& weight, const std::vector<float>& bias,
                           std::size_t rows, std::size_t inputs, std::size_t outputs, Activation activation);

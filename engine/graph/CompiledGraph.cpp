@@ -1,0 +1,179 @@
+#include "graph/CompiledGraph.h"
+
+#include "gl/check.h"
+#include "ops/Elementwise.h"
+
+#include <algorithm>
+
+namespace glnet {
+namespace {
+
+std::size_t bytesOf(const Shape& shape) { return std::max<std::size_t>(elementCount(shape), 1) * sizeof(float); }
+
+}  // namespace
+
+CompiledGraph::CompiledGraph(const Context& context, const Graph& graph, Tensor loss, std::vector<Tensor> metrics,
+                             const OptimizerSettings& optimizer)
+    : context_(context), graph_(graph), loss_(loss), metrics_(std::move(metrics)), optimizer_(optimizer) {
+  const TensorNode& lossNode = graph_.tensor(loss_);
+  if (lossNode.shape.size() != 1 || lossNode.role != TensorRole::computed) {
+    throw Error("the loss must be a per-row vector computed by the graph, not " + lossNode.name + " " + describe(lossNode.shape));
+  }
+  rows_ = lossNode.shape[0];
+  const auto& tensors = graph_.tensors();
+  // Parameter offsets honour the device's binding alignment so each can be bound as its own range.
+  const std::size_t alignment = std::max<std::size_t>(static_cast<std::size_t>(context.limits().storageBufferOffsetAlignment), 4) / 4;
+  arenaOffset_.assign(tensors.size(), 0);
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].role != TensorRole::parameter) continue;
+    arenaFloats_ = (arenaFloats_ + alignment - 1) / alignment * alignment;
+    arenaOffset_[i] = arenaFloats_;
+    arenaFloats_ += elementCount(tensors[i].shape);
+  }
+  parameters_ = Buffer(std::max<std::size_t>(arenaFloats_, 1) * sizeof(float));
+  gradients_ = Buffer(parameters_.bytes());
+  parameters_.clear();
+  gradients_.clear();  // parameters no loss depends on keep a zero gradient
+  for (std::size_t s = 0; s < OptimizerOp::stateBuffers(optimizer.kind); ++s) {
+    state_.emplace_back(parameters_.bytes());
+    state_.back().clear();
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const bool inArena = tensors[i].role == TensorRole::parameter;
+    values_.push_back(inArena ? nullptr : std::make_unique<Buffer>(bytesOf(tensors[i].shape)));
+    const bool ownGradient = !inArena && tensors[i].needsGradient;
+    tensorGradients_.push_back(ownGradient ? std::make_unique<Buffer>(bytesOf(tensors[i].shape)) : nullptr);
+    if (inArena) parameters_.upload(tensors[i].initial, arenaOffset_[i] * sizeof(float));
+  }
+  rowGradient_ = Buffer::of(std::vector<float>(rows_, 1.0f / static_cast<float>(rows_)));
+  totals_ = Buffer((1 + metrics_.size()) * sizeof(float));
+  resetTotals();
+}
+
+BufferView CompiledGraph::view(Tensor tensor) const {
+  const auto index = static_cast<std::size_t>(tensor.id);
+  if (values_.at(index)) return *values_[index];
+  return {parameters_, arenaOffset_[index] * sizeof(float), elementCount(graph_.tensors()[index].shape) * sizeof(float)};
+}
+
+void CompiledGraph::recordForward(Plan& plan) {
+  const auto gpuTensor = [&](int id) { return GpuTensor{view({id}), graph_.tensors()[static_cast<std::size_t>(id)].shape}; };
+  for (const OpNode& node : graph_.ops()) {
+    std::vector<GpuTensor> inputs;
+    for (const int id : node.inputs) inputs.push_back(gpuTensor(id));
+    node.op->forward(programs_, plan, inputs, gpuTensor(node.output));
+  }
+  const ReduceOp reduce(programs_);
+  plan.record(reduce.sumInto(view(loss_), rows_, totals_, 0));
+  for (std::size_t m = 0; m < metrics_.size(); ++m) {
+    plan.record(reduce.sumInto(view(metrics_[m]), static_cast<std::uint32_t>(elementCount(graph_.tensor(metrics_[m]).shape)),
+                               totals_, static_cast<std::uint32_t>(1 + m)));
+  }
+}
+
+void CompiledGraph::recordBackward(Plan& plan) {
+  const auto& tensors = graph_.tensors();
+  const auto gradientView = [&](std::size_t id) -> BufferView {
+    if (tensorGradients_[id]) return *tensorGradients_[id];
+    return {gradients_, arenaOffset_[id] * sizeof(float), elementCount(tensors[id].shape) * sizeof(float)};
+  };
+  std::vector<bool> written(tensors.size(), false);
+  const auto lossId = static_cast<std::size_t>(loss_.id);
+  GLNET_ASSERT(tensors[lossId].needsGradient, "the loss depends on no parameter");
+  written[lossId] = true;  // its gradient is rowGradient_: d mean / d row = 1/rows
+  for (auto node = graph_.ops().rbegin(); node != graph_.ops().rend(); ++node) {
+    const auto output = static_cast<std::size_t>(node->output);
+    if (!tensors[output].needsGradient || !written[output]) continue;
+    std::vector<GpuTensor> inputs;
+    std::vector<std::optional<GradientTarget>> targets;
+    for (std::size_t i = 0; i < node->inputs.size(); ++i) {
+      const auto id = static_cast<std::size_t>(node->inputs[i]);
+      inputs.push_back({view({node->inputs[i]}), tensors[id].shape});
+      if (!tensors[id].needsGradient || !node->op->passesGradient(i)) {
+        targets.emplace_back();
+        continue;
+      }
+      targets.push_back(GradientTarget{gradientView(id), written[id]});
+      written[id] = true;
+    }
+    const BufferView outputGradient = output == lossId ? BufferView(rowGradient_) : gradientView(output);
+    node->op->backward(programs_, plan, inputs, {view({node->output}), tensors[output].shape},
+                       {outputGradient, tensors[output].shape}, targets);
+  }
+  std::vector<BufferView> state(state_.begin(), state_.end());
+  plan.record(OptimizerOp(programs_, optimizer_).update(parameters_, gradients_, state, static_cast<std::uint32_t>(arenaFloats_),
+                                                        stepParameter));
+}
+
+Plan CompiledGraph::trainingPlan(const Feed& feed) {
+  Plan plan(context_.limits());
+  GLNET_ASSERT(plan.addParameter(1) == stepParameter, "the step is the first plan parameter");
+  feed(plan);
+  recordForward(plan);
+  recordBackward(plan);
+  return plan;
+}
+
+Plan CompiledGraph::forwardPlan(const Feed& feed) {
+  Plan plan(context_.limits());
+  GLNET_ASSERT(plan.addParameter(1) == stepParameter, "the step is the first plan parameter");
+  feed(plan);
+  recordForward(plan);
+  return plan;
+}
+
+void CompiledGraph::resetTotals() { totals_.upload(std::vector<float>(1 + metrics_.size(), 0.0f)); }
+
+std::vector<double> CompiledGraph::readTotals() const {
+  const std::vector<float> values = totals_.read<float>();
+  return {values.begin(), values.end()};
+}
+
+void CompiledGraph::upload(Tensor tensor, const void* data, std::size_t bytes) {
+  const auto index = static_cast<std::size_t>(tensor.id);
+  GLNET_ASSERT(bytes == elementCount(graph_.tensor(tensor).shape) * 4, "upload of the wrong size for " + graph_.tensor(tensor).name);
+  if (values_.at(index)) {
+    values_[index]->upload(data, bytes);
+  } else {
+    parameters_.upload(data, bytes, arenaOffset_[index] * sizeof(float));
+  }
+}
+
+std::vector<std::vector<float>> CompiledGraph::readParameters() const { return splitArena(parameters_); }
+std::vector<std::vector<float>> CompiledGraph::readGradients() const { return splitArena(gradients_); }
+
+std::vector<std::vector<float>> CompiledGraph::splitArena(const Buffer& buffer) const {
+  const std::vector<float> arena = buffer.read<float>();
+  std::vector<std::vector<float>> values;
+  for (const Tensor& parameter : graph_.parameters()) {
+    const auto begin = arena.begin() + static_cast<std::ptrdiff_t>(arenaOffset_[static_cast<std::size_t>(parameter.id)]);
+    values.emplace_back(begin, begin + static_cast<std::ptrdiff_t>(elementCount(graph_.tensor(parameter).shape)));
+  }
+  return values;
+}
+
+void CompiledGraph::writeParameters(const std::vector<std::vector<float>>& values) {
+  const std::vector<Tensor> parameters = graph_.parameters();
+  GLNET_ASSERT(values.size() == parameters.size(), "one value list per parameter");
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    const auto id = static_cast<std::size_t>(parameters[p].id);
+    GLNET_ASSERT(values[p].size() == elementCount(graph_.tensors()[id].shape), "parameter size mismatch");
+    parameters_.upload(values[p], arenaOffset_[id] * sizeof(float));
+  }
+}
+
+std::vector<std::vector<float>> CompiledGraph::readOptimizerState() const {
+  std::vector<std::vector<float>> state;
+  for (const Buffer& buffer : state_) state.push_back(buffer.read<float>());
+  return state;
+}
+
+void CompiledGraph::writeOptimizerState(const std::vector<std::vector<float>>& state) {
+  GLNET_ASSERT(state.size() == state_.size(), "one state list per optimizer buffer");
+  for (std::size_t s = 0; s < state.size(); ++s) {
+    GLNET_ASSERT(state[s].size() * sizeof(float) == state_[s].bytes(), "optimizer state size mismatch");
+    state_[s].upload(state[s]);
+  }
+}
+
+}  // namespace glnet

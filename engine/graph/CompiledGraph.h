@@ -1,0 +1,67 @@
+// A graph on the GPU: every tensor in a buffer, parameters and their gradients in one arena each, and the
+// training step (forward, loss totals, reverse-mode backward, optimizer update) recorded into one Plan.
+#pragma once
+
+#include "gl/Context.h"
+#include "graph/Graph.h"
+#include "ops/Optimizer.h"
+
+#include <functional>
+#include <memory>
+
+namespace glnet {
+
+class CompiledGraph {
+ public:
+  // `loss` is a per-row loss whose mean is minimised; `metrics` are per-row values summed beside it.
+  CompiledGraph(const Context& context, const Graph& graph, Tensor loss, std::vector<Tensor> metrics,
+                const OptimizerSettings& optimizer);
+
+  // Records the dispatches that fill the graph's inputs for one step, first in the plan.
+  using Feed = std::function<void(Plan&)>;
+  // Feed, forward, totals, backward, update. Plan parameter `stepParameter` is Adam's step t (from 1).
+  Plan trainingPlan(const Feed& feed);
+  // Feed, forward, totals: evaluation with the same buffers.
+  Plan forwardPlan(const Feed& feed);
+  static constexpr int stepParameter = 0;
+
+  BufferView view(Tensor tensor) const;
+  // Host values for an input or parameter tensor (small problems and tests; datasets feed through the plan).
+  void upload(Tensor tensor, const void* data, std::size_t bytes);
+  const Graph& graph() const { return graph_; }
+  std::uint32_t rows() const { return rows_; }
+
+  // Totals since the last reset: [Σ loss, Σ metric 0, ...]. Reading them is a host synchronisation.
+  void resetTotals();
+  std::vector<double> readTotals() const;
+
+  // Parameter values (and the gradients of the last step) in the order of graph().parameters().
+  std::vector<std::vector<float>> readParameters() const;
+  std::vector<std::vector<float>> readGradients() const;
+  void writeParameters(const std::vector<std::vector<float>>& values);
+  // The optimizer's state buffers (none, one or two), each covering the whole arena.
+  std::vector<std::vector<float>> readOptimizerState() const;
+  void writeOptimizerState(const std::vector<std::vector<float>>& state);
+  double compileMilliseconds() const { return programs_.compileMilliseconds(); }
+
+ private:
+  void recordForward(Plan& plan);
+  void recordBackward(Plan& plan);
+  std::vector<std::vector<float>> splitArena(const Buffer& arena) const;
+
+  const Context& context_;
+  Graph graph_;
+  Tensor loss_;
+  std::vector<Tensor> metrics_;
+  OptimizerSettings optimizer_;
+  std::uint32_t rows_ = 0;
+  ProgramCache programs_;
+  std::size_t arenaFloats_ = 0;
+  std::vector<std::size_t> arenaOffset_;  // per tensor, in floats (parameters)
+  Buffer parameters_, gradients_;
+  std::vector<Buffer> state_;
+  std::vector<std::unique_ptr<Buffer>> values_, tensorGradients_;  // per tensor; null where the arena holds it
+  Buffer rowGradient_, totals_;
+};
+
+}  // namespace glnet

@@ -1,0 +1,70 @@
+// A graph of tensors and ops, built forward; reverse-mode differentiation and compilation into a Plan live
+// in CompiledGraph (GPU) and ReferenceGraph (float64 CPU).
+#pragma once
+
+#include "graph/Op.h"
+#include "graph/Ops.h"
+#include "model/Mlp.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+struct Tensor {
+  int id = -1;
+};
+
+enum class TensorRole { input, indexInput, parameter, computed };
+
+struct TensorNode {
+  std::string name;
+  Shape shape;
+  TensorRole role;
+  std::vector<float> initial;  // parameters
+  int producer = -1;           // index of the op node that computes it
+  bool needsGradient = false;  // a parameter, or computed from one through differentiable ops
+};
+
+struct OpNode {
+  std::shared_ptr<const Op> op;
+  std::vector<int> inputs;
+  int output;
+};
+
+class Graph {
+ public:
+  // Values supplied each step (a batch of images, regression targets).
+  Tensor input(const std::string& name, Shape shape);
+  // Class indices supplied each step (uint32 on the GPU).
+  Tensor indexInput(const std::string& name, Shape shape);
+  Tensor parameter(const std::string& name, Shape shape, std::vector<float> initial);
+  // Adds `op` applied to `inputs`; throws glnet::Error when the shapes do not fit.
+  Tensor apply(std::shared_ptr<const Op> op, const std::vector<Tensor>& inputs, std::string name = "");
+
+  Tensor dense(Tensor x, Tensor weight, Tensor bias, Activation activation) {
+    return apply(denseOp(activation), {x, weight, bias});
+  }
+
+  const std::vector<TensorNode>& tensors() const { return tensors_; }
+  const TensorNode& tensor(Tensor t) const { return tensors_.at(static_cast<std::size_t>(t.id)); }
+  const std::vector<OpNode>& ops() const { return ops_; }
+  std::vector<Tensor> parameters() const;
+
+ private:
+  Tensor add(TensorNode node);
+  std::vector<TensorNode> tensors_;
+  std::vector<OpNode> ops_;
+};
+
+// An MLP classifier's training graph: x [batch, inputs] → logits, cross-entropy loss and correctness per row.
+struct MlpGraph {
+  Graph graph;
+  Tensor images, labels, logits, loss, correct;
+};
+MlpGraph buildMlpGraph(const MlpModel& model, std::uint32_t batch);
+// The model with the parameter values of `values`, in the order of graph.parameters().
+MlpModel mlpFromParameters(const MlpModel& shape, const std::vector<std::vector<float>>& values);
+
+}  // namespace glnet

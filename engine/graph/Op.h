@@ -1,0 +1,60 @@
+// The extension point of the graph: an operator is its output shape rule, its GPU forward and backward
+// (dispatches recorded into a Plan), and its float64 reference forward and backward.
+#pragma once
+
+#include "plan/Plan.h"
+#include "plan/ProgramCache.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+using Shape = std::vector<std::uint32_t>;
+std::size_t elementCount(const Shape& shape);
+std::string describe(const Shape& shape);  // "[64, 784]"
+
+struct GpuTensor {
+  BufferView view;
+  Shape shape;
+};
+
+// Where an input's gradient goes: written, or added to what earlier consumers of the input wrote.
+struct GradientTarget {
+  BufferView view;
+  bool accumulate;
+};
+
+struct HostTensor64 {
+  const std::vector<double>* values;
+  Shape shape;
+};
+
+class Op {
+ public:
+  virtual ~Op() = default;
+  virtual std::string name() const = 0;
+  // Throws glnet::Error naming the op and the shapes when the inputs do not fit together.
+  virtual Shape outputShape(const std::vector<Shape>& inputs) const = 0;
+  // Inputs holding class indices (uint32 on the GPU) rather than floats; never differentiated.
+  virtual bool isIndexInput(std::size_t /*input*/) const { return false; }
+  // Whether gradients flow into this input (not into labels or regression targets).
+  virtual bool passesGradient(std::size_t input) const { return !isIndexInput(input); }
+  // False for metrics such as accuracy, whose output carries no gradient.
+  virtual bool differentiable() const { return true; }
+
+  virtual void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& inputs,
+                       const GpuTensor& output) const = 0;
+  // Records the gradient of every input that has a target, given the gradient of the output.
+  virtual void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& inputs, const GpuTensor& output,
+                        const GpuTensor& outputGradient, const std::vector<std::optional<GradientTarget>>& targets) const = 0;
+
+  virtual std::vector<double> referenceForward(const std::vector<HostTensor64>& inputs) const = 0;
+  // One gradient per input (empty where passesGradient is false).
+  virtual std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& inputs,
+                                                             const std::vector<double>& output,
+                                                             const std::vector<double>& outputGradient) const = 0;
+};
+
+}  // namespace glnet

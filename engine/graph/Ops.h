@@ -1,0 +1,29 @@
+// The operators glnet's graphs are built from. Each has a shader binding (engine/ops), a gradient rule and
+// a float64 reference; adding one means one shader, one class like these, one reference and one test.
+#pragma once
+
+#include "graph/Op.h"
+#include "model/Mlp.h"
+
+#include <memory>
+
+namespace glnet {
+
+// Y = act(X·Wᵀ + b), X [rows, in], W [out, in], b [out]; the MLP layer, fused into one GEMM each way.
+std::shared_ptr<const Op> denseOp(Activation activation);
+// Y = X·Wᵀ, W [out, in].
+std::shared_ptr<const Op> matMulOp();
+// Y = X + b, b [columns] broadcast over rows.
+std::shared_ptr<const Op> biasAddOp();
+// Y = relu(X), tanh(X) or sigmoid(X).
+std::shared_ptr<const Op> activationOp(Activation activation);
+std::shared_ptr<const Op> addOp();
+std::shared_ptr<const Op> multiplyOp();
+// loss[r] = −log softmax(logits)[r, labels[r]]; labels are class indices.
+std::shared_ptr<const Op> softmaxCrossEntropyOp();
+// loss[r] = mean over the row of (Y − T)²; T gets no gradient.
+std::shared_ptr<const Op> meanSquaredErrorOp();
+// correct[r] = 1 when argmax(logits[r]) = labels[r]; a metric, not differentiable.
+std::shared_ptr<const Op> correctOp();
+
+}  // namespace glnet

@@ -1,0 +1,107 @@
+#include "graph/CompiledGraph.h"
+#include "graph/ReferenceGraph.h"
+#include "support/Compare.h"
+#include "support/GlContext.h"
+#include "support/Random.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+using namespace glnet;
+
+namespace {
+
+std::vector<double> widen(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+
+std::vector<float> randomParameter(std::mt19937& random, std::size_t count) { return test::uniformFloats(random, count, -0.5f, 0.5f); }
+
+}  // namespace
+
+TEST_SUITE("gl") {
+  TEST_CASE("gradients accumulate where a tensor feeds several ops, on the GPU as in the reference") {
+    Context& context = test::glContext();
+    auto random = test::generator(50);
+    Graph g;
+    const Tensor x = g.input("x", {9, 6});
+    const Tensor target = g.input("target", {9, 4});
+    const Tensor w1 = g.parameter("w1", {5, 6}, randomParameter(random, 30));
+    const Tensor b1 = g.parameter("b1", {5}, randomParameter(random, 5));
+    const Tensor w2 = g.parameter("w2", {4, 5}, randomParameter(random, 20));
+    const Tensor w3 = g.parameter("w3", {4, 5}, randomParameter(random, 20));
+    const Tensor b3 = g.parameter("b3", {4}, randomParameter(random, 4));
+    const Tensor h = g.dense(x, w1, b1, Activation::tanh);        // h feeds three ops
+    const Tensor a = g.apply(matMulOp(), {h, w2});
+    const Tensor b = g.apply(biasAddOp(), {g.apply(matMulOp(), {h, w3}), b3});
+    const Tensor s = g.apply(addOp(), {a, b});
+    const Tensor m = g.apply(multiplyOp(), {s, a});                // a feeds two ops
+    const Tensor y = g.apply(activationOp(Activation::sigmoid), {m});
+    const Tensor loss = g.apply(meanSquaredErrorOp(), {y, target});
+    const Tensor unused = g.parameter("unused", {3}, {1, 2, 3});  // no gradient reaches it
+    (void)unused;
+
+    const auto xValues = test::uniformFloats(random, 54), targetValues = test::uniformFloats(random, 36, 0, 1);
+    CompiledGraph compiled(context, g, loss, {}, {OptimizerKind::sgd, 0.5f});
+    compiled.upload(x, xValues.data(), xValues.size() * 4);
+    compiled.upload(target, targetValues.data(), targetValues.size() * 4);
+    Plan plan = compiled.trainingPlan([](Plan&) {});
+    plan.run();
+    const auto gradients = compiled.readGradients();
+    const auto parameters = compiled.readParameters();
+
+    const ReferencePass pass = runReference(g, loss, {{x.id, widen(xValues)}, {target.id, widen(targetValues)}});
+    const std::vector<Tensor> list = g.parameters();
+    REQUIRE(gradients.size() == list.size());
+    for (std::size_t p = 0; p < list.size(); ++p) {
+      CAPTURE(g.tensor(list[p]).name);
+      const auto& expected = pass.gradients[static_cast<std::size_t>(list[p].id)];
+      // fp32 through six ops on O(1) values: 1e-6 absolute, 1e-4 relative.
+      test::checkClose(gradients[p], expected.empty() ? std::vector<double>(gradients[p].size(), 0.0) : expected, 1e-6, 1e-4);
+      std::vector<double> updated = widen(g.tensor(list[p]).initial);
+      for (std::size_t k = 0; k < updated.size(); ++k) updated[k] -= 0.5 * (expected.empty() ? 0.0 : expected[k]);
+      test::checkClose(parameters[p], updated, 1e-6, 1e-5);
+    }
+  }
+
+  TEST_CASE("ten training steps of a small MLP match the float64 reference losses step by step") {
+    Context& context = test::glContext();
+    for (const OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adam}) {
+      CAPTURE(optimizerName(kind));
+      auto random = test::generator(51);
+      const MlpModel model = MlpModel::random({23, 17, 5}, Activation::relu, 7);
+      const std::uint32_t batch = 13;
+      const MlpGraph mlp = buildMlpGraph(model, batch);
+      OptimizerSettings settings{kind, kind == OptimizerKind::adam ? 0.01f : 0.1f};
+      CompiledGraph compiled(context, mlp.graph, mlp.loss, {mlp.correct}, settings);
+      Plan plan = compiled.trainingPlan([](Plan&) {});
+
+      std::vector<std::vector<double>> parameters;
+      for (const Tensor& t : mlp.graph.parameters()) parameters.push_back(widen(mlp.graph.tensor(t).initial));
+      std::vector<std::vector<std::vector<double>>> state;
+      for (int step = 1; step <= 10; ++step) {
+        CAPTURE(step);
+        const auto images = test::uniformFloats(random, batch * 23, 0, 1);
+        std::vector<std::uint32_t> labels(batch);
+        for (auto& label : labels) label = random() % 5;
+        compiled.upload(mlp.images, images.data(), images.size() * 4);
+        compiled.upload(mlp.labels, labels.data(), labels.size() * 4);
+        compiled.resetTotals();
+        plan.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(step));
+        plan.run();
+        const std::vector<double> totals = compiled.readTotals();
+
+        const ReferencePass pass = runReference(mlp.graph, mlp.loss,
+                                                {{mlp.images.id, widen(images)}, {mlp.labels.id, std::vector<double>(labels.begin(), labels.end())}},
+                                                parameters);
+        double referenceLoss = 0, referenceCorrect = 0;
+        for (const double value : pass.values[static_cast<std::size_t>(mlp.loss.id)]) referenceLoss += value;
+        for (const double value : pass.values[static_cast<std::size_t>(mlp.correct.id)]) referenceCorrect += value;
+        CHECK(totals[0] / batch == doctest::Approx(referenceLoss / batch).epsilon(1e-4));
+        CHECK(totals[1] == referenceCorrect);
+        referenceUpdate(mlp.graph, pass, settings, step, parameters, state);
+      }
+      const auto gpuParameters = compiled.readParameters();
+      for (std::size_t p = 0; p < parameters.size(); ++p) test::checkClose(gpuParameters[p], parameters[p], 1e-5, 1e-3);
+    }
+  }
+}

@@ -1,0 +1,176 @@
+// Every op's reference backward against central finite differences in double, and every op's GPU forward
+// and backward against its reference.
+#include "graph/Ops.h"
+#include "support/Compare.h"
+#include "support/GlContext.h"
+#include "support/Random.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+
+using namespace glnet;
+
+namespace {
+
+struct OpCase {
+  std::string name;
+  std::shared_ptr<const Op> op;
+  std::vector<Shape> shapes;
+  std::size_t classes = 0;  // > 0: input 1 holds labels below this
+  bool reluKinks = false;   // inputs must keep pre-activations away from 0
+};
+
+std::vector<OpCase> cases(std::uint32_t rows = 5) {
+  const Shape x{rows, 7}, w{3, 7}, b{3};
+  std::vector<OpCase> result = {
+      {"dense none", denseOp(Activation::none), {x, w, b}},
+      {"dense relu", denseOp(Activation::relu), {x, w, b}, 0, true},
+      {"dense tanh", denseOp(Activation::tanh), {x, w, b}},
+      {"dense sigmoid", denseOp(Activation::sigmoid), {x, w, b}},
+      {"matmul", matMulOp(), {x, w}},
+      {"bias add", biasAddOp(), {{rows, 3}, b}},
+      {"relu", activationOp(Activation::relu), {x}, 0, true},
+      {"tanh", activationOp(Activation::tanh), {x}},
+      {"sigmoid", activationOp(Activation::sigmoid), {x}},
+      {"add", addOp(), {x, x}},
+      {"multiply", multiplyOp(), {x, x}},
+      {"softmax cross-entropy", softmaxCrossEntropyOp(), {{rows, 4}, {rows}}, 4},
+      {"mean squared error", meanSquaredErrorOp(), {x, x}},
+  };
+  return result;
+}
+
+std::vector<std::vector<double>> randomInputs(const OpCase& c, std::mt19937& random) {
+  std::vector<std::vector<double>> inputs;
+  for (std::size_t i = 0; i < c.shapes.size(); ++i) {
+    std::vector<double> values(elementCount(c.shapes[i]));
+    for (double& v : values) {
+      v = c.classes && i == 1 ? static_cast<double>(random() % c.classes) : std::uniform_real_distribution<double>(-1, 1)(random);
+    }
+    inputs.push_back(values);
+  }
+  return inputs;
+}
+
+std::vector<HostTensor64> host(const OpCase& c, const std::vector<std::vector<double>>& values) {
+  std::vector<HostTensor64> result;
+  for (std::size_t i = 0; i < values.size(); ++i) result.push_back({&values[i], c.shapes[i]});
+  return result;
+}
+
+// The smallest |pre-activation| of a ReLU case; finite differences across a kink are meaningless.
+double kinkDistance(const OpCase& c, const std::vector<std::vector<double>>& inputs) {
+  const auto pre = c.shapes.size() == 3 ? denseOp(Activation::none)->referenceForward(host(c, inputs)) : inputs[0];
+  double distance = INFINITY;
+  for (const double value : pre) distance = std::min(distance, std::abs(value));
+  return distance;
+}
+
+}  // namespace
+
+TEST_CASE("every op's reference backward matches central finite differences") {
+  auto random = test::generator(40);
+  for (const OpCase& c : cases()) {
+    CAPTURE(c.name);
+    std::vector<std::vector<double>> inputs = randomInputs(c, random);
+    for (int attempt = 0; c.reluKinks && kinkDistance(c, inputs) < 1e-3 && attempt < 1000; ++attempt) {
+      inputs = randomInputs(c, random);
+    }
+    const std::vector<double> output = c.op->referenceForward(host(c, inputs));
+    std::vector<double> weights(output.size());
+    for (double& w : weights) w = std::uniform_real_distribution<double>(-1, 1)(random);
+    const auto objective = [&](const std::vector<std::vector<double>>& at) {
+      const std::vector<double> y = c.op->referenceForward(host(c, at));
+      double sum = 0;
+      for (std::size_t k = 0; k < y.size(); ++k) sum += weights[k] * y[k];
+      return sum;
+    };
+    const auto gradients = c.op->referenceBackward(host(c, inputs), output, weights);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (!c.op->passesGradient(i)) continue;
+      REQUIRE(gradients[i].size() == inputs[i].size());
+      for (std::size_t k = 0; k < inputs[i].size(); ++k) {
+        const double h = 1e-6;
+        auto plus = inputs, minus = inputs;
+        plus[i][k] += h;
+        minus[i][k] -= h;
+        const double numeric = (objective(plus) - objective(minus)) / (2 * h);
+        CAPTURE(i);
+        CAPTURE(k);
+        // Central differences in double: truncation O(h²) and rounding O(1e-16/h) both far below 1e-7.
+        CHECK(std::abs(numeric - gradients[i][k]) <= 1e-7 + 1e-6 * std::abs(numeric));
+      }
+    }
+  }
+}
+
+TEST_SUITE("gl") {
+  TEST_CASE("every op's GPU forward and backward match its reference, written and accumulated") {
+    Context& context = test::glContext();
+    auto random = test::generator(41);
+    ProgramCache programs;
+    for (const std::uint32_t rows : {1u, 67u}) {
+      for (const OpCase& c : cases(rows)) {
+        CAPTURE(c.name);
+        CAPTURE(rows);
+        const auto inputs = randomInputs(c, random);
+        std::vector<Buffer> buffers;
+        std::vector<GpuTensor> gpuInputs;
+        for (std::size_t i = 0; i < inputs.size(); ++i) {
+          if (c.classes && i == 1) {
+            buffers.push_back(Buffer::of(std::vector<std::uint32_t>(inputs[i].begin(), inputs[i].end())));
+          } else {
+            buffers.push_back(Buffer::of(std::vector<float>(inputs[i].begin(), inputs[i].end())));
+          }
+        }
+        for (std::size_t i = 0; i < inputs.size(); ++i) gpuInputs.push_back({buffers[i], c.shapes[i]});
+        const Shape outShape = c.op->outputShape(c.shapes);
+        Buffer out(elementCount(outShape) * sizeof(float));
+        out.fill(test::nanPoison);
+        // Reference values from the fp32-rounded inputs the GPU sees.
+        std::vector<std::vector<double>> rounded = inputs;
+        const auto referenceOut = c.op->referenceForward(host(c, rounded));
+        const auto dOutValues = test::uniformFloats(random, referenceOut.size());
+        const std::vector<double> dOut(dOutValues.begin(), dOutValues.end());
+        const auto referenceGradients = c.op->referenceBackward(host(c, rounded), referenceOut, dOut);
+
+        for (const bool accumulate : {false, true}) {
+          CAPTURE(accumulate);
+          Buffer dOutBuffer = Buffer::of(dOutValues);
+          std::vector<Buffer> gradientBuffers;
+          std::vector<std::optional<GradientTarget>> targets;
+          const float prior = 0.25f;
+          for (std::size_t i = 0; i < inputs.size(); ++i) {
+            gradientBuffers.emplace_back(inputs[i].size() * sizeof(float));
+            if (accumulate) {
+              gradientBuffers.back().upload(std::vector<float>(inputs[i].size(), prior));
+            } else {
+              gradientBuffers.back().fill(test::nanPoison);
+            }
+          }
+          for (std::size_t i = 0; i < inputs.size(); ++i) {
+            targets.push_back(c.op->passesGradient(i) ? std::optional<GradientTarget>(GradientTarget{gradientBuffers[i], accumulate})
+                                                      : std::nullopt);
+          }
+          Plan plan(context.limits());
+          c.op->forward(programs, plan, gpuInputs, {out, outShape});
+          c.op->backward(programs, plan, gpuInputs, {out, outShape}, {dOutBuffer, outShape}, targets);
+          plan.run();
+          // fp32 against float64 with sums of up to 67 terms: 1e-5 absolute, 1e-4 relative.
+          test::checkClose(out.read<float>(), referenceOut, 1e-5, 1e-4);
+          for (std::size_t i = 0; i < inputs.size(); ++i) {
+            if (!c.op->passesGradient(i)) continue;
+            CAPTURE(i);
+            std::vector<double> expected = referenceGradients[i];
+            if (accumulate) {
+              for (double& value : expected) value += prior;
+            }
+            test::checkClose(gradientBuffers[i].read<float>(), expected, 1e-5, 1e-4);
+          }
+        }
+      }
+    }
+  }
+}
