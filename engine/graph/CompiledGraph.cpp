@@ -152,28 +152,27 @@ std::vector<std::vector<float>> CompiledGraph::splitArena(const Buffer& buffer) 
   return values;
 }
 
-void CompiledGraph::writeParameters(const std::vector<std::vector<float>>& values) {
+void CompiledGraph::writeParameters(const std::vector<std::vector<float>>& values) { writeArena(parameters_, values); }
+
+void CompiledGraph::writeArena(Buffer& arena, const std::vector<std::vector<float>>& values) {
   const std::vector<Tensor> parameters = graph_.parameters();
   GLNET_ASSERT(values.size() == parameters.size(), "one value list per parameter");
   for (std::size_t p = 0; p < parameters.size(); ++p) {
     const auto id = static_cast<std::size_t>(parameters[p].id);
     GLNET_ASSERT(values[p].size() == elementCount(graph_.tensors()[id].shape), "parameter size mismatch");
-    parameters_.upload(values[p], arenaOffset_[id] * sizeof(float));
+    arena.upload(values[p], arenaOffset_[id] * sizeof(float));
   }
 }
 
-std::vector<std::vector<float>> CompiledGraph::readOptimizerState() const {
-  std::vector<std::vector<float>> state;
-  for (const Buffer& buffer : state_) state.push_back(buffer.read<float>());
+std::vector<std::vector<std::vector<float>>> CompiledGraph::readOptimizerState() const {
+  std::vector<std::vector<std::vector<float>>> state;
+  for (const Buffer& buffer : state_) state.push_back(splitArena(buffer));
   return state;
 }
 
-void CompiledGraph::writeOptimizerState(const std::vector<std::vector<float>>& state) {
+void CompiledGraph::writeOptimizerState(const std::vector<std::vector<std::vector<float>>>& state) {
   GLNET_ASSERT(state.size() == state_.size(), "one state list per optimizer buffer");
-  for (std::size_t s = 0; s < state.size(); ++s) {
-    GLNET_ASSERT(state[s].size() * sizeof(float) == state_[s].bytes(), "optimizer state size mismatch");
-    state_[s].upload(state[s]);
-  }
+  for (std::size_t s = 0; s < state.size(); ++s) writeArena(state_[s], state[s]);
 }
 
 }  // namespace glnet

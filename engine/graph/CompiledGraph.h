@@ -39,15 +39,17 @@ class CompiledGraph {
   std::vector<std::vector<float>> readParameters() const;
   std::vector<std::vector<float>> readGradients() const;
   void writeParameters(const std::vector<std::vector<float>>& values);
-  // The optimizer's state buffers (none, one or two), each covering the whole arena.
-  std::vector<std::vector<float>> readOptimizerState() const;
-  void writeOptimizerState(const std::vector<std::vector<float>>& state);
+  // The optimizer's state (none, one or two buffers: momentum's velocity, Adam's m and v), each split per
+  // parameter like readParameters, so a checkpoint does not depend on a device's arena alignment.
+  std::vector<std::vector<std::vector<float>>> readOptimizerState() const;
+  void writeOptimizerState(const std::vector<std::vector<std::vector<float>>>& state);
   double compileMilliseconds() const { return programs_.compileMilliseconds(); }
 
  private:
   void recordForward(Plan& plan);
   void recordBackward(Plan& plan);
   std::vector<std::vector<float>> splitArena(const Buffer& arena) const;
+  void writeArena(Buffer& arena, const std::vector<std::vector<float>>& values);
 
   const Context& context_;
   Graph graph_;

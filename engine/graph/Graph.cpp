@@ -85,4 +85,13 @@ MlpModel mlpFromParameters(const MlpModel& shape, const std::vector<std::vector<
   return model;
 }
 
+std::vector<std::vector<float>> mlpParameters(const MlpModel& model) {
+  std::vector<std::vector<float>> values;
+  for (const DenseWeights& layer : model.layers) {
+    values.push_back(layer.weight);
+    values.push_back(layer.bias);
+  }
+  return values;
+}
+
 }  // namespace glnet

@@ -64,7 +64,8 @@ struct MlpGraph {
   Tensor images, labels, logits, loss, correct;
 };
 MlpGraph buildMlpGraph(const MlpModel& model, std::uint32_t batch);
-// The model with the parameter values of `values`, in the order of graph.parameters().
+// The model with the parameter values of `values`, in the order of graph.parameters(), and back.
 MlpModel mlpFromParameters(const MlpModel& shape, const std::vector<std::vector<float>>& values);
+std::vector<std::vector<float>> mlpParameters(const MlpModel& model);
 
 }  // namespace glnet

@@ -64,17 +64,24 @@ Plan MlpClassifier::plan(const GpuImages& images, std::size_t batch, const Buffe
 }
 
 Evaluation evaluate(const Context& context, const MlpModel& model, const LabelledImages& data, std::size_t batch) {
-  const std::size_t count = data.images.count;
+  const auto start = Clock::now();
+  const GpuImages images = uploadImages(data.images);
+  Fence(/*after the upload*/).wait();
+  const double uploadMs = millisecondsBetween(start, Clock::now());
+  Evaluation result = evaluate(context, model, images, data.labels, batch);
+  result.times.uploadMs = uploadMs;
+  return result;
+}
+
+Evaluation evaluate(const Context& context, const MlpModel& model, const GpuImages& images,
+                    const std::vector<std::uint8_t>& labels, std::size_t batch) {
+  const std::size_t count = images.count;
+  GLNET_ASSERT(labels.size() >= count, "a label per image");
   batch = std::min(batch, count);
   Evaluation result;
   auto start = Clock::now();
   const MlpClassifier classifier(context, model, batch);
   result.times.compileMs = millisecondsBetween(start, Clock::now());
-
-  start = Clock::now();
-  const GpuImages images = uploadImages(data.images);
-  Fence(/*after the upload*/).wait();
-  result.times.uploadMs = millisecondsBetween(start, Clock::now());
 
   Buffer classes(count * sizeof(std::uint32_t));
   Plan full = classifier.plan(images, batch, classes, nullptr);
@@ -101,13 +108,13 @@ Evaluation evaluate(const Context& context, const MlpModel& model, const Labelle
   const auto classCount = static_cast<std::size_t>(model.outputs());
   result.confusion.assign(classCount, std::vector<std::size_t>(classCount, 0));
   for (std::size_t i = 0; i < count; ++i) {
-    if (data.labels[i] >= classCount) {
-      throw Error("label " + std::to_string(data.labels[i]) + " of image " + std::to_string(i) + " is not below the model's " +
+    if (labels[i] >= classCount) {
+      throw Error("label " + std::to_string(labels[i]) + " of image " + std::to_string(i) + " is not below the model's " +
                   std::to_string(classCount) + " outputs");
     }
     GLNET_ASSERT(result.predictions[i] < classCount, "argmax wrote a class out of range");
-    ++result.confusion[data.labels[i]][result.predictions[i]];
-    result.correct += result.predictions[i] == data.labels[i];
+    ++result.confusion[labels[i]][result.predictions[i]];
+    result.correct += result.predictions[i] == labels[i];
   }
   result.accuracy = count ? static_cast<double>(result.correct) / static_cast<double>(count) : 0.0;
   return result;

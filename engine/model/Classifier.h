@@ -55,6 +55,9 @@ struct Evaluation {
 
 // Uploads the test images once as uint8, replays one plan per batch, reads the predictions once at the end.
 Evaluation evaluate(const Context& context, const MlpModel& model, const LabelledImages& data, std::size_t batch);
+// The same on images already resident on the GPU.
+Evaluation evaluate(const Context& context, const MlpModel& model, const GpuImages& images,
+                    const std::vector<std::uint8_t>& labels, std::size_t batch);
 
 struct Prediction {
   std::uint32_t label = 0;

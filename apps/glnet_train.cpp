@@ -1,0 +1,153 @@
+// glnet_train: trains an MLP classifier on MNIST or Fashion-MNIST on the GPU, data resident, one recorded
+// training step replayed per batch.
+#include "common/Cli.h"
+#include "data/Idx.h"
+#include "gl/check.h"
+#include "model/Trainer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include <unistd.h>
+
+using namespace glnet;
+
+namespace {
+
+std::string clock(double seconds) {
+  const long total = std::lround(seconds);
+  char text[32];
+  std::snprintf(text, sizeof text, "%ld:%02ld", total / 60, total % 60);
+  return text;
+}
+
+std::string defaultCheckpoint(const std::string& out) {
+  const std::string suffix = ".safetensors";
+  const bool hasSuffix = out.size() > suffix.size() && out.compare(out.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return (hasSuffix ? out.substr(0, out.size() - suffix.size()) : out) + ".checkpoint.safetensors";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cli::run("glnet_train", [&] {
+    cli::Parser parser("glnet_train",
+                       "Trains an MLP classifier on the GPU: the dataset is uploaded once as uint8, each step (gather,\n"
+                       "normalize, forward, loss, backward, update) is one recorded plan replayed with no host round trip,\n"
+                       "and the loss is read back only at log intervals. A checkpoint is written after every epoch.",
+                       "--out MODEL.safetensors [options]");
+    parser.option("out", "FILE", "where to write the trained model (safetensors)")
+        .option("arch", "SIZES", "layer sizes joined by '-': input, hidden..., classes", "784-128-10")
+        .option("activation", "NAME", "hidden activation: relu, tanh or sigmoid", "relu")
+        .option("epochs", "N", "epochs (with --full-batch: iterations)", "5")
+        .option("batch", "N", "images per step", "64")
+        .option("lr", "RATE", "learning rate", "0.1")
+        .option("optimizer", "NAME", "sgd, momentum (0.9) or adam", "sgd")
+        .option("dataset", "NAME", "mnist or fashion", "mnist")
+        .option("data", "DIR", "IDX files directory (default: data/mnist, or /usr/share/datasets/fashion-mnist)")
+        .option("train-limit", "N", "train on the first N training images only")
+        .flag("full-batch", "full-batch gradient descent: every step uses all training images in order")
+        .option("seed", "N", "seed of the initial weights and the shuffling", "0")
+        .option("resume", "FILE", "continue from a checkpoint written by glnet_train")
+        .option("checkpoint", "FILE", "where to write checkpoints (default: OUT with .checkpoint.safetensors)")
+        .option("log-every", "N", "steps between loss read-backs", "100")
+        .common(true);
+    parser.parse(argc, argv);
+    if (!parser.has("out")) throw UsageError("--out is required");
+    const std::string dataset = parser.text("dataset");
+    if (dataset != "mnist" && dataset != "fashion") throw UsageError("--dataset is mnist or fashion, not '" + dataset + "'");
+    const std::vector<int> sizes = parseArchitecture(parser.text("arch"));
+    const Activation activation = parseActivation(parser.text("activation"));
+    if (activation == Activation::none) throw UsageError("--activation none would make the MLP linear; use relu, tanh or sigmoid");
+    TrainingOptions options;
+    options.epochs = static_cast<int>(parser.integer("epochs", 1, 1000000));
+    options.batch = static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20));
+    options.fullBatch = parser.has("full-batch");
+    options.optimizer.kind = parseOptimizer(parser.text("optimizer"));
+    options.optimizer.learningRate = static_cast<float>(parser.number("lr"));
+    if (!(options.optimizer.learningRate > 0)) throw UsageError("--lr must be positive");
+    options.seed = static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX));
+    options.logEvery = static_cast<std::size_t>(parser.integer("log-every", 1, 1L << 30));
+    const std::string out = parser.text("out");
+    const std::string checkpointPath = parser.has("checkpoint") ? parser.text("checkpoint") : defaultCheckpoint(out);
+    const bool json = parser.has("json");
+    const ContextOptions contextOptions = parser.contextOptions();
+
+    const std::string directory =
+        parser.has("data") ? parser.text("data") : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
+    const int classes = sizes.back();
+    LabelledImages train = readMnistSplit(directory, Split::train, classes);
+    const LabelledImages test = readMnistSplit(directory, Split::test, classes);
+    if (parser.has("train-limit")) {
+      const auto limit = static_cast<std::size_t>(parser.integer("train-limit", 1, static_cast<long>(train.images.count)));
+      train.images.count = limit;
+      train.images.pixels.resize(limit * train.images.pixelsPerImage());
+      train.labels.resize(limit);
+    }
+    if (static_cast<std::size_t>(sizes.front()) != train.images.pixelsPerImage()) {
+      throw UsageError("--arch starts with " + std::to_string(sizes.front()) + " inputs but the images have " +
+                       std::to_string(train.images.pixelsPerImage()) + " pixels");
+    }
+    MlpModel initial = MlpModel::random(sizes, activation, options.seed);
+    std::optional<Checkpoint> resume;
+    if (parser.has("resume")) {
+      resume = Checkpoint::load(parser.text("resume"), initial.architecture(), options.optimizer.kind);
+      if (resume->model.activation != activation) {
+        throw Error(parser.text("resume") + ": the checkpoint uses activation " + activationName(resume->model.activation) +
+                    ", not " + activationName(activation));
+      }
+      if (resume->epochsDone >= options.epochs) {
+        throw Error(parser.text("resume") + ": the checkpoint has already done " + std::to_string(resume->epochsDone) +
+                    " epochs; ask for more with --epochs");
+      }
+      initial = resume->model;
+    }
+
+    const Context context(contextOptions);
+    std::FILE* info = json ? stderr : stdout;
+    std::fprintf(info, "device %d: %s\n", context.device().index, context.device().renderer.c_str());
+    Trainer trainer(context, initial, train, test, options);
+    if (resume) trainer.restore(*resume);
+    std::fprintf(info, "training %s (%s) on %zu %s images, %s, %zu steps per %s, %s lr %g, seed %u; compile %.0f ms\n",
+                 initial.architecture().c_str(), activationName(activation), train.images.count, dataset.c_str(),
+                 options.fullBatch ? "full batch" : ("batch " + std::to_string(options.batch)).c_str(), trainer.stepsPerEpoch(),
+                 options.fullBatch ? "iteration" : "epoch", optimizerName(options.optimizer.kind),
+                 static_cast<double>(options.optimizer.learningRate), options.seed, trainer.compileMilliseconds());
+    if (resume) std::fprintf(info, "resumed from %s after epoch %d\n", parser.text("resume").c_str(), resume->epochsDone);
+
+    const bool terminal = isatty(STDERR_FILENO) != 0;
+    nlohmann::json epochs = nlohmann::json::array();
+    // Full-batch runs have one step per iteration: report every iteration on a terminal, every 100 when piped.
+    const auto quietEpoch = [&](int epoch) { return options.fullBatch && epoch % 100 != 0 && epoch != options.epochs; };
+    trainer.run(
+        [&](const TrainingProgress& p) {
+          if (!terminal) return;
+          std::fprintf(stderr, "\r\033[Kepoch %d/%d  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %s", p.epoch, p.epochs,
+                       p.step, p.steps, p.loss, p.samplesPerSecond, clock(p.etaSeconds).c_str());
+          std::fflush(stderr);
+        },
+        [&](const EpochResult& e) {
+          if (terminal) std::fprintf(stderr, "\r\033[K");
+          trainer.checkpoint().save(checkpointPath);
+          trainer.model().save(out);
+          epochs.push_back({{"epoch", e.epoch}, {"train_loss", e.trainLoss}, {"train_accuracy", e.trainAccuracy},
+                            {"test_accuracy", e.testAccuracy}, {"seconds", e.seconds}, {"samples_per_second", e.samplesPerSecond}});
+          if (quietEpoch(e.epoch)) return;
+          std::fprintf(info, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)\n",
+                       options.fullBatch ? "iteration" : "epoch", e.epoch, options.epochs, e.trainLoss, 100 * e.trainAccuracy,
+                       100 * e.testAccuracy, e.seconds, e.samplesPerSecond);
+          std::fflush(info);
+        });
+    std::fprintf(info, "wrote %s (checkpoint %s)\n", out.c_str(), checkpointPath.c_str());
+    if (json) {
+      std::cout << nlohmann::json{{"device", context.device().renderer}, {"architecture", initial.architecture()},
+                                  {"model", out}, {"checkpoint", checkpointPath}, {"epochs", epochs}}
+                       .dump(2)
+                << "\n";
+    }
+    return 0;
+  });
+}

@@ -1,0 +1,209 @@
+#include "model/Trainer.h"
+
+#include "gl/check.h"
+#include "ops/Optimizer.h"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+namespace glnet {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+Buffer uploadLabels(const std::vector<std::uint8_t>& labels) {
+  std::vector<std::uint8_t> padded = labels;
+  padded.resize((labels.size() + 3) / 4 * 4, 0);
+  return Buffer::of(padded);
+}
+
+const char* stateName(OptimizerKind kind, std::size_t index) {
+  if (kind == OptimizerKind::momentum) return "velocity";
+  return index == 0 ? "m" : "v";
+}
+
+}  // namespace
+
+void Checkpoint::save(const std::string& path) const {
+  TensorFile file = model.toTensors();
+  const TensorFile parameters = model.toTensors();
+  // Parameter order of the graph: fc1.weight, fc1.bias, fc2.weight, ...
+  std::vector<std::string> ordered;
+  for (std::size_t l = 0; l < model.layers.size(); ++l) {
+    ordered.push_back("fc" + std::to_string(l + 1) + ".weight");
+    ordered.push_back("fc" + std::to_string(l + 1) + ".bias");
+  }
+  for (std::size_t s = 0; s < optimizerState.size(); ++s) {
+    for (std::size_t p = 0; p < ordered.size(); ++p) {
+      const HostTensor& parameter = parameters.tensors.at(ordered[p]);
+      file.tensors["optimizer." + std::string(stateName(optimizer, s)) + "." + ordered[p]] = {parameter.shape,
+                                                                                             optimizerState[s][p]};
+    }
+  }
+  file.metadata["format"] = "glnet-checkpoint";
+  file.metadata["optimizer"] = optimizerName(optimizer);
+  file.metadata["epochs_done"] = std::to_string(epochsDone);
+  file.metadata["steps_done"] = std::to_string(stepsDone);
+  writeSafetensors(path, file);
+}
+
+Checkpoint Checkpoint::load(const std::string& path, const std::string& architecture, OptimizerKind optimizer) {
+  TensorFile file = readSafetensors(path);
+  const auto meta = [&](const std::string& key) {
+    const auto found = file.metadata.find(key);
+    if (found == file.metadata.end()) throw Error(path + ": not a glnet checkpoint (no " + key + " in its metadata)");
+    return found->second;
+  };
+  if (meta("format") != "glnet-checkpoint") throw Error(path + ": not a glnet checkpoint (format " + meta("format") + ")");
+  if (meta("architecture") != architecture) {
+    throw Error(path + ": the checkpoint is architecture " + meta("architecture") + ", not " + architecture +
+                "; resume with --arch " + meta("architecture"));
+  }
+  if (meta("optimizer") != optimizerName(optimizer)) {
+    throw Error(path + ": the checkpoint was trained with --optimizer " + meta("optimizer") + ", not " + optimizerName(optimizer));
+  }
+  Checkpoint checkpoint;
+  checkpoint.optimizer = optimizer;
+  try {
+    checkpoint.epochsDone = std::stoi(meta("epochs_done"));
+    checkpoint.stepsDone = std::stoull(meta("steps_done"));
+  } catch (const std::logic_error&) {
+    throw Error(path + ": the checkpoint's epochs_done or steps_done is not a number");
+  }
+  TensorFile modelFile;
+  modelFile.metadata = file.metadata;
+  std::map<std::string, HostTensor> state;
+  for (auto& [name, tensor] : file.tensors) {
+    (name.rfind("optimizer.", 0) == 0 ? state : modelFile.tensors)[name] = std::move(tensor);
+  }
+  checkpoint.model = MlpModel::fromTensors(modelFile, path);
+  checkpoint.optimizerState.resize(OptimizerOp::stateBuffers(optimizer));
+  for (std::size_t s = 0; s < checkpoint.optimizerState.size(); ++s) {
+    for (std::size_t l = 0; l < checkpoint.model.layers.size(); ++l) {
+      for (const char* part : {".weight", ".bias"}) {
+        const std::string name = "optimizer." + std::string(stateName(optimizer, s)) + ".fc" + std::to_string(l + 1) + part;
+        const auto found = state.find(name);
+        if (found == state.end()) throw Error(path + ": the checkpoint lacks " + name);
+        checkpoint.optimizerState[s].push_back(found->second.values);
+      }
+    }
+  }
+  return checkpoint;
+}
+
+Trainer::Trainer(const Context& context, const MlpModel& initial, const LabelledImages& train, const LabelledImages& test,
+                 const TrainingOptions& options)
+    : context_(context),
+      shape_(initial),
+      options_(options),
+      trainCount_(train.images.count),
+      stepsPerEpoch_(options.fullBatch ? 1 : train.images.count / options.batch),
+      trainImages_(uploadImages(train.images)),
+      testImages_(uploadImages(test.images)),
+      trainLabels_(uploadLabels(train.labels)),
+      indices_(train.images.count * sizeof(std::uint32_t)),
+      testLabels_(test.labels),
+      mlp_(buildMlpGraph(initial, options.fullBatch ? static_cast<std::uint32_t>(train.images.count) : options.batch)),
+      graph_(context, mlp_.graph, mlp_.loss, {mlp_.correct}, options.optimizer),
+      plan_(context.limits()) {
+  if (train.images.pixelsPerImage() != static_cast<std::size_t>(initial.inputs())) {
+    throw Error("the model takes " + std::to_string(initial.inputs()) + " inputs but the training images have " +
+                std::to_string(train.images.pixelsPerImage()) + " pixels");
+  }
+  if (stepsPerEpoch_ == 0) {
+    throw Error("--batch " + std::to_string(options.batch) + " is larger than the " + std::to_string(trainCount_) +
+                " training images");
+  }
+  const std::uint32_t rows = graph_.rows();
+  const auto pixels = static_cast<std::uint32_t>(initial.inputs());
+  const GatherOp gather(feedPrograms_);
+  plan_ = graph_.trainingPlan([&](Plan& plan) {
+    firstRowParameter_ = plan.addParameter(0);
+    plan.record(gather.images(trainImages_.pixels, indices_, graph_.view(mlp_.images), rows, pixels, firstRowParameter_,
+                              initial.input.mean, initial.input.std));
+    plan.record(gather.labels(trainLabels_, indices_, graph_.view(mlp_.labels), rows, firstRowParameter_));
+  });
+}
+
+void Trainer::restore(const Checkpoint& checkpoint) {
+  graph_.writeParameters(mlpParameters(checkpoint.model));
+  graph_.writeOptimizerState(checkpoint.optimizerState);
+  epochsDone_ = checkpoint.epochsDone;
+  stepsDone_ = checkpoint.stepsDone;
+}
+
+std::vector<std::uint32_t> Trainer::epochOrder(int epoch) const {
+  std::vector<std::uint32_t> order(trainCount_);
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+  if (options_.fullBatch) return order;
+  // Fisher-Yates with mt19937 (not std::shuffle, whose algorithm varies by library): the same seed and
+  // epoch give the same order everywhere.
+  std::mt19937 random(options_.seed * 1000003u + static_cast<std::uint32_t>(epoch));
+  for (std::size_t i = order.size() - 1; i > 0; --i) {
+    const std::size_t j = random() % (i + 1);
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
+                  const std::function<void(const EpochResult&)>& epochDone) {
+  const auto runStart = Clock::now();
+  const std::size_t totalSteps = static_cast<std::size_t>(options_.epochs - epochsDone_) * stepsPerEpoch_;
+  std::size_t stepsThisRun = 0;
+  for (int epoch = epochsDone_ + 1; epoch <= options_.epochs; ++epoch) {
+    const auto epochStart = Clock::now();
+    indices_.upload(epochOrder(epoch));
+    graph_.resetTotals();
+    double epochLoss = 0, epochCorrect = 0, previousLoss = 0;
+    std::size_t reportedStep = 0;
+    for (std::size_t step = 1; step <= stepsPerEpoch_; ++step) {
+      plan_.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(++stepsDone_));
+      plan_.setParameter(firstRowParameter_, static_cast<std::uint32_t>((step - 1) * graph_.rows()));
+      plan_.run();
+      ++stepsThisRun;
+      const bool last = step == stepsPerEpoch_;
+      if (!last && step % options_.logEvery != 0) continue;
+      const std::vector<double> totals = graph_.readTotals();
+      if (!std::isfinite(totals[0])) {
+        throw Error("the loss became " + std::string(std::isnan(totals[0]) ? "NaN" : "infinite") + " in epoch " +
+                    std::to_string(epoch) + " between steps " + std::to_string(reportedStep + 1) + " and " +
+                    std::to_string(step) + "; training stopped and the last checkpoint is intact (try a lower --lr)");
+      }
+      TrainingProgress report;
+      report.epoch = epoch;
+      report.epochs = options_.epochs;
+      report.step = step;
+      report.steps = stepsPerEpoch_;
+      report.loss = (totals[0] - previousLoss) / static_cast<double>((step - reportedStep) * graph_.rows());
+      const double elapsed = secondsSince(runStart);
+      report.samplesPerSecond = static_cast<double>(stepsThisRun * graph_.rows()) / elapsed;
+      report.etaSeconds = elapsed / static_cast<double>(stepsThisRun) * static_cast<double>(totalSteps - stepsThisRun);
+      previousLoss = totals[0];
+      reportedStep = step;
+      epochLoss = totals[0];
+      epochCorrect = totals[1];
+      if (progress) progress(report);
+    }
+    ++epochsDone_;
+    EpochResult result;
+    result.epoch = epoch;
+    result.seconds = secondsSince(epochStart);
+    const double samples = static_cast<double>(stepsPerEpoch_ * graph_.rows());
+    result.trainLoss = epochLoss / samples;
+    result.trainAccuracy = epochCorrect / samples;
+    result.samplesPerSecond = samples / result.seconds;
+    result.testAccuracy = evaluate(context_, model(), testImages_, testLabels_, 1000).accuracy;
+    if (epochDone) epochDone(result);
+  }
+}
+
+MlpModel Trainer::model() const { return mlpFromParameters(shape_, graph_.readParameters()); }
+
+Checkpoint Trainer::checkpoint() const {
+  return {model(), options_.optimizer.kind, graph_.readOptimizerState(), epochsDone_, stepsDone_};
+}
+
+}  // namespace glnet

@@ -1,0 +1,94 @@
+// Trains an MLP classifier on a GPU-resident dataset: one training Plan (gather, forward, loss, backward,
+// update) replayed for every step; loss and accuracy read back only at log intervals and epoch ends.
+#pragma once
+
+#include "data/GpuImages.h"
+#include "data/Idx.h"
+#include "graph/CompiledGraph.h"
+#include "model/Classifier.h"
+#include "model/Safetensors.h"
+
+#include <functional>
+
+namespace glnet {
+
+struct TrainingOptions {
+  std::uint32_t batch = 64;
+  int epochs = 5;  // with fullBatch: iterations of full-batch gradient descent
+  bool fullBatch = false;
+  OptimizerSettings optimizer;
+  std::uint32_t seed = 0;
+  std::size_t logEvery = 100;  // steps between loss read-backs
+};
+
+struct TrainingProgress {
+  int epoch = 0;  // from 1
+  int epochs = 0;
+  std::size_t step = 0;  // within the epoch, from 1
+  std::size_t steps = 0;
+  double loss = 0;        // mean over the steps since the last report
+  double samplesPerSecond = 0;
+  double etaSeconds = 0;  // for the whole run
+};
+
+struct EpochResult {
+  int epoch = 0;
+  double trainLoss = 0;
+  double trainAccuracy = 0;
+  double testAccuracy = 0;
+  double seconds = 0;
+  double samplesPerSecond = 0;
+};
+
+// Everything needed to resume: the model, the optimizer's state, and how far training got.
+struct Checkpoint {
+  MlpModel model;
+  OptimizerKind optimizer = OptimizerKind::sgd;
+  std::vector<std::vector<std::vector<float>>> optimizerState;
+  int epochsDone = 0;
+  std::uint64_t stepsDone = 0;
+
+  void save(const std::string& path) const;
+  // Checks that the file holds `architecture` trained with `optimizer`, and says why not.
+  static Checkpoint load(const std::string& path, const std::string& architecture, OptimizerKind optimizer);
+};
+
+class Trainer {
+ public:
+  // Uploads the training and test images once as uint8 and compiles the training step.
+  Trainer(const Context& context, const MlpModel& initial, const LabelledImages& train, const LabelledImages& test,
+          const TrainingOptions& options);
+
+  void restore(const Checkpoint& checkpoint);
+  // Runs the remaining epochs. `progress` is called at log intervals, `epochDone` after each epoch (with
+  // the test accuracy measured); a non-finite loss throws glnet::Error naming the epoch and steps.
+  void run(const std::function<void(const TrainingProgress&)>& progress,
+           const std::function<void(const EpochResult&)>& epochDone);
+
+  MlpModel model() const;
+  Checkpoint checkpoint() const;
+  std::size_t stepsPerEpoch() const { return stepsPerEpoch_; }
+  double compileMilliseconds() const { return graph_.compileMilliseconds(); }
+  const Plan& plan() const { return plan_; }
+
+ private:
+  std::vector<std::uint32_t> epochOrder(int epoch) const;
+
+  const Context& context_;
+  MlpModel shape_;
+  TrainingOptions options_;
+  std::size_t trainCount_;
+  std::size_t stepsPerEpoch_;
+  GpuImages trainImages_, testImages_;
+  Buffer trainLabels_, indices_;
+  std::vector<std::uint8_t> testLabels_;
+  MlpGraph mlp_;
+  CompiledGraph graph_;
+  ProgramCache feedPrograms_;
+  Plan plan_;
+  int firstRowParameter_ = -1;
+  int epochsDone_ = 0;
+  std::uint64_t stepsDone_ = 0;
+};
+
+}  // namespace glnet
