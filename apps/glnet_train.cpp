@@ -24,6 +24,19 @@ std::string clock(double seconds) {
   return text;
 }
 
+// The mean and standard deviation of the training pixels on the x/255 scale, recorded in the model file.
+InputFormat standardization(const ImageSet& images) {
+  double sum = 0, squares = 0;
+  for (const std::uint8_t pixel : images.pixels) {
+    const double x = pixel / 255.0;
+    sum += x;
+    squares += x * x;
+  }
+  const double count = static_cast<double>(images.pixels.size());
+  const double mean = sum / count;
+  return {static_cast<float>(mean), static_cast<float>(std::sqrt(std::max(squares / count - mean * mean, 1e-12)))};
+}
+
 std::string defaultCheckpoint(const std::string& out) {
   const std::string suffix = ".safetensors";
   const bool hasSuffix = out.size() > suffix.size() && out.compare(out.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -50,6 +63,7 @@ int main(int argc, char** argv) {
         .option("data", "DIR", "IDX files directory (default: data/mnist, or /usr/share/datasets/fashion-mnist)")
         .option("train-limit", "N", "train on the first N training images only")
         .flag("full-batch", "full-batch gradient descent: every step uses all training images in order")
+        .flag("no-standardize", "feed x/255 as the reference notebook does, instead of standardizing with the training set's mean and std")
         .option("seed", "N", "seed of the initial weights and the shuffling", "0")
         .option("resume", "FILE", "continue from a checkpoint written by glnet_train")
         .option("checkpoint", "FILE", "where to write checkpoints (default: OUT with .checkpoint.safetensors)")
@@ -92,6 +106,7 @@ int main(int argc, char** argv) {
                        std::to_string(train.images.pixelsPerImage()) + " pixels");
     }
     MlpModel initial = MlpModel::random(sizes, activation, options.seed);
+    if (!parser.has("no-standardize")) initial.input = standardization(train.images);
     std::optional<Checkpoint> resume;
     if (parser.has("resume")) {
       resume = Checkpoint::load(parser.text("resume"), initial.architecture(), options.optimizer.kind);

@@ -1,0 +1,64 @@
+#!/bin/sh
+# train_checks.sh APPS_DIR MNIST_DIR: glnet_train end to end on a small MNIST subset (llvmpipe-sized).
+set -u
+apps=$1 mnist=$2
+here=$(dirname "$0")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+expect() { "$here/expect" "$@" || failures=$((failures + 1)); }
+json_field() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
+train() { "$apps/glnet_train" --data "$mnist" --train-limit 3000 --batch 50 --log-every 20 "$@"; }
+
+# An accuracy floor, and the written model evaluates to the accuracy training reported.
+train --out "$work/a.safetensors" --epochs 3 --json >"$work/a.json" || fail "training a subset"
+accuracy=$(json_field "$work/a.json" "d['epochs'][-1]['test_accuracy']")
+echo "3 epochs on 3000 images: test accuracy $accuracy"
+/usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= 0.85 else 1)" "$accuracy" || fail "test accuracy $accuracy below the 0.85 floor"
+"$apps/glnet_eval" --model "$work/a.safetensors" --data "$mnist" --json >"$work/eval.json" || fail "evaluating the trained model"
+[ "$(json_field "$work/eval.json" "d['accuracy']")" = "$accuracy" ] || fail "glnet_eval disagrees with the accuracy training reported"
+
+# Deterministic for a seed and device; resuming gives exactly what an uninterrupted run gives.
+train --out "$work/b.safetensors" --epochs 3 >/dev/null || fail "second run"
+cmp -s "$work/a.safetensors" "$work/b.safetensors" || fail "two runs with the same seed differ"
+train --out "$work/c.safetensors" --epochs 1 --optimizer momentum --lr 0.05 >/dev/null || fail "one momentum epoch"
+train --out "$work/c.safetensors" --epochs 2 --optimizer momentum --lr 0.05 --resume "$work/c.checkpoint.safetensors" >/dev/null || fail "resume"
+train --out "$work/d.safetensors" --epochs 2 --optimizer momentum --lr 0.05 >/dev/null || fail "two momentum epochs"
+cmp -s "$work/c.safetensors" "$work/d.safetensors" || fail "1 epoch + resume differs from 2 epochs"
+
+# A diverging run stops with the epoch and steps named, and leaves the last checkpoint intact.
+before=$(md5sum <"$work/c.checkpoint.safetensors")
+expect 1 "error: the loss became (NaN|infinite) in epoch 3 between steps" -- \
+  "$apps/glnet_train" --data "$mnist" --train-limit 3000 --batch 50 --out "$work/c.safetensors" --epochs 3 \
+  --optimizer momentum --lr 1e30 --resume "$work/c.checkpoint.safetensors"
+[ "$(md5sum <"$work/c.checkpoint.safetensors")" = "$before" ] || fail "the checkpoint changed after the NaN"
+expect 1 "error: .*checkpoint is architecture 784-128-10, not 784-32-10" -- \
+  "$apps/glnet_train" --data "$mnist" --out "$work/e.safetensors" --arch 784-32-10 --optimizer momentum --resume "$work/c.checkpoint.safetensors"
+expect 1 "error: .*trained with --optimizer momentum, not sgd" -- \
+  "$apps/glnet_train" --data "$mnist" --out "$work/e.safetensors" --resume "$work/c.checkpoint.safetensors"
+expect 1 "error: .*a.safetensors: not a glnet checkpoint" -- \
+  "$apps/glnet_train" --data "$mnist" --out "$work/e.safetensors" --resume "$work/a.safetensors"
+
+# Usage errors.
+expect 2 "error: --out is required" -- "$apps/glnet_train"
+expect 2 "error: unknown optimizer 'rmsprop'" -- "$apps/glnet_train" --out x --optimizer rmsprop
+expect 2 "error: --dataset is mnist or fashion" -- "$apps/glnet_train" --out x --dataset cifar
+expect 2 "error: architecture '784-x-10'" -- "$apps/glnet_train" --out x --arch 784-x-10
+expect 2 "error: --arch starts with 100 inputs" -- "$apps/glnet_train" --out x --arch 100-10 --data "$mnist"
+expect 2 "error: --lr must be positive" -- "$apps/glnet_train" --out x --lr -1
+
+# Killing training at any moment leaves no torn file: what exists loads.
+"$apps/glnet_train" --data "$mnist" --train-limit 500 --batch 10 --epochs 1000 --out "$work/k.safetensors" >/dev/null 2>&1 &
+pid=$!
+sleep 3
+kill -9 $pid
+wait $pid 2>/dev/null
+for file in "$work/k.safetensors" "$work/k.checkpoint.safetensors"; do
+  [ -e "$file" ] || continue
+  "$apps/glnet_eval" --model "$work/k.safetensors" --data "$mnist" --limit 10 >/dev/null 2>&1 || fail "$file is torn"
+done
+ls "$work" | grep -q '\.tmp' && echo "note: a killed run leaves its temporary file, never a torn model"
+
+[ "$failures" -eq 0 ] || { echo "$failures training checks failed"; exit 1; }
+echo "all training checks passed"
