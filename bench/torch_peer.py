@@ -4,6 +4,12 @@
   torch_peer.py eval --data data/mnist [--runs 50]
       784-128-10 on the 10k MNIST test images: resident (float input already on the GPU, logits and argmax,
       synchronised) and with upload (uint8 → float on the host, copy, run, copy the predictions back).
+  torch_peer.py train --data data/mnist
+      one epoch of 784-128-10, batch 64, SGD lr 0.1, data resident on the GPU: eager, and the whole step
+      captured in a CUDA graph.
+  torch_peer.py check-model MODEL --data data/mnist --predictions FILE
+      loads a glnet safetensors MLP into torch.nn.Linear layers and compares its test-set predictions with
+      glnet_eval --predictions FILE.
 """
 import argparse
 import json
@@ -56,17 +62,118 @@ def bench_eval(args, device):
             "with_upload": timed(run_with_upload, args.runs, device)}
 
 
+def read_safetensors(path):
+    data = Path(path).read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + length])
+    metadata = header.pop("__metadata__", {})
+    tensors = {name: torch.from_numpy(np.frombuffer(data, dtype="<f4", count=int(np.prod(entry["shape"])),
+                                                    offset=8 + length + entry["data_offsets"][0]).reshape(entry["shape"]).copy())
+               for name, entry in header.items()}
+    return tensors, metadata
+
+
+def mlp(sizes):
+    layers = torch.nn.ModuleDict({f"fc{i + 1}": torch.nn.Linear(a, b) for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))})
+
+    class Mlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name, layer in layers.items():
+                setattr(self, name, layer)
+
+        def forward(self, x):
+            for i in range(len(layers)):
+                x = getattr(self, f"fc{i + 1}")(x)
+                if i + 1 < len(layers):
+                    x = torch.relu(x)
+            return x
+
+    return Mlp()
+
+
+def bench_train(args, device):
+    images = read_idx(Path(args.data) / "train-images-idx3-ubyte").reshape(-1, 784)
+    labels = read_idx(Path(args.data) / "train-labels-idx1-ubyte")
+    x_all = torch.from_numpy(images.astype(np.float32) / 255.0).to(device)
+    y_all = torch.from_numpy(labels.astype(np.int64)).to(device)
+    batch, steps = 64, len(images) // 64
+    model = mlp([784, 128, 10]).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    loss_function = torch.nn.CrossEntropyLoss()
+
+    def step(x, y):
+        optimizer.zero_grad(set_to_none=False)
+        loss = loss_function(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    def epoch_eager():
+        order = torch.randperm(len(images), device=device)
+        for s in range(steps):
+            index = order[s * batch:(s + 1) * batch]
+            step(x_all[index], y_all[index])
+
+    result = {"workload": "train epoch 784-128-10 batch 64 sgd", "eager": timed(epoch_eager, max(1, args.runs // 10), device)}
+    if device.type == "cuda":
+        static_x, static_y = x_all[:batch].clone(), y_all[:batch].clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                step(static_x, static_y)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step(static_x, static_y)
+
+        def epoch_graph():
+            order = torch.randperm(len(images), device=device)
+            for s in range(steps):
+                index = order[s * batch:(s + 1) * batch]
+                static_x.copy_(x_all[index])
+                static_y.copy_(y_all[index])
+                graph.replay()
+
+        result["cuda_graph"] = timed(epoch_graph, max(1, args.runs // 10), device)
+    return result
+
+
+def check_model(args, device):
+    tensors, metadata = read_safetensors(args.model)
+    sizes = [int(s) for s in metadata["architecture"].split("-")]
+    model = mlp(sizes)
+    model.load_state_dict(tensors)
+    model = model.to(device).eval()
+    mean, std = float(metadata.get("input_mean", 0)), float(metadata.get("input_std", 1))
+    images = read_idx(Path(args.data) / "t10k-images-idx3-ubyte").reshape(-1, 784)
+    with torch.no_grad():
+        x = (torch.from_numpy(images.astype(np.float32) / 255.0) - mean) / std
+        logits = model(x.to(device)).double().cpu().numpy()
+    torch_predictions = logits.argmax(axis=1)
+    glnet_predictions = np.array([int(line) for line in Path(args.predictions).read_text().split()])
+    top2 = np.sort(logits, axis=1)[:, -2:]
+    near_tie = (top2[:, 1] - top2[:, 0]) < 1e-4 * np.maximum(1.0, np.abs(top2[:, 1]))
+    differ = torch_predictions != glnet_predictions
+    return {"workload": "check-model", "model": args.model, "images": len(images), "differ": int(differ.sum()),
+            "differ_outside_near_ties": int((differ & ~near_tie).sum()), "same": bool(not (differ & ~near_tie).any())}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", choices=["eval"])
+    parser.add_argument("workload", choices=["eval", "train", "check-model"])
+    parser.add_argument("model", nargs="?")
     parser.add_argument("--data", default="data/mnist")
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--predictions")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     result = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__}
-    result.update(bench_eval(args, device))
+    workloads = {"eval": bench_eval, "train": bench_train, "check-model": check_model}
+    result.update(workloads[args.workload](args, device))
     print(json.dumps(result, indent=2))
 
 

@@ -195,7 +195,8 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     result.trainLoss = epochLoss / samples;
     result.trainAccuracy = epochCorrect / samples;
     result.samplesPerSecond = samples / result.seconds;
-    result.testAccuracy = evaluate(context_, model(), testImages_, testLabels_, 1000).accuracy;
+    result.evaluated = epoch % options_.evaluateEvery == 0 || epoch == options_.epochs;
+    if (result.evaluated) result.testAccuracy = evaluate(context_, model(), testImages_, testLabels_, 1000).accuracy;
     if (epochDone) epochDone(result);
   }
 }

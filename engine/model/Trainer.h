@@ -19,6 +19,7 @@ struct TrainingOptions {
   OptimizerSettings optimizer;
   std::uint32_t seed = 0;
   std::size_t logEvery = 100;  // steps between loss read-backs
+  int evaluateEvery = 1;       // epochs between test evaluations (and the last epoch)
 };
 
 struct TrainingProgress {
@@ -35,6 +36,7 @@ struct EpochResult {
   int epoch = 0;
   double trainLoss = 0;
   double trainAccuracy = 0;
+  bool evaluated = false;  // the test accuracy was measured after this epoch
   double testAccuracy = 0;
   double seconds = 0;
   double samplesPerSecond = 0;
@@ -61,7 +63,7 @@ class Trainer {
 
   void restore(const Checkpoint& checkpoint);
   // Runs the remaining epochs. `progress` is called at log intervals, `epochDone` after each epoch (with
-  // the test accuracy measured); a non-finite loss throws glnet::Error naming the epoch and steps.
+  // the test accuracy when measured); a non-finite loss throws glnet::Error naming the epoch and steps.
   void run(const std::function<void(const TrainingProgress&)>& progress,
            const std::function<void(const EpochResult&)>& epochDone);
 
