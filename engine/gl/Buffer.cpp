@@ -4,6 +4,8 @@
 
 #include <glad/gl.h>
 
+#include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace glnet {
@@ -60,19 +62,22 @@ void Buffer::download(void* out, std::size_t bytes, std::size_t offset) const {
   GL_CHECK(glGetBufferSubData(GL_COPY_READ_BUFFER, static_cast<GLintptr>(offset), static_cast<GLsizeiptr>(bytes), out));
 }
 
-void Buffer::clear(std::uint8_t value) {
-  if (bytes_ == 0) return;
-  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
-  GL_CHECK(glClearBufferData(GL_COPY_WRITE_BUFFER, GL_R8UI, GL_RED_INTEGER, GL_UNSIGNED_BYTE, &value));
-}
+// glClearBufferData is not used: NVIDIA 580 lets later glBufferSubData calls of the same buffer land
+// before a pending clear (the uploads are then lost), while uploads stay ordered among themselves.
+void Buffer::clear(std::uint8_t value) { fillWith(&value, 1); }
 
 void Buffer::fill(std::uint32_t word) {
   GLNET_ASSERT(bytes_ % 4 == 0, "fill needs a buffer whose size is a multiple of 4 bytes");
-  if (bytes_ == 0) return;
-  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
-  GL_CHECK(glClearBufferData(GL_COPY_WRITE_BUFFER, GL_R32UI, GL_RED_INTEGER, GL_UNSIGNED_INT, &word));
+  fillWith(&word, 4);
+}
+
+void Buffer::fillWith(const void* pattern, std::size_t patternBytes) {
+  constexpr std::size_t chunkBytes = 1 << 20;
+  std::vector<std::uint8_t> chunk(std::min(bytes_, chunkBytes) / patternBytes * patternBytes);
+  for (std::size_t i = 0; i < chunk.size(); i += patternBytes) std::memcpy(chunk.data() + i, pattern, patternBytes);
+  for (std::size_t offset = 0; offset < bytes_; offset += chunk.size()) {
+    upload(chunk.data(), std::min(chunk.size(), bytes_ - offset), offset);
+  }
 }
 
 void Buffer::copyFrom(const Buffer& source, std::size_t bytes, std::size_t sourceOffset, std::size_t offset) {

@@ -45,6 +45,7 @@ class Buffer {
   void copyFrom(const Buffer& source, std::size_t bytes, std::size_t sourceOffset = 0, std::size_t offset = 0);
 
  private:
+  void fillWith(const void* pattern, std::size_t patternBytes);
   unsigned id_ = 0;
   std::size_t bytes_ = 0;
 };

@@ -52,6 +52,23 @@ TEST_SUITE("gl") {
     for (const std::uint32_t word : words.read<std::uint32_t>()) REQUIRE(word == 0x7FC00000u);
   }
 
+  TEST_CASE("large uploads right after a clear are kept (NVIDIA 580 once lost them)") {
+    test::glContext();
+    auto random = test::generator(4);
+    for (const std::size_t offset : {std::size_t{0}, std::size_t{16}, std::size_t{4096}}) {
+      CAPTURE(offset);
+      const std::vector<std::uint8_t> bytes = test::randomBytes(random, 1 << 20);
+      Buffer buffer((2 << 20) + 64);
+      buffer.clear();
+      buffer.upload(bytes.data(), bytes.size(), offset);
+      buffer.upload(bytes.data(), 4096, offset + bytes.size() + 64);
+      const auto back = buffer.read<std::uint8_t>();
+      CHECK(std::memcmp(back.data() + offset, bytes.data(), bytes.size()) == 0);
+      CHECK(std::memcmp(back.data() + offset + bytes.size() + 64, bytes.data(), 4096) == 0);
+      CHECK(back[offset + bytes.size() + 10] == 0);
+    }
+  }
+
   TEST_CASE("copy moves a range between buffers") {
     test::glContext();
     auto random = test::generator(3);

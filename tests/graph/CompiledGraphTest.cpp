@@ -63,6 +63,37 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("a 784-128-10 MLP at batch 64 trains like the reference (parameters large enough for every upload path)") {
+    Context& context = test::glContext();
+    auto random = test::generator(52);
+    const MlpModel model = MlpModel::random({784, 128, 10}, Activation::relu, 3);
+    const MlpGraph mlp = buildMlpGraph(model, 64);
+    const OptimizerSettings settings{OptimizerKind::sgd, 0.1f};
+    CompiledGraph compiled(context, mlp.graph, mlp.loss, {mlp.correct}, settings);
+    Plan plan = compiled.trainingPlan([](Plan&) {});
+    std::vector<std::vector<double>> parameters;
+    for (const Tensor& t : mlp.graph.parameters()) parameters.push_back(widen(mlp.graph.tensor(t).initial));
+    std::vector<std::vector<std::vector<double>>> state;
+    for (int step = 1; step <= 3; ++step) {
+      const auto images = test::uniformFloats(random, 64 * 784, 0, 1);
+      std::vector<std::uint32_t> labels(64);
+      for (auto& label : labels) label = random() % 10;
+      compiled.upload(mlp.images, images.data(), images.size() * 4);
+      compiled.upload(mlp.labels, labels.data(), labels.size() * 4);
+      compiled.resetTotals();
+      plan.run();
+      const ReferencePass pass = runReference(mlp.graph, mlp.loss,
+                                              {{mlp.images.id, widen(images)}, {mlp.labels.id, std::vector<double>(labels.begin(), labels.end())}},
+                                              parameters);
+      double referenceLoss = 0;
+      for (const double value : pass.values[static_cast<std::size_t>(mlp.loss.id)]) referenceLoss += value;
+      CHECK(compiled.readTotals()[0] / 64 == doctest::Approx(referenceLoss / 64).epsilon(1e-4));
+      referenceUpdate(mlp.graph, pass, settings, step, parameters, state);
+    }
+    const auto gpuParameters = compiled.readParameters();
+    for (std::size_t p = 0; p < parameters.size(); ++p) test::checkClose(gpuParameters[p], parameters[p], 1e-5, 1e-3);
+  }
+
   TEST_CASE("ten training steps of a small MLP match the float64 reference losses step by step") {
     Context& context = test::glContext();
     for (const OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adam}) {
