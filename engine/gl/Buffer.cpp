@@ -42,13 +42,6 @@ void Buffer::upload(const void* data, std::size_t bytes, std::size_t offset) {
   GLNET_ASSERT(offset + bytes <= bytes_, "upload past the end of a buffer");
   if (bytes == 0) return;
   // Shader writes still in flight must land before the host's bytes replace them.
-  if (offset % 4 != 0 || bytes % 4 != 0) {
-    // NVIDIA 580 drops a glBufferSubData at an offset that is not a multiple of 4 when a clear of the
-    // buffer is still pending; a staged GPU copy keeps the order every driver must respect.
-    const Buffer staging(bytes, data);
-    copyFrom(staging, bytes, 0, offset);
-    return;
-  }
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
   glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
   GL_CHECK(glBufferSubData(GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(offset), static_cast<GLsizeiptr>(bytes), data));
