@@ -4,6 +4,15 @@
   torch_peer.py eval --data data/mnist [--runs 50]
       784-128-10 on the 10k MNIST test images: resident (float input already on the GPU, logits and argmax,
       synchronised) and with upload (uint8 → float on the host, copy, run, copy the predictions back).
+  torch_peer.py all --data data/mnist
+      every workload below, as one JSON object (what bench/run-gpu uses).
+  torch_peer.py dispatch
+      100 dependent one-element kernels (x = x + y), per launch.
+  torch_peer.py predict1 --data data/mnist
+      one image through 784-128-10: float upload, run, argmax, copy back.
+  torch_peer.py elementwise
+      normalize (÷255), weigh (× weights), tanh on 1M floats resident on the GPU: 3 kernels, and the same
+      expression fused by torch.compile when it works (reported as absent otherwise).
   torch_peer.py train --data data/mnist
       one epoch of 784-128-10, batch 64, SGD lr 0.1, data resident on the GPU: eager, and the whole step
       captured in a CUDA graph.
@@ -92,6 +101,56 @@ def mlp(sizes):
     return Mlp()
 
 
+def bench_dispatch(args, device):
+    x = torch.ones(1, device=device)
+    y = torch.zeros(1, device=device)
+
+    def chain():
+        nonlocal x
+        for _ in range(100):
+            x = x + y
+
+    result = timed(chain, args.runs, device)
+    return {"workload": "100 dependent kernels", "per_launch_ms": result["median_ms"] / 100, "chain": result}
+
+
+def bench_predict1(args, device):
+    image = read_idx(Path(args.data) / "t10k-images-idx3-ubyte").reshape(-1, 784)[:1]
+    model = mlp([784, 128, 10]).to(device).eval()
+
+    @torch.no_grad()
+    def run():
+        x = torch.from_numpy(image.astype(np.float32) / 255.0).to(device)
+        return model(x).argmax(dim=1).cpu()
+
+    return {"workload": "single image 784-128-10 upload+run+read", "round_trip": timed(run, args.runs * 5, device)}
+
+
+def bench_elementwise(args, device):
+    n = 1000000
+    rng = np.random.default_rng(1)
+    grey = torch.from_numpy(np.floor(rng.uniform(0, 255, n)).astype(np.float32)).to(device)
+    weights = torch.from_numpy(rng.normal(0.5, 0.1, n).astype(np.float32)).to(device)
+
+    def three():
+        return torch.tanh((grey / 255) * weights)
+
+    result = {"workload": "normalize-weigh-tanh 1M floats resident", "three_kernels": timed(three, args.runs, device)}
+    try:
+        fused = torch.compile(three)
+        fused()
+        result["fused_compiled"] = timed(fused, args.runs, device)
+    except Exception as error:  # torch.compile needs a working Triton toolchain
+        result["fused_compiled"] = f"absent ({type(error).__name__})"
+    return result
+
+
+def bench_all(args, device):
+    return {name: function(args, device) for name, function in
+            [("dispatch", bench_dispatch), ("predict1", bench_predict1), ("eval", bench_eval),
+             ("elementwise", bench_elementwise), ("train", bench_train)]}
+
+
 def bench_train(args, device):
     images = read_idx(Path(args.data) / "train-images-idx3-ubyte").reshape(-1, 784)
     labels = read_idx(Path(args.data) / "train-labels-idx1-ubyte")
@@ -162,7 +221,7 @@ def check_model(args, device):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", choices=["eval", "train", "check-model"])
+    parser.add_argument("workload", choices=["all", "dispatch", "predict1", "eval", "elementwise", "train", "check-model"])
     parser.add_argument("model", nargs="?")
     parser.add_argument("--data", default="data/mnist")
     parser.add_argument("--runs", type=int, default=50)
@@ -172,7 +231,8 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     result = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__}
-    workloads = {"eval": bench_eval, "train": bench_train, "check-model": check_model}
+    workloads = {"all": bench_all, "dispatch": bench_dispatch, "predict1": bench_predict1, "eval": bench_eval,
+                 "elementwise": bench_elementwise, "train": bench_train, "check-model": check_model}
     result.update(workloads[args.workload](args, device))
     print(json.dumps(result, indent=2))
 

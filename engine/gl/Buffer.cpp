@@ -1,5 +1,6 @@
 #include "gl/Buffer.h"
 
+#include "gl/Sync.h"
 #include "gl/check.h"
 
 #include <glad/gl.h>
@@ -53,6 +54,48 @@ void Buffer::download(void* out, std::size_t bytes, std::size_t offset) const {
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
   glBindBuffer(GL_COPY_READ_BUFFER, id_);
   GL_CHECK(glGetBufferSubData(GL_COPY_READ_BUFFER, static_cast<GLintptr>(offset), static_cast<GLsizeiptr>(bytes), out));
+}
+
+void Buffer::downloadMapped(void* out, std::size_t bytes, std::size_t offset) const {
+  GLNET_ASSERT(offset + bytes <= bytes_, "download past the end of a buffer");
+  if (bytes == 0) return;
+  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  glBindBuffer(GL_COPY_READ_BUFFER, id_);
+  const void* mapped =
+      glMapBufferRange(GL_COPY_READ_BUFFER, static_cast<GLintptr>(offset), static_cast<GLsizeiptr>(bytes), GL_MAP_READ_BIT);
+  if (!mapped) throw Error("glMapBufferRange failed (" + std::string(glErrorName(glGetError())) + ")");
+  std::memcpy(out, mapped, bytes);
+  glUnmapBuffer(GL_COPY_READ_BUFFER);
+}
+
+PersistentReadback::PersistentReadback(std::size_t bytes) : bytes_(bytes) {
+  if (!GLAD_GL_ARB_buffer_storage) throw Error("persistent maps need GL_ARB_buffer_storage, which this device lacks");
+  const GLbitfield flags = GL_MAP_READ_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
+  glGenBuffers(1, &id_);
+  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
+  glBufferStorage(GL_COPY_WRITE_BUFFER, static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4)), nullptr, flags);
+  mapped_ = glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4)), flags);
+  if (!mapped_) {
+    glDeleteBuffers(1, &id_);
+    throw Error("could not map a persistent readback buffer (" + std::string(glErrorName(glGetError())) + ")");
+  }
+}
+
+PersistentReadback::~PersistentReadback() {
+  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
+  glUnmapBuffer(GL_COPY_WRITE_BUFFER);
+  glDeleteBuffers(1, &id_);
+}
+
+void PersistentReadback::read(const Buffer& source, void* out, std::size_t bytes, std::size_t offset) {
+  GLNET_ASSERT(bytes <= bytes_ && offset + bytes <= source.bytes(), "persistent read out of range");
+  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  glBindBuffer(GL_COPY_READ_BUFFER, source.id());
+  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
+  glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(offset), 0, static_cast<GLsizeiptr>(bytes));
+  glMemoryBarrier(GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
+  Fence().wait();
+  std::memcpy(out, mapped_, bytes);
 }
 
 // glClearBufferData is not used: NVIDIA 580 lets later glBufferSubData calls of the same buffer land

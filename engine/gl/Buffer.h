@@ -38,6 +38,8 @@ class Buffer {
     download(values.data(), values.size() * sizeof(T));
     return values;
   }
+  // The same through glMapBufferRange(GL_MAP_READ_BIT) instead of glGetBufferSubData.
+  void downloadMapped(void* out, std::size_t bytes, std::size_t offset = 0) const;
   // Sets every byte to `value`.
   void clear(std::uint8_t value = 0);
   // Sets every 32-bit word to `word` (e.g. a NaN pattern to poison outputs); the size must be a multiple of 4.
@@ -48,6 +50,24 @@ class Buffer {
   void fillWith(const void* pattern, std::size_t patternBytes);
   unsigned id_ = 0;
   std::size_t bytes_ = 0;
+};
+
+// A host-visible copy target mapped once for good (ARB_buffer_storage, persistent and coherent): a read
+// is a GPU copy into it, a fence, and a memcpy.
+class PersistentReadback {
+ public:
+  // Throws glnet::Error when the device lacks GL_ARB_buffer_storage.
+  explicit PersistentReadback(std::size_t bytes);
+  ~PersistentReadback();
+  PersistentReadback(const PersistentReadback&) = delete;
+  PersistentReadback& operator=(const PersistentReadback&) = delete;
+
+  void read(const Buffer& source, void* out, std::size_t bytes, std::size_t offset = 0);
+
+ private:
+  unsigned id_ = 0;
+  std::size_t bytes_ = 0;
+  void* mapped_ = nullptr;
 };
 
 }  // namespace glnet

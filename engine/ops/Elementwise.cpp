@@ -10,13 +10,15 @@ ElementwiseOp::ElementwiseOp(ProgramCache& programs, ElementwiseKind kind, Activ
                                                  {"ACTIVATION", std::to_string(static_cast<int>(activation))}})) {}
 
 Dispatch ElementwiseOp::operator()(const BufferView& a, const BufferView& b, const BufferView& out, std::uint32_t count,
-                                   bool accumulate, std::uint32_t columns) const {
-  static const char* const labels[] = {"activation", "activation gradient", "add", "multiply", "bias add", "copy"};
+                                   bool accumulate, std::uint32_t columns, float scale) const {
+  static const char* const labels[] = {"activation", "activation gradient", "add",   "multiply",
+                                       "bias add",   "copy",                "scale", "scale-weigh-activate"};
   Dispatch dispatch;
   dispatch.program = &program_;
   dispatch.label = labels[static_cast<int>(kind_)];
   dispatch.buffers = {{0, a, Access::read}, {1, b, Access::read}, {2, out, accumulate ? Access::readWrite : Access::write}};
-  dispatch.uniforms = {Uniform::u32(0, count), Uniform::u32(1, columns), Uniform::u32(2, accumulate ? 1u : 0u)};
+  dispatch.uniforms = {Uniform::u32(0, count), Uniform::u32(1, columns), Uniform::u32(2, accumulate ? 1u : 0u),
+                       Uniform::f32(3, scale)};
   dispatch.groups = linearGroups(count, program_);
   dispatch.linear = true;
   return dispatch;

@@ -7,15 +7,25 @@
 
 namespace glnet {
 
-enum class ElementwiseKind { activation = 0, activationGradient = 1, add = 2, multiply = 3, biasAdd = 4, copy = 5 };
+enum class ElementwiseKind {
+  activation = 0,
+  activationGradient = 1,
+  add = 2,
+  multiply = 3,
+  biasAdd = 4,
+  copy = 5,
+  scale = 6,
+  scaleMultiplyActivate = 7
+};
 
 class ElementwiseOp {
  public:
   // `activation` matters for the two activation kinds only.
   ElementwiseOp(ProgramCache& programs, ElementwiseKind kind, Activation activation = Activation::none);
-  // out = f(a, b) over `count` elements, written or added (accumulate); `columns` is the bias width.
+  // out = f(a, b) over `count` elements, written or added (accumulate); `columns` is the bias width,
+  // `scale` the factor of the two scaling kinds.
   Dispatch operator()(const BufferView& a, const BufferView& b, const BufferView& out, std::uint32_t count,
-                      bool accumulate, std::uint32_t columns = 1) const;
+                      bool accumulate, std::uint32_t columns = 1, float scale = 1.0f) const;
 
  private:
   ElementwiseKind kind_;

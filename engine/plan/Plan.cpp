@@ -1,5 +1,6 @@
 #include "plan/Plan.h"
 
+#include "gl/Sync.h"
 #include "gl/check.h"
 
 #include <glad/gl.h>
@@ -71,17 +72,16 @@ void Plan::record(const Dispatch& dispatch) {
     const bool writes = binding.access != Access::read;
     if (reads && overlapsAny(writtenSinceBarrier_, range)) hazard = true;
     if (writes && (overlapsAny(writtenSinceBarrier_, range) || overlapsAny(readSinceBarrier_, range))) hazard = true;
-    step.bindings.push_back({binding.index, range, binding.offset == 0 && end == binding.buffer->bytes()});
+    step.bindings.push_back({binding.index, range, binding.offset == 0 && end == binding.buffer->bytes(), binding.buffer, writes});
   }
   if (hazard) {
     step.barrierBefore = true;
     readSinceBarrier_.clear();
     writtenSinceBarrier_.clear();
   }
-  for (const Bound& bound : step.bindings) {
-    const auto& source = dispatch.buffers[static_cast<std::size_t>(&bound - step.bindings.data())];
-    if (source.access != Access::write) readSinceBarrier_.push_back(bound.range);
-    if (source.access != Access::read) writtenSinceBarrier_.push_back(bound.range);
+  for (std::size_t i = 0; i < step.bindings.size(); ++i) {
+    if (dispatch.buffers[i].access != Access::write) readSinceBarrier_.push_back(step.bindings[i].range);
+    if (step.bindings[i].written) writtenSinceBarrier_.push_back(step.bindings[i].range);
   }
   steps_.push_back(std::move(step));
 }
@@ -90,37 +90,69 @@ void Plan::run() const {
   // Work recorded elsewhere (another plan, an earlier run of this one) may still write what this run reads.
   glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
   unsigned current = 0;
-  for (const Step& step : steps_) {
-    if (step.barrierBefore) glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-    if (step.program != current) {
-      glUseProgram(step.program);
-      current = step.program;
-    }
-    for (const Bound& bound : step.bindings) {
-      if (bound.whole) {
-        glBindBufferBase(GL_SHADER_STORAGE_BUFFER, bound.index, bound.range.buffer);
-      } else {
-        glBindBufferRange(GL_SHADER_STORAGE_BUFFER, bound.index, bound.range.buffer, static_cast<GLintptr>(bound.range.begin),
-                          static_cast<GLsizeiptr>(bound.range.end - bound.range.begin));
-      }
-    }
-    for (const Uniform& uniform : step.uniforms) {
-      const std::int64_t integer =
-          uniform.parameter >= 0 ? uniform.scale * parameters_[static_cast<std::size_t>(uniform.parameter)] : uniform.integer;
-      switch (uniform.type) {
-        case Uniform::Type::uint32:
-          glProgramUniform1ui(step.program, uniform.location, static_cast<GLuint>(integer));
-          break;
-        case Uniform::Type::int32:
-          glProgramUniform1i(step.program, uniform.location, static_cast<GLint>(integer));
-          break;
-        case Uniform::Type::float32:
-          glProgramUniform1f(step.program, uniform.location, uniform.real);
-          break;
-      }
-    }
-    glDispatchCompute(step.groups[0], step.groups[1], step.groups[2]);
+  for (const Step& step : steps_) issue(step, current);
+}
+
+std::vector<double> Plan::runTimed() const {
+  std::vector<TimerQuery> stamps(steps_.size() + 1);
+  glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+  unsigned current = 0;
+  stamps[0].record();
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    issue(steps_[i], current);
+    stamps[i + 1].record();
   }
+  std::vector<double> milliseconds;
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    milliseconds.push_back(static_cast<double>(stamps[i + 1].nanoseconds() - stamps[i].nanoseconds()) / 1e6);
+  }
+  return milliseconds;
+}
+
+void Plan::runReadingEveryStep() const {
+  std::vector<std::uint8_t> scratch;
+  unsigned current = 0;
+  for (const Step& step : steps_) {
+    glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+    issue(step, current);
+    for (const Bound& bound : step.bindings) {
+      if (!bound.written) continue;
+      scratch.resize(bound.range.end - bound.range.begin);
+      bound.buffer->download(scratch.data(), scratch.size(), bound.range.begin);
+    }
+  }
+}
+
+void Plan::issue(const Step& step, unsigned& currentProgram) const {
+  if (step.barrierBefore) glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
+  if (step.program != currentProgram) {
+    glUseProgram(step.program);
+    currentProgram = step.program;
+  }
+  for (const Bound& bound : step.bindings) {
+    if (bound.whole) {
+      glBindBufferBase(GL_SHADER_STORAGE_BUFFER, bound.index, bound.range.buffer);
+    } else {
+      glBindBufferRange(GL_SHADER_STORAGE_BUFFER, bound.index, bound.range.buffer, static_cast<GLintptr>(bound.range.begin),
+                        static_cast<GLsizeiptr>(bound.range.end - bound.range.begin));
+    }
+  }
+  for (const Uniform& uniform : step.uniforms) {
+    const std::int64_t integer =
+        uniform.parameter >= 0 ? uniform.scale * parameters_[static_cast<std::size_t>(uniform.parameter)] : uniform.integer;
+    switch (uniform.type) {
+      case Uniform::Type::uint32:
+        glProgramUniform1ui(step.program, uniform.location, static_cast<GLuint>(integer));
+        break;
+      case Uniform::Type::int32:
+        glProgramUniform1i(step.program, uniform.location, static_cast<GLint>(integer));
+        break;
+      case Uniform::Type::float32:
+        glProgramUniform1f(step.program, uniform.location, uniform.real);
+        break;
+    }
+  }
+  glDispatchCompute(step.groups[0], step.groups[1], step.groups[2]);
 }
 
 void Plan::read(const Buffer& buffer, void* out, std::size_t bytes, std::size_t offset) const {

@@ -82,6 +82,11 @@ class Plan {
   void record(const Dispatch& dispatch);
   // Issues every dispatch; no host synchronisation.
   void run() const;
+  // For measurements: runs with a GL_TIMESTAMP before the first and after every dispatch and returns each
+  // dispatch's GPU milliseconds (waits for the results).
+  std::vector<double> runTimed() const;
+  // The naive way, for comparison: after every dispatch, wait for the GPU and read back everything it wrote.
+  void runReadingEveryStep() const;
   // The one synchronisation: waits for the GPU and copies `bytes` of `buffer` from `offset`.
   void read(const Buffer& buffer, void* out, std::size_t bytes, std::size_t offset = 0) const;
 
@@ -101,6 +106,8 @@ class Plan {
     unsigned index;
     Range range;
     bool whole;
+    const Buffer* buffer;
+    bool written;
   };
   struct Step {
     unsigned program;
@@ -114,6 +121,7 @@ class Plan {
   SyncMode mode_;
   std::vector<Step> steps_;
   std::vector<std::uint32_t> parameters_;
+  void issue(const Step& step, unsigned& currentProgram) const;
   std::vector<Range> readSinceBarrier_;
   std::vector<Range> writtenSinceBarrier_;
 };

@@ -11,6 +11,7 @@ const Program& ProgramCache::get(const std::string& file, const std::vector<Shad
   if (!slot) {
     slot = std::make_unique<Program>(Program::compute(file, defines, includes));
     compileMilliseconds_ += slot->compileMilliseconds();
+    compileTimes_.emplace_back(key, slot->compileMilliseconds());
   }
   return *slot;
 }

@@ -16,10 +16,13 @@ class ProgramCache {
                      const std::vector<std::string>& includes = {});
   double compileMilliseconds() const { return compileMilliseconds_; }
   std::size_t size() const { return programs_.size(); }
+  // Each program's key (file and defines) with its compile and link time, in compile order.
+  const std::vector<std::pair<std::string, double>>& compileTimes() const { return compileTimes_; }
 
  private:
   std::map<std::string, std::unique_ptr<Program>> programs_;
   double compileMilliseconds_ = 0;
+  std::vector<std::pair<std::string, double>> compileTimes_;
 };
 
 }  // namespace glnet

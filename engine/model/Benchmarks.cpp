@@ -1,0 +1,307 @@
+#include "model/Benchmarks.h"
+
+#include "gl/Sync.h"
+#include "graph/CompiledGraph.h"
+#include "model/Classifier.h"
+#include "ops/Elementwise.h"
+#include "ref/Reference.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <random>
+
+namespace glnet {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double millisecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// Samples per stage name, in first-seen order.
+class Recorder {
+ public:
+  void add(const std::string& stage, double ms) {
+    if (!samples_.count(stage)) order_.push_back(stage);
+    samples_[stage].push_back(ms);
+  }
+  void flush(BenchReport& report, const std::string& section, std::size_t batch) {
+    for (const std::string& stage : order_) report.rows.push_back({section, batch, stage, summarize(samples_[stage])});
+    samples_.clear();
+    order_.clear();
+  }
+
+ private:
+  std::map<std::string, std::vector<double>> samples_;
+  std::vector<std::string> order_;
+};
+
+double gpuMilliseconds(const TimerQuery& start, const TimerQuery& end) {
+  return static_cast<double>(end.nanoseconds() - start.nanoseconds()) / 1e6;
+}
+
+void benchInference(const Context& context, const MlpModel& model, std::size_t batch, const BenchSettings& settings,
+                    BenchReport& report) {
+  std::mt19937 random(settings.seed + static_cast<std::uint32_t>(batch));
+  const auto pixelsPerImage = static_cast<std::size_t>(model.inputs());
+  std::vector<std::uint8_t> pixels(batch * pixelsPerImage);
+  for (auto& pixel : pixels) pixel = static_cast<std::uint8_t>(random() >> 24);
+  const MlpClassifier classifier(context, model, batch);
+  GpuImages images(batch, pixelsPerImage);
+  Buffer classes(batch * sizeof(std::uint32_t));
+  const Plan plan = classifier.plan(images, batch, classes, nullptr);
+  std::optional<PersistentReadback> persistent;
+  if (report.persistentMaps) persistent.emplace(classes.bytes());
+
+  std::vector<std::uint32_t> chained(batch), naive(batch), mapped(batch), coherent(batch);
+  Recorder recorder;
+  std::vector<std::vector<double>> perDispatch(plan.dispatchCount());
+  for (int run = -settings.warmup; run < settings.runs; ++run) {
+    const bool keep = run >= 0;
+    auto start = Clock::now();
+    images.upload(pixels);
+    Fence().wait();
+    const double upload = millisecondsSince(start);
+    TimerQuery gpuStart, gpuEnd;
+    start = Clock::now();
+    gpuStart.record();
+    plan.run();
+    gpuEnd.record();
+    const double issue = millisecondsSince(start);
+    start = Clock::now();
+    Fence().wait();
+    const double wait = millisecondsSince(start);
+    start = Clock::now();
+    plan.read(classes, chained.data(), classes.bytes());
+    const double get = millisecondsSince(start);
+    const double gpu = gpuMilliseconds(gpuStart, gpuEnd);
+
+    // The same run chained, timed end to end with each readback kind (after the upload).
+    const auto chainedWith = [&](const std::function<void()>& read) {
+      const auto begin = Clock::now();
+      plan.run();
+      read();
+      return millisecondsSince(begin);
+    };
+    const double chainedGet = chainedWith([&] { plan.read(classes, chained.data(), classes.bytes()); });
+    const double chainedMap = chainedWith([&] { classes.downloadMapped(mapped.data(), classes.bytes()); });
+    const double chainedPersistent =
+        persistent ? chainedWith([&] { persistent->read(classes, coherent.data(), classes.bytes()); }) : 0.0;
+    start = Clock::now();
+    images.upload(pixels);
+    plan.run();
+    plan.read(classes, chained.data(), classes.bytes());
+    const double roundTrip = millisecondsSince(start);
+    start = Clock::now();
+    plan.runReadingEveryStep();
+    plan.read(classes, naive.data(), classes.bytes());
+    const double naiveTotal = millisecondsSince(start);
+    const std::vector<double> dispatches = plan.runTimed();
+    if (!keep) continue;
+    recorder.add("upload", upload);
+    recorder.add("issue", issue);
+    recorder.add("gpu", gpu);
+    recorder.add("fence wait", wait);
+    recorder.add("readback getBufferSubData", get);
+    recorder.add("chained, read by getBufferSubData", chainedGet);
+    recorder.add("chained, read by mapBufferRange", chainedMap);
+    if (persistent) recorder.add("chained, read by persistent map", chainedPersistent);
+    recorder.add("naive: sync and read every dispatch", naiveTotal);
+    recorder.add("round trip: upload, run, read", roundTrip);
+    for (std::size_t d = 0; d < dispatches.size(); ++d) perDispatch[d].push_back(dispatches[d]);
+  }
+  recorder.flush(report, "inference", batch);
+  const std::vector<std::string> labels = plan.labels();
+  for (std::size_t d = 0; d < labels.size(); ++d) {
+    report.rows.push_back({"inference dispatch", batch, std::to_string(d + 1) + " " + labels[d], summarize(perDispatch[d])});
+  }
+
+  const std::vector<double> logits = ref::mlpLogits(model, pixels, 0, batch);
+  const auto outputs = static_cast<std::size_t>(model.outputs());
+  for (std::size_t i = 0; i < batch; ++i) {
+    const std::uint32_t expected = ref::argmax({logits.begin() + static_cast<std::ptrdiff_t>(i * outputs),
+                                                logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * outputs)}, 1, outputs)[0];
+    std::vector<double> row(logits.begin() + static_cast<std::ptrdiff_t>(i * outputs), logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * outputs));
+    std::sort(row.rbegin(), row.rend());
+    const bool nearTie = outputs > 1 && row[0] - row[1] < 1e-4 * std::max(1.0, std::abs(row[0]));
+    const bool readsAgree = chained[i] == naive[i] && chained[i] == mapped[i] && (!persistent || chained[i] == coherent[i]);
+    if (!readsAgree || (chained[i] != expected && !nearTie)) {
+      report.failures.push_back("inference batch " + std::to_string(batch) + ": image " + std::to_string(i) + " classified " +
+                                std::to_string(chained[i]) + ", float64 reference says " + std::to_string(expected));
+      return;
+    }
+  }
+}
+
+void benchTraining(const Context& context, const MlpModel& model, const BenchSettings& settings, BenchReport& report) {
+  std::mt19937 random(settings.seed);
+  const std::uint32_t batch = settings.trainingBatch;
+  const MlpGraph mlp = buildMlpGraph(model, batch);
+  CompiledGraph compiled(context, mlp.graph, mlp.loss, {mlp.correct}, {OptimizerKind::sgd, 0.01f});
+  std::vector<float> images(static_cast<std::size_t>(batch) * static_cast<std::size_t>(model.inputs()));
+  for (float& value : images) value = static_cast<float>(random() % 256) / 255.0f;
+  std::vector<std::uint32_t> labels(batch);
+  for (auto& label : labels) label = random() % static_cast<std::uint32_t>(model.outputs());
+  compiled.upload(mlp.images, images.data(), images.size() * 4);
+  compiled.upload(mlp.labels, labels.data(), labels.size() * 4);
+  Plan plan = compiled.trainingPlan([](Plan&) {});
+  report.trainingDispatches = plan.dispatchCount();
+  Recorder recorder;
+  const int steps = settings.trainingLogEvery;
+  for (int run = -settings.warmup; run < std::max(1, settings.runs / 4); ++run) {
+    TimerQuery gpuStart, gpuEnd;
+    gpuStart.record();
+    plan.run();
+    gpuEnd.record();
+    compiled.readTotals();
+    const double gpu = gpuMilliseconds(gpuStart, gpuEnd);
+    auto start = Clock::now();
+    for (int step = 0; step < steps; ++step) {
+      plan.run();
+      if (!std::isfinite(compiled.readTotals()[0])) report.failures.push_back("training step: the loss is not finite");
+    }
+    const double everyStep = millisecondsSince(start) / steps;
+    start = Clock::now();
+    for (int step = 0; step < steps; ++step) plan.run();
+    compiled.readTotals();
+    const double everyN = millisecondsSince(start) / steps;
+    if (run < 0) continue;
+    recorder.add("step gpu", gpu);
+    recorder.add("step, loss read every step", everyStep);
+    recorder.add("step, loss read every " + std::to_string(steps) + " steps", everyN);
+  }
+  recorder.flush(report, "training", batch);
+}
+
+void benchElementwise(const Context& context, const BenchSettings& settings, BenchReport& report) {
+  const std::size_t n = settings.elementwiseCount;
+  std::mt19937 random(settings.seed);
+  std::uniform_real_distribution<float> grey(0.0f, 255.0f);
+  std::normal_distribution<float> weight(0.5f, 0.1f);
+  std::vector<float> greyscales(n), weights(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    greyscales[i] = std::floor(grey(random));
+    weights[i] = weight(random);
+  }
+  ProgramCache programs;
+  Buffer greyBuffer(n * 4), weightBuffer(n * 4), normalized(n * 4), weighted(n * 4), activated(n * 4);
+  const auto count = static_cast<std::uint32_t>(n);
+  Plan three(context.limits()), fused(context.limits());
+  three.record(ElementwiseOp(programs, ElementwiseKind::scale)(greyBuffer, greyBuffer, normalized, count, false, 1, 1.0f / 255));
+  three.record(ElementwiseOp(programs, ElementwiseKind::multiply)(normalized, weightBuffer, weighted, count, false));
+  three.record(ElementwiseOp(programs, ElementwiseKind::activation, Activation::tanh)(weighted, weighted, activated, count, false));
+  fused.record(ElementwiseOp(programs, ElementwiseKind::scaleMultiplyActivate, Activation::tanh)(
+      greyBuffer, weightBuffer, activated, count, false, 1, 1.0f / 255));
+
+  Recorder recorder;
+  std::vector<float> result(n);
+  std::vector<double> cpuResult(n);
+  for (int run = -settings.warmup; run < settings.runs; ++run) {
+    auto start = Clock::now();
+    for (std::size_t i = 0; i < n; ++i) cpuResult[i] = std::tanh(greyscales[i] / 255.0 * weights[i]);
+    const double cpu = millisecondsSince(start);
+    for (const auto& [name, plan] : {std::pair<const char*, const Plan*>{"3 dispatches", &three}, {"fused", &fused}}) {
+      start = Clock::now();
+      greyBuffer.upload(greyscales);
+      weightBuffer.upload(weights);
+      TimerQuery gpuStart, gpuEnd;
+      gpuStart.record();
+      plan->run();
+      gpuEnd.record();
+      plan->read(activated, result.data(), n * 4);
+      const double roundTrip = millisecondsSince(start);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (!(std::abs(result[i] - cpuResult[i]) <= 2e-6)) {
+          report.failures.push_back(std::string("elementwise ") + name + ": element " + std::to_string(i) + " is " +
+                                    std::to_string(result[i]) + ", the CPU computes " + std::to_string(cpuResult[i]));
+          return;
+        }
+      }
+      if (run < 0) continue;
+      recorder.add(std::string(name) + " gpu", gpuMilliseconds(gpuStart, gpuEnd));
+      recorder.add(std::string(name) + " round trip (upload, run, read)", roundTrip);
+    }
+    if (run >= 0) recorder.add("cpu (C++, one core)", cpu);
+  }
+  recorder.flush(report, "elementwise", n);
+}
+
+// A chain of dependent one-element dispatches, each reading what the previous one wrote: the fixed cost
+// of one dispatch and its barrier.
+void benchDispatch(const Context& context, const BenchSettings& settings, BenchReport& report) {
+  constexpr int chain = 100;
+  ProgramCache programs;
+  const ElementwiseOp add(programs, ElementwiseKind::add);
+  Buffer a = Buffer::of(std::vector<float>{1.0f}), b = Buffer::of(std::vector<float>{0.0f});
+  Plan plan(context.limits());
+  for (int i = 0; i < chain; ++i) plan.record(add(i % 2 ? b : a, a, i % 2 ? a : b, 1, false));
+  Recorder recorder;
+  for (int run = -settings.warmup; run < settings.runs; ++run) {
+    TimerQuery gpuStart, gpuEnd;
+    const auto start = Clock::now();
+    gpuStart.record();
+    plan.run();
+    gpuEnd.record();
+    const double issue = millisecondsSince(start);
+    Fence().wait();
+    if (run < 0) continue;
+    recorder.add("gpu per dependent dispatch", gpuMilliseconds(gpuStart, gpuEnd) / chain);
+    recorder.add("cpu issue per dispatch", issue / chain);
+  }
+  recorder.flush(report, "dispatch", chain);
+}
+
+}  // namespace
+
+Statistics summarize(std::vector<double> samples) {
+  Statistics statistics;
+  statistics.runs = samples.size();
+  if (samples.empty()) return statistics;
+  std::sort(samples.begin(), samples.end());
+  const auto rank = [&](double q) {
+    return samples[std::min(samples.size() - 1, static_cast<std::size_t>(std::ceil(q * static_cast<double>(samples.size()))) - (q > 0 ? 1 : 0))];
+  };
+  statistics.median = samples.size() % 2 ? samples[samples.size() / 2]
+                                         : (samples[samples.size() / 2 - 1] + samples[samples.size() / 2]) / 2;
+  statistics.p10 = rank(0.1);
+  statistics.p90 = rank(0.9);
+  return statistics;
+}
+
+const BenchRow* BenchReport::find(const std::string& section, std::size_t batch, const std::string& stage) const {
+  for (const BenchRow& row : rows) {
+    if (row.section == section && row.batch == batch && row.stage == stage) return &row;
+  }
+  return nullptr;
+}
+
+BenchReport runBenchmarks(const Context& context, const MlpModel& model, const BenchSettings& settings,
+                          const std::function<void(const std::string&)>& progress) {
+  BenchReport report;
+  report.persistentMaps = context.hasExtension("GL_ARB_buffer_storage");
+  report.coldStart.emplace_back("context creation", context.creationMilliseconds());
+  {
+    // A training graph compiles every kind of program inference and training use (the driver's own shader
+    // cache may still shorten a second start).
+    const MlpGraph mlp = buildMlpGraph(model, settings.trainingBatch);
+    CompiledGraph compiled(context, mlp.graph, mlp.loss, {mlp.correct}, {OptimizerKind::sgd, 0.01f});
+    compiled.trainingPlan([](Plan&) {});
+    for (const auto& [key, ms] : compiled.compileTimes()) report.coldStart.emplace_back("compile " + key, ms);
+  }
+  if (progress) progress("dependent dispatches");
+  benchDispatch(context, settings, report);
+  for (const std::size_t batch : settings.batches) {
+    if (progress) progress("inference, batch " + std::to_string(batch));
+    benchInference(context, model, batch, settings, report);
+  }
+  if (progress) progress("training step");
+  benchTraining(context, model, settings, report);
+  if (progress) progress("elementwise workload");
+  benchElementwise(context, settings, report);
+  return report;
+}
+
+}  // namespace glnet

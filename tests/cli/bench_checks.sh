@@ -1,0 +1,42 @@
+#!/bin/sh
+# bench_checks.sh APPS_DIR SCRIPTS_DIR: glnet_bench's correctness checks on small sizes, its CSV and JSON
+# formats, and the charts made from them. No timing is asserted.
+set -u
+apps=$1 scripts=$2
+here=$(dirname "$0")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+"$apps/glnet_bench" --batches 1,7,33 --runs 2 --warmup 1 --elementwise 4099 --csv "$work/b.csv" --json "$work/b.json" >"$work/out.txt" 2>&1 \
+  || { cat "$work/out.txt"; fail "glnet_bench reported failed checks or an error"; }
+grep -q "all results checked against the CPU: ok" "$work/out.txt" || fail "no correctness verdict"
+[ "$(head -1 "$work/b.csv")" = "section,batch,stage,median_ms,p10_ms,p90_ms,runs" ] || fail "CSV header is not the documented one"
+/usr/bin/python3 - "$work/b.csv" "$work/b.json" <<'PY' || fail "CSV or JSON content"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+stages = {(r["section"], r["batch"], r["stage"]) for r in rows}
+for batch in ("1", "7", "33"):
+    for stage in ("upload", "issue", "gpu", "fence wait", "readback getBufferSubData", "naive: sync and read every dispatch",
+                  "chained, read by getBufferSubData", "chained, read by mapBufferRange", "round trip: upload, run, read"):
+        assert ("inference", batch, stage) in stages, (batch, stage)
+assert any(r["section"] == "inference dispatch" for r in rows)
+assert ("training", "64", "step gpu") in stages
+assert ("elementwise", "4099", "fused gpu") in stages and ("elementwise", "4099", "3 dispatches gpu") in stages
+assert all(float(r["p10_ms"]) <= float(r["median_ms"]) <= float(r["p90_ms"]) for r in rows)
+report = json.load(open(sys.argv[2]))
+assert report["failures"] == [] and report["rows"] and "context creation" in report["cold_start_ms"], report.keys()
+PY
+if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
+  /usr/bin/python3 "$scripts/plot-bench" "$work/b.csv" "$work/plots" >/dev/null || fail "plot-bench"
+  for png in stages.png naive-vs-chained.png; do
+    head -c 8 "$work/plots/$png" | od -An -c | grep -q "P   N   G" || fail "$png is not a PNG"
+  done
+else
+  fail "python3-matplotlib is missing (scripts/setup installs it)"
+fi
+"$here/expect" 2 "error: --batches takes sizes" -- "$apps/glnet_bench" --batches 0 || failures=$((failures + 1))
+"$here/expect" 1 "error: .*nope.safetensors: cannot open" -- "$apps/glnet_bench" --model "$work/nope.safetensors" || failures=$((failures + 1))
+[ "$failures" -eq 0 ] || { echo "$failures bench checks failed"; exit 1; }
+echo "all bench checks passed"
