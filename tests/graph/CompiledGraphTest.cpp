@@ -12,9 +12,48 @@ using namespace glnet;
 
 namespace {
 
-std::vector<double> widen(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+using test::widen;
 
 std::vector<float> randomParameter(std::mt19937& random, std::size_t count) { return test::uniformFloats(random, count, -0.5f, 0.5f); }
+
+// Trains `model` for `steps` steps of random batches on the GPU and in float64, checking the loss and the
+// correct count of every step and the parameters at the end.
+void trainAgainstReference(const MlpModel& model, std::uint32_t batch, const OptimizerSettings& settings, int steps,
+                           std::uint32_t stream) {
+  Context& context = test::glContext();
+  auto random = test::generator(stream);
+  const auto inputs = static_cast<std::size_t>(model.inputs());
+  const auto classes = static_cast<std::uint32_t>(model.outputs());
+  const MlpGraph mlp = buildMlpGraph(model, batch);
+  CompiledGraph compiled(context, mlp.graph, mlp.loss, {mlp.correct}, settings);
+  Plan plan = compiled.trainingPlan([](Plan&) {});
+  std::vector<std::vector<double>> parameters;
+  for (const Tensor& t : mlp.graph.parameters()) parameters.push_back(widen(mlp.graph.tensor(t).initial));
+  std::vector<std::vector<std::vector<double>>> state;
+  for (int step = 1; step <= steps; ++step) {
+    CAPTURE(step);
+    const auto images = test::uniformFloats(random, batch * inputs, 0, 1);
+    std::vector<std::uint32_t> labels(batch);
+    for (auto& label : labels) label = random() % classes;
+    compiled.upload(mlp.images, images.data(), images.size() * 4);
+    compiled.upload(mlp.labels, labels.data(), labels.size() * 4);
+    compiled.resetTotals();
+    plan.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(step));
+    plan.run();
+    const std::vector<double> totals = compiled.readTotals();
+    const ReferencePass pass = runReference(mlp.graph, mlp.loss,
+                                            {{mlp.images.id, widen(images)}, {mlp.labels.id, std::vector<double>(labels.begin(), labels.end())}},
+                                            parameters);
+    double referenceLoss = 0, referenceCorrect = 0;
+    for (const double value : pass.values[static_cast<std::size_t>(mlp.loss.id)]) referenceLoss += value;
+    for (const double value : pass.values[static_cast<std::size_t>(mlp.correct.id)]) referenceCorrect += value;
+    CHECK(totals[0] / batch == doctest::Approx(referenceLoss / batch).epsilon(1e-4));
+    CHECK(totals[1] == referenceCorrect);
+    referenceUpdate(mlp.graph, pass, settings, step, parameters, state);
+  }
+  const auto gpuParameters = compiled.readParameters();
+  for (std::size_t p = 0; p < parameters.size(); ++p) test::checkClose(gpuParameters[p], parameters[p], 1e-5, 1e-3);
+}
 
 }  // namespace
 
@@ -64,75 +103,14 @@ TEST_SUITE("gl") {
   }
 
   TEST_CASE("a 784-128-10 MLP at batch 64 trains like the reference (parameters large enough for every upload path)") {
-    Context& context = test::glContext();
-    auto random = test::generator(52);
-    const MlpModel model = MlpModel::random({784, 128, 10}, Activation::relu, 3);
-    const MlpGraph mlp = buildMlpGraph(model, 64);
-    const OptimizerSettings settings{OptimizerKind::sgd, 0.1f};
-    CompiledGraph compiled(context, mlp.graph, mlp.loss, {mlp.correct}, settings);
-    Plan plan = compiled.trainingPlan([](Plan&) {});
-    std::vector<std::vector<double>> parameters;
-    for (const Tensor& t : mlp.graph.parameters()) parameters.push_back(widen(mlp.graph.tensor(t).initial));
-    std::vector<std::vector<std::vector<double>>> state;
-    for (int step = 1; step <= 3; ++step) {
-      const auto images = test::uniformFloats(random, 64 * 784, 0, 1);
-      std::vector<std::uint32_t> labels(64);
-      for (auto& label : labels) label = random() % 10;
-      compiled.upload(mlp.images, images.data(), images.size() * 4);
-      compiled.upload(mlp.labels, labels.data(), labels.size() * 4);
-      compiled.resetTotals();
-      plan.run();
-      const ReferencePass pass = runReference(mlp.graph, mlp.loss,
-                                              {{mlp.images.id, widen(images)}, {mlp.labels.id, std::vector<double>(labels.begin(), labels.end())}},
-                                              parameters);
-      double referenceLoss = 0;
-      for (const double value : pass.values[static_cast<std::size_t>(mlp.loss.id)]) referenceLoss += value;
-      CHECK(compiled.readTotals()[0] / 64 == doctest::Approx(referenceLoss / 64).epsilon(1e-4));
-      referenceUpdate(mlp.graph, pass, settings, step, parameters, state);
-    }
-    const auto gpuParameters = compiled.readParameters();
-    for (std::size_t p = 0; p < parameters.size(); ++p) test::checkClose(gpuParameters[p], parameters[p], 1e-5, 1e-3);
+    trainAgainstReference(MlpModel::random({784, 128, 10}, Activation::relu, 3), 64, {OptimizerKind::sgd, 0.1f}, 3, 52);
   }
 
   TEST_CASE("ten training steps of a small MLP match the float64 reference losses step by step") {
-    Context& context = test::glContext();
     for (const OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adam}) {
       CAPTURE(optimizerName(kind));
-      auto random = test::generator(51);
-      const MlpModel model = MlpModel::random({23, 17, 5}, Activation::relu, 7);
-      const std::uint32_t batch = 13;
-      const MlpGraph mlp = buildMlpGraph(model, batch);
-      OptimizerSettings settings{kind, kind == OptimizerKind::adam ? 0.01f : 0.1f};
-      CompiledGraph compiled(context, mlp.graph, mlp.loss, {mlp.correct}, settings);
-      Plan plan = compiled.trainingPlan([](Plan&) {});
-
-      std::vector<std::vector<double>> parameters;
-      for (const Tensor& t : mlp.graph.parameters()) parameters.push_back(widen(mlp.graph.tensor(t).initial));
-      std::vector<std::vector<std::vector<double>>> state;
-      for (int step = 1; step <= 10; ++step) {
-        CAPTURE(step);
-        const auto images = test::uniformFloats(random, batch * 23, 0, 1);
-        std::vector<std::uint32_t> labels(batch);
-        for (auto& label : labels) label = random() % 5;
-        compiled.upload(mlp.images, images.data(), images.size() * 4);
-        compiled.upload(mlp.labels, labels.data(), labels.size() * 4);
-        compiled.resetTotals();
-        plan.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(step));
-        plan.run();
-        const std::vector<double> totals = compiled.readTotals();
-
-        const ReferencePass pass = runReference(mlp.graph, mlp.loss,
-                                                {{mlp.images.id, widen(images)}, {mlp.labels.id, std::vector<double>(labels.begin(), labels.end())}},
-                                                parameters);
-        double referenceLoss = 0, referenceCorrect = 0;
-        for (const double value : pass.values[static_cast<std::size_t>(mlp.loss.id)]) referenceLoss += value;
-        for (const double value : pass.values[static_cast<std::size_t>(mlp.correct.id)]) referenceCorrect += value;
-        CHECK(totals[0] / batch == doctest::Approx(referenceLoss / batch).epsilon(1e-4));
-        CHECK(totals[1] == referenceCorrect);
-        referenceUpdate(mlp.graph, pass, settings, step, parameters, state);
-      }
-      const auto gpuParameters = compiled.readParameters();
-      for (std::size_t p = 0; p < parameters.size(); ++p) test::checkClose(gpuParameters[p], parameters[p], 1e-5, 1e-3);
+      trainAgainstReference(MlpModel::random({23, 17, 5}, Activation::relu, 7), 13,
+                            {kind, kind == OptimizerKind::adam ? 0.01f : 0.1f}, 10, 51);
     }
   }
 }

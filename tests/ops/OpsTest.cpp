@@ -12,8 +12,6 @@ using namespace glnet;
 
 namespace {
 
-std::vector<double> widen(const std::vector<float>& values) { return {values.begin(), values.end()}; }
-
 Buffer poisoned(std::size_t floats) {
   Buffer buffer(floats * sizeof(float));
   buffer.fill(test::nanPoison);
@@ -71,7 +69,7 @@ TEST_SUITE("gl") {
           plan.run();
           // fp32 accumulation of K products of magnitude ≤ 0.5: error grows like sqrt(K)·ulp; 1e-5 + 1e-4 rel
           // covers K = 784 with margin.
-          test::checkClose(y.read<float>(), ref::dense(widen(x), w, b, rows, inputs, outputs, activation), 1e-5, 1e-4);
+          test::checkClose(y.read<float>(), ref::dense(test::widen(x), w, b, rows, inputs, outputs, activation), 1e-5, 1e-4);
         }
       }
     }
@@ -97,9 +95,9 @@ TEST_SUITE("gl") {
         plan.record(softmax.argmax(z, classes, rows, columns, Uniform::u32(SoftmaxOp::firstRowLocation, 3)));
         plan.run();
         // exp in fp32 on shifted logits ≤ 0, then one normalising divide.
-        test::checkClose(p.read<float>(), ref::softmax(widen(logits), rows, columns), 1e-6, 1e-5);
+        test::checkClose(p.read<float>(), ref::softmax(test::widen(logits), rows, columns), 1e-6, 1e-5);
         const auto gpuClasses = classes.read<std::uint32_t>();
-        const auto expected = ref::argmax(widen(logits), rows, columns);
+        const auto expected = ref::argmax(test::widen(logits), rows, columns);
         for (std::size_t r = 0; r < 3; ++r) CHECK(gpuClasses[r] == 0xffffffffu);
         for (std::size_t r = 0; r < rows; ++r) REQUIRE(gpuClasses[r + 3] == expected[r]);
       }

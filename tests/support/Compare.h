@@ -12,6 +12,8 @@ namespace glnet::test {
 
 constexpr std::uint32_t nanPoison = 0x7fc00000u;
 
+inline std::vector<double> widen(const std::vector<float>& values) { return {values.begin(), values.end()}; }
+
 template <class Gpu>
 void checkClose(const std::vector<Gpu>& gpu, const std::vector<double>& reference, double atol, double rtol) {
   REQUIRE(gpu.size() == reference.size());
