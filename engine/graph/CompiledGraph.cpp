@@ -38,12 +38,23 @@ CompiledGraph::CompiledGraph(const Context& context, const Graph& graph, Tensor 
     state_.emplace_back(parameters_.bytes());
     state_.back().clear();
   }
+  storage_.resize(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const int producer = tensors[i].producer;
+    const bool view = producer >= 0 && graph_.ops()[static_cast<std::size_t>(producer)].op->isView();
+    storage_[i] = view ? storage_[static_cast<std::size_t>(graph_.ops()[static_cast<std::size_t>(producer)].inputs[0])]
+                       : static_cast<int>(i);
     const bool inArena = tensors[i].role == TensorRole::parameter;
-    values_.push_back(inArena ? nullptr : std::make_unique<Buffer>(bytesOf(tensors[i].shape)));
-    const bool ownGradient = !inArena && tensors[i].needsGradient;
+    values_.push_back(inArena || view ? nullptr : std::make_unique<Buffer>(bytesOf(tensors[i].shape)));
+    const bool ownGradient = !inArena && !view && tensors[i].needsGradient;
     tensorGradients_.push_back(ownGradient ? std::make_unique<Buffer>(bytesOf(tensors[i].shape)) : nullptr);
     if (inArena) parameters_.upload(tensors[i].initial, arenaOffset_[i] * sizeof(float));
+  }
+  for (const OpNode& node : graph_.ops()) {
+    std::vector<Shape> shapes;
+    for (const int id : node.inputs) shapes.push_back(tensors[static_cast<std::size_t>(id)].shape);
+    const std::size_t bytes = node.op->workspaceBytes(shapes);
+    workspaces_.push_back(bytes ? std::make_unique<Buffer>(bytes) : nullptr);
   }
   rowGradient_ = Buffer::of(std::vector<float>(rows_, 1.0f / static_cast<float>(rows_)));
   totals_ = Buffer((1 + metrics_.size()) * sizeof(float));
@@ -51,17 +62,25 @@ CompiledGraph::CompiledGraph(const Context& context, const Graph& graph, Tensor 
 }
 
 BufferView CompiledGraph::view(Tensor tensor) const {
-  const auto index = static_cast<std::size_t>(tensor.id);
+  const auto index = static_cast<std::size_t>(storage_.at(static_cast<std::size_t>(tensor.id)));
   if (values_.at(index)) return *values_[index];
   return {parameters_, arenaOffset_[index] * sizeof(float), elementCount(graph_.tensors()[index].shape) * sizeof(float)};
 }
 
+GpuTensor CompiledGraph::outputOf(std::size_t node) const {
+  const int id = graph_.ops()[node].output;
+  GpuTensor output{view({id}), graph_.tensors()[static_cast<std::size_t>(id)].shape};
+  if (workspaces_[node]) output.workspace = BufferView(*workspaces_[node]);
+  return output;
+}
+
 void CompiledGraph::recordForward(Plan& plan) {
-  const auto gpuTensor = [&](int id) { return GpuTensor{view({id}), graph_.tensors()[static_cast<std::size_t>(id)].shape}; };
-  for (const OpNode& node : graph_.ops()) {
+  for (std::size_t n = 0; n < graph_.ops().size(); ++n) {
+    const OpNode& node = graph_.ops()[n];
+    if (node.op->isView()) continue;
     std::vector<GpuTensor> inputs;
-    for (const int id : node.inputs) inputs.push_back(gpuTensor(id));
-    node.op->forward(programs_, plan, inputs, gpuTensor(node.output));
+    for (const int id : node.inputs) inputs.push_back({view({id}), graph_.tensors()[static_cast<std::size_t>(id)].shape});
+    node.op->forward(programs_, plan, inputs, outputOf(n));
   }
   const ReduceOp reduce(programs_);
   plan.record(reduce.sumInto(view(loss_), rows_, totals_, 0));
@@ -73,32 +92,35 @@ void CompiledGraph::recordForward(Plan& plan) {
 
 void CompiledGraph::recordBackward(Plan& plan) {
   const auto& tensors = graph_.tensors();
+  // Views share their input's memory and gradient: all bookkeeping is by the tensor that owns the memory.
+  const auto owner = [&](std::size_t id) { return static_cast<std::size_t>(storage_[id]); };
   const auto gradientView = [&](std::size_t id) -> BufferView {
-    if (tensorGradients_[id]) return *tensorGradients_[id];
-    return {gradients_, arenaOffset_[id] * sizeof(float), elementCount(tensors[id].shape) * sizeof(float)};
+    const std::size_t root = owner(id);
+    if (tensorGradients_[root]) return *tensorGradients_[root];
+    return {gradients_, arenaOffset_[root] * sizeof(float), elementCount(tensors[root].shape) * sizeof(float)};
   };
   std::vector<bool> written(tensors.size(), false);
   const auto lossId = static_cast<std::size_t>(loss_.id);
   GLNET_ASSERT(tensors[lossId].needsGradient, "the loss depends on no parameter");
-  written[lossId] = true;  // its gradient is rowGradient_: d mean / d row = 1/rows
-  for (auto node = graph_.ops().rbegin(); node != graph_.ops().rend(); ++node) {
-    const auto output = static_cast<std::size_t>(node->output);
-    if (!tensors[output].needsGradient || !written[output]) continue;
+  written[owner(lossId)] = true;  // its gradient is rowGradient_: d mean / d row = 1/rows
+  for (std::size_t n = graph_.ops().size(); n-- > 0;) {
+    const OpNode& node = graph_.ops()[n];
+    const auto output = static_cast<std::size_t>(node.output);
+    if (!tensors[output].needsGradient || !written[owner(output)] || node.op->isView()) continue;
     std::vector<GpuTensor> inputs;
     std::vector<std::optional<GradientTarget>> targets;
-    for (std::size_t i = 0; i < node->inputs.size(); ++i) {
-      const auto id = static_cast<std::size_t>(node->inputs[i]);
-      inputs.push_back({view({node->inputs[i]}), tensors[id].shape});
-      if (!tensors[id].needsGradient || !node->op->passesGradient(i)) {
+    for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+      const auto id = static_cast<std::size_t>(node.inputs[i]);
+      inputs.push_back({view({node.inputs[i]}), tensors[id].shape});
+      if (!tensors[id].needsGradient || !node.op->passesGradient(i)) {
         targets.emplace_back();
         continue;
       }
-      targets.push_back(GradientTarget{gradientView(id), written[id]});
-      written[id] = true;
+      targets.push_back(GradientTarget{gradientView(id), written[owner(id)]});
+      written[owner(id)] = true;
     }
     const BufferView outputGradient = output == lossId ? BufferView(rowGradient_) : gradientView(output);
-    node->op->backward(programs_, plan, inputs, {view({node->output}), tensors[output].shape},
-                       {outputGradient, tensors[output].shape}, targets);
+    node.op->backward(programs_, plan, inputs, outputOf(n), {outputGradient, tensors[output].shape}, targets);
   }
   std::vector<BufferView> state(state_.begin(), state_.end());
   plan.record(OptimizerOp(programs_, optimizer_).update(parameters_, gradients_, state, static_cast<std::uint32_t>(arenaFloats_),

@@ -49,6 +49,7 @@ class CompiledGraph {
  private:
   void recordForward(Plan& plan);
   void recordBackward(Plan& plan);
+  GpuTensor outputOf(std::size_t node) const;
   std::vector<std::vector<float>> splitArena(const Buffer& arena) const;
   void writeArena(Buffer& arena, const std::vector<std::vector<float>>& values);
 
@@ -63,7 +64,9 @@ class CompiledGraph {
   std::vector<std::size_t> arenaOffset_;  // per tensor, in floats (parameters)
   Buffer parameters_, gradients_;
   std::vector<Buffer> state_;
-  std::vector<std::unique_ptr<Buffer>> values_, tensorGradients_;  // per tensor; null where the arena holds it
+  std::vector<std::unique_ptr<Buffer>> values_, tensorGradients_;  // per tensor; null where the arena holds it or a view
+  std::vector<int> storage_;                                        // per tensor: the tensor whose memory it uses
+  std::vector<std::unique_ptr<Buffer>> workspaces_;                  // per op node; null when it needs none
   Buffer rowGradient_, totals_;
 };
 

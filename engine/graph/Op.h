@@ -18,6 +18,8 @@ std::string describe(const Shape& shape);  // "[64, 784]"
 struct GpuTensor {
   BufferView view;
   Shape shape;
+  // For an op's output: the scratch memory it asked for with workspaceBytes, kept from forward to backward.
+  std::optional<BufferView> workspace = std::nullopt;
 };
 
 // Where an input's gradient goes: written, or added to what earlier consumers of the input wrote.
@@ -43,6 +45,11 @@ class Op {
   virtual bool passesGradient(std::size_t input) const { return !isIndexInput(input); }
   // False for metrics such as accuracy, whose output carries no gradient.
   virtual bool differentiable() const { return true; }
+  // Scratch bytes the op keeps from forward to backward (max pooling's argmax), or 0.
+  virtual std::size_t workspaceBytes(const std::vector<Shape>& /*inputs*/) const { return 0; }
+  // A view reinterprets its first input's memory (flatten): it records no dispatch, and its gradient is
+  // its input's gradient.
+  virtual bool isView() const { return false; }
 
   virtual void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& inputs,
                        const GpuTensor& output) const = 0;

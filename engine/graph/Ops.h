@@ -25,5 +25,12 @@ std::shared_ptr<const Op> softmaxCrossEntropyOp();
 std::shared_ptr<const Op> meanSquaredErrorOp();
 // correct[r] = 1 when argmax(logits[r]) = labels[r]; a metric, not differentiable.
 std::shared_ptr<const Op> correctOp();
+// Y = act(conv(X, W) + b), stride 1, NCHW: X [N, C, H, W], W [OC, C, KH, KW], b [OC]; `padding` 0 is
+// valid, (kernel − 1)/2 keeps the size ("same").
+std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding);
+// 2×2 max pooling, stride 2: [N, C, H, W] → [N, C, H/2, W/2].
+std::shared_ptr<const Op> maxPoolOp();
+// [N, d1, d2, ...] → [N, d1·d2·...] in (C, H, W) order, as a view of the same memory.
+std::shared_ptr<const Op> flattenOp();
 
 }  // namespace glnet

@@ -102,6 +102,50 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("a small CNN (conv, pool, flatten view, dense) trains on the GPU like the float64 reference") {
+    Context& context = test::glContext();
+    auto random = test::generator(53);
+    Graph g;
+    const std::uint32_t batch = 5;
+    const Tensor x = g.input("x", {batch, 2, 9, 8});
+    const Tensor labels = g.indexInput("labels", {batch});
+    const Tensor c1 = g.apply(conv2dOp(Activation::relu, 1), {x, g.parameter("conv1.weight", {4, 2, 3, 3}, randomParameter(random, 72)),
+                                                             g.parameter("conv1.bias", {4}, randomParameter(random, 4))});
+    const Tensor p1 = g.apply(maxPoolOp(), {c1});  // [5, 4, 4, 4]
+    const Tensor c2 = g.apply(conv2dOp(Activation::tanh, 0), {p1, g.parameter("conv2.weight", {3, 4, 2, 2}, randomParameter(random, 48)),
+                                                             g.parameter("conv2.bias", {3}, randomParameter(random, 3))});
+    const Tensor flat = g.apply(flattenOp(), {c2});  // [5, 27]
+    const Tensor logits = g.dense(flat, g.parameter("fc1.weight", {6, 27}, randomParameter(random, 162)),
+                                  g.parameter("fc1.bias", {6}, randomParameter(random, 6)), Activation::none);
+    const Tensor loss = g.apply(softmaxCrossEntropyOp(), {logits, labels});
+    const OptimizerSettings settings{OptimizerKind::sgd, 0.5f};
+    CompiledGraph compiled(context, g, loss, {}, settings);
+    Plan plan = compiled.trainingPlan([](Plan&) {});
+    std::vector<std::vector<double>> parameters;
+    for (const Tensor& t : g.parameters()) parameters.push_back(widen(g.tensor(t).initial));
+    std::vector<std::vector<std::vector<double>>> state;
+    for (int step = 1; step <= 3; ++step) {
+      CAPTURE(step);
+      const auto images = test::uniformFloats(random, batch * 2 * 9 * 8);
+      std::vector<std::uint32_t> classes(batch);
+      for (auto& label : classes) label = random() % 6;
+      compiled.upload(x, images.data(), images.size() * 4);
+      compiled.upload(labels, classes.data(), classes.size() * 4);
+      compiled.resetTotals();
+      plan.run();
+      const ReferencePass pass =
+          runReference(g, loss, {{x.id, widen(images)}, {labels.id, std::vector<double>(classes.begin(), classes.end())}}, parameters);
+      double referenceLoss = 0;
+      for (const double value : pass.values[static_cast<std::size_t>(loss.id)]) referenceLoss += value;
+      CHECK(compiled.readTotals()[0] / batch == doctest::Approx(referenceLoss / batch).epsilon(1e-4));
+      const auto gradients = compiled.readGradients();
+      for (std::size_t p = 0; p < gradients.size(); ++p) {
+        test::checkClose(gradients[p], pass.gradients[static_cast<std::size_t>(g.parameters()[p].id)], 1e-5, 1e-3);
+      }
+      referenceUpdate(g, pass, settings, step, parameters, state);
+    }
+  }
+
   TEST_CASE("a 784-128-10 MLP at batch 64 trains like the reference (parameters large enough for every upload path)") {
     trainAgainstReference(MlpModel::random({784, 128, 10}, Activation::relu, 3), 64, {OptimizerKind::sgd, 0.1f}, 3, 52);
   }

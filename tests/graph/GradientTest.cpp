@@ -20,13 +20,14 @@ struct OpCase {
   std::vector<Shape> shapes;
   std::size_t classes = 0;  // > 0: input 1 holds labels below this
   bool reluKinks = false;   // inputs must keep pre-activations away from 0
+  std::shared_ptr<const Op> linear = nullptr;  // the op without its activation, for the kink check
 };
 
 std::vector<OpCase> cases(std::uint32_t rows = 5) {
   const Shape x{rows, 7}, w{3, 7}, b{3};
   std::vector<OpCase> result = {
       {"dense none", denseOp(Activation::none), {x, w, b}},
-      {"dense relu", denseOp(Activation::relu), {x, w, b}, 0, true},
+      {"dense relu", denseOp(Activation::relu), {x, w, b}, 0, true, denseOp(Activation::none)},
       {"dense tanh", denseOp(Activation::tanh), {x, w, b}},
       {"dense sigmoid", denseOp(Activation::sigmoid), {x, w, b}},
       {"matmul", matMulOp(), {x, w}},
@@ -38,6 +39,11 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"multiply", multiplyOp(), {x, x}},
       {"softmax cross-entropy", softmaxCrossEntropyOp(), {{rows, 4}, {rows}}, 4},
       {"mean squared error", meanSquaredErrorOp(), {x, x}},
+      {"conv2d relu same", conv2dOp(Activation::relu, 1), {{rows, 3, 7, 6}, {4, 3, 3, 3}, {4}}, 0, true,
+       conv2dOp(Activation::none, 1)},
+      {"conv2d none valid", conv2dOp(Activation::none, 0), {{rows, 2, 6, 5}, {3, 2, 3, 2}, {3}}},
+      {"conv2d tanh same 5x5", conv2dOp(Activation::tanh, 2), {{rows, 1, 5, 7}, {2, 1, 5, 5}, {2}}},
+      {"max pool", maxPoolOp(), {{rows, 3, 7, 6}}},
   };
   return result;
 }
@@ -62,7 +68,7 @@ std::vector<HostTensor64> host(const OpCase& c, const std::vector<std::vector<do
 
 // The smallest |pre-activation| of a ReLU case; finite differences across a kink are meaningless.
 double kinkDistance(const OpCase& c, const std::vector<std::vector<double>>& inputs) {
-  const auto pre = c.shapes.size() == 3 ? denseOp(Activation::none)->referenceForward(host(c, inputs)) : inputs[0];
+  const auto pre = c.linear ? c.linear->referenceForward(host(c, inputs)) : inputs[0];
   double distance = INFINITY;
   for (const double value : pre) distance = std::min(distance, std::abs(value));
   return distance;
@@ -129,6 +135,10 @@ TEST_SUITE("gl") {
         const Shape outShape = c.op->outputShape(c.shapes);
         Buffer out(elementCount(outShape) * sizeof(float));
         out.fill(test::nanPoison);
+        const std::size_t workspaceBytes = c.op->workspaceBytes(c.shapes);
+        Buffer workspace(std::max<std::size_t>(workspaceBytes, 4));
+        GpuTensor output{out, outShape};
+        if (workspaceBytes) output.workspace = BufferView(workspace);
         // Reference values from the fp32-rounded inputs the GPU sees.
         std::vector<std::vector<double>> rounded = inputs;
         const auto referenceOut = c.op->referenceForward(host(c, rounded));
@@ -155,8 +165,8 @@ TEST_SUITE("gl") {
                                                       : std::nullopt);
           }
           Plan plan(context.limits());
-          c.op->forward(programs, plan, gpuInputs, {out, outShape});
-          c.op->backward(programs, plan, gpuInputs, {out, outShape}, {dOutBuffer, outShape}, targets);
+          c.op->forward(programs, plan, gpuInputs, output);
+          c.op->backward(programs, plan, gpuInputs, output, {dOutBuffer, outShape}, targets);
           plan.run();
           // fp32 against float64 with sums of up to 67 terms: 1e-5 absolute, 1e-4 relative.
           test::checkClose(out.read<float>(), referenceOut, 1e-5, 1e-4);

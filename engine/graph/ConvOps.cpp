@@ -1,0 +1,205 @@
+#include "gl/check.h"
+#include "graph/Ops.h"
+#include "ops/Conv.h"
+#include "ref/Reference.h"
+
+namespace glnet {
+namespace {
+
+class Conv2d : public Op {
+ public:
+  Conv2d(Activation activation, std::uint32_t padding) : activation_(activation), padding_(padding) {}
+  std::string name() const override { return std::string("conv2d ") + activationName(activation_); }
+
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    const bool fits = in.size() == 3 && in[0].size() == 4 && in[1].size() == 4 && in[2].size() == 1 && in[1][1] == in[0][1] &&
+                      in[2][0] == in[1][0] && in[0][2] + 2 * padding_ >= in[1][2] && in[0][3] + 2 * padding_ >= in[1][3];
+    if (!fits) {
+      std::string shapes;
+      for (const Shape& shape : in) shapes += " " + describe(shape);
+      throw Error(name() + " takes X [N, C, H, W], W [OC, C, KH, KW], b [OC] with the kernel inside the padded input; got" + shapes);
+    }
+    const ConvShape s = shape(in);
+    return {s.batch, s.outChannels, s.outHeight(), s.outWidth()};
+  }
+
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    plan.record(ConvOp(programs, activation_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in))));
+  }
+
+  void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
+                const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
+    const ConvOp op(programs, activation_);
+    const ConvShape s = shape(shapes(in));
+    if (targets[0]) plan.record(op.inputGradient(dOut.view, out.view, in[1].view, targets[0]->view, s, targets[0]->accumulate));
+    if (targets[1]) plan.record(op.weightGradient(dOut.view, out.view, in[0].view, targets[1]->view, s, targets[1]->accumulate));
+    if (targets[2]) plan.record(op.biasGradient(dOut.view, out.view, targets[2]->view, s, targets[2]->accumulate));
+  }
+
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    const ConvShape s = shape(shapes(in));
+    const auto& x = *in[0].values;
+    const auto& w = *in[1].values;
+    std::vector<double> y(std::size_t{s.batch} * s.outChannels * s.outHeight() * s.outWidth());
+    std::size_t index = 0;
+    for (std::uint32_t n = 0; n < s.batch; ++n) {
+      for (std::uint32_t oc = 0; oc < s.outChannels; ++oc) {
+        for (std::uint32_t oh = 0; oh < s.outHeight(); ++oh) {
+          for (std::uint32_t ow = 0; ow < s.outWidth(); ++ow) {
+            double sum = (*in[2].values)[oc];
+            forWindow(s, n, oh, ow, [&](std::size_t xIndex, std::uint32_t c, std::uint32_t kh, std::uint32_t kw) {
+              sum += x[xIndex] * w[((std::size_t{oc} * s.channels + c) * s.kernelHeight + kh) * s.kernelWidth + kw];
+            });
+            y[index++] = ref::activate(activation_, sum);
+          }
+        }
+      }
+    }
+    return y;
+  }
+
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>& y,
+                                                     const std::vector<double>& dy) const override {
+    const ConvShape s = shape(shapes(in));
+    const auto& x = *in[0].values;
+    const auto& w = *in[1].values;
+    std::vector<std::vector<double>> grads{std::vector<double>(x.size(), 0.0), std::vector<double>(w.size(), 0.0),
+                                           std::vector<double>(s.outChannels, 0.0)};
+    std::size_t index = 0;
+    for (std::uint32_t n = 0; n < s.batch; ++n) {
+      for (std::uint32_t oc = 0; oc < s.outChannels; ++oc) {
+        for (std::uint32_t oh = 0; oh < s.outHeight(); ++oh) {
+          for (std::uint32_t ow = 0; ow < s.outWidth(); ++ow, ++index) {
+            const double dz = dy[index] * ref::activationDerivative(activation_, y[index]);
+            grads[2][oc] += dz;
+            forWindow(s, n, oh, ow, [&](std::size_t xIndex, std::uint32_t c, std::uint32_t kh, std::uint32_t kw) {
+              const std::size_t wIndex = ((std::size_t{oc} * s.channels + c) * s.kernelHeight + kh) * s.kernelWidth + kw;
+              grads[0][xIndex] += dz * w[wIndex];
+              grads[1][wIndex] += dz * x[xIndex];
+            });
+          }
+        }
+      }
+    }
+    return grads;
+  }
+
+ private:
+  static std::vector<Shape> shapes(const std::vector<GpuTensor>& in) {
+    std::vector<Shape> result;
+    for (const GpuTensor& t : in) result.push_back(t.shape);
+    return result;
+  }
+  static std::vector<Shape> shapes(const std::vector<HostTensor64>& in) {
+    std::vector<Shape> result;
+    for (const HostTensor64& t : in) result.push_back(t.shape);
+    return result;
+  }
+  ConvShape shape(const std::vector<Shape>& in) const {
+    return {in[0][0], in[0][1], in[0][2], in[0][3], in[1][0], in[1][2], in[1][3], padding_};
+  }
+  // Calls visit(x index, c, kh, kw) for every input element under output (n, ·, oh, ow) inside the image.
+  template <class Visit>
+  static void forWindow(const ConvShape& s, std::uint32_t n, std::uint32_t oh, std::uint32_t ow, Visit visit) {
+    for (std::uint32_t c = 0; c < s.channels; ++c) {
+      for (std::uint32_t kh = 0; kh < s.kernelHeight; ++kh) {
+        for (std::uint32_t kw = 0; kw < s.kernelWidth; ++kw) {
+          const std::int64_t ih = std::int64_t{oh} + kh - s.padding, iw = std::int64_t{ow} + kw - s.padding;
+          if (ih < 0 || iw < 0 || ih >= s.height || iw >= s.width) continue;
+          visit(((std::size_t{n} * s.channels + c) * s.height + static_cast<std::size_t>(ih)) * s.width + static_cast<std::size_t>(iw),
+                c, kh, kw);
+        }
+      }
+    }
+  }
+  Activation activation_;
+  std::uint32_t padding_;
+};
+
+class MaxPool : public Op {
+ public:
+  std::string name() const override { return "max pool 2x2"; }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    if (in.size() != 1 || in[0].size() != 4 || in[0][2] < 2 || in[0][3] < 2) {
+      throw Error("max pool takes one [N, C, H, W] input with H, W ≥ 2; got " + describe(in.empty() ? Shape{} : in[0]));
+    }
+    return {in[0][0], in[0][1], in[0][2] / 2, in[0][3] / 2};
+  }
+  std::size_t workspaceBytes(const std::vector<Shape>& in) const override { return elementCount(outputShape(in)) * 4; }
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    GLNET_ASSERT(out.workspace.has_value(), "max pooling needs its argmax workspace");
+    const Shape& x = in[0].shape;
+    plan.record(MaxPoolOp(programs).forward(in[0].view, out.view, *out.workspace, x[0] * x[1], x[2], x[3]));
+  }
+  void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
+                const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
+    if (!targets[0]) return;
+    const Shape& x = in[0].shape;
+    plan.record(MaxPoolOp(programs).backward(dOut.view, *out.workspace, targets[0]->view, x[0] * x[1], x[2], x[3],
+                                             targets[0]->accumulate));
+  }
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    std::vector<double> y;
+    forWindows(in[0], [&](std::size_t best, std::size_t) { y.push_back((*in[0].values)[best]); });
+    return y;
+  }
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>&,
+                                                     const std::vector<double>& dy) const override {
+    std::vector<double> dx(in[0].values->size(), 0.0);
+    forWindows(in[0], [&](std::size_t best, std::size_t output) { dx[best] += dy[output]; });
+    return {dx};
+  }
+
+ private:
+  // Calls visit(input index of the window's first maximum, output index) for every window.
+  template <class Visit>
+  static void forWindows(const HostTensor64& x, Visit visit) {
+    const std::size_t planes = std::size_t{x.shape[0]} * x.shape[1], h = x.shape[2], w = x.shape[3];
+    std::size_t output = 0;
+    for (std::size_t p = 0; p < planes; ++p) {
+      for (std::size_t oh = 0; oh < h / 2; ++oh) {
+        for (std::size_t ow = 0; ow < w / 2; ++ow) {
+          std::size_t best = (p * h + 2 * oh) * w + 2 * ow;
+          for (std::size_t k = 1; k < 4; ++k) {
+            const std::size_t index = (p * h + 2 * oh + k / 2) * w + 2 * ow + k % 2;
+            if ((*x.values)[index] > (*x.values)[best]) best = index;
+          }
+          visit(best, output++);
+        }
+      }
+    }
+  }
+};
+
+class Flatten : public Op {
+ public:
+  std::string name() const override { return "flatten"; }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    if (in.size() != 1 || in[0].empty()) throw Error("flatten takes one tensor with a batch dimension");
+    return {in[0][0], static_cast<std::uint32_t>(elementCount(in[0]) / in[0][0])};
+  }
+  bool isView() const override { return true; }
+  // CompiledGraph gives a view its input's memory and gradient, so it never asks a view to record anything.
+  void forward(ProgramCache&, Plan&, const std::vector<GpuTensor>&, const GpuTensor&) const override {
+    GLNET_ASSERT(false, "a view records no dispatch");
+  }
+  void backward(ProgramCache&, Plan&, const std::vector<GpuTensor>&, const GpuTensor&, const GpuTensor&,
+                const std::vector<std::optional<GradientTarget>>&) const override {
+    GLNET_ASSERT(false, "a view records no dispatch");
+  }
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override { return *in[0].values; }
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>&, const std::vector<double>&,
+                                                     const std::vector<double>& dy) const override {
+    return {dy};
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding) {
+  return std::make_shared<Conv2d>(activation, padding);
+}
+std::shared_ptr<const Op> maxPoolOp() { return std::make_shared<MaxPool>(); }
+std::shared_ptr<const Op> flattenOp() { return std::make_shared<Flatten>(); }
+
+}  // namespace glnet

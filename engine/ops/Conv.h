@@ -1,0 +1,54 @@
+// Bindings of shaders/Conv2D.glsl (stride-1 convolution and its gradients) and shaders/MaxPool.glsl.
+#pragma once
+
+#include "model/Mlp.h"
+#include "plan/Plan.h"
+#include "plan/ProgramCache.h"
+
+namespace glnet {
+
+struct ConvShape {
+  std::uint32_t batch, channels, height, width;  // input [N, C, H, W]
+  std::uint32_t outChannels, kernelHeight, kernelWidth;
+  std::uint32_t padding;                         // 0: valid; (kernel − 1)/2: same
+  std::uint32_t outHeight() const { return height + 2 * padding - kernelHeight + 1; }
+  std::uint32_t outWidth() const { return width + 2 * padding - kernelWidth + 1; }
+};
+
+class ConvOp {
+ public:
+  ConvOp(ProgramCache& programs, Activation activation);
+  Dispatch forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
+                   const ConvShape& shape) const;
+  Dispatch inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
+                         const ConvShape& shape, bool accumulate) const;
+  Dispatch weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
+                          const ConvShape& shape, bool accumulate) const;
+  Dispatch biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& shape,
+                        bool accumulate) const;
+
+ private:
+  Dispatch dispatch(const Program& program, const char* label, std::vector<StorageBinding> buffers,
+                    const ConvShape& shape, bool accumulate, std::array<std::uint32_t, 3> groups) const;
+  Activation activation_;
+  const Program& forward_;
+  const Program& inputGradient_;
+  const Program& weightGradient_;
+  const Program& biasGradient_;
+};
+
+class MaxPoolOp {
+ public:
+  explicit MaxPoolOp(ProgramCache& programs);
+  // 2×2, stride 2 over `planes` planes of height × width; argmax receives the input index of each maximum.
+  Dispatch forward(const BufferView& x, const BufferView& y, const BufferView& argmax, std::uint32_t planes,
+                   std::uint32_t height, std::uint32_t width) const;
+  Dispatch backward(const BufferView& dy, const BufferView& argmax, const BufferView& dx, std::uint32_t planes,
+                    std::uint32_t height, std::uint32_t width, bool accumulate) const;
+
+ private:
+  const Program& forward_;
+  const Program& backward_;
+};
+
+}  // namespace glnet

@@ -1,0 +1,121 @@
+// 2-D convolution, stride 1, NCHW, PyTorch's weight layout, bias and activation fused; as implicit GEMMs
+// on the Gemm.glsl core (the im2col matrix is never stored: gemmA/gemmB compute its elements).
+//   X [N, C, H, W], Wt [OC, C, KH, KW], b [OC], Y [N, OC, OH, OW], OH = H + 2·PAD − KH + 1 (same or valid)
+//   CONV_MODE 0 forward: Y = act(conv(X, Wt) + b)                     R = N·OH·OW, S = OC, T = C·KH·KW
+//   CONV_MODE 1 dX:      dX = conv_transpose(dZ, Wt), dZ = dY ⊙ act'(Y)  R = N·H·W,  S = C,  T = OC·KH·KW
+//   CONV_MODE 2 dW:      dW = Σ_{n,oh,ow} dZ · X window                 R = OC,     S = C·KH·KW, T = N·OH·OW
+//   CONV_MODE 3 db:      db = Σ_{n,oh,ow} dZ, one group per output channel
+// bindings: forward 0 X, 1 Wt, 2 b, 3 Y; dX 0 dY, 1 Y, 2 Wt, 3 dX; dW 0 dY, 1 Y, 2 X, 3 dW; db 0 dY, 1 Y, 3 db
+// uniforms: 0 N, 1 C, 2 H, 3 W, 4 OC, 5 KH, 6 KW, 7 PAD, 8 OH, 9 OW, 10 accumulate (gradients: 0 write, 1 add)
+// defines: CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl
+
+layout(std430, binding = 0) readonly buffer First { float first[]; };
+layout(std430, binding = 1) readonly buffer Second { float second[]; };
+layout(std430, binding = 2) readonly buffer Third { float third[]; };
+layout(std430, binding = 3) buffer Result { float result[]; };
+layout(location = 0) uniform uint N;
+layout(location = 1) uniform uint C;
+layout(location = 2) uniform uint H;
+layout(location = 3) uniform uint W;
+layout(location = 4) uniform uint OC;
+layout(location = 5) uniform uint KH;
+layout(location = 6) uniform uint KW;
+layout(location = 7) uniform int PAD;
+layout(location = 8) uniform uint OH;
+layout(location = 9) uniform uint OW;
+layout(location = 10) uniform uint accumulate;
+
+void store(uint index, float value) { result[index] = accumulate != 0u ? result[index] + value : value; }
+
+#if CONV_MODE != 0
+// dZ at output (n, oc, oh, ow): first = dY, second = Y.
+float dZ(uint n, uint oc, uint oh, uint ow) {
+  uint i = ((n * OC + oc) * OH + oh) * OW + ow;
+  return first[i] * activationDerivative(second[i]);
+}
+#endif
+
+// X at (n, c, ih, iw), zero in the padding.
+float inputAt(uint n, uint c, int ih, int iw) {
+  if (ih < 0 || iw < 0 || ih >= int(H) || iw >= int(W)) return 0.0;
+#if CONV_MODE == 0
+  return first[((n * C + c) * H + uint(ih)) * W + uint(iw)];
+#else
+  return third[((n * C + c) * H + uint(ih)) * W + uint(iw)];
+#endif
+}
+
+#if CONV_MODE == 0
+float gemmA(uint r, uint t) {
+  uint n = r / (OH * OW), pixel = r % (OH * OW), c = t / (KH * KW), k = t % (KH * KW);
+  return inputAt(n, c, int(pixel / OW + k / KW) - PAD, int(pixel % OW + k % KW) - PAD);
+}
+float gemmB(uint t, uint s) { return second[s * C * KH * KW + t]; }
+#elif CONV_MODE == 1
+float gemmA(uint r, uint t) {
+  uint n = r / (H * W), pixel = r % (H * W), oc = t / (KH * KW), k = t % (KH * KW);
+  int oh = int(pixel / W) - int(k / KW) + PAD, ow = int(pixel % W) - int(k % KW) + PAD;
+  if (oh < 0 || ow < 0 || oh >= int(OH) || ow >= int(OW)) return 0.0;
+  return dZ(n, oc, uint(oh), uint(ow));
+}
+float gemmB(uint t, uint s) {
+  uint oc = t / (KH * KW), k = t % (KH * KW);
+  return third[(oc * C + s) * KH * KW + k];
+}
+#elif CONV_MODE == 2
+float gemmA(uint oc, uint t) {
+  uint n = t / (OH * OW), pixel = t % (OH * OW);
+  return dZ(n, oc, pixel / OW, pixel % OW);
+}
+float gemmB(uint t, uint s) {
+  uint n = t / (OH * OW), pixel = t % (OH * OW), c = s / (KH * KW), k = s % (KH * KW);
+  return inputAt(n, c, int(pixel / OW + k / KW) - PAD, int(pixel % OW + k % KW) - PAD);
+}
+#endif
+
+#if CONV_MODE <= 2
+void main() {
+#if CONV_MODE == 0
+  uint R = N * OH * OW, S = OC, T = C * KH * KW;
+#elif CONV_MODE == 1
+  uint R = N * H * W, S = C, T = OC * KH * KW;
+#else
+  uint R = OC, S = C * KH * KW, T = N * OH * OW;
+#endif
+  float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
+  gemmTile(R, S, T, sum);
+  for (int i = 0; i < GEMM_PER_THREAD; ++i) {
+    uint r = gemmRow(i);
+    if (r >= R) continue;
+    for (int j = 0; j < GEMM_PER_THREAD; ++j) {
+      uint s = gemmColumn(j);
+      if (s >= S) continue;
+#if CONV_MODE == 0
+      uint n = r / (OH * OW), pixel = r % (OH * OW);
+      result[(n * OC + s) * OH * OW + pixel] = activate(sum[i][j] + third[s]);
+#elif CONV_MODE == 1
+      uint n = r / (H * W), pixel = r % (H * W);
+      store((n * C + s) * H * W + pixel, sum[i][j]);
+#else
+      store(r * S + s, sum[i][j]);
+#endif
+    }
+  }
+}
+#else
+layout(local_size_x = 256) in;
+shared float partial[256];
+
+void main() {
+  uint oc = gl_WorkGroupID.x, local = gl_LocalInvocationID.x;
+  float sum = 0.0;
+  for (uint i = local; i < N * OH * OW; i += 256u) sum += dZ(i / (OH * OW), oc, (i % (OH * OW)) / OW, i % OW);
+  partial[local] = sum;
+  barrier();
+  for (uint stride = 128u; stride > 0u; stride >>= 1) {
+    if (local < stride) partial[local] += partial[local + stride];
+    barrier();
+  }
+  if (local == 0u) store(oc, partial[0]);
+}
+#endif
