@@ -4,7 +4,7 @@
 #include "common/Cli.h"
 #include "gl/check.h"
 #include "model/Benchmarks.h"
-#include "model/Safetensors.h"
+#include "model/Network.h"
 
 #include <nlohmann/json.hpp>
 
@@ -41,7 +41,7 @@ std::string csv(const BenchReport& report) {
   return text;
 }
 
-nlohmann::json toJson(const Context& context, const BenchReport& report, const MlpModel& model) {
+nlohmann::json toJson(const Context& context, const BenchReport& report, const Network& model) {
   nlohmann::json rows = nlohmann::json::array();
   for (const BenchRow& row : report.rows) {
     rows.push_back({{"section", row.section}, {"batch", row.batch}, {"stage", row.stage}, {"median_ms", row.ms.median},
@@ -49,7 +49,7 @@ nlohmann::json toJson(const Context& context, const BenchReport& report, const M
   }
   nlohmann::json cold = nlohmann::json::object();
   for (const auto& [name, ms] : report.coldStart) cold[name] = ms;
-  return {{"device", context.device().renderer}, {"gl_version", context.device().glVersion}, {"model", model.architecture()},
+  return {{"device", context.device().renderer}, {"gl_version", context.device().glVersion}, {"model", model.architecture},
           {"persistent_maps", report.persistentMaps}, {"training_dispatches", report.trainingDispatches},
           {"cold_start_ms", cold}, {"rows", rows}, {"failures", report.failures}};
 }
@@ -79,12 +79,11 @@ int main(int argc, char** argv) {
     settings.runs = static_cast<int>(parser.integer("runs", 1, 100000));
     settings.warmup = static_cast<int>(parser.integer("warmup", 0, 100000));
     settings.elementwiseCount = static_cast<std::size_t>(parser.integer("elementwise", 1, 1 << 26));
-    const MlpModel model = parser.has("model") ? MlpModel::load(parser.text("model"))
-                                               : MlpModel::random({784, 128, 10}, Activation::relu, 1);
+    const Network model = parser.has("model") ? Network::load(parser.text("model")) : Network::create("784-128-10", Activation::relu, 1);
     const Context context(parser.contextOptions());
     std::printf("device %d: %s (%s)\nmodel %s; %d warm-up and %d measured runs; times in ms: median [p10, p90]\n",
                 context.device().index, context.device().renderer.c_str(), context.device().glVersion.c_str(),
-                model.architecture().c_str(), settings.warmup, settings.runs);
+                model.architecture.c_str(), settings.warmup, settings.runs);
     std::fflush(stdout);
     const BenchReport report = runBenchmarks(context, model, settings, [](const std::string& workload) {
       std::fprintf(stderr, "glnet_bench: %s\n", workload.c_str());

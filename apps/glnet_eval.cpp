@@ -34,15 +34,15 @@ int main(int argc, char** argv) {
     const auto batch = static_cast<std::size_t>(parser.integer("batch", 1, 1 << 20));
     const ContextOptions contextOptions = parser.contextOptions();
 
-    const MlpModel model = MlpModel::load(parser.text("model"));
-    LabelledImages data = readMnistSplit(parser.text("data"), splitName == "test" ? Split::test : Split::train, model.outputs());
+    const Network model = Network::load(parser.text("model"));
+    LabelledImages data = readMnistSplit(parser.text("data"), splitName == "test" ? Split::test : Split::train, static_cast<int>(model.classes()));
     if (parser.has("limit")) {
       const auto limit = static_cast<std::size_t>(parser.integer("limit", 1, static_cast<long>(data.images.count)));
       data.images.count = limit;
       data.images.pixels.resize(limit * data.images.pixelsPerImage());
       data.labels.resize(limit);
     }
-    if (data.images.pixelsPerImage() != static_cast<std::size_t>(model.inputs())) {
+    if (data.images.pixelsPerImage() != model.inputs()) {
       throw Error(parser.text("model") + ": the model takes " + std::to_string(model.inputs()) + " inputs but the images have " +
                   std::to_string(data.images.pixelsPerImage()) + " pixels");
     }
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     const InferenceTimes& t = result.times;
     if (json) {
       const nlohmann::json output = {
-          {"device", context.device().renderer}, {"model", model.architecture()}, {"images", data.images.count},
+          {"device", context.device().renderer}, {"model", model.architecture}, {"images", data.images.count},
           {"batch", std::min(batch, data.images.count)}, {"correct", result.correct}, {"accuracy", result.accuracy},
           {"confusion", result.confusion}, {"images_per_second", result.imagesPerSecond},
           {"times", {{"compile_ms", t.compileMs}, {"upload_ms", t.uploadMs}, {"issue_ms", t.issueMs}, {"gpu_ms", t.gpuMs},
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
       std::cout << output.dump(2) << "\n";
       return 0;
     }
-    std::printf("model %s on %zu %s images, batch %zu\n", model.architecture().c_str(), data.images.count, splitName.c_str(),
+    std::printf("model %s on %zu %s images, batch %zu\n", model.architecture.c_str(), data.images.count, splitName.c_str(),
                 std::min(batch, data.images.count));
     std::printf("accuracy: %.2f%% (%zu of %zu)\n", 100.0 * result.accuracy, result.correct, data.images.count);
     std::printf("confusion (rows: true label, columns: predicted):\n     ");

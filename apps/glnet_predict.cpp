@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     const bool json = parser.has("json");
     const ContextOptions contextOptions = parser.contextOptions();
 
-    const MlpModel model = MlpModel::load(parser.text("model"));
+    const Network model = Network::load(parser.text("model"));
     if (model.inputs() != 28 * 28) {
       throw Error(parser.text("model") + ": the model takes " + std::to_string(model.inputs()) +
                   " inputs; glnet_predict classifies 28x28 images (784 inputs)");

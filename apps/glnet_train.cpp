@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
                        "and the loss is read back only at log intervals. A checkpoint is written after every epoch.",
                        "--out MODEL.safetensors [options]");
     parser.option("out", "FILE", "where to write the trained model (safetensors)")
-        .option("arch", "SIZES", "layer sizes joined by '-': input, hidden..., classes", "784-128-10")
+        .option("arch", "ARCH", "cnn (conv5x5x32-pool-conv5x5x64-pool-fc512-fc10), or MLP layer sizes joined by '-'", "784-128-10")
         .option("activation", "NAME", "hidden activation: relu, tanh or sigmoid", "relu")
         .option("epochs", "N", "epochs (with --full-batch: iterations; tested and checkpointed every 100)", "5")
         .option("batch", "N", "images per step", "64")
@@ -73,7 +73,8 @@ int main(int argc, char** argv) {
     if (!parser.has("out")) throw UsageError("--out is required");
     const std::string dataset = parser.text("dataset");
     if (dataset != "mnist" && dataset != "fashion") throw UsageError("--dataset is mnist or fashion, not '" + dataset + "'");
-    const std::vector<int> sizes = parseArchitecture(parser.text("arch"));
+    const std::string architecture = parser.text("arch");
+    if (architecture != "cnn") parseArchitecture(architecture);
     const Activation activation = parseActivation(parser.text("activation"));
     if (activation == Activation::none) throw UsageError("--activation none would make the MLP linear; use relu, tanh or sigmoid");
     TrainingOptions options;
@@ -94,7 +95,8 @@ int main(int argc, char** argv) {
 
     const std::string directory =
         parser.has("data") ? parser.text("data") : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
-    const int classes = sizes.back();
+    const Network shape = Network::create(architecture, activation, options.seed);
+    const auto classes = static_cast<int>(shape.classes());
     LabelledImages train = readMnistSplit(directory, Split::train, classes);
     const LabelledImages test = readMnistSplit(directory, Split::test, classes);
     if (parser.has("train-limit")) {
@@ -103,24 +105,24 @@ int main(int argc, char** argv) {
       train.images.pixels.resize(limit * train.images.pixelsPerImage());
       train.labels.resize(limit);
     }
-    if (static_cast<std::size_t>(sizes.front()) != train.images.pixelsPerImage()) {
-      throw UsageError("--arch starts with " + std::to_string(sizes.front()) + " inputs but the images have " +
+    if (shape.inputs() != train.images.pixelsPerImage()) {
+      throw UsageError("--arch starts with " + std::to_string(shape.inputs()) + " inputs but the images have " +
                        std::to_string(train.images.pixelsPerImage()) + " pixels");
     }
-    MlpModel initial = MlpModel::random(sizes, activation, options.seed);
+    Network initial = shape;
     if (!parser.has("no-standardize")) initial.input = standardization(train.images);
     std::optional<Checkpoint> resume;
     if (parser.has("resume")) {
-      resume = Checkpoint::load(parser.text("resume"), initial.architecture(), options.optimizer.kind);
-      if (resume->model.activation != activation) {
-        throw Error(parser.text("resume") + ": the checkpoint uses activation " + activationName(resume->model.activation) +
+      resume = Checkpoint::load(parser.text("resume"), initial.architecture, options.optimizer.kind);
+      if (resume->network.activation != activation) {
+        throw Error(parser.text("resume") + ": the checkpoint uses activation " + activationName(resume->network.activation) +
                     ", not " + activationName(activation));
       }
       if (resume->epochsDone >= options.epochs) {
         throw Error(parser.text("resume") + ": the checkpoint has already done " + std::to_string(resume->epochsDone) +
                     " epochs; ask for more with --epochs");
       }
-      initial = resume->model;
+      initial = resume->network;
     }
 
     const Context context(contextOptions);
@@ -129,7 +131,7 @@ int main(int argc, char** argv) {
     Trainer trainer(context, initial, train, test, options);
     if (resume) trainer.restore(*resume);
     std::fprintf(info, "training %s (%s) on %zu %s images, %s, %zu steps per %s, %s lr %g, seed %u; compile %.0f ms\n",
-                 initial.architecture().c_str(), activationName(activation), train.images.count, dataset.c_str(),
+                 initial.architecture.c_str(), activationName(activation), train.images.count, dataset.c_str(),
                  options.fullBatch ? "full batch" : ("batch " + std::to_string(options.batch)).c_str(), trainer.stepsPerEpoch(),
                  options.fullBatch ? "iteration" : "epoch", optimizerName(options.optimizer.kind),
                  static_cast<double>(options.optimizer.learningRate), options.seed, trainer.compileMilliseconds());
@@ -149,7 +151,7 @@ int main(int argc, char** argv) {
           if (!e.evaluated) return;
           if (terminal) std::fprintf(stderr, "\r\033[K");
           trainer.checkpoint().save(checkpointPath);
-          trainer.model().save(out);
+          trainer.network().save(out);
           epochs.push_back({{"epoch", e.epoch}, {"train_loss", e.trainLoss}, {"train_accuracy", e.trainAccuracy},
                             {"test_accuracy", e.testAccuracy}, {"seconds", e.seconds}, {"samples_per_second", e.samplesPerSecond}});
           std::fprintf(info, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)\n",
@@ -159,7 +161,7 @@ int main(int argc, char** argv) {
         });
     std::fprintf(info, "wrote %s (checkpoint %s)\n", out.c_str(), checkpointPath.c_str());
     if (json) {
-      std::cout << nlohmann::json{{"device", context.device().renderer}, {"architecture", initial.architecture()},
+      std::cout << nlohmann::json{{"device", context.device().renderer}, {"architecture", initial.architecture},
                                   {"model", out}, {"checkpoint", checkpointPath}, {"epochs", epochs}}
                        .dump(2)
                 << "\n";

@@ -15,14 +15,20 @@ std::size_t bytesOf(const Shape& shape) { return std::max<std::size_t>(elementCo
 CompiledGraph::CompiledGraph(const Context& context, const Graph& graph, Tensor loss, std::vector<Tensor> metrics,
                              const OptimizerSettings& optimizer)
     : context_(context), graph_(graph), loss_(loss), metrics_(std::move(metrics)), optimizer_(optimizer) {
-  const TensorNode& lossNode = graph_.tensor(loss_);
+  const TensorNode& lossNode = graph_.tensor(loss);
   if (lossNode.shape.size() != 1 || lossNode.role != TensorRole::computed) {
     throw Error("the loss must be a per-row vector computed by the graph, not " + lossNode.name + " " + describe(lossNode.shape));
   }
   rows_ = lossNode.shape[0];
+  allocate(true);
+}
+
+CompiledGraph::CompiledGraph(const Context& context, const Graph& graph) : context_(context), graph_(graph) { allocate(false); }
+
+void CompiledGraph::allocate(bool training) {
   const auto& tensors = graph_.tensors();
   // Parameter offsets honour the device's binding alignment so each can be bound as its own range.
-  const std::size_t alignment = std::max<std::size_t>(static_cast<std::size_t>(context.limits().storageBufferOffsetAlignment), 4) / 4;
+  const std::size_t alignment = std::max<std::size_t>(static_cast<std::size_t>(context_.limits().storageBufferOffsetAlignment), 4) / 4;
   arenaOffset_.assign(tensors.size(), 0);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].role != TensorRole::parameter) continue;
@@ -31,10 +37,10 @@ CompiledGraph::CompiledGraph(const Context& context, const Graph& graph, Tensor 
     arenaFloats_ += elementCount(tensors[i].shape);
   }
   parameters_ = Buffer(std::max<std::size_t>(arenaFloats_, 1) * sizeof(float));
-  gradients_ = Buffer(parameters_.bytes());
+  gradients_ = Buffer(training ? parameters_.bytes() : sizeof(float));
   parameters_.clear();
   gradients_.clear();  // parameters no loss depends on keep a zero gradient
-  for (std::size_t s = 0; s < OptimizerOp::stateBuffers(optimizer.kind); ++s) {
+  for (std::size_t s = 0; training && s < OptimizerOp::stateBuffers(optimizer_.kind); ++s) {
     state_.emplace_back(parameters_.bytes());
     state_.back().clear();
   }
@@ -46,7 +52,7 @@ CompiledGraph::CompiledGraph(const Context& context, const Graph& graph, Tensor 
                        : static_cast<int>(i);
     const bool inArena = tensors[i].role == TensorRole::parameter;
     values_.push_back(inArena || view ? nullptr : std::make_unique<Buffer>(bytesOf(tensors[i].shape)));
-    const bool ownGradient = !inArena && !view && tensors[i].needsGradient;
+    const bool ownGradient = training && !inArena && !view && tensors[i].needsGradient;
     tensorGradients_.push_back(ownGradient ? std::make_unique<Buffer>(bytesOf(tensors[i].shape)) : nullptr);
     if (inArena) parameters_.upload(tensors[i].initial, arenaOffset_[i] * sizeof(float));
   }
@@ -56,7 +62,7 @@ CompiledGraph::CompiledGraph(const Context& context, const Graph& graph, Tensor 
     const std::size_t bytes = node.op->workspaceBytes(shapes);
     workspaces_.push_back(bytes ? std::make_unique<Buffer>(bytes) : nullptr);
   }
-  rowGradient_ = Buffer::of(std::vector<float>(rows_, 1.0f / static_cast<float>(rows_)));
+  rowGradient_ = Buffer::of(std::vector<float>(std::max<std::uint32_t>(rows_, 1), 1.0f / static_cast<float>(std::max<std::uint32_t>(rows_, 1))));
   totals_ = Buffer((1 + metrics_.size()) * sizeof(float));
   resetTotals();
 }
@@ -83,7 +89,7 @@ void CompiledGraph::recordForward(Plan& plan) {
     node.op->forward(programs_, plan, inputs, outputOf(n));
   }
   const ReduceOp reduce(programs_);
-  plan.record(reduce.sumInto(view(loss_), rows_, totals_, 0));
+  if (loss_) plan.record(reduce.sumInto(view(*loss_), rows_, totals_, 0));
   for (std::size_t m = 0; m < metrics_.size(); ++m) {
     plan.record(reduce.sumInto(view(metrics_[m]), static_cast<std::uint32_t>(elementCount(graph_.tensor(metrics_[m]).shape)),
                                totals_, static_cast<std::uint32_t>(1 + m)));
@@ -100,7 +106,7 @@ void CompiledGraph::recordBackward(Plan& plan) {
     return {gradients_, arenaOffset_[root] * sizeof(float), elementCount(tensors[root].shape) * sizeof(float)};
   };
   std::vector<bool> written(tensors.size(), false);
-  const auto lossId = static_cast<std::size_t>(loss_.id);
+  const auto lossId = static_cast<std::size_t>(loss_->id);
   GLNET_ASSERT(tensors[lossId].needsGradient, "the loss depends on no parameter");
   written[owner(lossId)] = true;  // its gradient is rowGradient_: d mean / d row = 1/rows
   for (std::size_t n = graph_.ops().size(); n-- > 0;) {
@@ -128,6 +134,7 @@ void CompiledGraph::recordBackward(Plan& plan) {
 }
 
 Plan CompiledGraph::trainingPlan(const Feed& feed) {
+  GLNET_ASSERT(loss_.has_value(), "a forward-only graph has no training plan");
   Plan plan(context_.limits());
   GLNET_ASSERT(plan.addParameter(1) == stepParameter, "the step is the first plan parameter");
   feed(plan);

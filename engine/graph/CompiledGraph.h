@@ -16,6 +16,8 @@ class CompiledGraph {
   // `loss` is a per-row loss whose mean is minimised; `metrics` are per-row values summed beside it.
   CompiledGraph(const Context& context, const Graph& graph, Tensor loss, std::vector<Tensor> metrics,
                 const OptimizerSettings& optimizer);
+  // Forward only (inference): no loss, no gradients, no optimizer state.
+  CompiledGraph(const Context& context, const Graph& graph);
 
   // Records the dispatches that fill the graph's inputs for one step, first in the plan.
   using Feed = std::function<void(Plan&)>;
@@ -29,6 +31,7 @@ class CompiledGraph {
   // Host values for an input or parameter tensor (small problems and tests; datasets feed through the plan).
   void upload(Tensor tensor, const void* data, std::size_t bytes);
   const Graph& graph() const { return graph_; }
+  // The loss's rows (the batch); 0 without a loss.
   std::uint32_t rows() const { return rows_; }
 
   // Totals since the last reset: [Σ loss, Σ metric 0, ...]. Reading them is a host synchronisation.
@@ -49,13 +52,14 @@ class CompiledGraph {
  private:
   void recordForward(Plan& plan);
   void recordBackward(Plan& plan);
+  void allocate(bool training);
   GpuTensor outputOf(std::size_t node) const;
   std::vector<std::vector<float>> splitArena(const Buffer& arena) const;
   void writeArena(Buffer& arena, const std::vector<std::vector<float>>& values);
 
   const Context& context_;
   Graph graph_;
-  Tensor loss_;
+  std::optional<Tensor> loss_;
   std::vector<Tensor> metrics_;
   OptimizerSettings optimizer_;
   std::uint32_t rows_ = 0;

@@ -55,43 +55,4 @@ std::vector<Tensor> Graph::parameters() const {
   return result;
 }
 
-MlpGraph buildMlpGraph(const MlpModel& model, std::uint32_t batch) {
-  MlpGraph mlp;
-  Graph& g = mlp.graph;
-  mlp.images = g.input("images", {batch, static_cast<std::uint32_t>(model.inputs())});
-  mlp.labels = g.indexInput("labels", {batch});
-  Tensor x = mlp.images;
-  for (std::size_t l = 0; l < model.layers.size(); ++l) {
-    const DenseWeights& layer = model.layers[l];
-    const std::string prefix = "fc" + std::to_string(l + 1);
-    const auto outputs = static_cast<std::uint32_t>(layer.outputs), inputs = static_cast<std::uint32_t>(layer.inputs);
-    const Tensor weight = g.parameter(prefix + ".weight", {outputs, inputs}, layer.weight);
-    const Tensor bias = g.parameter(prefix + ".bias", {outputs}, layer.bias);
-    x = g.dense(x, weight, bias, l + 1 < model.layers.size() ? model.activation : Activation::none);
-  }
-  mlp.logits = x;
-  mlp.loss = g.apply(softmaxCrossEntropyOp(), {mlp.logits, mlp.labels}, "loss");
-  mlp.correct = g.apply(correctOp(), {mlp.logits, mlp.labels}, "correct");
-  return mlp;
-}
-
-MlpModel mlpFromParameters(const MlpModel& shape, const std::vector<std::vector<float>>& values) {
-  GLNET_ASSERT(values.size() == 2 * shape.layers.size(), "an MLP has a weight and a bias per layer");
-  MlpModel model = shape;
-  for (std::size_t l = 0; l < model.layers.size(); ++l) {
-    model.layers[l].weight = values[2 * l];
-    model.layers[l].bias = values[2 * l + 1];
-  }
-  return model;
-}
-
-std::vector<std::vector<float>> mlpParameters(const MlpModel& model) {
-  std::vector<std::vector<float>> values;
-  for (const DenseWeights& layer : model.layers) {
-    values.push_back(layer.weight);
-    values.push_back(layer.bias);
-  }
-  return values;
-}
-
 }  // namespace glnet

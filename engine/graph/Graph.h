@@ -4,7 +4,6 @@
 
 #include "graph/Op.h"
 #include "graph/Ops.h"
-#include "model/Mlp.h"
 
 #include <memory>
 #include <string>
@@ -57,15 +56,5 @@ class Graph {
   std::vector<TensorNode> tensors_;
   std::vector<OpNode> ops_;
 };
-
-// An MLP classifier's training graph: x [batch, inputs] → logits, cross-entropy loss and correctness per row.
-struct MlpGraph {
-  Graph graph;
-  Tensor images, labels, logits, loss, correct;
-};
-MlpGraph buildMlpGraph(const MlpModel& model, std::uint32_t batch);
-// The model with the parameter values of `values`, in the order of graph.parameters(), and back.
-MlpModel mlpFromParameters(const MlpModel& shape, const std::vector<std::vector<float>>& values);
-std::vector<std::vector<float>> mlpParameters(const MlpModel& model);
 
 }  // namespace glnet

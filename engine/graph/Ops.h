@@ -3,7 +3,7 @@
 #pragma once
 
 #include "graph/Op.h"
-#include "model/Mlp.h"
+#include "ops/Activation.h"
 
 #include <memory>
 

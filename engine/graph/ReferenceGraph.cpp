@@ -6,8 +6,8 @@
 
 namespace glnet {
 
-ReferencePass runReference(const Graph& graph, Tensor loss, const std::map<int, std::vector<double>>& feeds,
-                           const std::vector<std::vector<double>>& parameters) {
+std::vector<std::vector<double>> referenceValues(const Graph& graph, const std::map<int, std::vector<double>>& feeds,
+                                                 const std::vector<std::vector<double>>& parameters) {
   const auto& tensors = graph.tensors();
   ReferencePass pass;
   pass.values.resize(tensors.size());
@@ -29,6 +29,15 @@ ReferencePass runReference(const Graph& graph, Tensor loss, const std::map<int, 
     for (const int id : node.inputs) inputs.push_back(host(id));
     pass.values[static_cast<std::size_t>(node.output)] = node.op->referenceForward(inputs);
   }
+  return pass.values;
+}
+
+ReferencePass runReference(const Graph& graph, Tensor loss, const std::map<int, std::vector<double>>& feeds,
+                           const std::vector<std::vector<double>>& parameters) {
+  const auto& tensors = graph.tensors();
+  ReferencePass pass;
+  pass.values = referenceValues(graph, feeds, parameters);
+  const auto host = [&](int id) { return HostTensor64{&pass.values[static_cast<std::size_t>(id)], tensors[static_cast<std::size_t>(id)].shape}; };
 
   pass.gradients.resize(tensors.size());
   const auto lossId = static_cast<std::size_t>(loss.id);

@@ -14,7 +14,12 @@ struct ReferencePass {
   std::vector<std::vector<double>> gradients;  // per tensor: d mean(loss) / d tensor; empty where none
 };
 
-// `feeds` gives every input and index input by tensor id; parameters come from `parameters` (in the order
+// The value of every tensor (forward only). `feeds` gives every input and index input by tensor id;
+// parameters come from `parameters` (graph.parameters() order), or their initial values when empty.
+std::vector<std::vector<double>> referenceValues(const Graph& graph, const std::map<int, std::vector<double>>& feeds,
+                                                 const std::vector<std::vector<double>>& parameters = {});
+
+// Values and gradients of mean(loss). `feeds` gives every input and index input by tensor id; parameters come from `parameters` (in the order
 // of graph.parameters()), or their initial values when empty.
 ReferencePass runReference(const Graph& graph, Tensor loss, const std::map<int, std::vector<double>>& feeds,
                            const std::vector<std::vector<double>>& parameters = {});

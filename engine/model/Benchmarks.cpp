@@ -2,6 +2,7 @@
 
 #include "gl/Sync.h"
 #include "graph/CompiledGraph.h"
+#include "graph/ReferenceGraph.h"
 #include "model/Classifier.h"
 #include "ops/Elementwise.h"
 #include "ref/Reference.h"
@@ -43,16 +44,16 @@ double gpuMilliseconds(const TimerQuery& start, const TimerQuery& end) {
   return static_cast<double>(end.nanoseconds() - start.nanoseconds()) / 1e6;
 }
 
-void benchInference(const Context& context, const MlpModel& model, std::size_t batch, const BenchSettings& settings,
+void benchInference(const Context& context, const Network& network, std::size_t batch, const BenchSettings& settings,
                     BenchReport& report) {
   std::mt19937 random(settings.seed + static_cast<std::uint32_t>(batch));
-  const auto pixelsPerImage = static_cast<std::size_t>(model.inputs());
+  const std::size_t pixelsPerImage = network.inputs();
   std::vector<std::uint8_t> pixels(batch * pixelsPerImage);
   for (auto& pixel : pixels) pixel = static_cast<std::uint8_t>(random() >> 24);
-  const MlpClassifier classifier(context, model, batch);
+  Classifier classifier(context, network, batch);
   GpuImages images(batch, pixelsPerImage);
   Buffer classes(batch * sizeof(std::uint32_t));
-  const Plan plan = classifier.plan(images, batch, classes, nullptr);
+  const Plan plan = classifier.plan(images, classes, nullptr);
   std::optional<PersistentReadback> persistent;
   if (report.persistentMaps) persistent.emplace(classes.bytes());
 
@@ -119,8 +120,12 @@ void benchInference(const Context& context, const MlpModel& model, std::size_t b
     report.rows.push_back({"inference dispatch", batch, std::to_string(d + 1) + " " + labels[d], summarize(perDispatch[d])});
   }
 
-  const std::vector<double> logits = ref::mlpLogits(model, pixels, 0, batch);
-  const auto outputs = static_cast<std::size_t>(model.outputs());
+  // The float64 reference of the same network on the same normalized pixels.
+  const NetworkGraph reference = buildGraph(network, static_cast<std::uint32_t>(batch), false);
+  const std::vector<double> inputs = ref::normalize(pixels, 0, pixels.size(), network.input.mean, network.input.std);
+  const std::vector<double> logits =
+      referenceValues(reference.graph, {{reference.images.id, inputs}})[static_cast<std::size_t>(reference.logits.id)];
+  const std::size_t outputs = network.classes();
   for (std::size_t i = 0; i < batch; ++i) {
     const std::uint32_t expected = ref::argmax({logits.begin() + static_cast<std::ptrdiff_t>(i * outputs),
                                                 logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * outputs)}, 1, outputs)[0];
@@ -136,17 +141,17 @@ void benchInference(const Context& context, const MlpModel& model, std::size_t b
   }
 }
 
-void benchTraining(const Context& context, const MlpModel& model, const BenchSettings& settings, BenchReport& report) {
+void benchTraining(const Context& context, const Network& network, const BenchSettings& settings, BenchReport& report) {
   std::mt19937 random(settings.seed);
   const std::uint32_t batch = settings.trainingBatch;
-  const MlpGraph mlp = buildMlpGraph(model, batch);
-  CompiledGraph compiled(context, mlp.graph, mlp.loss, {mlp.correct}, {OptimizerKind::sgd, 0.01f});
-  std::vector<float> images(static_cast<std::size_t>(batch) * static_cast<std::size_t>(model.inputs()));
+  const NetworkGraph nodes = buildGraph(network, batch);
+  CompiledGraph compiled(context, nodes.graph, nodes.loss, {nodes.correct}, {OptimizerKind::sgd, 0.01f});
+  std::vector<float> images(static_cast<std::size_t>(batch) * network.inputs());
   for (float& value : images) value = static_cast<float>(random() % 256) / 255.0f;
   std::vector<std::uint32_t> labels(batch);
-  for (auto& label : labels) label = random() % static_cast<std::uint32_t>(model.outputs());
-  compiled.upload(mlp.images, images.data(), images.size() * 4);
-  compiled.upload(mlp.labels, labels.data(), labels.size() * 4);
+  for (auto& label : labels) label = random() % network.classes();
+  compiled.upload(nodes.images, images.data(), images.size() * 4);
+  compiled.upload(nodes.labels, labels.data(), labels.size() * 4);
   Plan plan = compiled.trainingPlan([](Plan&) {});
   report.trainingDispatches = plan.dispatchCount();
   Recorder recorder;
@@ -278,7 +283,7 @@ const BenchRow* BenchReport::find(const std::string& section, std::size_t batch,
   return nullptr;
 }
 
-BenchReport runBenchmarks(const Context& context, const MlpModel& model, const BenchSettings& settings,
+BenchReport runBenchmarks(const Context& context, const Network& network, const BenchSettings& settings,
                           const std::function<void(const std::string&)>& progress) {
   BenchReport report;
   report.persistentMaps = context.hasExtension("GL_ARB_buffer_storage");
@@ -286,8 +291,8 @@ BenchReport runBenchmarks(const Context& context, const MlpModel& model, const B
   {
     // A training graph compiles every kind of program inference and training use (the driver's own shader
     // cache may still shorten a second start).
-    const MlpGraph mlp = buildMlpGraph(model, settings.trainingBatch);
-    CompiledGraph compiled(context, mlp.graph, mlp.loss, {mlp.correct}, {OptimizerKind::sgd, 0.01f});
+    const NetworkGraph nodes = buildGraph(network, settings.trainingBatch);
+    CompiledGraph compiled(context, nodes.graph, nodes.loss, {nodes.correct}, {OptimizerKind::sgd, 0.01f});
     compiled.trainingPlan([](Plan&) {});
     for (const auto& [key, ms] : compiled.compileTimes()) report.coldStart.emplace_back("compile " + key, ms);
   }
@@ -295,10 +300,10 @@ BenchReport runBenchmarks(const Context& context, const MlpModel& model, const B
   benchDispatch(context, settings, report);
   for (const std::size_t batch : settings.batches) {
     if (progress) progress("inference, batch " + std::to_string(batch));
-    benchInference(context, model, batch, settings, report);
+    benchInference(context, network, batch, settings, report);
   }
   if (progress) progress("training step");
-  benchTraining(context, model, settings, report);
+  benchTraining(context, network, settings, report);
   if (progress) progress("elementwise workload");
   benchElementwise(context, settings, report);
   return report;

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "gl/Context.h"
-#include "model/Mlp.h"
+#include "model/Network.h"
 
 #include <functional>
 #include <string>
@@ -47,7 +47,7 @@ struct BenchReport {
 };
 
 // `progress` names each workload as it starts.
-BenchReport runBenchmarks(const Context& context, const MlpModel& model, const BenchSettings& settings,
+BenchReport runBenchmarks(const Context& context, const Network& network, const BenchSettings& settings,
                           const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace glnet

@@ -2,6 +2,10 @@
 
 #include "gl/Sync.h"
 #include "gl/check.h"
+#include "ops/Normalize.h"
+#include "ops/Softmax.h"
+
+#include <optional>
 
 #include <chrono>
 
@@ -20,79 +24,67 @@ std::uint32_t narrow(std::size_t value) {
 
 }  // namespace
 
-MlpClassifier::MlpClassifier(const Context& context, const MlpModel& model, std::size_t maxBatch)
-    : context_(context),
-      model_(model),
-      maxBatch_(maxBatch),
-      normalize_(programs_),
-      hidden_(model.layers.size() > 1 ? std::make_unique<DenseOp>(programs_, model.activation) : nullptr),
-      output_(programs_, Activation::none),
-      softmax_(programs_) {
-  activations_.emplace_back(maxBatch * static_cast<std::size_t>(model.inputs()) * sizeof(float));
-  for (const DenseWeights& layer : model.layers) {
-    weights_.push_back(Buffer::of(layer.weight));
-    biases_.push_back(Buffer::of(layer.bias));
-    activations_.emplace_back(maxBatch * static_cast<std::size_t>(layer.outputs) * sizeof(float));
-  }
-}
+Classifier::Classifier(const Context& context, const Network& network, std::size_t batch)
+    : batch_(batch),
+      inputs_(network.inputs()),
+      classes_(network.classes()),
+      input_(network.input),
+      graph_(buildGraph(network, narrow(batch), false)),
+      compiled_(context, graph_.graph) {}
 
-Plan MlpClassifier::plan(const GpuImages& images, std::size_t batch, const Buffer& classes,
-                         const Buffer* probabilities) const {
-  GLNET_ASSERT(batch >= 1 && batch <= maxBatch_, "batch larger than the classifier was built for");
-  if (images.pixelsPerImage != static_cast<std::size_t>(model_.inputs())) {
-    throw Error("the model takes " + std::to_string(model_.inputs()) + " inputs but the images have " +
+Plan Classifier::plan(const GpuImages& images, const Buffer& classes, const Buffer* probabilities) {
+  if (images.pixelsPerImage != inputs_) {
+    throw Error("the model takes " + std::to_string(inputs_) + " inputs but the images have " +
                 std::to_string(images.pixelsPerImage) + " pixels");
   }
-  Plan plan(context_.limits());
-  const int first = plan.addParameter(0);
-  GLNET_ASSERT(first == firstImage, "the first plan parameter is the first image");
-  const auto rows = narrow(batch);
-  plan.record(normalize_(images.pixels, activations_[0], narrow(batch * images.pixelsPerImage),
-                         Uniform::fromParameter(NormalizeOp::firstPixelLocation, first, model_.inputs()),
-                         model_.input.mean, model_.input.std));
-  for (std::size_t l = 0; l < model_.layers.size(); ++l) {
-    const DenseWeights& layer = model_.layers[l];
-    const DenseOp& op = l + 1 < model_.layers.size() ? *hidden_ : output_;
-    plan.record(op.forward(activations_[l], weights_[l], biases_[l], activations_[l + 1],
-                           {rows, narrow(static_cast<std::size_t>(layer.inputs)), narrow(static_cast<std::size_t>(layer.outputs))}));
-  }
-  const Buffer& logits = activations_.back();
-  const auto outputs = narrow(static_cast<std::size_t>(model_.outputs()));
-  plan.record(softmax_.argmax(logits, classes, rows, outputs, Uniform::fromParameter(SoftmaxOp::firstRowLocation, first)));
-  if (probabilities) plan.record(softmax_.softmax(logits, *probabilities, rows, outputs));
+  const auto rows = narrow(batch_);
+  Plan plan = compiled_.forwardPlan([&](Plan& p) {
+    const int first = p.addParameter(0);
+    GLNET_ASSERT(first == firstImage, "the first image is the plan parameter after the step");
+    p.record(NormalizeOp(programs_)(images.pixels, compiled_.view(graph_.images), narrow(batch_ * inputs_),
+                                    Uniform::fromParameter(NormalizeOp::firstPixelLocation, first, static_cast<std::int64_t>(inputs_)),
+                                    input_.mean, input_.std));
+  });
+  const SoftmaxOp softmax(programs_);
+  const BufferView logits = compiled_.view(graph_.logits);
+  plan.record(softmax.argmax(logits, classes, rows, classes_, Uniform::fromParameter(SoftmaxOp::firstRowLocation, firstImage)));
+  if (probabilities) plan.record(softmax.softmax(logits, *probabilities, rows, classes_));
   return plan;
 }
 
-Evaluation evaluate(const Context& context, const MlpModel& model, const LabelledImages& data, std::size_t batch) {
+Evaluation evaluate(const Context& context, const Network& network, const LabelledImages& data, std::size_t batch) {
   const auto start = Clock::now();
   const GpuImages images = uploadImages(data.images);
   Fence(/*after the upload*/).wait();
   const double uploadMs = millisecondsBetween(start, Clock::now());
-  Evaluation result = evaluate(context, model, images, data.labels, batch);
+  Evaluation result = evaluate(context, network, images, data.labels, batch);
   result.times.uploadMs = uploadMs;
   return result;
 }
 
-Evaluation evaluate(const Context& context, const MlpModel& model, const GpuImages& images,
+Evaluation evaluate(const Context& context, const Network& network, const GpuImages& images,
                     const std::vector<std::uint8_t>& labels, std::size_t batch) {
   const std::size_t count = images.count;
   GLNET_ASSERT(labels.size() >= count, "a label per image");
   batch = std::min(batch, count);
   Evaluation result;
   auto start = Clock::now();
-  const MlpClassifier classifier(context, model, batch);
+  // A second, smaller compilation serves the last batch when the batch size does not divide the count.
+  Classifier fullClassifier(context, network, batch);
+  std::optional<Classifier> tailClassifier;
+  if (count % batch) tailClassifier.emplace(context, network, count % batch);
   result.times.compileMs = millisecondsBetween(start, Clock::now());
 
   Buffer classes(count * sizeof(std::uint32_t));
-  Plan full = classifier.plan(images, batch, classes, nullptr);
-  Plan tail = classifier.plan(images, count % batch ? count % batch : batch, classes, nullptr);
+  Plan full = fullClassifier.plan(images, classes, nullptr);
+  Plan tail = tailClassifier ? tailClassifier->plan(images, classes, nullptr) : Plan(context.limits());
 
   TimerQuery gpuStart, gpuEnd;
   start = Clock::now();
   gpuStart.record();
   for (std::size_t first = 0; first < count; first += batch) {
     Plan& plan = first + batch <= count ? full : tail;
-    plan.setParameter(MlpClassifier::firstImage, static_cast<std::uint32_t>(first));
+    plan.setParameter(Classifier::firstImage, static_cast<std::uint32_t>(first));
     plan.run();
   }
   gpuEnd.record();
@@ -105,7 +97,7 @@ Evaluation evaluate(const Context& context, const MlpModel& model, const GpuImag
   result.times.gpuMs = static_cast<double>(gpuEnd.nanoseconds() - gpuStart.nanoseconds()) / 1e6;
   result.imagesPerSecond = static_cast<double>(count) / (millisecondsBetween(start, done) / 1e3);
 
-  const auto classCount = static_cast<std::size_t>(model.outputs());
+  const auto classCount = static_cast<std::size_t>(network.classes());
   result.confusion.assign(classCount, std::vector<std::size_t>(classCount, 0));
   for (std::size_t i = 0; i < count; ++i) {
     if (labels[i] >= classCount) {
@@ -120,17 +112,17 @@ Evaluation evaluate(const Context& context, const MlpModel& model, const GpuImag
   return result;
 }
 
-std::vector<Prediction> predict(const Context& context, const MlpModel& model, const std::vector<std::uint8_t>& pixels,
+std::vector<Prediction> predict(const Context& context, const Network& network, const std::vector<std::uint8_t>& pixels,
                                 std::size_t count, InferenceTimes* times) {
   InferenceTimes local;
   InferenceTimes& t = times ? *times : local;
   auto start = Clock::now();
-  const MlpClassifier classifier(context, model, count);
+  Classifier classifier(context, network, count);
   Buffer classes(count * sizeof(std::uint32_t));
-  const auto outputs = static_cast<std::size_t>(model.outputs());
+  const auto outputs = static_cast<std::size_t>(network.classes());
   Buffer probabilities(count * outputs * sizeof(float));
-  GpuImages images(count, static_cast<std::size_t>(model.inputs()));
-  const Plan plan = classifier.plan(images, count, classes, &probabilities);
+  GpuImages images(count, network.inputs());
+  const Plan plan = classifier.plan(images, classes, &probabilities);
   t.compileMs = millisecondsBetween(start, Clock::now());
 
   TimerQuery gpuStart, gpuEnd;

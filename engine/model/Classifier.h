@@ -1,39 +1,33 @@
-// Runs an MLP classifier on the GPU: weights resident, one recorded Plan per batch size, replayed per batch.
+// Runs a classifier network on the GPU: weights resident, the forward pass compiled once for a batch size
+// and recorded into a Plan replayed per batch, the images normalized from uint8 in a shader.
 #pragma once
 
 #include "data/GpuImages.h"
 #include "gl/Context.h"
-#include "model/Mlp.h"
-#include "ops/Dense.h"
-#include "ops/Normalize.h"
-#include "ops/Softmax.h"
-
-#include <memory>
+#include "graph/CompiledGraph.h"
+#include "model/Network.h"
 
 namespace glnet {
 
-class MlpClassifier {
+class Classifier {
  public:
-  // Compiles every program the plans need and uploads the weights; activations fit `maxBatch` images.
-  MlpClassifier(const Context& context, const MlpModel& model, std::size_t maxBatch);
+  // Compiles every program the plan needs and uploads the parameters; the plan classifies `batch` images.
+  Classifier(const Context& context, const Network& network, std::size_t batch);
 
   // The plan of one batch: images [first, first + batch) of `images` → classes[first ...] and, when
-  // given, softmax probabilities [batch × outputs]. `first` is plan parameter `firstImage`.
-  Plan plan(const GpuImages& images, std::size_t batch, const Buffer& classes, const Buffer* probabilities) const;
-  static constexpr int firstImage = 0;
-
-  const MlpModel& model() const { return model_; }
+  // given, softmax probabilities [batch × classes]. `first` is plan parameter `firstImage`.
+  Plan plan(const GpuImages& images, const Buffer& classes, const Buffer* probabilities);
+  static constexpr int firstImage = CompiledGraph::stepParameter + 1;
+  std::size_t batch() const { return batch_; }
 
  private:
-  const Context& context_;
-  MlpModel model_;
-  std::size_t maxBatch_;
+  std::size_t batch_;
+  std::size_t inputs_;
+  std::uint32_t classes_;
+  InputFormat input_;
+  NetworkGraph graph_;
+  CompiledGraph compiled_;
   ProgramCache programs_;
-  NormalizeOp normalize_;
-  std::unique_ptr<DenseOp> hidden_;
-  DenseOp output_;
-  SoftmaxOp softmax_;
-  std::vector<Buffer> weights_, biases_, activations_;
 };
 
 struct InferenceTimes {
@@ -54,9 +48,9 @@ struct Evaluation {
 };
 
 // Uploads the test images once as uint8, replays one plan per batch, reads the predictions once at the end.
-Evaluation evaluate(const Context& context, const MlpModel& model, const LabelledImages& data, std::size_t batch);
+Evaluation evaluate(const Context& context, const Network& network, const LabelledImages& data, std::size_t batch);
 // The same on images already resident on the GPU.
-Evaluation evaluate(const Context& context, const MlpModel& model, const GpuImages& images,
+Evaluation evaluate(const Context& context, const Network& network, const GpuImages& images,
                     const std::vector<std::uint8_t>& labels, std::size_t batch);
 
 struct Prediction {
@@ -64,8 +58,8 @@ struct Prediction {
   std::vector<float> probabilities;
 };
 
-// Classifies `count` images in one batch; `pixels` holds count × model.inputs() bytes.
-std::vector<Prediction> predict(const Context& context, const MlpModel& model, const std::vector<std::uint8_t>& pixels,
+// Classifies `count` images in one batch; `pixels` holds count × network.inputs() bytes.
+std::vector<Prediction> predict(const Context& context, const Network& network, const std::vector<std::uint8_t>& pixels,
                                 std::size_t count, InferenceTimes* times = nullptr);
 
 }  // namespace glnet

@@ -27,19 +27,12 @@ const char* stateName(OptimizerKind kind, std::size_t index) {
 }  // namespace
 
 void Checkpoint::save(const std::string& path) const {
-  TensorFile file = model.toTensors();
-  const TensorFile parameters = model.toTensors();
-  // Parameter order of the graph: fc1.weight, fc1.bias, fc2.weight, ...
-  std::vector<std::string> ordered;
-  for (std::size_t l = 0; l < model.layers.size(); ++l) {
-    ordered.push_back("fc" + std::to_string(l + 1) + ".weight");
-    ordered.push_back("fc" + std::to_string(l + 1) + ".bias");
-  }
+  TensorFile file = network.toTensors();
   for (std::size_t s = 0; s < optimizerState.size(); ++s) {
-    for (std::size_t p = 0; p < ordered.size(); ++p) {
-      const HostTensor& parameter = parameters.tensors.at(ordered[p]);
-      file.tensors["optimizer." + std::string(stateName(optimizer, s)) + "." + ordered[p]] = {parameter.shape,
-                                                                                             optimizerState[s][p]};
+    for (std::size_t p = 0; p < network.parameterNames.size(); ++p) {
+      const std::string& name = network.parameterNames[p];
+      file.tensors["optimizer." + std::string(stateName(optimizer, s)) + "." + name] = {network.parameters.at(name).shape,
+                                                                                       optimizerState[s][p]};
     }
   }
   file.metadata["format"] = "glnet-checkpoint";
@@ -78,22 +71,20 @@ Checkpoint Checkpoint::load(const std::string& path, const std::string& architec
   for (auto& [name, tensor] : file.tensors) {
     (name.rfind("optimizer.", 0) == 0 ? state : modelFile.tensors)[name] = std::move(tensor);
   }
-  checkpoint.model = MlpModel::fromTensors(modelFile, path);
+  checkpoint.network = Network::fromTensors(modelFile, path);
   checkpoint.optimizerState.resize(OptimizerOp::stateBuffers(optimizer));
   for (std::size_t s = 0; s < checkpoint.optimizerState.size(); ++s) {
-    for (std::size_t l = 0; l < checkpoint.model.layers.size(); ++l) {
-      for (const char* part : {".weight", ".bias"}) {
-        const std::string name = "optimizer." + std::string(stateName(optimizer, s)) + ".fc" + std::to_string(l + 1) + part;
-        const auto found = state.find(name);
-        if (found == state.end()) throw Error(path + ": the checkpoint lacks " + name);
-        checkpoint.optimizerState[s].push_back(found->second.values);
-      }
+    for (const std::string& parameter : checkpoint.network.parameterNames) {
+      const std::string name = "optimizer." + std::string(stateName(optimizer, s)) + "." + parameter;
+      const auto found = state.find(name);
+      if (found == state.end()) throw Error(path + ": the checkpoint lacks " + name);
+      checkpoint.optimizerState[s].push_back(found->second.values);
     }
   }
   return checkpoint;
 }
 
-Trainer::Trainer(const Context& context, const MlpModel& initial, const LabelledImages& train, const LabelledImages& test,
+Trainer::Trainer(const Context& context, const Network& initial, const LabelledImages& train, const LabelledImages& test,
                  const TrainingOptions& options)
     : context_(context),
       shape_(initial),
@@ -105,10 +96,10 @@ Trainer::Trainer(const Context& context, const MlpModel& initial, const Labelled
       trainLabels_(uploadLabels(train.labels)),
       indices_(train.images.count * sizeof(std::uint32_t)),
       testLabels_(test.labels),
-      mlp_(buildMlpGraph(initial, options.fullBatch ? static_cast<std::uint32_t>(train.images.count) : options.batch)),
-      graph_(context, mlp_.graph, mlp_.loss, {mlp_.correct}, options.optimizer),
+      nodes_(buildGraph(initial, options.fullBatch ? static_cast<std::uint32_t>(train.images.count) : options.batch)),
+      graph_(context, nodes_.graph, nodes_.loss, {nodes_.correct}, options.optimizer),
       plan_(context.limits()) {
-  if (train.images.pixelsPerImage() != static_cast<std::size_t>(initial.inputs())) {
+  if (train.images.pixelsPerImage() != initial.inputs()) {
     throw Error("the model takes " + std::to_string(initial.inputs()) + " inputs but the training images have " +
                 std::to_string(train.images.pixelsPerImage()) + " pixels");
   }
@@ -121,14 +112,14 @@ Trainer::Trainer(const Context& context, const MlpModel& initial, const Labelled
   const GatherOp gather(feedPrograms_);
   plan_ = graph_.trainingPlan([&](Plan& plan) {
     firstRowParameter_ = plan.addParameter(0);
-    plan.record(gather.images(trainImages_.pixels, indices_, graph_.view(mlp_.images), rows, pixels, firstRowParameter_,
+    plan.record(gather.images(trainImages_.pixels, indices_, graph_.view(nodes_.images), rows, pixels, firstRowParameter_,
                               initial.input.mean, initial.input.std));
-    plan.record(gather.labels(trainLabels_, indices_, graph_.view(mlp_.labels), rows, firstRowParameter_));
+    plan.record(gather.labels(trainLabels_, indices_, graph_.view(nodes_.labels), rows, firstRowParameter_));
   });
 }
 
 void Trainer::restore(const Checkpoint& checkpoint) {
-  graph_.writeParameters(mlpParameters(checkpoint.model));
+  graph_.writeParameters(checkpoint.network.parameterValues());
   graph_.writeOptimizerState(checkpoint.optimizerState);
   epochsDone_ = checkpoint.epochsDone;
   stepsDone_ = checkpoint.stepsDone;
@@ -196,15 +187,19 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     result.trainAccuracy = epochCorrect / samples;
     result.samplesPerSecond = samples / result.seconds;
     result.evaluated = epoch % options_.evaluateEvery == 0 || epoch == options_.epochs;
-    if (result.evaluated) result.testAccuracy = evaluate(context_, model(), testImages_, testLabels_, 1000).accuracy;
+    if (result.evaluated) result.testAccuracy = evaluate(context_, network(), testImages_, testLabels_, 1000).accuracy;
     if (epochDone) epochDone(result);
   }
 }
 
-MlpModel Trainer::model() const { return mlpFromParameters(shape_, graph_.readParameters()); }
+Network Trainer::network() const {
+  Network trained = shape_;
+  trained.setParameterValues(graph_.readParameters());
+  return trained;
+}
 
 Checkpoint Trainer::checkpoint() const {
-  return {model(), options_.optimizer.kind, graph_.readOptimizerState(), epochsDone_, stepsDone_};
+  return {network(), options_.optimizer.kind, graph_.readOptimizerState(), epochsDone_, stepsDone_};
 }
 
 }  // namespace glnet

@@ -6,6 +6,7 @@
 #include "data/Idx.h"
 #include "graph/CompiledGraph.h"
 #include "model/Classifier.h"
+#include "model/Network.h"
 #include "model/Safetensors.h"
 
 #include <functional>
@@ -44,7 +45,7 @@ struct EpochResult {
 
 // Everything needed to resume: the model, the optimizer's state, and how far training got.
 struct Checkpoint {
-  MlpModel model;
+  Network network;
   OptimizerKind optimizer = OptimizerKind::sgd;
   std::vector<std::vector<std::vector<float>>> optimizerState;
   int epochsDone = 0;
@@ -58,7 +59,7 @@ struct Checkpoint {
 class Trainer {
  public:
   // Uploads the training and test images once as uint8 and compiles the training step.
-  Trainer(const Context& context, const MlpModel& initial, const LabelledImages& train, const LabelledImages& test,
+  Trainer(const Context& context, const Network& initial, const LabelledImages& train, const LabelledImages& test,
           const TrainingOptions& options);
 
   void restore(const Checkpoint& checkpoint);
@@ -67,7 +68,7 @@ class Trainer {
   void run(const std::function<void(const TrainingProgress&)>& progress,
            const std::function<void(const EpochResult&)>& epochDone);
 
-  MlpModel model() const;
+  Network network() const;
   Checkpoint checkpoint() const;
   std::size_t stepsPerEpoch() const { return stepsPerEpoch_; }
   double compileMilliseconds() const { return graph_.compileMilliseconds(); }
@@ -77,14 +78,14 @@ class Trainer {
   std::vector<std::uint32_t> epochOrder(int epoch) const;
 
   const Context& context_;
-  MlpModel shape_;
+  Network shape_;
   TrainingOptions options_;
   std::size_t trainCount_;
   std::size_t stepsPerEpoch_;
   GpuImages trainImages_, testImages_;
   Buffer trainLabels_, indices_;
   std::vector<std::uint8_t> testLabels_;
-  MlpGraph mlp_;
+  NetworkGraph nodes_;
   CompiledGraph graph_;
   ProgramCache feedPrograms_;
   Plan plan_;

@@ -1,7 +1,7 @@
 // Bindings of shaders/Conv2D.glsl (stride-1 convolution and its gradients) and shaders/MaxPool.glsl.
 #pragma once
 
-#include "model/Mlp.h"
+#include "ops/Activation.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 

@@ -2,7 +2,7 @@
 // and its gradients, the activation (derivative) fused.
 #pragma once
 
-#include "model/Mlp.h"
+#include "ops/Activation.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 

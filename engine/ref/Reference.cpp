@@ -68,17 +68,4 @@ std::vector<std::uint32_t> argmax(const std::vector<double>& logits, std::size_t
   return classes;
 }
 
-std::vector<double> mlpLogits(const MlpModel& model, const std::vector<std::uint8_t>& pixels, std::size_t first,
-                              std::size_t count) {
-  const auto inputs = static_cast<std::size_t>(model.inputs());
-  std::vector<double> activations = normalize(pixels, first * inputs, count * inputs, model.input.mean, model.input.std);
-  for (std::size_t l = 0; l < model.layers.size(); ++l) {
-    const DenseWeights& layer = model.layers[l];
-    const Activation activation = l + 1 < model.layers.size() ? model.activation : Activation::none;
-    activations = dense(activations, layer.weight, layer.bias, count, static_cast<std::size_t>(layer.inputs),
-                        static_cast<std::size_t>(layer.outputs), activation);
-  }
-  return activations;
-}
-
 }  // namespace glnet::ref

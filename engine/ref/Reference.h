@@ -1,7 +1,7 @@
 // Plain C++ references of every op, accumulating in double (DESIGN.md, principle 4).
 #pragma once
 
-#include "model/Mlp.h"
+#include "ops/Activation.h"
 
 #include <cstdint>
 #include <vector>
@@ -18,9 +18,5 @@ std::vector<double> dense(const std::vector<double>& x, const std::vector<float>
                           std::size_t rows, std::size_t inputs, std::size_t outputs, Activation activation);
 std::vector<double> softmax(const std::vector<double>& logits, std::size_t rows, std::size_t columns);
 std::vector<std::uint32_t> argmax(const std::vector<double>& logits, std::size_t rows, std::size_t columns);
-
-// The whole MLP on `count` images from `first`: the logits [count × outputs].
-std::vector<double> mlpLogits(const MlpModel& model, const std::vector<std::uint8_t>& pixels, std::size_t first,
-                              std::size_t count);
 
 }  // namespace glnet::ref

@@ -1,5 +1,6 @@
 #include "graph/CompiledGraph.h"
 #include "graph/ReferenceGraph.h"
+#include "model/Network.h"
 #include "support/Compare.h"
 #include "support/GlContext.h"
 #include "support/Random.h"
@@ -18,13 +19,13 @@ std::vector<float> randomParameter(std::mt19937& random, std::size_t count) { re
 
 // Trains `model` for `steps` steps of random batches on the GPU and in float64, checking the loss and the
 // correct count of every step and the parameters at the end.
-void trainAgainstReference(const MlpModel& model, std::uint32_t batch, const OptimizerSettings& settings, int steps,
+void trainAgainstReference(const Network& model, std::uint32_t batch, const OptimizerSettings& settings, int steps,
                            std::uint32_t stream) {
   Context& context = test::glContext();
   auto random = test::generator(stream);
-  const auto inputs = static_cast<std::size_t>(model.inputs());
-  const auto classes = static_cast<std::uint32_t>(model.outputs());
-  const MlpGraph mlp = buildMlpGraph(model, batch);
+  const std::size_t inputs = model.inputs();
+  const std::uint32_t classes = model.classes();
+  const NetworkGraph mlp = buildGraph(model, batch);
   CompiledGraph compiled(context, mlp.graph, mlp.loss, {mlp.correct}, settings);
   Plan plan = compiled.trainingPlan([](Plan&) {});
   std::vector<std::vector<double>> parameters;
@@ -147,13 +148,13 @@ TEST_SUITE("gl") {
   }
 
   TEST_CASE("a 784-128-10 MLP at batch 64 trains like the reference (parameters large enough for every upload path)") {
-    trainAgainstReference(MlpModel::random({784, 128, 10}, Activation::relu, 3), 64, {OptimizerKind::sgd, 0.1f}, 3, 52);
+    trainAgainstReference(Network::create("784-128-10", Activation::relu, 3), 64, {OptimizerKind::sgd, 0.1f}, 3, 52);
   }
 
   TEST_CASE("ten training steps of a small MLP match the float64 reference losses step by step") {
     for (const OptimizerKind kind : {OptimizerKind::sgd, OptimizerKind::momentum, OptimizerKind::adam}) {
       CAPTURE(optimizerName(kind));
-      trainAgainstReference(MlpModel::random({23, 17, 5}, Activation::relu, 7), 13,
+      trainAgainstReference(Network::create("23-17-5", Activation::relu, 7), 13,
                             {kind, kind == OptimizerKind::adam ? 0.01f : 0.1f}, 10, 51);
     }
   }

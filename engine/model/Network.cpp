@@ -1,0 +1,255 @@
+#include "model/Network.h"
+
+#include "gl/check.h"
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <sstream>
+
+namespace glnet {
+namespace {
+
+constexpr std::uint32_t mnistSide = 28;
+
+std::string metadataOf(const TensorFile& file, const std::string& key) {
+  const auto found = file.metadata.find(key);
+  return found == file.metadata.end() ? std::string() : found->second;
+}
+
+// Appends the parameters of a layer (weight of `weightShape`, bias [weightShape[0]]) in graph order.
+void addParameters(Network& network, const std::string& name, const Shape& weightShape, std::mt19937* random) {
+  const std::size_t fanIn = elementCount(weightShape) / weightShape[0];
+  const float bound = 1.0f / std::sqrt(static_cast<float>(fanIn));
+  std::uniform_real_distribution<float> uniform(-bound, bound);
+  HostTensor weight{{weightShape.begin(), weightShape.end()}, std::vector<float>(elementCount(weightShape))};
+  HostTensor bias{{weightShape[0]}, std::vector<float>(weightShape[0])};
+  if (random) {
+    for (float& value : weight.values) value = uniform(*random);
+    for (float& value : bias.values) value = uniform(*random);
+  }
+  network.parameterNames.push_back(name + ".weight");
+  network.parameterNames.push_back(name + ".bias");
+  network.parameters[name + ".weight"] = std::move(weight);
+  network.parameters[name + ".bias"] = std::move(bias);
+}
+
+// The MNIST CNN: every convolution is followed by the activation and 2×2 pooling, the dense layers by the
+// activation except the last. `convChannels`/`denseOutputs` come from the architecture or a file's shapes.
+void buildCnn(Network& network, const std::vector<std::pair<std::uint32_t, std::uint32_t>>& convs,
+              const std::vector<std::uint32_t>& denseOutputs, std::mt19937* random) {
+  std::uint32_t channels = network.inputShape[0], side = network.inputShape[1];
+  for (std::size_t i = 0; i < convs.size(); ++i) {
+    const auto [outputs, kernel] = convs[i];
+    const std::string name = "conv" + std::to_string(i + 1);
+    network.layers.push_back({LayerSpec::Kind::conv, name, outputs, kernel, (kernel - 1) / 2, network.activation});
+    addParameters(network, name, {outputs, channels, kernel, kernel}, random);
+    network.layers.push_back({LayerSpec::Kind::pool, "", 0, 0, 0, Activation::none});
+    channels = outputs;
+    side /= 2;
+  }
+  network.layers.push_back({LayerSpec::Kind::flatten, "", 0, 0, 0, Activation::none});
+  std::uint32_t inputs = channels * side * side;
+  for (std::size_t i = 0; i < denseOutputs.size(); ++i) {
+    const std::string name = "fc" + std::to_string(i + 1);
+    const bool last = i + 1 == denseOutputs.size();
+    network.layers.push_back({LayerSpec::Kind::dense, name, denseOutputs[i], 0, 0, last ? Activation::none : network.activation});
+    addParameters(network, name, {denseOutputs[i], inputs}, random);
+    inputs = denseOutputs[i];
+  }
+}
+
+void buildMlp(Network& network, const std::vector<int>& sizes, std::mt19937* random) {
+  for (std::size_t i = 0; i + 1 < sizes.size(); ++i) {
+    const std::string name = "fc" + std::to_string(i + 1);
+    const bool last = i + 2 == sizes.size();
+    const auto outputs = static_cast<std::uint32_t>(sizes[i + 1]);
+    network.layers.push_back({LayerSpec::Kind::dense, name, outputs, 0, 0, last ? Activation::none : network.activation});
+    addParameters(network, name, {outputs, static_cast<std::uint32_t>(sizes[i])}, random);
+  }
+}
+
+}  // namespace
+
+std::vector<int> parseArchitecture(const std::string& text) {
+  std::vector<int> sizes;
+  std::istringstream parts(text);
+  std::string part;
+  while (std::getline(parts, part, '-')) {
+    char* end = nullptr;
+    const long size = std::strtol(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0' || size < 1 || size > (1 << 20)) {
+      throw UsageError("architecture '" + text + "' is neither cnn nor layer sizes joined by '-', such as 784-128-10");
+    }
+    sizes.push_back(static_cast<int>(size));
+  }
+  if (sizes.size() < 2) throw UsageError("architecture '" + text + "' needs at least an input and an output size");
+  return sizes;
+}
+
+std::uint32_t Network::classes() const { return layers.back().outputs; }
+
+Network Network::create(const std::string& architecture, Activation activation, std::uint32_t seed) {
+  Network network;
+  network.architecture = architecture;
+  network.activation = activation;
+  std::mt19937 random(seed);
+  if (architecture == "cnn") {
+    network.inputShape = {1, mnistSide, mnistSide};
+    buildCnn(network, {{32, 5}, {64, 5}}, {512, 10}, &random);
+  } else {
+    const std::vector<int> sizes = parseArchitecture(architecture);
+    network.inputShape = {static_cast<std::uint32_t>(sizes.front())};
+    buildMlp(network, sizes, &random);
+  }
+  return network;
+}
+
+Network Network::fromTensors(const TensorFile& file, const std::string& path) {
+  Network network;
+  try {
+    if (const std::string activation = metadataOf(file, "activation"); !activation.empty()) {
+      network.activation = parseActivation(activation);
+    }
+    if (const std::string mean = metadataOf(file, "input_mean"); !mean.empty()) network.input.mean = std::stof(mean);
+    if (const std::string std = metadataOf(file, "input_std"); !std.empty()) network.input.std = std::stof(std);
+  } catch (const std::exception& error) {
+    throw Error(path + ": bad metadata (" + error.what() + ")");
+  }
+  if (!(network.input.std > 0.0f)) throw Error(path + ": metadata input_std must be positive");
+  const auto shapeOf = [&](const std::string& name) -> const std::vector<std::int64_t>* {
+    const auto found = file.tensors.find(name);
+    return found == file.tensors.end() ? nullptr : &found->second.shape;
+  };
+  const auto checkBias = [&](const std::string& prefix, std::int64_t outputs) {
+    const auto* bias = shapeOf(prefix + ".bias");
+    if (!bias) throw Error(path + ": " + prefix + ".weight has no " + prefix + ".bias");
+    if (bias->size() != 1 || (*bias)[0] != outputs) throw Error(path + ": tensor " + prefix + ".bias must be [" + std::to_string(outputs) + "]");
+  };
+
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> convs;
+  std::uint32_t channels = 1, side = mnistSide;
+  for (int index = 1; const auto* weight = shapeOf("conv" + std::to_string(index) + ".weight"); ++index) {
+    const std::string prefix = "conv" + std::to_string(index);
+    if (weight->size() != 4 || (*weight)[2] != (*weight)[3] || (*weight)[2] % 2 == 0 || (*weight)[0] < 1) {
+      throw Error(path + ": tensor " + prefix + ".weight must be [out_c, in_c, k, k] with an odd k (same padding)");
+    }
+    if ((*weight)[1] != channels) {
+      throw Error(path + ": tensor " + prefix + ".weight takes " + std::to_string((*weight)[1]) + " channels but gets " +
+                  std::to_string(channels));
+    }
+    checkBias(prefix, (*weight)[0]);
+    convs.emplace_back(static_cast<std::uint32_t>((*weight)[0]), static_cast<std::uint32_t>((*weight)[2]));
+    channels = convs.back().first;
+    if (side / 2 < 1) throw Error(path + ": too many convolutions for a 28x28 input");
+    side /= 2;
+  }
+  std::vector<std::uint32_t> denseOutputs;
+  std::vector<int> sizes{static_cast<int>(convs.empty() ? 0 : channels * side * side)};
+  for (int index = 1; const auto* weight = shapeOf("fc" + std::to_string(index) + ".weight"); ++index) {
+    const std::string prefix = "fc" + std::to_string(index);
+    if (weight->size() != 2 || (*weight)[0] < 1 || (*weight)[1] < 1) {
+      throw Error(path + ": tensor " + prefix + ".weight must be [out, in], has rank " + std::to_string(weight->size()));
+    }
+    if (sizes.back() != 0 && (*weight)[1] != sizes.back()) {
+      throw Error(path + ": tensor " + prefix + ".weight takes " + std::to_string((*weight)[1]) + " inputs but " +
+                  (index == 1 ? std::string("the convolutions give ") : "fc" + std::to_string(index - 1) + " gives ") +
+                  std::to_string(sizes.back()));
+    }
+    if (sizes.back() == 0) sizes.back() = static_cast<int>((*weight)[1]);
+    checkBias(prefix, (*weight)[0]);
+    sizes.push_back(static_cast<int>((*weight)[0]));
+    denseOutputs.push_back(static_cast<std::uint32_t>((*weight)[0]));
+  }
+  if (denseOutputs.empty()) {
+    throw Error(path + ": no tensor fc1.weight; not a classifier (expected fc1.weight, fc1.bias, ... and for a CNN conv1.weight, ...)");
+  }
+  if (convs.empty()) {
+    network.inputShape = {static_cast<std::uint32_t>(sizes.front())};
+    network.architecture = std::to_string(sizes.front());
+    for (std::size_t i = 1; i < sizes.size(); ++i) network.architecture += "-" + std::to_string(sizes[i]);
+    buildMlp(network, sizes, nullptr);
+  } else {
+    network.inputShape = {1, mnistSide, mnistSide};
+    network.architecture = "cnn";
+    buildCnn(network, convs, denseOutputs, nullptr);
+  }
+  const std::string declared = metadataOf(file, "architecture");
+  if (!declared.empty() && declared != network.architecture && !(declared == "cnn" && !convs.empty())) {
+    throw Error(path + ": metadata says architecture " + declared + " but the tensors make " + network.architecture);
+  }
+  std::set<std::string> known(network.parameterNames.begin(), network.parameterNames.end());
+  for (const auto& [name, tensor] : file.tensors) {
+    if (!known.count(name)) throw Error(path + ": unexpected tensor " + name + " in a " + network.architecture + " model");
+    network.parameters[name] = tensor;
+  }
+  return network;
+}
+
+TensorFile Network::toTensors() const {
+  TensorFile file;
+  file.tensors = parameters;
+  std::ostringstream mean, std;
+  mean.precision(9);
+  std.precision(9);
+  mean << input.mean;
+  std << input.std;
+  file.metadata = {{"architecture", architecture}, {"activation", activationName(activation)},
+                   {"input", "uint8 pixels, (x/255 - input_mean) / input_std"}, {"input_mean", mean.str()},
+                   {"input_std", std.str()}, {"format", "glnet-model"}, {"glnet_version", GLNET_VERSION}};
+  return file;
+}
+
+std::vector<std::vector<float>> Network::parameterValues() const {
+  std::vector<std::vector<float>> values;
+  for (const std::string& name : parameterNames) values.push_back(parameters.at(name).values);
+  return values;
+}
+
+void Network::setParameterValues(const std::vector<std::vector<float>>& values) {
+  GLNET_ASSERT(values.size() == parameterNames.size(), "one value list per parameter");
+  for (std::size_t p = 0; p < values.size(); ++p) {
+    HostTensor& tensor = parameters.at(parameterNames[p]);
+    GLNET_ASSERT(values[p].size() == tensor.values.size(), "parameter " + parameterNames[p] + " changes size");
+    tensor.values = values[p];
+  }
+}
+
+NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLoss) {
+  NetworkGraph result;
+  Graph& g = result.graph;
+  Shape imageShape{batch};
+  imageShape.insert(imageShape.end(), network.inputShape.begin(), network.inputShape.end());
+  result.images = g.input("images", imageShape);
+  Tensor x = result.images;
+  const auto parameter = [&](const std::string& name) {
+    const HostTensor& tensor = network.parameters.at(name);
+    return g.parameter(name, Shape(tensor.shape.begin(), tensor.shape.end()), tensor.values);
+  };
+  for (const LayerSpec& layer : network.layers) {
+    switch (layer.kind) {
+      case LayerSpec::Kind::conv:
+        x = g.apply(conv2dOp(layer.activation, layer.padding), {x, parameter(layer.name + ".weight"), parameter(layer.name + ".bias")},
+                    layer.name);
+        break;
+      case LayerSpec::Kind::pool:
+        x = g.apply(maxPoolOp(), {x});
+        break;
+      case LayerSpec::Kind::flatten:
+        x = g.apply(flattenOp(), {x});
+        break;
+      case LayerSpec::Kind::dense:
+        x = g.apply(denseOp(layer.activation), {x, parameter(layer.name + ".weight"), parameter(layer.name + ".bias")}, layer.name);
+        break;
+    }
+  }
+  result.logits = x;
+  if (withLoss) {
+    result.labels = g.indexInput("labels", {batch});
+    result.loss = g.apply(softmaxCrossEntropyOp(), {result.logits, result.labels}, "loss");
+    result.correct = g.apply(correctOp(), {result.logits, result.labels}, "correct");
+  }
+  return result;
+}
+
+}  // namespace glnet

@@ -1,0 +1,67 @@
+// A classifier network: an MLP ("784-128-10") or the MNIST CNN ("cnn": conv5x5x32-relu-pool2-conv5x5x64-relu-
+// pool2-fc512-relu-fc10, same padding). Parameters use PyTorch's names and layouts (fcK.weight [out, in],
+// convK.weight [out_c, in_c, kh, kw], with their .bias), so a PyTorch state_dict saved as safetensors loads.
+#pragma once
+
+#include "graph/Graph.h"
+#include "model/Safetensors.h"
+#include "ops/Activation.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+// "784-128-10" → {784, 128, 10}; throws UsageError naming what is wrong.
+std::vector<int> parseArchitecture(const std::string& text);
+
+// How raw uint8 pixels become the first layer's input: (x/255 − mean) / std.
+struct InputFormat {
+  float mean = 0.0f;
+  float std = 1.0f;
+};
+
+struct LayerSpec {
+  enum class Kind { conv, pool, flatten, dense };
+  Kind kind;
+  std::string name;  // convK or fcK: the prefix of its parameters; empty for pool and flatten
+  std::uint32_t outputs = 0;
+  std::uint32_t kernel = 0;
+  std::uint32_t padding = 0;
+  Activation activation = Activation::none;
+};
+
+struct Network {
+  std::string architecture;
+  Shape inputShape;  // per image: [784] for an MLP, [1, 28, 28] for the CNN
+  Activation activation = Activation::relu;
+  InputFormat input;
+  std::vector<LayerSpec> layers;
+  std::vector<std::string> parameterNames;  // in the order of the graph's parameters
+  std::map<std::string, HostTensor> parameters;
+
+  std::size_t inputs() const { return elementCount(inputShape); }
+  std::uint32_t classes() const;
+
+  // PyTorch's default initialisation (uniform in ±1/sqrt(fan_in)) from `seed`; "cnn" or layer sizes.
+  static Network create(const std::string& architecture, Activation activation, std::uint32_t seed);
+  // From a file's tensors: checks names, ranks, the chain of shapes and the metadata; errors name the tensor.
+  static Network fromTensors(const TensorFile& file, const std::string& path);
+  static Network load(const std::string& path) { return fromTensors(readSafetensors(path), path); }
+  TensorFile toTensors() const;
+  void save(const std::string& path) const { writeSafetensors(path, toTensors()); }
+
+  std::vector<std::vector<float>> parameterValues() const;
+  void setParameterValues(const std::vector<std::vector<float>>& values);
+};
+
+// The network as a graph for `batch` images: images [batch, inputShape...] → logits; with labels, also the
+// per-row cross-entropy loss and correctness.
+struct NetworkGraph {
+  Graph graph;
+  Tensor images, labels, logits, loss, correct;
+};
+NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLoss = true);
+
+}  // namespace glnet
