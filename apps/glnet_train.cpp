@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
         .option("dataset", "NAME", "mnist or fashion", "mnist")
         .option("data", "DIR", "IDX files directory (default: data/mnist, or /usr/share/datasets/fashion-mnist)")
         .option("train-limit", "N", "train on the first N training images only")
+        .option("test-limit", "N", "measure test accuracy on the first N test images only")
         .flag("full-batch", "full-batch gradient descent: every step uses all training images in order")
         .flag("no-standardize", "feed x/255 as the reference notebook does, instead of standardizing with the training set's mean and std")
         .option("seed", "N", "seed of the initial weights and the shuffling", "0")
@@ -98,7 +99,13 @@ int main(int argc, char** argv) {
     const Network shape = Network::create(architecture, activation, options.seed);
     const auto classes = static_cast<int>(shape.classes());
     LabelledImages train = readMnistSplit(directory, Split::train, classes);
-    const LabelledImages test = readMnistSplit(directory, Split::test, classes);
+    LabelledImages test = readMnistSplit(directory, Split::test, classes);
+    if (parser.has("test-limit")) {
+      const auto limit = static_cast<std::size_t>(parser.integer("test-limit", 1, static_cast<long>(test.images.count)));
+      test.images.count = limit;
+      test.images.pixels.resize(limit * test.images.pixelsPerImage());
+      test.labels.resize(limit);
+    }
     if (parser.has("train-limit")) {
       const auto limit = static_cast<std::size_t>(parser.integer("train-limit", 1, static_cast<long>(train.images.count)));
       train.images.count = limit;
