@@ -16,9 +16,15 @@
   torch_peer.py train --data data/mnist
       one epoch of 784-128-10, batch 64, SGD lr 0.1, data resident on the GPU: eager, and the whole step
       captured in a CUDA graph.
+  torch_peer.py cnn --data data/mnist
+      the MNIST CNN (conv5x5x32-pool-conv5x5x64-pool-fc512-fc10, cuDNN fp32, TF32 off): one training epoch at
+      batch 100 (SGD with momentum 0.9, lr 0.02; eager and CUDA graph) and 10k test images resident.
   torch_peer.py check-model MODEL --data data/mnist --predictions FILE
-      loads a glnet safetensors MLP into torch.nn.Linear layers and compares its test-set predictions with
-      glnet_eval --predictions FILE.
+      loads a glnet safetensors model (MLP or CNN) into torch modules and compares its test-set predictions
+      with glnet_eval --predictions FILE.
+  torch_peer.py export-cnn MODEL
+      writes a freshly initialised PyTorch CNN's state_dict as safetensors (PyTorch's names and layouts), for
+      glnet_eval to load.
 """
 import argparse
 import json
@@ -99,6 +105,95 @@ def mlp(sizes):
             return x
 
     return Mlp()
+
+
+class Cnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 32, 5, padding=2)
+        self.conv2 = torch.nn.Conv2d(32, 64, 5, padding=2)
+        self.fc1 = torch.nn.Linear(64 * 7 * 7, 512)
+        self.fc2 = torch.nn.Linear(512, 10)
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(torch.relu(self.conv1(x.view(-1, 1, 28, 28))), 2)
+        x = torch.nn.functional.max_pool2d(torch.relu(self.conv2(x)), 2)
+        return self.fc2(torch.relu(self.fc1(x.flatten(1))))
+
+
+def write_safetensors(path, tensors, metadata):
+    header, blobs, offset = {"__metadata__": metadata}, [], 0
+    for name, tensor in tensors.items():
+        data = tensor.detach().cpu().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensor.shape), "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    Path(path).write_bytes(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+def bench_cnn(args, device):
+    images = read_idx(Path(args.data) / "train-images-idx3-ubyte").reshape(-1, 784)
+    labels = read_idx(Path(args.data) / "train-labels-idx1-ubyte")
+    test = read_idx(Path(args.data) / "t10k-images-idx3-ubyte").reshape(-1, 784)
+    x_all = torch.from_numpy(images.astype(np.float32) / 255.0).to(device)
+    y_all = torch.from_numpy(labels.astype(np.int64)).to(device)
+    batch, steps = 100, len(images) // 100
+    model = Cnn().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
+    loss_function = torch.nn.CrossEntropyLoss()
+
+    def step(x, y):
+        optimizer.zero_grad(set_to_none=False)
+        loss = loss_function(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+    def epoch_eager():
+        order = torch.randperm(len(images), device=device)
+        for s in range(steps):
+            index = order[s * batch:(s + 1) * batch]
+            step(x_all[index], y_all[index])
+
+    result = {"workload": "cnn", "train_epoch_eager": timed(epoch_eager, 3, device)}
+    if device.type == "cuda":
+        static_x, static_y = x_all[:batch].clone(), y_all[:batch].clone()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(3):
+                step(static_x, static_y)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step(static_x, static_y)
+
+        def epoch_graph():
+            order = torch.randperm(len(images), device=device)
+            for s in range(steps):
+                index = order[s * batch:(s + 1) * batch]
+                static_x.copy_(x_all[index])
+                static_y.copy_(y_all[index])
+                graph.replay()
+
+        result["train_epoch_cuda_graph"] = timed(epoch_graph, 3, device)
+    resident = torch.from_numpy(test.astype(np.float32) / 255.0).to(device)
+
+    @torch.no_grad()
+    def evaluate():
+        return model(resident).argmax(dim=1)
+
+    model.eval()
+    result["eval_10k_resident"] = timed(evaluate, args.runs, device)
+    return result
+
+
+def export_cnn(args, device):
+    torch.manual_seed(0)
+    model = Cnn()
+    write_safetensors(args.model, model.state_dict(), {"source": "PyTorch state_dict"})
+    return {"workload": "export-cnn", "model": args.model, "tensors": list(model.state_dict())}
 
 
 def bench_dispatch(args, device):
@@ -201,8 +296,11 @@ def bench_train(args, device):
 
 def check_model(args, device):
     tensors, metadata = read_safetensors(args.model)
-    sizes = [int(s) for s in metadata["architecture"].split("-")]
-    model = mlp(sizes)
+    if "conv1.weight" in tensors:
+        model = Cnn()
+    else:
+        sizes = [tensors["fc1.weight"].shape[1]] + [tensors[f"fc{i}.weight"].shape[0] for i in range(1, len(tensors) // 2 + 1)]
+        model = mlp(sizes)
     model.load_state_dict(tensors)
     model = model.to(device).eval()
     mean, std = float(metadata.get("input_mean", 0)), float(metadata.get("input_std", 1))
@@ -221,7 +319,8 @@ def check_model(args, device):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("workload", choices=["all", "dispatch", "predict1", "eval", "elementwise", "train", "check-model"])
+    parser.add_argument("workload", choices=["all", "dispatch", "predict1", "eval", "elementwise", "train", "cnn", "check-model",
+                                             "export-cnn"])
     parser.add_argument("model", nargs="?")
     parser.add_argument("--data", default="data/mnist")
     parser.add_argument("--runs", type=int, default=50)
@@ -232,7 +331,8 @@ def main():
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     result = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__}
     workloads = {"all": bench_all, "dispatch": bench_dispatch, "predict1": bench_predict1, "eval": bench_eval,
-                 "elementwise": bench_elementwise, "train": bench_train, "check-model": check_model}
+                 "elementwise": bench_elementwise, "train": bench_train, "cnn": bench_cnn, "check-model": check_model,
+                 "export-cnn": export_cnn}
     result.update(workloads[args.workload](args, device))
     print(json.dumps(result, indent=2))
 
