@@ -9,8 +9,8 @@ echo "== glnet: cnn, 5 epochs, batch 100, SGD momentum 0.9, lr 0.02"
 "$apps/glnet_train" --data "$data" --arch cnn --epochs 5 --batch 100 --optimizer momentum --lr 0.02 --log-every 200 \
   --out "$out/cnn.safetensors" --json >"$out/cnn-train.json"
 python3 -c "import json,sys; [print(f\"epoch {e['epoch']}: {e['seconds']*1000:.0f} ms, test {100*e['test_accuracy']:.2f} %\") for e in json.load(open(sys.argv[1]))['epochs']]" "$out/cnn-train.json"
-echo "== glnet: 10k test images resident (fastest of 20)"
-"$apps/glnet_eval" --model "$out/cnn.safetensors" --data "$data" --batch 10000 --repeat 20 --predictions "$out/cnn.predictions" --json \
+echo "== glnet: 10k test images resident, two batches of 5000 (fastest of 20)"
+"$apps/glnet_eval" --model "$out/cnn.safetensors" --data "$data" --batch 5000 --repeat 20 --predictions "$out/cnn.predictions" --json \
   | python3 -c "import json,sys; d=json.load(sys.stdin); print('accuracy', d['accuracy'], 'times', d['times'])"
 echo "== the glnet CNN in PyTorch"
 python3 bench/torch_peer.py check-model "$out/cnn.safetensors" --data "$data" --predictions "$out/cnn.predictions"
@@ -18,5 +18,7 @@ echo "== a PyTorch CNN state_dict in glnet"
 python3 bench/torch_peer.py export-cnn "$out/torch-cnn.safetensors" >/dev/null
 "$apps/glnet_eval" --model "$out/torch-cnn.safetensors" --data "$data" --predictions "$out/torch-cnn.predictions" | grep accuracy
 python3 bench/torch_peer.py check-model "$out/torch-cnn.safetensors" --data "$data" --predictions "$out/torch-cnn.predictions"
+echo "== glnet: where a CNN training step's time goes (batch 64)"
+"$apps/glnet_bench" --model "$out/cnn.safetensors" --batches 1,100 --runs 5 --warmup 2 --elementwise 1000 | grep -A40 "^training"
 echo "== PyTorch/cuDNN peer"
 python3 bench/torch_peer.py cnn --data "$data" --runs 20

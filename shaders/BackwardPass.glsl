@@ -5,7 +5,7 @@
 // bindings: 0 dY [M×N] read, 1 Y [M×N] read (the forward output), 2 W [N×K] (mode 0) or X [M×K] (mode 1)
 //           read, 3 the gradient, written or, with accumulate, added to
 // uniforms: 0 M (rows), 1 N (outputs), 2 K (inputs), 3 accumulate (0 overwrite, 1 add)
-// defines: ACTIVATION, BACKWARD_MODE
+// defines: ACTIVATION, BACKWARD_MODE; SPLIT_K (mode 1): binding 3 is the partial-sum workspace instead
 
 layout(std430, binding = 0) readonly buffer OutputGradient { float dY[]; };
 layout(std430, binding = 1) readonly buffer Output { float Y[]; };
@@ -36,13 +36,23 @@ void main() {
   uint R = N, S = K, T = M;
 #endif
   float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
+#ifdef SPLIT_K
+  gemmTileRange(R, S, gemmSplitBegin(), gemmSplitEnd(T), sum);
+  uint slice = gl_WorkGroupID.z * R * S;
+#else
   gemmTile(R, S, T, sum);
+#endif
   for (int i = 0; i < GEMM_PER_THREAD; ++i) {
     uint r = gemmRow(i);
     if (r >= R) continue;
     for (int j = 0; j < GEMM_PER_THREAD; ++j) {
       uint s = gemmColumn(j);
-      if (s < S) store(r * S + s, sum[i][j]);
+      if (s >= S) continue;
+#ifdef SPLIT_K
+      gradient[slice + r * S + s] = sum[i][j];
+#else
+      store(r * S + s, sum[i][j]);
+#endif
     }
   }
 }

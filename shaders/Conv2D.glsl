@@ -7,7 +7,8 @@
 //   CONV_MODE 3 db:      db = Σ_{n,oh,ow} dZ, one group per output channel
 // bindings: forward 0 X, 1 Wt, 2 b, 3 Y; dX 0 dY, 1 Y, 2 Wt, 3 dX; dW 0 dY, 1 Y, 2 X, 3 dW; db 0 dY, 1 Y, 3 db
 // uniforms: 0 N, 1 C, 2 H, 3 W, 4 OC, 5 KH, 6 KW, 7 PAD, 8 OH, 9 OW, 10 accumulate (gradients: 0 write, 1 add)
-// defines: CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl
+// defines: CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl; SPLIT_K (mode 2): binding 3 is the
+// partial-sum workspace instead
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
 layout(std430, binding = 1) readonly buffer Second { float second[]; };
@@ -83,13 +84,21 @@ void main() {
   uint R = OC, S = C * KH * KW, T = N * OH * OW;
 #endif
   float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
+#ifdef SPLIT_K
+  gemmTileRange(R, S, gemmSplitBegin(), gemmSplitEnd(T), sum);
+#else
   gemmTile(R, S, T, sum);
+#endif
   for (int i = 0; i < GEMM_PER_THREAD; ++i) {
     uint r = gemmRow(i);
     if (r >= R) continue;
     for (int j = 0; j < GEMM_PER_THREAD; ++j) {
       uint s = gemmColumn(j);
       if (s >= S) continue;
+#ifdef SPLIT_K
+      result[gl_WorkGroupID.z * R * S + r * S + s] = sum[i][j];
+      continue;
+#endif
 #if CONV_MODE == 0
       uint n = r / (OH * OW), pixel = r % (OH * OW);
       result[(n * OC + s) * OH * OW + pixel] = activate(sum[i][j] + third[s]);

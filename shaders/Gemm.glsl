@@ -19,13 +19,14 @@ shared float gemmTileB[GEMM_TILE_K][GEMM_TILE];
 uint gemmRow(int i) { return gl_WorkGroupID.y * GEMM_TILE + gl_LocalInvocationID.y + GEMM_THREADS * uint(i); }
 uint gemmColumn(int j) { return gl_WorkGroupID.x * GEMM_TILE + gl_LocalInvocationID.x + GEMM_THREADS * uint(j); }
 
-void gemmTile(uint R, uint S, uint T, out float sum[GEMM_PER_THREAD][GEMM_PER_THREAD]) {
+// Sums over t in [tBegin, tEnd) only: with split-K each group along z takes one chunk of T.
+void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out float sum[GEMM_PER_THREAD][GEMM_PER_THREAD]) {
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
   uint local = ty * GEMM_THREADS + tx;
   uint rowBase = gl_WorkGroupID.y * GEMM_TILE, columnBase = gl_WorkGroupID.x * GEMM_TILE;
   for (int i = 0; i < GEMM_PER_THREAD; ++i)
     for (int j = 0; j < GEMM_PER_THREAD; ++j) sum[i][j] = 0.0;
-  for (uint t0 = 0u; t0 < T; t0 += GEMM_TILE_K) {
+  for (uint t0 = tBegin; t0 < tEnd; t0 += GEMM_TILE_K) {
     for (uint e = local; e < GEMM_TILE * GEMM_TILE_K; e += GEMM_THREADS * GEMM_THREADS) {
 #ifdef GEMM_A_ALONG_ROWS
       uint r = e % GEMM_TILE, c = e / GEMM_TILE;
@@ -33,7 +34,7 @@ void gemmTile(uint R, uint S, uint T, out float sum[GEMM_PER_THREAD][GEMM_PER_TH
       uint r = e / GEMM_TILE_K, c = e % GEMM_TILE_K;
 #endif
       uint row = rowBase + r, t = t0 + c;
-      gemmTileA[c][r] = (row < R && t < T) ? gemmA(row, t) : 0.0;
+      gemmTileA[c][r] = (row < R && t < tEnd) ? gemmA(row, t) : 0.0;
 #ifdef GEMM_B_ALONG_COLUMNS
       r = e % GEMM_TILE; c = e / GEMM_TILE;
 #else
@@ -41,7 +42,7 @@ void gemmTile(uint R, uint S, uint T, out float sum[GEMM_PER_THREAD][GEMM_PER_TH
 #endif
       uint column = columnBase + r;
       t = t0 + c;
-      gemmTileB[c][r] = (column < S && t < T) ? gemmB(t, column) : 0.0;
+      gemmTileB[c][r] = (column < S && t < tEnd) ? gemmB(t, column) : 0.0;
     }
     barrier();
     for (uint k = 0u; k < GEMM_TILE_K; ++k) {
@@ -54,3 +55,13 @@ void gemmTile(uint R, uint S, uint T, out float sum[GEMM_PER_THREAD][GEMM_PER_TH
     barrier();
   }
 }
+
+void gemmTile(uint R, uint S, uint T, out float sum[GEMM_PER_THREAD][GEMM_PER_THREAD]) { gemmTileRange(R, S, 0u, T, sum); }
+
+#ifdef SPLIT_K
+// Split-K: group z sums t in [z·chunk, (z + 1)·chunk) and writes its partial C to slice z of the result
+// buffer; SplitSum.glsl adds the slices. Uniform location 15 holds the chunk (a multiple of GEMM_TILE_K).
+layout(location = 15) uniform uint gemmSplitChunk;
+uint gemmSplitBegin() { return gl_WorkGroupID.z * gemmSplitChunk; }
+uint gemmSplitEnd(uint T) { return min(T, gemmSplitBegin() + gemmSplitChunk); }
+#endif

@@ -23,6 +23,12 @@ class Conv2d : public Op {
     return {s.batch, s.outChannels, s.outHeight(), s.outWidth()};
   }
 
+  // The split-K partial sums of dW over a long batch of pixels.
+  std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
+    const ConvShape s = shape(in);
+    return ConvOp::weightGradientSplit(s).workspaceBytes(s.outChannels, std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth);
+  }
+
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     plan.record(ConvOp(programs, activation_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in))));
   }
@@ -32,7 +38,12 @@ class Conv2d : public Op {
     const ConvOp op(programs, activation_);
     const ConvShape s = shape(shapes(in));
     if (targets[0]) plan.record(op.inputGradient(dOut.view, out.view, in[1].view, targets[0]->view, s, targets[0]->accumulate));
-    if (targets[1]) plan.record(op.weightGradient(dOut.view, out.view, in[0].view, targets[1]->view, s, targets[1]->accumulate));
+    if (targets[1]) {
+      for (const Dispatch& d : op.weightGradient(dOut.view, out.view, in[0].view, targets[1]->view, s, targets[1]->accumulate,
+                                                 out.workspace)) {
+        plan.record(d);
+      }
+    }
     if (targets[2]) plan.record(op.biasGradient(dOut.view, out.view, targets[2]->view, s, targets[2]->accumulate));
   }
 

@@ -155,6 +155,7 @@ void benchTraining(const Context& context, const Network& network, const BenchSe
   Plan plan = compiled.trainingPlan([](Plan&) {});
   report.trainingDispatches = plan.dispatchCount();
   Recorder recorder;
+  std::vector<std::vector<double>> perDispatch(plan.dispatchCount());
   const int steps = settings.trainingLogEvery;
   for (int run = -settings.warmup; run < std::max(1, settings.runs / 4); ++run) {
     TimerQuery gpuStart, gpuEnd;
@@ -173,12 +174,18 @@ void benchTraining(const Context& context, const Network& network, const BenchSe
     for (int step = 0; step < steps; ++step) plan.run();
     compiled.readTotals();
     const double everyN = millisecondsSince(start) / steps;
+    const std::vector<double> dispatches = plan.runTimed();
     if (run < 0) continue;
+    for (std::size_t d = 0; d < dispatches.size(); ++d) perDispatch[d].push_back(dispatches[d]);
     recorder.add("step gpu", gpu);
     recorder.add("step, loss read every step", everyStep);
     recorder.add("step, loss read every " + std::to_string(steps) + " steps", everyN);
   }
   recorder.flush(report, "training", batch);
+  const std::vector<std::string> labels = plan.labels();
+  for (std::size_t d = 0; d < labels.size(); ++d) {
+    report.rows.push_back({"training dispatch", batch, std::to_string(d + 1) + " " + labels[d], summarize(perDispatch[d])});
+  }
 }
 
 void benchElementwise(const Context& context, const BenchSettings& settings, BenchReport& report) {

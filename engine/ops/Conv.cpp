@@ -21,6 +21,8 @@ ConvOp::ConvOp(ProgramCache& programs, Activation activation)
       forward_(convProgram(programs, activation, 0, {{"GEMM_A_ALONG_ROWS", "1"}})),
       inputGradient_(convProgram(programs, activation, 1, {{"GEMM_A_ALONG_ROWS", "1"}})),
       weightGradient_(convProgram(programs, activation, 2, {})),
+      weightGradientSplit_(convProgram(programs, activation, 2, {{"SPLIT_K", "1"}})),
+      splitSum_(programs),
       biasGradient_(convProgram(programs, activation, 3, {})) {}
 
 Dispatch ConvOp::dispatch(const Program& program, const char* label, std::vector<StorageBinding> buffers,
@@ -53,13 +55,22 @@ Dispatch ConvOp::inputGradient(const BufferView& dy, const BufferView& y, const 
                   s, accumulate, {tiles(s.channels), tiles(rows), 1});
 }
 
-Dispatch ConvOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
-                                const ConvShape& s, bool accumulate) const {
+std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x,
+                                             const BufferView& dw, const ConvShape& s, bool accumulate,
+                                             const std::optional<BufferView>& workspace) const {
   const std::uint64_t columns = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
-  return dispatch(weightGradient_, "conv dW",
-                  {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read},
-                   {3, dw, accumulate ? Access::readWrite : Access::write}},
-                  s, accumulate, {tiles(columns), tiles(s.outChannels), 1});
+  const SplitK split = weightGradientSplit(s);
+  if (split.splits == 1 || !workspace) {
+    return {dispatch(weightGradient_, "conv dW",
+                     {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read},
+                      {3, dw, accumulate ? Access::readWrite : Access::write}},
+                     s, accumulate, {tiles(columns), tiles(s.outChannels), 1})};
+  }
+  Dispatch partial = dispatch(weightGradientSplit_, "conv dW split-K",
+                              {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
+                              s, false, {tiles(columns), tiles(s.outChannels), split.splits});
+  partial.uniforms.push_back(Uniform::u32(15, split.chunk));
+  return {partial, splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), split.splits, accumulate)};
 }
 
 Dispatch ConvOp::biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& s,

@@ -3,7 +3,10 @@
 
 #include "ops/Activation.h"
 #include "plan/Plan.h"
+#include "ops/SplitK.h"
 #include "plan/ProgramCache.h"
+
+#include <optional>
 
 namespace glnet {
 
@@ -22,8 +25,14 @@ class ConvOp {
                    const ConvShape& shape) const;
   Dispatch inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
                          const ConvShape& shape, bool accumulate) const;
-  Dispatch weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
-                          const ConvShape& shape, bool accumulate) const;
+  // Split along the batch and pixels (two dispatches) when weightGradientSplit says so, with its workspace.
+  std::vector<Dispatch> weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
+                                       const ConvShape& shape, bool accumulate,
+                                       const std::optional<BufferView>& workspace) const;
+  static SplitK weightGradientSplit(const ConvShape& s) {
+    return chooseSplitK(s.outChannels, std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth,
+                        std::uint64_t{s.batch} * s.outHeight() * s.outWidth());
+  }
   Dispatch biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& shape,
                         bool accumulate) const;
 
@@ -34,6 +43,8 @@ class ConvOp {
   const Program& forward_;
   const Program& inputGradient_;
   const Program& weightGradient_;
+  const Program& weightGradientSplit_;
+  SplitSumOp splitSum_;
   const Program& biasGradient_;
 };
 

@@ -39,6 +39,11 @@ DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
                                    {activationDefine(activation), {"BACKWARD_MODE", "1"}, {"GEMM_A_ALONG_ROWS", "1"},
                                     {"GEMM_B_ALONG_COLUMNS", "1"}},
                                    {"Gemm.glsl"})),
+      weightGradientSplit_(programs.get("BackwardPass.glsl",
+                                        {activationDefine(activation), {"BACKWARD_MODE", "1"}, {"GEMM_A_ALONG_ROWS", "1"},
+                                         {"GEMM_B_ALONG_COLUMNS", "1"}, {"SPLIT_K", "1"}},
+                                        {"Gemm.glsl"})),
+      splitSum_(programs),
       biasGradient_(programs.get("BackwardPass.glsl", {activationDefine(activation), {"BACKWARD_MODE", "2"}})) {}
 
 Dispatch DenseOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
@@ -58,10 +63,17 @@ Dispatch DenseOp::inputGradient(const BufferView& dy, const BufferView& y, const
                   {tiles(shape.inputs), tiles(shape.rows), 1});
 }
 
-Dispatch DenseOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
-                                 const DenseShape& shape, bool accumulate) const {
-  return gradient(weightGradient_, "dense dW", dy, y, &x, dw, shape, accumulate,
-                  {tiles(shape.inputs), tiles(shape.outputs), 1});
+std::vector<Dispatch> DenseOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x,
+                                              const BufferView& dw, const DenseShape& shape, bool accumulate,
+                                              const std::optional<BufferView>& workspace) const {
+  const SplitK split = weightGradientSplit(shape);
+  if (split.splits == 1 || !workspace) {
+    return {gradient(weightGradient_, "dense dW", dy, y, &x, dw, shape, accumulate, {tiles(shape.inputs), tiles(shape.outputs), 1})};
+  }
+  Dispatch partial = gradient(weightGradientSplit_, "dense dW split-K", dy, y, &x, *workspace, shape, false,
+                              {tiles(shape.inputs), tiles(shape.outputs), split.splits});
+  partial.uniforms.push_back(Uniform::u32(15, split.chunk));
+  return {partial, splitSum_(*workspace, dw, shape.outputs * shape.inputs, split.splits, accumulate)};
 }
 
 Dispatch DenseOp::biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const DenseShape& shape,

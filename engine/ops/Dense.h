@@ -4,7 +4,10 @@
 
 #include "ops/Activation.h"
 #include "plan/Plan.h"
+#include "ops/SplitK.h"
 #include "plan/ProgramCache.h"
+
+#include <optional>
 
 namespace glnet {
 
@@ -22,9 +25,12 @@ class DenseOp {
   // dX = (dY ⊙ act'(Y))·W, written or added (accumulate) to dX.
   Dispatch inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
                          const DenseShape& shape, bool accumulate) const;
-  // dW = (dY ⊙ act'(Y))ᵀ·X.
-  Dispatch weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
-                          const DenseShape& shape, bool accumulate) const;
+  // dW = (dY ⊙ act'(Y))ᵀ·X; split along the batch (two dispatches) when weightGradientSplit says so, with
+  // its workspace of partial sums.
+  std::vector<Dispatch> weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
+                                       const DenseShape& shape, bool accumulate,
+                                       const std::optional<BufferView>& workspace) const;
+  static SplitK weightGradientSplit(const DenseShape& shape) { return chooseSplitK(shape.outputs, shape.inputs, shape.rows); }
   // db = Σ_rows dY ⊙ act'(Y).
   Dispatch biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const DenseShape& shape,
                         bool accumulate) const;
@@ -35,6 +41,8 @@ class DenseOp {
   const Program& forward_;
   const Program& inputGradient_;
   const Program& weightGradient_;
+  const Program& weightGradientSplit_;
+  SplitSumOp splitSum_;
   const Program& biasGradient_;
 };
 

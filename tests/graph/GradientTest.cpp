@@ -31,6 +31,7 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"dense tanh", denseOp(Activation::tanh), {x, w, b}},
       {"dense sigmoid", denseOp(Activation::sigmoid), {x, w, b}},
       {"matmul", matMulOp(), {x, w}},
+      {"dense tanh, long batch (split-K dW)", denseOp(Activation::tanh), {{rows * 45, 5}, {3, 5}, {3}}},
       {"bias add", biasAddOp(), {{rows, 3}, b}},
       {"relu", activationOp(Activation::relu), {x}, 0, true},
       {"tanh", activationOp(Activation::tanh), {x}},
