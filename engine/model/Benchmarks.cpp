@@ -182,9 +182,9 @@ void benchTraining(const Context& context, const Network& network, const BenchSe
     recorder.add("step, loss read every " + std::to_string(steps) + " steps", everyN);
   }
   recorder.flush(report, "training", batch);
-  const std::vector<std::string> labels = plan.labels();
-  for (std::size_t d = 0; d < labels.size(); ++d) {
-    report.rows.push_back({"training dispatch", batch, std::to_string(d + 1) + " " + labels[d], summarize(perDispatch[d])});
+  const std::vector<std::string> names = plan.labels();
+  for (std::size_t d = 0; d < names.size(); ++d) {
+    report.rows.push_back({"training dispatch", batch, std::to_string(d + 1) + " " + names[d], summarize(perDispatch[d])});
   }
 }
 
