@@ -2,7 +2,8 @@
 // X [M×K], W [N×K] (PyTorch's [out, in]), b [N], Y [M×N], all row-major float.
 // bindings: 0 X read, 1 W read, 2 b read (unused without HAS_BIAS), 3 Y write
 // uniforms: 0 M (rows), 1 N (outputs), 2 K (inputs)
-// defines: ACTIVATION (common.glsl), HAS_BIAS 0|1; includes Gemm.glsl
+// defines: ACTIVATION (common.glsl), HAS_BIAS 0|1; includes Gemm.glsl. SPLIT_K: binding 3 receives the
+// partial sums of one chunk of K per group along z, and SplitSum.glsl adds them with bias and activation.
 
 layout(std430, binding = 0) readonly buffer Input { float X[]; };
 layout(std430, binding = 1) readonly buffer Weight { float W[]; };
@@ -17,14 +18,20 @@ float gemmB(uint k, uint column) { return W[column * K + k]; }
 
 void main() {
   float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
+#ifdef SPLIT_K
+  gemmTileRange(M, N, gemmSplitBegin(), gemmSplitEnd(K), sum);
+#else
   gemmTile(M, N, K, sum);
+#endif
   for (int i = 0; i < GEMM_PER_THREAD; ++i) {
     uint row = gemmRow(i);
     if (row >= M) continue;
     for (int j = 0; j < GEMM_PER_THREAD; ++j) {
       uint column = gemmColumn(j);
       if (column >= N) continue;
-#if HAS_BIAS
+#if defined(SPLIT_K)
+      Y[gl_WorkGroupID.z * M * N + row * N + column] = sum[i][j];
+#elif HAS_BIAS
       Y[row * N + column] = activate(sum[i][j] + b[column]);
 #else
       Y[row * N + column] = activate(sum[i][j]);

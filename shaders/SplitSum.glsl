@@ -1,6 +1,7 @@
-// The second pass of a split-K GEMM: out[i] = Σ_z partial[z·count + i], written or added (accumulate).
-// bindings: 0 partial [splits × count] read, 1 out read-write
-// uniforms: 0 count, 1 splits, 2 accumulate
+// The second pass of a split-K GEMM: out[i] = Σ_z partial[z·count + i], written or added (accumulate);
+// with BIAS_ACTIVATION (a dense layer's forward pass) out[i] = act(Σ + b[i mod columns]).
+// bindings: 0 partial [splits × count] read, 1 out read-write, 2 b [columns] read (BIAS_ACTIVATION)
+// uniforms: 0 count, 1 splits, 2 accumulate, 3 columns
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Partial { float partial[]; };
@@ -8,11 +9,19 @@ layout(std430, binding = 1) buffer Result { float result[]; };
 layout(location = 0) uniform uint count;
 layout(location = 1) uniform uint splits;
 layout(location = 2) uniform uint accumulate;
+layout(location = 3) uniform uint columns;
+#ifdef BIAS_ACTIVATION
+layout(std430, binding = 2) readonly buffer Bias { float b[]; };
+#endif
 
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= count) return;
   float sum = 0.0;
   for (uint z = 0u; z < splits; ++z) sum += partial[z * count + i];
+#ifdef BIAS_ACTIVATION
+  result[i] = activate(sum + b[i % columns]);
+#else
   result[i] = accumulate != 0u ? result[i] + sum : sum;
+#endif
 }

@@ -39,10 +39,8 @@ class Conv2d : public Op {
     const ConvShape s = shape(shapes(in));
     if (targets[0]) plan.record(op.inputGradient(dOut.view, out.view, in[1].view, targets[0]->view, s, targets[0]->accumulate));
     if (targets[1]) {
-      for (const Dispatch& d : op.weightGradient(dOut.view, out.view, in[0].view, targets[1]->view, s, targets[1]->accumulate,
-                                                 out.workspace)) {
-        plan.record(d);
-      }
+      plan.record(op.weightGradient(dOut.view, out.view, in[0].view, targets[1]->view, s, targets[1]->accumulate,
+                                                 out.workspace));
     }
     if (targets[2]) plan.record(op.biasGradient(dOut.view, out.view, targets[2]->view, s, targets[2]->accumulate));
   }

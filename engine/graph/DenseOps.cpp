@@ -45,15 +45,17 @@ class Dense : public Op {
     return {in[0][0], in[1][0]};
   }
 
-  // The split-K partial sums of dW, when the batch is long and the layer small.
+  // The split-K partial sums of the forward pass (few rows, long K) or of dW (long batch, small layer),
+  // used one after the other.
   std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
     const DenseShape s{in[0][0], in[0][1], in[1][0]};
-    return DenseOp::weightGradientSplit(s).workspaceBytes(s.outputs, s.inputs);
+    return std::max(hasBias_ ? DenseOp::forwardSplit(s).workspaceBytes(s.rows, s.outputs) : 0,
+                    DenseOp::weightGradientSplit(s).workspaceBytes(s.outputs, s.inputs));
   }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     const DenseOp op(programs, activation_, hasBias_);
-    plan.record(op.forward(in[0].view, in[1].view, hasBias_ ? in[2].view : in[1].view, out.view, shape(in)));
+    plan.record(op.forward(in[0].view, in[1].view, hasBias_ ? in[2].view : in[1].view, out.view, shape(in), out.workspace));
   }
 
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
@@ -62,10 +64,8 @@ class Dense : public Op {
     const DenseShape s = shape(in);
     if (targets[0]) plan.record(op.inputGradient(dOut.view, out.view, in[1].view, targets[0]->view, s, targets[0]->accumulate));
     if (targets[1]) {
-      for (const Dispatch& d : op.weightGradient(dOut.view, out.view, in[0].view, targets[1]->view, s, targets[1]->accumulate,
-                                                 out.workspace)) {
-        plan.record(d);
-      }
+      plan.record(op.weightGradient(dOut.view, out.view, in[0].view, targets[1]->view, s, targets[1]->accumulate,
+                                                 out.workspace));
     }
     if (hasBias_ && targets[2]) plan.record(op.biasGradient(dOut.view, out.view, targets[2]->view, s, targets[2]->accumulate));
   }

@@ -30,8 +30,12 @@ Dispatch gradient(const Program& program, const char* label, const BufferView& d
 
 DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
     : activation_(activation),
+      hasBias_(hasBias),
       forward_(programs.get("ForwardPass.glsl", {activationDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}},
                             {"Gemm.glsl"})),
+      forwardSplit_(programs.get("ForwardPass.glsl", {activationDefine(activation), {"HAS_BIAS", "0"}, {"SPLIT_K", "1"}},
+                                 {"Gemm.glsl"})),
+      finishForward_(programs, static_cast<int>(activation)),
       inputGradient_(programs.get("BackwardPass.glsl",
                                   {activationDefine(activation), {"BACKWARD_MODE", "0"}, {"GEMM_B_ALONG_COLUMNS", "1"}},
                                   {"Gemm.glsl"})),
@@ -46,15 +50,21 @@ DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
       splitSum_(programs),
       biasGradient_(programs.get("BackwardPass.glsl", {activationDefine(activation), {"BACKWARD_MODE", "2"}})) {}
 
-Dispatch DenseOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                          const DenseShape& shape) const {
+std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias,
+                                       const BufferView& y, const DenseShape& shape,
+                                       const std::optional<BufferView>& workspace) const {
+  const SplitK split = forwardSplit(shape);
+  const bool splitting = split.splits > 1 && workspace && hasBias_;
   Dispatch dispatch;
-  dispatch.program = &forward_;
-  dispatch.label = std::string("dense ") + activationName(activation_);
-  dispatch.buffers = {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}};
+  dispatch.program = splitting ? &forwardSplit_ : &forward_;
+  dispatch.label = std::string("dense ") + activationName(activation_) + (splitting ? " split-K" : "");
+  dispatch.buffers = {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read},
+                      {3, splitting ? *workspace : y, Access::write}};
   dispatch.uniforms = {Uniform::u32(0, shape.rows), Uniform::u32(1, shape.outputs), Uniform::u32(2, shape.inputs)};
-  dispatch.groups = {tiles(shape.outputs), tiles(shape.rows), 1};
-  return dispatch;
+  dispatch.groups = {tiles(shape.outputs), tiles(shape.rows), splitting ? split.splits : 1};
+  if (!splitting) return {dispatch};
+  dispatch.uniforms.push_back(Uniform::u32(15, split.chunk));
+  return {dispatch, finishForward_(*workspace, bias, y, shape.rows * shape.outputs, shape.outputs, split.splits)};
 }
 
 Dispatch DenseOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,

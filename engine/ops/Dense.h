@@ -20,8 +20,10 @@ struct DenseShape {
 class DenseOp {
  public:
   DenseOp(ProgramCache& programs, Activation activation, bool hasBias = true);
-  Dispatch forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                   const DenseShape& shape) const;
+  // Split along K (two dispatches) when forwardSplit says so and a workspace of partial sums is given.
+  std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
+                                const DenseShape& shape, const std::optional<BufferView>& workspace = std::nullopt) const;
+  static SplitK forwardSplit(const DenseShape& shape) { return chooseSplitK(shape.rows, shape.outputs, shape.inputs); }
   // dX = (dY ⊙ act'(Y))·W, written or added (accumulate) to dX.
   Dispatch inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
                          const DenseShape& shape, bool accumulate) const;
@@ -38,7 +40,10 @@ class DenseOp {
 
  private:
   Activation activation_;
+  bool hasBias_;
   const Program& forward_;
+  const Program& forwardSplit_;
+  SplitBiasActivationOp finishForward_;
   const Program& inputGradient_;
   const Program& weightGradient_;
   const Program& weightGradientSplit_;

@@ -31,4 +31,15 @@ class SplitSumOp {
   const Program& program_;
 };
 
+// The same finishing a dense forward pass: out[i] = act(Σ_z partial[z·count + i] + bias[i mod columns]).
+class SplitBiasActivationOp {
+ public:
+  SplitBiasActivationOp(ProgramCache& programs, int activation);
+  Dispatch operator()(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t count,
+                      std::uint32_t columns, std::uint32_t splits) const;
+
+ private:
+  const Program& program_;
+};
+
 }  // namespace glnet

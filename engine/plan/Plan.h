@@ -80,6 +80,10 @@ class Plan {
   void setParameter(int parameter, std::uint32_t value);
 
   void record(const Dispatch& dispatch);
+  // An op that takes several dispatches (a split-K GEMM and its sum) records them in order.
+  void record(const std::vector<Dispatch>& dispatches) {
+    for (const Dispatch& dispatch : dispatches) record(dispatch);
+  }
   // Issues every dispatch; no host synchronisation.
   void run() const;
   // For measurements: runs with a GL_TIMESTAMP before the first and after every dispatch and returns each
