@@ -64,6 +64,10 @@ void CompiledGraph::allocate(bool training) {
   }
   rowGradient_ = Buffer::of(std::vector<float>(std::max<std::uint32_t>(rows_, 1), 1.0f / static_cast<float>(std::max<std::uint32_t>(rows_, 1))));
   totals_ = Buffer((1 + metrics_.size()) * sizeof(float));
+  zeros_ = Buffer::of(std::vector<float>(1 + metrics_.size(), 0.0f));
+  resetPlan_.emplace(context_.limits());
+  resetPlan_->record(ElementwiseOp(programs_, ElementwiseKind::copy)(zeros_, zeros_, totals_,
+                                                                     static_cast<std::uint32_t>(1 + metrics_.size()), false));
   resetTotals();
 }
 
@@ -151,7 +155,7 @@ Plan CompiledGraph::forwardPlan(const Feed& feed) {
   return plan;
 }
 
-void CompiledGraph::resetTotals() { totals_.upload(std::vector<float>(1 + metrics_.size(), 0.0f)); }
+void CompiledGraph::resetTotals() { resetPlan_->run(); }
 
 std::vector<double> CompiledGraph::readTotals() const {
   const std::vector<float> values = totals_.read<float>();

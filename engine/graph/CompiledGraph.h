@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 
 namespace glnet {
 
@@ -34,7 +35,9 @@ class CompiledGraph {
   // The loss's rows (the batch); 0 without a loss.
   std::uint32_t rows() const { return rows_; }
 
-  // Totals since the last reset: [Σ loss, Σ metric 0, ...]. Reading them is a host synchronisation.
+  // Totals since the last reset: [Σ loss, Σ metric 0, ...]. Reading them is a host synchronisation. The
+  // reset is a dispatch, ordered after the plans already issued (a host upload was seen to be overtaken by
+  // queued reductions on NVIDIA 580).
   void resetTotals();
   std::vector<double> readTotals() const;
 
@@ -71,7 +74,8 @@ class CompiledGraph {
   std::vector<std::unique_ptr<Buffer>> values_, tensorGradients_;  // per tensor; null where the arena holds it or a view
   std::vector<int> storage_;                                        // per tensor: the tensor whose memory it uses
   std::vector<std::unique_ptr<Buffer>> workspaces_;                  // per op node; null when it needs none
-  Buffer rowGradient_, totals_;
+  Buffer rowGradient_, totals_, zeros_;
+  std::optional<Plan> resetPlan_;
 };
 
 }  // namespace glnet
