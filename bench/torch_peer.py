@@ -107,6 +107,30 @@ def mlp(sizes):
     return Mlp()
 
 
+def graph_epoch(step, x_all, y_all, batch, steps, device):
+    """One epoch with the whole training step captured in a CUDA graph and replayed per shuffled batch."""
+    static_x, static_y = x_all[:batch].clone(), y_all[:batch].clone()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            step(static_x, static_y)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step(static_x, static_y)
+
+    def epoch():
+        order = torch.randperm(len(x_all), device=device)
+        for s in range(steps):
+            index = order[s * batch:(s + 1) * batch]
+            static_x.copy_(x_all[index])
+            static_y.copy_(y_all[index])
+            graph.replay()
+
+    return epoch
+
+
 class Cnn(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -158,26 +182,7 @@ def bench_cnn(args, device):
 
     result = {"workload": "cnn", "train_epoch_eager": timed(epoch_eager, 3, device)}
     if device.type == "cuda":
-        static_x, static_y = x_all[:batch].clone(), y_all[:batch].clone()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                step(static_x, static_y)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step(static_x, static_y)
-
-        def epoch_graph():
-            order = torch.randperm(len(images), device=device)
-            for s in range(steps):
-                index = order[s * batch:(s + 1) * batch]
-                static_x.copy_(x_all[index])
-                static_y.copy_(y_all[index])
-                graph.replay()
-
-        result["train_epoch_cuda_graph"] = timed(epoch_graph, 3, device)
+        result["train_epoch_cuda_graph"] = timed(graph_epoch(step, x_all, y_all, batch, steps, device), 3, device)
     resident = torch.from_numpy(test.astype(np.float32) / 255.0).to(device)
 
     @torch.no_grad()
@@ -271,26 +276,7 @@ def bench_train(args, device):
 
     result = {"workload": "train epoch 784-128-10 batch 64 sgd", "eager": timed(epoch_eager, max(1, args.runs // 10), device)}
     if device.type == "cuda":
-        static_x, static_y = x_all[:batch].clone(), y_all[:batch].clone()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(3):
-                step(static_x, static_y)
-        torch.cuda.current_stream().wait_stream(stream)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step(static_x, static_y)
-
-        def epoch_graph():
-            order = torch.randperm(len(images), device=device)
-            for s in range(steps):
-                index = order[s * batch:(s + 1) * batch]
-                static_x.copy_(x_all[index])
-                static_y.copy_(y_all[index])
-                graph.replay()
-
-        result["cuda_graph"] = timed(epoch_graph, max(1, args.runs // 10), device)
+        result["cuda_graph"] = timed(graph_epoch(step, x_all, y_all, batch, steps, device), max(1, args.runs // 10), device)
     return result
 
 
