@@ -1,5 +1,6 @@
 #include "gl/Program.h"
 
+#include "gl/AtomicFile.h"
 #include "gl/ShaderSource.h"
 #include "gl/check.h"
 #include "gl/log.h"
@@ -8,6 +9,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <chrono>
 #include <regex>
 #include <sstream>
@@ -74,6 +80,62 @@ std::string describeCompileError(const std::string& log, const std::vector<Sourc
   return first;
 }
 
+// FNV-1a: a stable 64-bit hash for cache file names (std::hash may differ between library builds).
+std::uint64_t stableHash(const std::string& text) {
+  std::uint64_t hash = 0xcbf29ce484222325ull;
+  for (const unsigned char c : text) hash = (hash ^ c) * 0x100000001b3ull;
+  return hash;
+}
+
+std::string glString(GLenum name) {
+  const auto* value = reinterpret_cast<const char*>(glGetString(name));
+  return value ? value : "";
+}
+
+// The cache file of this source on this device and driver, or empty when binaries cannot be cached.
+std::filesystem::path binaryCachePath(const std::string& source) {
+  const std::string directory = Program::binaryCacheDirectory();
+  GLint formats = 0;
+  glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &formats);
+  if (directory.empty() || formats <= 0) return {};
+  const std::string identity = glString(GL_VENDOR) + "\n" + glString(GL_RENDERER) + "\n" + glString(GL_VERSION) + "\n";
+  char name[40];
+  std::snprintf(name, sizeof name, "%016llx%016llx.bin", static_cast<unsigned long long>(stableHash(identity)),
+                static_cast<unsigned long long>(stableHash(source)));
+  return std::filesystem::path(directory) / name;
+}
+
+bool loadBinary(GLuint program, const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return false;
+  const std::string bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (bytes.size() <= sizeof(GLenum)) return false;
+  GLenum format = 0;
+  std::memcpy(&format, bytes.data(), sizeof format);
+  glProgramBinary(program, format, bytes.data() + sizeof format, static_cast<GLsizei>(bytes.size() - sizeof format));
+  GLint linked = 0;
+  glGetProgramiv(program, GL_LINK_STATUS, &linked);
+  while (glGetError() != GL_NO_ERROR) {
+  }
+  return linked != 0;
+}
+
+void storeBinary(GLuint program, const std::filesystem::path& path) {
+  GLint length = 0;
+  glGetProgramiv(program, GL_PROGRAM_BINARY_LENGTH, &length);
+  if (length <= 0) return;
+  std::string bytes(sizeof(GLenum) + static_cast<std::size_t>(length), '\0');
+  GLenum format = 0;
+  glGetProgramBinary(program, length, nullptr, &format, bytes.data() + sizeof format);
+  std::memcpy(bytes.data(), &format, sizeof format);
+  try {
+    std::filesystem::create_directories(path.parent_path());
+    writeFileAtomically(path.string(), bytes);
+  } catch (const std::exception& error) {
+    log::debug(std::string("program binary not cached: ") + error.what());
+  }
+}
+
 bool isIdentifier(const std::string& name) {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
   for (unsigned char c : name) {
@@ -115,32 +177,48 @@ Program Program::compute(const std::string& file, const std::vector<ShaderDefine
     text += piece.text;
   }
 
-  const GLuint shaderObject = glCreateShader(GL_COMPUTE_SHADER);
-  const char* pointer = text.c_str();
-  glShaderSource(shaderObject, 1, &pointer, nullptr);
-  glCompileShader(shaderObject);
-  GLint ok = 0;
-  glGetShaderiv(shaderObject, GL_COMPILE_STATUS, &ok);
-  if (!ok) {
-    const std::string log = infoLog(shaderObject, false);
-    glDeleteShader(shaderObject);
-    log::debug("compile log of " + file + ":\n" + log);
-    throw Error(describeCompileError(log, pieces));
-  }
   Program program;
   program.name_ = file;
   program.id_ = glCreateProgram();
-  glAttachShader(program.id_, shaderObject);
-  glLinkProgram(program.id_);
-  glDetachShader(program.id_, shaderObject);
-  glDeleteShader(shaderObject);
-  glGetProgramiv(program.id_, GL_LINK_STATUS, &ok);
-  if (!ok) throw Error(file + ": link failed: " + trim(infoLog(program.id_, true)));
+  const std::filesystem::path cached = binaryCachePath(text);
+  program.fromBinaryCache_ = !cached.empty() && loadBinary(program.id_, cached);
+  if (!program.fromBinaryCache_) {
+    const GLuint shaderObject = glCreateShader(GL_COMPUTE_SHADER);
+    const char* pointer = text.c_str();
+    glShaderSource(shaderObject, 1, &pointer, nullptr);
+    glCompileShader(shaderObject);
+    GLint ok = 0;
+    glGetShaderiv(shaderObject, GL_COMPILE_STATUS, &ok);
+    if (!ok) {
+      const std::string log = infoLog(shaderObject, false);
+      glDeleteShader(shaderObject);
+      log::debug("compile log of " + file + ":\n" + log);
+      throw Error(describeCompileError(log, pieces));
+    }
+    glProgramParameteri(program.id_, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE);
+    glAttachShader(program.id_, shaderObject);
+    glLinkProgram(program.id_);
+    glDetachShader(program.id_, shaderObject);
+    glDeleteShader(shaderObject);
+    glGetProgramiv(program.id_, GL_LINK_STATUS, &ok);
+    if (!ok) throw Error(file + ": link failed: " + trim(infoLog(program.id_, true)));
+    if (!cached.empty()) storeBinary(program.id_, cached);
+  }
   GL_CHECK(glGetProgramiv(program.id_, GL_COMPUTE_WORK_GROUP_SIZE, program.localSize_.data()));
   program.compileMilliseconds_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  log::debug("compiled " + file + " in " + std::to_string(program.compileMilliseconds_) + " ms");
+  log::debug((program.fromBinaryCache_ ? "loaded the cached binary of " : "compiled ") + file + " in " +
+             std::to_string(program.compileMilliseconds_) + " ms");
   return program;
+}
+
+std::string Program::binaryCacheDirectory() {
+  const char* enabled = std::getenv("GLNET_CACHE");
+  if (enabled && std::string(enabled) == "0") return {};
+  if (const char* directory = std::getenv("GLNET_CACHE_DIR"); directory && *directory) return directory;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::string(xdg) + "/glnet";
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.cache/glnet";
+  return {};
 }
 
 Program::~Program() {
@@ -151,7 +229,8 @@ Program::Program(Program&& other) noexcept
     : id_(std::exchange(other.id_, 0u)),
       name_(std::move(other.name_)),
       localSize_(other.localSize_),
-      compileMilliseconds_(other.compileMilliseconds_) {}
+      compileMilliseconds_(other.compileMilliseconds_),
+      fromBinaryCache_(other.fromBinaryCache_) {}
 
 Program& Program::operator=(Program&& other) noexcept {
   if (this != &other) {
@@ -160,6 +239,7 @@ Program& Program::operator=(Program&& other) noexcept {
     name_ = std::move(other.name_);
     localSize_ = other.localSize_;
     compileMilliseconds_ = other.compileMilliseconds_;
+    fromBinaryCache_ = other.fromBinaryCache_;
   }
   return *this;
 }

@@ -17,7 +17,8 @@ class Program {
   Program() = default;
   // Compiles `#version 430`, the defines, shaders/common.glsl, the `includes` (shared shader code such as
   // Gemm.glsl), then shaders/<file>. A compile error throws glnet::Error reading `file:line: message` with
-  // the offending source line.
+  // the offending source line. Linked binaries are cached on disk (see binaryCacheDirectory) and reused
+  // when the vendor, renderer, driver version and source match; any failure to use one compiles afresh.
   static Program compute(const std::string& file, const std::vector<ShaderDefine>& defines = {},
                          const std::vector<std::string>& includes = {});
   ~Program();
@@ -31,12 +32,18 @@ class Program {
   // The local_size_{x,y,z} the shader declared.
   const std::array<int, 3>& localSize() const { return localSize_; }
   double compileMilliseconds() const { return compileMilliseconds_; }
+  bool fromBinaryCache() const { return fromBinaryCache_; }
+
+  // GLNET_CACHE_DIR, else $XDG_CACHE_HOME/glnet, else $HOME/.cache/glnet; empty when GLNET_CACHE=0 or no
+  // location is known.
+  static std::string binaryCacheDirectory();
 
  private:
   unsigned id_ = 0;
   std::string name_;
   std::array<int, 3> localSize_{};
   double compileMilliseconds_ = 0;
+  bool fromBinaryCache_ = false;
 };
 
 }  // namespace glnet

@@ -1,5 +1,6 @@
 #include "model/Safetensors.h"
 
+#include "gl/AtomicFile.h"
 #include "gl/check.h"
 
 #include <nlohmann/json.hpp>
@@ -139,27 +140,6 @@ TensorFile readSafetensors(const std::string& path) {
     if (ranges[i].first < ranges[i - 1].second) throw Error(path + ": tensors overlap in the data section");
   }
   return file;
-}
-
-void writeFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::FILE* file = std::fopen(temporary.c_str(), "wb");
-    if (!file) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
-    const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-    const bool flushed = std::fflush(file) == 0 && ::fsync(fileno(file)) == 0;
-    const bool closed = std::fclose(file) == 0;
-    if (!written || !flushed || !closed) {
-      std::remove(temporary.c_str());
-      throw Error(path + ": write failed (disk full?)");
-    }
-  }
-  std::error_code error;
-  std::filesystem::rename(temporary, path, error);
-  if (error) {
-    std::remove(temporary.c_str());
-    throw Error(path + ": cannot rename the finished file into place (" + error.message() + ")");
-  }
 }
 
 void writeSafetensors(const std::string& path, const TensorFile& file) {

@@ -2,6 +2,8 @@
 // glnet keeps every tensor as float32 in memory; F16 and F64 convert on load.
 #pragma once
 
+#include "gl/AtomicFile.h"
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -26,8 +28,5 @@ TensorFile readSafetensors(const std::string& path);
 
 // Writes F32 tensors to `path` through a temporary file renamed into place, so a crash never leaves a torn file.
 void writeSafetensors(const std::string& path, const TensorFile& file);
-
-// Writes `bytes` to `path` atomically: a sibling temporary file, flushed, then renamed over `path`.
-void writeFileAtomically(const std::string& path, const std::string& bytes);
 
 }  // namespace glnet

@@ -11,7 +11,7 @@ const Program& ProgramCache::get(const std::string& file, const std::vector<Shad
   if (!slot) {
     slot = std::make_unique<Program>(Program::compute(file, defines, includes));
     compileMilliseconds_ += slot->compileMilliseconds();
-    compileTimes_.emplace_back(key, slot->compileMilliseconds());
+    compileTimes_.emplace_back(key + (slot->fromBinaryCache() ? " (binary cache)" : ""), slot->compileMilliseconds());
   }
   return *slot;
 }

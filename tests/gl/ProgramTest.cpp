@@ -2,6 +2,9 @@
 #include "gl/SelfCheck.h"
 #include "gl/ShaderSource.h"
 #include "gl/check.h"
+#include "plan/Plan.h"
+
+#include <glad/gl.h>
 #include "support/GlContext.h"
 
 #include <doctest/doctest.h>
@@ -73,6 +76,43 @@ TEST_SUITE("gl") {
     const Program program = Program::compute("Saxpy.glsl", {{"LOCAL_SIZE_X", "64"}});
     CHECK(program.localSize()[0] == 64);
     CHECK(program.localSize()[1] == 1);
+  }
+
+  TEST_CASE("linked binaries are cached on disk and reused; a corrupt entry or GLNET_CACHE=0 compiles afresh") {
+    test::glContext();
+    const auto directory = std::filesystem::temp_directory_path() / ("glnet-cache-" + std::to_string(::getpid()));
+    setenv("GLNET_CACHE_DIR", directory.c_str(), 1);
+    const std::vector<ShaderDefine> unique = {{"LOCAL_SIZE_X", "32"}, {"CACHE_PROBE", std::to_string(::getpid())}};
+    GLint formats = 0;
+    glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &formats);
+    // Every variant must compute y = a·x + y.
+    const auto works = [](const Program& program) {
+      Buffer x = Buffer::of(std::vector<float>{1, 2, 3}), y = Buffer::of(std::vector<float>{10, 20, 30});
+      Plan plan(test::glContext().limits());
+      Dispatch d;
+      d.program = &program;
+      d.buffers = {{0, x, Access::read}, {1, y, Access::readWrite}};
+      d.uniforms = {Uniform::f32(0, 2.0f), Uniform::u32(1, 3)};
+      plan.record(d);
+      plan.run();
+      return y.read<float>() == std::vector<float>{12, 24, 36};
+    };
+    const Program first = Program::compute("Saxpy.glsl", unique);
+    CHECK_FALSE(first.fromBinaryCache());
+    CHECK(works(first));
+    const Program second = Program::compute("Saxpy.glsl", unique);
+    CHECK(second.fromBinaryCache() == (formats > 0));
+    CHECK(works(second));
+    for (const auto& entry : std::filesystem::directory_iterator(directory)) std::ofstream(entry.path()) << "garbage";
+    const Program third = Program::compute("Saxpy.glsl", unique);
+    CHECK_FALSE(third.fromBinaryCache());
+    CHECK(works(third));
+    setenv("GLNET_CACHE", "0", 1);
+    CHECK(Program::binaryCacheDirectory().empty());
+    CHECK_FALSE(Program::compute("Saxpy.glsl", unique).fromBinaryCache());
+    unsetenv("GLNET_CACHE");
+    unsetenv("GLNET_CACHE_DIR");
+    std::filesystem::remove_all(directory);
   }
 
   TEST_CASE("a missing shader is a clear error") {
