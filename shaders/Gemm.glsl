@@ -16,14 +16,15 @@ float gemmB(uint t, uint s);
 shared float gemmTileA[GEMM_TILE_K][GEMM_TILE];
 shared float gemmTileB[GEMM_TILE_K][GEMM_TILE];
 
-uint gemmRow(int i) { return gl_WorkGroupID.y * GEMM_TILE + gl_LocalInvocationID.y + GEMM_THREADS * uint(i); }
-uint gemmColumn(int j) { return gl_WorkGroupID.x * GEMM_TILE + gl_LocalInvocationID.x + GEMM_THREADS * uint(j); }
+// Row tiles run along x, whose group-count limit is the largest (2^31 − 1 on NVIDIA): rows are batch × pixels.
+uint gemmRow(int i) { return gl_WorkGroupID.x * GEMM_TILE + gl_LocalInvocationID.y + GEMM_THREADS * uint(i); }
+uint gemmColumn(int j) { return gl_WorkGroupID.y * GEMM_TILE + gl_LocalInvocationID.x + GEMM_THREADS * uint(j); }
 
 // Sums over t in [tBegin, tEnd) only: with split-K each group along z takes one chunk of T.
 void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out float sum[GEMM_PER_THREAD][GEMM_PER_THREAD]) {
   uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
   uint local = ty * GEMM_THREADS + tx;
-  uint rowBase = gl_WorkGroupID.y * GEMM_TILE, columnBase = gl_WorkGroupID.x * GEMM_TILE;
+  uint rowBase = gl_WorkGroupID.x * GEMM_TILE, columnBase = gl_WorkGroupID.y * GEMM_TILE;
   for (int i = 0; i < GEMM_PER_THREAD; ++i)
     for (int j = 0; j < GEMM_PER_THREAD; ++j) sum[i][j] = 0.0;
   for (uint t0 = tBegin; t0 < tEnd; t0 += GEMM_TILE_K) {

@@ -43,7 +43,7 @@ Dispatch ConvOp::forward(const BufferView& x, const BufferView& weight, const Bu
                          const ConvShape& s) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   return dispatch(forward_, "conv", {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}},
-                  s, false, {tiles(s.outChannels), tiles(rows), 1});
+                  s, false, {tiles(rows), tiles(s.outChannels), 1});
 }
 
 Dispatch ConvOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
@@ -52,7 +52,7 @@ Dispatch ConvOp::inputGradient(const BufferView& dy, const BufferView& y, const 
   return dispatch(inputGradient_, "conv dX",
                   {{0, dy, Access::read}, {1, y, Access::read}, {2, weight, Access::read},
                    {3, dx, accumulate ? Access::readWrite : Access::write}},
-                  s, accumulate, {tiles(s.channels), tiles(rows), 1});
+                  s, accumulate, {tiles(rows), tiles(s.channels), 1});
 }
 
 std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x,
@@ -64,11 +64,11 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferV
     return {dispatch(weightGradient_, "conv dW",
                      {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read},
                       {3, dw, accumulate ? Access::readWrite : Access::write}},
-                     s, accumulate, {tiles(columns), tiles(s.outChannels), 1})};
+                     s, accumulate, {tiles(s.outChannels), tiles(columns), 1})};
   }
   Dispatch partial = dispatch(weightGradientSplit_, "conv dW split-K",
                               {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
-                              s, false, {tiles(columns), tiles(s.outChannels), split.splits});
+                              s, false, {tiles(s.outChannels), tiles(columns), split.splits});
   partial.uniforms.push_back(Uniform::u32(15, split.chunk));
   return {partial, splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), split.splits, accumulate)};
 }

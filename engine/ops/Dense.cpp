@@ -61,7 +61,7 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
   dispatch.buffers = {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read},
                       {3, splitting ? *workspace : y, Access::write}};
   dispatch.uniforms = {Uniform::u32(0, shape.rows), Uniform::u32(1, shape.outputs), Uniform::u32(2, shape.inputs)};
-  dispatch.groups = {tiles(shape.outputs), tiles(shape.rows), splitting ? split.splits : 1};
+  dispatch.groups = {tiles(shape.rows), tiles(shape.outputs), splitting ? split.splits : 1};
   if (!splitting) return {dispatch};
   dispatch.uniforms.push_back(Uniform::u32(15, split.chunk));
   return {dispatch, finishForward_(*workspace, bias, y, shape.rows * shape.outputs, shape.outputs, split.splits)};
@@ -70,7 +70,7 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
 Dispatch DenseOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
                                 const DenseShape& shape, bool accumulate) const {
   return gradient(inputGradient_, "dense dX", dy, y, &weight, dx, shape, accumulate,
-                  {tiles(shape.inputs), tiles(shape.rows), 1});
+                  {tiles(shape.rows), tiles(shape.inputs), 1});
 }
 
 std::vector<Dispatch> DenseOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x,
@@ -78,10 +78,10 @@ std::vector<Dispatch> DenseOp::weightGradient(const BufferView& dy, const Buffer
                                               const std::optional<BufferView>& workspace) const {
   const SplitK split = weightGradientSplit(shape);
   if (split.splits == 1 || !workspace) {
-    return {gradient(weightGradient_, "dense dW", dy, y, &x, dw, shape, accumulate, {tiles(shape.inputs), tiles(shape.outputs), 1})};
+    return {gradient(weightGradient_, "dense dW", dy, y, &x, dw, shape, accumulate, {tiles(shape.outputs), tiles(shape.inputs), 1})};
   }
   Dispatch partial = gradient(weightGradientSplit_, "dense dW split-K", dy, y, &x, *workspace, shape, false,
-                              {tiles(shape.inputs), tiles(shape.outputs), split.splits});
+                              {tiles(shape.outputs), tiles(shape.inputs), split.splits});
   partial.uniforms.push_back(Uniform::u32(15, split.chunk));
   return {partial, splitSum_(*workspace, dw, shape.outputs * shape.inputs, split.splits, accumulate)};
 }
