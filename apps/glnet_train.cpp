@@ -48,7 +48,7 @@ std::string defaultCheckpoint(const std::string& out) {
 int main(int argc, char** argv) {
   return cli::run("glnet_train", [&] {
     cli::Parser parser("glnet_train",
-                       "Trains an MLP classifier on the GPU: the dataset is uploaded once as uint8, each step (gather,\n"
+                       "Trains an MLP or the MNIST CNN on the GPU: the dataset is uploaded once as uint8, each step (gather,\n"
                        "normalize, forward, loss, backward, update) is one recorded plan replayed with no host round trip,\n"
                        "and the loss is read back only at log intervals. A checkpoint is written after every epoch.",
                        "--out MODEL.safetensors [options]");

@@ -36,12 +36,7 @@ void main() {
   uint R = N, S = K, T = M;
 #endif
   float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
-#ifdef SPLIT_K
-  gemmTileRange(R, S, gemmSplitBegin(), gemmSplitEnd(T), sum);
-  uint slice = gl_WorkGroupID.z * R * S;
-#else
-  gemmTile(R, S, T, sum);
-#endif
+  gemmSums(R, S, T, sum);
   for (int i = 0; i < GEMM_PER_THREAD; ++i) {
     uint r = gemmRow(i);
     if (r >= R) continue;
@@ -49,7 +44,7 @@ void main() {
       uint s = gemmColumn(j);
       if (s >= S) continue;
 #ifdef SPLIT_K
-      gradient[slice + r * S + s] = sum[i][j];
+      gradient[gemmPartialIndex(r, s, R, S)] = sum[i][j];
 #else
       store(r * S + s, sum[i][j]);
 #endif

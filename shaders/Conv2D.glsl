@@ -84,11 +84,7 @@ void main() {
   uint R = OC, S = C * KH * KW, T = N * OH * OW;
 #endif
   float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
-#ifdef SPLIT_K
-  gemmTileRange(R, S, gemmSplitBegin(), gemmSplitEnd(T), sum);
-#else
-  gemmTile(R, S, T, sum);
-#endif
+  gemmSums(R, S, T, sum);
   for (int i = 0; i < GEMM_PER_THREAD; ++i) {
     uint r = gemmRow(i);
     if (r >= R) continue;
@@ -96,7 +92,7 @@ void main() {
       uint s = gemmColumn(j);
       if (s >= S) continue;
 #ifdef SPLIT_K
-      result[gl_WorkGroupID.z * R * S + r * S + s] = sum[i][j];
+      result[gemmPartialIndex(r, s, R, S)] = sum[i][j];
       continue;
 #endif
 #if CONV_MODE == 0

@@ -18,11 +18,7 @@ float gemmB(uint k, uint column) { return W[column * K + k]; }
 
 void main() {
   float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
-#ifdef SPLIT_K
-  gemmTileRange(M, N, gemmSplitBegin(), gemmSplitEnd(K), sum);
-#else
-  gemmTile(M, N, K, sum);
-#endif
+  gemmSums(M, N, K, sum);
   for (int i = 0; i < GEMM_PER_THREAD; ++i) {
     uint row = gemmRow(i);
     if (row >= M) continue;
@@ -30,7 +26,7 @@ void main() {
       uint column = gemmColumn(j);
       if (column >= N) continue;
 #if defined(SPLIT_K)
-      Y[gl_WorkGroupID.z * M * N + row * N + column] = sum[i][j];
+      Y[gemmPartialIndex(row, column, M, N)] = sum[i][j];
 #elif HAS_BIAS
       Y[row * N + column] = activate(sum[i][j] + b[column]);
 #else

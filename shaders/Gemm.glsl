@@ -57,12 +57,19 @@ void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out float sum[GEMM_PE
   }
 }
 
-void gemmTile(uint R, uint S, uint T, out float sum[GEMM_PER_THREAD][GEMM_PER_THREAD]) { gemmTileRange(R, S, 0u, T, sum); }
-
 #ifdef SPLIT_K
-// Split-K: group z sums t in [z·chunk, (z + 1)·chunk) and writes its partial C to slice z of the result
-// buffer; SplitSum.glsl adds the slices. Uniform location 15 holds the chunk (a multiple of GEMM_TILE_K).
+// Split-K: group z sums t in [z·chunk, (z + 1)·chunk) and writes its partial C to slice z of a workspace;
+// SplitSum.glsl adds the slices. Uniform location 15 holds the chunk (a multiple of GEMM_TILE_K).
 layout(location = 15) uniform uint gemmSplitChunk;
-uint gemmSplitBegin() { return gl_WorkGroupID.z * gemmSplitChunk; }
-uint gemmSplitEnd(uint T) { return min(T, gemmSplitBegin() + gemmSplitChunk); }
+uint gemmPartialIndex(uint r, uint s, uint R, uint S) { return gl_WorkGroupID.z * R * S + r * S + s; }
 #endif
+
+// This invocation's block of C: over all of T, or with SPLIT_K over this group's chunk of it.
+void gemmSums(uint R, uint S, uint T, out float sum[GEMM_PER_THREAD][GEMM_PER_THREAD]) {
+#ifdef SPLIT_K
+  uint begin = gl_WorkGroupID.z * gemmSplitChunk;
+  gemmTileRange(R, S, begin, min(T, begin + gemmSplitChunk), sum);
+#else
+  gemmTileRange(R, S, 0u, T, sum);
+#endif
+}
