@@ -1,7 +1,7 @@
 // glnet_info: lists the EGL devices, the chosen one's limits and extensions, and runs a self-check.
 #include "common/Cli.h"
 #include "gl/Context.h"
-#include "gl/SelfCheck.h"
+#include "plan/SelfCheck.h"
 
 #include <nlohmann/json.hpp>
 
@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     const Context context(parser.contextOptions());
     SelfCheckResult check;
     const bool checked = !parser.has("no-check");
-    if (checked) check = runSelfCheck(elements);
+    if (checked) check = runSelfCheck(context, elements);
     if (parser.has("json")) {
       std::cout << toJson(context, checked ? &check : nullptr).dump(2) << "\n";
     } else {

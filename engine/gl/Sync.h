@@ -41,4 +41,9 @@ class TimerQuery {
   unsigned id_ = 0;
 };
 
+// GPU milliseconds between two recorded timestamps; waits for both results.
+inline double gpuMilliseconds(const TimerQuery& start, const TimerQuery& end) {
+  return static_cast<double>(end.nanoseconds() - start.nanoseconds()) / 1e6;
+}
+
 }  // namespace glnet

@@ -1,5 +1,6 @@
 #include "model/Benchmarks.h"
 
+#include "gl/Stopwatch.h"
 #include "gl/Sync.h"
 #include "graph/CompiledGraph.h"
 #include "graph/ReferenceGraph.h"
@@ -8,7 +9,6 @@
 #include "ref/Reference.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -17,10 +17,6 @@
 namespace glnet {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double millisecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
 
 // Samples per stage name, in first-seen order.
 class Recorder {
@@ -40,10 +36,6 @@ class Recorder {
   std::vector<std::string> order_;
 };
 
-double gpuMilliseconds(const TimerQuery& start, const TimerQuery& end) {
-  return static_cast<double>(end.nanoseconds() - start.nanoseconds()) / 1e6;
-}
-
 void benchInference(const Context& context, const Network& network, std::size_t batch, const BenchSettings& settings,
                     BenchReport& report) {
   std::mt19937 random(settings.seed + static_cast<std::uint32_t>(batch));
@@ -62,44 +54,44 @@ void benchInference(const Context& context, const Network& network, std::size_t 
   std::vector<std::vector<double>> perDispatch(plan.dispatchCount());
   for (int run = -settings.warmup; run < settings.runs; ++run) {
     const bool keep = run >= 0;
-    auto start = Clock::now();
+    Stopwatch start;
     images.upload(pixels);
     Fence().wait();
-    const double upload = millisecondsSince(start);
+    const double upload = start.milliseconds();
     TimerQuery gpuStart, gpuEnd;
-    start = Clock::now();
+    start.restart();
     gpuStart.record();
     plan.run();
     gpuEnd.record();
-    const double issue = millisecondsSince(start);
-    start = Clock::now();
+    const double issue = start.milliseconds();
+    start.restart();
     Fence().wait();
-    const double wait = millisecondsSince(start);
-    start = Clock::now();
+    const double wait = start.milliseconds();
+    start.restart();
     plan.read(classes, chained.data(), classes.bytes());
-    const double get = millisecondsSince(start);
+    const double get = start.milliseconds();
     const double gpu = gpuMilliseconds(gpuStart, gpuEnd);
 
     // The same run chained, timed end to end with each readback kind (after the upload).
     const auto chainedWith = [&](const std::function<void()>& read) {
-      const auto begin = Clock::now();
+      const Stopwatch begin;
       plan.run();
       read();
-      return millisecondsSince(begin);
+      return begin.milliseconds();
     };
     const double chainedGet = chainedWith([&] { plan.read(classes, chained.data(), classes.bytes()); });
     const double chainedMap = chainedWith([&] { classes.downloadMapped(mapped.data(), classes.bytes()); });
     const double chainedPersistent =
         persistent ? chainedWith([&] { persistent->read(classes, coherent.data(), classes.bytes()); }) : 0.0;
-    start = Clock::now();
+    start.restart();
     images.upload(pixels);
     plan.run();
     plan.read(classes, chained.data(), classes.bytes());
-    const double roundTrip = millisecondsSince(start);
-    start = Clock::now();
+    const double roundTrip = start.milliseconds();
+    start.restart();
     plan.runReadingEveryStep();
     plan.read(classes, naive.data(), classes.bytes());
-    const double naiveTotal = millisecondsSince(start);
+    const double naiveTotal = start.milliseconds();
     const std::vector<double> dispatches = plan.runTimed();
     if (!keep) continue;
     recorder.add("upload", upload);
@@ -164,16 +156,16 @@ void benchTraining(const Context& context, const Network& network, const BenchSe
     gpuEnd.record();
     compiled.readTotals();
     const double gpu = gpuMilliseconds(gpuStart, gpuEnd);
-    auto start = Clock::now();
+    Stopwatch start;
     for (int step = 0; step < steps; ++step) {
       plan.run();
       if (!std::isfinite(compiled.readTotals()[0])) report.failures.push_back("training step: the loss is not finite");
     }
-    const double everyStep = millisecondsSince(start) / steps;
-    start = Clock::now();
+    const double everyStep = start.milliseconds() / steps;
+    start.restart();
     for (int step = 0; step < steps; ++step) plan.run();
     compiled.readTotals();
-    const double everyN = millisecondsSince(start) / steps;
+    const double everyN = start.milliseconds() / steps;
     const std::vector<double> dispatches = plan.runTimed();
     if (run < 0) continue;
     for (std::size_t d = 0; d < dispatches.size(); ++d) perDispatch[d].push_back(dispatches[d]);
@@ -212,11 +204,11 @@ void benchElementwise(const Context& context, const BenchSettings& settings, Ben
   std::vector<float> result(n);
   std::vector<double> cpuResult(n);
   for (int run = -settings.warmup; run < settings.runs; ++run) {
-    auto start = Clock::now();
+    Stopwatch start;
     for (std::size_t i = 0; i < n; ++i) cpuResult[i] = std::tanh(greyscales[i] / 255.0 * weights[i]);
-    const double cpu = millisecondsSince(start);
+    const double cpu = start.milliseconds();
     for (const auto& [name, plan] : {std::pair<const char*, const Plan*>{"3 dispatches", &three}, {"fused", &fused}}) {
-      start = Clock::now();
+      start.restart();
       greyBuffer.upload(greyscales);
       weightBuffer.upload(weights);
       TimerQuery gpuStart, gpuEnd;
@@ -224,7 +216,7 @@ void benchElementwise(const Context& context, const BenchSettings& settings, Ben
       plan->run();
       gpuEnd.record();
       plan->read(activated, result.data(), n * 4);
-      const double roundTrip = millisecondsSince(start);
+      const double roundTrip = start.milliseconds();
       for (std::size_t i = 0; i < n; ++i) {
         if (!(std::abs(result[i] - cpuResult[i]) <= 2e-6)) {
           report.failures.push_back(std::string("elementwise ") + name + ": element " + std::to_string(i) + " is " +
@@ -253,11 +245,11 @@ void benchDispatch(const Context& context, const BenchSettings& settings, BenchR
   Recorder recorder;
   for (int run = -settings.warmup; run < settings.runs; ++run) {
     TimerQuery gpuStart, gpuEnd;
-    const auto start = Clock::now();
+    const Stopwatch start;
     gpuStart.record();
     plan.run();
     gpuEnd.record();
-    const double issue = millisecondsSince(start);
+    const double issue = start.milliseconds();
     Fence().wait();
     if (run < 0) continue;
     recorder.add("gpu per dependent dispatch", gpuMilliseconds(gpuStart, gpuEnd) / chain);

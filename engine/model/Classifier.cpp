@@ -1,5 +1,6 @@
 #include "model/Classifier.h"
 
+#include "gl/Stopwatch.h"
 #include "gl/Sync.h"
 #include "gl/check.h"
 #include "ops/Normalize.h"
@@ -7,15 +8,9 @@
 
 #include <optional>
 
-#include <chrono>
 
 namespace glnet {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double millisecondsBetween(Clock::time_point start, Clock::time_point end) {
-  return std::chrono::duration<double, std::milli>(end - start).count();
-}
 
 std::uint32_t narrow(std::size_t value) {
   GLNET_ASSERT(value <= UINT32_MAX, "size beyond 32 bits");
@@ -53,10 +48,10 @@ Plan Classifier::plan(const GpuImages& images, const Buffer& classes, const Buff
 }
 
 Evaluation evaluate(const Context& context, const Network& network, const LabelledImages& data, std::size_t batch) {
-  const auto start = Clock::now();
+  const Stopwatch stopwatch;
   const GpuImages images = uploadImages(data.images);
   Fence(/*after the upload*/).wait();
-  const double uploadMs = millisecondsBetween(start, Clock::now());
+  const double uploadMs = stopwatch.milliseconds();
   Evaluation result = evaluate(context, network, images, data.labels, batch);
   result.times.uploadMs = uploadMs;
   return result;
@@ -68,19 +63,19 @@ Evaluation evaluate(const Context& context, const Network& network, const GpuIma
   GLNET_ASSERT(labels.size() >= count, "a label per image");
   batch = std::min(batch, count);
   Evaluation result;
-  auto start = Clock::now();
+  Stopwatch stopwatch;
   // A second, smaller compilation serves the last batch when the batch size does not divide the count.
   Classifier fullClassifier(context, network, batch);
   std::optional<Classifier> tailClassifier;
   if (count % batch) tailClassifier.emplace(context, network, count % batch);
-  result.times.compileMs = millisecondsBetween(start, Clock::now());
+  result.times.compileMs = stopwatch.restart();
 
   Buffer classes(count * sizeof(std::uint32_t));
   Plan full = fullClassifier.plan(images, classes, nullptr);
   Plan tail = tailClassifier ? tailClassifier->plan(images, classes, nullptr) : Plan(context.limits());
 
   TimerQuery gpuStart, gpuEnd;
-  start = Clock::now();
+  stopwatch.restart();
   gpuStart.record();
   for (std::size_t first = 0; first < count; first += batch) {
     Plan& plan = first + batch <= count ? full : tail;
@@ -88,14 +83,13 @@ Evaluation evaluate(const Context& context, const Network& network, const GpuIma
     plan.run();
   }
   gpuEnd.record();
-  const auto issued = Clock::now();
+  result.times.issueMs = stopwatch.milliseconds();
   result.predictions.resize(count);
   full.read(classes, result.predictions.data(), count * sizeof(std::uint32_t));
-  const auto done = Clock::now();
-  result.times.issueMs = millisecondsBetween(start, issued);
-  result.times.readbackMs = millisecondsBetween(issued, done);
-  result.times.gpuMs = static_cast<double>(gpuEnd.nanoseconds() - gpuStart.nanoseconds()) / 1e6;
-  result.imagesPerSecond = static_cast<double>(count) / (millisecondsBetween(start, done) / 1e3);
+  const double totalMs = stopwatch.milliseconds();
+  result.times.readbackMs = totalMs - result.times.issueMs;
+  result.times.gpuMs = gpuMilliseconds(gpuStart, gpuEnd);
+  result.imagesPerSecond = static_cast<double>(count) / (totalMs / 1e3);
 
   const auto classCount = static_cast<std::size_t>(network.classes());
   result.confusion.assign(classCount, std::vector<std::size_t>(classCount, 0));
@@ -116,32 +110,28 @@ std::vector<Prediction> predict(const Context& context, const Network& network, 
                                 std::size_t count, InferenceTimes* times) {
   InferenceTimes local;
   InferenceTimes& t = times ? *times : local;
-  auto start = Clock::now();
+  Stopwatch stopwatch;
   Classifier classifier(context, network, count);
   Buffer classes(count * sizeof(std::uint32_t));
   const auto outputs = static_cast<std::size_t>(network.classes());
   Buffer probabilities(count * outputs * sizeof(float));
   GpuImages images(count, network.inputs());
   const Plan plan = classifier.plan(images, classes, &probabilities);
-  t.compileMs = millisecondsBetween(start, Clock::now());
+  t.compileMs = stopwatch.restart();
 
   TimerQuery gpuStart, gpuEnd;
-  start = Clock::now();
   images.upload(pixels);
-  const auto uploaded = Clock::now();
+  t.uploadMs = stopwatch.restart();
   gpuStart.record();
   plan.run();
   gpuEnd.record();
-  const auto issued = Clock::now();
+  t.issueMs = stopwatch.restart();
   std::vector<float> allProbabilities(count * outputs);
   std::vector<std::uint32_t> labels(count);
   plan.read(probabilities, allProbabilities.data(), allProbabilities.size() * sizeof(float));
   plan.read(classes, labels.data(), labels.size() * sizeof(std::uint32_t));
-  const auto done = Clock::now();
-  t.uploadMs = millisecondsBetween(start, uploaded);
-  t.issueMs = millisecondsBetween(uploaded, issued);
-  t.readbackMs = millisecondsBetween(issued, done);
-  t.gpuMs = static_cast<double>(gpuEnd.nanoseconds() - gpuStart.nanoseconds()) / 1e6;
+  t.readbackMs = stopwatch.milliseconds();
+  t.gpuMs = gpuMilliseconds(gpuStart, gpuEnd);
 
   std::vector<Prediction> result(count);
   for (std::size_t i = 0; i < count; ++i) {

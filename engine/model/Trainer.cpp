@@ -1,17 +1,15 @@
 #include "model/Trainer.h"
 
+#include "gl/Stopwatch.h"
 #include "gl/check.h"
 #include "ops/Optimizer.h"
 
-#include <chrono>
 #include <cmath>
 #include <random>
 
 namespace glnet {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double secondsSince(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 Buffer uploadLabels(const std::vector<std::uint8_t>& labels) {
   std::vector<std::uint8_t> padded = labels;
@@ -141,11 +139,11 @@ std::vector<std::uint32_t> Trainer::epochOrder(int epoch) const {
 
 void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
                   const std::function<void(const EpochResult&)>& epochDone) {
-  const auto runStart = Clock::now();
+  const Stopwatch runClock;
   const std::size_t totalSteps = static_cast<std::size_t>(options_.epochs - epochsDone_) * stepsPerEpoch_;
   std::size_t stepsThisRun = 0;
   for (int epoch = epochsDone_ + 1; epoch <= options_.epochs; ++epoch) {
-    const auto epochStart = Clock::now();
+    const Stopwatch epochClock;
     indices_.upload(epochOrder(epoch));
     graph_.resetTotals();
     double epochLoss = 0, epochCorrect = 0, previousLoss = 0;
@@ -169,7 +167,7 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
       report.step = step;
       report.steps = stepsPerEpoch_;
       report.loss = (totals[0] - previousLoss) / static_cast<double>((step - reportedStep) * graph_.rows());
-      const double elapsed = secondsSince(runStart);
+      const double elapsed = runClock.seconds();
       report.samplesPerSecond = static_cast<double>(stepsThisRun * graph_.rows()) / elapsed;
       report.etaSeconds = elapsed / static_cast<double>(stepsThisRun) * static_cast<double>(totalSteps - stepsThisRun);
       previousLoss = totals[0];
@@ -181,7 +179,7 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     ++epochsDone_;
     EpochResult result;
     result.epoch = epoch;
-    result.seconds = secondsSince(epochStart);
+    result.seconds = epochClock.seconds();
     const double samples = static_cast<double>(stepsPerEpoch_ * graph_.rows());
     result.trainLoss = epochLoss / samples;
     result.trainAccuracy = epochCorrect / samples;

@@ -1,5 +1,5 @@
 #include "gl/Program.h"
-#include "gl/SelfCheck.h"
+#include "plan/SelfCheck.h"
 #include "gl/ShaderSource.h"
 #include "gl/check.h"
 #include "plan/Plan.h"
@@ -42,11 +42,11 @@ class ShaderDirectory {
 
 TEST_SUITE("gl") {
   TEST_CASE("a dispatch computes y = a*x + y exactly as the CPU does, at sizes beyond one group row") {
-    test::glContext();
+    const Context& context = test::glContext();
     for (const std::size_t elements : {std::size_t{1}, std::size_t{255}, std::size_t{257}, std::size_t{100003},
                                        std::size_t{65535} * 256 + 77}) {
       CAPTURE(elements);
-      const SelfCheckResult result = runSelfCheck(elements, 11u + static_cast<std::uint32_t>(elements));
+      const SelfCheckResult result = runSelfCheck(context, elements, 11u + static_cast<std::uint32_t>(elements));
       CHECK(result.mismatches == 0u);
       CHECK(result.maxAbsoluteError <= 2e-6);
     }

@@ -1,6 +1,8 @@
 // A device self-check: y = a·x + y on the GPU, verified element by element against the CPU.
 #pragma once
 
+#include "gl/Context.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -17,8 +19,8 @@ struct SelfCheckResult {
   bool passed() const { return mismatches == 0; }
 };
 
-// Needs a current Context. Inputs are uniform in [-1, 1) from `seed`; a result passes when
+// Inputs are uniform in [-1, 1) from `seed`; a result passes when
 // |gpu − ref| ≤ 1e-6 + 1e-6·|ref| (one fp32 multiply-add, fused or not, against a double reference).
-SelfCheckResult runSelfCheck(std::size_t elements, std::uint32_t seed = 1);
+SelfCheckResult runSelfCheck(const Context& context, std::size_t elements, std::uint32_t seed = 1);
 
 }  // namespace glnet
