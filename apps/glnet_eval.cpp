@@ -36,12 +36,7 @@ int main(int argc, char** argv) {
 
     const Network model = Network::load(parser.text("model"));
     LabelledImages data = readMnistSplit(parser.text("data"), splitName == "test" ? Split::test : Split::train, static_cast<int>(model.classes()));
-    if (parser.has("limit")) {
-      const auto limit = static_cast<std::size_t>(parser.integer("limit", 1, static_cast<long>(data.images.count)));
-      data.images.count = limit;
-      data.images.pixels.resize(limit * data.images.pixelsPerImage());
-      data.labels.resize(limit);
-    }
+    if (parser.has("limit")) keepFirst(data, static_cast<std::size_t>(parser.integer("limit", 1, static_cast<long>(data.images.count))));
     if (data.images.pixelsPerImage() != model.inputs()) {
       throw Error(parser.text("model") + ": the model takes " + std::to_string(model.inputs()) + " inputs but the images have " +
                   std::to_string(data.images.pixelsPerImage()) + " pixels");

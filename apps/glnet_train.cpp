@@ -100,18 +100,8 @@ int main(int argc, char** argv) {
     const auto classes = static_cast<int>(shape.classes());
     LabelledImages train = readMnistSplit(directory, Split::train, classes);
     LabelledImages test = readMnistSplit(directory, Split::test, classes);
-    if (parser.has("test-limit")) {
-      const auto limit = static_cast<std::size_t>(parser.integer("test-limit", 1, static_cast<long>(test.images.count)));
-      test.images.count = limit;
-      test.images.pixels.resize(limit * test.images.pixelsPerImage());
-      test.labels.resize(limit);
-    }
-    if (parser.has("train-limit")) {
-      const auto limit = static_cast<std::size_t>(parser.integer("train-limit", 1, static_cast<long>(train.images.count)));
-      train.images.count = limit;
-      train.images.pixels.resize(limit * train.images.pixelsPerImage());
-      train.labels.resize(limit);
-    }
+    if (parser.has("test-limit")) keepFirst(test, static_cast<std::size_t>(parser.integer("test-limit", 1, static_cast<long>(test.images.count))));
+    if (parser.has("train-limit")) keepFirst(train, static_cast<std::size_t>(parser.integer("train-limit", 1, static_cast<long>(train.images.count))));
     if (shape.inputs() != train.images.pixelsPerImage()) {
       throw UsageError("--arch starts with " + std::to_string(shape.inputs()) + " inputs but the images have " +
                        std::to_string(train.images.pixelsPerImage()) + " pixels");

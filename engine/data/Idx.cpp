@@ -101,6 +101,13 @@ std::vector<std::uint8_t> readIdxLabels(const std::string& path) {
   return {bytes.begin() + 8, bytes.end()};
 }
 
+void keepFirst(LabelledImages& set, std::size_t count) {
+  GLNET_ASSERT(count <= set.images.count, "cannot keep more images than there are");
+  set.images.count = count;
+  set.images.pixels.resize(count * set.images.pixelsPerImage());
+  set.labels.resize(count);
+}
+
 LabelledImages readMnistSplit(const std::string& directory, Split split, int classes) {
   const std::string prefix = split == Split::train ? "train" : "t10k";
   const std::string imagePath = findFile(directory, prefix + "-images-idx3-ubyte");

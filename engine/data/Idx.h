@@ -25,6 +25,9 @@ struct LabelledImages {
   std::vector<std::uint8_t> labels;
 };
 
+// Keeps the first `count` images and their labels (count ≤ the number there is).
+void keepFirst(LabelledImages& set, std::size_t count);
+
 enum class Split { train, test };
 
 // Reads `<directory>/{train,t10k}-{images-idx3,labels-idx1}-ubyte`, or the same with `.gz`, and checks
