@@ -139,10 +139,7 @@ void CompiledGraph::recordBackward(Plan& plan) {
 
 Plan CompiledGraph::trainingPlan(const Feed& feed) {
   GLNET_ASSERT(loss_.has_value(), "a forward-only graph has no training plan");
-  Plan plan(context_.limits());
-  GLNET_ASSERT(plan.addParameter(1) == stepParameter, "the step is the first plan parameter");
-  feed(plan);
-  recordForward(plan);
+  Plan plan = forwardPlan(feed);
   recordBackward(plan);
   return plan;
 }

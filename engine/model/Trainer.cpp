@@ -11,12 +11,6 @@ namespace glnet {
 namespace {
 
 
-Buffer uploadLabels(const std::vector<std::uint8_t>& labels) {
-  std::vector<std::uint8_t> padded = labels;
-  padded.resize((labels.size() + 3) / 4 * 4, 0);
-  return Buffer::of(padded);
-}
-
 const char* stateName(OptimizerKind kind, std::size_t index) {
   if (kind == OptimizerKind::momentum) return "velocity";
   return index == 0 ? "m" : "v";
@@ -91,7 +85,7 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
       stepsPerEpoch_(options.fullBatch ? 1 : train.images.count / options.batch),
       trainImages_(uploadImages(train.images)),
       testImages_(uploadImages(test.images)),
-      trainLabels_(uploadLabels(train.labels)),
+      trainLabels_(train.labels.size(), 1),
       indices_(train.images.count * sizeof(std::uint32_t)),
       testLabels_(test.labels),
       nodes_(buildGraph(initial, options.fullBatch ? static_cast<std::uint32_t>(train.images.count) : options.batch)),
@@ -107,12 +101,13 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   }
   const std::uint32_t rows = graph_.rows();
   const auto pixels = static_cast<std::uint32_t>(initial.inputs());
+  trainLabels_.upload(train.labels);
   const GatherOp gather(feedPrograms_);
   plan_ = graph_.trainingPlan([&](Plan& plan) {
     firstRowParameter_ = plan.addParameter(0);
     plan.record(gather.images(trainImages_.pixels, indices_, graph_.view(nodes_.images), rows, pixels, firstRowParameter_,
                               initial.input.mean, initial.input.std));
-    plan.record(gather.labels(trainLabels_, indices_, graph_.view(nodes_.labels), rows, firstRowParameter_));
+    plan.record(gather.labels(trainLabels_.pixels, indices_, graph_.view(nodes_.labels), rows, firstRowParameter_));
   });
 }
 

@@ -83,7 +83,8 @@ class Trainer {
   std::size_t trainCount_;
   std::size_t stepsPerEpoch_;
   GpuImages trainImages_, testImages_;
-  Buffer trainLabels_, indices_;
+  GpuImages trainLabels_;  // one byte per image, packed like pixels
+  Buffer indices_;
   std::vector<std::uint8_t> testLabels_;
   NetworkGraph nodes_;
   CompiledGraph graph_;
