@@ -107,6 +107,31 @@ def mlp(sizes):
     return Mlp()
 
 
+def epoch_timings(args, device, model, optimizer, batch, runs):
+    """One epoch of MNIST training with the data resident: (eager timing, CUDA-graph timing or None)."""
+    images = read_idx(Path(args.data) / "train-images-idx3-ubyte").reshape(-1, 784)
+    labels = read_idx(Path(args.data) / "train-labels-idx1-ubyte")
+    x_all = torch.from_numpy(images.astype(np.float32) / 255.0).to(device)
+    y_all = torch.from_numpy(labels.astype(np.int64)).to(device)
+    steps = len(images) // batch
+    loss_function = torch.nn.CrossEntropyLoss()
+
+    def step(x, y):
+        optimizer.zero_grad(set_to_none=False)
+        loss_function(model(x), y).backward()
+        optimizer.step()
+
+    def epoch_eager():
+        order = torch.randperm(len(images), device=device)
+        for s in range(steps):
+            index = order[s * batch:(s + 1) * batch]
+            step(x_all[index], y_all[index])
+
+    eager = timed(epoch_eager, runs, device)
+    graph = timed(graph_epoch(step, x_all, y_all, batch, steps, device), runs, device) if device.type == "cuda" else None
+    return eager, graph
+
+
 def graph_epoch(step, x_all, y_all, batch, steps, device):
     """One epoch with the whole training step captured in a CUDA graph and replayed per shuffled batch."""
     static_x, static_y = x_all[:batch].clone(), y_all[:batch].clone()
@@ -158,31 +183,12 @@ def write_safetensors(path, tensors, metadata):
 
 
 def bench_cnn(args, device):
-    images = read_idx(Path(args.data) / "train-images-idx3-ubyte").reshape(-1, 784)
-    labels = read_idx(Path(args.data) / "train-labels-idx1-ubyte")
     test = read_idx(Path(args.data) / "t10k-images-idx3-ubyte").reshape(-1, 784)
-    x_all = torch.from_numpy(images.astype(np.float32) / 255.0).to(device)
-    y_all = torch.from_numpy(labels.astype(np.int64)).to(device)
-    batch, steps = 100, len(images) // 100
     model = Cnn().to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
-    loss_function = torch.nn.CrossEntropyLoss()
-
-    def step(x, y):
-        optimizer.zero_grad(set_to_none=False)
-        loss = loss_function(model(x), y)
-        loss.backward()
-        optimizer.step()
-
-    def epoch_eager():
-        order = torch.randperm(len(images), device=device)
-        for s in range(steps):
-            index = order[s * batch:(s + 1) * batch]
-            step(x_all[index], y_all[index])
-
-    result = {"workload": "cnn", "train_epoch_eager": timed(epoch_eager, 3, device)}
-    if device.type == "cuda":
-        result["train_epoch_cuda_graph"] = timed(graph_epoch(step, x_all, y_all, batch, steps, device), 3, device)
+    eager, graph = epoch_timings(args, device, model, torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9), 100, 3)
+    result = {"workload": "cnn", "train_epoch_eager": eager}
+    if graph:
+        result["train_epoch_cuda_graph"] = graph
     resident = torch.from_numpy(test.astype(np.float32) / 255.0).to(device)
 
     @torch.no_grad()
@@ -252,31 +258,11 @@ def bench_all(args, device):
 
 
 def bench_train(args, device):
-    images = read_idx(Path(args.data) / "train-images-idx3-ubyte").reshape(-1, 784)
-    labels = read_idx(Path(args.data) / "train-labels-idx1-ubyte")
-    x_all = torch.from_numpy(images.astype(np.float32) / 255.0).to(device)
-    y_all = torch.from_numpy(labels.astype(np.int64)).to(device)
-    batch, steps = 64, len(images) // 64
     model = mlp([784, 128, 10]).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    loss_function = torch.nn.CrossEntropyLoss()
-
-    def step(x, y):
-        optimizer.zero_grad(set_to_none=False)
-        loss = loss_function(model(x), y)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    def epoch_eager():
-        order = torch.randperm(len(images), device=device)
-        for s in range(steps):
-            index = order[s * batch:(s + 1) * batch]
-            step(x_all[index], y_all[index])
-
-    result = {"workload": "train epoch 784-128-10 batch 64 sgd", "eager": timed(epoch_eager, max(1, args.runs // 10), device)}
-    if device.type == "cuda":
-        result["cuda_graph"] = timed(graph_epoch(step, x_all, y_all, batch, steps, device), max(1, args.runs // 10), device)
+    eager, graph = epoch_timings(args, device, model, torch.optim.SGD(model.parameters(), lr=0.1), 64, max(1, args.runs // 10))
+    result = {"workload": "train epoch 784-128-10 batch 64 sgd", "eager": eager}
+    if graph:
+        result["cuda_graph"] = graph
     return result
 
 

@@ -29,27 +29,25 @@ float gemmB(uint row, uint k) { return operand[row * K + k]; }
 #endif
 
 #if BACKWARD_MODE == 0 || BACKWARD_MODE == 1
+void gemmStore(uint r, uint s, float value) {
+#if BACKWARD_MODE == 0
+  uint R = M, S = K;
+#else
+  uint R = N, S = K;
+#endif
+#ifdef SPLIT_K
+  gradient[gemmPartialIndex(r, s, R, S)] = value;
+#else
+  store(r * S + s, value);
+#endif
+}
+
 void main() {
 #if BACKWARD_MODE == 0
-  uint R = M, S = K, T = N;
+  gemmRun(M, K, N);
 #else
-  uint R = N, S = K, T = M;
+  gemmRun(N, K, M);
 #endif
-  float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
-  gemmSums(R, S, T, sum);
-  for (int i = 0; i < GEMM_PER_THREAD; ++i) {
-    uint r = gemmRow(i);
-    if (r >= R) continue;
-    for (int j = 0; j < GEMM_PER_THREAD; ++j) {
-      uint s = gemmColumn(j);
-      if (s >= S) continue;
-#ifdef SPLIT_K
-      gradient[gemmPartialIndex(r, s, R, S)] = sum[i][j];
-#else
-      store(r * S + s, sum[i][j]);
-#endif
-    }
-  }
 }
 #else
 layout(local_size_x = 64, local_size_y = 4) in;

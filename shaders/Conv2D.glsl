@@ -75,38 +75,29 @@ float gemmB(uint t, uint s) {
 #endif
 
 #if CONV_MODE <= 2
-void main() {
 #if CONV_MODE == 0
-  uint R = N * OH * OW, S = OC, T = C * KH * KW;
+#define GEMM_SHAPE N * OH * OW, OC, C * KH * KW
 #elif CONV_MODE == 1
-  uint R = N * H * W, S = C, T = OC * KH * KW;
+#define GEMM_SHAPE N * H * W, C, OC * KH * KW
 #else
-  uint R = OC, S = C * KH * KW, T = N * OH * OW;
+#define GEMM_SHAPE OC, C * KH * KW, N * OH * OW
 #endif
-  float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
-  gemmSums(R, S, T, sum);
-  for (int i = 0; i < GEMM_PER_THREAD; ++i) {
-    uint r = gemmRow(i);
-    if (r >= R) continue;
-    for (int j = 0; j < GEMM_PER_THREAD; ++j) {
-      uint s = gemmColumn(j);
-      if (s >= S) continue;
-#ifdef SPLIT_K
-      result[gemmPartialIndex(r, s, R, S)] = sum[i][j];
-      continue;
-#endif
-#if CONV_MODE == 0
-      uint n = r / (OH * OW), pixel = r % (OH * OW);
-      result[(n * OC + s) * OH * OW + pixel] = activate(sum[i][j] + third[s]);
+
+void gemmStore(uint r, uint s, float value) {
+#if defined(SPLIT_K)
+  result[gemmPartialIndex(r, s, OC, C * KH * KW)] = value;
+#elif CONV_MODE == 0
+  uint n = r / (OH * OW), pixel = r % (OH * OW);
+  result[(n * OC + s) * OH * OW + pixel] = activate(value + third[s]);
 #elif CONV_MODE == 1
-      uint n = r / (H * W), pixel = r % (H * W);
-      store((n * C + s) * H * W + pixel, sum[i][j]);
+  uint n = r / (H * W), pixel = r % (H * W);
+  store((n * C + s) * H * W + pixel, value);
 #else
-      store(r * S + s, sum[i][j]);
+  store(r * C * KH * KW + s, value);
 #endif
-    }
-  }
 }
+
+void main() { gemmRun(GEMM_SHAPE); }
 #else
 layout(local_size_x = 256) in;
 shared float partial[256];

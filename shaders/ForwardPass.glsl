@@ -16,22 +16,14 @@ layout(location = 2) uniform uint K;
 float gemmA(uint row, uint k) { return X[row * K + k]; }
 float gemmB(uint k, uint column) { return W[column * K + k]; }
 
-void main() {
-  float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
-  gemmSums(M, N, K, sum);
-  for (int i = 0; i < GEMM_PER_THREAD; ++i) {
-    uint row = gemmRow(i);
-    if (row >= M) continue;
-    for (int j = 0; j < GEMM_PER_THREAD; ++j) {
-      uint column = gemmColumn(j);
-      if (column >= N) continue;
+void gemmStore(uint row, uint column, float value) {
 #if defined(SPLIT_K)
-      Y[gemmPartialIndex(row, column, M, N)] = sum[i][j];
+  Y[gemmPartialIndex(row, column, M, N)] = value;
 #elif HAS_BIAS
-      Y[row * N + column] = activate(sum[i][j] + b[column]);
+  Y[row * N + column] = activate(value + b[column]);
 #else
-      Y[row * N + column] = activate(sum[i][j]);
+  Y[row * N + column] = activate(value);
 #endif
-    }
-  }
 }
+
+void main() { gemmRun(M, N, K); }

@@ -1,5 +1,6 @@
-// The tiled GEMM core shared by ForwardPass.glsl and BackwardPass.glsl: C[R×S] = Σ_t A(r,t)·B(t,s), where
-// the including shader defines gemmA(r, t) and gemmB(t, s); the core keeps every access in bounds.
+// The tiled GEMM core shared by ForwardPass.glsl, BackwardPass.glsl and Conv2D.glsl: C[R×S] = Σ_t A(r,t)·B(t,s),
+// where the including shader defines gemmA(r, t), gemmB(t, s) and gemmStore(r, s, value) (with SPLIT_K:
+// value is a partial sum for gemmPartialIndex) and calls gemmRun(R, S, T); the core keeps every access in bounds.
 // A 16×16 group computes a 64×64 tile of C, each invocation a 4×4 block strided by 16 so that neighbouring
 // invocations own neighbouring columns; A and B go through shared memory 16 values of t at a time.
 // GEMM_A_ALONG_ROWS / GEMM_B_ALONG_COLUMNS: the operand is contiguous along r (resp. s) rather than t, so
@@ -12,6 +13,7 @@ layout(local_size_x = GEMM_THREADS, local_size_y = GEMM_THREADS) in;
 
 float gemmA(uint r, uint t);
 float gemmB(uint t, uint s);
+void gemmStore(uint r, uint s, float value);
 
 shared float gemmTileA[GEMM_TILE_K][GEMM_TILE];
 shared float gemmTileB[GEMM_TILE_K][GEMM_TILE];
@@ -72,4 +74,18 @@ void gemmSums(uint R, uint S, uint T, out float sum[GEMM_PER_THREAD][GEMM_PER_TH
 #else
   gemmTileRange(R, S, 0u, T, sum);
 #endif
+}
+
+// Computes this invocation's block of C and stores its elements inside R × S.
+void gemmRun(uint R, uint S, uint T) {
+  float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
+  gemmSums(R, S, T, sum);
+  for (int i = 0; i < GEMM_PER_THREAD; ++i) {
+    uint r = gemmRow(i);
+    if (r >= R) continue;
+    for (int j = 0; j < GEMM_PER_THREAD; ++j) {
+      uint s = gemmColumn(j);
+      if (s < S) gemmStore(r, s, sum[i][j]);
+    }
+  }
 }
