@@ -25,6 +25,9 @@ class Buffer {
   unsigned id() const { return id_; }
   std::size_t bytes() const { return bytes_; }
 
+  // Ordered after earlier uploads and, by GL_BUFFER_UPDATE_BARRIER_BIT, after earlier shader writes. NVIDIA
+  // 580 was seen to let still-queued shader writes land after an upload anyway, so memory that queued
+  // dispatches write is reset by a dispatch instead (CompiledGraph::resetTotals).
   void upload(const void* data, std::size_t bytes, std::size_t offset = 0);
   template <class T>
   void upload(const std::vector<T>& values, std::size_t offset = 0) {

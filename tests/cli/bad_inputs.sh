@@ -4,10 +4,7 @@
 set -u
 apps=$1 mnist=$2
 here=$(dirname "$0")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-expect() { "$here/expect" "$@" || failures=$((failures + 1)); }
+. "$here/common.sh"
 
 # A valid small model and data directory to vary one thing at a time.
 /usr/bin/python3 - "$work/model.safetensors" <<'PY'
@@ -54,6 +51,5 @@ expect 1 "error: .*absent.png: no such file" -- "$apps/glnet_predict" --model "$
 expect 0 "mnist-test\[5\]: [0-9]  \(" -- "$apps/glnet_predict" --model "$work/model.safetensors" --mnist-index 5 --data "$mnist" --time
 
 leftovers=$(find "$work" -name '*.tmp*' | wc -l)
-[ "$leftovers" -eq 0 ] || { echo "temporary files left behind"; failures=$((failures + 1)); }
-[ "$failures" -eq 0 ] || { echo "$failures bad-input checks failed"; exit 1; }
-echo "all bad-input checks passed"
+[ "$leftovers" -eq 0 ] || fail "temporary files left behind"
+finish bad-input

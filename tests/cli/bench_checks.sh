@@ -4,10 +4,7 @@
 set -u
 apps=$1 scripts=$2
 here=$(dirname "$0")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+. "$here/common.sh"
 
 "$apps/glnet_bench" --batches 1,7,33 --runs 2 --warmup 1 --elementwise 4099 --csv "$work/b.csv" --json "$work/b.json" >"$work/out.txt" 2>&1 \
   || { cat "$work/out.txt"; fail "glnet_bench reported failed checks or an error"; }
@@ -36,7 +33,6 @@ if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
 else
   fail "python3-matplotlib is missing (scripts/setup installs it)"
 fi
-"$here/expect" 2 "error: --batches takes sizes" -- "$apps/glnet_bench" --batches 0 || failures=$((failures + 1))
-"$here/expect" 1 "error: .*nope.safetensors: cannot open" -- "$apps/glnet_bench" --model "$work/nope.safetensors" || failures=$((failures + 1))
-[ "$failures" -eq 0 ] || { echo "$failures bench checks failed"; exit 1; }
-echo "all bench checks passed"
+expect 2 "error: --batches takes sizes" -- "$apps/glnet_bench" --batches 0
+expect 1 "error: .*nope.safetensors: cannot open" -- "$apps/glnet_bench" --model "$work/nope.safetensors"
+finish bench

@@ -3,10 +3,8 @@
 # passes an accuracy floor, and the model file it writes loads in glnet_eval and glnet_predict.
 set -u
 apps=$1 mnist=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+here=$(dirname "$0")
+. "$here/common.sh"
 
 "$apps/glnet_train" --arch cnn --data "$mnist" --train-limit 600 --test-limit 300 --batch 30 --epochs 1 \
   --optimizer momentum --lr 0.05 --out "$work/cnn.safetensors" --json >"$work/train.json" || fail "training the CNN"
@@ -18,5 +16,4 @@ echo "CNN, 20 steps of 30 images: test accuracy $accuracy on 300 images"
   || fail "glnet_eval disagrees with the accuracy training reported"
 "$apps/glnet_predict" --model "$work/cnn.safetensors" --data "$mnist" --mnist-index 0,1 >"$work/predict.txt" || fail "glnet_predict on a CNN"
 grep -q "mnist-test\[1\]: [0-9]" "$work/predict.txt" || fail "glnet_predict printed no class"
-[ "$failures" -eq 0 ] || { echo "$failures CNN checks failed"; exit 1; }
-echo "all CNN checks passed"
+finish CNN

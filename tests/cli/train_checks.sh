@@ -3,11 +3,7 @@
 set -u
 apps=$1 mnist=$2
 here=$(dirname "$0")
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-expect() { "$here/expect" "$@" || failures=$((failures + 1)); }
+. "$here/common.sh"
 json_field() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
 train() { "$apps/glnet_train" --data "$mnist" --train-limit 3000 --batch 50 --log-every 20 "$@"; }
 
@@ -60,5 +56,4 @@ for file in "$work/k.safetensors" "$work/k.checkpoint.safetensors"; do
 done
 ls "$work" | grep -q '\.tmp' && echo "note: a killed run leaves its temporary file, never a torn model"
 
-[ "$failures" -eq 0 ] || { echo "$failures training checks failed"; exit 1; }
-echo "all training checks passed"
+finish training
