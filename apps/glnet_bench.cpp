@@ -79,6 +79,9 @@ int main(int argc, char** argv) {
     settings.runs = static_cast<int>(parser.integer("runs", 1, 100000));
     settings.warmup = static_cast<int>(parser.integer("warmup", 0, 100000));
     settings.elementwiseCount = static_cast<std::size_t>(parser.integer("elementwise", 1, 1 << 26));
+    for (const char* file : {"csv", "json"}) {
+      if (parser.has(file)) checkWritable(parser.text(file));
+    }
     const Network model = parser.has("model") ? Network::load(parser.text("model")) : Network::create("784-128-10", Activation::relu, 1);
     const Context context(parser.contextOptions());
     std::printf("device %d: %s (%s)\nmodel %s; %d warm-up and %d measured runs; times in ms: median [p10, p90]\n",

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
     const std::string splitName = parser.text("split");
     if (splitName != "test" && splitName != "train") throw UsageError("--split is test or train, not '" + splitName + "'");
     const auto batch = static_cast<std::size_t>(parser.integer("batch", 1, 1 << 20));
+    if (parser.has("predictions")) checkWritable(parser.text("predictions"));
     const ContextOptions contextOptions = parser.contextOptions();
 
     const Network model = Network::load(parser.text("model"));

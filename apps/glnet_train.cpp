@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
     const std::string out = parser.text("out");
     const std::string checkpointPath = parser.has("checkpoint") ? parser.text("checkpoint") : defaultCheckpoint(out);
     const bool json = parser.has("json");
+    checkWritable(out);
+    checkWritable(checkpointPath);
     const ContextOptions contextOptions = parser.contextOptions();
 
     const std::string directory =

@@ -32,4 +32,11 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
   }
 }
 
+void checkWritable(const std::string& path) {
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const std::string directory = parent.empty() ? "." : parent.string();
+  if (!std::filesystem::is_directory(directory)) throw Error(path + ": cannot write (no directory " + directory + ")");
+  if (::access(directory.c_str(), W_OK) != 0) throw Error(path + ": cannot write (" + directory + " is not writable)");
+}
+
 }  // namespace glnet

@@ -9,4 +9,8 @@ namespace glnet {
 // crash never leaves a torn file. Throws glnet::Error naming the path.
 void writeFileAtomically(const std::string& path, const std::string& bytes);
 
+// Throws glnet::Error when `path` could not be written later (its directory is missing or not writable),
+// so long work can refuse to start instead of failing at its end.
+void checkWritable(const std::string& path);
+
 }  // namespace glnet

@@ -38,6 +38,7 @@ expect 1 "error: .*a.safetensors: not a glnet checkpoint" -- \
 
 # Usage errors.
 expect 2 "error: --out is required" -- "$apps/glnet_train"
+expect 1 "error: .*no-dir/m.safetensors: cannot write \(no directory" -- "$apps/glnet_train" --data "$mnist" --out "$work/no-dir/m.safetensors"
 expect 2 "error: unknown optimizer 'rmsprop'" -- "$apps/glnet_train" --out x --optimizer rmsprop
 expect 2 "error: --dataset is mnist or fashion" -- "$apps/glnet_train" --out x --dataset cifar
 expect 2 "error: architecture '784-x-10'" -- "$apps/glnet_train" --out x --arch 784-x-10
