@@ -5,7 +5,9 @@
 // bindings: 0 dY [M×N] read, 1 Y [M×N] read (the forward output), 2 W [N×K] (mode 0) or X [M×K] (mode 1)
 //           read, 3 the gradient, written or, with accumulate, added to
 // uniforms: 0 M (rows), 1 N (outputs), 2 K (inputs), 3 accumulate (0 overwrite, 1 add)
-// defines: ACTIVATION, BACKWARD_MODE; SPLIT_K (mode 1): binding 3 is the partial-sum workspace instead
+// defines: ACTIVATION, BACKWARD_MODE, the GEMM configuration; SPLIT_K (mode 1): binding 3 is the partial-sum
+// workspace instead. GEMM_A_VEC4 (N a multiple of 4) reads dY and Y as vec4s; GEMM_B_VEC4 (K a multiple of 4)
+// the operand.
 
 layout(std430, binding = 0) readonly buffer OutputGradient { float dY[]; };
 layout(std430, binding = 1) readonly buffer Output { float Y[]; };
@@ -20,12 +22,39 @@ float dZ(uint row, uint column) { return dY[row * N + column] * activationDeriva
 
 void store(uint index, float value) { gradient[index] = accumulate != 0u ? gradient[index] + value : value; }
 
+#ifdef GEMM_A_VEC4
+layout(std430, binding = 0) readonly buffer OutputGradientRuns { vec4 dY4[]; };
+layout(std430, binding = 1) readonly buffer OutputRuns { vec4 Y4[]; };
+// dZ at (row, n..n + 3), n a multiple of 4.
+vec4 dZ4(uint row, uint n) {
+  uint run = (row * N + n) / 4u;
+  vec4 y = Y4[run];
+  return dY4[run] * vec4(activationDerivative(y.x), activationDerivative(y.y), activationDerivative(y.z),
+                         activationDerivative(y.w));
+}
+#endif
+#ifdef GEMM_B_VEC4
+layout(std430, binding = 2) readonly buffer OperandRuns { vec4 operand4[]; };
+#endif
+
 #if BACKWARD_MODE == 0
 float gemmA(uint row, uint n) { return dZ(row, n); }
 float gemmB(uint n, uint k) { return operand[n * K + k]; }
+#ifdef GEMM_A_VEC4
+vec4 gemmA4(uint row, uint n) { return dZ4(row, n); }
+#endif
+#ifdef GEMM_B_VEC4
+vec4 gemmB4(uint n, uint k) { return operand4[(n * K + k) / 4u]; }
+#endif
 #elif BACKWARD_MODE == 1
 float gemmA(uint n, uint row) { return dZ(row, n); }
 float gemmB(uint row, uint k) { return operand[row * K + k]; }
+#ifdef GEMM_A_VEC4
+vec4 gemmA4(uint n, uint row) { return dZ4(row, n); }
+#endif
+#ifdef GEMM_B_VEC4
+vec4 gemmB4(uint row, uint k) { return operand4[(row * K + k) / 4u]; }
+#endif
 #endif
 
 #if BACKWARD_MODE == 0 || BACKWARD_MODE == 1

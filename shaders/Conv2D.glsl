@@ -7,8 +7,9 @@
 //   CONV_MODE 3 db:      db = Σ_{n,oh,ow} dZ, one group per output channel
 // bindings: forward 0 X, 1 Wt, 2 b, 3 Y; dX 0 dY, 1 Y, 2 Wt, 3 dX; dW 0 dY, 1 Y, 2 X, 3 dW; db 0 dY, 1 Y, 3 db
 // uniforms: 0 N, 1 C, 2 H, 3 W, 4 OC, 5 KH, 6 KW, 7 PAD, 8 OH, 9 OW, 10 accumulate (gradients: 0 write, 1 add)
-// defines: CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl; SPLIT_K (mode 2): binding 3 is the
-// partial-sum workspace instead
+// defines: CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl and take its configuration; SPLIT_K (mode 2):
+// binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0, C·KH·KW a multiple of 4): the weights
+// are also read as vec4s
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
 layout(std430, binding = 1) readonly buffer Second { float second[]; };
@@ -52,6 +53,10 @@ float gemmA(uint r, uint t) {
   return inputAt(n, c, int(pixel / OW + k / KW) - PAD, int(pixel % OW + k % KW) - PAD);
 }
 float gemmB(uint t, uint s) { return second[s * C * KH * KW + t]; }
+#ifdef GEMM_B_VEC4
+layout(std430, binding = 1) readonly buffer SecondRuns { vec4 second4[]; };
+vec4 gemmB4(uint t, uint s) { return second4[(s * C * KH * KW + t) / 4u]; }
+#endif
 #elif CONV_MODE == 1
 float gemmA(uint r, uint t) {
   uint n = r / (H * W), pixel = r % (H * W), oc = t / (KH * KW), k = t % (KH * KW);

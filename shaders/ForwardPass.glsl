@@ -2,8 +2,9 @@
 // X [M×K], W [N×K] (PyTorch's [out, in]), b [N], Y [M×N], all row-major float.
 // bindings: 0 X read, 1 W read, 2 b read (unused without HAS_BIAS), 3 Y write
 // uniforms: 0 M (rows), 1 N (outputs), 2 K (inputs)
-// defines: ACTIVATION (common.glsl), HAS_BIAS 0|1; includes Gemm.glsl. SPLIT_K: binding 3 receives the
-// partial sums of one chunk of K per group along z, and SplitSum.glsl adds them with bias and activation.
+// defines: ACTIVATION (common.glsl), HAS_BIAS 0|1, the GEMM configuration; includes Gemm.glsl. SPLIT_K: binding 3
+// receives the partial sums of one chunk of K per group along z, and SplitSum.glsl adds them with bias and
+// activation. GEMM_A_VEC4 / GEMM_B_VEC4 (K a multiple of 4): X and W are also read as vec4s.
 
 layout(std430, binding = 0) readonly buffer Input { float X[]; };
 layout(std430, binding = 1) readonly buffer Weight { float W[]; };
@@ -15,6 +16,14 @@ layout(location = 2) uniform uint K;
 
 float gemmA(uint row, uint k) { return X[row * K + k]; }
 float gemmB(uint k, uint column) { return W[column * K + k]; }
+#ifdef GEMM_A_VEC4
+layout(std430, binding = 0) readonly buffer InputRuns { vec4 X4[]; };
+vec4 gemmA4(uint row, uint k) { return X4[(row * K + k) / 4u]; }
+#endif
+#ifdef GEMM_B_VEC4
+layout(std430, binding = 1) readonly buffer WeightRuns { vec4 W4[]; };
+vec4 gemmB4(uint k, uint column) { return W4[(column * K + k) / 4u]; }
+#endif
 
 void gemmStore(uint row, uint column, float value) {
 #if defined(SPLIT_K)

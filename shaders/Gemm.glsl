@@ -1,61 +1,188 @@
-// The tiled GEMM core shared by ForwardPass.glsl, BackwardPass.glsl and Conv2D.glsl: C[R×S] = Σ_t A(r,t)·B(t,s),
-// where the including shader defines gemmA(r, t), gemmB(t, s) and gemmStore(r, s, value) (with SPLIT_K:
-// value is a partial sum for gemmPartialIndex) and calls gemmRun(R, S, T); the core keeps every access in bounds.
-// A 16×16 group computes a 64×64 tile of C, each invocation a 4×4 block strided by 16 so that neighbouring
-// invocations own neighbouring columns; A and B go through shared memory 16 values of t at a time.
-// GEMM_A_ALONG_ROWS / GEMM_B_ALONG_COLUMNS: the operand is contiguous along r (resp. s) rather than t, so
-// tiles load with neighbouring invocations reading neighbouring addresses either way.
-#define GEMM_TILE 64
-#define GEMM_TILE_K 16
-#define GEMM_THREADS 16
-#define GEMM_PER_THREAD 4
-layout(local_size_x = GEMM_THREADS, local_size_y = GEMM_THREADS) in;
+// The register-blocked GEMM core shared by ForwardPass.glsl, BackwardPass.glsl and Conv2D.glsl:
+// C[R×S] = Σ_t A(r,t)·B(t,s). The including shader defines gemmA(r, t), gemmB(t, s) and
+// gemmStore(r, s, value) (with SPLIT_K: value is a partial sum for gemmPartialIndex) and calls
+// gemmRun(R, S, T); the core keeps every access in bounds.
+//
+// Configuration (engine/ops/Gemm.cpp injects one of its named configurations):
+//   GEMM_TILE_M × GEMM_TILE_N outputs per group, GEMM_TILE_K values of t per shared-memory stage;
+//   GEMM_THREAD_M × GEMM_THREAD_N outputs per invocation (multiples of 4), so the group has
+//   (TILE_M / THREAD_M)·(TILE_N / THREAD_N) invocations. An invocation owns THREAD_M/4 runs of 4 rows strided
+//   by 4·(TILE_M / THREAD_M), and likewise for columns, so that it reads its operands from shared memory as
+//   vec4s and a warp's reads are contiguous. GEMM_INVOCATIONS is that count, as a literal.
+//   GEMM_A_ALONG_ROWS / GEMM_B_ALONG_COLUMNS: the operand is contiguous along r (resp. s) rather than t;
+//   each invocation fetches runs of 4 values along the contiguous direction.
+//   GEMM_A_VEC4 / GEMM_B_VEC4: the shader also defines gemmA4(r, t) / gemmB4(t, s), the run of 4 along the
+//   contiguous direction as one vec4 load (the op asks for it only when such runs are 16-byte aligned); runs
+//   that cross the edge of the matrix take the scalar path.
+// Shared tiles are stored with t outermost and padded by one vec4 per row against bank conflicts when a run
+// along t is scattered into them; two stages alternate, so that the global loads of the next stage are in
+// flight while this one is multiplied, with one barrier per stage.
+#pragma optionNV(unroll all)
+
+#define GEMM_THREADS_X (GEMM_TILE_N / GEMM_THREAD_N)
+#define GEMM_THREADS_Y (GEMM_TILE_M / GEMM_THREAD_M)
+// GL 4.3 takes only a literal for local_size_x: the op injects the invocation count as GEMM_INVOCATIONS.
+#if GEMM_INVOCATIONS != GEMM_THREADS_X * GEMM_THREADS_Y
+#error GEMM_INVOCATIONS must be (GEMM_TILE_M / GEMM_THREAD_M) * (GEMM_TILE_N / GEMM_THREAD_N)
+#endif
+#define GEMM_THREADS GEMM_INVOCATIONS
+#define GEMM_A_RUNS (GEMM_TILE_M * GEMM_TILE_K / 4)
+#define GEMM_B_RUNS (GEMM_TILE_N * GEMM_TILE_K / 4)
+#define GEMM_A_FETCHES ((GEMM_A_RUNS + GEMM_THREADS - 1) / GEMM_THREADS)
+#define GEMM_B_FETCHES ((GEMM_B_RUNS + GEMM_THREADS - 1) / GEMM_THREADS)
+layout(local_size_x = GEMM_INVOCATIONS) in;
 
 float gemmA(uint r, uint t);
 float gemmB(uint t, uint s);
 void gemmStore(uint r, uint s, float value);
+#ifdef GEMM_A_VEC4
+vec4 gemmA4(uint r, uint t);
+#endif
+#ifdef GEMM_B_VEC4
+vec4 gemmB4(uint t, uint s);
+#endif
 
-shared float gemmTileA[GEMM_TILE_K][GEMM_TILE];
-shared float gemmTileB[GEMM_TILE_K][GEMM_TILE];
+shared vec4 gemmTileA[2][GEMM_TILE_K][GEMM_TILE_M / 4 + 1];
+shared vec4 gemmTileB[2][GEMM_TILE_K][GEMM_TILE_N / 4 + 1];
 
-// Row tiles run along x, whose group-count limit is the largest (2^31 − 1 on NVIDIA): rows are batch × pixels.
-uint gemmRow(int i) { return gl_WorkGroupID.x * GEMM_TILE + gl_LocalInvocationID.y + GEMM_THREADS * uint(i); }
-uint gemmColumn(int j) { return gl_WorkGroupID.y * GEMM_TILE + gl_LocalInvocationID.x + GEMM_THREADS * uint(j); }
+// Position of run q of a stage inside the tile: (r, t) of its first value, relative to the tile's corner.
+uvec2 gemmRunA(uint q) {
+#ifdef GEMM_A_ALONG_ROWS
+  return uvec2((q % (GEMM_TILE_M / 4)) * 4u, q / (GEMM_TILE_M / 4));
+#else
+  return uvec2(q / (GEMM_TILE_K / 4), (q % (GEMM_TILE_K / 4)) * 4u);
+#endif
+}
+uvec2 gemmRunB(uint q) {  // (s, t)
+#ifdef GEMM_B_ALONG_COLUMNS
+  return uvec2((q % (GEMM_TILE_N / 4)) * 4u, q / (GEMM_TILE_N / 4));
+#else
+  return uvec2(q / (GEMM_TILE_K / 4), (q % (GEMM_TILE_K / 4)) * 4u);
+#endif
+}
+
+// The 4 values of A from (r, t) along its contiguous direction, zero outside r < R, t < tEnd.
+vec4 gemmFetchA(uint r, uint t, uint R, uint tEnd) {
+  vec4 v = vec4(0.0);
+#ifdef GEMM_A_ALONG_ROWS
+  if (t >= tEnd) return v;
+#ifdef GEMM_A_VEC4
+  if (r + 3u < R) return gemmA4(r, t);
+#endif
+  for (uint i = 0u; i < 4u; ++i) v[i] = r + i < R ? gemmA(r + i, t) : 0.0;
+#else
+  if (r >= R) return v;
+#ifdef GEMM_A_VEC4
+  if (t + 3u < tEnd) return gemmA4(r, t);
+#endif
+  for (uint i = 0u; i < 4u; ++i) v[i] = t + i < tEnd ? gemmA(r, t + i) : 0.0;
+#endif
+  return v;
+}
+vec4 gemmFetchB(uint s, uint t, uint S, uint tEnd) {
+  vec4 v = vec4(0.0);
+#ifdef GEMM_B_ALONG_COLUMNS
+  if (t >= tEnd) return v;
+#ifdef GEMM_B_VEC4
+  if (s + 3u < S) return gemmB4(t, s);
+#endif
+  for (uint i = 0u; i < 4u; ++i) v[i] = s + i < S ? gemmB(t, s + i) : 0.0;
+#else
+  if (s >= S) return v;
+#ifdef GEMM_B_VEC4
+  if (t + 3u < tEnd) return gemmB4(t, s);
+#endif
+  for (uint i = 0u; i < 4u; ++i) v[i] = t + i < tEnd ? gemmB(t + i, s) : 0.0;
+#endif
+  return v;
+}
+
+void gemmPutA(uint stage, uvec2 at, vec4 v) {
+#ifdef GEMM_A_ALONG_ROWS
+  gemmTileA[stage][at.y][at.x / 4u] = v;
+#else
+  for (uint i = 0u; i < 4u; ++i) gemmTileA[stage][at.y + i][at.x / 4u][at.x % 4u] = v[i];
+#endif
+}
+void gemmPutB(uint stage, uvec2 at, vec4 v) {
+#ifdef GEMM_B_ALONG_COLUMNS
+  gemmTileB[stage][at.y][at.x / 4u] = v;
+#else
+  for (uint i = 0u; i < 4u; ++i) gemmTileB[stage][at.y + i][at.x / 4u][at.x % 4u] = v[i];
+#endif
+}
+
+// Runs of the stage starting at t0 held in registers between the global load and the shared store.
+vec4 gemmStagedA[GEMM_A_FETCHES];
+vec4 gemmStagedB[GEMM_B_FETCHES];
+
+void gemmFetchStage(uint t0, uint R, uint S, uint tEnd) {
+  uint local = gl_LocalInvocationIndex;
+  uint rowBase = gl_WorkGroupID.x * GEMM_TILE_M, columnBase = gl_WorkGroupID.y * GEMM_TILE_N;
+  for (uint f = 0u; f < GEMM_A_FETCHES; ++f) {
+    uint q = local + f * GEMM_THREADS;
+    if (GEMM_A_RUNS % GEMM_THREADS == 0 || q < GEMM_A_RUNS) {
+      uvec2 at = gemmRunA(q);
+      gemmStagedA[f] = gemmFetchA(rowBase + at.x, t0 + at.y, R, tEnd);
+    }
+  }
+  for (uint f = 0u; f < GEMM_B_FETCHES; ++f) {
+    uint q = local + f * GEMM_THREADS;
+    if (GEMM_B_RUNS % GEMM_THREADS == 0 || q < GEMM_B_RUNS) {
+      uvec2 at = gemmRunB(q);
+      gemmStagedB[f] = gemmFetchB(columnBase + at.x, t0 + at.y, S, tEnd);
+    }
+  }
+}
+
+void gemmPutStage(uint stage) {
+  uint local = gl_LocalInvocationIndex;
+  for (uint f = 0u; f < GEMM_A_FETCHES; ++f) {
+    uint q = local + f * GEMM_THREADS;
+    if (GEMM_A_RUNS % GEMM_THREADS == 0 || q < GEMM_A_RUNS) gemmPutA(stage, gemmRunA(q), gemmStagedA[f]);
+  }
+  for (uint f = 0u; f < GEMM_B_FETCHES; ++f) {
+    uint q = local + f * GEMM_THREADS;
+    if (GEMM_B_RUNS % GEMM_THREADS == 0 || q < GEMM_B_RUNS) gemmPutB(stage, gemmRunB(q), gemmStagedB[f]);
+  }
+}
+
+// sum[i][j] holds rows gemmRow(i) and the 4 columns from gemmColumn(j).
+#define GEMM_SUM_ROWS GEMM_THREAD_M
+#define GEMM_SUM_RUNS (GEMM_THREAD_N / 4)
+
+uint gemmRow(uint i) {
+  uint ty = gl_LocalInvocationIndex / GEMM_THREADS_X;
+  return gl_WorkGroupID.x * GEMM_TILE_M + (ty + (i / 4u) * GEMM_THREADS_Y) * 4u + i % 4u;
+}
+uint gemmColumn(uint j) {
+  uint tx = gl_LocalInvocationIndex % GEMM_THREADS_X;
+  return gl_WorkGroupID.y * GEMM_TILE_N + (tx + j * GEMM_THREADS_X) * 4u;
+}
 
 // Sums over t in [tBegin, tEnd) only: with split-K each group along z takes one chunk of T.
-void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out float sum[GEMM_PER_THREAD][GEMM_PER_THREAD]) {
-  uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
-  uint local = ty * GEMM_THREADS + tx;
-  uint rowBase = gl_WorkGroupID.x * GEMM_TILE, columnBase = gl_WorkGroupID.y * GEMM_TILE;
-  for (int i = 0; i < GEMM_PER_THREAD; ++i)
-    for (int j = 0; j < GEMM_PER_THREAD; ++j) sum[i][j] = 0.0;
+void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out vec4 sum[GEMM_SUM_ROWS][GEMM_SUM_RUNS]) {
+  uint tx = gl_LocalInvocationIndex % GEMM_THREADS_X, ty = gl_LocalInvocationIndex / GEMM_THREADS_X;
+  for (uint i = 0u; i < GEMM_SUM_ROWS; ++i)
+    for (uint j = 0u; j < GEMM_SUM_RUNS; ++j) sum[i][j] = vec4(0.0);
+  if (tBegin >= tEnd) return;
+  gemmFetchStage(tBegin, R, S, tEnd);
+  gemmPutStage(0u);
+  barrier();
+  uint stage = 0u;
   for (uint t0 = tBegin; t0 < tEnd; t0 += GEMM_TILE_K) {
-    for (uint e = local; e < GEMM_TILE * GEMM_TILE_K; e += GEMM_THREADS * GEMM_THREADS) {
-#ifdef GEMM_A_ALONG_ROWS
-      uint r = e % GEMM_TILE, c = e / GEMM_TILE;
-#else
-      uint r = e / GEMM_TILE_K, c = e % GEMM_TILE_K;
-#endif
-      uint row = rowBase + r, t = t0 + c;
-      gemmTileA[c][r] = (row < R && t < tEnd) ? gemmA(row, t) : 0.0;
-#ifdef GEMM_B_ALONG_COLUMNS
-      r = e % GEMM_TILE; c = e / GEMM_TILE;
-#else
-      r = e / GEMM_TILE_K; c = e % GEMM_TILE_K;
-#endif
-      uint column = columnBase + r;
-      t = t0 + c;
-      gemmTileB[c][r] = (column < S && t < tEnd) ? gemmB(t, column) : 0.0;
-    }
-    barrier();
+    bool more = t0 + GEMM_TILE_K < tEnd;
+    if (more) gemmFetchStage(t0 + GEMM_TILE_K, R, S, tEnd);
     for (uint k = 0u; k < GEMM_TILE_K; ++k) {
-      float a[GEMM_PER_THREAD], b[GEMM_PER_THREAD];
-      for (int i = 0; i < GEMM_PER_THREAD; ++i) a[i] = gemmTileA[k][ty + GEMM_THREADS * uint(i)];
-      for (int j = 0; j < GEMM_PER_THREAD; ++j) b[j] = gemmTileB[k][tx + GEMM_THREADS * uint(j)];
-      for (int i = 0; i < GEMM_PER_THREAD; ++i)
-        for (int j = 0; j < GEMM_PER_THREAD; ++j) sum[i][j] = fma(a[i], b[j], sum[i][j]);
+      vec4 a[GEMM_THREAD_M / 4], b[GEMM_SUM_RUNS];
+      for (uint i = 0u; i < GEMM_THREAD_M / 4; ++i) a[i] = gemmTileA[stage][k][ty + i * GEMM_THREADS_Y];
+      for (uint j = 0u; j < GEMM_SUM_RUNS; ++j) b[j] = gemmTileB[stage][k][tx + j * GEMM_THREADS_X];
+      for (uint i = 0u; i < GEMM_SUM_ROWS; ++i)
+        for (uint j = 0u; j < GEMM_SUM_RUNS; ++j) sum[i][j] = fma(vec4(a[i / 4u][i % 4u]), b[j], sum[i][j]);
     }
+    if (more) gemmPutStage(stage ^ 1u);
     barrier();
+    stage ^= 1u;
   }
 }
 
@@ -67,7 +194,7 @@ uint gemmPartialIndex(uint r, uint s, uint R, uint S) { return gl_WorkGroupID.z 
 #endif
 
 // This invocation's block of C: over all of T, or with SPLIT_K over this group's chunk of it.
-void gemmSums(uint R, uint S, uint T, out float sum[GEMM_PER_THREAD][GEMM_PER_THREAD]) {
+void gemmSums(uint R, uint S, uint T, out vec4 sum[GEMM_SUM_ROWS][GEMM_SUM_RUNS]) {
 #ifdef SPLIT_K
   uint begin = gl_WorkGroupID.z * gemmSplitChunk;
   gemmTileRange(R, S, begin, min(T, begin + gemmSplitChunk), sum);
@@ -78,14 +205,16 @@ void gemmSums(uint R, uint S, uint T, out float sum[GEMM_PER_THREAD][GEMM_PER_TH
 
 // Computes this invocation's block of C and stores its elements inside R × S.
 void gemmRun(uint R, uint S, uint T) {
-  float sum[GEMM_PER_THREAD][GEMM_PER_THREAD];
+  vec4 sum[GEMM_SUM_ROWS][GEMM_SUM_RUNS];
   gemmSums(R, S, T, sum);
-  for (int i = 0; i < GEMM_PER_THREAD; ++i) {
+  for (uint i = 0u; i < GEMM_SUM_ROWS; ++i) {
     uint r = gemmRow(i);
     if (r >= R) continue;
-    for (int j = 0; j < GEMM_PER_THREAD; ++j) {
+    for (uint j = 0u; j < GEMM_SUM_RUNS; ++j) {
       uint s = gemmColumn(j);
-      if (s < S) gemmStore(r, s, sum[i][j]);
+      for (uint e = 0u; e < 4u; ++e) {
+        if (s + e < S) gemmStore(r, s + e, sum[i][j][e]);
+      }
     }
   }
 }

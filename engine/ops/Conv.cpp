@@ -5,31 +5,27 @@
 namespace glnet {
 namespace {
 
-constexpr std::uint32_t tile = 64;  // GEMM_TILE in Gemm.glsl
-std::uint32_t tiles(std::uint64_t size) { return static_cast<std::uint32_t>((size + tile - 1) / tile); }
-
-const Program& convProgram(ProgramCache& programs, Activation activation, int mode, std::vector<ShaderDefine> layout) {
+std::vector<ShaderDefine> convDefines(Activation activation, int mode, std::vector<ShaderDefine> layout = {}) {
   layout.push_back({"CONV_MODE", std::to_string(mode)});
   layout.push_back({"ACTIVATION", std::to_string(static_cast<int>(activation))});
-  return programs.get("Conv2D.glsl", layout, mode <= 2 ? std::vector<std::string>{"Gemm.glsl"} : std::vector<std::string>{});
+  return layout;
 }
 
 }  // namespace
 
 ConvOp::ConvOp(ProgramCache& programs, Activation activation)
     : activation_(activation),
-      forward_(convProgram(programs, activation, 0, {{"GEMM_A_ALONG_ROWS", "1"}})),
-      inputGradient_(convProgram(programs, activation, 1, {{"GEMM_A_ALONG_ROWS", "1"}})),
-      weightGradient_(convProgram(programs, activation, 2, {})),
-      weightGradientSplit_(convProgram(programs, activation, 2, {{"SPLIT_K", "1"}})),
+      forward_(programs, "Conv2D.glsl", convDefines(activation, 0, {{"GEMM_A_ALONG_ROWS", "1"}})),
+      inputGradient_(programs, "Conv2D.glsl", convDefines(activation, 1, {{"GEMM_A_ALONG_ROWS", "1"}})),
+      weightGradient_(programs, "Conv2D.glsl", convDefines(activation, 2)),
       splitSum_(programs),
-      biasGradient_(convProgram(programs, activation, 3, {})) {}
+      biasGradient_(programs.get("Conv2D.glsl", convDefines(activation, 3))) {}
 
-Dispatch ConvOp::dispatch(const Program& program, const char* label, std::vector<StorageBinding> buffers,
+Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                           const ConvShape& s, bool accumulate, std::array<std::uint32_t, 3> groups) const {
   Dispatch d;
   d.program = &program;
-  d.label = std::string(label) + " " + activationName(activation_);
+  d.label = label;
   d.buffers = std::move(buffers);
   d.uniforms = {Uniform::u32(0, s.batch),       Uniform::u32(1, s.channels),     Uniform::u32(2, s.height),
                 Uniform::u32(3, s.width),       Uniform::u32(4, s.outChannels),  Uniform::u32(5, s.kernelHeight),
@@ -42,40 +38,50 @@ Dispatch ConvOp::dispatch(const Program& program, const char* label, std::vector
 Dispatch ConvOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                          const ConvShape& s) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
-  return dispatch(forward_, "conv", {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}},
-                  s, false, {tiles(rows), tiles(s.outChannels), 1});
+  const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
+  const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, false);
+  return dispatch(forward_.get(*gemm.config, false, vec4Readable(weight.offset, depth), false),
+                  std::string("conv ") + activationName(activation_) + " " + gemm.config->name,
+                  {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}}, s, false,
+                  gemm.groups);
 }
 
 Dispatch ConvOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
                                const ConvShape& s, bool accumulate) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.height * s.width;
-  return dispatch(inputGradient_, "conv dX",
+  const GemmChoice gemm = chooseGemm(rows, s.channels, std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth, false);
+  return dispatch(inputGradient_.get(*gemm.config, false, false, false),
+                  std::string("conv dX ") + activationName(activation_) + " " + gemm.config->name,
                   {{0, dy, Access::read}, {1, y, Access::read}, {2, weight, Access::read},
                    {3, dx, accumulate ? Access::readWrite : Access::write}},
-                  s, accumulate, {tiles(rows), tiles(s.channels), 1});
+                  s, accumulate, gemm.groups);
 }
 
 std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x,
                                              const BufferView& dw, const ConvShape& s, bool accumulate,
                                              const std::optional<BufferView>& workspace) const {
   const std::uint64_t columns = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
-  const SplitK split = weightGradientSplit(s);
-  if (split.splits == 1 || !workspace) {
-    return {dispatch(weightGradient_, "conv dW",
+  const GemmChoice gemm =
+      chooseGemm(s.outChannels, columns, std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), workspace.has_value());
+  const bool splitting = gemm.split.splits > 1;
+  const Program& program = weightGradient_.get(*gemm.config, false, false, splitting);
+  const std::string label = std::string("conv dW ") + activationName(activation_) + " " + gemm.config->name;
+  if (!splitting) {
+    return {dispatch(program, label,
                      {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read},
                       {3, dw, accumulate ? Access::readWrite : Access::write}},
-                     s, accumulate, {tiles(s.outChannels), tiles(columns), 1})};
+                     s, accumulate, gemm.groups)};
   }
-  Dispatch partial = dispatch(weightGradientSplit_, "conv dW split-K",
+  Dispatch partial = dispatch(program, label + " split-K",
                               {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
-                              s, false, {tiles(s.outChannels), tiles(columns), split.splits});
-  partial.uniforms.push_back(Uniform::u32(15, split.chunk));
-  return {partial, splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), split.splits, accumulate)};
+                              s, false, gemm.groups);
+  partial.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
+  return {partial, splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), gemm.split.splits, accumulate)};
 }
 
 Dispatch ConvOp::biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& s,
                               bool accumulate) const {
-  return dispatch(biasGradient_, "conv db",
+  return dispatch(biasGradient_, std::string("conv db ") + activationName(activation_),
                   {{0, dy, Access::read}, {1, y, Access::read}, {2, dy, Access::read},
                    {3, db, accumulate ? Access::readWrite : Access::write}},
                   s, accumulate, {s.outChannels, 1, 1});

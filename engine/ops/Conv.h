@@ -2,8 +2,8 @@
 #pragma once
 
 #include "ops/Activation.h"
+#include "ops/Gemm.h"
 #include "plan/Plan.h"
-#include "ops/SplitK.h"
 #include "plan/ProgramCache.h"
 
 #include <optional>
@@ -30,20 +30,20 @@ class ConvOp {
                                        const ConvShape& shape, bool accumulate,
                                        const std::optional<BufferView>& workspace) const;
   static SplitK weightGradientSplit(const ConvShape& s) {
-    return chooseSplitK(s.outChannels, std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth,
-                        std::uint64_t{s.batch} * s.outHeight() * s.outWidth());
+    return chooseGemm(s.outChannels, std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth,
+                      std::uint64_t{s.batch} * s.outHeight() * s.outWidth())
+        .split;
   }
   Dispatch biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& shape,
                         bool accumulate) const;
 
  private:
-  Dispatch dispatch(const Program& program, const char* label, std::vector<StorageBinding> buffers,
+  Dispatch dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                     const ConvShape& shape, bool accumulate, std::array<std::uint32_t, 3> groups) const;
   Activation activation_;
-  const Program& forward_;
-  const Program& inputGradient_;
-  const Program& weightGradient_;
-  const Program& weightGradientSplit_;
+  GemmPrograms forward_;
+  GemmPrograms inputGradient_;
+  GemmPrograms weightGradient_;
   SplitSumOp splitSum_;
   const Program& biasGradient_;
 };

@@ -3,8 +3,8 @@
 #pragma once
 
 #include "ops/Activation.h"
+#include "ops/Gemm.h"
 #include "plan/Plan.h"
-#include "ops/SplitK.h"
 #include "plan/ProgramCache.h"
 
 #include <optional>
@@ -23,7 +23,7 @@ class DenseOp {
   // Split along K (two dispatches) when forwardSplit says so and a workspace of partial sums is given.
   std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                                 const DenseShape& shape, const std::optional<BufferView>& workspace = std::nullopt) const;
-  static SplitK forwardSplit(const DenseShape& shape) { return chooseSplitK(shape.rows, shape.outputs, shape.inputs); }
+  static SplitK forwardSplit(const DenseShape& shape) { return chooseGemm(shape.rows, shape.outputs, shape.inputs).split; }
   // dX = (dY ⊙ act'(Y))·W, written or added (accumulate) to dX.
   Dispatch inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
                          const DenseShape& shape, bool accumulate) const;
@@ -32,7 +32,7 @@ class DenseOp {
   std::vector<Dispatch> weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
                                        const DenseShape& shape, bool accumulate,
                                        const std::optional<BufferView>& workspace) const;
-  static SplitK weightGradientSplit(const DenseShape& shape) { return chooseSplitK(shape.outputs, shape.inputs, shape.rows); }
+  static SplitK weightGradientSplit(const DenseShape& shape) { return chooseGemm(shape.outputs, shape.inputs, shape.rows).split; }
   // db = Σ_rows dY ⊙ act'(Y).
   Dispatch biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const DenseShape& shape,
                         bool accumulate) const;
@@ -41,12 +41,10 @@ class DenseOp {
  private:
   Activation activation_;
   bool hasBias_;
-  const Program& forward_;
-  const Program& forwardSplit_;
+  GemmPrograms forward_;
   SplitBiasActivationOp finishForward_;
-  const Program& inputGradient_;
-  const Program& weightGradient_;
-  const Program& weightGradientSplit_;
+  GemmPrograms inputGradient_;
+  GemmPrograms weightGradient_;
   SplitSumOp splitSum_;
   const Program& biasGradient_;
 };

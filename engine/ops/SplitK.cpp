@@ -2,24 +2,7 @@
 
 #include "ops/Groups.h"
 
-#include <algorithm>
-
 namespace glnet {
-namespace {
-constexpr std::uint64_t tile = 64, tileK = 16;
-constexpr std::uint64_t enoughGroups = 256;  // about two per multiprocessor of a large GPU
-constexpr std::uint64_t minimumChunk = 64;   // 4 tile steps per group at least
-}  // namespace
-
-SplitK chooseSplitK(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth) {
-  const std::uint64_t groups = ((rows + tile - 1) / tile) * ((columns + tile - 1) / tile);
-  if (groups >= enoughGroups || depth < 2 * minimumChunk) return {};
-  const std::uint64_t wanted = std::min((depth + minimumChunk - 1) / minimumChunk, (2 * enoughGroups + groups - 1) / groups);
-  const std::uint64_t chunk = ((depth + wanted - 1) / wanted + tileK - 1) / tileK * tileK;
-  const std::uint64_t splits = (depth + chunk - 1) / chunk;
-  if (splits < 2) return {};
-  return {static_cast<std::uint32_t>(splits), static_cast<std::uint32_t>(chunk)};
-}
 
 SplitSumOp::SplitSumOp(ProgramCache& programs) : program_(programs.get("SplitSum.glsl")) {}
 

@@ -1,4 +1,4 @@
-// Split-K for GEMMs with few outputs and a long sum (weight gradients over a large batch): the sum is cut
+// Split-K for GEMMs with few outputs and a long sum (chosen in Gemm.cpp): the sum is cut
 // into chunks run as groups along z, each writing a partial result to a workspace, then SplitSum.glsl adds
 // them. Portable: no float atomics.
 #pragma once
@@ -10,15 +10,11 @@ namespace glnet {
 
 struct SplitK {
   std::uint32_t splits = 1;  // 1: no split
-  std::uint32_t chunk = 0;   // t per split, a multiple of 16 (GEMM_TILE_K)
+  std::uint32_t chunk = 0;   // t per split, a multiple of every configuration's GEMM_TILE_K
   std::size_t workspaceBytes(std::uint64_t rows, std::uint64_t columns) const {
     return splits > 1 ? std::size_t{splits} * rows * columns * sizeof(float) : 0;
   }
 };
-
-// The split for a GEMM of rows × columns outputs summing over `depth`: none when there are already enough
-// 64×64 output tiles to fill a GPU or the sum is short.
-SplitK chooseSplitK(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth);
 
 class SplitSumOp {
  public:

@@ -1,0 +1,131 @@
+#include "ops/Gemm.h"
+
+#include "gl/check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+namespace glnet {
+namespace {
+
+// Groups that run at once on a large GPU: the H100's 132 multiprocessors hold two 256-invocation groups
+// of the large configurations each (their register use bounds it). Fewer groups leave the GPU part idle.
+constexpr double concurrentGroups = 264;
+// A partial sum written and read back costs about as much whole-GPU time as this many multiply-adds
+// (H100: 25 T multiply-adds/s against 3 TB/s of 4-byte values, so ~33).
+constexpr double splitElementCost = 33;
+// A dispatch costs about 3 µs, ~8·10⁷ multiply-adds of the GPU's time.
+constexpr double dispatchCost = 8e7;
+constexpr std::uint64_t chunkAlignment = 16;  // a multiple of every tileDepth
+constexpr std::uint64_t minimumChunk = 64;
+
+// Multiply-adds per shared-memory value read, relative to the 8×8 block: 8×8 reads 16 values for 64
+// products, 8×4 12 for 32, 4×4 8 for 16.
+double efficiency(const GemmConfig& c) {
+  return std::min(1.0, double(c.threadRows) * c.threadColumns / double(c.threadRows + c.threadColumns) / 4.0);
+}
+
+std::uint64_t ceilDivide(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+SplitK splitInto(std::uint64_t depth, std::uint64_t wanted) {
+  if (wanted < 2) return {};
+  const std::uint64_t chunk = ceilDivide(ceilDivide(depth, wanted), chunkAlignment) * chunkAlignment;
+  const std::uint64_t splits = ceilDivide(depth, chunk);
+  if (splits < 2) return {};
+  return {static_cast<std::uint32_t>(splits), static_cast<std::uint32_t>(chunk)};
+}
+
+// Estimated whole-GPU time in multiply-adds: waves of groups, each as long as one group's tile times its
+// share of the sum, plus the pass that adds the partial sums.
+double cost(const GemmConfig& c, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, const SplitK& split) {
+  const std::uint64_t groups = ceilDivide(rows, c.tileRows) * ceilDivide(columns, c.tileColumns) * split.splits;
+  const double waves = std::ceil(double(groups) / concurrentGroups);
+  const std::uint64_t share = split.splits > 1 ? split.chunk : ceilDivide(depth, c.tileDepth) * c.tileDepth;
+  double total = waves * concurrentGroups * double(c.tileRows) * c.tileColumns * double(share) / efficiency(c);
+  if (split.splits > 1) total += splitElementCost * double(rows * columns) * (split.splits + 1) + dispatchCost;
+  return total;
+}
+
+GemmChoice finish(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, const SplitK& split) {
+  const std::uint64_t rowTiles = ceilDivide(rows, config.tileRows), columnTiles = ceilDivide(columns, config.tileColumns);
+  GLNET_ASSERT(rowTiles <= 0xffffffffu && columnTiles <= 0xffffffffu, "GEMM too large for 32-bit group counts");
+  return {&config, split, {static_cast<std::uint32_t>(rowTiles), static_cast<std::uint32_t>(columnTiles), split.splits}};
+}
+
+// The cheapest split of the sum for this configuration (none when the groups already fill the GPU).
+SplitK bestSplit(const GemmConfig& c, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth) {
+  SplitK best;
+  double bestCost = cost(c, rows, columns, depth, best);
+  for (std::uint64_t wanted = 2; wanted * minimumChunk <= depth; wanted *= 2) {
+    const SplitK split = splitInto(depth, wanted);
+    const double splitCost = cost(c, rows, columns, depth, split);
+    if (split.splits > 1 && splitCost < bestCost) {
+      best = split;
+      bestCost = splitCost;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<ShaderDefine> GemmConfig::defines() const {
+  return {{"GEMM_TILE_M", std::to_string(tileRows)},    {"GEMM_TILE_N", std::to_string(tileColumns)},
+          {"GEMM_TILE_K", std::to_string(tileDepth)},   {"GEMM_THREAD_M", std::to_string(threadRows)},
+          {"GEMM_THREAD_N", std::to_string(threadColumns)}, {"GEMM_INVOCATIONS", std::to_string(invocations())}};
+}
+
+const std::vector<GemmConfig>& gemmConfigs() {
+  static const std::vector<GemmConfig> configs{
+      {"128x128", 128, 128, 8, 8, 8},  {"128x64", 128, 64, 8, 8, 4},  {"64x128", 64, 128, 16, 4, 8},
+      {"64x64", 64, 64, 16, 4, 4},     {"128x32", 128, 32, 16, 4, 4}, {"256x16", 256, 16, 8, 4, 4},
+  };
+  return configs;
+}
+
+const GemmConfig& gemmConfigNamed(const std::string& name) {
+  std::string names;
+  for (const GemmConfig& config : gemmConfigs()) {
+    if (name == config.name) return config;
+    names += (names.empty() ? "" : ", ") + std::string(config.name);
+  }
+  throw Error("unknown GEMM configuration '" + name + "'; GLNET_GEMM_CONFIG takes one of " + names);
+}
+
+GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth,
+                    bool splittable) {
+  return finish(config, rows, columns, splittable ? bestSplit(config, rows, columns, depth) : SplitK{});
+}
+
+GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable) {
+  const char* forced = std::getenv("GLNET_GEMM_CONFIG");
+  if (forced && *forced) return gemmWith(gemmConfigNamed(forced), rows, columns, depth, splittable);
+  const GemmConfig* best = nullptr;
+  SplitK bestSplitK;
+  double bestCost = 0;
+  for (const GemmConfig& config : gemmConfigs()) {
+    const SplitK split = splittable ? bestSplit(config, rows, columns, depth) : SplitK{};
+    const double c = cost(config, rows, columns, depth, split);
+    if (!best || c < bestCost) {
+      best = &config;
+      bestSplitK = split;
+      bestCost = c;
+    }
+  }
+  return finish(*best, rows, columns, bestSplitK);
+}
+
+GemmPrograms::GemmPrograms(ProgramCache& programs, std::string file, std::vector<ShaderDefine> defines)
+    : programs_(&programs), file_(std::move(file)), defines_(std::move(defines)) {}
+
+const Program& GemmPrograms::get(const GemmConfig& config, bool vec4A, bool vec4B, bool splitK) const {
+  std::vector<ShaderDefine> defines = defines_;
+  for (ShaderDefine& define : config.defines()) defines.push_back(std::move(define));
+  if (vec4A) defines.push_back({"GEMM_A_VEC4", "1"});
+  if (vec4B) defines.push_back({"GEMM_B_VEC4", "1"});
+  if (splitK) defines.push_back({"SPLIT_K", "1"});
+  return programs_->get(file_, defines, {"Gemm.glsl"});
+}
+
+}  // namespace glnet

@@ -1,0 +1,60 @@
+// The configurations of shaders/Gemm.glsl, the rule that picks one (and a split of the sum) per GEMM shape,
+// and the programs of a shader built on the core, one per configuration and operand alignment.
+#pragma once
+
+#include "ops/SplitK.h"
+#include "plan/ProgramCache.h"
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+// One work-group shape: tileRows × tileColumns outputs per group, tileDepth values of the sum per
+// shared-memory stage, threadRows × threadColumns outputs per invocation (multiples of 4).
+struct GemmConfig {
+  const char* name;
+  std::uint32_t tileRows, tileColumns, tileDepth, threadRows, threadColumns;
+
+  std::uint32_t invocations() const { return (tileRows / threadRows) * (tileColumns / threadColumns); }
+  std::vector<ShaderDefine> defines() const;
+};
+
+// Every configuration, largest tiles first; each fits the GL minimum limits (1024 invocations, 32 KiB of
+// shared memory), so any conforming device runs all of them.
+const std::vector<GemmConfig>& gemmConfigs();
+// Throws glnet::Error naming the configurations when `name` is none of them.
+const GemmConfig& gemmConfigNamed(const std::string& name);
+
+// C[rows × columns] = Σ over depth: the configuration and split-K to run it with.
+struct GemmChoice {
+  const GemmConfig* config;
+  SplitK split;
+  std::array<std::uint32_t, 3> groups;  // row tiles along x, column tiles along y, splits along z
+};
+// GLNET_GEMM_CONFIG names the configuration when set (tests run each one); otherwise the rule in Gemm.cpp.
+// Split-K only when `splittable` (the op has a workspace for partial sums).
+GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable = true);
+// The same for one given configuration.
+GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth,
+                    bool splittable = true);
+
+// The programs of one shader built on Gemm.glsl: the shader's own defines plus the configuration, vec4
+// reads of A and/or B (GEMM_A_VEC4, GEMM_B_VEC4) and SPLIT_K, compiled on first use.
+class GemmPrograms {
+ public:
+  GemmPrograms(ProgramCache& programs, std::string file, std::vector<ShaderDefine> defines);
+  const Program& get(const GemmConfig& config, bool vec4A, bool vec4B, bool splitK) const;
+
+ private:
+  ProgramCache* programs_;
+  std::string file_;
+  std::vector<ShaderDefine> defines_;
+};
+
+// Whether a matrix bound at byte `offset` with rows `stride` floats apart can be read as aligned vec4 runs.
+inline bool vec4Readable(std::size_t offset, std::uint64_t stride) { return offset % 16 == 0 && stride % 4 == 0; }
+
+}  // namespace glnet
