@@ -12,8 +12,8 @@
 //   GEMM_A_ALONG_ROWS / GEMM_B_ALONG_COLUMNS: the operand is contiguous along r (resp. s) rather than t;
 //   each invocation fetches runs of 4 values along the contiguous direction.
 //   GEMM_A_VEC4 / GEMM_B_VEC4: the shader also defines gemmA4(r, t) / gemmB4(t, s), the run of 4 along the
-//   contiguous direction as one vec4 load (the op asks for it only when such runs are 16-byte aligned); runs
-//   that cross the edge of the matrix take the scalar path.
+//   contiguous direction as one vec4 load. The op asks for it only when the operand's rows are a multiple of
+//   4 floats long and 16-byte aligned, so a run that starts inside the matrix lies wholly inside it.
 // Shared tiles are stored with t outermost and padded by one vec4 per row against bank conflicts when a run
 // along t is scattered into them; two stages alternate, so that the global loads of the next stage are in
 // flight while this one is multiplied, with one barrier per stage.
@@ -63,38 +63,32 @@ uvec2 gemmRunB(uint q) {  // (s, t)
 
 // The 4 values of A from (r, t) along its contiguous direction, zero outside r < R, t < tEnd.
 vec4 gemmFetchA(uint r, uint t, uint R, uint tEnd) {
-  vec4 v = vec4(0.0);
-#ifdef GEMM_A_ALONG_ROWS
-  if (t >= tEnd) return v;
+  if (r >= R || t >= tEnd) return vec4(0.0);
 #ifdef GEMM_A_VEC4
-  if (r + 3u < R) return gemmA4(r, t);
-#endif
+  return gemmA4(r, t);
+#else
+  vec4 v;
+#ifdef GEMM_A_ALONG_ROWS
   for (uint i = 0u; i < 4u; ++i) v[i] = r + i < R ? gemmA(r + i, t) : 0.0;
 #else
-  if (r >= R) return v;
-#ifdef GEMM_A_VEC4
-  if (t + 3u < tEnd) return gemmA4(r, t);
-#endif
   for (uint i = 0u; i < 4u; ++i) v[i] = t + i < tEnd ? gemmA(r, t + i) : 0.0;
 #endif
   return v;
+#endif
 }
 vec4 gemmFetchB(uint s, uint t, uint S, uint tEnd) {
-  vec4 v = vec4(0.0);
-#ifdef GEMM_B_ALONG_COLUMNS
-  if (t >= tEnd) return v;
+  if (s >= S || t >= tEnd) return vec4(0.0);
 #ifdef GEMM_B_VEC4
-  if (s + 3u < S) return gemmB4(t, s);
-#endif
+  return gemmB4(t, s);
+#else
+  vec4 v;
+#ifdef GEMM_B_ALONG_COLUMNS
   for (uint i = 0u; i < 4u; ++i) v[i] = s + i < S ? gemmB(t, s + i) : 0.0;
 #else
-  if (s >= S) return v;
-#ifdef GEMM_B_VEC4
-  if (t + 3u < tEnd) return gemmB4(t, s);
-#endif
   for (uint i = 0u; i < 4u; ++i) v[i] = t + i < tEnd ? gemmB(t + i, s) : 0.0;
 #endif
   return v;
+#endif
 }
 
 void gemmPutA(uint stage, uvec2 at, vec4 v) {

@@ -44,6 +44,21 @@ std::vector<double> dense(const std::vector<double>& x, const std::vector<float>
   return y;
 }
 
+std::vector<double> gemm(const std::vector<float>& a, OperandLayout aLayout, const std::vector<float>& b, OperandLayout bLayout,
+                         std::size_t rows, std::size_t columns, std::size_t depth) {
+  std::vector<double> c(rows * columns);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t s = 0; s < columns; ++s) {
+      double sum = 0;
+      for (std::size_t t = 0; t < depth; ++t) {
+        sum += double{a[r * aLayout.stride + t * aLayout.depthStride]} * b[s * bLayout.stride + t * bLayout.depthStride];
+      }
+      c[r * columns + s] = sum;
+    }
+  }
+  return c;
+}
+
 std::vector<double> softmax(const std::vector<double>& logits, std::size_t rows, std::size_t columns) {
   std::vector<double> p(rows * columns);
   for (std::size_t r = 0; r < rows; ++r) {

@@ -16,6 +16,13 @@ double activationDerivative(Activation activation, double y);
 // Y = act(X·Wᵀ + b); X [rows × inputs], W [outputs × inputs].
 std::vector<double> dense(const std::vector<double>& x, const std::vector<float>& weight, const std::vector<float>& bias,
                           std::size_t rows, std::size_t inputs, std::size_t outputs, Activation activation);
+// Where an operand's elements lie: A(r, t) = a[r·stride + t·depthStride], B(t, s) = b[s·stride + t·depthStride].
+struct OperandLayout {
+  std::size_t stride, depthStride;
+};
+// C[rows × columns] = Σ_t A(r, t)·B(t, s) in any operand layout of the GEMM core.
+std::vector<double> gemm(const std::vector<float>& a, OperandLayout aLayout, const std::vector<float>& b, OperandLayout bLayout,
+                         std::size_t rows, std::size_t columns, std::size_t depth);
 std::vector<double> softmax(const std::vector<double>& logits, std::size_t rows, std::size_t columns);
 std::vector<std::uint32_t> argmax(const std::vector<double>& logits, std::size_t rows, std::size_t columns);
 

@@ -1,7 +1,9 @@
 // Every op's reference backward against central finite differences in double, and every op's GPU forward
 // and backward against its reference.
 #include "graph/Ops.h"
+#include "ops/Gemm.h"
 #include "support/Compare.h"
+#include "support/ForcedGemmConfig.h"
 #include "support/GlContext.h"
 #include "support/Random.h"
 
@@ -113,74 +115,94 @@ TEST_CASE("every op's reference backward matches central finite differences") {
   }
 }
 
+namespace {
+
+// The op's GPU forward and backward, gradients written and then accumulated, against its reference.
+void checkAgainstReference(Context& context, ProgramCache& programs, const OpCase& c, std::uint32_t rows, std::mt19937& random) {
+  CAPTURE(c.name);
+  CAPTURE(rows);
+  const auto inputs = randomInputs(c, random);
+  std::vector<Buffer> buffers;
+  std::vector<GpuTensor> gpuInputs;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (c.classes && i == 1) {
+      buffers.push_back(Buffer::of(std::vector<std::uint32_t>(inputs[i].begin(), inputs[i].end())));
+    } else {
+      buffers.push_back(Buffer::of(std::vector<float>(inputs[i].begin(), inputs[i].end())));
+    }
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) gpuInputs.push_back({buffers[i], c.shapes[i]});
+  const Shape outShape = c.op->outputShape(c.shapes);
+  Buffer out(elementCount(outShape) * sizeof(float));
+  out.fill(test::nanPoison);
+  const std::size_t workspaceBytes = c.op->workspaceBytes(c.shapes);
+  Buffer workspace(std::max<std::size_t>(workspaceBytes, 4));
+  GpuTensor output{out, outShape};
+  if (workspaceBytes) output.workspace = BufferView(workspace);
+  // Reference values from the fp32-rounded inputs the GPU sees.
+  std::vector<std::vector<double>> rounded = inputs;
+  const auto referenceOut = c.op->referenceForward(host(c, rounded));
+  const auto dOutValues = test::uniformFloats(random, referenceOut.size());
+  const std::vector<double> dOut(dOutValues.begin(), dOutValues.end());
+  const auto referenceGradients = c.op->referenceBackward(host(c, rounded), referenceOut, dOut);
+
+  for (const bool accumulate : {false, true}) {
+    CAPTURE(accumulate);
+    Buffer dOutBuffer = Buffer::of(dOutValues);
+    std::vector<Buffer> gradientBuffers;
+    std::vector<std::optional<GradientTarget>> targets;
+    const float prior = 0.25f;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      gradientBuffers.emplace_back(inputs[i].size() * sizeof(float));
+      if (accumulate) {
+        gradientBuffers.back().upload(std::vector<float>(inputs[i].size(), prior));
+      } else {
+        gradientBuffers.back().fill(test::nanPoison);
+      }
+    }
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      targets.push_back(c.op->passesGradient(i) ? std::optional<GradientTarget>(GradientTarget{gradientBuffers[i], accumulate})
+                                                : std::nullopt);
+    }
+    Plan plan(context.limits());
+    c.op->forward(programs, plan, gpuInputs, output);
+    c.op->backward(programs, plan, gpuInputs, output, {dOutBuffer, outShape}, targets);
+    plan.run();
+    // fp32 against float64 with sums of up to 67 terms: 1e-5 absolute, 1e-4 relative.
+    test::checkClose(out.read<float>(), referenceOut, 1e-5, 1e-4);
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (!c.op->passesGradient(i)) continue;
+      CAPTURE(i);
+      std::vector<double> expected = referenceGradients[i];
+      if (accumulate) {
+        for (double& value : expected) value += prior;
+      }
+      test::checkClose(gradientBuffers[i].read<float>(), expected, 1e-5, 1e-4);
+    }
+  }
+}
+
+}  // namespace
+
 TEST_SUITE("gl") {
   TEST_CASE("every op's GPU forward and backward match its reference, written and accumulated") {
     Context& context = test::glContext();
     auto random = test::generator(41);
     ProgramCache programs;
     for (const std::uint32_t rows : {1u, 67u}) {
-      for (const OpCase& c : cases(rows)) {
-        CAPTURE(c.name);
-        CAPTURE(rows);
-        const auto inputs = randomInputs(c, random);
-        std::vector<Buffer> buffers;
-        std::vector<GpuTensor> gpuInputs;
-        for (std::size_t i = 0; i < inputs.size(); ++i) {
-          if (c.classes && i == 1) {
-            buffers.push_back(Buffer::of(std::vector<std::uint32_t>(inputs[i].begin(), inputs[i].end())));
-          } else {
-            buffers.push_back(Buffer::of(std::vector<float>(inputs[i].begin(), inputs[i].end())));
-          }
-        }
-        for (std::size_t i = 0; i < inputs.size(); ++i) gpuInputs.push_back({buffers[i], c.shapes[i]});
-        const Shape outShape = c.op->outputShape(c.shapes);
-        Buffer out(elementCount(outShape) * sizeof(float));
-        out.fill(test::nanPoison);
-        const std::size_t workspaceBytes = c.op->workspaceBytes(c.shapes);
-        Buffer workspace(std::max<std::size_t>(workspaceBytes, 4));
-        GpuTensor output{out, outShape};
-        if (workspaceBytes) output.workspace = BufferView(workspace);
-        // Reference values from the fp32-rounded inputs the GPU sees.
-        std::vector<std::vector<double>> rounded = inputs;
-        const auto referenceOut = c.op->referenceForward(host(c, rounded));
-        const auto dOutValues = test::uniformFloats(random, referenceOut.size());
-        const std::vector<double> dOut(dOutValues.begin(), dOutValues.end());
-        const auto referenceGradients = c.op->referenceBackward(host(c, rounded), referenceOut, dOut);
+      for (const OpCase& c : cases(rows)) checkAgainstReference(context, programs, c, rows, random);
+    }
+  }
 
-        for (const bool accumulate : {false, true}) {
-          CAPTURE(accumulate);
-          Buffer dOutBuffer = Buffer::of(dOutValues);
-          std::vector<Buffer> gradientBuffers;
-          std::vector<std::optional<GradientTarget>> targets;
-          const float prior = 0.25f;
-          for (std::size_t i = 0; i < inputs.size(); ++i) {
-            gradientBuffers.emplace_back(inputs[i].size() * sizeof(float));
-            if (accumulate) {
-              gradientBuffers.back().upload(std::vector<float>(inputs[i].size(), prior));
-            } else {
-              gradientBuffers.back().fill(test::nanPoison);
-            }
-          }
-          for (std::size_t i = 0; i < inputs.size(); ++i) {
-            targets.push_back(c.op->passesGradient(i) ? std::optional<GradientTarget>(GradientTarget{gradientBuffers[i], accumulate})
-                                                      : std::nullopt);
-          }
-          Plan plan(context.limits());
-          c.op->forward(programs, plan, gpuInputs, output);
-          c.op->backward(programs, plan, gpuInputs, output, {dOutBuffer, outShape}, targets);
-          plan.run();
-          // fp32 against float64 with sums of up to 67 terms: 1e-5 absolute, 1e-4 relative.
-          test::checkClose(out.read<float>(), referenceOut, 1e-5, 1e-4);
-          for (std::size_t i = 0; i < inputs.size(); ++i) {
-            if (!c.op->passesGradient(i)) continue;
-            CAPTURE(i);
-            std::vector<double> expected = referenceGradients[i];
-            if (accumulate) {
-              for (double& value : expected) value += prior;
-            }
-            test::checkClose(gradientBuffers[i].read<float>(), expected, 1e-5, 1e-4);
-          }
-        }
+  TEST_CASE("the ops on the GEMM core match their reference under every GEMM configuration") {
+    Context& context = test::glContext();
+    auto random = test::generator(42);
+    ProgramCache programs;
+    for (const GemmConfig& config : gemmConfigs()) {
+      test::ForcedGemmConfig forced(config.name);
+      CAPTURE(config.name);
+      for (const OpCase& c : cases(67)) {
+        if (c.name.rfind("dense", 0) == 0 || c.name.rfind("conv2d", 0) == 0) checkAgainstReference(context, programs, c, 67, random);
       }
     }
   }

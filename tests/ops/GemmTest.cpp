@@ -1,0 +1,119 @@
+// The GEMM core under every configuration, forced one by one, in each operand layout the dense op uses,
+// against float64 at sizes that cross every tile edge; and the rule that picks a configuration.
+#include "gl/check.h"
+#include "ops/Dense.h"
+#include "ops/Gemm.h"
+#include "ref/Reference.h"
+#include "support/Compare.h"
+#include "support/ForcedGemmConfig.h"
+#include "support/GlContext.h"
+#include "support/Random.h"
+
+#include <doctest/doctest.h>
+
+using namespace glnet;
+
+namespace {
+
+Buffer poisoned(std::size_t floats) {
+  Buffer buffer(std::max<std::size_t>(floats, 1) * sizeof(float));
+  buffer.fill(test::nanPoison);
+  return buffer;
+}
+
+Buffer workspaceFor(const SplitK& split, std::uint64_t rows, std::uint64_t columns) {
+  return Buffer(std::max<std::size_t>(split.workspaceBytes(rows, columns), 4));
+}
+
+// (rows, outputs, inputs) of the dense layer: each of 1, 7, 63, 65, 129 and 1000 appears in every position,
+// so the forward (M, N, K), input-gradient (M, K, N) and weight-gradient (N, K, M) GEMMs cross the edge of
+// every tile size along every axis, with and without vec4 runs (K or N a multiple of 4).
+const std::vector<DenseShape> edgeShapes{{1, 7, 63},    {7, 63, 65},  {63, 65, 129}, {65, 129, 1000},
+                                         {129, 1000, 1}, {1000, 1, 7}, {1, 1, 1},     {64, 128, 1000}};
+
+}  // namespace
+
+TEST_CASE("every GEMM configuration has a name, fits the GL minimum limits and can be forced") {
+  for (const GemmConfig& config : gemmConfigs()) {
+    CAPTURE(config.name);
+    CHECK(config.invocations() <= 1024);
+    const std::size_t sharedBytes =
+        2 * std::size_t{config.tileDepth} * (config.tileRows + 4 + config.tileColumns + 4) * sizeof(float);
+    CHECK(sharedBytes <= 32768);
+    CHECK(config.tileRows % config.threadRows == 0);
+    CHECK(config.tileColumns % config.threadColumns == 0);
+    CHECK(config.threadRows % 4 == 0);
+    CHECK(config.threadColumns % 4 == 0);
+    CHECK(config.tileDepth % 4 == 0);
+    CHECK(16 % config.tileDepth == 0);  // split-K chunks are multiples of 16
+    test::ForcedGemmConfig forced(config.name);
+    CHECK(chooseGemm(4096, 4096, 4096).config == &config);
+  }
+  test::ForcedGemmConfig unknown("huge");
+  CHECK_THROWS_WITH_AS(chooseGemm(1, 1, 1), doctest::Contains("unknown GEMM configuration 'huge'"), Error);
+}
+
+TEST_CASE("the GEMM rule covers the shape, uses large tiles for large problems and splits long sums of few outputs") {
+  const GemmChoice square = chooseGemm(4096, 4096, 4096);
+  CHECK(square.config->tileRows * square.config->tileColumns == 128 * 128);
+  CHECK(square.split.splits == 1);
+  for (const auto& [rows, columns, depth] : std::vector<std::array<std::uint64_t, 3>>{
+           {1, 128, 784}, {10, 784, 60000}, {78400, 32, 25}, {4096, 10, 1024}, {1, 1, 1}}) {
+    CAPTURE(rows);
+    CAPTURE(columns);
+    CAPTURE(depth);
+    const GemmChoice choice = chooseGemm(rows, columns, depth);
+    CHECK(std::uint64_t{choice.groups[0]} * choice.config->tileRows >= rows);
+    CHECK(std::uint64_t{choice.groups[1]} * choice.config->tileColumns >= columns);
+    CHECK(choice.groups[2] == choice.split.splits);
+    if (choice.split.splits > 1) {
+      CHECK(choice.split.chunk % 16 == 0);
+      CHECK(std::uint64_t{choice.split.chunk} * (choice.split.splits - 1) < depth);
+    }
+    CHECK(chooseGemm(rows, columns, depth, false).split.splits == 1);
+  }
+  CHECK(chooseGemm(1, 128, 784).split.splits > 1);
+  CHECK(chooseGemm(10, 784, 60000).split.splits > 1);
+}
+
+TEST_SUITE("gl") {
+  TEST_CASE("every GEMM configuration matches float64 in each dense layout at sizes crossing every tile edge") {
+    Context& context = test::glContext();
+    auto random = test::generator(17);
+    ProgramCache programs;
+    for (const GemmConfig& config : gemmConfigs()) {
+      test::ForcedGemmConfig forced(config.name);
+      const DenseOp dense(programs, Activation::none);
+      for (const DenseShape& shape : edgeShapes) {
+        CAPTURE(config.name);
+        CAPTURE(shape.rows);
+        CAPTURE(shape.outputs);
+        CAPTURE(shape.inputs);
+        const std::size_t m = shape.rows, n = shape.outputs, k = shape.inputs;
+        const auto x = test::uniformFloats(random, m * k);
+        const auto w = test::uniformFloats(random, n * k);
+        const auto b = test::uniformFloats(random, n);
+        const auto dy = test::uniformFloats(random, m * n);
+        Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b), dyBuffer = Buffer::of(dy);
+        Buffer y = poisoned(m * n), dx = poisoned(m * k), dw = poisoned(n * k);
+        Buffer forwardWorkspace = workspaceFor(DenseOp::forwardSplit(shape), m, n);
+        Buffer weightWorkspace = workspaceFor(DenseOp::weightGradientSplit(shape), n, k);
+        Plan plan(context.limits());
+        plan.record(dense.forward(xBuffer, wBuffer, bBuffer, y, shape, BufferView(forwardWorkspace)));
+        // With no activation dZ = dY, so the gradients are plain GEMMs of dY (Y is only read for act').
+        plan.record(dense.inputGradient(dyBuffer, y, wBuffer, dx, shape, false));
+        plan.record(dense.weightGradient(dyBuffer, y, xBuffer, dw, shape, false, BufferView(weightWorkspace)));
+        plan.run();
+        auto expectedY = ref::gemm(x, {k, 1}, w, {k, 1}, m, n, k);
+        for (std::size_t r = 0; r < m; ++r) {
+          for (std::size_t s = 0; s < n; ++s) expectedY[r * n + s] += b[s];
+        }
+        // fp32 sums of up to 1000 products of values in [-1, 1] (sums of magnitude ~10): rounding grows like
+        // sqrt(depth)·ulp, well inside 2e-4 absolute; the order of a split sum changes nothing of that.
+        test::checkClose(y.read<float>(), expectedY, 2e-4, 1e-5);
+        test::checkClose(dx.read<float>(), ref::gemm(dy, {n, 1}, w, {1, k}, m, k, n), 2e-4, 1e-5);
+        test::checkClose(dw.read<float>(), ref::gemm(dy, {1, n}, x, {1, k}, n, k, m), 2e-4, 1e-5);
+      }
+    }
+  }
+}
