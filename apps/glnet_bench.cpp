@@ -1,9 +1,12 @@
 // glnet_bench: where the time goes on this device — upload, issue, GPU per dispatch, fence, readback — for
 // MNIST inference at several batch sizes, naive against chained execution, a training step, and the
-// reference elementwise workload; table on stdout, --csv and --json files.
+// reference elementwise workload; table on stdout, --csv and --json files. With --gemm: the GEMM core in every
+// operand layout of the dense and convolution ops, ms, TFLOP/s and the configuration chosen per shape.
 #include "common/Cli.h"
 #include "gl/check.h"
 #include "model/Benchmarks.h"
+#include "model/GemmBenchmarks.h"
+#include "ops/Gemm.h"
 #include "model/Network.h"
 
 #include <nlohmann/json.hpp>
@@ -54,6 +57,60 @@ nlohmann::json toJson(const Context& context, const BenchReport& report, const N
           {"cold_start_ms", cold}, {"rows", rows}, {"failures", report.failures}};
 }
 
+nlohmann::json gemmJson(const Context& context, const std::vector<GemmResult>& results) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const GemmResult& r : results) {
+    const GemmCase& c = r.gemmCase;
+    nlohmann::json row = {{"name", c.name}, {"layout", gemmLayoutName(c.layout)}, {"rows", c.rows()}, {"columns", c.columns()},
+                          {"depth", c.depth()}, {"flops", c.flops()}, {"forced", r.forced}, {"dispatches", r.dispatches},
+                          {"median_ms", r.ms.median}, {"p10_ms", r.ms.p10}, {"p90_ms", r.ms.p90}, {"runs", r.ms.runs},
+                          {"tflops", r.tflops}, {"worst_error_units", r.worstError}, {"passed", r.passed}};
+    if (c.layout == GemmLayout::convForward || c.layout == GemmLayout::convInputGradient || c.layout == GemmLayout::convWeightGradient) {
+      const ConvShape& s = c.conv;
+      row["conv"] = {{"batch", s.batch}, {"channels", s.channels}, {"height", s.height}, {"width", s.width},
+                     {"out_channels", s.outChannels}, {"kernel", s.kernelHeight}, {"padding", s.padding}};
+    } else {
+      row["dense"] = {{"rows", c.dense.rows}, {"inputs", c.dense.inputs}, {"outputs", c.dense.outputs}};
+    }
+    rows.push_back(row);
+  }
+  return {{"device", context.device().renderer}, {"gl_version", context.device().glVersion}, {"gemm", rows}};
+}
+
+// glnet_bench --gemm: one line per case (and per forced configuration with --gemm-every-config).
+int runGemm(const cli::Parser& parser) {
+  GemmBenchSettings settings;
+  settings.runs = static_cast<int>(parser.integer("runs", 1, 100000));
+  settings.warmup = static_cast<int>(parser.integer("warmup", 0, 100000));
+  if (parser.has("gemm-filter")) settings.filter = parser.text("gemm-filter");
+  if (parser.has("gemm-max-gflop")) settings.maxGigaflop = parser.number("gemm-max-gflop");
+  settings.everyConfiguration = parser.has("gemm-every-config");
+  if (parser.has("json")) checkWritable(parser.text("json"));
+  if (const char* forced = std::getenv("GLNET_GEMM_CONFIG"); forced && *forced) gemmConfigNamed(forced);
+  const Context context(parser.contextOptions());
+  std::printf("device %d: %s (%s)\nGEMM through the dense and convolution ops; %d warm-up and %d measured runs; GPU time\n",
+              context.device().index, context.device().renderer.c_str(), context.device().glVersion.c_str(), settings.warmup,
+              settings.runs);
+  std::fflush(stdout);
+  const std::vector<GemmResult> results = runGemmBenchmarks(context, settings, [](const std::string& name) {
+    std::fprintf(stderr, "glnet_bench: %s\n", name.c_str());
+  });
+  if (results.empty()) throw UsageError("no GEMM case matches --gemm-filter and --gemm-max-gflop");
+  std::printf("\n%-52s %-8s %10s %8s  %s\n", "case (GEMM rows x columns x depth)", "forced", "median ms", "TFLOP/s", "dispatches");
+  std::size_t failures = 0;
+  for (const GemmResult& r : results) {
+    const std::string name = r.gemmCase.name + " (" + std::to_string(r.gemmCase.rows()) + "x" +
+                             std::to_string(r.gemmCase.columns()) + "x" + std::to_string(r.gemmCase.depth()) + ")";
+    std::printf("%-52s %-8s %10.4f %8.2f  %s%s\n", name.c_str(), r.forced.empty() ? "rule" : r.forced.c_str(), r.ms.median,
+                r.tflops, r.dispatches.c_str(), r.passed ? "" : "  CHECK FAILED");
+    if (!r.passed) ++failures;
+  }
+  if (parser.has("json")) writeFileAtomically(parser.text("json"), gemmJson(context, results).dump(2) + "\n");
+  if (failures) throw Error(std::to_string(failures) + " GEMM results differ from float64 beyond tolerance");
+  std::printf("all results checked against float64 on %d sampled elements each: ok\n", gemmCheckedElements);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,8 +129,14 @@ int main(int argc, char** argv) {
         .option("elementwise", "N", "floats in the elementwise workload", "1000000")
         .option("csv", "FILE", "write the rows as CSV")
         .option("json", "FILE", "write the report as JSON")
+        .flag("gemm", "benchmark the GEMM core instead: every operand layout of the dense and convolution ops on\n"
+                      "square 1024 and 4096 and the models' shapes (GLNET_GEMM_CONFIG forces a configuration)")
+        .option("gemm-filter", "TEXT", "with --gemm: only cases whose name contains TEXT (e.g. 'conv', 'M4096')")
+        .option("gemm-max-gflop", "X", "with --gemm: skip cases of more than X GFLOP (e.g. 5 on a CPU device)")
+        .flag("gemm-every-config", "with --gemm: also run each case under every configuration, to check the rule")
         .common(false);
     parser.parse(argc, argv);
+    if (parser.has("gemm")) return runGemm(parser);
     BenchSettings settings;
     settings.batches = parseBatches(parser.text("batches"));
     settings.runs = static_cast<int>(parser.integer("runs", 1, 100000));

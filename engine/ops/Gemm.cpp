@@ -26,6 +26,8 @@ double efficiency(const GemmConfig& c) {
   return std::min(1.0, double(c.threadRows) * c.threadColumns / double(c.threadRows + c.threadColumns) / 4.0);
 }
 
+const GemmConfig* forcedConfig = nullptr;
+
 std::uint64_t ceilDivide(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
 
 SplitK splitInto(std::uint64_t depth, std::uint64_t wanted) {
@@ -99,6 +101,7 @@ GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t 
 }
 
 GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable) {
+  if (forcedConfig) return gemmWith(*forcedConfig, rows, columns, depth, splittable);
   const char* forced = std::getenv("GLNET_GEMM_CONFIG");
   if (forced && *forced) return gemmWith(gemmConfigNamed(forced), rows, columns, depth, splittable);
   const GemmConfig* best = nullptr;
@@ -115,6 +118,9 @@ GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t d
   }
   return finish(*best, rows, columns, bestSplitK);
 }
+
+ForcedGemmConfig::ForcedGemmConfig(const GemmConfig& config) : previous_(forcedConfig) { forcedConfig = &config; }
+ForcedGemmConfig::~ForcedGemmConfig() { forcedConfig = previous_; }
 
 GemmPrograms::GemmPrograms(ProgramCache& programs, std::string file, std::vector<ShaderDefine> defines)
     : programs_(&programs), file_(std::move(file)), defines_(std::move(defines)) {}

@@ -34,12 +34,25 @@ struct GemmChoice {
   SplitK split;
   std::array<std::uint32_t, 3> groups;  // row tiles along x, column tiles along y, splits along z
 };
-// GLNET_GEMM_CONFIG names the configuration when set (tests run each one); otherwise the rule in Gemm.cpp.
+// A ForcedGemmConfig in scope, else GLNET_GEMM_CONFIG, names the configuration; otherwise the rule in Gemm.cpp.
 // Split-K only when `splittable` (the op has a workspace for partial sums).
 GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable = true);
 // The same for one given configuration.
 GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth,
                     bool splittable = true);
+
+// Makes every GEMM recorded while it lives use `config` (tests and glnet_bench run each configuration in
+// turn); the previous one, if any, comes back when it ends.
+class ForcedGemmConfig {
+ public:
+  explicit ForcedGemmConfig(const GemmConfig& config);
+  ~ForcedGemmConfig();
+  ForcedGemmConfig(const ForcedGemmConfig&) = delete;
+  ForcedGemmConfig& operator=(const ForcedGemmConfig&) = delete;
+
+ private:
+  const GemmConfig* previous_;
+};
 
 // The programs of one shader built on Gemm.glsl: the shader's own defines plus the configuration, vec4
 // reads of A and/or B (GEMM_A_VEC4, GEMM_B_VEC4) and SPLIT_K, compiled on first use.

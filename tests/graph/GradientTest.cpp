@@ -3,7 +3,6 @@
 #include "graph/Ops.h"
 #include "ops/Gemm.h"
 #include "support/Compare.h"
-#include "support/ForcedGemmConfig.h"
 #include "support/GlContext.h"
 #include "support/Random.h"
 
@@ -199,7 +198,7 @@ TEST_SUITE("gl") {
     auto random = test::generator(42);
     ProgramCache programs;
     for (const GemmConfig& config : gemmConfigs()) {
-      test::ForcedGemmConfig forced(config.name);
+      ForcedGemmConfig forced(config);
       CAPTURE(config.name);
       for (const OpCase& c : cases(67)) {
         if (c.name.rfind("dense", 0) == 0 || c.name.rfind("conv2d", 0) == 0) checkAgainstReference(context, programs, c, 67, random);

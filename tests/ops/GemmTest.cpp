@@ -5,7 +5,6 @@
 #include "ops/Gemm.h"
 #include "ref/Reference.h"
 #include "support/Compare.h"
-#include "support/ForcedGemmConfig.h"
 #include "support/GlContext.h"
 #include "support/Random.h"
 
@@ -46,11 +45,10 @@ TEST_CASE("every GEMM configuration has a name, fits the GL minimum limits and c
     CHECK(config.threadColumns % 4 == 0);
     CHECK(config.tileDepth % 4 == 0);
     CHECK(16 % config.tileDepth == 0);  // split-K chunks are multiples of 16
-    test::ForcedGemmConfig forced(config.name);
+    ForcedGemmConfig forced(config);
     CHECK(chooseGemm(4096, 4096, 4096).config == &config);
   }
-  test::ForcedGemmConfig unknown("huge");
-  CHECK_THROWS_WITH_AS(chooseGemm(1, 1, 1), doctest::Contains("unknown GEMM configuration 'huge'"), Error);
+  CHECK_THROWS_WITH_AS(gemmConfigNamed("huge"), doctest::Contains("unknown GEMM configuration 'huge'"), Error);
 }
 
 TEST_CASE("the GEMM rule covers the shape, uses large tiles for large problems and splits long sums of few outputs") {
@@ -82,7 +80,7 @@ TEST_SUITE("gl") {
     auto random = test::generator(17);
     ProgramCache programs;
     for (const GemmConfig& config : gemmConfigs()) {
-      test::ForcedGemmConfig forced(config.name);
+      ForcedGemmConfig forced(config);
       const DenseOp dense(programs, Activation::none);
       for (const DenseShape& shape : edgeShapes) {
         CAPTURE(config.name);
