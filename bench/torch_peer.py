@@ -13,8 +13,8 @@
   torch_peer.py elementwise
       normalize (÷255), weigh (× weights), tanh on 1M floats resident on the GPU: 3 kernels, and the same
       expression fused by torch.compile when it works (reported as absent otherwise).
-  torch_peer.py train --data data/mnist
-      one epoch of 784-128-10, batch 64, SGD lr 0.1, data resident on the GPU: eager, and the whole step
+  torch_peer.py train --data data/mnist [--arch 784-128-10 --batch 64 --lr 0.1]
+      one epoch of an MLP (ReLU between layers), SGD, data resident on the GPU: eager, and the whole step
       captured in a CUDA graph.
   torch_peer.py cnn --data data/mnist
       the MNIST CNN (conv5x5x32-pool-conv5x5x64-pool-fc512-fc10, cuDNN fp32, TF32 off): one training epoch at
@@ -22,6 +22,10 @@
   torch_peer.py check-model MODEL --data data/mnist --predictions FILE
       loads a glnet safetensors model (MLP or CNN) into torch modules and compares its test-set predictions
       with glnet_eval --predictions FILE.
+  torch_peer.py gemm --cases GLNET_GEMM.json [--runs 50]
+      the cases of glnet_bench --gemm (read from its JSON, so both run the same list): F.linear, dY·W, dYᵀ·X,
+      F.conv2d and its input and weight gradients (torch.nn.grad), GPU time per call by CUDA events, with
+      cudnn.benchmark on so cuDNN picks its fastest algorithm.
   torch_peer.py export-cnn MODEL
       writes a freshly initialised PyTorch CNN's state_dict as safetensors (PyTorch's names and layouts), for
       glnet_eval to load.
@@ -257,10 +261,68 @@ def bench_all(args, device):
              ("elementwise", bench_elementwise), ("train", bench_train)]}
 
 
+def bench_gemm(args, device):
+    import torch.nn.functional as F
+    torch.backends.cudnn.benchmark = True
+    cases = {}
+    for case in json.loads(Path(args.cases).read_text())["gemm"]:
+        cases.setdefault(case["name"], case)
+    results = {}
+    for name, case in cases.items():
+        layout = case["layout"]
+        make = lambda *shape: torch.rand(*shape, device=device) * 2 - 1
+        if "dense" in case:
+            m, k, n = case["dense"]["rows"], case["dense"]["inputs"], case["dense"]["outputs"]
+            if layout == "dense X.W^T":
+                x, w, b = make(m, k), make(n, k), make(n)
+                call = lambda: F.linear(x, w, b)
+            elif layout == "dense dX=dY.W":
+                dy, w = make(m, n), make(n, k)
+                call = lambda: torch.mm(dy, w)
+            else:
+                dy, x = make(m, n), make(m, k)
+                call = lambda: torch.mm(dy.t(), x)
+        else:
+            c = case["conv"]
+            x_shape = (c["batch"], c["channels"], c["height"], c["width"])
+            w_shape = (c["out_channels"], c["channels"], c["kernel"], c["kernel"])
+            out = c["height"] + 2 * c["padding"] - c["kernel"] + 1
+            y_shape = (c["batch"], c["out_channels"], out, out)
+            pad = c["padding"]
+            if layout == "conv forward":
+                x, w, b = make(*x_shape), make(*w_shape), make(c["out_channels"])
+                call = lambda: F.conv2d(x, w, b, padding=pad)
+            elif layout == "conv dX":
+                dy, w = make(*y_shape), make(*w_shape)
+                call = lambda: torch.nn.grad.conv2d_input(x_shape, w, dy, padding=pad)
+            else:
+                dy, x = make(*y_shape), make(*x_shape)
+                call = lambda: torch.nn.grad.conv2d_weight(x, w_shape, dy, padding=pad)
+        for _ in range(5):
+            call()
+        samples = []
+        for _ in range(args.runs):
+            if device.type == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                call()
+                end.record()
+                end.synchronize()
+                samples.append(start.elapsed_time(end))
+            else:
+                begin = time.perf_counter()
+                call()
+                samples.append((time.perf_counter() - begin) * 1e3)
+        median = statistics.median(samples)
+        results[name] = {"median_ms": median, "tflops": case["flops"] / (median * 1e-3) / 1e12}
+    return {"workload": "gemm", "gemm": results}
+
+
 def bench_train(args, device):
-    model = mlp([784, 128, 10]).to(device)
-    eager, graph = epoch_timings(args, device, model, torch.optim.SGD(model.parameters(), lr=0.1), 64, max(1, args.runs // 10))
-    result = {"workload": "train epoch 784-128-10 batch 64 sgd", "eager": eager}
+    model = mlp([int(size) for size in args.arch.split("-")]).to(device)
+    eager, graph = epoch_timings(args, device, model, torch.optim.SGD(model.parameters(), lr=args.lr), args.batch,
+                                 max(1, args.runs // 10))
+    result = {"workload": f"train epoch {args.arch} batch {args.batch} sgd", "eager": eager}
     if graph:
         result["cuda_graph"] = graph
     return result
@@ -292,11 +354,15 @@ def check_model(args, device):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("workload", choices=["all", "dispatch", "predict1", "eval", "elementwise", "train", "cnn", "check-model",
-                                             "export-cnn"])
+                                             "export-cnn", "gemm"])
     parser.add_argument("model", nargs="?")
     parser.add_argument("--data", default="data/mnist")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--predictions")
+    parser.add_argument("--arch", default="784-128-10", help="MLP layer sizes (train)")
+    parser.add_argument("--batch", type=int, default=64, help="training batch (train)")
+    parser.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (train)")
+    parser.add_argument("--cases", help="glnet_bench --gemm --json output (gemm)")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -304,7 +370,7 @@ def main():
     result = {"device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu", "torch": torch.__version__}
     workloads = {"all": bench_all, "dispatch": bench_dispatch, "predict1": bench_predict1, "eval": bench_eval,
                  "elementwise": bench_elementwise, "train": bench_train, "cnn": bench_cnn, "check-model": check_model,
-                 "export-cnn": export_cnn}
+                 "export-cnn": export_cnn, "gemm": bench_gemm}
     result.update(workloads[args.workload](args, device))
     print(json.dumps(result, indent=2))
 

@@ -6,9 +6,10 @@
 //   CONV_MODE 2 dW:      dW = Σ_{n,oh,ow} dZ · X window                 R = OC,     S = C·KH·KW, T = N·OH·OW
 //   CONV_MODE 3 db:      db = Σ_{n,oh,ow} dZ, one group per output channel
 // bindings: forward 0 X, 1 Wt, 2 b, 3 Y; dX 0 dY, 1 Y, 2 Wt, 3 dX; dW 0 dY, 1 Y, 2 X, 3 dW; db 0 dY, 1 Y, 3 db
-// uniforms: 0 N, 1 C, 2 H, 3 W, 4 OC, 5 KH, 6 KW, 7 PAD, 8 OH, 9 OW, 10 accumulate (gradients: 0 write, 1 add)
-// defines: CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl and take its configuration; SPLIT_K (mode 2):
-// binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0, C·KH·KW a multiple of 4): the weights
+// uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add)
+// defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
+// literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl and take its
+// configuration; SPLIT_K (mode 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0, C·KH·KW a multiple of 4): the weights
 // are also read as vec4s
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
@@ -16,16 +17,18 @@ layout(std430, binding = 1) readonly buffer Second { float second[]; };
 layout(std430, binding = 2) readonly buffer Third { float third[]; };
 layout(std430, binding = 3) buffer Result { float result[]; };
 layout(location = 0) uniform uint N;
-layout(location = 1) uniform uint C;
-layout(location = 2) uniform uint H;
-layout(location = 3) uniform uint W;
-layout(location = 4) uniform uint OC;
-layout(location = 5) uniform uint KH;
-layout(location = 6) uniform uint KW;
-layout(location = 7) uniform int PAD;
-layout(location = 8) uniform uint OH;
-layout(location = 9) uniform uint OW;
 layout(location = 10) uniform uint accumulate;
+// The layer's geometry is fixed for its lifetime, so it is compiled in: the index arithmetic of the implicit
+// im2col matrix then divides by constants (a multiply and a shift) instead of by uniforms.
+#define C CONV_CHANNELS
+#define H CONV_HEIGHT
+#define W CONV_WIDTH
+#define OC CONV_OUT_CHANNELS
+#define KH CONV_KERNEL_HEIGHT
+#define KW CONV_KERNEL_WIDTH
+#define PAD CONV_PADDING
+#define OH (H + 2u * uint(PAD) - KH + 1u)
+#define OW (W + 2u * uint(PAD) - KW + 1u)
 
 void store(uint index, float value) { result[index] = accumulate != 0u ? result[index] + value : value; }
 

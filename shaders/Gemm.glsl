@@ -4,19 +4,20 @@
 // gemmRun(R, S, T); the core keeps every access in bounds.
 //
 // Configuration (engine/ops/Gemm.cpp injects one of its named configurations):
-//   GEMM_TILE_M × GEMM_TILE_N outputs per group, GEMM_TILE_K values of t per shared-memory stage;
-//   GEMM_THREAD_M × GEMM_THREAD_N outputs per invocation (multiples of 4), so the group has
-//   (TILE_M / THREAD_M)·(TILE_N / THREAD_N) invocations. An invocation owns THREAD_M/4 runs of 4 rows strided
-//   by 4·(TILE_M / THREAD_M), and likewise for columns, so that it reads its operands from shared memory as
-//   vec4s and a warp's reads are contiguous. GEMM_INVOCATIONS is that count, as a literal.
-//   GEMM_A_ALONG_ROWS / GEMM_B_ALONG_COLUMNS: the operand is contiguous along r (resp. s) rather than t;
-//   each invocation fetches runs of 4 values along the contiguous direction.
+//   GEMM_TILE_M × GEMM_TILE_N outputs per group, GEMM_TILE_K values of t per shared-memory stage (a multiple
+//   of 4); GEMM_THREAD_M × GEMM_THREAD_N outputs per invocation (multiples of 4), so the group has
+//   GEMM_INVOCATIONS = (TILE_M / THREAD_M)·(TILE_N / THREAD_N) invocations (a literal, as GL 4.3 requires).
+//   GEMM_A_ALONG_ROWS / GEMM_B_ALONG_COLUMNS: the operand is contiguous along r (resp. s) rather than t.
 //   GEMM_A_VEC4 / GEMM_B_VEC4: the shader also defines gemmA4(r, t) / gemmB4(t, s), the run of 4 along the
 //   contiguous direction as one vec4 load. The op asks for it only when the operand's rows are a multiple of
 //   4 floats long and 16-byte aligned, so a run that starts inside the matrix lies wholly inside it.
-// Shared tiles are stored with t outermost and padded by one vec4 per row against bank conflicts when a run
-// along t is scattered into them; two stages alternate, so that the global loads of the next stage are in
-// flight while this one is multiplied, with one barrier per stage.
+// Each operand is staged in shared memory in its own contiguous direction, in runs of 4 stored as vec4s (no
+// transposition): along r (s) as tile[t][r / 4], along t as tile[r][t / 4]. An invocation reads what it
+// needs as vec4s: along r, runs of 4 rows, so it owns THREAD_M / 4 runs of 4 consecutive rows strided by
+// 4·(TILE_M / THREAD_M); along t, 4 values of t of single rows, so it owns THREAD_M rows strided by
+// TILE_M / THREAD_M. Rows of a tile stored along t are padded by one vec4, which keeps the 8 invocations of a
+// 128-bit shared load on distinct banks. Two stages alternate, so that the global loads of the next stage
+// are in flight while this one is multiplied, with one barrier per stage.
 #pragma optionNV(unroll all)
 
 #define GEMM_THREADS_X (GEMM_TILE_N / GEMM_THREAD_N)
@@ -42,8 +43,16 @@ vec4 gemmA4(uint r, uint t);
 vec4 gemmB4(uint t, uint s);
 #endif
 
-shared vec4 gemmTileA[2][GEMM_TILE_K][GEMM_TILE_M / 4 + 1];
-shared vec4 gemmTileB[2][GEMM_TILE_K][GEMM_TILE_N / 4 + 1];
+#ifdef GEMM_A_ALONG_ROWS
+shared vec4 gemmTileA[2][GEMM_TILE_K][GEMM_TILE_M / 4];
+#else
+shared vec4 gemmTileA[2][GEMM_TILE_M][GEMM_TILE_K / 4 + 1];
+#endif
+#ifdef GEMM_B_ALONG_COLUMNS
+shared vec4 gemmTileB[2][GEMM_TILE_K][GEMM_TILE_N / 4];
+#else
+shared vec4 gemmTileB[2][GEMM_TILE_N][GEMM_TILE_K / 4 + 1];
+#endif
 
 // Position of run q of a stage inside the tile: (r, t) of its first value, relative to the tile's corner.
 uvec2 gemmRunA(uint q) {
@@ -95,14 +104,14 @@ void gemmPutA(uint stage, uvec2 at, vec4 v) {
 #ifdef GEMM_A_ALONG_ROWS
   gemmTileA[stage][at.y][at.x / 4u] = v;
 #else
-  for (uint i = 0u; i < 4u; ++i) gemmTileA[stage][at.y + i][at.x / 4u][at.x % 4u] = v[i];
+  gemmTileA[stage][at.x][at.y / 4u] = v;
 #endif
 }
 void gemmPutB(uint stage, uvec2 at, vec4 v) {
 #ifdef GEMM_B_ALONG_COLUMNS
   gemmTileB[stage][at.y][at.x / 4u] = v;
 #else
-  for (uint i = 0u; i < 4u; ++i) gemmTileB[stage][at.y + i][at.x / 4u][at.x % 4u] = v[i];
+  gemmTileB[stage][at.x][at.y / 4u] = v;
 #endif
 }
 
@@ -141,24 +150,60 @@ void gemmPutStage(uint stage) {
   }
 }
 
-// sum[i][j] holds rows gemmRow(i) and the 4 columns from gemmColumn(j).
-#define GEMM_SUM_ROWS GEMM_THREAD_M
-#define GEMM_SUM_RUNS (GEMM_THREAD_N / 4)
-
-uint gemmRow(uint i) {
+// Row i and column j of this invocation's block, relative to the tile's corner.
+uint gemmRowInTile(uint i) {
   uint ty = gl_LocalInvocationIndex / GEMM_THREADS_X;
-  return gl_WorkGroupID.x * GEMM_TILE_M + (ty + (i / 4u) * GEMM_THREADS_Y) * 4u + i % 4u;
+#ifdef GEMM_A_ALONG_ROWS
+  return (ty + (i / 4u) * GEMM_THREADS_Y) * 4u + i % 4u;
+#else
+  return ty + i * GEMM_THREADS_Y;
+#endif
 }
-uint gemmColumn(uint j) {
+uint gemmColumnInTile(uint j) {
   uint tx = gl_LocalInvocationIndex % GEMM_THREADS_X;
-  return gl_WorkGroupID.y * GEMM_TILE_N + (tx + j * GEMM_THREADS_X) * 4u;
+#ifdef GEMM_B_ALONG_COLUMNS
+  return (tx + (j / 4u) * GEMM_THREADS_X) * 4u + j % 4u;
+#else
+  return tx + j * GEMM_THREADS_X;
+#endif
+}
+
+// a[kk][i] = A(row i, t0 + kk) of this invocation for the 4 values of t from t0 in the stage.
+void gemmReadA(uint stage, uint t0, out float a[4][GEMM_THREAD_M]) {
+#ifdef GEMM_A_ALONG_ROWS
+  uint ty = gl_LocalInvocationIndex / GEMM_THREADS_X;
+  for (uint kk = 0u; kk < 4u; ++kk)
+    for (uint i = 0u; i < GEMM_THREAD_M / 4; ++i) {
+      vec4 run = gemmTileA[stage][t0 + kk][ty + i * GEMM_THREADS_Y];
+      for (uint e = 0u; e < 4u; ++e) a[kk][i * 4u + e] = run[e];
+    }
+#else
+  for (uint i = 0u; i < GEMM_THREAD_M; ++i) {
+    vec4 run = gemmTileA[stage][gemmRowInTile(i)][t0 / 4u];
+    for (uint kk = 0u; kk < 4u; ++kk) a[kk][i] = run[kk];
+  }
+#endif
+}
+void gemmReadB(uint stage, uint t0, out float b[4][GEMM_THREAD_N]) {
+#ifdef GEMM_B_ALONG_COLUMNS
+  uint tx = gl_LocalInvocationIndex % GEMM_THREADS_X;
+  for (uint kk = 0u; kk < 4u; ++kk)
+    for (uint j = 0u; j < GEMM_THREAD_N / 4; ++j) {
+      vec4 run = gemmTileB[stage][t0 + kk][tx + j * GEMM_THREADS_X];
+      for (uint e = 0u; e < 4u; ++e) b[kk][j * 4u + e] = run[e];
+    }
+#else
+  for (uint j = 0u; j < GEMM_THREAD_N; ++j) {
+    vec4 run = gemmTileB[stage][gemmColumnInTile(j)][t0 / 4u];
+    for (uint kk = 0u; kk < 4u; ++kk) b[kk][j] = run[kk];
+  }
+#endif
 }
 
 // Sums over t in [tBegin, tEnd) only: with split-K each group along z takes one chunk of T.
-void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out vec4 sum[GEMM_SUM_ROWS][GEMM_SUM_RUNS]) {
-  uint tx = gl_LocalInvocationIndex % GEMM_THREADS_X, ty = gl_LocalInvocationIndex / GEMM_THREADS_X;
-  for (uint i = 0u; i < GEMM_SUM_ROWS; ++i)
-    for (uint j = 0u; j < GEMM_SUM_RUNS; ++j) sum[i][j] = vec4(0.0);
+void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out float sum[GEMM_THREAD_M][GEMM_THREAD_N]) {
+  for (uint i = 0u; i < GEMM_THREAD_M; ++i)
+    for (uint j = 0u; j < GEMM_THREAD_N; ++j) sum[i][j] = 0.0;
   if (tBegin >= tEnd) return;
   gemmFetchStage(tBegin, R, S, tEnd);
   gemmPutStage(0u);
@@ -167,12 +212,13 @@ void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out vec4 sum[GEMM_SUM
   for (uint t0 = tBegin; t0 < tEnd; t0 += GEMM_TILE_K) {
     bool more = t0 + GEMM_TILE_K < tEnd;
     if (more) gemmFetchStage(t0 + GEMM_TILE_K, R, S, tEnd);
-    for (uint k = 0u; k < GEMM_TILE_K; ++k) {
-      vec4 a[GEMM_THREAD_M / 4], b[GEMM_SUM_RUNS];
-      for (uint i = 0u; i < GEMM_THREAD_M / 4; ++i) a[i] = gemmTileA[stage][k][ty + i * GEMM_THREADS_Y];
-      for (uint j = 0u; j < GEMM_SUM_RUNS; ++j) b[j] = gemmTileB[stage][k][tx + j * GEMM_THREADS_X];
-      for (uint i = 0u; i < GEMM_SUM_ROWS; ++i)
-        for (uint j = 0u; j < GEMM_SUM_RUNS; ++j) sum[i][j] = fma(vec4(a[i / 4u][i % 4u]), b[j], sum[i][j]);
+    for (uint k = 0u; k < GEMM_TILE_K; k += 4u) {
+      float a[4][GEMM_THREAD_M], b[4][GEMM_THREAD_N];
+      gemmReadA(stage, k, a);
+      gemmReadB(stage, k, b);
+      for (uint kk = 0u; kk < 4u; ++kk)
+        for (uint i = 0u; i < GEMM_THREAD_M; ++i)
+          for (uint j = 0u; j < GEMM_THREAD_N; ++j) sum[i][j] = fma(a[kk][i], b[kk][j], sum[i][j]);
     }
     if (more) gemmPutStage(stage ^ 1u);
     barrier();
@@ -188,7 +234,7 @@ uint gemmPartialIndex(uint r, uint s, uint R, uint S) { return gl_WorkGroupID.z 
 #endif
 
 // This invocation's block of C: over all of T, or with SPLIT_K over this group's chunk of it.
-void gemmSums(uint R, uint S, uint T, out vec4 sum[GEMM_SUM_ROWS][GEMM_SUM_RUNS]) {
+void gemmSums(uint R, uint S, uint T, out float sum[GEMM_THREAD_M][GEMM_THREAD_N]) {
 #ifdef SPLIT_K
   uint begin = gl_WorkGroupID.z * gemmSplitChunk;
   gemmTileRange(R, S, begin, min(T, begin + gemmSplitChunk), sum);
@@ -199,16 +245,15 @@ void gemmSums(uint R, uint S, uint T, out vec4 sum[GEMM_SUM_ROWS][GEMM_SUM_RUNS]
 
 // Computes this invocation's block of C and stores its elements inside R × S.
 void gemmRun(uint R, uint S, uint T) {
-  vec4 sum[GEMM_SUM_ROWS][GEMM_SUM_RUNS];
+  float sum[GEMM_THREAD_M][GEMM_THREAD_N];
   gemmSums(R, S, T, sum);
-  for (uint i = 0u; i < GEMM_SUM_ROWS; ++i) {
-    uint r = gemmRow(i);
+  uint rowBase = gl_WorkGroupID.x * GEMM_TILE_M, columnBase = gl_WorkGroupID.y * GEMM_TILE_N;
+  for (uint i = 0u; i < GEMM_THREAD_M; ++i) {
+    uint r = rowBase + gemmRowInTile(i);
     if (r >= R) continue;
-    for (uint j = 0u; j < GEMM_SUM_RUNS; ++j) {
-      uint s = gemmColumn(j);
-      for (uint e = 0u; e < 4u; ++e) {
-        if (s + e < S) gemmStore(r, s + e, sum[i][j][e]);
-      }
+    for (uint j = 0u; j < GEMM_THREAD_N; ++j) {
+      uint s = columnBase + gemmColumnInTile(j);
+      if (s < S) gemmStore(r, s, sum[i][j]);
     }
   }
 }

@@ -11,15 +11,26 @@ std::vector<ShaderDefine> convDefines(Activation activation, int mode, std::vect
   return layout;
 }
 
+// The layer's geometry as Conv2D.glsl's defines.
+std::vector<ShaderDefine> geometry(const ConvShape& s) {
+  return {{"CONV_CHANNELS", std::to_string(s.channels) + "u"},
+          {"CONV_HEIGHT", std::to_string(s.height) + "u"},
+          {"CONV_WIDTH", std::to_string(s.width) + "u"},
+          {"CONV_OUT_CHANNELS", std::to_string(s.outChannels) + "u"},
+          {"CONV_KERNEL_HEIGHT", std::to_string(s.kernelHeight) + "u"},
+          {"CONV_KERNEL_WIDTH", std::to_string(s.kernelWidth) + "u"},
+          {"CONV_PADDING", std::to_string(s.padding)}};
+}
+
 }  // namespace
 
 ConvOp::ConvOp(ProgramCache& programs, Activation activation)
     : activation_(activation),
+      programs_(&programs),
       forward_(programs, "Conv2D.glsl", convDefines(activation, 0, {{"GEMM_A_ALONG_ROWS", "1"}})),
       inputGradient_(programs, "Conv2D.glsl", convDefines(activation, 1, {{"GEMM_A_ALONG_ROWS", "1"}})),
       weightGradient_(programs, "Conv2D.glsl", convDefines(activation, 2)),
-      splitSum_(programs),
-      biasGradient_(programs.get("Conv2D.glsl", convDefines(activation, 3))) {}
+      splitSum_(programs) {}
 
 Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                           const ConvShape& s, bool accumulate, std::array<std::uint32_t, 3> groups) const {
@@ -27,10 +38,7 @@ Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std:
   d.program = &program;
   d.label = label;
   d.buffers = std::move(buffers);
-  d.uniforms = {Uniform::u32(0, s.batch),       Uniform::u32(1, s.channels),     Uniform::u32(2, s.height),
-                Uniform::u32(3, s.width),       Uniform::u32(4, s.outChannels),  Uniform::u32(5, s.kernelHeight),
-                Uniform::u32(6, s.kernelWidth), Uniform::i32(7, static_cast<std::int32_t>(s.padding)),
-                Uniform::u32(8, s.outHeight()), Uniform::u32(9, s.outWidth()),  Uniform::u32(10, accumulate ? 1u : 0u)};
+  d.uniforms = {Uniform::u32(0, s.batch), Uniform::u32(10, accumulate ? 1u : 0u)};
   d.groups = groups;
   return d;
 }
@@ -40,7 +48,7 @@ Dispatch ConvOp::forward(const BufferView& x, const BufferView& weight, const Bu
   const std::uint64_t rows = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
   const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, false);
-  return dispatch(forward_.get(*gemm.config, false, vec4Readable(weight.offset, depth), false),
+  return dispatch(forward_.get(*gemm.config, false, vec4Readable(weight.offset, depth), false, geometry(s)),
                   std::string("conv ") + activationName(activation_) + " " + gemm.config->name,
                   {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}}, s, false,
                   gemm.groups);
@@ -50,7 +58,7 @@ Dispatch ConvOp::inputGradient(const BufferView& dy, const BufferView& y, const 
                                const ConvShape& s, bool accumulate) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.height * s.width;
   const GemmChoice gemm = chooseGemm(rows, s.channels, std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth, false);
-  return dispatch(inputGradient_.get(*gemm.config, false, false, false),
+  return dispatch(inputGradient_.get(*gemm.config, false, false, false, geometry(s)),
                   std::string("conv dX ") + activationName(activation_) + " " + gemm.config->name,
                   {{0, dy, Access::read}, {1, y, Access::read}, {2, weight, Access::read},
                    {3, dx, accumulate ? Access::readWrite : Access::write}},
@@ -64,7 +72,7 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferV
   const GemmChoice gemm =
       chooseGemm(s.outChannels, columns, std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), workspace.has_value());
   const bool splitting = gemm.split.splits > 1;
-  const Program& program = weightGradient_.get(*gemm.config, false, false, splitting);
+  const Program& program = weightGradient_.get(*gemm.config, false, false, splitting, geometry(s));
   const std::string label = std::string("conv dW ") + activationName(activation_) + " " + gemm.config->name;
   if (!splitting) {
     return {dispatch(program, label,
@@ -81,7 +89,8 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferV
 
 Dispatch ConvOp::biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& s,
                               bool accumulate) const {
-  return dispatch(biasGradient_, std::string("conv db ") + activationName(activation_),
+  std::vector<ShaderDefine> defines = convDefines(activation_, 3, geometry(s));
+  return dispatch(programs_->get("Conv2D.glsl", defines), std::string("conv db ") + activationName(activation_),
                   {{0, dy, Access::read}, {1, y, Access::read}, {2, dy, Access::read},
                    {3, db, accumulate ? Access::readWrite : Access::write}},
                   s, accumulate, {s.outChannels, 1, 1});

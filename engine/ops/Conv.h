@@ -41,11 +41,11 @@ class ConvOp {
   Dispatch dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                     const ConvShape& shape, bool accumulate, std::array<std::uint32_t, 3> groups) const;
   Activation activation_;
+  ProgramCache* programs_;
   GemmPrograms forward_;
   GemmPrograms inputGradient_;
   GemmPrograms weightGradient_;
   SplitSumOp splitSum_;
-  const Program& biasGradient_;
 };
 
 class MaxPoolOp {

@@ -125,8 +125,10 @@ ForcedGemmConfig::~ForcedGemmConfig() { forcedConfig = previous_; }
 GemmPrograms::GemmPrograms(ProgramCache& programs, std::string file, std::vector<ShaderDefine> defines)
     : programs_(&programs), file_(std::move(file)), defines_(std::move(defines)) {}
 
-const Program& GemmPrograms::get(const GemmConfig& config, bool vec4A, bool vec4B, bool splitK) const {
+const Program& GemmPrograms::get(const GemmConfig& config, bool vec4A, bool vec4B, bool splitK,
+                                 const std::vector<ShaderDefine>& more) const {
   std::vector<ShaderDefine> defines = defines_;
+  defines.insert(defines.end(), more.begin(), more.end());
   for (ShaderDefine& define : config.defines()) defines.push_back(std::move(define));
   if (vec4A) defines.push_back({"GEMM_A_VEC4", "1"});
   if (vec4B) defines.push_back({"GEMM_B_VEC4", "1"});

@@ -55,11 +55,13 @@ class ForcedGemmConfig {
 };
 
 // The programs of one shader built on Gemm.glsl: the shader's own defines plus the configuration, vec4
-// reads of A and/or B (GEMM_A_VEC4, GEMM_B_VEC4) and SPLIT_K, compiled on first use.
+// reads of A and/or B (GEMM_A_VEC4, GEMM_B_VEC4), SPLIT_K and any defines of the call (a layer's geometry),
+// compiled on first use.
 class GemmPrograms {
  public:
   GemmPrograms(ProgramCache& programs, std::string file, std::vector<ShaderDefine> defines);
-  const Program& get(const GemmConfig& config, bool vec4A, bool vec4B, bool splitK) const;
+  const Program& get(const GemmConfig& config, bool vec4A, bool vec4B, bool splitK,
+                     const std::vector<ShaderDefine>& more = {}) const;
 
  private:
   ProgramCache* programs_;
