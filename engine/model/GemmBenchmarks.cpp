@@ -11,6 +11,9 @@
 namespace glnet {
 namespace {
 
+constexpr double minimumWarmupMs = 50;
+constexpr int maximumWarmupRuns = 1000;
+
 std::string shapeText(const GemmCase& c) {
   const bool dense = c.layout == GemmLayout::denseForward || c.layout == GemmLayout::denseInputGradient ||
                      c.layout == GemmLayout::denseWeightGradient;
@@ -188,15 +191,19 @@ GemmResult measure(const Context& context, ProgramCache& programs, const GemmCas
 
   GemmResult result{c, forced ? forced->name : "", "", {}, 0, 0, false};
   for (const std::string& label : plan.labels()) result.dispatches += (result.dispatches.empty() ? "" : " + ") + label;
-  std::vector<double> samples;
-  for (int run = -settings.warmup; run < settings.runs; ++run) {
+  // Warm up for the runs asked and at least 50 ms of GPU time, so that clocks have risen and any deferred
+  // driver work on a new program is done before measuring.
+  const auto timedRun = [&] {
     TimerQuery start, end;
     start.record();
     plan.run();
     end.record();
-    const double ms = gpuMilliseconds(start, end);
-    if (run >= 0) samples.push_back(ms);
-  }
+    return gpuMilliseconds(start, end);
+  };
+  double warm = 0;
+  for (int run = 0; run < settings.warmup || (warm < minimumWarmupMs && run < maximumWarmupRuns); ++run) warm += timedRun();
+  std::vector<double> samples;
+  for (int run = 0; run < settings.runs; ++run) samples.push_back(timedRun());
   result.ms = summarize(samples);
   result.tflops = result.ms.median > 0 ? c.flops() / (result.ms.median * 1e-3) / 1e12 : 0;
 
