@@ -6,7 +6,7 @@
 //   CONV_MODE 2 dW:      dW = Σ_{n,oh,ow} dZ · X window                 R = OC,     S = C·KH·KW, T = N·OH·OW
 //   CONV_MODE 3 db:      db = Σ_{n,oh,ow} dZ, one group per output channel
 // bindings: forward 0 X, 1 Wt, 2 b, 3 Y; dX 0 dY, 1 Y, 2 Wt, 3 dX; dW 0 dY, 1 Y, 2 X, 3 dW; db 0 dY, 1 Y, 3 db
-// uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add)
+// uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
 // literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl and take its
 // configuration; SPLIT_K (mode 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0, C·KH·KW a multiple of 4): the weights
@@ -18,6 +18,10 @@ layout(std430, binding = 2) readonly buffer Third { float third[]; };
 layout(std430, binding = 3) buffer Result { float result[]; };
 layout(location = 0) uniform uint N;
 layout(location = 10) uniform uint accumulate;
+// The GEMM's sum length for modes 0 and 1 (C·KH·KW, OC·KH·KW): a constant of the geometry, passed as a uniform
+// all the same, because Gemm.glsl asks the compiler to unroll every loop and a stage loop with a constant trip
+// count would be unrolled whole (minutes of compilation on NVIDIA).
+layout(location = 11) uniform uint gemmDepth;
 // The layer's geometry is fixed for its lifetime, so it is compiled in: the index arithmetic of the implicit
 // im2col matrix then divides by constants (a multiply and a shift) instead of by uniforms.
 #define C CONV_CHANNELS
@@ -84,9 +88,9 @@ float gemmB(uint t, uint s) {
 
 #if CONV_MODE <= 2
 #if CONV_MODE == 0
-#define GEMM_SHAPE N * OH * OW, OC, C * KH * KW
+#define GEMM_SHAPE N * OH * OW, OC, gemmDepth
 #elif CONV_MODE == 1
-#define GEMM_SHAPE N * H * W, C, OC * KH * KW
+#define GEMM_SHAPE N * H * W, C, gemmDepth
 #else
 #define GEMM_SHAPE OC, C * KH * KW, N * OH * OW
 #endif

@@ -18,6 +18,9 @@
 // TILE_M / THREAD_M. Rows of a tile stored along t are padded by one vec4, which keeps the 8 invocations of a
 // 128-bit shared load on distinct banks. Two stages alternate, so that the global loads of the next stage
 // are in flight while this one is multiplied, with one barrier per stage.
+// NVIDIA's compiler keeps the small fixed loops below as loops over local memory unless told to unroll them
+// (dW at 1.2 instead of 42 TFLOP/s on the H100); the stage loop's trip count must then stay a run-time value,
+// or it is unrolled whole.
 #pragma optionNV(unroll all)
 
 #define GEMM_THREADS_X (GEMM_TILE_N / GEMM_THREAD_N)

@@ -11,6 +11,8 @@ std::vector<ShaderDefine> convDefines(Activation activation, int mode, std::vect
   return layout;
 }
 
+constexpr int depthLocation = 11;  // Conv2D.glsl's gemmDepth
+
 // The layer's geometry as Conv2D.glsl's defines.
 std::vector<ShaderDefine> geometry(const ConvShape& s) {
   return {{"CONV_CHANNELS", std::to_string(s.channels) + "u"},
@@ -48,21 +50,26 @@ Dispatch ConvOp::forward(const BufferView& x, const BufferView& weight, const Bu
   const std::uint64_t rows = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
   const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, false);
-  return dispatch(forward_.get(*gemm.config, false, vec4Readable(weight.offset, depth), false, geometry(s)),
-                  std::string("conv ") + activationName(activation_) + " " + gemm.config->name,
-                  {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}}, s, false,
-                  gemm.groups);
+  Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(weight.offset, depth), false, geometry(s)),
+                        std::string("conv ") + activationName(activation_) + " " + gemm.config->name,
+                        {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}}, s,
+                        false, gemm.groups);
+  d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
+  return d;
 }
 
 Dispatch ConvOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
                                const ConvShape& s, bool accumulate) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.height * s.width;
-  const GemmChoice gemm = chooseGemm(rows, s.channels, std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth, false);
-  return dispatch(inputGradient_.get(*gemm.config, false, false, false, geometry(s)),
-                  std::string("conv dX ") + activationName(activation_) + " " + gemm.config->name,
-                  {{0, dy, Access::read}, {1, y, Access::read}, {2, weight, Access::read},
-                   {3, dx, accumulate ? Access::readWrite : Access::write}},
-                  s, accumulate, gemm.groups);
+  const std::uint64_t depth = std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth;
+  const GemmChoice gemm = chooseGemm(rows, s.channels, depth, false);
+  Dispatch d = dispatch(inputGradient_.get(*gemm.config, false, false, false, geometry(s)),
+                        std::string("conv dX ") + activationName(activation_) + " " + gemm.config->name,
+                        {{0, dy, Access::read}, {1, y, Access::read}, {2, weight, Access::read},
+                         {3, dx, accumulate ? Access::readWrite : Access::write}},
+                        s, accumulate, gemm.groups);
+  d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
+  return d;
 }
 
 std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x,
