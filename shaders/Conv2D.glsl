@@ -9,7 +9,7 @@
 // uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
 // literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl and take its
-// configuration; SPLIT_K (mode 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0, C·KH·KW a multiple of 4): the weights
+// configuration; SPLIT_K (modes 1 and 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0, C·KH·KW a multiple of 4): the weights
 // are also read as vec4s
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
@@ -96,7 +96,11 @@ float gemmB(uint t, uint s) {
 #endif
 
 void gemmStore(uint r, uint s, float value) {
-#if defined(SPLIT_K)
+#if defined(SPLIT_K) && CONV_MODE == 1
+  // Slice z of the workspace in dX's own layout, so SplitSum.glsl adds slices element by element.
+  uint n = r / (H * W), pixel = r % (H * W);
+  result[gl_WorkGroupID.z * N * C * H * W + (n * C + s) * H * W + pixel] = value;
+#elif defined(SPLIT_K)
   result[gemmPartialIndex(r, s, OC, C * KH * KW)] = value;
 #elif CONV_MODE == 0
   uint n = r / (OH * OW), pixel = r % (OH * OW);

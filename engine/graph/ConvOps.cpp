@@ -23,10 +23,13 @@ class Conv2d : public Op {
     return {s.batch, s.outChannels, s.outHeight(), s.outWidth()};
   }
 
-  // The split-K partial sums of dW over a long batch of pixels.
+  // The split-K partial sums of dX (few groups at small batches) or of dW over a long batch of pixels; the
+  // two run one after the other, so they share it.
   std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
     const ConvShape s = shape(in);
-    return ConvOp::weightGradientSplit(s).workspaceBytes(s.outChannels, std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth);
+    return std::max(ConvOp::inputGradientSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.height * s.width, s.channels),
+                    ConvOp::weightGradientSplit(s).workspaceBytes(s.outChannels,
+                                                                  std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth));
   }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
@@ -37,7 +40,9 @@ class Conv2d : public Op {
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
     const ConvOp op(programs, activation_);
     const ConvShape s = shape(shapes(in));
-    if (targets[0]) plan.record(op.inputGradient(dOut.view, out.view, in[1].view, targets[0]->view, s, targets[0]->accumulate));
+    if (targets[0]) {
+      plan.record(op.inputGradient(dOut.view, out.view, in[1].view, targets[0]->view, s, targets[0]->accumulate, out.workspace));
+    }
     if (targets[1]) {
       plan.record(op.weightGradient(dOut.view, out.view, in[0].view, targets[1]->view, s, targets[1]->accumulate,
                                                  out.workspace));

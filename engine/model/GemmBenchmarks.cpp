@@ -11,8 +11,8 @@
 namespace glnet {
 namespace {
 
-constexpr double minimumWarmupMs = 50;
-constexpr int maximumWarmupRuns = 1000;
+constexpr double minimumWarmupMs = 250;
+constexpr int minimumWarmupRuns = 25;
 
 std::string shapeText(const GemmCase& c) {
   const bool dense = c.layout == GemmLayout::denseForward || c.layout == GemmLayout::denseInputGradient ||
@@ -167,7 +167,10 @@ void record(const GemmCase& c, const DenseOp& dense, const ConvOp& conv, const O
                                        workspace(DenseOp::weightGradientSplit(d), d.outputs, d.inputs)));
       break;
     case GemmLayout::convForward: plan.record(conv.forward(first, second, bias, out, c.conv)); break;
-    case GemmLayout::convInputGradient: plan.record(conv.inputGradient(first, first, second, out, c.conv, false)); break;
+    case GemmLayout::convInputGradient:
+      plan.record(conv.inputGradient(first, first, second, out, c.conv, false,
+                                     workspace(ConvOp::inputGradientSplit(c.conv), c.rows(), c.columns())));
+      break;
     case GemmLayout::convWeightGradient:
       plan.record(conv.weightGradient(first, first, second, out, c.conv, false,
                                       workspace(ConvOp::weightGradientSplit(c.conv), c.rows(), c.columns())));
@@ -191,8 +194,8 @@ GemmResult measure(const Context& context, ProgramCache& programs, const GemmCas
 
   GemmResult result{c, forced ? forced->name : "", "", {}, 0, 0, false};
   for (const std::string& label : plan.labels()) result.dispatches += (result.dispatches.empty() ? "" : " + ") + label;
-  // Warm up for the runs asked and at least 50 ms of GPU time, so that clocks have risen and any deferred
-  // driver work on a new program is done before measuring.
+  // Warm up for the runs asked, then on until 250 ms of GPU time or 25 runs, so that clocks have risen and
+  // the driver has settled a new program and new buffers (on NVIDIA a case's first runs can be 2-3x slower).
   const auto timedRun = [&] {
     TimerQuery start, end;
     start.record();
@@ -201,7 +204,7 @@ GemmResult measure(const Context& context, ProgramCache& programs, const GemmCas
     return gpuMilliseconds(start, end);
   };
   double warm = 0;
-  for (int run = 0; run < settings.warmup || (warm < minimumWarmupMs && run < maximumWarmupRuns); ++run) warm += timedRun();
+  for (int run = 0; run < settings.warmup || (warm < minimumWarmupMs && run < minimumWarmupRuns); ++run) warm += timedRun();
   std::vector<double> samples;
   for (int run = 0; run < settings.runs; ++run) samples.push_back(timedRun());
   result.ms = summarize(samples);
@@ -315,9 +318,14 @@ std::vector<GemmResult> runGemmBenchmarks(const Context& context, const GemmBenc
     if (settings.maxGigaflop > 0 && c.flops() > settings.maxGigaflop * 1e9) continue;
     if (progress) progress(c.name);
     const Operands operands = makeOperands(c, random);
+    // The forced configurations run first, so that the rule's choice is measured on a program that has
+    // already run, like theirs (NVIDIA runs a new program slower for a while after its first dispatch).
+    std::vector<GemmResult> forced;
+    if (settings.everyConfiguration) {
+      for (const GemmConfig& config : gemmConfigs()) forced.push_back(measure(context, programs, c, operands, settings, &config));
+    }
     results.push_back(measure(context, programs, c, operands, settings, nullptr));
-    if (!settings.everyConfiguration) continue;
-    for (const GemmConfig& config : gemmConfigs()) results.push_back(measure(context, programs, c, operands, settings, &config));
+    results.insert(results.end(), forced.begin(), forced.end());
   }
   return results;
 }

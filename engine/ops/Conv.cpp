@@ -58,18 +58,23 @@ Dispatch ConvOp::forward(const BufferView& x, const BufferView& weight, const Bu
   return d;
 }
 
-Dispatch ConvOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
-                               const ConvShape& s, bool accumulate) const {
+std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight,
+                                            const BufferView& dx, const ConvShape& s, bool accumulate,
+                                            const std::optional<BufferView>& workspace) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.height * s.width;
   const std::uint64_t depth = std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth;
-  const GemmChoice gemm = chooseGemm(rows, s.channels, depth, false);
-  Dispatch d = dispatch(inputGradient_.get(*gemm.config, false, false, false, geometry(s)),
-                        std::string("conv dX ") + activationName(activation_) + " " + gemm.config->name,
+  const GemmChoice gemm = chooseGemm(rows, s.channels, depth, workspace.has_value());
+  const bool splitting = gemm.split.splits > 1;
+  const Program& program = inputGradient_.get(*gemm.config, false, false, splitting, geometry(s));
+  const std::string label = std::string("conv dX ") + activationName(activation_) + " " + gemm.config->name;
+  Dispatch d = dispatch(program, splitting ? label + " split-K" : label,
                         {{0, dy, Access::read}, {1, y, Access::read}, {2, weight, Access::read},
-                         {3, dx, accumulate ? Access::readWrite : Access::write}},
-                        s, accumulate, gemm.groups);
+                         {3, splitting ? *workspace : dx, splitting ? Access::write : accumulate ? Access::readWrite : Access::write}},
+                        s, splitting ? false : accumulate, gemm.groups);
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
-  return d;
+  if (!splitting) return {d};
+  d.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
+  return {d, splitSum_(*workspace, dx, static_cast<std::uint32_t>(rows * s.channels), gemm.split.splits, accumulate)};
 }
 
 std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x,

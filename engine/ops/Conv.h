@@ -23,8 +23,15 @@ class ConvOp {
   ConvOp(ProgramCache& programs, Activation activation);
   Dispatch forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                    const ConvShape& shape) const;
-  Dispatch inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
-                         const ConvShape& shape, bool accumulate) const;
+  // Split along the sum (two dispatches) when inputGradientSplit says so, with its workspace.
+  std::vector<Dispatch> inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
+                                      const ConvShape& shape, bool accumulate,
+                                      const std::optional<BufferView>& workspace = std::nullopt) const;
+  static SplitK inputGradientSplit(const ConvShape& s) {
+    return chooseGemm(std::uint64_t{s.batch} * s.height * s.width, s.channels,
+                      std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth)
+        .split;
+  }
   // Split along the batch and pixels (two dispatches) when weightGradientSplit says so, with its workspace.
   std::vector<Dispatch> weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
                                        const ConvShape& shape, bool accumulate,

@@ -9,24 +9,32 @@
 namespace glnet {
 namespace {
 
-// Groups that run at once on a large GPU: the H100's 132 multiprocessors hold two 256-invocation groups
-// of the large configurations each (their register use bounds it). Fewer groups leave the GPU part idle.
-constexpr double concurrentGroups = 264;
-// A partial sum written and read back costs about as much whole-GPU time as this many multiply-adds
-// (H100: 25 T multiply-adds/s against 3 TB/s of 4-byte values, so ~33).
-constexpr double splitElementCost = 33;
-// A dispatch costs about 3 µs, ~8·10⁷ multiply-adds of the GPU's time.
-constexpr double dispatchCost = 8e7;
+// The rule's model of a large GPU, fitted to every configuration measured on every benchmark shape on the
+// H100 (bench/results/2026-11-22-gemm-nvidia-h100.md; the rule's picks take 1.08× the best configuration's
+// time, geometric mean): 132 multiprocessors, each running `occupancy` groups of a configuration at once,
+// at `efficiency` of the 8×8 block's throughput per output. Times are in multiply-adds of one multiprocessor.
+constexpr std::uint64_t multiprocessors = 132;
+struct ThreadBlockModel {
+  std::uint32_t threadRows, threadColumns;
+  double efficiency;
+  std::uint64_t occupancy;
+};
+constexpr ThreadBlockModel threadBlockModels[] = {{8, 8, 1.0, 2}, {8, 4, 0.6, 3}, {4, 8, 0.6, 3}, {4, 4, 0.4, 1}};
+// A partial sum written and read back, per element and split, and the extra dispatch (about 3 µs).
+constexpr double splitElementCost = 16.5;
+constexpr double dispatchCost = 3e5;
 constexpr std::uint64_t chunkAlignment = 16;  // a multiple of every tileDepth
 constexpr std::uint64_t minimumChunk = 64;
 
-// Multiply-adds per shared-memory value read, relative to the 8×8 block: 8×8 reads 16 values for 64
-// products, 8×4 12 for 32, 4×4 8 for 16.
-double efficiency(const GemmConfig& c) {
-  return std::min(1.0, double(c.threadRows) * c.threadColumns / double(c.threadRows + c.threadColumns) / 4.0);
-}
-
 const GemmConfig* forcedConfig = nullptr;
+
+const ThreadBlockModel& modelOf(const GemmConfig& c) {
+  for (const ThreadBlockModel& model : threadBlockModels) {
+    if (model.threadRows == c.threadRows && model.threadColumns == c.threadColumns) return model;
+  }
+  GLNET_ASSERT(false, "no rule model for a GEMM configuration's thread block");
+  return threadBlockModels[0];
+}
 
 std::uint64_t ceilDivide(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
 
@@ -38,13 +46,14 @@ SplitK splitInto(std::uint64_t depth, std::uint64_t wanted) {
   return {static_cast<std::uint32_t>(splits), static_cast<std::uint32_t>(chunk)};
 }
 
-// Estimated whole-GPU time in multiply-adds: waves of groups, each as long as one group's tile times its
-// share of the sum, plus the pass that adds the partial sums.
+// The busiest multiprocessor runs its groups in rounds of `occupancy`, each round as long as one group's
+// tile times its share of the sum; a split adds the pass that sums the partial results.
 double cost(const GemmConfig& c, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, const SplitK& split) {
+  const ThreadBlockModel& model = modelOf(c);
   const std::uint64_t groups = ceilDivide(rows, c.tileRows) * ceilDivide(columns, c.tileColumns) * split.splits;
-  const double waves = std::ceil(double(groups) / concurrentGroups);
+  const std::uint64_t rounds = ceilDivide(ceilDivide(groups, multiprocessors), model.occupancy);
   const std::uint64_t share = split.splits > 1 ? split.chunk : ceilDivide(depth, c.tileDepth) * c.tileDepth;
-  double total = waves * concurrentGroups * double(c.tileRows) * c.tileColumns * double(share) / efficiency(c);
+  double total = double(rounds * model.occupancy) * double(c.tileRows) * c.tileColumns * double(share) / model.efficiency;
   if (split.splits > 1) total += splitElementCost * double(rows * columns) * (split.splits + 1) + dispatchCost;
   return total;
 }

@@ -45,6 +45,8 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
        conv2dOp(Activation::none, 1)},
       {"conv2d none valid", conv2dOp(Activation::none, 0), {{rows, 2, 6, 5}, {3, 2, 3, 2}, {3}}},
       {"conv2d tanh same 5x5", conv2dOp(Activation::tanh, 2), {{rows, 1, 5, 7}, {2, 1, 5, 5}, {2}}},
+      {"conv2d sigmoid same, 16 output channels (split-K dX)", conv2dOp(Activation::sigmoid, 1),
+       {{rows, 3, 6, 5}, {16, 3, 3, 3}, {16}}},
       {"max pool", maxPoolOp(), {{rows, 3, 7, 6}}},
   };
   return result;
