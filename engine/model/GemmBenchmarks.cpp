@@ -1,5 +1,6 @@
 #include "model/GemmBenchmarks.h"
 
+#include "gl/Stopwatch.h"
 #include "gl/Sync.h"
 #include "ops/Gemm.h"
 
@@ -11,8 +12,8 @@
 namespace glnet {
 namespace {
 
-constexpr double minimumWarmupMs = 250;
-constexpr int minimumWarmupRuns = 25;
+constexpr double minimumWarmupGpuMs = 100;
+constexpr double maximumWarmupWallMs = 500;
 
 std::string shapeText(const GemmCase& c) {
   const bool dense = c.layout == GemmLayout::denseForward || c.layout == GemmLayout::denseInputGradient ||
@@ -194,8 +195,9 @@ GemmResult measure(const Context& context, ProgramCache& programs, const GemmCas
 
   GemmResult result{c, forced ? forced->name : "", "", {}, 0, 0, false};
   for (const std::string& label : plan.labels()) result.dispatches += (result.dispatches.empty() ? "" : " + ") + label;
-  // Warm up for the runs asked, then on until 250 ms of GPU time or 25 runs, so that clocks have risen and
-  // the driver has settled a new program and new buffers (on NVIDIA a case's first runs can be 2-3x slower).
+  // Warm up for the runs asked, then on until 100 ms of GPU time (or 500 ms of wall time), so that the clocks
+  // have risen again after the CPU-side preparation of the case: with 25 warm-up runs, kernels of 10-50 µs
+  // measured 3x slower on the H100 than after 100 ms of work.
   const auto timedRun = [&] {
     TimerQuery start, end;
     start.record();
@@ -204,7 +206,10 @@ GemmResult measure(const Context& context, ProgramCache& programs, const GemmCas
     return gpuMilliseconds(start, end);
   };
   double warm = 0;
-  for (int run = 0; run < settings.warmup || (warm < minimumWarmupMs && run < minimumWarmupRuns); ++run) warm += timedRun();
+  const Stopwatch warmup;
+  for (int run = 0; run < settings.warmup || (warm < minimumWarmupGpuMs && warmup.milliseconds() < maximumWarmupWallMs); ++run) {
+    warm += timedRun();
+  }
   std::vector<double> samples;
   for (int run = 0; run < settings.runs; ++run) samples.push_back(timedRun());
   result.ms = summarize(samples);
