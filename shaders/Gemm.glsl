@@ -171,18 +171,22 @@ uint gemmColumnInTile(uint j) {
 #endif
 }
 
-#ifdef GEMM_A_ALONG_ROWS
 // a[kk][i] = A(row i, t0 + kk) of this invocation for the 4 values of t from t0 in the stage.
 void gemmReadA(uint stage, uint t0, out float a[4][GEMM_THREAD_M]) {
+#ifdef GEMM_A_ALONG_ROWS
   uint ty = gl_LocalInvocationIndex / GEMM_THREADS_X;
   for (uint kk = 0u; kk < 4u; ++kk)
     for (uint i = 0u; i < GEMM_THREAD_M / 4; ++i) {
       vec4 run = gemmTileA[stage][t0 + kk][ty + i * GEMM_THREADS_Y];
       for (uint e = 0u; e < 4u; ++e) a[kk][i * 4u + e] = run[e];
     }
-}
+#else
+  for (uint i = 0u; i < GEMM_THREAD_M; ++i) {
+    vec4 run = gemmTileA[stage][gemmRowInTile(i)][t0 / 4u];
+    for (uint kk = 0u; kk < 4u; ++kk) a[kk][i] = run[kk];
+  }
 #endif
-// b[kk][j] = B(t0 + kk, column j) of this invocation.
+}
 void gemmReadB(uint stage, uint t0, out float b[4][GEMM_THREAD_N]) {
 #ifdef GEMM_B_ALONG_COLUMNS
   uint tx = gl_LocalInvocationIndex % GEMM_THREADS_X;
@@ -212,22 +216,12 @@ void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out float sum[GEMM_TH
     bool more = t0 + GEMM_TILE_K < tEnd;
     if (more) gemmFetchStage(t0 + GEMM_TILE_K, R, S, tEnd);
     for (uint k = 0u; k < GEMM_TILE_K; k += 4u) {
-      float b[4][GEMM_THREAD_N];
-      gemmReadB(stage, k, b);
-#ifdef GEMM_A_ALONG_ROWS
-      float a[4][GEMM_THREAD_M];
+      float a[4][GEMM_THREAD_M], b[4][GEMM_THREAD_N];
       gemmReadA(stage, k, a);
+      gemmReadB(stage, k, b);
       for (uint kk = 0u; kk < 4u; ++kk)
         for (uint i = 0u; i < GEMM_THREAD_M; ++i)
           for (uint j = 0u; j < GEMM_THREAD_N; ++j) sum[i][j] = fma(a[kk][i], b[kk][j], sum[i][j]);
-#else
-      // Row by row: one vec4 of A live at a time instead of all THREAD_M of them (fewer registers).
-      for (uint i = 0u; i < GEMM_THREAD_M; ++i) {
-        vec4 run = gemmTileA[stage][gemmRowInTile(i)][k / 4u];
-        for (uint kk = 0u; kk < 4u; ++kk)
-          for (uint j = 0u; j < GEMM_THREAD_N; ++j) sum[i][j] = fma(run[kk], b[kk][j], sum[i][j]);
-      }
-#endif
     }
     if (more) gemmPutStage(stage ^ 1u);
     barrier();
