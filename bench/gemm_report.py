@@ -25,8 +25,8 @@ def main():
     for r in rule:
         shape = f"{r['rows']}×{r['columns']}×{r['depth']}"
         p = peer.get(r["name"])
-        theirs = f"{p['median_ms']:.4f} | {p['tflops']:.2f} | {p['median_ms'] / r['median_ms']:.2f}" if p else "– | – | –"
-        lines.append(f"| {r['name']} | {shape} | {r['dispatches']} | {r['median_ms']:.4f} | {r['tflops']:.2f} | {theirs} |")
+        theirs = f"{p['median_ms']:.4f} | {p['tflops']:.3g} | {p['median_ms'] / r['median_ms']:.2f}" if p else "– | – | –"
+        lines.append(f"| {r['name']} | {shape} | {r['dispatches']} | {r['median_ms']:.4f} | {r['tflops']:.3g} | {theirs} |")
     forced = [r for r in glnet["gemm"] if r["forced"]]
     if forced:
         configs = list(dict.fromkeys(r["forced"] for r in forced))

@@ -33,6 +33,21 @@ if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
 else
   fail "python3-matplotlib is missing (scripts/setup installs it)"
 fi
+# The GEMM benchmark: each result checked against float64, its JSON, and GLNET_GEMM_CONFIG.
+"$apps/glnet_bench" --gemm --gemm-filter "M64 K128 N10" --runs 1 --warmup 0 --json "$work/g.json" >"$work/g.txt" 2>&1 \
+  || { cat "$work/g.txt"; fail "glnet_bench --gemm reported failed checks or an error"; }
+grep -q "checked against float64 on 66 sampled elements each: ok" "$work/g.txt" || fail "no GEMM verdict"
+/usr/bin/python3 - "$work/g.json" <<'PY' || fail "GEMM JSON content"
+import json, sys
+rows = json.load(open(sys.argv[1]))["gemm"]
+assert {r["layout"] for r in rows} == {"dense X.W^T", "dense dX=dY.W", "dense dW=dY^T.X"}, rows
+assert all(r["passed"] and r["median_ms"] > 0 and r["flops"] == 2 * r["rows"] * r["columns"] * r["depth"] for r in rows)
+PY
+GLNET_GEMM_CONFIG=256x16 "$apps/glnet_bench" --gemm --gemm-filter "dense X.W^T M64 K128 N10" --runs 1 --warmup 0 >"$work/g.txt" 2>&1 \
+  || fail "glnet_bench --gemm with GLNET_GEMM_CONFIG=256x16"
+grep -q "dense none 256x16" "$work/g.txt" || fail "GLNET_GEMM_CONFIG=256x16 was not used"
+GLNET_GEMM_CONFIG=huge "$here/expect" 1 "error: unknown GEMM configuration 'huge'; GLNET_GEMM_CONFIG takes one of 128x128" -- "$apps/glnet_bench" --gemm || failures=$((failures + 1))
+expect 2 "error: no GEMM case matches" -- "$apps/glnet_bench" --gemm --gemm-filter nothing-like-this
 expect 2 "error: --batches takes sizes" -- "$apps/glnet_bench" --batches 0
 expect 1 "error: .*nope.safetensors: cannot open" -- "$apps/glnet_bench" --model "$work/nope.safetensors"
 finish bench
