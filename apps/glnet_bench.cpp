@@ -86,6 +86,7 @@ int runGemm(const cli::Parser& parser) {
   if (parser.has("gemm-max-gflop")) settings.maxGigaflop = parser.number("gemm-max-gflop");
   settings.everyConfiguration = parser.has("gemm-every-config");
   if (parser.has("json")) checkWritable(parser.text("json"));
+  // Checked before any progress line, so that a wrong name is the only line on stderr.
   if (const char* forced = std::getenv("GLNET_GEMM_CONFIG"); forced && *forced) gemmConfigNamed(forced);
   const Context context(parser.contextOptions());
   std::printf("device %d: %s (%s)\nGEMM through the dense and convolution ops; %d warm-up and %d measured runs; GPU time\n",

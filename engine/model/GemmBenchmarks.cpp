@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <optional>
 #include <random>
 
@@ -147,7 +148,8 @@ Operands makeOperands(const GemmCase& c, std::mt19937& random) {
 
 // The op's dispatches on GPU copies of `o`, writing `out`. Activation none, so dZ = dY and the forward
 // output Y that the gradients read for act' is not needed: dY stands in for it.
-void record(const GemmCase& c, const DenseOp& dense, const ConvOp& conv, const Operands& o, Plan& plan, std::vector<Buffer>& keep,
+// `keep` is a deque so that references to its buffers survive the workspaces added after them.
+void record(const GemmCase& c, const DenseOp& dense, const ConvOp& conv, const Operands& o, Plan& plan, std::deque<Buffer>& keep,
             const Buffer& out) {
   keep.push_back(Buffer::of(o.first));
   keep.push_back(Buffer::of(o.second));
@@ -189,8 +191,7 @@ GemmResult measure(const Context& context, ProgramCache& programs, const GemmCas
   Buffer out(count * sizeof(float));
   out.fill(0x7fc00000u);  // NaN: an unwritten element fails the check
   Plan plan(context.limits());
-  std::vector<Buffer> keep;
-  keep.reserve(8);
+  std::deque<Buffer> keep;
   record(c, dense, conv, operands, plan, keep, out);
 
   GemmResult result{c, forced ? forced->name : "", "", {}, 0, 0, false};
