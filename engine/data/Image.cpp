@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 
 namespace glnet {
@@ -47,13 +50,29 @@ double sampleBilinear(const GrayImage& image, int left, int top, int width, int 
 
 GrayImage loadGrayImage(const std::string& path) {
   if (!std::filesystem::is_regular_file(path)) throw Error(path + ": no such file");
+  std::ifstream file(path, std::ios::binary);
+  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  if (!file && !file.eof()) throw Error(path + ": could not be read");
+  return decodeGrayImage(bytes.data(), bytes.size(), path);
+}
+
+GrayImage decodeGrayImage(const std::uint8_t* data, std::size_t bytes, const std::string& name) {
+  constexpr int largestSide = 8192;  // a small file may claim a huge image; refuse before decoding it
   int width = 0, height = 0, channels = 0;
-  std::unique_ptr<stbi_uc, void (*)(void*)> data(stbi_load(path.c_str(), &width, &height, &channels, 1), stbi_image_free);
-  if (!data) {
-    throw Error(path + ": not a readable image (" + std::string(stbi_failure_reason()) + "); glnet reads PNG, JPEG, BMP and PGM");
+  if (bytes > static_cast<std::size_t>(INT32_MAX) || !stbi_info_from_memory(data, static_cast<int>(bytes), &width, &height, &channels)) {
+    throw Error(name + ": not a readable image (" + std::string(stbi_failure_reason() ? stbi_failure_reason() : "too large") +
+                "); glnet reads PNG, JPEG, BMP and PGM");
   }
-  GrayImage image{width, height, {data.get(), data.get() + static_cast<std::size_t>(width) * static_cast<std::size_t>(height)}};
-  return image;
+  if (width > largestSide || height > largestSide) {
+    throw Error(name + ": " + std::to_string(width) + "x" + std::to_string(height) + " pixels; glnet reads images of at most " +
+                std::to_string(largestSide) + " pixels a side");
+  }
+  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
+      stbi_load_from_memory(data, static_cast<int>(bytes), &width, &height, &channels, 1), stbi_image_free);
+  if (!pixels) {
+    throw Error(name + ": not a readable image (" + std::string(stbi_failure_reason()) + "); glnet reads PNG, JPEG, BMP and PGM");
+  }
+  return {width, height, {pixels.get(), pixels.get() + static_cast<std::size_t>(width) * static_cast<std::size_t>(height)}};
 }
 
 std::vector<std::uint8_t> toMnistDigit(const GrayImage& source, Inversion inversion) {

@@ -15,6 +15,8 @@ struct GrayImage {
 
 // Any image stb_image reads, converted to 8-bit grayscale; throws glnet::Error naming the file.
 GrayImage loadGrayImage(const std::string& path);
+// The same from an encoded file in memory; errors name it `name`.
+GrayImage decodeGrayImage(const std::uint8_t* data, std::size_t bytes, const std::string& name);
 
 enum class Inversion { automatic, always, never };
 

@@ -88,14 +88,27 @@ PersistentReadback::~PersistentReadback() {
 }
 
 void PersistentReadback::read(const Buffer& source, void* out, std::size_t bytes, std::size_t offset) {
-  GLNET_ASSERT(bytes <= bytes_ && offset + bytes <= source.bytes(), "persistent read out of range");
+  read({{&source, out, bytes, offset}});
+}
+
+void PersistentReadback::read(std::initializer_list<Piece> pieces) {
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-  glBindBuffer(GL_COPY_READ_BUFFER, source.id());
   glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
-  glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(offset), 0, static_cast<GLsizeiptr>(bytes));
+  std::size_t at = 0;
+  for (const Piece& piece : pieces) {
+    GLNET_ASSERT(at + piece.bytes <= bytes_ && piece.offset + piece.bytes <= piece.source->bytes(), "persistent read out of range");
+    glBindBuffer(GL_COPY_READ_BUFFER, piece.source->id());
+    glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(piece.offset),
+                        static_cast<GLintptr>(at), static_cast<GLsizeiptr>(piece.bytes));
+    at += (piece.bytes + 3) / 4 * 4;
+  }
   glMemoryBarrier(GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
   Fence().wait();
-  std::memcpy(out, mapped_, bytes);
+  at = 0;
+  for (const Piece& piece : pieces) {
+    std::memcpy(piece.out, static_cast<const std::uint8_t*>(mapped_) + at, piece.bytes);
+    at += (piece.bytes + 3) / 4 * 4;
+  }
 }
 
 // glClearBufferData is not used: NVIDIA 580 lets later glBufferSubData calls of the same buffer land

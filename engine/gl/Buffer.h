@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 namespace glnet {
@@ -66,6 +67,14 @@ class PersistentReadback {
   PersistentReadback& operator=(const PersistentReadback&) = delete;
 
   void read(const Buffer& source, void* out, std::size_t bytes, std::size_t offset = 0);
+  // Several reads behind one fence: each piece's bytes from its source at its offset into its out.
+  struct Piece {
+    const Buffer* source;
+    void* out;
+    std::size_t bytes;
+    std::size_t offset = 0;
+  };
+  void read(std::initializer_list<Piece> pieces);
 
  private:
   unsigned id_ = 0;

@@ -1,0 +1,198 @@
+// glnet_serve: an HTTP server that keeps a model warm on the GPU and batches concurrent requests.
+#include "common/Cli.h"
+#include "gl/Stopwatch.h"
+#include "gl/check.h"
+#include "gl/log.h"
+#include "model/Safetensors.h"
+#include "serve/BatchingPredictor.h"
+#include "serve/PredictRequest.h"
+#include "serve/ServeMetrics.h"
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <pthread.h>
+
+using namespace glnet;
+
+namespace {
+
+void sendError(httplib::Response& response, int status, const std::string& message) {
+  response.status = status;
+  response.set_content(nlohmann::json{{"error", message}}.dump() + "\n", "application/json");
+}
+
+nlohmann::json describeModel(const Network& network, const std::map<std::string, std::string>& metadata, const std::string& path) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerSpec& layer : network.layers) {
+    static const char* kinds[] = {"conv", "pool", "flatten", "dense"};
+    nlohmann::json entry = {{"kind", kinds[static_cast<int>(layer.kind)]}};
+    if (!layer.name.empty()) entry["name"] = layer.name;
+    if (layer.outputs) entry["outputs"] = layer.outputs;
+    if (layer.kernel) entry["kernel"] = layer.kernel;
+    layers.push_back(entry);
+  }
+  return {{"file", path},
+          {"architecture", network.architecture},
+          {"inputs", network.inputs()},
+          {"input_shape", network.inputShape},
+          {"classes", network.classes()},
+          {"input_format", {{"mean", network.input.mean}, {"std", network.input.std}}},
+          {"layers", layers},
+          {"metadata", metadata}};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return cli::run("glnet_serve", [&] {
+    cli::Parser parser("glnet_serve",
+                       "Serves a model over HTTP with the model, programs and plans kept warm on the GPU. Requests that\n"
+                       "arrive while the GPU is busy, or within --max-delay-us of each other, run as one GPU batch.\n\n"
+                       "  POST /v1/predict   body: a PNG/JPEG/BMP/PGM image, or JSON {\"pixels\": [784 values 0-255]}\n"
+                       "                     or {\"images\": [[...], ...]}; answers as glnet_predict --json prints\n"
+                       "  GET  /v1/model     architecture, inputs, classes and metadata of the model\n"
+                       "  GET  /healthz      200 once the model is warm\n"
+                       "  GET  /metrics      Prometheus text: requests, errors, latency, batch sizes, queue depth\n\n"
+                       "SIGINT or SIGTERM stop accepting, answer what is in flight, and exit 0.",
+                       "--model MODEL.safetensors [options]");
+    parser.option("model", "FILE", "model file (safetensors) to serve")
+        .option("host", "ADDRESS", "address to listen on", "127.0.0.1")
+        .option("port", "N", "port to listen on (0: any free port, printed at start)", "8080")
+        .option("max-batch", "N", "most images in one GPU batch", "64")
+        .option("max-delay-us", "N", "how long a request may wait for others to share its batch", "200")
+        .flag("no-batching", "run every request alone, in arrival order")
+        .option("queue-limit", "N", "most images waiting; beyond it requests get 503 with Retry-After", "4096")
+        .option("max-body-bytes", "N", "largest request body accepted", "8388608")
+        .option("threads", "N", "HTTP worker threads (one per open connection)", "256")
+        .common(false);
+    parser.parse(argc, argv);
+    if (!parser.has("model")) throw UsageError("--model is required");
+    BatchingOptions options;
+    options.maxBatch = static_cast<std::size_t>(parser.integer("max-batch", 1, 65536));
+    options.maxDelay = std::chrono::microseconds(parser.integer("max-delay-us", 0, 60'000'000));
+    options.batching = !parser.has("no-batching");
+    options.maxQueuedImages = static_cast<std::size_t>(parser.integer("queue-limit", 1, 100'000'000));
+    const auto port = static_cast<int>(parser.integer("port", 0, 65535));
+    const auto maxBody = static_cast<std::size_t>(parser.integer("max-body-bytes", 1024, 1L << 30));
+    const auto threads = static_cast<std::size_t>(parser.integer("threads", 1, 4096));
+    const std::string host = parser.text("host");
+    const ContextOptions contextOptions = parser.contextOptions();
+
+    const std::string modelPath = parser.text("model");
+    const TensorFile file = readSafetensors(modelPath);
+    const Network network = Network::fromTensors(file, modelPath);
+    const std::string modelJson = describeModel(network, file.metadata, modelPath).dump(2) + "\n";
+
+    // Signals go to one thread that waits for them; every other thread, started below, inherits the mask.
+    sigset_t stopSignals;
+    sigemptyset(&stopSignals);
+    sigaddset(&stopSignals, SIGINT);
+    sigaddset(&stopSignals, SIGTERM);
+    sigaddset(&stopSignals, SIGUSR1);  // wakes the waiter when the server stops by itself
+    pthread_sigmask(SIG_BLOCK, &stopSignals, nullptr);
+
+    ServeMetrics metrics;
+    std::atomic<bool> stopping{false};
+    httplib::Server server;
+    const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
+    if (bound < 0) throw Error("cannot listen on " + host + ":" + std::to_string(port) + " (in use, or not an address of this machine)");
+    Stopwatch warmup;
+    BatchingPredictor predictor(contextOptions, network, options);
+    std::fprintf(stderr, "glnet_serve: %s on %s, batches of up to %zu images%s, warm in %.0f ms\n", modelPath.c_str(),
+                 predictor.deviceName().c_str(), options.maxBatch, options.batching ? "" : " (batching off)",
+                 warmup.milliseconds());
+
+    server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server.set_payload_max_length(maxBody);
+    server.set_keep_alive_timeout(2);
+    server.set_keep_alive_max_count(100000);
+    // Each answer is counted before it is sent (httplib's logger runs after, so a client could read /metrics first).
+    server.Post("/v1/predict", [&](const httplib::Request& request, httplib::Response& response) {
+      // Recorded on every way out, once the handler has set the status.
+      struct Observation {
+        ServeMetrics& metrics;
+        const httplib::Response& response;
+        Stopwatch clock;
+        std::size_t images = 0;
+        ~Observation() { metrics.observePrediction(response.status, clock.seconds(), images); }
+      } observation{metrics, response, Stopwatch(), 0};
+      if (stopping) return sendError(response, 503, "the server is shutting down");
+      PredictRequest images;
+      try {
+        images = parsePredictRequest(request.body, request.get_header_value("Content-Type"), network.inputs());
+      } catch (const Error& error) {
+        return sendError(response, 400, error.what());
+      }
+      std::vector<Prediction> predictions;
+      try {
+        predictions = predictor.submit(std::move(images.pixels), images.names.size()).get();
+      } catch (const Unavailable& error) {
+        response.set_header("Retry-After", "1");
+        return sendError(response, 503, std::string(error.what()) + "; retry later");
+      } catch (const std::exception& error) {
+        return sendError(response, 500, error.what());
+      }
+      nlohmann::json list = nlohmann::json::array();
+      for (std::size_t i = 0; i < predictions.size(); ++i) {
+        list.push_back({{"image", images.names[i]}, {"class", predictions[i].label}, {"probabilities", predictions[i].probabilities}});
+      }
+      observation.images = predictions.size();
+      response.status = 200;
+      response.set_content(list.dump() + "\n", "application/json");
+    });
+    server.Get("/v1/model", [&](const httplib::Request& request, httplib::Response& response) {
+      metrics.count(request.path, 200);
+      response.set_content(modelJson, "application/json");
+    });
+    server.Get("/healthz", [&](const httplib::Request& request, httplib::Response& response) {
+      metrics.count(request.path, stopping ? 503 : 200);
+      if (stopping) return sendError(response, 503, "the server is shutting down");
+      response.set_content("{\"status\": \"ok\"}\n", "application/json");
+    });
+    server.Get("/metrics", [&](const httplib::Request& request, httplib::Response& response) {
+      metrics.count(request.path, 200);
+      response.set_content(metrics.prometheus(predictor.stats()), "text/plain; version=0.0.4");
+    });
+    // Called for every answer of 400 or more; those with a body come from a handler and are counted there.
+    server.set_error_handler([&](const httplib::Request& request, httplib::Response& response) {
+      if (!response.body.empty()) return;
+      metrics.count(request.path, response.status);
+      const std::string reason = response.status == 404   ? "no such endpoint: " + request.method + " " + request.path
+                                 : response.status == 413 ? "the body is larger than --max-body-bytes allows"
+                                 : response.status == 405 ? request.method + " is not allowed on " + request.path
+                                                          : "the request could not be handled";
+      sendError(response, response.status, reason);
+    });
+    server.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception& error) {
+        sendError(response, 500, error.what());
+      }
+    });
+
+    std::printf("glnet_serve: listening on http://%s:%d\n", host.c_str(), bound);
+    std::fflush(stdout);
+
+    std::thread signalWaiter([&] {
+      int signal = 0;
+      sigwait(&stopSignals, &signal);
+      if (signal == SIGUSR1) return;
+      std::fprintf(stderr, "glnet_serve: %s: answering what is in flight, then exiting\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+      stopping = true;
+      predictor.drain();
+      server.stop();
+    });
+    const bool listened = server.listen_after_bind();
+    if (!stopping) pthread_kill(signalWaiter.native_handle(), SIGUSR1);
+    signalWaiter.join();
+    if (!listened && !stopping) throw Error("the server stopped listening unexpectedly");
+    std::fprintf(stderr, "glnet_serve: stopped\n");
+    return 0;
+  });
+}

@@ -1,0 +1,97 @@
+#include "gl/check.h"
+#include "graph/ReferenceGraph.h"
+#include "ref/Reference.h"
+#include "serve/PredictRequest.h"
+#include "serve/ServeMetrics.h"
+#include "serve/WarmClassifier.h"
+#include "support/Compare.h"
+#include "support/GlContext.h"
+#include "support/Random.h"
+
+#include <doctest/doctest.h>
+
+using namespace glnet;
+
+TEST_CASE("prediction requests: JSON pixels and images parse; everything else is refused with the reason") {
+  std::string pixels = "[";
+  for (int i = 0; i < 5; ++i) pixels += (i ? "," : "") + std::to_string(i * 60);
+  pixels += "]";
+  const PredictRequest one = parsePredictRequest(R"({"pixels": )" + pixels + "}", "application/json", 5);
+  CHECK(one.pixels == std::vector<std::uint8_t>{0, 60, 120, 180, 240});
+  CHECK(one.names == std::vector<std::string>{"pixels"});
+  const PredictRequest two = parsePredictRequest(R"({"images": [)" + pixels + "," + pixels + "]}", "", 5);
+  CHECK(two.pixels.size() == 10);
+  CHECK(two.names == std::vector<std::string>{"images[0]", "images[1]"});
+
+  const auto refused = [](const std::string& body, const std::string& reason) {
+    try {
+      parsePredictRequest(body, "application/json", 3);
+      FAIL("accepted: " << body);
+    } catch (const Error& error) {
+      CHECK_MESSAGE(std::string(error.what()).find(reason) != std::string::npos, std::string(error.what()));
+      CHECK(std::string(error.what()).find('\n') == std::string::npos);
+    }
+  };
+  refused(R"({"pixels": [1, 2]})", "has 2 values; the model takes 3");
+  refused(R"({"pixels": [1, 2, 256]})", "pixels[2] is 256");
+  refused(R"({"pixels": [1, -1, 2]})", "pixels[1] is -1");
+  refused(R"({"pixels": [1, 2.5, 2]})", "pixels[1] is 2.5");
+  refused(R"({"pixels": [1, null, 2]})", "pixels[1] is null");
+  refused(R"({"pixels": [1, 2, 1e400]})", "not valid JSON");
+  refused(R"({"pixels": "abc"})", "must be an array");
+  refused(R"({"images": []})", "non-empty array");
+  refused(R"({"images": [[1, 2, 3], [1]]})", "images[1] has 1 values");
+  refused(R"({"pixels": [1, 2, 3], "images": [[1, 2, 3]]})", "an object with");
+  refused(R"([1, 2, 3])", "an object with");
+  refused(R"({"pixels": [NaN, 1, 2]})", "not valid JSON");
+  refused("", "no body");
+  CHECK_THROWS_WITH_AS(parsePredictRequest("not an image at all", "image/png", 784), doctest::Contains("not a readable image"), Error);
+  CHECK_THROWS_WITH_AS(parsePredictRequest("\x89PNG....", "image/png", 10), doctest::Contains("send JSON pixels instead"), Error);
+}
+
+TEST_CASE("serve metrics: counters, a cumulative latency histogram and the batch-size histogram") {
+  ServeMetrics metrics;
+  metrics.observePrediction(200, 0.0003, 2);
+  metrics.observePrediction(400, 0.002, 0);
+  metrics.count("/healthz", 200);
+  BatchingStats batching;
+  batching.batches = 3;
+  batching.images = 9;
+  batching.batchSizeBounds = {1, 2, 4};
+  batching.batchSizeCounts = {1, 0, 2};
+  batching.queuedImages = 5;
+  const std::string text = metrics.prometheus(batching);
+  for (const char* line : {"glnet_requests_total{path=\"/v1/predict\",code=\"200\"} 1", "glnet_requests_total{path=\"/healthz\",code=\"200\"} 1",
+                           "glnet_request_errors_total 1", "glnet_images_total 2", "glnet_request_duration_seconds_bucket{le=\"0.00025\"} 0",
+                           "glnet_request_duration_seconds_bucket{le=\"0.0005\"} 1", "glnet_request_duration_seconds_bucket{le=\"0.0025\"} 2",
+                           "glnet_request_duration_seconds_count 2", "glnet_batch_size_bucket{le=\"2\"} 1", "glnet_batch_size_bucket{le=\"4\"} 3",
+                           "glnet_batch_size_sum 9", "glnet_queue_images 5"}) {
+    CHECK_MESSAGE(text.find(std::string(line) + "\n") != std::string::npos, line);
+  }
+}
+
+TEST_SUITE("gl") {
+TEST_CASE("a warm classifier answers every batch size from 1 to its capacity as float64 does") {
+  std::mt19937 random = test::generator(91);
+  const Network network = Network::create("61-33-7", Activation::relu, test::seed());
+  constexpr std::size_t capacity = 11;  // plans for 1, 2, 4, 8 and 11
+  WarmClassifier classifier(test::glContext(), network, capacity);
+  CHECK(classifier.planSizes() == std::vector<std::size_t>{1, 2, 4, 8, 11});
+  for (const std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{8}, std::size_t{9}, capacity}) {
+    CAPTURE(count);
+    const std::vector<std::uint8_t> pixels = test::randomBytes(random, count * network.inputs());
+    const std::vector<Prediction> predictions = classifier.classify(pixels.data(), count);
+    REQUIRE(predictions.size() == count);
+    const NetworkGraph reference = buildGraph(network, static_cast<std::uint32_t>(count), false);
+    const std::vector<double> logits = referenceValues(
+        reference.graph, {{reference.images.id, ref::normalize(pixels, 0, pixels.size(), network.input.mean, network.input.std)}})
+        [static_cast<std::size_t>(reference.logits.id)];
+    const std::vector<double> probabilities = ref::softmax(logits, count, 7);
+    std::vector<float> gpu;
+    for (const Prediction& prediction : predictions) gpu.insert(gpu.end(), prediction.probabilities.begin(), prediction.probabilities.end());
+    test::checkClose(gpu, probabilities, 1e-6, 1e-4);
+    const std::vector<std::uint32_t> labels = ref::argmax(logits, count, 7);
+    for (std::size_t i = 0; i < count; ++i) CHECK(predictions[i].label == labels[i]);
+  }
+}
+}
