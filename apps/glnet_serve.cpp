@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <iostream>
 #include <pthread.h>
+#include <sys/socket.h>
 
 using namespace glnet;
 
@@ -99,18 +100,28 @@ int main(int argc, char** argv) {
     ServeMetrics metrics;
     std::atomic<bool> stopping{false};
     httplib::Server server;
+    server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server.set_payload_max_length(maxBody);
+    server.set_tcp_nodelay(true);  // answers are small: without it Nagle and delayed ACKs add 40 ms
+    server.set_keep_alive_timeout(2);
+    server.set_keep_alive_max_count(100000);
+    // httplib listens with a backlog of 5, too few for hundreds of clients connecting at once: the socket is
+    // kept here and listened on again with the system's limit once bound.
+    int listening = -1;
+    server.set_socket_options([&listening](socket_t socket) {
+      const int on = 1;
+      setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+      listening = socket;
+    });
     const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
     if (bound < 0) throw Error("cannot listen on " + host + ":" + std::to_string(port) + " (in use, or not an address of this machine)");
+    if (::listen(listening, SOMAXCONN) != 0) throw Error("cannot listen on " + host + ":" + std::to_string(bound));
     Stopwatch warmup;
     BatchingPredictor predictor(contextOptions, network, options);
     std::fprintf(stderr, "glnet_serve: %s on %s, batches of up to %zu images%s, warm in %.0f ms\n", modelPath.c_str(),
                  predictor.deviceName().c_str(), options.maxBatch, options.batching ? "" : " (batching off)",
                  warmup.milliseconds());
 
-    server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    server.set_payload_max_length(maxBody);
-    server.set_keep_alive_timeout(2);
-    server.set_keep_alive_max_count(100000);
     // Each answer is counted before it is sent (httplib's logger runs after, so a client could read /metrics first).
     server.Post("/v1/predict", [&](const httplib::Request& request, httplib::Response& response) {
       // Recorded on every way out, once the handler has set the status.
