@@ -19,13 +19,16 @@ std::uint32_t narrow(std::size_t value) {
 
 }  // namespace
 
-Classifier::Classifier(const Context& context, const Network& network, std::size_t batch)
-    : batch_(batch),
-      inputs_(network.inputs()),
-      classes_(network.classes()),
-      input_(network.input),
-      graph_(buildGraph(network, narrow(batch), false)),
-      compiled_(context, graph_.graph) {}
+Classifier::Classifier(const Context& context, const Network& network, std::size_t batch, InferencePath path)
+    : batch_(batch), inputs_(network.inputs()), classes_(network.classes()), input_(network.input), limits_(context.limits()) {
+  if (path == InferencePath::automatic && WholeMlpOp::fits(network, batch, context.limits())) {
+    // Both variants: plans with and without probabilities share the uploaded weights.
+    whole_ = std::make_unique<WholeMlpOp>(programs_, network);
+    return;
+  }
+  graph_.emplace(buildGraph(network, narrow(batch), false));
+  compiled_.emplace(context, graph_->graph);
+}
 
 Plan Classifier::plan(const GpuImages& images, const Buffer& classes, const Buffer* probabilities) {
   if (images.pixelsPerImage != inputs_) {
@@ -33,15 +36,25 @@ Plan Classifier::plan(const GpuImages& images, const Buffer& classes, const Buff
                 std::to_string(images.pixelsPerImage) + " pixels");
   }
   const auto rows = narrow(batch_);
-  Plan plan = compiled_.forwardPlan([&](Plan& p) {
+  if (whole_) {
+    Plan plan(limits_);
+    plan.addParameter(0);  // the step of training plans: unused, it keeps firstImage the same parameter
+    const int first = plan.addParameter(0);
+    GLNET_ASSERT(first == firstImage, "the first image is the plan parameter after the step");
+    const BufferView probabilityView = probabilities ? BufferView(*probabilities) : BufferView(classes);
+    plan.record((*whole_)(images.pixels, classes, probabilities ? &probabilityView : nullptr, rows,
+                          Uniform::fromParameter(WholeMlpOp::firstImageLocation, firstImage)));
+    return plan;
+  }
+  Plan plan = compiled_->forwardPlan([&](Plan& p) {
     const int first = p.addParameter(0);
     GLNET_ASSERT(first == firstImage, "the first image is the plan parameter after the step");
-    p.record(NormalizeOp(programs_)(images.pixels, compiled_.view(graph_.images), narrow(batch_ * inputs_),
+    p.record(NormalizeOp(programs_)(images.pixels, compiled_->view(graph_->images), narrow(batch_ * inputs_),
                                     Uniform::fromParameter(NormalizeOp::firstPixelLocation, first, static_cast<std::int64_t>(inputs_)),
                                     input_.mean, input_.std));
   });
   const SoftmaxOp softmax(programs_);
-  const BufferView logits = compiled_.view(graph_.logits);
+  const BufferView logits = compiled_->view(graph_->logits);
   plan.record(softmax.argmax(logits, classes, rows, classes_, Uniform::fromParameter(SoftmaxOp::firstRowLocation, firstImage)));
   if (probabilities) plan.record(softmax.softmax(logits, *probabilities, rows, classes_));
   return plan;

@@ -6,28 +6,39 @@
 #include "gl/Context.h"
 #include "graph/CompiledGraph.h"
 #include "model/Network.h"
+#include "ops/WholeMlp.h"
+
+#include <memory>
+#include <optional>
 
 namespace glnet {
+
+// How a plan runs the network: `automatic` takes one dispatch for the whole network where it fits
+// (WholeMlpOp::fits: an MLP and a small batch), else one dispatch per layer; `layered` always the latter.
+enum class InferencePath { automatic, layered };
 
 class Classifier {
  public:
   // Compiles every program the plan needs and uploads the parameters; the plan classifies `batch` images.
-  Classifier(const Context& context, const Network& network, std::size_t batch);
+  Classifier(const Context& context, const Network& network, std::size_t batch, InferencePath path = InferencePath::automatic);
 
   // The plan of one batch: images [first, first + batch) of `images` → classes[first ...] and, when
   // given, softmax probabilities [batch × classes]. `first` is plan parameter `firstImage`.
   Plan plan(const GpuImages& images, const Buffer& classes, const Buffer* probabilities);
   static constexpr int firstImage = CompiledGraph::stepParameter + 1;
   std::size_t batch() const { return batch_; }
+  bool wholeNetworkInOneDispatch() const { return whole_ != nullptr; }
 
  private:
   std::size_t batch_;
   std::size_t inputs_;
   std::uint32_t classes_;
   InputFormat input_;
-  NetworkGraph graph_;
-  CompiledGraph compiled_;
+  Limits limits_;
   ProgramCache programs_;
+  std::unique_ptr<WholeMlpOp> whole_;     // the one-dispatch path, or
+  std::optional<NetworkGraph> graph_;     // the graph of the layered path
+  std::optional<CompiledGraph> compiled_;
 };
 
 struct InferenceTimes {

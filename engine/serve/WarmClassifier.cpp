@@ -4,7 +4,7 @@
 
 namespace glnet {
 
-WarmClassifier::WarmClassifier(const Context& context, const Network& network, std::size_t capacity)
+WarmClassifier::WarmClassifier(const Context& context, const Network& network, std::size_t capacity, InferencePath path)
     : capacity_(capacity),
       inputs_(network.inputs()),
       classes_(network.classes()),
@@ -16,7 +16,7 @@ WarmClassifier::WarmClassifier(const Context& context, const Network& network, s
     readback_ = std::make_unique<PersistentReadback>(labels_.bytes() + probabilities_.bytes());  // both multiples of 4
   }
   for (std::size_t size = 1;; size = std::min(size * 2, capacity)) {
-    auto classifier = std::make_unique<Classifier>(context, network, size);
+    auto classifier = std::make_unique<Classifier>(context, network, size, path);
     Plan plan = classifier->plan(images_, labels_, &probabilities_);
     plans_.emplace(size, SizedPlan{std::move(classifier), std::move(plan)});
     if (size == capacity) break;

@@ -15,7 +15,8 @@ namespace glnet {
 class WarmClassifier {
  public:
   // Compiles the plan of every batch size up front, so no call pays a compilation.
-  WarmClassifier(const Context& context, const Network& network, std::size_t capacity);
+  WarmClassifier(const Context& context, const Network& network, std::size_t capacity,
+                 InferencePath path = InferencePath::automatic);
 
   // Classifies `count` (1 to capacity) images of network.inputs() bytes each, stored one after another.
   std::vector<Prediction> classify(const std::uint8_t* pixels, std::size_t count);

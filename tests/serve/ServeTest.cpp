@@ -71,27 +71,36 @@ TEST_CASE("serve metrics: counters, a cumulative latency histogram and the batch
 }
 
 TEST_SUITE("gl") {
-TEST_CASE("a warm classifier answers every batch size from 1 to its capacity as float64 does") {
+TEST_CASE("a warm classifier answers every batch size from 1 to its capacity as float64 does, on both paths") {
   std::mt19937 random = test::generator(91);
-  const Network network = Network::create("61-33-7", Activation::relu, test::seed());
-  constexpr std::size_t capacity = 11;  // plans for 1, 2, 4, 8 and 11
-  WarmClassifier classifier(test::glContext(), network, capacity);
-  CHECK(classifier.planSizes() == std::vector<std::size_t>{1, 2, 4, 8, 11});
-  for (const std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{8}, std::size_t{9}, capacity}) {
-    CAPTURE(count);
-    const std::vector<std::uint8_t> pixels = test::randomBytes(random, count * network.inputs());
-    const std::vector<Prediction> predictions = classifier.classify(pixels.data(), count);
-    REQUIRE(predictions.size() == count);
-    const NetworkGraph reference = buildGraph(network, static_cast<std::uint32_t>(count), false);
-    const std::vector<double> logits = referenceValues(
-        reference.graph, {{reference.images.id, ref::normalize(pixels, 0, pixels.size(), network.input.mean, network.input.std)}})
-        [static_cast<std::size_t>(reference.logits.id)];
-    const std::vector<double> probabilities = ref::softmax(logits, count, 7);
-    std::vector<float> gpu;
-    for (const Prediction& prediction : predictions) gpu.insert(gpu.end(), prediction.probabilities.begin(), prediction.probabilities.end());
-    test::checkClose(gpu, probabilities, 1e-6, 1e-4);
-    const std::vector<std::uint32_t> labels = ref::argmax(logits, count, 7);
-    for (std::size_t i = 0; i < count; ++i) CHECK(predictions[i].label == labels[i]);
+  // 300 outputs: more than the one-dispatch shader's 256 invocations; 61, 33, 7 and 5: fewer, summed in parts.
+  for (const auto& [architecture, activation] : {std::pair{"61-33-7", Activation::relu}, std::pair{"61-300-7-5", Activation::tanh}}) {
+    for (const InferencePath path : {InferencePath::automatic, InferencePath::layered}) {
+      CAPTURE(architecture);
+      CAPTURE(static_cast<int>(path));
+      const Network network = Network::create(architecture, activation, test::seed());
+      const std::size_t classes = network.classes();
+      constexpr std::size_t capacity = 11;  // plans for 1, 2, 4, 8 and 11
+      WarmClassifier classifier(test::glContext(), network, capacity, path);
+      CHECK(classifier.planSizes() == std::vector<std::size_t>{1, 2, 4, 8, 11});
+      CHECK(Classifier(test::glContext(), network, 4, path).wholeNetworkInOneDispatch() == (path == InferencePath::automatic));
+      for (const std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{8}, std::size_t{9}, capacity}) {
+        CAPTURE(count);
+        const std::vector<std::uint8_t> pixels = test::randomBytes(random, count * network.inputs());
+        const std::vector<Prediction> predictions = classifier.classify(pixels.data(), count);
+        REQUIRE(predictions.size() == count);
+        const NetworkGraph reference = buildGraph(network, static_cast<std::uint32_t>(count), false);
+        const std::vector<double> logits =
+            referenceValues(reference.graph,
+                            {{reference.images.id, ref::normalize(pixels, 0, pixels.size(), network.input.mean, network.input.std)}})
+                [static_cast<std::size_t>(reference.logits.id)];
+        std::vector<float> gpu;
+        for (const Prediction& prediction : predictions) gpu.insert(gpu.end(), prediction.probabilities.begin(), prediction.probabilities.end());
+        test::checkClose(gpu, ref::softmax(logits, count, classes), 1e-6, 1e-4);
+        const std::vector<std::uint32_t> labels = ref::argmax(logits, count, classes);
+        for (std::size_t i = 0; i < count; ++i) CHECK(predictions[i].label == labels[i]);
+      }
+    }
   }
 }
 }

@@ -1,0 +1,34 @@
+// Binding of shaders/WholeMlp.glsl: a whole MLP for a small batch in one dispatch (normalize, every dense
+// layer, softmax and argmax), for batches whose cost is the fixed cost of each dispatch.
+#pragma once
+
+#include "gl/Buffer.h"
+#include "model/Network.h"
+#include "plan/Plan.h"
+#include "plan/ProgramCache.h"
+
+namespace glnet {
+
+class WholeMlpOp {
+ public:
+  // Batches of at most this many images take the one-dispatch path; larger ones fill the GPU with GEMMs.
+  static constexpr std::size_t largestBatch = 64;
+  // True when `network` is dense layers only, each activation fits in shared memory, and `batch` is small.
+  static bool fits(const Network& network, std::size_t batch, const Limits& limits);
+
+  // Uploads the weights transposed ([in × out] per layer, then the bias).
+  WholeMlpOp(ProgramCache& programs, const Network& network);
+  // classes[first + image] and, when given, probabilities[image × classes] for `batch` images starting at
+  // image `first` of `pixels` (a constant, or a plan parameter via Uniform::fromParameter).
+  Dispatch operator()(const BufferView& pixels, const BufferView& classes, const BufferView* probabilities, std::uint32_t batch,
+                      const Uniform& first) const;
+  static constexpr int firstImageLocation = 2;
+
+ private:
+  Buffer weights_;
+  InputFormat input_;
+  ProgramCache* programs_;
+  std::vector<ShaderDefine> defines_;
+};
+
+}  // namespace glnet

@@ -1,0 +1,84 @@
+// A whole MLP for a small batch in one dispatch: one group per image normalizes its uint8 pixels, runs every
+// dense layer with the activations in shared memory, and writes the softmax and the argmax. Small batches
+// are bound by the fixed cost of each dispatch (a few µs on a GPU), not by arithmetic.
+// bindings: 0 pixels (uint8, packed four to a uint) read, 1 weights read: per layer Wᵀ [in × out] (so that the
+//           invocations of one input read consecutive outputs) then the bias [out]; 2 classes [firstImage + image]
+//           (uint) write; 3 probabilities [image × classes] write (with MLP_PROBABILITIES)
+// uniforms: 0 mean, 1 inverseStd, 2 firstImage
+// defines: MLP_LAYERS, MLP_WIDTHS (MLP_LAYERS + 1 uint literals: inputs, each layer's outputs), MLP_MAX_WIDTH
+//          (the widest of them but the last), ACTIVATION (of every layer but the last)
+#define MLP_INVOCATIONS 256u
+layout(local_size_x = 256) in;
+
+layout(std430, binding = 0) readonly buffer Pixels { uint packedPixels[]; };
+layout(std430, binding = 1) readonly buffer Weights { float weights[]; };
+layout(std430, binding = 2) writeonly buffer Classes { uint classes[]; };
+#ifdef MLP_PROBABILITIES
+layout(std430, binding = 3) writeonly buffer Probabilities { float probabilities[]; };
+#endif
+layout(location = 0) uniform float mean;
+layout(location = 1) uniform float inverseStd;
+layout(location = 2) uniform uint firstImage;
+
+const uint widths[MLP_LAYERS + 1] = uint[](MLP_WIDTHS);
+shared float activations[2][MLP_MAX_WIDTH];
+shared float partial[MLP_INVOCATIONS];
+shared float rowMax, rowSum;
+
+void main() {
+  uint image = gl_WorkGroupID.x, t = gl_LocalInvocationIndex;
+  uint inputs = widths[0];
+  for (uint i = t; i < inputs; i += MLP_INVOCATIONS) {
+    uint pixel = (firstImage + image) * inputs + i;
+    uint value = (packedPixels[pixel >> 2u] >> (8u * (pixel & 3u))) & 0xffu;
+    activations[0][i] = (float(value) / 255.0 - mean) * inverseStd;
+  }
+  barrier();
+
+  uint offset = 0u, source = 0u;
+  for (uint l = 0u; l < uint(MLP_LAYERS); ++l) {
+    uint K = widths[l], N = widths[l + 1];
+    bool last = l + 1u == uint(MLP_LAYERS);
+    if (N >= MLP_INVOCATIONS) {
+      for (uint j = t; j < N; j += MLP_INVOCATIONS) {
+        float sum = weights[offset + K * N + j];
+        for (uint i = 0u; i < K; ++i) sum = fma(activations[source][i], weights[offset + i * N + j], sum);
+        activations[source ^ 1u][j] = last ? sum : activate(sum);
+      }
+    } else {
+      // Fewer outputs than invocations: `parts` invocations share each output, each summing every parts-th input.
+      uint parts = MLP_INVOCATIONS / N, j = t % N, part = t / N;
+      float sum = 0.0;
+      if (part < parts) {
+        for (uint i = part; i < K; i += parts) sum = fma(activations[source][i], weights[offset + i * N + j], sum);
+      }
+      partial[t] = sum;
+      barrier();
+      if (t < N) {
+        float total = weights[offset + K * N + t];
+        for (uint p = 0u; p < parts; ++p) total += partial[p * N + t];
+        activations[source ^ 1u][t] = last ? total : activate(total);
+      }
+    }
+    barrier();
+    offset += K * N + N;
+    source ^= 1u;
+  }
+
+  uint classCount = widths[MLP_LAYERS];
+  if (t == 0u) {
+    uint best = 0u;
+    for (uint c = 1u; c < classCount; ++c) best = activations[source][c] > activations[source][best] ? c : best;
+    classes[firstImage + image] = best;
+    float sum = 0.0;
+    for (uint c = 0u; c < classCount; ++c) sum += exp(activations[source][c] - activations[source][best]);
+    rowMax = activations[source][best];
+    rowSum = sum;
+  }
+#ifdef MLP_PROBABILITIES
+  barrier();
+  for (uint c = t; c < classCount; c += MLP_INVOCATIONS) {
+    probabilities[image * classCount + c] = exp(activations[source][c] - rowMax) / rowSum;
+  }
+#endif
+}
