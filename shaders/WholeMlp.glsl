@@ -4,10 +4,12 @@
 // bindings: 0 pixels (uint8, packed four to a uint) read, 1 weights read: per layer Wᵀ [in × out] (so that the
 //           invocations of one input read consecutive outputs) then the bias [out]; 2 classes [firstImage + image]
 //           (uint) write; 3 probabilities [image × classes] write (with MLP_PROBABILITIES)
-// uniforms: 0 mean, 1 inverseStd, 2 firstImage
-// defines: MLP_LAYERS, MLP_WIDTHS (MLP_LAYERS + 1 uint literals: inputs, each layer's outputs), MLP_MAX_WIDTH
+// uniforms: 0 mean, 1 inverseStd, 2 firstImage, 3... widths (MLP_LAYERS + 1: inputs, each layer's outputs)
+// defines: MLP_LAYERS, MLP_MAX_WIDTH
 //          (the widest of them but the last), ACTIVATION (of every layer but the last)
 #define MLP_INVOCATIONS 256u
+// NVIDIA keeps the fixed 16-step loops below rolled (and the loads serial) unless told to unroll them.
+#pragma optionNV(unroll all)
 layout(local_size_x = 256) in;
 
 layout(std430, binding = 0) readonly buffer Pixels { uint packedPixels[]; };
@@ -20,7 +22,8 @@ layout(location = 0) uniform float mean;
 layout(location = 1) uniform float inverseStd;
 layout(location = 2) uniform uint firstImage;
 
-const uint widths[MLP_LAYERS + 1] = uint[](MLP_WIDTHS);
+// A uniform, not a constant: with constant widths the unroll pragma would unroll every layer's whole sum.
+layout(location = 3) uniform uint widths[MLP_LAYERS + 1];
 shared float activations[2][MLP_MAX_WIDTH];
 shared float partial[MLP_INVOCATIONS];
 shared float rowMax, rowSum;
@@ -48,11 +51,19 @@ void main() {
     } else {
       // Fewer outputs than invocations: `parts` invocations share each output, each summing every parts-th input.
       uint parts = MLP_INVOCATIONS / N, j = t % N, part = t / N;
-      float sum = 0.0;
+      // Sixteen weight loads in flight per invocation before any is used: one group runs on one
+      // multiprocessor, so the latency of dependent loads, not bandwidth, bounds the sum.
+      vec4 sums = vec4(0.0);
       if (part < parts) {
-        for (uint i = part; i < K; i += parts) sum = fma(activations[source][i], weights[offset + i * N + j], sum);
+        uint i = part;
+        for (; i + 15u * parts < K; i += 16u * parts) {
+          float w[16];
+          for (uint u = 0u; u < 16u; ++u) w[u] = weights[offset + (i + u * parts) * N + j];
+          for (uint u = 0u; u < 16u; ++u) sums[u % 4u] = fma(activations[source][i + u * parts], w[u], sums[u % 4u]);
+        }
+        for (; i < K; i += parts) sums.x = fma(activations[source][i], weights[offset + i * N + j], sums.x);
       }
-      partial[t] = sum;
+      partial[t] = (sums.x + sums.y) + (sums.z + sums.w);
       barrier();
       if (t < N) {
         float total = weights[offset + K * N + t];

@@ -29,7 +29,7 @@ bool WholeMlpOp::fits(const Network& network, std::size_t batch, const Limits& l
 
 WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network) : input_(network.input), programs_(&programs) {
   std::vector<float> packed;
-  std::string widths = std::to_string(network.inputs()) + "u";
+  widths_ = {static_cast<std::uint32_t>(network.inputs())};
   std::size_t inputs = network.inputs();
   for (const LayerSpec& layer : network.layers) {
     GLNET_ASSERT(layer.kind == LayerSpec::Kind::dense, "the one-dispatch MLP takes dense layers only");
@@ -41,12 +41,11 @@ WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network) : input_(
       for (std::size_t i = 0; i < inputs; ++i) packed[first + i * outputs + o] = weight[o * inputs + i];
     }
     packed.insert(packed.end(), bias.begin(), bias.end());
-    widths += ", " + std::to_string(outputs) + "u";
+    widths_.push_back(layer.outputs);
     inputs = outputs;
   }
   weights_ = Buffer::of(packed);
   defines_ = {{"MLP_LAYERS", std::to_string(network.layers.size())},
-              {"MLP_WIDTHS", widths},
               {"MLP_MAX_WIDTH", std::to_string(widestActivation(network))},
               {"ACTIVATION", std::to_string(static_cast<int>(network.activation))}};
 }
@@ -61,6 +60,7 @@ Dispatch WholeMlpOp::operator()(const BufferView& pixels, const BufferView& clas
   dispatch.buffers = {{0, pixels, Access::read}, {1, weights_, Access::read}, {2, classes, Access::write}};
   if (probabilities) dispatch.buffers.push_back({3, *probabilities, Access::write});
   dispatch.uniforms = {Uniform::f32(0, input_.mean), Uniform::f32(1, 1.0f / input_.std), first};
+  for (std::size_t l = 0; l < widths_.size(); ++l) dispatch.uniforms.push_back(Uniform::u32(widthsLocation + static_cast<int>(l), widths_[l]));
   dispatch.groups = {batch, 1, 1};
   return dispatch;
 }

@@ -23,12 +23,14 @@ class WholeMlpOp {
   Dispatch operator()(const BufferView& pixels, const BufferView& classes, const BufferView* probabilities, std::uint32_t batch,
                       const Uniform& first) const;
   static constexpr int firstImageLocation = 2;
+  static constexpr int widthsLocation = 3;
 
  private:
   Buffer weights_;
   InputFormat input_;
   ProgramCache* programs_;
   std::vector<ShaderDefine> defines_;
+  std::vector<std::uint32_t> widths_;  // inputs, then each layer's outputs
 };
 
 }  // namespace glnet
