@@ -10,13 +10,19 @@ GpuImages::GpuImages(std::size_t count, std::size_t pixelsPerImage)
     : pixels((count * pixelsPerImage + 3) / 4 * 4), count(count), pixelsPerImage(pixelsPerImage) {}
 
 void GpuImages::upload(const std::vector<std::uint8_t>& source) {
-  const std::size_t bytes = count * pixelsPerImage;
-  GLNET_ASSERT(source.size() >= bytes, "fewer pixels than images need");
+  GLNET_ASSERT(source.size() >= count * pixelsPerImage, "fewer pixels than images need");
+  upload(source.data(), count);
+}
+
+void GpuImages::upload(const std::uint8_t* source, std::size_t images) {
+  GLNET_ASSERT(images <= count, "more images than the buffer holds");
+  const std::size_t bytes = images * pixelsPerImage;
+  // Uploads go in whole words: the last partial word is completed with zeros.
   const std::size_t whole = bytes / 4 * 4;
-  pixels.upload(source.data(), whole);
+  pixels.upload(source, whole);
   if (whole != bytes) {
     std::uint8_t tail[4] = {0, 0, 0, 0};
-    std::copy(source.begin() + static_cast<std::ptrdiff_t>(whole), source.begin() + static_cast<std::ptrdiff_t>(bytes), tail);
+    std::copy(source + whole, source + bytes, tail);
     pixels.upload(tail, 4, whole);
   }
 }

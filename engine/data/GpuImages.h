@@ -10,6 +10,8 @@ struct GpuImages {
   GpuImages(std::size_t count, std::size_t pixelsPerImage);
   // Replaces the pixels in place, so plans recorded against this buffer stay valid.
   void upload(const std::vector<std::uint8_t>& pixels);
+  // Replaces the first `images` images only (images × pixelsPerImage bytes from `source`).
+  void upload(const std::uint8_t* source, std::size_t images);
 
   Buffer pixels;  // count × pixelsPerImage bytes, padded to a multiple of 4
   std::size_t count = 0;

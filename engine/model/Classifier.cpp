@@ -154,11 +154,17 @@ std::vector<Prediction> predict(const Context& context, const Network& network, 
   t.readbackMs = stopwatch.milliseconds();
   t.gpuMs = gpuMilliseconds(gpuStart, gpuEnd);
 
-  std::vector<Prediction> result(count);
-  for (std::size_t i = 0; i < count; ++i) {
+  return toPredictions(labels, allProbabilities, outputs);
+}
+
+std::vector<Prediction> toPredictions(const std::vector<std::uint32_t>& labels, const std::vector<float>& probabilities,
+                                      std::size_t classes) {
+  GLNET_ASSERT(probabilities.size() == labels.size() * classes, "a row of probabilities per label");
+  std::vector<Prediction> result(labels.size());
+  for (std::size_t i = 0; i < labels.size(); ++i) {
     result[i].label = labels[i];
-    result[i].probabilities.assign(allProbabilities.begin() + static_cast<std::ptrdiff_t>(i * outputs),
-                                   allProbabilities.begin() + static_cast<std::ptrdiff_t>((i + 1) * outputs));
+    result[i].probabilities.assign(probabilities.begin() + static_cast<std::ptrdiff_t>(i * classes),
+                                   probabilities.begin() + static_cast<std::ptrdiff_t>((i + 1) * classes));
   }
   return result;
 }

@@ -73,6 +73,10 @@ struct Prediction {
   std::vector<float> probabilities;
 };
 
+// One prediction per label, with its row of `probabilities` ([labels × classes]).
+std::vector<Prediction> toPredictions(const std::vector<std::uint32_t>& labels, const std::vector<float>& probabilities,
+                                      std::size_t classes);
+
 // Classifies `count` images in one batch; `pixels` holds count × network.inputs() bytes.
 std::vector<Prediction> predict(const Context& context, const Network& network, const std::vector<std::uint8_t>& pixels,
                                 std::size_t count, InferenceTimes* times = nullptr);

@@ -13,9 +13,12 @@ BatchingPredictor::BatchingPredictor(const ContextOptions& contextOptions, Netwo
   for (std::size_t bound = 1; bound < options_.maxBatch; bound *= 2) bounds_.push_back(bound);
   bounds_.push_back(options_.maxBatch);
   counts_.assign(bounds_.size(), 0);
+  // The worker owns the promise: the constructor may return (and its frame go) while set_value finishes.
   std::promise<void> ready;
   std::future<void> started = ready.get_future();
-  worker_ = std::thread([this, contextOptions, network = std::move(network), &ready] { work(contextOptions, network, ready); });
+  worker_ = std::thread([this, contextOptions, network = std::move(network), ready = std::move(ready)]() mutable {
+    work(contextOptions, network, ready);
+  });
   try {
     started.get();
   } catch (...) {

@@ -32,16 +32,7 @@ std::vector<std::size_t> WarmClassifier::planSizes() const {
 std::vector<Prediction> WarmClassifier::classify(const std::uint8_t* pixels, std::size_t count) {
   GLNET_ASSERT(count >= 1 && count <= capacity_, "a warm classifier call holds 1 to capacity images");
   const SizedPlan& sized = plans_.lower_bound(count)->second;
-  const std::size_t bytes = count * inputs_;
-  // The buffer's size is a multiple of 4 and glBufferSubData wants nothing else: round up with what follows.
-  const std::size_t whole = std::min((bytes + 3) / 4 * 4, images_.pixels.bytes());
-  if (whole == bytes) {
-    images_.pixels.upload(pixels, bytes);
-  } else {
-    std::vector<std::uint8_t> padded(pixels, pixels + bytes);
-    padded.resize(whole, 0);
-    images_.pixels.upload(padded.data(), whole);
-  }
+  images_.upload(pixels, count);
   sized.plan.run();
 
   std::vector<std::uint32_t> labels(count);
@@ -53,13 +44,7 @@ std::vector<Prediction> WarmClassifier::classify(const std::uint8_t* pixels, std
     sized.plan.read(labels_, labels.data(), labels.size() * sizeof(std::uint32_t));
     sized.plan.read(probabilities_, probabilities.data(), probabilities.size() * sizeof(float));
   }
-  std::vector<Prediction> result(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    result[i].label = labels[i];
-    result[i].probabilities.assign(probabilities.begin() + static_cast<std::ptrdiff_t>(i * classes_),
-                                   probabilities.begin() + static_cast<std::ptrdiff_t>((i + 1) * classes_));
-  }
-  return result;
+  return toPredictions(labels, probabilities, classes_);
 }
 
 }  // namespace glnet
