@@ -18,7 +18,7 @@ layout(location = 2) uniform uint pixelsPerImage;
 layout(location = 3) uniform float mean;
 layout(location = 4) uniform float inverseStd;
 
-uint byteAt(uint index) { return (packedBytes[index >> 2u] >> (8u * (index & 3u))) & 0xffu; }
+uint byteAt(uint index) { return PACKED_BYTE(packedBytes, index); }
 
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;

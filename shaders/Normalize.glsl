@@ -13,7 +13,5 @@ layout(location = 3) uniform float inverseStd;
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= count) return;
-  uint pixel = firstPixel + i;
-  uint value = (packedPixels[pixel >> 2u] >> (8u * (pixel & 3u))) & 0xffu;
-  y[i] = (float(value) / 255.0 - mean) * inverseStd;
+  y[i] = (float(PACKED_BYTE(packedPixels, firstPixel + i)) / 255.0 - mean) * inverseStd;
 }

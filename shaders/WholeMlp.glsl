@@ -1,10 +1,11 @@
 // A whole MLP for a small batch in one dispatch: one group per image normalizes its uint8 pixels, runs every
 // dense layer with the activations in shared memory, and writes the softmax and the argmax. Small batches
 // are bound by the fixed cost of each dispatch (a few µs on a GPU), not by arithmetic.
-// bindings: 0 pixels (uint8, packed four to a uint) read, 1 weights read: per layer Wᵀ [in × out] (so that the
-//           invocations of one input read consecutive outputs) then the bias [out]; 2 classes [firstImage + image]
+// bindings: 0 pixels (uint8, packed four to a uint) read, 1 weights read: the widths (MLP_LAYERS + 1 uints:
+//           inputs, each layer's outputs), then per layer Wᵀ [in × out] (so that the invocations of one input
+//           read consecutive outputs) and the bias [out]; 2 classes [firstImage + image]
 //           (uint) write; 3 probabilities [image × classes] write (with MLP_PROBABILITIES)
-// uniforms: 0 mean, 1 inverseStd, 2 firstImage, 3... widths (MLP_LAYERS + 1: inputs, each layer's outputs)
+// uniforms: 0 mean, 1 inverseStd, 2 firstImage
 // defines: MLP_LAYERS, MLP_MAX_WIDTH
 //          (the widest of them but the last), ACTIVATION (of every layer but the last)
 #define MLP_INVOCATIONS 256u
@@ -22,25 +23,24 @@ layout(location = 0) uniform float mean;
 layout(location = 1) uniform float inverseStd;
 layout(location = 2) uniform uint firstImage;
 
-// A uniform, not a constant: with constant widths the unroll pragma would unroll every layer's whole sum.
-layout(location = 3) uniform uint widths[MLP_LAYERS + 1];
+// The widths head the weights (as uint bits) rather than being constants, which the unroll pragma would use
+// to unroll every layer's whole sum, or uniforms, which every replay would set again.
+uint widths(uint l) { return floatBitsToUint(weights[l]); }
 shared float activations[2][MLP_MAX_WIDTH];
 shared float partial[MLP_INVOCATIONS];
 shared float rowMax, rowSum;
 
 void main() {
   uint image = gl_WorkGroupID.x, t = gl_LocalInvocationIndex;
-  uint inputs = widths[0];
+  uint inputs = widths(0u);
   for (uint i = t; i < inputs; i += MLP_INVOCATIONS) {
-    uint pixel = (firstImage + image) * inputs + i;
-    uint value = (packedPixels[pixel >> 2u] >> (8u * (pixel & 3u))) & 0xffu;
-    activations[0][i] = (float(value) / 255.0 - mean) * inverseStd;
+    activations[0][i] = (float(PACKED_BYTE(packedPixels, (firstImage + image) * inputs + i)) / 255.0 - mean) * inverseStd;
   }
   barrier();
 
-  uint offset = 0u, source = 0u;
+  uint offset = uint(MLP_LAYERS) + 1u, source = 0u;
   for (uint l = 0u; l < uint(MLP_LAYERS); ++l) {
-    uint K = widths[l], N = widths[l + 1];
+    uint K = widths(l), N = widths(l + 1u);
     bool last = l + 1u == uint(MLP_LAYERS);
     if (N >= MLP_INVOCATIONS) {
       for (uint j = t; j < N; j += MLP_INVOCATIONS) {
@@ -76,7 +76,7 @@ void main() {
     source ^= 1u;
   }
 
-  uint classCount = widths[MLP_LAYERS];
+  uint classCount = widths(uint(MLP_LAYERS));
   if (t == 0u) {
     uint best = 0u;
     for (uint c = 1u; c < classCount; ++c) best = activations[source][c] > activations[source][best] ? c : best;

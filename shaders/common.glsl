@@ -9,6 +9,10 @@
 // gl_WorkGroupSize exists only after the shader's own layout(local_size_x = ...) declaration.
 #define LINEAR_INVOCATION_INDEX (gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * gl_WorkGroupSize.x)
 
+// Byte `index` of uint8 data packed four to a uint (little-endian) in the array `words`. A macro, because a
+// buffer's array cannot be passed to a function.
+#define PACKED_BYTE(words, index) (((words)[(index) >> 2u] >> (8u * ((index) & 3u))) & 0xffu)
+
 // Activations, chosen by the ACTIVATION define of the shaders that fuse one.
 #define ACTIVATION_NONE 0
 #define ACTIVATION_RELU 1

@@ -3,6 +3,7 @@
 #include "gl/check.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace glnet {
 namespace {
@@ -28,10 +29,14 @@ bool WholeMlpOp::fits(const Network& network, std::size_t batch, const Limits& l
 }
 
 WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network) : input_(network.input), programs_(&programs) {
-  std::vector<float> packed;
-  widths_ = {static_cast<std::uint32_t>(network.inputs())};
+  // The widths head the buffer as uint bits (the shader reads them with floatBitsToUint).
+  std::vector<float> packed(network.layers.size() + 1);
+  const auto putWidth = [&packed](std::size_t at, std::uint32_t width) { std::memcpy(&packed[at], &width, sizeof width); };
+  putWidth(0, static_cast<std::uint32_t>(network.inputs()));
   std::size_t inputs = network.inputs();
-  for (const LayerSpec& layer : network.layers) {
+  for (std::size_t l = 0; l < network.layers.size(); ++l) {
+    const LayerSpec& layer = network.layers[l];
+    putWidth(l + 1, layer.outputs);
     GLNET_ASSERT(layer.kind == LayerSpec::Kind::dense, "the one-dispatch MLP takes dense layers only");
     const std::vector<float>& weight = network.parameters.at(layer.name + ".weight").values;  // [out × in]
     const std::vector<float>& bias = network.parameters.at(layer.name + ".bias").values;
@@ -41,7 +46,6 @@ WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network) : input_(
       for (std::size_t i = 0; i < inputs; ++i) packed[first + i * outputs + o] = weight[o * inputs + i];
     }
     packed.insert(packed.end(), bias.begin(), bias.end());
-    widths_.push_back(layer.outputs);
     inputs = outputs;
   }
   weights_ = Buffer::of(packed);
@@ -60,7 +64,6 @@ Dispatch WholeMlpOp::operator()(const BufferView& pixels, const BufferView& clas
   dispatch.buffers = {{0, pixels, Access::read}, {1, weights_, Access::read}, {2, classes, Access::write}};
   if (probabilities) dispatch.buffers.push_back({3, *probabilities, Access::write});
   dispatch.uniforms = {Uniform::f32(0, input_.mean), Uniform::f32(1, 1.0f / input_.std), first};
-  for (std::size_t l = 0; l < widths_.size(); ++l) dispatch.uniforms.push_back(Uniform::u32(widthsLocation + static_cast<int>(l), widths_[l]));
   dispatch.groups = {batch, 1, 1};
   return dispatch;
 }

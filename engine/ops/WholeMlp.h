@@ -16,21 +16,19 @@ class WholeMlpOp {
   // True when `network` is dense layers only, each activation fits in shared memory, and `batch` is small.
   static bool fits(const Network& network, std::size_t batch, const Limits& limits);
 
-  // Uploads the weights transposed ([in × out] per layer, then the bias).
+  // Uploads the widths, then the weights transposed ([in × out] per layer) and the bias of each layer.
   WholeMlpOp(ProgramCache& programs, const Network& network);
   // classes[first + image] and, when given, probabilities[image × classes] for `batch` images starting at
   // image `first` of `pixels` (a constant, or a plan parameter via Uniform::fromParameter).
   Dispatch operator()(const BufferView& pixels, const BufferView& classes, const BufferView* probabilities, std::uint32_t batch,
                       const Uniform& first) const;
   static constexpr int firstImageLocation = 2;
-  static constexpr int widthsLocation = 3;
 
  private:
   Buffer weights_;
   InputFormat input_;
   ProgramCache* programs_;
   std::vector<ShaderDefine> defines_;
-  std::vector<std::uint32_t> widths_;  // inputs, then each layer's outputs
 };
 
 }  // namespace glnet
