@@ -132,7 +132,6 @@ int main(int argc, char** argv) {
         std::size_t images = 0;
         ~Observation() { metrics.observePrediction(response.status, clock.seconds(), images); }
       } observation{metrics, response, Stopwatch(), 0};
-      if (stopping) return sendError(response, 503, "the server is shutting down");
       PredictRequest images;
       try {
         images = parsePredictRequest(request.body, request.get_header_value("Content-Type"), network.inputs());
@@ -175,7 +174,6 @@ int main(int argc, char** argv) {
       metrics.count(request.path, response.status);
       const std::string reason = response.status == 404   ? "no such endpoint: " + request.method + " " + request.path
                                  : response.status == 413 ? "the body is larger than --max-body-bytes allows"
-                                 : response.status == 405 ? request.method + " is not allowed on " + request.path
                                                           : "the request could not be handled";
       sendError(response, response.status, reason);
     });
@@ -184,6 +182,8 @@ int main(int argc, char** argv) {
         std::rethrow_exception(failure);
       } catch (const std::exception& error) {
         sendError(response, 500, error.what());
+      } catch (...) {
+        sendError(response, 500, "an unknown error");
       }
     });
 

@@ -58,20 +58,19 @@ GrayImage loadGrayImage(const std::string& path) {
 
 GrayImage decodeGrayImage(const std::uint8_t* data, std::size_t bytes, const std::string& name) {
   constexpr int largestSide = 8192;  // a small file may claim a huge image; refuse before decoding it
+  const auto unreadable = [&name](const char* reason) {
+    return Error(name + ": not a readable image (" + reason + "); glnet reads PNG, JPEG, BMP and PGM");
+  };
+  if (bytes > static_cast<std::size_t>(INT32_MAX)) throw unreadable("over 2 GiB");
   int width = 0, height = 0, channels = 0;
-  if (bytes > static_cast<std::size_t>(INT32_MAX) || !stbi_info_from_memory(data, static_cast<int>(bytes), &width, &height, &channels)) {
-    throw Error(name + ": not a readable image (" + std::string(stbi_failure_reason() ? stbi_failure_reason() : "too large") +
-                "); glnet reads PNG, JPEG, BMP and PGM");
-  }
+  if (!stbi_info_from_memory(data, static_cast<int>(bytes), &width, &height, &channels)) throw unreadable(stbi_failure_reason());
   if (width > largestSide || height > largestSide) {
     throw Error(name + ": " + std::to_string(width) + "x" + std::to_string(height) + " pixels; glnet reads images of at most " +
                 std::to_string(largestSide) + " pixels a side");
   }
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
       stbi_load_from_memory(data, static_cast<int>(bytes), &width, &height, &channels, 1), stbi_image_free);
-  if (!pixels) {
-    throw Error(name + ": not a readable image (" + std::string(stbi_failure_reason()) + "); glnet reads PNG, JPEG, BMP and PGM");
-  }
+  if (!pixels) throw unreadable(stbi_failure_reason());
   return {width, height, {pixels.get(), pixels.get() + static_cast<std::size_t>(width) * static_cast<std::size_t>(height)}};
 }
 

@@ -144,18 +144,25 @@ done
 kill -TERM "$pid"
 wait "$pid" && grep -q "stopped" "$work/main.err" || fail "SIGTERM: exit status or message"
 
+# send_four PREFIX: images 0-3 as four concurrent requests in the background, answers in PREFIX0..3.answer; sets $clients.
+send_four() {
+  clients=()
+  for i in 0 1 2 3; do
+    curl -s -o "$work/$1$i.answer" -H 'Content-Type: application/json' --data-binary @"$work/p$i.json" "$url/v1/predict" &
+    clients+=($!)
+  done
+}
+
 # --- Dynamic batching: 4 requests wait for company (a 30 s window) until 4 images fill a batch: one GPU batch.
 start batching --max-batch 4 --max-delay-us 30000000
-clients=()
-for i in 0 1 2 3; do curl -s -o "$work/b$i.answer" -H 'Content-Type: application/json' --data-binary @"$work/p$i.json" "$url/v1/predict" & clients+=($!); done
+send_four b
 wait "${clients[@]}"
 compare "$work"/b?.answer || fail "batched answers differ from glnet_predict"
 curl -s "$url/metrics" | grep -qxF 'glnet_batch_size_count 1' || fail "4 requests did not share one batch: $(curl -s "$url/metrics" | grep batch_size)"
 # The full queue: 4 single images wait in a 30 s window; a request that would pass --queue-limit gets 503.
 kill -TERM "$pid"; wait "$pid"
 start queue --max-batch 8 --max-delay-us 30000000 --queue-limit 5
-clients=()
-for i in 0 1 2 3; do curl -s -o "$work/q$i.answer" -H 'Content-Type: application/json' --data-binary @"$work/p$i.json" "$url/v1/predict" & clients+=($!); done
+send_four q
 for _ in $(seq 600); do curl -s "$url/metrics" | grep -qxF 'glnet_queue_images 4' && break; sleep 0.1; done
 curl -s -D "$work/headers" -o "$work/body" -H 'Content-Type: application/json' --data-binary @"$work/three.json" "$url/v1/predict" >/dev/null
 grep -q "^HTTP/1.1 503" "$work/headers" && grep -qi "^Retry-After: 1" "$work/headers" && grep -q '"error":"the queue holds 4 images' "$work/body" \
@@ -168,8 +175,7 @@ compare "$work"/q?.answer || fail "requests in flight at SIGTERM were not answer
 
 # --- Batching off: every request is its own batch.
 start alone --no-batching
-clients=()
-for i in 0 1 2 3; do curl -s -o "$work/a$i.answer" -H 'Content-Type: application/json' --data-binary @"$work/p$i.json" "$url/v1/predict" & clients+=($!); done
+send_four a
 wait "${clients[@]}"
 compare "$work"/a?.answer || fail "unbatched answers differ"
 curl -s "$url/metrics" | grep -qxF 'glnet_batch_size_count 4' || fail "--no-batching ran $(curl -s "$url/metrics" | grep batch_size_count)"
