@@ -72,7 +72,7 @@ BatchingStats BatchingPredictor::stats() const {
   return {batches_, images_, bounds_, counts_, queuedImages_, requests_.size()};
 }
 
-void BatchingPredictor::record(std::size_t batchImages) {
+void BatchingPredictor::countBatch(std::size_t batchImages) {
   ++batches_;
   images_ += batchImages;
   const auto bucket = std::lower_bound(bounds_.begin(), bounds_.end(), batchImages) - bounds_.begin();
@@ -142,7 +142,7 @@ void BatchingPredictor::work(const ContextOptions& contextOptions, const Network
     }
 
     lock.lock();
-    record(images);
+    countBatch(images);
     at = 0;
     for (const Slice& slice : batch) {
       Request& request = *slice.request;

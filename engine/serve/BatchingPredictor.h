@@ -76,7 +76,7 @@ class BatchingPredictor {
   };
   void work(const ContextOptions& contextOptions, const Network& network, std::promise<void>& ready);
   std::vector<Slice> takeBatch(std::unique_lock<std::mutex>& lock);
-  void record(std::size_t batchImages);
+  void countBatch(std::size_t batchImages);  // into the batch statistics; the lock is held
 
   BatchingOptions options_;
   std::size_t inputs_;
