@@ -6,8 +6,12 @@
 
 namespace glnet {
 
+// How pixels reach the device: through an UploadRing where ARB_buffer_storage exists, else (or when asked)
+// through glBufferSubData.
+enum class UploadPath { automatic, plain };
+
 struct GpuImages {
-  GpuImages(std::size_t count, std::size_t pixelsPerImage);
+  GpuImages(std::size_t count, std::size_t pixelsPerImage, UploadPath path = UploadPath::automatic);
   // Replaces the pixels in place, so plans recorded against this buffer stay valid.
   void upload(const std::vector<std::uint8_t>& pixels);
   // Replaces the first `images` images only (images × pixelsPerImage bytes from `source`).
@@ -16,6 +20,10 @@ struct GpuImages {
   Buffer pixels;  // count × pixelsPerImage bytes, padded to a multiple of 4
   std::size_t count = 0;
   std::size_t pixelsPerImage = 0;
+  std::optional<UploadRing> staging;  // empty on the plain path
+
+ private:
+  void write(const void* data, std::size_t bytes, std::size_t offset);
 };
 
 GpuImages uploadImages(const ImageSet& set);

@@ -111,6 +111,63 @@ void PersistentReadback::read(std::initializer_list<Piece> pieces) {
   }
 }
 
+bool UploadRing::available() { return GLAD_GL_ARB_buffer_storage != 0; }
+
+UploadRing::UploadRing(std::size_t slotBytes, std::size_t slots)
+    : slotBytes_((std::max<std::size_t>(slotBytes, 4) + 3) / 4 * 4), fences_(std::max<std::size_t>(slots, 1)) {
+  if (!available()) throw Error("persistent maps need GL_ARB_buffer_storage, which this device lacks");
+  const GLbitfield flags = GL_MAP_WRITE_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
+  const auto total = static_cast<GLsizeiptr>(slotBytes_ * fences_.size());
+  glGenBuffers(1, &id_);
+  glBindBuffer(GL_COPY_READ_BUFFER, id_);
+  glBufferStorage(GL_COPY_READ_BUFFER, total, nullptr, flags);
+  mapped_ = glMapBufferRange(GL_COPY_READ_BUFFER, 0, total, flags);
+  if (!mapped_) {
+    const GLenum error = glGetError();
+    glDeleteBuffers(1, &id_);
+    throw Error("could not map a " + std::to_string(total) + "-byte upload ring (" + glErrorName(error) + ")");
+  }
+}
+
+UploadRing::~UploadRing() {
+  if (!id_) return;
+  // Copies still queued read the ring; GL keeps the storage alive until they finish.
+  glBindBuffer(GL_COPY_READ_BUFFER, id_);
+  glUnmapBuffer(GL_COPY_READ_BUFFER);
+  glDeleteBuffers(1, &id_);
+}
+
+UploadRing::UploadRing(UploadRing&& other) noexcept
+    : id_(std::exchange(other.id_, 0u)),
+      mapped_(std::exchange(other.mapped_, nullptr)),
+      slotBytes_(other.slotBytes_),
+      fences_(std::move(other.fences_)),
+      next_(other.next_) {}
+
+void UploadRing::upload(Buffer& target, const void* data, std::size_t bytes, std::size_t offset) {
+  GLNET_ASSERT(offset + bytes <= target.bytes(), "upload past the end of a buffer");
+  if (bytes == 0) return;
+  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  glBindBuffer(GL_COPY_READ_BUFFER, id_);
+  glBindBuffer(GL_COPY_WRITE_BUFFER, target.id());
+  const auto* source = static_cast<const std::uint8_t*>(data);
+  for (std::size_t done = 0; done < bytes;) {
+    const std::size_t piece = std::min(slotBytes_, bytes - done);
+    std::optional<Fence>& slotFence = fences_[next_];
+    if (slotFence) {
+      slotFence->wait();
+      slotFence.reset();
+    }
+    const std::size_t slotOffset = next_ * slotBytes_;
+    std::memcpy(static_cast<std::uint8_t*>(mapped_) + slotOffset, source + done, piece);
+    GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(slotOffset),
+                                 static_cast<GLintptr>(offset + done), static_cast<GLsizeiptr>(piece)));
+    slotFence.emplace();
+    next_ = (next_ + 1) % fences_.size();
+    done += piece;
+  }
+}
+
 // glClearBufferData is not used: NVIDIA 580 lets later glBufferSubData calls of the same buffer land
 // before a pending clear (the uploads are then lost), while uploads stay ordered among themselves.
 void Buffer::clear(std::uint8_t value) { fillWith(&value, 1); }

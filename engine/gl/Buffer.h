@@ -1,9 +1,12 @@
 // A move-only shader storage buffer. Binding points are an implementation detail of its methods.
 #pragma once
 
+#include "gl/Sync.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 namespace glnet {
@@ -80,6 +83,31 @@ class PersistentReadback {
   unsigned id_ = 0;
   std::size_t bytes_ = 0;
   void* mapped_ = nullptr;
+};
+
+// A host-visible staging ring mapped once for good (ARB_buffer_storage, persistent and coherent): an
+// upload copies each slice into the next free slot and has the GPU copy it on, so that the host fills one
+// slot while the bus carries the ones before it. A slot is reused after the fence of its last copy passes.
+class UploadRing {
+ public:
+  static bool available();
+  // Throws glnet::Error when the device lacks GL_ARB_buffer_storage.
+  UploadRing(std::size_t slotBytes, std::size_t slots);
+  ~UploadRing();
+  UploadRing(UploadRing&& other) noexcept;
+  UploadRing& operator=(UploadRing&& other) = delete;
+  UploadRing(const UploadRing&) = delete;
+  UploadRing& operator=(const UploadRing&) = delete;
+
+  // The same contract as Buffer::upload; returns once the bytes are in the ring, before they reach `target`.
+  void upload(Buffer& target, const void* data, std::size_t bytes, std::size_t offset = 0);
+
+ private:
+  unsigned id_ = 0;
+  void* mapped_ = nullptr;
+  std::size_t slotBytes_ = 0;
+  std::vector<std::optional<Fence>> fences_;
+  std::size_t next_ = 0;
 };
 
 }  // namespace glnet

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <random>
@@ -44,6 +45,10 @@ void benchInference(const Context& context, const Network& network, std::size_t 
   for (auto& pixel : pixels) pixel = static_cast<std::uint8_t>(random() >> 24);
   Classifier classifier(context, network, batch);
   GpuImages images(batch, pixelsPerImage);
+  // The same upload without the staging ring, and the host's own copy rate, to show what bounds the ring.
+  std::optional<GpuImages> plainImages;
+  if (images.staging) plainImages.emplace(batch, pixelsPerImage, UploadPath::plain);
+  std::vector<std::uint8_t> hostCopy(pixels.size());
   Buffer classes(batch * sizeof(std::uint32_t));
   const Plan plan = classifier.plan(images, classes, nullptr);
   std::optional<PersistentReadback> persistent;
@@ -58,6 +63,16 @@ void benchInference(const Context& context, const Network& network, std::size_t 
     images.upload(pixels);
     Fence().wait();
     const double upload = start.milliseconds();
+    double plainUpload = 0.0;
+    if (plainImages) {
+      start.restart();
+      plainImages->upload(pixels);
+      Fence().wait();
+      plainUpload = start.milliseconds();
+    }
+    start.restart();
+    std::memcpy(hostCopy.data(), pixels.data(), pixels.size());
+    const double memcpyMs = start.milliseconds();
     TimerQuery gpuStart, gpuEnd;
     start.restart();
     gpuStart.record();
@@ -95,6 +110,8 @@ void benchInference(const Context& context, const Network& network, std::size_t 
     const std::vector<double> dispatches = plan.runTimed();
     if (!keep) continue;
     recorder.add("upload", upload);
+    if (plainImages) recorder.add("upload by glBufferSubData", plainUpload);
+    recorder.add("host memcpy of the same bytes", memcpyMs);
     recorder.add("issue", issue);
     recorder.add("gpu", gpu);
     recorder.add("fence wait", wait);

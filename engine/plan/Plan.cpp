@@ -6,14 +6,28 @@
 #include <glad/gl.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace glnet {
 namespace {
 template <class Range>
 bool overlapsAny(const std::vector<Range>& ranges, const Range& range) {
   return std::any_of(ranges.begin(), ranges.end(), [&](const Range& other) { return other.overlaps(range); });
+}
+
+// Plans are the only code that binds storage buffers, switches programs or sets uniforms, so a plan whose
+// id is the last one issued on this thread's context finds GL state as its shadow says.
+std::atomic<std::uint64_t> nextPlanId{1};
+thread_local std::uint64_t lastIssuedPlan = 0;
+
+std::uint64_t uniformBits(const Uniform& uniform, std::int64_t integer) {
+  if (uniform.type != Uniform::Type::float32) return static_cast<std::uint64_t>(integer);
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &uniform.real, sizeof bits);
+  return (std::uint64_t{1} << 32) | bits;
 }
 }  // namespace
 
@@ -22,7 +36,40 @@ Plan::SyncMode Plan::syncModeFromEnvironment() {
   return value && std::strcmp(value, "all") == 0 ? SyncMode::all : SyncMode::hazards;
 }
 
-Plan::Plan(const Limits& limits, SyncMode mode) : limits_(limits), mode_(mode) {}
+Plan::Plan(const Limits& limits, SyncMode mode) : limits_(limits), mode_(mode), id_(nextPlanId++) {}
+
+Plan::~Plan() {
+  if (lastIssuedPlan == id_) lastIssuedPlan = 0;
+}
+
+Plan::Plan(Plan&& other) noexcept
+    : limits_(other.limits_),
+      mode_(other.mode_),
+      steps_(std::move(other.steps_)),
+      parameters_(std::move(other.parameters_)),
+      readSinceBarrier_(std::move(other.readSinceBarrier_)),
+      writtenSinceBarrier_(std::move(other.writtenSinceBarrier_)),
+      id_(std::exchange(other.id_, 0)),
+      uniformSlots_(std::move(other.uniformSlots_)),
+      shadow_(std::move(other.shadow_)),
+      stateCalls_(other.stateCalls_) {}
+
+Plan& Plan::operator=(Plan&& other) noexcept {
+  if (this != &other) {
+    if (lastIssuedPlan == id_) lastIssuedPlan = 0;
+    limits_ = other.limits_;
+    mode_ = other.mode_;
+    steps_ = std::move(other.steps_);
+    parameters_ = std::move(other.parameters_);
+    readSinceBarrier_ = std::move(other.readSinceBarrier_);
+    writtenSinceBarrier_ = std::move(other.writtenSinceBarrier_);
+    id_ = std::exchange(other.id_, 0);
+    uniformSlots_ = std::move(other.uniformSlots_);
+    shadow_ = std::move(other.shadow_);
+    stateCalls_ = other.stateCalls_;
+  }
+  return *this;
+}
 
 int Plan::addParameter(std::uint32_t initial) {
   parameters_.push_back(initial);
@@ -36,9 +83,13 @@ void Plan::setParameter(int parameter, std::uint32_t value) {
 
 void Plan::record(const Dispatch& dispatch) {
   GLNET_ASSERT(dispatch.program && dispatch.program->id(), "a dispatch needs a compiled program");
-  Step step{dispatch.program->id(), {}, dispatch.uniforms, dispatch.groups, false, dispatch.label};
+  Step step{dispatch.program->id(), {}, dispatch.uniforms, {}, dispatch.groups, false, dispatch.label};
   for (const Uniform& uniform : step.uniforms) {
     GLNET_ASSERT(uniform.parameter < static_cast<int>(parameters_.size()), "uniform names an unknown plan parameter");
+    const std::pair<unsigned, int> key{step.program, uniform.location};
+    const auto slot = std::find(uniformSlots_.begin(), uniformSlots_.end(), key);
+    step.uniformSlots.push_back(static_cast<std::size_t>(slot - uniformSlots_.begin()));
+    if (slot == uniformSlots_.end()) uniformSlots_.push_back(key);
   }
 
   auto& groups = step.groups;
@@ -86,20 +137,28 @@ void Plan::record(const Dispatch& dispatch) {
   steps_.push_back(std::move(step));
 }
 
-void Plan::run() const {
+void Plan::begin() const {
+  if (lastIssuedPlan != id_) {
+    shadow_ = Shadow{};
+    lastIssuedPlan = id_;
+  }
+  shadow_.uniforms.resize(uniformSlots_.size());
+  stateCalls_ = 0;
   // Work recorded elsewhere (another plan, an earlier run of this one) may still write what this run reads.
   glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-  unsigned current = 0;
-  for (const Step& step : steps_) issue(step, current);
+}
+
+void Plan::run() const {
+  begin();
+  for (const Step& step : steps_) issue(step);
 }
 
 std::vector<double> Plan::runTimed() const {
   std::vector<TimerQuery> stamps(steps_.size() + 1);
-  glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-  unsigned current = 0;
+  begin();
   stamps[0].record();
   for (std::size_t i = 0; i < steps_.size(); ++i) {
-    issue(steps_[i], current);
+    issue(steps_[i]);
     stamps[i + 1].record();
   }
   std::vector<double> milliseconds;
@@ -111,10 +170,10 @@ std::vector<double> Plan::runTimed() const {
 
 void Plan::runReadingEveryStep() const {
   std::vector<std::uint8_t> scratch;
-  unsigned current = 0;
+  begin();
   for (const Step& step : steps_) {
     glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-    issue(step, current);
+    issue(step);
     for (const Bound& bound : step.bindings) {
       if (!bound.written) continue;
       scratch.resize(bound.range.end - bound.range.begin);
@@ -123,13 +182,19 @@ void Plan::runReadingEveryStep() const {
   }
 }
 
-void Plan::issue(const Step& step, unsigned& currentProgram) const {
+void Plan::issue(const Step& step) const {
   if (step.barrierBefore) glMemoryBarrier(GL_SHADER_STORAGE_BARRIER_BIT);
-  if (step.program != currentProgram) {
+  if (step.program != shadow_.program) {
     glUseProgram(step.program);
-    currentProgram = step.program;
+    shadow_.program = step.program;
+    ++stateCalls_;
   }
   for (const Bound& bound : step.bindings) {
+    if (shadow_.bindings.size() <= bound.index) shadow_.bindings.resize(bound.index + 1, Range{0, 0, 0});
+    Range& inPlace = shadow_.bindings[bound.index];
+    if (inPlace.buffer == bound.range.buffer && inPlace.begin == bound.range.begin && inPlace.end == bound.range.end) continue;
+    inPlace = bound.range;
+    ++stateCalls_;
     if (bound.whole) {
       glBindBufferBase(GL_SHADER_STORAGE_BUFFER, bound.index, bound.range.buffer);
     } else {
@@ -137,9 +202,14 @@ void Plan::issue(const Step& step, unsigned& currentProgram) const {
                         static_cast<GLsizeiptr>(bound.range.end - bound.range.begin));
     }
   }
-  for (const Uniform& uniform : step.uniforms) {
+  for (std::size_t u = 0; u < step.uniforms.size(); ++u) {
+    const Uniform& uniform = step.uniforms[u];
     const std::int64_t integer =
         uniform.parameter >= 0 ? uniform.scale * parameters_[static_cast<std::size_t>(uniform.parameter)] : uniform.integer;
+    std::optional<std::uint64_t>& value = shadow_.uniforms[step.uniformSlots[u]];
+    if (value == uniformBits(uniform, integer)) continue;
+    value = uniformBits(uniform, integer);
+    ++stateCalls_;
     switch (uniform.type) {
       case Uniform::Type::uint32:
         glProgramUniform1ui(step.program, uniform.location, static_cast<GLuint>(integer));

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,11 @@ class Plan {
   static SyncMode syncModeFromEnvironment();
 
   explicit Plan(const Limits& limits, SyncMode mode = syncModeFromEnvironment());
+  ~Plan();
+  Plan(Plan&& other) noexcept;
+  Plan& operator=(Plan&& other) noexcept;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
 
   // A run-time value for uniforms (see Uniform::fromParameter); returns its id.
   int addParameter(std::uint32_t initial = 0);
@@ -99,6 +105,9 @@ class Plan {
   std::size_t barrierCount() const;
   SyncMode syncMode() const { return mode_; }
   std::vector<std::string> labels() const;
+  // Buffer bindings, uniforms and program switches the last run issued. A run skips those already in place:
+  // set earlier in the same run, or left by this plan's previous run when no other plan ran in between.
+  std::size_t stateCallsLastRun() const { return stateCalls_; }
 
  private:
   struct Range {
@@ -117,6 +126,7 @@ class Plan {
     unsigned program;
     std::vector<Bound> bindings;
     std::vector<Uniform> uniforms;
+    std::vector<std::size_t> uniformSlots;  // per uniform, its (program, location) in the shadow
     std::array<std::uint32_t, 3> groups;
     bool barrierBefore;
     std::string label;
@@ -125,9 +135,20 @@ class Plan {
   SyncMode mode_;
   std::vector<Step> steps_;
   std::vector<std::uint32_t> parameters_;
-  void issue(const Step& step, unsigned& currentProgram) const;
   std::vector<Range> readSinceBarrier_;
   std::vector<Range> writtenSinceBarrier_;
+  // What this plan last left in GL state, valid while no other plan issued since (see stateCallsLastRun).
+  struct Shadow {
+    unsigned program = 0;
+    std::vector<Range> bindings;                        // by binding index; buffer 0 = unknown
+    std::vector<std::optional<std::uint64_t>> uniforms;  // by uniform slot: the value's bits
+  };
+  void begin() const;
+  void issue(const Step& step) const;
+  std::uint64_t id_;
+  std::vector<std::pair<unsigned, int>> uniformSlots_;  // (program, location) per slot
+  mutable Shadow shadow_;
+  mutable std::size_t stateCalls_ = 0;
 };
 
 }  // namespace glnet

@@ -99,6 +99,64 @@ TEST_SUITE("gl") {
       plan.run();
       const auto values = output.read<float>();
       for (std::size_t i = 0; i < 8; ++i) REQUIRE(values[i] == doctest::Approx((block * 8 + i) / 255.0).epsilon(1e-6));
+      if (block > 0) CHECK(plan.stateCallsLastRun() == 1u);  // only the uniform that follows the parameter
     }
   }
+
+  TEST_CASE("a replay skips bindings and uniforms already in place, and restores them after another plan ran") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    const NormalizeOp normalize(programs);
+    auto random = test::generator(22);
+    const std::size_t count = 37;
+    const auto pixels = test::randomBytes(random, (count + 3) / 4 * 4);
+    Buffer input = Buffer::of(pixels);
+    Buffer first(count * sizeof(float)), second(count * sizeof(float));
+    // Two plans on one program, with different buffers and constants.
+    Plan plainPlan(context.limits());
+    plainPlan.record(normalize(input, first, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), 0.0f, 1.0f));
+    Plan shiftedPlan(context.limits());
+    shiftedPlan.record(normalize(input, second, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), 0.5f, 2.0f));
+    const auto plainExpected = ref::normalize(pixels, 0, count, 0.0, 1.0);
+    const auto shiftedExpected = ref::normalize(pixels, 0, count, 0.5, 2.0);
+
+    plainPlan.run();
+    const std::size_t cold = plainPlan.stateCallsLastRun();
+    CHECK(cold > 0u);
+    plainPlan.run();
+    CHECK(plainPlan.stateCallsLastRun() == 0u);  // nothing changed since its own last run
+    for (int round = 0; round < 3; ++round) {
+      CAPTURE(round);
+      first.fill(test::nanPoison);
+      second.fill(test::nanPoison);
+      shiftedPlan.run();
+      CHECK(shiftedPlan.stateCallsLastRun() > 0u);
+      plainPlan.run();
+      CHECK(plainPlan.stateCallsLastRun() == cold);  // the other plan ran in between: everything again
+      test::checkClose(first.read<float>(), plainExpected, 1e-7, 1e-6);
+      test::checkClose(second.read<float>(), shiftedExpected, 1e-7, 1e-6);
+    }
+  }
+
+  TEST_CASE("within one run, a binding or uniform set by an earlier dispatch is not set again") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    const NormalizeOp normalize(programs);
+    auto random = test::generator(23);
+    const std::size_t count = 19;
+    const auto pixels = test::randomBytes(random, (count + 3) / 4 * 4);
+    Buffer input = Buffer::of(pixels);
+    Buffer output(count * sizeof(float));
+    output.fill(test::nanPoison);
+    Plan once(context.limits());
+    once.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), 0.0f, 1.0f));
+    once.run();
+    Plan twice(context.limits());
+    twice.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), 0.0f, 1.0f));
+    twice.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), 0.0f, 1.0f));
+    twice.run();
+    CHECK(twice.stateCallsLastRun() == once.stateCallsLastRun());
+    test::checkClose(output.read<float>(), ref::normalize(pixels, 0, count, 0.0, 1.0), 1e-7, 1e-6);
+  }
 }
+
