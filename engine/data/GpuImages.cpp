@@ -3,20 +3,26 @@
 #include "gl/check.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace glnet {
 
 namespace {
-// Four slots of up to 2 MiB: big enough that each copy's fixed cost is small against its bytes on the bus,
-// deep enough that the host fills slots while earlier ones are in flight.
-constexpr std::size_t stagingSlotBytes = std::size_t{2} << 20;
-constexpr std::size_t stagingSlots = 4;
+// Measured on the H100 machine (bench/results/2026-11-22-upload-ring-nvidia-h100.md): below a few megabytes
+// glBufferSubData wins (1.6 MB: 12 against 7 GB/s); at 7.8 MB the two are even (11-14 GB/s); at 47 MB
+// the ring reaches 14-20 GB/s against 8. Few large slots and four copying threads did best there: one
+// thread copies only 7-9 GB/s on that CPU, and every slot's copy and fence has a fixed cost.
+constexpr std::size_t stagingFromBytes = std::size_t{4} << 20;
+constexpr std::size_t stagingSlotBytes = std::size_t{4} << 20;
+constexpr std::size_t stagingSlots = 2;
+
+unsigned stagingCopyThreads() { return std::clamp(std::thread::hardware_concurrency() / 4, 1u, 4u); }
 }  // namespace
 
 GpuImages::GpuImages(std::size_t count, std::size_t pixelsPerImage, UploadPath path)
     : pixels((count * pixelsPerImage + 3) / 4 * 4), count(count), pixelsPerImage(pixelsPerImage) {
-  if (path == UploadPath::automatic && UploadRing::available()) {
-    staging.emplace(std::min(stagingSlotBytes, pixels.bytes()), stagingSlots);
+  if (path == UploadPath::automatic && pixels.bytes() >= stagingFromBytes && UploadRing::available()) {
+    staging.emplace(stagingSlotBytes, stagingSlots, stagingCopyThreads());
   }
 }
 

@@ -6,8 +6,8 @@
 
 namespace glnet {
 
-// How pixels reach the device: through an UploadRing where ARB_buffer_storage exists, else (or when asked)
-// through glBufferSubData.
+// How pixels reach the device: for 4 MiB or more, through an UploadRing where ARB_buffer_storage exists;
+// else (or when asked) through glBufferSubData.
 enum class UploadPath { automatic, plain };
 
 struct GpuImages {

@@ -113,8 +113,10 @@ void PersistentReadback::read(std::initializer_list<Piece> pieces) {
 
 bool UploadRing::available() { return GLAD_GL_ARB_buffer_storage != 0; }
 
-UploadRing::UploadRing(std::size_t slotBytes, std::size_t slots)
-    : slotBytes_((std::max<std::size_t>(slotBytes, 4) + 3) / 4 * 4), fences_(std::max<std::size_t>(slots, 1)) {
+UploadRing::UploadRing(std::size_t slotBytes, std::size_t slots, unsigned copyThreads)
+    : slotBytes_((std::max<std::size_t>(slotBytes, 4) + 3) / 4 * 4),
+      fences_(std::max<std::size_t>(slots, 1)),
+      copier_(std::make_unique<ParallelCopy>(copyThreads)) {
   if (!available()) throw Error("persistent maps need GL_ARB_buffer_storage, which this device lacks");
   const GLbitfield flags = GL_MAP_WRITE_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
   const auto total = static_cast<GLsizeiptr>(slotBytes_ * fences_.size());
@@ -142,7 +144,8 @@ UploadRing::UploadRing(UploadRing&& other) noexcept
       mapped_(std::exchange(other.mapped_, nullptr)),
       slotBytes_(other.slotBytes_),
       fences_(std::move(other.fences_)),
-      next_(other.next_) {}
+      next_(other.next_),
+      copier_(std::move(other.copier_)) {}
 
 void UploadRing::upload(Buffer& target, const void* data, std::size_t bytes, std::size_t offset) {
   GLNET_ASSERT(offset + bytes <= target.bytes(), "upload past the end of a buffer");
@@ -159,7 +162,7 @@ void UploadRing::upload(Buffer& target, const void* data, std::size_t bytes, std
       slotFence.reset();
     }
     const std::size_t slotOffset = next_ * slotBytes_;
-    std::memcpy(static_cast<std::uint8_t*>(mapped_) + slotOffset, source + done, piece);
+    copier_->copy(static_cast<std::uint8_t*>(mapped_) + slotOffset, source + done, piece);
     GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(slotOffset),
                                  static_cast<GLintptr>(offset + done), static_cast<GLsizeiptr>(piece)));
     slotFence.emplace();

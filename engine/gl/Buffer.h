@@ -1,11 +1,13 @@
 // A move-only shader storage buffer. Binding points are an implementation detail of its methods.
 #pragma once
 
+#include "gl/ParallelCopy.h"
 #include "gl/Sync.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -88,11 +90,12 @@ class PersistentReadback {
 // A host-visible staging ring mapped once for good (ARB_buffer_storage, persistent and coherent): an
 // upload copies each slice into the next free slot and has the GPU copy it on, so that the host fills one
 // slot while the bus carries the ones before it. A slot is reused after the fence of its last copy passes.
+// `copyThreads` fill each slot together (see ParallelCopy).
 class UploadRing {
  public:
   static bool available();
   // Throws glnet::Error when the device lacks GL_ARB_buffer_storage.
-  UploadRing(std::size_t slotBytes, std::size_t slots);
+  UploadRing(std::size_t slotBytes, std::size_t slots, unsigned copyThreads = 1);
   ~UploadRing();
   UploadRing(UploadRing&& other) noexcept;
   UploadRing& operator=(UploadRing&& other) = delete;
@@ -108,6 +111,7 @@ class UploadRing {
   std::size_t slotBytes_ = 0;
   std::vector<std::optional<Fence>> fences_;
   std::size_t next_ = 0;
+  std::unique_ptr<ParallelCopy> copier_;
 };
 
 }  // namespace glnet

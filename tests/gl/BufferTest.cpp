@@ -99,32 +99,36 @@ TEST_SUITE("gl") {
     test::glContext();
     REQUIRE_MESSAGE(UploadRing::available(), "llvmpipe has GL_ARB_buffer_storage; the ring must be tested here");
     auto random = test::generator(5);
-    // Slots of 61 bytes, rounded up to 64, three of them, so that one upload spans many slots and reuses each several times.
-    UploadRing ring(61, 3);
-    Buffer target(5003);
-    target.clear(0xEE);
-    std::vector<std::uint8_t> expected(5003, 0xEE);
-    for (const auto& [offset, size] : {std::pair<std::size_t, std::size_t>{0, 1}, {1, 63}, {7, 64}, {100, 65}, {211, 1000},
-                                       {2048, 2955}, {5002, 1}}) {
-      CAPTURE(offset);
-      CAPTURE(size);
-      std::vector<std::uint8_t> bytes = test::randomBytes(random, size);
-      ring.upload(target, bytes.data(), size, offset);
-      std::copy(bytes.begin(), bytes.end(), expected.begin() + static_cast<std::ptrdiff_t>(offset));
-      std::fill(bytes.begin(), bytes.end(), 0x11);  // the caller's memory is free once upload returns
+    for (const unsigned copyThreads : {1u, 3u}) {
+      CAPTURE(copyThreads);
+      // Slots of 61 bytes, rounded up to 64, three of them, so that one upload spans many slots and reuses each several times.
+      UploadRing ring(61, 3, copyThreads);
+      Buffer target(5003);
+      target.clear(0xEE);
+      std::vector<std::uint8_t> expected(5003, 0xEE);
+      for (const auto& [offset, size] : {std::pair<std::size_t, std::size_t>{0, 1}, {1, 63}, {7, 64}, {100, 65}, {211, 1000},
+                                         {2048, 2955}, {5002, 1}}) {
+        CAPTURE(offset);
+        CAPTURE(size);
+        std::vector<std::uint8_t> bytes = test::randomBytes(random, size);
+        ring.upload(target, bytes.data(), size, offset);
+        std::copy(bytes.begin(), bytes.end(), expected.begin() + static_cast<std::ptrdiff_t>(offset));
+        std::fill(bytes.begin(), bytes.end(), 0x11);  // the caller's memory is free once upload returns
+      }
+      const auto back = target.read<std::uint8_t>();
+      CHECK(std::memcmp(back.data(), expected.data(), expected.size()) == 0);
     }
-    const auto back = target.read<std::uint8_t>();
-    CHECK(std::memcmp(back.data(), expected.data(), expected.size()) == 0);
   }
 
   TEST_CASE("images upload the same bytes through the staging ring and through glBufferSubData") {
     test::glContext();
     auto random = test::generator(6);
-    for (const std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{2701}}) {  // 2701 × 785 B spans two slots
+    // 6007 × 785 bytes pass 4 MiB, so they take the ring, across two slots.
+    for (const std::size_t count : {std::size_t{1}, std::size_t{3}, std::size_t{6007}}) {
       CAPTURE(count);
       const std::vector<std::uint8_t> pixels = test::randomBytes(random, count * 785);
       GpuImages staged(count, 785), plain(count, 785, UploadPath::plain);
-      CHECK(staged.staging.has_value() == UploadRing::available());
+      CHECK(staged.staging.has_value() == (UploadRing::available() && count == 6007));
       CHECK_FALSE(plain.staging.has_value());
       for (GpuImages* images : {&staged, &plain}) {
         images->pixels.fill(0xDEADBEEFu);
