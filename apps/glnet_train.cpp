@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include <unistd.h>
 
@@ -46,17 +48,23 @@ std::string defaultCheckpoint(const std::string& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  return cli::run("glnet_train", [&] {
+  std::unique_ptr<Communicator> ranks;
+  if (const int failed = cli::run("glnet_train", [&] { ranks = std::make_unique<Communicator>(); return 0; })) return failed;
+  return cli::run("glnet_train", *ranks, [&] {
     cli::Parser parser("glnet_train",
                        "Trains an MLP or the MNIST CNN on the GPU: the dataset is uploaded once as uint8, each step (gather,\n"
                        "normalize, forward, loss, backward, update) is one recorded plan replayed with no host round trip,\n"
-                       "and the loss is read back only at log intervals. A checkpoint is written after every epoch.",
+                       "and the loss is read back only at log intervals. A checkpoint is written after every epoch.\n"
+                       "Under mpirun (mpirun -np N glnet_train ...) the N ranks train one model data-parallel: --batch stays\n"
+                       "the global batch, each rank takes its share of every batch on its own GPU (the host's rank modulo\n"
+                       "its GPUs, unless --device says otherwise), gradients are summed every step, and rank 0 alone\n"
+                       "prints and writes the model and checkpoints.",
                        "--out MODEL.safetensors [options]");
     parser.option("out", "FILE", "where to write the trained model (safetensors)")
         .option("arch", "ARCH", "cnn (conv5x5x32-pool-conv5x5x64-pool-fc512-fc10), or MLP layer sizes joined by '-'", "784-128-10")
         .option("activation", "NAME", "hidden activation: relu, tanh or sigmoid", "relu")
         .option("epochs", "N", "epochs (with --full-batch: iterations; tested and checkpointed every 100)", "5")
-        .option("batch", "N", "images per step", "64")
+        .option("batch", "N", "images per step (under mpirun: across all ranks)", "64")
         .option("lr", "RATE", "learning rate", "0.1")
         .option("optimizer", "NAME", "sgd, momentum (0.9) or adam", "sgd")
         .option("dataset", "NAME", "mnist or fashion", "mnist")
@@ -96,50 +104,80 @@ int main(int argc, char** argv) {
     checkWritable(checkpointPath);
     const ContextOptions contextOptions = parser.contextOptions();
 
-    const std::string directory =
-        parser.has("data") ? parser.text("data") : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
-    const Network shape = Network::create(architecture, activation, options.seed);
-    const auto classes = static_cast<int>(shape.classes());
-    LabelledImages train = readMnistSplit(directory, Split::train, classes);
-    LabelledImages test = readMnistSplit(directory, Split::test, classes);
-    if (parser.has("test-limit")) keepFirst(test, static_cast<std::size_t>(parser.integer("test-limit", 1, static_cast<long>(test.images.count))));
-    if (parser.has("train-limit")) keepFirst(train, static_cast<std::size_t>(parser.integer("train-limit", 1, static_cast<long>(train.images.count))));
-    if (shape.inputs() != train.images.pixelsPerImage()) {
-      throw UsageError("--arch starts with " + std::to_string(shape.inputs()) + " inputs but the images have " +
-                       std::to_string(train.images.pixelsPerImage()) + " pixels");
-    }
-    Network initial = shape;
-    if (!parser.has("no-standardize")) initial.input = standardization(train.images);
-    std::optional<Checkpoint> resume;
-    if (parser.has("resume")) {
-      resume = Checkpoint::load(parser.text("resume"), initial.architecture, options.optimizer.kind);
-      if (resume->network.activation != activation) {
-        throw Error(parser.text("resume") + ": the checkpoint uses activation " + activationName(resume->network.activation) +
-                    ", not " + activationName(activation));
-      }
-      if (resume->epochsDone >= options.epochs) {
-        throw Error(parser.text("resume") + ": the checkpoint has already done " + std::to_string(resume->epochsDone) +
-                    " epochs; ask for more with --epochs");
-      }
-      initial = resume->network;
-    }
-
-    const Context context(contextOptions);
+    // Every rank meets a problem here alike (bad files, wrong shapes) or alone (no device): either way all
+    // ranks stop after this block with one line, from the lowest-numbered rank that had a problem.
+    const bool leader = ranks->rank() == 0;
     std::FILE* info = json ? stderr : stdout;
-    std::fprintf(info, "device %d: %s\n", context.device().index, context.device().renderer.c_str());
-    Trainer trainer(context, initial, train, test, options);
-    if (resume) trainer.restore(*resume);
-    std::fprintf(info, "training %s (%s) on %zu %s images, %s, %zu steps per %s, %s lr %g, seed %u; compile %.0f ms\n",
-                 initial.architecture.c_str(), activationName(activation), train.images.count, dataset.c_str(),
-                 options.fullBatch ? "full batch" : ("batch " + std::to_string(options.batch)).c_str(), trainer.stepsPerEpoch(),
-                 options.fullBatch ? "iteration" : "epoch", optimizerName(options.optimizer.kind),
-                 static_cast<double>(options.optimizer.learningRate), options.seed, trainer.compileMilliseconds());
-    if (resume) std::fprintf(info, "resumed from %s after epoch %d\n", parser.text("resume").c_str(), resume->epochsDone);
-    std::fflush(info);
+    std::optional<Context> context;
+    std::optional<Trainer> trainer;
+    std::optional<Checkpoint> resume;
+    Network initial;
+    std::size_t trainCount = 0;
+    std::string problem;
+    try {
+      const std::string directory =
+          parser.has("data") ? parser.text("data") : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
+      const Network shape = Network::create(architecture, activation, options.seed);
+      const auto classes = static_cast<int>(shape.classes());
+      LabelledImages train = readMnistSplit(directory, Split::train, classes);
+      LabelledImages test = readMnistSplit(directory, Split::test, classes);
+      if (parser.has("test-limit")) keepFirst(test, static_cast<std::size_t>(parser.integer("test-limit", 1, static_cast<long>(test.images.count))));
+      if (parser.has("train-limit")) keepFirst(train, static_cast<std::size_t>(parser.integer("train-limit", 1, static_cast<long>(train.images.count))));
+      if (shape.inputs() != train.images.pixelsPerImage()) {
+        throw UsageError("--arch starts with " + std::to_string(shape.inputs()) + " inputs but the images have " +
+                         std::to_string(train.images.pixelsPerImage()) + " pixels");
+      }
+      trainCount = train.images.count;
+      initial = shape;
+      if (!parser.has("no-standardize")) initial.input = standardization(train.images);
+      if (parser.has("resume")) {
+        resume = Checkpoint::load(parser.text("resume"), initial.architecture, options.optimizer.kind);
+        if (resume->network.activation != activation) {
+          throw Error(parser.text("resume") + ": the checkpoint uses activation " + activationName(resume->network.activation) +
+                      ", not " + activationName(activation));
+        }
+        if (resume->epochsDone >= options.epochs) {
+          throw Error(parser.text("resume") + ": the checkpoint has already done " + std::to_string(resume->epochsDone) +
+                      " epochs; ask for more with --epochs");
+        }
+        initial = resume->network;
+      }
+      ContextOptions here = contextOptions;
+      if (ranks->distributed()) here.localRank = ranks->localRank();
+      context.emplace(here);
+      if (ranks->distributed()) {
+        std::fprintf(info, "rank %d of %d (host rank %d): device %d: %s\n", ranks->rank(), ranks->size(), ranks->localRank(),
+                     context->device().index, context->device().renderer.c_str());
+      } else {
+        std::fprintf(info, "device %d: %s\n", context->device().index, context->device().renderer.c_str());
+      }
+      std::fflush(info);
+      trainer.emplace(*context, initial, train, test, options, *ranks);
+      if (resume) trainer->restore(*resume);
+    } catch (const std::exception& error) {
+      problem = error.what();
+      if (problem.empty()) problem = "unexpected failure";
+    }
+    if (const std::string first = ranks->firstProblem(problem); !first.empty()) throw SharedError(first);
+    if (leader) {
+      std::fprintf(info, "training %s (%s) on %zu %s images, %s, %zu steps per %s, %s lr %g, seed %u; compile %.0f ms\n",
+                   initial.architecture.c_str(), activationName(activation), trainCount, dataset.c_str(),
+                   options.fullBatch ? "full batch" : ("batch " + std::to_string(options.batch)).c_str(), trainer->stepsPerEpoch(),
+                   options.fullBatch ? "iteration" : "epoch", optimizerName(options.optimizer.kind),
+                   static_cast<double>(options.optimizer.learningRate), options.seed, trainer->compileMilliseconds());
+      if (ranks->distributed()) {
+        std::fprintf(info, "data parallel over %d ranks: each step's %u images shared %zu to %zu per rank, gradients summed\n",
+                     ranks->size(), options.fullBatch ? static_cast<unsigned>(trainCount) : options.batch,
+                     shardOf(options.fullBatch ? trainCount : options.batch, ranks->size() - 1, ranks->size()).count,
+                     shardOf(options.fullBatch ? trainCount : options.batch, 0, ranks->size()).count);
+      }
+      if (resume) std::fprintf(info, "resumed from %s after epoch %d\n", parser.text("resume").c_str(), resume->epochsDone);
+      std::fflush(info);
+    }
 
-    const bool terminal = isatty(STDERR_FILENO) != 0;
+    const bool terminal = leader && isatty(STDERR_FILENO) != 0;
     nlohmann::json epochs = nlohmann::json::array();
-    trainer.run(
+    trainer->run(
         [&](const TrainingProgress& p) {
           if (!terminal) return;
           std::fprintf(stderr, "\r\033[Kepoch %d/%d  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %s", p.epoch, p.epochs,
@@ -147,21 +185,31 @@ int main(int argc, char** argv) {
           std::fflush(stderr);
         },
         [&](const EpochResult& e) {
-          if (!e.evaluated) return;
+          if (!e.evaluated || !leader) return;
           if (terminal) std::fprintf(stderr, "\r\033[K");
-          trainer.checkpoint().save(checkpointPath);
-          trainer.network().save(out);
-          epochs.push_back({{"epoch", e.epoch}, {"train_loss", e.trainLoss}, {"train_accuracy", e.trainAccuracy},
-                            {"test_accuracy", e.testAccuracy}, {"seconds", e.seconds}, {"samples_per_second", e.samplesPerSecond}});
-          std::fprintf(info, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)\n",
+          trainer->checkpoint().save(checkpointPath);
+          trainer->network().save(out);
+          nlohmann::json epoch = {{"epoch", e.epoch}, {"train_loss", e.trainLoss}, {"train_accuracy", e.trainAccuracy},
+                                  {"test_accuracy", e.testAccuracy}, {"seconds", e.seconds}, {"samples_per_second", e.samplesPerSecond}};
+          std::fprintf(info, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)",
                        options.fullBatch ? "iteration" : "epoch", e.epoch, options.epochs, e.trainLoss, 100 * e.trainAccuracy,
                        100 * e.testAccuracy, e.seconds, e.samplesPerSecond);
+          if (ranks->distributed()) {
+            epoch["compute_ms_per_step"] = e.computeMsPerStep;
+            epoch["communication_ms_per_step"] = e.communicationMsPerStep;
+            epoch["exposed_communication_ms_per_step"] = e.communicationMsPerStep;
+            std::fprintf(info, "; per step %.3f ms compute, %.3f ms communication (all exposed)", e.computeMsPerStep,
+                         e.communicationMsPerStep);
+          }
+          std::fprintf(info, "\n");
+          epochs.push_back(epoch);
           std::fflush(info);
         });
+    if (!leader) return 0;
     std::fprintf(info, "wrote %s (checkpoint %s)\n", out.c_str(), checkpointPath.c_str());
     if (json) {
-      std::cout << nlohmann::json{{"device", context.device().renderer}, {"architecture", initial.architecture},
-                                  {"model", out}, {"checkpoint", checkpointPath}, {"epochs", epochs}}
+      std::cout << nlohmann::json{{"device", context->device().renderer}, {"architecture", initial.architecture},
+                                  {"ranks", ranks->size()}, {"model", out}, {"checkpoint", checkpointPath}, {"epochs", epochs}}
                        .dump(2)
                 << "\n";
     }

@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
+#include <utility>
 #include <iostream>
 
 namespace glnet::cli {
@@ -135,21 +137,63 @@ ContextOptions Parser::contextOptions() const {
   return options;
 }
 
+namespace {
+
+// The exit code and the line for an error that escaped an app's body.
+std::pair<int, std::string> verdict(const char* program, const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const UsageError& usage) {
+    return {2, std::string(usage.what()) + " (see " + program + " --help)"};
+  } catch (const Error& failure) {
+    return {1, failure.what()};
+  } catch (const std::bad_alloc&) {
+    return {1, "out of host memory"};
+  } catch (const std::exception& unexpected) {
+    return {1, std::string("unexpected failure: ") + unexpected.what()};
+  } catch (...) {
+    return {1, "unexpected failure"};
+  }
+}
+
+bool sameOnEveryRank(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const UsageError&) {
+    return true;
+  } catch (const SharedError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+}  // namespace
+
 int run(const char* program, const std::function<int()>& body) {
   try {
     return body();
-  } catch (const UsageError& error) {
-    std::fprintf(stderr, "%s: error: %s (see %s --help)\n", program, error.what(), program);
-    return 2;
-  } catch (const Error& error) {
-    std::fprintf(stderr, "%s: error: %s\n", program, error.what());
-    return 1;
-  } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "%s: error: out of host memory\n", program);
-    return 1;
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "%s: error: unexpected failure: %s\n", program, error.what());
-    return 1;
+  } catch (...) {
+    const auto [code, line] = verdict(program, std::current_exception());
+    std::fprintf(stderr, "%s: error: %s\n", program, line.c_str());
+    return code;
+  }
+}
+
+int run(const char* program, const Communicator& ranks, const std::function<int()>& body) {
+  if (!ranks.distributed()) return run(program, body);
+  try {
+    return body();
+  } catch (...) {
+    const std::exception_ptr error = std::current_exception();
+    const auto [code, line] = verdict(program, error);
+    if (sameOnEveryRank(error)) {
+      if (ranks.rank() == 0) std::fprintf(stderr, "%s: error: %s\n", program, line.c_str());
+      return code;
+    }
+    std::fprintf(stderr, "%s: error: rank %d of %d: %s\n", program, ranks.rank(), ranks.size(), line.c_str());
+    std::fflush(stderr);
+    ranks.abortAll(code);
   }
 }
 

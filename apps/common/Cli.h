@@ -2,6 +2,7 @@
 // glnet::Error as one line on stderr (exit 1).
 #pragma once
 
+#include "dist/Communicator.h"
 #include "gl/Context.h"
 
 #include <functional>
@@ -55,5 +56,9 @@ class Parser {
 // Runs `body` as an app's main: returns its exit code, or prints `program: error: ...` and returns 1
 // (glnet::Error) or 2 (UsageError).
 int run(const char* program, const std::function<int()>& body);
+// The same for one rank of a data-parallel job. Errors every rank meets alike (usage errors, SharedError)
+// are printed by rank 0 alone, and every rank returns; any other error is printed with its rank, and ends
+// all ranks at once, so that none waits forever for the failed one.
+int run(const char* program, const Communicator& ranks, const std::function<int()>& body);
 
 }  // namespace glnet::cli

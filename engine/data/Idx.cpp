@@ -101,11 +101,14 @@ std::vector<std::uint8_t> readIdxLabels(const std::string& path) {
   return {bytes.begin() + 8, bytes.end()};
 }
 
-void keepFirst(LabelledImages& set, std::size_t count) {
-  GLNET_ASSERT(count <= set.images.count, "cannot keep more images than there are");
-  set.images.count = count;
-  set.images.pixels.resize(count * set.images.pixelsPerImage());
+void keepRange(LabelledImages& set, std::size_t first, std::size_t count) {
+  GLNET_ASSERT(first + count <= set.images.count, "cannot keep more images than there are");
+  const std::size_t pixels = set.images.pixelsPerImage();
+  set.images.pixels.erase(set.images.pixels.begin(), set.images.pixels.begin() + static_cast<std::ptrdiff_t>(first * pixels));
+  set.images.pixels.resize(count * pixels);
+  set.labels.erase(set.labels.begin(), set.labels.begin() + static_cast<std::ptrdiff_t>(first));
   set.labels.resize(count);
+  set.images.count = count;
 }
 
 LabelledImages readMnistSplit(const std::string& directory, Split split, int classes) {

@@ -25,8 +25,9 @@ struct LabelledImages {
   std::vector<std::uint8_t> labels;
 };
 
-// Keeps the first `count` images and their labels (count ≤ the number there is).
-void keepFirst(LabelledImages& set, std::size_t count);
+// Keeps images [first, first + count) and their labels (within the number there is).
+void keepRange(LabelledImages& set, std::size_t first, std::size_t count);
+inline void keepFirst(LabelledImages& set, std::size_t count) { keepRange(set, 0, count); }
 
 enum class Split { train, test };
 

@@ -212,12 +212,14 @@ std::string describeAll(const std::vector<Candidate>& candidates) {
   return list.empty() ? "none" : list;
 }
 
-std::size_t choose(const std::vector<Candidate>& candidates, const std::string& selector) {
+std::size_t choose(const std::vector<Candidate>& candidates, const std::string& selector, int localRank) {
   if (selector.empty()) {
     for (const bool software : {false, true}) {
+      std::vector<std::size_t> usable;
       for (std::size_t i = 0; i < candidates.size(); ++i) {
-        if (candidates[i].info.usable() && candidates[i].info.software == software) return i;
+        if (candidates[i].info.usable() && candidates[i].info.software == software) usable.push_back(i);
       }
+      if (!usable.empty()) return usable[static_cast<std::size_t>(std::max(localRank, 0)) % usable.size()];
     }
     throw Error("no EGL device supports OpenGL 4.3 compute shaders (devices: " + describeAll(candidates) +
                 "); install a GPU driver with EGL, or Mesa (libegl-mesa0 libgl1-mesa-dri) for llvmpipe");
@@ -311,7 +313,7 @@ Context::Context(const ContextOptions& options) {
   std::vector<Candidate> candidates = enumerate(options.debug);
   std::size_t chosen = 0;
   try {
-    chosen = choose(candidates, selector);
+    chosen = choose(candidates, selector, options.localRank);
   } catch (...) {
     for (Candidate& candidate : candidates) candidate.release(previous.display());
     previous.restore();

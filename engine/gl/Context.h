@@ -38,6 +38,9 @@ struct Limits {
 struct ContextOptions {
   // Index or case-insensitive substring of the renderer; empty means GLNET_DEVICE, then the default.
   std::string device;
+  // One of several processes on a host (data-parallel ranks): with no device named, take the usable
+  // hardware device numbered localRank modulo their count (software ones when there is no hardware one).
+  int localRank = -1;
   // KHR_debug output to the logger, synchronous so messages point at the call that caused them.
   bool debug = false;
 };

@@ -132,16 +132,38 @@ void CompiledGraph::recordBackward(Plan& plan) {
     const BufferView outputGradient = output == lossId ? BufferView(rowGradient_) : gradientView(output);
     node.op->backward(programs_, plan, inputs, outputOf(n), {outputGradient, tensors[output].shape}, targets);
   }
+}
+
+void CompiledGraph::recordUpdate(Plan& plan) {
   std::vector<BufferView> state(state_.begin(), state_.end());
   plan.record(OptimizerOp(programs_, optimizer_).update(parameters_, gradients_, state, static_cast<std::uint32_t>(arenaFloats_),
                                                         stepParameter));
 }
 
 Plan CompiledGraph::trainingPlan(const Feed& feed) {
+  Plan plan = gradientPlan(feed);
+  recordUpdate(plan);
+  return plan;
+}
+
+Plan CompiledGraph::gradientPlan(const Feed& feed) {
   GLNET_ASSERT(loss_.has_value(), "a forward-only graph has no training plan");
   Plan plan = forwardPlan(feed);
   recordBackward(plan);
   return plan;
+}
+
+Plan CompiledGraph::updatePlan() {
+  GLNET_ASSERT(loss_.has_value(), "a forward-only graph has no training plan");
+  Plan plan(context_.limits());
+  GLNET_ASSERT(plan.addParameter(1) == stepParameter, "the step is the first plan parameter");
+  recordUpdate(plan);
+  return plan;
+}
+
+void CompiledGraph::averageOver(std::uint32_t rows) {
+  GLNET_ASSERT(rows >= rows_ && rows > 0, "the whole batch has at least this graph's rows");
+  rowGradient_.upload(std::vector<float>(std::max<std::uint32_t>(rows_, 1), 1.0f / static_cast<float>(rows)));
 }
 
 Plan CompiledGraph::forwardPlan(const Feed& feed) {

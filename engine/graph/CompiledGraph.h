@@ -24,6 +24,15 @@ class CompiledGraph {
   using Feed = std::function<void(Plan&)>;
   // Feed, forward, totals, backward, update. Plan parameter `stepParameter` is Adam's step t (from 1).
   Plan trainingPlan(const Feed& feed);
+  // The same step in two parts, so that data-parallel ranks sum their gradients in between: feed, forward,
+  // totals, backward; then the update (with the same step parameter).
+  Plan gradientPlan(const Feed& feed);
+  Plan updatePlan();
+  // For data-parallel ranks: the loss is the mean over `rows` rows of the whole batch, of which this graph
+  // holds rows(), so that the ranks' gradients sum to the whole batch's.
+  void averageOver(std::uint32_t rows);
+  // Every parameter's gradient, in the order and at the offsets of the parameter arena.
+  Buffer& gradientArena() { return gradients_; }
   // Feed, forward, totals: evaluation with the same buffers.
   Plan forwardPlan(const Feed& feed);
   static constexpr int stepParameter = 0;
@@ -55,6 +64,7 @@ class CompiledGraph {
  private:
   void recordForward(Plan& plan);
   void recordBackward(Plan& plan);
+  void recordUpdate(Plan& plan);
   void allocate(bool training);
   GpuTensor outputOf(std::size_t node) const;
   std::vector<std::vector<float>> splitArena(const Buffer& arena) const;

@@ -1,6 +1,7 @@
 #include "model/Trainer.h"
 
 #include "gl/Stopwatch.h"
+#include "gl/Sync.h"
 #include "gl/check.h"
 #include "ops/Optimizer.h"
 
@@ -10,6 +11,21 @@
 namespace glnet {
 namespace {
 
+
+Shard batchShareOf(std::size_t globalRows, const Communicator& ranks) {
+  const Shard share = shardOf(globalRows, ranks.rank(), ranks.size());
+  if (share.count == 0) {
+    throw Error("a batch of " + std::to_string(globalRows) + " images cannot be shared by " + std::to_string(ranks.size()) +
+                " ranks: use --batch of at least the number of ranks");
+  }
+  return share;
+}
+
+LabelledImages testShareOf(LabelledImages test, const Communicator& ranks) {
+  const Shard share = shardOf(test.images.count, ranks.rank(), ranks.size());
+  keepRange(test, share.first, share.count);
+  return test;
+}
 
 const char* stateName(OptimizerKind kind, std::size_t index) {
   if (kind == OptimizerKind::momentum) return "velocity";
@@ -77,18 +93,22 @@ Checkpoint Checkpoint::load(const std::string& path, const std::string& architec
 }
 
 Trainer::Trainer(const Context& context, const Network& initial, const LabelledImages& train, const LabelledImages& test,
-                 const TrainingOptions& options)
+                 const TrainingOptions& options, const Communicator& ranks)
     : context_(context),
+      ranks_(ranks),
       shape_(initial),
       options_(options),
       trainCount_(train.images.count),
       stepsPerEpoch_(options.fullBatch ? 1 : train.images.count / options.batch),
+      globalRows_(options.fullBatch ? static_cast<std::uint32_t>(train.images.count) : options.batch),
+      batchShare_(batchShareOf(globalRows_, ranks)),
+      testCount_(test.images.count),
       trainImages_(uploadImages(train.images)),
-      testImages_(uploadImages(test.images)),
+      testImages_(uploadImages(testShareOf(test, ranks).images)),
       trainLabels_(train.labels.size(), 1),
       indices_(train.images.count * sizeof(std::uint32_t)),
-      testLabels_(test.labels),
-      nodes_(buildGraph(initial, options.fullBatch ? static_cast<std::uint32_t>(train.images.count) : options.batch)),
+      testLabels_(testShareOf(test, ranks).labels),
+      nodes_(buildGraph(initial, static_cast<std::uint32_t>(batchShare_.count))),
       graph_(context, nodes_.graph, nodes_.loss, {nodes_.correct}, options.optimizer),
       plan_(context.limits()) {
   if (train.images.pixelsPerImage() != initial.inputs()) {
@@ -103,12 +123,52 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   const auto pixels = static_cast<std::uint32_t>(initial.inputs());
   trainLabels_.upload(train.labels);
   const GatherOp gather(feedPrograms_);
-  plan_ = graph_.trainingPlan([&](Plan& plan) {
+  const CompiledGraph::Feed feed = [&](Plan& plan) {
     firstRowParameter_ = plan.addParameter(0);
     plan.record(gather.images(trainImages_.pixels, indices_, graph_.view(nodes_.images), rows, pixels, firstRowParameter_,
                               initial.input.mean, initial.input.std));
     plan.record(gather.labels(trainLabels_.pixels, indices_, graph_.view(nodes_.labels), rows, firstRowParameter_));
-  });
+  };
+  if (!ranks.distributed()) {
+    plan_ = graph_.trainingPlan(feed);
+    return;
+  }
+  graph_.averageOver(globalRows_);
+  plan_ = graph_.gradientPlan(feed);
+  updatePlan_.emplace(graph_.updatePlan());
+  hostGradients_.resize(graph_.gradientArena().bytes() / sizeof(float));
+  if (context.hasExtension("GL_ARB_buffer_storage")) gradientReadback_.emplace(graph_.gradientArena().bytes());
+}
+
+double Trainer::sumGradients() {
+  Buffer& arena = graph_.gradientArena();
+  Fence(/*after the backward pass: what follows is communication only*/).wait();
+  const Stopwatch clock;
+  if (gradientReadback_) {
+    gradientReadback_->read(arena, hostGradients_.data(), arena.bytes());
+  } else {
+    arena.download(hostGradients_.data(), arena.bytes());
+  }
+  ranks_.sum(hostGradients_.data(), hostGradients_.size());
+  arena.upload(hostGradients_);
+  return clock.milliseconds();
+}
+
+std::vector<double> Trainer::totalsOverRanks(int epoch, std::size_t fromStep, std::size_t toStep) const {
+  std::vector<double> totals = graph_.readTotals();
+  ranks_.sum(totals.data(), totals.size());
+  if (!std::isfinite(totals[0])) {
+    throw SharedError("the loss became " + std::string(std::isnan(totals[0]) ? "NaN" : "infinite") + " in epoch " +
+                      std::to_string(epoch) + " between steps " + std::to_string(fromStep) + " and " + std::to_string(toStep) +
+                      "; training stopped and the last checkpoint is intact (try a lower --lr)");
+  }
+  return totals;
+}
+
+double Trainer::testAccuracy() const {
+  std::uint64_t correct = testImages_.count ? evaluate(context_, network(), testImages_, testLabels_, 1000).correct : 0;
+  ranks_.sum(&correct, 1);
+  return testCount_ ? static_cast<double>(correct) / static_cast<double>(testCount_) : 0.0;
 }
 
 void Trainer::restore(const Checkpoint& checkpoint) {
@@ -141,29 +201,29 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     const Stopwatch epochClock;
     indices_.upload(epochOrder(epoch));
     graph_.resetTotals();
-    double epochLoss = 0, epochCorrect = 0, previousLoss = 0;
+    double epochLoss = 0, epochCorrect = 0, previousLoss = 0, communicationMs = 0;
     std::size_t reportedStep = 0;
     for (std::size_t step = 1; step <= stepsPerEpoch_; ++step) {
       plan_.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(++stepsDone_));
-      plan_.setParameter(firstRowParameter_, static_cast<std::uint32_t>((step - 1) * graph_.rows()));
+      plan_.setParameter(firstRowParameter_, static_cast<std::uint32_t>((step - 1) * globalRows_ + batchShare_.first));
       plan_.run();
+      if (updatePlan_) {
+        communicationMs += sumGradients();
+        updatePlan_->setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(stepsDone_));
+        updatePlan_->run();
+      }
       ++stepsThisRun;
       const bool last = step == stepsPerEpoch_;
       if (!last && step % options_.logEvery != 0) continue;
-      const std::vector<double> totals = graph_.readTotals();
-      if (!std::isfinite(totals[0])) {
-        throw Error("the loss became " + std::string(std::isnan(totals[0]) ? "NaN" : "infinite") + " in epoch " +
-                    std::to_string(epoch) + " between steps " + std::to_string(reportedStep + 1) + " and " +
-                    std::to_string(step) + "; training stopped and the last checkpoint is intact (try a lower --lr)");
-      }
+      const std::vector<double> totals = totalsOverRanks(epoch, reportedStep + 1, step);
       TrainingProgress report;
       report.epoch = epoch;
       report.epochs = options_.epochs;
       report.step = step;
       report.steps = stepsPerEpoch_;
-      report.loss = (totals[0] - previousLoss) / static_cast<double>((step - reportedStep) * graph_.rows());
+      report.loss = (totals[0] - previousLoss) / static_cast<double>((step - reportedStep) * globalRows_);
       const double elapsed = runClock.seconds();
-      report.samplesPerSecond = static_cast<double>(stepsThisRun * graph_.rows()) / elapsed;
+      report.samplesPerSecond = static_cast<double>(stepsThisRun * globalRows_) / elapsed;
       report.etaSeconds = elapsed / static_cast<double>(stepsThisRun) * static_cast<double>(totalSteps - stepsThisRun);
       previousLoss = totals[0];
       reportedStep = step;
@@ -175,12 +235,16 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     EpochResult result;
     result.epoch = epoch;
     result.seconds = epochClock.seconds();
-    const double samples = static_cast<double>(stepsPerEpoch_ * graph_.rows());
+    const double samples = static_cast<double>(stepsPerEpoch_ * globalRows_);
     result.trainLoss = epochLoss / samples;
     result.trainAccuracy = epochCorrect / samples;
     result.samplesPerSecond = samples / result.seconds;
+    if (updatePlan_) {
+      result.communicationMsPerStep = communicationMs / static_cast<double>(stepsPerEpoch_);
+      result.computeMsPerStep = result.seconds * 1e3 / static_cast<double>(stepsPerEpoch_) - result.communicationMsPerStep;
+    }
     result.evaluated = epoch % options_.evaluateEvery == 0 || epoch == options_.epochs;
-    if (result.evaluated) result.testAccuracy = evaluate(context_, network(), testImages_, testLabels_, 1000).accuracy;
+    if (result.evaluated) result.testAccuracy = testAccuracy();
     if (epochDone) epochDone(result);
   }
 }

@@ -4,6 +4,7 @@
 
 #include "data/GpuImages.h"
 #include "data/Idx.h"
+#include "dist/Communicator.h"
 #include "graph/CompiledGraph.h"
 #include "model/Classifier.h"
 #include "model/Network.h"
@@ -41,6 +42,10 @@ struct EpochResult {
   double testAccuracy = 0;
   double seconds = 0;
   double samplesPerSecond = 0;
+  // Data-parallel runs, per step: GPU work (forward, backward, update), and the gradients' trip out of the
+  // GPU, across the ranks and back, all of it on the step's critical path (not overlapped with GPU work).
+  double computeMsPerStep = 0;
+  double communicationMsPerStep = 0;
 };
 
 // Everything needed to resume: the model, the optimizer's state, and how far training got.
@@ -56,11 +61,15 @@ struct Checkpoint {
   static Checkpoint load(const std::string& path, const std::string& architecture, OptimizerKind optimizer);
 };
 
+// Data-parallel over the ranks of `ranks`: each rank takes its share of every global batch (options.batch)
+// and of the test set, gradients are summed across ranks every step (each rank's loss is scaled by the
+// global batch), so that N ranks follow one rank's trajectory up to the order of floating-point sums.
 class Trainer {
  public:
-  // Uploads the training and test images once as uint8 and compiles the training step.
+  // Uploads the training images and this rank's share of the test images once as uint8 and compiles the
+  // training step.
   Trainer(const Context& context, const Network& initial, const LabelledImages& train, const LabelledImages& test,
-          const TrainingOptions& options);
+          const TrainingOptions& options, const Communicator& ranks);
 
   void restore(const Checkpoint& checkpoint);
   // Runs the remaining epochs. `progress` is called at log intervals, `epochDone` after each epoch (with
@@ -71,17 +80,28 @@ class Trainer {
   Network network() const;
   Checkpoint checkpoint() const;
   std::size_t stepsPerEpoch() const { return stepsPerEpoch_; }
+  // The images of each global batch that this rank trains on.
+  Shard batchShare() const { return batchShare_; }
   double compileMilliseconds() const { return graph_.compileMilliseconds(); }
   const Plan& plan() const { return plan_; }
 
  private:
   std::vector<std::uint32_t> epochOrder(int epoch) const;
+  // Replaces the gradients with their sum over the ranks; returns the milliseconds it took.
+  double sumGradients();
+  // Sums over the ranks; a non-finite value throws the same SharedError on every rank.
+  std::vector<double> totalsOverRanks(int epoch, std::size_t fromStep, std::size_t toStep) const;
+  double testAccuracy() const;
 
   const Context& context_;
+  const Communicator& ranks_;
   Network shape_;
   TrainingOptions options_;
   std::size_t trainCount_;
   std::size_t stepsPerEpoch_;
+  std::uint32_t globalRows_;
+  Shard batchShare_;
+  std::size_t testCount_;
   GpuImages trainImages_, testImages_;
   GpuImages trainLabels_;  // one byte per image, packed like pixels
   Buffer indices_;
@@ -89,7 +109,10 @@ class Trainer {
   NetworkGraph nodes_;
   CompiledGraph graph_;
   ProgramCache feedPrograms_;
-  Plan plan_;
+  Plan plan_;                        // the whole step, or its gradient part when the ranks sum gradients
+  std::optional<Plan> updatePlan_;   // the update, after the sum
+  std::vector<float> hostGradients_;
+  std::optional<PersistentReadback> gradientReadback_;
   int firstRowParameter_ = -1;
   int epochsDone_ = 0;
   std::uint64_t stepsDone_ = 0;

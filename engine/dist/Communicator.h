@@ -1,0 +1,80 @@
+// The processes of a data-parallel job, over MPI. Started by mpirun (or another launcher that sets Open
+// MPI's or PMI's rank variables) it initialises MPI and finalises it when destroyed; started alone it is
+// rank 0 of 1 and makes no MPI call, so that a plain run behaves exactly as before.
+#pragma once
+
+#include "gl/check.h"
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+// An error that every rank raises at the same point of the same step (a NaN in the summed loss, a
+// problem found by Communicator::firstProblem): the ranks stop together, and only rank 0 reports it.
+class SharedError : public Error {
+ public:
+  using Error::Error;
+};
+
+class Communicator {
+ public:
+  Communicator();
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  static bool launchedByMpirun();
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // This process's place among the ranks of its host (picks the GPU).
+  int localRank() const { return localRank_; }
+  bool distributed() const { return size_ > 1; }
+
+  // Element-wise sums across ranks, in place; every rank gets the same values.
+  void sum(float* values, std::size_t count) const;
+  void sum(double* values, std::size_t count) const;
+  void sum(std::uint64_t* values, std::size_t count) const;
+  // A sum started now and finished by wait(), so that the caller computes meanwhile.
+  class PendingSum {
+   public:
+    PendingSum() = default;
+    PendingSum(PendingSum&& other) noexcept;
+    PendingSum& operator=(PendingSum&& other) noexcept;
+    PendingSum(const PendingSum&) = delete;
+    PendingSum& operator=(const PendingSum&) = delete;
+    ~PendingSum();
+    void wait();
+
+   private:
+    friend class Communicator;
+    MPI_Request request_ = MPI_REQUEST_NULL;
+  };
+  PendingSum startSum(float* values, std::size_t count) const;
+
+  // Collective: empty when no rank has a problem, else the problem of the lowest-numbered rank that has one,
+  // after "rank R of N: " when the job has several ranks.
+  std::string firstProblem(const std::string& problem) const;
+  // Rank 0 gets every rank's values one after another, in rank order; the others get nothing.
+  std::vector<std::uint32_t> gather(const std::vector<std::uint32_t>& values) const;
+  // Ends every rank of the job at once (a rank that failed alone must not leave the others waiting).
+  [[noreturn]] void abortAll(int code) const;
+
+ private:
+  bool initialised_ = false;
+  int rank_ = 0;
+  int size_ = 1;
+  int localRank_ = 0;
+};
+
+// The share of `total` items that rank `rank` of `size` takes: contiguous, the first total % size ranks one more.
+struct Shard {
+  std::size_t first = 0;
+  std::size_t count = 0;
+};
+Shard shardOf(std::size_t total, int rank, int size);
+
+}  // namespace glnet
