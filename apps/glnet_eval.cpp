@@ -9,14 +9,19 @@
 
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 using namespace glnet;
 
 int main(int argc, char** argv) {
-  return cli::run("glnet_eval", [&] {
+  std::unique_ptr<Communicator> ranks;
+  if (const int failed = cli::run("glnet_eval", [&] { ranks = std::make_unique<Communicator>(); return 0; })) return failed;
+  return cli::run("glnet_eval", *ranks, [&] {
     cli::Parser parser("glnet_eval",
                        "Evaluates a model file on the MNIST test set: the images are uploaded once as uint8, batches run\n"
-                       "through one recorded plan, and the predictions are read back once at the end.",
+                       "through one recorded plan, and the predictions are read back once at the end. Under mpirun each\n"
+                       "rank evaluates its share of the images on its own GPU and rank 0 prints the totals.",
                        "--model MODEL.safetensors [options]");
     parser.option("model", "FILE", "model file (safetensors)")
         .option("data", "DIR", "directory of the IDX files (plain or .gz); Fashion-MNIST: /usr/share/datasets/fashion-mnist",
@@ -35,18 +40,56 @@ int main(int argc, char** argv) {
     if (parser.has("predictions")) checkWritable(parser.text("predictions"));
     const ContextOptions contextOptions = parser.contextOptions();
 
-    const Network model = Network::load(parser.text("model"));
-    LabelledImages data = readMnistSplit(parser.text("data"), splitName == "test" ? Split::test : Split::train, static_cast<int>(model.classes()));
-    if (parser.has("limit")) keepFirst(data, static_cast<std::size_t>(parser.integer("limit", 1, static_cast<long>(data.images.count))));
-    if (data.images.pixelsPerImage() != model.inputs()) {
-      throw Error(parser.text("model") + ": the model takes " + std::to_string(model.inputs()) + " inputs but the images have " +
-                  std::to_string(data.images.pixelsPerImage()) + " pixels");
+    // Problems met alike by every rank, or by one alone, end all ranks with one line (see glnet_train).
+    std::optional<Network> model;
+    std::optional<Context> context;
+    std::optional<Evaluation> evaluation;
+    std::size_t imageCount = 0;
+    std::string problem;
+    try {
+      model.emplace(Network::load(parser.text("model")));
+      LabelledImages data = readMnistSplit(parser.text("data"), splitName == "test" ? Split::test : Split::train,
+                                           static_cast<int>(model->classes()));
+      if (parser.has("limit")) keepFirst(data, static_cast<std::size_t>(parser.integer("limit", 1, static_cast<long>(data.images.count))));
+      if (data.images.pixelsPerImage() != model->inputs()) {
+        throw Error(parser.text("model") + ": the model takes " + std::to_string(model->inputs()) + " inputs but the images have " +
+                    std::to_string(data.images.pixelsPerImage()) + " pixels");
+      }
+      imageCount = data.images.count;
+      const Shard share = shardOf(imageCount, ranks->rank(), ranks->size());
+      keepRange(data, share.first, share.count);
+      ContextOptions here = contextOptions;
+      if (ranks->distributed()) here.localRank = ranks->localRank();
+      context.emplace(here);
+      if (share.count) evaluation = evaluate(*context, *model, data, batch, static_cast<int>(parser.integer("repeat", 1, 1000)));
+    } catch (const std::exception& error) {
+      problem = error.what();
+      if (problem.empty()) problem = "unexpected failure";
     }
-    const Context context(contextOptions);
-    const bool json = parser.has("json");
-    if (!json) std::printf("device %d: %s\n", context.device().index, context.device().renderer.c_str());
+    if (const std::string first = ranks->firstProblem(problem); !first.empty()) throw SharedError(first);
 
-    const Evaluation result = evaluate(context, model, data, batch, static_cast<int>(parser.integer("repeat", 1, 1000)));
+    // Totals over the ranks: counts summed, predictions gathered in image order on rank 0.
+    Evaluation result = evaluation ? std::move(*evaluation) : Evaluation{};
+    const std::size_t classCount = model->classes();
+    std::vector<std::uint64_t> counts(1 + classCount * classCount, 0);
+    counts[0] = result.correct;
+    for (std::size_t r = 0; r < result.confusion.size(); ++r) {
+      for (std::size_t c = 0; c < classCount; ++c) counts[1 + r * classCount + c] = result.confusion[r][c];
+    }
+    ranks->sum(counts.data(), counts.size());
+    result.predictions = ranks->gather(result.predictions);
+    if (ranks->rank() != 0) return 0;
+    result.correct = counts[0];
+    result.confusion.assign(classCount, std::vector<std::size_t>(classCount, 0));
+    for (std::size_t r = 0; r < classCount; ++r) {
+      for (std::size_t c = 0; c < classCount; ++c) result.confusion[r][c] = counts[1 + r * classCount + c];
+    }
+    result.accuracy = imageCount ? static_cast<double>(result.correct) / static_cast<double>(imageCount) : 0.0;
+    const bool json = parser.has("json");
+    if (!json) {
+      std::printf("device %d: %s%s\n", context->device().index, context->device().renderer.c_str(),
+                  ranks->distributed() ? (" (rank 0 of " + std::to_string(ranks->size()) + "; times are rank 0's share)").c_str() : "");
+    }
     if (parser.has("predictions")) {
       std::string lines;
       for (const std::uint32_t prediction : result.predictions) lines += std::to_string(prediction) + "\n";
@@ -55,17 +98,17 @@ int main(int argc, char** argv) {
     const InferenceTimes& t = result.times;
     if (json) {
       const nlohmann::json output = {
-          {"device", context.device().renderer}, {"model", model.architecture}, {"images", data.images.count},
-          {"batch", std::min(batch, data.images.count)}, {"correct", result.correct}, {"accuracy", result.accuracy},
+          {"device", context->device().renderer}, {"model", model->architecture}, {"images", imageCount},
+          {"ranks", ranks->size()}, {"batch", std::min(batch, imageCount)}, {"correct", result.correct}, {"accuracy", result.accuracy},
           {"confusion", result.confusion}, {"images_per_second", result.imagesPerSecond},
           {"times", {{"compile_ms", t.compileMs}, {"upload_ms", t.uploadMs}, {"issue_ms", t.issueMs},
                      {"first_issue_ms", t.firstIssueMs}, {"gpu_ms", t.gpuMs}, {"readback_ms", t.readbackMs}}}};
       std::cout << output.dump(2) << "\n";
       return 0;
     }
-    std::printf("model %s on %zu %s images, batch %zu\n", model.architecture.c_str(), data.images.count, splitName.c_str(),
-                std::min(batch, data.images.count));
-    std::printf("accuracy: %.2f%% (%zu of %zu)\n", 100.0 * result.accuracy, result.correct, data.images.count);
+    std::printf("model %s on %zu %s images, batch %zu\n", model->architecture.c_str(), imageCount, splitName.c_str(),
+                std::min(batch, imageCount));
+    std::printf("accuracy: %.2f%% (%zu of %zu)\n", 100.0 * result.accuracy, result.correct, imageCount);
     std::printf("confusion (rows: true label, columns: predicted):\n     ");
     for (std::size_t c = 0; c < result.confusion.size(); ++c) std::printf("%6zu", c);
     std::printf("\n");

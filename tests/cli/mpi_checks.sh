@@ -1,0 +1,94 @@
+#!/bin/sh
+# mpi_checks.sh APPS_DIR MNIST_DIR: data-parallel training under mpirun on llvmpipe (2 ranks oversubscribed on
+# the CI machine's cores): N ranks at a global batch follow one rank's trajectory at the same batch.
+set -u
+apps=$1 mnist=$2
+here=$(dirname "$0")
+. "$here/common.sh"
+command -v mpirun >/dev/null || { echo "FAIL: mpirun not found (scripts/setup installs openmpi-bin)"; exit 1; }
+# Root may run mpirun only when it says so (CI containers run as root).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# Every mpirun is bounded in time: a rank left waiting for a failed one must not hang the test.
+ranks() { n=$1; shift; timeout 300 mpirun -np "$n" "$@"; }
+train() { "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --log-every 5 --seed 4 "$@"; }
+
+# The largest difference between two models' parameters, relative to the largest parameter, within TOLERANCE.
+same_model() {
+  /usr/bin/python3 - "$@" <<'PY' || fail "$1 and $2 differ beyond $3"
+import json, struct, sys
+import numpy as np
+def tensors(path):
+    data = open(path, "rb").read()
+    size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + size])
+    body = data[8 + size:]
+    return {k: np.frombuffer(body[v["data_offsets"][0]:v["data_offsets"][1]], dtype=np.float32)
+            for k, v in header.items() if k != "__metadata__"}
+a, b, tolerance = tensors(sys.argv[1]), tensors(sys.argv[2]), float(sys.argv[3])
+assert a.keys() == b.keys(), "different parameter names"
+worst = max(float(np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), 1e-30)) for k in a)
+print(f"{sys.argv[1].split('/')[-1]} against {sys.argv[2].split('/')[-1]}: largest relative difference {worst:.2e}")
+sys.exit(0 if worst <= tolerance else 1)
+PY
+}
+
+# MLP: 2 ranks at global batch 64 against 1 rank at batch 64, 20 steps of momentum.
+train --out "$work/one.safetensors" --epochs 2 --batch 64 --optimizer momentum --lr 0.05 >"$work/one.txt" 2>&1 || fail "1 rank"
+ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --log-every 5 --seed 4 \
+  --out "$work/two.safetensors" --epochs 2 --batch 64 --optimizer momentum --lr 0.05 >"$work/two.txt" 2>&1 || fail "2 ranks"
+same_model "$work/one.safetensors" "$work/two.safetensors" 1e-4
+grep -q "^rank 1 of 2 (host rank 1): device" "$work/two.txt" || fail "rank 1 does not say which device it uses"
+grep -q "per step .* ms compute, .* ms communication" "$work/two.txt" || fail "no compute/communication split"
+[ "$(grep -c '^epoch 2/2' "$work/two.txt")" = 1 ] || fail "progress printed by more than rank 0"
+
+# Uneven split: global batch 61 over 3 ranks (21, 20, 20), against 1 rank at batch 61.
+train --out "$work/odd1.safetensors" --epochs 1 --batch 61 >/dev/null 2>&1 || fail "1 rank, batch 61"
+ranks 3 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --seed 4 --out "$work/odd3.safetensors" \
+  --epochs 1 --batch 61 >"$work/odd3.txt" 2>&1 || fail "3 ranks, batch 61"
+grep -q "shared 20 to 21 per rank" "$work/odd3.txt" || fail "the uneven split is not reported"
+same_model "$work/odd1.safetensors" "$work/odd3.safetensors" 1e-4
+
+# The CNN: 2 ranks against 1 at global batch 32, 4 steps.
+cnn() { echo --arch cnn --train-limit 128 --test-limit 64 --batch 32 --epochs 1 --optimizer momentum --lr 0.02 --seed 5; }
+"$apps/glnet_train" --data "$mnist" $(cnn) --out "$work/cnn1.safetensors" >/dev/null 2>&1 || fail "CNN, 1 rank"
+ranks 2 "$apps/glnet_train" --data "$mnist" $(cnn) --out "$work/cnn2.safetensors" >/dev/null 2>&1 || fail "CNN, 2 ranks"
+same_model "$work/cnn1.safetensors" "$work/cnn2.safetensors" 1e-4
+
+# Resume with another number of ranks: 1 epoch on 2 ranks, then the second on 1 rank, against 2 epochs on 1.
+ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --log-every 5 --seed 4 \
+  --out "$work/r.safetensors" --epochs 1 --batch 64 --optimizer momentum --lr 0.05 >/dev/null 2>&1 || fail "2 ranks, 1 epoch"
+train --out "$work/r.safetensors" --epochs 2 --batch 64 --optimizer momentum --lr 0.05 \
+  --resume "$work/r.checkpoint.safetensors" >/dev/null 2>&1 || fail "resume on 1 rank"
+same_model "$work/one.safetensors" "$work/r.safetensors" 1e-4
+
+# Sharded evaluation: the same accuracy and predictions as one process.
+"$apps/glnet_eval" --model "$work/one.safetensors" --data "$mnist" --limit 999 --predictions "$work/p1.txt" >"$work/e1.txt" || fail "eval, 1 rank"
+ranks 2 "$apps/glnet_eval" --model "$work/one.safetensors" --data "$mnist" --limit 999 --predictions "$work/p2.txt" >"$work/e2.txt" 2>&1 || fail "eval, 2 ranks"
+cmp -s "$work/p1.txt" "$work/p2.txt" || fail "sharded predictions differ"
+[ "$(grep '^accuracy' "$work/e1.txt")" = "$(grep '^accuracy' "$work/e2.txt")" ] || fail "sharded accuracy differs"
+
+# Failures end every rank with one line from the failing rank and a non-zero exit, never a hang.
+failing() {  # EXPECTED-REGEX COMMAND...: non-zero exit, exactly one glnet error line, matching
+  pattern=$1; shift
+  "$@" >"$work/f.out" 2>"$work/f.err"
+  status=$?
+  [ $status -ne 0 ] && [ $status -ne 124 ] || fail "exit $status for: $*"
+  [ "$(grep -c 'glnet_[a-z]*: error' "$work/f.err")" = 1 ] || { fail "not exactly one error line for: $*"; cat "$work/f.err"; }
+  grep -Eq "$pattern" "$work/f.err" || { fail "no '$pattern' for: $*"; cat "$work/f.err"; }
+}
+# Rank 1 alone has no usable device.
+failing "glnet_train: error: rank 1 of 2: device 7 is out of range" \
+  timeout 120 mpirun -np 1 "$apps/glnet_train" --data "$mnist" --train-limit 640 --out "$work/x.safetensors" : \
+  -np 1 env GLNET_DEVICE=7 "$apps/glnet_train" --data "$mnist" --train-limit 640 --out "$work/x.safetensors"
+# Every rank meets a bad file.
+failing "glnet_train: error: rank 0 of 2: .*no-such-dir" ranks 2 "$apps/glnet_train" --data "$work/no-such-dir" --out "$work/x.safetensors"
+# A diverging run: the loss summed over the ranks is NaN on every rank at once; the checkpoint stays intact.
+before=$(md5sum <"$work/r.checkpoint.safetensors")
+failing "glnet_train: error: the loss became (NaN|infinite) in epoch 3" ranks 2 "$apps/glnet_train" --data "$mnist" \
+  --train-limit 640 --test-limit 300 --seed 4 --out "$work/r.safetensors" --epochs 3 --batch 64 --optimizer momentum \
+  --lr 1e30 --resume "$work/r.checkpoint.safetensors"
+[ "$(md5sum <"$work/r.checkpoint.safetensors")" = "$before" ] || fail "the diverging run changed the checkpoint"
+# Fewer images in a batch than ranks.
+failing "cannot be shared by 3 ranks" ranks 3 "$apps/glnet_train" --data "$mnist" --train-limit 640 --batch 2 --out "$work/x.safetensors"
+
+finish mpi
