@@ -111,6 +111,45 @@ void PersistentReadback::read(std::initializer_list<Piece> pieces) {
   }
 }
 
+HostMirror::HostMirror(std::size_t bytes) : bytes_(bytes) {
+  if (!UploadRing::available()) throw Error("persistent maps need GL_ARB_buffer_storage, which this device lacks");
+  const GLbitfield flags = GL_MAP_READ_BIT | GL_MAP_WRITE_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
+  const auto size = static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4));
+  glGenBuffers(1, &id_);
+  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
+  glBufferStorage(GL_COPY_WRITE_BUFFER, size, nullptr, flags);
+  mapped_ = glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, size, flags);
+  if (!mapped_) {
+    const GLenum error = glGetError();
+    glDeleteBuffers(1, &id_);
+    throw Error("could not map a " + std::to_string(size) + "-byte host mirror (" + glErrorName(error) + ")");
+  }
+}
+
+HostMirror::~HostMirror() {
+  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
+  glUnmapBuffer(GL_COPY_WRITE_BUFFER);
+  glDeleteBuffers(1, &id_);
+}
+
+void HostMirror::pull(const Buffer& source) {
+  GLNET_ASSERT(source.bytes() <= bytes_, "a host mirror smaller than its buffer");
+  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  glBindBuffer(GL_COPY_READ_BUFFER, source.id());
+  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
+  GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0, static_cast<GLsizeiptr>(source.bytes())));
+  glMemoryBarrier(GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
+  Fence().wait();
+}
+
+void HostMirror::push(Buffer& target) {
+  GLNET_ASSERT(target.bytes() <= bytes_, "a host mirror smaller than its buffer");
+  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  glBindBuffer(GL_COPY_READ_BUFFER, id_);
+  glBindBuffer(GL_COPY_WRITE_BUFFER, target.id());
+  GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0, static_cast<GLsizeiptr>(target.bytes())));
+}
+
 bool UploadRing::available() { return GLAD_GL_ARB_buffer_storage != 0; }
 
 UploadRing::UploadRing(std::size_t slotBytes, std::size_t slots, unsigned copyThreads)

@@ -87,6 +87,28 @@ class PersistentReadback {
   void* mapped_ = nullptr;
 };
 
+// A host-visible twin of a device buffer, mapped once for good (ARB_buffer_storage, persistent and
+// coherent), so that host code works on the bytes where they land: pull() has the GPU copy the buffer in and
+// waits, push() has the GPU copy them back. Neither direction costs a host memcpy.
+class HostMirror {
+ public:
+  // Throws glnet::Error when the device lacks GL_ARB_buffer_storage.
+  explicit HostMirror(std::size_t bytes);
+  ~HostMirror();
+  HostMirror(const HostMirror&) = delete;
+  HostMirror& operator=(const HostMirror&) = delete;
+
+  void pull(const Buffer& source);
+  // Ordered before every later GL command; returns at once.
+  void push(Buffer& target);
+  void* data() { return mapped_; }
+
+ private:
+  unsigned id_ = 0;
+  std::size_t bytes_ = 0;
+  void* mapped_ = nullptr;
+};
+
 // A host-visible staging ring mapped once for good (ARB_buffer_storage, persistent and coherent): an
 // upload copies each slice into the next free slot and has the GPU copy it on, so that the host fills one
 // slot while the bus carries the ones before it. A slot is reused after the fence of its last copy passes.

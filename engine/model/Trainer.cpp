@@ -136,22 +136,35 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   graph_.averageOver(globalRows_);
   plan_ = graph_.gradientPlan(feed);
   updatePlan_.emplace(graph_.updatePlan());
-  hostGradients_.resize(graph_.gradientArena().bytes() / sizeof(float));
-  if (context.hasExtension("GL_ARB_buffer_storage")) gradientReadback_.emplace(graph_.gradientArena().bytes());
+  if (UploadRing::available()) {
+    gradientMirror_.emplace(graph_.gradientArena().bytes());
+  } else {
+    hostGradients_.resize(graph_.gradientArena().bytes() / sizeof(float));
+  }
 }
 
-double Trainer::sumGradients() {
+void Trainer::sumGradients(EpochResult& result) {
   Buffer& arena = graph_.gradientArena();
   Fence(/*after the backward pass: what follows is communication only*/).wait();
-  const Stopwatch clock;
-  if (gradientReadback_) {
-    gradientReadback_->read(arena, hostGradients_.data(), arena.bytes());
+  Stopwatch clock;
+  float* host = hostGradients_.data();
+  if (gradientMirror_) {
+    gradientMirror_->pull(arena);
+    host = static_cast<float*>(gradientMirror_->data());
   } else {
-    arena.download(hostGradients_.data(), arena.bytes());
+    arena.download(host, arena.bytes());
   }
-  ranks_.sum(hostGradients_.data(), hostGradients_.size());
-  arena.upload(hostGradients_);
-  return clock.milliseconds();
+  result.gradientReadMsPerStep += clock.restart();
+  ranks_.sum(host, arena.bytes() / sizeof(float));
+  result.allReduceMsPerStep += clock.restart();
+  if (gradientMirror_) {
+    gradientMirror_->push(arena);
+  } else {
+    arena.upload(host, arena.bytes());
+  }
+  // The upload returns before the GPU has the bytes; the update waits for them anyway, so count it here.
+  Fence().wait();
+  result.gradientWriteMsPerStep += clock.restart();
 }
 
 std::vector<double> Trainer::totalsOverRanks(int epoch, std::size_t fromStep, std::size_t toStep) const {
@@ -201,14 +214,15 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     const Stopwatch epochClock;
     indices_.upload(epochOrder(epoch));
     graph_.resetTotals();
-    double epochLoss = 0, epochCorrect = 0, previousLoss = 0, communicationMs = 0;
+    double epochLoss = 0, epochCorrect = 0, previousLoss = 0;
+    EpochResult result;
     std::size_t reportedStep = 0;
     for (std::size_t step = 1; step <= stepsPerEpoch_; ++step) {
       plan_.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(++stepsDone_));
       plan_.setParameter(firstRowParameter_, static_cast<std::uint32_t>((step - 1) * globalRows_ + batchShare_.first));
       plan_.run();
       if (updatePlan_) {
-        communicationMs += sumGradients();
+        sumGradients(result);
         updatePlan_->setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(stepsDone_));
         updatePlan_->run();
       }
@@ -232,7 +246,6 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
       if (progress) progress(report);
     }
     ++epochsDone_;
-    EpochResult result;
     result.epoch = epoch;
     result.seconds = epochClock.seconds();
     const double samples = static_cast<double>(stepsPerEpoch_ * globalRows_);
@@ -240,7 +253,11 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     result.trainAccuracy = epochCorrect / samples;
     result.samplesPerSecond = samples / result.seconds;
     if (updatePlan_) {
-      result.communicationMsPerStep = communicationMs / static_cast<double>(stepsPerEpoch_);
+      const auto steps = static_cast<double>(stepsPerEpoch_);
+      result.gradientReadMsPerStep /= steps;
+      result.allReduceMsPerStep /= steps;
+      result.gradientWriteMsPerStep /= steps;
+      result.communicationMsPerStep = result.gradientReadMsPerStep + result.allReduceMsPerStep + result.gradientWriteMsPerStep;
       result.computeMsPerStep = result.seconds * 1e3 / static_cast<double>(stepsPerEpoch_) - result.communicationMsPerStep;
     }
     result.evaluated = epoch % options_.evaluateEvery == 0 || epoch == options_.epochs;

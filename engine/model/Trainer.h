@@ -45,7 +45,10 @@ struct EpochResult {
   // Data-parallel runs, per step: GPU work (forward, backward, update), and the gradients' trip out of the
   // GPU, across the ranks and back, all of it on the step's critical path (not overlapped with GPU work).
   double computeMsPerStep = 0;
-  double communicationMsPerStep = 0;
+  double communicationMsPerStep = 0;  // the three below
+  double gradientReadMsPerStep = 0;   // GPU → host
+  double allReduceMsPerStep = 0;      // MPI_Allreduce
+  double gradientWriteMsPerStep = 0;  // host → GPU
 };
 
 // Everything needed to resume: the model, the optimizer's state, and how far training got.
@@ -87,8 +90,8 @@ class Trainer {
 
  private:
   std::vector<std::uint32_t> epochOrder(int epoch) const;
-  // Replaces the gradients with their sum over the ranks; returns the milliseconds it took.
-  double sumGradients();
+  // Replaces the gradients with their sum over the ranks; adds the milliseconds of each part to `result`.
+  void sumGradients(EpochResult& result);
   // Sums over the ranks; a non-finite value throws the same SharedError on every rank.
   std::vector<double> totalsOverRanks(int epoch, std::size_t fromStep, std::size_t toStep) const;
   double testAccuracy() const;
@@ -111,8 +114,8 @@ class Trainer {
   ProgramCache feedPrograms_;
   Plan plan_;                        // the whole step, or its gradient part when the ranks sum gradients
   std::optional<Plan> updatePlan_;   // the update, after the sum
+  std::optional<HostMirror> gradientMirror_;  // where ARB_buffer_storage exists, else
   std::vector<float> hostGradients_;
-  std::optional<PersistentReadback> gradientReadback_;
   int firstRowParameter_ = -1;
   int epochsDone_ = 0;
   std::uint64_t stepsDone_ = 0;
