@@ -68,18 +68,29 @@ void Buffer::downloadMapped(void* out, std::size_t bytes, std::size_t offset) co
   glUnmapBuffer(GL_COPY_READ_BUFFER);
 }
 
-PersistentReadback::PersistentReadback(std::size_t bytes) : bytes_(bytes) {
+namespace {
+// Creates buffer `id` of `bytes` (at least 4) as immutable storage mapped for good, persistent and coherent,
+// with `access` (GL_MAP_READ_BIT and/or GL_MAP_WRITE_BIT); `what` names it in errors.
+void* createPersistentMap(unsigned& id, std::size_t bytes, GLbitfield access, const char* what) {
   if (!GLAD_GL_ARB_buffer_storage) throw Error("persistent maps need GL_ARB_buffer_storage, which this device lacks");
-  const GLbitfield flags = GL_MAP_READ_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
-  glGenBuffers(1, &id_);
-  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
-  glBufferStorage(GL_COPY_WRITE_BUFFER, static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4)), nullptr, flags);
-  mapped_ = glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4)), flags);
-  if (!mapped_) {
-    glDeleteBuffers(1, &id_);
-    throw Error("could not map a persistent readback buffer (" + std::string(glErrorName(glGetError())) + ")");
+  const GLbitfield flags = access | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
+  const auto size = static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4));
+  glGenBuffers(1, &id);
+  glBindBuffer(GL_COPY_WRITE_BUFFER, id);
+  glBufferStorage(GL_COPY_WRITE_BUFFER, size, nullptr, flags);
+  void* mapped = glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, size, flags);
+  if (!mapped) {
+    const GLenum error = glGetError();
+    glDeleteBuffers(1, &id);
+    id = 0;
+    throw Error("could not map a " + std::to_string(size) + "-byte " + what + " (" + glErrorName(error) + ")");
   }
+  return mapped;
 }
+}  // namespace
+
+PersistentReadback::PersistentReadback(std::size_t bytes)
+    : bytes_(bytes), mapped_(createPersistentMap(id_, bytes, GL_MAP_READ_BIT, "persistent readback buffer")) {}
 
 PersistentReadback::~PersistentReadback() {
   glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
@@ -111,20 +122,8 @@ void PersistentReadback::read(std::initializer_list<Piece> pieces) {
   }
 }
 
-HostMirror::HostMirror(std::size_t bytes) : bytes_(bytes) {
-  if (!UploadRing::available()) throw Error("persistent maps need GL_ARB_buffer_storage, which this device lacks");
-  const GLbitfield flags = GL_MAP_READ_BIT | GL_MAP_WRITE_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
-  const auto size = static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4));
-  glGenBuffers(1, &id_);
-  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
-  glBufferStorage(GL_COPY_WRITE_BUFFER, size, nullptr, flags);
-  mapped_ = glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, size, flags);
-  if (!mapped_) {
-    const GLenum error = glGetError();
-    glDeleteBuffers(1, &id_);
-    throw Error("could not map a " + std::to_string(size) + "-byte host mirror (" + glErrorName(error) + ")");
-  }
-}
+HostMirror::HostMirror(std::size_t bytes)
+    : bytes_(bytes), mapped_(createPersistentMap(id_, bytes, GL_MAP_READ_BIT | GL_MAP_WRITE_BIT, "host mirror")) {}
 
 HostMirror::~HostMirror() {
   glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
@@ -156,18 +155,7 @@ UploadRing::UploadRing(std::size_t slotBytes, std::size_t slots, unsigned copyTh
     : slotBytes_((std::max<std::size_t>(slotBytes, 4) + 3) / 4 * 4),
       fences_(std::max<std::size_t>(slots, 1)),
       copier_(std::make_unique<ParallelCopy>(copyThreads)) {
-  if (!available()) throw Error("persistent maps need GL_ARB_buffer_storage, which this device lacks");
-  const GLbitfield flags = GL_MAP_WRITE_BIT | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
-  const auto total = static_cast<GLsizeiptr>(slotBytes_ * fences_.size());
-  glGenBuffers(1, &id_);
-  glBindBuffer(GL_COPY_READ_BUFFER, id_);
-  glBufferStorage(GL_COPY_READ_BUFFER, total, nullptr, flags);
-  mapped_ = glMapBufferRange(GL_COPY_READ_BUFFER, 0, total, flags);
-  if (!mapped_) {
-    const GLenum error = glGetError();
-    glDeleteBuffers(1, &id_);
-    throw Error("could not map a " + std::to_string(total) + "-byte upload ring (" + glErrorName(error) + ")");
-  }
+  mapped_ = createPersistentMap(id_, slotBytes_ * fences_.size(), GL_MAP_WRITE_BIT, "upload ring");
 }
 
 UploadRing::~UploadRing() {

@@ -140,5 +140,21 @@ TEST_SUITE("gl") {
       }
     }
   }
+
+  TEST_CASE("a host mirror pulls a buffer's bytes, lets the host change them in place, and pushes them back") {
+    test::glContext();
+    auto random = test::generator(8);
+    const std::vector<std::uint8_t> bytes = test::randomBytes(random, 4 * 1001);
+    Buffer device = Buffer::of(bytes);
+    HostMirror mirror(device.bytes());
+    mirror.pull(device);
+    auto* host = static_cast<std::uint8_t*>(mirror.data());
+    CHECK(std::memcmp(host, bytes.data(), bytes.size()) == 0);
+    for (std::size_t i = 0; i < bytes.size(); ++i) host[i] = static_cast<std::uint8_t>(host[i] ^ 0x5A);
+    device.fill(0xDEADBEEFu);
+    mirror.push(device);
+    const auto back = device.read<std::uint8_t>();
+    for (std::size_t i = 0; i < bytes.size(); ++i) REQUIRE(back[i] == static_cast<std::uint8_t>(bytes[i] ^ 0x5A));
+  }
 }
 
