@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <exception>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -46,6 +47,7 @@ int main(int argc, char** argv) {
     std::optional<Evaluation> evaluation;
     std::size_t imageCount = 0;
     std::string problem;
+    std::exception_ptr failure;
     try {
       model.emplace(Network::load(parser.text("model")));
       LabelledImages data = readMnistSplit(parser.text("data"), splitName == "test" ? Split::test : Split::train,
@@ -65,7 +67,10 @@ int main(int argc, char** argv) {
     } catch (const std::exception& error) {
       problem = error.what();
       if (problem.empty()) problem = "unexpected failure";
+      failure = std::current_exception();
     }
+    // Alone, the error goes out as it was (a usage error keeps its exit code 2).
+    if (failure && !ranks->distributed()) std::rethrow_exception(failure);
     if (const std::string first = ranks->firstProblem(problem); !first.empty()) throw SharedError(first);
 
     // Totals over the ranks: counts summed, predictions gathered in image order on rank 0.

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <exception>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -114,6 +115,7 @@ int main(int argc, char** argv) {
     Network initial;
     std::size_t trainCount = 0;
     std::string problem;
+    std::exception_ptr failure;
     try {
       const std::string directory =
           parser.has("data") ? parser.text("data") : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
@@ -157,7 +159,10 @@ int main(int argc, char** argv) {
     } catch (const std::exception& error) {
       problem = error.what();
       if (problem.empty()) problem = "unexpected failure";
+      failure = std::current_exception();
     }
+    // Alone, the error goes out as it was (a usage error keeps its exit code 2).
+    if (failure && !ranks->distributed()) std::rethrow_exception(failure);
     if (const std::string first = ranks->firstProblem(problem); !first.empty()) throw SharedError(first);
     if (leader) {
       std::fprintf(info, "training %s (%s) on %zu %s images, %s, %zu steps per %s, %s lr %g, seed %u; compile %.0f ms\n",
