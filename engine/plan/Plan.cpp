@@ -36,40 +36,29 @@ Plan::SyncMode Plan::syncModeFromEnvironment() {
   return value && std::strcmp(value, "all") == 0 ? SyncMode::all : SyncMode::hazards;
 }
 
-Plan::Plan(const Limits& limits, SyncMode mode) : limits_(limits), mode_(mode), id_(nextPlanId++) {}
+Plan::IssuerId::IssuerId() : value_(nextPlanId++) {}
 
-Plan::~Plan() {
-  if (lastIssuedPlan == id_) lastIssuedPlan = 0;
+Plan::IssuerId::~IssuerId() {
+  if (lastIssuedPlan == value_) lastIssuedPlan = 0;
 }
 
-Plan::Plan(Plan&& other) noexcept
-    : limits_(other.limits_),
-      mode_(other.mode_),
-      steps_(std::move(other.steps_)),
-      parameters_(std::move(other.parameters_)),
-      readSinceBarrier_(std::move(other.readSinceBarrier_)),
-      writtenSinceBarrier_(std::move(other.writtenSinceBarrier_)),
-      id_(std::exchange(other.id_, 0)),
-      uniformSlots_(std::move(other.uniformSlots_)),
-      shadow_(std::move(other.shadow_)),
-      stateCalls_(other.stateCalls_) {}
+Plan::IssuerId::IssuerId(IssuerId&& other) noexcept : value_(std::exchange(other.value_, 0)) {}
 
-Plan& Plan::operator=(Plan&& other) noexcept {
+Plan::IssuerId& Plan::IssuerId::operator=(IssuerId&& other) noexcept {
   if (this != &other) {
-    if (lastIssuedPlan == id_) lastIssuedPlan = 0;
-    limits_ = other.limits_;
-    mode_ = other.mode_;
-    steps_ = std::move(other.steps_);
-    parameters_ = std::move(other.parameters_);
-    readSinceBarrier_ = std::move(other.readSinceBarrier_);
-    writtenSinceBarrier_ = std::move(other.writtenSinceBarrier_);
-    id_ = std::exchange(other.id_, 0);
-    uniformSlots_ = std::move(other.uniformSlots_);
-    shadow_ = std::move(other.shadow_);
-    stateCalls_ = other.stateCalls_;
+    if (lastIssuedPlan == value_) lastIssuedPlan = 0;
+    value_ = std::exchange(other.value_, 0);
   }
   return *this;
 }
+
+bool Plan::IssuerId::takeOver() {
+  const bool changed = lastIssuedPlan != value_;
+  lastIssuedPlan = value_;
+  return changed;
+}
+
+Plan::Plan(const Limits& limits, SyncMode mode) : limits_(limits), mode_(mode) {}
 
 int Plan::addParameter(std::uint32_t initial) {
   parameters_.push_back(initial);
@@ -124,6 +113,7 @@ void Plan::record(const Dispatch& dispatch) {
     if (reads && overlapsAny(writtenSinceBarrier_, range)) hazard = true;
     if (writes && (overlapsAny(writtenSinceBarrier_, range) || overlapsAny(readSinceBarrier_, range))) hazard = true;
     step.bindings.push_back({binding.index, range, binding.offset == 0 && end == binding.buffer->bytes(), binding.buffer, writes});
+    bindingCount_ = std::max<std::size_t>(bindingCount_, binding.index + 1);
   }
   if (hazard) {
     step.barrierBefore = true;
@@ -138,10 +128,9 @@ void Plan::record(const Dispatch& dispatch) {
 }
 
 void Plan::begin() const {
-  if (lastIssuedPlan != id_) {
-    shadow_ = Shadow{};
-    lastIssuedPlan = id_;
-  }
+  if (issuer_.takeOver()) shadow_ = Shadow{};
+  // Steps recorded since the last run may use more bindings and uniforms.
+  shadow_.bindings.resize(bindingCount_, Range{0, 0, 0});
   shadow_.uniforms.resize(uniformSlots_.size());
   stateCalls_ = 0;
   // Work recorded elsewhere (another plan, an earlier run of this one) may still write what this run reads.
@@ -190,9 +179,8 @@ void Plan::issue(const Step& step) const {
     ++stateCalls_;
   }
   for (const Bound& bound : step.bindings) {
-    if (shadow_.bindings.size() <= bound.index) shadow_.bindings.resize(bound.index + 1, Range{0, 0, 0});
     Range& inPlace = shadow_.bindings[bound.index];
-    if (inPlace.buffer == bound.range.buffer && inPlace.begin == bound.range.begin && inPlace.end == bound.range.end) continue;
+    if (inPlace == bound.range) continue;
     inPlace = bound.range;
     ++stateCalls_;
     if (bound.whole) {
@@ -206,9 +194,10 @@ void Plan::issue(const Step& step) const {
     const Uniform& uniform = step.uniforms[u];
     const std::int64_t integer =
         uniform.parameter >= 0 ? uniform.scale * parameters_[static_cast<std::size_t>(uniform.parameter)] : uniform.integer;
-    std::optional<std::uint64_t>& value = shadow_.uniforms[step.uniformSlots[u]];
-    if (value == uniformBits(uniform, integer)) continue;
-    value = uniformBits(uniform, integer);
+    std::optional<std::uint64_t>& inPlace = shadow_.uniforms[step.uniformSlots[u]];
+    const std::uint64_t bits = uniformBits(uniform, integer);
+    if (inPlace == bits) continue;
+    inPlace = bits;
     ++stateCalls_;
     switch (uniform.type) {
       case Uniform::Type::uint32:

@@ -75,11 +75,6 @@ class Plan {
   static SyncMode syncModeFromEnvironment();
 
   explicit Plan(const Limits& limits, SyncMode mode = syncModeFromEnvironment());
-  ~Plan();
-  Plan(Plan&& other) noexcept;
-  Plan& operator=(Plan&& other) noexcept;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
 
   // A run-time value for uniforms (see Uniform::fromParameter); returns its id.
   int addParameter(std::uint32_t initial = 0);
@@ -114,6 +109,7 @@ class Plan {
     unsigned buffer;
     std::size_t begin, end;
     bool overlaps(const Range& other) const { return buffer == other.buffer && begin < other.end && other.begin < end; }
+    bool operator==(const Range& other) const { return buffer == other.buffer && begin == other.begin && end == other.end; }
   };
   struct Bound {
     unsigned index;
@@ -143,9 +139,25 @@ class Plan {
     std::vector<Range> bindings;                        // by binding index; buffer 0 = unknown
     std::vector<std::optional<std::uint64_t>> uniforms;  // by uniform slot: the value's bits
   };
+  // Which plan issued last on this thread: unique per plan, carried along by a move, forgotten with the plan.
+  class IssuerId {
+   public:
+    IssuerId();
+    ~IssuerId();
+    IssuerId(IssuerId&& other) noexcept;
+    IssuerId& operator=(IssuerId&& other) noexcept;
+    IssuerId(const IssuerId&) = delete;
+    IssuerId& operator=(const IssuerId&) = delete;
+    // True when another plan (or none) issued since this one; from now on this one is the last.
+    bool takeOver();
+
+   private:
+    std::uint64_t value_;
+  };
   void begin() const;
   void issue(const Step& step) const;
-  std::uint64_t id_;
+  mutable IssuerId issuer_;
+  std::size_t bindingCount_ = 0;                        // the highest binding index recorded, plus one
   std::vector<std::pair<unsigned, int>> uniformSlots_;  // (program, location) per slot
   mutable Shadow shadow_;
   mutable std::size_t stateCalls_ = 0;
