@@ -8,17 +8,13 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <exception>
 #include <iostream>
-#include <memory>
 #include <optional>
 
 using namespace glnet;
 
 int main(int argc, char** argv) {
-  std::unique_ptr<Communicator> ranks;
-  if (const int failed = cli::run("glnet_eval", [&] { ranks = std::make_unique<Communicator>(); return 0; })) return failed;
-  return cli::run("glnet_eval", *ranks, [&] {
+  return cli::runRanks("glnet_eval", [&](const Communicator& ranks) {
     cli::Parser parser("glnet_eval",
                        "Evaluates a model file on the MNIST test set: the images are uploaded once as uint8, batches run\n"
                        "through one recorded plan, and the predictions are read back once at the end. Under mpirun each\n"
@@ -39,16 +35,13 @@ int main(int argc, char** argv) {
     if (splitName != "test" && splitName != "train") throw UsageError("--split is test or train, not '" + splitName + "'");
     const auto batch = static_cast<std::size_t>(parser.integer("batch", 1, 1 << 20));
     if (parser.has("predictions")) checkWritable(parser.text("predictions"));
-    const ContextOptions contextOptions = parser.contextOptions();
+    const ContextOptions contextOptions = parser.contextOptions(ranks);
 
-    // Problems met alike by every rank, or by one alone, end all ranks with one line (see glnet_train).
     std::optional<Network> model;
     std::optional<Context> context;
     std::optional<Evaluation> evaluation;
     std::size_t imageCount = 0;
-    std::string problem;
-    std::exception_ptr failure;
-    try {
+    cli::setUpTogether(ranks, [&] {
       model.emplace(Network::load(parser.text("model")));
       LabelledImages data = readMnistSplit(parser.text("data"), splitName == "test" ? Split::test : Split::train,
                                            static_cast<int>(model->classes()));
@@ -58,20 +51,11 @@ int main(int argc, char** argv) {
                     std::to_string(data.images.pixelsPerImage()) + " pixels");
       }
       imageCount = data.images.count;
-      const Shard share = shardOf(imageCount, ranks->rank(), ranks->size());
+      const Shard share = shardOf(imageCount, ranks.rank(), ranks.size());
       keepRange(data, share.first, share.count);
-      ContextOptions here = contextOptions;
-      if (ranks->distributed()) here.localRank = ranks->localRank();
-      context.emplace(here);
+      context.emplace(contextOptions);
       if (share.count) evaluation = evaluate(*context, *model, data, batch, static_cast<int>(parser.integer("repeat", 1, 1000)));
-    } catch (const std::exception& error) {
-      problem = error.what();
-      if (problem.empty()) problem = "unexpected failure";
-      failure = std::current_exception();
-    }
-    // Alone, the error goes out as it was (a usage error keeps its exit code 2).
-    if (failure && !ranks->distributed()) std::rethrow_exception(failure);
-    if (const std::string first = ranks->firstProblem(problem); !first.empty()) throw SharedError(first);
+    });
 
     // Totals over the ranks: counts summed, predictions gathered in image order on rank 0.
     Evaluation result = evaluation ? std::move(*evaluation) : Evaluation{};
@@ -81,9 +65,9 @@ int main(int argc, char** argv) {
     for (std::size_t r = 0; r < result.confusion.size(); ++r) {
       for (std::size_t c = 0; c < classCount; ++c) counts[1 + r * classCount + c] = result.confusion[r][c];
     }
-    ranks->sum(counts.data(), counts.size());
-    result.predictions = ranks->gather(result.predictions);
-    if (ranks->rank() != 0) return 0;
+    ranks.sum(counts.data(), counts.size());
+    result.predictions = ranks.gather(result.predictions);
+    if (ranks.rank() != 0) return 0;
     result.correct = counts[0];
     result.confusion.assign(classCount, std::vector<std::size_t>(classCount, 0));
     for (std::size_t r = 0; r < classCount; ++r) {
@@ -93,7 +77,7 @@ int main(int argc, char** argv) {
     const bool json = parser.has("json");
     if (!json) {
       std::printf("device %d: %s%s\n", context->device().index, context->device().renderer.c_str(),
-                  ranks->distributed() ? (" (rank 0 of " + std::to_string(ranks->size()) + "; times are rank 0's share)").c_str() : "");
+                  ranks.distributed() ? (" (rank 0 of " + std::to_string(ranks.size()) + "; times are rank 0's share)").c_str() : "");
     }
     if (parser.has("predictions")) {
       std::string lines;
@@ -104,7 +88,7 @@ int main(int argc, char** argv) {
     if (json) {
       const nlohmann::json output = {
           {"device", context->device().renderer}, {"model", model->architecture}, {"images", imageCount},
-          {"ranks", ranks->size()}, {"batch", std::min(batch, imageCount)}, {"correct", result.correct}, {"accuracy", result.accuracy},
+          {"ranks", ranks.size()}, {"batch", std::min(batch, imageCount)}, {"correct", result.correct}, {"accuracy", result.accuracy},
           {"confusion", result.confusion}, {"images_per_second", result.imagesPerSecond},
           {"times", {{"compile_ms", t.compileMs}, {"upload_ms", t.uploadMs}, {"issue_ms", t.issueMs},
                      {"first_issue_ms", t.firstIssueMs}, {"gpu_ms", t.gpuMs}, {"readback_ms", t.readbackMs}}}};

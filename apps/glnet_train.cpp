@@ -9,9 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <iostream>
-#include <memory>
 #include <optional>
 
 #include <unistd.h>
@@ -49,9 +47,7 @@ std::string defaultCheckpoint(const std::string& out) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::unique_ptr<Communicator> ranks;
-  if (const int failed = cli::run("glnet_train", [&] { ranks = std::make_unique<Communicator>(); return 0; })) return failed;
-  return cli::run("glnet_train", *ranks, [&] {
+  return cli::runRanks("glnet_train", [&](const Communicator& ranks) {
     cli::Parser parser("glnet_train",
                        "Trains an MLP or the MNIST CNN on the GPU: the dataset is uploaded once as uint8, each step (gather,\n"
                        "normalize, forward, loss, backward, update) is one recorded plan replayed with no host round trip,\n"
@@ -103,20 +99,16 @@ int main(int argc, char** argv) {
     const bool json = parser.has("json");
     checkWritable(out);
     checkWritable(checkpointPath);
-    const ContextOptions contextOptions = parser.contextOptions();
+    const ContextOptions contextOptions = parser.contextOptions(ranks);
 
-    // Every rank meets a problem here alike (bad files, wrong shapes) or alone (no device): either way all
-    // ranks stop after this block with one line, from the lowest-numbered rank that had a problem.
-    const bool leader = ranks->rank() == 0;
+    const bool leader = ranks.rank() == 0;
     std::FILE* info = json ? stderr : stdout;
     std::optional<Context> context;
     std::optional<Trainer> trainer;
     std::optional<Checkpoint> resume;
     Network initial;
     std::size_t trainCount = 0;
-    std::string problem;
-    std::exception_ptr failure;
-    try {
+    cli::setUpTogether(ranks, [&] {
       const std::string directory =
           parser.has("data") ? parser.text("data") : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
       const Network shape = Network::create(architecture, activation, options.seed);
@@ -144,37 +136,28 @@ int main(int argc, char** argv) {
         }
         initial = resume->network;
       }
-      ContextOptions here = contextOptions;
-      if (ranks->distributed()) here.localRank = ranks->localRank();
-      context.emplace(here);
-      if (ranks->distributed()) {
-        std::fprintf(info, "rank %d of %d (host rank %d): device %d: %s\n", ranks->rank(), ranks->size(), ranks->localRank(),
+      context.emplace(contextOptions);
+      if (ranks.distributed()) {
+        std::fprintf(info, "rank %d of %d (host rank %d): device %d: %s\n", ranks.rank(), ranks.size(), ranks.localRank(),
                      context->device().index, context->device().renderer.c_str());
       } else {
         std::fprintf(info, "device %d: %s\n", context->device().index, context->device().renderer.c_str());
       }
       std::fflush(info);
-      trainer.emplace(*context, initial, train, test, options, *ranks);
+      trainer.emplace(*context, initial, train, test, options, ranks);
       if (resume) trainer->restore(*resume);
-    } catch (const std::exception& error) {
-      problem = error.what();
-      if (problem.empty()) problem = "unexpected failure";
-      failure = std::current_exception();
-    }
-    // Alone, the error goes out as it was (a usage error keeps its exit code 2).
-    if (failure && !ranks->distributed()) std::rethrow_exception(failure);
-    if (const std::string first = ranks->firstProblem(problem); !first.empty()) throw SharedError(first);
+    });
     if (leader) {
       std::fprintf(info, "training %s (%s) on %zu %s images, %s, %zu steps per %s, %s lr %g, seed %u; compile %.0f ms\n",
                    initial.architecture.c_str(), activationName(activation), trainCount, dataset.c_str(),
                    options.fullBatch ? "full batch" : ("batch " + std::to_string(options.batch)).c_str(), trainer->stepsPerEpoch(),
                    options.fullBatch ? "iteration" : "epoch", optimizerName(options.optimizer.kind),
                    static_cast<double>(options.optimizer.learningRate), options.seed, trainer->compileMilliseconds());
-      if (ranks->distributed()) {
+      if (ranks.distributed()) {
         std::fprintf(info, "data parallel over %d ranks: each step's %u images shared %zu to %zu per rank, gradients summed\n",
-                     ranks->size(), options.fullBatch ? static_cast<unsigned>(trainCount) : options.batch,
-                     shardOf(options.fullBatch ? trainCount : options.batch, ranks->size() - 1, ranks->size()).count,
-                     shardOf(options.fullBatch ? trainCount : options.batch, 0, ranks->size()).count);
+                     ranks.size(), options.fullBatch ? static_cast<unsigned>(trainCount) : options.batch,
+                     shardOf(options.fullBatch ? trainCount : options.batch, ranks.size() - 1, ranks.size()).count,
+                     shardOf(options.fullBatch ? trainCount : options.batch, 0, ranks.size()).count);
       }
       if (resume) std::fprintf(info, "resumed from %s after epoch %d\n", parser.text("resume").c_str(), resume->epochsDone);
       std::fflush(info);
@@ -199,7 +182,7 @@ int main(int argc, char** argv) {
           std::fprintf(info, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)",
                        options.fullBatch ? "iteration" : "epoch", e.epoch, options.epochs, e.trainLoss, 100 * e.trainAccuracy,
                        100 * e.testAccuracy, e.seconds, e.samplesPerSecond);
-          if (ranks->distributed()) {
+          if (ranks.distributed()) {
             epoch["compute_ms_per_step"] = e.computeMsPerStep;
             epoch["communication_ms_per_step"] = e.communicationMsPerStep;
             epoch["exposed_communication_ms_per_step"] = e.communicationMsPerStep;
@@ -218,7 +201,7 @@ int main(int argc, char** argv) {
     std::fprintf(info, "wrote %s (checkpoint %s)\n", out.c_str(), checkpointPath.c_str());
     if (json) {
       std::cout << nlohmann::json{{"device", context->device().renderer}, {"architecture", initial.architecture},
-                                  {"ranks", ranks->size()}, {"model", out}, {"checkpoint", checkpointPath}, {"epochs", epochs}}
+                                  {"ranks", ranks.size()}, {"model", out}, {"checkpoint", checkpointPath}, {"epochs", epochs}}
                        .dump(2)
                 << "\n";
     }

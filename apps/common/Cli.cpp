@@ -7,8 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <utility>
 #include <iostream>
+#include <memory>
+#include <utility>
 
 namespace glnet::cli {
 
@@ -137,6 +138,12 @@ ContextOptions Parser::contextOptions() const {
   return options;
 }
 
+ContextOptions Parser::contextOptions(const Communicator& ranks) const {
+  ContextOptions options = contextOptions();
+  options.localRank = ranks.localRank();
+  return options;
+}
+
 namespace {
 
 // The exit code and the line for an error that escaped an app's body.
@@ -180,21 +187,42 @@ int run(const char* program, const std::function<int()>& body) {
   }
 }
 
-int run(const char* program, const Communicator& ranks, const std::function<int()>& body) {
-  if (!ranks.distributed()) return run(program, body);
+int runRanks(const char* program, const std::function<int(const Communicator&)>& body) {
+  std::unique_ptr<Communicator> ranks;
+  if (const int failed = run(program, [&] {
+        ranks = std::make_unique<Communicator>();
+        return 0;
+      })) {
+    return failed;
+  }
+  if (!ranks->distributed()) return run(program, [&] { return body(*ranks); });
   try {
-    return body();
+    return body(*ranks);
   } catch (...) {
     const std::exception_ptr error = std::current_exception();
     const auto [code, line] = verdict(program, error);
     if (sameOnEveryRank(error)) {
-      if (ranks.rank() == 0) std::fprintf(stderr, "%s: error: %s\n", program, line.c_str());
+      if (ranks->rank() == 0) std::fprintf(stderr, "%s: error: %s\n", program, line.c_str());
       return code;
     }
-    std::fprintf(stderr, "%s: error: rank %d of %d: %s\n", program, ranks.rank(), ranks.size(), line.c_str());
+    std::fprintf(stderr, "%s: error: rank %d of %d: %s\n", program, ranks->rank(), ranks->size(), line.c_str());
     std::fflush(stderr);
-    ranks.abortAll(code);
+    ranks->abortAll(code);
   }
+}
+
+void setUpTogether(const Communicator& ranks, const std::function<void()>& setUp) {
+  if (!ranks.distributed()) {
+    setUp();
+    return;
+  }
+  std::string problem;
+  try {
+    setUp();
+  } catch (const std::exception& error) {
+    problem = *error.what() ? error.what() : "unexpected failure";
+  }
+  if (const std::string first = ranks.firstProblem(problem); !first.empty()) throw SharedError(first);
 }
 
 }  // namespace glnet::cli

@@ -34,8 +34,10 @@ class Parser {
   double number(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
-  // --device/GLNET_DEVICE and --verbose/GLNET_DEBUG as context options; also sets the log level.
+  // --device/GLNET_DEVICE and --verbose/GLNET_DEBUG as context options; also sets the log level. With
+  // `ranks`, an unnamed device is the host's GPU for this rank.
   ContextOptions contextOptions() const;
+  ContextOptions contextOptions(const Communicator& ranks) const;
   std::string help() const;
 
  private:
@@ -56,9 +58,14 @@ class Parser {
 // Runs `body` as an app's main: returns its exit code, or prints `program: error: ...` and returns 1
 // (glnet::Error) or 2 (UsageError).
 int run(const char* program, const std::function<int()>& body);
-// The same for one rank of a data-parallel job. Errors every rank meets alike (usage errors, SharedError)
-// are printed by rank 0 alone, and every rank returns; any other error is printed with its rank, and ends
-// all ranks at once, so that none waits forever for the failed one.
-int run(const char* program, const Communicator& ranks, const std::function<int()>& body);
+// The same for an app that may run as one rank of a data-parallel job (under mpirun): `body` gets the
+// ranks. Errors every rank meets alike (usage errors, SharedError) are printed by rank 0 alone, and every
+// rank returns; any other error is printed with its rank and ends all ranks at once, so that none waits
+// forever for the failed one.
+int runRanks(const char* program, const std::function<int(const Communicator&)>& body);
+// Runs `setUp` (reading files, opening the device) on every rank and stops them all together when any rank
+// failed: alone, the error goes out as it was; under mpirun, as a SharedError carrying the message of the
+// lowest-numbered failing rank.
+void setUpTogether(const Communicator& ranks, const std::function<void()>& setUp);
 
 }  // namespace glnet::cli

@@ -48,20 +48,14 @@ Communicator::~Communicator() {
   if (initialised_) MPI_Finalize();
 }
 
-void Communicator::sum(float* values, std::size_t count) const {
+void Communicator::sumInPlace(void* values, std::size_t count, MPI_Datatype type) const {
   if (!initialised_) return;
-  check(MPI_Allreduce(MPI_IN_PLACE, values, countOf(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  check(MPI_Allreduce(MPI_IN_PLACE, values, countOf(count), type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
 }
 
-void Communicator::sum(double* values, std::size_t count) const {
-  if (!initialised_) return;
-  check(MPI_Allreduce(MPI_IN_PLACE, values, countOf(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
-}
-
-void Communicator::sum(std::uint64_t* values, std::size_t count) const {
-  if (!initialised_) return;
-  check(MPI_Allreduce(MPI_IN_PLACE, values, countOf(count), MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
-}
+void Communicator::sum(float* values, std::size_t count) const { sumInPlace(values, count, MPI_FLOAT); }
+void Communicator::sum(double* values, std::size_t count) const { sumInPlace(values, count, MPI_DOUBLE); }
+void Communicator::sum(std::uint64_t* values, std::size_t count) const { sumInPlace(values, count, MPI_UINT64_T); }
 
 Communicator::PendingSum Communicator::startSum(float* values, std::size_t count) const {
   PendingSum pending;

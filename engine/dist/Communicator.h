@@ -64,6 +64,7 @@ class Communicator {
   [[noreturn]] void abortAll(int code) const;
 
  private:
+  void sumInPlace(void* values, std::size_t count, MPI_Datatype type) const;
   bool initialised_ = false;
   int rank_ = 0;
   int size_ = 1;
