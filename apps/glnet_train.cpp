@@ -184,13 +184,13 @@ int main(int argc, char** argv) {
                        100 * e.testAccuracy, e.seconds, e.samplesPerSecond);
           if (ranks.distributed()) {
             epoch["compute_ms_per_step"] = e.computeMsPerStep;
-            epoch["communication_ms_per_step"] = e.communicationMsPerStep;
-            epoch["exposed_communication_ms_per_step"] = e.communicationMsPerStep;
+            epoch["communication_ms_per_step"] = e.communicationMsPerStep();
+            epoch["exposed_communication_ms_per_step"] = e.communicationMsPerStep();
             epoch["gradient_read_ms_per_step"] = e.gradientReadMsPerStep;
             epoch["all_reduce_ms_per_step"] = e.allReduceMsPerStep;
             epoch["gradient_write_ms_per_step"] = e.gradientWriteMsPerStep;
             std::fprintf(info, "; per step %.3f ms compute, %.3f ms communication, all exposed (read %.3f, all-reduce %.3f, write %.3f)",
-                         e.computeMsPerStep, e.communicationMsPerStep, e.gradientReadMsPerStep, e.allReduceMsPerStep,
+                         e.computeMsPerStep, e.communicationMsPerStep(), e.gradientReadMsPerStep, e.allReduceMsPerStep,
                          e.gradientWriteMsPerStep);
           }
           std::fprintf(info, "\n");

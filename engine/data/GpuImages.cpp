@@ -52,9 +52,12 @@ void GpuImages::upload(const std::uint8_t* source, std::size_t images) {
   }
 }
 
-GpuImages uploadImages(const ImageSet& set) {
-  GpuImages images(set.count, set.pixelsPerImage());
-  images.upload(set.pixels);
+GpuImages uploadImages(const ImageSet& set) { return uploadImages(set, 0, set.count); }
+
+GpuImages uploadImages(const ImageSet& set, std::size_t first, std::size_t count) {
+  GLNET_ASSERT(first + count <= set.count, "more images than the set holds");
+  GpuImages images(count, set.pixelsPerImage());
+  images.upload(set.pixels.data() + first * set.pixelsPerImage(), count);
   return images;
 }
 

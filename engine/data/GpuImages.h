@@ -27,5 +27,7 @@ struct GpuImages {
 };
 
 GpuImages uploadImages(const ImageSet& set);
+// Images [first, first + count) of `set` only.
+GpuImages uploadImages(const ImageSet& set, std::size_t first, std::size_t count);
 
 }  // namespace glnet

@@ -21,12 +21,6 @@ Shard batchShareOf(std::size_t globalRows, const Communicator& ranks) {
   return share;
 }
 
-LabelledImages testShareOf(LabelledImages test, const Communicator& ranks) {
-  const Shard share = shardOf(test.images.count, ranks.rank(), ranks.size());
-  keepRange(test, share.first, share.count);
-  return test;
-}
-
 const char* stateName(OptimizerKind kind, std::size_t index) {
   if (kind == OptimizerKind::momentum) return "velocity";
   return index == 0 ? "m" : "v";
@@ -102,12 +96,13 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
       stepsPerEpoch_(options.fullBatch ? 1 : train.images.count / options.batch),
       globalRows_(options.fullBatch ? static_cast<std::uint32_t>(train.images.count) : options.batch),
       batchShare_(batchShareOf(globalRows_, ranks)),
-      testCount_(test.images.count),
+      testShare_(shardOf(test.images.count, ranks.rank(), ranks.size())),
       trainImages_(uploadImages(train.images)),
-      testImages_(uploadImages(testShareOf(test, ranks).images)),
+      testImages_(uploadImages(test.images, testShare_.first, testShare_.count)),
       trainLabels_(train.labels.size(), 1),
       indices_(train.images.count * sizeof(std::uint32_t)),
-      testLabels_(testShareOf(test, ranks).labels),
+      testLabels_(test.labels.begin() + static_cast<std::ptrdiff_t>(testShare_.first),
+                  test.labels.begin() + static_cast<std::ptrdiff_t>(testShare_.first + testShare_.count)),
       nodes_(buildGraph(initial, static_cast<std::uint32_t>(batchShare_.count))),
       graph_(context, nodes_.graph, nodes_.loss, {nodes_.correct}, options.optimizer),
       plan_(context.limits()) {
@@ -179,9 +174,10 @@ std::vector<double> Trainer::totalsOverRanks(int epoch, std::size_t fromStep, st
 }
 
 double Trainer::testAccuracy() const {
-  std::uint64_t correct = testImages_.count ? evaluate(context_, network(), testImages_, testLabels_, 1000).correct : 0;
-  ranks_.sum(&correct, 1);
-  return testCount_ ? static_cast<double>(correct) / static_cast<double>(testCount_) : 0.0;
+  std::uint64_t correctAndCount[2] = {0, testImages_.count};
+  if (testImages_.count) correctAndCount[0] = evaluate(context_, network(), testImages_, testLabels_, 1000).correct;
+  ranks_.sum(correctAndCount, 2);
+  return correctAndCount[1] ? static_cast<double>(correctAndCount[0]) / static_cast<double>(correctAndCount[1]) : 0.0;
 }
 
 void Trainer::restore(const Checkpoint& checkpoint) {
@@ -257,8 +253,7 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
       result.gradientReadMsPerStep /= steps;
       result.allReduceMsPerStep /= steps;
       result.gradientWriteMsPerStep /= steps;
-      result.communicationMsPerStep = result.gradientReadMsPerStep + result.allReduceMsPerStep + result.gradientWriteMsPerStep;
-      result.computeMsPerStep = result.seconds * 1e3 / static_cast<double>(stepsPerEpoch_) - result.communicationMsPerStep;
+      result.computeMsPerStep = result.seconds * 1e3 / steps - result.communicationMsPerStep();
     }
     result.evaluated = epoch % options_.evaluateEvery == 0 || epoch == options_.epochs;
     if (result.evaluated) result.testAccuracy = testAccuracy();

@@ -45,10 +45,10 @@ struct EpochResult {
   // Data-parallel runs, per step: GPU work (forward, backward, update), and the gradients' trip out of the
   // GPU, across the ranks and back, all of it on the step's critical path (not overlapped with GPU work).
   double computeMsPerStep = 0;
-  double communicationMsPerStep = 0;  // the three below
   double gradientReadMsPerStep = 0;   // GPU → host
   double allReduceMsPerStep = 0;      // MPI_Allreduce
   double gradientWriteMsPerStep = 0;  // host → GPU
+  double communicationMsPerStep() const { return gradientReadMsPerStep + allReduceMsPerStep + gradientWriteMsPerStep; }
 };
 
 // Everything needed to resume: the model, the optimizer's state, and how far training got.
@@ -104,7 +104,7 @@ class Trainer {
   std::size_t stepsPerEpoch_;
   std::uint32_t globalRows_;
   Shard batchShare_;
-  std::size_t testCount_;
+  Shard testShare_;  // the test images this rank evaluates
   GpuImages trainImages_, testImages_;
   GpuImages trainLabels_;  // one byte per image, packed like pixels
   Buffer indices_;
