@@ -68,35 +68,35 @@ void Buffer::downloadMapped(void* out, std::size_t bytes, std::size_t offset) co
   glUnmapBuffer(GL_COPY_READ_BUFFER);
 }
 
-namespace {
-// Creates buffer `id` of `bytes` (at least 4) as immutable storage mapped for good, persistent and coherent,
-// with `access` (GL_MAP_READ_BIT and/or GL_MAP_WRITE_BIT); `what` names it in errors.
-void* createPersistentMap(unsigned& id, std::size_t bytes, GLbitfield access, const char* what) {
+PersistentMap::PersistentMap(std::size_t bytes, unsigned access, const char* what) : bytes_(bytes) {
   if (!GLAD_GL_ARB_buffer_storage) throw Error("persistent maps need GL_ARB_buffer_storage, which this device lacks");
   const GLbitfield flags = access | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
   const auto size = static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4));
-  glGenBuffers(1, &id);
-  glBindBuffer(GL_COPY_WRITE_BUFFER, id);
+  glGenBuffers(1, &id_);
+  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
   glBufferStorage(GL_COPY_WRITE_BUFFER, size, nullptr, flags);
-  void* mapped = glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, size, flags);
-  if (!mapped) {
+  mapped_ = glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, size, flags);
+  if (!mapped_) {
     const GLenum error = glGetError();
-    glDeleteBuffers(1, &id);
-    id = 0;
+    glDeleteBuffers(1, &id_);
     throw Error("could not map a " + std::to_string(size) + "-byte " + what + " (" + glErrorName(error) + ")");
   }
-  return mapped;
 }
-}  // namespace
 
-PersistentReadback::PersistentReadback(std::size_t bytes)
-    : bytes_(bytes), mapped_(createPersistentMap(id_, bytes, GL_MAP_READ_BIT, "persistent readback buffer")) {}
-
-PersistentReadback::~PersistentReadback() {
+PersistentMap::~PersistentMap() {
+  if (!id_) return;
+  // GPU copies still queued from or into it keep the storage alive until they finish.
   glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
   glUnmapBuffer(GL_COPY_WRITE_BUFFER);
   glDeleteBuffers(1, &id_);
 }
+
+PersistentMap::PersistentMap(PersistentMap&& other) noexcept
+    : id_(std::exchange(other.id_, 0u)),
+      bytes_(std::exchange(other.bytes_, std::size_t{0})),
+      mapped_(std::exchange(other.mapped_, nullptr)) {}
+
+PersistentReadback::PersistentReadback(std::size_t bytes) : map_(bytes, GL_MAP_READ_BIT, "persistent readback buffer") {}
 
 void PersistentReadback::read(const Buffer& source, void* out, std::size_t bytes, std::size_t offset) {
   read({{&source, out, bytes, offset}});
@@ -104,10 +104,11 @@ void PersistentReadback::read(const Buffer& source, void* out, std::size_t bytes
 
 void PersistentReadback::read(std::initializer_list<Piece> pieces) {
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
+  glBindBuffer(GL_COPY_WRITE_BUFFER, map_.id());
   std::size_t at = 0;
   for (const Piece& piece : pieces) {
-    GLNET_ASSERT(at + piece.bytes <= bytes_ && piece.offset + piece.bytes <= piece.source->bytes(), "persistent read out of range");
+    GLNET_ASSERT(at + piece.bytes <= map_.bytes() && piece.offset + piece.bytes <= piece.source->bytes(),
+                 "persistent read out of range");
     glBindBuffer(GL_COPY_READ_BUFFER, piece.source->id());
     glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(piece.offset),
                         static_cast<GLintptr>(at), static_cast<GLsizeiptr>(piece.bytes));
@@ -117,34 +118,27 @@ void PersistentReadback::read(std::initializer_list<Piece> pieces) {
   Fence().wait();
   at = 0;
   for (const Piece& piece : pieces) {
-    std::memcpy(piece.out, static_cast<const std::uint8_t*>(mapped_) + at, piece.bytes);
+    std::memcpy(piece.out, map_.data() + at, piece.bytes);
     at += (piece.bytes + 3) / 4 * 4;
   }
 }
 
-HostMirror::HostMirror(std::size_t bytes)
-    : bytes_(bytes), mapped_(createPersistentMap(id_, bytes, GL_MAP_READ_BIT | GL_MAP_WRITE_BIT, "host mirror")) {}
-
-HostMirror::~HostMirror() {
-  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
-  glUnmapBuffer(GL_COPY_WRITE_BUFFER);
-  glDeleteBuffers(1, &id_);
-}
+HostMirror::HostMirror(std::size_t bytes) : map_(bytes, GL_MAP_READ_BIT | GL_MAP_WRITE_BIT, "host mirror") {}
 
 void HostMirror::pull(const Buffer& source) {
-  GLNET_ASSERT(source.bytes() <= bytes_, "a host mirror smaller than its buffer");
+  GLNET_ASSERT(source.bytes() <= map_.bytes(), "a host mirror smaller than its buffer");
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
   glBindBuffer(GL_COPY_READ_BUFFER, source.id());
-  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
+  glBindBuffer(GL_COPY_WRITE_BUFFER, map_.id());
   GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0, static_cast<GLsizeiptr>(source.bytes())));
   glMemoryBarrier(GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
   Fence().wait();
 }
 
 void HostMirror::push(Buffer& target) {
-  GLNET_ASSERT(target.bytes() <= bytes_, "a host mirror smaller than its buffer");
+  GLNET_ASSERT(target.bytes() <= map_.bytes(), "a host mirror smaller than its buffer");
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-  glBindBuffer(GL_COPY_READ_BUFFER, id_);
+  glBindBuffer(GL_COPY_READ_BUFFER, map_.id());
   glBindBuffer(GL_COPY_WRITE_BUFFER, target.id());
   GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0, static_cast<GLsizeiptr>(target.bytes())));
 }
@@ -154,31 +148,14 @@ bool UploadRing::available() { return GLAD_GL_ARB_buffer_storage != 0; }
 UploadRing::UploadRing(std::size_t slotBytes, std::size_t slots, unsigned copyThreads)
     : slotBytes_((std::max<std::size_t>(slotBytes, 4) + 3) / 4 * 4),
       fences_(std::max<std::size_t>(slots, 1)),
-      copier_(std::make_unique<ParallelCopy>(copyThreads)) {
-  mapped_ = createPersistentMap(id_, slotBytes_ * fences_.size(), GL_MAP_WRITE_BIT, "upload ring");
-}
-
-UploadRing::~UploadRing() {
-  if (!id_) return;
-  // Copies still queued read the ring; GL keeps the storage alive until they finish.
-  glBindBuffer(GL_COPY_READ_BUFFER, id_);
-  glUnmapBuffer(GL_COPY_READ_BUFFER);
-  glDeleteBuffers(1, &id_);
-}
-
-UploadRing::UploadRing(UploadRing&& other) noexcept
-    : id_(std::exchange(other.id_, 0u)),
-      mapped_(std::exchange(other.mapped_, nullptr)),
-      slotBytes_(other.slotBytes_),
-      fences_(std::move(other.fences_)),
-      next_(other.next_),
-      copier_(std::move(other.copier_)) {}
+      map_(slotBytes_ * fences_.size(), GL_MAP_WRITE_BIT, "upload ring"),
+      copier_(std::make_unique<ParallelCopy>(copyThreads)) {}
 
 void UploadRing::upload(Buffer& target, const void* data, std::size_t bytes, std::size_t offset) {
   GLNET_ASSERT(offset + bytes <= target.bytes(), "upload past the end of a buffer");
   if (bytes == 0) return;
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-  glBindBuffer(GL_COPY_READ_BUFFER, id_);
+  glBindBuffer(GL_COPY_READ_BUFFER, map_.id());
   glBindBuffer(GL_COPY_WRITE_BUFFER, target.id());
   const auto* source = static_cast<const std::uint8_t*>(data);
   for (std::size_t done = 0; done < bytes;) {
@@ -189,7 +166,7 @@ void UploadRing::upload(Buffer& target, const void* data, std::size_t bytes, std
       slotFence.reset();
     }
     const std::size_t slotOffset = next_ * slotBytes_;
-    copier_->copy(static_cast<std::uint8_t*>(mapped_) + slotOffset, source + done, piece);
+    copier_->copy(map_.data() + slotOffset, source + done, piece);
     GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(slotOffset),
                                  static_cast<GLintptr>(offset + done), static_cast<GLsizeiptr>(piece)));
     slotFence.emplace();

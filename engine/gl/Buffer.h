@@ -61,15 +61,35 @@ class Buffer {
   std::size_t bytes_ = 0;
 };
 
+// Immutable storage on the device mapped into host memory once for good (ARB_buffer_storage, persistent
+// and coherent), owned: the common part of the three host-visible buffers below.
+class PersistentMap {
+ public:
+  // `access`: GL_MAP_READ_BIT and/or GL_MAP_WRITE_BIT; `what` names the buffer in errors. Throws
+  // glnet::Error when the device lacks GL_ARB_buffer_storage.
+  PersistentMap(std::size_t bytes, unsigned access, const char* what);
+  ~PersistentMap();
+  PersistentMap(PersistentMap&& other) noexcept;
+  PersistentMap& operator=(PersistentMap&& other) = delete;
+  PersistentMap(const PersistentMap&) = delete;
+  PersistentMap& operator=(const PersistentMap&) = delete;
+
+  unsigned id() const { return id_; }
+  std::size_t bytes() const { return bytes_; }
+  std::uint8_t* data() const { return static_cast<std::uint8_t*>(mapped_); }
+
+ private:
+  unsigned id_ = 0;
+  std::size_t bytes_ = 0;
+  void* mapped_ = nullptr;
+};
+
 // A host-visible copy target mapped once for good (ARB_buffer_storage, persistent and coherent): a read
 // is a GPU copy into it, a fence, and a memcpy.
 class PersistentReadback {
  public:
   // Throws glnet::Error when the device lacks GL_ARB_buffer_storage.
   explicit PersistentReadback(std::size_t bytes);
-  ~PersistentReadback();
-  PersistentReadback(const PersistentReadback&) = delete;
-  PersistentReadback& operator=(const PersistentReadback&) = delete;
 
   void read(const Buffer& source, void* out, std::size_t bytes, std::size_t offset = 0);
   // Several reads behind one fence: each piece's bytes from its source at its offset into its out.
@@ -82,9 +102,7 @@ class PersistentReadback {
   void read(std::initializer_list<Piece> pieces);
 
  private:
-  unsigned id_ = 0;
-  std::size_t bytes_ = 0;
-  void* mapped_ = nullptr;
+  PersistentMap map_;
 };
 
 // A host-visible twin of a device buffer, mapped once for good (ARB_buffer_storage, persistent and
@@ -94,19 +112,14 @@ class HostMirror {
  public:
   // Throws glnet::Error when the device lacks GL_ARB_buffer_storage.
   explicit HostMirror(std::size_t bytes);
-  ~HostMirror();
-  HostMirror(const HostMirror&) = delete;
-  HostMirror& operator=(const HostMirror&) = delete;
 
   void pull(const Buffer& source);
   // Ordered before every later GL command; returns at once.
   void push(Buffer& target);
-  void* data() { return mapped_; }
+  void* data() { return map_.data(); }
 
  private:
-  unsigned id_ = 0;
-  std::size_t bytes_ = 0;
-  void* mapped_ = nullptr;
+  PersistentMap map_;
 };
 
 // A host-visible staging ring mapped once for good (ARB_buffer_storage, persistent and coherent): an
@@ -118,20 +131,14 @@ class UploadRing {
   static bool available();
   // Throws glnet::Error when the device lacks GL_ARB_buffer_storage.
   UploadRing(std::size_t slotBytes, std::size_t slots, unsigned copyThreads = 1);
-  ~UploadRing();
-  UploadRing(UploadRing&& other) noexcept;
-  UploadRing& operator=(UploadRing&& other) = delete;
-  UploadRing(const UploadRing&) = delete;
-  UploadRing& operator=(const UploadRing&) = delete;
 
   // The same contract as Buffer::upload; returns once the bytes are in the ring, before they reach `target`.
   void upload(Buffer& target, const void* data, std::size_t bytes, std::size_t offset = 0);
 
  private:
-  unsigned id_ = 0;
-  void* mapped_ = nullptr;
   std::size_t slotBytes_ = 0;
   std::vector<std::optional<Fence>> fences_;
+  PersistentMap map_;
   std::size_t next_ = 0;
   std::unique_ptr<ParallelCopy> copier_;
 };
