@@ -21,7 +21,7 @@ unsigned stagingCopyThreads() { return std::clamp(std::thread::hardware_concurre
 
 GpuImages::GpuImages(std::size_t count, std::size_t pixelsPerImage, UploadPath path)
     : pixels((count * pixelsPerImage + 3) / 4 * 4), count(count), pixelsPerImage(pixelsPerImage) {
-  if (path == UploadPath::automatic && pixels.bytes() >= stagingFromBytes && UploadRing::available()) {
+  if (path == UploadPath::automatic && pixels.bytes() >= stagingFromBytes && PersistentMap::available()) {
     staging.emplace(stagingSlotBytes, stagingSlots, stagingCopyThreads());
   }
 }

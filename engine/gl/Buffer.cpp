@@ -68,8 +68,10 @@ void Buffer::downloadMapped(void* out, std::size_t bytes, std::size_t offset) co
   glUnmapBuffer(GL_COPY_READ_BUFFER);
 }
 
+bool PersistentMap::available() { return GLAD_GL_ARB_buffer_storage != 0; }
+
 PersistentMap::PersistentMap(std::size_t bytes, unsigned access, const char* what) : bytes_(bytes) {
-  if (!GLAD_GL_ARB_buffer_storage) throw Error("persistent maps need GL_ARB_buffer_storage, which this device lacks");
+  if (!available()) throw Error("persistent maps need GL_ARB_buffer_storage, which this device lacks");
   const GLbitfield flags = access | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
   const auto size = static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4));
   glGenBuffers(1, &id_);
@@ -142,8 +144,6 @@ void HostMirror::push(Buffer& target) {
   glBindBuffer(GL_COPY_WRITE_BUFFER, target.id());
   GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0, static_cast<GLsizeiptr>(target.bytes())));
 }
-
-bool UploadRing::available() { return GLAD_GL_ARB_buffer_storage != 0; }
 
 UploadRing::UploadRing(std::size_t slotBytes, std::size_t slots, unsigned copyThreads)
     : slotBytes_((std::max<std::size_t>(slotBytes, 4) + 3) / 4 * 4),

@@ -65,6 +65,8 @@ class Buffer {
 // and coherent), owned: the common part of the three host-visible buffers below.
 class PersistentMap {
  public:
+  // Whether the current context has GL_ARB_buffer_storage.
+  static bool available();
   // `access`: GL_MAP_READ_BIT and/or GL_MAP_WRITE_BIT; `what` names the buffer in errors. Throws
   // glnet::Error when the device lacks GL_ARB_buffer_storage.
   PersistentMap(std::size_t bytes, unsigned access, const char* what);
@@ -128,7 +130,6 @@ class HostMirror {
 // `copyThreads` fill each slot together (see ParallelCopy).
 class UploadRing {
  public:
-  static bool available();
   // Throws glnet::Error when the device lacks GL_ARB_buffer_storage.
   UploadRing(std::size_t slotBytes, std::size_t slots, unsigned copyThreads = 1);
 

@@ -131,7 +131,7 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   graph_.averageOver(globalRows_);
   plan_ = graph_.gradientPlan(feed);
   updatePlan_.emplace(graph_.updatePlan());
-  if (UploadRing::available()) {
+  if (PersistentMap::available()) {
     gradientMirror_.emplace(graph_.gradientArena().bytes());
   } else {
     hostGradients_.resize(graph_.gradientArena().bytes() / sizeof(float));

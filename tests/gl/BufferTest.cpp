@@ -97,7 +97,7 @@ TEST_SUITE("gl") {
 
   TEST_CASE("an upload ring delivers bytes exactly, across slot edges, wrap-arounds and offsets") {
     test::glContext();
-    REQUIRE_MESSAGE(UploadRing::available(), "llvmpipe has GL_ARB_buffer_storage; the ring must be tested here");
+    REQUIRE_MESSAGE(PersistentMap::available(), "llvmpipe has GL_ARB_buffer_storage; the ring must be tested here");
     auto random = test::generator(5);
     for (const unsigned copyThreads : {1u, 3u}) {
       CAPTURE(copyThreads);
@@ -128,7 +128,7 @@ TEST_SUITE("gl") {
       CAPTURE(count);
       const std::vector<std::uint8_t> pixels = test::randomBytes(random, count * 785);
       GpuImages staged(count, 785), plain(count, 785, UploadPath::plain);
-      CHECK(staged.staging.has_value() == (UploadRing::available() && count == 6007));
+      CHECK(staged.staging.has_value() == (PersistentMap::available() && count == 6007));
       CHECK_FALSE(plain.staging.has_value());
       for (GpuImages* images : {&staged, &plain}) {
         images->pixels.fill(0xDEADBEEFu);
