@@ -79,20 +79,25 @@ void main() {
 #endif
 }
 #else
-layout(local_size_x = 64, local_size_y = 4) in;
-shared float partial[4][64];
+// 64 columns per group, GLNET_GROUP_SIZE / 64 invocations down each column (a 1-D group, because GL 4.3
+// takes only literals in layout qualifiers).
+#define BIAS_ROWS (GLNET_GROUP_SIZE / 64)
+layout(local_size_x = GLNET_GROUP_SIZE) in;
+shared float partial[BIAS_ROWS][64];
 
 void main() {
-  uint column = gl_WorkGroupID.x * 64u + gl_LocalInvocationID.x;
+  uint lane = gl_LocalInvocationIndex % 64u, down = gl_LocalInvocationIndex / 64u;
+  uint column = gl_WorkGroupID.x * 64u + lane;
   float sum = 0.0;
   if (column < N) {
-    for (uint row = gl_LocalInvocationID.y; row < M; row += 4u) sum += dZ(row, column);
+    for (uint row = down; row < M; row += uint(BIAS_ROWS)) sum += dZ(row, column);
   }
-  partial[gl_LocalInvocationID.y][gl_LocalInvocationID.x] = sum;
+  partial[down][lane] = sum;
   barrier();
-  if (gl_LocalInvocationID.y == 0u && column < N) {
-    store(column, partial[0][gl_LocalInvocationID.x] + partial[1][gl_LocalInvocationID.x] +
-                      partial[2][gl_LocalInvocationID.x] + partial[3][gl_LocalInvocationID.x]);
+  if (down == 0u && column < N) {
+    float total = 0.0;
+    for (uint row = 0u; row < uint(BIAS_ROWS); ++row) total += partial[row][lane];
+    store(column, total);
   }
 }
 #endif

@@ -115,16 +115,16 @@ void gemmStore(uint r, uint s, float value) {
 
 void main() { gemmRun(GEMM_SHAPE); }
 #else
-layout(local_size_x = 256) in;
-shared float partial[256];
+layout(local_size_x = GLNET_GROUP_SIZE) in;
+shared float partial[GLNET_GROUP_SIZE];
 
 void main() {
   uint oc = gl_WorkGroupID.x, local = gl_LocalInvocationID.x;
   float sum = 0.0;
-  for (uint i = local; i < N * OH * OW; i += 256u) sum += dZ(i / (OH * OW), oc, (i % (OH * OW)) / OW, i % OW);
+  for (uint i = local; i < N * OH * OW; i += uint(GLNET_GROUP_SIZE)) sum += dZ(i / (OH * OW), oc, (i % (OH * OW)) / OW, i % OW);
   partial[local] = sum;
   barrier();
-  for (uint stride = 128u; stride > 0u; stride >>= 1) {
+  for (uint stride = uint(GLNET_GROUP_SIZE / 2); stride > 0u; stride >>= 1) {
     if (local < stride) partial[local] += partial[local + stride];
     barrier();
   }

@@ -60,16 +60,16 @@ shared vec4 gemmTileB[2][GEMM_TILE_N][GEMM_TILE_K / 4 + 1];
 // Position of run q of a stage inside the tile: (r, t) of its first value, relative to the tile's corner.
 uvec2 gemmRunA(uint q) {
 #ifdef GEMM_A_ALONG_ROWS
-  return uvec2((q % (GEMM_TILE_M / 4)) * 4u, q / (GEMM_TILE_M / 4));
+  return uvec2((q % uint(GEMM_TILE_M / 4)) * 4u, q / uint(GEMM_TILE_M / 4));
 #else
-  return uvec2(q / (GEMM_TILE_K / 4), (q % (GEMM_TILE_K / 4)) * 4u);
+  return uvec2(q / uint(GEMM_TILE_K / 4), (q % uint(GEMM_TILE_K / 4)) * 4u);
 #endif
 }
 uvec2 gemmRunB(uint q) {  // (s, t)
 #ifdef GEMM_B_ALONG_COLUMNS
-  return uvec2((q % (GEMM_TILE_N / 4)) * 4u, q / (GEMM_TILE_N / 4));
+  return uvec2((q % uint(GEMM_TILE_N / 4)) * 4u, q / uint(GEMM_TILE_N / 4));
 #else
-  return uvec2(q / (GEMM_TILE_K / 4), (q % (GEMM_TILE_K / 4)) * 4u);
+  return uvec2(q / uint(GEMM_TILE_K / 4), (q % uint(GEMM_TILE_K / 4)) * 4u);
 #endif
 }
 
@@ -124,17 +124,17 @@ vec4 gemmStagedB[GEMM_B_FETCHES];
 
 void gemmFetchStage(uint t0, uint R, uint S, uint tEnd) {
   uint local = gl_LocalInvocationIndex;
-  uint rowBase = gl_WorkGroupID.x * GEMM_TILE_M, columnBase = gl_WorkGroupID.y * GEMM_TILE_N;
-  for (uint f = 0u; f < GEMM_A_FETCHES; ++f) {
-    uint q = local + f * GEMM_THREADS;
-    if (GEMM_A_RUNS % GEMM_THREADS == 0 || q < GEMM_A_RUNS) {
+  uint rowBase = gl_WorkGroupID.x * uint(GEMM_TILE_M), columnBase = gl_WorkGroupID.y * uint(GEMM_TILE_N);
+  for (uint f = 0u; f < uint(GEMM_A_FETCHES); ++f) {
+    uint q = local + f * uint(GEMM_THREADS);
+    if (GEMM_A_RUNS % GEMM_THREADS == 0 || q < uint(GEMM_A_RUNS)) {
       uvec2 at = gemmRunA(q);
       gemmStagedA[f] = gemmFetchA(rowBase + at.x, t0 + at.y, R, tEnd);
     }
   }
-  for (uint f = 0u; f < GEMM_B_FETCHES; ++f) {
-    uint q = local + f * GEMM_THREADS;
-    if (GEMM_B_RUNS % GEMM_THREADS == 0 || q < GEMM_B_RUNS) {
+  for (uint f = 0u; f < uint(GEMM_B_FETCHES); ++f) {
+    uint q = local + f * uint(GEMM_THREADS);
+    if (GEMM_B_RUNS % GEMM_THREADS == 0 || q < uint(GEMM_B_RUNS)) {
       uvec2 at = gemmRunB(q);
       gemmStagedB[f] = gemmFetchB(columnBase + at.x, t0 + at.y, S, tEnd);
     }
@@ -143,45 +143,45 @@ void gemmFetchStage(uint t0, uint R, uint S, uint tEnd) {
 
 void gemmPutStage(uint stage) {
   uint local = gl_LocalInvocationIndex;
-  for (uint f = 0u; f < GEMM_A_FETCHES; ++f) {
-    uint q = local + f * GEMM_THREADS;
-    if (GEMM_A_RUNS % GEMM_THREADS == 0 || q < GEMM_A_RUNS) gemmPutA(stage, gemmRunA(q), gemmStagedA[f]);
+  for (uint f = 0u; f < uint(GEMM_A_FETCHES); ++f) {
+    uint q = local + f * uint(GEMM_THREADS);
+    if (GEMM_A_RUNS % GEMM_THREADS == 0 || q < uint(GEMM_A_RUNS)) gemmPutA(stage, gemmRunA(q), gemmStagedA[f]);
   }
-  for (uint f = 0u; f < GEMM_B_FETCHES; ++f) {
-    uint q = local + f * GEMM_THREADS;
-    if (GEMM_B_RUNS % GEMM_THREADS == 0 || q < GEMM_B_RUNS) gemmPutB(stage, gemmRunB(q), gemmStagedB[f]);
+  for (uint f = 0u; f < uint(GEMM_B_FETCHES); ++f) {
+    uint q = local + f * uint(GEMM_THREADS);
+    if (GEMM_B_RUNS % GEMM_THREADS == 0 || q < uint(GEMM_B_RUNS)) gemmPutB(stage, gemmRunB(q), gemmStagedB[f]);
   }
 }
 
 // Row i and column j of this invocation's block, relative to the tile's corner.
 uint gemmRowInTile(uint i) {
-  uint ty = gl_LocalInvocationIndex / GEMM_THREADS_X;
+  uint ty = gl_LocalInvocationIndex / uint(GEMM_THREADS_X);
 #ifdef GEMM_A_ALONG_ROWS
-  return (ty + (i / 4u) * GEMM_THREADS_Y) * 4u + i % 4u;
+  return (ty + (i / 4u) * uint(GEMM_THREADS_Y)) * 4u + i % 4u;
 #else
-  return ty + i * GEMM_THREADS_Y;
+  return ty + i * uint(GEMM_THREADS_Y);
 #endif
 }
 uint gemmColumnInTile(uint j) {
-  uint tx = gl_LocalInvocationIndex % GEMM_THREADS_X;
+  uint tx = gl_LocalInvocationIndex % uint(GEMM_THREADS_X);
 #ifdef GEMM_B_ALONG_COLUMNS
-  return (tx + (j / 4u) * GEMM_THREADS_X) * 4u + j % 4u;
+  return (tx + (j / 4u) * uint(GEMM_THREADS_X)) * 4u + j % 4u;
 #else
-  return tx + j * GEMM_THREADS_X;
+  return tx + j * uint(GEMM_THREADS_X);
 #endif
 }
 
 // a[kk][i] = A(row i, t0 + kk) of this invocation for the 4 values of t from t0 in the stage.
 void gemmReadA(uint stage, uint t0, out float a[4][GEMM_THREAD_M]) {
 #ifdef GEMM_A_ALONG_ROWS
-  uint ty = gl_LocalInvocationIndex / GEMM_THREADS_X;
+  uint ty = gl_LocalInvocationIndex / uint(GEMM_THREADS_X);
   for (uint kk = 0u; kk < 4u; ++kk)
-    for (uint i = 0u; i < GEMM_THREAD_M / 4; ++i) {
-      vec4 run = gemmTileA[stage][t0 + kk][ty + i * GEMM_THREADS_Y];
+    for (uint i = 0u; i < uint(GEMM_THREAD_M / 4); ++i) {
+      vec4 run = gemmTileA[stage][t0 + kk][ty + i * uint(GEMM_THREADS_Y)];
       for (uint e = 0u; e < 4u; ++e) a[kk][i * 4u + e] = run[e];
     }
 #else
-  for (uint i = 0u; i < GEMM_THREAD_M; ++i) {
+  for (uint i = 0u; i < uint(GEMM_THREAD_M); ++i) {
     vec4 run = gemmTileA[stage][gemmRowInTile(i)][t0 / 4u];
     for (uint kk = 0u; kk < 4u; ++kk) a[kk][i] = run[kk];
   }
@@ -189,14 +189,14 @@ void gemmReadA(uint stage, uint t0, out float a[4][GEMM_THREAD_M]) {
 }
 void gemmReadB(uint stage, uint t0, out float b[4][GEMM_THREAD_N]) {
 #ifdef GEMM_B_ALONG_COLUMNS
-  uint tx = gl_LocalInvocationIndex % GEMM_THREADS_X;
+  uint tx = gl_LocalInvocationIndex % uint(GEMM_THREADS_X);
   for (uint kk = 0u; kk < 4u; ++kk)
-    for (uint j = 0u; j < GEMM_THREAD_N / 4; ++j) {
-      vec4 run = gemmTileB[stage][t0 + kk][tx + j * GEMM_THREADS_X];
+    for (uint j = 0u; j < uint(GEMM_THREAD_N / 4); ++j) {
+      vec4 run = gemmTileB[stage][t0 + kk][tx + j * uint(GEMM_THREADS_X)];
       for (uint e = 0u; e < 4u; ++e) b[kk][j * 4u + e] = run[e];
     }
 #else
-  for (uint j = 0u; j < GEMM_THREAD_N; ++j) {
+  for (uint j = 0u; j < uint(GEMM_THREAD_N); ++j) {
     vec4 run = gemmTileB[stage][gemmColumnInTile(j)][t0 / 4u];
     for (uint kk = 0u; kk < 4u; ++kk) b[kk][j] = run[kk];
   }
@@ -205,23 +205,23 @@ void gemmReadB(uint stage, uint t0, out float b[4][GEMM_THREAD_N]) {
 
 // Sums over t in [tBegin, tEnd) only: with split-K each group along z takes one chunk of T.
 void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out float sum[GEMM_THREAD_M][GEMM_THREAD_N]) {
-  for (uint i = 0u; i < GEMM_THREAD_M; ++i)
-    for (uint j = 0u; j < GEMM_THREAD_N; ++j) sum[i][j] = 0.0;
+  for (uint i = 0u; i < uint(GEMM_THREAD_M); ++i)
+    for (uint j = 0u; j < uint(GEMM_THREAD_N); ++j) sum[i][j] = 0.0;
   if (tBegin >= tEnd) return;
   gemmFetchStage(tBegin, R, S, tEnd);
   gemmPutStage(0u);
   barrier();
   uint stage = 0u;
-  for (uint t0 = tBegin; t0 < tEnd; t0 += GEMM_TILE_K) {
-    bool more = t0 + GEMM_TILE_K < tEnd;
-    if (more) gemmFetchStage(t0 + GEMM_TILE_K, R, S, tEnd);
-    for (uint k = 0u; k < GEMM_TILE_K; k += 4u) {
+  for (uint t0 = tBegin; t0 < tEnd; t0 += uint(GEMM_TILE_K)) {
+    bool more = t0 + uint(GEMM_TILE_K) < tEnd;
+    if (more) gemmFetchStage(t0 + uint(GEMM_TILE_K), R, S, tEnd);
+    for (uint k = 0u; k < uint(GEMM_TILE_K); k += 4u) {
       float a[4][GEMM_THREAD_M], b[4][GEMM_THREAD_N];
       gemmReadA(stage, k, a);
       gemmReadB(stage, k, b);
       for (uint kk = 0u; kk < 4u; ++kk)
-        for (uint i = 0u; i < GEMM_THREAD_M; ++i)
-          for (uint j = 0u; j < GEMM_THREAD_N; ++j) sum[i][j] = fma(a[kk][i], b[kk][j], sum[i][j]);
+        for (uint i = 0u; i < uint(GEMM_THREAD_M); ++i)
+          for (uint j = 0u; j < uint(GEMM_THREAD_N); ++j) sum[i][j] = fma(a[kk][i], b[kk][j], sum[i][j]);
     }
     if (more) gemmPutStage(stage ^ 1u);
     barrier();
@@ -250,11 +250,11 @@ void gemmSums(uint R, uint S, uint T, out float sum[GEMM_THREAD_M][GEMM_THREAD_N
 void gemmRun(uint R, uint S, uint T) {
   float sum[GEMM_THREAD_M][GEMM_THREAD_N];
   gemmSums(R, S, T, sum);
-  uint rowBase = gl_WorkGroupID.x * GEMM_TILE_M, columnBase = gl_WorkGroupID.y * GEMM_TILE_N;
-  for (uint i = 0u; i < GEMM_THREAD_M; ++i) {
+  uint rowBase = gl_WorkGroupID.x * uint(GEMM_TILE_M), columnBase = gl_WorkGroupID.y * uint(GEMM_TILE_N);
+  for (uint i = 0u; i < uint(GEMM_THREAD_M); ++i) {
     uint r = rowBase + gemmRowInTile(i);
     if (r >= R) continue;
-    for (uint j = 0u; j < GEMM_THREAD_N; ++j) {
+    for (uint j = 0u; j < uint(GEMM_THREAD_N); ++j) {
       uint s = columnBase + gemmColumnInTile(j);
       if (s < S) gemmStore(r, s, sum[i][j]);
     }

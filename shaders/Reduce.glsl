@@ -1,23 +1,23 @@
-// totals[slot] += Σ x[0, count): one group of 256 invocations, so the running total needs no atomics and
+// totals[slot] += Σ x[0, count): one group of GLNET_GROUP_SIZE invocations, so the running total needs no atomics and
 // the order of summation is fixed (deterministic from run to run).
 // bindings: 0 x read, 1 totals read-write
 // uniforms: 0 count, 1 slot
-layout(local_size_x = 256) in;
+layout(local_size_x = GLNET_GROUP_SIZE) in;
 
 layout(std430, binding = 0) readonly buffer Values { float x[]; };
 layout(std430, binding = 1) buffer Totals { float totals[]; };
 layout(location = 0) uniform uint count;
 layout(location = 1) uniform uint slot;
 
-shared float partial[256];
+shared float partial[GLNET_GROUP_SIZE];
 
 void main() {
   uint local = gl_LocalInvocationID.x;
   float sum = 0.0;
-  for (uint i = local; i < count; i += 256u) sum += x[i];
+  for (uint i = local; i < count; i += uint(GLNET_GROUP_SIZE)) sum += x[i];
   partial[local] = sum;
   barrier();
-  for (uint stride = 128u; stride > 0u; stride >>= 1) {
+  for (uint stride = uint(GLNET_GROUP_SIZE / 2); stride > 0u; stride >>= 1) {
     if (local < stride) partial[local] += partial[local + stride];
     barrier();
   }

@@ -8,10 +8,10 @@
 // uniforms: 0 mean, 1 inverseStd, 2 firstImage
 // defines: MLP_LAYERS, MLP_MAX_WIDTH
 //          (the widest of them but the last), ACTIVATION (of every layer but the last)
-#define MLP_INVOCATIONS 256u
+#define MLP_INVOCATIONS uint(GLNET_GROUP_SIZE)
 // NVIDIA keeps the fixed 16-step loops below rolled (and the loads serial) unless told to unroll them.
 #pragma optionNV(unroll all)
-layout(local_size_x = 256) in;
+layout(local_size_x = GLNET_GROUP_SIZE) in;
 
 layout(std430, binding = 0) readonly buffer Pixels { uint packedPixels[]; };
 layout(std430, binding = 1) readonly buffer Weights { float weights[]; };
@@ -27,7 +27,7 @@ layout(location = 2) uniform uint firstImage;
 // to unroll every layer's whole sum, or uniforms, which every replay would set again.
 uint widths(uint l) { return floatBitsToUint(weights[l]); }
 shared float activations[2][MLP_MAX_WIDTH];
-shared float partial[MLP_INVOCATIONS];
+shared float partial[GLNET_GROUP_SIZE];
 shared float rowMax, rowSum;
 
 void main() {

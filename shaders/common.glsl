@@ -1,7 +1,14 @@
 // Included by every glnet shader after the injected #defines (see engine/gl/Program.cpp).
 
+// GLNET_GROUP_SIZE (injected by the engine) is 256, or the largest power of two the device allows below it
+// (OpenGL ES 3.1 guarantees only 128 invocations per group).
+// ESSL 3.10 has no fma (3.20 added it); a multiply-add is what the shaders mean by it.
+#ifdef GLNET_ES
+#define fma(a, b, c) ((a) * (b) + (c))
+#endif
+
 #ifndef LOCAL_SIZE_X
-#define LOCAL_SIZE_X 256
+#define LOCAL_SIZE_X GLNET_GROUP_SIZE
 #endif
 
 // The index of this invocation in a 1-D problem dispatched as a 2-D grid of groups, which lets a problem

@@ -31,6 +31,7 @@ Parser& Parser::option(const std::string& name, const std::string& value, const 
 
 Parser& Parser::common(bool json) {
   option("device", "N|NAME", "device index or part of its renderer name (also GLNET_DEVICE); default: first GPU, else llvmpipe");
+  option("api", "gl|gles", "OpenGL 4.3 core, or OpenGL ES 3.1 as embedded GPUs offer it (also GLNET_API); default: gl");
   flag("verbose", "log what the engine does, GL debug messages included (also GLNET_DEBUG=1)");
   if (json) flag("json", "print the result as JSON on stdout");
   return *this;
@@ -134,6 +135,13 @@ ContextOptions Parser::contextOptions() const {
   if (options_.count("verbose") && has("verbose")) log::setLevel(log::Level::debug);
   ContextOptions options;
   if (options_.count("device")) options.device = text("device");
+  if (options_.count("api") && has("api")) {
+    try {
+      options.api = parseApi(text("api"));
+    } catch (const Error& error) {
+      throw UsageError(error.what());
+    }
+  }
   options.debug = log::enabled(log::Level::debug);
   return options;
 }

@@ -1,5 +1,7 @@
 #include "gl/Buffer.h"
 
+#include "gl/Api.h"
+#include "gl/Context.h"
 #include "gl/Sync.h"
 #include "gl/check.h"
 
@@ -49,6 +51,8 @@ void Buffer::upload(const void* data, std::size_t bytes, std::size_t offset) {
 }
 
 void Buffer::download(void* out, std::size_t bytes, std::size_t offset) const {
+  // OpenGL ES has no glGetBufferSubData: a read-only map is its way to read a buffer.
+  if (currentApi() == Api::gles) return downloadMapped(out, bytes, offset);
   GLNET_ASSERT(offset + bytes <= bytes_, "download past the end of a buffer");
   if (bytes == 0) return;
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
@@ -68,10 +72,11 @@ void Buffer::downloadMapped(void* out, std::size_t bytes, std::size_t offset) co
   glUnmapBuffer(GL_COPY_READ_BUFFER);
 }
 
-bool PersistentMap::available() { return GLAD_GL_ARB_buffer_storage != 0; }
+// ES has buffer storage through EXT_buffer_storage (GLAD aliases its glBufferStorageEXT to glBufferStorage).
+bool PersistentMap::available() { return currentLimits().persistentMaps; }
 
 PersistentMap::PersistentMap(std::size_t bytes, unsigned access, const char* what) : bytes_(bytes) {
-  if (!available()) throw Error("persistent maps need GL_ARB_buffer_storage, which this device lacks");
+  if (!available()) throw Error("persistent maps need GL_ARB_buffer_storage (GL_EXT_buffer_storage on ES), which this device lacks");
   const GLbitfield flags = access | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
   const auto size = static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4));
   glGenBuffers(1, &id_);
@@ -125,22 +130,36 @@ void PersistentReadback::read(std::initializer_list<Piece> pieces) {
   }
 }
 
-HostMirror::HostMirror(std::size_t bytes) : map_(bytes, GL_MAP_READ_BIT | GL_MAP_WRITE_BIT, "host mirror") {}
+HostMirror::HostMirror(std::size_t bytes) {
+  if (PersistentMap::available()) {
+    map_.emplace(bytes, GL_MAP_READ_BIT | GL_MAP_WRITE_BIT, "host mirror");
+  } else {
+    host_.resize(bytes);
+  }
+}
 
 void HostMirror::pull(const Buffer& source) {
-  GLNET_ASSERT(source.bytes() <= map_.bytes(), "a host mirror smaller than its buffer");
+  if (!map_) {
+    GLNET_ASSERT(source.bytes() <= host_.size(), "a host mirror smaller than its buffer");
+    return source.download(host_.data(), source.bytes());
+  }
+  GLNET_ASSERT(source.bytes() <= map_->bytes(), "a host mirror smaller than its buffer");
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
   glBindBuffer(GL_COPY_READ_BUFFER, source.id());
-  glBindBuffer(GL_COPY_WRITE_BUFFER, map_.id());
+  glBindBuffer(GL_COPY_WRITE_BUFFER, map_->id());
   GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0, static_cast<GLsizeiptr>(source.bytes())));
   glMemoryBarrier(GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
   Fence().wait();
 }
 
 void HostMirror::push(Buffer& target) {
-  GLNET_ASSERT(target.bytes() <= map_.bytes(), "a host mirror smaller than its buffer");
+  if (!map_) {
+    GLNET_ASSERT(target.bytes() <= host_.size(), "a host mirror smaller than its buffer");
+    return target.upload(host_.data(), target.bytes());
+  }
+  GLNET_ASSERT(target.bytes() <= map_->bytes(), "a host mirror smaller than its buffer");
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-  glBindBuffer(GL_COPY_READ_BUFFER, map_.id());
+  glBindBuffer(GL_COPY_READ_BUFFER, map_->id());
   glBindBuffer(GL_COPY_WRITE_BUFFER, target.id());
   GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0, static_cast<GLsizeiptr>(target.bytes())));
 }

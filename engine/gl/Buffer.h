@@ -112,16 +112,18 @@ class PersistentReadback {
 // waits, push() has the GPU copy them back. Neither direction costs a host memcpy.
 class HostMirror {
  public:
-  // Throws glnet::Error when the device lacks GL_ARB_buffer_storage.
+  // Persistently mapped where the device has buffer storage; elsewhere plain host memory, read back and
+  // uploaded by the ordinary calls (slower, same contract).
   explicit HostMirror(std::size_t bytes);
 
   void pull(const Buffer& source);
   // Ordered before every later GL command; returns at once.
   void push(Buffer& target);
-  void* data() { return map_.data(); }
+  void* data() { return map_ ? map_->data() : host_.data(); }
 
  private:
-  PersistentMap map_;
+  std::optional<PersistentMap> map_;
+  std::vector<unsigned char> host_;
 };
 
 // A host-visible staging ring mapped once for good (ARB_buffer_storage, persistent and coherent): an

@@ -16,6 +16,13 @@
 namespace glnet {
 namespace {
 
+Limits& currentLimitsSlot() {
+  static Limits limits;
+  return limits;
+}
+
+void setCurrentLimits(const Limits& limits) { currentLimitsSlot() = limits; }
+
 bool hasToken(const char* list, const char* token) {
   if (!list) return false;
   std::istringstream words(list);
@@ -84,25 +91,40 @@ struct Candidate {
   }
 };
 
-EGLContext createContext(EGLDisplay display, bool debug, int major, int minor) {
+// The oldest version of each API that has compute shaders.
+constexpr int requiredMajor(Api api) { return api == Api::gles ? 3 : 4; }
+constexpr int requiredMinor(Api api) { return api == Api::gles ? 1 : 3; }
+
+std::string requiredName(Api api) {
+  return api == Api::gles ? "an OpenGL ES 3.1 context" : "an OpenGL 4.3 core context";
+}
+
+EGLContext createContext(EGLDisplay display, Api api, bool debug, bool versioned) {
   EGLConfig config = EGL_NO_CONFIG_KHR;
   if (!hasToken(eglQueryString(display, EGL_EXTENSIONS), "EGL_KHR_no_config_context")) {
-    const EGLint wanted[] = {EGL_RENDERABLE_TYPE, EGL_OPENGL_BIT, EGL_SURFACE_TYPE, EGL_PBUFFER_BIT, EGL_NONE};
+    const EGLint renderable = api == Api::gles ? EGL_OPENGL_ES3_BIT : EGL_OPENGL_BIT;
+    const EGLint wanted[] = {EGL_RENDERABLE_TYPE, renderable, EGL_SURFACE_TYPE, EGL_PBUFFER_BIT, EGL_NONE};
     EGLint count = 0;
     if (!eglChooseConfig(display, wanted, &config, 1, &count) || count == 0) return EGL_NO_CONTEXT;
   }
   std::vector<EGLint> attributes;
-  if (major > 0) {
-    attributes = {EGL_CONTEXT_MAJOR_VERSION, major, EGL_CONTEXT_MINOR_VERSION, minor,
-                  EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT};
+  if (versioned) {
+    attributes = {EGL_CONTEXT_MAJOR_VERSION, requiredMajor(api), EGL_CONTEXT_MINOR_VERSION, requiredMinor(api)};
+    if (api == Api::gl) attributes.insert(attributes.end(), {EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT});
     if (debug) attributes.insert(attributes.end(), {EGL_CONTEXT_OPENGL_DEBUG, EGL_TRUE});
+  } else if (api == Api::gles) {
+    attributes = {EGL_CONTEXT_CLIENT_VERSION, 2};
   }
   attributes.push_back(EGL_NONE);
   return eglCreateContext(display, config, EGL_NO_CONTEXT, attributes.data());
 }
 
-// Initializes the display, makes a GL 4.3 core context current on it, and fills in the description.
-void probe(Candidate& candidate, bool debug) {
+// The loader of the API's functions; the merged GLAD loader fills one table for both, and aliases
+// (glBufferStorageEXT for glBufferStorage, ...) resolve the ES extension entry points to the core names.
+int loadApi(Api api) { return api == Api::gles ? gladLoadGLES2(loadGlFunction) : gladLoadGL(loadGlFunction); }
+
+// Initializes the display, makes a context of `api` current on it, and fills in the description.
+void probe(Candidate& candidate, Api api, bool debug) {
   DeviceInfo& info = candidate.info;
   EGLint eglMajor = 0, eglMinor = 0;
   if (!eglInitialize(candidate.display, &eglMajor, &eglMinor)) {
@@ -113,15 +135,16 @@ void probe(Candidate& candidate, bool debug) {
   // Without an initialized display GLAD can only see EGL 1.0; load the rest against this one.
   gladLoaderLoadEGL(candidate.display);
   if (const char* vendor = eglQueryString(candidate.display, EGL_VENDOR)) info.eglVendor = vendor;
-  if (!eglBindAPI(EGL_OPENGL_API)) {
-    info.problem = "the EGL driver has no desktop OpenGL";
+  if (!eglBindAPI(api == Api::gles ? EGL_OPENGL_ES_API : EGL_OPENGL_API)) {
+    info.problem = api == Api::gles ? "the EGL driver has no OpenGL ES" : "the EGL driver has no desktop OpenGL";
     return;
   }
-  candidate.context = createContext(candidate.display, debug, 4, 3);
+  candidate.context = createContext(candidate.display, api, debug, true);
   const bool compatible = candidate.context != EGL_NO_CONTEXT;
-  if (!compatible) candidate.context = createContext(candidate.display, false, 0, 0);
+  if (!compatible) candidate.context = createContext(candidate.display, api, false, false);
   if (candidate.context == EGL_NO_CONTEXT) {
-    info.problem = "could not create an OpenGL context (" + eglErrorName(eglGetError()) + ")";
+    info.problem = "could not create " + std::string(api == Api::gles ? "an OpenGL ES" : "an OpenGL") + " context (" +
+                   eglErrorName(eglGetError()) + ")";
     return;
   }
   if (!eglMakeCurrent(candidate.display, EGL_NO_SURFACE, EGL_NO_SURFACE, candidate.context)) {
@@ -129,7 +152,7 @@ void probe(Candidate& candidate, bool debug) {
                    "); the driver lacks EGL_KHR_surfaceless_context";
     return;
   }
-  const int version = gladLoadGL(loadGlFunction);
+  const int version = loadApi(api);
   const auto text = [](GLenum name) {
     const auto* value = reinterpret_cast<const char*>(glGetString(name));
     return value ? std::string(value) : std::string();
@@ -137,6 +160,7 @@ void probe(Candidate& candidate, bool debug) {
   info.renderer = text(GL_RENDERER);
   info.glVendor = text(GL_VENDOR);
   info.glVersion = text(GL_VERSION);
+  info.shadingLanguageVersion = text(GL_SHADING_LANGUAGE_VERSION);
   info.glMajor = GLAD_VERSION_MAJOR(version);
   info.glMinor = GLAD_VERSION_MINOR(version);
   const std::string name = lower(info.renderer);
@@ -144,9 +168,9 @@ void probe(Candidate& candidate, bool debug) {
                   name.find("softpipe") != std::string::npos || name.find("swiftshader") != std::string::npos;
   if (version == 0) {
     info.problem = "could not load OpenGL functions";
-  } else if (!compatible || version < GLAD_MAKE_VERSION(4, 3)) {
-    info.problem = "only OpenGL " + std::to_string(info.glMajor) + "." + std::to_string(info.glMinor) +
-                   " (glnet needs a 4.3 core context with compute shaders)";
+  } else if (!compatible || version < GLAD_MAKE_VERSION(requiredMajor(api), requiredMinor(api))) {
+    info.problem = "only " + std::string(api == Api::gles ? "OpenGL ES " : "OpenGL ") + std::to_string(info.glMajor) +
+                   "." + std::to_string(info.glMinor) + " (glnet needs " + requiredName(api) + " with compute shaders)";
   }
   eglMakeCurrent(candidate.display, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
 }
@@ -157,7 +181,7 @@ void loadEgl() {
   }
 }
 
-std::vector<Candidate> enumerate(bool debug) {
+std::vector<Candidate> enumerate(Api api, bool debug) {
   const char* clientExtensions = eglQueryString(EGL_NO_DISPLAY, EGL_EXTENSIONS);
   std::vector<Candidate> candidates;
   // GLVND advertises EGL_EXT_device_base, which is device_enumeration plus device_query.
@@ -194,7 +218,7 @@ std::vector<Candidate> enumerate(bool debug) {
       candidates[i].info.problem = "no EGL display for this device";
       continue;
     }
-    probe(candidates[i], debug);
+    probe(candidates[i], api, debug);
     log::debug("device " + std::to_string(i) + ": " + candidates[i].info.renderer + " " +
                candidates[i].info.glVersion + (candidates[i].info.usable() ? "" : " (" + candidates[i].info.problem + ")"));
   }
@@ -212,7 +236,7 @@ std::string describeAll(const std::vector<Candidate>& candidates) {
   return list.empty() ? "none" : list;
 }
 
-std::size_t choose(const std::vector<Candidate>& candidates, const std::string& selector, int localRank) {
+std::size_t choose(const std::vector<Candidate>& candidates, const std::string& selector, int localRank, Api api) {
   if (selector.empty()) {
     for (const bool software : {false, true}) {
       std::vector<std::size_t> usable;
@@ -221,8 +245,9 @@ std::size_t choose(const std::vector<Candidate>& candidates, const std::string& 
       }
       if (!usable.empty()) return usable[static_cast<std::size_t>(std::max(localRank, 0)) % usable.size()];
     }
-    throw Error("no EGL device supports OpenGL 4.3 compute shaders (devices: " + describeAll(candidates) +
-                "); install a GPU driver with EGL, or Mesa (libegl-mesa0 libgl1-mesa-dri) for llvmpipe");
+    throw Error("no EGL device offers " + requiredName(api) + " with compute shaders (devices: " + describeAll(candidates) +
+                "); install a GPU driver with EGL, or Mesa (libegl-mesa0 libgl1-mesa-dri) for llvmpipe" +
+                (api == Api::gles ? ", or try --api gl" : ", or try --api gles"));
   }
   const bool numeric = std::all_of(selector.begin(), selector.end(), [](unsigned char c) { return std::isdigit(c); });
   std::size_t found = candidates.size();
@@ -253,7 +278,7 @@ std::size_t choose(const std::vector<Candidate>& candidates, const std::string& 
   return found;
 }
 
-Limits queryLimits() {
+Limits queryLimits(Api api) {
   Limits limits;
   for (GLuint axis = 0; axis < 3; ++axis) {
     glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_SIZE, axis, &limits.maxWorkGroupSize[axis]);
@@ -269,15 +294,40 @@ Limits queryLimits() {
   glGetIntegerv(GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, &limits.maxComputeStorageBlocks);
   glGetIntegerv(GL_MAX_SHADER_STORAGE_BUFFER_BINDINGS, &limits.maxStorageBufferBindings);
   glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &limits.storageBufferOffsetAlignment);
-  glGetQueryiv(GL_TIMESTAMP, GL_QUERY_COUNTER_BITS, &limits.timestampBits);
   throwIfGlError("querying device limits", __FILE__, __LINE__);
+  // ES has GPU timestamps only through EXT_disjoint_timer_query, which some drivers list but refuse.
+  if (api == Api::gl || GLAD_GL_EXT_disjoint_timer_query) {
+    glGetQueryiv(GL_TIMESTAMP, GL_QUERY_COUNTER_BITS, &limits.timestampBits);
+    if (glGetError() != GL_NO_ERROR) limits.timestampBits = 0;
+  }
+  limits.persistentMaps = api == Api::gles ? GLAD_GL_EXT_buffer_storage != 0 : GLAD_GL_ARB_buffer_storage != 0;
+  return limits;
+}
+
+// The storage blocks of glnet's largest kernels (BackwardPass.glsl, the dense weight gradient), rounded up.
+constexpr int requiredStorageBlocks = 8;
+
+// What every OpenGL ES 3.1 device offers (ES 3.1 specification, table 20.45).
+Limits minimumOf(Limits limits) {
+  for (int& size : limits.maxWorkGroupSize) size = std::min(size, 128);
+  limits.maxWorkGroupSize[2] = std::min(limits.maxWorkGroupSize[2], 64);
+  for (int& count : limits.maxWorkGroupCount) count = std::min(count, 65535);
+  limits.maxWorkGroupInvocations = std::min(limits.maxWorkGroupInvocations, 128);
+  limits.maxSharedMemoryBytes = std::min<std::int64_t>(limits.maxSharedMemoryBytes, 16384);
+  limits.maxStorageBlockBytes = std::min<std::int64_t>(limits.maxStorageBlockBytes, std::int64_t{1} << 27);
+  // ES guarantees 4 storage blocks per compute shader; glnet's dense and convolution kernels bind up to 7,
+  // so it keeps 8 here (what ES GPUs commonly offer) and any kernel needing more fails by name.
+  limits.maxComputeStorageBlocks = std::min(limits.maxComputeStorageBlocks, requiredStorageBlocks);
+  limits.maxStorageBufferBindings = std::min(limits.maxStorageBufferBindings, requiredStorageBlocks);
+  limits.timestampBits = 0;
+  limits.persistentMaps = false;
   return limits;
 }
 
 // A context must be current on this thread only while its owner lives; restores whatever was current.
 class CurrentContextGuard {
  public:
-  CurrentContextGuard() {
+  CurrentContextGuard() : api_(currentApi()), limits_(currentLimits()) {
     // GLAD loads eglGetCurrentContext (EGL 1.4) only once a display was initialized; before that,
     // nothing of ours can be current.
     if (!eglGetCurrentContext) return;
@@ -289,12 +339,17 @@ class CurrentContextGuard {
   EGLDisplay display() const { return display_; }
   void restore() const {
     if (context_ != EGL_NO_CONTEXT) {
+      eglBindAPI(api_ == Api::gles ? EGL_OPENGL_ES_API : EGL_OPENGL_API);
       eglMakeCurrent(display_, draw_, read_, context_);
-      gladLoadGL(loadGlFunction);
+      loadApi(api_);
+      setCurrentApi(api_);
+      setCurrentLimits(limits_);
     }
   }
 
  private:
+  Api api_;
+  Limits limits_;
   EGLDisplay display_ = EGL_NO_DISPLAY;
   EGLSurface draw_ = EGL_NO_SURFACE, read_ = EGL_NO_SURFACE;
   EGLContext context_ = EGL_NO_CONTEXT;
@@ -303,6 +358,11 @@ class CurrentContextGuard {
 }  // namespace
 
 Context::Context(const ContextOptions& options) {
+  if (options.api) {
+    api_ = *options.api;
+  } else if (const char* fromEnvironment = std::getenv("GLNET_API"); fromEnvironment && *fromEnvironment) {
+    api_ = parseApi(fromEnvironment);
+  }
   const auto start = std::chrono::steady_clock::now();
   std::string selector = options.device;
   if (selector.empty()) {
@@ -310,10 +370,10 @@ Context::Context(const ContextOptions& options) {
   }
   loadEgl();
   const CurrentContextGuard previous;
-  std::vector<Candidate> candidates = enumerate(options.debug);
+  std::vector<Candidate> candidates = enumerate(api_, options.debug);
   std::size_t chosen = 0;
   try {
-    chosen = choose(candidates, selector, options.localRank);
+    chosen = choose(candidates, selector, options.localRank, api_);
   } catch (...) {
     for (Candidate& candidate : candidates) candidate.release(previous.display());
     previous.restore();
@@ -326,7 +386,8 @@ Context::Context(const ContextOptions& options) {
   chosen_ = chosen;
   display_ = candidates[chosen].display;
   context_ = candidates[chosen].context;
-  if (!eglMakeCurrent(display_, EGL_NO_SURFACE, EGL_NO_SURFACE, context_) || !gladLoadGL(loadGlFunction)) {
+  eglBindAPI(api_ == Api::gles ? EGL_OPENGL_ES_API : EGL_OPENGL_API);
+  if (!eglMakeCurrent(display_, EGL_NO_SURFACE, EGL_NO_SURFACE, context_) || !loadApi(api_)) {
     candidates[chosen].release();
     throw Error("could not make the GL context of device " + std::to_string(chosen) + " current");
   }
@@ -340,12 +401,26 @@ Context::Context(const ContextOptions& options) {
     glEnable(GL_DEBUG_OUTPUT_SYNCHRONOUS);
     glDebugMessageCallback(forwardDebugMessage, nullptr);
   }
-  limits_ = queryLimits();
+  limits_ = queryLimits(api_);
+  const char* minimum = std::getenv("GLNET_MINIMUM_DEVICE");
+  if (options.minimumDevice || (minimum && std::string(minimum) == "1")) limits_ = minimumOf(limits_);
+  setCurrentApi(api_);
+  setCurrentLimits(limits_);
   creationMilliseconds_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   log::info("using device " + std::to_string(chosen) + ": " + device().renderer + " (" + device().glVersion + ")");
 }
 
+const Limits& currentLimits() { return currentLimitsSlot(); }
+
+int Limits::groupSize() const {
+  if (maxWorkGroupInvocations <= 0) return 256;
+  int size = 256;
+  while (size > 1 && (size > maxWorkGroupInvocations || size > maxWorkGroupSize[0])) size /= 2;
+  return size;
+}
+
 Context::~Context() {
+  eglBindAPI(api_ == Api::gles ? EGL_OPENGL_ES_API : EGL_OPENGL_API);
   eglMakeCurrent(display_, EGL_NO_SURFACE, EGL_NO_SURFACE, EGL_NO_CONTEXT);
   eglDestroyContext(display_, context_);
   eglTerminate(display_);
@@ -354,10 +429,14 @@ Context::~Context() {
 
 std::vector<std::pair<std::string, bool>> Context::optionalExtensions() const {
   std::vector<std::pair<std::string, bool>> result;
-  for (const char* name : {"GL_ARB_buffer_storage", "GL_ARB_get_program_binary", "GL_KHR_parallel_shader_compile",
-                           "GL_KHR_shader_subgroup", "GL_NV_shader_atomic_float", "GL_ARB_shader_atomic_counter_ops"}) {
-    result.emplace_back(name, hasExtension(name));
-  }
+  // Under ES, program binaries and debug output are core (3.0, 3.2) and the rest have EXT names.
+  const std::vector<const char*> names =
+      api_ == Api::gles ? std::vector<const char*>{"GL_EXT_buffer_storage", "GL_EXT_disjoint_timer_query", "GL_KHR_debug",
+                                                   "GL_KHR_parallel_shader_compile", "GL_KHR_shader_subgroup"}
+                        : std::vector<const char*>{"GL_ARB_buffer_storage", "GL_ARB_get_program_binary", "GL_KHR_debug",
+                                                   "GL_KHR_parallel_shader_compile", "GL_KHR_shader_subgroup",
+                                                   "GL_NV_shader_atomic_float"};
+  for (const char* name : names) result.emplace_back(name, hasExtension(name));
   return result;
 }
 

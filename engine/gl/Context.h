@@ -1,8 +1,11 @@
 // The one owner of the EGL display and GL context: device enumeration, selection, limits and extensions.
 #pragma once
 
+#include "gl/Api.h"
+
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,7 +18,8 @@ struct DeviceInfo {
   std::string eglVendor;
   std::string renderer;   // GL_RENDERER
   std::string glVendor;   // GL_VENDOR
-  std::string glVersion;  // GL_VERSION
+  std::string glVersion;  // GL_VERSION ("OpenGL ES 3.2 ..." under the ES API)
+  std::string shadingLanguageVersion;  // GL_SHADING_LANGUAGE_VERSION
   int glMajor = 0;
   int glMinor = 0;
   bool software = false;
@@ -23,6 +27,7 @@ struct DeviceInfo {
   bool usable() const { return problem.empty(); }
 };
 
+// What the chosen device allows; every choice of kernel shape follows these, not one vendor's values.
 struct Limits {
   std::array<int, 3> maxWorkGroupSize{};
   std::array<int, 3> maxWorkGroupCount{};
@@ -32,10 +37,20 @@ struct Limits {
   int maxComputeStorageBlocks = 0;
   int maxStorageBufferBindings = 0;
   int storageBufferOffsetAlignment = 0;
-  int timestampBits = 0;
+  int timestampBits = 0;  // 0: no GPU timer queries (ES without EXT_disjoint_timer_query); wall times instead
+  bool persistentMaps = false;  // ARB_buffer_storage (GL) or EXT_buffer_storage (ES)
+
+  // The invocations of the engine's one-dimensional groups (GLNET_GROUP_SIZE in the shaders): 256, or the
+  // largest power of two the device allows below it; 256 while no device is known.
+  int groupSize() const;
 };
 
+// The limits of the context glnet made current last (set by Context), for code that picks kernel shapes.
+const Limits& currentLimits();
+
 struct ContextOptions {
+  // Desktop OpenGL 4.3 core or OpenGL ES 3.1; unset means GLNET_API, then gl.
+  std::optional<Api> api;
   // Index or case-insensitive substring of the renderer; empty means GLNET_DEVICE, then the default.
   std::string device;
   // One of several processes on a host (data-parallel ranks): with no device named, take the usable
@@ -43,6 +58,11 @@ struct ContextOptions {
   int localRank = -1;
   // KHR_debug output to the logger, synchronous so messages point at the call that caused them.
   bool debug = false;
+  // Use only what every OpenGL ES 3.1 device offers (128 invocations per group, 16 KiB of shared memory,
+  // no timer queries, no buffer storage; storage blocks down to the 8 that glnet's kernels need, where ES
+  // guarantees 4) whatever this one has, to check that glnet fits its kernels to the limits and works
+  // around missing extensions; GLNET_MINIMUM_DEVICE=1 sets it too.
+  bool minimumDevice = false;
 };
 
 class Context {
@@ -54,6 +74,7 @@ class Context {
 
   const std::vector<DeviceInfo>& devices() const { return devices_; }
   const DeviceInfo& device() const { return devices_[chosen_]; }
+  Api api() const { return api_; }
   const Limits& limits() const { return limits_; }
   bool hasExtension(const std::string& name) const { return extensions_.count(name) != 0; }
   // The optional extensions glnet uses when present, with whether this device has them.
@@ -63,6 +84,7 @@ class Context {
  private:
   std::vector<DeviceInfo> devices_;
   std::size_t chosen_ = 0;
+  Api api_ = Api::gl;
   Limits limits_;
   std::set<std::string> extensions_;
   void* display_ = nullptr;

@@ -1,6 +1,7 @@
 #include "gl/Program.h"
 
 #include "gl/AtomicFile.h"
+#include "gl/Context.h"
 #include "gl/ShaderSource.h"
 #include "gl/check.h"
 #include "gl/log.h"
@@ -153,13 +154,15 @@ std::string infoLog(GLuint object, bool isProgram) {
   return text.c_str();
 }
 
-}  // namespace
-
-Program Program::compute(const std::string& file, const std::vector<ShaderDefine>& defines,
-                         const std::vector<std::string>& includes) {
-  const auto start = std::chrono::steady_clock::now();
+// The prologue, common.glsl, the includes and the shader, each piece ending in a newline and knowing its
+// first line in the whole text.
+std::vector<SourcePiece> sourcePieces(const std::string& file, const std::vector<ShaderDefine>& defines,
+                                      const std::vector<std::string>& includes, Api api) {
   std::ostringstream prologue;
-  prologue << "#version 430 core\n";
+  // ES has no default float precision in compute shaders, and mediump would silently break fp32 results.
+  prologue << (api == Api::gles ? "#version 310 es\nprecision highp float;\nprecision highp int;\n#define GLNET_ES 1\n"
+                                : "#version 430 core\n");
+  prologue << "#define GLNET_GROUP_SIZE " << currentLimits().groupSize() << "\n";
   for (const ShaderDefine& define : defines) {
     GLNET_ASSERT(isIdentifier(define.name), "shader define names must be identifiers: " + define.name);
     GLNET_ASSERT(define.value.find('\n') == std::string::npos, "shader define values are one line");
@@ -168,14 +171,54 @@ Program Program::compute(const std::string& file, const std::vector<ShaderDefine
   std::vector<SourcePiece> pieces{{file + " (injected defines)", prologue.str()}, {commonFile, shaderSource(commonFile)}};
   for (const std::string& include : includes) pieces.push_back({include, shaderSource(include)});
   pieces.push_back({file, shaderSource(file)});
-  std::string text;
   int line = 1;
   for (SourcePiece& piece : pieces) {
     if (piece.text.empty() || piece.text.back() != '\n') piece.text += '\n';
     piece.firstLine = line;
     line += countLines(piece.text);
-    text += piece.text;
   }
+  return pieces;
+}
+
+std::string joined(const std::vector<SourcePiece>& pieces) {
+  std::string text;
+  for (const SourcePiece& piece : pieces) text += piece.text;
+  return text;
+}
+
+// GLNET_SHADER_DUMP: every program built is written there once per API, named by shader and source hash.
+void dumpForValidation(const std::string& file, const std::vector<ShaderDefine>& defines,
+                       const std::vector<std::string>& includes) {
+  const char* directory = std::getenv("GLNET_SHADER_DUMP");
+  if (!directory || !*directory) return;
+  for (const Api api : {Api::gl, Api::gles}) {
+    const std::string text = joined(sourcePieces(file, defines, includes, api));
+    char name[24];
+    std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(stableHash(text)));
+    const std::filesystem::path path =
+        std::filesystem::path(directory) / (file.substr(0, file.find('.')) + "-" + name + "." + apiName(api) + ".comp");
+    try {
+      std::filesystem::create_directories(path.parent_path());
+      if (!std::filesystem::exists(path)) writeFileAtomically(path.string(), text);
+    } catch (const std::exception& error) {
+      throw Error("GLNET_SHADER_DUMP: could not write " + path.string() + ": " + error.what());
+    }
+  }
+}
+
+}  // namespace
+
+std::string Program::source(const std::string& file, const std::vector<ShaderDefine>& defines,
+                            const std::vector<std::string>& includes, Api api) {
+  return joined(sourcePieces(file, defines, includes, api));
+}
+
+Program Program::compute(const std::string& file, const std::vector<ShaderDefine>& defines,
+                         const std::vector<std::string>& includes) {
+  const auto start = std::chrono::steady_clock::now();
+  dumpForValidation(file, defines, includes);
+  const std::vector<SourcePiece> pieces = sourcePieces(file, defines, includes, currentApi());
+  const std::string text = joined(pieces);
 
   Program program;
   program.name_ = file;
@@ -205,6 +248,14 @@ Program Program::compute(const std::string& file, const std::vector<ShaderDefine
     if (!cached.empty()) storeBinary(program.id_, cached);
   }
   GL_CHECK(glGetProgramiv(program.id_, GL_COMPUTE_WORK_GROUP_SIZE, program.localSize_.data()));
+  // A device may link a kernel past a limit glnet was told to keep to (ContextOptions::minimumDevice).
+  GLint blocks = 0;
+  GL_CHECK(glGetProgramInterfaceiv(program.id_, GL_SHADER_STORAGE_BLOCK, GL_ACTIVE_RESOURCES, &blocks));
+  if (currentLimits().maxComputeStorageBlocks > 0 && blocks > currentLimits().maxComputeStorageBlocks) {
+    throw Error(file + " binds " + std::to_string(blocks) + " storage buffers; this device allows " +
+                std::to_string(currentLimits().maxComputeStorageBlocks) +
+                " per compute shader (GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS)");
+  }
   program.compileMilliseconds_ =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   log::debug((program.fromBinaryCache_ ? "loaded the cached binary of " : "compiled ") + file + " in " +

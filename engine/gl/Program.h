@@ -1,6 +1,8 @@
 // A move-only compute program built from shaders/<file> behind a prologue of injected #defines.
 #pragma once
 
+#include "gl/Api.h"
+
 #include <array>
 #include <string>
 #include <vector>
@@ -15,12 +17,18 @@ struct ShaderDefine {
 class Program {
  public:
   Program() = default;
-  // Compiles `#version 430`, the defines, shaders/common.glsl, the `includes` (shared shader code such as
+  // Compiles the prologue of the current context's language (`#version 430 core`, or `#version 310 es` with
+  // highp defaults and GLNET_ES defined), the defines, shaders/common.glsl, the `includes` (shared shader code such as
   // Gemm.glsl), then shaders/<file>. A compile error throws glnet::Error reading `file:line: message` with
   // the offending source line. Linked binaries are cached on disk (see binaryCacheDirectory) and reused
   // when the vendor, renderer, driver version and source match; any failure to use one compiles afresh.
   static Program compute(const std::string& file, const std::vector<ShaderDefine>& defines = {},
                          const std::vector<std::string>& includes = {});
+  // The whole text `compute` compiles for `file`, `defines` and `includes` in the language of `api`. When
+  // GLNET_SHADER_DUMP names a folder, `compute` also writes this text there for each API (the glslang
+  // validation in tests/ reads them).
+  static std::string source(const std::string& file, const std::vector<ShaderDefine>& defines,
+                            const std::vector<std::string>& includes, Api api);
   ~Program();
   Program(Program&& other) noexcept;
   Program& operator=(Program&& other) noexcept;

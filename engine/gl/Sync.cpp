@@ -1,9 +1,11 @@
 #include "gl/Sync.h"
 
+#include "gl/Context.h"
 #include "gl/check.h"
 
 #include <glad/gl.h>
 
+#include <chrono>
 #include <utility>
 
 namespace glnet {
@@ -33,25 +35,42 @@ bool Fence::wait(std::uint64_t timeoutNanoseconds) const {
   return status != GL_TIMEOUT_EXPIRED;
 }
 
-TimerQuery::TimerQuery() { glGenQueries(1, &id_); }
+bool TimerQuery::measuresGpu() { return currentLimits().timestampBits > 0; }
+
+const char* TimerQuery::clockName() { return measuresGpu() ? "GPU" : "wall (no timer queries)"; }
+
+TimerQuery::TimerQuery() {
+  if (measuresGpu()) glGenQueries(1, &id_);
+}
 
 TimerQuery::~TimerQuery() {
   if (id_) glDeleteQueries(1, &id_);
 }
 
-TimerQuery::TimerQuery(TimerQuery&& other) noexcept : id_(std::exchange(other.id_, 0u)) {}
+TimerQuery::TimerQuery(TimerQuery&& other) noexcept
+    : id_(std::exchange(other.id_, 0u)), wallNanoseconds_(other.wallNanoseconds_) {}
 
 TimerQuery& TimerQuery::operator=(TimerQuery&& other) noexcept {
   if (this != &other) {
     if (id_) glDeleteQueries(1, &id_);
     id_ = std::exchange(other.id_, 0u);
+    wallNanoseconds_ = other.wallNanoseconds_;
   }
   return *this;
 }
 
-void TimerQuery::record() { glQueryCounter(id_, GL_TIMESTAMP); }
+void TimerQuery::record() {
+  if (id_) {
+    glQueryCounter(id_, GL_TIMESTAMP);
+    return;
+  }
+  glFinish();
+  wallNanoseconds_ = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
 
 std::uint64_t TimerQuery::nanoseconds() const {
+  if (!id_) return wallNanoseconds_;
   GLuint64 value = 0;
   GL_CHECK(glGetQueryObjectui64v(id_, GL_QUERY_RESULT, &value));
   return value;

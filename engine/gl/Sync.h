@@ -22,9 +22,14 @@ class Fence {
   void* sync_ = nullptr;
 };
 
-// One GL_TIMESTAMP query. Record two and subtract to time the GPU work between them.
+// One GL_TIMESTAMP query. Record two and subtract to time the GPU work between them. On a device without
+// timer queries (OpenGL ES without EXT_disjoint_timer_query) it records the host's clock after glFinish
+// instead: wall time, which `measuresGpu()` tells apart so that reports can say so.
 class TimerQuery {
  public:
+  static bool measuresGpu();
+  // "GPU" or "wall (no timer queries)", for the label of a time measured this way.
+  static const char* clockName();
   TimerQuery();
   ~TimerQuery();
   TimerQuery(TimerQuery&& other) noexcept;
@@ -39,6 +44,7 @@ class TimerQuery {
 
  private:
   unsigned id_ = 0;
+  std::uint64_t wallNanoseconds_ = 0;
 };
 
 // GPU milliseconds between two recorded timestamps; waits for both results.

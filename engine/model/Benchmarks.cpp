@@ -302,7 +302,7 @@ const BenchRow* BenchReport::find(const std::string& section, std::size_t batch,
 BenchReport runBenchmarks(const Context& context, const Network& network, const BenchSettings& settings,
                           const std::function<void(const std::string&)>& progress) {
   BenchReport report;
-  report.persistentMaps = context.hasExtension("GL_ARB_buffer_storage");
+  report.persistentMaps = PersistentMap::available();
   report.coldStart.emplace_back("context creation", context.creationMilliseconds());
   {
     // A training graph compiles every kind of program inference and training use (the driver's own shader

@@ -328,7 +328,9 @@ std::vector<GemmResult> runGemmBenchmarks(const Context& context, const GemmBenc
     // already run, like theirs (NVIDIA runs a new program slower for a while after its first dispatch).
     std::vector<GemmResult> forced;
     if (settings.everyConfiguration) {
-      for (const GemmConfig& config : gemmConfigs()) forced.push_back(measure(context, programs, c, operands, settings, &config));
+      for (const GemmConfig* config : gemmConfigsFitting(context.limits())) {
+        forced.push_back(measure(context, programs, c, operands, settings, config));
+      }
     }
     results.push_back(measure(context, programs, c, operands, settings, nullptr));
     results.insert(results.end(), forced.begin(), forced.end());

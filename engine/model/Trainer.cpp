@@ -131,32 +131,18 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   graph_.averageOver(globalRows_);
   plan_ = graph_.gradientPlan(feed);
   updatePlan_.emplace(graph_.updatePlan());
-  if (PersistentMap::available()) {
-    gradientMirror_.emplace(graph_.gradientArena().bytes());
-  } else {
-    hostGradients_.resize(graph_.gradientArena().bytes() / sizeof(float));
-  }
+  gradientMirror_.emplace(graph_.gradientArena().bytes());
 }
 
 void Trainer::sumGradients(EpochResult& result) {
   Buffer& arena = graph_.gradientArena();
   Fence(/*after the backward pass: what follows is communication only*/).wait();
   Stopwatch clock;
-  float* host = hostGradients_.data();
-  if (gradientMirror_) {
-    gradientMirror_->pull(arena);
-    host = static_cast<float*>(gradientMirror_->data());
-  } else {
-    arena.download(host, arena.bytes());
-  }
+  gradientMirror_->pull(arena);
   result.gradientReadMsPerStep += clock.restart();
-  ranks_.sum(host, arena.bytes() / sizeof(float));
+  ranks_.sum(static_cast<float*>(gradientMirror_->data()), arena.bytes() / sizeof(float));
   result.allReduceMsPerStep += clock.restart();
-  if (gradientMirror_) {
-    gradientMirror_->push(arena);
-  } else {
-    arena.upload(host, arena.bytes());
-  }
+  gradientMirror_->push(arena);
   // The upload returns before the GPU has the bytes; the update waits for them anyway, so count it here.
   Fence().wait();
   result.gradientWriteMsPerStep += clock.restart();

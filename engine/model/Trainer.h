@@ -114,8 +114,7 @@ class Trainer {
   ProgramCache feedPrograms_;
   Plan plan_;                        // the whole step, or its gradient part when the ranks sum gradients
   std::optional<Plan> updatePlan_;   // the update, after the sum
-  std::optional<HostMirror> gradientMirror_;  // where ARB_buffer_storage exists, else
-  std::vector<float> hostGradients_;
+  std::optional<HostMirror> gradientMirror_;  // the gradients on the host for the sum over ranks
   int firstRowParameter_ = -1;
   int epochsDone_ = 0;
   std::uint64_t stepsDone_ = 0;

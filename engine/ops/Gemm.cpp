@@ -91,8 +91,17 @@ const std::vector<GemmConfig>& gemmConfigs() {
   static const std::vector<GemmConfig> configs{
       {"128x128", 128, 128, 8, 8, 8},  {"128x64", 128, 64, 8, 8, 4},  {"64x128", 64, 128, 16, 4, 8},
       {"64x64", 64, 64, 16, 4, 4},     {"128x32", 128, 32, 16, 4, 4}, {"256x16", 256, 16, 8, 4, 4},
+      {"64x32", 64, 32, 16, 4, 4, false},
   };
   return configs;
+}
+
+std::vector<const GemmConfig*> gemmConfigsFitting(const Limits& limits) {
+  std::vector<const GemmConfig*> fitting;
+  for (const GemmConfig& config : gemmConfigs()) {
+    if (config.fits(limits)) fitting.push_back(&config);
+  }
+  return fitting;
 }
 
 const GemmConfig& gemmConfigNamed(const std::string& name) {
@@ -104,19 +113,45 @@ const GemmConfig& gemmConfigNamed(const std::string& name) {
   throw Error("unknown GEMM configuration '" + name + "'; GLNET_GEMM_CONFIG takes one of " + names);
 }
 
+bool GemmConfig::fits(const Limits& limits) const {
+  if (limits.maxWorkGroupInvocations <= 0) return true;  // no device known yet: nothing to check against
+  return invocations() <= static_cast<std::uint32_t>(limits.maxWorkGroupInvocations) &&
+         invocations() <= static_cast<std::uint32_t>(limits.maxWorkGroupSize[0]) &&
+         sharedBytes() <= static_cast<std::uint64_t>(limits.maxSharedMemoryBytes);
+}
+
+namespace {
+
+// The forced configuration, when the device can run it.
+const GemmConfig& fitting(const GemmConfig& config) {
+  const Limits& limits = currentLimits();
+  if (!config.fits(limits)) {
+    throw Error("GEMM configuration " + std::string(config.name) + " needs " + std::to_string(config.invocations()) +
+                " invocations and " + std::to_string(config.sharedBytes()) + " bytes of shared memory; this device allows " +
+                std::to_string(limits.maxWorkGroupInvocations) + " and " + std::to_string(limits.maxSharedMemoryBytes));
+  }
+  return config;
+}
+
+}  // namespace
+
 GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth,
                     bool splittable) {
   return finish(config, rows, columns, splittable ? bestSplit(config, rows, columns, depth) : SplitK{});
 }
 
 GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable) {
-  if (forcedConfig) return gemmWith(*forcedConfig, rows, columns, depth, splittable);
+  if (forcedConfig) return gemmWith(fitting(*forcedConfig), rows, columns, depth, splittable);
   const char* forced = std::getenv("GLNET_GEMM_CONFIG");
-  if (forced && *forced) return gemmWith(gemmConfigNamed(forced), rows, columns, depth, splittable);
+  if (forced && *forced) return gemmWith(fitting(gemmConfigNamed(forced)), rows, columns, depth, splittable);
+  const Limits& limits = currentLimits();
+  const bool measuredFit = std::any_of(gemmConfigs().begin(), gemmConfigs().end(),
+                                       [&](const GemmConfig& c) { return c.measured && c.fits(limits); });
   const GemmConfig* best = nullptr;
   SplitK bestSplitK;
   double bestCost = 0;
   for (const GemmConfig& config : gemmConfigs()) {
+    if (!config.fits(limits) || (measuredFit && !config.measured)) continue;
     const SplitK split = splittable ? bestSplit(config, rows, columns, depth) : SplitK{};
     const double c = cost(config, rows, columns, depth, split);
     if (!best || c < bestCost) {
@@ -124,6 +159,11 @@ GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t d
       bestSplitK = split;
       bestCost = c;
     }
+  }
+  if (!best) {
+    throw Error("no GEMM configuration fits this device (" + std::to_string(limits.maxWorkGroupInvocations) +
+                " invocations, " + std::to_string(limits.maxSharedMemoryBytes) +
+                " bytes of shared memory per group; glnet needs at least 128 and 15360)");
   }
   return finish(*best, rows, columns, bestSplitK);
 }

@@ -2,6 +2,7 @@
 // and the programs of a shader built on the core, one per configuration and operand alignment.
 #pragma once
 
+#include "gl/Context.h"
 #include "ops/SplitK.h"
 #include "plan/ProgramCache.h"
 
@@ -17,14 +18,21 @@ namespace glnet {
 struct GemmConfig {
   const char* name;
   std::uint32_t tileRows, tileColumns, tileDepth, threadRows, threadColumns;
+  // Whether the rule weighs it on every device; the others are taken only where no measured one fits.
+  bool measured = true;
 
   std::uint32_t invocations() const { return (tileRows / threadRows) * (tileColumns / threadColumns); }
+  // Shared memory of the two stages in the larger (padded, K-contiguous) layout of each operand.
+  std::uint64_t sharedBytes() const { return 2ull * 16 * (tileRows + tileColumns) * (tileDepth / 4 + 1); }
+  bool fits(const Limits& limits) const;
   std::vector<ShaderDefine> defines() const;
 };
 
-// Every configuration, largest tiles first; each fits the GL minimum limits (1024 invocations, 32 KiB of
-// shared memory), so any conforming device runs all of them.
+// Every configuration, largest tiles first. The measured ones fit the OpenGL 4.3 minimum limits (1024
+// invocations, 32 KiB of shared memory); 64x32 fits OpenGL ES 3.1's (128 invocations, 16 KiB).
 const std::vector<GemmConfig>& gemmConfigs();
+// Those that fit `limits` (tests and glnet_bench run each of them in turn).
+std::vector<const GemmConfig*> gemmConfigsFitting(const Limits& limits);
 // Throws glnet::Error naming the configurations when `name` is none of them.
 const GemmConfig& gemmConfigNamed(const std::string& name);
 
@@ -34,7 +42,8 @@ struct GemmChoice {
   SplitK split;
   std::array<std::uint32_t, 3> groups;  // row tiles along x, column tiles along y, splits along z
 };
-// A ForcedGemmConfig in scope, else GLNET_GEMM_CONFIG, names the configuration; otherwise the rule in Gemm.cpp.
+// A ForcedGemmConfig in scope, else GLNET_GEMM_CONFIG, names the configuration (an error when it does not fit
+// the current device's limits); otherwise the rule in Gemm.cpp, among the configurations that fit.
 // Split-K only when `splittable` (the op has a workspace for partial sums).
 GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable = true);
 // The same for one given configuration.

@@ -8,8 +8,6 @@
 namespace glnet {
 namespace {
 
-constexpr std::size_t invocations = 256;  // WholeMlp.glsl's group: its partial sums take as much shared memory
-
 // Every width the shader keeps in shared memory: the inputs and each layer's outputs but the last.
 std::size_t widestActivation(const Network& network) {
   std::size_t widest = network.inputs();
@@ -24,6 +22,8 @@ bool WholeMlpOp::fits(const Network& network, std::size_t batch, const Limits& l
   for (const LayerSpec& layer : network.layers) {
     if (layer.kind != LayerSpec::Kind::dense) return false;
   }
+  // The activations, one partial sum per invocation of the group, and the softmax's maximum and sum.
+  const std::size_t invocations = static_cast<std::size_t>(limits.groupSize());
   const std::size_t sharedBytes = (2 * widestActivation(network) + invocations + 2) * sizeof(float);
   return sharedBytes <= static_cast<std::size_t>(limits.maxSharedMemoryBytes);
 }

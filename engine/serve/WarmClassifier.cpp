@@ -12,7 +12,7 @@ WarmClassifier::WarmClassifier(const Context& context, const Network& network, s
       labels_(capacity * sizeof(std::uint32_t)),
       probabilities_(capacity * network.classes() * sizeof(float)) {
   if (capacity == 0) throw Error("a warm classifier needs a capacity of at least one image");
-  if (context.hasExtension("GL_ARB_buffer_storage")) {
+  if (PersistentMap::available()) {
     readback_ = std::make_unique<PersistentReadback>(labels_.bytes() + probabilities_.bytes());  // both multiples of 4
   }
   for (std::size_t size = 1;; size = std::min(size * 2, capacity)) {

@@ -4,26 +4,48 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <string>
 
 using namespace glnet;
 
 TEST_SUITE("gl") {
-  TEST_CASE("the default device gives a GL 4.3 core context with compute limits") {
+  TEST_CASE("the default device gives a context of the API asked for (GLNET_API), with at least its compute limits") {
     const Context& context = test::glContext();
     const DeviceInfo& device = context.device();
     INFO("device: " << device.renderer << " " << device.glVersion);
     CHECK(device.usable());
-    CHECK((device.glMajor > 4 || (device.glMajor == 4 && device.glMinor >= 3)));
+    CHECK(context.api() == currentApi());
     CHECK(!device.renderer.empty());
     const Limits& limits = context.limits();
-    // GL 4.3 guarantees these minimums.
+    const bool minimum = [] {
+      const char* value = std::getenv("GLNET_MINIMUM_DEVICE");
+      return value && std::string(value) == "1";
+    }();
+    if (context.api() == Api::gles) {
+      // ES 3.1 requires these; the version string starts "OpenGL ES" (ES 3.1 specification, 20.2).
+      CHECK(device.glVersion.rfind("OpenGL ES ", 0) == 0);
+      CHECK((device.glMajor > 3 || (device.glMajor == 3 && device.glMinor >= 1)));
+    } else {
+      CHECK(device.glVersion.rfind("OpenGL ES", 0) == std::string::npos);
+      CHECK((device.glMajor > 4 || (device.glMajor == 4 && device.glMinor >= 3)));
+    }
+    const bool es = context.api() == Api::gles || minimum;
     CHECK(limits.maxWorkGroupCount[0] >= 65535);
-    CHECK(limits.maxWorkGroupSize[0] >= 1024);
-    CHECK(limits.maxWorkGroupInvocations >= 1024);
-    CHECK(limits.maxSharedMemoryBytes >= 32768);
-    CHECK(limits.maxStorageBlockBytes >= (1 << 24));
+    CHECK(limits.maxWorkGroupSize[0] >= (es ? 128 : 1024));
+    CHECK(limits.maxWorkGroupInvocations >= (es ? 128 : 1024));
+    CHECK(limits.maxSharedMemoryBytes >= (es ? 16384 : 32768));
+    CHECK(limits.maxStorageBlockBytes >= (es ? (1 << 27) : (1 << 24)));
     CHECK(limits.maxComputeStorageBlocks >= 8);
+    if (minimum) {
+      CHECK(limits.maxWorkGroupInvocations == 128);
+      CHECK(limits.maxSharedMemoryBytes == 16384);
+      CHECK(limits.groupSize() == 128);
+      CHECK(limits.timestampBits == 0);
+      CHECK(!limits.persistentMaps);
+    } else {
+      CHECK(limits.groupSize() == 256);
+    }
   }
 
   TEST_CASE("an unknown device name is a clear error that lists the devices, and the context survives") {

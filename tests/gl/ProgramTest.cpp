@@ -115,6 +115,29 @@ TEST_SUITE("gl") {
     std::filesystem::remove_all(directory);
   }
 
+  TEST_CASE("a kernel that binds more storage buffers than the device allows fails naming the limit") {
+    test::glContext();
+    std::string declarations;
+    const int blocks = currentLimits().maxComputeStorageBlocks + 1;
+    for (int i = 0; i < blocks; ++i) {
+      declarations += "layout(std430, binding = " + std::to_string(i) + ") buffer B" + std::to_string(i) +
+                      " { float v" + std::to_string(i) + "[]; };\n";
+    }
+    std::string body = "void main() {\n";
+    for (int i = 0; i < blocks; ++i) body += "  v" + std::to_string(i) + "[gl_GlobalInvocationID.x] = 1.0;\n";
+    const ShaderDirectory directory("ManyBlocks.glsl", "layout(local_size_x = 64) in;\n" + declarations + body + "}\n");
+    try {
+      Program::compute("ManyBlocks.glsl");
+      FAIL("expected glnet::Error");
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      INFO(message);
+      // The driver may refuse it at link already (real limit), or glnet after the link (a limit it keeps to).
+      CHECK((message.find("GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS") != std::string::npos ||
+             message.find("ManyBlocks.glsl") != std::string::npos));
+    }
+  }
+
   TEST_CASE("a missing shader is a clear error") {
     test::glContext();
     CHECK_THROWS_WITH_AS(Program::compute("NoSuchShader.glsl"), doctest::Contains("NoSuchShader.glsl"), Error);

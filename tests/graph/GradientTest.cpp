@@ -199,7 +199,8 @@ TEST_SUITE("gl") {
     Context& context = test::glContext();
     auto random = test::generator(42);
     ProgramCache programs;
-    for (const GemmConfig& config : gemmConfigs()) {
+    for (const GemmConfig* fitting : gemmConfigsFitting(context.limits())) {
+      const GemmConfig& config = *fitting;
       ForcedGemmConfig forced(config);
       CAPTURE(config.name);
       for (const OpCase& c : cases(67)) {

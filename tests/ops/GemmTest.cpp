@@ -32,13 +32,25 @@ const std::vector<DenseShape> edgeShapes{{1, 7, 63},    {7, 63, 65},  {63, 65, 1
 
 }  // namespace
 
-TEST_CASE("every GEMM configuration has a name, fits the GL minimum limits and can be forced") {
+TEST_CASE("every GEMM configuration has a name, fits the GL minimum limits and can be forced; one fits ES 3.1's") {
+  Limits glMinimum, esMinimum;
+  glMinimum.maxWorkGroupInvocations = 1024;
+  glMinimum.maxWorkGroupSize = {1024, 1024, 64};
+  glMinimum.maxSharedMemoryBytes = 32768;
+  esMinimum.maxWorkGroupInvocations = 128;
+  esMinimum.maxWorkGroupSize = {128, 128, 64};
+  esMinimum.maxSharedMemoryBytes = 16384;
+  CHECK(gemmConfigsFitting(glMinimum).size() == gemmConfigs().size());
+  const std::vector<const GemmConfig*> es = gemmConfigsFitting(esMinimum);
+  REQUIRE(es.size() == 1);
+  CHECK(std::string(es[0]->name) == "64x32");
   for (const GemmConfig& config : gemmConfigs()) {
     CAPTURE(config.name);
     CHECK(config.invocations() <= 1024);
     // Two stages of both tiles, each at most (tile + 4) × depth floats (stored along t, padded by a vec4).
     const std::size_t sharedBytes =
         2 * std::size_t{config.tileRows + config.tileColumns} * (config.tileDepth + 4) * sizeof(float);
+    CHECK(sharedBytes == config.sharedBytes());
     CHECK(sharedBytes <= 32768);
     CHECK(config.tileRows % config.threadRows == 0);
     CHECK(config.tileColumns % config.threadColumns == 0);
@@ -80,7 +92,8 @@ TEST_SUITE("gl") {
     Context& context = test::glContext();
     auto random = test::generator(17);
     ProgramCache programs;
-    for (const GemmConfig& config : gemmConfigs()) {
+    for (const GemmConfig* fitting : gemmConfigsFitting(context.limits())) {
+      const GemmConfig& config = *fitting;
       ForcedGemmConfig forced(config);
       const DenseOp dense(programs, Activation::none);
       for (const DenseShape& shape : edgeShapes) {
