@@ -1,4 +1,5 @@
-// glnet_info: lists the EGL devices, the chosen one's limits and extensions, and runs a self-check.
+// glnet_info: lists the EGL devices with what each API offers there, the chosen one's limits and extensions,
+// and runs a self-check.
 #include "common/Cli.h"
 #include "gl/Context.h"
 #include "plan/SelfCheck.h"
@@ -12,13 +13,30 @@ using namespace glnet;
 
 namespace {
 
-nlohmann::json toJson(const Context& context, const SelfCheckResult* check) {
+using Survey = std::vector<std::vector<ApiOffer>>;
+
+const std::vector<ApiOffer>& offersOf(const Survey& survey, const DeviceInfo& device) {
+  static const std::vector<ApiOffer> none;
+  return static_cast<std::size_t>(device.index) < survey.size() ? survey[static_cast<std::size_t>(device.index)] : none;
+}
+
+nlohmann::json toJson(const Context& context, const Survey& survey, const SelfCheckResult* check) {
   nlohmann::json devices = nlohmann::json::array();
   for (const DeviceInfo& device : context.devices()) {
+    nlohmann::json apis = nlohmann::json::object();
+    for (const ApiOffer& offer : offersOf(survey, device)) {
+      const Limits& l = offer.limits;
+      apis[apiName(offer.api)] = {{"version", offer.version}, {"shading_language", offer.shadingLanguageVersion},
+                                  {"usable", offer.problem.empty()}, {"problem", offer.problem},
+                                  {"max_work_group_invocations", l.maxWorkGroupInvocations},
+                                  {"max_shared_memory_bytes", l.maxSharedMemoryBytes},
+                                  {"max_compute_storage_blocks", l.maxComputeStorageBlocks},
+                                  {"timestamp_bits", l.timestampBits}, {"persistent_maps", l.persistentMaps}};
+    }
     devices.push_back({{"index", device.index}, {"platform", device.platform}, {"egl_vendor", device.eglVendor},
                        {"renderer", device.renderer}, {"gl_version", device.glVersion}, {"software", device.software},
                        {"usable", device.usable()}, {"problem", device.problem},
-                       {"chosen", device.index == context.device().index}});
+                       {"chosen", device.index == context.device().index}, {"apis", apis}});
   }
   const Limits& limits = context.limits();
   nlohmann::json extensions = nlohmann::json::object();
@@ -26,6 +44,7 @@ nlohmann::json toJson(const Context& context, const SelfCheckResult* check) {
   nlohmann::json result = {
       {"devices", devices},
       {"chosen", context.device().index},
+      {"api", apiName(context.api())},
       {"context_ms", context.creationMilliseconds()},
       {"limits",
        {{"max_work_group_size", limits.maxWorkGroupSize},
@@ -36,7 +55,9 @@ nlohmann::json toJson(const Context& context, const SelfCheckResult* check) {
         {"max_compute_storage_blocks", limits.maxComputeStorageBlocks},
         {"max_storage_buffer_bindings", limits.maxStorageBufferBindings},
         {"storage_buffer_offset_alignment", limits.storageBufferOffsetAlignment},
-        {"timestamp_bits", limits.timestampBits}}},
+        {"timestamp_bits", limits.timestampBits},
+        {"persistent_maps", limits.persistentMaps},
+        {"group_size", limits.groupSize()}}},
       {"extensions", extensions}};
   if (check) {
     result["self_check"] = {{"elements", check->elements},
@@ -51,8 +72,8 @@ nlohmann::json toJson(const Context& context, const SelfCheckResult* check) {
   return result;
 }
 
-void printText(const Context& context, const SelfCheckResult* check) {
-  std::printf("devices:\n");
+void printText(const Context& context, const Survey& survey, const SelfCheckResult* check) {
+  std::printf("devices (* chosen), and what each API offers there:\n");
   for (const DeviceInfo& device : context.devices()) {
     const bool chosen = device.index == context.device().index;
     std::printf("  %s %d  %s  [%s, EGL vendor %s, %s]%s\n", chosen ? "*" : " ", device.index,
@@ -60,9 +81,21 @@ void printText(const Context& context, const SelfCheckResult* check) {
                 device.glVersion.empty() ? "no GL" : device.glVersion.c_str(), device.eglVendor.c_str(),
                 device.software ? "software" : "hardware",
                 device.usable() ? "" : ("  unusable: " + device.problem).c_str());
+    for (const ApiOffer& offer : offersOf(survey, device)) {
+      const Limits& l = offer.limits;
+      if (!offer.problem.empty()) {
+        std::printf("       %-5s %s\n", apiName(offer.api), ("unusable: " + offer.problem).c_str());
+        continue;
+      }
+      std::printf("       %-5s %s (%s): %d invocations, %lld B shared, %d storage blocks, %s, %s\n", apiName(offer.api),
+                  offer.version.c_str(), offer.shadingLanguageVersion.c_str(), l.maxWorkGroupInvocations,
+                  static_cast<long long>(l.maxSharedMemoryBytes), l.maxComputeStorageBlocks,
+                  l.timestampBits > 0 ? "GPU timers" : "no GPU timers", l.persistentMaps ? "buffer storage" : "no buffer storage");
+    }
   }
   const Limits& l = context.limits();
-  std::printf("limits of device %d:\n", context.device().index);
+  std::printf("limits of device %d under %s (what glnet fits its kernels to; groups of %d):\n", context.device().index,
+              apiName(context.api()), l.groupSize());
   std::printf("  max work-group size         %d x %d x %d\n", l.maxWorkGroupSize[0], l.maxWorkGroupSize[1],
               l.maxWorkGroupSize[2]);
   std::printf("  max work-group count        %d x %d x %d\n", l.maxWorkGroupCount[0], l.maxWorkGroupCount[1],
@@ -96,17 +129,20 @@ int main(int argc, char** argv) {
                        "with a compute dispatch verified against the CPU.", "[options]");
     parser.common(true)
         .option("elements", "N", "floats in the self-check", "1048576")
-        .flag("no-check", "skip the self-check");
+        .flag("no-check", "skip the self-check")
+        .flag("no-survey", "do not open a context of each API on each device to list what it offers");
     parser.parse(argc, argv);
     const auto elements = static_cast<std::size_t>(parser.integer("elements", 1, 1L << 28));
-    const Context context(parser.contextOptions());
+    const ContextOptions options = parser.contextOptions();
+    const Survey survey = parser.has("no-survey") ? Survey{} : surveyApis();
+    const Context context(options);
     SelfCheckResult check;
     const bool checked = !parser.has("no-check");
     if (checked) check = runSelfCheck(context, elements);
     if (parser.has("json")) {
-      std::cout << toJson(context, checked ? &check : nullptr).dump(2) << "\n";
+      std::cout << toJson(context, survey, checked ? &check : nullptr).dump(2) << "\n";
     } else {
-      printText(context, checked ? &check : nullptr);
+      printText(context, survey, checked ? &check : nullptr);
     }
     return checked && !check.passed() ? 1 : 0;
   });

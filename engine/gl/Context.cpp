@@ -357,6 +357,34 @@ class CurrentContextGuard {
 
 }  // namespace
 
+std::vector<std::vector<ApiOffer>> surveyApis() {
+  loadEgl();
+  const CurrentContextGuard previous;
+  std::vector<std::vector<ApiOffer>> offers;
+  for (const Api api : {Api::gl, Api::gles}) {
+    std::vector<Candidate> candidates = enumerate(api, false);
+    if (offers.size() < candidates.size()) offers.resize(candidates.size());
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      Candidate& candidate = candidates[i];
+      ApiOffer offer;
+      offer.api = api;
+      offer.version = candidate.info.glVersion;
+      offer.shadingLanguageVersion = candidate.info.shadingLanguageVersion;
+      offer.problem = candidate.info.problem;
+      if (candidate.info.usable()) {
+        eglBindAPI(api == Api::gles ? EGL_OPENGL_ES_API : EGL_OPENGL_API);
+        if (eglMakeCurrent(candidate.display, EGL_NO_SURFACE, EGL_NO_SURFACE, candidate.context) && loadApi(api)) {
+          offer.limits = queryLimits(api);
+        }
+      }
+      candidate.release(previous.display());
+      offers[i].push_back(offer);
+    }
+  }
+  previous.restore();
+  return offers;
+}
+
 Context::Context(const ContextOptions& options) {
   if (options.api) {
     api_ = *options.api;

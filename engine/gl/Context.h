@@ -45,6 +45,19 @@ struct Limits {
   int groupSize() const;
 };
 
+// What one API gives on one device: its version strings and the limits that constrain glnet, or why not.
+struct ApiOffer {
+  Api api = Api::gl;
+  std::string version;                 // GL_VERSION
+  std::string shadingLanguageVersion;  // GL_SHADING_LANGUAGE_VERSION
+  Limits limits;
+  std::string problem;  // empty when glnet can run under this API on this device
+};
+
+// For each EGL device (indexed as Context::devices() lists them), what desktop OpenGL and OpenGL ES give
+// there: a context of each is made and released in turn; the caller's current context is kept.
+std::vector<std::vector<ApiOffer>> surveyApis();
+
 // The limits of the context glnet made current last (set by Context), for code that picks kernel shapes.
 const Limits& currentLimits();
 

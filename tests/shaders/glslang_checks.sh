@@ -10,7 +10,7 @@ validator=$1 tests=$2 bin=$3 shaders=$4 data=$5
 here=$(cd "$(dirname "$0")/../cli" && pwd)
 . "$here/common.sh"
 dump="$work/dump"
-export GLNET_SHADER_DUMP="$dump" GLNET_CACHE=0
+export GLNET_SHADER_DUMP="$dump" GLNET_CACHE_DIR="$work/cache"
 
 # The runs only need to build their programs; their own results are checked by the other tests.
 "$tests" --test-suite=gl >"$work/tests.log" 2>&1 || fail "the GL test suite failed while dumping (see ctest gl)"
@@ -23,19 +23,19 @@ for minimum in 0 1; do
     --data "$data" --limit 100 >"$work/eval.log" 2>&1
 done
 
-count=0 invalid=0
+count=0 invalid=0 gl=0
 for file in "$dump"/*.comp; do
   [ -e "$file" ] || break
   name=$(basename "$file")
   # Shaders the tests write themselves (deliberately broken ones among them) are not glnet's.
   [ -f "$shaders/${name%%-*}.glsl" ] || continue
   count=$((count + 1))
+  case $name in *.gl.comp) gl=$((gl + 1)) ;; esac
   if ! "$validator" -S comp "$file" >"$work/glslang.log" 2>&1; then
     invalid=$((invalid + 1))
     fail "$name: $(grep -m1 ERROR "$work/glslang.log")"
   fi
 done
-gl=$(ls "$dump" | grep -c '\.gl\.comp$')
 echo "validated $count program texts ($gl per language) with $("$validator" --version | head -1): $invalid invalid"
 [ "$count" -ge 40 ] || fail "only $count program texts were dumped; the runs above did not build what they should"
 finish glslang
