@@ -3,6 +3,7 @@
 // reference elementwise workload; table on stdout, --csv and --json files. With --gemm: the GEMM core in every
 // operand layout of the dense and convolution ops, ms, TFLOP/s and the configuration chosen per shape.
 #include "common/Cli.h"
+#include "gl/Sync.h"
 #include "gl/check.h"
 #include "model/Benchmarks.h"
 #include "model/GemmBenchmarks.h"
@@ -89,9 +90,9 @@ int runGemm(const cli::Parser& parser) {
   // Checked before any progress line, so that a wrong name is the only line on stderr.
   if (const char* forced = std::getenv("GLNET_GEMM_CONFIG"); forced && *forced) gemmConfigNamed(forced);
   const Context context(parser.contextOptions());
-  std::printf("device %d: %s (%s)\nGEMM through the dense and convolution ops; %d warm-up and %d measured runs; GPU time\n",
+  std::printf("device %d: %s (%s)\nGEMM through the dense and convolution ops; %d warm-up and %d measured runs; %s time\n",
               context.device().index, context.device().renderer.c_str(), context.device().glVersion.c_str(), settings.warmup,
-              settings.runs);
+              settings.runs, TimerQuery::clockName());
   std::fflush(stdout);
   const std::vector<GemmResult> results = runGemmBenchmarks(context, settings, [](const std::string& name) {
     std::fprintf(stderr, "glnet_bench: %s\n", name.c_str());
@@ -166,7 +167,10 @@ int main(int argc, char** argv) {
       }
       std::printf("%-20s %8zu  %-42s %10.4f %10.4f %10.4f\n", "", row.batch, row.stage.c_str(), row.ms.median, row.ms.p10, row.ms.p90);
     }
-    if (!report.persistentMaps) std::printf("\npersistent maps: absent (no GL_ARB_buffer_storage)\n");
+    if (!report.persistentMaps) std::printf("\npersistent maps: absent (no GL_ARB_buffer_storage / GL_EXT_buffer_storage)\n");
+    if (!TimerQuery::measuresGpu()) {
+      std::printf("no GPU timer queries on this device: every 'gpu' time above is wall time after glFinish\n");
+    }
     std::printf("\nnaive (sync and read after each dispatch) against chained (one read at the end):\n");
     for (const std::size_t batch : settings.batches) {
       const BenchRow* naive = report.find("inference", batch, "naive: sync and read every dispatch");

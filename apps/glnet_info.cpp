@@ -2,6 +2,7 @@
 // and runs a self-check.
 #include "common/Cli.h"
 #include "gl/Context.h"
+#include "gl/Sync.h"
 #include "plan/SelfCheck.h"
 
 #include <nlohmann/json.hpp>
@@ -67,6 +68,7 @@ nlohmann::json toJson(const Context& context, const Survey& survey, const SelfCh
                             {"compile_ms", check->compileMilliseconds},
                             {"upload_ms", check->uploadMilliseconds},
                             {"dispatch_gpu_ms", check->dispatchGpuMilliseconds},
+                            {"gpu_clock", TimerQuery::measuresGpu() ? "timer queries" : "wall"},
                             {"readback_ms", check->readbackMilliseconds}};
   }
   return result;
@@ -115,8 +117,8 @@ void printText(const Context& context, const Survey& survey, const SelfCheckResu
   if (check) {
     std::printf("self-check y = a*x + y on %zu floats: %s (max |error| %.3g, %zu mismatches)\n", check->elements,
                 check->passed() ? "ok" : "FAILED", check->maxAbsoluteError, check->mismatches);
-    std::printf("  compile %.2f ms, upload %.3f ms, dispatch %.3f ms GPU, readback %.3f ms\n",
-                check->compileMilliseconds, check->uploadMilliseconds, check->dispatchGpuMilliseconds,
+    std::printf("  compile %.2f ms, upload %.3f ms, dispatch %.3f ms %s, readback %.3f ms\n",
+                check->compileMilliseconds, check->uploadMilliseconds, check->dispatchGpuMilliseconds, TimerQuery::clockName(),
                 check->readbackMilliseconds);
   }
 }

@@ -1,5 +1,6 @@
 // glnet_predict: classifies image files or MNIST test images with a model file, in one GPU batch.
 #include "common/Cli.h"
+#include "gl/Sync.h"
 #include "data/Idx.h"
 #include "data/Image.h"
 #include "gl/check.h"
@@ -112,8 +113,8 @@ int main(int argc, char** argv) {
     if (json) std::cout << list.dump(2) << "\n";
     if (parser.has("time")) {
       std::fprintf(json ? stderr : stdout,
-                   "times: compile %.2f ms, upload %.3f ms, issue %.3f ms, GPU %.3f ms, readback %.3f ms\n", times.compileMs,
-                   times.uploadMs, times.issueMs, times.gpuMs, times.readbackMs);
+                   "times: compile %.2f ms, upload %.3f ms, issue %.3f ms, %s %.3f ms, readback %.3f ms\n", times.compileMs,
+                   times.uploadMs, times.issueMs, TimerQuery::clockName(), times.gpuMs, times.readbackMs);
     }
     return 0;
   });

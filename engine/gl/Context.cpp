@@ -424,7 +424,8 @@ Context::Context(const ContextOptions& options) {
   for (GLint i = 0; i < count; ++i) {
     extensions_.insert(reinterpret_cast<const char*>(glGetStringi(GL_EXTENSIONS, static_cast<GLuint>(i))));
   }
-  if (options.debug) {
+  // Debug output is core in GL 4.3 and ES 3.2; an ES 3.1 device may have no KHR_debug at all.
+  if (options.debug && glDebugMessageCallback) {
     glEnable(GL_DEBUG_OUTPUT);
     glEnable(GL_DEBUG_OUTPUT_SYNCHRONOUS);
     glDebugMessageCallback(forwardDebugMessage, nullptr);

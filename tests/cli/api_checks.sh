@@ -26,6 +26,10 @@ for model in mlp-gl cnn-gles; do
 done
 "$apps/glnet_info" --api gles --elements 1000 >"$work/info.txt" || fail "glnet_info --api gles"
 grep -q "OpenGL ES 3" "$work/info.txt" || fail "glnet_info --api gles does not show an OpenGL ES context"
+# Without timer queries the times are wall times, and say so.
+GLNET_MINIMUM_DEVICE=1 "$apps/glnet_info" --api gles --elements 1000 >"$work/info-minimum.txt" || fail "glnet_info at minimum limits"
+grep -q "dispatch [0-9.]* ms wall (no timer queries)" "$work/info-minimum.txt" || fail "a wall time is not marked as such"
+grep -q "groups of 128" "$work/info-minimum.txt" || fail "minimum limits do not give groups of 128"
 expect 2 "^glnet_eval: error: unknown API 'metal'" -- "$apps/glnet_eval" --api metal --model "$work/mlp-gl.safetensors"
 GLNET_API=vulkan expect 1 "^glnet_info: error: unknown API 'vulkan'" -- "$apps/glnet_info"
 finish API
