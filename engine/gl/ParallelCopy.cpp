@@ -30,6 +30,7 @@ void ParallelCopy::copyStripe(unsigned stripe) const {
 }
 
 void ParallelCopy::copy(void* to, const void* from, std::size_t bytes) {
+  if (bytes == 0) return;  // `from` may be null then, which memcpy does not allow
   if (workers_.empty()) {
     std::memcpy(to, from, bytes);
     return;

@@ -59,7 +59,20 @@ void buildCnn(Network& network, const std::vector<std::pair<std::uint32_t, std::
   }
 }
 
+// One tensor lives in one GPU buffer bound as one storage block, which no current driver offers beyond
+// 2^31 - 1 bytes (NVIDIA and Mesa report exactly that at most); refused before any allocation.
+constexpr std::uint64_t largestTensorBytes = (std::uint64_t{1} << 31) - 1;
+
 void buildMlp(Network& network, const std::vector<int>& sizes, std::mt19937* random) {
+  for (std::size_t i = 0; i + 1 < sizes.size(); ++i) {
+    const std::uint64_t bytes = std::uint64_t(sizes[i]) * std::uint64_t(sizes[i + 1]) * sizeof(float);
+    if (bytes > largestTensorBytes) {
+      throw Error("layer fc" + std::to_string(i + 1) + " of " + network.architecture + " needs a " +
+                  std::to_string(sizes[i + 1]) + " x " + std::to_string(sizes[i]) + " weight of " + std::to_string(bytes) +
+                  " bytes; one tensor must fit one GPU storage block, at most " + std::to_string(largestTensorBytes) +
+                  " bytes on any current driver");
+    }
+  }
   for (std::size_t i = 0; i + 1 < sizes.size(); ++i) {
     const std::string name = "fc" + std::to_string(i + 1);
     const bool last = i + 2 == sizes.size();

@@ -82,3 +82,23 @@ TEST_CASE("files that are not images are refused with the file name") {
   CHECK_THROWS_WITH_AS(loadGrayImage(path), doctest::Contains("notes.png: not a readable image"), Error);
   CHECK_THROWS_WITH_AS(loadGrayImage(directory.file("absent.png")), doctest::Contains("absent.png: no such file"), Error);
 }
+
+TEST_CASE("inputs the fuzzer found are refused before stb allocates for them (tests/fuzz/regressions/Image)") {
+  const auto refusal = [](const std::string& bytes) {
+    try {
+      decodeGrayImage(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), "input");
+    } catch (const Error& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  // A PGM whose width is not a number: stb reported a 0-pixel image.
+  CHECK(refusal(std::string("P5\n) 2\n255\n\0\xff\xff\0", 15)) == "input: not a readable image (no pixels); glnet reads PNG, JPEG, BMP and PGM");
+  // A PNG whose IDAT chunk claims 0x5749... bytes: stb asked for 1.7 GB before noticing the file is 2 KB.
+  std::string png("\x89PNG\r\n\x1a\n", 8);
+  png += std::string("\0\0\0\x0dIHDR\0\0\0\x1c\0\0\0\x1c\x08\0\0\0\0", 21) + std::string("\0\0\0\0", 4);
+  png += std::string("\x66\x00\x57\x1c", 4) + "IDAT" + std::string(64, 'x');
+  CHECK(refusal(png) == "input: not a readable image (a PNG chunk runs past the end of the file); glnet reads PNG, JPEG, BMP and PGM");
+  // Formats glnet does not name never reach stb.
+  CHECK(refusal("GIF89a\x01\x00\x01\x00") == "input: not a readable image (unknown format); glnet reads PNG, JPEG, BMP and PGM");
+}

@@ -110,8 +110,9 @@ TEST_SUITE("gl") {
       Buffer target(5003);
       target.clear(0xEE);
       std::vector<std::uint8_t> expected(5003, 0xEE);
-      for (const auto& [offset, size] : {std::pair<std::size_t, std::size_t>{0, 1}, {1, 63}, {7, 64}, {100, 65}, {211, 1000},
-                                         {2048, 2955}, {5002, 1}}) {
+      for (const auto& place : {std::pair<std::size_t, std::size_t>{0, 1}, {1, 63}, {7, 64}, {100, 65}, {211, 1000},
+                                {2048, 2955}, {5002, 1}}) {
+        const std::size_t offset = place.first, size = place.second;  // named copies: CAPTURE takes them by reference
         CAPTURE(offset);
         CAPTURE(size);
         std::vector<std::uint8_t> bytes = test::randomBytes(random, size);

@@ -68,8 +68,9 @@ TEST_CASE("the GEMM rule covers the shape, uses large tiles for large problems a
   const GemmChoice square = chooseGemm(4096, 4096, 4096);
   CHECK(square.config->tileRows * square.config->tileColumns == 128 * 128);
   CHECK(square.split.splits == 1);
-  for (const auto& [rows, columns, depth] : std::vector<std::array<std::uint64_t, 3>>{
+  for (const auto& shape : std::vector<std::array<std::uint64_t, 3>>{
            {1, 128, 784}, {10, 784, 60000}, {78400, 32, 25}, {4096, 10, 1024}, {1, 1, 1}}) {
+    const std::uint64_t rows = shape[0], columns = shape[1], depth = shape[2];  // CAPTURE takes them by reference
     CAPTURE(rows);
     CAPTURE(columns);
     CAPTURE(depth);

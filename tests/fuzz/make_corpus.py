@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz harnesses into tests/fuzz/corpus/ (committed; rerun to regenerate).
+
+Each seed is a small valid input, or one with a single known defect, so that libFuzzer starts from the
+formats' structure: safetensors with each dtype and with metadata, IDX images and labels plain and gzip,
+images in each format stb decodes, --arch strings, and glnet_serve request bodies.
+Usage: tests/fuzz/make_corpus.py [CORPUS_DIR]
+"""
+import gzip, json, os, struct, subprocess, sys, tempfile, zlib
+
+root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def put(harness, name, data):
+    os.makedirs(os.path.join(root, harness), exist_ok=True)
+    with open(os.path.join(root, harness, name), "wb") as f:
+        f.write(data)
+
+
+def safetensors(tensors, metadata=None):
+    header, blobs, offset = {}, [], 0
+    for name, (dtype, shape, raw) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(raw)]}
+        blobs.append(raw)
+        offset += len(raw)
+    if metadata:
+        header["__metadata__"] = metadata
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
+
+
+def floats(count, fmt="f", size=4):
+    return b"".join(struct.pack("<" + fmt, (i % 7 - 3) / 10) for i in range(count)) if fmt != "e" else \
+        b"".join(struct.pack("<e", (i % 7 - 3) / 10) for i in range(count))
+
+
+def mlp(inputs, hidden, classes, dtype="F32", fmt="f", metadata=None):
+    return safetensors({"fc1.weight": (dtype, [hidden, inputs], floats(hidden * inputs, fmt)),
+                        "fc1.bias": (dtype, [hidden], floats(hidden, fmt)),
+                        "fc2.weight": (dtype, [classes, hidden], floats(classes * hidden, fmt)),
+                        "fc2.bias": (dtype, [classes], floats(classes, fmt))}, metadata)
+
+
+put("Safetensors", "mlp-f32", mlp(784, 2, 10, metadata={"architecture": "784-2-10", "activation": "tanh",
+                                                        "input_mean": "0.1307", "input_std": "0.3081"}))
+put("Safetensors", "mlp-f16", mlp(16, 3, 4, "F16", "e"))
+put("Safetensors", "mlp-f64", mlp(16, 3, 4, "F64", "d"))
+put("Safetensors", "bad-metadata", mlp(16, 3, 4, metadata={"input_std": "-1", "activation": "swish"}))
+put("Safetensors", "truncated", mlp(16, 3, 4)[:-9])
+put("Safetensors", "huge-header-length", struct.pack("<Q", 1 << 40) + b"{}")
+put("Safetensors", "cnn-shapes", safetensors({"conv1.weight": ("F32", [2, 1, 5, 5], floats(50)),
+                                               "conv1.bias": ("F32", [2], floats(2)),
+                                               "fc1.weight": ("F32", [10, 288], floats(2880)),
+                                               "fc1.bias": ("F32", [10], floats(10))}))
+
+images = bytes((i * 37) % 256 for i in range(3 * 28 * 28))
+idx_images = struct.pack(">IIII", 0x803, 3, 28, 28) + images
+idx_labels = struct.pack(">II", 0x801, 3) + bytes([7, 2, 1])
+put("Idx", "images", b"\x00" + idx_images)
+put("Idx", "images-gz", b"\x00" + gzip.compress(idx_images, mtime=0))
+put("Idx", "labels", b"\x01" + idx_labels)
+put("Idx", "labels-gz", b"\x01" + gzip.compress(idx_labels, mtime=0))
+put("Idx", "images-truncated", b"\x00" + idx_images[:-5])
+put("Idx", "labels-huge-count", b"\x01" + struct.pack(">II", 0x801, 0xFFFFFFFF))
+
+digit = [[255 if 8 <= x <= 19 and 4 <= y <= 23 and (x in (8, 19) or y in (4, 23)) else 0 for x in range(28)] for y in range(28)]
+
+
+def png(rows, color=False):
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+    h, w = len(rows), len(rows[0])
+    raw = b"".join(b"\x00" + bytes(v for p in row for v in ((p, 255 - p, p) if color else (p,))) for row in rows)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2 if color else 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def bmp(rows):
+    h, w = len(rows), len(rows[0])
+    stride = (w * 3 + 3) // 4 * 4
+    pixels = b"".join(bytes(v for p in row for v in (p, p, p)) + b"\x00" * (stride - w * 3) for row in reversed(rows))
+    return (b"BM" + struct.pack("<IHHI", 54 + len(pixels), 0, 0, 54)
+            + struct.pack("<IiiHHIIiiII", 40, w, h, 1, 24, 0, len(pixels), 2835, 2835, 0, 0) + pixels)
+
+
+def pgm(rows):
+    return b"P5\n%d %d\n255\n" % (len(rows[0]), len(rows)) + bytes(p for row in rows for p in row)
+
+
+light = [[255 - p for p in row] for row in digit]
+put("Image", "digit.png", png(digit))
+put("Image", "light-color.png", png([row + row for row in light], color=True))
+put("Image", "digit.bmp", bmp(digit))
+put("Image", "digit.pgm", pgm(digit))
+put("Image", "tiny.pgm", pgm([[0, 255], [255, 0]]))
+# JPEG through stb_image_write (Debian libstb-dev): Python has no encoder of its own.
+with tempfile.TemporaryDirectory() as work:
+    source, program, out = (os.path.join(work, n) for n in ("jpeg.c", "jpeg", "digit.jpg"))
+    with open(source, "w") as f:
+        f.write('#include <stb/stb_image_write.h>\nint main(int c, char** v) { unsigned char p[28 * 28];\n'
+                'for (int i = 0; i < 28 * 28; ++i) p[i] = (unsigned char)((i % 28 > 8 && i % 28 < 19) * 255);\n'
+                'return !stbi_write_jpg(v[1], 28, 28, 1, p, 90); }\n')
+    subprocess.run(["cc", source, "-o", program, "-l:libstb.a", "-lm"], check=True)
+    subprocess.run([program, out], check=True)
+    put("Image", "digit.jpg", open(out, "rb").read())
+
+for name, text in (("mlp", "784-128-10"), ("cnn", "cnn"), ("deep", "784-256-100-10"), ("tiny", "1-1"),
+                   ("empty-layer", "784--10"), ("huge", "784-65536-65536-10")):
+    put("Architecture", name, text.encode())
+
+pixels = json.dumps({"pixels": [(i * 7) % 256 for i in range(784)]}).encode()
+put("PredictRequest", "json-pixels", b"\x00" + pixels)
+put("PredictRequest", "json-images", b"\x00" + json.dumps({"images": [[0] * 784, [255] * 784]}).encode())
+put("PredictRequest", "json-nan", b"\x00" + b'{"pixels": [NaN, 1e999, -1]}')
+put("PredictRequest", "png", b"\x01" + png(digit))
+put("PredictRequest", "untyped-png", b"\x04" + png(light))
+print("corpus written to", root)
