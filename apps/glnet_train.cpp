@@ -165,6 +165,8 @@ int main(int argc, char** argv) {
 
     const bool terminal = leader && isatty(STDERR_FILENO) != 0;
     nlohmann::json epochs = nlohmann::json::array();
+    int checkpointedEpoch = resume ? resume->epochsDone : 0;
+    try {
     trainer->run(
         [&](const TrainingProgress& p) {
           if (!terminal) return;
@@ -177,6 +179,7 @@ int main(int argc, char** argv) {
           if (terminal) std::fprintf(stderr, "\r\033[K");
           trainer->checkpoint().save(checkpointPath);
           trainer->network().save(out);
+          checkpointedEpoch = e.epoch;
           nlohmann::json epoch = {{"epoch", e.epoch}, {"train_loss", e.trainLoss}, {"train_accuracy", e.trainAccuracy},
                                   {"test_accuracy", e.testAccuracy}, {"seconds", e.seconds}, {"samples_per_second", e.samplesPerSecond}};
           std::fprintf(info, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)",
@@ -197,6 +200,14 @@ int main(int argc, char** argv) {
           epochs.push_back(epoch);
           std::fflush(info);
         });
+    } catch (const GpuFailure& failure) {
+      // What was written stays; say where to pick up.
+      const bool wroteOne = checkpointedEpoch > (resume ? resume->epochsDone : 0);
+      const std::string from = wroteOne ? checkpointPath : resume ? parser.text("resume") : std::string();
+      throw Error(std::string(failure.what()) +
+                  (from.empty() ? "; no checkpoint was written yet, so start again"
+                                : "; the checkpoint after epoch " + std::to_string(checkpointedEpoch) + " is intact: continue with --resume " + from));
+    }
     if (!leader) return 0;
     std::fprintf(info, "wrote %s (checkpoint %s)\n", out.c_str(), checkpointPath.c_str());
     if (json) {

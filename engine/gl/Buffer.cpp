@@ -56,6 +56,8 @@ void Buffer::download(void* out, std::size_t bytes, std::size_t offset) const {
   GLNET_ASSERT(offset + bytes <= bytes_, "download past the end of a buffer");
   if (bytes == 0) return;
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  // The read would block inside the driver with no limit; waiting here first puts the watchdog on it.
+  Fence().wait();
   glBindBuffer(GL_COPY_READ_BUFFER, id_);
   GL_CHECK(glGetBufferSubData(GL_COPY_READ_BUFFER, static_cast<GLintptr>(offset), static_cast<GLsizeiptr>(bytes), out));
 }
@@ -64,6 +66,7 @@ void Buffer::downloadMapped(void* out, std::size_t bytes, std::size_t offset) co
   GLNET_ASSERT(offset + bytes <= bytes_, "download past the end of a buffer");
   if (bytes == 0) return;
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  Fence().wait();
   glBindBuffer(GL_COPY_READ_BUFFER, id_);
   const void* mapped =
       glMapBufferRange(GL_COPY_READ_BUFFER, static_cast<GLintptr>(offset), static_cast<GLsizeiptr>(bytes), GL_MAP_READ_BIT);

@@ -99,7 +99,7 @@ std::string requiredName(Api api) {
   return api == Api::gles ? "an OpenGL ES 3.1 context" : "an OpenGL 4.3 core context";
 }
 
-EGLContext createContext(EGLDisplay display, Api api, bool debug, bool versioned) {
+EGLContext createContext(EGLDisplay display, Api api, bool debug, bool versioned, bool robust) {
   EGLConfig config = EGL_NO_CONFIG_KHR;
   if (!hasToken(eglQueryString(display, EGL_EXTENSIONS), "EGL_KHR_no_config_context")) {
     const EGLint renderable = api == Api::gles ? EGL_OPENGL_ES3_BIT : EGL_OPENGL_BIT;
@@ -108,12 +108,16 @@ EGLContext createContext(EGLDisplay display, Api api, bool debug, bool versioned
     if (!eglChooseConfig(display, wanted, &config, 1, &count) || count == 0) return EGL_NO_CONTEXT;
   }
   std::vector<EGLint> attributes;
+  // A robust context reports a GPU reset (throwIfContextLost) where one without would hang or crash.
+  if (robust) {
+    attributes = {EGL_CONTEXT_OPENGL_RESET_NOTIFICATION_STRATEGY_EXT, EGL_LOSE_CONTEXT_ON_RESET_EXT};
+  }
   if (versioned) {
-    attributes = {EGL_CONTEXT_MAJOR_VERSION, requiredMajor(api), EGL_CONTEXT_MINOR_VERSION, requiredMinor(api)};
+    attributes.insert(attributes.end(), {EGL_CONTEXT_MAJOR_VERSION, requiredMajor(api), EGL_CONTEXT_MINOR_VERSION, requiredMinor(api)});
     if (api == Api::gl) attributes.insert(attributes.end(), {EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT});
     if (debug) attributes.insert(attributes.end(), {EGL_CONTEXT_OPENGL_DEBUG, EGL_TRUE});
   } else if (api == Api::gles) {
-    attributes = {EGL_CONTEXT_CLIENT_VERSION, 2};
+    attributes.insert(attributes.end(), {EGL_CONTEXT_CLIENT_VERSION, 2});
   }
   attributes.push_back(EGL_NONE);
   return eglCreateContext(display, config, EGL_NO_CONTEXT, attributes.data());
@@ -139,9 +143,11 @@ void probe(Candidate& candidate, Api api, bool debug) {
     info.problem = api == Api::gles ? "the EGL driver has no OpenGL ES" : "the EGL driver has no desktop OpenGL";
     return;
   }
-  candidate.context = createContext(candidate.display, api, debug, true);
+  const bool robustness = hasToken(eglQueryString(candidate.display, EGL_EXTENSIONS), "EGL_EXT_create_context_robustness");
+  candidate.context = robustness ? createContext(candidate.display, api, debug, true, true) : EGL_NO_CONTEXT;
+  if (candidate.context == EGL_NO_CONTEXT) candidate.context = createContext(candidate.display, api, debug, true, false);
   const bool compatible = candidate.context != EGL_NO_CONTEXT;
-  if (!compatible) candidate.context = createContext(candidate.display, api, false, false);
+  if (!compatible) candidate.context = createContext(candidate.display, api, false, false, false);
   if (candidate.context == EGL_NO_CONTEXT) {
     info.problem = "could not create " + std::string(api == Api::gles ? "an OpenGL ES" : "an OpenGL") + " context (" +
                    eglErrorName(eglGetError()) + ")";
@@ -301,6 +307,11 @@ Limits queryLimits(Api api) {
     if (glGetError() != GL_NO_ERROR) limits.timestampBits = 0;
   }
   limits.persistentMaps = api == Api::gles ? GLAD_GL_EXT_buffer_storage != 0 : GLAD_GL_ARB_buffer_storage != 0;
+  if (glGetGraphicsResetStatus) {
+    GLint strategy = 0;
+    glGetIntegerv(GL_RESET_NOTIFICATION_STRATEGY, &strategy);
+    limits.resetNotification = glGetError() == GL_NO_ERROR && strategy == GL_LOSE_CONTEXT_ON_RESET;
+  }
   return limits;
 }
 
@@ -440,6 +451,17 @@ Context::Context(const ContextOptions& options) {
 }
 
 const Limits& currentLimits() { return currentLimitsSlot(); }
+
+void throwIfContextLost() {
+  if (!currentLimits().resetNotification) return;
+  const GLenum status = glGetGraphicsResetStatus();
+  if (status == GL_NO_ERROR) return;
+  const char* cause = status == GL_GUILTY_CONTEXT_RESET   ? "caused by glnet's own work"
+                      : status == GL_INNOCENT_CONTEXT_RESET ? "caused by another program"
+                                                            : "cause unknown";
+  throw GpuFailure(std::string("the GPU was reset and glnet's context lost (") + cause +
+                   "); the work in flight is gone: run the command again");
+}
 
 int Limits::groupSize() const {
   if (maxWorkGroupInvocations <= 0) return 256;

@@ -39,6 +39,7 @@ struct Limits {
   int storageBufferOffsetAlignment = 0;
   int timestampBits = 0;  // 0: no GPU timer queries (ES without EXT_disjoint_timer_query); wall times instead
   bool persistentMaps = false;  // ARB_buffer_storage (GL) or EXT_buffer_storage (ES)
+  bool resetNotification = false;  // a robust context: a GPU reset is reported instead of hanging or crashing
 
   // The invocations of the engine's one-dimensional groups (GLNET_GROUP_SIZE in the shaders): 256, or the
   // largest power of two the device allows below it; 256 while no device is known.
@@ -57,6 +58,10 @@ struct ApiOffer {
 // For each EGL device (indexed as Context::devices() lists them), what desktop OpenGL and OpenGL ES give
 // there: a context of each is made and released in turn; the caller's current context is kept.
 std::vector<std::vector<ApiOffer>> surveyApis();
+
+// Throws glnet::GpuFailure when the current context was lost to a GPU reset (robust contexts only; others
+// cannot tell). Called after every wait on the GPU.
+void throwIfContextLost();
 
 // The limits of the context glnet made current last (set by Context), for code that picks kernel shapes.
 const Limits& currentLimits();

@@ -6,6 +6,8 @@
 #include <glad/gl.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 namespace glnet {
@@ -28,11 +30,33 @@ Fence& Fence::operator=(Fence&& other) noexcept {
   return *this;
 }
 
-bool Fence::wait(std::uint64_t timeoutNanoseconds) const {
+std::uint64_t Fence::watchdogNanoseconds() {
+  static const std::uint64_t limit = [] {
+    const char* text = std::getenv("GLNET_GPU_TIMEOUT_S");
+    if (!text || !*text) return std::uint64_t{300'000'000'000};
+    char* end = nullptr;
+    const double seconds = std::strtod(text, &end);
+    if (*end != '\0' || !(seconds > 0) || seconds > 1e9) {
+      throw Error(std::string("GLNET_GPU_TIMEOUT_S must be a positive number of seconds, not '") + text + "'");
+    }
+    return static_cast<std::uint64_t>(seconds * 1e9);
+  }();
+  return limit;
+}
+
+bool Fence::waitFor(std::uint64_t timeoutNanoseconds) const {
   const GLenum status =
       glClientWaitSync(static_cast<GLsync>(sync_), GL_SYNC_FLUSH_COMMANDS_BIT, timeoutNanoseconds);
-  if (status == GL_WAIT_FAILED) throw Error("glClientWaitSync failed: the GL context is lost");
+  throwIfContextLost();
+  if (status == GL_WAIT_FAILED) throw GpuFailure("glClientWaitSync failed: the GL context is lost");
   return status != GL_TIMEOUT_EXPIRED;
+}
+
+void Fence::wait() const {
+  if (!waitFor(watchdogNanoseconds())) {
+    throw GpuFailure("the GPU did not finish its work within " + std::to_string(watchdogNanoseconds() / 1e9) +
+                     " s (GLNET_GPU_TIMEOUT_S sets the limit): it may be hung, or the work too large for it");
+  }
 }
 
 bool TimerQuery::measuresGpu() { return currentLimits().timestampBits > 0; }

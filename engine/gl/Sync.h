@@ -15,8 +15,14 @@ class Fence {
   Fence(const Fence&) = delete;
   Fence& operator=(const Fence&) = delete;
 
-  // Blocks until the GPU passes the fence; false when `timeoutNanoseconds` ran out first.
-  bool wait(std::uint64_t timeoutNanoseconds = UINT64_MAX) const;
+  // Blocks until the GPU passes the fence. Throws glnet::GpuFailure when the GPU takes longer than the
+  // watchdog allows (GLNET_GPU_TIMEOUT_S, default 300 s: a hung GPU becomes an error, not a hang) or was
+  // reset meanwhile.
+  void wait() const;
+  // The same within `timeoutNanoseconds`; false when they ran out first.
+  bool waitFor(std::uint64_t timeoutNanoseconds) const;
+  // The watchdog's limit in nanoseconds.
+  static std::uint64_t watchdogNanoseconds();
 
  private:
   void* sync_ = nullptr;

@@ -19,6 +19,13 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+// The GPU stopped answering (a wait past GLNET_GPU_TIMEOUT_S) or reset the context: the work in flight is
+// lost and the context unusable. Training turns it into a pointer to its last checkpoint.
+class GpuFailure : public Error {
+ public:
+  using Error::Error;
+};
+
 [[noreturn]] void assertFailed(const char* condition, const std::string& message, const char* file, int line);
 void throwIfGlError(const char* call, const char* file, int line);
 const char* glErrorName(unsigned error);
