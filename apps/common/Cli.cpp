@@ -4,6 +4,7 @@
 #include "gl/log.h"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -186,6 +187,8 @@ bool sameOnEveryRank(const std::exception_ptr& error) {
 }  // namespace
 
 int run(const char* program, const std::function<int()>& body) {
+  // A file-size limit (ulimit -f) must fail a write with EFBIG, which glnet reports, not kill the process.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     return body();
   } catch (...) {

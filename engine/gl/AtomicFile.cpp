@@ -7,21 +7,46 @@
 #include <cstring>
 #include <filesystem>
 
+#include <signal.h>
 #include <unistd.h>
 
 namespace glnet {
 
+namespace {
+
+constexpr const char* temporaryMark = ".tmp";
+
+// Temporary siblings of `path` left by writers that were killed (their process no longer exists).
+void removeStaleTemporaries(const std::string& path) {
+  const std::filesystem::path target(path);
+  const std::filesystem::path directory = target.parent_path().empty() ? "." : target.parent_path();
+  const std::string prefix = target.filename().string() + temporaryMark;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(directory, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (::kill(static_cast<pid_t>(std::stol(pid)), 0) != 0 && errno == ESRCH) std::filesystem::remove(entry.path(), error);
+  }
+}
+
+}  // namespace
+
 void writeFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = path + ".tmp" + std::to_string(::getpid());
+  removeStaleTemporaries(path);
+  const std::string temporary = path + temporaryMark + std::to_string(::getpid());
   {
     std::FILE* file = std::fopen(temporary.c_str(), "wb");
     if (!file) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
-    const bool written = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-    const bool flushed = std::fflush(file) == 0 && ::fsync(fileno(file)) == 0;
-    const bool closed = std::fclose(file) == 0;
-    if (!written || !flushed || !closed) {
+    int failure = 0;
+    if (std::fwrite(bytes.data(), 1, bytes.size(), file) != bytes.size()) failure = errno;
+    if (!failure && (std::fflush(file) != 0 || ::fsync(fileno(file)) != 0)) failure = errno;
+    if (std::fclose(file) != 0 && !failure) failure = errno;
+    if (failure) {
       std::remove(temporary.c_str());
-      throw Error(path + ": write failed (disk full?)");
+      throw Error(path + ": writing " + std::to_string(bytes.size()) + " bytes failed (" + std::strerror(failure) +
+                  "); the previous file, if any, is untouched");
     }
   }
   std::error_code error;
@@ -37,6 +62,12 @@ void checkWritable(const std::string& path) {
   const std::string directory = parent.empty() ? "." : parent.string();
   if (!std::filesystem::is_directory(directory)) throw Error(path + ": cannot write (no directory " + directory + ")");
   if (::access(directory.c_str(), W_OK) != 0) throw Error(path + ": cannot write (" + directory + " is not writable)");
+  // Permission bits say nothing to root or about /proc and read-only mounts: create the file's temporary sibling.
+  const std::string probe = path + temporaryMark + std::to_string(::getpid());
+  std::FILE* file = std::fopen(probe.c_str(), "wb");
+  if (!file) throw Error(path + ": cannot write (" + std::strerror(errno) + ")");
+  std::fclose(file);
+  std::remove(probe.c_str());
 }
 
 }  // namespace glnet

@@ -27,6 +27,17 @@ CompiledGraph::CompiledGraph(const Context& context, const Graph& graph) : conte
 
 void CompiledGraph::allocate(bool training) {
   const auto& tensors = graph_.tensors();
+  // Every tensor is bound whole as one storage block: one larger than the device's limit is refused here,
+  // before any buffer is allocated, naming the size asked and the limit.
+  const auto blockLimit = static_cast<std::uint64_t>(context_.limits().maxStorageBlockBytes);
+  for (const auto& tensor : tensors) {
+    const std::uint64_t bytes = bytesOf(tensor.shape);
+    if (blockLimit > 0 && bytes > blockLimit) {
+      throw Error("tensor " + tensor.name + " " + describe(tensor.shape) + " needs " + std::to_string(bytes) +
+                  " bytes; this device binds at most " + std::to_string(blockLimit) +
+                  " bytes as one storage block (GL_MAX_SHADER_STORAGE_BLOCK_SIZE): use a smaller batch or narrower layers");
+    }
+  }
   // Parameter offsets honour the device's binding alignment so each can be bound as its own range.
   const std::size_t alignment = std::max<std::size_t>(static_cast<std::size_t>(context_.limits().storageBufferOffsetAlignment), 4) / 4;
   arenaOffset_.assign(tensors.size(), 0);
