@@ -58,6 +58,7 @@ nlohmann::json toJson(const Context& context, const Survey& survey, const SelfCh
         {"storage_buffer_offset_alignment", limits.storageBufferOffsetAlignment},
         {"timestamp_bits", limits.timestampBits},
         {"persistent_maps", limits.persistentMaps},
+        {"reset_notification", limits.resetNotification},
         {"group_size", limits.groupSize()}}},
       {"extensions", extensions}};
   if (check) {
@@ -109,6 +110,8 @@ void printText(const Context& context, const Survey& survey, const SelfCheckResu
   std::printf("  max compute SSBO blocks     %d (bindings %d, offset alignment %d)\n", l.maxComputeStorageBlocks,
               l.maxStorageBufferBindings, l.storageBufferOffsetAlignment);
   std::printf("  timestamp bits              %d\n", l.timestampBits);
+  std::printf("  GPU reset notification      %s\n", l.resetNotification ? "yes (robust context)" : "no");
+  std::printf("  GPU watchdog                %.0f s (GLNET_GPU_TIMEOUT_S)\n", static_cast<double>(Fence::watchdogNanoseconds()) / 1e9);
   std::printf("optional extensions:\n");
   for (const auto& [name, present] : context.optionalExtensions()) {
     std::printf("  %-34s %s\n", name.c_str(), present ? "yes" : "no");

@@ -109,8 +109,10 @@ EGLContext createContext(EGLDisplay display, Api api, bool debug, bool versioned
   }
   std::vector<EGLint> attributes;
   // A robust context reports a GPU reset (throwIfContextLost) where one without would hang or crash.
+  // EGL 1.5 has the attribute for desktop GL; ES takes EXT_create_context_robustness's.
   if (robust) {
-    attributes = {EGL_CONTEXT_OPENGL_RESET_NOTIFICATION_STRATEGY_EXT, EGL_LOSE_CONTEXT_ON_RESET_EXT};
+    attributes = {api == Api::gles ? EGL_CONTEXT_OPENGL_RESET_NOTIFICATION_STRATEGY_EXT : EGL_CONTEXT_OPENGL_RESET_NOTIFICATION_STRATEGY,
+                  EGL_LOSE_CONTEXT_ON_RESET};
   }
   if (versioned) {
     attributes.insert(attributes.end(), {EGL_CONTEXT_MAJOR_VERSION, requiredMajor(api), EGL_CONTEXT_MINOR_VERSION, requiredMinor(api)});
@@ -143,7 +145,8 @@ void probe(Candidate& candidate, Api api, bool debug) {
     info.problem = api == Api::gles ? "the EGL driver has no OpenGL ES" : "the EGL driver has no desktop OpenGL";
     return;
   }
-  const bool robustness = hasToken(eglQueryString(candidate.display, EGL_EXTENSIONS), "EGL_EXT_create_context_robustness");
+  const bool robustness = api == Api::gl ? (eglMajor > 1 || eglMinor >= 5)
+                                         : hasToken(eglQueryString(candidate.display, EGL_EXTENSIONS), "EGL_EXT_create_context_robustness");
   candidate.context = robustness ? createContext(candidate.display, api, debug, true, true) : EGL_NO_CONTEXT;
   if (candidate.context == EGL_NO_CONTEXT) candidate.context = createContext(candidate.display, api, debug, true, false);
   const bool compatible = candidate.context != EGL_NO_CONTEXT;
