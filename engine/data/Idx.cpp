@@ -16,34 +16,42 @@ struct GzipCloser {
   void operator()(gzFile file) const { gzclose(file); }
 };
 
-// The whole decompressed content of a plain or gzip file.
-std::vector<std::uint8_t> readAll(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) throw Error(path + ": no such file");
-  std::unique_ptr<gzFile_s, GzipCloser> file(gzopen(path.c_str(), "rb"));
-  if (!file) throw Error(path + ": cannot open");
-  std::vector<std::uint8_t> bytes;
-  std::uint8_t chunk[1 << 16];
-  for (;;) {
-    const int got = gzread(file.get(), chunk, sizeof chunk);
-    if (got < 0) {
-      int code = 0;
-      throw Error(path + ": read failed (" + gzerror(file.get(), &code) + ")");
-    }
-    if (got == 0) break;
-    bytes.insert(bytes.end(), chunk, chunk + got);
-  }
-  return bytes;
-}
+// The largest IDX file glnet reads: a header may declare up to 2^96 bytes, and a gzip stream may expand a
+// thousandfold, so sizes are checked before the data is read and reading stops where the header says.
+constexpr std::uint64_t largestIdxBytes = std::uint64_t{1} << 32;
 
 std::uint32_t bigEndian32(const std::uint8_t* bytes) {
   return (std::uint32_t{bytes[0]} << 24) | (std::uint32_t{bytes[1]} << 16) | (std::uint32_t{bytes[2]} << 8) |
          std::uint32_t{bytes[3]};
 }
 
-// Validates the header against `rank` and the length against the dimensions; returns the dimensions.
-std::vector<std::size_t> checkHeader(const std::string& path, const std::vector<std::uint8_t>& bytes, int rank,
-                                     const char* what) {
+// Reads up to `count` more bytes into `bytes`; returns how many came.
+std::size_t readInto(gzFile file, const std::string& path, std::vector<std::uint8_t>& bytes, std::uint64_t count) {
+  std::uint8_t chunk[1 << 16];
+  std::size_t total = 0;
+  while (total < count) {
+    const auto wanted = static_cast<unsigned>(std::min<std::uint64_t>(sizeof chunk, count - total));
+    const int got = gzread(file, chunk, wanted);
+    if (got < 0) {
+      int code = 0;
+      throw Error(path + ": read failed (" + gzerror(file, &code) + ")");
+    }
+    if (got == 0) break;
+    bytes.insert(bytes.end(), chunk, chunk + got);
+    total += static_cast<std::size_t>(got);
+  }
+  return total;
+}
+
+// The header (validated against `rank`) and the data of a plain or gzip IDX file, with its dimensions;
+// the data's length must be exactly what the header declares.
+std::vector<std::uint8_t> readIdx(const std::string& path, int rank, const char* what, std::vector<std::size_t>& dimensions) {
+  if (!std::filesystem::is_regular_file(path)) throw Error(path + ": no such file");
+  std::unique_ptr<gzFile_s, GzipCloser> file(gzopen(path.c_str(), "rb"));
+  if (!file) throw Error(path + ": cannot open");
   const std::size_t headerBytes = 4 + 4 * static_cast<std::size_t>(rank);
+  std::vector<std::uint8_t> bytes;
+  readInto(file.get(), path, bytes, 4);
   if (bytes.size() < 4) throw Error(path + ": too short to be an IDX file (" + std::to_string(bytes.size()) + " bytes)");
   if (bytes[0] != 0 || bytes[1] != 0) throw Error(path + ": not an IDX file (bad magic number)");
   if (bytes[2] != unsignedByteType) {
@@ -52,26 +60,28 @@ std::vector<std::size_t> checkHeader(const std::string& path, const std::vector<
   if (bytes[3] != rank) {
     throw Error(path + ": IDX rank " + std::to_string(bytes[3]) + ", expected " + std::to_string(rank) + " for " + what);
   }
+  readInto(file.get(), path, bytes, headerBytes - 4);
   if (bytes.size() < headerBytes) throw Error(path + ": truncated IDX header");
-  std::vector<std::size_t> dimensions;
-  std::size_t expected = 1;
+  std::uint64_t expected = 1;
   for (int i = 0; i < rank; ++i) {
     const std::size_t dimension = bigEndian32(bytes.data() + 4 + 4 * i);
     if (dimension == 0 || (i > 0 && dimension > 65536)) {
       throw Error(path + ": IDX dimension " + std::to_string(i) + " is " + std::to_string(dimension));
     }
     dimensions.push_back(dimension);
-    expected *= dimension;
+    expected *= dimension;  // at most 2^32 · 2^16 · 2^16: no overflow
   }
-  const std::size_t actual = bytes.size() - headerBytes;
+  if (expected > largestIdxBytes) {
+    throw Error(path + ": the header declares " + std::to_string(expected) + " bytes of data; glnet reads at most " +
+                std::to_string(largestIdxBytes));
+  }
+  const std::size_t actual = readInto(file.get(), path, bytes, expected + 1);
   if (actual < expected) {
     throw Error(path + ": truncated: the header promises " + std::to_string(expected) + " bytes of data, the file has " +
                 std::to_string(actual));
   }
-  if (actual > expected) {
-    throw Error(path + ": " + std::to_string(actual - expected) + " bytes past the data the header describes");
-  }
-  return dimensions;
+  if (actual > expected) throw Error(path + ": bytes past the data the header describes");
+  return bytes;
 }
 
 std::string findFile(const std::string& directory, const std::string& name) {
@@ -85,8 +95,8 @@ std::string findFile(const std::string& directory, const std::string& name) {
 }  // namespace
 
 ImageSet readIdxImages(const std::string& path) {
-  std::vector<std::uint8_t> bytes = readAll(path);
-  const auto dimensions = checkHeader(path, bytes, 3, "images");
+  std::vector<std::size_t> dimensions;
+  const std::vector<std::uint8_t> bytes = readIdx(path, 3, "images", dimensions);
   ImageSet set;
   set.count = dimensions[0];
   set.rows = dimensions[1];
@@ -96,8 +106,8 @@ ImageSet readIdxImages(const std::string& path) {
 }
 
 std::vector<std::uint8_t> readIdxLabels(const std::string& path) {
-  std::vector<std::uint8_t> bytes = readAll(path);
-  checkHeader(path, bytes, 1, "labels");
+  std::vector<std::size_t> dimensions;
+  const std::vector<std::uint8_t> bytes = readIdx(path, 1, "labels", dimensions);
   return {bytes.begin() + 8, bytes.end()};
 }
 

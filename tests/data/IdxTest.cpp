@@ -54,7 +54,9 @@ TEST_CASE("bad IDX files are refused with the file name and the reason") {
   refuseImages("type", idx(0x0d, {1, 2, 2}, 16), "IDX element type");
   refuseImages("rank", idx(8, {4}, 4), "IDX rank 1, expected 3");
   refuseImages("truncated", idx(8, {10, 28, 28}, 7839), "truncated: the header promises 7840 bytes of data, the file has 7839");
-  refuseImages("trailing", idx(8, {1, 2, 2}, 5), "1 bytes past the data");
+  refuseImages("trailing", idx(8, {1, 2, 2}, 5), "bytes past the data the header describes");
+  // A 16-byte header may declare 2^42 bytes: refused before any data is read or allocated.
+  refuseImages("declared", idx(8, {65536u * 256u, 512, 512}, 0), "the header declares 4398046511104 bytes of data; glnet reads at most 4294967296");
   refuseImages("header", idx(8, {1, 2, 2}, 0).substr(0, 10), "truncated IDX header");
   CHECK_THROWS_WITH_AS(readIdxImages(directory.file("absent")), doctest::Contains("absent: no such file"), Error);
 
