@@ -58,6 +58,7 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
 }
 
 void checkWritable(const std::string& path) {
+  if (path.empty()) throw Error("an output file name is empty");
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   const std::string directory = parent.empty() ? "." : parent.string();
   if (!std::filesystem::is_directory(directory)) throw Error(path + ": cannot write (no directory " + directory + ")");
