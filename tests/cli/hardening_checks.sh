@@ -66,7 +66,13 @@ for attempt in 1 2 3 4 5; do
   "$apps/glnet_train" --data "$mnist" --test-limit 100 --arch 784-64-10 --train-limit 1280 --epochs 400 \
     --out "$work/run.safetensors" >/dev/null 2>&1 &
   pid=$!
-  sleep "$(awk -v seed="$$$attempt" 'BEGIN { srand(seed); printf "%.2f", 0.8 + 2.5 * rand() }')"
+  # Once the first checkpoint exists (slow builds, sanitizers, take longer to get there), at a random moment
+  # of the epochs that follow, each of which ends by writing the checkpoint and the model again.
+  waited=0
+  while [ ! -e "$work/run.checkpoint.safetensors" ] && [ $waited -lt 600 ] && kill -0 "$pid" 2>/dev/null; do
+    sleep 0.1; waited=$((waited + 1))
+  done
+  sleep "$(awk -v seed="$$$attempt" 'BEGIN { srand(seed); printf "%.2f", 0.05 + 1.5 * rand() }')"
   kill -9 "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   if [ -e "$work/run.checkpoint.safetensors" ]; then
