@@ -30,6 +30,19 @@ limit='ulimit -f "$0"; exec "$@"'  # sh -c "$limit" BLOCKS COMMAND...
 expect 1 "error: .*model(\.checkpoint)?\.safetensors: writing [0-9]+ bytes failed \(File too large\); the previous file, if any, is untouched" \
   -- sh -c "$limit" 16 "$apps/glnet_train" --data "$mnist" --test-limit 100 --arch 784-128-10 --train-limit 640 --epochs 1 --out "$work/model.safetensors"
 cmp -s "$work/model.safetensors" "$work/model.copy" || fail "a write that ran out of space changed the previous model"
+# A real full disk where this user may mount a small tmpfs (root in a container, usually).
+mkdir "$work/disk"
+if mount -t tmpfs -o size=256k tmpfs "$work/disk" 2>/dev/null; then
+  cp "$work/model.copy" "$work/disk/model.safetensors" || fail "the previous model does not fit the small disk"
+  expect 1 "error: .*disk/model(\.checkpoint)?\.safetensors: writing [0-9]+ bytes failed \(No space left on device\); the previous file, if any, is untouched" \
+    -- "$apps/glnet_train" --data "$mnist" --test-limit 100 --arch 784-128-10 --train-limit 640 --epochs 1 --out "$work/disk/model.safetensors"
+  cmp -s "$work/disk/model.safetensors" "$work/model.copy" || fail "a write to a full disk changed the previous model"
+  [ -z "$(find "$work/disk" -name '*.tmp*')" ] || fail "a write to a full disk left a partial file"
+  umount "$work/disk"
+  echo "full disk: checked on a 256 KiB tmpfs"
+else
+  echo "full disk: no tmpfs can be mounted here; checked by the file-size limit only"
+fi
 printf 'old predictions\n' >"$work/predictions.txt"
 expect 1 "error: .*predictions.txt: writing [0-9]+ bytes failed \(File too large\)" \
   -- sh -c "$limit" 4 "$apps/glnet_eval" --model "$work/model.safetensors" --data "$mnist" --predictions "$work/predictions.txt"
