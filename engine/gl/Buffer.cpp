@@ -1,7 +1,7 @@
 #include "gl/Buffer.h"
 
 #include "gl/Api.h"
-#include "gl/Context.h"
+#include "gl/Limits.h"
 #include "gl/Sync.h"
 #include "gl/check.h"
 

@@ -16,13 +16,6 @@
 namespace glnet {
 namespace {
 
-Limits& currentLimitsSlot() {
-  static Limits limits;
-  return limits;
-}
-
-void setCurrentLimits(const Limits& limits) { currentLimitsSlot() = limits; }
-
 bool hasToken(const char* list, const char* token) {
   if (!list) return false;
   std::istringstream words(list);
@@ -287,57 +280,6 @@ std::size_t choose(const std::vector<Candidate>& candidates, const std::string& 
   return found;
 }
 
-Limits queryLimits(Api api) {
-  Limits limits;
-  for (GLuint axis = 0; axis < 3; ++axis) {
-    glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_SIZE, axis, &limits.maxWorkGroupSize[axis]);
-    glGetIntegeri_v(GL_MAX_COMPUTE_WORK_GROUP_COUNT, axis, &limits.maxWorkGroupCount[axis]);
-  }
-  glGetIntegerv(GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS, &limits.maxWorkGroupInvocations);
-  GLint value = 0;
-  glGetIntegerv(GL_MAX_COMPUTE_SHARED_MEMORY_SIZE, &value);
-  limits.maxSharedMemoryBytes = value;
-  GLint64 blockSize = 0;
-  glGetInteger64v(GL_MAX_SHADER_STORAGE_BLOCK_SIZE, &blockSize);
-  limits.maxStorageBlockBytes = blockSize;
-  glGetIntegerv(GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS, &limits.maxComputeStorageBlocks);
-  glGetIntegerv(GL_MAX_SHADER_STORAGE_BUFFER_BINDINGS, &limits.maxStorageBufferBindings);
-  glGetIntegerv(GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT, &limits.storageBufferOffsetAlignment);
-  throwIfGlError("querying device limits", __FILE__, __LINE__);
-  // ES has GPU timestamps only through EXT_disjoint_timer_query, which some drivers list but refuse.
-  if (api == Api::gl || GLAD_GL_EXT_disjoint_timer_query) {
-    glGetQueryiv(GL_TIMESTAMP, GL_QUERY_COUNTER_BITS, &limits.timestampBits);
-    if (glGetError() != GL_NO_ERROR) limits.timestampBits = 0;
-  }
-  limits.persistentMaps = api == Api::gles ? GLAD_GL_EXT_buffer_storage != 0 : GLAD_GL_ARB_buffer_storage != 0;
-  if (glGetGraphicsResetStatus) {
-    GLint strategy = 0;
-    glGetIntegerv(GL_RESET_NOTIFICATION_STRATEGY, &strategy);
-    limits.resetNotification = glGetError() == GL_NO_ERROR && strategy == GL_LOSE_CONTEXT_ON_RESET;
-  }
-  return limits;
-}
-
-// The storage blocks of glnet's largest kernels (BackwardPass.glsl, the dense weight gradient), rounded up.
-constexpr int requiredStorageBlocks = 8;
-
-// What every OpenGL ES 3.1 device offers (ES 3.1 specification, table 20.45).
-Limits minimumOf(Limits limits) {
-  for (int& size : limits.maxWorkGroupSize) size = std::min(size, 128);
-  limits.maxWorkGroupSize[2] = std::min(limits.maxWorkGroupSize[2], 64);
-  for (int& count : limits.maxWorkGroupCount) count = std::min(count, 65535);
-  limits.maxWorkGroupInvocations = std::min(limits.maxWorkGroupInvocations, 128);
-  limits.maxSharedMemoryBytes = std::min<std::int64_t>(limits.maxSharedMemoryBytes, 16384);
-  limits.maxStorageBlockBytes = std::min<std::int64_t>(limits.maxStorageBlockBytes, std::int64_t{1} << 27);
-  // ES guarantees 4 storage blocks per compute shader; glnet's dense and convolution kernels bind up to 7,
-  // so it keeps 8 here (what ES GPUs commonly offer) and any kernel needing more fails by name.
-  limits.maxComputeStorageBlocks = std::min(limits.maxComputeStorageBlocks, requiredStorageBlocks);
-  limits.maxStorageBufferBindings = std::min(limits.maxStorageBufferBindings, requiredStorageBlocks);
-  limits.timestampBits = 0;
-  limits.persistentMaps = false;
-  return limits;
-}
-
 // A context must be current on this thread only while its owner lives; restores whatever was current.
 class CurrentContextGuard {
  public:
@@ -446,31 +388,11 @@ Context::Context(const ContextOptions& options) {
   }
   limits_ = queryLimits(api_);
   const char* minimum = std::getenv("GLNET_MINIMUM_DEVICE");
-  if (options.minimumDevice || (minimum && std::string(minimum) == "1")) limits_ = minimumOf(limits_);
+  if (options.minimumDevice || (minimum && std::string(minimum) == "1")) limits_ = minimumEsLimits(limits_);
   setCurrentApi(api_);
   setCurrentLimits(limits_);
   creationMilliseconds_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   log::info("using device " + std::to_string(chosen) + ": " + device().renderer + " (" + device().glVersion + ")");
-}
-
-const Limits& currentLimits() { return currentLimitsSlot(); }
-
-void throwIfContextLost() {
-  if (!currentLimits().resetNotification) return;
-  const GLenum status = glGetGraphicsResetStatus();
-  if (status == GL_NO_ERROR) return;
-  const char* cause = status == GL_GUILTY_CONTEXT_RESET   ? "caused by glnet's own work"
-                      : status == GL_INNOCENT_CONTEXT_RESET ? "caused by another program"
-                                                            : "cause unknown";
-  throw GpuFailure(std::string("the GPU was reset and glnet's context lost (") + cause +
-                   "); the work in flight is gone: run the command again");
-}
-
-int Limits::groupSize() const {
-  if (maxWorkGroupInvocations <= 0) return 256;
-  int size = 256;
-  while (size > 1 && (size > maxWorkGroupInvocations || size > maxWorkGroupSize[0])) size /= 2;
-  return size;
 }
 
 Context::~Context() {

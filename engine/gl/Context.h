@@ -2,6 +2,7 @@
 #pragma once
 
 #include "gl/Api.h"
+#include "gl/Limits.h"
 
 #include <array>
 #include <cstdint>
@@ -27,25 +28,6 @@ struct DeviceInfo {
   bool usable() const { return problem.empty(); }
 };
 
-// What the chosen device allows; every choice of kernel shape follows these, not one vendor's values.
-struct Limits {
-  std::array<int, 3> maxWorkGroupSize{};
-  std::array<int, 3> maxWorkGroupCount{};
-  int maxWorkGroupInvocations = 0;
-  std::int64_t maxSharedMemoryBytes = 0;
-  std::int64_t maxStorageBlockBytes = 0;
-  int maxComputeStorageBlocks = 0;
-  int maxStorageBufferBindings = 0;
-  int storageBufferOffsetAlignment = 0;
-  int timestampBits = 0;  // 0: no GPU timer queries (ES without EXT_disjoint_timer_query); wall times instead
-  bool persistentMaps = false;  // ARB_buffer_storage (GL) or EXT_buffer_storage (ES)
-  bool resetNotification = false;  // a robust context: a GPU reset is reported instead of hanging or crashing
-
-  // The invocations of the engine's one-dimensional groups (GLNET_GROUP_SIZE in the shaders): 256, or the
-  // largest power of two the device allows below it; 256 while no device is known.
-  int groupSize() const;
-};
-
 // What one API gives on one device: its version strings and the limits that constrain glnet, or why not.
 struct ApiOffer {
   Api api = Api::gl;
@@ -59,12 +41,6 @@ struct ApiOffer {
 // there: a context of each is made and released in turn; the caller's current context is kept.
 std::vector<std::vector<ApiOffer>> surveyApis();
 
-// Throws glnet::GpuFailure when the current context was lost to a GPU reset (robust contexts only; others
-// cannot tell). Called after every wait on the GPU.
-void throwIfContextLost();
-
-// The limits of the context glnet made current last (set by Context), for code that picks kernel shapes.
-const Limits& currentLimits();
 
 struct ContextOptions {
   // Desktop OpenGL 4.3 core or OpenGL ES 3.1; unset means GLNET_API, then gl.

@@ -1,7 +1,7 @@
 #include "gl/Program.h"
 
 #include "gl/AtomicFile.h"
-#include "gl/Context.h"
+#include "gl/Limits.h"
 #include "gl/ShaderSource.h"
 #include "gl/check.h"
 #include "gl/log.h"

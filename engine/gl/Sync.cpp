@@ -1,6 +1,6 @@
 #include "gl/Sync.h"
 
-#include "gl/Context.h"
+#include "gl/Limits.h"
 #include "gl/check.h"
 
 #include <glad/gl.h>

@@ -2,7 +2,7 @@
 // and the programs of a shader built on the core, one per configuration and operand alignment.
 #pragma once
 
-#include "gl/Context.h"
+#include "gl/Limits.h"
 #include "ops/SplitK.h"
 #include "plan/ProgramCache.h"
 
