@@ -167,39 +167,39 @@ int main(int argc, char** argv) {
     nlohmann::json epochs = nlohmann::json::array();
     int checkpointedEpoch = resume ? resume->epochsDone : 0;
     try {
-    trainer->run(
-        [&](const TrainingProgress& p) {
-          if (!terminal) return;
-          std::fprintf(stderr, "\r\033[Kepoch %d/%d  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %s", p.epoch, p.epochs,
-                       p.step, p.steps, p.loss, p.samplesPerSecond, clock(p.etaSeconds).c_str());
-          std::fflush(stderr);
-        },
-        [&](const EpochResult& e) {
-          if (!e.evaluated || !leader) return;
-          if (terminal) std::fprintf(stderr, "\r\033[K");
-          trainer->checkpoint().save(checkpointPath);
-          trainer->network().save(out);
-          checkpointedEpoch = e.epoch;
-          nlohmann::json epoch = {{"epoch", e.epoch}, {"train_loss", e.trainLoss}, {"train_accuracy", e.trainAccuracy},
-                                  {"test_accuracy", e.testAccuracy}, {"seconds", e.seconds}, {"samples_per_second", e.samplesPerSecond}};
-          std::fprintf(info, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)",
-                       options.fullBatch ? "iteration" : "epoch", e.epoch, options.epochs, e.trainLoss, 100 * e.trainAccuracy,
-                       100 * e.testAccuracy, e.seconds, e.samplesPerSecond);
-          if (ranks.distributed()) {
-            epoch["compute_ms_per_step"] = e.computeMsPerStep;
-            epoch["communication_ms_per_step"] = e.communicationMsPerStep();
-            epoch["exposed_communication_ms_per_step"] = e.communicationMsPerStep();
-            epoch["gradient_read_ms_per_step"] = e.gradientReadMsPerStep;
-            epoch["all_reduce_ms_per_step"] = e.allReduceMsPerStep;
-            epoch["gradient_write_ms_per_step"] = e.gradientWriteMsPerStep;
-            std::fprintf(info, "; per step %.3f ms compute, %.3f ms communication, all exposed (read %.3f, all-reduce %.3f, write %.3f)",
-                         e.computeMsPerStep, e.communicationMsPerStep(), e.gradientReadMsPerStep, e.allReduceMsPerStep,
-                         e.gradientWriteMsPerStep);
-          }
-          std::fprintf(info, "\n");
-          epochs.push_back(epoch);
-          std::fflush(info);
-        });
+      trainer->run(
+          [&](const TrainingProgress& p) {
+            if (!terminal) return;
+            std::fprintf(stderr, "\r\033[Kepoch %d/%d  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %s", p.epoch, p.epochs,
+                         p.step, p.steps, p.loss, p.samplesPerSecond, clock(p.etaSeconds).c_str());
+            std::fflush(stderr);
+          },
+          [&](const EpochResult& e) {
+            if (!e.evaluated || !leader) return;
+            if (terminal) std::fprintf(stderr, "\r\033[K");
+            trainer->checkpoint().save(checkpointPath);
+            trainer->network().save(out);
+            checkpointedEpoch = e.epoch;
+            nlohmann::json epoch = {{"epoch", e.epoch}, {"train_loss", e.trainLoss}, {"train_accuracy", e.trainAccuracy},
+                                    {"test_accuracy", e.testAccuracy}, {"seconds", e.seconds}, {"samples_per_second", e.samplesPerSecond}};
+            std::fprintf(info, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)",
+                         options.fullBatch ? "iteration" : "epoch", e.epoch, options.epochs, e.trainLoss, 100 * e.trainAccuracy,
+                         100 * e.testAccuracy, e.seconds, e.samplesPerSecond);
+            if (ranks.distributed()) {
+              epoch["compute_ms_per_step"] = e.computeMsPerStep;
+              epoch["communication_ms_per_step"] = e.communicationMsPerStep();
+              epoch["exposed_communication_ms_per_step"] = e.communicationMsPerStep();
+              epoch["gradient_read_ms_per_step"] = e.gradientReadMsPerStep;
+              epoch["all_reduce_ms_per_step"] = e.allReduceMsPerStep;
+              epoch["gradient_write_ms_per_step"] = e.gradientWriteMsPerStep;
+              std::fprintf(info, "; per step %.3f ms compute, %.3f ms communication, all exposed (read %.3f, all-reduce %.3f, write %.3f)",
+                           e.computeMsPerStep, e.communicationMsPerStep(), e.gradientReadMsPerStep, e.allReduceMsPerStep,
+                           e.gradientWriteMsPerStep);
+            }
+            std::fprintf(info, "\n");
+            epochs.push_back(epoch);
+            std::fflush(info);
+          });
     } catch (const GpuFailure& failure) {
       // What was written stays; say where to pick up.
       const bool wroteOne = checkpointedEpoch > (resume ? resume->epochsDone : 0);
