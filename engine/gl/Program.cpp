@@ -1,5 +1,6 @@
 #include "gl/Program.h"
 
+#include "gl/Api.h"
 #include "gl/AtomicFile.h"
 #include "gl/Limits.h"
 #include "gl/ShaderSource.h"
@@ -207,11 +208,6 @@ void dumpForValidation(const std::string& file, const std::vector<ShaderDefine>&
 }
 
 }  // namespace
-
-std::string Program::source(const std::string& file, const std::vector<ShaderDefine>& defines,
-                            const std::vector<std::string>& includes, Api api) {
-  return joined(sourcePieces(file, defines, includes, api));
-}
 
 Program Program::compute(const std::string& file, const std::vector<ShaderDefine>& defines,
                          const std::vector<std::string>& includes) {

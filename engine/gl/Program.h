@@ -1,8 +1,6 @@
 // A move-only compute program built from shaders/<file> behind a prologue of injected #defines.
 #pragma once
 
-#include "gl/Api.h"
-
 #include <array>
 #include <string>
 #include <vector>
@@ -22,13 +20,10 @@ class Program {
   // Gemm.glsl), then shaders/<file>. A compile error throws glnet::Error reading `file:line: message` with
   // the offending source line. Linked binaries are cached on disk (see binaryCacheDirectory) and reused
   // when the vendor, renderer, driver version and source match; any failure to use one compiles afresh.
+  // When GLNET_SHADER_DUMP names a folder, the whole text is also written there once per API, compiled or
+  // not (the glslang validation in tests/shaders reads them).
   static Program compute(const std::string& file, const std::vector<ShaderDefine>& defines = {},
                          const std::vector<std::string>& includes = {});
-  // The whole text `compute` compiles for `file`, `defines` and `includes` in the language of `api`. When
-  // GLNET_SHADER_DUMP names a folder, `compute` also writes this text there for each API (the glslang
-  // validation in tests/ reads them).
-  static std::string source(const std::string& file, const std::vector<ShaderDefine>& defines,
-                            const std::vector<std::string>& includes, Api api);
   ~Program();
   Program(Program&& other) noexcept;
   Program& operator=(Program&& other) noexcept;
