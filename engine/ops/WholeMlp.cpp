@@ -8,11 +8,21 @@
 namespace glnet {
 namespace {
 
-// Every width the shader keeps in shared memory: the inputs and each layer's outputs but the last.
+// Every width the shader keeps in shared memory: the inputs and each layer's outputs.
 std::size_t widestActivation(const Network& network) {
   std::size_t widest = network.inputs();
-  for (std::size_t l = 0; l + 1 < network.layers.size(); ++l) widest = std::max<std::size_t>(widest, network.layers[l].outputs);
+  for (const LayerSpec& layer : network.layers) widest = std::max<std::size_t>(widest, layer.outputs);
   return widest;
+}
+
+// Outputs of the first layer per group: as many as leave each invocation at most 16 weight loads (one batch in
+// flight, see partialSum in the shader), or the whole layer when it fits in one group that way.
+std::size_t firstLayerSliceWidth(const Network& network, const Limits& limits) {
+  const std::size_t invocations = static_cast<std::size_t>(limits.groupSize());
+  const std::size_t partsNeeded = (network.inputs() + 15) / 16;
+  std::size_t width = 1;
+  while (width * 2 <= invocations && invocations / (width * 2) >= partsNeeded) width *= 2;
+  return std::min<std::size_t>(width, network.layers.front().outputs);
 }
 
 }  // namespace
@@ -22,13 +32,21 @@ bool WholeMlpOp::fits(const Network& network, std::size_t batch, const Limits& l
   for (const LayerSpec& layer : network.layers) {
     if (layer.kind != LayerSpec::Kind::dense) return false;
   }
-  // The activations, one partial sum per invocation of the group, and the softmax's maximum and sum.
+  // The activations, one partial sum per invocation of the group, the softmax's maximum and sum, and the
+  // last-to-arrive flag.
   const std::size_t invocations = static_cast<std::size_t>(limits.groupSize());
-  const std::size_t sharedBytes = (2 * widestActivation(network) + invocations + 2) * sizeof(float);
-  return sharedBytes <= static_cast<std::size_t>(limits.maxSharedMemoryBytes);
+  const std::size_t sharedBytes = (2 * widestActivation(network) + invocations + 3) * sizeof(float);
+  const std::size_t width = firstLayerSliceWidth(network, limits);
+  const std::size_t slices = (network.layers.front().outputs + width - 1) / width;
+  return sharedBytes <= static_cast<std::size_t>(limits.maxSharedMemoryBytes) &&
+         slices <= static_cast<std::size_t>(limits.maxWorkGroupCount[0]);
 }
 
-WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network) : input_(network.input), programs_(&programs) {
+WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network, const Limits& limits)
+    : sliceWidth_(firstLayerSliceWidth(network, limits)),
+      slices_((network.layers.front().outputs + sliceWidth_ - 1) / sliceWidth_),
+      input_(network.input),
+      programs_(&programs) {
   // The widths head the buffer as uint bits (the shader reads them with floatBitsToUint).
   std::vector<float> packed(network.layers.size() + 1);
   const auto putWidth = [&packed](std::size_t at, std::uint32_t width) { std::memcpy(&packed[at], &width, sizeof width); };
@@ -41,16 +59,33 @@ WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network) : input_(
     const std::vector<float>& weight = network.parameters.at(layer.name + ".weight").values;  // [out × in]
     const std::vector<float>& bias = network.parameters.at(layer.name + ".bias").values;
     const std::size_t outputs = layer.outputs, first = packed.size();
-    packed.resize(first + inputs * outputs);
-    for (std::size_t o = 0; o < outputs; ++o) {
-      for (std::size_t i = 0; i < inputs; ++i) packed[first + i * outputs + o] = weight[o * inputs + i];
+    if (l == 0) {
+      // Slice s holds outputs [s × width, (s + 1) × width) as [in × width], zero past the last output.
+      const std::size_t padded = slices_ * sliceWidth_;
+      packed.resize(first + inputs * padded + padded, 0.0f);
+      for (std::size_t o = 0; o < outputs; ++o) {
+        const std::size_t block = first + (o / sliceWidth_) * inputs * sliceWidth_ + o % sliceWidth_;
+        for (std::size_t i = 0; i < inputs; ++i) packed[block + i * sliceWidth_] = weight[o * inputs + i];
+      }
+      std::copy(bias.begin(), bias.end(), packed.begin() + static_cast<std::ptrdiff_t>(first + inputs * padded));
+    } else {
+      packed.resize(first + inputs * outputs);
+      for (std::size_t o = 0; o < outputs; ++o) {
+        for (std::size_t i = 0; i < inputs; ++i) packed[first + i * outputs + o] = weight[o * inputs + i];
+      }
+      packed.insert(packed.end(), bias.begin(), bias.end());
     }
-    packed.insert(packed.end(), bias.begin(), bias.end());
     inputs = outputs;
   }
   weights_ = Buffer::of(packed);
+  if (slices_ > 1) {
+    firstLayerOutputs_ = Buffer(largestBatch * slices_ * sliceWidth_ * sizeof(float));
+    arrivals_ = Buffer::of(std::vector<std::uint32_t>(largestBatch, 0));
+  }
   defines_ = {{"MLP_LAYERS", std::to_string(network.layers.size())},
               {"MLP_MAX_WIDTH", std::to_string(widestActivation(network))},
+              {"MLP_SLICES", std::to_string(slices_)},
+              {"MLP_SLICE_WIDTH", std::to_string(sliceWidth_)},
               {"ACTIVATION", std::to_string(static_cast<int>(network.activation))}};
 }
 
@@ -63,8 +98,12 @@ Dispatch WholeMlpOp::operator()(const BufferView& pixels, const BufferView& clas
   dispatch.label = "whole MLP";
   dispatch.buffers = {{0, pixels, Access::read}, {1, weights_, Access::read}, {2, classes, Access::write}};
   if (probabilities) dispatch.buffers.push_back({3, *probabilities, Access::write});
+  if (slices_ > 1) {
+    dispatch.buffers.push_back({4, firstLayerOutputs_, Access::readWrite});
+    dispatch.buffers.push_back({5, arrivals_, Access::readWrite});
+  }
   dispatch.uniforms = {Uniform::f32(0, input_.mean), Uniform::f32(1, 1.0f / input_.std), first};
-  dispatch.groups = {batch, 1, 1};
+  dispatch.groups = {static_cast<std::uint32_t>(slices_), batch, 1};
   return dispatch;
 }
 

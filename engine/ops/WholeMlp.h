@@ -14,10 +14,12 @@ class WholeMlpOp {
   // Batches of at most this many images take the one-dispatch path; larger ones fill the GPU with GEMMs.
   static constexpr std::size_t largestBatch = 64;
   // True when `network` is dense layers only, each activation fits in shared memory, and `batch` is small.
+  // (The first layer runs in slices across groups, so one multiprocessor does not read all its weights.)
   static bool fits(const Network& network, std::size_t batch, const Limits& limits);
 
-  // Uploads the widths, then the weights transposed ([in × out] per layer) and the bias of each layer.
-  WholeMlpOp(ProgramCache& programs, const Network& network);
+  // Uploads the widths, then the weights transposed ([in × out] per layer; the first layer in slices of
+  // outputs, one group each) and the bias of each layer.
+  WholeMlpOp(ProgramCache& programs, const Network& network, const Limits& limits);
   // classes[first + image] and, when given, probabilities[image × classes] for `batch` images starting at
   // image `first` of `pixels` (a constant, or a plan parameter via Uniform::fromParameter).
   Dispatch operator()(const BufferView& pixels, const BufferView& classes, const BufferView* probabilities, std::uint32_t batch,
@@ -25,7 +27,11 @@ class WholeMlpOp {
   static constexpr int firstImageLocation = 2;
 
  private:
+  std::size_t sliceWidth_;  // outputs of the first layer per group
+  std::size_t slices_;      // groups per image
   Buffer weights_;
+  Buffer firstLayerOutputs_;  // [image × slices × width], when slices_ > 1
+  Buffer arrivals_;           // per image: the slices done (back to 0 by the last)
   InputFormat input_;
   ProgramCache* programs_;
   std::vector<ShaderDefine> defines_;
