@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
     cli::Parser parser("glnet_bench",
                        "Measures MNIST inference stage by stage for each batch size (upload of uint8 pixels, CPU time to\n"
                        "issue the plan, GPU time per dispatch by timestamp queries, fence wait, readback by\n"
-                       "glGetBufferSubData, glMapBufferRange and a persistent map), the naive way (sync and read after every\n"
+                       "glGetBufferSubData, glMapBufferRange and a persistent map; up to batch 1024 also a warm call of the\nserving path, pixels and answers in host-visible buffers), the naive way (sync and read after every\n"
                        "dispatch) against the chained plan, one training step, and the normalize-weigh-tanh workload on 1M\n"
                        "floats as 3 dispatches and fused. Results are checked against the CPU; times are median, p10 and p90.",
                        "[options]");

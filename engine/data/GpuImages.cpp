@@ -3,6 +3,7 @@
 #include "gl/check.h"
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 namespace glnet {
@@ -19,15 +20,24 @@ constexpr std::size_t stagingSlots = 2;
 unsigned stagingCopyThreads() { return std::clamp(std::thread::hardware_concurrency() / 4, 1u, 4u); }
 }  // namespace
 
+namespace {
+Buffer pixelBuffer(std::size_t bytes, UploadPath path) {
+  if (path == UploadPath::hostVisible) return Buffer::hostVisible(bytes, HostAccess::write, "image buffer");
+  return Buffer(bytes);
+}
+}  // namespace
+
 GpuImages::GpuImages(std::size_t count, std::size_t pixelsPerImage, UploadPath path)
-    : pixels((count * pixelsPerImage + 3) / 4 * 4), count(count), pixelsPerImage(pixelsPerImage) {
-  if (path == UploadPath::automatic && pixels.bytes() >= stagingFromBytes && PersistentMap::available()) {
+    : pixels(pixelBuffer((count * pixelsPerImage + 3) / 4 * 4, path)), count(count), pixelsPerImage(pixelsPerImage) {
+  if (path == UploadPath::automatic && pixels.bytes() >= stagingFromBytes && Buffer::hostVisibleAvailable()) {
     staging.emplace(stagingSlotBytes, stagingSlots, stagingCopyThreads());
   }
 }
 
 void GpuImages::write(const void* data, std::size_t bytes, std::size_t offset) {
-  if (staging) {
+  if (pixels.mapped()) {
+    std::memcpy(pixels.mapped() + offset, data, bytes);
+  } else if (staging) {
     staging->upload(pixels, data, bytes, offset);
   } else {
     pixels.upload(data, bytes, offset);

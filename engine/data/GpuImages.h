@@ -7,8 +7,10 @@
 namespace glnet {
 
 // How pixels reach the device: for 4 MiB or more, through an UploadRing where ARB_buffer_storage exists;
-// else (or when asked) through glBufferSubData.
-enum class UploadPath { automatic, plain };
+// else (or when asked) through glBufferSubData. `hostVisible`: the pixels stay in a host-visible buffer
+// (Buffer::hostVisible) that shaders read in place, so an upload is a host memcpy and no GPU copy; for a few
+// images read once per upload by a caller that waits for that work before uploading again (WarmClassifier).
+enum class UploadPath { automatic, plain, hostVisible };
 
 struct GpuImages {
   GpuImages(std::size_t count, std::size_t pixelsPerImage, UploadPath path = UploadPath::automatic);

@@ -25,18 +25,22 @@ Buffer::Buffer(std::size_t bytes, const void* initial) : bytes_(bytes) {
   }
 }
 
+// Deleting a buffer also ends its mapping; GPU work still queued on it keeps the storage alive until it finishes.
 Buffer::~Buffer() {
   if (id_) glDeleteBuffers(1, &id_);
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : id_(std::exchange(other.id_, 0u)), bytes_(std::exchange(other.bytes_, std::size_t{0})) {}
+    : id_(std::exchange(other.id_, 0u)),
+      bytes_(std::exchange(other.bytes_, std::size_t{0})),
+      mapped_(std::exchange(other.mapped_, nullptr)) {}
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
     if (id_) glDeleteBuffers(1, &id_);
     id_ = std::exchange(other.id_, 0u);
     bytes_ = std::exchange(other.bytes_, std::size_t{0});
+    mapped_ = std::exchange(other.mapped_, nullptr);
   }
   return *this;
 }
@@ -76,37 +80,36 @@ void Buffer::downloadMapped(void* out, std::size_t bytes, std::size_t offset) co
 }
 
 // ES has buffer storage through EXT_buffer_storage (GLAD aliases its glBufferStorageEXT to glBufferStorage).
-bool PersistentMap::available() { return currentLimits().persistentMaps; }
+bool Buffer::hostVisibleAvailable() { return currentLimits().persistentMaps; }
 
-PersistentMap::PersistentMap(std::size_t bytes, unsigned access, const char* what) : bytes_(bytes) {
-  if (!available()) throw Error("persistent maps need GL_ARB_buffer_storage (GL_EXT_buffer_storage on ES), which this device lacks");
-  const GLbitfield flags = access | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
-  const auto size = static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4));
-  glGenBuffers(1, &id_);
-  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
-  glBufferStorage(GL_COPY_WRITE_BUFFER, size, nullptr, flags);
-  mapped_ = glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, size, flags);
-  if (!mapped_) {
-    const GLenum error = glGetError();
-    glDeleteBuffers(1, &id_);
-    throw Error("could not map a " + std::to_string(size) + "-byte " + what + " (" + glErrorName(error) + ")");
+Buffer Buffer::hostVisible(std::size_t bytes, HostAccess access, const char* what) {
+  if (!hostVisibleAvailable()) {
+    throw Error(std::string("a host-visible ") + what +
+                " needs GL_ARB_buffer_storage (GL_EXT_buffer_storage on ES), which this device lacks");
   }
+  const GLbitfield mapAccess = access == HostAccess::read    ? GL_MAP_READ_BIT
+                               : access == HostAccess::write ? GL_MAP_WRITE_BIT
+                                                             : GL_MAP_READ_BIT | GL_MAP_WRITE_BIT;
+  const GLbitfield flags = mapAccess | GL_MAP_PERSISTENT_BIT | GL_MAP_COHERENT_BIT;
+  const auto size = static_cast<GLsizeiptr>(std::max<std::size_t>(bytes, 4));
+  Buffer buffer;
+  buffer.bytes_ = bytes;
+  glGenBuffers(1, &buffer.id_);
+  glBindBuffer(GL_COPY_WRITE_BUFFER, buffer.id_);
+  glBufferStorage(GL_COPY_WRITE_BUFFER, size, nullptr, flags);
+  buffer.mapped_ = static_cast<std::uint8_t*>(glMapBufferRange(GL_COPY_WRITE_BUFFER, 0, size, flags));
+  if (!buffer.mapped_) {
+    throw Error("could not map a " + std::to_string(size) + "-byte " + what + " (" + glErrorName(glGetError()) + ")");
+  }
+  return buffer;
 }
 
-PersistentMap::~PersistentMap() {
-  if (!id_) return;
-  // GPU copies still queued from or into it keep the storage alive until they finish.
-  glBindBuffer(GL_COPY_WRITE_BUFFER, id_);
-  glUnmapBuffer(GL_COPY_WRITE_BUFFER);
-  glDeleteBuffers(1, &id_);
+void waitForHostVisibleWrites() {
+  glMemoryBarrier(GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
+  Fence().wait();
 }
 
-PersistentMap::PersistentMap(PersistentMap&& other) noexcept
-    : id_(std::exchange(other.id_, 0u)),
-      bytes_(std::exchange(other.bytes_, std::size_t{0})),
-      mapped_(std::exchange(other.mapped_, nullptr)) {}
-
-PersistentReadback::PersistentReadback(std::size_t bytes) : map_(bytes, GL_MAP_READ_BIT, "persistent readback buffer") {}
+PersistentReadback::PersistentReadback(std::size_t bytes) : map_(Buffer::hostVisible(bytes, HostAccess::read, "readback buffer")) {}
 
 void PersistentReadback::read(const Buffer& source, void* out, std::size_t bytes, std::size_t offset) {
   read({{&source, out, bytes, offset}});
@@ -124,18 +127,17 @@ void PersistentReadback::read(std::initializer_list<Piece> pieces) {
                         static_cast<GLintptr>(at), static_cast<GLsizeiptr>(piece.bytes));
     at += (piece.bytes + 3) / 4 * 4;
   }
-  glMemoryBarrier(GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
-  Fence().wait();
+  waitForHostVisibleWrites();
   at = 0;
   for (const Piece& piece : pieces) {
-    std::memcpy(piece.out, map_.data() + at, piece.bytes);
+    std::memcpy(piece.out, map_.mapped() + at, piece.bytes);
     at += (piece.bytes + 3) / 4 * 4;
   }
 }
 
 HostMirror::HostMirror(std::size_t bytes) {
-  if (PersistentMap::available()) {
-    map_.emplace(bytes, GL_MAP_READ_BIT | GL_MAP_WRITE_BIT, "host mirror");
+  if (Buffer::hostVisibleAvailable()) {
+    map_ = Buffer::hostVisible(bytes, HostAccess::readWrite, "host mirror");
   } else {
     host_.resize(bytes);
   }
@@ -151,8 +153,7 @@ void HostMirror::pull(const Buffer& source) {
   glBindBuffer(GL_COPY_READ_BUFFER, source.id());
   glBindBuffer(GL_COPY_WRITE_BUFFER, map_->id());
   GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0, static_cast<GLsizeiptr>(source.bytes())));
-  glMemoryBarrier(GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
-  Fence().wait();
+  waitForHostVisibleWrites();
 }
 
 void HostMirror::push(Buffer& target) {
@@ -170,7 +171,7 @@ void HostMirror::push(Buffer& target) {
 UploadRing::UploadRing(std::size_t slotBytes, std::size_t slots, unsigned copyThreads)
     : slotBytes_((std::max<std::size_t>(slotBytes, 4) + 3) / 4 * 4),
       fences_(std::max<std::size_t>(slots, 1)),
-      map_(slotBytes_ * fences_.size(), GL_MAP_WRITE_BIT, "upload ring"),
+      map_(Buffer::hostVisible(slotBytes_ * fences_.size(), HostAccess::write, "upload ring")),
       copier_(std::make_unique<ParallelCopy>(copyThreads)) {}
 
 void UploadRing::upload(Buffer& target, const void* data, std::size_t bytes, std::size_t offset) {
@@ -188,7 +189,7 @@ void UploadRing::upload(Buffer& target, const void* data, std::size_t bytes, std
       slotFence.reset();
     }
     const std::size_t slotOffset = next_ * slotBytes_;
-    copier_->copy(map_.data() + slotOffset, source + done, piece);
+    copier_->copy(map_.mapped() + slotOffset, source + done, piece);
     GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(slotOffset),
                                  static_cast<GLintptr>(offset + done), static_cast<GLsizeiptr>(piece)));
     slotFence.emplace();

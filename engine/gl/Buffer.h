@@ -13,6 +13,9 @@
 
 namespace glnet {
 
+// What the host does with a host-visible buffer's bytes.
+enum class HostAccess { read, write, readWrite };
+
 class Buffer {
  public:
   Buffer() = default;
@@ -28,8 +31,18 @@ class Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
+  // Immutable storage mapped into host memory once for good (ARB_buffer_storage, persistent and coherent):
+  // the host reads and/or writes its bytes at mapped() while shaders and copies use it as any other buffer
+  // (after waitForHostVisibleWrites, the host sees what shaders wrote). `what` names it in errors. Throws
+  // glnet::Error when the device lacks buffer storage.
+  static Buffer hostVisible(std::size_t bytes, HostAccess access, const char* what);
+  // Whether the current context can make host-visible buffers (GL_ARB_buffer_storage, GL_EXT_buffer_storage on ES).
+  static bool hostVisibleAvailable();
+
   unsigned id() const { return id_; }
   std::size_t bytes() const { return bytes_; }
+  // The host address of a host-visible buffer's bytes; nullptr for the others.
+  std::uint8_t* mapped() const { return mapped_; }
 
   // Ordered after earlier uploads and, by GL_BUFFER_UPDATE_BARRIER_BIT, after earlier shader writes. NVIDIA
   // 580 was seen to let still-queued shader writes land after an upload anyway, so memory that queued
@@ -59,32 +72,12 @@ class Buffer {
   void fillWith(const void* pattern, std::size_t patternBytes);
   unsigned id_ = 0;
   std::size_t bytes_ = 0;
+  std::uint8_t* mapped_ = nullptr;
 };
 
-// Immutable storage on the device mapped into host memory once for good (ARB_buffer_storage, persistent
-// and coherent), owned: the common part of the three host-visible buffers below.
-class PersistentMap {
- public:
-  // Whether the current context has GL_ARB_buffer_storage.
-  static bool available();
-  // `access`: GL_MAP_READ_BIT and/or GL_MAP_WRITE_BIT; `what` names the buffer in errors. Throws
-  // glnet::Error when the device lacks GL_ARB_buffer_storage.
-  PersistentMap(std::size_t bytes, unsigned access, const char* what);
-  ~PersistentMap();
-  PersistentMap(PersistentMap&& other) noexcept;
-  PersistentMap& operator=(PersistentMap&& other) = delete;
-  PersistentMap(const PersistentMap&) = delete;
-  PersistentMap& operator=(const PersistentMap&) = delete;
-
-  unsigned id() const { return id_; }
-  std::size_t bytes() const { return bytes_; }
-  std::uint8_t* data() const { return static_cast<std::uint8_t*>(mapped_); }
-
- private:
-  unsigned id_ = 0;
-  std::size_t bytes_ = 0;
-  void* mapped_ = nullptr;
-};
+// Waits until the GPU work issued so far is done, with its shader writes to host-visible buffers visible at
+// their mapped() addresses.
+void waitForHostVisibleWrites();
 
 // A host-visible copy target mapped once for good (ARB_buffer_storage, persistent and coherent): a read
 // is a GPU copy into it, a fence, and a memcpy.
@@ -104,7 +97,7 @@ class PersistentReadback {
   void read(std::initializer_list<Piece> pieces);
 
  private:
-  PersistentMap map_;
+  Buffer map_;
 };
 
 // A host-visible twin of a device buffer, mapped once for good (ARB_buffer_storage, persistent and
@@ -119,10 +112,10 @@ class HostMirror {
   void pull(const Buffer& source);
   // Ordered before every later GL command; returns at once.
   void push(Buffer& target);
-  void* data() { return map_ ? map_->data() : host_.data(); }
+  void* data() { return map_ ? map_->mapped() : host_.data(); }
 
  private:
-  std::optional<PersistentMap> map_;
+  std::optional<Buffer> map_;
   std::vector<unsigned char> host_;
 };
 
@@ -141,7 +134,7 @@ class UploadRing {
  private:
   std::size_t slotBytes_ = 0;
   std::vector<std::optional<Fence>> fences_;
-  PersistentMap map_;
+  Buffer map_;
   std::size_t next_ = 0;
   std::unique_ptr<ParallelCopy> copier_;
 };

@@ -23,7 +23,7 @@ Classifier::Classifier(const Context& context, const Network& network, std::size
     : batch_(batch), inputs_(network.inputs()), classes_(network.classes()), input_(network.input), limits_(context.limits()) {
   if (path == InferencePath::automatic && WholeMlpOp::fits(network, batch, context.limits())) {
     // Both variants: plans with and without probabilities share the uploaded weights.
-    whole_ = std::make_unique<WholeMlpOp>(programs_, network, context.limits());
+    whole_ = std::make_unique<WholeMlpOp>(programs_, network, context.limits(), batch);
     return;
   }
   graph_.emplace(buildGraph(network, narrow(batch), false));

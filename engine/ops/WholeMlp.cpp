@@ -8,21 +8,28 @@
 namespace glnet {
 namespace {
 
-// Every width the shader keeps in shared memory: the inputs and each layer's outputs.
+// Every width the shader keeps in shared memory: each layer's outputs (it reads the inputs from the pixels).
 std::size_t widestActivation(const Network& network) {
-  std::size_t widest = network.inputs();
+  std::size_t widest = 0;
   for (const LayerSpec& layer : network.layers) widest = std::max<std::size_t>(widest, layer.outputs);
   return widest;
 }
 
-// Outputs of the first layer per group: as many as leave each invocation at most 16 weight loads (one batch in
-// flight, see partialSum in the shader), or the whole layer when it fits in one group that way.
-std::size_t firstLayerSliceWidth(const Network& network, const Limits& limits) {
+// Outputs of the first layer per group. Narrow slices leave each invocation few weight loads (16 is one batch
+// in flight, see partialSum in the shader); wide ones keep the groups few where the batch alone makes enough
+// (about 256 groups spread the weights over a large GPU; many more only add the fixed cost of each group,
+// which a CPU device pays in full).
+std::size_t firstLayerSliceWidth(const Network& network, const Limits& limits, std::size_t batch) {
   const std::size_t invocations = static_cast<std::size_t>(limits.groupSize());
+  const std::size_t outputs = network.layers.front().outputs;
   const std::size_t partsNeeded = (network.inputs() + 15) / 16;
-  std::size_t width = 1;
-  while (width * 2 <= invocations && invocations / (width * 2) >= partsNeeded) width *= 2;
-  return std::min<std::size_t>(width, network.layers.front().outputs);
+  std::size_t narrowest = 1;
+  while (narrowest * 2 <= invocations && invocations / (narrowest * 2) >= partsNeeded) narrowest *= 2;
+  constexpr std::size_t enoughGroups = 256;
+  const std::size_t mostSlices = (outputs + narrowest - 1) / narrowest;
+  const std::size_t fewestSlices = (outputs + invocations - 1) / invocations;  // a slice fits in one group
+  const std::size_t slices = std::max(fewestSlices, std::min(mostSlices, (enoughGroups + batch - 1) / batch));
+  return (outputs + slices - 1) / slices;
 }
 
 }  // namespace
@@ -36,14 +43,15 @@ bool WholeMlpOp::fits(const Network& network, std::size_t batch, const Limits& l
   // last-to-arrive flag.
   const std::size_t invocations = static_cast<std::size_t>(limits.groupSize());
   const std::size_t sharedBytes = (2 * widestActivation(network) + invocations + 3) * sizeof(float);
-  const std::size_t width = firstLayerSliceWidth(network, limits);
+  const std::size_t width = firstLayerSliceWidth(network, limits, batch);
   const std::size_t slices = (network.layers.front().outputs + width - 1) / width;
   return sharedBytes <= static_cast<std::size_t>(limits.maxSharedMemoryBytes) &&
          slices <= static_cast<std::size_t>(limits.maxWorkGroupCount[0]);
 }
 
-WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network, const Limits& limits)
-    : sliceWidth_(firstLayerSliceWidth(network, limits)),
+WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network, const Limits& limits, std::size_t batch)
+    : batch_(batch),
+      sliceWidth_(firstLayerSliceWidth(network, limits, batch)),
       slices_((network.layers.front().outputs + sliceWidth_ - 1) / sliceWidth_),
       input_(network.input),
       programs_(&programs) {
@@ -79,8 +87,8 @@ WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network, const Lim
   }
   weights_ = Buffer::of(packed);
   if (slices_ > 1) {
-    firstLayerOutputs_ = Buffer(largestBatch * slices_ * sliceWidth_ * sizeof(float));
-    arrivals_ = Buffer::of(std::vector<std::uint32_t>(largestBatch, 0));
+    firstLayerOutputs_ = Buffer(batch * slices_ * sliceWidth_ * sizeof(float));
+    arrivals_ = Buffer::of(std::vector<std::uint32_t>(batch, 0));
   }
   defines_ = {{"MLP_LAYERS", std::to_string(network.layers.size())},
               {"MLP_MAX_WIDTH", std::to_string(widestActivation(network))},
@@ -103,6 +111,7 @@ Dispatch WholeMlpOp::operator()(const BufferView& pixels, const BufferView& clas
     dispatch.buffers.push_back({5, arrivals_, Access::readWrite});
   }
   dispatch.uniforms = {Uniform::f32(0, input_.mean), Uniform::f32(1, 1.0f / input_.std), first};
+  GLNET_ASSERT(batch <= batch_, "a one-dispatch MLP run larger than the batch its buffers hold");
   dispatch.groups = {static_cast<std::uint32_t>(slices_), batch, 1};
   return dispatch;
 }

@@ -18,8 +18,8 @@ class WholeMlpOp {
   static bool fits(const Network& network, std::size_t batch, const Limits& limits);
 
   // Uploads the widths, then the weights transposed ([in × out] per layer; the first layer in slices of
-  // outputs, one group each) and the bias of each layer.
-  WholeMlpOp(ProgramCache& programs, const Network& network, const Limits& limits);
+  // outputs, one group each, sized for batches of `batch`) and the bias of each layer.
+  WholeMlpOp(ProgramCache& programs, const Network& network, const Limits& limits, std::size_t batch);
   // classes[first + image] and, when given, probabilities[image × classes] for `batch` images starting at
   // image `first` of `pixels` (a constant, or a plan parameter via Uniform::fromParameter).
   Dispatch operator()(const BufferView& pixels, const BufferView& classes, const BufferView* probabilities, std::uint32_t batch,
@@ -27,6 +27,7 @@ class WholeMlpOp {
   static constexpr int firstImageLocation = 2;
 
  private:
+  std::size_t batch_;       // the largest batch a dispatch runs
   std::size_t sliceWidth_;  // outputs of the first layer per group
   std::size_t slices_;      // groups per image
   Buffer weights_;

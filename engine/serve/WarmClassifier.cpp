@@ -2,19 +2,26 @@
 
 #include "gl/check.h"
 
+#include <cstring>
+
 namespace glnet {
+
+namespace {
+// Where the device has buffer storage, the pixels and the answers stay in host-visible buffers that the
+// shaders read and write in place: a call then makes no GPU copy either way.
+Buffer answerBuffer(std::size_t bytes, const char* what) {
+  return Buffer::hostVisibleAvailable() ? Buffer::hostVisible(bytes, HostAccess::read, what) : Buffer(bytes);
+}
+}  // namespace
 
 WarmClassifier::WarmClassifier(const Context& context, const Network& network, std::size_t capacity, InferencePath path)
     : capacity_(capacity),
       inputs_(network.inputs()),
       classes_(network.classes()),
-      images_(capacity, network.inputs()),
-      labels_(capacity * sizeof(std::uint32_t)),
-      probabilities_(capacity * network.classes() * sizeof(float)) {
+      images_(capacity, network.inputs(), Buffer::hostVisibleAvailable() ? UploadPath::hostVisible : UploadPath::plain),
+      labels_(answerBuffer(capacity * sizeof(std::uint32_t), "label buffer")),
+      probabilities_(answerBuffer(capacity * network.classes() * sizeof(float), "probability buffer")) {
   if (capacity == 0) throw Error("a warm classifier needs a capacity of at least one image");
-  if (PersistentMap::available()) {
-    readback_ = std::make_unique<PersistentReadback>(labels_.bytes() + probabilities_.bytes());  // both multiples of 4
-  }
   for (std::size_t size = 1;; size = std::min(size * 2, capacity)) {
     auto classifier = std::make_unique<Classifier>(context, network, size, path);
     Plan plan = classifier->plan(images_, labels_, &probabilities_);
@@ -37,9 +44,10 @@ std::vector<Prediction> WarmClassifier::classify(const std::uint8_t* pixels, std
 
   std::vector<std::uint32_t> labels(count);
   std::vector<float> probabilities(count * classes_);
-  if (readback_) {
-    readback_->read({{&labels_, labels.data(), labels.size() * sizeof(std::uint32_t)},
-                     {&probabilities_, probabilities.data(), probabilities.size() * sizeof(float)}});
+  if (labels_.mapped()) {
+    waitForHostVisibleWrites();
+    std::memcpy(labels.data(), labels_.mapped(), labels.size() * sizeof(std::uint32_t));
+    std::memcpy(probabilities.data(), probabilities_.mapped(), probabilities.size() * sizeof(float));
   } else {
     sized.plan.read(labels_, labels.data(), labels.size() * sizeof(std::uint32_t));
     sized.plan.read(probabilities_, probabilities.data(), probabilities.size() * sizeof(float));

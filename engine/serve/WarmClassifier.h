@@ -1,6 +1,6 @@
 // A classifier kept ready for many small calls: plans for batch sizes 1, 2, 4, ... up to a capacity, all
 // recorded against one input buffer and one pair of output buffers allocated once, so a call is an upload,
-// a replay and one read.
+// a replay and one read. With buffer storage the three buffers are host-visible: no GPU copy in a call.
 #pragma once
 
 #include "data/GpuImages.h"
@@ -34,7 +34,6 @@ class WarmClassifier {
   std::size_t capacity_, inputs_, classes_;
   GpuImages images_;
   Buffer labels_, probabilities_;
-  std::unique_ptr<PersistentReadback> readback_;  // absent without ARB_buffer_storage
   std::map<std::size_t, SizedPlan> plans_;
 };
 

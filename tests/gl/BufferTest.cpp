@@ -98,7 +98,7 @@ TEST_SUITE("gl") {
 
   TEST_CASE("an upload ring delivers bytes exactly, across slot edges, wrap-arounds and offsets") {
     test::glContext();
-    if (!PersistentMap::available()) {  // GLNET_MINIMUM_DEVICE: the ring refuses clearly, and uploads take glBufferSubData
+    if (!Buffer::hostVisibleAvailable()) {  // GLNET_MINIMUM_DEVICE: the ring refuses clearly, and uploads take glBufferSubData
       CHECK_THROWS_WITH_AS(UploadRing(64, 3), doctest::Contains("GL_EXT_buffer_storage on ES"), Error);
       return;
     }
@@ -133,7 +133,7 @@ TEST_SUITE("gl") {
       CAPTURE(count);
       const std::vector<std::uint8_t> pixels = test::randomBytes(random, count * 785);
       GpuImages staged(count, 785), plain(count, 785, UploadPath::plain);
-      CHECK(staged.staging.has_value() == (PersistentMap::available() && count == 6007));
+      CHECK(staged.staging.has_value() == (Buffer::hostVisibleAvailable() && count == 6007));
       CHECK_FALSE(plain.staging.has_value());
       for (GpuImages* images : {&staged, &plain}) {
         images->pixels.fill(0xDEADBEEFu);
