@@ -44,26 +44,25 @@ shared float activations[2][MLP_MAX_WIDTH];
 shared float partial[GLNET_GROUP_SIZE];
 shared float rowMax, rowSum;
 
-// Where a layer's inputs are: activations[0 or 1], or (firstLayerInputs) this image's pixels, normalized as
-// they are read so that their loads are in flight with the weights' and no barrier waits for them.
-const uint firstLayerInputs = 2u;
+// A layer's input k: this image's pixel (the first layer's inputs, normalized as they are read so that their
+// loads are in flight with the weights' and no barrier waits for them) or activations[source][k].
 uint firstPixel;
-float inputValue(uint source, uint k) {
-  if (source == firstLayerInputs) return (float(PACKED_BYTE(packedPixels, firstPixel + k)) / 255.0 - mean) * inverseStd;
+float inputValue(bool fromPixels, uint source, uint k) {
+  if (fromPixels) return (float(PACKED_BYTE(packedPixels, firstPixel + k)) / 255.0 - mean) * inverseStd;
   return activations[source][k];
 }
 
-// This invocation's share of output j of a layer with K inputs in `source` and weights from `base` in rows
-// of `stride`: inputs part, part + parts, ... Sixteen weight loads are in flight before any is used, because
-// the latency of dependent loads, not bandwidth, bounds a sum this small.
-float partialSum(uint base, uint stride, uint K, uint source, uint j, uint part, uint parts) {
+// This invocation's share of output j of a layer with K inputs and weights from `base` in rows of `stride`:
+// inputs part, part + parts, ... Sixteen weight loads are in flight before any is used, because the latency
+// of dependent loads, not bandwidth, bounds a sum this small.
+float partialSum(uint base, uint stride, uint K, bool fromPixels, uint source, uint j, uint part, uint parts) {
   vec4 sums = vec4(0.0);
   for (uint i = part; i < K; i += 16u * parts) {
     float w[16], x[16];
     for (uint u = 0u; u < 16u; ++u) {
       bool inside = i + u * parts < K;
       w[u] = inside ? weights[base + (i + u * parts) * stride + j] : 0.0;
-      x[u] = inside ? inputValue(source, i + u * parts) : 0.0;
+      x[u] = inside ? inputValue(fromPixels, source, i + u * parts) : 0.0;
     }
     for (uint u = 0u; u < 16u; ++u) sums[u % 4u] = fma(x[u], w[u], sums[u % 4u]);
   }
@@ -77,7 +76,7 @@ void main() {
   // The first layer: this group's slice of its outputs, `parts` invocations summing each.
   uint K = widths(0u), N = widths(1u), offset = uint(MLP_LAYERS) + 1u;
   uint width = uint(MLP_SLICE_WIDTH), parts = MLP_INVOCATIONS / width, part = t / width;
-  partial[t] = part < parts ? partialSum(offset + slice * K * width, width, K, firstLayerInputs, t % width, part, parts) : 0.0;
+  partial[t] = part < parts ? partialSum(offset + slice * K * width, width, K, true, 0u, t % width, part, parts) : 0.0;
   barrier();
   uint j = slice * width + t;
   if (t < width && j < N) {
@@ -121,7 +120,7 @@ void main() {
       // Fewer outputs than invocations: `parts` invocations share each output.
       parts = MLP_INVOCATIONS / N;
       part = t / N;
-      partial[t] = part < parts ? partialSum(offset, N, K, source, t % N, part, parts) : 0.0;
+      partial[t] = part < parts ? partialSum(offset, N, K, false, source, t % N, part, parts) : 0.0;
       barrier();
       if (t < N) {
         float total = weights[offset + K * N + t];
