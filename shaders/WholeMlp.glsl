@@ -1,5 +1,5 @@
-// A whole MLP for a small batch in one dispatch: normalize the uint8 pixels as the first layer reads them, run
-// every dense layer with the activations in shared memory, write the softmax and the argmax. Small batches are bound by the fixed cost of
+// A whole MLP for a small batch in one dispatch: normalize the uint8 pixels, run every dense layer with the
+// activations in shared memory, write the softmax and the argmax. Small batches are bound by the fixed cost of
 // each dispatch (a few µs on a GPU), not by arithmetic.
 // The first layer holds most of the weights (401 of 784-128-10's 407 KB), and one group reading them all is
 // bound by the load latency of one multiprocessor. So it is split: MLP_SLICES groups per
@@ -13,7 +13,7 @@
 //           MLP_PROBABILITIES); with MLP_SLICES > 1: 4 the first layer's outputs
 //           [image × MLP_SLICES × MLP_SLICE_WIDTH] read-write, 5 arrivals [image] (uint, zero before and after)
 // uniforms: 0 mean, 1 inverseStd, 2 firstImage
-// defines: MLP_LAYERS, MLP_MAX_WIDTH (the widest of every layer's outputs), MLP_SLICES,
+// defines: MLP_LAYERS, MLP_MAX_WIDTH (the widest of the inputs and every layer's outputs), MLP_SLICES,
 //          MLP_SLICE_WIDTH, ACTIVATION (of every layer but the last)
 // groups: (MLP_SLICES, images)
 #define MLP_INVOCATIONS uint(GLNET_GROUP_SIZE)
@@ -44,39 +44,32 @@ shared float activations[2][MLP_MAX_WIDTH];
 shared float partial[GLNET_GROUP_SIZE];
 shared float rowMax, rowSum;
 
-// A layer's input k: this image's pixel (the first layer's inputs, normalized as they are read so that their
-// loads are in flight with the weights' and no barrier waits for them) or activations[source][k].
-uint firstPixel;
-float inputValue(bool fromPixels, uint source, uint k) {
-  if (fromPixels) return (float(PACKED_BYTE(packedPixels, firstPixel + k)) / 255.0 - mean) * inverseStd;
-  return activations[source][k];
-}
-
-// This invocation's share of output j of a layer with K inputs and weights from `base` in rows of `stride`:
-// inputs part, part + parts, ... Sixteen weight loads are in flight before any is used, because the latency
-// of dependent loads, not bandwidth, bounds a sum this small.
-float partialSum(uint base, uint stride, uint K, bool fromPixels, uint source, uint j, uint part, uint parts) {
+// This invocation's share of output j of a layer with K inputs in activations[source] and weights from `base`
+// in rows of `stride`: inputs part, part + parts, ... Sixteen weight loads are in flight before any is used,
+// because the latency of dependent loads, not bandwidth, bounds a sum this small. Past the last input the
+// weight is 0 and the input index stays in range.
+float partialSum(uint base, uint stride, uint K, uint source, uint j, uint part, uint parts) {
   vec4 sums = vec4(0.0);
   for (uint i = part; i < K; i += 16u * parts) {
-    float w[16], x[16];
-    for (uint u = 0u; u < 16u; ++u) {
-      bool inside = i + u * parts < K;
-      w[u] = inside ? weights[base + (i + u * parts) * stride + j] : 0.0;
-      x[u] = inside ? inputValue(fromPixels, source, i + u * parts) : 0.0;
-    }
-    for (uint u = 0u; u < 16u; ++u) sums[u % 4u] = fma(x[u], w[u], sums[u % 4u]);
+    float w[16];
+    for (uint u = 0u; u < 16u; ++u) w[u] = i + u * parts < K ? weights[base + (i + u * parts) * stride + j] : 0.0;
+    for (uint u = 0u; u < 16u; ++u) sums[u % 4u] = fma(activations[source][min(i + u * parts, K - 1u)], w[u], sums[u % 4u]);
   }
   return (sums.x + sums.y) + (sums.z + sums.w);
 }
 
 void main() {
   uint slice = gl_WorkGroupID.x, image = gl_WorkGroupID.y, t = gl_LocalInvocationIndex;
-  firstPixel = (firstImage + image) * widths(0u);
+  uint inputs = widths(0u);
+  for (uint i = t; i < inputs; i += MLP_INVOCATIONS) {
+    activations[0][i] = (float(PACKED_BYTE(packedPixels, (firstImage + image) * inputs + i)) / 255.0 - mean) * inverseStd;
+  }
+  barrier();
 
   // The first layer: this group's slice of its outputs, `parts` invocations summing each.
   uint K = widths(0u), N = widths(1u), offset = uint(MLP_LAYERS) + 1u;
   uint width = uint(MLP_SLICE_WIDTH), parts = MLP_INVOCATIONS / width, part = t / width;
-  partial[t] = part < parts ? partialSum(offset + slice * K * width, width, K, true, 0u, t % width, part, parts) : 0.0;
+  partial[t] = part < parts ? partialSum(offset + slice * K * width, width, K, 0u, t % width, part, parts) : 0.0;
   barrier();
   uint j = slice * width + t;
   if (t < width && j < N) {
@@ -120,7 +113,7 @@ void main() {
       // Fewer outputs than invocations: `parts` invocations share each output.
       parts = MLP_INVOCATIONS / N;
       part = t / N;
-      partial[t] = part < parts ? partialSum(offset, N, K, false, source, t % N, part, parts) : 0.0;
+      partial[t] = part < parts ? partialSum(offset, N, K, source, t % N, part, parts) : 0.0;
       barrier();
       if (t < N) {
         float total = weights[offset + K * N + t];

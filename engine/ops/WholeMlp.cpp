@@ -8,24 +8,24 @@
 namespace glnet {
 namespace {
 
-// Every width the shader keeps in shared memory: each layer's outputs (it reads the inputs from the pixels).
+// Every width the shader keeps in shared memory: the inputs and each layer's outputs.
 std::size_t widestActivation(const Network& network) {
-  std::size_t widest = 0;
+  std::size_t widest = network.inputs();
   for (const LayerSpec& layer : network.layers) widest = std::max<std::size_t>(widest, layer.outputs);
   return widest;
 }
 
 // Outputs of the first layer per group. Narrow slices leave each invocation few weight loads (16 is one batch
 // in flight, see partialSum in the shader); wide ones keep the groups few where the batch alone makes enough
-// (about 256 groups spread the weights over a large GPU; many more only add the fixed cost of each group,
-// which a CPU device pays in full).
+// (about 2048 groups keep every multiprocessor of a large GPU busy, 132 on the H100; more only add the fixed
+// cost of each group, which a CPU device pays in full).
 std::size_t firstLayerSliceWidth(const Network& network, const Limits& limits, std::size_t batch) {
   const std::size_t invocations = static_cast<std::size_t>(limits.groupSize());
   const std::size_t outputs = network.layers.front().outputs;
   const std::size_t partsNeeded = (network.inputs() + 15) / 16;
   std::size_t narrowest = 1;
   while (narrowest * 2 <= invocations && invocations / (narrowest * 2) >= partsNeeded) narrowest *= 2;
-  constexpr std::size_t enoughGroups = 256;
+  constexpr std::size_t enoughGroups = 2048;
   const std::size_t mostSlices = (outputs + narrowest - 1) / narrowest;
   const std::size_t fewestSlices = (outputs + invocations - 1) / invocations;  // a slice fits in one group
   const std::size_t slices = std::max(fewestSlices, std::min(mostSlices, (enoughGroups + batch - 1) / batch));

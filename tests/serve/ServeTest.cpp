@@ -75,9 +75,11 @@ TEST_CASE("a warm classifier answers every batch size from 1 to its capacity as 
   std::mt19937 random = test::generator(91);
   // 300 outputs: more than the one-dispatch shader's 256 invocations; 61, 33, 7 and 5: fewer, summed in parts.
   // The first layer runs in one group (61-33-7) or in slices of 64 outputs (61-300-..., five groups, the last
-  // one part full) and of 4 (700-301: 76 groups, one layer, so the slices write the logits).
+  // one part full), of 4 (700-301: 76 groups, one layer, so the slices write the logits), and of 4 or 5 by
+  // the batch (700-760-3: 190 slices up to batch 8, 187 at 11).
   for (const auto& [architecture, activation] :
-       {std::pair{"61-33-7", Activation::relu}, std::pair{"61-300-7-5", Activation::tanh}, std::pair{"700-301", Activation::relu}}) {
+       {std::pair{"61-33-7", Activation::relu}, std::pair{"61-300-7-5", Activation::tanh}, std::pair{"700-301", Activation::relu},
+        std::pair{"700-760-3", Activation::sigmoid}}) {
     for (const InferencePath path : {InferencePath::automatic, InferencePath::layered}) {
       CAPTURE(architecture);
       CAPTURE(static_cast<int>(path));
