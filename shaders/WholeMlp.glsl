@@ -46,15 +46,17 @@ shared float rowMax, rowSum;
 
 // This invocation's share of output j of a layer with K inputs in activations[source] and weights from `base`
 // in rows of `stride`: inputs part, part + parts, ... Sixteen weight loads are in flight before any is used,
-// because the latency of dependent loads, not bandwidth, bounds a sum this small. Past the last input the
-// weight is 0 and the input index stays in range.
+// because the latency of dependent loads, not bandwidth, bounds a sum this small. (Guarding loads past K
+// inside one 16-load loop instead was as fast at batch 1 and 1.7x slower at 64 on the H100.)
 float partialSum(uint base, uint stride, uint K, uint source, uint j, uint part, uint parts) {
   vec4 sums = vec4(0.0);
-  for (uint i = part; i < K; i += 16u * parts) {
+  uint i = part;
+  for (; i + 15u * parts < K; i += 16u * parts) {
     float w[16];
-    for (uint u = 0u; u < 16u; ++u) w[u] = i + u * parts < K ? weights[base + (i + u * parts) * stride + j] : 0.0;
-    for (uint u = 0u; u < 16u; ++u) sums[u % 4u] = fma(activations[source][min(i + u * parts, K - 1u)], w[u], sums[u % 4u]);
+    for (uint u = 0u; u < 16u; ++u) w[u] = weights[base + (i + u * parts) * stride + j];
+    for (uint u = 0u; u < 16u; ++u) sums[u % 4u] = fma(activations[source][i + u * parts], w[u], sums[u % 4u]);
   }
+  for (; i < K; i += parts) sums.x = fma(activations[source][i], weights[base + i * stride + j], sums.x);
   return (sums.x + sums.y) + (sums.z + sums.w);
 }
 
