@@ -84,6 +84,13 @@ void Communicator::PendingSum::wait() {
   check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
 }
 
+bool Communicator::PendingSum::test() {
+  if (request_ == MPI_REQUEST_NULL) return true;
+  int done = 0;
+  check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+  return done != 0;
+}
+
 std::string Communicator::firstProblem(const std::string& problem) const {
   if (!initialised_) return problem;
   int failing = problem.empty() ? size_ : rank_;

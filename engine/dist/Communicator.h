@@ -48,6 +48,9 @@ class Communicator {
     PendingSum& operator=(const PendingSum&) = delete;
     ~PendingSum();
     void wait();
+    // Lets MPI move the sum on (Open MPI progresses non-blocking collectives only inside MPI calls); true
+    // once it is done.
+    bool test();
 
    private:
     friend class Communicator;

@@ -156,6 +156,24 @@ void HostMirror::pull(const Buffer& source) {
   waitForHostVisibleWrites();
 }
 
+Fence HostMirror::startPull(const Buffer& source, std::size_t offset, std::size_t bytes) {
+  GLNET_ASSERT(offset + bytes <= source.bytes() && offset + bytes <= (map_ ? map_->bytes() : host_.size()),
+               "a partial pull past the end of a buffer or its mirror");
+  if (!map_) {
+    source.download(host_.data() + offset, bytes, offset);
+    return Fence();
+  }
+  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
+  glBindBuffer(GL_COPY_READ_BUFFER, source.id());
+  glBindBuffer(GL_COPY_WRITE_BUFFER, map_->id());
+  GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(offset),
+                               static_cast<GLintptr>(offset), static_cast<GLsizeiptr>(bytes)));
+  glMemoryBarrier(GL_CLIENT_MAPPED_BUFFER_BARRIER_BIT);
+  Fence copied;
+  glFlush();  // the GPU starts on what is queued while the host waits for earlier pieces
+  return copied;
+}
+
 void HostMirror::push(Buffer& target) {
   if (!map_) {
     GLNET_ASSERT(target.bytes() <= host_.size(), "a host mirror smaller than its buffer");

@@ -110,6 +110,9 @@ class HostMirror {
   explicit HostMirror(std::size_t bytes);
 
   void pull(const Buffer& source);
+  // Queues the copy of bytes [offset, offset + bytes) of `source` into the same bytes of the mirror and
+  // returns the fence that passes once they are there (at once, after a plain read, without buffer storage).
+  Fence startPull(const Buffer& source, std::size_t offset, std::size_t bytes);
   // Ordered before every later GL command; returns at once.
   void push(Buffer& target);
   void* data() { return map_ ? map_->mapped() : host_.data(); }

@@ -12,6 +12,42 @@ namespace glnet {
 namespace {
 
 
+// The gradient arena in buckets for sums that overlap the backward pass. A parameter's gradient is complete
+// after the last step of `plan` that writes it; in that order, gradients next to each other in the arena
+// (parameter order, apart from alignment padding that stays zero on every rank) share a bucket up to
+// `bucketBytes`, as PyTorch DDP groups them.
+std::vector<GradientBucket> gradientBuckets(CompiledGraph& graph, const Plan& plan, std::size_t bucketBytes) {
+  struct Piece {
+    std::size_t parameter, begin, end, ready;
+  };
+  std::vector<Piece> pieces;
+  const std::vector<Tensor>& parameters = graph.graph().parameters();
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    const BufferView view = graph.view(parameters[p]);  // the parameter arena: same offsets as the gradients'
+    const std::size_t end = view.offset + view.bytes;
+    pieces.push_back({p, view.offset, end, plan.lastStepWriting(graph.gradientArena(), view.offset, view.bytes).value_or(0)});
+  }
+  std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.ready < b.ready; });
+  std::vector<GradientBucket> buckets;
+  std::size_t first = 0, last = 0;  // the parameters of the open bucket
+  for (const Piece& piece : pieces) {
+    if (!buckets.empty()) {
+      GradientBucket& open = buckets.back();
+      const bool before = piece.parameter + 1 == first, after = piece.parameter == last + 1;
+      const std::size_t begin = before ? piece.begin : open.offset, end = after ? piece.end : open.offset + open.bytes;
+      if ((before || after) && end - begin <= bucketBytes) {
+        open = {begin, end - begin, piece.ready};
+        first = std::min(first, piece.parameter);
+        last = std::max(last, piece.parameter);
+        continue;
+      }
+    }
+    buckets.push_back({piece.begin, piece.end - piece.begin, piece.ready});
+    first = last = piece.parameter;
+  }
+  return buckets;
+}
+
 Shard batchShareOf(std::size_t globalRows, const Communicator& ranks) {
   const Shard share = shardOf(globalRows, ranks.rank(), ranks.size());
   if (share.count == 0) {
@@ -132,11 +168,19 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   plan_ = graph_.gradientPlan(feed);
   updatePlan_.emplace(graph_.updatePlan());
   gradientMirror_.emplace(graph_.gradientArena().bytes());
+  if (options.allReduceBucketBytes > 0) buckets_ = gradientBuckets(graph_, plan_, options.allReduceBucketBytes);
+}
+
+void Trainer::runAndSumGradients(EpochResult& result) {
+  if (!buckets_.empty()) return sumGradientsInBuckets(result);
+  plan_.run();
+  sumGradients(result);
 }
 
 void Trainer::sumGradients(EpochResult& result) {
   Buffer& arena = graph_.gradientArena();
   Fence(/*after the backward pass: what follows is communication only*/).wait();
+  const Stopwatch total;
   Stopwatch clock;
   gradientMirror_->pull(arena);
   result.gradientReadMsPerStep += clock.restart();
@@ -146,6 +190,48 @@ void Trainer::sumGradients(EpochResult& result) {
   // The upload returns before the GPU has the bytes; the update waits for them anyway, so count it here.
   Fence().wait();
   result.gradientWriteMsPerStep += clock.restart();
+  result.exposedCommunicationMsPerStep += total.milliseconds();
+  result.allReduceBuckets = 1;
+}
+
+void Trainer::sumGradientsInBuckets(EpochResult& result) {
+  Buffer& arena = graph_.gradientArena();
+  std::vector<Fence> copied;
+  copied.reserve(buckets_.size());
+  std::size_t next = 0;
+  plan_.run([&](std::size_t step) {
+    for (; next < buckets_.size() && buckets_[next].readyAfterStep == step; ++next) {
+      copied.push_back(gradientMirror_->startPull(arena, buckets_[next].offset, buckets_[next].bytes));
+    }
+  });
+  const Fence computed;
+  auto* gradients = static_cast<std::uint8_t*>(gradientMirror_->data());
+  std::vector<Communicator::PendingSum> sums;
+  sums.reserve(buckets_.size());
+  std::size_t unfinished = 0;
+  // Open MPI moves a non-blocking sum on only inside MPI calls: test the oldest unfinished one while waiting.
+  const auto keepSumming = [&] {
+    while (unfinished < sums.size() && sums[unfinished].test()) ++unfinished;
+  };
+  Stopwatch clock;
+  double firstSum = -1;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    copied[b].waitWhile(keepSumming);
+    if (firstSum < 0) firstSum = clock.milliseconds();
+    sums.push_back(ranks_.startSum(reinterpret_cast<float*>(gradients + buckets_[b].offset), buckets_[b].bytes / sizeof(float)));
+  }
+  // From here the GPU has nothing left of the step but the update, which waits for the sums.
+  computed.waitWhile(keepSumming);
+  const double backwardDone = clock.milliseconds();
+  for (Communicator::PendingSum& sum : sums) sum.wait();
+  const double summed = clock.milliseconds();
+  gradientMirror_->push(arena);
+  Fence().wait();
+  const double written = clock.milliseconds();
+  result.allReduceMsPerStep += summed - firstSum;
+  result.gradientWriteMsPerStep += written - summed;
+  result.exposedCommunicationMsPerStep += written - backwardDone;
+  result.allReduceBuckets = buckets_.size();
 }
 
 std::vector<double> Trainer::totalsOverRanks(int epoch, std::size_t fromStep, std::size_t toStep) const {
@@ -202,11 +288,12 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     for (std::size_t step = 1; step <= stepsPerEpoch_; ++step) {
       plan_.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(++stepsDone_));
       plan_.setParameter(firstRowParameter_, static_cast<std::uint32_t>((step - 1) * globalRows_ + batchShare_.first));
-      plan_.run();
       if (updatePlan_) {
-        sumGradients(result);
+        runAndSumGradients(result);
         updatePlan_->setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(stepsDone_));
         updatePlan_->run();
+      } else {
+        plan_.run();
       }
       ++stepsThisRun;
       const bool last = step == stepsPerEpoch_;
@@ -239,7 +326,8 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
       result.gradientReadMsPerStep /= steps;
       result.allReduceMsPerStep /= steps;
       result.gradientWriteMsPerStep /= steps;
-      result.computeMsPerStep = result.seconds * 1e3 / steps - result.communicationMsPerStep();
+      result.exposedCommunicationMsPerStep /= steps;
+      result.computeMsPerStep = result.seconds * 1e3 / steps - result.exposedCommunicationMsPerStep;
     }
     result.evaluated = epoch % options_.evaluateEvery == 0 || epoch == options_.epochs;
     if (result.evaluated) result.testAccuracy = testAccuracy();

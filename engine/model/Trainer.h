@@ -22,6 +22,10 @@ struct TrainingOptions {
   std::uint32_t seed = 0;
   std::size_t logEvery = 100;  // steps between loss read-backs
   int evaluateEvery = 1;       // epochs between test evaluations (and the last epoch)
+  // Data-parallel runs: gradients are summed across ranks in buckets of about this many bytes, each started
+  // as soon as the backward pass has written it (while the GPU computes the rest); 0: one sum of every
+  // gradient after the backward pass.
+  std::size_t allReduceBucketBytes = std::size_t{25} << 20;
 };
 
 struct TrainingProgress {
@@ -45,10 +49,13 @@ struct EpochResult {
   // Data-parallel runs, per step: GPU work (forward, backward, update), and the gradients' trip out of the
   // GPU, across the ranks and back, all of it on the step's critical path (not overlapped with GPU work).
   double computeMsPerStep = 0;
-  double gradientReadMsPerStep = 0;   // GPU → host
-  double allReduceMsPerStep = 0;      // MPI_Allreduce
+  double gradientReadMsPerStep = 0;   // GPU → host (in buckets: the copies run between backward dispatches, not counted)
+  double allReduceMsPerStep = 0;      // MPI_Allreduce (in buckets: from the first sum's start to the last one's end)
   double gradientWriteMsPerStep = 0;  // host → GPU
   double communicationMsPerStep() const { return gradientReadMsPerStep + allReduceMsPerStep + gradientWriteMsPerStep; }
+  // The part of the step spent waiting for communication after the backward pass was done.
+  double exposedCommunicationMsPerStep = 0;
+  std::size_t allReduceBuckets = 0;  // sums per step; 1 when unbucketed
 };
 
 // Everything needed to resume: the model, the optimizer's state, and how far training got.
@@ -67,6 +74,11 @@ struct Checkpoint {
 // Data-parallel over the ranks of `ranks`: each rank takes its share of every global batch (options.batch)
 // and of the test set, gradients are summed across ranks every step (each rank's loss is scaled by the
 // global batch), so that N ranks follow one rank's trajectory up to the order of floating-point sums.
+// Bytes [offset, offset + bytes) of a gradient arena, complete once step readyAfterStep of the gradient plan ran.
+struct GradientBucket {
+  std::size_t offset, bytes, readyAfterStep;
+};
+
 class Trainer {
  public:
   // Uploads the training images and this rank's share of the test images once as uint8 and compiles the
@@ -90,8 +102,11 @@ class Trainer {
 
  private:
   std::vector<std::uint32_t> epochOrder(int epoch) const;
-  // Replaces the gradients with their sum over the ranks; adds the milliseconds of each part to `result`.
+  // Runs the gradient plan, then replaces the gradients with their sum over the ranks, in one piece after the
+  // backward pass or in buckets while it runs; adds the milliseconds of each part to `result`.
+  void runAndSumGradients(EpochResult& result);
   void sumGradients(EpochResult& result);
+  void sumGradientsInBuckets(EpochResult& result);
   // Sums over the ranks; a non-finite value throws the same SharedError on every rank.
   std::vector<double> totalsOverRanks(int epoch, std::size_t fromStep, std::size_t toStep) const;
   double testAccuracy() const;
@@ -115,6 +130,7 @@ class Trainer {
   Plan plan_;                        // the whole step, or its gradient part when the ranks sum gradients
   std::optional<Plan> updatePlan_;   // the update, after the sum
   std::optional<HostMirror> gradientMirror_;  // the gradients on the host for the sum over ranks
+  std::vector<GradientBucket> buckets_;  // in the order they are ready; empty: one sum after the backward pass
   int firstRowParameter_ = -1;
   int epochsDone_ = 0;
   std::uint64_t stepsDone_ = 0;

@@ -142,6 +142,24 @@ void Plan::run() const {
   for (const Step& step : steps_) issue(step);
 }
 
+void Plan::run(const std::function<void(std::size_t)>& afterStep) const {
+  begin();
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    issue(steps_[i]);
+    afterStep(i);
+  }
+}
+
+std::optional<std::size_t> Plan::lastStepWriting(const Buffer& buffer, std::size_t offset, std::size_t bytes) const {
+  const Range range{buffer.id(), offset, offset + bytes};
+  for (std::size_t i = steps_.size(); i-- > 0;) {
+    for (const Bound& bound : steps_[i].bindings) {
+      if (bound.written && bound.range.overlaps(range)) return i;
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<double> Plan::runTimed() const {
   std::vector<TimerQuery> stamps(steps_.size() + 1);
   begin();

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -87,6 +88,11 @@ class Plan {
   }
   // Issues every dispatch; no host synchronisation.
   void run() const;
+  // The same, calling afterStep(i) as soon as step i is issued, for GL work between steps (a copy of results
+  // that are complete, a fence). afterStep must leave programs, storage bindings and uniforms alone.
+  void run(const std::function<void(std::size_t)>& afterStep) const;
+  // The last step that writes any of the bytes [offset, offset + bytes) of `buffer`; none when no step does.
+  std::optional<std::size_t> lastStepWriting(const Buffer& buffer, std::size_t offset, std::size_t bytes) const;
   // For measurements: runs with a GL_TIMESTAMP before the first and after every dispatch and returns each
   // dispatch's GPU milliseconds (waits for the results).
   std::vector<double> runTimed() const;

@@ -25,7 +25,7 @@ for command in glnet_info glnet_train glnet_eval glnet_predict glnet_bench glnet
   [ -s "$work/options" ] || fail "$command --help lists no option with a value"
   while read -r option placeholder; do
     case $placeholder in
-      N|X|RATE|SECONDS|N,N*|N\[*) values="abc -1" ;;
+      N|X|RATE|SECONDS|MB|N,N*|N\[*) values="abc -1" ;;
       *) values="EMPTY /nonexistent/dir/x" ;;
     esac
     for value in $values; do

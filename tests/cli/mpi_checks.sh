@@ -38,7 +38,14 @@ ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 -
   --out "$work/two.safetensors" --epochs 2 --batch 64 --optimizer momentum --lr 0.05 >"$work/two.txt" 2>&1 || fail "2 ranks"
 same_model "$work/one.safetensors" "$work/two.safetensors" 1e-4
 grep -q "^rank 1 of 2 (host rank 1): device" "$work/two.txt" || fail "rank 1 does not say which device it uses"
-grep -q "per step .* ms compute, .* ms communication" "$work/two.txt" || fail "no compute/communication split"
+grep -q "per step .* ms compute, .* ms communication in 2 buckets, .* ms of it exposed" "$work/two.txt" ||
+  fail "no compute/communication split for the bucketed sums"
+# One sum after the backward pass instead of buckets: the same trajectory.
+ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --log-every 5 --seed 4 --bucket-mb 0 \
+  --out "$work/two-unbucketed.safetensors" --epochs 2 --batch 64 --optimizer momentum --lr 0.05 >"$work/two-unbucketed.txt" 2>&1 ||
+  fail "2 ranks, --bucket-mb 0"
+grep -q "per step .* ms compute, .* ms communication, all exposed" "$work/two-unbucketed.txt" || fail "no split for one sum"
+same_model "$work/one.safetensors" "$work/two-unbucketed.safetensors" 1e-4
 [ "$(grep -c '^epoch 2/2' "$work/two.txt")" = 1 ] || fail "progress printed by more than rank 0"
 
 # Uneven split: global batch 61 over 3 ranks (21, 20, 20), against 1 rank at batch 61.
@@ -53,6 +60,11 @@ cnn() { echo --arch cnn --train-limit 128 --test-limit 64 --batch 32 --epochs 1 
 "$apps/glnet_train" --data "$mnist" $(cnn) --out "$work/cnn1.safetensors" >/dev/null 2>&1 || fail "CNN, 1 rank"
 ranks 2 "$apps/glnet_train" --data "$mnist" $(cnn) --out "$work/cnn2.safetensors" >/dev/null 2>&1 || fail "CNN, 2 ranks"
 same_model "$work/cnn1.safetensors" "$work/cnn2.safetensors" 1e-4
+# Buckets of 10 kB: each of the CNN's 8 parameters in its own but conv1's weight (3.2 kB) and bias, which share one.
+ranks 2 "$apps/glnet_train" --data "$mnist" $(cnn) --bucket-mb 0.01 --out "$work/cnn2b.safetensors" >"$work/cnn2b.txt" 2>&1 ||
+  fail "CNN, 2 ranks, small buckets"
+grep -q "communication in 7 buckets" "$work/cnn2b.txt" || fail "the CNN's gradients are not summed in 7 buckets"
+same_model "$work/cnn1.safetensors" "$work/cnn2b.safetensors" 1e-4
 
 # Resume with another number of ranks: 1 epoch on 2 ranks, then the second on 1 rank, against 2 epochs on 1.
 ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --log-every 5 --seed 4 \
