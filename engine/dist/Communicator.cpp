@@ -31,8 +31,7 @@ bool Communicator::launchedByMpirun() {
 
 Communicator::Communicator() {
   if (!launchedByMpirun()) return;
-  int provided = 0;
-  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &threadLevel_), "MPI_Init_thread");
   initialised_ = true;
   // Errors come back as codes and become exceptions, instead of MPI ending the process on its own.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -56,40 +55,6 @@ void Communicator::sumInPlace(void* values, std::size_t count, MPI_Datatype type
 void Communicator::sum(float* values, std::size_t count) const { sumInPlace(values, count, MPI_FLOAT); }
 void Communicator::sum(double* values, std::size_t count) const { sumInPlace(values, count, MPI_DOUBLE); }
 void Communicator::sum(std::uint64_t* values, std::size_t count) const { sumInPlace(values, count, MPI_UINT64_T); }
-
-Communicator::PendingSum Communicator::startSum(float* values, std::size_t count) const {
-  PendingSum pending;
-  if (initialised_) {
-    check(MPI_Iallreduce(MPI_IN_PLACE, values, countOf(count), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &pending.request_),
-          "MPI_Iallreduce");
-  }
-  return pending;
-}
-
-Communicator::PendingSum::PendingSum(PendingSum&& other) noexcept
-    : request_(std::exchange(other.request_, MPI_REQUEST_NULL)) {}
-
-Communicator::PendingSum& Communicator::PendingSum::operator=(PendingSum&& other) noexcept {
-  std::swap(request_, other.request_);
-  return *this;
-}
-
-Communicator::PendingSum::~PendingSum() {
-  // Only while unwinding from an error: the job is being ended then, so the request is left to MPI.
-  if (request_ != MPI_REQUEST_NULL) MPI_Request_free(&request_);
-}
-
-void Communicator::PendingSum::wait() {
-  if (request_ == MPI_REQUEST_NULL) return;
-  check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "MPI_Wait");
-}
-
-bool Communicator::PendingSum::test() {
-  if (request_ == MPI_REQUEST_NULL) return true;
-  int done = 0;
-  check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
-  return done != 0;
-}
 
 std::string Communicator::firstProblem(const std::string& problem) const {
   if (!initialised_) return problem;

@@ -38,25 +38,9 @@ class Communicator {
   void sum(float* values, std::size_t count) const;
   void sum(double* values, std::size_t count) const;
   void sum(std::uint64_t* values, std::size_t count) const;
-  // A sum started now and finished by wait(), so that the caller computes meanwhile.
-  class PendingSum {
-   public:
-    PendingSum() = default;
-    PendingSum(PendingSum&& other) noexcept;
-    PendingSum& operator=(PendingSum&& other) noexcept;
-    PendingSum(const PendingSum&) = delete;
-    PendingSum& operator=(const PendingSum&) = delete;
-    ~PendingSum();
-    void wait();
-    // Lets MPI move the sum on (Open MPI progresses non-blocking collectives only inside MPI calls); true
-    // once it is done.
-    bool test();
-
-   private:
-    friend class Communicator;
-    MPI_Request request_ = MPI_REQUEST_NULL;
-  };
-  PendingSum startSum(float* values, std::size_t count) const;
+  // Whether one thread may call these while another does (MPI_THREAD_MULTIPLE), as the sums of gradient
+  // buckets do while the GL thread waits on the GPU.
+  bool callableFromSeveralThreads() const { return !initialised_ || threadLevel_ == MPI_THREAD_MULTIPLE; }
 
   // Collective: empty when no rank has a problem, else the problem of the lowest-numbered rank that has one,
   // after "rank R of N: " when the job has several ranks.
@@ -69,6 +53,7 @@ class Communicator {
  private:
   void sumInPlace(void* values, std::size_t count, MPI_Datatype type) const;
   bool initialised_ = false;
+  int threadLevel_ = MPI_THREAD_SINGLE;
   int rank_ = 0;
   int size_ = 1;
   int localRank_ = 0;

@@ -52,24 +52,10 @@ bool Fence::waitFor(std::uint64_t timeoutNanoseconds) const {
   return status != GL_TIMEOUT_EXPIRED;
 }
 
-namespace {
-[[noreturn]] void throwWatchdog() {
-  throw GpuFailure("the GPU did not finish its work within " + std::to_string(Fence::watchdogNanoseconds() / 1e9) +
-                   " s (GLNET_GPU_TIMEOUT_S sets the limit): it may be hung, or the work too large for it");
-}
-}  // namespace
-
 void Fence::wait() const {
-  if (!waitFor(watchdogNanoseconds())) throwWatchdog();
-}
-
-void Fence::waitWhile(const std::function<void()>& meanwhile) const {
-  constexpr std::uint64_t slice = 20'000;
-  const auto start = std::chrono::steady_clock::now();
-  while (!waitFor(slice)) {
-    meanwhile();
-    const auto waited = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-    if (static_cast<std::uint64_t>(waited.count()) > watchdogNanoseconds()) throwWatchdog();
+  if (!waitFor(watchdogNanoseconds())) {
+    throw GpuFailure("the GPU did not finish its work within " + std::to_string(watchdogNanoseconds() / 1e9) +
+                     " s (GLNET_GPU_TIMEOUT_S sets the limit): it may be hung, or the work too large for it");
   }
 }
 

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 
 namespace glnet {
 
@@ -22,9 +21,6 @@ class Fence {
   void wait() const;
   // The same within `timeoutNanoseconds`; false when they ran out first.
   bool waitFor(std::uint64_t timeoutNanoseconds) const;
-  // As wait(), calling meanwhile() about every 20 µs until the fence passes (to keep host work moving,
-  // such as MPI sums that advance only inside MPI calls).
-  void waitWhile(const std::function<void()>& meanwhile) const;
   // The watchdog's limit in nanoseconds.
   static std::uint64_t watchdogNanoseconds();
 

@@ -168,7 +168,10 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   plan_ = graph_.gradientPlan(feed);
   updatePlan_.emplace(graph_.updatePlan());
   gradientMirror_.emplace(graph_.gradientArena().bytes());
-  if (options.allReduceBucketBytes > 0) buckets_ = gradientBuckets(graph_, plan_, options.allReduceBucketBytes);
+  if (options.allReduceBucketBytes > 0 && ranks.callableFromSeveralThreads()) {
+    buckets_ = gradientBuckets(graph_, plan_, options.allReduceBucketBytes);
+    sumThread_ = std::make_unique<TaskThread>();
+  }
 }
 
 void Trainer::runAndSumGradients(EpochResult& result) {
@@ -206,24 +209,20 @@ void Trainer::sumGradientsInBuckets(EpochResult& result) {
   });
   const Fence computed;
   auto* gradients = static_cast<std::uint8_t*>(gradientMirror_->data());
-  std::vector<Communicator::PendingSum> sums;
-  sums.reserve(buckets_.size());
-  std::size_t unfinished = 0;
-  // Open MPI moves a non-blocking sum on only inside MPI calls: test the oldest unfinished one while waiting.
-  const auto keepSumming = [&] {
-    while (unfinished < sums.size() && sums[unfinished].test()) ++unfinished;
-  };
-  Stopwatch clock;
+  const Stopwatch clock;
   double firstSum = -1;
   for (std::size_t b = 0; b < buckets_.size(); ++b) {
-    copied[b].waitWhile(keepSumming);
+    copied[b].wait();
     if (firstSum < 0) firstSum = clock.milliseconds();
-    sums.push_back(ranks_.startSum(reinterpret_cast<float*>(gradients + buckets_[b].offset), buckets_[b].bytes / sizeof(float)));
+    const GradientBucket bucket = buckets_[b];
+    sumThread_->add([this, gradients, bucket] {
+      ranks_.sum(reinterpret_cast<float*>(gradients + bucket.offset), bucket.bytes / sizeof(float));
+    });
   }
   // From here the GPU has nothing left of the step but the update, which waits for the sums.
-  computed.waitWhile(keepSumming);
+  computed.wait();
   const double backwardDone = clock.milliseconds();
-  for (Communicator::PendingSum& sum : sums) sum.wait();
+  sumThread_->finish();
   const double summed = clock.milliseconds();
   gradientMirror_->push(arena);
   Fence().wait();

@@ -5,6 +5,7 @@
 #include "data/GpuImages.h"
 #include "data/Idx.h"
 #include "dist/Communicator.h"
+#include "dist/TaskThread.h"
 #include "graph/CompiledGraph.h"
 #include "model/Classifier.h"
 #include "model/Network.h"
@@ -131,6 +132,7 @@ class Trainer {
   std::optional<Plan> updatePlan_;   // the update, after the sum
   std::optional<HostMirror> gradientMirror_;  // the gradients on the host for the sum over ranks
   std::vector<GradientBucket> buckets_;  // in the order they are ready; empty: one sum after the backward pass
+  std::unique_ptr<TaskThread> sumThread_;  // sums the buckets while the GL thread waits on the GPU
   int firstRowParameter_ = -1;
   int epochsDone_ = 0;
   std::uint64_t stepsDone_ = 0;
