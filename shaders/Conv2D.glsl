@@ -2,15 +2,20 @@
 // on the Gemm.glsl core (the im2col matrix is never stored: gemmA/gemmB compute its elements).
 //   X [N, C, H, W], Wt [OC, C, KH, KW], b [OC], Y [N, OC, OH, OW], OH = H + 2·PAD − KH + 1 (same or valid)
 //   CONV_MODE 0 forward: Y = act(conv(X, Wt) + b)                     R = N·OH·OW, S = OC, T = C·KH·KW
+//                        with the weights transposed by mode 4 first, [C·KH·KW, OC], so that both GEMM
+//                        operands run along the tile (10.4 -> 8.9 ms for the MNIST CNN's conv2 at batch
+//                        10 000 on the H100, bench/NOTES-gemm.md row 12)
 //   CONV_MODE 1 dX:      dX = conv_transpose(dZ, Wt), dZ = dY ⊙ act'(Y)  R = N·H·W,  S = C,  T = OC·KH·KW
 //   CONV_MODE 2 dW:      dW = Σ_{n,oh,ow} dZ · X window                 R = OC,     S = C·KH·KW, T = N·OH·OW
 //   CONV_MODE 3 db:      db = Σ_{n,oh,ow} dZ, one group per output channel
-// bindings: forward 0 X, 1 Wt, 2 b, 3 Y; dX 0 dY, 1 Y, 2 Wt, 3 dX; dW 0 dY, 1 Y, 2 X, 3 dW; db 0 dY, 1 Y, 3 db
+//   CONV_MODE 4 Wᵀ:      result[t·OC + oc] = Wt[oc·C·KH·KW + t], one invocation per weight
+// bindings: forward 0 X, 1 Wᵀ, 2 b, 3 Y; dX 0 dY, 1 Y, 2 Wt, 3 dX; dW 0 dY, 1 Y, 2 X, 3 dW; db 0 dY, 1 Y, 3 db;
+//           Wᵀ 1 Wt, 3 Wᵀ
 // uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
 // literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl and take its
-// configuration; SPLIT_K (modes 1 and 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0, C·KH·KW a multiple of 4): the weights
-// are also read as vec4s
+// configuration (mode 0 with GEMM_B_ALONG_COLUMNS); SPLIT_K (modes 1 and 2): binding 3 is the partial-sum workspace
+// instead; GEMM_B_VEC4 (mode 0, OC a multiple of 4): the transposed weights are also read as vec4s
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
 layout(std430, binding = 1) readonly buffer Second { float second[]; };
@@ -36,7 +41,7 @@ layout(location = 11) uniform uint gemmDepth;
 
 void store(uint index, float value) { result[index] = accumulate != 0u ? result[index] + value : value; }
 
-#if CONV_MODE != 0
+#if CONV_MODE >= 1 && CONV_MODE <= 3
 // dZ at output (n, oc, oh, ow): first = dY, second = Y.
 float dZ(uint n, uint oc, uint oh, uint ow) {
   uint i = ((n * OC + oc) * OH + oh) * OW + ow;
@@ -59,10 +64,10 @@ float gemmA(uint r, uint t) {
   uint n = r / (OH * OW), pixel = r % (OH * OW), c = t / (KH * KW), k = t % (KH * KW);
   return inputAt(n, c, int(pixel / OW + k / KW) - PAD, int(pixel % OW + k % KW) - PAD);
 }
-float gemmB(uint t, uint s) { return second[s * C * KH * KW + t]; }
+float gemmB(uint t, uint s) { return second[t * OC + s]; }
 #ifdef GEMM_B_VEC4
 layout(std430, binding = 1) readonly buffer SecondRuns { vec4 second4[]; };
-vec4 gemmB4(uint t, uint s) { return second4[(s * C * KH * KW + t) / 4u]; }
+vec4 gemmB4(uint t, uint s) { return second4[(t * OC + s) / 4u]; }
 #endif
 #elif CONV_MODE == 1
 float gemmA(uint r, uint t) {
@@ -114,6 +119,15 @@ void gemmStore(uint r, uint s, float value) {
 }
 
 void main() { gemmRun(GEMM_SHAPE); }
+#elif CONV_MODE == 4
+layout(local_size_x = GLNET_GROUP_SIZE) in;
+
+void main() {
+  uint i = LINEAR_INVOCATION_INDEX;
+  if (i >= OC * C * KH * KW) return;
+  uint oc = i / (C * KH * KW), t = i % (C * KH * KW);
+  result[t * OC + oc] = second[i];
+}
 #else
 layout(local_size_x = GLNET_GROUP_SIZE) in;
 shared float partial[GLNET_GROUP_SIZE];

@@ -23,17 +23,19 @@ class Conv2d : public Op {
     return {s.batch, s.outChannels, s.outHeight(), s.outWidth()};
   }
 
-  // The split-K partial sums of dX (few groups at small batches) or of dW over a long batch of pixels; the
-  // two run one after the other, so they share it.
+  // The forward pass's transposed weights, then the split-K partial sums of dX (few groups at small batches) or
+  // of dW over a long batch of pixels: the three run one after the other, so they share it.
   std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
     const ConvShape s = shape(in);
-    return std::max(ConvOp::inputGradientSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.height * s.width, s.channels),
-                    ConvOp::weightGradientSplit(s).workspaceBytes(s.outChannels,
-                                                                  std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth));
+    return std::max({ConvOp::transposedWeightBytes(s),
+                     ConvOp::inputGradientSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.height * s.width, s.channels),
+                     ConvOp::weightGradientSplit(s).workspaceBytes(s.outChannels,
+                                                                   std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth)});
   }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
-    plan.record(ConvOp(programs, activation_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in))));
+    GLNET_ASSERT(out.workspace.has_value(), "a convolution needs its workspace for the transposed weights");
+    plan.record(ConvOp(programs, activation_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in)), *out.workspace));
   }
 
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,

@@ -169,7 +169,10 @@ void record(const GemmCase& c, const DenseOp& dense, const ConvOp& conv, const O
       plan.record(dense.weightGradient(first, first, second, out, d, false,
                                        workspace(DenseOp::weightGradientSplit(d), d.outputs, d.inputs)));
       break;
-    case GemmLayout::convForward: plan.record(conv.forward(first, second, bias, out, c.conv)); break;
+    case GemmLayout::convForward:
+      keep.emplace_back(ConvOp::transposedWeightBytes(c.conv));
+      plan.record(conv.forward(first, second, bias, out, c.conv, keep.back()));
+      break;
     case GemmLayout::convInputGradient:
       plan.record(conv.inputGradient(first, first, second, out, c.conv, false,
                                      workspace(ConvOp::inputGradientSplit(c.conv), c.rows(), c.columns())));

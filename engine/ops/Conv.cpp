@@ -1,5 +1,6 @@
 #include "ops/Conv.h"
 
+#include "gl/check.h"
 #include "ops/Groups.h"
 
 namespace glnet {
@@ -29,7 +30,7 @@ std::vector<ShaderDefine> geometry(const ConvShape& s) {
 ConvOp::ConvOp(ProgramCache& programs, Activation activation)
     : activation_(activation),
       programs_(&programs),
-      forward_(programs, "Conv2D.glsl", convDefines(activation, 0, {{"GEMM_A_ALONG_ROWS", "1"}})),
+      forward_(programs, "Conv2D.glsl", convDefines(activation, 0, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}})),
       inputGradient_(programs, "Conv2D.glsl", convDefines(activation, 1, {{"GEMM_A_ALONG_ROWS", "1"}})),
       weightGradient_(programs, "Conv2D.glsl", convDefines(activation, 2)),
       splitSum_(programs) {}
@@ -45,17 +46,27 @@ Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std:
   return d;
 }
 
-Dispatch ConvOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                         const ConvShape& s) const {
+std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
+                                      const ConvShape& s, const BufferView& transposedWeight) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
+  const std::size_t room = transposedWeight.bytes ? transposedWeight.bytes : transposedWeight.buffer->bytes() - transposedWeight.offset;
+  GLNET_ASSERT(room >= transposedWeightBytes(s), "the transposed conv weights need their own space");
+  const Program& transpose = programs_->get("Conv2D.glsl", [&] {
+    std::vector<ShaderDefine> defines = geometry(s);
+    defines.push_back({"CONV_MODE", "4"});
+    return defines;
+  }());
+  Dispatch t = dispatch(transpose, "conv weights transposed", {{1, weight, Access::read}, {3, transposedWeight, Access::write}}, s,
+                        false, linearGroups(depth * s.outChannels, transpose));
+  t.linear = true;
   const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, false);
-  Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(weight.offset, depth), false, geometry(s)),
+  Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), false, geometry(s)),
                         std::string("conv ") + activationName(activation_) + " " + gemm.config->name,
-                        {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}}, s,
-                        false, gemm.groups);
+                        {{0, x, Access::read}, {1, transposedWeight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}},
+                        s, false, gemm.groups);
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
-  return d;
+  return {t, d};
 }
 
 std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight,

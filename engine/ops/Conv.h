@@ -21,8 +21,13 @@ struct ConvShape {
 class ConvOp {
  public:
   ConvOp(ProgramCache& programs, Activation activation);
-  Dispatch forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                   const ConvShape& shape) const;
+  // Two dispatches: the weights transposed into `transposedWeight` (OC·C·KH·KW floats), then the convolution,
+  // whose GEMM then reads both operands along its tile.
+  std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
+                                const ConvShape& shape, const BufferView& transposedWeight) const;
+  static std::size_t transposedWeightBytes(const ConvShape& s) {
+    return std::size_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth * sizeof(float);
+  }
   // Split along the sum (two dispatches) when inputGradientSplit says so, with its workspace.
   std::vector<Dispatch> inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
                                       const ConvShape& shape, bool accumulate,
