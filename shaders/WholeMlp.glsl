@@ -93,55 +93,62 @@ void main() {
     if (lastToArrive) atomicExchange(arrivals[image], 0u);  // every slice has counted: ready for the next run
   }
   barrier();
-  if (!lastToArrive) return;
-  memoryBarrierBuffer();
-  for (uint i = t; i < N; i += MLP_INVOCATIONS) activations[1][i] = firstLayerOutputs[image * uint(MLP_SLICES) * width + i];
+  // The other groups of the image are done here (without a return: ESSL allows no barrier() after one in main).
+  if (lastToArrive) {
+    memoryBarrierBuffer();
+    for (uint i = t; i < N; i += MLP_INVOCATIONS) activations[1][i] = firstLayerOutputs[image * uint(MLP_SLICES) * width + i];
+  }
+  bool runsTheRest = lastToArrive;
+#else
+  bool runsTheRest = true;
 #endif
-  barrier();
-  offset += uint(MLP_SLICES) * width * (K + 1u);
-
-  uint source = 1u;
-  for (uint l = 1u; l < uint(MLP_LAYERS); ++l) {
-    K = widths(l);
-    N = widths(l + 1u);
-    bool last = l + 1u == uint(MLP_LAYERS);
-    if (N >= MLP_INVOCATIONS) {
-      for (uint o = t; o < N; o += MLP_INVOCATIONS) {
-        float sum = weights[offset + K * N + o];
-        for (uint i = 0u; i < K; ++i) sum = fma(activations[source][i], weights[offset + i * N + o], sum);
-        activations[source ^ 1u][o] = last ? sum : activate(sum);
-      }
-    } else {
-      // Fewer outputs than invocations: `parts` invocations share each output.
-      parts = MLP_INVOCATIONS / N;
-      part = t / N;
-      partial[t] = part < parts ? partialSum(offset, N, K, source, t % N, part, parts) : 0.0;
-      barrier();
-      if (t < N) {
-        float total = weights[offset + K * N + t];
-        for (uint p = 0u; p < parts; ++p) total += partial[p * N + t];
-        activations[source ^ 1u][t] = last ? total : activate(total);
-      }
-    }
+  if (runsTheRest) {
     barrier();
-    offset += K * N + N;
-    source ^= 1u;
-  }
+    offset += uint(MLP_SLICES) * width * (K + 1u);
 
-  uint classCount = widths(uint(MLP_LAYERS));
-  if (t == 0u) {
-    uint best = 0u;
-    for (uint c = 1u; c < classCount; ++c) best = activations[source][c] > activations[source][best] ? c : best;
-    classes[firstImage + image] = best;
-    float sum = 0.0;
-    for (uint c = 0u; c < classCount; ++c) sum += exp(activations[source][c] - activations[source][best]);
-    rowMax = activations[source][best];
-    rowSum = sum;
-  }
+    uint source = 1u;
+    for (uint l = 1u; l < uint(MLP_LAYERS); ++l) {
+      K = widths(l);
+      N = widths(l + 1u);
+      bool last = l + 1u == uint(MLP_LAYERS);
+      if (N >= MLP_INVOCATIONS) {
+        for (uint o = t; o < N; o += MLP_INVOCATIONS) {
+          float sum = weights[offset + K * N + o];
+          for (uint i = 0u; i < K; ++i) sum = fma(activations[source][i], weights[offset + i * N + o], sum);
+          activations[source ^ 1u][o] = last ? sum : activate(sum);
+        }
+      } else {
+        // Fewer outputs than invocations: `parts` invocations share each output.
+        parts = MLP_INVOCATIONS / N;
+        part = t / N;
+        partial[t] = part < parts ? partialSum(offset, N, K, source, t % N, part, parts) : 0.0;
+        barrier();
+        if (t < N) {
+          float total = weights[offset + K * N + t];
+          for (uint p = 0u; p < parts; ++p) total += partial[p * N + t];
+          activations[source ^ 1u][t] = last ? total : activate(total);
+        }
+      }
+      barrier();
+      offset += K * N + N;
+      source ^= 1u;
+    }
+
+    uint classCount = widths(uint(MLP_LAYERS));
+    if (t == 0u) {
+      uint best = 0u;
+      for (uint c = 1u; c < classCount; ++c) best = activations[source][c] > activations[source][best] ? c : best;
+      classes[firstImage + image] = best;
+      float sum = 0.0;
+      for (uint c = 0u; c < classCount; ++c) sum += exp(activations[source][c] - activations[source][best]);
+      rowMax = activations[source][best];
+      rowSum = sum;
+    }
 #ifdef MLP_PROBABILITIES
-  barrier();
-  for (uint c = t; c < classCount; c += MLP_INVOCATIONS) {
-    probabilities[image * classCount + c] = exp(activations[source][c] - rowMax) / rowSum;
-  }
+    barrier();
+    for (uint c = t; c < classCount; c += MLP_INVOCATIONS) {
+      probabilities[image * classCount + c] = exp(activations[source][c] - rowMax) / rowSum;
+    }
 #endif
+  }
 }
