@@ -21,9 +21,9 @@ std::uint32_t narrow(std::size_t value) {
 
 Classifier::Classifier(const Context& context, const Network& network, std::size_t batch, InferencePath path)
     : batch_(batch), inputs_(network.inputs()), classes_(network.classes()), input_(network.input), limits_(context.limits()) {
-  if (path == InferencePath::automatic && WholeMlpOp::fits(network, batch, context.limits())) {
+  if (path == InferencePath::automatic && WholeMlpOp::fits(network, batch, context)) {
     // Both variants: plans with and without probabilities share the uploaded weights.
-    whole_ = std::make_unique<WholeMlpOp>(programs_, network, context.limits(), batch);
+    whole_ = std::make_unique<WholeMlpOp>(programs_, network, context.limits(), batch, WholeMlpOp::concurrentGroups(context));
     return;
   }
   graph_.emplace(buildGraph(network, narrow(batch), false));

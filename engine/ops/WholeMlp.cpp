@@ -16,25 +16,26 @@ std::size_t widestActivation(const Network& network) {
 }
 
 // Outputs of the first layer per group. Narrow slices leave each invocation few weight loads (16 is one batch
-// in flight, see partialSum in the shader); wide ones keep the groups few where the batch alone makes enough
-// (about 2048 groups keep every multiprocessor of a large GPU busy, 132 on the H100; more only add the fixed
-// cost of each group, which a CPU device pays in full).
-std::size_t firstLayerSliceWidth(const Network& network, const Limits& limits, std::size_t batch) {
+// in flight, see partialSum in the shader); wide ones keep the groups few where the batch alone makes
+// `concurrentGroups`.
+std::size_t firstLayerSliceWidth(const Network& network, const Limits& limits, std::size_t batch, std::size_t concurrentGroups) {
   const std::size_t invocations = static_cast<std::size_t>(limits.groupSize());
   const std::size_t outputs = network.layers.front().outputs;
   const std::size_t partsNeeded = (network.inputs() + 15) / 16;
   std::size_t narrowest = 1;
   while (narrowest * 2 <= invocations && invocations / (narrowest * 2) >= partsNeeded) narrowest *= 2;
-  constexpr std::size_t enoughGroups = 2048;
   const std::size_t mostSlices = (outputs + narrowest - 1) / narrowest;
   const std::size_t fewestSlices = (outputs + invocations - 1) / invocations;  // a slice fits in one group
-  const std::size_t slices = std::max(fewestSlices, std::min(mostSlices, (enoughGroups + batch - 1) / batch));
+  const std::size_t slices = std::max(fewestSlices, std::min(mostSlices, (concurrentGroups + batch - 1) / batch));
   return (outputs + slices - 1) / slices;
 }
 
 }  // namespace
 
-bool WholeMlpOp::fits(const Network& network, std::size_t batch, const Limits& limits) {
+std::size_t WholeMlpOp::concurrentGroups(const Context& context) { return context.device().software ? 1 : 2048; }
+
+bool WholeMlpOp::fits(const Network& network, std::size_t batch, const Context& context) {
+  const Limits& limits = context.limits();
   if (batch == 0 || batch > largestBatch || network.layers.empty()) return false;
   for (const LayerSpec& layer : network.layers) {
     if (layer.kind != LayerSpec::Kind::dense) return false;
@@ -43,15 +44,16 @@ bool WholeMlpOp::fits(const Network& network, std::size_t batch, const Limits& l
   // last-to-arrive flag.
   const std::size_t invocations = static_cast<std::size_t>(limits.groupSize());
   const std::size_t sharedBytes = (2 * widestActivation(network) + invocations + 3) * sizeof(float);
-  const std::size_t width = firstLayerSliceWidth(network, limits, batch);
+  const std::size_t width = firstLayerSliceWidth(network, limits, batch, concurrentGroups(context));
   const std::size_t slices = (network.layers.front().outputs + width - 1) / width;
   return sharedBytes <= static_cast<std::size_t>(limits.maxSharedMemoryBytes) &&
          slices <= static_cast<std::size_t>(limits.maxWorkGroupCount[0]);
 }
 
-WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network, const Limits& limits, std::size_t batch)
+WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network, const Limits& limits, std::size_t batch,
+                       std::size_t concurrentGroups)
     : batch_(batch),
-      sliceWidth_(firstLayerSliceWidth(network, limits, batch)),
+      sliceWidth_(firstLayerSliceWidth(network, limits, batch, concurrentGroups)),
       slices_((network.layers.front().outputs + sliceWidth_ - 1) / sliceWidth_),
       input_(network.input),
       programs_(&programs) {

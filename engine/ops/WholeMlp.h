@@ -3,6 +3,7 @@
 #pragma once
 
 #include "gl/Buffer.h"
+#include "gl/Context.h"
 #include "model/Network.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
@@ -15,11 +16,17 @@ class WholeMlpOp {
   static constexpr std::size_t largestBatch = 64;
   // True when `network` is dense layers only, each activation fits in shared memory, and `batch` is small.
   // (The first layer runs in slices across groups, so one multiprocessor does not read all its weights.)
-  static bool fits(const Network& network, std::size_t batch, const Limits& limits);
+  static bool fits(const Network& network, std::size_t batch, const Context& context);
 
   // Uploads the widths, then the weights transposed ([in × out] per layer; the first layer in slices of
   // outputs, one group each, sized for batches of `batch`) and the bias of each layer.
-  WholeMlpOp(ProgramCache& programs, const Network& network, const Limits& limits, std::size_t batch);
+  // `concurrentGroups`: how many groups the device runs at once (see concurrentGroups()); with fewer images
+  // than that, the first layer is cut into narrower slices.
+  WholeMlpOp(ProgramCache& programs, const Network& network, const Limits& limits, std::size_t batch, std::size_t concurrentGroups);
+  // About 2048 on a GPU (16 groups on each of the H100's 132 multiprocessors); 1 on a CPU device, which pays
+  // each group's fixed cost in turn (llvmpipe, 784-128-10 at batch 64: 7.8 ms in one group per image against
+  // 31 ms in 32).
+  static std::size_t concurrentGroups(const Context& context);
   // classes[first + image] and, when given, probabilities[image × classes] for `batch` images starting at
   // image `first` of `pixels` (a constant, or a plan parameter via Uniform::fromParameter).
   Dispatch operator()(const BufferView& pixels, const BufferView& classes, const BufferView* probabilities, std::uint32_t batch,

@@ -3,6 +3,7 @@
 #include "ref/Reference.h"
 #include "serve/PredictRequest.h"
 #include "serve/ServeMetrics.h"
+#include "ops/WholeMlp.h"
 #include "serve/WarmClassifier.h"
 #include "support/Compare.h"
 #include "support/GlContext.h"
@@ -74,9 +75,8 @@ TEST_SUITE("gl") {
 TEST_CASE("a warm classifier answers every batch size from 1 to its capacity as float64 does, on both paths") {
   std::mt19937 random = test::generator(91);
   // 300 outputs: more than the one-dispatch shader's 256 invocations; 61, 33, 7 and 5: fewer, summed in parts.
-  // The first layer runs in one group (61-33-7) or in slices of 64 outputs (61-300-..., five groups, the last
-  // one part full), of 4 (700-301: 76 groups, one layer, so the slices write the logits), and of 4 or 5 by
-  // the batch (700-760-3: 190 slices up to batch 8, 187 at 11).
+  // The first layer runs in one group (61-33-7) or, as a CPU device slices it, in 2 or 3 groups per image (the
+  // other three); the narrow slices of a GPU are the next test's.
   for (const auto& [architecture, activation] :
        {std::pair{"61-33-7", Activation::relu}, std::pair{"61-300-7-5", Activation::tanh}, std::pair{"700-301", Activation::relu},
         std::pair{"700-760-3", Activation::sigmoid}}) {
@@ -105,6 +105,43 @@ TEST_CASE("a warm classifier answers every batch size from 1 to its capacity as 
         const std::vector<std::uint32_t> labels = ref::argmax(logits, count, classes);
         for (std::size_t i = 0; i < count; ++i) CHECK(predictions[i].label == labels[i]);
       }
+    }
+  }
+}
+
+TEST_CASE("the one-dispatch MLP sliced as for a GPU: narrow first-layer slices, the last group of each image finishing") {
+  std::mt19937 random = test::generator(92);
+  // 61-300-7-5: slices of 64 (five, the last one part full); 700-301: slices of 4 (76 groups, one layer, so
+  // the slices write the logits); 700-760-3: slices of 4 or 5 by the batch (190 up to batch 8, 187 at 11).
+  for (const auto& [architecture, activation] : {std::pair{"61-300-7-5", Activation::tanh}, std::pair{"700-301", Activation::relu},
+                                                 std::pair{"700-760-3", Activation::sigmoid}}) {
+    const Network network = Network::create(architecture, activation, test::seed());
+    const std::size_t classes = network.classes();
+    for (const std::size_t batch : {std::size_t{1}, std::size_t{3}, std::size_t{8}, std::size_t{11}}) {
+      CAPTURE(architecture);
+      CAPTURE(batch);
+      ProgramCache programs;
+      const WholeMlpOp op(programs, network, test::glContext().limits(), batch, 2048);
+      GpuImages images(batch, network.inputs());
+      images.upload(test::randomBytes(random, batch * network.inputs()));
+      Buffer labels(batch * sizeof(std::uint32_t)), probabilities(batch * classes * sizeof(float));
+      labels.fill(0xFFFFFFFFu);
+      probabilities.fill(0x7FC00000u);  // NaN
+      Plan plan(test::glContext().limits());
+      const BufferView probabilityView(probabilities);
+      plan.record(op(images.pixels, labels, &probabilityView, static_cast<std::uint32_t>(batch),
+                     Uniform::u32(WholeMlpOp::firstImageLocation, 0)));
+      plan.run();
+      // A second run on other images, checked: it needs the arrival counters the first run reset.
+      const std::vector<std::uint8_t> pixels = test::randomBytes(random, batch * network.inputs());
+      images.upload(pixels);
+      plan.run();
+      const NetworkGraph reference = buildGraph(network, static_cast<std::uint32_t>(batch), false);
+      const std::vector<double> logits =
+          referenceValues(reference.graph, {{reference.images.id, ref::normalize(pixels, 0, pixels.size(), network.input.mean, network.input.std)}})
+              [static_cast<std::size_t>(reference.logits.id)];
+      test::checkClose(probabilities.read<float>(), ref::softmax(logits, batch, classes), 1e-6, 1e-4);
+      CHECK(labels.read<std::uint32_t>() == ref::argmax(logits, batch, classes));
     }
   }
 }
