@@ -129,6 +129,7 @@ int main(int argc, char** argv) {
         .option("runs", "N", "measured runs per stage", "20")
         .option("warmup", "N", "unmeasured runs first", "3")
         .option("elementwise", "N", "floats in the elementwise workload", "1000000")
+        .option("training-batch", "N", "images per training step (its dispatches are timed one by one)", "64")
         .option("csv", "FILE", "write the rows as CSV")
         .option("json", "FILE", "write the report as JSON")
         .flag("gemm", "benchmark the GEMM core instead: every operand layout of the dense and convolution ops on\n"
@@ -144,6 +145,7 @@ int main(int argc, char** argv) {
     settings.runs = static_cast<int>(parser.integer("runs", 1, 100000));
     settings.warmup = static_cast<int>(parser.integer("warmup", 0, 100000));
     settings.elementwiseCount = static_cast<std::size_t>(parser.integer("elementwise", 1, 1 << 26));
+    settings.trainingBatch = static_cast<std::uint32_t>(parser.integer("training-batch", 1, 65536));
     for (const char* file : {"csv", "json"}) {
       if (parser.has(file)) checkWritable(parser.text(file));
     }

@@ -6,7 +6,7 @@ apps=$1 scripts=$2
 here=$(dirname "$0")
 . "$here/common.sh"
 
-"$apps/glnet_bench" --batches 1,7,33 --runs 2 --warmup 1 --elementwise 4099 --csv "$work/b.csv" --json "$work/b.json" >"$work/out.txt" 2>&1 \
+"$apps/glnet_bench" --batches 1,7,33 --runs 2 --warmup 1 --elementwise 4099 --training-batch 5 --csv "$work/b.csv" --json "$work/b.json" >"$work/out.txt" 2>&1 \
   || { cat "$work/out.txt"; fail "glnet_bench reported failed checks or an error"; }
 grep -q "all results checked against the CPU: ok" "$work/out.txt" || fail "no correctness verdict"
 [ "$(head -1 "$work/b.csv")" = "section,batch,stage,median_ms,p10_ms,p90_ms,runs" ] || fail "CSV header is not the documented one"
@@ -19,7 +19,7 @@ for batch in ("1", "7", "33"):
                   "chained, read by getBufferSubData", "chained, read by mapBufferRange", "round trip: upload, run, read"):
         assert ("inference", batch, stage) in stages, (batch, stage)
 assert any(r["section"] == "inference dispatch" for r in rows)
-assert ("training", "64", "step gpu") in stages
+assert ("training", "5", "step gpu") in stages
 assert ("elementwise", "4099", "fused gpu") in stages and ("elementwise", "4099", "3 dispatches gpu") in stages
 assert all(float(r["p10_ms"]) <= float(r["median_ms"]) <= float(r["p90_ms"]) for r in rows)
 report = json.load(open(sys.argv[2]))
@@ -49,5 +49,6 @@ grep -q "dense none 256x16" "$work/g.txt" || fail "GLNET_GEMM_CONFIG=256x16 was 
 GLNET_GEMM_CONFIG=huge "$here/expect" 1 "error: unknown GEMM configuration 'huge'; GLNET_GEMM_CONFIG takes one of 128x128" -- "$apps/glnet_bench" --gemm || failures=$((failures + 1))
 expect 2 "error: no GEMM case matches" -- "$apps/glnet_bench" --gemm --gemm-filter nothing-like-this
 expect 2 "error: --batches takes sizes" -- "$apps/glnet_bench" --batches 0
+expect 2 "error: --training-batch" -- "$apps/glnet_bench" --training-batch 0
 expect 1 "error: .*nope.safetensors: cannot open" -- "$apps/glnet_bench" --model "$work/nope.safetensors"
 finish bench
