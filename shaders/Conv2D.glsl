@@ -6,16 +6,22 @@
 //                        operands run along the tile (10.4 -> 8.9 ms for the MNIST CNN's conv2 at batch
 //                        10 000 on the H100, bench/NOTES-gemm.md row 12)
 //   CONV_MODE 1 dX:      dX = conv_transpose(dZ, Wt), dZ = dY ⊙ act'(Y)  R = N·H·W,  S = C,  T = OC·KH·KW
+//                        with the weights rearranged by mode 5 first, [OC·KH·KW, C], so that B runs along the tile
+//                        as in the forward pass
 //   CONV_MODE 2 dW:      dW = Σ_{n,oh,ow} dZ · X window                 R = OC,     S = C·KH·KW, T = N·OH·OW
+//                        with CONV_BIAS_COLUMN (and SPLIT_K) one more column, of ones, gives db as well: its
+//                        partial sums follow dW's in each slice, [OC·C·KH·KW | OC]; SplitSum.glsl's TAIL adds them
 //   CONV_MODE 3 db:      db = Σ_{n,oh,ow} dZ, one group per output channel
 //   CONV_MODE 4 Wᵀ:      result[t·OC + oc] = Wt[oc·C·KH·KW + t], one invocation per weight
-// bindings: forward 0 X, 1 Wᵀ, 2 b, 3 Y; dX 0 dY, 1 Y, 2 Wt, 3 dX; dW 0 dY, 1 Y, 2 X, 3 dW; db 0 dY, 1 Y, 3 db;
-//           Wᵀ 1 Wt, 3 Wᵀ
+//   CONV_MODE 5 W for dX: result[(oc·KH·KW + k)·C + c] = Wt[(oc·C + c)·KH·KW + k], one invocation per weight
+// bindings: forward 0 X, 1 Wᵀ, 2 b, 3 Y; dX 0 dY, 1 Y, 2 W from mode 5, 3 dX; dW 0 dY, 1 Y, 2 X, 3 dW;
+//           db 0 dY, 1 Y, 3 db; modes 4 and 5: 1 Wt, 3 the rearranged weights
 // uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
 // literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl and take its
-// configuration (mode 0 with GEMM_B_ALONG_COLUMNS); SPLIT_K (modes 1 and 2): binding 3 is the partial-sum workspace
-// instead; GEMM_B_VEC4 (mode 0, OC a multiple of 4): the transposed weights are also read as vec4s
+// configuration (modes 0 and 1 with GEMM_B_ALONG_COLUMNS); SPLIT_K (modes 1 and 2): binding 3 is the partial-sum
+// workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of 4): the rearranged weights are
+// also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dY and Y too
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
 layout(std430, binding = 1) readonly buffer Second { float second[]; };
@@ -76,16 +82,33 @@ float gemmA(uint r, uint t) {
   if (oh < 0 || ow < 0 || oh >= int(OH) || ow >= int(OW)) return 0.0;
   return dZ(n, oc, uint(oh), uint(ow));
 }
-float gemmB(uint t, uint s) {
-  uint oc = t / (KH * KW), k = t % (KH * KW);
-  return third[(oc * C + s) * KH * KW + k];
-}
+float gemmB(uint t, uint s) { return third[t * C + s]; }
+#ifdef GEMM_B_VEC4
+layout(std430, binding = 2) readonly buffer ThirdRuns { vec4 third4[]; };
+vec4 gemmB4(uint t, uint s) { return third4[(t * C + s) / 4u]; }
+#endif
 #elif CONV_MODE == 2
 float gemmA(uint oc, uint t) {
   uint n = t / (OH * OW), pixel = t % (OH * OW);
-  return dZ(n, oc, pixel / OW, pixel % OW);
+  uint i = (n * OC + oc) * OH * OW + pixel;
+  return first[i] * activationDerivative(second[i]);
 }
+#ifdef GEMM_A_VEC4
+// The op asks for it when OH·OW is a multiple of 4: a run of 4 pixels from t (a multiple of 4) is then one
+// aligned vec4 of dY and of Y.
+layout(std430, binding = 0) readonly buffer FirstRuns { vec4 first4[]; };
+layout(std430, binding = 1) readonly buffer SecondRuns { vec4 second4[]; };
+vec4 gemmA4(uint oc, uint t) {
+  uint n = t / (OH * OW), pixel = t % (OH * OW);
+  uint i = ((n * OC + oc) * OH * OW + pixel) / 4u;
+  vec4 y = second4[i];
+  return first4[i] * vec4(activationDerivative(y.x), activationDerivative(y.y), activationDerivative(y.z), activationDerivative(y.w));
+}
+#endif
 float gemmB(uint t, uint s) {
+#ifdef CONV_BIAS_COLUMN
+  if (s == C * KH * KW) return 1.0;
+#endif
   uint n = t / (OH * OW), pixel = t % (OH * OW), c = s / (KH * KW), k = s % (KH * KW);
   return inputAt(n, c, int(pixel / OW + k / KW) - PAD, int(pixel % OW + k % KW) - PAD);
 }
@@ -96,6 +119,11 @@ float gemmB(uint t, uint s) {
 #define GEMM_SHAPE N * OH * OW, OC, gemmDepth
 #elif CONV_MODE == 1
 #define GEMM_SHAPE N * H * W, C, gemmDepth
+#elif defined(CONV_BIAS_COLUMN)
+#if !defined(SPLIT_K)
+#error CONV_BIAS_COLUMN writes db through the split-K workspace
+#endif
+#define GEMM_SHAPE OC, C * KH * KW + 1u, N * OH * OW
 #else
 #define GEMM_SHAPE OC, C * KH * KW, N * OH * OW
 #endif
@@ -105,6 +133,9 @@ void gemmStore(uint r, uint s, float value) {
   // Slice z of the workspace in dX's own layout, so SplitSum.glsl adds slices element by element.
   uint n = r / (H * W), pixel = r % (H * W);
   result[gl_WorkGroupID.z * N * C * H * W + (n * C + s) * H * W + pixel] = value;
+#elif defined(SPLIT_K) && defined(CONV_BIAS_COLUMN)
+  uint slice = gl_WorkGroupID.z * OC * (C * KH * KW + 1u);
+  result[slice + (s < C * KH * KW ? r * C * KH * KW + s : OC * C * KH * KW + r)] = value;
 #elif defined(SPLIT_K)
   result[gemmPartialIndex(r, s, OC, C * KH * KW)] = value;
 #elif CONV_MODE == 0
@@ -119,14 +150,19 @@ void gemmStore(uint r, uint s, float value) {
 }
 
 void main() { gemmRun(GEMM_SHAPE); }
-#elif CONV_MODE == 4
+#elif CONV_MODE == 4 || CONV_MODE == 5
 layout(local_size_x = GLNET_GROUP_SIZE) in;
 
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= OC * C * KH * KW) return;
+#if CONV_MODE == 4
   uint oc = i / (C * KH * KW), t = i % (C * KH * KW);
   result[t * OC + oc] = second[i];
+#else
+  uint oc = i / (C * KH * KW), c = (i / (KH * KW)) % C, k = i % (KH * KW);
+  result[(oc * KH * KW + k) * C + c] = second[i];
+#endif
 }
 #else
 layout(local_size_x = GLNET_GROUP_SIZE) in;

@@ -1,7 +1,10 @@
 // The second pass of a split-K GEMM: out[i] = Σ_z partial[z·count + i], written or added (accumulate);
-// with BIAS_ACTIVATION (a dense layer's forward pass) out[i] = act(Σ + b[i mod columns]).
-// bindings: 0 partial [splits × count] read, 1 out read-write, 2 b [columns] read (BIAS_ACTIVATION)
-// uniforms: 0 count, 1 splits, 2 accumulate, 3 columns
+// with BIAS_ACTIVATION (a dense layer's forward pass) out[i] = act(Σ + b[i mod columns]); with TAIL the slices
+// are count + tailCount long and their last tailCount sums go to a second buffer (a convolution's bias gradient
+// computed with its weight gradient).
+// bindings: 0 partial [splits × count] read (TAIL: [splits × (count + tailCount)]), 1 out read-write,
+//           2 b [columns] read (BIAS_ACTIVATION) or tail [tailCount] read-write (TAIL)
+// uniforms: 0 count, 1 splits, 2 accumulate, 3 columns, 4 tailCount
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Partial { float partial[]; };
@@ -13,15 +16,29 @@ layout(location = 3) uniform uint columns;
 #ifdef BIAS_ACTIVATION
 layout(std430, binding = 2) readonly buffer Bias { float b[]; };
 #endif
+#ifdef TAIL
+layout(std430, binding = 2) buffer Tail { float tail[]; };
+layout(location = 4) uniform uint tailCount;
+#define SLICE (count + tailCount)
+#else
+#define SLICE count
+#endif
 
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
-  if (i >= count) return;
+  if (i >= SLICE) return;
   float sum = 0.0;
-  for (uint z = 0u; z < splits; ++z) sum += partial[z * count + i];
+  for (uint z = 0u; z < splits; ++z) sum += partial[z * SLICE + i];
 #ifdef BIAS_ACTIVATION
   result[i] = activate(sum + b[i % columns]);
 #else
+#ifdef TAIL
+  if (i >= count) {
+    uint j = i - count;
+    tail[j] = accumulate != 0u ? tail[j] + sum : sum;
+    return;
+  }
+#endif
   result[i] = accumulate != 0u ? result[i] + sum : sum;
 #endif
 }

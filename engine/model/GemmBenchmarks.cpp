@@ -174,12 +174,12 @@ void record(const GemmCase& c, const DenseOp& dense, const ConvOp& conv, const O
       plan.record(conv.forward(first, second, bias, out, c.conv, keep.back()));
       break;
     case GemmLayout::convInputGradient:
-      plan.record(conv.inputGradient(first, first, second, out, c.conv, false,
-                                     workspace(ConvOp::inputGradientSplit(c.conv), c.rows(), c.columns())));
+      keep.emplace_back(ConvOp::inputGradientWorkspaceBytes(c.conv));
+      plan.record(conv.inputGradient(first, first, second, out, c.conv, false, keep.back()));
       break;
     case GemmLayout::convWeightGradient:
       plan.record(conv.weightGradient(first, first, second, out, c.conv, false,
-                                      workspace(ConvOp::weightGradientSplit(c.conv), c.rows(), c.columns())));
+                                      workspace(ConvOp::weightGradientSplit(c.conv, false), c.rows(), c.columns())));
       break;
   }
 }

@@ -31,8 +31,9 @@ ConvOp::ConvOp(ProgramCache& programs, Activation activation)
     : activation_(activation),
       programs_(&programs),
       forward_(programs, "Conv2D.glsl", convDefines(activation, 0, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}})),
-      inputGradient_(programs, "Conv2D.glsl", convDefines(activation, 1, {{"GEMM_A_ALONG_ROWS", "1"}})),
+      inputGradient_(programs, "Conv2D.glsl", convDefines(activation, 1, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}})),
       weightGradient_(programs, "Conv2D.glsl", convDefines(activation, 2)),
+      weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(activation, 2, {{"CONV_BIAS_COLUMN", "1"}})),
       splitSum_(programs) {}
 
 Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
@@ -71,43 +72,78 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
 
 std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight,
                                             const BufferView& dx, const ConvShape& s, bool accumulate,
-                                            const std::optional<BufferView>& workspace) const {
+                                            const BufferView& workspace) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.height * s.width;
   const std::uint64_t depth = std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth;
-  const GemmChoice gemm = chooseGemm(rows, s.channels, depth, workspace.has_value());
+  const GemmChoice gemm = chooseGemm(rows, s.channels, depth);
   const bool splitting = gemm.split.splits > 1;
-  const Program& program = inputGradient_.get(*gemm.config, false, false, splitting, geometry(s));
+  const std::size_t weightBytes = rearrangedWeightBytes(s);
+  const std::size_t room = workspace.bytes ? workspace.bytes : workspace.buffer->bytes() - workspace.offset;
+  GLNET_ASSERT(room >= weightBytes + gemm.split.workspaceBytes(rows, s.channels),
+               "the convolution's input gradient needs workspace for its weights and partial sums");
+  const BufferView rearranged(*workspace.buffer, workspace.offset, weightBytes);
+  const BufferView partials(*workspace.buffer, workspace.offset + weightBytes, gemm.split.workspaceBytes(rows, s.channels));
+  const Program& rearrange = programs_->get("Conv2D.glsl", [&] {
+    std::vector<ShaderDefine> defines = geometry(s);
+    defines.push_back({"CONV_MODE", "5"});
+    return defines;
+  }());
+  Dispatch r = dispatch(rearrange, "conv weights rearranged for dX", {{1, weight, Access::read}, {3, rearranged, Access::write}}, s,
+                        false, linearGroups(depth * s.channels, rearrange));
+  r.linear = true;
+  const Program& program =
+      inputGradient_.get(*gemm.config, false, vec4Readable(rearranged.offset, s.channels), splitting, geometry(s));
   const std::string label = std::string("conv dX ") + activationName(activation_) + " " + gemm.config->name;
   Dispatch d = dispatch(program, splitting ? label + " split-K" : label,
-                        {{0, dy, Access::read}, {1, y, Access::read}, {2, weight, Access::read},
-                         {3, splitting ? *workspace : dx, splitting ? Access::write : accumulate ? Access::readWrite : Access::write}},
+                        {{0, dy, Access::read}, {1, y, Access::read}, {2, rearranged, Access::read},
+                         {3, splitting ? partials : dx, splitting ? Access::write : accumulate ? Access::readWrite : Access::write}},
                         s, splitting ? false : accumulate, gemm.groups);
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
-  if (!splitting) return {d};
+  if (!splitting) return {r, d};
   d.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
-  return {d, splitSum_(*workspace, dx, static_cast<std::uint32_t>(rows * s.channels), gemm.split.splits, accumulate)};
+  return {r, d, splitSum_(partials, dx, static_cast<std::uint32_t>(rows * s.channels), gemm.split.splits, accumulate)};
 }
 
 std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x,
                                              const BufferView& dw, const ConvShape& s, bool accumulate,
-                                             const std::optional<BufferView>& workspace) const {
+                                             const std::optional<BufferView>& workspace, const std::optional<BufferView>& db) const {
   const std::uint64_t columns = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
-  const GemmChoice gemm =
-      chooseGemm(s.outChannels, columns, std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), workspace.has_value());
-  const bool splitting = gemm.split.splits > 1;
-  const Program& program = weightGradient_.get(*gemm.config, false, false, splitting, geometry(s));
-  const std::string label = std::string("conv dW ") + activationName(activation_) + " " + gemm.config->name;
-  if (!splitting) {
-    return {dispatch(program, label,
-                     {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read},
-                      {3, dw, accumulate ? Access::readWrite : Access::write}},
-                     s, accumulate, gemm.groups)};
+  const std::uint64_t depth = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
+  const bool splittable = workspace.has_value();
+  const std::uint64_t pixels = std::uint64_t{s.outHeight()} * s.outWidth();
+  const bool vec4A = vec4Readable(dy.offset, pixels) && vec4Readable(y.offset, pixels);
+  if (db) {
+    const GemmChoice gemm = chooseGemm(s.outChannels, columns + 1, depth, splittable);
+    if (gemm.split.splits > 1) {
+      const Program& program = weightAndBiasGradient_.get(*gemm.config, vec4A, false, true, geometry(s));
+      Dispatch partial = dispatch(program, std::string("conv dW+db ") + activationName(activation_) + " " + gemm.config->name + " split-K",
+                                  {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
+                                  s, false, gemm.groups);
+      partial.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
+      return {partial, splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), *db, s.outChannels,
+                                 gemm.split.splits, accumulate)};
+    }
   }
-  Dispatch partial = dispatch(program, label + " split-K",
-                              {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
-                              s, false, gemm.groups);
-  partial.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
-  return {partial, splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), gemm.split.splits, accumulate)};
+  const GemmChoice gemm = chooseGemm(s.outChannels, columns, depth, splittable);
+  const bool splitting = gemm.split.splits > 1;
+  const Program& program = weightGradient_.get(*gemm.config, vec4A, false, splitting, geometry(s));
+  const std::string label = std::string("conv dW ") + activationName(activation_) + " " + gemm.config->name;
+  std::vector<Dispatch> dispatches;
+  if (!splitting) {
+    dispatches.push_back(dispatch(program, label,
+                                  {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read},
+                                   {3, dw, accumulate ? Access::readWrite : Access::write}},
+                                  s, accumulate, gemm.groups));
+  } else {
+    Dispatch partial = dispatch(program, label + " split-K",
+                                {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
+                                s, false, gemm.groups);
+    partial.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
+    dispatches.push_back(partial);
+    dispatches.push_back(splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), gemm.split.splits, accumulate));
+  }
+  if (db) dispatches.push_back(biasGradient(dy, y, *db, s, accumulate));
+  return dispatches;
 }
 
 Dispatch ConvOp::biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& s,

@@ -28,23 +28,38 @@ class ConvOp {
   static std::size_t transposedWeightBytes(const ConvShape& s) {
     return std::size_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth * sizeof(float);
   }
-  // Split along the sum (two dispatches) when inputGradientSplit says so, with its workspace.
+  // The same rounded up to 256 bytes, the largest storage buffer offset alignment GL allows, so that what
+  // follows them in a workspace can be bound.
+  static std::size_t rearrangedWeightBytes(const ConvShape& s) { return (transposedWeightBytes(s) + 255) / 256 * 256; }
+  // Two dispatches or three: the weights rearranged into `workspace` as [OC·KH·KW, C] (so that the GEMM reads
+  // them along its tile, as the forward pass does), the GEMM, and when inputGradientSplit says so the sum of its
+  // split-K partials, which follow the weights in the workspace (inputGradientWorkspaceBytes in all).
   std::vector<Dispatch> inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
-                                      const ConvShape& shape, bool accumulate,
-                                      const std::optional<BufferView>& workspace = std::nullopt) const;
+                                      const ConvShape& shape, bool accumulate, const BufferView& workspace) const;
   static SplitK inputGradientSplit(const ConvShape& s) {
     return chooseGemm(std::uint64_t{s.batch} * s.height * s.width, s.channels,
                       std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth)
         .split;
   }
+  static std::size_t inputGradientWorkspaceBytes(const ConvShape& s) {
+    return rearrangedWeightBytes(s) + inputGradientSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.height * s.width, s.channels);
+  }
   // Split along the batch and pixels (two dispatches) when weightGradientSplit says so, with its workspace.
+  // Given db (written or added like dW), the bias gradient too: when the GEMM is split, as one more column of
+  // it (B's column of ones) whose sums the split-K sum writes to db, which saves a pass over dY and Y;
+  // otherwise by biasGradient.
   std::vector<Dispatch> weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
-                                       const ConvShape& shape, bool accumulate,
-                                       const std::optional<BufferView>& workspace) const;
-  static SplitK weightGradientSplit(const ConvShape& s) {
-    return chooseGemm(s.outChannels, std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth,
+                                       const ConvShape& shape, bool accumulate, const std::optional<BufferView>& workspace,
+                                       const std::optional<BufferView>& db = std::nullopt) const;
+  static SplitK weightGradientSplit(const ConvShape& s, bool withBias) {
+    return chooseGemm(s.outChannels, std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth + (withBias ? 1 : 0),
                       std::uint64_t{s.batch} * s.outHeight() * s.outWidth())
         .split;
+  }
+  static std::size_t weightGradientWorkspaceBytes(const ConvShape& s) {
+    const std::uint64_t columns = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
+    return std::max(weightGradientSplit(s, false).workspaceBytes(s.outChannels, columns),
+                    weightGradientSplit(s, true).workspaceBytes(s.outChannels, columns + 1));
   }
   Dispatch biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& shape,
                         bool accumulate) const;
@@ -57,6 +72,7 @@ class ConvOp {
   GemmPrograms forward_;
   GemmPrograms inputGradient_;
   GemmPrograms weightGradient_;
+  GemmPrograms weightAndBiasGradient_;
   SplitSumOp splitSum_;
 };
 

@@ -4,7 +4,8 @@
 
 namespace glnet {
 
-SplitSumOp::SplitSumOp(ProgramCache& programs) : program_(programs.get("SplitSum.glsl")) {}
+SplitSumOp::SplitSumOp(ProgramCache& programs)
+    : programs_(&programs), program_(programs.get("SplitSum.glsl")) {}
 
 Dispatch SplitSumOp::operator()(const BufferView& partial, const BufferView& out, std::uint32_t count, std::uint32_t splits,
                                 bool accumulate) const {
@@ -15,6 +16,17 @@ Dispatch SplitSumOp::operator()(const BufferView& partial, const BufferView& out
   d.uniforms = {Uniform::u32(0, count), Uniform::u32(1, splits), Uniform::u32(2, accumulate ? 1u : 0u)};
   d.groups = linearGroups(count, program_);
   d.linear = true;
+  return d;
+}
+
+Dispatch SplitSumOp::operator()(const BufferView& partial, const BufferView& out, std::uint32_t count, const BufferView& tail,
+                                std::uint32_t tailCount, std::uint32_t splits, bool accumulate) const {
+  Dispatch d = (*this)(partial, out, count, splits, accumulate);
+  const Program& tailProgram = programs_->get("SplitSum.glsl", {{"TAIL", "1"}});
+  d.program = &tailProgram;
+  d.buffers.push_back({2, tail, accumulate ? Access::readWrite : Access::write});
+  d.uniforms.push_back(Uniform::u32(4, tailCount));
+  d.groups = linearGroups(std::uint64_t{count} + tailCount, tailProgram);
   return d;
 }
 

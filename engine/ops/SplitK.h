@@ -22,8 +22,12 @@ class SplitSumOp {
   // out[i] (+)= Σ_z partial[z·count + i].
   Dispatch operator()(const BufferView& partial, const BufferView& out, std::uint32_t count, std::uint32_t splits,
                       bool accumulate) const;
+  // Slices of count + tailCount: out[i] (+)= the sum of element i < count, tail[j] (+)= that of count + j.
+  Dispatch operator()(const BufferView& partial, const BufferView& out, std::uint32_t count, const BufferView& tail,
+                      std::uint32_t tailCount, std::uint32_t splits, bool accumulate) const;
 
  private:
+  ProgramCache* programs_;
   const Program& program_;
 };
 

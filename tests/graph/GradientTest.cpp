@@ -47,6 +47,8 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"conv2d tanh same 5x5", conv2dOp(Activation::tanh, 2), {{rows, 1, 5, 7}, {2, 1, 5, 5}, {2}}},
       {"conv2d sigmoid same, 16 output channels (split-K dX)", conv2dOp(Activation::sigmoid, 1),
        {{rows, 3, 6, 5}, {16, 3, 3, 3}, {16}}},
+      {"conv2d tanh same, 8 input channels (dX reads its weights as vec4s)", conv2dOp(Activation::tanh, 1),
+       {{rows, 8, 5, 4}, {4, 8, 3, 3}, {4}}},
       {"max pool", maxPoolOp(), {{rows, 3, 7, 6}}},
   };
   return result;
@@ -118,8 +120,18 @@ TEST_CASE("every op's reference backward matches central finite differences") {
 
 namespace {
 
-// The op's GPU forward and backward, gradients written and then accumulated, against its reference.
-void checkAgainstReference(Context& context, ProgramCache& programs, const OpCase& c, std::uint32_t rows, std::mt19937& random) {
+// Which gradients a check asks for: input i's is skipped when absent[i], and added where the others are written
+// (and the reverse) when flipped[i]. Empty: all of them, written then added together.
+struct TargetPattern {
+  std::vector<bool> absent, flipped;
+  bool isAbsent(std::size_t i) const { return i < absent.size() && absent[i]; }
+  bool isFlipped(std::size_t i) const { return i < flipped.size() && flipped[i]; }
+};
+
+// The op's GPU forward and backward, gradients written and then accumulated, against its reference. Returns the
+// labels of the last plan's dispatches.
+std::vector<std::string> checkAgainstReference(Context& context, ProgramCache& programs, const OpCase& c, std::uint32_t rows,
+                                               std::mt19937& random, const TargetPattern& pattern = {}) {
   CAPTURE(c.name);
   CAPTURE(rows);
   const auto inputs = randomInputs(c, random);
@@ -147,40 +159,51 @@ void checkAgainstReference(Context& context, ProgramCache& programs, const OpCas
   const std::vector<double> dOut(dOutValues.begin(), dOutValues.end());
   const auto referenceGradients = c.op->referenceBackward(host(c, rounded), referenceOut, dOut);
 
-  for (const bool accumulate : {false, true}) {
-    CAPTURE(accumulate);
+  std::vector<std::string> labels;
+  for (const bool accumulateFirst : {false, true}) {
+    CAPTURE(accumulateFirst);
+    const auto accumulates = [&](std::size_t i) { return accumulateFirst != pattern.isFlipped(i); };
     Buffer dOutBuffer = Buffer::of(dOutValues);
     std::vector<Buffer> gradientBuffers;
     std::vector<std::optional<GradientTarget>> targets;
     const float prior = 0.25f;
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       gradientBuffers.emplace_back(inputs[i].size() * sizeof(float));
-      if (accumulate) {
+      if (accumulates(i)) {
         gradientBuffers.back().upload(std::vector<float>(inputs[i].size(), prior));
       } else {
         gradientBuffers.back().fill(test::nanPoison);
       }
     }
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      targets.push_back(c.op->passesGradient(i) ? std::optional<GradientTarget>(GradientTarget{gradientBuffers[i], accumulate})
-                                                : std::nullopt);
+      const bool wanted = c.op->passesGradient(i) && !pattern.isAbsent(i);
+      targets.push_back(wanted ? std::optional<GradientTarget>(GradientTarget{gradientBuffers[i], accumulates(i)}) : std::nullopt);
     }
     Plan plan(context.limits());
     c.op->forward(programs, plan, gpuInputs, output);
     c.op->backward(programs, plan, gpuInputs, output, {dOutBuffer, outShape}, targets);
     plan.run();
+    labels = plan.labels();
     // fp32 against float64 with sums of up to 67 terms: 1e-5 absolute, 1e-4 relative.
     test::checkClose(out.read<float>(), referenceOut, 1e-5, 1e-4);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
-      if (!c.op->passesGradient(i)) continue;
+      if (!targets[i]) continue;
       CAPTURE(i);
       std::vector<double> expected = referenceGradients[i];
-      if (accumulate) {
+      if (accumulates(i)) {
         for (double& value : expected) value += prior;
       }
       test::checkClose(gradientBuffers[i].read<float>(), expected, 1e-5, 1e-4);
     }
   }
+  return labels;
+}
+
+bool anyLabelContains(const std::vector<std::string>& labels, const std::string& text) {
+  for (const std::string& label : labels) {
+    if (label.find(text) != std::string::npos) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -192,6 +215,24 @@ TEST_SUITE("gl") {
     ProgramCache programs;
     for (const std::uint32_t rows : {1u, 67u}) {
       for (const OpCase& c : cases(rows)) checkAgainstReference(context, programs, c, rows, random);
+    }
+  }
+
+  TEST_CASE("a convolution's dW and db: one split GEMM when both are wanted alike, apart otherwise") {
+    Context& context = test::glContext();
+    auto random = test::generator(43);
+    ProgramCache programs;
+    // 3 output channels over 67·9·8 pixels: the rule splits the weight gradient's long sum.
+    const OpCase c{"conv2d tanh same, long batch of pixels", conv2dOp(Activation::tanh, 1), {{67, 2, 9, 8}, {3, 2, 3, 3}, {3}}};
+    CHECK(anyLabelContains(checkAgainstReference(context, programs, c, 67, random), "conv dW+db tanh"));
+    for (const TargetPattern& pattern : {TargetPattern{{false, false, false}, {false, false, true}},
+                                         TargetPattern{{false, false, true}, {}}, TargetPattern{{true, true, false}, {}},
+                                         TargetPattern{{true, false, false}, {false, true, false}}}) {
+      CAPTURE(pattern.absent);
+      CAPTURE(pattern.flipped);
+      const std::vector<std::string> labels = checkAgainstReference(context, programs, c, 67, random, pattern);
+      CHECK(!anyLabelContains(labels, "dW+db"));
+      CHECK(anyLabelContains(labels, "conv db") == !pattern.isAbsent(2));
     }
   }
 
