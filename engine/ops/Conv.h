@@ -41,8 +41,10 @@ class ConvOp {
                       std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth)
         .split;
   }
+  // Rounded up to 256 bytes, so that dW's workspace can follow it.
   static std::size_t inputGradientWorkspaceBytes(const ConvShape& s) {
-    return rearrangedWeightBytes(s) + inputGradientSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.height * s.width, s.channels);
+    const std::size_t partials = inputGradientSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.height * s.width, s.channels);
+    return rearrangedWeightBytes(s) + (partials + 255) / 256 * 256;
   }
   // Split along the batch and pixels (two dispatches) when weightGradientSplit says so, with its workspace.
   // Given db (written or added like dW), the bias gradient too: when the GEMM is split, as one more column of
