@@ -21,7 +21,8 @@
 // literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl and take its
 // configuration (modes 0 and 1 with GEMM_B_ALONG_COLUMNS); SPLIT_K (modes 1 and 2): binding 3 is the partial-sum
 // workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of 4): the rearranged weights are
-// also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dY and Y too
+// also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dY and Y too; GEMM_A_GATHER (modes 0
+// and 1) and GEMM_B_GATHER (mode 2): runs of 4 pixels of the implicit im2col matrix computed together
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
 layout(std430, binding = 1) readonly buffer Second { float second[]; };
@@ -65,10 +66,33 @@ float inputAt(uint n, uint c, int ih, int iw) {
 #endif
 }
 
+// Steps (n, row, column) to the next pixel of planes `height` × `width`.
+void nextPixel(inout uint n, inout uint row, inout uint column, uint height, uint width) {
+  if (++column == width) {
+    column = 0u;
+    if (++row == height) {
+      row = 0u;
+      ++n;
+    }
+  }
+}
+
 #if CONV_MODE == 0
 float gemmA(uint r, uint t) {
   uint n = r / (OH * OW), pixel = r % (OH * OW), c = t / (KH * KW), k = t % (KH * KW);
   return inputAt(n, c, int(pixel / OW + k / KW) - PAD, int(pixel % OW + k % KW) - PAD);
+}
+// Output pixels r..r+3 for one (c, kh, kw): the divisions once, then a step per pixel.
+vec4 gemmAGather(uint r, uint t, uint R, uint tEnd) {
+  uint c = t / (KH * KW), k = t % (KH * KW);
+  int dh = int(k / KW) - PAD, dw = int(k % KW) - PAD;
+  uint n = r / (OH * OW), pixel = r % (OH * OW), oh = pixel / OW, ow = pixel % OW;
+  vec4 v = vec4(0.0);
+  for (uint i = 0u; i < 4u; ++i) {
+    if (r + i < R) v[i] = inputAt(n, c, int(oh) + dh, int(ow) + dw);
+    nextPixel(n, oh, ow, OH, OW);
+  }
+  return v;
 }
 float gemmB(uint t, uint s) { return second[t * OC + s]; }
 #ifdef GEMM_B_VEC4
@@ -81,6 +105,19 @@ float gemmA(uint r, uint t) {
   int oh = int(pixel / W) - int(k / KW) + PAD, ow = int(pixel % W) - int(k % KW) + PAD;
   if (oh < 0 || ow < 0 || oh >= int(OH) || ow >= int(OW)) return 0.0;
   return dZ(n, oc, uint(oh), uint(ow));
+}
+// Input pixels r..r+3 for one (oc, kh, kw), as in mode 0.
+vec4 gemmAGather(uint r, uint t, uint R, uint tEnd) {
+  uint oc = t / (KH * KW), k = t % (KH * KW);
+  int dh = PAD - int(k / KW), dw = PAD - int(k % KW);
+  uint n = r / (H * W), pixel = r % (H * W), h = pixel / W, w = pixel % W;
+  vec4 v = vec4(0.0);
+  for (uint i = 0u; i < 4u; ++i) {
+    int oh = int(h) + dh, ow = int(w) + dw;
+    if (r + i < R && oh >= 0 && ow >= 0 && oh < int(OH) && ow < int(OW)) v[i] = dZ(n, oc, uint(oh), uint(ow));
+    nextPixel(n, h, w, H, W);
+  }
+  return v;
 }
 float gemmB(uint t, uint s) { return third[t * C + s]; }
 #ifdef GEMM_B_VEC4
@@ -111,6 +148,24 @@ float gemmB(uint t, uint s) {
 #endif
   uint n = t / (OH * OW), pixel = t % (OH * OW), c = s / (KH * KW), k = s % (KH * KW);
   return inputAt(n, c, int(pixel / OW + k / KW) - PAD, int(pixel % OW + k % KW) - PAD);
+}
+// Output pixels t..t+3 for one (c, kh, kw), as in mode 0.
+vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
+  vec4 v = vec4(0.0);
+#ifdef CONV_BIAS_COLUMN
+  if (s == C * KH * KW) {
+    for (uint i = 0u; i < 4u; ++i) v[i] = t + i < tEnd ? 1.0 : 0.0;
+    return v;
+  }
+#endif
+  uint c = s / (KH * KW), k = s % (KH * KW);
+  int dh = int(k / KW) - PAD, dw = int(k % KW) - PAD;
+  uint n = t / (OH * OW), pixel = t % (OH * OW), oh = pixel / OW, ow = pixel % OW;
+  for (uint i = 0u; i < 4u; ++i) {
+    if (t + i < tEnd) v[i] = inputAt(n, c, int(oh) + dh, int(ow) + dw);
+    nextPixel(n, oh, ow, OH, OW);
+  }
+  return v;
 }
 #endif
 

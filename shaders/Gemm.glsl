@@ -11,6 +11,9 @@
 //   GEMM_A_VEC4 / GEMM_B_VEC4: the shader also defines gemmA4(r, t) / gemmB4(t, s), the run of 4 along the
 //   contiguous direction as one vec4 load. The op asks for it only when the operand's rows are a multiple of
 //   4 floats long and 16-byte aligned, so a run that starts inside the matrix lies wholly inside it.
+//   GEMM_A_GATHER / GEMM_B_GATHER: the shader defines gemmAGather(r, t, R, tEnd) / gemmBGather(s, t, S, tEnd),
+//   the run of 4 from (r, t) along the contiguous direction, zero outside the matrix, computed together: for an
+//   implicit im2col, whose 4 neighbours share most of their index arithmetic.
 // Each operand is staged in shared memory in its own contiguous direction, in runs of 4 stored as vec4s (no
 // transposition): along r (s) as tile[t][r / 4], along t as tile[r][t / 4]. An invocation reads what it
 // needs as vec4s: along r, runs of 4 rows, so it owns THREAD_M / 4 runs of 4 consecutive rows strided by
@@ -45,6 +48,12 @@ vec4 gemmA4(uint r, uint t);
 #ifdef GEMM_B_VEC4
 vec4 gemmB4(uint t, uint s);
 #endif
+#ifdef GEMM_A_GATHER
+vec4 gemmAGather(uint r, uint t, uint R, uint tEnd);
+#endif
+#ifdef GEMM_B_GATHER
+vec4 gemmBGather(uint s, uint t, uint S, uint tEnd);
+#endif
 
 #ifdef GEMM_A_ALONG_ROWS
 shared vec4 gemmTileA[2][GEMM_TILE_K][GEMM_TILE_M / 4];
@@ -78,6 +87,8 @@ vec4 gemmFetchA(uint r, uint t, uint R, uint tEnd) {
   if (r >= R || t >= tEnd) return vec4(0.0);
 #ifdef GEMM_A_VEC4
   return gemmA4(r, t);
+#elif defined(GEMM_A_GATHER)
+  return gemmAGather(r, t, R, tEnd);
 #else
   vec4 v;
 #ifdef GEMM_A_ALONG_ROWS
@@ -92,6 +103,8 @@ vec4 gemmFetchB(uint s, uint t, uint S, uint tEnd) {
   if (s >= S || t >= tEnd) return vec4(0.0);
 #ifdef GEMM_B_VEC4
   return gemmB4(t, s);
+#elif defined(GEMM_B_GATHER)
+  return gemmBGather(s, t, S, tEnd);
 #else
   vec4 v;
 #ifdef GEMM_B_ALONG_COLUMNS
