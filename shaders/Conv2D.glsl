@@ -14,8 +14,10 @@
 //   CONV_MODE 3 db:      db = Σ_{n,oh,ow} dZ, one group per output channel
 //   CONV_MODE 4 Wᵀ:      result[t·OC + oc] = Wt[oc·C·KH·KW + t], one invocation per weight
 //   CONV_MODE 5 W for dX: result[(oc·KH·KW + k)·C + c] = Wt[(oc·C + c)·KH·KW + k], one invocation per weight
+//   CONV_MODE 6 dZ:      dY ⊙= act'(Y) in place, one invocation per output, before modes 1-3 compiled with
+//                        ACTIVATION none, so that their gathers load dY alone
 // bindings: forward 0 X, 1 Wᵀ, 2 b, 3 Y; dX 0 dY, 1 Y, 2 W from mode 5, 3 dX; dW 0 dY, 1 Y, 2 X, 3 dW;
-//           db 0 dY, 1 Y, 3 db; modes 4 and 5: 1 Wt, 3 the rearranged weights
+//           db 0 dY, 1 Y, 3 db; modes 4 and 5: 1 Wt, 3 the rearranged weights; mode 6: 1 Y, 3 dY
 // uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
 // literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl and take its
@@ -205,6 +207,13 @@ void gemmStore(uint r, uint s, float value) {
 }
 
 void main() { gemmRun(GEMM_SHAPE); }
+#elif CONV_MODE == 6
+layout(local_size_x = GLNET_GROUP_SIZE) in;
+
+void main() {
+  uint i = LINEAR_INVOCATION_INDEX;
+  if (i < N * OC * OH * OW) result[i] *= activationDerivative(second[i]);
+}
 #elif CONV_MODE == 4 || CONV_MODE == 5
 layout(local_size_x = GLNET_GROUP_SIZE) in;
 

@@ -39,9 +39,14 @@ class Conv2d : public Op {
 
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
-    const ConvOp op(programs, activation_);
+    if (!targets[0] && !targets[1] && !targets[2]) return;
     const ConvShape s = shape(shapes(in));
     GLNET_ASSERT(out.workspace.has_value(), "a convolution's gradients need its workspace");
+    // dY becomes dZ = dY ⊙ act'(Y) first (the output's gradient is read by this op alone); the GEMMs then
+    // gather dZ without the activation.
+    const std::optional<Dispatch> toPreActivation = ConvOp(programs, activation_).activationGradientInPlace(dOut.view, out.view, s);
+    if (toPreActivation) plan.record(*toPreActivation);
+    const ConvOp op(programs, Activation::none);
     const BufferView& workspace = *out.workspace;
     const std::size_t inputBytes = ConvOp::inputGradientWorkspaceBytes(s);
     const BufferView weightWorkspace(*workspace.buffer, workspace.offset + inputBytes, ConvOp::weightGradientWorkspaceBytes(s));

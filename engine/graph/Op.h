@@ -53,7 +53,9 @@ class Op {
 
   virtual void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& inputs,
                        const GpuTensor& output) const = 0;
-  // Records the gradient of every input that has a target, given the gradient of the output.
+  // Records the gradient of every input that has a target, given the gradient of the output. The output's
+  // gradient is this op's alone by then: the op may overwrite it (a convolution turns it into the gradient of its
+  // pre-activation in place).
   virtual void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& inputs, const GpuTensor& output,
                         const GpuTensor& outputGradient, const std::vector<std::optional<GradientTarget>>& targets) const = 0;
 

@@ -26,12 +26,13 @@ std::vector<ShaderDefine> geometry(const ConvShape& s) {
 }
 
 // The geometry, and the implicit im2col operand gathered in runs of 4 (GEMM_A_GATHER or GEMM_B_GATHER) where
-// the configuration has registers for it: blocks of 4×4 per invocation. On the H100 the runs made conv2 of the
-// MNIST CNN at batch 100 faster (dX 0.251 -> 0.204 ms, dW 0.231 -> 0.198, forward 0.130 -> 0.123), but its
-// forward pass at batch 10 000 on 128x64 (8×4 per invocation) 3.5× slower (10.1 -> 35.0 ms).
+// the configuration has registers for it (GemmConfig::gathersRuns; the rule weighs only those for a convolution).
+// On the H100 the runs made conv2 of the MNIST CNN at batch 100 faster (dX 0.251 -> 0.204 ms, dW 0.231 -> 0.198,
+// forward 0.130 -> 0.123), but its forward pass at batch 10 000 on 128x64 (8×4 per invocation) 3.5× slower
+// (10.1 -> 35.0 ms).
 std::vector<ShaderDefine> gemmDefines(const ConvShape& s, const GemmConfig& config, const char* gather) {
   std::vector<ShaderDefine> defines = geometry(s);
-  if (config.threadRows * config.threadColumns <= 16) defines.push_back({gather, "1"});
+  if (config.gathersRuns()) defines.push_back({gather, "1"});
   return defines;
 }
 
@@ -71,7 +72,7 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   Dispatch t = dispatch(transpose, "conv weights transposed", {{1, weight, Access::read}, {3, transposedWeight, Access::write}}, s,
                         false, linearGroups(depth * s.outChannels, transpose));
   t.linear = true;
-  const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, false);
+  const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered);
   Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), false,
                                      gemmDefines(s, *gemm.config, "GEMM_A_GATHER")),
                         std::string("conv ") + activationName(activation_) + " " + gemm.config->name,
@@ -86,7 +87,7 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dy, const BufferVi
                                             const BufferView& workspace) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.height * s.width;
   const std::uint64_t depth = std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth;
-  const GemmChoice gemm = chooseGemm(rows, s.channels, depth);
+  const GemmChoice gemm = chooseGemm(rows, s.channels, depth, true, GemmOperand::gathered);
   const bool splitting = gemm.split.splits > 1;
   const std::size_t weightBytes = rearrangedWeightBytes(s);
   const std::size_t room = workspace.bytes ? workspace.bytes : workspace.buffer->bytes() - workspace.offset;
@@ -125,7 +126,7 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferV
   const std::uint64_t pixels = std::uint64_t{s.outHeight()} * s.outWidth();
   const bool vec4A = vec4Readable(dy.offset, pixels) && vec4Readable(y.offset, pixels);
   if (db) {
-    const GemmChoice gemm = chooseGemm(s.outChannels, columns + 1, depth, splittable);
+    const GemmChoice gemm = chooseGemm(s.outChannels, columns + 1, depth, splittable, GemmOperand::gathered);
     if (gemm.split.splits > 1) {
       const Program& program = weightAndBiasGradient_.get(*gemm.config, vec4A, false, true, gemmDefines(s, *gemm.config, "GEMM_B_GATHER"));
       Dispatch partial = dispatch(program, std::string("conv dW+db ") + activationName(activation_) + " " + gemm.config->name + " split-K",
@@ -136,7 +137,7 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferV
                                  gemm.split.splits, accumulate)};
     }
   }
-  const GemmChoice gemm = chooseGemm(s.outChannels, columns, depth, splittable);
+  const GemmChoice gemm = chooseGemm(s.outChannels, columns, depth, splittable, GemmOperand::gathered);
   const bool splitting = gemm.split.splits > 1;
   const Program& program = weightGradient_.get(*gemm.config, vec4A, false, splitting, gemmDefines(s, *gemm.config, "GEMM_B_GATHER"));
   const std::string label = std::string("conv dW ") + activationName(activation_) + " " + gemm.config->name;
@@ -156,6 +157,16 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferV
   }
   if (db) dispatches.push_back(biasGradient(dy, y, *db, s, accumulate));
   return dispatches;
+}
+
+std::optional<Dispatch> ConvOp::activationGradientInPlace(const BufferView& dy, const BufferView& y, const ConvShape& s) const {
+  if (activation_ == Activation::none) return std::nullopt;
+  const Program& program = programs_->get("Conv2D.glsl", convDefines(activation_, 6, geometry(s)));
+  Dispatch d = dispatch(program, std::string("conv ") + activationName(activation_) + " gradient, in place",
+                        {{1, y, Access::read}, {3, dy, Access::readWrite}}, s, false,
+                        linearGroups(std::uint64_t{s.batch} * s.outChannels * s.outHeight() * s.outWidth(), program));
+  d.linear = true;
+  return d;
 }
 
 Dispatch ConvOp::biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& s,

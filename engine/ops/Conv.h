@@ -38,7 +38,7 @@ class ConvOp {
                                       const ConvShape& shape, bool accumulate, const BufferView& workspace) const;
   static SplitK inputGradientSplit(const ConvShape& s) {
     return chooseGemm(std::uint64_t{s.batch} * s.height * s.width, s.channels,
-                      std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth)
+                      std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth, true, GemmOperand::gathered)
         .split;
   }
   // Rounded up to 256 bytes, so that dW's workspace can follow it.
@@ -55,7 +55,7 @@ class ConvOp {
                                        const std::optional<BufferView>& db = std::nullopt) const;
   static SplitK weightGradientSplit(const ConvShape& s, bool withBias) {
     return chooseGemm(s.outChannels, std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth + (withBias ? 1 : 0),
-                      std::uint64_t{s.batch} * s.outHeight() * s.outWidth())
+                      std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), true, GemmOperand::gathered)
         .split;
   }
   static std::size_t weightGradientWorkspaceBytes(const ConvShape& s) {
@@ -63,6 +63,9 @@ class ConvOp {
     return std::max(weightGradientSplit(s, false).workspaceBytes(s.outChannels, columns),
                     weightGradientSplit(s, true).workspaceBytes(s.outChannels, columns + 1));
   }
+  // dY ⊙= act'(Y) in place, so that the gradients' GEMMs (then those of a ConvOp with Activation::none) gather
+  // one value per element instead of two; none for Activation::none.
+  std::optional<Dispatch> activationGradientInPlace(const BufferView& dy, const BufferView& y, const ConvShape& shape) const;
   Dispatch biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& shape,
                         bool accumulate) const;
 

@@ -140,18 +140,19 @@ GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t 
   return finish(config, rows, columns, splittable ? bestSplit(config, rows, columns, depth) : SplitK{});
 }
 
-GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable) {
+GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable, GemmOperand operand) {
   if (forcedConfig) return gemmWith(fitting(*forcedConfig), rows, columns, depth, splittable);
   const char* forced = std::getenv("GLNET_GEMM_CONFIG");
   if (forced && *forced) return gemmWith(fitting(gemmConfigNamed(forced)), rows, columns, depth, splittable);
   const Limits& limits = currentLimits();
-  const bool measuredFit = std::any_of(gemmConfigs().begin(), gemmConfigs().end(),
-                                       [&](const GemmConfig& c) { return c.measured && c.fits(limits); });
+  const auto admitted = [&](const GemmConfig& c) { return c.fits(limits) && (operand == GemmOperand::loaded || c.gathersRuns()); };
+  const bool measuredFit =
+      std::any_of(gemmConfigs().begin(), gemmConfigs().end(), [&](const GemmConfig& c) { return c.measured && admitted(c); });
   const GemmConfig* best = nullptr;
   SplitK bestSplitK;
   double bestCost = 0;
   for (const GemmConfig& config : gemmConfigs()) {
-    if (!config.fits(limits) || (measuredFit && !config.measured)) continue;
+    if (!admitted(config) || (measuredFit && !config.measured)) continue;
     const SplitK split = splittable ? bestSplit(config, rows, columns, depth) : SplitK{};
     const double c = cost(config, rows, columns, depth, split);
     if (!best || c < bestCost) {

@@ -22,6 +22,9 @@ struct GemmConfig {
   bool measured = true;
 
   std::uint32_t invocations() const { return (tileRows / threadRows) * (tileColumns / threadColumns); }
+  // Whether an invocation has the registers to gather an implicit im2col operand in runs of 4 (GEMM_A_GATHER,
+  // GEMM_B_GATHER): blocks of 4×4. On the H100, 8×4 blocks made conv2's forward pass 3.5× slower that way.
+  bool gathersRuns() const { return threadRows * threadColumns <= 16; }
   // Shared memory of the two stages in the larger (padded, K-contiguous) layout of each operand.
   std::uint64_t sharedBytes() const { return 2ull * 16 * (tileRows + tileColumns) * (tileDepth / 4 + 1); }
   bool fits(const Limits& limits) const;
@@ -45,7 +48,11 @@ struct GemmChoice {
 // A ForcedGemmConfig in scope, else GLNET_GEMM_CONFIG, names the configuration (an error when it does not fit
 // the current device's limits); otherwise the rule in Gemm.cpp, among the configurations that fit.
 // Split-K only when `splittable` (the op has a workspace for partial sums).
-GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable = true);
+// GemmOperand::gathered: one operand is an implicit im2col matrix gathered in runs, so the rule weighs only the
+// configurations that gather them (gathersRuns); a forced configuration is taken all the same.
+enum class GemmOperand { loaded, gathered };
+GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable = true,
+                      GemmOperand operand = GemmOperand::loaded);
 // The same for one given configuration.
 GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth,
                     bool splittable = true);
