@@ -36,6 +36,9 @@ std::vector<ShaderDefine> gemmDefines(const ConvShape& s, const GemmConfig& conf
   return defines;
 }
 
+// The bytes a view may use: its size, or the rest of its buffer.
+std::size_t room(const BufferView& view) { return view.bytes ? view.bytes : view.buffer->bytes() - view.offset; }
+
 }  // namespace
 
 ConvOp::ConvOp(ProgramCache& programs, Activation activation)
@@ -58,20 +61,23 @@ Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std:
   return d;
 }
 
+Dispatch ConvOp::rearrangeWeights(int mode, const char* label, const BufferView& weight, const BufferView& target,
+                                  const ConvShape& s) const {
+  std::vector<ShaderDefine> defines = geometry(s);
+  defines.push_back({"CONV_MODE", std::to_string(mode)});
+  const Program& program = programs_->get("Conv2D.glsl", defines);
+  Dispatch d = dispatch(program, label, {{1, weight, Access::read}, {3, target, Access::write}}, s, false,
+                        linearGroups(std::uint64_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth, program));
+  d.linear = true;
+  return d;
+}
+
 std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                                       const ConvShape& s, const BufferView& transposedWeight) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
-  const std::size_t room = transposedWeight.bytes ? transposedWeight.bytes : transposedWeight.buffer->bytes() - transposedWeight.offset;
-  GLNET_ASSERT(room >= transposedWeightBytes(s), "the transposed conv weights need their own space");
-  const Program& transpose = programs_->get("Conv2D.glsl", [&] {
-    std::vector<ShaderDefine> defines = geometry(s);
-    defines.push_back({"CONV_MODE", "4"});
-    return defines;
-  }());
-  Dispatch t = dispatch(transpose, "conv weights transposed", {{1, weight, Access::read}, {3, transposedWeight, Access::write}}, s,
-                        false, linearGroups(depth * s.outChannels, transpose));
-  t.linear = true;
+  GLNET_ASSERT(room(transposedWeight) >= transposedWeightBytes(s), "the transposed conv weights need their own space");
+  const Dispatch t = rearrangeWeights(4, "conv weights transposed", weight, transposedWeight, s);
   const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered);
   Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), false,
                                      gemmDefines(s, *gemm.config, "GEMM_A_GATHER")),
@@ -90,19 +96,11 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dy, const BufferVi
   const GemmChoice gemm = chooseGemm(rows, s.channels, depth, true, GemmOperand::gathered);
   const bool splitting = gemm.split.splits > 1;
   const std::size_t weightBytes = rearrangedWeightBytes(s);
-  const std::size_t room = workspace.bytes ? workspace.bytes : workspace.buffer->bytes() - workspace.offset;
-  GLNET_ASSERT(room >= weightBytes + gemm.split.workspaceBytes(rows, s.channels),
+  GLNET_ASSERT(room(workspace) >= weightBytes + gemm.split.workspaceBytes(rows, s.channels),
                "the convolution's input gradient needs workspace for its weights and partial sums");
   const BufferView rearranged(*workspace.buffer, workspace.offset, weightBytes);
   const BufferView partials(*workspace.buffer, workspace.offset + weightBytes, gemm.split.workspaceBytes(rows, s.channels));
-  const Program& rearrange = programs_->get("Conv2D.glsl", [&] {
-    std::vector<ShaderDefine> defines = geometry(s);
-    defines.push_back({"CONV_MODE", "5"});
-    return defines;
-  }());
-  Dispatch r = dispatch(rearrange, "conv weights rearranged for dX", {{1, weight, Access::read}, {3, rearranged, Access::write}}, s,
-                        false, linearGroups(depth * s.channels, rearrange));
-  r.linear = true;
+  const Dispatch r = rearrangeWeights(5, "conv weights rearranged for dX", weight, rearranged, s);
   const Program& program =
       inputGradient_.get(*gemm.config, false, vec4Readable(rearranged.offset, s.channels), splitting,
                          gemmDefines(s, *gemm.config, "GEMM_A_GATHER"));

@@ -70,6 +70,9 @@ class ConvOp {
                         bool accumulate) const;
 
  private:
+  // Conv2D.glsl mode 4 or 5: the weights rearranged into `target`, one invocation per weight.
+  Dispatch rearrangeWeights(int mode, const char* label, const BufferView& weight, const BufferView& target,
+                            const ConvShape& shape) const;
   Dispatch dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                     const ConvShape& shape, bool accumulate, std::array<std::uint32_t, 3> groups) const;
   Activation activation_;
