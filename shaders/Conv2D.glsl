@@ -80,26 +80,46 @@ void nextPixel(inout uint n, inout uint row, inout uint column, uint height, uin
 }
 
 #if CONV_MODE == 0
-// The implicit im2col matrix (gemmA, gemmAGather below): the rows are output pixels, X is read at the window's
-// offset.
-#define ROW_HEIGHT OH
-#define ROW_WIDTH OW
-#define ROW_SHIFT(k) ivec2(int((k) / KW) - PAD, int((k) % KW) - PAD)
-float im2colSource(uint n, uint c, int ih, int iw) { return inputAt(n, c, ih, iw); }
+float gemmA(uint r, uint t) {
+  uint n = r / (OH * OW), pixel = r % (OH * OW), c = t / (KH * KW), k = t % (KH * KW);
+  return inputAt(n, c, int(pixel / OW + k / KW) - PAD, int(pixel % OW + k % KW) - PAD);
+}
+// Output pixels r..r+3 for one (c, kh, kw): the divisions once, then a step per pixel.
+vec4 gemmAGather(uint r, uint t, uint R, uint tEnd) {
+  uint c = t / (KH * KW), k = t % (KH * KW);
+  int dh = int(k / KW) - PAD, dw = int(k % KW) - PAD;
+  uint n = r / (OH * OW), pixel = r % (OH * OW), oh = pixel / OW, ow = pixel % OW;
+  vec4 v = vec4(0.0);
+  for (uint i = 0u; i < 4u; ++i) {
+    if (r + i < R) v[i] = inputAt(n, c, int(oh) + dh, int(ow) + dw);
+    nextPixel(n, oh, ow, OH, OW);
+  }
+  return v;
+}
 float gemmB(uint t, uint s) { return second[t * OC + s]; }
 #ifdef GEMM_B_VEC4
 layout(std430, binding = 1) readonly buffer SecondRuns { vec4 second4[]; };
 vec4 gemmB4(uint t, uint s) { return second4[(t * OC + s) / 4u]; }
 #endif
 #elif CONV_MODE == 1
-// The implicit im2col matrix (gemmA, gemmAGather below): the rows are input pixels, dZ is read at the output
-// pixels whose windows cover them.
-#define ROW_HEIGHT H
-#define ROW_WIDTH W
-#define ROW_SHIFT(k) ivec2(PAD - int((k) / KW), PAD - int((k) % KW))
-float im2colSource(uint n, uint oc, int oh, int ow) {
+float gemmA(uint r, uint t) {
+  uint n = r / (H * W), pixel = r % (H * W), oc = t / (KH * KW), k = t % (KH * KW);
+  int oh = int(pixel / W) - int(k / KW) + PAD, ow = int(pixel % W) - int(k % KW) + PAD;
   if (oh < 0 || ow < 0 || oh >= int(OH) || ow >= int(OW)) return 0.0;
   return dZ(n, oc, uint(oh), uint(ow));
+}
+// Input pixels r..r+3 for one (oc, kh, kw), as in mode 0.
+vec4 gemmAGather(uint r, uint t, uint R, uint tEnd) {
+  uint oc = t / (KH * KW), k = t % (KH * KW);
+  int dh = PAD - int(k / KW), dw = PAD - int(k % KW);
+  uint n = r / (H * W), pixel = r % (H * W), h = pixel / W, w = pixel % W;
+  vec4 v = vec4(0.0);
+  for (uint i = 0u; i < 4u; ++i) {
+    int oh = int(h) + dh, ow = int(w) + dw;
+    if (r + i < R && oh >= 0 && ow >= 0 && oh < int(OH) && ow < int(OW)) v[i] = dZ(n, oc, uint(oh), uint(ow));
+    nextPixel(n, h, w, H, W);
+  }
+  return v;
 }
 float gemmB(uint t, uint s) { return third[t * C + s]; }
 #ifdef GEMM_B_VEC4
@@ -146,28 +166,6 @@ vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
   for (uint i = 0u; i < 4u; ++i) {
     if (t + i < tEnd) v[i] = inputAt(n, c, int(oh) + dh, int(ow) + dw);
     nextPixel(n, oh, ow, OH, OW);
-  }
-  return v;
-}
-#endif
-
-#if CONV_MODE <= 1
-float gemmA(uint r, uint t) {
-  uint pixel = r % (ROW_HEIGHT * ROW_WIDTH);
-  ivec2 shift = ROW_SHIFT(t % (KH * KW));
-  return im2colSource(r / (ROW_HEIGHT * ROW_WIDTH), t / (KH * KW), int(pixel / ROW_WIDTH) + shift.x, int(pixel % ROW_WIDTH) + shift.y);
-}
-// Rows r..r+3 (pixels of ROW_HEIGHT × ROW_WIDTH planes) for one column t = (channel, kh, kw): the divisions
-// once, then a step per pixel.
-vec4 gemmAGather(uint r, uint t, uint R, uint tEnd) {
-  uint channel = t / (KH * KW);
-  ivec2 shift = ROW_SHIFT(t % (KH * KW));
-  uint n = r / (ROW_HEIGHT * ROW_WIDTH), pixel = r % (ROW_HEIGHT * ROW_WIDTH);
-  uint row = pixel / ROW_WIDTH, column = pixel % ROW_WIDTH;
-  vec4 v = vec4(0.0);
-  for (uint i = 0u; i < 4u; ++i) {
-    if (r + i < R) v[i] = im2colSource(n, channel, int(row) + shift.x, int(column) + shift.y);
-    nextPixel(n, row, column, ROW_HEIGHT, ROW_WIDTH);
   }
   return v;
 }
