@@ -5,7 +5,7 @@
 //                        with the weights transposed by mode 4 first, [C·KH·KW, OC], so that both GEMM
 //                        operands run along the tile (10.4 -> 8.9 ms for the MNIST CNN's conv2 at batch
 //                        10 000 on the H100, bench/NOTES-gemm.md row 12)
-//   CONV_MODE 1 dX:      dX = conv_transpose(dZ, Wt), dZ = dY ⊙ act'(Y)  R = N·H·W,  S = C,  T = OC·KH·KW
+//   CONV_MODE 1 dX:      dX = conv_transpose(dZ, Wt)                    R = N·H·W,  S = C,  T = OC·KH·KW
 //                        with the weights rearranged by mode 5 first, [OC·KH·KW, C], so that B runs along the tile
 //                        as in the forward pass
 //   CONV_MODE 2 dW:      dW = Σ_{n,oh,ow} dZ · X window                 R = OC,     S = C·KH·KW, T = N·OH·OW
@@ -14,16 +14,16 @@
 //   CONV_MODE 3 db:      db = Σ_{n,oh,ow} dZ, one group per output channel
 //   CONV_MODE 4 Wᵀ:      result[t·OC + oc] = Wt[oc·C·KH·KW + t], one invocation per weight
 //   CONV_MODE 5 W for dX: result[(oc·KH·KW + k)·C + c] = Wt[(oc·C + c)·KH·KW + k], one invocation per weight
-//   CONV_MODE 6 dZ:      dY ⊙= act'(Y) in place, one invocation per output, before modes 1-3 compiled with
-//                        ACTIVATION none, so that their gathers load dY alone
-// bindings: forward 0 X, 1 Wᵀ, 2 b, 3 Y; dX 0 dY, 1 Y, 2 W from mode 5, 3 dX; dW 0 dY, 1 Y, 2 X, 3 dW;
-//           db 0 dY, 1 Y, 3 db; modes 4 and 5: 1 Wt, 3 the rearranged weights; mode 6: 1 Y, 3 dY
+//   CONV_MODE 6 dZ:      dY ⊙= act'(Y) in place, one invocation per output: modes 1-3 read dZ, the gradient of
+//                        the pre-activation, so that their gathers load one value per element
+// bindings: forward 0 X, 1 Wᵀ, 2 b, 3 Y; dX 0 dZ, 2 W from mode 5, 3 dX; dW 0 dZ, 2 X, 3 dW; db 0 dZ, 3 db;
+//           modes 4 and 5: 1 Wt, 3 the rearranged weights; mode 6: 1 Y, 3 dY
 // uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
-// literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION; modes 0-2 include Gemm.glsl and take its
+// literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION (modes 0 and 6); modes 0-2 include Gemm.glsl and take its
 // configuration (modes 0 and 1 with GEMM_B_ALONG_COLUMNS); SPLIT_K (modes 1 and 2): binding 3 is the partial-sum
 // workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of 4): the rearranged weights are
-// also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dY and Y too; GEMM_A_GATHER (modes 0
+// also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dZ too; GEMM_A_GATHER (modes 0
 // and 1) and GEMM_B_GATHER (mode 2): runs of 4 pixels of the implicit im2col matrix computed together
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
@@ -51,11 +51,8 @@ layout(location = 11) uniform uint gemmDepth;
 void store(uint index, float value) { result[index] = accumulate != 0u ? result[index] + value : value; }
 
 #if CONV_MODE >= 1 && CONV_MODE <= 3
-// dZ at output (n, oc, oh, ow): first = dY, second = Y.
-float dZ(uint n, uint oc, uint oh, uint ow) {
-  uint i = ((n * OC + oc) * OH + oh) * OW + ow;
-  return first[i] * activationDerivative(second[i]);
-}
+// dZ at output (n, oc, oh, ow).
+float dZ(uint n, uint oc, uint oh, uint ow) { return first[((n * OC + oc) * OH + oh) * OW + ow]; }
 #endif
 
 // X at (n, c, ih, iw), zero in the padding.
@@ -129,22 +126,12 @@ layout(std430, binding = 2) readonly buffer ThirdRuns { vec4 third4[]; };
 vec4 gemmB4(uint t, uint s) { return third4[(t * C + s) / 4u]; }
 #endif
 #elif CONV_MODE == 2
-float gemmA(uint oc, uint t) {
-  uint n = t / (OH * OW), pixel = t % (OH * OW);
-  uint i = (n * OC + oc) * OH * OW + pixel;
-  return first[i] * activationDerivative(second[i]);
-}
+float gemmA(uint oc, uint t) { return first[((t / (OH * OW)) * OC + oc) * OH * OW + t % (OH * OW)]; }
 #ifdef GEMM_A_VEC4
 // The op asks for it when OH·OW is a multiple of 4: a run of 4 pixels from t (a multiple of 4) is then one
-// aligned vec4 of dY and of Y.
+// aligned vec4 of dZ.
 layout(std430, binding = 0) readonly buffer FirstRuns { vec4 first4[]; };
-layout(std430, binding = 1) readonly buffer SecondRuns { vec4 second4[]; };
-vec4 gemmA4(uint oc, uint t) {
-  uint n = t / (OH * OW), pixel = t % (OH * OW);
-  uint i = ((n * OC + oc) * OH * OW + pixel) / 4u;
-  vec4 y = second4[i];
-  return first4[i] * vec4(activationDerivative(y.x), activationDerivative(y.y), activationDerivative(y.z), activationDerivative(y.w));
-}
+vec4 gemmA4(uint oc, uint t) { return first4[(((t / (OH * OW)) * OC + oc) * OH * OW + t % (OH * OW)) / 4u]; }
 #endif
 float gemmB(uint t, uint s) {
 #ifdef CONV_BIAS_COLUMN

@@ -42,25 +42,24 @@ class Conv2d : public Op {
     if (!targets[0] && !targets[1] && !targets[2]) return;
     const ConvShape s = shape(shapes(in));
     GLNET_ASSERT(out.workspace.has_value(), "a convolution's gradients need its workspace");
-    // dY becomes dZ = dY ⊙ act'(Y) first (the output's gradient is read by this op alone); the GEMMs then
-    // gather dZ without the activation.
-    const std::optional<Dispatch> toPreActivation = ConvOp(programs, activation_).activationGradientInPlace(dOut.view, out.view, s);
-    if (toPreActivation) plan.record(*toPreActivation);
-    const ConvOp op(programs, Activation::none);
+    // dY becomes dZ = dY ⊙ act'(Y) first (the output's gradient is read by this op alone), which the gradients read.
+    const ConvOp op(programs, activation_);
+    if (const std::optional<Dispatch> toPreActivation = op.activationGradientInPlace(dOut.view, out.view, s)) plan.record(*toPreActivation);
+    const BufferView& dz = dOut.view;
     const BufferView& workspace = *out.workspace;
     const std::size_t inputBytes = ConvOp::inputGradientWorkspaceBytes(s);
     const BufferView weightWorkspace(*workspace.buffer, workspace.offset + inputBytes, ConvOp::weightGradientWorkspaceBytes(s));
     if (targets[0]) {
-      plan.record(op.inputGradient(dOut.view, out.view, in[1].view, targets[0]->view, s, targets[0]->accumulate,
+      plan.record(op.inputGradient(dz, in[1].view, targets[0]->view, s, targets[0]->accumulate,
                                    BufferView(*workspace.buffer, workspace.offset, inputBytes)));
     }
     // dW and db together when both are written or both added (then db may ride along dW's GEMM).
     const bool together = targets[1] && targets[2] && targets[1]->accumulate == targets[2]->accumulate;
     if (targets[1]) {
-      plan.record(op.weightGradient(dOut.view, out.view, in[0].view, targets[1]->view, s, targets[1]->accumulate, weightWorkspace,
+      plan.record(op.weightGradient(dz, in[0].view, targets[1]->view, s, targets[1]->accumulate, weightWorkspace,
                                     together ? std::optional<BufferView>(targets[2]->view) : std::nullopt));
     }
-    if (targets[2] && !together) plan.record(op.biasGradient(dOut.view, out.view, targets[2]->view, s, targets[2]->accumulate));
+    if (targets[2] && !together) plan.record(op.biasGradient(dz, targets[2]->view, s, targets[2]->accumulate));
   }
 
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {

@@ -147,7 +147,7 @@ Operands makeOperands(const GemmCase& c, std::mt19937& random) {
 }
 
 // The op's dispatches on GPU copies of `o`, writing `out`. Activation none, so dZ = dY and the forward
-// output Y that the gradients read for act' is not needed: dY stands in for it.
+// output Y that the dense gradients read for act' is not needed: dY stands in for it.
 // `keep` is a deque so that references to its buffers survive the workspaces added after them.
 void record(const GemmCase& c, const DenseOp& dense, const ConvOp& conv, const Operands& o, Plan& plan, std::deque<Buffer>& keep,
             const Buffer& out) {
@@ -175,10 +175,10 @@ void record(const GemmCase& c, const DenseOp& dense, const ConvOp& conv, const O
       break;
     case GemmLayout::convInputGradient:
       keep.emplace_back(ConvOp::inputGradientWorkspaceBytes(c.conv));
-      plan.record(conv.inputGradient(first, first, second, out, c.conv, false, keep.back()));
+      plan.record(conv.inputGradient(first, second, out, c.conv, false, keep.back()));
       break;
     case GemmLayout::convWeightGradient:
-      plan.record(conv.weightGradient(first, first, second, out, c.conv, false,
+      plan.record(conv.weightGradient(first, second, out, c.conv, false,
                                       workspace(ConvOp::weightGradientSplit(c.conv, false), c.rows(), c.columns())));
       break;
   }

@@ -45,9 +45,10 @@ ConvOp::ConvOp(ProgramCache& programs, Activation activation)
     : activation_(activation),
       programs_(&programs),
       forward_(programs, "Conv2D.glsl", convDefines(activation, 0, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}})),
-      inputGradient_(programs, "Conv2D.glsl", convDefines(activation, 1, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}})),
-      weightGradient_(programs, "Conv2D.glsl", convDefines(activation, 2)),
-      weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(activation, 2, {{"CONV_BIAS_COLUMN", "1"}})),
+      inputGradient_(programs, "Conv2D.glsl",
+                     convDefines(Activation::none, 1, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}})),
+      weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2)),
+      weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2, {{"CONV_BIAS_COLUMN", "1"}})),
       splitSum_(programs) {}
 
 Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
@@ -88,8 +89,7 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   return {t, d};
 }
 
-std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight,
-                                            const BufferView& dx, const ConvShape& s, bool accumulate,
+std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferView& weight, const BufferView& dx, const ConvShape& s, bool accumulate,
                                             const BufferView& workspace) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.height * s.width;
   const std::uint64_t depth = std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth;
@@ -104,9 +104,9 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dy, const BufferVi
   const Program& program =
       inputGradient_.get(*gemm.config, false, vec4Readable(rearranged.offset, s.channels), splitting,
                          gemmDefines(s, *gemm.config, "GEMM_A_GATHER"));
-  const std::string label = std::string("conv dX ") + activationName(activation_) + " " + gemm.config->name;
+  const std::string label = std::string("conv dX ") + gemm.config->name;
   Dispatch d = dispatch(program, splitting ? label + " split-K" : label,
-                        {{0, dy, Access::read}, {1, y, Access::read}, {2, rearranged, Access::read},
+                        {{0, dz, Access::read}, {2, rearranged, Access::read},
                          {3, splitting ? partials : dx, splitting ? Access::write : accumulate ? Access::readWrite : Access::write}},
                         s, splitting ? false : accumulate, gemm.groups);
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
@@ -115,20 +115,19 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dy, const BufferVi
   return {r, d, splitSum_(partials, dx, static_cast<std::uint32_t>(rows * s.channels), gemm.split.splits, accumulate)};
 }
 
-std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x,
-                                             const BufferView& dw, const ConvShape& s, bool accumulate,
+std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferView& x, const BufferView& dw, const ConvShape& s, bool accumulate,
                                              const std::optional<BufferView>& workspace, const std::optional<BufferView>& db) const {
   const std::uint64_t columns = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
   const std::uint64_t depth = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const bool splittable = workspace.has_value();
   const std::uint64_t pixels = std::uint64_t{s.outHeight()} * s.outWidth();
-  const bool vec4A = vec4Readable(dy.offset, pixels) && vec4Readable(y.offset, pixels);
+  const bool vec4A = vec4Readable(dz.offset, pixels);
   if (db) {
     const GemmChoice gemm = chooseGemm(s.outChannels, columns + 1, depth, splittable, GemmOperand::gathered);
     if (gemm.split.splits > 1) {
       const Program& program = weightAndBiasGradient_.get(*gemm.config, vec4A, false, true, gemmDefines(s, *gemm.config, "GEMM_B_GATHER"));
-      Dispatch partial = dispatch(program, std::string("conv dW+db ") + activationName(activation_) + " " + gemm.config->name + " split-K",
-                                  {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
+      Dispatch partial = dispatch(program, std::string("conv dW+db ") + gemm.config->name + " split-K",
+                                  {{0, dz, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
                                   s, false, gemm.groups);
       partial.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
       return {partial, splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), *db, s.outChannels,
@@ -138,22 +137,21 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dy, const BufferV
   const GemmChoice gemm = chooseGemm(s.outChannels, columns, depth, splittable, GemmOperand::gathered);
   const bool splitting = gemm.split.splits > 1;
   const Program& program = weightGradient_.get(*gemm.config, vec4A, false, splitting, gemmDefines(s, *gemm.config, "GEMM_B_GATHER"));
-  const std::string label = std::string("conv dW ") + activationName(activation_) + " " + gemm.config->name;
+  const std::string label = std::string("conv dW ") + gemm.config->name;
   std::vector<Dispatch> dispatches;
   if (!splitting) {
     dispatches.push_back(dispatch(program, label,
-                                  {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read},
-                                   {3, dw, accumulate ? Access::readWrite : Access::write}},
+                                  {{0, dz, Access::read}, {2, x, Access::read}, {3, dw, accumulate ? Access::readWrite : Access::write}},
                                   s, accumulate, gemm.groups));
   } else {
     Dispatch partial = dispatch(program, label + " split-K",
-                                {{0, dy, Access::read}, {1, y, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
+                                {{0, dz, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
                                 s, false, gemm.groups);
     partial.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
     dispatches.push_back(partial);
     dispatches.push_back(splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), gemm.split.splits, accumulate));
   }
-  if (db) dispatches.push_back(biasGradient(dy, y, *db, s, accumulate));
+  if (db) dispatches.push_back(biasGradient(dz, *db, s, accumulate));
   return dispatches;
 }
 
@@ -167,13 +165,10 @@ std::optional<Dispatch> ConvOp::activationGradientInPlace(const BufferView& dy, 
   return d;
 }
 
-Dispatch ConvOp::biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& s,
-                              bool accumulate) const {
-  std::vector<ShaderDefine> defines = convDefines(activation_, 3, geometry(s));
-  return dispatch(programs_->get("Conv2D.glsl", defines), std::string("conv db ") + activationName(activation_),
-                  {{0, dy, Access::read}, {1, y, Access::read}, {2, dy, Access::read},
-                   {3, db, accumulate ? Access::readWrite : Access::write}},
-                  s, accumulate, {s.outChannels, 1, 1});
+Dispatch ConvOp::biasGradient(const BufferView& dz, const BufferView& db, const ConvShape& s, bool accumulate) const {
+  return dispatch(programs_->get("Conv2D.glsl", convDefines(Activation::none, 3, geometry(s))), "conv db",
+                  {{0, dz, Access::read}, {2, dz, Access::read}, {3, db, accumulate ? Access::readWrite : Access::write}}, s,
+                  accumulate, {s.outChannels, 1, 1});
 }
 
 MaxPoolOp::MaxPoolOp(ProgramCache& programs)

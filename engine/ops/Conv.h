@@ -34,7 +34,8 @@ class ConvOp {
   // Two dispatches or three: the weights rearranged into `workspace` as [OC·KH·KW, C] (so that the GEMM reads
   // them along its tile, as the forward pass does), the GEMM, and when inputGradientSplit says so the sum of its
   // split-K partials, which follow the weights in the workspace (inputGradientWorkspaceBytes in all).
-  std::vector<Dispatch> inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
+  // The gradients read dZ, the gradient of the pre-activation (activationGradientInPlace makes it of dY).
+  std::vector<Dispatch> inputGradient(const BufferView& dz, const BufferView& weight, const BufferView& dx,
                                       const ConvShape& shape, bool accumulate, const BufferView& workspace) const;
   static SplitK inputGradientSplit(const ConvShape& s) {
     return chooseGemm(std::uint64_t{s.batch} * s.height * s.width, s.channels,
@@ -48,9 +49,9 @@ class ConvOp {
   }
   // Split along the batch and pixels (two dispatches) when weightGradientSplit says so, with its workspace.
   // Given db (written or added like dW), the bias gradient too: when the GEMM is split, as one more column of
-  // it (B's column of ones) whose sums the split-K sum writes to db, which saves a pass over dY and Y;
+  // it (B's column of ones) whose sums the split-K sum writes to db, which saves a pass over dZ;
   // otherwise by biasGradient.
-  std::vector<Dispatch> weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
+  std::vector<Dispatch> weightGradient(const BufferView& dz, const BufferView& x, const BufferView& dw,
                                        const ConvShape& shape, bool accumulate, const std::optional<BufferView>& workspace,
                                        const std::optional<BufferView>& db = std::nullopt) const;
   static SplitK weightGradientSplit(const ConvShape& s, bool withBias) {
@@ -63,11 +64,9 @@ class ConvOp {
     return std::max(weightGradientSplit(s, false).workspaceBytes(s.outChannels, columns),
                     weightGradientSplit(s, true).workspaceBytes(s.outChannels, columns + 1));
   }
-  // dY ⊙= act'(Y) in place, so that the gradients' GEMMs (then those of a ConvOp with Activation::none) gather
-  // one value per element instead of two; none for Activation::none.
+  // dY ⊙= act'(Y) in place: dY becomes the dZ that the gradients read; none for Activation::none.
   std::optional<Dispatch> activationGradientInPlace(const BufferView& dy, const BufferView& y, const ConvShape& shape) const;
-  Dispatch biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const ConvShape& shape,
-                        bool accumulate) const;
+  Dispatch biasGradient(const BufferView& dz, const BufferView& db, const ConvShape& shape, bool accumulate) const;
 
  private:
   // Conv2D.glsl mode 4 or 5: the weights rearranged into `target`, one invocation per weight.
