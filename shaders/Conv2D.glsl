@@ -21,10 +21,11 @@
 // uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
 // literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION (modes 0 and 6); modes 0-2 include Gemm.glsl and take its
-// configuration (modes 0 and 1 with GEMM_B_ALONG_COLUMNS); SPLIT_K (modes 1 and 2): binding 3 is the partial-sum
-// workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of 4): the rearranged weights are
-// also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dZ too; GEMM_A_GATHER (modes 0
-// and 1) and GEMM_B_GATHER (mode 2): runs of 4 pixels of the implicit im2col matrix computed together
+// configuration (modes 0 and 1 with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
+// im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 1 and
+// 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
+// 4): the rearranged weights are also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dZ too;
+// GEMM_B_GATHER (mode 2): runs of 4 pixels of the implicit im2col matrix computed together
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
 layout(std430, binding = 1) readonly buffer Second { float second[]; };
@@ -50,20 +51,18 @@ layout(location = 11) uniform uint gemmDepth;
 
 void store(uint index, float value) { result[index] = accumulate != 0u ? result[index] + value : value; }
 
-#if CONV_MODE >= 1 && CONV_MODE <= 3
+#if CONV_MODE == 3
 // dZ at output (n, oc, oh, ow).
 float dZ(uint n, uint oc, uint oh, uint ow) { return first[((n * OC + oc) * OH + oh) * OW + ow]; }
 #endif
 
+#if CONV_MODE == 2
 // X at (n, c, ih, iw), zero in the padding.
 float inputAt(uint n, uint c, int ih, int iw) {
   if (ih < 0 || iw < 0 || ih >= int(H) || iw >= int(W)) return 0.0;
-#if CONV_MODE == 0
-  return first[((n * C + c) * H + uint(ih)) * W + uint(iw)];
-#else
   return third[((n * C + c) * H + uint(ih)) * W + uint(iw)];
-#endif
 }
+#endif
 
 // Steps (n, row, column) to the next pixel of planes `height` × `width`.
 void nextPixel(inout uint n, inout uint row, inout uint column, uint height, uint width) {
@@ -76,50 +75,59 @@ void nextPixel(inout uint n, inout uint row, inout uint column, uint height, uin
   }
 }
 
+#if CONV_MODE == 0 || CONV_MODE == 1
+// Both take A as an implicit im2col matrix, gathered in runs (GEMM_A_GATHER): row r is a pixel of planes
+// ROWS_HEIGHT × ROWS_WIDTH, depth t a (channel, kh, kw) of the SOURCE planes in `first` (X for the forward
+// pass, dZ for dX), over which the kernel runs forward (mode 0) or mirrored (mode 1).
 #if CONV_MODE == 0
-float gemmA(uint r, uint t) {
-  uint n = r / (OH * OW), pixel = r % (OH * OW), c = t / (KH * KW), k = t % (KH * KW);
-  return inputAt(n, c, int(pixel / OW + k / KW) - PAD, int(pixel % OW + k % KW) - PAD);
-}
-// Output pixels r..r+3 for one (c, kh, kw): the divisions once, then a step per pixel.
-vec4 gemmAGather(uint r, uint t, uint R, uint tEnd) {
-  uint c = t / (KH * KW), k = t % (KH * KW);
-  int dh = int(k / KW) - PAD, dw = int(k % KW) - PAD;
-  uint n = r / (OH * OW), pixel = r % (OH * OW), oh = pixel / OW, ow = pixel % OW;
-  vec4 v = vec4(0.0);
+#define ROWS_HEIGHT OH
+#define ROWS_WIDTH OW
+#define SOURCE_CHANNELS C
+#define SOURCE_HEIGHT H
+#define SOURCE_WIDTH W
+#define KERNEL_SIGN 1
+#else
+#define ROWS_HEIGHT H
+#define ROWS_WIDTH W
+#define SOURCE_CHANNELS OC
+#define SOURCE_HEIGHT OH
+#define SOURCE_WIDTH OW
+#define KERNEL_SIGN (-1)
+#endif
+// The row coordinate of a row past the matrix: no kernel offset brings it inside the source planes.
+const int outsideRows = -0x40000000;
+
+// Rows r..r+3: the source index and coordinates of kernel offset (0, 0) of each, once per group.
+void gemmAGatherRows(uint r, uint R, out ivec4 base, out ivec4 y, out ivec4 x) {
+  uint n = r / (ROWS_HEIGHT * ROWS_WIDTH), pixel = r % (ROWS_HEIGHT * ROWS_WIDTH);
+  uint row = pixel / ROWS_WIDTH, column = pixel % ROWS_WIDTH;
   for (uint i = 0u; i < 4u; ++i) {
-    if (r + i < R) v[i] = inputAt(n, c, int(oh) + dh, int(ow) + dw);
-    nextPixel(n, oh, ow, OH, OW);
+    int top = int(row) - KERNEL_SIGN * PAD, left = int(column) - KERNEL_SIGN * PAD;
+    base[i] = int(n * SOURCE_CHANNELS * SOURCE_HEIGHT * SOURCE_WIDTH) + top * int(SOURCE_WIDTH) + left;
+    y[i] = r + i < R ? top : outsideRows;
+    x[i] = left;
+    nextPixel(n, row, column, ROWS_HEIGHT, ROWS_WIDTH);
   }
+}
+// Their 4 values at depth t: one offset for all, a bounds test each.
+vec4 gemmAGather(ivec4 base, ivec4 y, ivec4 x, uint t) {
+  uint channel = t / (KH * KW), k = t % (KH * KW);
+  int dy = KERNEL_SIGN * int(k / KW), dx = KERNEL_SIGN * int(k % KW);
+  int offset = int(channel * SOURCE_HEIGHT * SOURCE_WIDTH) + dy * int(SOURCE_WIDTH) + dx;
+  vec4 v;
+  for (uint i = 0u; i < 4u; ++i)
+    v[i] = uint(y[i] + dy) < SOURCE_HEIGHT && uint(x[i] + dx) < SOURCE_WIDTH ? first[base[i] + offset] : 0.0;
   return v;
 }
+#endif
+
+#if CONV_MODE == 0
 float gemmB(uint t, uint s) { return second[t * OC + s]; }
 #ifdef GEMM_B_VEC4
 layout(std430, binding = 1) readonly buffer SecondRuns { vec4 second4[]; };
 vec4 gemmB4(uint t, uint s) { return second4[(t * OC + s) / 4u]; }
 #endif
 #elif CONV_MODE == 1
-float gemmA(uint r, uint t) {
-  uint n = r / (H * W), pixel = r % (H * W), oc = t / (KH * KW), k = t % (KH * KW);
-  int oh = int(pixel / W) - int(k / KW) + PAD, ow = int(pixel % W) - int(k % KW) + PAD;
-  if (oh < 0 || ow < 0 || oh >= int(OH) || ow >= int(OW)) return 0.0;
-  return dZ(n, oc, uint(oh), uint(ow));
-}
-// Input pixels r..r+3 for one (oc, kh, kw), as in mode 0. The two stay apart: one gather over a shared
-// im2colSource(n, channel, row, column) that checks the bounds made dX 15 % slower on the H100 (conv2 at
-// batch 100: 0.204 -> 0.233 ms), where this one tests the bounds with the row.
-vec4 gemmAGather(uint r, uint t, uint R, uint tEnd) {
-  uint oc = t / (KH * KW), k = t % (KH * KW);
-  int dh = PAD - int(k / KW), dw = PAD - int(k % KW);
-  uint n = r / (H * W), pixel = r % (H * W), h = pixel / W, w = pixel % W;
-  vec4 v = vec4(0.0);
-  for (uint i = 0u; i < 4u; ++i) {
-    int oh = int(h) + dh, ow = int(w) + dw;
-    if (r + i < R && oh >= 0 && ow >= 0 && oh < int(OH) && ow < int(OW)) v[i] = dZ(n, oc, uint(oh), uint(ow));
-    nextPixel(n, h, w, H, W);
-  }
-  return v;
-}
 float gemmB(uint t, uint s) { return third[t * C + s]; }
 #ifdef GEMM_B_VEC4
 layout(std430, binding = 2) readonly buffer ThirdRuns { vec4 third4[]; };
@@ -140,7 +148,7 @@ float gemmB(uint t, uint s) {
   uint n = t / (OH * OW), pixel = t % (OH * OW), c = s / (KH * KW), k = s % (KH * KW);
   return inputAt(n, c, int(pixel / OW + k / KW) - PAD, int(pixel % OW + k % KW) - PAD);
 }
-// Output pixels t..t+3 for one (c, kh, kw), as in mode 0.
+// Output pixels t..t+3 for one (c, kh, kw): the divisions once, then a step per pixel.
 vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
   vec4 v = vec4(0.0);
 #ifdef CONV_BIAS_COLUMN

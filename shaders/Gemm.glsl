@@ -11,9 +11,12 @@
 //   GEMM_A_VEC4 / GEMM_B_VEC4: the shader also defines gemmA4(r, t) / gemmB4(t, s), the run of 4 along the
 //   contiguous direction as one vec4 load. The op asks for it only when the operand's rows are a multiple of
 //   4 floats long and 16-byte aligned, so a run that starts inside the matrix lies wholly inside it.
-//   GEMM_A_GATHER / GEMM_B_GATHER: the shader defines gemmAGather(r, t, R, tEnd) / gemmBGather(s, t, S, tEnd),
-//   the run of 4 from (r, t) along the contiguous direction, zero outside the matrix, computed together: for an
-//   implicit im2col, whose 4 neighbours share most of their index arithmetic.
+//   GEMM_A_GATHER (with GEMM_A_ALONG_ROWS): A is an implicit im2col matrix whose rows are fixed per invocation
+//   and whose depth t moves: the shader describes the 4 rows of each run once per group,
+//   gemmAGatherRows(r, R, base, y, x) (each row's base index and two coordinates; a row outside R gets
+//   coordinates that no offset brings in range), and gemmAGather(base, y, x, t) gives the run at depth t.
+//   GEMM_B_GATHER: the shader defines gemmBGather(s, t, S, tEnd), the run of 4 from (s, t) along t, zero outside
+//   the matrix, computed together (an implicit im2col whose 4 neighbours share most of their index arithmetic).
 // Each operand is staged in shared memory in its own contiguous direction, in runs of 4 stored as vec4s (no
 // transposition): along r (s) as tile[t][r / 4], along t as tile[r][t / 4]. An invocation reads what it
 // needs as vec4s: along r, runs of 4 rows, so it owns THREAD_M / 4 runs of 4 consecutive rows strided by
@@ -49,7 +52,11 @@ vec4 gemmA4(uint r, uint t);
 vec4 gemmB4(uint t, uint s);
 #endif
 #ifdef GEMM_A_GATHER
-vec4 gemmAGather(uint r, uint t, uint R, uint tEnd);
+#ifndef GEMM_A_ALONG_ROWS
+#error GEMM_A_GATHER gathers runs along the rows of A
+#endif
+void gemmAGatherRows(uint r, uint R, out ivec4 base, out ivec4 y, out ivec4 x);
+vec4 gemmAGather(ivec4 base, ivec4 y, ivec4 x, uint t);
 #endif
 #ifdef GEMM_B_GATHER
 vec4 gemmBGather(uint s, uint t, uint S, uint tEnd);
@@ -82,13 +89,12 @@ uvec2 gemmRunB(uint q) {  // (s, t)
 #endif
 }
 
+#ifndef GEMM_A_GATHER
 // The 4 values of A from (r, t) along its contiguous direction, zero outside r < R, t < tEnd.
 vec4 gemmFetchA(uint r, uint t, uint R, uint tEnd) {
   if (r >= R || t >= tEnd) return vec4(0.0);
 #ifdef GEMM_A_VEC4
   return gemmA4(r, t);
-#elif defined(GEMM_A_GATHER)
-  return gemmAGather(r, t, R, tEnd);
 #else
   vec4 v;
 #ifdef GEMM_A_ALONG_ROWS
@@ -99,6 +105,7 @@ vec4 gemmFetchA(uint r, uint t, uint R, uint tEnd) {
   return v;
 #endif
 }
+#endif
 vec4 gemmFetchB(uint s, uint t, uint S, uint tEnd) {
   if (s >= S || t >= tEnd) return vec4(0.0);
 #ifdef GEMM_B_VEC4
@@ -134,6 +141,18 @@ void gemmPutB(uint stage, uvec2 at, vec4 v) {
 // Runs of the stage starting at t0 held in registers between the global load and the shared store.
 vec4 gemmStagedA[GEMM_A_FETCHES];
 vec4 gemmStagedB[GEMM_B_FETCHES];
+#ifdef GEMM_A_GATHER
+// The rows of this invocation's runs of A, the same in every stage: described once (gemmAGatherRows).
+ivec4 gemmRowsBaseA[GEMM_A_FETCHES], gemmRowsYA[GEMM_A_FETCHES], gemmRowsXA[GEMM_A_FETCHES];
+
+void gemmDescribeRows(uint R) {
+  uint rowBase = gl_WorkGroupID.x * uint(GEMM_TILE_M);
+  for (uint f = 0u; f < uint(GEMM_A_FETCHES); ++f) {
+    uint q = gl_LocalInvocationIndex + f * uint(GEMM_THREADS);
+    gemmAGatherRows(rowBase + gemmRunA(q).x, R, gemmRowsBaseA[f], gemmRowsYA[f], gemmRowsXA[f]);
+  }
+}
+#endif
 
 void gemmFetchStage(uint t0, uint R, uint S, uint tEnd) {
   uint local = gl_LocalInvocationIndex;
@@ -142,7 +161,11 @@ void gemmFetchStage(uint t0, uint R, uint S, uint tEnd) {
     uint q = local + f * uint(GEMM_THREADS);
     if (GEMM_A_RUNS % GEMM_THREADS == 0 || q < uint(GEMM_A_RUNS)) {
       uvec2 at = gemmRunA(q);
+#ifdef GEMM_A_GATHER
+      gemmStagedA[f] = t0 + at.y < tEnd ? gemmAGather(gemmRowsBaseA[f], gemmRowsYA[f], gemmRowsXA[f], t0 + at.y) : vec4(0.0);
+#else
       gemmStagedA[f] = gemmFetchA(rowBase + at.x, t0 + at.y, R, tEnd);
+#endif
     }
   }
   for (uint f = 0u; f < uint(GEMM_B_FETCHES); ++f) {
@@ -221,6 +244,9 @@ void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out float sum[GEMM_TH
   for (uint i = 0u; i < uint(GEMM_THREAD_M); ++i)
     for (uint j = 0u; j < uint(GEMM_THREAD_N); ++j) sum[i][j] = 0.0;
   if (tBegin >= tEnd) return;
+#ifdef GEMM_A_GATHER
+  gemmDescribeRows(R);
+#endif
   gemmFetchStage(tBegin, R, S, tEnd);
   gemmPutStage(0u);
   barrier();

@@ -25,15 +25,19 @@ std::vector<ShaderDefine> geometry(const ConvShape& s) {
           {"CONV_PADDING", std::to_string(s.padding)}};
 }
 
-// The geometry, and the implicit im2col operand gathered in runs of 4 (GEMM_A_GATHER or GEMM_B_GATHER) where
-// the configuration has registers for it (GemmConfig::gathersRuns; the rule weighs only those for a convolution).
-// On the H100 the runs made conv2 of the MNIST CNN at batch 100 faster (dX 0.251 -> 0.204 ms, dW 0.231 -> 0.198,
-// forward 0.130 -> 0.123), but its forward pass at batch 10 000 on 128x64 (8×4 per invocation) 3.5× slower
-// (10.1 -> 35.0 ms).
-std::vector<ShaderDefine> gemmDefines(const ConvShape& s, const GemmConfig& config, const char* gather) {
+// dW's geometry, and its implicit im2col operand gathered in runs of 4 (GEMM_B_GATHER) where the configuration
+// has registers for it (GemmConfig::gathersRuns; the rule weighs only those for a convolution). On the H100 the
+// runs made conv2 of the MNIST CNN at batch 100 faster (dW 0.231 -> 0.198 ms), but its forward pass, gathered the
+// same way, at batch 10 000 on 128x64 (8×4 per invocation) 3.5× slower (10.1 -> 35.0 ms).
+std::vector<ShaderDefine> weightGradientDefines(const ConvShape& s, const GemmConfig& config) {
   std::vector<ShaderDefine> defines = geometry(s);
-  if (config.gathersRuns()) defines.push_back({gather, "1"});
+  if (config.gathersRuns()) defines.push_back({"GEMM_B_GATHER", "1"});
   return defines;
+}
+
+// The defines of the GEMMs whose A is the implicit im2col matrix (forward and dX): gathered in runs always.
+std::vector<ShaderDefine> rowGatherDefines(Activation activation, int mode) {
+  return convDefines(activation, mode, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}, {"GEMM_A_GATHER", "1"}});
 }
 
 // The bytes a view may use: its size, or the rest of its buffer.
@@ -44,9 +48,8 @@ std::size_t room(const BufferView& view) { return view.bytes ? view.bytes : view
 ConvOp::ConvOp(ProgramCache& programs, Activation activation)
     : activation_(activation),
       programs_(&programs),
-      forward_(programs, "Conv2D.glsl", convDefines(activation, 0, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}})),
-      inputGradient_(programs, "Conv2D.glsl",
-                     convDefines(Activation::none, 1, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}})),
+      forward_(programs, "Conv2D.glsl", rowGatherDefines(activation, 0)),
+      inputGradient_(programs, "Conv2D.glsl", rowGatherDefines(Activation::none, 1)),
       weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2)),
       weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2, {{"CONV_BIAS_COLUMN", "1"}})),
       splitSum_(programs) {}
@@ -80,8 +83,7 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   GLNET_ASSERT(room(transposedWeight) >= transposedWeightBytes(s), "the transposed conv weights need their own space");
   const Dispatch t = rearrangeWeights(4, "conv weights transposed", weight, transposedWeight, s);
   const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered);
-  Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), false,
-                                     gemmDefines(s, *gemm.config, "GEMM_A_GATHER")),
+  Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), false, geometry(s)),
                         std::string("conv ") + activationName(activation_) + " " + gemm.config->name,
                         {{0, x, Access::read}, {1, transposedWeight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}},
                         s, false, gemm.groups);
@@ -102,8 +104,7 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
   const BufferView partials(*workspace.buffer, workspace.offset + weightBytes, gemm.split.workspaceBytes(rows, s.channels));
   const Dispatch r = rearrangeWeights(5, "conv weights rearranged for dX", weight, rearranged, s);
   const Program& program =
-      inputGradient_.get(*gemm.config, false, vec4Readable(rearranged.offset, s.channels), splitting,
-                         gemmDefines(s, *gemm.config, "GEMM_A_GATHER"));
+      inputGradient_.get(*gemm.config, false, vec4Readable(rearranged.offset, s.channels), splitting, geometry(s));
   const std::string label = std::string("conv dX ") + gemm.config->name;
   Dispatch d = dispatch(program, splitting ? label + " split-K" : label,
                         {{0, dz, Access::read}, {2, rearranged, Access::read},
@@ -125,7 +126,7 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferV
   if (db) {
     const GemmChoice gemm = chooseGemm(s.outChannels, columns + 1, depth, splittable, GemmOperand::gathered);
     if (gemm.split.splits > 1) {
-      const Program& program = weightAndBiasGradient_.get(*gemm.config, vec4A, false, true, gemmDefines(s, *gemm.config, "GEMM_B_GATHER"));
+      const Program& program = weightAndBiasGradient_.get(*gemm.config, vec4A, false, true, weightGradientDefines(s, *gemm.config));
       Dispatch partial = dispatch(program, std::string("conv dW+db ") + gemm.config->name + " split-K",
                                   {{0, dz, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
                                   s, false, gemm.groups);
@@ -136,7 +137,7 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferV
   }
   const GemmChoice gemm = chooseGemm(s.outChannels, columns, depth, splittable, GemmOperand::gathered);
   const bool splitting = gemm.split.splits > 1;
-  const Program& program = weightGradient_.get(*gemm.config, vec4A, false, splitting, gemmDefines(s, *gemm.config, "GEMM_B_GATHER"));
+  const Program& program = weightGradient_.get(*gemm.config, vec4A, false, splitting, weightGradientDefines(s, *gemm.config));
   const std::string label = std::string("conv dW ") + gemm.config->name;
   std::vector<Dispatch> dispatches;
   if (!splitting) {

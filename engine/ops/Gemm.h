@@ -22,8 +22,9 @@ struct GemmConfig {
   bool measured = true;
 
   std::uint32_t invocations() const { return (tileRows / threadRows) * (tileColumns / threadColumns); }
-  // Whether an invocation has the registers to gather an implicit im2col operand in runs of 4 (GEMM_A_GATHER,
-  // GEMM_B_GATHER): blocks of 4×4. On the H100, 8×4 blocks made conv2's forward pass 3.5× slower that way.
+  // Whether the rule weighs it for a GEMM over an implicit im2col operand gathered in runs of 4 (GEMM_A_GATHER,
+  // GEMM_B_GATHER): blocks of 4×4. On the H100 larger blocks lose with the gathers (conv2's forward pass at batch
+  // 10 000: 14.3 ms on 128x64 against 7.3 on 64x64; bench/NOTES-gemm.md rows 16 and 21).
   bool gathersRuns() const { return threadRows * threadColumns <= 16; }
   // Shared memory of the two stages in the larger (padded, K-contiguous) layout of each operand.
   std::uint64_t sharedBytes() const { return 2ull * 16 * (tileRows + tileColumns) * (tileDepth / 4 + 1); }
