@@ -5,6 +5,9 @@
 // defines: ACTIVATION (common.glsl), HAS_BIAS 0|1, the GEMM configuration; includes Gemm.glsl. SPLIT_K: binding 3
 // receives the partial sums of one chunk of K per group along z, and SplitSum.glsl adds them with bias and
 // activation. GEMM_A_VEC4 / GEMM_B_VEC4 (K a multiple of 4): X and W are also read as vec4s.
+// TRANSPOSED_OPERANDS (with GEMM_A_ALONG_ROWS and GEMM_B_ALONG_COLUMNS): bindings 0 and 1 hold Xᵀ [K×M] and
+// Wᵀ [K×N] instead (Transpose.glsl), so that both operands run along the tile, the core's fastest layout;
+// GEMM_A_VEC4 then asks for M, GEMM_B_VEC4 for N a multiple of 4.
 
 layout(std430, binding = 0) readonly buffer Input { float X[]; };
 layout(std430, binding = 1) readonly buffer Weight { float W[]; };
@@ -14,15 +17,22 @@ layout(location = 0) uniform uint M;
 layout(location = 1) uniform uint N;
 layout(location = 2) uniform uint K;
 
-float gemmA(uint row, uint k) { return X[row * K + k]; }
-float gemmB(uint k, uint column) { return W[column * K + k]; }
+#ifdef TRANSPOSED_OPERANDS
+#define X_INDEX(row, k) ((k) * M + (row))
+#define W_INDEX(k, column) ((k) * N + (column))
+#else
+#define X_INDEX(row, k) ((row) * K + (k))
+#define W_INDEX(k, column) ((column) * K + (k))
+#endif
+float gemmA(uint row, uint k) { return X[X_INDEX(row, k)]; }
+float gemmB(uint k, uint column) { return W[W_INDEX(k, column)]; }
 #ifdef GEMM_A_VEC4
 layout(std430, binding = 0) readonly buffer InputRuns { vec4 X4[]; };
-vec4 gemmA4(uint row, uint k) { return X4[(row * K + k) / 4u]; }
+vec4 gemmA4(uint row, uint k) { return X4[X_INDEX(row, k) / 4u]; }
 #endif
 #ifdef GEMM_B_VEC4
 layout(std430, binding = 1) readonly buffer WeightRuns { vec4 W4[]; };
-vec4 gemmB4(uint k, uint column) { return W4[(column * K + k) / 4u]; }
+vec4 gemmB4(uint k, uint column) { return W4[W_INDEX(k, column) / 4u]; }
 #endif
 
 void gemmStore(uint row, uint column, float value) {

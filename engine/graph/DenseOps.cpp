@@ -49,7 +49,7 @@ class Dense : public Op {
   // used one after the other.
   std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
     const DenseShape s{in[0][0], in[0][1], in[1][0]};
-    return std::max(hasBias_ ? DenseOp::forwardSplit(s).workspaceBytes(s.rows, s.outputs) : 0,
+    return std::max(DenseOp::forwardWorkspaceBytes(s, hasBias_),
                     DenseOp::weightGradientSplit(s).workspaceBytes(s.outputs, s.inputs));
   }
 

@@ -155,19 +155,19 @@ void record(const GemmCase& c, const DenseOp& dense, const ConvOp& conv, const O
   keep.push_back(Buffer::of(o.second));
   keep.push_back(Buffer::of(o.bias.empty() ? std::vector<float>{0.0f} : o.bias));
   const Buffer &first = keep[keep.size() - 3], &second = keep[keep.size() - 2], &bias = keep.back();
-  const auto workspace = [&](const SplitK& split, std::uint64_t rows, std::uint64_t columns) {
-    keep.emplace_back(std::max<std::size_t>(split.workspaceBytes(rows, columns), 4));
+  const auto workspace = [&](std::size_t bytes) {
+    keep.emplace_back(std::max<std::size_t>(bytes, 4));
     return std::optional<BufferView>(keep.back());
   };
   const DenseShape& d = c.dense;
   switch (c.layout) {
     case GemmLayout::denseForward:
-      plan.record(dense.forward(first, second, bias, out, d, workspace(DenseOp::forwardSplit(d), d.rows, d.outputs)));
+      plan.record(dense.forward(first, second, bias, out, d, workspace(DenseOp::forwardWorkspaceBytes(d, true))));
       break;
     case GemmLayout::denseInputGradient: plan.record(dense.inputGradient(first, first, second, out, d, false)); break;
     case GemmLayout::denseWeightGradient:
       plan.record(dense.weightGradient(first, first, second, out, d, false,
-                                       workspace(DenseOp::weightGradientSplit(d), d.outputs, d.inputs)));
+                                       workspace(DenseOp::weightGradientSplit(d).workspaceBytes(d.outputs, d.inputs))));
       break;
     case GemmLayout::convForward:
       keep.emplace_back(ConvOp::transposedWeightBytes(c.conv));
@@ -179,7 +179,7 @@ void record(const GemmCase& c, const DenseOp& dense, const ConvOp& conv, const O
       break;
     case GemmLayout::convWeightGradient:
       plan.record(conv.weightGradient(first, second, out, c.conv, false,
-                                      workspace(ConvOp::weightGradientSplit(c.conv, false), c.rows(), c.columns())));
+                                      workspace(ConvOp::weightGradientSplit(c.conv, false).workspaceBytes(c.rows(), c.columns()))));
       break;
   }
 }

@@ -3,12 +3,16 @@
 #include "gl/check.h"
 #include "ops/Dense.h"
 #include "ops/Gemm.h"
+#include "ops/Transpose.h"
 #include "ref/Reference.h"
 #include "support/Compare.h"
 #include "support/GlContext.h"
 #include "support/Random.h"
 
 #include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
 
 using namespace glnet;
 
@@ -109,7 +113,7 @@ TEST_SUITE("gl") {
         const auto dy = test::uniformFloats(random, m * n);
         Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b), dyBuffer = Buffer::of(dy);
         Buffer y = poisoned(m * n), dx = poisoned(m * k), dw = poisoned(n * k);
-        Buffer forwardWorkspace = workspaceFor(DenseOp::forwardSplit(shape), m, n);
+        Buffer forwardWorkspace(std::max<std::size_t>(DenseOp::forwardWorkspaceBytes(shape, true), 4));
         Buffer weightWorkspace = workspaceFor(DenseOp::weightGradientSplit(shape), n, k);
         Plan plan(context.limits());
         plan.record(dense.forward(xBuffer, wBuffer, bBuffer, y, shape, BufferView(forwardWorkspace)));
@@ -126,6 +130,72 @@ TEST_SUITE("gl") {
         test::checkClose(y.read<float>(), expectedY, 2e-4, 1e-5);
         test::checkClose(dx.read<float>(), ref::gemm(dy, {n, 1}, w, {1, k}, m, k, n), 2e-4, 1e-5);
         test::checkClose(dw.read<float>(), ref::gemm(dy, {1, n}, x, {1, k}, n, k, m), 2e-4, 1e-5);
+      }
+    }
+  }
+
+  TEST_CASE("Transpose.glsl matches the reference at sizes crossing its tile edges, at an offset") {
+    Context& context = test::glContext();
+    auto random = test::generator(18);
+    ProgramCache programs;
+    const TransposeOp transpose(programs);
+    for (const auto& [rows, columns] : std::vector<std::pair<std::uint32_t, std::uint32_t>>{
+             {1, 1}, {1, 33}, {31, 1}, {33, 65}, {64, 32}, {100, 7}}) {
+      CAPTURE(rows);
+      CAPTURE(columns);
+      const auto source = test::uniformFloats(random, std::size_t{rows} * columns);
+      Buffer sourceBuffer = Buffer::of(source);
+      // The target sits 256 bytes into a larger buffer, poisoned around it: nothing outside may be written.
+      const std::size_t count = std::size_t{rows} * columns, margin = 64;
+      Buffer target = poisoned(count + 2 * margin);
+      Plan plan(context.limits());
+      plan.record(transpose(sourceBuffer, BufferView(target, margin * sizeof(float), count * sizeof(float)), rows, columns, "t"));
+      plan.run();
+      const std::vector<float> result = target.read<float>();
+      for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t c = 0; c < columns; ++c) REQUIRE(result[margin + c * rows + r] == source[r * columns + c]);
+      }
+      for (std::size_t i = 0; i < margin; ++i) {
+        REQUIRE(std::isnan(result[i]));
+        REQUIRE(std::isnan(result[margin + count + i]));
+      }
+    }
+  }
+
+  TEST_CASE("a large dense layer's forward pass runs on its transposed operands and matches float64 under every configuration") {
+    Context& context = test::glContext();
+    auto random = test::generator(19);
+    ProgramCache programs;
+    // Just past the size from which the op transposes (2^31 multiply-adds): 515 × 513 reads the transposes in
+    // scalars (M and N odd), 516 × 512 in vec4 runs; both cross tile edges.
+    CHECK_FALSE(DenseOp::transposesOperands({1024, 1024, 1024}));
+    CHECK_FALSE(DenseOp::transposesOperands({511, 1 << 20, 4096}));
+    for (const DenseShape& shape : {DenseShape{515, 8129, 513}, DenseShape{516, 8136, 512}}) {
+      REQUIRE(DenseOp::transposesOperands(shape));
+      const std::size_t m = shape.rows, n = shape.outputs, k = shape.inputs;
+      const auto x = test::uniformFloats(random, m * k);
+      const auto w = test::uniformFloats(random, n * k);
+      const auto b = test::uniformFloats(random, n);
+      auto expected = ref::gemm(x, {k, 1}, w, {k, 1}, m, n, k);
+      for (std::size_t r = 0; r < m; ++r) {
+        for (std::size_t s = 0; s < n; ++s) expected[r * n + s] = std::max(0.0, expected[r * n + s] + b[s]);
+      }
+      Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b);
+      Buffer workspace = poisoned(DenseOp::forwardWorkspaceBytes(shape, true) / sizeof(float));
+      for (const GemmConfig* config : gemmConfigsFitting(context.limits())) {
+        CAPTURE(config->name);
+        CAPTURE(shape.rows);
+        ForcedGemmConfig forced(*config);
+        const DenseOp dense(programs, Activation::relu);
+        Buffer y = poisoned(m * n);
+        const std::vector<Dispatch> dispatches = dense.forward(xBuffer, wBuffer, bBuffer, y, shape, BufferView(workspace));
+        REQUIRE(dispatches.size() == 3);
+        CHECK(dispatches.back().label.find("on transposes") != std::string::npos);
+        Plan plan(context.limits());
+        plan.record(dispatches);
+        plan.run();
+        // fp32 sums of ~8000 products of values in [-1, 1] (magnitude ~50): rounding grows like sqrt(depth)·ulp.
+        test::checkClose(y.read<float>(), expected, 1e-3, 1e-5);
       }
     }
   }

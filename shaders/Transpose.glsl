@@ -1,0 +1,26 @@
+// The transpose of a row-major matrix: target [COLUMNS × ROWS] from source [ROWS × COLUMNS], through a
+// 32 × 32 tile in shared memory so that both the reads and the writes run along rows of their matrix.
+// bindings: 0 source read, 3 target written; uniforms: 0 rows, 1 columns (of the source)
+// groups: ceil(columns / 32) along x, ceil(rows / 32) along y
+layout(local_size_x = 32, local_size_y = 4) in;
+
+layout(std430, binding = 0) readonly buffer Source { float source[]; };
+layout(std430, binding = 3) writeonly buffer Target { float target[]; };
+layout(location = 0) uniform uint rows;
+layout(location = 1) uniform uint columns;
+
+// Padded by one float, so that a column of the tile lies on 32 distinct banks.
+shared float tile[32][33];
+
+void main() {
+  uint lane = gl_LocalInvocationID.x;
+  uint column = gl_WorkGroupID.x * 32u + lane, firstRow = gl_WorkGroupID.y * 32u;
+  for (uint i = gl_LocalInvocationID.y; i < 32u; i += 4u) {
+    if (column < columns && firstRow + i < rows) tile[i][lane] = source[(firstRow + i) * columns + column];
+  }
+  barrier();
+  uint targetColumn = firstRow + lane, firstTargetRow = gl_WorkGroupID.x * 32u;
+  for (uint i = gl_LocalInvocationID.y; i < 32u; i += 4u) {
+    if (targetColumn < rows && firstTargetRow + i < columns) target[(firstTargetRow + i) * rows + targetColumn] = tile[lane][i];
+  }
+}
