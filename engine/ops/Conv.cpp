@@ -25,10 +25,9 @@ std::vector<ShaderDefine> geometry(const ConvShape& s) {
           {"CONV_PADDING", std::to_string(s.padding)}};
 }
 
-// dW's geometry, and its implicit im2col operand gathered in runs of 4 (GEMM_B_GATHER) where the configuration
-// has registers for it (GemmConfig::gathersRuns; the rule weighs only those for a convolution). On the H100 the
-// runs made conv2 of the MNIST CNN at batch 100 faster (dW 0.231 -> 0.198 ms), but its forward pass, gathered the
-// same way, at batch 10 000 on 128x64 (8×4 per invocation) 3.5× slower (10.1 -> 35.0 ms).
+// dW's geometry, and its implicit im2col operand gathered in runs of 4 (GEMM_B_GATHER) on the configurations the
+// rule weighs for a convolution (GemmConfig::gathersRuns: 4×4 blocks). On the H100 the runs made conv2 of the
+// MNIST CNN at batch 100 faster (dW 0.231 -> 0.198 ms); larger blocks lose with gathered operands.
 std::vector<ShaderDefine> weightGradientDefines(const ConvShape& s, const GemmConfig& config) {
   std::vector<ShaderDefine> defines = geometry(s);
   if (config.gathersRuns()) defines.push_back({"GEMM_B_GATHER", "1"});
@@ -39,9 +38,6 @@ std::vector<ShaderDefine> weightGradientDefines(const ConvShape& s, const GemmCo
 std::vector<ShaderDefine> rowGatherDefines(Activation activation, int mode) {
   return convDefines(activation, mode, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}, {"GEMM_A_GATHER", "1"}});
 }
-
-// The bytes a view may use: its size, or the rest of its buffer.
-std::size_t room(const BufferView& view) { return view.bytes ? view.bytes : view.buffer->bytes() - view.offset; }
 
 }  // namespace
 
@@ -80,7 +76,7 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
                                       const ConvShape& s, const BufferView& transposedWeight) const {
   const std::uint64_t rows = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
-  GLNET_ASSERT(room(transposedWeight) >= transposedWeightBytes(s), "the transposed conv weights need their own space");
+  GLNET_ASSERT(transposedWeight.room() >= transposedWeightBytes(s), "the transposed conv weights need their own space");
   const Dispatch t = rearrangeWeights(4, "conv weights transposed", weight, transposedWeight, s);
   const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered);
   Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), false, geometry(s)),
@@ -98,7 +94,7 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
   const GemmChoice gemm = chooseGemm(rows, s.channels, depth, true, GemmOperand::gathered);
   const bool splitting = gemm.split.splits > 1;
   const std::size_t weightBytes = rearrangedWeightBytes(s);
-  GLNET_ASSERT(room(workspace) >= weightBytes + gemm.split.workspaceBytes(rows, s.channels),
+  GLNET_ASSERT(workspace.room() >= weightBytes + gemm.split.workspaceBytes(rows, s.channels),
                "the convolution's input gradient needs workspace for its weights and partial sums");
   const BufferView rearranged(*workspace.buffer, workspace.offset, weightBytes);
   const BufferView partials(*workspace.buffer, workspace.offset + weightBytes, gemm.split.workspaceBytes(rows, s.channels));

@@ -27,7 +27,7 @@ Dispatch gradient(const Program& program, const std::string& label, const Buffer
 }
 
 // DenseOp::transposesOperands: from 512 rows, inputs and outputs and 2^31 multiply-adds. On the H100 the
-// transposes cost 0.1 of 1024×4096×4096's GEMM and saved 0.5 ms, but made 1024³ slower (0.085 -> 0.105 ms).
+// transposes of 1024×4096×4096 took 0.10 ms and saved 0.47 on its GEMM, but made 1024³ slower (0.085 -> 0.105 ms).
 constexpr std::uint32_t transposeFrom = 512;
 constexpr std::uint64_t transposeFromMultiplyAdds = std::uint64_t{1} << 31;
 constexpr std::uint64_t transposeGroupLimit = 65535;  // Transpose.glsl's groups along x and y: the GL minimum
@@ -35,6 +35,18 @@ constexpr std::uint64_t transposeGroupLimit = 65535;  // Transpose.glsl's groups
 // Bytes of Xᵀ, rounded up to 256 (the largest storage buffer offset alignment GL allows) so that Wᵀ may follow.
 std::size_t transposedInputBytes(const DenseShape& shape) {
   return (std::size_t{shape.rows} * shape.inputs * sizeof(float) + 255) / 256 * 256;
+}
+
+// The forward GEMM from its two operands (X and W, or their transposes) into Y or, split, its partial sums.
+Dispatch forwardGemm(const Program& program, std::string label, const BufferView& first, const BufferView& second,
+                     const BufferView& bias, const BufferView& out, const DenseShape& shape, std::array<std::uint32_t, 3> groups) {
+  Dispatch dispatch;
+  dispatch.program = &program;
+  dispatch.label = std::move(label);
+  dispatch.buffers = {{0, first, Access::read}, {1, second, Access::read}, {2, bias, Access::read}, {3, out, Access::write}};
+  dispatch.uniforms = {Uniform::u32(0, shape.rows), Uniform::u32(1, shape.outputs), Uniform::u32(2, shape.inputs)};
+  dispatch.groups = groups;
+  return dispatch;
 }
 
 // dZ = dY ⊙ act'(Y), rows of N outputs: vec4 runs when both are aligned.
@@ -77,30 +89,25 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
                                        const BufferView& y, const DenseShape& shape,
                                        const std::optional<BufferView>& workspace) const {
   if (workspace && transposesOperands(shape)) {
-    GLNET_ASSERT(workspace->buffer->bytes() - workspace->offset >= forwardWorkspaceBytes(shape, hasBias_),
+    GLNET_ASSERT(workspace->room() >= forwardWorkspaceBytes(shape, hasBias_),
                  "a large dense layer's forward pass needs workspace for its transposed operands");
     const BufferView xT(*workspace->buffer, workspace->offset, transposedInputBytes(shape));
     const BufferView wT(*workspace->buffer, workspace->offset + xT.bytes, std::size_t{shape.outputs} * shape.inputs * sizeof(float));
     const GemmChoice gemm = chooseGemm(shape.rows, shape.outputs, shape.inputs, false);
-    Dispatch dispatch;
-    dispatch.program = &forwardTransposed_.get(*gemm.config, vec4Readable(xT.offset, shape.rows), vec4Readable(wT.offset, shape.outputs), false);
-    dispatch.label = std::string("dense ") + activationName(activation_) + " " + gemm.config->name + " on transposes";
-    dispatch.buffers = {{0, xT, Access::read}, {1, wT, Access::read}, {2, bias, Access::read}, {3, y, Access::write}};
-    dispatch.uniforms = {Uniform::u32(0, shape.rows), Uniform::u32(1, shape.outputs), Uniform::u32(2, shape.inputs)};
-    dispatch.groups = gemm.groups;
+    const Program& program =
+        forwardTransposed_.get(*gemm.config, vec4Readable(xT.offset, shape.rows), vec4Readable(wT.offset, shape.outputs), false);
     return {transpose_(x, xT, shape.rows, shape.inputs, "dense X transposed"),
-            transpose_(weight, wT, shape.outputs, shape.inputs, "dense weights transposed"), dispatch};
+            transpose_(weight, wT, shape.outputs, shape.inputs, "dense weights transposed"),
+            forwardGemm(program, std::string("dense ") + activationName(activation_) + " " + gemm.config->name + " on transposes",
+                        xT, wT, bias, y, shape, gemm.groups)};
   }
   const GemmChoice gemm = chooseGemm(shape.rows, shape.outputs, shape.inputs, workspace && hasBias_);
   const bool splitting = gemm.split.splits > 1;
-  Dispatch dispatch;
-  dispatch.program = &forward_.get(*gemm.config, vec4Readable(x.offset, shape.inputs), vec4Readable(weight.offset, shape.inputs),
-                                   splitting);
-  dispatch.label = std::string("dense ") + activationName(activation_) + " " + gemm.config->name + (splitting ? " split-K" : "");
-  dispatch.buffers = {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read},
-                      {3, splitting ? *workspace : y, Access::write}};
-  dispatch.uniforms = {Uniform::u32(0, shape.rows), Uniform::u32(1, shape.outputs), Uniform::u32(2, shape.inputs)};
-  dispatch.groups = gemm.groups;
+  const Program& program =
+      forward_.get(*gemm.config, vec4Readable(x.offset, shape.inputs), vec4Readable(weight.offset, shape.inputs), splitting);
+  Dispatch dispatch =
+      forwardGemm(program, std::string("dense ") + activationName(activation_) + " " + gemm.config->name + (splitting ? " split-K" : ""),
+                  x, weight, bias, splitting ? *workspace : y, shape, gemm.groups);
   if (!splitting) return {dispatch};
   dispatch.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
   return {dispatch, finishForward_(*workspace, bias, y, shape.rows * shape.outputs, shape.outputs, gemm.split.splits)};

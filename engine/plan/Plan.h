@@ -24,6 +24,8 @@ struct BufferView {
   const Buffer* buffer;
   std::size_t offset = 0;
   std::size_t bytes = 0;
+  // The bytes the view may use: its size, or the rest of its buffer.
+  std::size_t room() const { return bytes ? bytes : buffer->bytes() - offset; }
 };
 
 // A binding of part of a buffer: [offset, offset + bytes); bytes 0 means to the end. Offsets must be
