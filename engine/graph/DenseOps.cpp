@@ -45,12 +45,12 @@ class Dense : public Op {
     return {in[0][0], in[1][0]};
   }
 
-  // The split-K partial sums of the forward pass (few rows, long K) or of dW (long batch, small layer),
-  // used one after the other.
+  // The forward pass's transposed operands or split-K partial sums; later, in two parts, dX's transposed dZ (a
+  // large layer) and dW's split-K partial sums (long batch, small layer): apart, so that dX and dW may run at once.
   std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
     const DenseShape s{in[0][0], in[0][1], in[1][0]};
     return std::max(DenseOp::forwardWorkspaceBytes(s, hasBias_),
-                    DenseOp::weightGradientSplit(s).workspaceBytes(s.outputs, s.inputs));
+                    DenseOp::inputGradientWorkspaceBytes(s) + DenseOp::weightGradientSplit(s).workspaceBytes(s.outputs, s.inputs));
   }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
@@ -60,14 +60,26 @@ class Dense : public Op {
 
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
-    const DenseOp op(programs, activation_, hasBias_);
     const DenseShape s = shape(in);
-    if (targets[0]) plan.record(op.inputGradient(dOut.view, out.view, in[1].view, targets[0]->view, s, targets[0]->accumulate));
-    if (targets[1]) {
-      plan.record(op.weightGradient(dOut.view, out.view, in[0].view, targets[1]->view, s, targets[1]->accumulate,
-                                                 out.workspace));
+    std::optional<BufferView> weightWorkspace = out.workspace;
+    // A large layer: dY becomes dZ in place (the output's gradient is read by this op alone) beside dZᵀ in the
+    // workspace, dX reads dZᵀ, and dW and db read dZ as the gradients of a layer with no activation would.
+    const std::size_t inputBytes = DenseOp::inputGradientWorkspaceBytes(s);
+    const bool transposed = targets[0] && out.workspace && inputBytes;
+    if (transposed) {
+      const BufferView& whole = *out.workspace;
+      const BufferView dzT(*whole.buffer, whole.offset, inputBytes);
+      weightWorkspace = BufferView(*whole.buffer, whole.offset + inputBytes, whole.room() - inputBytes);
+      const DenseOp op(programs, activation_, hasBias_);
+      plan.record(op.preActivationGradient(dOut.view, out.view, dzT, s));
+      plan.record(op.inputGradientOnTransposed(dzT, in[1].view, targets[0]->view, s, targets[0]->accumulate));
     }
-    if (hasBias_ && targets[2]) plan.record(op.biasGradient(dOut.view, out.view, targets[2]->view, s, targets[2]->accumulate));
+    const DenseOp op(programs, transposed ? Activation::none : activation_, hasBias_);
+    // With dZ in place, Y is read for the derivative of Activation::none, which is 1: no value of it counts.
+    const BufferView& y = transposed ? dOut.view : out.view;
+    if (targets[0] && !transposed) plan.record(op.inputGradient(dOut.view, y, in[1].view, targets[0]->view, s, targets[0]->accumulate));
+    if (targets[1]) plan.record(op.weightGradient(dOut.view, y, in[0].view, targets[1]->view, s, targets[1]->accumulate, weightWorkspace));
+    if (hasBias_ && targets[2]) plan.record(op.biasGradient(dOut.view, y, targets[2]->view, s, targets[2]->accumulate));
   }
 
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {

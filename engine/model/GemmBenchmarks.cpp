@@ -164,7 +164,15 @@ void record(const GemmCase& c, const DenseOp& dense, const ConvOp& conv, const O
     case GemmLayout::denseForward:
       plan.record(dense.forward(first, second, bias, out, d, workspace(DenseOp::forwardWorkspaceBytes(d, true))));
       break;
-    case GemmLayout::denseInputGradient: plan.record(dense.inputGradient(first, first, second, out, d, false)); break;
+    case GemmLayout::denseInputGradient:
+      if (DenseOp::transposesOutputGradient(d)) {
+        const BufferView dzT = *workspace(DenseOp::inputGradientWorkspaceBytes(d));
+        plan.record(dense.preActivationGradient(first, first, dzT, d));
+        plan.record(dense.inputGradientOnTransposed(dzT, second, out, d, false));
+      } else {
+        plan.record(dense.inputGradient(first, first, second, out, d, false));
+      }
+      break;
     case GemmLayout::denseWeightGradient:
       plan.record(dense.weightGradient(first, first, second, out, d, false,
                                        workspace(DenseOp::weightGradientSplit(d).workspaceBytes(d.outputs, d.inputs))));

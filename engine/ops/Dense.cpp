@@ -5,19 +5,21 @@
 namespace glnet {
 namespace {
 
-constexpr std::uint32_t biasGradientColumns = 64;  // one group's strip in BackwardPass.glsl, mode 2
+constexpr std::uint32_t biasGradientColumns = 16;  // one group's strip in BackwardPass.glsl, mode 2
 
 ShaderDefine activationDefine(Activation activation) {
   return {"ACTIVATION", std::to_string(static_cast<int>(activation))};
 }
 
-Dispatch gradient(const Program& program, const std::string& label, const BufferView& dy, const BufferView& y,
+// y: the forward output (for act'), null where binding 0 holds dZᵀ already.
+Dispatch gradient(const Program& program, const std::string& label, const BufferView& dy, const BufferView* y,
                   const BufferView* operand, const BufferView& out, const DenseShape& shape, bool accumulate,
                   std::array<std::uint32_t, 3> groups) {
   Dispatch dispatch;
   dispatch.program = &program;
   dispatch.label = label;
-  dispatch.buffers = {{0, dy, Access::read}, {1, y, Access::read}};
+  dispatch.buffers = {{0, dy, Access::read}};
+  if (y) dispatch.buffers.push_back({1, *y, Access::read});
   if (operand) dispatch.buffers.push_back({2, *operand, Access::read});
   dispatch.buffers.push_back({3, out, accumulate ? Access::readWrite : Access::write});
   dispatch.uniforms = {Uniform::u32(0, shape.rows), Uniform::u32(1, shape.outputs), Uniform::u32(2, shape.inputs),
@@ -31,10 +33,12 @@ Dispatch gradient(const Program& program, const std::string& label, const Buffer
 constexpr std::uint32_t transposeFrom = 512;
 constexpr std::uint64_t transposeFromMultiplyAdds = std::uint64_t{1} << 31;
 constexpr std::uint64_t transposeGroupLimit = 65535;  // Transpose.glsl's groups along x and y: the GL minimum
+constexpr std::uint32_t outputGradientTransposeFromInputs = 1024;  // DenseOp::transposesOutputGradient
 
-// Bytes of Xᵀ, rounded up to 256 (the largest storage buffer offset alignment GL allows) so that Wᵀ may follow.
-std::size_t transposedInputBytes(const DenseShape& shape) {
-  return (std::size_t{shape.rows} * shape.inputs * sizeof(float) + 255) / 256 * 256;
+// Bytes of a rows × columns float matrix, rounded up to 256 (the largest storage buffer offset alignment GL allows)
+// so that another may follow.
+std::size_t alignedMatrixBytes(std::uint32_t rows, std::uint32_t columns) {
+  return (std::size_t{rows} * columns * sizeof(float) + 255) / 256 * 256;
 }
 
 // The forward GEMM from its two operands (X and W, or their transposes) into Y or, split, its partial sums.
@@ -67,6 +71,9 @@ DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
       finishForward_(programs, static_cast<int>(activation)),
       inputGradient_(programs, "BackwardPass.glsl",
                      {activationDefine(activation), {"BACKWARD_MODE", "0"}, {"GEMM_B_ALONG_COLUMNS", "1"}}),
+      inputGradientTransposed_(programs, "BackwardPass.glsl",
+                               {activationDefine(Activation::none), {"BACKWARD_MODE", "0"}, {"TRANSPOSED_OUTPUT_GRADIENT", "1"},
+                                {"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}}),
       weightGradient_(programs, "BackwardPass.glsl",
                       {activationDefine(activation), {"BACKWARD_MODE", "1"}, {"GEMM_A_ALONG_ROWS", "1"},
                        {"GEMM_B_ALONG_COLUMNS", "1"}}),
@@ -81,7 +88,7 @@ bool DenseOp::transposesOperands(const DenseShape& shape) {
 }
 
 std::size_t DenseOp::forwardWorkspaceBytes(const DenseShape& shape, bool hasBias) {
-  if (transposesOperands(shape)) return transposedInputBytes(shape) + std::size_t{shape.outputs} * shape.inputs * sizeof(float);
+  if (transposesOperands(shape)) return alignedMatrixBytes(shape.rows, shape.inputs) + std::size_t{shape.outputs} * shape.inputs * sizeof(float);
   return hasBias ? chooseGemm(shape.rows, shape.outputs, shape.inputs).split.workspaceBytes(shape.rows, shape.outputs) : 0;
 }
 
@@ -91,7 +98,7 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
   if (workspace && transposesOperands(shape)) {
     GLNET_ASSERT(workspace->room() >= forwardWorkspaceBytes(shape, hasBias_),
                  "a large dense layer's forward pass needs workspace for its transposed operands");
-    const BufferView xT(*workspace->buffer, workspace->offset, transposedInputBytes(shape));
+    const BufferView xT(*workspace->buffer, workspace->offset, alignedMatrixBytes(shape.rows, shape.inputs));
     const BufferView wT(*workspace->buffer, workspace->offset + xT.bytes, std::size_t{shape.outputs} * shape.inputs * sizeof(float));
     const GemmChoice gemm = chooseGemm(shape.rows, shape.outputs, shape.inputs, false);
     const Program& program =
@@ -113,12 +120,36 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
   return {dispatch, finishForward_(*workspace, bias, y, shape.rows * shape.outputs, shape.outputs, gemm.split.splits)};
 }
 
+bool DenseOp::transposesOutputGradient(const DenseShape& shape) {
+  return transposesOperands(shape) && shape.inputs >= outputGradientTransposeFromInputs;
+}
+
+std::size_t DenseOp::inputGradientWorkspaceBytes(const DenseShape& shape) {
+  return transposesOutputGradient(shape) ? alignedMatrixBytes(shape.outputs, shape.rows) : 0;
+}
+
 Dispatch DenseOp::inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
                                 const DenseShape& shape, bool accumulate) const {
   const GemmChoice gemm = chooseGemm(shape.rows, shape.inputs, shape.outputs, false);
   const Program& program = inputGradient_.get(*gemm.config, outputGradientVec4(dy, y, shape),
                                               vec4Readable(weight.offset, shape.inputs), false);
-  return gradient(program, std::string("dense dX ") + gemm.config->name, dy, y, &weight, dx, shape, accumulate, gemm.groups);
+  return gradient(program, std::string("dense dX ") + gemm.config->name, dy, &y, &weight, dx, shape, accumulate, gemm.groups);
+}
+
+Dispatch DenseOp::preActivationGradient(const BufferView& dy, const BufferView& y, const BufferView& dzT,
+                                        const DenseShape& shape) const {
+  GLNET_ASSERT(dzT.room() >= std::size_t{shape.outputs} * shape.rows * sizeof(float), "dZᵀ needs room for rows × outputs floats");
+  return transpose_.preActivationGradient(dy, y, dzT, shape.rows, shape.outputs, activation_,
+                                          activation_ == Activation::none ? "dense dZ transposed" : "dense dZ in place and transposed");
+}
+
+Dispatch DenseOp::inputGradientOnTransposed(const BufferView& dzT, const BufferView& weight, const BufferView& dx,
+                                            const DenseShape& shape, bool accumulate) const {
+  const GemmChoice gemm = chooseGemm(shape.rows, shape.inputs, shape.outputs, false);
+  const Program& program = inputGradientTransposed_.get(*gemm.config, vec4Readable(dzT.offset, shape.rows),
+                                                        vec4Readable(weight.offset, shape.inputs), false);
+  return gradient(program, std::string("dense dX ") + gemm.config->name + " on dZ transposed", dzT, nullptr, &weight, dx,
+                  shape, accumulate, gemm.groups);
 }
 
 std::vector<Dispatch> DenseOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x,
@@ -129,15 +160,15 @@ std::vector<Dispatch> DenseOp::weightGradient(const BufferView& dy, const Buffer
   const Program& program = weightGradient_.get(*gemm.config, outputGradientVec4(dy, y, shape),
                                                vec4Readable(x.offset, shape.inputs), splitting);
   const std::string label = std::string("dense dW ") + gemm.config->name;
-  if (!splitting) return {gradient(program, label, dy, y, &x, dw, shape, accumulate, gemm.groups)};
-  Dispatch partial = gradient(program, label + " split-K", dy, y, &x, *workspace, shape, false, gemm.groups);
+  if (!splitting) return {gradient(program, label, dy, &y, &x, dw, shape, accumulate, gemm.groups)};
+  Dispatch partial = gradient(program, label + " split-K", dy, &y, &x, *workspace, shape, false, gemm.groups);
   partial.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
   return {partial, splitSum_(*workspace, dw, shape.outputs * shape.inputs, gemm.split.splits, accumulate)};
 }
 
 Dispatch DenseOp::biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const DenseShape& shape,
                                bool accumulate) const {
-  return gradient(biasGradient_, "dense db", dy, y, nullptr, db, shape, accumulate, {(shape.outputs + biasGradientColumns - 1) / biasGradientColumns, 1, 1});
+  return gradient(biasGradient_, "dense db", dy, &y, nullptr, db, shape, accumulate, {(shape.outputs + biasGradientColumns - 1) / biasGradientColumns, 1, 1});
 }
 
 }  // namespace glnet

@@ -35,6 +35,19 @@ class DenseOp {
   // dX = (dY ⊙ act'(Y))·W, written or added (accumulate) to dX.
   Dispatch inputGradient(const BufferView& dy, const BufferView& y, const BufferView& weight, const BufferView& dx,
                          const DenseShape& shape, bool accumulate) const;
+  // A layer that transposesOutputGradient runs dX on dZᵀ and W instead, both along the GEMM core's tile: first
+  // dY ⊙= act'(Y) in place, so that dY becomes dZ (which dW and db then read with an op of Activation::none), and
+  // dZᵀ into `dzT` (inputGradientWorkspaceBytes), then dX = (dZᵀ)ᵀ·W.
+  Dispatch preActivationGradient(const BufferView& dy, const BufferView& y, const BufferView& dzT, const DenseShape& shape) const;
+  Dispatch inputGradientOnTransposed(const BufferView& dzT, const BufferView& weight, const BufferView& dx,
+                                     const DenseShape& shape, bool accumulate) const;
+  // A large layer (transposesOperands) with at least 1024 inputs, over which the transpose of dZ is amortised: on
+  // the H100, 4096³ dX 4.20 -> 3.39 ms and 1024×4096×4096 1.07 -> 0.88 ms, but 1024×784×4096 0.30 -> 0.37 ms,
+  // where no configuration on dZᵀ beats the plain layout by the 0.02 ms the transpose takes (bench/NOTES-gemm.md
+  // row 24).
+  static bool transposesOutputGradient(const DenseShape& shape);
+  // dZᵀ, rounded up to 256 bytes (the largest storage buffer offset alignment GL allows), so that more may follow.
+  static std::size_t inputGradientWorkspaceBytes(const DenseShape& shape);
   // dW = (dY ⊙ act'(Y))ᵀ·X; split along the batch (two dispatches) when weightGradientSplit says so, with
   // its workspace of partial sums.
   std::vector<Dispatch> weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x, const BufferView& dw,
@@ -54,6 +67,7 @@ class DenseOp {
   TransposeOp transpose_;
   SplitBiasActivationOp finishForward_;
   GemmPrograms inputGradient_;
+  GemmPrograms inputGradientTransposed_;
   GemmPrograms weightGradient_;
   SplitSumOp splitSum_;
   const Program& biasGradient_;

@@ -1,6 +1,7 @@
 // Every op's reference backward against central finite differences in double, and every op's GPU forward
 // and backward against its reference.
 #include "graph/Ops.h"
+#include "ops/Dense.h"
 #include "ops/Gemm.h"
 #include "support/Compare.h"
 #include "support/GlContext.h"
@@ -128,10 +129,16 @@ struct TargetPattern {
   bool isFlipped(std::size_t i) const { return i < flipped.size() && flipped[i]; }
 };
 
+// Absolute and relative tolerance of a check against float64. The default suits sums of up to 67 terms.
+struct Tolerance {
+  double absolute = 1e-5, relative = 1e-4;
+};
+
 // The op's GPU forward and backward, gradients written and then accumulated, against its reference. Returns the
 // labels of the last plan's dispatches.
 std::vector<std::string> checkAgainstReference(Context& context, ProgramCache& programs, const OpCase& c, std::uint32_t rows,
-                                               std::mt19937& random, const TargetPattern& pattern = {}) {
+                                               std::mt19937& random, const TargetPattern& pattern = {},
+                                               const Tolerance& tolerance = {}) {
   CAPTURE(c.name);
   CAPTURE(rows);
   const auto inputs = randomInputs(c, random);
@@ -184,8 +191,7 @@ std::vector<std::string> checkAgainstReference(Context& context, ProgramCache& p
     c.op->backward(programs, plan, gpuInputs, output, {dOutBuffer, outShape}, targets);
     plan.run();
     labels = plan.labels();
-    // fp32 against float64 with sums of up to 67 terms: 1e-5 absolute, 1e-4 relative.
-    test::checkClose(out.read<float>(), referenceOut, 1e-5, 1e-4);
+    test::checkClose(out.read<float>(), referenceOut, tolerance.absolute, tolerance.relative);
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       if (!targets[i]) continue;
       CAPTURE(i);
@@ -193,7 +199,7 @@ std::vector<std::string> checkAgainstReference(Context& context, ProgramCache& p
       if (accumulates(i)) {
         for (double& value : expected) value += prior;
       }
-      test::checkClose(gradientBuffers[i].read<float>(), expected, 1e-5, 1e-4);
+      test::checkClose(gradientBuffers[i].read<float>(), expected, tolerance.absolute, tolerance.relative);
     }
   }
   return labels;
@@ -234,6 +240,20 @@ TEST_SUITE("gl") {
       CHECK(!anyLabelContains(labels, "dW+db"));
       CHECK(anyLabelContains(labels, "conv db") == !pattern.isAbsent(2));
     }
+  }
+
+  TEST_CASE("a large dense layer's gradients, dY made dZ in place and dX run on dZ transposed, match float64") {
+    Context& context = test::glContext();
+    auto random = test::generator(44);
+    ProgramCache programs;
+    // The smallest layer that transposes dZ (512 rows, 1024 outputs, 4096 inputs: 2^31 multiply-adds). Tanh, whose
+    // derivative is smooth: ReLU's would flip where an fp32 output rounds across its kink.
+    const OpCase c{"dense tanh, large", denseOp(Activation::tanh), {{512, 4096}, {1024, 4096}, {1024}}};
+    REQUIRE(DenseOp::transposesOutputGradient({512, 4096, 1024}));
+    // Sums of 4096 (forward), 1024 (dX) and 512 (dW, db) fp32 products of values in [-1, 1].
+    const std::vector<std::string> labels = checkAgainstReference(context, programs, c, 512, random, {}, {5e-4, 1e-4});
+    CHECK(anyLabelContains(labels, "dense dZ in place and transposed"));
+    CHECK(anyLabelContains(labels, "on dZ transposed"));
   }
 
   TEST_CASE("the ops on the GEMM core match their reference under every GEMM configuration") {

@@ -162,7 +162,35 @@ TEST_SUITE("gl") {
     }
   }
 
-  TEST_CASE("a large dense layer's forward pass runs on its transposed operands and matches float64 under every configuration") {
+  TEST_CASE("Transpose.glsl with an activation makes dY the pre-activation gradient dZ = dY ⊙ act'(Y) in place and writes dZᵀ") {
+    Context& context = test::glContext();
+    auto random = test::generator(20);
+    ProgramCache programs;
+    const TransposeOp transpose(programs);
+    const std::uint32_t rows = 37, columns = 70;
+    const auto dy = test::uniformFloats(random, std::size_t{rows} * columns);
+    auto y = test::uniformFloats(random, dy.size());
+    y[5] = 0.0f;  // ReLU's kink counts as 0
+    Buffer yBuffer = Buffer::of(y);
+    for (const Activation activation : {Activation::none, Activation::relu, Activation::tanh, Activation::sigmoid}) {
+      CAPTURE(activationName(activation));
+      Buffer dyBuffer = Buffer::of(dy), target = poisoned(dy.size());
+      Plan plan(context.limits());
+      plan.record(transpose.preActivationGradient(dyBuffer, yBuffer, target, rows, columns, activation, "dZ"));
+      plan.run();
+      std::vector<double> dz(dy.size()), expected(dy.size());
+      for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t c = 0; c < columns; ++c) {
+          dz[r * columns + c] = dy[r * columns + c] * ref::activationDerivative(activation, y[r * columns + c]);
+          expected[c * rows + r] = dz[r * columns + c];
+        }
+      }
+      test::checkClose(target.read<float>(), expected, 1e-6, 1e-6);
+      test::checkClose(dyBuffer.read<float>(), dz, 1e-6, 1e-6);  // dY became dZ in place
+    }
+  }
+
+  TEST_CASE("a large dense layer's forward pass and input gradient run on transposed operands and match float64 under every configuration") {
     Context& context = test::glContext();
     auto random = test::generator(19);
     ProgramCache programs;
@@ -170,32 +198,55 @@ TEST_SUITE("gl") {
     // scalars (M and N odd), 516 × 512 in vec4 runs; both cross tile edges.
     CHECK_FALSE(DenseOp::transposesOperands({1024, 1024, 1024}));
     CHECK_FALSE(DenseOp::transposesOperands({511, 1 << 20, 4096}));
+    CHECK(DenseOp::inputGradientWorkspaceBytes({1024, 1024, 1024}) == 0);
+    CHECK_FALSE(DenseOp::transposesOutputGradient({1024, 784, 4096}));
     for (const DenseShape& shape : {DenseShape{515, 8129, 513}, DenseShape{516, 8136, 512}}) {
       REQUIRE(DenseOp::transposesOperands(shape));
+      REQUIRE(DenseOp::transposesOutputGradient(shape));
       const std::size_t m = shape.rows, n = shape.outputs, k = shape.inputs;
       const auto x = test::uniformFloats(random, m * k);
       const auto w = test::uniformFloats(random, n * k);
       const auto b = test::uniformFloats(random, n);
+      const auto dy = test::uniformFloats(random, m * n);
       auto expected = ref::gemm(x, {k, 1}, w, {k, 1}, m, n, k);
       for (std::size_t r = 0; r < m; ++r) {
         for (std::size_t s = 0; s < n; ++s) expected[r * n + s] = std::max(0.0, expected[r * n + s] + b[s]);
       }
-      Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b);
+      // The gradient reads a fixed Y (the reference's, in fp32) rather than each configuration's own, so that no
+      // output rounded across ReLU's kink changes the expected dX.
+      std::vector<float> y32(expected.begin(), expected.end());
+      std::vector<float> dz(m * n);
+      for (std::size_t i = 0; i < dz.size(); ++i) dz[i] = y32[i] > 0.0f ? dy[i] : 0.0f;
+      // The second shape adds to what dX holds (accumulate), the first overwrites it.
+      const bool accumulate = m % 4 == 0;
+      const auto priorDx = test::uniformFloats(random, m * k);
+      auto expectedDx = ref::gemm(dz, {n, 1}, w, {1, k}, m, k, n);
+      if (accumulate) {
+        for (std::size_t i = 0; i < expectedDx.size(); ++i) expectedDx[i] += priorDx[i];
+      }
+      Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b), yBuffer = Buffer::of(y32);
       Buffer workspace = poisoned(DenseOp::forwardWorkspaceBytes(shape, true) / sizeof(float));
+      Buffer gradientWorkspace = poisoned(DenseOp::inputGradientWorkspaceBytes(shape) / sizeof(float));
       for (const GemmConfig* config : gemmConfigsFitting(context.limits())) {
         CAPTURE(config->name);
         CAPTURE(shape.rows);
         ForcedGemmConfig forced(*config);
         const DenseOp dense(programs, Activation::relu);
         Buffer y = poisoned(m * n);
-        const std::vector<Dispatch> dispatches = dense.forward(xBuffer, wBuffer, bBuffer, y, shape, BufferView(workspace));
-        REQUIRE(dispatches.size() == 3);
-        CHECK(dispatches.back().label.find("on transposes") != std::string::npos);
+        Buffer dx = accumulate ? Buffer::of(priorDx) : poisoned(m * k);
+        const std::vector<Dispatch> forward = dense.forward(xBuffer, wBuffer, bBuffer, y, shape, BufferView(workspace));
+        REQUIRE(forward.size() == 3);
+        CHECK(forward.back().label.find("on transposes") != std::string::npos);
+        Buffer dyBuffer = Buffer::of(dy);  // becomes dZ in place
         Plan plan(context.limits());
-        plan.record(dispatches);
+        plan.record(forward);
+        plan.record(dense.preActivationGradient(dyBuffer, yBuffer, gradientWorkspace, shape));
+        plan.record(dense.inputGradientOnTransposed(gradientWorkspace, wBuffer, dx, shape, accumulate));
         plan.run();
-        // fp32 sums of ~8000 products of values in [-1, 1] (magnitude ~50): rounding grows like sqrt(depth)·ulp.
+        // fp32 sums of ~8000 (forward) or ~500 (dX) products of values in [-1, 1]: rounding grows like sqrt(depth)·ulp.
         test::checkClose(y.read<float>(), expected, 1e-3, 1e-5);
+        test::checkClose(dx.read<float>(), expectedDx, 2e-4, 1e-5);
+        REQUIRE(dyBuffer.read<float>() == dz);
       }
     }
   }
