@@ -5,6 +5,9 @@
 //                        with the weights transposed by mode 4 first, [C·KH·KW, OC], so that both GEMM
 //                        operands run along the tile (10.4 -> 8.9 ms for the MNIST CNN's conv2 at batch
 //                        10 000 on the H100, bench/NOTES-gemm.md row 12)
+//                        CONV_POOL: followed by 2×2 max pooling (stride 2, odd edges dropped), Y [N, OC, OH/2, OW/2]:
+//                        the rows come in runs of 4, one pooling window each (R = N·(OH/2)·(OW/2)·4), and the
+//                        GEMM stores each run's maximum (GEMM_STORE_RUNS)
 //   CONV_MODE 1 dX:      dX = conv_transpose(dZ, Wt)                    R = N·H·W,  S = C,  T = OC·KH·KW
 //                        with the weights rearranged by mode 5 first, [OC·KH·KW, C], so that B runs along the tile
 //                        as in the forward pass
@@ -25,7 +28,8 @@
 // im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 1 and
 // 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
 // 4): the rearranged weights are also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dZ too;
-// GEMM_B_GATHER (mode 2): runs of 4 pixels of the implicit im2col matrix computed together
+// GEMM_B_GATHER (mode 2): runs of 4 pixels of the implicit im2col matrix computed together; CONV_POOL with
+// GEMM_STORE_RUNS (mode 0): pooled output
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
 layout(std430, binding = 1) readonly buffer Second { float second[]; };
@@ -97,16 +101,46 @@ void nextPixel(inout uint n, inout uint row, inout uint column, uint height, uin
 // The row coordinate of a row past the matrix: no kernel offset brings it inside the source planes.
 const int outsideRows = -0x40000000;
 
+#ifdef CONV_POOL
+#define POOLED_HEIGHT (OH / 2u)
+#define POOLED_WIDTH (OW / 2u)
+// Run r..r+3 (r a multiple of 4) is the pooling window r / 4, (n, pooled row, pooled column); its pixels are
+// (0, 0), (0, 1), (1, 0), (1, 1) of the window.
+void firstPixelOfRun(uint r, out uint n, out uint row, out uint column) {
+  uint window = r / 4u, pooled = window % (POOLED_HEIGHT * POOLED_WIDTH);
+  n = window / (POOLED_HEIGHT * POOLED_WIDTH);
+  row = 2u * (pooled / POOLED_WIDTH);
+  column = 2u * (pooled % POOLED_WIDTH);
+}
+// From pixel i of the run to pixel i + 1.
+void nextPixelOfRun(inout uint n, inout uint row, inout uint column, uint i) {
+  if (i == 1u) {
+    --column;
+    ++row;
+  } else {
+    ++column;
+  }
+}
+#else
+void firstPixelOfRun(uint r, out uint n, out uint row, out uint column) {
+  uint pixel = r % (ROWS_HEIGHT * ROWS_WIDTH);
+  n = r / (ROWS_HEIGHT * ROWS_WIDTH);
+  row = pixel / ROWS_WIDTH;
+  column = pixel % ROWS_WIDTH;
+}
+void nextPixelOfRun(inout uint n, inout uint row, inout uint column, uint i) { nextPixel(n, row, column, ROWS_HEIGHT, ROWS_WIDTH); }
+#endif
+
 // Rows r..r+3: the source index and coordinates of kernel offset (0, 0) of each, once per group.
 void gemmAGatherRows(uint r, uint R, out ivec4 base, out ivec4 y, out ivec4 x) {
-  uint n = r / (ROWS_HEIGHT * ROWS_WIDTH), pixel = r % (ROWS_HEIGHT * ROWS_WIDTH);
-  uint row = pixel / ROWS_WIDTH, column = pixel % ROWS_WIDTH;
+  uint n, row, column;
+  firstPixelOfRun(r, n, row, column);
   for (uint i = 0u; i < 4u; ++i) {
     int top = int(row) - KERNEL_SIGN * PAD, left = int(column) - KERNEL_SIGN * PAD;
     base[i] = int(n * SOURCE_CHANNELS * SOURCE_HEIGHT * SOURCE_WIDTH) + top * int(SOURCE_WIDTH) + left;
     y[i] = r + i < R ? top : outsideRows;
     x[i] = left;
-    nextPixel(n, row, column, ROWS_HEIGHT, ROWS_WIDTH);
+    nextPixelOfRun(n, row, column, i);
   }
 }
 // Their 4 values at depth t: one offset for all, a bounds test each.
@@ -169,7 +203,9 @@ vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
 #endif
 
 #if CONV_MODE <= 2
-#if CONV_MODE == 0
+#if CONV_MODE == 0 && defined(CONV_POOL)
+#define GEMM_SHAPE N * POOLED_HEIGHT * POOLED_WIDTH * 4u, OC, gemmDepth
+#elif CONV_MODE == 0
 #define GEMM_SHAPE N * OH * OW, OC, gemmDepth
 #elif CONV_MODE == 1
 #define GEMM_SHAPE N * H * W, C, gemmDepth
@@ -182,6 +218,13 @@ vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
 #define GEMM_SHAPE OC, C * KH * KW, N * OH * OW
 #endif
 
+#ifdef CONV_POOL
+// The activation never falls as its argument rises, so the window's largest sum gives its largest output.
+void gemmStoreRun(uint r, uint s, vec4 values) {
+  uint window = r / 4u, n = window / (POOLED_HEIGHT * POOLED_WIDTH), pooled = window % (POOLED_HEIGHT * POOLED_WIDTH);
+  result[(n * OC + s) * POOLED_HEIGHT * POOLED_WIDTH + pooled] = activate(max(max(values.x, values.y), max(values.z, values.w)) + third[s]);
+}
+#else
 void gemmStore(uint r, uint s, float value) {
 #if defined(SPLIT_K) && CONV_MODE == 1
   // Slice z of the workspace in dX's own layout, so SplitSum.glsl adds slices element by element.
@@ -202,6 +245,7 @@ void gemmStore(uint r, uint s, float value) {
   store(r * C * KH * KW + s, value);
 #endif
 }
+#endif
 
 void main() { gemmRun(GEMM_SHAPE); }
 #elif CONV_MODE == 6

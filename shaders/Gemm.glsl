@@ -17,6 +17,9 @@
 //   coordinates that no offset brings in range), and gemmAGather(base, y, x, t) gives the run at depth t.
 //   GEMM_B_GATHER: the shader defines gemmBGather(s, t, S, tEnd), the run of 4 from (s, t) along t, zero outside
 //   the matrix, computed together (an implicit im2col whose 4 neighbours share most of their index arithmetic).
+//   GEMM_STORE_RUNS (with GEMM_A_ALONG_ROWS, R a multiple of 4): the shader defines gemmStoreRun(r, s, values)
+//   instead of gemmStore, and receives C's rows r..r+3 of column s together (r a multiple of 4), so that it can
+//   reduce them (a convolution's max pooling).
 // Each operand is staged in shared memory in its own contiguous direction, in runs of 4 stored as vec4s (no
 // transposition): along r (s) as tile[t][r / 4], along t as tile[r][t / 4]. An invocation reads what it
 // needs as vec4s: along r, runs of 4 rows, so it owns THREAD_M / 4 runs of 4 consecutive rows strided by
@@ -44,7 +47,14 @@ layout(local_size_x = GEMM_INVOCATIONS) in;
 
 float gemmA(uint r, uint t);
 float gemmB(uint t, uint s);
+#ifdef GEMM_STORE_RUNS
+#ifndef GEMM_A_ALONG_ROWS
+#error GEMM_STORE_RUNS stores the runs of rows that GEMM_A_ALONG_ROWS gives each invocation
+#endif
+void gemmStoreRun(uint r, uint s, vec4 values);
+#else
 void gemmStore(uint r, uint s, float value);
+#endif
 #ifdef GEMM_A_VEC4
 vec4 gemmA4(uint r, uint t);
 #endif
@@ -290,6 +300,17 @@ void gemmRun(uint R, uint S, uint T) {
   float sum[GEMM_THREAD_M][GEMM_THREAD_N];
   gemmSums(R, S, T, sum);
   uint rowBase = gl_WorkGroupID.x * uint(GEMM_TILE_M), columnBase = gl_WorkGroupID.y * uint(GEMM_TILE_N);
+#ifdef GEMM_STORE_RUNS
+  // Rows i..i+3 of the block are consecutive rows of C from a multiple of 4: whole when the first is inside R.
+  for (uint i = 0u; i < uint(GEMM_THREAD_M); i += 4u) {
+    uint r = rowBase + gemmRowInTile(i);
+    if (r >= R) continue;
+    for (uint j = 0u; j < uint(GEMM_THREAD_N); ++j) {
+      uint s = columnBase + gemmColumnInTile(j);
+      if (s < S) gemmStoreRun(r, s, vec4(sum[i][j], sum[i + 1u][j], sum[i + 2u][j], sum[i + 3u][j]));
+    }
+  }
+#else
   for (uint i = 0u; i < uint(GEMM_THREAD_M); ++i) {
     uint r = rowBase + gemmRowInTile(i);
     if (r >= R) continue;
@@ -298,4 +319,5 @@ void gemmRun(uint R, uint S, uint T) {
       if (s < S) gemmStore(r, s, sum[i][j]);
     }
   }
+#endif
 }

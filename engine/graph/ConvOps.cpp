@@ -110,7 +110,7 @@ class Conv2d : public Op {
     return grads;
   }
 
- private:
+ protected:
   static std::vector<Shape> shapes(const std::vector<GpuTensor>& in) {
     std::vector<Shape> result;
     for (const GpuTensor& t : in) result.push_back(t.shape);
@@ -197,6 +197,40 @@ class MaxPool : public Op {
   }
 };
 
+// A convolution followed by 2×2 max pooling in one GEMM whose stores pool, so that the convolution's full-size
+// output is never written (inference graphs only: training needs it for the gradients). Its reference is the
+// two ops' one after the other.
+class Conv2dMaxPool : public Conv2d {
+ public:
+  using Conv2d::Conv2d;
+  std::string name() const override { return Conv2d::name() + " + " + pool_.name(); }
+  Shape outputShape(const std::vector<Shape>& in) const override { return pool_.outputShape({Conv2d::outputShape(in)}); }
+  std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
+    return ConvOp::transposedWeightBytes(shape(in));
+  }
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    GLNET_ASSERT(out.workspace.has_value(), "a convolution needs its workspace for the transposed weights");
+    plan.record(ConvOp(programs, activation_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in)), *out.workspace,
+                                                      true));
+  }
+  void backward(ProgramCache&, Plan&, const std::vector<GpuTensor>&, const GpuTensor&, const GpuTensor&,
+                const std::vector<std::optional<GradientTarget>>&) const override {
+    GLNET_ASSERT(false, "a convolution fused with its pooling runs in forward-only graphs");
+  }
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    const std::vector<double> convolved = Conv2d::referenceForward(in);
+    return pool_.referenceForward({{&convolved, Conv2d::outputShape(shapes(in))}});
+  }
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>&, const std::vector<double>&,
+                                                     const std::vector<double>&) const override {
+    GLNET_ASSERT(false, "a convolution fused with its pooling runs in forward-only graphs");
+    return {};
+  }
+
+ private:
+  MaxPool pool_;
+};
+
 class Flatten : public Op {
  public:
   std::string name() const override { return "flatten"; }
@@ -226,6 +260,9 @@ std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding)
   return std::make_shared<Conv2d>(activation, padding);
 }
 std::shared_ptr<const Op> maxPoolOp() { return std::make_shared<MaxPool>(); }
+std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t padding) {
+  return std::make_shared<Conv2dMaxPool>(activation, padding);
+}
 std::shared_ptr<const Op> flattenOp() { return std::make_shared<Flatten>(); }
 
 }  // namespace glnet

@@ -30,6 +30,8 @@ std::shared_ptr<const Op> correctOp();
 std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding);
 // 2×2 max pooling, stride 2: [N, C, H, W] → [N, C, H/2, W/2].
 std::shared_ptr<const Op> maxPoolOp();
+// conv2dOp followed by maxPoolOp in one dispatch that never writes the convolution's output; forward only.
+std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t padding);
 // [N, d1, d2, ...] → [N, d1·d2·...] in (C, H, W) order, as a view of the same memory.
 std::shared_ptr<const Op> flattenOp();
 

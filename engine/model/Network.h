@@ -57,7 +57,8 @@ struct Network {
 };
 
 // The network as a graph for `batch` images: images [batch, inputShape...] → logits; with labels, also the
-// per-row cross-entropy loss and correctness.
+// per-row cross-entropy loss and correctness. Without them the graph is for inference, and a convolution followed
+// by pooling is one op (conv2dMaxPoolOp).
 struct NetworkGraph {
   Graph graph;
   Tensor images, labels, logits, loss, correct;

@@ -73,14 +73,19 @@ Dispatch ConvOp::rearrangeWeights(int mode, const char* label, const BufferView&
 }
 
 std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                                      const ConvShape& s, const BufferView& transposedWeight) const {
-  const std::uint64_t rows = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
+                                      const ConvShape& s, const BufferView& transposedWeight, bool pooled) const {
+  GLNET_ASSERT(!pooled || (s.outHeight() >= 2 && s.outWidth() >= 2), "2×2 pooling needs an output of at least 2×2");
+  // Pooled, each pooling window is a run of 4 rows (its pixels), and the output pixels of dropped odd edges none.
+  const std::uint64_t rows = pooled ? std::uint64_t{s.batch} * (s.outHeight() / 2) * (s.outWidth() / 2) * 4
+                                    : std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
   GLNET_ASSERT(transposedWeight.room() >= transposedWeightBytes(s), "the transposed conv weights need their own space");
   const Dispatch t = rearrangeWeights(4, "conv weights transposed", weight, transposedWeight, s);
   const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered);
-  Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), false, geometry(s)),
-                        std::string("conv ") + activationName(activation_) + " " + gemm.config->name,
+  std::vector<ShaderDefine> defines = geometry(s);
+  if (pooled) defines.insert(defines.end(), {{"CONV_POOL", "1"}, {"GEMM_STORE_RUNS", "1"}});
+  Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), false, defines),
+                        std::string("conv ") + activationName(activation_) + (pooled ? " + max pool " : " ") + gemm.config->name,
                         {{0, x, Access::read}, {1, transposedWeight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}},
                         s, false, gemm.groups);
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));

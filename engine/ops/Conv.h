@@ -22,9 +22,10 @@ class ConvOp {
  public:
   ConvOp(ProgramCache& programs, Activation activation);
   // Two dispatches: the weights transposed into `transposedWeight` (OC·C·KH·KW floats), then the convolution,
-  // whose GEMM then reads both operands along its tile.
+  // whose GEMM then reads both operands along its tile. `pooled`: followed by 2×2 max pooling with stride 2 (odd
+  // edges dropped), y [N, OC, OH/2, OW/2], in the same GEMM, whose rows then run over pooling windows.
   std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                                const ConvShape& shape, const BufferView& transposedWeight) const;
+                                const ConvShape& shape, const BufferView& transposedWeight, bool pooled = false) const;
   static std::size_t transposedWeightBytes(const ConvShape& s) {
     return std::size_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth * sizeof(float);
   }

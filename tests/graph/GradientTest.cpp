@@ -256,6 +256,41 @@ TEST_SUITE("gl") {
     CHECK(anyLabelContains(labels, "on dZ transposed"));
   }
 
+  TEST_CASE("a convolution fused with its max pooling matches the reference convolution then pooling under every GEMM configuration") {
+    Context& context = test::glContext();
+    auto random = test::generator(45);
+    ProgramCache programs;
+    // Odd output sizes (pooling drops the last row or column), both paddings, and pooled rows (N·OH/2·OW/2·4:
+    // 144, 320 and 1372) crossing the tile edges of every configuration.
+    const std::vector<OpCase> fused{
+        {"conv2d relu same + max pool, odd edges", conv2dMaxPoolOp(Activation::relu, 1), {{3, 2, 9, 7}, {5, 2, 3, 3}, {5}}},
+        {"conv2d tanh valid + max pool", conv2dMaxPoolOp(Activation::tanh, 0), {{5, 3, 10, 11}, {6, 3, 3, 4}, {6}}},
+        {"conv2d none same 5x5 + max pool", conv2dMaxPoolOp(Activation::none, 2), {{7, 1, 14, 14}, {8, 1, 5, 5}, {8}}}};
+    for (const GemmConfig* config : gemmConfigsFitting(context.limits())) {
+      ForcedGemmConfig forced(*config);
+      for (const OpCase& c : fused) {
+        CAPTURE(config->name);
+        CAPTURE(c.name);
+        const auto inputs = randomInputs(c, random);
+        std::vector<Buffer> buffers;
+        std::vector<GpuTensor> gpuInputs;
+        for (const auto& values : inputs) buffers.push_back(Buffer::of(std::vector<float>(values.begin(), values.end())));
+        for (std::size_t i = 0; i < inputs.size(); ++i) gpuInputs.push_back({buffers[i], c.shapes[i]});
+        const Shape outShape = c.op->outputShape(c.shapes);
+        Buffer out(elementCount(outShape) * sizeof(float));
+        out.fill(test::nanPoison);
+        Buffer workspace(c.op->workspaceBytes(c.shapes));
+        GpuTensor output{out, outShape, BufferView(workspace)};
+        Plan plan(context.limits());
+        c.op->forward(programs, plan, gpuInputs, output);
+        plan.run();
+        CHECK(anyLabelContains(plan.labels(), "+ max pool"));
+        // Sums of at most 27 fp32 products of values in [-1, 1].
+        test::checkClose(out.read<float>(), c.op->referenceForward(host(c, inputs)), 1e-5, 1e-4);
+      }
+    }
+  }
+
   TEST_CASE("the ops on the GEMM core match their reference under every GEMM configuration") {
     Context& context = test::glContext();
     auto random = test::generator(42);
