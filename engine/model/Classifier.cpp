@@ -51,7 +51,7 @@ Plan Classifier::plan(const GpuImages& images, const Buffer& classes, const Buff
     GLNET_ASSERT(first == firstImage, "the first image is the plan parameter after the step");
     p.record(NormalizeOp(programs_)(images.pixels, compiled_->view(graph_->images), narrow(batch_ * inputs_),
                                     Uniform::fromParameter(NormalizeOp::firstPixelLocation, first, static_cast<std::int64_t>(inputs_)),
-                                    input_.mean, input_.std));
+                                    input_.mean, input_.std, inputs_ % 4 == 0));
   });
   const SoftmaxOp softmax(programs_);
   const BufferView logits = compiled_->view(graph_->logits);

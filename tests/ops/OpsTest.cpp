@@ -21,26 +21,35 @@ Buffer poisoned(std::size_t floats) {
 }  // namespace
 
 TEST_SUITE("gl") {
-  TEST_CASE("Normalize.glsl matches the reference at odd sizes and offsets") {
+  TEST_CASE("Normalize.glsl matches the reference at odd sizes and offsets, one pixel or four per invocation") {
     Context& context = test::glContext();
     auto random = test::generator(10);
     ProgramCache programs;
     const NormalizeOp normalize(programs);
-    for (const std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{784}, std::size_t{7 * 784 + 3}}) {
-      for (const std::size_t first : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{785}}) {
-        CAPTURE(count);
-        CAPTURE(first);
-        const auto pixels = test::randomBytes(random, first + count + 5);
-        std::vector<std::uint8_t> padded = pixels;
-        padded.resize((pixels.size() + 3) / 4 * 4);
-        Buffer input = Buffer::of(padded);
-        Buffer output = poisoned(count);
-        Plan plan(context.limits());
-        plan.record(normalize(input, output, static_cast<std::uint32_t>(count),
-                              Uniform::u32(NormalizeOp::firstPixelLocation, static_cast<std::uint32_t>(first)), 0.1307f, 0.3081f));
-        plan.run();
-        // One fp32 divide and multiply-add on values near 1: a few ulps.
-        test::checkClose(output.read<float>(), ref::normalize(pixels, first, count, 0.1307f, 0.3081f), 1e-6, 1e-6);
+    for (const std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{784}, std::size_t{7 * 784 + 3}, std::size_t{7 * 784}}) {
+      for (const std::size_t first : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{785}, std::size_t{1568}}) {
+        for (const bool wordAligned : {false, true}) {
+          if (wordAligned && first % 4 != 0) continue;
+          CAPTURE(count);
+          CAPTURE(first);
+          CAPTURE(wordAligned);
+          const auto pixels = test::randomBytes(random, first + count + 5);
+          std::vector<std::uint8_t> padded = pixels;
+          padded.resize((pixels.size() + 3) / 4 * 4);
+          Buffer input = Buffer::of(padded);
+          Buffer output = poisoned(count);
+          const Uniform firstPixel = Uniform::u32(NormalizeOp::firstPixelLocation, static_cast<std::uint32_t>(first));
+          const Dispatch dispatch = normalize(input, output, static_cast<std::uint32_t>(count), firstPixel, 0.1307f, 0.3081f, wordAligned);
+          if (wordAligned && count % 4 == 0) {  // four pixels per invocation: a quarter of the invocations
+            const Dispatch single = normalize(input, output, static_cast<std::uint32_t>(count), firstPixel, 0.1307f, 0.3081f, false);
+            CHECK(dispatch.program != single.program);
+          }
+          Plan plan(context.limits());
+          plan.record(dispatch);
+          plan.run();
+          // One fp32 divide and multiply-add on values near 1: a few ulps.
+          test::checkClose(output.read<float>(), ref::normalize(pixels, first, count, 0.1307f, 0.3081f), 1e-6, 1e-6);
+        }
       }
     }
   }
