@@ -12,8 +12,6 @@
 // (Transpose.glsl), so that both operands run along the tile, the core's fastest layout; Y is not read;
 // GEMM_A_VEC4 then asks for M a multiple of 4.
 
-layout(std430, binding = 0) readonly buffer OutputGradient { float dY[]; };
-layout(std430, binding = 1) readonly buffer Output { float Y[]; };
 layout(std430, binding = 2) readonly buffer Operand { float operand[]; };
 layout(std430, binding = 3) buffer Gradient { float gradient[]; };
 layout(location = 0) uniform uint M;
@@ -21,9 +19,15 @@ layout(location = 1) uniform uint N;
 layout(location = 2) uniform uint K;
 layout(location = 3) uniform uint accumulate;
 
-float dZ(uint row, uint column) { return dY[row * N + column] * activationDerivative(Y[row * N + column]); }
-
 void store(uint index, float value) { gradient[index] = accumulate != 0u ? gradient[index] + value : value; }
+
+// Not declared where binding 0 holds dZᵀ: a device may count declared blocks against its limit (OpenGL ES's minimum
+// device allows 8 per compute shader).
+#ifndef TRANSPOSED_OUTPUT_GRADIENT
+layout(std430, binding = 0) readonly buffer OutputGradient { float dY[]; };
+layout(std430, binding = 1) readonly buffer Output { float Y[]; };
+
+float dZ(uint row, uint column) { return dY[row * N + column] * activationDerivative(Y[row * N + column]); }
 
 #ifdef GEMM_A_VEC4
 layout(std430, binding = 0) readonly buffer OutputGradientRuns { vec4 dY4[]; };
@@ -35,6 +39,7 @@ vec4 dZ4(uint row, uint n) {
   return dY4[run] * vec4(activationDerivative(y.x), activationDerivative(y.y), activationDerivative(y.z),
                          activationDerivative(y.w));
 }
+#endif
 #endif
 #ifdef GEMM_B_VEC4
 layout(std430, binding = 2) readonly buffer OperandRuns { vec4 operand4[]; };
