@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
                        "dispatch) against the chained plan, one training step, and the normalize-weigh-tanh workload on 1M\n"
                        "floats as 3 dispatches and fused. Results are checked against the CPU; times are median, p10 and p90.",
                        "[options]");
-    parser.option("model", "FILE", "model to run (default: a random 784-128-10)")
+    parser.modelOptions("model to run (default: a random 784-128-10)")
         .option("batches", "N,N,...", "inference batch sizes", "1,8,64,512,4096,10000")
         .option("runs", "N", "measured runs per stage", "20")
         .option("warmup", "N", "unmeasured runs first", "3")
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     for (const char* file : {"csv", "json"}) {
       if (parser.has(file)) checkWritable(parser.text(file));
     }
-    const Network model = parser.has("model") ? Network::load(parser.text("model")) : Network::create("784-128-10", Activation::relu, 1);
+    const Network model = parser.has("model") ? cli::loadModel(parser, "glnet_bench") : Network::create("784-128-10", Activation::relu, 1);
     const Context context(parser.contextOptions());
     std::printf("device %d: %s (%s)\nmodel %s; %d warm-up and %d measured runs; times in ms: median [p10, p90]\n",
                 context.device().index, context.device().renderer.c_str(), context.device().glVersion.c_str(),

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
                        "through one recorded plan, and the predictions are read back once at the end. Under mpirun each\n"
                        "rank evaluates its share of the images on its own GPU and rank 0 prints the totals.",
                        "--model MODEL.safetensors [options]");
-    parser.option("model", "FILE", "model file (safetensors)")
+    parser.modelOptions("model file (safetensors)")
         .option("data", "DIR", "directory of the IDX files (plain or .gz); Fashion-MNIST: /usr/share/datasets/fashion-mnist",
                 "data/mnist")
         .option("split", "test|train", "which split to evaluate", "test")
@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     std::optional<Evaluation> evaluation;
     std::size_t imageCount = 0;
     cli::setUpTogether(ranks, [&] {
-      model.emplace(Network::load(parser.text("model")));
+      model.emplace(cli::loadModel(parser, "glnet_eval"));
       LabelledImages data = readMnistSplit(parser.text("data"), splitName == "test" ? Split::test : Split::train,
                                            static_cast<int>(model->classes()));
       if (parser.has("limit")) keepFirst(data, static_cast<std::size_t>(parser.integer("limit", 1, static_cast<long>(data.images.count))));

@@ -22,11 +22,13 @@ struct Input {
   std::string name;
   std::vector<std::uint8_t> pixels;
   int label = -1;  // known for MNIST images
+  bool blank = false;
 };
 
 std::vector<std::size_t> parseIndices(const std::string& text, std::size_t count) {
   std::vector<std::size_t> indices;
-  std::istringstream parts(text);
+  if (text.empty()) throw UsageError("--mnist-index is empty: give indices from 0 to " + std::to_string(count - 1) + " separated by commas");
+  std::istringstream parts(text + ",");  // so that a trailing comma shows as an empty index
   std::string part;
   while (std::getline(parts, part, ',')) {
     char* end = nullptr;
@@ -49,7 +51,7 @@ int main(int argc, char** argv) {
                        "Images that are not 28x28 are cropped, scaled into 20x20 and centred by mass, as MNIST was made.",
                        "--model MODEL.safetensors [IMAGE...] [--mnist-index N[,N...]] [options]");
     parser.positionals("IMAGE...", "PNG, JPEG, BMP or PGM files", 0, 100000)
-        .option("model", "FILE", "model file (safetensors) to classify with")
+        .modelOptions("model file (safetensors) to classify with")
         .option("mnist-index", "N[,N...]", "classify these images of the MNIST test set")
         .option("data", "DIR", "directory of the MNIST IDX files, for --mnist-index", "data/mnist")
         .flag("invert", "the images are dark digits on light paper: invert them")
@@ -65,20 +67,24 @@ int main(int argc, char** argv) {
     const bool json = parser.has("json");
     const ContextOptions contextOptions = parser.contextOptions();
 
-    const Network model = Network::load(parser.text("model"));
+    const Network model = cli::loadModel(parser, "glnet_predict");
     if (model.inputs() != 28 * 28) {
       throw Error(parser.text("model") + ": the model takes " + std::to_string(model.inputs()) +
                   " inputs; glnet_predict classifies 28x28 images (784 inputs)");
     }
     std::vector<Input> inputs;
-    for (const std::string& path : parser.positional()) inputs.push_back({path, toMnistDigit(loadGrayImage(path), inversion)});
+    for (const std::string& path : parser.positional()) {
+      const GrayImage image = loadGrayImage(path);
+      inputs.push_back({path, toMnistDigit(image, inversion), -1, looksBlank(image.pixels.data(), image.pixels.size())});
+      if (inputs.back().blank) std::fprintf(stderr, "glnet_predict: warning: %s: %s\n", path.c_str(), blankImageWarning);
+    }
     if (parser.has("mnist-index")) {
       const LabelledImages test = readMnistSplit(parser.text("data"), Split::test);
       for (const std::size_t index : parseIndices(parser.text("mnist-index"), test.images.count)) {
         const auto begin = test.images.pixels.begin() + static_cast<std::ptrdiff_t>(index * test.images.pixelsPerImage());
         inputs.push_back({"mnist-test[" + std::to_string(index) + "]",
                           {begin, begin + static_cast<std::ptrdiff_t>(test.images.pixelsPerImage())},
-                          test.labels[index]});
+                          test.labels[index], false});
       }
     }
     std::vector<std::uint8_t> pixels;
@@ -95,6 +101,7 @@ int main(int argc, char** argv) {
       if (json) {
         nlohmann::json entry = {{"image", inputs[i].name}, {"class", prediction.label}, {"probabilities", prediction.probabilities}};
         if (inputs[i].label >= 0) entry["label"] = inputs[i].label;
+        if (inputs[i].blank) entry["warning"] = blankImageWarning;
         list.push_back(entry);
         continue;
       }

@@ -22,9 +22,22 @@ using namespace glnet;
 
 namespace {
 
+// Answers are built from names and messages that may hold bytes of the request: invalid UTF-8 is replaced,
+// never thrown over (which would turn a client's mistake into a 500).
+std::string toJson(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 void sendError(httplib::Response& response, int status, const std::string& message) {
   response.status = status;
-  response.set_content(nlohmann::json{{"error", message}}.dump() + "\n", "application/json");
+  response.set_content(toJson({{"error", message}}), "application/json");
+}
+
+PredictRequest readPredictRequest(const httplib::Request& request, std::size_t inputs) {
+  if (!request.is_multipart_form_data()) return parsePredictRequest(request.body, request.get_header_value("Content-Type"), inputs);
+  std::vector<FormPart> parts;
+  for (const auto& [field, part] : request.files) parts.push_back({part.name, part.filename, part.content_type, part.content});
+  return parsePredictParts(parts, inputs);
 }
 
 nlohmann::json describeModel(const Network& network, const std::map<std::string, std::string>& metadata, const std::string& path) {
@@ -54,14 +67,17 @@ int main(int argc, char** argv) {
     cli::Parser parser("glnet_serve",
                        "Serves a model over HTTP with the model, programs and plans kept warm on the GPU. Requests that\n"
                        "arrive while the GPU is busy, or within --max-delay-us of each other, run as one GPU batch.\n\n"
-                       "  POST /v1/predict   body: a PNG/JPEG/BMP/PGM image, or JSON {\"pixels\": [784 values 0-255]}\n"
-                       "                     or {\"images\": [[...], ...]}; answers as glnet_predict --json prints\n"
+                       "  POST /v1/predict   body: a PNG/JPEG/BMP/PGM image, a multipart/form-data upload (curl -F\n"
+                       "                     file=@digit.png; one answer per part), or JSON {\"pixels\": [784 values]} or\n"
+                       "                     {\"images\": [[...], ...]}; JSON pixels are MNIST's polarity (0 = background,\n"
+                       "                     255 = ink) unless \"invert\": true; answers as glnet_predict --json prints,\n"
+                       "                     with a \"warning\" for a blank image\n"
                        "  GET  /v1/model     architecture, inputs, classes and metadata of the model\n"
                        "  GET  /healthz      200 once the model is warm\n"
                        "  GET  /metrics      Prometheus text: requests, errors, latency, batch sizes, queue depth\n\n"
                        "SIGINT or SIGTERM stop accepting, answer what is in flight, and exit 0.",
                        "--model MODEL.safetensors [options]");
-    parser.option("model", "FILE", "model file (safetensors) to serve")
+    parser.modelOptions("model file (safetensors) to serve")
         .option("host", "ADDRESS", "address to listen on", "127.0.0.1")
         .option("port", "N", "port to listen on (0: any free port, printed at start)", "8080")
         .option("max-batch", "N", "most images in one GPU batch", "64")
@@ -85,8 +101,8 @@ int main(int argc, char** argv) {
     const ContextOptions contextOptions = parser.contextOptions();
 
     const std::string modelPath = parser.text("model");
-    const TensorFile file = readSafetensors(modelPath);
-    const Network network = Network::fromTensors(file, modelPath);
+    TensorFile file;
+    const Network network = cli::loadModel(parser, "glnet_serve", &file);
     const std::string modelJson = describeModel(network, file.metadata, modelPath).dump(2) + "\n";
 
     // Signals go to one thread that waits for them; every other thread, started below, inherits the mask.
@@ -134,7 +150,7 @@ int main(int argc, char** argv) {
       } observation{metrics, response, Stopwatch(), 0};
       PredictRequest images;
       try {
-        images = parsePredictRequest(request.body, request.get_header_value("Content-Type"), network.inputs());
+        images = readPredictRequest(request, network.inputs());
       } catch (const Error& error) {
         return sendError(response, 400, error.what());
       }
@@ -149,12 +165,24 @@ int main(int argc, char** argv) {
       }
       nlohmann::json list = nlohmann::json::array();
       for (std::size_t i = 0; i < predictions.size(); ++i) {
-        list.push_back({{"image", images.names[i]}, {"class", predictions[i].label}, {"probabilities", predictions[i].probabilities}});
+        nlohmann::json answer = {{"image", images.names[i]}, {"class", predictions[i].label}, {"probabilities", predictions[i].probabilities}};
+        if (!images.warnings[i].empty()) answer["warning"] = images.warnings[i];
+        list.push_back(answer);
       }
       observation.images = predictions.size();
       response.status = 200;
-      response.set_content(list.dump() + "\n", "application/json");
+      response.set_content(toJson(list), "application/json");
     });
+    // Other methods on the prediction endpoint are the client's mistake, said as HTTP says it.
+    const auto onlyPost = [&](const httplib::Request& request, httplib::Response& response) {
+      metrics.count(request.path, 405);
+      response.set_header("Allow", "POST");
+      sendError(response, 405, request.method + " /v1/predict is not allowed: POST an image or JSON pixels");
+    };
+    server.Get("/v1/predict", onlyPost);
+    server.Put("/v1/predict", onlyPost);
+    server.Patch("/v1/predict", onlyPost);
+    server.Delete("/v1/predict", onlyPost);
     server.Get("/v1/model", [&](const httplib::Request& request, httplib::Response& response) {
       metrics.count(request.path, 200);
       response.set_content(modelJson, "application/json");

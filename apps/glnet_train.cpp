@@ -2,6 +2,7 @@
 // training step replayed per batch.
 #include "common/Cli.h"
 #include "data/Idx.h"
+#include "gl/Stopwatch.h"
 #include "gl/check.h"
 #include "model/Trainer.h"
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <set>
 
 #include <unistd.h>
 
@@ -37,6 +39,11 @@ InputFormat standardization(const ImageSet& images) {
   const double mean = sum / count;
   return {static_cast<float>(mean), static_cast<float>(std::sqrt(std::max(squares / count - mean * mean, 1e-12)))};
 }
+
+// The flags that define a run, recorded in its checkpoints.
+const std::set<std::string> trainingFlags = {"arch", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data",
+                                             "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
+                                             "bucket-mb"};
 
 std::string defaultCheckpoint(const std::string& out) {
   const std::string suffix = ".safetensors";
@@ -81,6 +88,23 @@ int main(int argc, char** argv) {
         .common(true);
     parser.parse(argc, argv);
     if (!parser.has("out")) throw UsageError("--out is required");
+    // A checkpoint carries its run's settings: flags not given now take the checkpoint's values, and one given
+    // with another value is used, with a note.
+    std::optional<Checkpoint> resume;
+    std::map<std::string, std::string> settings;
+    if (parser.has("resume")) {
+      const std::map<std::string, std::string> stored = Checkpoint::readSettings(parser.text("resume"));
+      for (const auto& [flag, value] : stored) {
+        if (!trainingFlags.count(flag)) continue;
+        if (!parser.preset(flag, value) && parser.text(flag) != value && ranks.rank() == 0) {
+          std::fprintf(stderr, "glnet_train: note: --%s %s differs from the checkpoint's %s; using %s\n", flag.c_str(),
+                       parser.text(flag).c_str(), value.c_str(), parser.text(flag).c_str());
+        }
+      }
+    }
+    for (const std::string& flag : trainingFlags) {
+      if (!parser.text(flag).empty()) settings[flag] = parser.text(flag);
+    }
     const std::string dataset = parser.text("dataset");
     if (dataset != "mnist" && dataset != "fashion") throw UsageError("--dataset is mnist or fashion, not '" + dataset + "'");
     const std::string architecture = parser.text("arch");
@@ -93,9 +117,12 @@ int main(int argc, char** argv) {
     options.fullBatch = parser.has("full-batch");
     options.optimizer.kind = parseOptimizer(parser.text("optimizer"));
     options.optimizer.learningRate = static_cast<float>(parser.number("lr"));
-    if (!(options.optimizer.learningRate > 0)) throw UsageError("--lr must be positive");
+    if (!(options.optimizer.learningRate > 0 && std::isfinite(options.optimizer.learningRate))) {
+      throw UsageError("--lr must be a positive number within float range, not '" + parser.text("lr") + "'");
+    }
     options.seed = static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX));
     options.logEvery = static_cast<std::size_t>(parser.integer("log-every", 1, 1L << 30));
+    options.reportSeconds = 2;
     const double bucketMegabytes = parser.number("bucket-mb");
     if (!(bucketMegabytes >= 0 && bucketMegabytes <= 1e6)) throw UsageError("--bucket-mb must be a number of megabytes from 0 to 1000000");
     options.allReduceBucketBytes = static_cast<std::size_t>(bucketMegabytes * 1e6);
@@ -112,7 +139,6 @@ int main(int argc, char** argv) {
     std::FILE* info = json ? stderr : stdout;
     std::optional<Context> context;
     std::optional<Trainer> trainer;
-    std::optional<Checkpoint> resume;
     Network initial;
     std::size_t trainCount = 0;
     cli::setUpTogether(ranks, [&] {
@@ -138,8 +164,9 @@ int main(int argc, char** argv) {
                       ", not " + activationName(activation));
         }
         if (resume->epochsDone >= options.epochs) {
-          throw Error(parser.text("resume") + ": the checkpoint has already done " + std::to_string(resume->epochsDone) +
-                      " epochs; ask for more with --epochs");
+          throw Error(parser.text("resume") + ": the run is complete (" + std::to_string(resume->epochsDone) + " of " +
+                      std::to_string(options.epochs) + " epochs done); to train on, give --epochs more than " +
+                      std::to_string(resume->epochsDone));
         }
         initial = resume->network;
       }
@@ -155,11 +182,17 @@ int main(int argc, char** argv) {
       if (resume) trainer->restore(*resume);
     });
     if (leader) {
-      std::fprintf(info, "training %s (%s) on %zu %s images, %s, %zu steps per %s, %s lr %g, seed %u; compile %.0f ms\n",
+      const std::size_t steps = trainer->stepsPerEpoch();
+      std::fprintf(info, "training %s (%s) on %zu %s images, %s, %zu step%s per %s, %s lr %g, seed %u; compile %.0f ms\n",
                    initial.architecture.c_str(), activationName(activation), trainCount, dataset.c_str(),
-                   options.fullBatch ? "full batch" : ("batch " + std::to_string(options.batch)).c_str(), trainer->stepsPerEpoch(),
+                   options.fullBatch ? "full batch" : ("batch " + std::to_string(options.batch)).c_str(), steps, steps == 1 ? "" : "s",
                    options.fullBatch ? "iteration" : "epoch", optimizerName(options.optimizer.kind),
                    static_cast<double>(options.optimizer.learningRate), options.seed, trainer->compileMilliseconds());
+      if (const std::size_t left = options.fullBatch ? 0 : trainCount - steps * options.batch; left > 0) {
+        std::fprintf(info, "note: %zu is not a multiple of --batch %u: each epoch trains on %zu images of its new shuffle and "
+                           "leaves %zu out (other ones every epoch)\n",
+                     trainCount, options.batch, steps * options.batch, left);
+      }
       if (ranks.distributed()) {
         std::fprintf(info, "data parallel over %d ranks: each step's %u images shared %zu to %zu per rank, gradients summed\n",
                      ranks.size(), options.fullBatch ? static_cast<unsigned>(trainCount) : options.batch,
@@ -171,12 +204,22 @@ int main(int argc, char** argv) {
     }
 
     const bool terminal = leader && isatty(STDERR_FILENO) != 0;
+    // Without a terminal (a log file, CI), a plain progress line at most every progressSeconds.
+    constexpr double progressSeconds = 8;
+    Stopwatch sinceProgressLine;
     nlohmann::json epochs = nlohmann::json::array();
     int checkpointedEpoch = resume ? resume->epochsDone : 0;
     try {
       trainer->run(
           [&](const TrainingProgress& p) {
-            if (!terminal) return;
+            if (!leader) return;
+            if (!terminal) {
+              if (sinceProgressLine.seconds() < progressSeconds) return;
+              sinceProgressLine.restart();
+              std::fprintf(stderr, "epoch %d/%d  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %s\n", p.epoch, p.epochs, p.step,
+                           p.steps, p.loss, p.samplesPerSecond, clock(p.etaSeconds).c_str());
+              return;
+            }
             std::fprintf(stderr, "\r\033[Kepoch %d/%d  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %s", p.epoch, p.epochs,
                          p.step, p.steps, p.loss, p.samplesPerSecond, clock(p.etaSeconds).c_str());
             std::fflush(stderr);
@@ -184,7 +227,9 @@ int main(int argc, char** argv) {
           [&](const EpochResult& e) {
             if (!e.evaluated || !leader) return;
             if (terminal) std::fprintf(stderr, "\r\033[K");
-            trainer->checkpoint().save(checkpointPath);
+            Checkpoint checkpoint = trainer->checkpoint();
+            checkpoint.settings = settings;
+            checkpoint.save(checkpointPath);
             trainer->network().save(out);
             checkpointedEpoch = e.epoch;
             nlohmann::json epoch = {{"epoch", e.epoch}, {"train_loss", e.trainLoss}, {"train_accuracy", e.trainAccuracy},

@@ -4,6 +4,7 @@
 #include "gl/log.h"
 
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +29,13 @@ Parser& Parser::option(const std::string& name, const std::string& value, const 
   order_.push_back(name);
   options_[name] = {value, help, defaultValue};
   return *this;
+}
+
+Parser& Parser::modelOptions(const std::string& help) {
+  option("model", "FILE", help);
+  option("input-mean", "M", "inputs are (x/255 - M) / S: override the model file's input_mean (default there: 0)");
+  option("input-std", "S", "override the model file's input_std (default there: 1)");
+  return option("activation", "NAME", "override the model file's hidden activation: relu, tanh or sigmoid (default there: relu)");
 }
 
 Parser& Parser::common(bool json) {
@@ -103,6 +111,11 @@ void Parser::parse(int argc, char** argv) {
   if (positional_.size() > maximumPositionals_) throw UsageError("unexpected argument '" + positional_.back() + "'");
 }
 
+bool Parser::preset(const std::string& name, const std::string& value) {
+  GLNET_ASSERT(options_.count(name), "option --" + name + " was never declared");
+  return given_.emplace(name, value).second;
+}
+
 bool Parser::has(const std::string& name) const { return given_.count(name) != 0; }
 
 std::string Parser::text(const std::string& name) const {
@@ -127,7 +140,7 @@ double Parser::number(const std::string& name) const {
   const std::string value = text(name);
   char* end = nullptr;
   const double parsed = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0') throw UsageError("--" + name + " must be a number, not '" + value + "'");
+  if (value.empty() || *end != '\0' || !std::isfinite(parsed)) throw UsageError("--" + name + " must be a finite number, not '" + value + "'");
   return parsed;
 }
 
@@ -151,6 +164,33 @@ ContextOptions Parser::contextOptions(const Communicator& ranks) const {
   ContextOptions options = contextOptions();
   options.localRank = ranks.localRank();
   return options;
+}
+
+Network loadModel(const Parser& parser, const char* program, TensorFile* file) {
+  const std::string path = parser.text("model");
+  TensorFile contents = readSafetensors(path);
+  Network network = Network::fromTensors(contents, path);
+  if (parser.has("input-mean")) network.input.mean = static_cast<float>(parser.number("input-mean"));
+  if (parser.has("input-std")) {
+    network.input.std = static_cast<float>(parser.number("input-std"));
+    if (!(network.input.std > 0)) throw UsageError("--input-std must be positive");
+  }
+  if (parser.has("activation")) {
+    network.activation = parseActivation(parser.text("activation"));
+    for (LayerSpec& layer : network.layers) {
+      if (layer.activation != Activation::none) layer.activation = network.activation;
+    }
+  }
+  std::vector<std::string> missing;
+  if (!network.inputFormatRecorded && !parser.has("input-mean") && !parser.has("input-std")) missing.emplace_back("input_mean/input_std (so inputs are x/255)");
+  if (!network.activationRecorded && !parser.has("activation")) missing.emplace_back("activation (so relu)");
+  if (!missing.empty()) {
+    std::string what = missing[0] + (missing.size() > 1 ? " nor " + missing[1] : "");
+    std::fprintf(stderr, "%s: warning: %s records no %s; give --input-mean/--input-std/--activation as it was trained, or see the README's 'Models from PyTorch'\n",
+                 program, path.c_str(), what.c_str());
+  }
+  if (file) *file = std::move(contents);
+  return network;
 }
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include "dist/Communicator.h"
 #include "gl/Context.h"
+#include "model/Network.h"
 
 #include <functional>
 #include <map>
@@ -20,6 +21,8 @@ class Parser {
   // A --name VALUE option; an empty default means "not given".
   Parser& option(const std::string& name, const std::string& value, const std::string& help,
                  const std::string& defaultValue = "");
+  // Adds --model FILE and the overrides of what a model file may lack: --input-mean, --input-std, --activation.
+  Parser& modelOptions(const std::string& help);
   // Adds --device, --verbose and (when `json`) --json, which every command has.
   Parser& common(bool json);
   // Accepts between `minimum` and `maximum` positional arguments described by `name`.
@@ -28,9 +31,14 @@ class Parser {
   // Prints help and exits 0 on --help; throws UsageError on anything it does not know.
   void parse(int argc, char** argv);
 
+  // Uses `value` for --name where the command line did not give it (a setting restored from a file); a flag
+  // is set by "1". Returns false, changing nothing, when the command line gave it.
+  bool preset(const std::string& name, const std::string& value);
+
   bool has(const std::string& name) const;
   std::string text(const std::string& name) const;
   long integer(const std::string& name, long minimum, long maximum) const;
+  // A finite number (inf, nan and out-of-range values such as 1e999 are usage errors).
   double number(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
@@ -54,6 +62,10 @@ class Parser {
   std::size_t minimumPositionals_ = 0, maximumPositionals_ = 0;
   std::vector<std::string> positional_;
 };
+
+// The model of --model with the overrides of modelOptions applied; warns on stderr when the file does not
+// record its input scaling or activation and no flag gives them. `file`, when given, gets the file's contents.
+Network loadModel(const Parser& parser, const char* program, TensorFile* file = nullptr);
 
 // Runs `body` as an app's main: returns its exit code, or prints `program: error: ...` and returns 1
 // (glnet::Error) or 2 (UsageError).

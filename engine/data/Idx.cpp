@@ -2,6 +2,7 @@
 
 #include "gl/check.h"
 
+#include <cstdio>
 #include <zlib.h>
 
 #include <filesystem>
@@ -55,7 +56,9 @@ std::vector<std::uint8_t> readIdx(const std::string& path, int rank, const char*
   if (bytes.size() < 4) throw Error(path + ": too short to be an IDX file (" + std::to_string(bytes.size()) + " bytes)");
   if (bytes[0] != 0 || bytes[1] != 0) throw Error(path + ": not an IDX file (bad magic number)");
   if (bytes[2] != unsignedByteType) {
-    throw Error(path + ": IDX element type 0x" + std::to_string(bytes[2]) + " is not unsigned byte (0x08)");
+    char type[8];
+    std::snprintf(type, sizeof type, "0x%02x", bytes[2]);
+    throw Error(path + ": IDX element type " + type + " is not unsigned byte (0x08)");
   }
   if (bytes[3] != rank) {
     throw Error(path + ": IDX rank " + std::to_string(bytes[3]) + ", expected " + std::to_string(rank) + " for " + what);
@@ -89,7 +92,12 @@ std::string findFile(const std::string& directory, const std::string& name) {
   if (std::filesystem::exists(plain)) return plain.string();
   const std::filesystem::path compressed = std::filesystem::path(directory) / (name + ".gz");
   if (std::filesystem::exists(compressed)) return compressed.string();
-  throw Error(plain.string() + ": no such file (nor .gz); run scripts/fetch-mnist, or pass --data DIR");
+  if (!std::filesystem::is_directory(directory)) {
+    throw Error(directory + ": no such directory; run scripts/fetch-mnist (it writes data/mnist), or give --data a directory of IDX files");
+  }
+  throw Error(directory + ": has no " + name + " (nor " + name + ".gz); a data directory holds MNIST's four IDX files, "
+              "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, plain or "
+              "gzipped (scripts/fetch-mnist writes them)");
 }
 
 }  // namespace

@@ -1,15 +1,14 @@
 #include "data/Image.h"
 
+#include "gl/FileInput.h"
 #include "gl/check.h"
 
 #include <stb/stb_image.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string_view>
 
@@ -47,8 +46,33 @@ double sampleBilinear(const GrayImage& image, int left, int top, int width, int 
   return (1 - fy) * ((1 - fx) * at(x0, y0) + fx * at(x1, y0)) + fy * ((1 - fx) * at(x0, y1) + fx * at(x1, y1));
 }
 
-// Each chunk (4-byte big-endian length, 4-byte type, data, 4-byte CRC) ends inside the file.
-bool pngChunksInside(const std::uint8_t* data, std::size_t bytes) {
+// Gray and alpha pairs made opaque. Drawing programs export strokes on a transparent background whose colour
+// channels are often black like the strokes, so alpha cannot be dropped; the background is made to contrast
+// with the strokes: white behind dark strokes, black behind light ones (by the alpha-weighted mean gray).
+std::vector<std::uint8_t> compositeOnBackground(const std::uint8_t* grayAlpha, std::size_t count) {
+  double ink = 0, weight = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    ink += static_cast<double>(grayAlpha[2 * i]) * grayAlpha[2 * i + 1];
+    weight += grayAlpha[2 * i + 1];
+  }
+  const double background = weight > 0 && ink / weight >= 127.5 ? 0.0 : 255.0;
+  std::vector<std::uint8_t> gray(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    const double opacity = grayAlpha[2 * i + 1] / 255.0;
+    gray[i] = static_cast<std::uint8_t>(std::lround(grayAlpha[2 * i] * opacity + background * (1 - opacity)));
+  }
+  return gray;
+}
+
+std::uint32_t littleEndian(const std::uint8_t* at, int bytes) {
+  std::uint32_t value = 0;
+  for (int i = bytes - 1; i >= 0; --i) value = (value << 8) | at[i];
+  return value;
+}
+
+// Each chunk (4-byte big-endian length, 4-byte type, data, 4-byte CRC) ends inside the file, and the image
+// ends with IEND: a file cut at a chunk boundary would otherwise decode from what is left.
+bool pngComplete(const std::uint8_t* data, std::size_t bytes) {
   std::size_t offset = 8;
   while (offset + 12 <= bytes) {
     const std::uint64_t length = (std::uint64_t{data[offset]} << 24) | (std::uint64_t{data[offset + 1]} << 16) |
@@ -57,17 +81,84 @@ bool pngChunksInside(const std::uint8_t* data, std::size_t bytes) {
     if (std::string_view(reinterpret_cast<const char*>(data + offset + 4), 4) == "IEND") return true;
     offset += 12 + length;
   }
-  return offset == bytes;
+  return false;
+}
+
+// The pixel bytes a binary PGM (P5) header declares are all in the file; stb does not check, and decodes
+// what is missing as uninitialised memory. Returns the reason a file is refused, or null.
+const char* pgmIncomplete(const std::uint8_t* data, std::size_t bytes) {
+  std::size_t offset = 2;
+  std::uint64_t fields[3] = {};
+  for (std::uint64_t& field : fields) {
+    while (offset < bytes && (std::isspace(data[offset]) || data[offset] == '#')) {
+      if (data[offset] == '#') {
+        while (offset < bytes && data[offset] != '\n') ++offset;
+      } else {
+        ++offset;
+      }
+    }
+    if (offset >= bytes || !std::isdigit(data[offset])) return "the PGM header is incomplete";
+    while (offset < bytes && std::isdigit(data[offset]) && field < (1u << 24)) field = field * 10 + (data[offset++] - '0');
+  }
+  if (offset >= bytes || !std::isspace(data[offset])) return "the PGM header is incomplete";
+  ++offset;  // exactly one whitespace byte separates the header from the pixels
+  const std::uint64_t pixelBytes = fields[0] * fields[1] * (fields[2] > 255 ? 2 : 1);
+  return pixelBytes > bytes - offset ? "truncated: the PGM header declares more pixel bytes than the file holds" : nullptr;
+}
+
+// The palette and pixel rows an uncompressed BMP header declares are all in the file: stb reads missing
+// bytes as zeros (a BMP cut inside its palette decoded as a black image).
+const char* bmpIncomplete(const std::uint8_t* data, std::size_t bytes) {
+  if (bytes < 26) return "truncated: the BMP header is incomplete";
+  const std::uint64_t pixelsOffset = littleEndian(data + 10, 4), headerBytes = littleEndian(data + 14, 4);
+  const bool core = headerBytes == 12;  // the OS/2 header: 16-bit sizes, 3-byte palette entries
+  if (bytes < 14 + headerBytes || (!core && headerBytes < 40)) return "truncated: the BMP header is incomplete";
+  const std::int64_t width = core ? littleEndian(data + 18, 2) : static_cast<std::int32_t>(littleEndian(data + 18, 4));
+  const std::int64_t height = core ? littleEndian(data + 20, 2) : static_cast<std::int32_t>(littleEndian(data + 22, 4));
+  const std::uint32_t bitsPerPixel = littleEndian(data + (core ? 24 : 28), 2);
+  const std::uint32_t compression = core ? 0 : littleEndian(data + 30, 4);
+  constexpr std::uint32_t uncompressed = 0, bitFields = 3;
+  if (compression != uncompressed && compression != bitFields) return "compressed BMP files are not supported";
+  if (width <= 0 || height == 0 || bitsPerPixel == 0 || bitsPerPixel > 32) return "the BMP header is invalid";
+  if (bitsPerPixel <= 8) {
+    const std::uint64_t used = core ? 0 : littleEndian(data + 46, 4);
+    const std::uint64_t entries = used ? std::min<std::uint64_t>(used, 256) : std::uint64_t{1} << bitsPerPixel;
+    if (14 + headerBytes + entries * (core ? 3 : 4) > bytes) return "truncated inside the BMP palette";
+  }
+  const std::uint64_t rowBytes = (static_cast<std::uint64_t>(width) * bitsPerPixel + 31) / 32 * 4;
+  const std::uint64_t rows = static_cast<std::uint64_t>(height < 0 ? -height : height);
+  if (pixelsOffset > bytes || rowBytes * rows > bytes - pixelsOffset) {
+    return "truncated: the BMP header declares more pixel rows than the file holds";
+  }
+  return nullptr;
+}
+
+// A baseline or progressive JPEG ends with its EOI marker after the first scan; stb decodes a cut file with
+// the missing part filled in. Segments before the scan are skipped by their lengths (an EXIF thumbnail holds
+// a whole JPEG, EOI included); inside entropy-coded data 0xFF is always followed by 0x00 or a marker.
+bool jpegComplete(const std::uint8_t* data, std::size_t bytes) {
+  std::size_t offset = 2;
+  for (;;) {
+    while (offset < bytes && data[offset] == 0xff && offset + 1 < bytes && data[offset + 1] == 0xff) ++offset;  // fill bytes
+    if (offset + 4 > bytes || data[offset] != 0xff) return false;
+    const std::uint8_t marker = data[offset + 1];
+    if (marker == 0xd9) return false;  // EOI before any scan
+    const std::size_t length = (std::size_t{data[offset + 2]} << 8) | data[offset + 3];
+    if (length < 2 || length > bytes - offset - 2) return false;
+    offset += 2 + length;
+    if (marker == 0xda) break;
+  }
+  for (; offset + 1 < bytes; ++offset) {
+    if (data[offset] == 0xff && data[offset + 1] == 0xd9) return true;
+  }
+  return false;
 }
 
 }  // namespace
 
 GrayImage loadGrayImage(const std::string& path) {
-  if (!std::filesystem::is_regular_file(path)) throw Error(path + ": no such file");
-  std::ifstream file(path, std::ios::binary);
-  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
-  if (!file && !file.eof()) throw Error(path + ": could not be read");
-  return decodeGrayImage(bytes.data(), bytes.size(), path);
+  const std::string bytes = readRegularFile(path, largestImageFileBytes);
+  return decodeGrayImage(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), path);
 }
 
 GrayImage decodeGrayImage(const std::uint8_t* data, std::size_t bytes, const std::string& name) {
@@ -80,13 +171,14 @@ GrayImage decodeGrayImage(const std::uint8_t* data, std::size_t bytes, const std
   const std::string_view start(reinterpret_cast<const char*>(data), std::min<std::size_t>(bytes, 8));
   const bool png = start.substr(0, 8) == "\x89PNG\r\n\x1a\n";
   // Only the formats glnet names reach stb: its other decoders (GIF, PSD, TGA, HDR, PIC) are never needed.
-  if (!png && start.substr(0, 2) != "\xff\xd8" && start.substr(0, 2) != "BM" && start.substr(0, 2) != "P5" &&
-      start.substr(0, 2) != "P2") {
-    throw unreadable("unknown format");
-  }
+  const bool jpeg = start.substr(0, 2) == "\xff\xd8", bmp = start.substr(0, 2) == "BM", pgm = start.substr(0, 2) == "P5";
+  if (!png && !jpeg && !bmp && !pgm) throw unreadable("unknown format");
   // stb grows its buffer to a PNG chunk's declared length before checking it against the file (a 2 KB
-  // file made it ask for 1.7 GB when fuzzed), so every chunk must lie inside the file first.
-  if (png && !pngChunksInside(data, bytes)) throw unreadable("a PNG chunk runs past the end of the file");
+  // file made it ask for 1.7 GB when fuzzed), so every chunk must lie inside the file first. Every format is
+  // checked whole before decoding: stb makes up the pixels of a truncated file instead of failing.
+  if (png && !pngComplete(data, bytes)) throw unreadable("truncated: a PNG chunk runs past the end of the file, or IEND is missing");
+  if (jpeg && !jpegComplete(data, bytes)) throw unreadable("truncated: the JPEG data ends before its end-of-image marker");
+  if (const char* problem = pgm ? pgmIncomplete(data, bytes) : bmp ? bmpIncomplete(data, bytes) : nullptr) throw unreadable(problem);
   int width = 0, height = 0, channels = 0;
   if (!stbi_info_from_memory(data, static_cast<int>(bytes), &width, &height, &channels)) throw unreadable(stbi_failure_reason());
   // stb accepts a PGM header whose width or height is not a number as 0 (found by fuzzing).
@@ -95,11 +187,21 @@ GrayImage decodeGrayImage(const std::uint8_t* data, std::size_t bytes, const std
     throw Error(name + ": " + std::to_string(width) + "x" + std::to_string(height) + " pixels; glnet reads images of at most " +
                 std::to_string(largestSide) + " pixels a side");
   }
+  // Images with transparency are decoded as gray and alpha and composited (see compositeOnBackground).
+  const bool alpha = channels == 2 || channels == 4;
   std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
-      stbi_load_from_memory(data, static_cast<int>(bytes), &width, &height, &channels, 1), stbi_image_free);
+      stbi_load_from_memory(data, static_cast<int>(bytes), &width, &height, &channels, alpha ? 2 : 1), stbi_image_free);
   if (!pixels) throw unreadable(stbi_failure_reason());
   if (width <= 0 || height <= 0) throw unreadable("no pixels");
-  return {width, height, {pixels.get(), pixels.get() + static_cast<std::size_t>(width) * static_cast<std::size_t>(height)}};
+  const std::size_t count = static_cast<std::size_t>(width) * static_cast<std::size_t>(height);
+  if (!alpha) return {width, height, {pixels.get(), pixels.get() + count}};
+  return {width, height, compositeOnBackground(pixels.get(), count)};
+}
+
+bool looksBlank(const std::uint8_t* pixels, std::size_t count) {
+  if (count == 0) return true;
+  const auto [darkest, brightest] = std::minmax_element(pixels, pixels + count);
+  return *brightest - *darkest <= blankSpread;
 }
 
 std::vector<std::uint8_t> toMnistDigit(const GrayImage& source, Inversion inversion) {

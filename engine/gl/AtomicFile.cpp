@@ -59,6 +59,7 @@ void writeFileAtomically(const std::string& path, const std::string& bytes) {
 
 void checkWritable(const std::string& path) {
   if (path.empty()) throw Error("an output file name is empty");
+  if (std::filesystem::is_directory(path)) throw Error(path + ": is a directory; give the name of a file to write");
   const std::filesystem::path parent = std::filesystem::path(path).parent_path();
   const std::string directory = parent.empty() ? "." : parent.string();
   if (!std::filesystem::is_directory(directory)) throw Error(path + ": cannot write (no directory " + directory + ")");

@@ -2,6 +2,7 @@
 
 #include "gl/check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -82,21 +83,63 @@ void buildMlp(Network& network, const std::vector<int>& sizes, std::mt19937* ran
   }
 }
 
+// PyTorch's nn.Sequential names its layers by position ("0.weight", "2.weight", or "net.0.weight" inside a
+// module): when a file has no fc1/conv1 tensors but only such names, under one prefix, they are renamed in
+// index order, rank-4 weights to conv1, conv2, ... and rank-2 weights to fc1, fc2, ...
+TensorFile withSequentialNamesRenamed(const TensorFile& file) {
+  if (file.tensors.count("fc1.weight") || file.tensors.count("conv1.weight")) return file;
+  std::string prefix;
+  std::map<long, std::pair<const HostTensor*, const HostTensor*>> layers;  // index → weight, bias
+  for (const auto& [name, tensor] : file.tensors) {
+    const std::size_t kindDot = name.rfind('.');
+    if (kindDot == std::string::npos || kindDot == 0) return file;
+    const std::string kind = name.substr(kindDot + 1);
+    const std::size_t indexStart = name.rfind('.', kindDot - 1) == std::string::npos ? 0 : name.rfind('.', kindDot - 1) + 1;
+    const std::string index = name.substr(indexStart, kindDot - indexStart);
+    if ((kind != "weight" && kind != "bias") || index.empty() || index.size() > 6 ||
+        !std::all_of(index.begin(), index.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return file;
+    }
+    if (layers.empty()) prefix = name.substr(0, indexStart);
+    if (name.substr(0, indexStart) != prefix) return file;
+    auto& layer = layers[std::stol(index)];
+    (kind == "weight" ? layer.first : layer.second) = &tensor;
+  }
+  TensorFile renamed;
+  renamed.metadata = file.metadata;
+  int convs = 0, denses = 0;
+  for (const auto& [index, layer] : layers) {
+    const auto& [weight, bias] = layer;
+    if (!weight || !bias || (weight->shape.size() != 4 && weight->shape.size() != 2)) return file;
+    const std::string name = weight->shape.size() == 4 ? "conv" + std::to_string(++convs) : "fc" + std::to_string(++denses);
+    renamed.tensors[name + ".weight"] = *weight;
+    renamed.tensors[name + ".bias"] = *bias;
+  }
+  return renamed;
+}
+
 }  // namespace
 
 std::vector<int> parseArchitecture(const std::string& text) {
+  // Strictly canonical, so that the string written into a model file is the one its tensors make again:
+  // decimal sizes without signs or leading zeros, one '-' between each.
+  const auto refuse = [&text](const std::string& why) {
+    return UsageError("architecture '" + text + "' " + why + "; give cnn, or layer sizes joined by '-', such as 784-128-10");
+  };
   std::vector<int> sizes;
-  std::istringstream parts(text);
-  std::string part;
-  while (std::getline(parts, part, '-')) {
-    char* end = nullptr;
-    const long size = std::strtol(part.c_str(), &end, 10);
-    if (part.empty() || *end != '\0' || size < 1 || size > (1 << 20)) {
-      throw UsageError("architecture '" + text + "' is neither cnn nor layer sizes joined by '-', such as 784-128-10");
-    }
-    sizes.push_back(static_cast<int>(size));
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t end = std::min(text.find('-', start), text.size());
+    const std::string part = text.substr(start, end - start);
+    if (part.empty()) throw refuse("has an empty layer size");
+    if (!std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; })) throw refuse("has a size that is not a number");
+    if (part[0] == '0') throw refuse("has a size that is zero or starts with 0");
+    if (part.size() > 7 || std::stol(part) > (1 << 20)) throw refuse("has a size over " + std::to_string(1 << 20));
+    sizes.push_back(std::stoi(part));
+    if (end == text.size()) break;
+    start = end + 1;
   }
-  if (sizes.size() < 2) throw UsageError("architecture '" + text + "' needs at least an input and an output size");
+  if (sizes.size() < 2) throw refuse("needs at least an input and an output size");
   return sizes;
 }
 
@@ -118,8 +161,11 @@ Network Network::create(const std::string& architecture, Activation activation, 
   return network;
 }
 
-Network Network::fromTensors(const TensorFile& file, const std::string& path) {
+Network Network::fromTensors(const TensorFile& given, const std::string& path) {
+  const TensorFile file = withSequentialNamesRenamed(given);
   Network network;
+  network.inputFormatRecorded = file.metadata.count("input_mean") && file.metadata.count("input_std");
+  network.activationRecorded = file.metadata.count("activation") != 0;
   try {
     if (const std::string activation = metadataOf(file, "activation"); !activation.empty()) {
       network.activation = parseActivation(activation);
@@ -175,7 +221,8 @@ Network Network::fromTensors(const TensorFile& file, const std::string& path) {
     denseOutputs.push_back(static_cast<std::uint32_t>((*weight)[0]));
   }
   if (denseOutputs.empty()) {
-    throw Error(path + ": no tensor fc1.weight; not a classifier (expected fc1.weight, fc1.bias, ... and for a CNN conv1.weight, ...)");
+    throw Error(path + ": no tensor fc1.weight; not a classifier (expected fc1.weight, fc1.bias, ... and for a CNN conv1.weight, ...; "
+                "or an nn.Sequential's 0.weight, 0.bias, 2.weight, ...)");
   }
   if (convs.empty()) {
     network.inputShape = {static_cast<std::uint32_t>(sizes.front())};

@@ -40,6 +40,10 @@ struct Network {
   std::vector<LayerSpec> layers;
   std::vector<std::string> parameterNames;  // in the order of the graph's parameters
   std::map<std::string, HostTensor> parameters;
+  // Whether the file said how its inputs are scaled and which activation it uses; a PyTorch state_dict saved
+  // without glnet's metadata gets the defaults (x/255, ReLU), which callers should point out.
+  bool inputFormatRecorded = true;
+  bool activationRecorded = true;
 
   std::size_t inputs() const { return elementCount(inputShape); }
   std::uint32_t classes() const;
@@ -47,6 +51,7 @@ struct Network {
   // PyTorch's default initialisation (uniform in ±1/sqrt(fan_in)) from `seed`; "cnn" or layer sizes.
   static Network create(const std::string& architecture, Activation activation, std::uint32_t seed);
   // From a file's tensors: checks names, ranks, the chain of shapes and the metadata; errors name the tensor.
+  // nn.Sequential names (0.weight, 2.weight, ...) are taken in index order as fc1/conv1, ....
   static Network fromTensors(const TensorFile& file, const std::string& path);
   static Network load(const std::string& path) { return fromTensors(readSafetensors(path), path); }
   TensorFile toTensors() const;

@@ -1,6 +1,8 @@
 #include "model/Safetensors.h"
 
+#include "formats/UntrustedJson.h"
 #include "gl/AtomicFile.h"
+#include "gl/FileInput.h"
 #include "gl/check.h"
 
 #include <nlohmann/json.hpp>
@@ -10,8 +12,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <unistd.h>
 
@@ -67,9 +67,7 @@ std::size_t HostTensor::elements() const {
 }
 
 TensorFile readSafetensors(const std::string& path) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) throw Error(path + ": cannot open (no such file or no permission)");
-  const std::string bytes((std::istreambuf_iterator<char>(stream)), std::istreambuf_iterator<char>());
+  const std::string bytes = readRegularFile(path, largestSafetensorsBytes);
   if (bytes.size() < 8) throw Error(path + ": too short to be a safetensors file");
   std::uint64_t headerLength = 0;
   for (int i = 7; i >= 0; --i) headerLength = (headerLength << 8) | static_cast<unsigned char>(bytes[i]);
@@ -77,12 +75,8 @@ TensorFile readSafetensors(const std::string& path) {
     throw Error(path + ": not a safetensors file (header length " + std::to_string(headerLength) +
                 " does not fit in the file of " + std::to_string(bytes.size()) + " bytes)");
   }
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(headerLength));
-  } catch (const nlohmann::json::exception&) {
-    throw Error(path + ": not a safetensors file (the header is not valid JSON)");
-  }
+  const nlohmann::json header =
+      parseUntrustedJson(std::string_view(bytes).substr(8, headerLength), path + ": the safetensors header");
   if (!header.is_object()) throw Error(path + ": safetensors header is not a JSON object");
   const std::size_t dataStart = 8 + headerLength;
   const std::size_t dataBytes = bytes.size() - dataStart;
@@ -135,9 +129,21 @@ TensorFile readSafetensors(const std::string& path) {
     tensor.values = convert(dtype, reinterpret_cast<const std::uint8_t*>(bytes.data()) + dataStart + begin, count);
     file.tensors.emplace(name, std::move(tensor));
   }
+  // The format's rule: the tensors' byte ranges tile the data section, which ends at the end of the file. A
+  // header length off by a few bytes shifts every tensor, and shows here as a gap or trailing bytes.
   std::sort(ranges.begin(), ranges.end());
-  for (std::size_t i = 1; i < ranges.size(); ++i) {
-    if (ranges[i].first < ranges[i - 1].second) throw Error(path + ": tensors overlap in the data section");
+  std::size_t covered = 0;
+  for (const auto& [begin, end] : ranges) {
+    if (begin < covered) throw Error(path + ": tensors overlap in the data section");
+    if (begin > covered) {
+      throw Error(path + ": bytes " + std::to_string(covered) + " to " + std::to_string(begin) +
+                  " of the data section belong to no tensor (a wrong header length, or a damaged file)");
+    }
+    covered = end;
+  }
+  if (covered != dataBytes) {
+    throw Error(path + ": " + std::to_string(dataBytes - covered) + " bytes after the last tensor belong to no tensor " +
+                "(a wrong header length, or a damaged file)");
   }
   return file;
 }

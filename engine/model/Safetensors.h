@@ -22,8 +22,12 @@ struct TensorFile {
   std::map<std::string, std::string> metadata;  // "__metadata__"
 };
 
-// Validates the header length, the JSON, dtypes (F32, F16, F64), shapes against byte ranges, ranges
-// against the file size, and overlap; errors name the file and the tensor.
+// Model files are read whole; larger ones are refused before reading.
+constexpr std::uint64_t largestSafetensorsBytes = std::uint64_t{4} << 30;
+
+// Validates what the format requires: a regular file, the header length, the JSON (unique names), dtypes
+// (F32, F16, F64), shapes against byte ranges, and ranges that tile the data section to the end of the file;
+// errors name the file and the tensor.
 TensorFile readSafetensors(const std::string& path);
 
 // Writes F32 tensors to `path` through a temporary file renamed into place, so a crash never leaves a torn file.

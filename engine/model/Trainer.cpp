@@ -5,6 +5,7 @@
 #include "gl/check.h"
 #include "ops/Optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -57,6 +58,8 @@ Shard batchShareOf(std::size_t globalRows, const Communicator& ranks) {
   return share;
 }
 
+const std::string settingPrefix = "setting.";
+
 const char* stateName(OptimizerKind kind, std::size_t index) {
   if (kind == OptimizerKind::momentum) return "velocity";
   return index == 0 ? "m" : "v";
@@ -73,11 +76,25 @@ void Checkpoint::save(const std::string& path) const {
                                                                                        optimizerState[s][p]};
     }
   }
+  for (const auto& [flag, value] : settings) file.metadata[settingPrefix + flag] = value;
   file.metadata["format"] = "glnet-checkpoint";
   file.metadata["optimizer"] = optimizerName(optimizer);
   file.metadata["epochs_done"] = std::to_string(epochsDone);
   file.metadata["steps_done"] = std::to_string(stepsDone);
   writeSafetensors(path, file);
+}
+
+std::map<std::string, std::string> Checkpoint::readSettings(const std::string& path) {
+  const TensorFile file = readSafetensors(path);
+  const auto format = file.metadata.find("format");
+  if (format == file.metadata.end() || format->second != "glnet-checkpoint") {
+    throw Error(path + ": not a glnet checkpoint (glnet_train writes them beside --out, as NAME.checkpoint.safetensors)");
+  }
+  std::map<std::string, std::string> settings;
+  for (const auto& [key, value] : file.metadata) {
+    if (key.rfind(settingPrefix, 0) == 0) settings[key.substr(settingPrefix.size())] = value;
+  }
+  return settings;
 }
 
 Checkpoint Checkpoint::load(const std::string& path, const std::string& architecture, OptimizerKind optimizer) {
@@ -97,27 +114,41 @@ Checkpoint Checkpoint::load(const std::string& path, const std::string& architec
   }
   Checkpoint checkpoint;
   checkpoint.optimizer = optimizer;
-  try {
-    checkpoint.epochsDone = std::stoi(meta("epochs_done"));
-    checkpoint.stepsDone = std::stoull(meta("steps_done"));
-  } catch (const std::logic_error&) {
-    throw Error(path + ": the checkpoint's epochs_done or steps_done is not a number");
-  }
+  const auto count = [&](const std::string& key, std::uint64_t largest) {
+    const std::string text = meta(key);
+    const bool digits = !text.empty() && text.size() <= 19 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoull(text) > largest) throw Error(path + ": the checkpoint's " + key + " is not a count (" + text.substr(0, 20) + ")");
+    return std::stoull(text);
+  };
+  checkpoint.epochsDone = static_cast<int>(count("epochs_done", 1000000));
+  checkpoint.stepsDone = count("steps_done", std::uint64_t{1} << 62);
   TensorFile modelFile;
-  modelFile.metadata = file.metadata;
   std::map<std::string, HostTensor> state;
+  for (auto& [key, value] : file.metadata) {
+    (key.rfind(settingPrefix, 0) == 0 ? checkpoint.settings[key.substr(settingPrefix.size())] : modelFile.metadata[key]) = value;
+  }
   for (auto& [name, tensor] : file.tensors) {
     (name.rfind("optimizer.", 0) == 0 ? state : modelFile.tensors)[name] = std::move(tensor);
   }
   checkpoint.network = Network::fromTensors(modelFile, path);
+  // Every optimizer tensor must be the state of one parameter, shaped like it: the GPU buffers are sized
+  // from the network, so anything else would write past them.
   checkpoint.optimizerState.resize(OptimizerOp::stateBuffers(optimizer));
   for (std::size_t s = 0; s < checkpoint.optimizerState.size(); ++s) {
     for (const std::string& parameter : checkpoint.network.parameterNames) {
       const std::string name = "optimizer." + std::string(stateName(optimizer, s)) + "." + parameter;
       const auto found = state.find(name);
       if (found == state.end()) throw Error(path + ": the checkpoint lacks " + name);
-      checkpoint.optimizerState[s].push_back(found->second.values);
+      if (found->second.shape != checkpoint.network.parameters.at(parameter).shape) {
+        throw Error(path + ": tensor " + name + " is not shaped like " + parameter + "; the checkpoint is damaged");
+      }
+      checkpoint.optimizerState[s].push_back(std::move(found->second.values));
+      state.erase(found);
     }
+  }
+  if (!state.empty()) {
+    throw Error(path + ": unexpected tensor " + state.begin()->first + " in a checkpoint of " + checkpoint.network.architecture +
+                " trained with " + optimizerName(optimizer));
   }
   return checkpoint;
 }
@@ -284,6 +315,7 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     double epochLoss = 0, epochCorrect = 0, previousLoss = 0;
     EpochResult result;
     std::size_t reportedStep = 0;
+    Stopwatch sinceReport;
     for (std::size_t step = 1; step <= stepsPerEpoch_; ++step) {
       plan_.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(++stepsDone_));
       plan_.setParameter(firstRowParameter_, static_cast<std::uint32_t>((step - 1) * globalRows_ + batchShare_.first));
@@ -296,7 +328,10 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
       }
       ++stepsThisRun;
       const bool last = step == stepsPerEpoch_;
-      if (!last && step % options_.logEvery != 0) continue;
+      // A report on time costs a sync; on one rank only, since every rank must reach the sum over ranks together.
+      const bool due = options_.reportSeconds > 0 && !ranks_.distributed() && sinceReport.seconds() >= options_.reportSeconds;
+      if (!last && step % options_.logEvery != 0 && !due) continue;
+      sinceReport.restart();
       const std::vector<double> totals = totalsOverRanks(epoch, reportedStep + 1, step);
       TrainingProgress report;
       report.epoch = epoch;
@@ -341,7 +376,7 @@ Network Trainer::network() const {
 }
 
 Checkpoint Trainer::checkpoint() const {
-  return {network(), options_.optimizer.kind, graph_.readOptimizerState(), epochsDone_, stepsDone_};
+  return {network(), options_.optimizer.kind, graph_.readOptimizerState(), epochsDone_, stepsDone_, {}};
 }
 
 }  // namespace glnet

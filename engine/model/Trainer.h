@@ -22,6 +22,9 @@ struct TrainingOptions {
   OptimizerSettings optimizer;
   std::uint32_t seed = 0;
   std::size_t logEvery = 100;  // steps between loss read-backs
+  // Also read the loss back when this many seconds passed since the last report (0: only every logEvery
+  // steps), so that slow steps still show progress; single-rank runs only.
+  double reportSeconds = 0;
   int evaluateEvery = 1;       // epochs between test evaluations (and the last epoch)
   // Data-parallel runs: gradients are summed across ranks in buckets of about this many bytes, each started
   // as soon as the backward pass has written it (while the GPU computes the rest); 0: one sum of every
@@ -66,10 +69,16 @@ struct Checkpoint {
   std::vector<std::vector<std::vector<float>>> optimizerState;
   int epochsDone = 0;
   std::uint64_t stepsDone = 0;
+  // The settings of the run (glnet_train's flags by name, without dashes), so that a resumed run is the same run.
+  std::map<std::string, std::string> settings;
 
   void save(const std::string& path) const;
-  // Checks that the file holds `architecture` trained with `optimizer`, and says why not.
+  // Checks that the file holds `architecture` trained with `optimizer`, with every optimizer tensor shaped like
+  // its parameter, and says why not.
   static Checkpoint load(const std::string& path, const std::string& architecture, OptimizerKind optimizer);
+  // The settings alone, to restore a run's flags before the network is built; empty for checkpoints written
+  // before they were recorded.
+  static std::map<std::string, std::string> readSettings(const std::string& path);
 };
 
 // Data-parallel over the ranks of `ranks`: each rank takes its share of every global batch (options.batch)
