@@ -12,7 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
+#include <iostream>
 #include <sstream>
 
 using namespace glnet;
@@ -34,12 +37,24 @@ std::vector<std::size_t> parseBatches(const std::string& text) {
   return batches;
 }
 
-std::string csv(const BenchReport& report) {
-  std::string text = "section,batch,stage,median_ms,p10_ms,p90_ms,runs\n";
-  char line[512];
+// Today's UTC date, recorded with the device so that charts and tables say where and when they were measured.
+std::string todayUtc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[16];
+  std::strftime(text, sizeof text, "%Y-%m-%d", &utc);
+  return text;
+}
+
+std::string csv(const Context& context, const BenchReport& report) {
+  std::string text = "section,batch,stage,median_ms,p10_ms,p90_ms,runs,device,date\n";
+  std::string device = context.device().renderer;
+  std::replace(device.begin(), device.end(), '"', '\'');
+  char line[768];
   for (const BenchRow& row : report.rows) {
-    std::snprintf(line, sizeof line, "%s,%zu,\"%s\",%.6f,%.6f,%.6f,%zu\n", row.section.c_str(), row.batch, row.stage.c_str(),
-                  row.ms.median, row.ms.p10, row.ms.p90, row.ms.runs);
+    std::snprintf(line, sizeof line, "%s,%zu,\"%s\",%.6f,%.6f,%.6f,%zu,\"%s\",%s\n", row.section.c_str(), row.batch, row.stage.c_str(),
+                  row.ms.median, row.ms.p10, row.ms.p90, row.ms.runs, device.c_str(), todayUtc().c_str());
     text += line;
   }
   return text;
@@ -53,7 +68,7 @@ nlohmann::json toJson(const Context& context, const BenchReport& report, const N
   }
   nlohmann::json cold = nlohmann::json::object();
   for (const auto& [name, ms] : report.coldStart) cold[name] = ms;
-  return {{"device", context.device().renderer}, {"gl_version", context.device().glVersion}, {"model", model.architecture},
+  return {{"device", context.device().renderer}, {"gl_version", context.device().glVersion}, {"date", todayUtc()}, {"model", model.architecture},
           {"persistent_maps", report.persistentMaps}, {"training_dispatches", report.trainingDispatches},
           {"cold_start_ms", cold}, {"rows", rows}, {"failures", report.failures}};
 }
@@ -75,7 +90,7 @@ nlohmann::json gemmJson(const Context& context, const std::vector<GemmResult>& r
     }
     rows.push_back(row);
   }
-  return {{"device", context.device().renderer}, {"gl_version", context.device().glVersion}, {"gemm", rows}};
+  return {{"device", context.device().renderer}, {"gl_version", context.device().glVersion}, {"date", todayUtc()}, {"gemm", rows}};
 }
 
 // glnet_bench --gemm: one line per case (and per forced configuration with --gemm-every-config).
@@ -86,11 +101,13 @@ int runGemm(const cli::Parser& parser) {
   if (parser.has("gemm-filter")) settings.filter = parser.text("gemm-filter");
   if (parser.has("gemm-max-gflop")) settings.maxGigaflop = parser.number("gemm-max-gflop");
   settings.everyConfiguration = parser.has("gemm-every-config");
-  if (parser.has("json")) checkWritable(parser.text("json"));
+  if (parser.has("json-out")) checkWritable(parser.text("json-out"));
+  const bool json = parser.has("json");
+  std::FILE* out = json ? stderr : stdout;  // with --json, stdout holds the JSON alone
   // Checked before any progress line, so that a wrong name is the only line on stderr.
   if (const char* forced = std::getenv("GLNET_GEMM_CONFIG"); forced && *forced) gemmConfigNamed(forced);
   const Context context(parser.contextOptions());
-  std::printf("device %d: %s (%s)\nGEMM through the dense and convolution ops; %d warm-up and %d measured runs; %s time\n",
+  std::fprintf(out, "device %d: %s (%s)\nGEMM through the dense and convolution ops; %d warm-up and %d measured runs; %s time\n",
               context.device().index, context.device().renderer.c_str(), context.device().glVersion.c_str(), settings.warmup,
               settings.runs, TimerQuery::clockName());
   std::fflush(stdout);
@@ -98,18 +115,19 @@ int runGemm(const cli::Parser& parser) {
     std::fprintf(stderr, "glnet_bench: %s\n", name.c_str());
   });
   if (results.empty()) throw UsageError("no GEMM case matches --gemm-filter and --gemm-max-gflop");
-  std::printf("\n%-52s %-8s %10s %8s  %s\n", "case (GEMM rows x columns x depth)", "forced", "median ms", "TFLOP/s", "dispatches");
+  std::fprintf(out, "\n%-52s %-8s %10s %8s  %s\n", "case (GEMM rows x columns x depth)", "forced", "median ms", "TFLOP/s", "dispatches");
   std::size_t failures = 0;
   for (const GemmResult& r : results) {
     const std::string name = r.gemmCase.name + " (" + std::to_string(r.gemmCase.rows()) + "x" +
                              std::to_string(r.gemmCase.columns()) + "x" + std::to_string(r.gemmCase.depth()) + ")";
-    std::printf("%-52s %-8s %10.4f %8.2f  %s%s\n", name.c_str(), r.forced.empty() ? "rule" : r.forced.c_str(), r.ms.median,
+    std::fprintf(out, "%-52s %-8s %10.4f %8.2f  %s%s\n", name.c_str(), r.forced.empty() ? "rule" : r.forced.c_str(), r.ms.median,
                 r.tflops, r.dispatches.c_str(), r.passed ? "" : "  CHECK FAILED");
     if (!r.passed) ++failures;
   }
-  if (parser.has("json")) writeFileAtomically(parser.text("json"), gemmJson(context, results).dump(2) + "\n");
+  if (parser.has("json-out")) writeFileAtomically(parser.text("json-out"), gemmJson(context, results).dump(2) + "\n");
+  if (json) std::cout << gemmJson(context, results).dump(2) << "\n";
   if (failures) throw Error(std::to_string(failures) + " GEMM results differ from float64 beyond tolerance");
-  std::printf("all results checked against float64 on %d sampled elements each: ok\n", gemmCheckedElements);
+  std::fprintf(out, "all results checked against float64 on %d sampled elements each: ok\n", gemmCheckedElements);
   return 0;
 }
 
@@ -131,13 +149,13 @@ int main(int argc, char** argv) {
         .option("elementwise", "N", "floats in the elementwise workload", "1000000")
         .option("training-batch", "N", "images per training step (its dispatches are timed one by one)", "64")
         .option("csv", "FILE", "write the rows as CSV")
-        .option("json", "FILE", "write the report as JSON")
+        .option("json-out", "FILE", "write the report as JSON to FILE")
         .flag("gemm", "benchmark the GEMM core instead: every operand layout of the dense and convolution ops on\n"
                       "square 1024 and 4096 and the models' shapes (GLNET_GEMM_CONFIG forces a configuration)")
         .option("gemm-filter", "TEXT", "with --gemm: only cases whose name contains TEXT (e.g. 'conv', 'M4096')")
         .option("gemm-max-gflop", "X", "with --gemm: skip cases of more than X GFLOP (e.g. 5 on a CPU device)")
         .flag("gemm-every-config", "with --gemm: also run each case under every configuration, to check the rule")
-        .common(false);
+        .common(true);
     parser.parse(argc, argv);
     if (parser.has("gemm")) return runGemm(parser);
     BenchSettings settings;
@@ -146,12 +164,14 @@ int main(int argc, char** argv) {
     settings.warmup = static_cast<int>(parser.integer("warmup", 0, 100000));
     settings.elementwiseCount = static_cast<std::size_t>(parser.integer("elementwise", 1, 1 << 26));
     settings.trainingBatch = static_cast<std::uint32_t>(parser.integer("training-batch", 1, 65536));
-    for (const char* file : {"csv", "json"}) {
+    for (const char* file : {"csv", "json-out"}) {
       if (parser.has(file)) checkWritable(parser.text(file));
     }
+    const bool json = parser.has("json");
+    std::FILE* out = json ? stderr : stdout;  // with --json, stdout holds the JSON alone
     const Network model = parser.has("model") ? cli::loadModel(parser, "glnet_bench") : Network::create("784-128-10", Activation::relu, 1);
     const Context context(parser.contextOptions());
-    std::printf("device %d: %s (%s)\nmodel %s; %d warm-up and %d measured runs; times in ms: median [p10, p90]\n",
+    std::fprintf(out, "device %d: %s (%s)\nmodel %s; %d warm-up and %d measured runs; times in ms: median [p10, p90]\n",
                 context.device().index, context.device().renderer.c_str(), context.device().glVersion.c_str(),
                 model.architecture.c_str(), settings.warmup, settings.runs);
     std::fflush(stdout);
@@ -159,30 +179,40 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "glnet_bench: %s\n", workload.c_str());
     });
 
-    std::printf("\ncold start:\n");
-    for (const auto& [name, ms] : report.coldStart) std::printf("  %-70s %9.3f\n", name.c_str(), ms);
+    std::fprintf(out, "\ncold start:\n");
+    // Program keys run to hundreds of characters (every define of a variant): shortened unless --verbose.
+    const bool verbose = parser.has("verbose");
+    for (const auto& [name, ms] : report.coldStart) {
+      const std::string shown = verbose || name.size() <= 70 ? name : name.substr(0, 67) + "...";
+      std::fprintf(out, "  %-70s %9.3f\n", shown.c_str(), ms);
+    }
     std::string section;
     for (const BenchRow& row : report.rows) {
       if (row.section != section) {
         section = row.section;
-        std::printf("\n%-20s %8s  %-42s %10s %10s %10s\n", section.c_str(), "batch", "stage", "median", "p10", "p90");
+        std::fprintf(out, "\n%-20s %8s  %-42s %10s %10s %10s\n", section.c_str(), "batch", "stage", "median", "p10", "p90");
       }
-      std::printf("%-20s %8zu  %-42s %10.4f %10.4f %10.4f\n", "", row.batch, row.stage.c_str(), row.ms.median, row.ms.p10, row.ms.p90);
+      if (row.ms.runs > 1) {
+        std::fprintf(out, "%-20s %8zu  %-42s %10.4f %10.4f %10.4f\n", "", row.batch, row.stage.c_str(), row.ms.median, row.ms.p10, row.ms.p90);
+      } else {  // a single measurement has no spread
+        std::fprintf(out, "%-20s %8zu  %-42s %10.4f %10s %10s  (1 run)\n", "", row.batch, row.stage.c_str(), row.ms.median, "-", "-");
+      }
     }
-    if (!report.persistentMaps) std::printf("\npersistent maps: absent (no GL_ARB_buffer_storage / GL_EXT_buffer_storage)\n");
+    if (!report.persistentMaps) std::fprintf(out, "\npersistent maps: absent (no GL_ARB_buffer_storage / GL_EXT_buffer_storage)\n");
     if (!TimerQuery::measuresGpu()) {
-      std::printf("no GPU timer queries on this device: every 'gpu' time above is wall time after glFinish\n");
+      std::fprintf(out, "no GPU timer queries on this device: every 'gpu' time above is wall time after glFinish\n");
     }
-    std::printf("\nnaive (sync and read after each dispatch) against chained (one read at the end):\n");
+    std::fprintf(out, "\nnaive (sync and read after each dispatch) against chained (one read at the end), median ms:\n");
     for (const std::size_t batch : settings.batches) {
       const BenchRow* naive = report.find("inference", batch, "naive: sync and read every dispatch");
       const BenchRow* chained = report.find("inference", batch, "chained, read by getBufferSubData");
       if (naive && chained && chained->ms.median > 0) {
-        std::printf("  batch %6zu: %.4f ms against %.4f ms, %.1fx\n", batch, naive->ms.median, chained->ms.median,
-                    naive->ms.median / chained->ms.median);
+        const double speedup = naive->ms.median / chained->ms.median;
+        std::fprintf(out, "  batch %6zu: naive %.4f ms, chained %.4f ms: chained is %.1fx %s\n", batch, naive->ms.median,
+                     chained->ms.median, speedup >= 1 ? speedup : 1 / speedup, speedup >= 1 ? "faster" : "slower");
       }
     }
-    std::printf("upload of uint8 pixels, GB/s at the median (staged: through the ring of persistently mapped slots):\n");
+    std::fprintf(out, "upload of uint8 pixels, GB/s at the median (staged: through the ring of persistently mapped slots):\n");
     for (const std::size_t batch : settings.batches) {
       const double megabytes = static_cast<double>(batch * model.inputs()) / 1e6;
       const auto rate = [&](const char* stage) {
@@ -190,19 +220,20 @@ int main(int argc, char** argv) {
         return row && row->ms.median > 0 ? megabytes / row->ms.median : 0.0;
       };
       if (report.find("inference", batch, "upload by glBufferSubData")) {
-        std::printf("  batch %6zu: %9.3f MB, staged %6.2f GB/s, glBufferSubData %6.2f GB/s", batch, megabytes, rate("upload"),
+        std::fprintf(out, "  batch %6zu: %9.3f MB, staged %6.2f GB/s, glBufferSubData %6.2f GB/s", batch, megabytes, rate("upload"),
                     rate("upload by glBufferSubData"));
       } else {
-        std::printf("  batch %6zu: %9.3f MB, glBufferSubData %6.2f GB/s", batch, megabytes, rate("upload"));
+        std::fprintf(out, "  batch %6zu: %9.3f MB, glBufferSubData %6.2f GB/s", batch, megabytes, rate("upload"));
       }
-      std::printf(", host memcpy %.2f GB/s\n", rate("host memcpy of the same bytes"));
+      std::fprintf(out, ", host memcpy %.2f GB/s\n", rate("host memcpy of the same bytes"));
     }
-    std::printf("training step: %zu dispatches\n", report.trainingDispatches);
-    if (parser.has("csv")) writeFileAtomically(parser.text("csv"), csv(report));
-    if (parser.has("json")) writeFileAtomically(parser.text("json"), toJson(context, report, model).dump(2) + "\n");
+    std::fprintf(out, "training step: %zu dispatches\n", report.trainingDispatches);
+    if (parser.has("csv")) writeFileAtomically(parser.text("csv"), csv(context, report));
+    if (parser.has("json-out")) writeFileAtomically(parser.text("json-out"), toJson(context, report, model).dump(2) + "\n");
+    if (json) std::cout << toJson(context, report, model).dump(2) << "\n";
     for (const std::string& failure : report.failures) std::fprintf(stderr, "glnet_bench: check failed: %s\n", failure.c_str());
     if (!report.failures.empty()) throw Error(std::to_string(report.failures.size()) + " correctness checks failed");
-    std::printf("all results checked against the CPU: ok\n");
+    std::fprintf(out, "all results checked against the CPU: ok\n");
     return 0;
   });
 }

@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
         .option("resume", "FILE", "continue from a checkpoint written by glnet_train")
         .option("checkpoint", "FILE", "where to write checkpoints (default: OUT with .checkpoint.safetensors)")
         .option("log-every", "N", "steps between loss read-backs", "100")
+        .option("progress-every", "SECONDS", "without a terminal (a log file, CI): a progress line at least this often", "8")
         .option("bucket-mb", "MB",
                 "under mpirun: gradients are summed across ranks in buckets of about MB megabytes, each as soon as "
                 "the backward pass has written it; 0: one sum after the backward pass",
@@ -122,7 +123,10 @@ int main(int argc, char** argv) {
     }
     options.seed = static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX));
     options.logEvery = static_cast<std::size_t>(parser.integer("log-every", 1, 1L << 30));
-    options.reportSeconds = 2;
+    const double progressSeconds = parser.number("progress-every");
+    if (!(progressSeconds >= 0.01 && progressSeconds <= 86400)) throw UsageError("--progress-every must be from 0.01 to 86400 seconds");
+    // The trainer reports at least twice per interval, so that a line is never much later than promised.
+    options.reportSeconds = progressSeconds / 4;
     const double bucketMegabytes = parser.number("bucket-mb");
     if (!(bucketMegabytes >= 0 && bucketMegabytes <= 1e6)) throw UsageError("--bucket-mb must be a number of megabytes from 0 to 1000000");
     options.allReduceBucketBytes = static_cast<std::size_t>(bucketMegabytes * 1e6);
@@ -204,8 +208,7 @@ int main(int argc, char** argv) {
     }
 
     const bool terminal = leader && isatty(STDERR_FILENO) != 0;
-    // Without a terminal (a log file, CI), a plain progress line at most every progressSeconds.
-    constexpr double progressSeconds = 8;
+    // Without a terminal (a log file, CI), a plain progress line about every progressSeconds.
     Stopwatch sinceProgressLine;
     nlohmann::json epochs = nlohmann::json::array();
     int checkpointedEpoch = resume ? resume->epochsDone : 0;
@@ -214,7 +217,7 @@ int main(int argc, char** argv) {
           [&](const TrainingProgress& p) {
             if (!leader) return;
             if (!terminal) {
-              if (sinceProgressLine.seconds() < progressSeconds) return;
+              if (sinceProgressLine.seconds() < progressSeconds * 0.75) return;
               sinceProgressLine.restart();
               std::fprintf(stderr, "epoch %d/%d  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %s\n", p.epoch, p.epochs, p.step,
                            p.steps, p.loss, p.samplesPerSecond, clock(p.etaSeconds).c_str());

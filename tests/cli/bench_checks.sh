@@ -6,10 +6,10 @@ apps=$1 scripts=$2
 here=$(dirname "$0")
 . "$here/common.sh"
 
-"$apps/glnet_bench" --batches 1,7,33 --runs 2 --warmup 1 --elementwise 4099 --training-batch 5 --csv "$work/b.csv" --json "$work/b.json" >"$work/out.txt" 2>&1 \
+"$apps/glnet_bench" --batches 1,7,33 --runs 2 --warmup 1 --elementwise 4099 --training-batch 5 --csv "$work/b.csv" --json-out "$work/b.json" >"$work/out.txt" 2>&1 \
   || { cat "$work/out.txt"; fail "glnet_bench reported failed checks or an error"; }
 grep -q "all results checked against the CPU: ok" "$work/out.txt" || fail "no correctness verdict"
-[ "$(head -1 "$work/b.csv")" = "section,batch,stage,median_ms,p10_ms,p90_ms,runs" ] || fail "CSV header is not the documented one"
+[ "$(head -1 "$work/b.csv")" = "section,batch,stage,median_ms,p10_ms,p90_ms,runs,device,date" ] || fail "CSV header is not the documented one"
 /usr/bin/python3 - "$work/b.csv" "$work/b.json" <<'PY' || fail "CSV or JSON content"
 import csv, json, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -22,19 +22,20 @@ assert any(r["section"] == "inference dispatch" for r in rows)
 assert ("training", "5", "step gpu") in stages
 assert ("elementwise", "4099", "fused gpu") in stages and ("elementwise", "4099", "3 dispatches gpu") in stages
 assert all(float(r["p10_ms"]) <= float(r["median_ms"]) <= float(r["p90_ms"]) for r in rows)
+assert all(r["device"] and len(r["date"]) == 10 for r in rows)
 report = json.load(open(sys.argv[2]))
 assert report["failures"] == [] and report["rows"] and "context creation" in report["cold_start_ms"], report.keys()
 PY
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
   /usr/bin/python3 "$scripts/plot-bench" "$work/b.csv" "$work/plots" >/dev/null || fail "plot-bench"
-  for png in stages.png naive-vs-chained.png; do
+  for png in stages.png naive-vs-chained.png training.png; do
     head -c 8 "$work/plots/$png" | od -An -c | grep -q "P   N   G" || fail "$png is not a PNG"
   done
 else
   fail "python3-matplotlib is missing (scripts/setup installs it)"
 fi
 # The GEMM benchmark: each result checked against float64, its JSON, and GLNET_GEMM_CONFIG.
-"$apps/glnet_bench" --gemm --gemm-filter "M64 K128 N10" --runs 1 --warmup 0 --json "$work/g.json" >"$work/g.txt" 2>&1 \
+"$apps/glnet_bench" --gemm --gemm-filter "M64 K128 N10" --runs 1 --warmup 0 --json-out "$work/g.json" >"$work/g.txt" 2>&1 \
   || { cat "$work/g.txt"; fail "glnet_bench --gemm reported failed checks or an error"; }
 grep -q "checked against float64 on 66 sampled elements each: ok" "$work/g.txt" || fail "no GEMM verdict"
 /usr/bin/python3 - "$work/g.json" <<'PY' || fail "GEMM JSON content"
