@@ -93,13 +93,13 @@ int main(int argc, char** argv) {
     // with another value is used, with a note.
     std::optional<Checkpoint> resume;
     std::map<std::string, std::string> settings;
+    std::vector<std::string> resumeNotes;  // printed once the checkpoint has loaded, so that a failure stays one line
     if (parser.has("resume")) {
       const std::map<std::string, std::string> stored = Checkpoint::readSettings(parser.text("resume"));
       for (const auto& [flag, value] : stored) {
         if (!trainingFlags.count(flag)) continue;
-        if (!parser.preset(flag, value) && parser.text(flag) != value && ranks.rank() == 0) {
-          std::fprintf(stderr, "glnet_train: note: --%s %s differs from the checkpoint's %s; using %s\n", flag.c_str(),
-                       parser.text(flag).c_str(), value.c_str(), parser.text(flag).c_str());
+        if (!parser.preset(flag, value) && parser.text(flag) != value) {
+          resumeNotes.push_back("--" + flag + " " + parser.text(flag) + " differs from the checkpoint's " + value + "; using " + parser.text(flag));
         }
       }
     }
@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
                      shardOf(options.fullBatch ? trainCount : options.batch, ranks.size() - 1, ranks.size()).count,
                      shardOf(options.fullBatch ? trainCount : options.batch, 0, ranks.size()).count);
       }
+      for (const std::string& note : resumeNotes) std::fprintf(stderr, "glnet_train: note: %s\n", note.c_str());
       if (resume) std::fprintf(info, "resumed from %s after epoch %d\n", parser.text("resume").c_str(), resume->epochsDone);
       std::fflush(info);
     }

@@ -113,8 +113,10 @@ const char* bmpIncomplete(const std::uint8_t* data, std::size_t bytes) {
   const std::uint64_t pixelsOffset = littleEndian(data + 10, 4), headerBytes = littleEndian(data + 14, 4);
   const bool core = headerBytes == 12;  // the OS/2 header: 16-bit sizes, 3-byte palette entries
   if (bytes < 14 + headerBytes || (!core && headerBytes < 40)) return "truncated: the BMP header is incomplete";
-  const std::int64_t width = core ? littleEndian(data + 18, 2) : static_cast<std::int32_t>(littleEndian(data + 18, 4));
-  const std::int64_t height = core ? littleEndian(data + 20, 2) : static_cast<std::int32_t>(littleEndian(data + 22, 4));
+  // Sizes are signed 32-bit (a negative height: rows stored top-down), 16-bit unsigned in the OS/2 header.
+  const auto signedField = [&](int offset) { return std::int64_t{static_cast<std::int32_t>(littleEndian(data + offset, 4))}; };
+  const std::int64_t width = core ? std::int64_t{littleEndian(data + 18, 2)} : signedField(18);
+  const std::int64_t height = core ? std::int64_t{littleEndian(data + 20, 2)} : signedField(22);
   const std::uint32_t bitsPerPixel = littleEndian(data + (core ? 24 : 28), 2);
   const std::uint32_t compression = core ? 0 : littleEndian(data + 30, 4);
   constexpr std::uint32_t uncompressed = 0, bitFields = 3;
@@ -181,6 +183,8 @@ GrayImage decodeGrayImage(const std::uint8_t* data, std::size_t bytes, const std
   if (const char* problem = pgm ? pgmIncomplete(data, bytes) : bmp ? bmpIncomplete(data, bytes) : nullptr) throw unreadable(problem);
   int width = 0, height = 0, channels = 0;
   if (!stbi_info_from_memory(data, static_cast<int>(bytes), &width, &height, &channels)) throw unreadable(stbi_failure_reason());
+  // stb's BMP info reports a top-down image's negative height as it is stored; its decoder takes the magnitude.
+  if (bmp && height < 0 && height != INT32_MIN) height = -height;
   // stb accepts a PGM header whose width or height is not a number as 0 (found by fuzzing).
   if (width <= 0 || height <= 0) throw unreadable("no pixels");
   if (width > largestSide || height > largestSide) {

@@ -181,6 +181,67 @@ compare "$work"/a?.answer || fail "unbatched answers differ"
 curl -s "$url/metrics" | grep -qxF 'glnet_batch_size_count 4' || fail "--no-batching ran $(curl -s "$url/metrics" | grep batch_size_count)"
 kill -TERM "$pid"; wait "$pid"
 
+# --- Hostile and careless requests: always a 4xx with a one-line JSON error quoting no request bytes, and the
+# server keeps answering. Multipart uploads, the invert field, blank-image warnings and 405.
+/usr/bin/python3 - "$work" <<'PY' || fail "making the hostile requests"
+import json, sys
+work = sys.argv[1]
+open(f"{work}/deep.json", "w").write('{"pixels":' + "[" * 100000)
+open(f"{work}/deep-object.json", "w").write('{"a":' * 50000 + "1" + "}" * 50000)
+open(f"{work}/utf8.json", "wb").write(b'{"pixels": ["\xff\xfe"]}')
+open(f"{work}/utf8-key.json", "wb").write(b'{"\xc3\x28": 1}')
+open(f"{work}/duplicate.json", "w").write('{"pixels": [0], "pixels": [1]}')
+open(f"{work}/unknown.json", "w").write('{"pixels": [0], "colour": true}')
+open(f"{work}/bad-invert.json", "w").write('{"pixels": [0], "invert": "yes"}')
+pixels = json.load(open(f"{work}/p7.json"))["pixels"]
+json.dump({"pixels": [255 - p for p in pixels], "invert": True}, open(f"{work}/inverted7.json", "w"))
+json.dump({"pixels": [0] * 784}, open(f"{work}/blank.json", "w"))
+PY
+start hostile --max-body-bytes 400000
+# hostile CODE PATTERN ...: as refused, and the answer holds printable ASCII only (no request bytes echoed).
+hostile() {
+  refused "$@"
+  LC_ALL=C grep -q '[^ -~]' "$work/body" && fail "$5: the error answer holds bytes outside printable ASCII"
+}
+hostile 400 "nested deeper than 32 levels" POST /v1/predict "$work/deep.json" application/json
+hostile 400 "nested deeper than 32 levels" POST /v1/predict "$work/deep-object.json" application/json
+hostile 400 "not valid JSON \\(syntax error at byte [0-9]+\\)" POST /v1/predict "$work/utf8.json" application/json
+hostile 400 "not valid JSON" POST /v1/predict "$work/utf8-key.json" application/json
+hostile 400 "..pixels.. appears twice" POST /v1/predict "$work/duplicate.json" application/json
+hostile 400 "unknown field" POST /v1/predict "$work/unknown.json" application/json
+hostile 400 "invert.. must be true or false" POST /v1/predict "$work/bad-invert.json" application/json
+hostile 400 "body is an image sent as application/json; send it with Content-Type image/png" POST /v1/predict "$work/d0.png" application/json
+hostile 400 "body: not a readable image" POST /v1/predict "$work/p7.json" image/png
+# GET (and the other methods) on the prediction endpoint: 405 naming POST.
+curl -s -D "$work/headers" -o "$work/body" "$url/v1/predict" >/dev/null
+grep -q "^HTTP/1.1 405" "$work/headers" && grep -qi "^Allow: POST" "$work/headers" && grep -q '"error":"GET /v1/predict is not allowed' "$work/body" \
+  || fail "GET /v1/predict: $(head -1 "$work/headers") $(cat "$work/body")"
+# JSON pixels are MNIST's polarity; "invert": true takes dark-on-light pixels.
+[ "$(status POST /v1/predict "$work/inverted7.json" application/json)" = 200 ] && cp "$work/body" "$work/invert7.answer" && compare "$work/invert7.answer" \
+  || fail "\"invert\": true: $(cat "$work/body")"
+[ "$(status POST /v1/predict "$work/blank.json" application/json)" = 200 ] && grep -q '"warning":"the image is blank or nearly uniform' "$work/body" \
+  || fail "a blank image gets no warning: $(cat "$work/body")"
+# A raw image body is named "body"; multipart/form-data parts (curl -F) by their file names, one answer each.
+[ "$(status POST /v1/predict "$work/d0.png" image/png)" = 200 ] && grep -q '"image":"body"' "$work/body" || fail "raw body name: $(cat "$work/body")"
+code=$(curl -s -o "$work/body" -w '%{http_code}' -F "first=@$work/d0.png" -F "second=@$work/d1.png;type=image/png" -F "third=@$work/d2.png" "$url/v1/predict")
+[ "$code" = 200 ] || fail "multipart upload: $code $(cat "$work/body")"
+/usr/bin/python3 - "$work" <<'PY' || fail "multipart answers"
+import json, sys
+work = sys.argv[1]
+answers = json.load(open(f"{work}/body"))
+expected = json.load(open(f"{work}/expected-png.json"))
+assert [a["image"] for a in answers] == ["d0.png", "d1.png", "d2.png"], answers
+for got, want in zip(answers, expected):
+    assert got["class"] == want["class"] and max(abs(a - b) for a, b in zip(got["probabilities"], want["probabilities"])) <= 1e-5
+PY
+code=$(curl -s -o "$work/body" -w '%{http_code}' -F "json=@$work/p7.json;type=application/json" "$url/v1/predict")
+[ "$code" = 200 ] && cp "$work/body" "$work/part7.answer" && compare "$work/part7.answer" || fail "a JSON part: $code $(cat "$work/body")"
+code=$(curl -s -o "$work/body" -w '%{http_code}' -F "note=hello" "$url/v1/predict")
+[ "$code" = 400 ] && grep -q '"error":"note: not a readable image' "$work/body" || fail "a text part: $code $(cat "$work/body")"
+[ "$(status POST /v1/predict "$work/p8.json" application/json)" = 200 ] && cp "$work/body" "$work/hostile8.answer" && compare "$work/hostile8.answer" \
+  || fail "a good request after the hostile ones"
+kill -TERM "$pid"; wait "$pid" || fail "the server did not stop cleanly after the hostile requests"
+
 # --- Start-up errors: one line, non-zero exit.
 expect 2 "^glnet_serve: error: --model is required" -- "$apps/glnet_serve"
 expect 1 "^glnet_serve: error: .*nothing.safetensors" -- "$apps/glnet_serve" --model "$work/nothing.safetensors"
