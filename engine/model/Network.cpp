@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <set>
 #include <sstream>
@@ -170,11 +171,22 @@ Network Network::fromTensors(const TensorFile& given, const std::string& path) {
     if (const std::string activation = metadataOf(file, "activation"); !activation.empty()) {
       network.activation = parseActivation(activation);
     }
-    if (const std::string mean = metadataOf(file, "input_mean"); !mean.empty()) network.input.mean = std::stof(mean);
-    if (const std::string std = metadataOf(file, "input_std"); !std.empty()) network.input.std = std::stof(std);
-  } catch (const std::exception& error) {
-    throw Error(path + ": bad metadata (" + error.what() + ")");
+  } catch (const std::exception&) {
+    throw Error(path + ": metadata activation is not relu, tanh, sigmoid or none");
   }
+  // A number in full: "0.5abc", "nan" and "1e999" are refused, not read as 0.5, NaN or infinity.
+  const auto finite = [&](const char* key, float& value) {
+    const std::string text = metadataOf(file, key);
+    if (text.empty()) return;
+    char* end = nullptr;
+    const double parsed = std::strtod(text.c_str(), &end);
+    if (*end != '\0' || !std::isfinite(parsed) || std::abs(parsed) > 1e30) {
+      throw Error(path + ": metadata " + key + " is not a finite number");
+    }
+    value = static_cast<float>(parsed);
+  };
+  finite("input_mean", network.input.mean);
+  finite("input_std", network.input.std);
   if (!(network.input.std > 0.0f)) throw Error(path + ": metadata input_std must be positive");
   const auto shapeOf = [&](const std::string& name) -> const std::vector<std::int64_t>* {
     const auto found = file.tensors.find(name);
@@ -241,6 +253,10 @@ Network Network::fromTensors(const TensorFile& given, const std::string& path) {
   std::set<std::string> known(network.parameterNames.begin(), network.parameterNames.end());
   for (const auto& [name, tensor] : file.tensors) {
     if (!known.count(name)) throw Error(path + ": unexpected tensor " + name + " in a " + network.architecture + " model");
+    // A weight that is NaN or infinite makes every answer NaN: a broken file, said at load.
+    if (!std::all_of(tensor.values.begin(), tensor.values.end(), [](float v) { return std::isfinite(v); })) {
+      throw Error(path + ": tensor " + name + " holds NaN or infinite values");
+    }
     network.parameters[name] = tensor;
   }
   return network;

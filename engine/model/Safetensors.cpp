@@ -108,8 +108,11 @@ TensorFile readSafetensors(const std::string& path) {
           dimension.get<std::int64_t>() > (std::int64_t{1} << 32)) {
         throw Error(where + ": shape has an invalid dimension");
       }
+      const auto size = static_cast<std::size_t>(dimension.get<std::int64_t>());
+      // The element count must not wrap around: a huge shape would otherwise match a small byte range.
+      if (size != 0 && count > (std::size_t{1} << 40) / size) throw Error(where + ": shape has more than 2^40 elements");
       tensor.shape.push_back(dimension.get<std::int64_t>());
-      count *= static_cast<std::size_t>(dimension.get<std::int64_t>());
+      count *= size;
     }
     const auto& offsets = entry["data_offsets"];
     if (!offsets.is_array() || offsets.size() != 2 || !offsets[0].is_number_unsigned() ||

@@ -6,7 +6,7 @@ formats' structure: safetensors with each dtype and with metadata, IDX images an
 images in each format stb decodes, --arch strings, and glnet_serve request bodies.
 Usage: tests/fuzz/make_corpus.py [CORPUS_DIR]
 """
-import gzip, json, os, struct, subprocess, sys, tempfile, zlib
+import gzip, json, math, os, struct, subprocess, sys, tempfile, zlib
 
 root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
 
@@ -114,4 +114,27 @@ put("PredictRequest", "json-images", b"\x00" + json.dumps({"images": [[0] * 784,
 put("PredictRequest", "json-nan", b"\x00" + b'{"pixels": [NaN, 1e999, -1]}')
 put("PredictRequest", "png", b"\x01" + png(digit))
 put("PredictRequest", "untyped-png", b"\x04" + png(light))
+put("PredictRequest", "json-inverted", b"\x05" + json.dumps({"pixels": [255] * 784, "invert": True}).encode())
+put("PredictRequest", "json-deep", b"\x00" + b'{"pixels":' + b"[" * 40 + b"]" * 40 + b"}")
+put("PredictRequest", "multipart", b"\x06" + b"file\ndigit.png\nimage/png\n" + png(digit) + b"\n--\n" +
+    b"json\n\napplication/json\n" + pixels + b"\n--\nnote\n\n\nhello")
+
+
+def checkpoint(optimizer, states, extra_metadata=None):
+    shapes = {"fc1.weight": [3, 4], "fc1.bias": [3], "fc2.weight": [2, 3], "fc2.bias": [2]}
+    tensors = {name: ("F32", shape, floats(math.prod(shape))) for name, shape in shapes.items()}
+    for state in states:
+        for name, shape in shapes.items():
+            tensors[f"optimizer.{state}.{name}"] = ("F32", shape, floats(math.prod(shape)))
+    metadata = {"format": "glnet-checkpoint", "architecture": "4-3-2", "activation": "relu", "input_mean": "0.1",
+                "input_std": "0.3", "optimizer": optimizer, "epochs_done": "1", "steps_done": "7", "setting.arch": "4-3-2",
+                "setting.lr": "0.1", "setting.batch": "8", "setting.optimizer": optimizer}
+    metadata.update(extra_metadata or {})
+    return safetensors(tensors, metadata)
+
+
+put("Checkpoint", "momentum", checkpoint("momentum", ["velocity"]))
+put("Checkpoint", "adam", checkpoint("adam", ["m", "v"]))
+put("Checkpoint", "sgd", checkpoint("sgd", []))
+put("Checkpoint", "bad-count", checkpoint("sgd", [], {"steps_done": "-1"}))
 print("corpus written to", root)
