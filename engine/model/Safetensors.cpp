@@ -145,8 +145,9 @@ TensorFile readSafetensors(const std::string& path) {
     covered = end;
   }
   if (covered != dataBytes) {
-    throw Error(path + ": " + std::to_string(dataBytes - covered) + " bytes after the last tensor belong to no tensor " +
-                "(a wrong header length, or a damaged file)");
+    const std::size_t left = dataBytes - covered;
+    throw Error(path + ": " + std::to_string(left) + (left == 1 ? " byte" : " bytes") + " after the last tensor belong" +
+                (left == 1 ? "s" : "") + " to no tensor (a wrong header length, or a damaged file)");
   }
   return file;
 }

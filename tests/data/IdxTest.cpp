@@ -65,5 +65,5 @@ TEST_CASE("bad IDX files are refused with the file name and the reason") {
   CHECK_THROWS_WITH_AS(readMnistSplit(directory.path().string(), Split::test), doctest::Contains("4 labels for 3 images"), Error);
   directory.write("t10k-labels-idx1-ubyte", idx(8, {3}, 0) + std::string("\x01\x0b\x02", 3));
   CHECK_THROWS_WITH_AS(readMnistSplit(directory.path().string(), Split::test), doctest::Contains("label 11 at index 1"), Error);
-  CHECK_THROWS_WITH_AS(readMnistSplit(directory.path().string(), Split::train), doctest::Contains("run scripts/fetch-mnist"), Error);
+  CHECK_THROWS_WITH_AS(readMnistSplit(directory.path().string(), Split::train), doctest::Contains("has no train-images-idx3-ubyte (nor train-images-idx3-ubyte.gz); a data directory holds"), Error);
 }

@@ -8,6 +8,7 @@
 #include <stb/stb_image_write.h>
 
 #include <cmath>
+#include <cstring>
 
 using namespace glnet;
 
@@ -93,12 +94,93 @@ TEST_CASE("inputs the fuzzer found are refused before stb allocates for them (te
     return std::string("accepted");
   };
   // A PGM whose width is not a number: stb reported a 0-pixel image.
-  CHECK(refusal(std::string("P5\n) 2\n255\n\0\xff\xff\0", 15)) == "input: not a readable image (no pixels); glnet reads PNG, JPEG, BMP and PGM");
+  CHECK(refusal(std::string("P5\n) 2\n255\n\0\xff\xff\0", 15)) == "input: not a readable image (the PGM header is incomplete); glnet reads PNG, JPEG, BMP and PGM");
   // A PNG whose IDAT chunk claims 0x5749... bytes: stb asked for 1.7 GB before noticing the file is 2 KB.
   std::string png("\x89PNG\r\n\x1a\n", 8);
   png += std::string("\0\0\0\x0dIHDR\0\0\0\x1c\0\0\0\x1c\x08\0\0\0\0", 21) + std::string("\0\0\0\0", 4);
   png += std::string("\x66\x00\x57\x1c", 4) + "IDAT" + std::string(64, 'x');
-  CHECK(refusal(png) == "input: not a readable image (a PNG chunk runs past the end of the file); glnet reads PNG, JPEG, BMP and PGM");
+  CHECK(refusal(png) == "input: not a readable image (truncated: a PNG chunk runs past the end of the file, or IEND is missing); glnet "
+                        "reads PNG, JPEG, BMP and PGM");
   // Formats glnet does not name never reach stb.
   CHECK(refusal("GIF89a\x01\x00\x01\x00") == "input: not a readable image (unknown format); glnet reads PNG, JPEG, BMP and PGM");
+}
+
+namespace {
+
+// An image encoded by stb_image_write (PNG, BMP or JPEG) into memory.
+std::string encode(char format, int width, int height, int channels, const std::vector<std::uint8_t>& pixels) {
+  std::string bytes;
+  const auto append = [](void* context, void* data, int size) { static_cast<std::string*>(context)->append(static_cast<char*>(data), static_cast<std::size_t>(size)); };
+  const int written = format == 'p'   ? stbi_write_png_to_func(append, &bytes, width, height, channels, pixels.data(), width * channels)
+                      : format == 'b' ? stbi_write_bmp_to_func(append, &bytes, width, height, channels, pixels.data())
+                                      : stbi_write_jpg_to_func(append, &bytes, width, height, channels, pixels.data(), 95);
+  REQUIRE(written);
+  return bytes;
+}
+
+GrayImage decode(const std::string& bytes) {
+  return decodeGrayImage(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), "input");
+}
+
+}  // namespace
+
+TEST_CASE("a file with fewer pixel bytes than its header declares is refused, in every format") {
+  const std::vector<std::uint8_t> digit = ringDigit();
+  const auto truncated = [](const std::string& bytes, std::size_t keep, const char* reason) {
+    CAPTURE(reason);
+    CHECK_THROWS_WITH_AS(decode(bytes.substr(0, keep)), doctest::Contains(reason), Error);
+  };
+  const std::string pgm = "P5\n# a comment\n28 28\n255\n" + std::string(digit.begin(), digit.end());
+  CHECK(decode(pgm).pixels == digit);
+  truncated(pgm, pgm.size() - 684, "truncated: the PGM header declares more pixel bytes");
+  truncated(pgm, 9, "the PGM header is incomplete");
+  const std::string bmp = encode('b', 28, 28, 1, digit);  // 24-bit rows of 84 bytes
+  CHECK(decode(bmp).pixels == digit);
+  truncated(bmp, bmp.size() - 84, "truncated: the BMP header declares more pixel rows");
+  truncated(bmp, 20, "truncated: the BMP header is incomplete");
+  const std::string png = encode('p', 28, 28, 1, digit);
+  truncated(png, png.size() - 12, "IEND is missing");
+  const std::string jpeg = encode('j', 28, 28, 1, digit);
+  CHECK(meanAbsoluteDifference(decode(jpeg).pixels, digit) < 20);
+  truncated(jpeg, jpeg.size() - 2, "truncated: the JPEG data ends before its end-of-image marker");
+  truncated(jpeg, jpeg.size() / 2, "truncated: the JPEG data ends before its end-of-image marker");
+}
+
+TEST_CASE("a top-down BMP decodes as its bottom-up twin") {
+  const std::vector<std::uint8_t> digit = ringDigit();
+  std::vector<std::uint8_t> gradient(28 * 28);
+  for (std::size_t i = 0; i < gradient.size(); ++i) gradient[i] = static_cast<std::uint8_t>(i / 28 * 9);
+  std::string bottomUp = encode('b', 28, 28, 1, gradient);
+  // Flip the rows and negate the height: the same image stored top-down.
+  const std::size_t offset = 54, row = 84;
+  std::string topDown = bottomUp;
+  for (std::size_t r = 0; r < 28; ++r) topDown.replace(offset + r * row, row, bottomUp, offset + (27 - r) * row, row);
+  const std::int32_t height = -28;
+  std::memcpy(topDown.data() + 22, &height, 4);
+  CHECK(decode(topDown).pixels == gradient);
+  CHECK(decode(bottomUp).pixels == gradient);
+}
+
+TEST_CASE("transparency is composited onto paper that contrasts with the ink, and blank images are recognised") {
+  const std::vector<std::uint8_t> digit = ringDigit();
+  std::vector<std::uint8_t> darkInk(28 * 28 * 2), lightInk(28 * 28 * 2);
+  for (std::size_t i = 0; i < digit.size(); ++i) {
+    darkInk[2 * i] = 0;  // black strokes on a transparent, black background: what drawing programs export
+    darkInk[2 * i + 1] = digit[i];
+    lightInk[2 * i] = 255;
+    lightInk[2 * i + 1] = digit[i];
+  }
+  std::vector<std::uint8_t> inverted(digit.size());
+  for (std::size_t i = 0; i < digit.size(); ++i) inverted[i] = static_cast<std::uint8_t>(255 - digit[i]);
+  CHECK(decode(encode('p', 28, 28, 2, darkInk)).pixels == inverted);  // on white paper
+  CHECK(decode(encode('p', 28, 28, 2, lightInk)).pixels == digit);    // on black paper
+  CHECK(toMnistDigit(decode(encode('p', 28, 28, 2, darkInk)), Inversion::automatic) == digit);
+  const std::vector<std::uint8_t> white(40 * 30, 255), noisy = [] {
+    std::vector<std::uint8_t> pixels(100, 120);
+    for (std::size_t i = 0; i < pixels.size(); i += 7) pixels[i] = 130;
+    return pixels;
+  }();
+  CHECK(looksBlank(white.data(), white.size()));
+  CHECK(looksBlank(noisy.data(), noisy.size()));
+  CHECK_FALSE(looksBlank(digit.data(), digit.size()));
 }

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 
@@ -82,7 +83,22 @@ TEST_CASE("malformed safetensors files are refused with the reason and the tenso
                      std::string(12, '\0')),
          "overlap");
   refuse("missing-file-is-not-here", "", "too short");
-  CHECK_THROWS_WITH_AS(readSafetensors(directory.file("absent.safetensors")), doctest::Contains("cannot open"), Error);
+  CHECK_THROWS_WITH_AS(readSafetensors(directory.file("absent.safetensors")), doctest::Contains("no such file"), Error);
+  // The format's rules exactly: unique names, ranges that tile the data section to the end of the file.
+  const std::string a = R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
+  refuse("duplicate", safetensors("{" + a + "," + a + "}", std::string(4, '\0')), "\"a\" appears twice in one object");
+  refuse("hole", safetensors(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", std::string(8, '\0')),
+         "bytes 0 to 4 of the data section belong to no tensor");
+  refuse("trailing", safetensors("{" + a + "}", std::string(6, '\0')), "2 bytes after the last tensor belong to no tensor");
+  std::string oneShort = safetensors("{" + a + "} ", std::string(4, '\0'));
+  oneShort[0] = static_cast<char>(oneShort[0] - 1);  // the padding space becomes a data byte
+  refuse("one-short", oneShort, "1 byte after the last tensor belongs to no tensor");
+  refuse("deep", safetensors(R"({"__metadata__":)" + std::string(40, '[') + std::string(40, ']') + "}", ""),
+         "nested deeper than 32 levels");
+  refuse("wrapping", safetensors(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", ""),
+         "more than 2^40 elements");
+  CHECK_THROWS_WITH_AS(readSafetensors(directory.path().string()), doctest::Contains("is a directory"), Error);
+  CHECK_THROWS_WITH_AS(readSafetensors("/dev/zero"), doctest::Contains("/dev/zero: not a regular file"), Error);
 }
 
 TEST_CASE("a CNN round-trips and is recognised from its tensors alone") {
@@ -126,6 +142,35 @@ TEST_CASE("model files are checked against the architecture") {
          safetensors(R"({"__metadata__":{"architecture":"2-5"},"fc1.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"fc1.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
                      floats({1, 2, 3})),
          "metadata says architecture 2-5 but the tensors make 2-1");
+  refuse("metadata-number",
+         safetensors(R"({"__metadata__":{"input_mean":"0.5abc"},"fc1.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"fc1.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                     floats({1, 2, 3})),
+         "metadata input_mean is not a finite number");
+  refuse("not-finite",
+         safetensors(R"({"fc1.weight":{"dtype":"F32","shape":[1,2],"data_offsets":[0,8]},"fc1.bias":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                     floats({1, NAN, 3})),
+         "tensor fc1.weight holds NaN or infinite values");
+}
+
+TEST_CASE("an nn.Sequential state_dict loads by the order of its layer indices") {
+  const test::TempDir directory;
+  const Network cnn = Network::create("cnn", Activation::relu, 3);
+  TensorFile sequential;  // conv, relu, pool, conv, relu, pool, flatten, linear, relu, linear: indices 0, 3, 7, 9
+  const std::pair<const char*, const char*> names[] = {{"conv1", "features.0"}, {"conv2", "features.3"}, {"fc1", "features.7"}, {"fc2", "features.9"}};
+  for (const auto& [glnet, torch] : names) {
+    sequential.tensors[std::string(torch) + ".weight"] = cnn.parameters.at(std::string(glnet) + ".weight");
+    sequential.tensors[std::string(torch) + ".bias"] = cnn.parameters.at(std::string(glnet) + ".bias");
+  }
+  const std::string path = directory.file("sequential.safetensors");
+  writeSafetensors(path, sequential);
+  const Network back = Network::load(path);
+  CHECK(back.architecture == "cnn");
+  CHECK(back.parameterValues() == cnn.parameterValues());
+  CHECK_FALSE(back.inputFormatRecorded);
+  CHECK_FALSE(back.activationRecorded);
+  sequential.tensors["head.0.weight"] = {{1}, {0.0f}};  // a second prefix: not one Sequential
+  writeSafetensors(path, sequential);
+  CHECK_THROWS_WITH_AS(Network::load(path), doctest::Contains("no tensor fc1.weight"), Error);
 }
 
 TEST_CASE("architecture strings parse or fail as usage errors") {
@@ -133,5 +178,10 @@ TEST_CASE("architecture strings parse or fail as usage errors") {
   CHECK_THROWS_AS(parseArchitecture("784"), UsageError);
   CHECK_THROWS_AS(parseArchitecture("784--10"), UsageError);
   CHECK_THROWS_AS(parseArchitecture("784-x-10"), UsageError);
+  // Only the canonical spelling, so that what a model file records is what its tensors make again.
+  for (const char* text : {"784-10-", "-784-10", "784-+10", "0784-10", "784-010", "784- 10", "784-10 ", "784-1e2"}) {
+    CAPTURE(text);
+    CHECK_THROWS_AS(parseArchitecture(text), UsageError);
+  }
   CHECK_THROWS_AS(parseActivation("gelu"), UsageError);
 }

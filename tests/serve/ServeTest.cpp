@@ -10,6 +10,9 @@
 #include "support/Random.h"
 
 #include <doctest/doctest.h>
+#include <stb/stb_image_write.h>
+
+#include <algorithm>
 
 using namespace glnet;
 
@@ -37,7 +40,14 @@ TEST_CASE("prediction requests: JSON pixels and images parse; everything else is
   refused(R"({"pixels": [1, 2, 256]})", "pixels[2] is 256");
   refused(R"({"pixels": [1, -1, 2]})", "pixels[1] is -1");
   refused(R"({"pixels": [1, 2.5, 2]})", "pixels[1] is 2.5");
-  refused(R"({"pixels": [1, null, 2]})", "pixels[1] is null");
+  refused(R"({"pixels": [1, null, 2]})", "pixels[1] is a JSON null");
+  refused(R"({"pixels": [1, "\u00ff\u00fe", 2]})", "pixels[1] is a JSON string, not an integer");
+  refused(std::string("{\"pixels\": [1, \"\xff\xfe\", 2]}"), "not valid JSON (syntax error at byte");
+  refused(R"({"pixels": )" + std::string(100000, '['), "nested deeper than 32 levels");
+  refused(R"({"pixels": [1, 2, 3], "pixels": [1, 2, 3]})", "\"pixels\" appears twice");
+  refused(R"({"pixels": [1, 2, 3], "invert": 1})", "\"invert\" must be true or false");
+  refused(R"({"pixels": [1, 2, 3], "colour": 1})", "unknown field");
+  refused("\x89PNG\r\n\x1a\n", "body is an image sent as application/json; send it with Content-Type image/png");
   refused(R"({"pixels": [1, 2, 1e400]})", "not valid JSON");
   refused(R"({"pixels": "abc"})", "must be an array");
   refused(R"({"images": []})", "non-empty array");
@@ -48,6 +58,42 @@ TEST_CASE("prediction requests: JSON pixels and images parse; everything else is
   refused("", "no body");
   CHECK_THROWS_WITH_AS(parsePredictRequest("not an image at all", "image/png", 784), doctest::Contains("not a readable image"), Error);
   CHECK_THROWS_WITH_AS(parsePredictRequest("\x89PNG....", "image/png", 10), doctest::Contains("send JSON pixels instead"), Error);
+  // Error messages never quote request bytes: every character is printable ASCII.
+  for (const std::string body : {std::string("{\"pixels\": [\"\xc3\x28\"]}"), std::string("\xff\xd8garbage\xff"), std::string("{\"\xf0\": 1}")}) {
+    try {
+      parsePredictRequest(body, "application/json", 3);
+      FAIL("accepted");
+    } catch (const Error& error) {
+      const std::string message = error.what();
+      CHECK_MESSAGE(std::all_of(message.begin(), message.end(), [](char c) { return c >= 0x20 && c < 0x7f; }), message);
+    }
+  }
+}
+
+TEST_CASE("prediction requests: the invert field, blank-image warnings and multipart parts") {
+  const PredictRequest inverted = parsePredictRequest(R"({"images": [[0, 100, 255], [7, 7, 7]], "invert": true})", "Application/JSON; charset=utf-8", 3);
+  CHECK(inverted.pixels == std::vector<std::uint8_t>{255, 155, 0, 248, 248, 248});
+  CHECK(inverted.warnings[0].empty());
+  CHECK(inverted.warnings[1].find("blank or nearly uniform") != std::string::npos);
+
+  std::vector<std::uint8_t> ring(28 * 28, 0);
+  for (std::size_t i = 0; i < ring.size(); ++i) ring[i] = (i % 28 > 9 && i % 28 < 18 && i / 28 > 4 && i / 28 < 22) ? 255 : 0;
+  std::string png;
+  stbi_write_png_to_func([](void* context, void* data, int size) { static_cast<std::string*>(context)->append(static_cast<char*>(data), static_cast<std::size_t>(size)); },
+                         &png, 28, 28, 1, ring.data(), 28);
+  std::string json = "{\"pixels\": [";
+  for (std::size_t i = 0; i < ring.size(); ++i) json += (i ? "," : "") + std::to_string(ring[i]);
+  json += "]}";
+  const PredictRequest parts = parsePredictParts({{"file", "digit\x01.png", "image/png", png}, {"data", "", "application/json", json},
+                                                  {"untyped", "", "", png}},
+                                                 784);
+  CHECK(parts.names == std::vector<std::string>{"digit?.png", "pixels", "untyped"});
+  CHECK(parts.pixels.size() == 3 * 784);
+  CHECK(std::equal(ring.begin(), ring.end(), parts.pixels.begin()));
+  CHECK(std::equal(ring.begin(), ring.end(), parts.pixels.begin() + 784));
+  CHECK_THROWS_WITH_AS(parsePredictParts({}, 784), doctest::Contains("has no parts"), Error);
+  CHECK_THROWS_WITH_AS(parsePredictParts({{"note", "", "", "hello"}}, 784), doctest::Contains("note: not a readable image"), Error);
+  CHECK_THROWS_WITH_AS(parsePredictParts({{"empty", "e.png", "image/png", ""}}, 784), doctest::Contains("e.png is empty"), Error);
 }
 
 TEST_CASE("serve metrics: counters, a cumulative latency histogram and the batch-size histogram") {
