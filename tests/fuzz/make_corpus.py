@@ -88,11 +88,30 @@ def pgm(rows):
 
 
 light = [[255 - p for p in row] for row in digit]
+
+
+def seven(size=64, width=5.0):
+    """A thick "7" in dark ink on light paper, as a phone photo or a drawing program gives it: a top bar and a stroke
+    down to the lower left, anti-aliased by distance to the two segments."""
+    def distance(px, py, ax, ay, bx, by):
+        t = max(0.0, min(1.0, ((px - ax) * (bx - ax) + (py - ay) * (by - ay)) / ((bx - ax) ** 2 + (by - ay) ** 2)))
+        return math.hypot(px - ax - t * (bx - ax), py - ay - t * (by - ay))
+    rows = []
+    for y in range(size):
+        row = []
+        for x in range(size):
+            d = min(distance(x + 0.5, y + 0.5, 0.25 * size, 0.2 * size, 0.75 * size, 0.2 * size),
+                    distance(x + 0.5, y + 0.5, 0.75 * size, 0.2 * size, 0.42 * size, 0.82 * size))
+            ink = max(0.0, min(1.0, width / 2 + 0.5 - d))
+            row.append(round(250 - 230 * ink))
+        rows.append(row)
+    return rows
 put("Image", "digit.png", png(digit))
 put("Image", "light-color.png", png([row + row for row in light], color=True))
 put("Image", "digit.bmp", bmp(digit))
 put("Image", "digit.pgm", pgm(digit))
 put("Image", "tiny.pgm", pgm([[0, 255], [255, 0]]))
+put("Image", "seven.png", png(seven()))
 # JPEG through stb_image_write (Debian libstb-dev): Python has no encoder of its own.
 with tempfile.TemporaryDirectory() as work:
     source, program, out = (os.path.join(work, n) for n in ("jpeg.c", "jpeg", "digit.jpg"))
