@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
     }
     const bool json = parser.has("json");
     std::FILE* out = json ? stderr : stdout;  // with --json, stdout holds the JSON alone
-    const Network model = parser.has("model") ? cli::loadModel(parser, "glnet_bench") : Network::create("784-128-10", Activation::relu, 1);
+    const Network model = parser.has("model") ? cli::loadModel(parser) : Network::create("784-128-10", Activation::relu, 1);
     const Context context(parser.contextOptions());
     std::fprintf(out, "device %d: %s (%s)\nmodel %s; %d warm-up and %d measured runs; times in ms: median [p10, p90]\n",
                 context.device().index, context.device().renderer.c_str(), context.device().glVersion.c_str(),

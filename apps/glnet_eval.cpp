@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     std::optional<Evaluation> evaluation;
     std::size_t imageCount = 0;
     cli::setUpTogether(ranks, [&] {
-      model.emplace(cli::loadModel(parser, "glnet_eval"));
+      model.emplace(cli::loadModel(parser));
       LabelledImages data = readMnistSplit(parser.text("data"), splitName == "test" ? Split::test : Split::train,
                                            static_cast<int>(model->classes()));
       if (parser.has("limit")) keepFirst(data, static_cast<std::size_t>(parser.integer("limit", 1, static_cast<long>(data.images.count))));

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
     const bool json = parser.has("json");
     const ContextOptions contextOptions = parser.contextOptions();
 
-    const Network model = cli::loadModel(parser, "glnet_predict");
+    const Network model = cli::loadModel(parser);
     if (model.inputs() != 28 * 28) {
       throw Error(parser.text("model") + ": the model takes " + std::to_string(model.inputs()) +
                   " inputs; glnet_predict classifies 28x28 images (784 inputs)");
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     for (const std::string& path : parser.positional()) {
       const GrayImage image = loadGrayImage(path);
       inputs.push_back({path, toMnistDigit(image, inversion), -1, looksBlank(image.pixels.data(), image.pixels.size())});
-      if (inputs.back().blank) std::fprintf(stderr, "glnet_predict: warning: %s: %s\n", path.c_str(), blankImageWarning);
+      if (inputs.back().blank) cli::warn(path + ": " + blankImageWarning);
     }
     if (parser.has("mnist-index")) {
       const LabelledImages test = readMnistSplit(parser.text("data"), Split::test);

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
 
     const std::string modelPath = parser.text("model");
     TensorFile file;
-    const Network network = cli::loadModel(parser, "glnet_serve", &file);
+    const Network network = cli::loadModel(parser, &file);
     const std::string modelJson = describeModel(network, file.metadata, modelPath).dump(2) + "\n";
 
     // Signals go to one thread that waits for them; every other thread, started below, inherits the mask.
@@ -215,6 +215,7 @@ int main(int argc, char** argv) {
       }
     });
 
+    cli::printWarnings("glnet_serve");
     std::printf("glnet_serve: listening on http://%s:%d\n", host.c_str(), bound);
     std::fflush(stdout);
 

@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
                      shardOf(options.fullBatch ? trainCount : options.batch, ranks.size() - 1, ranks.size()).count,
                      shardOf(options.fullBatch ? trainCount : options.batch, 0, ranks.size()).count);
       }
-      for (const std::string& note : resumeNotes) std::fprintf(stderr, "glnet_train: note: %s\n", note.c_str());
+      for (const std::string& note : resumeNotes) std::fprintf(info, "note: %s\n", note.c_str());
       if (resume) std::fprintf(info, "resumed from %s after epoch %d\n", parser.text("resume").c_str(), resume->epochsDone);
       std::fflush(info);
     }

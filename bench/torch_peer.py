@@ -362,7 +362,7 @@ def main():
     parser.add_argument("--arch", default="784-128-10", help="MLP layer sizes (train)")
     parser.add_argument("--batch", type=int, default=64, help="training batch (train)")
     parser.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (train)")
-    parser.add_argument("--cases", help="glnet_bench --gemm --json output (gemm)")
+    parser.add_argument("--cases", help="glnet_bench --gemm --json-out output (gemm)")
     args = parser.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

@@ -166,7 +166,21 @@ ContextOptions Parser::contextOptions(const Communicator& ranks) const {
   return options;
 }
 
-Network loadModel(const Parser& parser, const char* program, TensorFile* file) {
+namespace {
+std::vector<std::string>& pendingWarnings() {
+  static std::vector<std::string> warnings;
+  return warnings;
+}
+}  // namespace
+
+void warn(const std::string& text) { pendingWarnings().push_back(text); }
+
+void printWarnings(const char* program) {
+  for (const std::string& text : pendingWarnings()) std::fprintf(stderr, "%s: warning: %s\n", program, text.c_str());
+  pendingWarnings().clear();
+}
+
+Network loadModel(const Parser& parser, TensorFile* file) {
   const std::string path = parser.text("model");
   TensorFile contents = readSafetensors(path);
   Network network = Network::fromTensors(contents, path);
@@ -185,9 +199,8 @@ Network loadModel(const Parser& parser, const char* program, TensorFile* file) {
   if (!network.inputFormatRecorded && !parser.has("input-mean") && !parser.has("input-std")) missing.emplace_back("input_mean/input_std (so inputs are x/255)");
   if (!network.activationRecorded && !parser.has("activation")) missing.emplace_back("activation (so relu)");
   if (!missing.empty()) {
-    std::string what = missing[0] + (missing.size() > 1 ? " nor " + missing[1] : "");
-    std::fprintf(stderr, "%s: warning: %s records no %s; give --input-mean/--input-std/--activation as it was trained, or see the README's 'Models from PyTorch'\n",
-                 program, path.c_str(), what.c_str());
+    warn(path + " records no " + missing[0] + (missing.size() > 1 ? " nor " + missing[1] : "") +
+         "; give --input-mean/--input-std/--activation as it was trained, or see the README's 'Models from PyTorch'");
   }
   if (file) *file = std::move(contents);
   return network;
@@ -230,7 +243,9 @@ int run(const char* program, const std::function<int()>& body) {
   // A file-size limit (ulimit -f) must fail a write with EFBIG, which glnet reports, not kill the process.
   std::signal(SIGXFSZ, SIG_IGN);
   try {
-    return body();
+    const int code = body();
+    if (code == 0) printWarnings(program);
+    return code;
   } catch (...) {
     const auto [code, line] = verdict(program, std::current_exception());
     std::fprintf(stderr, "%s: error: %s\n", program, line.c_str());
@@ -248,7 +263,9 @@ int runRanks(const char* program, const std::function<int(const Communicator&)>&
   }
   if (!ranks->distributed()) return run(program, [&] { return body(*ranks); });
   try {
-    return body(*ranks);
+    const int code = body(*ranks);
+    if (code == 0 && ranks->rank() == 0) printWarnings(program);
+    return code;
   } catch (...) {
     const std::exception_ptr error = std::current_exception();
     const auto [code, line] = verdict(program, error);

@@ -63,9 +63,14 @@ class Parser {
   std::vector<std::string> positional_;
 };
 
-// The model of --model with the overrides of modelOptions applied; warns on stderr when the file does not
-// record its input scaling or activation and no flag gives them. `file`, when given, gets the file's contents.
-Network loadModel(const Parser& parser, const char* program, TensorFile* file = nullptr);
+// A warning for stderr, printed once the command has succeeded (by run, or earlier by printWarnings) and
+// dropped when it fails, so that a failure stays one line.
+void warn(const std::string& text);
+void printWarnings(const char* program);
+
+// The model of --model with the overrides of modelOptions applied; warns when the file does not record its
+// input scaling or activation and no flag gives them. `file`, when given, gets the file's contents.
+Network loadModel(const Parser& parser, TensorFile* file = nullptr);
 
 // Runs `body` as an app's main: returns its exit code, or prints `program: error: ...` and returns 1
 // (glnet::Error) or 2 (UsageError).

@@ -121,6 +121,9 @@ TensorFile withSequentialNamesRenamed(const TensorFile& file) {
 
 }  // namespace
 
+// Deeper MLPs than this are no use on MNIST-sized inputs, and each layer costs programs and dispatches.
+constexpr std::size_t maxArchitectureSizes = 257;
+
 std::vector<int> parseArchitecture(const std::string& text) {
   // Strictly canonical, so that the string written into a model file is the one its tensors make again:
   // decimal sizes without signs or leading zeros, one '-' between each.
@@ -137,6 +140,7 @@ std::vector<int> parseArchitecture(const std::string& text) {
     if (part[0] == '0') throw refuse("has a size that is zero or starts with 0");
     if (part.size() > 7 || std::stol(part) > (1 << 20)) throw refuse("has a size over " + std::to_string(1 << 20));
     sizes.push_back(std::stoi(part));
+    if (sizes.size() > maxArchitectureSizes) throw refuse("has more than " + std::to_string(maxArchitectureSizes - 1) + " layers");
     if (end == text.size()) break;
     start = end + 1;
   }

@@ -33,7 +33,7 @@ expect 2 "error: --model is required" -- "$apps/glnet_eval"
 expect 2 "error: --batch must be an integer" -- "$apps/glnet_eval" --model "$work/model.safetensors" --batch 0
 expect 2 "error: unknown option --frobnicate" -- "$apps/glnet_eval" --frobnicate
 expect 2 "error: --split is test or train" -- "$apps/glnet_eval" --model "$work/model.safetensors" --split dev
-expect 1 "error: .*missing.safetensors: cannot open" -- "$apps/glnet_eval" --model "$work/missing.safetensors"
+expect 1 "error: .*missing.safetensors: no such file" -- "$apps/glnet_eval" --model "$work/missing.safetensors"
 expect 1 "error: .*garbage.safetensors: too short" -- "$apps/glnet_eval" --model "$work/garbage.safetensors"
 expect 1 "error: .*truncated.safetensors: not a safetensors file|run past the end" -- "$apps/glnet_eval" --model "$work/truncated.safetensors"
 expect 1 "error: .*t10k-images-idx3-ubyte: truncated" -- "$apps/glnet_eval" --model "$work/model.safetensors" --data "$work/truncated"

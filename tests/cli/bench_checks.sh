@@ -51,5 +51,5 @@ GLNET_GEMM_CONFIG=huge "$here/expect" 1 "error: unknown GEMM configuration 'huge
 expect 2 "error: no GEMM case matches" -- "$apps/glnet_bench" --gemm --gemm-filter nothing-like-this
 expect 2 "error: --batches takes sizes" -- "$apps/glnet_bench" --batches 0
 expect 2 "error: --training-batch" -- "$apps/glnet_bench" --training-batch 0
-expect 1 "error: .*nope.safetensors: cannot open" -- "$apps/glnet_bench" --model "$work/nope.safetensors"
+expect 1 "error: .*nope.safetensors: no such file" -- "$apps/glnet_bench" --model "$work/nope.safetensors"
 finish bench

@@ -48,7 +48,7 @@ expect 1 "error: .*predictions.txt: writing [0-9]+ bytes failed \(File too large
   -- sh -c "$limit" 4 "$apps/glnet_eval" --model "$work/model.safetensors" --data "$mnist" --predictions "$work/predictions.txt"
 [ "$(cat "$work/predictions.txt")" = "old predictions" ] || fail "a failed write changed the previous predictions"
 # (glnet_bench reports progress on stderr, so the error is its last line there rather than its only one.)
-sh -c "$limit" 1 "$apps/glnet_bench" --batches 1 --runs 1 --warmup 0 --json "$work/bench.json" >/dev/null 2>"$work/bench.err"
+sh -c "$limit" 1 "$apps/glnet_bench" --batches 1 --runs 1 --warmup 0 --json-out "$work/bench.json" >/dev/null 2>"$work/bench.err"
 [ $? -eq 1 ] || fail "glnet_bench with a full disk did not exit 1"
 tail -1 "$work/bench.err" | grep -Eq "error: .*bench.json: writing [0-9]+ bytes failed \(File too large\)" || fail "glnet_bench: $(tail -1 "$work/bench.err")"
 [ -e "$work/bench.json" ] && fail "glnet_bench left a partial bench.json"

@@ -181,9 +181,9 @@ expect 1 "the run is complete \(1 of 1 epochs done\); to train on, give --epochs
 train --resume "$checkpoint" --epochs 2 --out "$work/r.safetensors" >"$work/resume.out" 2>"$work/resume.err" || fail "resume: $(cat "$work/resume.err")"
 grep -q "training 784-16-10 (relu) on 640 mnist images, batch 64, 10 steps per epoch, momentum lr 0.1" "$work/resume.out" \
   || fail "resume did not take the checkpoint's settings: $(head -3 "$work/resume.out")"
-grep -q "note: --epochs 2 differs from the checkpoint's 1; using 2" "$work/resume.err" || fail "no note for --epochs: $(cat "$work/resume.err")"
+grep -q "note: --epochs 2 differs from the checkpoint's 1; using 2" "$work/resume.out" || fail "no note for --epochs: $(cat "$work/resume.out")"
 train --resume "$checkpoint" --epochs 2 --lr 0.05 --out "$work/r.safetensors" >"$work/resume.out" 2>"$work/resume.err" || fail "resume with --lr"
-grep -q "note: --lr 0.05 differs from the checkpoint's 0.1; using 0.05" "$work/resume.err" && grep -q "momentum lr 0.05" "$work/resume.out" \
+grep -q "note: --lr 0.05 differs from the checkpoint's 0.1; using 0.05" "$work/resume.out" && grep -q "momentum lr 0.05" "$work/resume.out" \
   || fail "a differing --lr was not used with a note"
 
 # --- Training flags and architecture strings: strict, and refused before any work.

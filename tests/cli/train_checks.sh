@@ -31,8 +31,9 @@ expect 1 "error: the loss became (NaN|infinite) in epoch 3 between steps" -- \
 [ "$(md5sum <"$work/c.checkpoint.safetensors")" = "$before" ] || fail "the checkpoint changed after the NaN"
 expect 1 "error: .*checkpoint is architecture 784-128-10, not 784-32-10" -- \
   "$apps/glnet_train" --data "$mnist" --out "$work/e.safetensors" --arch 784-32-10 --optimizer momentum --resume "$work/c.checkpoint.safetensors"
+# A flag given anew is used (with a note once the checkpoint has loaded), and checked against the checkpoint.
 expect 1 "error: .*trained with --optimizer momentum, not sgd" -- \
-  "$apps/glnet_train" --data "$mnist" --out "$work/e.safetensors" --resume "$work/c.checkpoint.safetensors"
+  "$apps/glnet_train" --data "$mnist" --out "$work/e.safetensors" --optimizer sgd --epochs 5 --resume "$work/c.checkpoint.safetensors"
 expect 1 "error: .*a.safetensors: not a glnet checkpoint" -- \
   "$apps/glnet_train" --data "$mnist" --out "$work/e.safetensors" --resume "$work/a.safetensors"
 
@@ -43,7 +44,7 @@ expect 2 "error: unknown optimizer 'rmsprop'" -- "$apps/glnet_train" --out x --o
 expect 2 "error: --dataset is mnist or fashion" -- "$apps/glnet_train" --out x --dataset cifar
 expect 2 "error: architecture '784-x-10'" -- "$apps/glnet_train" --out x --arch 784-x-10
 expect 2 "error: --arch starts with 100 inputs" -- "$apps/glnet_train" --out x --arch 100-10 --data "$mnist"
-expect 2 "error: --lr must be positive" -- "$apps/glnet_train" --out x --lr -1
+expect 2 "error: --lr must be a positive number" -- "$apps/glnet_train" --out x --lr -1
 
 # Killing training at any moment leaves no torn file: what exists loads.
 "$apps/glnet_train" --data "$mnist" --train-limit 500 --batch 10 --epochs 1000 --out "$work/k.safetensors" >/dev/null 2>&1 &

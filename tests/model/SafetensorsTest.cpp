@@ -183,5 +183,9 @@ TEST_CASE("architecture strings parse or fail as usage errors") {
     CAPTURE(text);
     CHECK_THROWS_AS(parseArchitecture(text), UsageError);
   }
+  std::string deep = "784";
+  for (int layer = 0; layer < 256; ++layer) deep += "-8";
+  CHECK(parseArchitecture(deep).size() == 257);
+  CHECK_THROWS_WITH_AS(parseArchitecture(deep + "-10"), doctest::Contains("has more than 256 layers"), UsageError);
   CHECK_THROWS_AS(parseActivation("gelu"), UsageError);
 }
