@@ -156,4 +156,45 @@ put("Checkpoint", "momentum", checkpoint("momentum", ["velocity"]))
 put("Checkpoint", "adam", checkpoint("adam", ["m", "v"]))
 put("Checkpoint", "sgd", checkpoint("sgd", []))
 put("Checkpoint", "bad-count", checkpoint("sgd", [], {"steps_done": "-1"}))
+
+# ONNX models through python3-onnx: an MLP of Gemm nodes, a small CNN, and a MatMul behind a Reshape.
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import helper, numpy_helper, TensorProto  # noqa: E402
+
+
+def onnx_model(nodes, input_shape, output_shape, initializers, opset=17):
+    graph = helper.make_graph(nodes, "seed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, input_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, output_shape)],
+                              [numpy_helper.from_array(np.asarray(v), k) for k, v in initializers.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString()
+
+
+ramp = lambda *shape: (np.arange(np.prod(shape)) % 7 - 3).reshape(shape).astype(np.float32) / 10
+put("Onnx", "mlp", onnx_model([helper.make_node("Gemm", ["x", "w", "b"], ["h"], name="fc1", transB=1),
+                               helper.make_node("Relu", ["h"], ["y"], name="relu")], ["N", 6], ["N", 4],
+                              {"w": ramp(4, 6), "b": ramp(4)}))
+put("Onnx", "cnn", onnx_model([helper.make_node("Conv", ["x", "c"], ["a"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                               helper.make_node("MaxPool", ["a"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+                               helper.make_node("Flatten", ["p"], ["y"], name="flatten")], [1, 1, 4, 4], [1, 8],
+                              {"c": ramp(2, 1, 3, 3)}))
+put("Onnx", "matmul", onnx_model([helper.make_node("Reshape", ["x", "s"], ["f"], name="reshape"),
+                                  helper.make_node("MatMul", ["f", "m"], ["q"], name="matmul"),
+                                  helper.make_node("Add", ["q", "b"], ["y"], name="add")], ["N", 2, 3], ["N", 2],
+                                 {"s": np.array([0, -1], np.int64), "m": ramp(6, 2), "b": ramp(2)}, opset=11))
+put("Onnx", "softmax", onnx_model([helper.make_node("Softmax", ["x"], ["y"], name="softmax")], ["N", 3], ["N", 3], {}))
+
+
+def npy(array):
+    import io
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+put("Npy", "f4", npy(ramp(2, 3, 4)))
+put("Npy", "f8", npy(ramp(5).astype(np.float64)))
+put("Npy", "scalar", npy(np.float32(1.5)))
+put("Npy", "fortran", npy(np.asfortranarray(ramp(3, 2))))
+put("Npy", "int", npy(np.arange(4)))
 print("corpus written to", root)

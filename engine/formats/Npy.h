@@ -1,0 +1,25 @@
+// NumPy .npy files (format versions 1.0 to 3.0): little-endian float32 or float64 arrays in C order read as
+// float32, and float32 arrays written, so that glnet_run exchanges tensors with NumPy and PyTorch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+struct NpyArray {
+  std::vector<std::int64_t> shape;
+  std::vector<float> values;
+};
+
+// Arrays are read whole; larger files are refused before reading.
+constexpr std::uint64_t largestNpyBytes = std::uint64_t{2} << 30;
+
+// Throws glnet::Error naming the file: not .npy, an unsupported dtype or Fortran order, data that does not
+// match the shape.
+NpyArray readNpy(const std::string& path);
+// Writes a float32 array through a temporary file renamed into place.
+void writeNpy(const std::string& path, const NpyArray& array);
+
+}  // namespace glnet

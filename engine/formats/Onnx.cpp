@@ -1,0 +1,429 @@
+#include "formats/Onnx.h"
+
+#include "gl/FileInput.h"
+#include "gl/check.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+namespace glnet {
+namespace {
+
+// A constant on the host: an initializer, a Constant node's value, or a folded result.
+struct Constant {
+  std::vector<std::int64_t> shape;
+  std::vector<double> values;
+  std::size_t elements() const {
+    std::size_t count = 1;
+    for (const std::int64_t d : shape) count *= static_cast<std::size_t>(d);
+    return count;
+  }
+};
+
+// A tensor name's value while the graph is built: a constant on the host, or a tensor of the glnet graph.
+struct Value {
+  bool constant = false;
+  Constant host;
+  Tensor tensor;
+};
+
+std::string describe(const std::vector<std::int64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+class Importer {
+ public:
+  Importer(std::string path, std::uint32_t batch) : path_(std::move(path)), batch_(batch) {}
+
+  OnnxModel run() {
+    const std::string bytes = readRegularFile(path_, largestOnnxBytes);
+    onnx::ModelProto model;
+    if (!model.ParseFromString(bytes)) throw Error(path_ + ": not an ONNX model (the protobuf does not parse)");
+    for (const onnx::OperatorSetIdProto& set : model.opset_import()) {
+      if (set.domain().empty() || set.domain() == "ai.onnx") result_.opset = set.version();
+    }
+    if (result_.opset == 0) throw Error(path_ + ": the model imports no opset of the default ONNX domain");
+    if (result_.opset < 7 || result_.opset > 18) {
+      throw Error(path_ + ": opset " + std::to_string(result_.opset) + "; glnet reads opsets 7 to 18");
+    }
+    result_.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
+    const onnx::GraphProto& graph = model.graph();
+    for (const onnx::TensorProto& initializer : graph.initializer()) values_[initializer.name()] = {true, readTensor(initializer), {}};
+    readInput(graph);
+    for (const onnx::NodeProto& node : graph.node()) importNode(node);
+    if (graph.output_size() != 1) {
+      throw Error(path_ + ": the model has " + std::to_string(graph.output_size()) + " outputs; glnet runs models with one output so far");
+    }
+    result_.outputName = graph.output(0).name();
+    const Value& output = value(result_.outputName, "the graph output");
+    if (output.constant) throw Error(path_ + ": the output " + result_.outputName + " is a constant; nothing to run");
+    result_.output = output.tensor;
+    result_.graph = std::move(graph_);
+    return std::move(result_);
+  }
+
+ private:
+  [[noreturn]] void refuse(const onnx::NodeProto& node, const std::string& why) const {
+    throw Error(path_ + ": node '" + node.name() + "' (" + node.op_type() + ", opset " + std::to_string(result_.opset) + "): " + why);
+  }
+
+  Constant readTensor(const onnx::TensorProto& tensor) {
+    Constant constant;
+    for (const std::int64_t d : tensor.dims()) {
+      if (d < 0 || d > (std::int64_t{1} << 32)) throw Error(path_ + ": tensor " + tensor.name() + " has a dimension of " + std::to_string(d));
+      constant.shape.push_back(d);
+    }
+    std::size_t count = 1;
+    for (const std::int64_t d : constant.shape) {
+      if (d != 0 && count > (std::size_t{1} << 31) / static_cast<std::size_t>(d)) throw Error(path_ + ": tensor " + tensor.name() + " is too large");
+      count *= static_cast<std::size_t>(d);
+    }
+    std::string external;
+    const std::string* raw = tensor.has_raw_data() ? &tensor.raw_data() : nullptr;
+    if (tensor.data_location() == onnx::TensorProto::EXTERNAL) {
+      external = externalData(tensor);
+      raw = &external;
+    }
+    const auto element = [&](std::size_t bytes) {
+      if (raw && raw->size() != count * bytes) {
+        throw Error(path_ + ": tensor " + tensor.name() + " holds " + std::to_string(raw->size()) + " bytes for shape " +
+                    describe(constant.shape));
+      }
+    };
+    constant.values.resize(count);
+    switch (tensor.data_type()) {
+      case onnx::TensorProto::FLOAT:
+        element(4);
+        if (!raw && static_cast<std::size_t>(tensor.float_data_size()) != count) throw Error(path_ + ": tensor " + tensor.name() + " has the wrong number of values");
+        for (std::size_t i = 0; i < count; ++i) {
+          float v;
+          if (raw) std::memcpy(&v, raw->data() + 4 * i, 4); else v = tensor.float_data(static_cast<int>(i));
+          constant.values[i] = v;
+        }
+        break;
+      case onnx::TensorProto::DOUBLE:
+        element(8);
+        if (!raw && static_cast<std::size_t>(tensor.double_data_size()) != count) throw Error(path_ + ": tensor " + tensor.name() + " has the wrong number of values");
+        for (std::size_t i = 0; i < count; ++i) {
+          double v;
+          if (raw) std::memcpy(&v, raw->data() + 8 * i, 8); else v = tensor.double_data(static_cast<int>(i));
+          constant.values[i] = v;
+        }
+        break;
+      case onnx::TensorProto::INT64:
+        element(8);
+        if (!raw && static_cast<std::size_t>(tensor.int64_data_size()) != count) throw Error(path_ + ": tensor " + tensor.name() + " has the wrong number of values");
+        for (std::size_t i = 0; i < count; ++i) {
+          std::int64_t v;
+          if (raw) std::memcpy(&v, raw->data() + 8 * i, 8); else v = tensor.int64_data(static_cast<int>(i));
+          constant.values[i] = static_cast<double>(v);
+        }
+        break;
+      case onnx::TensorProto::INT32:
+        element(4);
+        if (!raw && static_cast<std::size_t>(tensor.int32_data_size()) != count) throw Error(path_ + ": tensor " + tensor.name() + " has the wrong number of values");
+        for (std::size_t i = 0; i < count; ++i) {
+          std::int32_t v;
+          if (raw) std::memcpy(&v, raw->data() + 4 * i, 4); else v = tensor.int32_data(static_cast<int>(i));
+          constant.values[i] = v;
+        }
+        break;
+      default:
+        throw Error(path_ + ": tensor " + tensor.name() + " has ONNX data type " + std::to_string(tensor.data_type()) +
+                    "; glnet reads float, double, int32 and int64 constants");
+    }
+    return constant;
+  }
+
+  // A tensor stored beside the model (the format's external data: location, offset, length), read with the
+  // same checks as the model file: a regular file in the model's directory, the range inside it.
+  std::string externalData(const onnx::TensorProto& tensor) const {
+    std::string location;
+    std::uint64_t offset = 0, length = 0;
+    bool hasLength = false;
+    for (const onnx::StringStringEntryProto& entry : tensor.external_data()) {
+      try {
+        if (entry.key() == "location") location = entry.value();
+        if (entry.key() == "offset") offset = std::stoull(entry.value());
+        if (entry.key() == "length") length = std::stoull(entry.value()), hasLength = true;
+      } catch (const std::exception&) {
+        throw Error(path_ + ": tensor " + tensor.name() + " has a bad external_data " + entry.key());
+      }
+    }
+    const std::filesystem::path relative(location);
+    if (location.empty() || relative.is_absolute() ||
+        std::any_of(relative.begin(), relative.end(), [](const std::filesystem::path& part) { return part == ".."; })) {
+      throw Error(path_ + ": tensor " + tensor.name() + " names external data '" + location.substr(0, 100) +
+                  "'; it must be a file beside the model");
+    }
+    const std::string file = (std::filesystem::path(path_).parent_path() / relative).string();
+    const std::string bytes = readRegularFile(file, largestOnnxBytes);
+    if (offset > bytes.size() || (hasLength && length > bytes.size() - offset)) {
+      throw Error(path_ + ": tensor " + tensor.name() + ": its external data runs past the end of " + file);
+    }
+    return bytes.substr(offset, hasLength ? length : std::string::npos);
+  }
+
+  void readInput(const onnx::GraphProto& graph) {
+    std::vector<const onnx::ValueInfoProto*> inputs;
+    for (const onnx::ValueInfoProto& input : graph.input()) {
+      if (!values_.count(input.name())) inputs.push_back(&input);  // older exporters list initializers as inputs too
+    }
+    if (inputs.size() != 1) {
+      throw Error(path_ + ": the model has " + std::to_string(inputs.size()) + " inputs; glnet runs models with one input so far");
+    }
+    const onnx::ValueInfoProto& input = *inputs[0];
+    if (!input.type().has_tensor_type() || input.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT) {
+      throw Error(path_ + ": input " + input.name() + " is not a float tensor");
+    }
+    Shape shape;
+    const auto& dims = input.type().tensor_type().shape().dim();
+    if (dims.empty()) throw Error(path_ + ": input " + input.name() + " has no shape");
+    for (int i = 0; i < dims.size(); ++i) {
+      if (dims[i].has_dim_value()) {
+        const std::int64_t d = dims[i].dim_value();
+        if (d < 1 || d > (1 << 24)) throw Error(path_ + ": input " + input.name() + " has dimension " + std::to_string(d));
+        shape.push_back(static_cast<std::uint32_t>(d));
+      } else if (i == 0) {
+        if (batch_ == 0) throw Error(path_ + ": the model's batch is dynamic: give a batch size");
+        shape.push_back(batch_);
+        result_.dynamicBatch = true;
+      } else {
+        throw Error(path_ + ": input " + input.name() + " has a symbolic dimension " + std::to_string(i) + "; only the batch may be");
+      }
+    }
+    if (batch_ != 0 && shape[0] != batch_) {
+      throw Error(path_ + ": the model's batch is fixed at " + std::to_string(shape[0]) + ", not " + std::to_string(batch_));
+    }
+    result_.inputName = input.name();
+    result_.input = graph_.input(input.name(), shape);
+    values_[input.name()] = {false, {}, result_.input};
+  }
+
+  const Value& value(const std::string& name, const std::string& user) const {
+    const auto found = values_.find(name);
+    if (found == values_.end()) throw Error(path_ + ": " + user + " reads '" + name + "', which no node or initializer makes");
+    return found->second;
+  }
+
+  // The node's attributes by name, each checked against those the op takes.
+  std::map<std::string, const onnx::AttributeProto*> attributes(const onnx::NodeProto& node, const std::set<std::string>& known) const {
+    std::map<std::string, const onnx::AttributeProto*> byName;
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (!known.count(attribute.name())) refuse(node, "attribute " + attribute.name() + " is not supported");
+      byName[attribute.name()] = &attribute;
+    }
+    return byName;
+  }
+
+  static std::int64_t integer(const std::map<std::string, const onnx::AttributeProto*>& attributes, const std::string& name, std::int64_t otherwise) {
+    const auto found = attributes.find(name);
+    return found == attributes.end() ? otherwise : found->second->i();
+  }
+  static double real(const std::map<std::string, const onnx::AttributeProto*>& attributes, const std::string& name, double otherwise) {
+    const auto found = attributes.find(name);
+    return found == attributes.end() ? otherwise : found->second->f();
+  }
+  static std::vector<std::int64_t> integers(const std::map<std::string, const onnx::AttributeProto*>& attributes, const std::string& name) {
+    const auto found = attributes.find(name);
+    if (found == attributes.end()) return {};
+    return {found->second->ints().begin(), found->second->ints().end()};
+  }
+
+  Tensor tensorInput(const onnx::NodeProto& node, int index) const {
+    if (index >= node.input_size() || node.input(index).empty()) refuse(node, "input " + std::to_string(index) + " is missing");
+    const Value& v = value(node.input(index), "node '" + node.name() + "'");
+    if (v.constant) refuse(node, "input " + std::to_string(index) + " is a constant where glnet computes a tensor");
+    return v.tensor;
+  }
+  const Constant* constantInput(const onnx::NodeProto& node, int index) const {
+    if (index >= node.input_size() || node.input(index).empty()) return nullptr;
+    const Value& v = value(node.input(index), "node '" + node.name() + "'");
+    if (!v.constant) refuse(node, "input " + std::to_string(index) + " must be a constant (an initializer) for glnet so far");
+    return &v.host;
+  }
+
+  Tensor parameter(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values) {
+    result_.parameterBytes += values.size() * sizeof(float);
+    return graph_.parameter(name, Shape(shape.begin(), shape.end()), std::vector<float>(values.begin(), values.end()));
+  }
+
+  void define(const onnx::NodeProto& node, Tensor tensor, const std::string& glnetOp) {
+    values_[node.output(0)] = {false, {}, tensor};
+    result_.nodes.push_back({node.name(), node.op_type(), glnetOp, graph_.tensor(tensor).shape});
+  }
+  Tensor apply(const onnx::NodeProto& node, std::shared_ptr<const Op> op, const std::vector<Tensor>& inputs, const std::string& glnetOp) {
+    try {
+      const Tensor out = graph_.apply(std::move(op), inputs, node.name());
+      define(node, out, glnetOp);
+      return out;
+    } catch (const Error& error) {
+      refuse(node, error.what());
+    }
+  }
+
+  void importNode(const onnx::NodeProto& node) {
+    if (!node.domain().empty() && node.domain() != "ai.onnx") refuse(node, "the domain " + node.domain() + " is not supported");
+    if (node.output_size() < 1) refuse(node, "it has no output");
+    const std::string& op = node.op_type();
+    if (op == "Constant") {
+      const auto a = attributes(node, {"value"});
+      if (!a.count("value")) refuse(node, "only the value attribute is supported");
+      values_[node.output(0)] = {true, readTensor(a.at("value")->t()), {}};
+      result_.nodes.push_back({node.name(), op, "folded", {}});
+    } else if (op == "Identity" || op == "Dropout") {
+      attributes(node, {"seed", "ratio"});
+      if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the mask output is not supported (inference only)");
+      const Value& in = value(node.input(0), "node '" + node.name() + "'");
+      values_[node.output(0)] = in;
+      result_.nodes.push_back({node.name(), op, "identity", in.constant ? Shape{} : graph_.tensor(in.tensor).shape});
+    } else if (op == "Gemm" || op == "MatMul") {
+      importDense(node);
+    } else if (op == "Add") {
+      attributes(node, {});
+      importAdd(node);
+    } else if (op == "Relu" || op == "Sigmoid" || op == "Tanh") {
+      attributes(node, {});
+      const Activation activation = op == "Relu" ? Activation::relu : op == "Sigmoid" ? Activation::sigmoid : Activation::tanh;
+      apply(node, activationOp(activation), {tensorInput(node, 0)}, "activation");
+    } else if (op == "Conv") {
+      importConv(node);
+    } else if (op == "MaxPool") {
+      const auto a = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "storage_order"});
+      const auto pads = integers(a, "pads");
+      const auto dilations = integers(a, "dilations");
+      if (integers(a, "kernel_shape") != std::vector<std::int64_t>{2, 2} || integers(a, "strides") != std::vector<std::int64_t>{2, 2} ||
+          std::any_of(pads.begin(), pads.end(), [](std::int64_t p) { return p != 0; }) ||
+          std::any_of(dilations.begin(), dilations.end(), [](std::int64_t d) { return d != 1; }) || integer(a, "ceil_mode", 0) != 0 ||
+          (a.count("auto_pad") && a.at("auto_pad")->s() != "NOTSET")) {
+        refuse(node, "only 2x2 pooling with stride 2, no padding and floor rounding is supported so far");
+      }
+      if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the indices output is not supported");
+      apply(node, maxPoolOp(), {tensorInput(node, 0)}, "max pool");
+    } else if (op == "Flatten") {
+      const auto a = attributes(node, {"axis"});
+      if (integer(a, "axis", 1) != 1) refuse(node, "only axis 1 (keep the batch) is supported");
+      apply(node, flattenOp(), {tensorInput(node, 0)}, "view");
+    } else if (op == "Reshape") {
+      attributes(node, {"allowzero"});
+      importReshape(node);
+    } else {
+      refuse(node, "the op " + op + " is not supported yet (glnet runs Gemm, MatMul, Add, Relu, Sigmoid, Tanh, Conv, MaxPool, "
+                   "Flatten, Reshape, Identity, Dropout and Constant so far)");
+    }
+  }
+
+  // Gemm (Y = alpha·A·op(B) + beta·C) and MatMul (Y = A·B) with a constant B: one dense layer.
+  void importDense(const onnx::NodeProto& node) {
+    const bool gemm = node.op_type() == "Gemm";
+    const auto a = attributes(node, gemm ? std::set<std::string>{"alpha", "beta", "transA", "transB"} : std::set<std::string>{});
+    if (integer(a, "transA", 0) != 0) refuse(node, "transA = 1 is not supported");
+    const Tensor x = tensorInput(node, 0);
+    const Shape& xShape = graph_.tensor(x).shape;
+    if (xShape.size() != 2) refuse(node, "A must be [batch, features] for glnet so far, not rank " + std::to_string(xShape.size()));
+    const Constant* b = constantInput(node, 1);
+    if (!b || b->shape.size() != 2) refuse(node, "B must be a constant matrix");
+    const bool transposed = integer(a, "transB", 0) != 0;
+    const std::int64_t inputs = transposed ? b->shape[1] : b->shape[0], outputs = transposed ? b->shape[0] : b->shape[1];
+    if (inputs != xShape[1]) refuse(node, "A has " + std::to_string(xShape[1]) + " columns but B takes " + std::to_string(inputs));
+    const double alpha = real(a, "alpha", 1.0), beta = real(a, "beta", 1.0);
+    std::vector<double> weight(static_cast<std::size_t>(outputs * inputs));  // [out, in], as glnet's dense layer takes it
+    for (std::int64_t o = 0; o < outputs; ++o) {
+      for (std::int64_t i = 0; i < inputs; ++i) {
+        weight[static_cast<std::size_t>(o * inputs + i)] = alpha * b->values[static_cast<std::size_t>(transposed ? o * inputs + i : i * outputs + o)];
+      }
+    }
+    std::vector<double> bias(static_cast<std::size_t>(outputs), 0.0);
+    if (const Constant* c = gemm ? constantInput(node, 2) : nullptr) {
+      const std::size_t count = c->elements();
+      if (count != 1 && count != bias.size()) refuse(node, "C must broadcast along the rows ([N] or a scalar), not " + describe(c->shape));
+      for (std::size_t o = 0; o < bias.size(); ++o) bias[o] = beta * c->values[count == 1 ? 0 : o];
+    }
+    const std::string name = node.name().empty() ? node.output(0) : node.name();
+    apply(node, denseOp(Activation::none),
+          {x, parameter(name + ".weight", {outputs, inputs}, weight), parameter(name + ".bias", {outputs}, bias)}, "dense");
+  }
+
+  void importAdd(const onnx::NodeProto& node) {
+    const Value& left = value(node.input(0), "node '" + node.name() + "'");
+    const Value& right = value(node.input(1), "node '" + node.name() + "'");
+    if (!left.constant && !right.constant) {
+      if (graph_.tensor(left.tensor).shape != graph_.tensor(right.tensor).shape) refuse(node, "broadcasting between two computed tensors is not supported yet");
+      apply(node, addOp(), {left.tensor, right.tensor}, "add");
+      return;
+    }
+    if (left.constant && right.constant) refuse(node, "adding two constants is not folded yet");
+    const Tensor x = left.constant ? right.tensor : left.tensor;
+    const Constant& c = left.constant ? left.host : right.host;
+    const Shape& shape = graph_.tensor(x).shape;
+    if (shape.size() != 2 || c.elements() != shape[1] || (!c.shape.empty() && c.shape.back() != shape[1])) {
+      refuse(node, "only a constant row [" + std::to_string(shape.size() == 2 ? shape[1] : 0) + "] added to a [batch, features] tensor is supported, not " +
+                   describe(c.shape));
+    }
+    const std::string name = node.name().empty() ? node.output(0) : node.name();
+    apply(node, biasAddOp(), {x, parameter(name + ".bias", {static_cast<std::int64_t>(shape[1])}, c.values)}, "bias add");
+  }
+
+  void importConv(const onnx::NodeProto& node) {
+    const auto a = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
+    const auto ones = [](const std::vector<std::int64_t>& v) { return std::all_of(v.begin(), v.end(), [](std::int64_t x) { return x == 1; }); };
+    if (!ones(integers(a, "strides"))) refuse(node, "strides other than 1 are not supported yet");
+    if (!ones(integers(a, "dilations"))) refuse(node, "dilations other than 1 are not supported yet");
+    if (integer(a, "group", 1) != 1) refuse(node, "grouped convolutions are not supported yet");
+    if (a.count("auto_pad") && a.at("auto_pad")->s() != "NOTSET") refuse(node, "auto_pad is not supported; export with explicit pads");
+    const auto pads = integers(a, "pads");
+    if (!pads.empty() && (pads.size() != 4 || std::adjacent_find(pads.begin(), pads.end(), std::not_equal_to<>()) != pads.end())) {
+      refuse(node, "only the same padding on every side is supported yet");
+    }
+    const Tensor x = tensorInput(node, 0);
+    const Constant* w = constantInput(node, 1);
+    if (!w || w->shape.size() != 4) refuse(node, "W must be a constant [out_c, in_c, kh, kw]");
+    std::vector<double> bias(static_cast<std::size_t>(w->shape[0]), 0.0);
+    if (const Constant* b = constantInput(node, 2)) {
+      if (b->elements() != bias.size()) refuse(node, "B must be [" + std::to_string(bias.size()) + "]");
+      bias = b->values;
+    }
+    const std::string name = node.name().empty() ? node.output(0) : node.name();
+    apply(node, conv2dOp(Activation::none, static_cast<std::uint32_t>(pads.empty() ? 0 : pads[0])),
+          {x, parameter(name + ".weight", w->shape, w->values), parameter(name + ".bias", {w->shape[0]}, bias)}, "conv");
+  }
+
+  // Reshape to [batch, features] (torch's x.view(x.size(0), -1), folded to a constant shape) is a flatten.
+  void importReshape(const onnx::NodeProto& node) {
+    const Tensor x = tensorInput(node, 0);
+    const Constant* target = constantInput(node, 1);
+    const Shape& shape = graph_.tensor(x).shape;
+    std::size_t features = 1;
+    for (std::size_t i = 1; i < shape.size(); ++i) features *= shape[i];
+    const bool flattening = target && target->values.size() == 2 &&
+                            (target->values[0] == 0 || target->values[0] == shape[0] || target->values[0] == -1) &&
+                            (target->values[1] == -1 || target->values[1] == static_cast<double>(features)) &&
+                            !(target->values[0] == -1 && target->values[1] == -1);
+    if (!flattening) refuse(node, "only a reshape to [batch, features] is supported yet");
+    apply(node, flattenOp(), {x}, "view");
+  }
+
+  std::string path_;
+  std::uint32_t batch_;
+  Graph graph_;
+  OnnxModel result_;
+  std::map<std::string, Value> values_;
+};
+
+}  // namespace
+
+OnnxModel readOnnx(const std::string& path, std::uint32_t batch) { return Importer(path, batch).run(); }
+
+bool isOnnxPath(const std::string& path) {
+  return path.size() >= 5 && path.compare(path.size() - 5, 5, ".onnx") == 0;
+}
+
+}  // namespace glnet

@@ -1,0 +1,47 @@
+// ONNX models, as torch.onnx.export writes them, read with ONNX's own protobuf classes (Debian libonnx-dev)
+// and made into a glnet inference graph for a bound batch size. The whole model is checked at load, before
+// any GPU work: every node's op, opset and attributes must be ones glnet runs, or the load fails in one line
+// naming the node, its op, the opset and what is not supported. Constants (initializers, Constant nodes) stay
+// on the host and are folded into the ops that take them (weights, biases, target shapes).
+//
+// Supported so far: the ops of exported MLPs and small CNNs (Gemm, MatMul and Add with constant operands,
+// Relu, Sigmoid, Tanh, Conv with stride 1 and symmetric padding, 2×2 MaxPool, Flatten, Reshape to
+// [batch, features], Identity, Dropout, Constant), one float input and one float output.
+#pragma once
+
+#include "graph/Graph.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+// Model files are read whole; larger ones are refused before reading (protobuf's own limit is 2 GiB).
+constexpr std::uint64_t largestOnnxBytes = std::uint64_t{2} << 30;
+
+struct OnnxNodeSummary {
+  std::string name, opType;
+  std::string glnetOp;  // what it became: an op name, "folded" (a constant), "view" or "identity"
+  Shape outputShape;    // empty for folded constants
+};
+
+struct OnnxModel {
+  Graph graph;
+  std::string inputName, outputName;
+  Tensor input, output;
+  std::int64_t opset = 0;
+  std::string producer;             // e.g. "pytorch 2.1"
+  bool dynamicBatch = false;        // the input's first dimension is symbolic
+  std::vector<OnnxNodeSummary> nodes;
+  std::size_t parameterBytes = 0;
+};
+
+// Reads `path` and builds the graph for `batch` (used where the model's batch dimension is symbolic; a fixed
+// batch must equal it, or be taken with batch 0). Throws glnet::Error naming the file and node.
+OnnxModel readOnnx(const std::string& path, std::uint32_t batch);
+
+// True when the file name says ONNX (".onnx"): the commands that take --model choose the reader by it.
+bool isOnnxPath(const std::string& path);
+
+}  // namespace glnet

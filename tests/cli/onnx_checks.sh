@@ -1,0 +1,141 @@
+#!/bin/sh
+# onnx_checks.sh APPS_DIR: glnet_run on ONNX models built here with python3-onnx the way torch.onnx.export
+# writes them (an MLP of Gemm nodes with transB, a CNN of Conv, Relu, MaxPool, Flatten and Gemm, an MLP of
+# MatMul and Add behind a Reshape, weights as initializers and one as external data), each with a dynamic
+# batch, compared with a float64 NumPy evaluation of the same model; then the refusals: unsupported ops and
+# attributes named with their node, files that are not models, and inputs of the wrong shape.
+set -u
+apps=$1
+here=$(dirname "$0")
+. "$here/common.sh"
+
+/usr/bin/python3 - "$work" <<'PY' || { fail "building the ONNX models"; finish onnx; }
+import os, sys
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, TensorProto
+work = sys.argv[1]
+rng = np.random.default_rng(7)
+
+def weights(*shape):
+    return (rng.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
+
+def save(name, nodes, inputs, output_shape, initializers, opset=17, external=None):
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, inputs)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, output_shape)],
+                              [numpy_helper.from_array(v, k) for k, v in initializers.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="glnet-tests")
+    if external:
+        onnx.save_model(model, os.path.join(work, name + ".onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=external, size_threshold=0)
+    else:
+        onnx.save(model, os.path.join(work, name + ".onnx"))
+
+relu = lambda v: np.maximum(v, 0)
+
+# MLP: Gemm(transB=1) as nn.Linear exports, Relu, Gemm.
+w1, b1, w2, b2 = weights(37, 29), weights(37), weights(10, 37), weights(10)
+save("mlp", [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], name="/fc1/Gemm", transB=1),
+             helper.make_node("Relu", ["h"], ["r"], name="/relu/Relu"),
+             helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], name="/fc2/Gemm", alpha=1.0, beta=1.0, transB=1)],
+     ["N", 29], ["N", 10], {"w1": w1, "b1": b1, "w2": w2, "b2": b2})
+x = rng.standard_normal((5, 29)).astype(np.float32)
+np.save(os.path.join(work, "mlp-x.npy"), x)
+x64 = x.astype(np.float64)
+np.save(os.path.join(work, "mlp-y.npy"), relu(x64 @ w1.T.astype(np.float64) + b1) @ w2.T.astype(np.float64) + b2)
+
+# CNN: Conv (same padding) + Relu + MaxPool twice, Flatten, Gemm + Relu, Gemm; weights in one external file.
+c1, cb1, c2, cb2 = weights(4, 1, 5, 5), weights(4), weights(6, 4, 3, 3), weights(6)
+f1, fb1, f2, fb2 = weights(16, 6 * 3 * 3), weights(16), weights(7, 16), weights(7)
+save("cnn", [helper.make_node("Conv", ["x", "c1", "cb1"], ["a"], name="/conv1/Conv", kernel_shape=[5, 5], pads=[2, 2, 2, 2], strides=[1, 1], dilations=[1, 1], group=1),
+             helper.make_node("Relu", ["a"], ["b"], name="/relu1/Relu"),
+             helper.make_node("MaxPool", ["b"], ["c"], name="/pool1/MaxPool", kernel_shape=[2, 2], strides=[2, 2], pads=[0, 0, 0, 0], ceil_mode=0),
+             helper.make_node("Conv", ["c", "c2", "cb2"], ["d"], name="/conv2/Conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["d"], ["e"], name="/relu2/Relu"),
+             helper.make_node("MaxPool", ["e"], ["f"], name="/pool2/MaxPool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["f"], ["g"], name="/flatten/Flatten", axis=1),
+             helper.make_node("Gemm", ["g", "f1", "fb1"], ["h"], name="/fc1/Gemm", transB=1),
+             helper.make_node("Relu", ["h"], ["i"], name="/relu3/Relu"),
+             helper.make_node("Gemm", ["i", "f2", "fb2"], ["y"], name="/fc2/Gemm", transB=1)],
+     ["batch", 1, 13, 13], ["batch", 7], {"c1": c1, "cb1": cb1, "c2": c2, "cb2": cb2, "f1": f1, "fb1": fb1, "f2": f2, "fb2": fb2},
+     external="cnn.weights")
+
+def conv(x, w, b, pad):
+    n, c, h, wd = x.shape
+    k = w.shape[2]
+    padded = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    out = np.zeros((n, w.shape[0], h + 2 * pad - k + 1, wd + 2 * pad - k + 1))
+    for i in range(out.shape[2]):
+        for j in range(out.shape[3]):
+            out[:, :, i, j] = np.einsum("nckl,ockl->no", padded[:, :, i:i + k, j:j + k], w)
+    return out + b[None, :, None, None]
+
+def pool(x):
+    n, c, h, w = x.shape
+    x = x[:, :, :h // 2 * 2, :w // 2 * 2]
+    return x.reshape(n, c, h // 2, 2, w // 2, 2).max(axis=(3, 5))
+
+x = rng.standard_normal((3, 1, 13, 13)).astype(np.float32)
+np.save(os.path.join(work, "cnn-x.npy"), x)
+d = lambda v: v.astype(np.float64)
+h = pool(relu(conv(pool(relu(conv(d(x), d(c1), d(cb1), 2))), d(c2), d(cb2), 1))).reshape(3, -1)
+np.save(os.path.join(work, "cnn-y.npy"), relu(h @ d(f1).T + d(fb1)) @ d(f2).T + d(fb2))
+
+# MatMul + Add behind a Reshape to [batch, features], as x.view(x.size(0), -1) and x @ W + b export; opset 11.
+m, mb = weights(12, 5), weights(5)
+save("matmul", [helper.make_node("Reshape", ["x", "shape"], ["flat"], name="/Reshape"),
+                helper.make_node("MatMul", ["flat", "m"], ["p"], name="/MatMul"),
+                helper.make_node("Add", ["p", "mb"], ["q"], name="/Add"),
+                helper.make_node("Tanh", ["q"], ["y"], name="/Tanh")],
+     ["N", 3, 4], ["N", 5], {"shape": np.array([0, -1], np.int64), "m": m.T.copy().T, "mb": mb}, opset=11)
+x = rng.standard_normal((4, 3, 4)).astype(np.float32)
+np.save(os.path.join(work, "matmul-x.npy"), x)
+np.save(os.path.join(work, "matmul-y.npy"), np.tanh(d(x).reshape(4, -1) @ d(m) + d(mb)))
+
+# Refusals: an op glnet does not run, an attribute it does not take.
+save("softmax", [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], name="/fc1/Gemm", transB=1),
+                 helper.make_node("Softmax", ["h"], ["y"], name="/softmax/Softmax", axis=1)],
+     ["N", 29], ["N", 37], {"w1": w1, "b1": b1})
+save("strided", [helper.make_node("Conv", ["x", "c1"], ["y"], name="/conv/Conv", kernel_shape=[5, 5], strides=[2, 2])],
+     ["N", 1, 13, 13], ["N", 4, 5, 5], {"c1": c1})
+np.save(os.path.join(work, "wrong-x.npy"), np.zeros((2, 30), np.float32))
+np.save(os.path.join(work, "int-x.npy"), np.zeros((2, 29), np.int64))
+open(os.path.join(work, "garbage.onnx"), "wb").write(b"\x08\x07garbage that is no protobuf \xff\xff\xff")
+PY
+
+# compare NAME: glnet_run's output against the float64 NumPy one, |glnet − ref| ≤ 1e-5 + 1e-4·|ref| (float32 sums).
+compare() {
+  /usr/bin/python3 -c "
+import numpy as np, sys
+got, want = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert got.dtype == np.float32 and got.shape == want.shape, (got.dtype, got.shape, want.shape)
+bad = np.abs(got - want) > 1e-5 + 1e-4 * np.abs(want)
+assert not bad.any(), f'{bad.sum()} of {bad.size} values differ, worst {np.abs(got - want).max()}'
+" "$work/$1-out.npy" "$work/$1-y.npy" || fail "$1: glnet_run differs from the float64 reference"
+}
+for model in mlp cnn matmul; do
+  expect 0 "ran .*$model.onnx .* wrote" -- "$apps/glnet_run" --model "$work/$model.onnx" --input "x=$work/$model-x.npy" --output "$work/$model-out.npy" --check
+  compare $model
+done
+# A dynamic batch larger than the file: its rows repeat.
+expect 0 "on 8 rows" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy" --output "$work/mlp8.npy" --batch 8 --time --repeat 3
+/usr/bin/python3 -c "
+import numpy as np, sys
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert a.shape == (8, 10) and np.array_equal(a[5:], a[:3]) and np.allclose(a[:5], b, rtol=1e-4, atol=1e-5)
+" "$work/mlp8.npy" "$work/mlp-y.npy" || fail "--batch 8 on 5 rows"
+
+expect 1 "softmax.onnx: node '/softmax/Softmax' \(Softmax, opset 17\): the op Softmax is not supported yet" \
+  -- "$apps/glnet_run" --model "$work/softmax.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
+expect 1 "strided.onnx: node '/conv/Conv' \(Conv, opset 17\): strides other than 1 are not supported yet" \
+  -- "$apps/glnet_run" --model "$work/strided.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
+expect 1 "garbage.onnx: not an ONNX model" -- "$apps/glnet_run" --model "$work/garbage.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
+expect 1 "error: /dev/zero: not a regular file" -- "$apps/glnet_run" --model /dev/zero --input "$work/mlp-x.npy" --output "$work/o.npy"
+expect 1 "wrong-x.npy: each row of the input must be \[29\] for input x" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/wrong-x.npy" --output "$work/o.npy"
+expect 1 "int-x.npy: not a NumPy array glnet reads \(dtype <i8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/int-x.npy" --output "$work/o.npy"
+expect 2 "error: the model's input is named x, not images" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "images=$work/mlp-x.npy" --output "$work/o.npy"
+expect 2 "error: --output is required" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy"
+rm -f "$work/cnn.weights"
+expect 1 "cnn.weights: no such file" -- "$apps/glnet_run" --model "$work/cnn.onnx" --input "$work/cnn-x.npy" --output "$work/o.npy"
+[ -e "$work/o.npy" ] && fail "a refused run wrote its output"
+finish onnx
