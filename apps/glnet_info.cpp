@@ -1,6 +1,7 @@
 // glnet_info: lists the EGL devices with what each API offers there, the chosen one's limits and extensions,
 // and runs a self-check.
 #include "common/Cli.h"
+#include "formats/Onnx.h"
 #include "gl/Context.h"
 #include "gl/Sync.h"
 #include "plan/SelfCheck.h"
@@ -126,6 +127,62 @@ void printText(const Context& context, const Survey& survey, const SelfCheckResu
   }
 }
 
+// The multiply-adds of a node's op for its output shape: dense [N, out] takes in per output, a convolution
+// C·KH·KW per output; everything else is counted as none.
+double multiplyAdds(const Graph& graph, const OpNode& node) {
+  const Shape& out = graph.tensors()[static_cast<std::size_t>(node.output)].shape;
+  const Shape& weight = node.inputs.size() > 1 ? graph.tensors()[static_cast<std::size_t>(node.inputs[1])].shape : Shape{};
+  const std::string name = node.op->name();
+  if (weight.size() == 2 && name.rfind("dense", 0) == 0) return static_cast<double>(elementCount(out)) * weight[1];
+  if (weight.size() == 4 && name.rfind("conv", 0) == 0) return static_cast<double>(elementCount(out)) * weight[1] * weight[2] * weight[3];
+  return 0;
+}
+
+std::string shapeText(const Shape& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+// glnet_info --model M.onnx: the model as glnet will run it, on the host alone (no device needed).
+int describeModel(const std::string& path, std::uint32_t batch, bool json) {
+  const OnnxModel model = readOnnx(path, batch);
+  const Graph& graph = model.graph;
+  double macs = 0;
+  std::size_t activationBytes = 0;
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const OpNode& node : graph.ops()) {
+    macs += multiplyAdds(graph, node);
+    activationBytes += elementCount(graph.tensors()[static_cast<std::size_t>(node.output)].shape) * sizeof(float);
+  }
+  for (const OnnxNodeSummary& node : model.nodes) {
+    nodes.push_back({{"name", node.name}, {"op_type", node.opType}, {"glnet", node.glnetOp}, {"output_shape", node.outputShape}});
+  }
+  const Shape& in = graph.tensor(model.input).shape;
+  const Shape& out = graph.tensor(model.output).shape;
+  if (json) {
+    std::cout << nlohmann::json{{"model", path}, {"producer", model.producer}, {"opset", model.opset}, {"batch", in[0]},
+                                {"dynamic_batch", model.dynamicBatch}, {"input", {{"name", model.inputName}, {"shape", in}}},
+                                {"output", {{"name", model.outputName}, {"shape", out}}}, {"nodes", nodes},
+                                {"multiply_adds", macs}, {"parameter_bytes", model.parameterBytes},
+                                {"activation_bytes", activationBytes}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::printf("%s: opset %lld, from %s\n", path.c_str(), static_cast<long long>(model.opset), model.producer.empty() ? "an unnamed producer" : model.producer.c_str());
+  std::printf("input  %-24s %s%s\n", model.inputName.c_str(), shapeText(in).c_str(), model.dynamicBatch ? " (batch dynamic; --batch sets it)" : "");
+  std::printf("output %-24s %s\n", model.outputName.c_str(), shapeText(out).c_str());
+  std::printf("\n%-32s %-14s %-12s %s\n", "node", "ONNX op", "glnet", "output shape");
+  for (const OnnxNodeSummary& node : model.nodes) {
+    std::printf("%-32s %-14s %-12s %s\n", node.name.substr(0, 32).c_str(), node.opType.c_str(), node.glnetOp.c_str(),
+                node.outputShape.empty() ? "-" : shapeText(node.outputShape).c_str());
+  }
+  std::printf("\n%.4g multiply-adds per batch of %u; parameters %zu bytes; activations %zu bytes (every intermediate tensor "
+              "kept; no buffer reuse yet)\n", macs, in[0], model.parameterBytes, activationBytes);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -135,8 +192,14 @@ int main(int argc, char** argv) {
     parser.common(true)
         .option("elements", "N", "floats in the self-check", "1048576")
         .flag("no-check", "skip the self-check")
-        .flag("no-survey", "do not open a context of each API on each device to list what it offers");
+        .flag("no-survey", "do not open a context of each API on each device to list what it offers")
+        .option("model", "FILE", "instead: describe an ONNX model as glnet will run it (inputs, outputs, every node with "
+                                 "the op it becomes and its output shape, multiply-adds, parameter and activation bytes)")
+        .option("batch", "N", "with --model: the batch size to describe it at, for a model whose batch is dynamic", "1");
     parser.parse(argc, argv);
+    if (parser.has("model")) {
+      return describeModel(parser.text("model"), static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20)), parser.has("json"));
+    }
     const auto elements = static_cast<std::size_t>(parser.integer("elements", 1, 1L << 28));
     const ContextOptions options = parser.contextOptions();
     const Survey survey = parser.has("no-survey") ? Survey{} : surveyApis();

@@ -10,8 +10,20 @@ here=$(dirname "$0")
 . "$here/common.sh"
 "$apps/glnet_train" --data "$mnist" --arch 784-16-10 --train-limit 64 --test-limit 10 --epochs 1 --out "$work/m.safetensors" \
   >/dev/null 2>&1 || fail "training the model the checks use"
+/usr/bin/python3 - "$work" <<'PY' || fail "making the ONNX model the checks use"
+import sys
+import numpy as np
+from onnx import helper, numpy_helper, save, TensorProto
+work = sys.argv[1]
+graph = helper.make_graph([helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", transB=1)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2])],
+                          [numpy_helper.from_array(np.ones((2, 3), np.float32), "w"), numpy_helper.from_array(np.zeros(2, np.float32), "b")])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), f"{work}/m.onnx")
+np.save(f"{work}/x.npy", np.ones((2, 3), np.float32))
+PY
 runs=0 refused=0 accepted=0
-for command in glnet_info glnet_train glnet_eval glnet_predict glnet_bench glnet_serve glnet_examples; do
+for command in glnet_info glnet_train glnet_eval glnet_predict glnet_bench glnet_serve glnet_examples glnet_run; do
   case $command in
     glnet_info) base="--elements 100" ;;
     glnet_train) base="--data $mnist --train-limit 64 --test-limit 10 --epochs 1 --out $work/out/t.safetensors" ;;
@@ -20,6 +32,7 @@ for command in glnet_info glnet_train glnet_eval glnet_predict glnet_bench glnet
     glnet_bench) base="--batches 1 --runs 1 --warmup 0 --elementwise 1000" ;;
     glnet_serve) base="--model $work/m.safetensors --port 0" ;;
     glnet_examples) base="xor" ;;
+    glnet_run) base="--model $work/m.onnx --input $work/x.npy --output $work/out/y.npy" ;;
   esac
   "$apps/$command" --help | sed -n 's/^  --\([a-z0-9-]*\) \([^ ]*\)$/\1 \2/p' >"$work/options"
   [ -s "$work/options" ] || fail "$command --help lists no option with a value"

@@ -125,6 +125,17 @@ a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
 assert a.shape == (8, 10) and np.array_equal(a[5:], a[:3]) and np.allclose(a[:5], b, rtol=1e-4, atol=1e-5)
 " "$work/mlp8.npy" "$work/mlp-y.npy" || fail "--batch 8 on 5 rows"
 
+# glnet_info describes a model without a device: every node, the op it becomes, shapes and multiply-adds.
+"$apps/glnet_info" --model "$work/cnn.onnx" --batch 4 --json >"$work/info.json" || fail "glnet_info --model"
+/usr/bin/python3 -c "
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert m['input']['shape'] == [4, 1, 13, 13] and m['output']['shape'] == [4, 7] and m['dynamic_batch'], m
+assert [n['glnet'] for n in m['nodes']][:3] == ['conv', 'activation', 'max pool'] and m['nodes'][6]['output_shape'] == [4, 54]
+assert m['multiply_adds'] == 4 * 4 * 13 * 13 * 25 + 4 * 6 * 6 * 6 * 4 * 9 + 4 * 16 * 54 + 4 * 7 * 16, m['multiply_adds']
+assert m['parameter_bytes'] == 4 * (100 + 4 + 216 + 6 + 864 + 16 + 112 + 7)
+" "$work/info.json" || fail "glnet_info --model content"
+expect 1 "softmax.onnx: node '/softmax/Softmax' \(Softmax, opset 17\)" -- "$apps/glnet_info" --model "$work/softmax.onnx"
 expect 1 "softmax.onnx: node '/softmax/Softmax' \(Softmax, opset 17\): the op Softmax is not supported yet" \
   -- "$apps/glnet_run" --model "$work/softmax.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "strided.onnx: node '/conv/Conv' \(Conv, opset 17\): strides other than 1 are not supported yet" \
