@@ -195,10 +195,12 @@ int main(int argc, char** argv) {
         .flag("no-survey", "do not open a context of each API on each device to list what it offers")
         .option("model", "FILE", "instead: describe an ONNX model as glnet will run it (inputs, outputs, every node with "
                                  "the op it becomes and its output shape, multiply-adds, parameter and activation bytes)")
-        .option("batch", "N", "with --model: the batch size to describe it at, for a model whose batch is dynamic", "1");
+        .option("batch", "N", "with --model: the batch size to describe it at, for a model whose batch is dynamic (default: 1, "
+                              "or the model's fixed batch)");
     parser.parse(argc, argv);
     if (parser.has("model")) {
-      return describeModel(parser.text("model"), static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20)), parser.has("json"));
+      const auto batch = parser.has("batch") ? static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20)) : 0u;
+      return describeModel(parser.text("model"), batch, parser.has("json"));
     }
     const auto elements = static_cast<std::size_t>(parser.integer("elements", 1, 1L << 28));
     const ContextOptions options = parser.contextOptions();

@@ -193,8 +193,7 @@ class Importer {
         if (d < 1 || d > (1 << 24)) throw Error(path_ + ": input " + input.name() + " has dimension " + std::to_string(d));
         shape.push_back(static_cast<std::uint32_t>(d));
       } else if (i == 0) {
-        if (batch_ == 0) throw Error(path_ + ": the model's batch is dynamic: give a batch size");
-        shape.push_back(batch_);
+        shape.push_back(batch_ == 0 ? 1 : batch_);
         result_.dynamicBatch = true;
       } else {
         throw Error(path_ + ": input " + input.name() + " has a symbolic dimension " + std::to_string(i) + "; only the batch may be");

@@ -37,8 +37,9 @@ struct OnnxModel {
   std::size_t parameterBytes = 0;
 };
 
-// Reads `path` and builds the graph for `batch` (used where the model's batch dimension is symbolic; a fixed
-// batch must equal it, or be taken with batch 0). Throws glnet::Error naming the file and node.
+// Reads `path` and builds the graph for `batch` images (where the model's batch dimension is symbolic; a fixed
+// batch must equal it). Batch 0 takes the model's own: its fixed batch, or 1 where it is symbolic. Throws
+// glnet::Error naming the file and node.
 OnnxModel readOnnx(const std::string& path, std::uint32_t batch);
 
 // True when the file name says ONNX (".onnx"): the commands that take --model choose the reader by it.
