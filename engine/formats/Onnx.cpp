@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -19,6 +20,7 @@ namespace {
 struct Constant {
   std::vector<std::int64_t> shape;
   std::vector<double> values;
+  bool integer = false;  // int32/int64 data: division truncates, casts round toward zero
   std::size_t elements() const {
     std::size_t count = 1;
     for (const std::int64_t d : shape) count *= static_cast<std::size_t>(d);
@@ -56,6 +58,10 @@ class Importer {
     }
     result_.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
     const onnx::GraphProto& graph = model.graph();
+    for (const onnx::NodeProto& node : graph.node()) {
+      for (const std::string& name : node.input()) ++consumers_[name];
+    }
+    for (const onnx::ValueInfoProto& output : graph.output()) ++consumers_[output.name()];
     for (const onnx::TensorProto& initializer : graph.initializer()) values_[initializer.name()] = {true, readTensor(initializer), {}};
     readInput(graph);
     for (const onnx::NodeProto& node : graph.node()) importNode(node);
@@ -119,6 +125,7 @@ class Importer {
         }
         break;
       case onnx::TensorProto::INT64:
+        constant.integer = true;
         element(8);
         if (!raw && static_cast<std::size_t>(tensor.int64_data_size()) != count) throw Error(path_ + ": tensor " + tensor.name() + " has the wrong number of values");
         for (std::size_t i = 0; i < count; ++i) {
@@ -128,6 +135,7 @@ class Importer {
         }
         break;
       case onnx::TensorProto::INT32:
+        constant.integer = true;
         element(4);
         if (!raw && static_cast<std::size_t>(tensor.int32_data_size()) != count) throw Error(path_ + ": tensor " + tensor.name() + " has the wrong number of values");
         for (std::size_t i = 0; i < count; ++i) {
@@ -272,8 +280,19 @@ class Importer {
   void importNode(const onnx::NodeProto& node) {
     if (!node.domain().empty() && node.domain() != "ai.onnx") refuse(node, "the domain " + node.domain() + " is not supported");
     if (node.output_size() < 1) refuse(node, "it has no output");
+    if (foldable(node)) {
+      values_[node.output(0)] = {true, fold(node), {}};
+      result_.nodes.push_back({node.name(), node.op_type(), "folded", {}});
+      return;
+    }
     const std::string& op = node.op_type();
-    if (op == "Constant") {
+    if (op == "Softmax") {
+      const auto a = attributes(node, {"axis"});
+      const Tensor x = tensorInput(node, 0);
+      const std::int64_t axis = integer(a, "axis", result_.opset >= 13 ? -1 : 1);
+      if (graph_.tensor(x).shape.size() != 2 || (axis != 1 && axis != -1)) refuse(node, "only the softmax of each row of a [batch, classes] tensor is supported yet");
+      apply(node, softmaxOp(), {x}, "softmax");
+    } else if (op == "Constant") {
       const auto a = attributes(node, {"value"});
       if (!a.count("value")) refuse(node, "only the value attribute is supported");
       values_[node.output(0)] = {true, readTensor(a.at("value")->t()), {}};
@@ -295,6 +314,8 @@ class Importer {
       apply(node, activationOp(activation), {tensorInput(node, 0)}, "activation");
     } else if (op == "Conv") {
       importConv(node);
+    } else if (op == "BatchNormalization") {
+      importBatchNormalization(node);
     } else if (op == "MaxPool") {
       const auto a = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "storage_order"});
       const auto pads = integers(a, "pads");
@@ -315,8 +336,9 @@ class Importer {
       attributes(node, {"allowzero"});
       importReshape(node);
     } else {
-      refuse(node, "the op " + op + " is not supported yet (glnet runs Gemm, MatMul, Add, Relu, Sigmoid, Tanh, Conv, MaxPool, "
-                   "Flatten, Reshape, Identity, Dropout and Constant so far)");
+      refuse(node, "the op " + op + " is not supported yet (glnet runs Gemm, MatMul, Add, Relu, Sigmoid, Tanh, Softmax, Conv, "
+                   "BatchNormalization after Conv or Gemm, MaxPool, Flatten, Reshape, Identity, Dropout and Constant so far, "
+                   "and folds shape arithmetic on constants)");
     }
   }
 
@@ -347,8 +369,9 @@ class Importer {
       for (std::size_t o = 0; o < bias.size(); ++o) bias[o] = beta * c->values[count == 1 ? 0 : o];
     }
     const std::string name = node.name().empty() ? node.output(0) : node.name();
-    apply(node, denseOp(Activation::none),
-          {x, parameter(name + ".weight", {outputs, inputs}, weight), parameter(name + ".bias", {outputs}, bias)}, "dense");
+    const Tensor weightTensor = parameter(name + ".weight", {outputs, inputs}, weight);
+    const Tensor biasTensor = parameter(name + ".bias", {outputs}, bias);
+    layers_[apply(node, denseOp(Activation::none), {x, weightTensor, biasTensor}, "dense").id] = {weightTensor, biasTensor};
   }
 
   void importAdd(const onnx::NodeProto& node) {
@@ -391,8 +414,46 @@ class Importer {
       bias = b->values;
     }
     const std::string name = node.name().empty() ? node.output(0) : node.name();
-    apply(node, conv2dOp(Activation::none, static_cast<std::uint32_t>(pads.empty() ? 0 : pads[0])),
-          {x, parameter(name + ".weight", w->shape, w->values), parameter(name + ".bias", {w->shape[0]}, bias)}, "conv");
+    const Tensor weight = parameter(name + ".weight", w->shape, w->values), b = parameter(name + ".bias", {w->shape[0]}, bias);
+    layers_[apply(node, conv2dOp(Activation::none, static_cast<std::uint32_t>(pads.empty() ? 0 : pads[0])), {x, weight, b}, "conv").id] = {weight, b};
+  }
+
+  // Inference BatchNormalization, y = scale·(x − mean)/sqrt(var + epsilon) + B per channel, folded into the
+  // convolution or dense layer that computes x (its only reader): weights scaled per output channel, bias shifted.
+  void importBatchNormalization(const onnx::NodeProto& node) {
+    const auto a = attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
+    if (integer(a, "training_mode", 0) != 0) refuse(node, "training mode is not supported (export the model in eval mode)");
+    if (integer(a, "spatial", 1) != 1) refuse(node, "spatial = 0 is not supported");
+    if (node.output_size() > 1 && std::any_of(node.output().begin() + 1, node.output().end(), [](const std::string& o) { return !o.empty(); })) {
+      refuse(node, "the running-statistics outputs are for training; export the model in eval mode");
+    }
+    const Tensor x = tensorInput(node, 0);
+    const auto layer = layers_.find(x.id);
+    if (layer == layers_.end() || consumers_[node.input(0)] != 1) {
+      refuse(node, "only a BatchNormalization right after a Conv or Gemm that nothing else reads is supported (it is folded into it)");
+    }
+    const double epsilon = real(a, "epsilon", 1e-5);
+    const Constant* scale = constantInput(node, 1);
+    const Constant* shift = constantInput(node, 2);
+    const Constant* mean = constantInput(node, 3);
+    const Constant* variance = constantInput(node, 4);
+    const auto [weightTensor, biasTensor] = layer->second;
+    std::vector<float> weight = graph_.tensor(weightTensor).initial, bias = graph_.tensor(biasTensor).initial;
+    const std::size_t channels = bias.size();
+    for (const Constant* c : {scale, shift, mean, variance}) {
+      if (!c || c->elements() != channels) refuse(node, "scale, B, mean and var must be constants of " + std::to_string(channels) + " values");
+    }
+    const std::size_t perChannel = weight.size() / channels;
+    for (std::size_t c = 0; c < channels; ++c) {
+      if (!(variance->values[c] + epsilon > 0)) refuse(node, "var + epsilon is not positive for channel " + std::to_string(c));
+      const double factor = scale->values[c] / std::sqrt(variance->values[c] + epsilon);
+      for (std::size_t i = 0; i < perChannel; ++i) weight[c * perChannel + i] = static_cast<float>(weight[c * perChannel + i] * factor);
+      bias[c] = static_cast<float>((bias[c] - mean->values[c]) * factor + shift->values[c]);
+    }
+    graph_.setInitial(weightTensor, std::move(weight));
+    graph_.setInitial(biasTensor, std::move(bias));
+    values_[node.output(0)] = {false, {}, x};
+    result_.nodes.push_back({node.name(), node.op_type(), "folded", graph_.tensor(x).shape});
   }
 
   // Reshape to [batch, features] (torch's x.view(x.size(0), -1), folded to a constant shape) is a flatten.
@@ -410,11 +471,312 @@ class Importer {
     apply(node, flattenOp(), {x}, "view");
   }
 
+  // Shape arithmetic and other work on constants runs here, at load: a node whose inputs are all constants
+  // (or, for Shape, a tensor whose shape is known for the bound batch) becomes a constant itself.
+  bool foldable(const onnx::NodeProto& node) const {
+    static const std::set<std::string> folded = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice", "Add", "Sub",
+                                                 "Mul", "Div", "ConstantOfShape", "Reshape", "Equal", "Where", "Range", "Expand"};
+    if (!folded.count(node.op_type())) return false;
+    if (node.op_type() == "Shape") return true;
+    for (const std::string& name : node.input()) {
+      if (!name.empty() && !value(name, "node '" + node.name() + "'").constant) return false;
+    }
+    return true;
+  }
+
+  const Constant& input(const onnx::NodeProto& node, int index) const {
+    if (index >= node.input_size() || node.input(index).empty()) refuse(node, "input " + std::to_string(index) + " is missing");
+    return value(node.input(index), "node '" + node.name() + "'").host;
+  }
+  // Axis values, from an attribute (older opsets) or a constant input (newer ones), made non-negative for `rank`.
+  std::vector<std::int64_t> axes(const onnx::NodeProto& node, const std::map<std::string, const onnx::AttributeProto*>& a,
+                                 int inputIndex, std::int64_t rank) const {
+    std::vector<std::int64_t> list = integers(a, "axes");
+    if (node.input_size() > inputIndex && !node.input(inputIndex).empty()) {
+      const Constant& given = input(node, inputIndex);
+      list.assign(given.values.begin(), given.values.end());
+    }
+    for (std::int64_t& axis : list) {
+      if (axis < -rank || axis >= rank) refuse(node, "axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
+      if (axis < 0) axis += rank;
+    }
+    return list;
+  }
+
+  static std::vector<std::size_t> strides(const std::vector<std::int64_t>& shape) {
+    std::vector<std::size_t> result(shape.size(), 1);
+    for (std::size_t i = shape.size(); i-- > 1;) result[i - 1] = result[i] * static_cast<std::size_t>(shape[i]);
+    return result;
+  }
+
+  // NumPy broadcasting of constants: `combine` over the elements of the broadcast shape.
+  Constant broadcast(const onnx::NodeProto& node, const std::vector<const Constant*>& operands,
+                     const std::function<double(const std::vector<double>&)>& combine) const {
+    std::size_t rank = 0;
+    for (const Constant* c : operands) rank = std::max(rank, c->shape.size());
+    Constant result;
+    result.shape.assign(rank, 1);
+    for (const Constant* c : operands) {
+      for (std::size_t i = 0; i < c->shape.size(); ++i) {
+        std::int64_t& d = result.shape[rank - c->shape.size() + i];
+        const std::int64_t e = c->shape[i];
+        if (d != e && d != 1 && e != 1) refuse(node, "shapes " + describe(operands[0]->shape) + " and " + describe(c->shape) + " do not broadcast");
+        d = d == 1 ? e : d;
+      }
+    }
+    const std::size_t count = result.elements();
+    if (count > (std::size_t{1} << 26)) refuse(node, "a folded constant of " + std::to_string(count) + " elements is too large");
+    result.values.resize(count);
+    const std::vector<std::size_t> out = strides(result.shape);
+    std::vector<double> arguments(operands.size());
+    for (std::size_t i = 0; i < count; ++i) {
+      for (std::size_t k = 0; k < operands.size(); ++k) {
+        const Constant& c = *operands[k];
+        const std::vector<std::size_t> own = strides(c.shape);
+        std::size_t at = 0;
+        for (std::size_t axis = 0; axis < c.shape.size(); ++axis) {
+          const std::size_t index = i / out[rank - c.shape.size() + axis] % static_cast<std::size_t>(result.shape[rank - c.shape.size() + axis]);
+          at += (c.shape[axis] == 1 ? 0 : index) * own[axis];
+        }
+        arguments[k] = c.values[at];
+      }
+      result.values[i] = combine(arguments);
+    }
+    return result;
+  }
+
+  Constant fold(const onnx::NodeProto& node) {
+    const std::string& op = node.op_type();
+    if (op == "Shape") {
+      const auto a = attributes(node, {"start", "end"});
+      const Value& in = value(node.input(0), "node '" + node.name() + "'");
+      std::vector<std::int64_t> dims;
+      if (in.constant) {
+        dims = in.host.shape;
+      } else {
+        for (const std::uint32_t d : graph_.tensor(in.tensor).shape) dims.push_back(d);
+      }
+      const auto rank = static_cast<std::int64_t>(dims.size());
+      const auto clampAxis = [rank](std::int64_t axis) { return std::clamp(axis < 0 ? axis + rank : axis, std::int64_t{0}, rank); };
+      const std::int64_t start = clampAxis(integer(a, "start", 0)), end = clampAxis(integer(a, "end", rank));
+      Constant result{{std::max<std::int64_t>(end - start, 0)}, {}, true};
+      for (std::int64_t i = start; i < end; ++i) result.values.push_back(static_cast<double>(dims[static_cast<std::size_t>(i)]));
+      return result;
+    }
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal") {
+      attributes(node, {});
+      const Constant& x = input(node, 0);
+      const Constant& y = input(node, 1);
+      const bool integral = x.integer && y.integer;
+      Constant result = broadcast(node, {&x, &y}, [&](const std::vector<double>& v) {
+        if (op == "Add") return v[0] + v[1];
+        if (op == "Sub") return v[0] - v[1];
+        if (op == "Mul") return v[0] * v[1];
+        if (op == "Equal") return v[0] == v[1] ? 1.0 : 0.0;
+        if (integral && v[1] == 0) refuse(node, "integer division by zero");
+        return integral ? std::trunc(v[0] / v[1]) : v[0] / v[1];
+      });
+      result.integer = integral || op == "Equal";
+      return result;
+    }
+    if (op == "Where") {
+      attributes(node, {});
+      Constant result = broadcast(node, {&input(node, 0), &input(node, 1), &input(node, 2)},
+                                  [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; });
+      result.integer = input(node, 1).integer && input(node, 2).integer;
+      return result;
+    }
+    if (op == "Cast") {
+      const auto a = attributes(node, {"to", "saturate"});
+      Constant result = input(node, 0);
+      const std::int64_t to = integer(a, "to", 0);
+      const bool integral = to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32 || to == onnx::TensorProto::INT8 ||
+                            to == onnx::TensorProto::UINT8 || to == onnx::TensorProto::INT16 || to == onnx::TensorProto::BOOL;
+      if (!integral && to != onnx::TensorProto::FLOAT && to != onnx::TensorProto::DOUBLE && to != onnx::TensorProto::FLOAT16) {
+        refuse(node, "a cast to ONNX type " + std::to_string(to) + " is not supported");
+      }
+      if (integral) {
+        for (double& v : result.values) v = to == onnx::TensorProto::BOOL ? (v != 0 ? 1.0 : 0.0) : std::trunc(v);
+      } else if (to == onnx::TensorProto::FLOAT || to == onnx::TensorProto::FLOAT16) {
+        for (double& v : result.values) v = static_cast<float>(v);
+      }
+      result.integer = integral;
+      return result;
+    }
+    if (op == "Unsqueeze" || op == "Squeeze") {
+      const auto a = attributes(node, {"axes"});
+      Constant result = input(node, 0);
+      const auto rank = static_cast<std::int64_t>(result.shape.size());
+      if (op == "Unsqueeze") {
+        std::vector<std::int64_t> list = axes(node, a, 1, rank + static_cast<std::int64_t>(integers(a, "axes").size() +
+                                                          (node.input_size() > 1 ? input(node, 1).values.size() : 0)));
+        std::sort(list.begin(), list.end());
+        for (const std::int64_t axis : list) result.shape.insert(result.shape.begin() + axis, 1);
+      } else {
+        std::vector<std::int64_t> list = axes(node, a, 1, rank);
+        if (list.empty()) {
+          result.shape.erase(std::remove(result.shape.begin(), result.shape.end(), 1), result.shape.end());
+        } else {
+          std::sort(list.rbegin(), list.rend());
+          for (const std::int64_t axis : list) {
+            if (result.shape[static_cast<std::size_t>(axis)] != 1) refuse(node, "squeezed axis " + std::to_string(axis) + " is not 1");
+            result.shape.erase(result.shape.begin() + axis);
+          }
+        }
+      }
+      return result;
+    }
+    if (op == "Concat") {
+      const auto a = attributes(node, {"axis"});
+      const Constant& first = input(node, 0);
+      const auto rank = static_cast<std::int64_t>(first.shape.size());
+      std::int64_t axis = integer(a, "axis", 0);
+      if (rank == 0 || axis < -rank || axis >= rank) refuse(node, "axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
+      if (axis < 0) axis += rank;
+      Constant result = first;
+      result.shape[static_cast<std::size_t>(axis)] = 0;
+      std::size_t outer = 1;
+      for (std::int64_t i = 0; i < axis; ++i) outer *= static_cast<std::size_t>(first.shape[static_cast<std::size_t>(i)]);
+      std::vector<std::vector<double>> pieces(outer);
+      for (int k = 0; k < node.input_size(); ++k) {
+        const Constant& part = input(node, k);
+        if (part.shape.size() != first.shape.size()) refuse(node, "inputs of different ranks");
+        for (std::size_t d = 0; d < part.shape.size(); ++d) {
+          if (d != static_cast<std::size_t>(axis) && part.shape[d] != first.shape[d]) refuse(node, "inputs of different shapes");
+        }
+        result.shape[static_cast<std::size_t>(axis)] += part.shape[static_cast<std::size_t>(axis)];
+        const std::size_t block = outer ? part.values.size() / outer : 0;
+        for (std::size_t o = 0; o < outer; ++o) {
+          pieces[o].insert(pieces[o].end(), part.values.begin() + static_cast<std::ptrdiff_t>(o * block),
+                           part.values.begin() + static_cast<std::ptrdiff_t>((o + 1) * block));
+        }
+        result.integer = result.integer && part.integer;
+      }
+      result.values.clear();
+      for (const auto& piece : pieces) result.values.insert(result.values.end(), piece.begin(), piece.end());
+      return result;
+    }
+    if (op == "Gather") {
+      const auto a = attributes(node, {"axis"});
+      const Constant& data = input(node, 0);
+      const Constant& indices = input(node, 1);
+      const auto rank = static_cast<std::int64_t>(data.shape.size());
+      std::int64_t axis = integer(a, "axis", 0);
+      if (rank == 0 || axis < -rank || axis >= rank) refuse(node, "axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
+      if (axis < 0) axis += rank;
+      const auto ax = static_cast<std::size_t>(axis);
+      std::size_t outer = 1, inner = 1;
+      for (std::size_t i = 0; i < ax; ++i) outer *= static_cast<std::size_t>(data.shape[i]);
+      for (std::size_t i = ax + 1; i < data.shape.size(); ++i) inner *= static_cast<std::size_t>(data.shape[i]);
+      const std::int64_t extent = data.shape[ax];
+      Constant result;
+      result.integer = data.integer;
+      result.shape.assign(data.shape.begin(), data.shape.begin() + axis);
+      result.shape.insert(result.shape.end(), indices.shape.begin(), indices.shape.end());
+      result.shape.insert(result.shape.end(), data.shape.begin() + axis + 1, data.shape.end());
+      for (std::size_t o = 0; o < outer; ++o) {
+        for (const double raw : indices.values) {
+          auto index = static_cast<std::int64_t>(raw);
+          if (index < -extent || index >= extent) refuse(node, "index " + std::to_string(index) + " is outside " + std::to_string(extent));
+          if (index < 0) index += extent;
+          const std::size_t base = (o * static_cast<std::size_t>(extent) + static_cast<std::size_t>(index)) * inner;
+          result.values.insert(result.values.end(), data.values.begin() + static_cast<std::ptrdiff_t>(base),
+                               data.values.begin() + static_cast<std::ptrdiff_t>(base + inner));
+        }
+      }
+      return result;
+    }
+    if (op == "Slice") {
+      attributes(node, {});
+      if (result_.opset < 10) refuse(node, "Slice before opset 10 is not supported");
+      const Constant& data = input(node, 0);
+      if (data.shape.size() != 1) refuse(node, "only slices of 1-D constants (shapes) are folded");
+      const auto extent = static_cast<std::int64_t>(data.shape[0]);
+      const std::int64_t startValue = static_cast<std::int64_t>(input(node, 1).values.at(0));
+      const std::int64_t endValue = static_cast<std::int64_t>(std::clamp(input(node, 2).values.at(0), -1e18, 1e18));
+      const std::int64_t step = node.input_size() > 4 && !node.input(4).empty() ? static_cast<std::int64_t>(input(node, 4).values.at(0)) : 1;
+      if (step != 1) refuse(node, "steps other than 1 are not folded");
+      const auto clamp = [extent](std::int64_t i) { return std::clamp(i < 0 ? i + extent : i, std::int64_t{0}, extent); };
+      Constant result{{0}, {}, data.integer};
+      for (std::int64_t i = clamp(startValue); i < clamp(endValue); ++i) result.values.push_back(data.values[static_cast<std::size_t>(i)]);
+      result.shape[0] = static_cast<std::int64_t>(result.values.size());
+      return result;
+    }
+    if (op == "ConstantOfShape") {
+      const auto a = attributes(node, {"value"});
+      const Constant& shape = input(node, 0);
+      Constant result{{}, {}, false};
+      for (const double d : shape.values) {
+        if (d < 0 || d > (1 << 24)) refuse(node, "a dimension of " + std::to_string(d));
+        result.shape.push_back(static_cast<std::int64_t>(d));
+      }
+      if (result.elements() > (std::size_t{1} << 26)) refuse(node, "a folded constant is too large");
+      double fill = 0;
+      if (a.count("value")) {
+        const Constant given = readTensor(a.at("value")->t());
+        if (given.values.size() != 1) refuse(node, "value must hold one element");
+        fill = given.values[0];
+        result.integer = given.integer;
+      }
+      result.values.assign(result.elements(), fill);
+      return result;
+    }
+    if (op == "Range") {
+      attributes(node, {});
+      const double start = input(node, 0).values.at(0), limit = input(node, 1).values.at(0), delta = input(node, 2).values.at(0);
+      if (delta == 0) refuse(node, "delta is 0");
+      const double count = std::max(std::ceil((limit - start) / delta), 0.0);
+      if (count > (1 << 24)) refuse(node, "a range of " + std::to_string(count) + " elements is too large");
+      Constant result{{static_cast<std::int64_t>(count)}, {}, input(node, 0).integer};
+      for (std::int64_t i = 0; i < static_cast<std::int64_t>(count); ++i) result.values.push_back(start + static_cast<double>(i) * delta);
+      return result;
+    }
+    if (op == "Expand") {
+      attributes(node, {});
+      Constant target;
+      for (const double d : input(node, 1).values) {
+        if (d < 0 || d > (1 << 24)) refuse(node, "a dimension of " + std::to_string(d));
+        target.shape.push_back(static_cast<std::int64_t>(d));
+      }
+      target.values.assign(target.elements(), 0.0);
+      if (target.elements() > (std::size_t{1} << 26)) refuse(node, "a folded constant is too large");
+      Constant result = broadcast(node, {&input(node, 0), &target}, [](const std::vector<double>& v) { return v[0]; });
+      result.integer = input(node, 0).integer;
+      return result;
+    }
+    // Reshape of a constant.
+    attributes(node, {"allowzero"});
+    Constant result = input(node, 0);
+    const Constant& target = input(node, 1);
+    std::vector<std::int64_t> shape;
+    std::int64_t inferred = -1, known = 1;
+    for (std::size_t i = 0; i < target.values.size(); ++i) {
+      auto d = static_cast<std::int64_t>(target.values[i]);
+      if (d == 0 && i < result.shape.size()) d = result.shape[i];
+      if (d == -1) {
+        if (inferred >= 0) refuse(node, "two dimensions are -1");
+        inferred = static_cast<std::int64_t>(i);
+        shape.push_back(1);
+        continue;
+      }
+      if (d < 0) refuse(node, "a dimension of " + std::to_string(d));
+      shape.push_back(d);
+      known *= d;
+    }
+    const auto count = static_cast<std::int64_t>(result.values.size());
+    if (inferred >= 0 && known > 0) shape[static_cast<std::size_t>(inferred)] = count / known;
+    result.shape = shape;
+    if (static_cast<std::int64_t>(result.elements()) != count) refuse(node, "the new shape holds a different number of elements");
+    return result;
+  }
+
   std::string path_;
   std::uint32_t batch_;
   Graph graph_;
   OnnxModel result_;
   std::map<std::string, Value> values_;
+  std::map<std::string, int> consumers_;                 // readers of each name: nodes and graph outputs
+  std::map<int, std::pair<Tensor, Tensor>> layers_;      // output tensor id → weight, bias of the dense or conv computing it
 };
 
 }  // namespace

@@ -5,8 +5,11 @@
 // on the host and are folded into the ops that take them (weights, biases, target shapes).
 //
 // Supported so far: the ops of exported MLPs and small CNNs (Gemm, MatMul and Add with constant operands,
-// Relu, Sigmoid, Tanh, Conv with stride 1 and symmetric padding, 2×2 MaxPool, Flatten, Reshape to
-// [batch, features], Identity, Dropout, Constant), one float input and one float output.
+// Relu, Sigmoid, Tanh, row Softmax, Conv with stride 1 and symmetric padding, BatchNormalization folded into
+// the Conv or Gemm before it, 2×2 MaxPool, Flatten, Reshape to [batch, features], Identity, Dropout,
+// Constant), one float input and one float output; shape arithmetic on constants (Shape, Gather, Unsqueeze,
+// Squeeze, Concat, Cast, Slice, Add, Sub, Mul, Div, Equal, Where, Range, Expand, ConstantOfShape, Reshape) is
+// folded at load for the bound batch.
 #pragma once
 
 #include "graph/Graph.h"

@@ -24,6 +24,13 @@ Tensor Graph::parameter(const std::string& name, Shape shape, std::vector<float>
   return add({name, std::move(shape), TensorRole::parameter, std::move(initial), -1, true});
 }
 
+void Graph::setInitial(Tensor parameter, std::vector<float> values) {
+  TensorNode& node = tensors_.at(static_cast<std::size_t>(parameter.id));
+  GLNET_ASSERT(node.role == TensorRole::parameter, "only a parameter has initial values");
+  GLNET_ASSERT(values.size() == node.initial.size(), "a parameter keeps its size");
+  node.initial = std::move(values);
+}
+
 Tensor Graph::apply(std::shared_ptr<const Op> op, const std::vector<Tensor>& inputs, std::string name) {
   std::vector<Shape> shapes;
   bool needsGradient = false;

@@ -39,6 +39,8 @@ class Graph {
   // Class indices supplied each step (uint32 on the GPU).
   Tensor indexInput(const std::string& name, Shape shape);
   Tensor parameter(const std::string& name, Shape shape, std::vector<float> initial);
+  // Replaces a parameter's values, same size (an importer folding a following BatchNormalization into them).
+  void setInitial(Tensor parameter, std::vector<float> values);
   // Adds `op` applied to `inputs`; throws glnet::Error when the shapes do not fit.
   Tensor apply(std::shared_ptr<const Op> op, const std::vector<Tensor>& inputs, std::string name = "");
 

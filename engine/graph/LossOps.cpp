@@ -139,8 +139,42 @@ class Correct : public Op {
   }
 };
 
+// Row-wise softmax of [rows, columns], for inference graphs (an imported model's last layer). Graphs that train
+// end in the fused softmax cross-entropy instead, so this op passes no gradient.
+class Softmax : public Op {
+ public:
+  std::string name() const override { return "softmax"; }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    if (in.size() != 1 || in[0].size() != 2 || in[0][1] == 0) throw Error(name() + " takes one [rows, columns] tensor; got " + describe(in.empty() ? Shape{} : in[0]));
+    return in[0];
+  }
+  bool differentiable() const override { return false; }
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    plan.record(SoftmaxOp(programs).softmax(in[0].view, out.view, in[0].shape[0], in[0].shape[1]));
+  }
+  void backward(ProgramCache&, Plan&, const std::vector<GpuTensor>&, const GpuTensor&, const GpuTensor&,
+                const std::vector<std::optional<GradientTarget>>&) const override {
+    GLNET_ASSERT(false, "softmax is for inference graphs; training uses softmax cross-entropy");
+  }
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    const std::size_t rows = in[0].shape[0], columns = in[0].shape[1];
+    std::vector<double> out(rows * columns);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::vector<double> p = softmaxRow(*in[0].values, r, columns);
+      std::copy(p.begin(), p.end(), out.begin() + static_cast<std::ptrdiff_t>(r * columns));
+    }
+    return out;
+  }
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>&, const std::vector<double>&,
+                                                     const std::vector<double>&) const override {
+    GLNET_ASSERT(false, "softmax is for inference graphs; training uses softmax cross-entropy");
+    return {};
+  }
+};
+
 }  // namespace
 
+std::shared_ptr<const Op> softmaxOp() { return std::make_shared<Softmax>(); }
 std::shared_ptr<const Op> softmaxCrossEntropyOp() { return std::make_shared<SoftmaxCrossEntropy>(); }
 std::shared_ptr<const Op> meanSquaredErrorOp() { return std::make_shared<MeanSquaredError>(); }
 std::shared_ptr<const Op> correctOp() { return std::make_shared<Correct>(); }

@@ -19,6 +19,8 @@ std::shared_ptr<const Op> biasAddOp();
 std::shared_ptr<const Op> activationOp(Activation activation);
 std::shared_ptr<const Op> addOp();
 std::shared_ptr<const Op> multiplyOp();
+// Y[r] = softmax(X[r]) row by row, [rows, columns]; inference only (passes no gradient).
+std::shared_ptr<const Op> softmaxOp();
 // loss[r] = −log softmax(logits)[r, labels[r]]; labels are class indices.
 std::shared_ptr<const Op> softmaxCrossEntropyOp();
 // loss[r] = mean over the row of (Y − T)²; T gets no gradient.

@@ -1,9 +1,10 @@
 #!/bin/sh
 # onnx_checks.sh APPS_DIR: glnet_run on ONNX models built here with python3-onnx the way torch.onnx.export
 # writes them (an MLP of Gemm nodes with transB, a CNN of Conv, Relu, MaxPool, Flatten and Gemm, an MLP of
-# MatMul and Add behind a Reshape, weights as initializers and one as external data), each with a dynamic
-# batch, compared with a float64 NumPy evaluation of the same model; then the refusals: unsupported ops and
-# attributes named with their node, files that are not models, and inputs of the wrong shape.
+# MatMul and Add behind a Reshape, a Gemm with a BatchNormalization folded into it, a reshape through folded
+# shape arithmetic and a Softmax; weights as initializers and as external data), each with a dynamic batch,
+# compared with a float64 NumPy evaluation of the same model; glnet_info on a model; then the refusals:
+# unsupported ops named with their node, files that are not models, and inputs of the wrong shape.
 set -u
 apps=$1
 here=$(dirname "$0")
@@ -92,10 +93,25 @@ x = rng.standard_normal((4, 3, 4)).astype(np.float32)
 np.save(os.path.join(work, "matmul-x.npy"), x)
 np.save(os.path.join(work, "matmul-y.npy"), np.tanh(d(x).reshape(4, -1) @ d(m) + d(mb)))
 
-# Refusals: an op glnet does not run, an attribute it does not take.
+# Softmax rows after a Gemm and a BatchNormalization (folded into the Gemm), the batch from shape arithmetic.
+mean, var, scale, shift = weights(37), np.abs(weights(37)) + 0.5, weights(37) + 1, weights(37)
 save("softmax", [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], name="/fc1/Gemm", transB=1),
-                 helper.make_node("Softmax", ["h"], ["y"], name="/softmax/Softmax", axis=1)],
-     ["N", 29], ["N", 37], {"w1": w1, "b1": b1})
+                 helper.make_node("BatchNormalization", ["h", "scale", "shift", "mean", "var"], ["n"], name="/bn/BatchNormalization", epsilon=1e-3),
+                 helper.make_node("Shape", ["n"], ["s"], name="/Shape"),
+                 helper.make_node("Gather", ["s", "zero"], ["rows"], name="/Gather", axis=0),
+                 helper.make_node("Unsqueeze", ["rows", "axes"], ["rows1"], name="/Unsqueeze"),
+                 helper.make_node("Concat", ["rows1", "minus1"], ["target"], name="/Concat", axis=0),
+                 helper.make_node("Reshape", ["n", "target"], ["r"], name="/Reshape"),
+                 helper.make_node("Softmax", ["r"], ["y"], name="/softmax/Softmax", axis=1)],
+     ["N", 29], ["N", 37], {"w1": w1, "b1": b1, "scale": scale, "shift": shift, "mean": mean, "var": var,
+                           "zero": np.array(0, np.int64), "axes": np.array([0], np.int64), "minus1": np.array([-1], np.int64)})
+z = (d(np.load(os.path.join(work, "mlp-x.npy"))) @ d(w1).T + d(b1) - d(mean)) / np.sqrt(d(var) + 1e-3) * d(scale) + d(shift)
+z = np.exp(z - z.max(axis=1, keepdims=True))
+np.save(os.path.join(work, "softmax-x.npy"), np.load(os.path.join(work, "mlp-x.npy")))
+np.save(os.path.join(work, "softmax-y.npy"), z / z.sum(axis=1, keepdims=True))
+
+# Refusals: an op glnet does not run, an attribute it does not take.
+save("leaky", [helper.make_node("LeakyRelu", ["x"], ["y"], name="/act/LeakyRelu", alpha=0.1)], ["N", 29], ["N", 29], {})
 save("strided", [helper.make_node("Conv", ["x", "c1"], ["y"], name="/conv/Conv", kernel_shape=[5, 5], strides=[2, 2])],
      ["N", 1, 13, 13], ["N", 4, 5, 5], {"c1": c1})
 np.save(os.path.join(work, "wrong-x.npy"), np.zeros((2, 30), np.float32))
@@ -113,7 +129,7 @@ bad = np.abs(got - want) > 1e-5 + 1e-4 * np.abs(want)
 assert not bad.any(), f'{bad.sum()} of {bad.size} values differ, worst {np.abs(got - want).max()}'
 " "$work/$1-out.npy" "$work/$1-y.npy" || fail "$1: glnet_run differs from the float64 reference"
 }
-for model in mlp cnn matmul; do
+for model in mlp cnn matmul softmax; do
   expect 0 "ran .*$model.onnx .* wrote" -- "$apps/glnet_run" --model "$work/$model.onnx" --input "x=$work/$model-x.npy" --output "$work/$model-out.npy" --check
   compare $model
 done
@@ -135,9 +151,9 @@ assert [n['glnet'] for n in m['nodes']][:3] == ['conv', 'activation', 'max pool'
 assert m['multiply_adds'] == 4 * 4 * 13 * 13 * 25 + 4 * 6 * 6 * 6 * 4 * 9 + 4 * 16 * 54 + 4 * 7 * 16, m['multiply_adds']
 assert m['parameter_bytes'] == 4 * (100 + 4 + 216 + 6 + 864 + 16 + 112 + 7)
 " "$work/info.json" || fail "glnet_info --model content"
-expect 1 "softmax.onnx: node '/softmax/Softmax' \(Softmax, opset 17\)" -- "$apps/glnet_info" --model "$work/softmax.onnx"
-expect 1 "softmax.onnx: node '/softmax/Softmax' \(Softmax, opset 17\): the op Softmax is not supported yet" \
-  -- "$apps/glnet_run" --model "$work/softmax.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
+expect 1 "leaky.onnx: node '/act/LeakyRelu' \(LeakyRelu, opset 17\)" -- "$apps/glnet_info" --model "$work/leaky.onnx"
+expect 1 "leaky.onnx: node '/act/LeakyRelu' \(LeakyRelu, opset 17\): the op LeakyRelu is not supported yet" \
+  -- "$apps/glnet_run" --model "$work/leaky.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "strided.onnx: node '/conv/Conv' \(Conv, opset 17\): strides other than 1 are not supported yet" \
   -- "$apps/glnet_run" --model "$work/strided.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "garbage.onnx: not an ONNX model" -- "$apps/glnet_run" --model "$work/garbage.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"

@@ -1,8 +1,9 @@
 #!/bin/sh
 # torch_checks.sh APPS_DIR: networks exported by Debian's PyTorch (python3-torch, torch.onnx.export at opset 17
 # and 11) run through glnet_run and compared with PyTorch's own CPU outputs for the same inputs: an nn.Sequential
-# CNN with a dynamic batch, an MLP module with x.view(x.size(0), -1) and x @ W + b at a fixed batch; a model
-# with an op glnet does not run yet is refused naming the node PyTorch gave it.
+# CNN with a dynamic batch, an MLP module with x.view(x.size(0), -1) and x @ W + b at a fixed batch, a model with
+# BatchNorm after a convolution and a linear layer, a dynamic view and a softmax; a model with an op glnet does
+# not run yet is refused naming the node PyTorch gave it.
 set -u
 apps=$1
 here=$(dirname "$0")
@@ -40,10 +41,29 @@ class Mlp(torch.nn.Module):
     def forward(self, x):
         return self.out(torch.relu(x.view(x.size(0), -1) @ self.w + self.b))
 export("mlp", Mlp(), torch.randn(4, 3, 4, 4), 11, False)
-export("softmax", torch.nn.Sequential(torch.nn.Linear(6, 3), torch.nn.Softmax(dim=1)), torch.randn(2, 6), 17, True)
+
+class Normalized(torch.nn.Module):
+    """BatchNorm after a convolution and a linear layer, x.view(x.size(0), -1) with a dynamic batch (shape
+    arithmetic that glnet folds at load), and a softmax at the end."""
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(2, 5, 3, padding=1)
+        self.norm = torch.nn.BatchNorm2d(5)
+        self.fc = torch.nn.Linear(5 * 6 * 6, 12)
+        self.norm1d = torch.nn.BatchNorm1d(12)
+        self.out = torch.nn.Linear(12, 4)
+    def forward(self, x):
+        x = torch.relu(self.norm(self.conv(x)))
+        x = torch.relu(self.norm1d(self.fc(x.view(x.size(0), -1))))
+        return torch.softmax(self.out(x), dim=1)
+normalized = Normalized()
+for norm in (normalized.norm, normalized.norm1d):  # statistics other than the initial ones, as after training
+    norm.running_mean.uniform_(-0.5, 0.5); norm.running_var.uniform_(0.5, 2); norm.weight.data.uniform_(0.5, 1.5); norm.bias.data.uniform_(-0.2, 0.2)
+export("normalized", normalized, torch.randn(3, 2, 6, 6), 17, True)
+export("avgpool", torch.nn.Sequential(torch.nn.AvgPool2d(2), torch.nn.Flatten()), torch.randn(2, 1, 4, 4), 17, True)
 PY
 
-for model in cnn mlp; do
+for model in cnn mlp normalized; do
   expect 0 "wrote" -- "$apps/glnet_run" --model "$work/$model.onnx" --input "$work/$model-x.npy" --output "$work/$model-out.npy"
   /usr/bin/python3 -c "
 import numpy as np, sys
@@ -54,6 +74,13 @@ assert worst <= 1e-4 * max(np.abs(want).max(), 1e-3), worst
 assert (got.argmax(1) == want.argmax(1)).all()
 " "$work/$model-out.npy" "$work/$model-y.npy" || fail "$model: glnet_run differs from PyTorch"
 done
-expect 1 "softmax.onnx: node '/1/Softmax' \(Softmax, opset 17\): the op Softmax is not supported yet" \
-  -- "$apps/glnet_run" --model "$work/softmax.onnx" --input "$work/softmax-x.npy" --output "$work/o.npy"
+# A batch other than the exported one, through the folded shape arithmetic: each row as alone.
+expect 0 "on 7 rows" -- "$apps/glnet_run" --model "$work/normalized.onnx" --input "$work/normalized-x.npy" --output "$work/n7.npy" --batch 7
+/usr/bin/python3 -c "
+import numpy as np, sys
+a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert a.shape == (7, 4) and np.abs(a[:3] - b).max() <= 1e-5 and np.abs(a[3:6] - b).max() <= 1e-5
+" "$work/n7.npy" "$work/normalized-y.npy" || fail "the normalized model at batch 7"
+expect 1 "avgpool.onnx: node '/0/Pad' \(Pad, opset 17\): the op Pad is not supported yet" \
+  -- "$apps/glnet_run" --model "$work/avgpool.onnx" --input "$work/avgpool-x.npy" --output "$work/o.npy"
 finish torch

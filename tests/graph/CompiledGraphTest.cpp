@@ -7,6 +7,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
 
 using namespace glnet;
@@ -156,6 +157,32 @@ TEST_SUITE("gl") {
       CAPTURE(optimizerName(kind));
       trainAgainstReference(Network::create("23-17-5", Activation::relu, 7), 13,
                             {kind, kind == OptimizerKind::adam ? 0.01f : 0.1f}, 10, 51);
+    }
+  }
+
+  TEST_CASE("an inference graph ending in a row softmax (an imported model's last layer) matches the float64 reference") {
+    Context& context = test::glContext();
+    auto random = test::generator(41);
+    for (const auto& [rows, inputs, classes] : {std::array<std::uint32_t, 3>{1, 3, 1}, {7, 19, 10}, {33, 5, 1001}}) {
+      CAPTURE(rows);
+      CAPTURE(classes);
+      Graph graph;
+      const Tensor x = graph.input("x", {rows, inputs});
+      const Tensor logits = graph.dense(x, graph.parameter("w", {classes, inputs}, randomParameter(random, std::size_t{classes} * inputs)),
+                                        graph.parameter("b", {classes}, randomParameter(random, classes)), Activation::none);
+      const Tensor y = graph.apply(softmaxOp(), {logits});
+      CompiledGraph compiled(context, graph);
+      Plan plan = compiled.forwardPlan([](Plan&) {});
+      const std::vector<float> values = test::uniformFloats(random, std::size_t{rows} * inputs, -4, 4);
+      compiled.upload(x, values.data(), values.size() * sizeof(float));
+      const BufferView out = compiled.view(y);
+      std::vector<float> result(std::size_t{rows} * classes, NAN);
+      compiled.upload(y, result.data(), result.size() * sizeof(float));  // poisoned: an unwritten element fails
+      plan.run();
+      plan.read(*out.buffer, result.data(), result.size() * sizeof(float), out.offset);
+      const std::vector<std::vector<double>> reference = referenceValues(graph, {{x.id, widen(values)}});
+      // float32 exponentials and sums of up to 1001 terms against float64.
+      test::checkClose(result, reference[static_cast<std::size_t>(y.id)], 1e-6, 1e-4);
     }
   }
 }
