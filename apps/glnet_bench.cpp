@@ -227,7 +227,11 @@ int main(int argc, char** argv) {
       }
       std::fprintf(out, ", host memcpy %.2f GB/s\n", rate("host memcpy of the same bytes"));
     }
-    std::fprintf(out, "training step: %zu dispatches\n", report.trainingDispatches);
+    if (model.importedFrom.empty()) {
+      std::fprintf(out, "training step: %zu dispatches\n", report.trainingDispatches);
+    } else {
+      std::fprintf(out, "training step: not measured (an imported model runs inference only)\n");
+    }
     if (parser.has("csv")) writeFileAtomically(parser.text("csv"), csv(context, report));
     if (parser.has("json-out")) writeFileAtomically(parser.text("json-out"), toJson(context, report, model).dump(2) + "\n");
     if (json) std::cout << toJson(context, report, model).dump(2) << "\n";

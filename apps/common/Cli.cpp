@@ -1,6 +1,7 @@
 #include "common/Cli.h"
 
 #include "gl/check.h"
+#include "formats/Onnx.h"
 #include "gl/log.h"
 
 #include <cerrno>
@@ -182,8 +183,10 @@ void printWarnings(const char* program) {
 
 Network loadModel(const Parser& parser, TensorFile* file) {
   const std::string path = parser.text("model");
-  TensorFile contents = readSafetensors(path);
-  Network network = Network::fromTensors(contents, path);
+  const bool onnx = isOnnxPath(path);
+  if (onnx && parser.has("activation")) throw UsageError("--activation applies to safetensors models; an ONNX model's graph says what it computes");
+  TensorFile contents = onnx ? TensorFile{} : readSafetensors(path);
+  Network network = onnx ? Network::fromOnnx(path) : Network::fromTensors(contents, path);
   if (parser.has("input-mean")) network.input.mean = static_cast<float>(parser.number("input-mean"));
   if (parser.has("input-std")) {
     network.input.std = static_cast<float>(parser.number("input-std"));

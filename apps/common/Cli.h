@@ -21,7 +21,8 @@ class Parser {
   // A --name VALUE option; an empty default means "not given".
   Parser& option(const std::string& name, const std::string& value, const std::string& help,
                  const std::string& defaultValue = "");
-  // Adds --model FILE and the overrides of what a model file may lack: --input-mean, --input-std, --activation.
+  // Adds --model FILE (safetensors, or ONNX by its .onnx name) and the overrides of what a model file may lack:
+  // --input-mean, --input-std, --activation.
   Parser& modelOptions(const std::string& help);
   // Adds --device, --verbose and (when `json`) --json, which every command has.
   Parser& common(bool json);

@@ -56,6 +56,7 @@ class Importer {
     if (result_.opset < 7 || result_.opset > 18) {
       throw Error(path_ + ": opset " + std::to_string(result_.opset) + "; glnet reads opsets 7 to 18");
     }
+    for (const onnx::StringStringEntryProto& entry : model.metadata_props()) result_.metadata[entry.key()] = entry.value();
     result_.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
     const onnx::GraphProto& graph = model.graph();
     for (const onnx::NodeProto& node : graph.node()) {
@@ -72,6 +73,8 @@ class Importer {
     const Value& output = value(result_.outputName, "the graph output");
     if (output.constant) throw Error(path_ + ": the output " + result_.outputName + " is a constant; nothing to run");
     result_.output = output.tensor;
+    const auto softmax = softmaxInputs_.find(output.tensor.id);
+    result_.logits = softmax == softmaxInputs_.end() ? output.tensor : softmax->second;
     result_.graph = std::move(graph_);
     return std::move(result_);
   }
@@ -291,7 +294,7 @@ class Importer {
       const Tensor x = tensorInput(node, 0);
       const std::int64_t axis = integer(a, "axis", result_.opset >= 13 ? -1 : 1);
       if (graph_.tensor(x).shape.size() != 2 || (axis != 1 && axis != -1)) refuse(node, "only the softmax of each row of a [batch, classes] tensor is supported yet");
-      apply(node, softmaxOp(), {x}, "softmax");
+      softmaxInputs_[apply(node, softmaxOp(), {x}, "softmax").id] = x;
     } else if (op == "Constant") {
       const auto a = attributes(node, {"value"});
       if (!a.count("value")) refuse(node, "only the value attribute is supported");
@@ -775,6 +778,7 @@ class Importer {
   Graph graph_;
   OnnxModel result_;
   std::map<std::string, Value> values_;
+  std::map<int, Tensor> softmaxInputs_;                  // softmax output tensor id → its input
   std::map<std::string, int> consumers_;                 // readers of each name: nodes and graph outputs
   std::map<int, std::pair<Tensor, Tensor>> layers_;      // output tensor id → weight, bias of the dense or conv computing it
 };

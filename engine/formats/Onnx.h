@@ -15,6 +15,7 @@
 #include "graph/Graph.h"
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,9 @@ struct OnnxModel {
   bool dynamicBatch = false;        // the input's first dimension is symbolic
   std::vector<OnnxNodeSummary> nodes;
   std::size_t parameterBytes = 0;
+  std::map<std::string, std::string> metadata;  // the model's metadata_props (input_mean, input_std, labels, ...)
+  // When the graph ends in a row Softmax: the tensor it takes (the logits), else the output itself.
+  Tensor logits;
 };
 
 // Reads `path` and builds the graph for `batch` images (where the model's batch dimension is symbolic; a fixed

@@ -321,13 +321,21 @@ BenchReport runBenchmarks(const Context& context, const Network& network, const 
   BenchReport report;
   report.persistentMaps = Buffer::hostVisibleAvailable();
   report.coldStart.emplace_back("context creation", context.creationMilliseconds());
+  // Imported models run inference only: their cold start is the inference graph's, and no training step is measured.
+  const bool trains = network.importedFrom.empty();
   {
     // A training graph compiles every kind of program inference and training use (the driver's own shader
     // cache may still shorten a second start).
-    const NetworkGraph nodes = buildGraph(network, settings.trainingBatch);
-    CompiledGraph compiled(context, nodes.graph, nodes.loss, {nodes.correct}, {OptimizerKind::sgd, 0.01f});
-    compiled.trainingPlan([](Plan&) {});
-    for (const auto& [key, ms] : compiled.compileTimes()) report.coldStart.emplace_back("compile " + key, ms);
+    const NetworkGraph nodes = buildGraph(network, settings.trainingBatch, trains);
+    std::optional<CompiledGraph> compiled;
+    if (trains) {
+      compiled.emplace(context, nodes.graph, nodes.loss, std::vector<Tensor>{nodes.correct}, OptimizerSettings{OptimizerKind::sgd, 0.01f});
+      compiled->trainingPlan([](Plan&) {});
+    } else {
+      compiled.emplace(context, nodes.graph);
+      compiled->forwardPlan([](Plan&) {});
+    }
+    for (const auto& [key, ms] : compiled->compileTimes()) report.coldStart.emplace_back("compile " + key, ms);
   }
   if (progress) progress("dependent dispatches");
   benchDispatch(context, settings, report);
@@ -335,8 +343,10 @@ BenchReport runBenchmarks(const Context& context, const Network& network, const 
     if (progress) progress("inference, batch " + std::to_string(batch));
     benchInference(context, network, batch, settings, report);
   }
-  if (progress) progress("training step");
-  benchTraining(context, network, settings, report);
+  if (trains) {
+    if (progress) progress("training step");
+    benchTraining(context, network, settings, report);
+  }
   if (progress) progress("elementwise workload");
   benchElementwise(context, settings, report);
   return report;

@@ -1,5 +1,6 @@
 #include "model/Network.h"
 
+#include "formats/Onnx.h"
 #include "gl/check.h"
 
 #include <algorithm>
@@ -84,6 +85,26 @@ void buildMlp(Network& network, const std::vector<int>& sizes, std::mt19937* ran
   }
 }
 
+// input_mean and input_std from a file's metadata, each a number in full: "0.5abc", "nan" and "1e999" are
+// refused, not read as 0.5, NaN or infinity.
+InputFormat inputFormatOf(const std::map<std::string, std::string>& metadata, const std::string& path) {
+  InputFormat format;
+  const auto finite = [&](const char* key, float& value) {
+    const auto found = metadata.find(key);
+    if (found == metadata.end() || found->second.empty()) return;
+    char* end = nullptr;
+    const double parsed = std::strtod(found->second.c_str(), &end);
+    if (*end != '\0' || !std::isfinite(parsed) || std::abs(parsed) > 1e30) {
+      throw Error(path + ": metadata " + key + " is not a finite number");
+    }
+    value = static_cast<float>(parsed);
+  };
+  finite("input_mean", format.mean);
+  finite("input_std", format.std);
+  if (!(format.std > 0.0f)) throw Error(path + ": metadata input_std must be positive");
+  return format;
+}
+
 // PyTorch's nn.Sequential names its layers by position ("0.weight", "2.weight", or "net.0.weight" inside a
 // module): when a file has no fc1/conv1 tensors but only such names, under one prefix, they are renamed in
 // index order, rank-4 weights to conv1, conv2, ... and rank-2 weights to fc1, fc2, ...
@@ -148,7 +169,23 @@ std::vector<int> parseArchitecture(const std::string& text) {
   return sizes;
 }
 
-std::uint32_t Network::classes() const { return layers.back().outputs; }
+std::uint32_t Network::classes() const { return importedFrom.empty() ? layers.back().outputs : importedClasses; }
+
+Network Network::fromOnnx(const std::string& path) {
+  const OnnxModel model = readOnnx(path, 0);
+  const Shape& in = model.graph.tensor(model.input).shape;
+  const Shape& out = model.graph.tensor(model.logits).shape;
+  if (out.size() != 2) throw Error(path + ": the output " + model.outputName + " is " + describe(out) + ", not class scores [batch, classes]");
+  Network network;
+  network.architecture = "onnx";
+  network.importedFrom = path;
+  network.importedClasses = out[1];
+  network.inputShape.assign(in.begin() + 1, in.end());
+  network.activationRecorded = true;  // the graph says what it computes
+  network.inputFormatRecorded = model.metadata.count("input_mean") && model.metadata.count("input_std");
+  network.input = inputFormatOf(model.metadata, path);
+  return network;
+}
 
 Network Network::create(const std::string& architecture, Activation activation, std::uint32_t seed) {
   Network network;
@@ -178,20 +215,7 @@ Network Network::fromTensors(const TensorFile& given, const std::string& path) {
   } catch (const std::exception&) {
     throw Error(path + ": metadata activation is not relu, tanh, sigmoid or none");
   }
-  // A number in full: "0.5abc", "nan" and "1e999" are refused, not read as 0.5, NaN or infinity.
-  const auto finite = [&](const char* key, float& value) {
-    const std::string text = metadataOf(file, key);
-    if (text.empty()) return;
-    char* end = nullptr;
-    const double parsed = std::strtod(text.c_str(), &end);
-    if (*end != '\0' || !std::isfinite(parsed) || std::abs(parsed) > 1e30) {
-      throw Error(path + ": metadata " + key + " is not a finite number");
-    }
-    value = static_cast<float>(parsed);
-  };
-  finite("input_mean", network.input.mean);
-  finite("input_std", network.input.std);
-  if (!(network.input.std > 0.0f)) throw Error(path + ": metadata input_std must be positive");
+  network.input = inputFormatOf(file.metadata, path);
   const auto shapeOf = [&](const std::string& name) -> const std::vector<std::int64_t>* {
     const auto found = file.tensors.find(name);
     return found == file.tensors.end() ? nullptr : &found->second.shape;
@@ -297,6 +321,14 @@ void Network::setParameterValues(const std::vector<std::vector<float>>& values) 
 
 NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLoss) {
   NetworkGraph result;
+  if (!network.importedFrom.empty()) {
+    if (withLoss) throw Error(network.importedFrom + ": training an imported ONNX model is not supported yet");
+    OnnxModel model = readOnnx(network.importedFrom, batch);
+    result.graph = std::move(model.graph);
+    result.images = model.input;
+    result.logits = model.logits;
+    return result;
+  }
   Graph& g = result.graph;
   Shape imageShape{batch};
   imageShape.insert(imageShape.end(), network.inputShape.begin(), network.inputShape.end());

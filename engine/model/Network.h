@@ -44,6 +44,10 @@ struct Network {
   // without glnet's metadata gets the defaults (x/255, ReLU), which callers should point out.
   bool inputFormatRecorded = true;
   bool activationRecorded = true;
+  // An imported ONNX classifier: its graph is read from this file for each batch size (layers and parameters
+  // stay empty), and it has `importedClasses` outputs.
+  std::string importedFrom;
+  std::uint32_t importedClasses = 0;
 
   std::size_t inputs() const { return elementCount(inputShape); }
   std::uint32_t classes() const;
@@ -54,6 +58,10 @@ struct Network {
   // nn.Sequential names (0.weight, 2.weight, ...) are taken in index order as fc1/conv1, ....
   static Network fromTensors(const TensorFile& file, const std::string& path);
   static Network load(const std::string& path) { return fromTensors(readSafetensors(path), path); }
+  // An ONNX model whose input is an image batch ([N, ...] floats, fed (x/255 − input_mean)/input_std from uint8
+  // pixels, mean and std from its metadata_props) and whose output is class scores [N, classes] (logits or
+  // softmax probabilities).
+  static Network fromOnnx(const std::string& path);
   TensorFile toTensors() const;
   void save(const std::string& path) const { writeSafetensors(path, toTensors()); }
 
@@ -63,7 +71,7 @@ struct Network {
 
 // The network as a graph for `batch` images: images [batch, inputShape...] → logits; with labels, also the
 // per-row cross-entropy loss and correctness. Without them the graph is for inference, and a convolution followed
-// by pooling is one op (conv2dMaxPoolOp).
+// by pooling is one op (conv2dMaxPoolOp). An imported model's graph is its file's, for inference only.
 struct NetworkGraph {
   Graph graph;
   Tensor images, labels, logits, loss, correct;
