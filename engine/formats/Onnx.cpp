@@ -17,6 +17,9 @@ namespace glnet {
 namespace {
 
 // A constant on the host: an initializer, a Constant node's value, or a folded result.
+// Folded constants are shapes and small tables; anything larger is no shape arithmetic.
+constexpr std::size_t largestFolded = std::size_t{1} << 22;
+
 struct Constant {
   std::vector<std::int64_t> shape;
   std::vector<double> values;
@@ -248,9 +251,14 @@ class Importer {
     return {found->second->ints().begin(), found->second->ints().end()};
   }
 
-  Tensor tensorInput(const onnx::NodeProto& node, int index) const {
+  // Input `index` of a node, which must be given (a node's input list is the file's to get wrong).
+  const Value& operand(const onnx::NodeProto& node, int index) const {
     if (index >= node.input_size() || node.input(index).empty()) refuse(node, "input " + std::to_string(index) + " is missing");
-    const Value& v = value(node.input(index), "node '" + node.name() + "'");
+    return value(node.input(index), "node '" + node.name() + "'");
+  }
+
+  Tensor tensorInput(const onnx::NodeProto& node, int index) const {
+    const Value& v = operand(node, index);
     if (v.constant) refuse(node, "input " + std::to_string(index) + " is a constant where glnet computes a tensor");
     return v.tensor;
   }
@@ -303,7 +311,7 @@ class Importer {
     } else if (op == "Identity" || op == "Dropout") {
       attributes(node, {"seed", "ratio"});
       if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the mask output is not supported (inference only)");
-      const Value& in = value(node.input(0), "node '" + node.name() + "'");
+      const Value& in = operand(node, 0);
       values_[node.output(0)] = in;
       result_.nodes.push_back({node.name(), op, "identity", in.constant ? Shape{} : graph_.tensor(in.tensor).shape});
     } else if (op == "Gemm" || op == "MatMul") {
@@ -378,8 +386,8 @@ class Importer {
   }
 
   void importAdd(const onnx::NodeProto& node) {
-    const Value& left = value(node.input(0), "node '" + node.name() + "'");
-    const Value& right = value(node.input(1), "node '" + node.name() + "'");
+    const Value& left = operand(node, 0);
+    const Value& right = operand(node, 1);
     if (!left.constant && !right.constant) {
       if (graph_.tensor(left.tensor).shape != graph_.tensor(right.tensor).shape) refuse(node, "broadcasting between two computed tensors is not supported yet");
       apply(node, addOp(), {left.tensor, right.tensor}, "add");
@@ -411,6 +419,9 @@ class Importer {
     const Tensor x = tensorInput(node, 0);
     const Constant* w = constantInput(node, 1);
     if (!w || w->shape.size() != 4) refuse(node, "W must be a constant [out_c, in_c, kh, kw]");
+    if (!pads.empty() && (pads[0] < 0 || pads[0] >= std::min(w->shape[2], w->shape[3]))) {
+      refuse(node, "pads of " + std::to_string(pads[0]) + " for a " + std::to_string(w->shape[2]) + "x" + std::to_string(w->shape[3]) + " kernel");
+    }
     std::vector<double> bias(static_cast<std::size_t>(w->shape[0]), 0.0);
     if (const Constant* b = constantInput(node, 2)) {
       if (b->elements() != bias.size()) refuse(node, "B must be [" + std::to_string(bias.size()) + "]");
@@ -487,9 +498,32 @@ class Importer {
     return true;
   }
 
-  const Constant& input(const onnx::NodeProto& node, int index) const {
-    if (index >= node.input_size() || node.input(index).empty()) refuse(node, "input " + std::to_string(index) + " is missing");
-    return value(node.input(index), "node '" + node.name() + "'").host;
+  const Constant& input(const onnx::NodeProto& node, int index) const { return operand(node, index).host; }
+  // A constant's value used as an integer (an index, axis or dimension): refused unless whole and in range,
+  // never converted with undefined behaviour.
+  std::int64_t whole(const onnx::NodeProto& node, double v) const {
+    if (!std::isfinite(v) || std::abs(v) > 9.0e15 || v != std::trunc(v)) refuse(node, "a value used as an integer is not one");
+    return static_cast<std::int64_t>(v);
+  }
+  // A folded constant's shape from values, each dimension from 0 to 2^24, at most largestFolded elements.
+  std::vector<std::int64_t> foldedShape(const onnx::NodeProto& node, const std::vector<double>& values) const {
+    std::vector<std::int64_t> shape;
+    std::size_t count = 1;
+    for (const double v : values) {
+      const std::int64_t d = whole(node, v);
+      if (d < 0 || d > (1 << 24)) refuse(node, "a dimension of " + std::to_string(d));
+      shape.push_back(d);
+      count = d == 0 ? 0 : std::min<std::size_t>(count * static_cast<std::size_t>(d), largestFolded + 1);
+    }
+    if (count > largestFolded) refuse(node, "a folded constant of more than " + std::to_string(largestFolded) + " elements");
+    return shape;
+  }
+
+  // The first value of a constant input that must hold at least one.
+  double scalar(const onnx::NodeProto& node, int index) const {
+    const Constant& c = input(node, index);
+    if (c.values.empty()) refuse(node, "input " + std::to_string(index) + " is empty where a value is needed");
+    return c.values[0];
   }
   // Axis values, from an attribute (older opsets) or a constant input (newer ones), made non-negative for `rank`.
   std::vector<std::int64_t> axes(const onnx::NodeProto& node, const std::map<std::string, const onnx::AttributeProto*>& a,
@@ -497,7 +531,8 @@ class Importer {
     std::vector<std::int64_t> list = integers(a, "axes");
     if (node.input_size() > inputIndex && !node.input(inputIndex).empty()) {
       const Constant& given = input(node, inputIndex);
-      list.assign(given.values.begin(), given.values.end());
+      list.clear();
+      for (const double v : given.values) list.push_back(whole(node, v));
     }
     for (std::int64_t& axis : list) {
       if (axis < -rank || axis >= rank) refuse(node, "axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
@@ -528,7 +563,7 @@ class Importer {
       }
     }
     const std::size_t count = result.elements();
-    if (count > (std::size_t{1} << 26)) refuse(node, "a folded constant of " + std::to_string(count) + " elements is too large");
+    if (count > largestFolded) refuse(node, "a folded constant of " + std::to_string(count) + " elements is too large");
     result.values.resize(count);
     const std::vector<std::size_t> out = strides(result.shape);
     std::vector<double> arguments(operands.size());
@@ -552,7 +587,7 @@ class Importer {
     const std::string& op = node.op_type();
     if (op == "Shape") {
       const auto a = attributes(node, {"start", "end"});
-      const Value& in = value(node.input(0), "node '" + node.name() + "'");
+      const Value& in = operand(node, 0);
       std::vector<std::int64_t> dims;
       if (in.constant) {
         dims = in.host.shape;
@@ -671,6 +706,7 @@ class Importer {
       std::size_t outer = 1, inner = 1;
       for (std::size_t i = 0; i < ax; ++i) outer *= static_cast<std::size_t>(data.shape[i]);
       for (std::size_t i = ax + 1; i < data.shape.size(); ++i) inner *= static_cast<std::size_t>(data.shape[i]);
+      if (outer * inner * indices.values.size() > largestFolded) refuse(node, "a folded constant is too large");
       const std::int64_t extent = data.shape[ax];
       Constant result;
       result.integer = data.integer;
@@ -679,7 +715,7 @@ class Importer {
       result.shape.insert(result.shape.end(), data.shape.begin() + axis + 1, data.shape.end());
       for (std::size_t o = 0; o < outer; ++o) {
         for (const double raw : indices.values) {
-          auto index = static_cast<std::int64_t>(raw);
+          std::int64_t index = whole(node, raw);
           if (index < -extent || index >= extent) refuse(node, "index " + std::to_string(index) + " is outside " + std::to_string(extent));
           if (index < 0) index += extent;
           const std::size_t base = (o * static_cast<std::size_t>(extent) + static_cast<std::size_t>(index)) * inner;
@@ -695,9 +731,9 @@ class Importer {
       const Constant& data = input(node, 0);
       if (data.shape.size() != 1) refuse(node, "only slices of 1-D constants (shapes) are folded");
       const auto extent = static_cast<std::int64_t>(data.shape[0]);
-      const std::int64_t startValue = static_cast<std::int64_t>(input(node, 1).values.at(0));
-      const std::int64_t endValue = static_cast<std::int64_t>(std::clamp(input(node, 2).values.at(0), -1e18, 1e18));
-      const std::int64_t step = node.input_size() > 4 && !node.input(4).empty() ? static_cast<std::int64_t>(input(node, 4).values.at(0)) : 1;
+      const auto startValue = static_cast<std::int64_t>(std::clamp(scalar(node, 1), -1e18, 1e18));
+      const auto endValue = static_cast<std::int64_t>(std::clamp(scalar(node, 2), -1e18, 1e18));
+      const std::int64_t step = node.input_size() > 4 && !node.input(4).empty() ? static_cast<std::int64_t>(std::clamp(scalar(node, 4), -1e18, 1e18)) : 1;
       if (step != 1) refuse(node, "steps other than 1 are not folded");
       const auto clamp = [extent](std::int64_t i) { return std::clamp(i < 0 ? i + extent : i, std::int64_t{0}, extent); };
       Constant result{{0}, {}, data.integer};
@@ -708,12 +744,7 @@ class Importer {
     if (op == "ConstantOfShape") {
       const auto a = attributes(node, {"value"});
       const Constant& shape = input(node, 0);
-      Constant result{{}, {}, false};
-      for (const double d : shape.values) {
-        if (d < 0 || d > (1 << 24)) refuse(node, "a dimension of " + std::to_string(d));
-        result.shape.push_back(static_cast<std::int64_t>(d));
-      }
-      if (result.elements() > (std::size_t{1} << 26)) refuse(node, "a folded constant is too large");
+      Constant result{foldedShape(node, shape.values), {}, false};
       double fill = 0;
       if (a.count("value")) {
         const Constant given = readTensor(a.at("value")->t());
@@ -726,10 +757,10 @@ class Importer {
     }
     if (op == "Range") {
       attributes(node, {});
-      const double start = input(node, 0).values.at(0), limit = input(node, 1).values.at(0), delta = input(node, 2).values.at(0);
+      const double start = scalar(node, 0), limit = scalar(node, 1), delta = scalar(node, 2);
       if (delta == 0) refuse(node, "delta is 0");
       const double count = std::max(std::ceil((limit - start) / delta), 0.0);
-      if (count > (1 << 24)) refuse(node, "a range of " + std::to_string(count) + " elements is too large");
+      if (!(count <= static_cast<double>(largestFolded))) refuse(node, "a range of more than " + std::to_string(largestFolded) + " elements");
       Constant result{{static_cast<std::int64_t>(count)}, {}, input(node, 0).integer};
       for (std::int64_t i = 0; i < static_cast<std::int64_t>(count); ++i) result.values.push_back(start + static_cast<double>(i) * delta);
       return result;
@@ -737,12 +768,8 @@ class Importer {
     if (op == "Expand") {
       attributes(node, {});
       Constant target;
-      for (const double d : input(node, 1).values) {
-        if (d < 0 || d > (1 << 24)) refuse(node, "a dimension of " + std::to_string(d));
-        target.shape.push_back(static_cast<std::int64_t>(d));
-      }
+      target.shape = foldedShape(node, input(node, 1).values);
       target.values.assign(target.elements(), 0.0);
-      if (target.elements() > (std::size_t{1} << 26)) refuse(node, "a folded constant is too large");
       Constant result = broadcast(node, {&input(node, 0), &target}, [](const std::vector<double>& v) { return v[0]; });
       result.integer = input(node, 0).integer;
       return result;
@@ -754,7 +781,7 @@ class Importer {
     std::vector<std::int64_t> shape;
     std::int64_t inferred = -1, known = 1;
     for (std::size_t i = 0; i < target.values.size(); ++i) {
-      auto d = static_cast<std::int64_t>(target.values[i]);
+      std::int64_t d = whole(node, target.values[i]);
       if (d == 0 && i < result.shape.size()) d = result.shape[i];
       if (d == -1) {
         if (inferred >= 0) refuse(node, "two dimensions are -1");
