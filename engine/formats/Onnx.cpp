@@ -104,17 +104,18 @@ class Importer {
       external = externalData(tensor);
       raw = &external;
     }
-    const auto element = [&](std::size_t bytes) {
+    // The data must hold exactly the shape's elements, checked before anything is allocated for them.
+    const auto element = [&](std::size_t bytes, int typedValues) {
       if (raw && raw->size() != count * bytes) {
         throw Error(path_ + ": tensor " + tensor.name() + " holds " + std::to_string(raw->size()) + " bytes for shape " +
                     describe(constant.shape));
       }
+      if (!raw && static_cast<std::size_t>(typedValues) != count) throw Error(path_ + ": tensor " + tensor.name() + " has the wrong number of values");
+      constant.values.resize(count);
     };
-    constant.values.resize(count);
     switch (tensor.data_type()) {
       case onnx::TensorProto::FLOAT:
-        element(4);
-        if (!raw && static_cast<std::size_t>(tensor.float_data_size()) != count) throw Error(path_ + ": tensor " + tensor.name() + " has the wrong number of values");
+        element(4, tensor.float_data_size());
         for (std::size_t i = 0; i < count; ++i) {
           float v;
           if (raw) std::memcpy(&v, raw->data() + 4 * i, 4); else v = tensor.float_data(static_cast<int>(i));
@@ -122,8 +123,7 @@ class Importer {
         }
         break;
       case onnx::TensorProto::DOUBLE:
-        element(8);
-        if (!raw && static_cast<std::size_t>(tensor.double_data_size()) != count) throw Error(path_ + ": tensor " + tensor.name() + " has the wrong number of values");
+        element(8, tensor.double_data_size());
         for (std::size_t i = 0; i < count; ++i) {
           double v;
           if (raw) std::memcpy(&v, raw->data() + 8 * i, 8); else v = tensor.double_data(static_cast<int>(i));
@@ -132,8 +132,7 @@ class Importer {
         break;
       case onnx::TensorProto::INT64:
         constant.integer = true;
-        element(8);
-        if (!raw && static_cast<std::size_t>(tensor.int64_data_size()) != count) throw Error(path_ + ": tensor " + tensor.name() + " has the wrong number of values");
+        element(8, tensor.int64_data_size());
         for (std::size_t i = 0; i < count; ++i) {
           std::int64_t v;
           if (raw) std::memcpy(&v, raw->data() + 8 * i, 8); else v = tensor.int64_data(static_cast<int>(i));
@@ -142,8 +141,7 @@ class Importer {
         break;
       case onnx::TensorProto::INT32:
         constant.integer = true;
-        element(4);
-        if (!raw && static_cast<std::size_t>(tensor.int32_data_size()) != count) throw Error(path_ + ": tensor " + tensor.name() + " has the wrong number of values");
+        element(4, tensor.int32_data_size());
         for (std::size_t i = 0; i < count; ++i) {
           std::int32_t v;
           if (raw) std::memcpy(&v, raw->data() + 4 * i, 4); else v = tensor.int32_data(static_cast<int>(i));

@@ -1,0 +1,55 @@
+#include "formats/Npy.h"
+#include "gl/check.h"
+#include "support/TempDir.h"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+using namespace glnet;
+
+namespace {
+
+// A .npy file of version 1.0 with `header` as its dict (padded as NumPy pads it) and `data` after it.
+std::string npy(const std::string& dict, const std::string& data) {
+  std::string header = dict;
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  return bytes + header + data;
+}
+
+}  // namespace
+
+TEST_CASE("npy files: float32 written and read back, float64 read, everything else refused with the reason") {
+  const test::TempDir directory;
+  const NpyArray array{{2, 3, 1}, {1.5f, -2, 0, 3.25f, 1e-7f, -0.0f}};
+  writeNpy(directory.file("a.npy"), array);
+  const NpyArray back = readNpy(directory.file("a.npy"));
+  CHECK(back.shape == array.shape);
+  CHECK(back.values == array.values);
+  writeNpy(directory.file("scalar.npy"), {{}, {4.0f}});
+  CHECK(readNpy(directory.file("scalar.npy")).values == std::vector<float>{4.0f});
+
+  const double wide[2] = {0.25, -8};
+  std::string data(16, '\0');
+  std::memcpy(data.data(), wide, 16);
+  const std::string f8 = directory.write("f8.npy", npy("{'descr': '<f8', 'fortran_order': False, 'shape': (2,), }", data));
+  CHECK(readNpy(f8).values == std::vector<float>{0.25f, -8.0f});
+
+  const auto refused = [&](const std::string& name, const std::string& bytes, const char* reason) {
+    CAPTURE(name);
+    CHECK_THROWS_WITH_AS(readNpy(directory.write(name, bytes)), doctest::Contains(reason), Error);
+  };
+  refused("magic", "not numpy at all", "no .npy magic");
+  refused("int", npy("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }", data), "dtype <i8");
+  refused("big-endian", npy("{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", data), "dtype >f4");
+  refused("fortran", npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", data), "Fortran order");
+  refused("short", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", data), "shape needs 20 bytes of data, the file holds 16");
+  refused("long", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", data), "shape needs 12 bytes");
+  refused("no-shape", npy("{'descr': '<f4', 'fortran_order': False}", data), "without descr, fortran_order or shape");
+  refused("huge", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", data), "too many elements");
+  CHECK_THROWS_WITH_AS(readNpy(directory.path().string()), doctest::Contains("is a directory"), Error);
+}
