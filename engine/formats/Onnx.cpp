@@ -517,6 +517,18 @@ class Importer {
     return shape;
   }
 
+  // The product of some dimensions of a constant, which may be large where another dimension is 0 (no elements,
+  // yet loops over the rest would run for ever): refused beyond largestFolded.
+  std::size_t boundedProduct(const onnx::NodeProto& node, std::vector<std::int64_t>::const_iterator begin,
+                             std::vector<std::int64_t>::const_iterator end) const {
+    std::size_t product = 1;
+    for (auto it = begin; it != end; ++it) {
+      product *= static_cast<std::size_t>(*it);
+      if (product > largestFolded) refuse(node, "a constant with more than " + std::to_string(largestFolded) + " rows");
+    }
+    return product;
+  }
+
   // The first value of a constant input that must hold at least one.
   double scalar(const onnx::NodeProto& node, int index) const {
     const Constant& c = input(node, index);
@@ -671,8 +683,7 @@ class Importer {
       if (axis < 0) axis += rank;
       Constant result = first;
       result.shape[static_cast<std::size_t>(axis)] = 0;
-      std::size_t outer = 1;
-      for (std::int64_t i = 0; i < axis; ++i) outer *= static_cast<std::size_t>(first.shape[static_cast<std::size_t>(i)]);
+      const std::size_t outer = boundedProduct(node, first.shape.begin(), first.shape.begin() + axis);
       std::vector<std::vector<double>> pieces(outer);
       for (int k = 0; k < node.input_size(); ++k) {
         const Constant& part = input(node, k);
@@ -701,9 +712,8 @@ class Importer {
       if (rank == 0 || axis < -rank || axis >= rank) refuse(node, "axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
       if (axis < 0) axis += rank;
       const auto ax = static_cast<std::size_t>(axis);
-      std::size_t outer = 1, inner = 1;
-      for (std::size_t i = 0; i < ax; ++i) outer *= static_cast<std::size_t>(data.shape[i]);
-      for (std::size_t i = ax + 1; i < data.shape.size(); ++i) inner *= static_cast<std::size_t>(data.shape[i]);
+      const std::size_t outer = boundedProduct(node, data.shape.begin(), data.shape.begin() + axis);
+      const std::size_t inner = boundedProduct(node, data.shape.begin() + axis + 1, data.shape.end());
       if (outer * inner * indices.values.size() > largestFolded) refuse(node, "a folded constant is too large");
       const std::int64_t extent = data.shape[ax];
       Constant result;
@@ -778,6 +788,7 @@ class Importer {
     const Constant& target = input(node, 1);
     std::vector<std::int64_t> shape;
     std::int64_t inferred = -1, known = 1;
+    const auto count = static_cast<std::int64_t>(result.values.size());
     for (std::size_t i = 0; i < target.values.size(); ++i) {
       std::int64_t d = whole(node, target.values[i]);
       if (d == 0 && i < result.shape.size()) d = result.shape[i];
@@ -788,10 +799,13 @@ class Importer {
         continue;
       }
       if (d < 0) refuse(node, "a dimension of " + std::to_string(d));
+      // Every factor stays within the element count, so the product never overflows.
+      if (d > std::max<std::int64_t>(count, 1) || (d != 0 && known > std::max<std::int64_t>(count, 1) / d)) {
+        refuse(node, "the new shape holds a different number of elements");
+      }
       shape.push_back(d);
       known *= d;
     }
-    const auto count = static_cast<std::int64_t>(result.values.size());
     if (inferred >= 0 && known > 0) shape[static_cast<std::size_t>(inferred)] = count / known;
     result.shape = shape;
     if (static_cast<std::int64_t>(result.elements()) != count) refuse(node, "the new shape holds a different number of elements");
