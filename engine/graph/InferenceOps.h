@@ -1,0 +1,81 @@
+// The general tensor operators of imported models (ONNX): pointwise functions, NumPy-broadcast arithmetic,
+// layout changes (transpose, slice, concat, pad, expand, reshape), pooling of any geometry, grouped and strided
+// convolution, functions along an axis (softmax, reductions, layer normalization) and products of two computed
+// tensors. Inference only: they carry no gradient. Each has its shader and a float64 reference.
+#pragma once
+
+#include "gl/Program.h"
+#include "graph/Op.h"
+
+#include <array>
+#include <memory>
+#include <vector>
+
+namespace glnet {
+
+// The most axes a tensor of these ops may have (ONNX vision and transformer models use up to 5 or 6).
+constexpr std::size_t largestRank = 6;
+
+enum class PointwiseKind {
+  identity = 0, relu, sigmoid, tanh, clip, hardSigmoid, hardSwish, leakyRelu, erf, gelu, geluTanh, sqrt, pow, exp, log,
+  negate, abs, reciprocal, elu, softplus, silu
+};
+
+// A pointwise function with its constants (Clip's min and max, HardSigmoid's alpha and beta, LeakyRelu's and
+// Elu's alpha, Pow's exponent as alpha); the numbers of shaders/Pointwise.glsl.
+struct Pointwise {
+  PointwiseKind kind = PointwiseKind::identity;
+  float alpha = 0.0f, beta = 0.0f;
+  double operator()(double x) const;
+  std::string name() const;
+  std::vector<ShaderDefine> defines() const;
+};
+
+enum class BinaryKind { add = 0, subtract, multiply, divide, power, maximum, minimum };
+
+struct PoolSettings {
+  bool average = false;
+  std::array<std::uint32_t, 2> kernel{1, 1}, strides{1, 1}, dilations{1, 1};
+  std::array<std::uint32_t, 4> pads{0, 0, 0, 0};  // top, left, bottom, right
+  bool ceilMode = false;
+  bool countIncludePad = false;
+};
+
+struct ConvSettings {
+  std::array<std::uint32_t, 2> strides{1, 1}, dilations{1, 1};
+  std::array<std::uint32_t, 4> pads{0, 0, 0, 0};  // top, left, bottom, right
+  std::uint32_t groups = 1;
+};
+
+enum class AxisKind { softmax = 0, logSoftmax, layerNormalization, mean, sum, max, min };
+
+// y = f(x).
+std::shared_ptr<const Op> pointwiseOp(Pointwise function);
+// y = after(a ∘ b), shapes broadcast as NumPy does.
+std::shared_ptr<const Op> broadcastOp(BinaryKind kind, Pointwise after = {});
+// y = x with its axes permuted: y's axis k is x's axis permutation[k].
+std::shared_ptr<const Op> transposeOp(std::vector<std::uint32_t> permutation);
+// Per axis, elements start, start + step, ... (`size` of them); steps may be negative.
+std::shared_ptr<const Op> sliceOp(std::vector<std::int64_t> starts, std::vector<std::int64_t> steps, Shape size);
+// The inputs joined along `axis`.
+std::shared_ptr<const Op> concatOp(std::uint32_t axis);
+// `before` and `after` elements of `value` around each axis.
+std::shared_ptr<const Op> padOp(std::vector<std::uint32_t> before, std::vector<std::uint32_t> after, float value);
+// x broadcast to `shape` (NumPy rules; the result's rank may be larger).
+std::shared_ptr<const Op> expandOp(Shape shape);
+// The same elements in another shape, as a view of the same memory.
+std::shared_ptr<const Op> reshapeOp(Shape shape);
+// 2-D pooling over [N, C, H, W].
+std::shared_ptr<const Op> poolOp(PoolSettings settings);
+// Y = after(conv(X, W) + b), X [N, C, H, W], W [OC, C/groups, KH, KW], b [OC].
+std::shared_ptr<const Op> groupedConvOp(ConvSettings settings, Pointwise after = {});
+// Along axes [first, last) of x (merged into one): softmax, log-softmax and layer normalization keep the shape
+// (layer normalization takes gamma and beta shaped like those axes); reductions drop the axes, or keep them as 1.
+std::shared_ptr<const Op> axisOp(AxisKind kind, std::uint32_t first, std::uint32_t last, bool keepDims = true, float epsilon = 1e-5f);
+// Y = A·B over the last two axes of two computed tensors, their leading axes broadcast (up to 4).
+std::shared_ptr<const Op> batchedMatMulOp();
+
+// The shape two shapes broadcast to; throws glnet::Error when they do not.
+Shape broadcastShapes(const Shape& a, const Shape& b);
+
+}  // namespace glnet

@@ -1,0 +1,91 @@
+// Functions along one axis of a tensor seen as [outer, axis, inner]: one work group per line (outer, inner),
+// its invocations striding along the axis and combining through shared memory.
+//   AXIS_OP 0 softmax, 1 log-softmax, 2 layer normalization (y = (x − mean)/sqrt(var + epsilon)·gamma + beta,
+//   gamma and beta along the axis): y has x's shape; 3 mean, 4 sum, 5 max, 6 min: y [outer, inner]
+// bindings: 0 x read, 1 gamma read (op 2; x again otherwise), 2 beta read (op 2; x again otherwise), 3 y write
+// uniforms: 0 lines (outer·inner), 1 axis length, 2 inner, 3 epsilon (op 2)
+layout(local_size_x = GLNET_GROUP_SIZE) in;
+
+layout(std430, binding = 0) readonly buffer Source { float x[]; };
+layout(std430, binding = 1) readonly buffer Gamma { float gamma[]; };
+layout(std430, binding = 2) readonly buffer Beta { float beta[]; };
+layout(std430, binding = 3) writeonly buffer Result { float y[]; };
+layout(location = 0) uniform uint lines;
+layout(location = 1) uniform uint axis;
+layout(location = 2) uniform uint inner;
+layout(location = 3) uniform float epsilon;
+
+shared float partial[GLNET_GROUP_SIZE];
+
+// Every invocation's `value` combined (sum, or max when `largest`, min when `smallest`); all get the result.
+float combineGroup(float value, int kind) {
+  uint local = gl_LocalInvocationID.x;
+  partial[local] = value;
+  memoryBarrierShared();
+  barrier();
+  for (uint stride = uint(GLNET_GROUP_SIZE / 2); stride > 0u; stride >>= 1) {
+    if (local < stride) {
+      float other = partial[local + stride];
+      partial[local] = kind == 0 ? partial[local] + other : kind == 1 ? max(partial[local], other) : min(partial[local], other);
+    }
+    memoryBarrierShared();
+    barrier();
+  }
+  float result = partial[0];
+  // The next call overwrites partial: every invocation reads it first (the memory barrier keeps Mesa from
+  // moving the read past the control barrier).
+  memoryBarrierShared();
+  barrier();
+  return result;
+}
+
+void main() {
+  uint line = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
+  // Whole groups leave together: the barriers in combineGroup need every invocation of the group.
+  if (line >= lines) return;
+  uint local = gl_LocalInvocationID.x, step = uint(GLNET_GROUP_SIZE);
+  uint base = (line / inner) * axis * inner + line % inner;
+#if AXIS_OP <= 1
+  float largest = uintBitsToFloat(0xff800000u);
+  for (uint k = local; k < axis; k += step) largest = max(largest, x[base + k * inner]);
+  largest = combineGroup(largest, 1);
+  float sum = 0.0;
+  for (uint k = local; k < axis; k += step) sum += exp(x[base + k * inner] - largest);
+  sum = combineGroup(sum, 0);
+#if AXIS_OP == 0
+  for (uint k = local; k < axis; k += step) y[base + k * inner] = exp(x[base + k * inner] - largest) / sum;
+#else
+  float logSum = log(sum);
+  for (uint k = local; k < axis; k += step) y[base + k * inner] = x[base + k * inner] - largest - logSum;
+#endif
+#elif AXIS_OP == 2
+  float sum = 0.0;
+  for (uint k = local; k < axis; k += step) sum += x[base + k * inner];
+  float mean = combineGroup(sum, 0) / float(axis);
+  float squares = 0.0;
+  for (uint k = local; k < axis; k += step) {
+    float d = x[base + k * inner] - mean;
+    squares += d * d;
+  }
+  float scale = inversesqrt(combineGroup(squares, 0) / float(axis) + epsilon);
+  for (uint k = local; k < axis; k += step) y[base + k * inner] = (x[base + k * inner] - mean) * scale * gamma[k] + beta[k];
+#else
+#if AXIS_OP == 5
+  float value = uintBitsToFloat(0xff800000u);
+  for (uint k = local; k < axis; k += step) value = max(value, x[base + k * inner]);
+  value = combineGroup(value, 1);
+#elif AXIS_OP == 6
+  float value = uintBitsToFloat(0x7f800000u);
+  for (uint k = local; k < axis; k += step) value = min(value, x[base + k * inner]);
+  value = combineGroup(value, 2);
+#else
+  float value = 0.0;
+  for (uint k = local; k < axis; k += step) value += x[base + k * inner];
+  value = combineGroup(value, 0);
+#if AXIS_OP == 3
+  value /= float(axis);
+#endif
+#endif
+  if (local == 0u) y[line] = value;
+#endif
+}

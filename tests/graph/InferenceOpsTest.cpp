@@ -1,0 +1,168 @@
+// Every operator of imported models against its float64 reference: fresh random inputs, odd sizes, outputs
+// poisoned with NaN before the run, under both APIs (the gl suite runs under GL and ES).
+#include "graph/CompiledGraph.h"
+#include "graph/InferenceOps.h"
+#include "graph/ReferenceGraph.h"
+#include "support/Compare.h"
+#include "support/GlContext.h"
+#include "support/Random.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+using namespace glnet;
+
+namespace {
+
+struct Case {
+  std::shared_ptr<const Op> op;
+  std::vector<Shape> inputs;
+  float low = -2.0f, high = 2.0f;
+  double atol = 1e-6, rtol = 1e-5;
+};
+
+void checkAgainstReference(const Case& c, std::uint32_t stream) {
+  Context& context = test::glContext();
+  auto random = test::generator(stream);
+  Graph graph;
+  std::vector<Tensor> inputs;
+  std::map<int, std::vector<double>> feeds;
+  std::vector<std::vector<float>> values;
+  for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+    inputs.push_back(graph.input("x" + std::to_string(i), c.inputs[i]));
+    values.push_back(test::uniformFloats(random, elementCount(c.inputs[i]), c.low, c.high));
+    feeds[inputs.back().id] = test::widen(values.back());
+  }
+  const Tensor y = graph.apply(c.op, inputs);
+  CAPTURE(c.op->name());
+  CAPTURE(describe(graph.tensor(y).shape));
+  CompiledGraph compiled(context, graph);
+  Plan plan = compiled.forwardPlan([](Plan&) {});
+  for (std::size_t i = 0; i < inputs.size(); ++i) compiled.upload(inputs[i], values[i].data(), values[i].size() * sizeof(float));
+  std::vector<float> result(elementCount(graph.tensor(y).shape), NAN);
+  if (!c.op->isView()) compiled.upload(y, result.data(), result.size() * sizeof(float));  // poisoned: an unwritten element fails
+  plan.run();
+  const BufferView out = compiled.view(y);
+  plan.read(*out.buffer, result.data(), result.size() * sizeof(float), out.offset);
+  const std::vector<std::vector<double>> reference = referenceValues(graph, feeds);
+  test::checkClose(result, reference[static_cast<std::size_t>(y.id)], c.atol, c.rtol);
+}
+
+}  // namespace
+
+TEST_SUITE("gl") {
+  TEST_CASE("pointwise functions of imported models match float64") {
+    std::uint32_t stream = 300;
+    const std::vector<Pointwise> functions{{PointwiseKind::relu},        {PointwiseKind::sigmoid},    {PointwiseKind::tanh},
+                                           {PointwiseKind::clip, 0, 6},  {PointwiseKind::clip, -INFINITY, 0.5f},
+                                           {PointwiseKind::hardSigmoid, 0.2f, 0.5f},  {PointwiseKind::hardSwish},
+                                           {PointwiseKind::leakyRelu, 0.01f},         {PointwiseKind::erf},
+                                           {PointwiseKind::gelu},        {PointwiseKind::geluTanh},   {PointwiseKind::exp},
+                                           {PointwiseKind::negate},      {PointwiseKind::abs},        {PointwiseKind::elu, 1.0f},
+                                           {PointwiseKind::softplus},    {PointwiseKind::silu},       {PointwiseKind::pow, 3.0f},
+                                           {PointwiseKind::pow, 2.0f}};
+    for (const Pointwise& f : functions) {
+      // Across erf's two approximations (|x| = 0.5) and out where exp saturates.
+      checkAgainstReference({pointwiseOp(f), {{3, 5, 7}}, -7.0f, 7.0f, 3e-7, 3e-6}, stream++);
+    }
+    // Functions defined for positive inputs only.
+    for (const Pointwise& f : std::vector<Pointwise>{{PointwiseKind::sqrt}, {PointwiseKind::log}, {PointwiseKind::reciprocal}, {PointwiseKind::pow, 0.7f}}) {
+      checkAgainstReference({pointwiseOp(f), {{67}}, 0.1f, 9.0f, 1e-7, 3e-6}, stream++);
+    }
+  }
+
+  TEST_CASE("broadcast arithmetic matches float64 over NumPy's broadcasting rules") {
+    std::uint32_t stream = 340;
+    const std::vector<std::vector<Shape>> pairs{{{2, 3, 5}, {2, 3, 5}}, {{2, 3, 5}, {5}},       {{4, 1, 3}, {1, 7, 1}},
+                                                {{1}, {3, 2}},          {{2, 1, 3, 1, 2}, {5, 1, 2}}, {{2, 3, 1, 1, 2, 3}, {3, 4, 1, 3}}};
+    for (const BinaryKind kind : {BinaryKind::add, BinaryKind::subtract, BinaryKind::multiply, BinaryKind::maximum, BinaryKind::minimum}) {
+      for (const auto& shapes : pairs) checkAgainstReference({broadcastOp(kind), shapes}, stream++);
+    }
+    checkAgainstReference({broadcastOp(BinaryKind::divide), {{3, 4}, {4}}, 0.5f, 2.0f}, stream++);
+    checkAgainstReference({broadcastOp(BinaryKind::power), {{3, 4}, {1}}, 0.5f, 2.0f}, stream++);
+    // A residual sum with its activation fused.
+    checkAgainstReference({broadcastOp(BinaryKind::add, {PointwiseKind::relu}), {{2, 3, 5, 5}, {2, 3, 5, 5}}}, stream++);
+    CHECK_THROWS_WITH(broadcastShapes({2, 3}, {4}), "shapes [2, 3] and [4] do not broadcast");
+  }
+
+  TEST_CASE("layout operators (transpose, slice, concat, pad, expand, reshape) match float64") {
+    std::uint32_t stream = 380;
+    checkAgainstReference({transposeOp({0, 2, 3, 1}), {{2, 3, 5, 7}}}, stream++);
+    checkAgainstReference({transposeOp({2, 0, 1}), {{3, 1, 5}}}, stream++);
+    checkAgainstReference({transposeOp({5, 4, 3, 2, 1, 0}), {{2, 1, 3, 2, 1, 3}}}, stream++);
+    checkAgainstReference({sliceOp({0, 1, 2}, {1, 2, 1}, {2, 3, 3}), {{2, 7, 5}}}, stream++);
+    checkAgainstReference({sliceOp({1, 6}, {1, -2}, {2, 4}), {{3, 7}}}, stream++);
+    checkAgainstReference({concatOp(1), {{2, 3, 5}, {2, 1, 5}, {2, 4, 5}}}, stream++);
+    checkAgainstReference({concatOp(0), {{1, 3}, {2, 3}}}, stream++);
+    checkAgainstReference({concatOp(2), {{2, 3, 1}, {2, 3, 2}}}, stream++);
+    checkAgainstReference({padOp({0, 0, 1, 2}, {0, 1, 1, 0}, 0.5f), {{2, 3, 4, 5}}}, stream++);
+    checkAgainstReference({expandOp({2, 3, 4}), {{3, 1}}}, stream++);
+    checkAgainstReference({expandOp({3, 1}), {{2, 1, 5}}}, stream++);
+    checkAgainstReference({reshapeOp({6, 5}), {{2, 3, 5}}}, stream++);
+    Graph graph;
+    CHECK_THROWS_WITH(graph.apply(sliceOp({0}, {1}, {4}), {graph.input("x", {3})}), "slice runs outside [3]");
+  }
+
+  TEST_CASE("pooling of any geometry matches float64") {
+    std::uint32_t stream = 420;
+    const auto pool = [](bool average, std::array<std::uint32_t, 2> kernel, std::array<std::uint32_t, 2> strides,
+                         std::array<std::uint32_t, 4> pads, bool ceil, bool countPad, std::array<std::uint32_t, 2> dilations = {1, 1}) {
+      PoolSettings s;
+      s.average = average;
+      s.kernel = kernel;
+      s.strides = strides;
+      s.pads = pads;
+      s.ceilMode = ceil;
+      s.countIncludePad = countPad;
+      s.dilations = dilations;
+      return poolOp(s);
+    };
+    checkAgainstReference({pool(false, {3, 3}, {2, 2}, {1, 1, 1, 1}, false, false), {{2, 3, 9, 11}}}, stream++);  // ResNet's stem
+    checkAgainstReference({pool(false, {3, 3}, {2, 2}, {0, 0, 0, 0}, true, false), {{1, 2, 10, 13}}}, stream++);  // SqueezeNet's ceil mode
+    checkAgainstReference({pool(false, {2, 3}, {1, 2}, {0, 1, 1, 0}, false, false, {2, 1}), {{1, 2, 7, 8}}}, stream++);
+    checkAgainstReference({pool(true, {2, 2}, {2, 2}, {0, 0, 0, 0}, false, false), {{2, 3, 7, 7}}}, stream++);  // DenseNet's transitions
+    checkAgainstReference({pool(true, {3, 3}, {2, 2}, {1, 1, 1, 1}, true, true), {{1, 2, 8, 9}}}, stream++);
+    checkAgainstReference({pool(true, {3, 3}, {2, 2}, {1, 1, 1, 1}, true, false), {{1, 2, 8, 9}}}, stream++);
+    checkAgainstReference({pool(true, {5, 5}, {3, 3}, {2, 2, 2, 2}, false, true), {{2, 1, 11, 7}}}, stream++);
+  }
+
+  TEST_CASE("grouped, depthwise, strided and dilated convolutions match float64") {
+    std::uint32_t stream = 460;
+    const auto conv = [](std::array<std::uint32_t, 2> strides, std::array<std::uint32_t, 4> pads, std::uint32_t groups,
+                         std::array<std::uint32_t, 2> dilations = {1, 1}, Pointwise after = {}) {
+      ConvSettings s;
+      s.strides = strides;
+      s.pads = pads;
+      s.groups = groups;
+      s.dilations = dilations;
+      return groupedConvOp(s, after);
+    };
+    checkAgainstReference({conv({2, 2}, {3, 3, 3, 3}, 1), {{2, 3, 17, 15}, {5, 3, 7, 7}, {5}}, -1, 1, 1e-5, 1e-4}, stream++);  // a stem
+    checkAgainstReference({conv({1, 1}, {1, 1, 1, 1}, 6, {1, 1}, {PointwiseKind::clip, 0, 6}), {{2, 6, 9, 7}, {6, 1, 3, 3}, {6}}}, stream++);  // depthwise
+    checkAgainstReference({conv({2, 2}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::hardSwish}), {{1, 4, 11, 11}, {8, 1, 5, 5}, {8}}}, stream++);  // multiplier 2
+    checkAgainstReference({conv({1, 2}, {0, 1, 2, 0}, 3, {2, 1}), {{2, 6, 8, 9}, {9, 2, 3, 2}, {9}}}, stream++);
+    checkAgainstReference({conv({2, 2}, {0, 0, 0, 0}, 1), {{3, 5, 9, 9}, {7, 5, 1, 1}, {7}}}, stream++);  // a downsampling shortcut
+  }
+
+  TEST_CASE("functions along an axis (softmax, log-softmax, layer normalization, reductions) match float64") {
+    std::uint32_t stream = 500;
+    checkAgainstReference({axisOp(AxisKind::softmax, 1, 2), {{3, 1001}}, -6, 6}, stream++);
+    checkAgainstReference({axisOp(AxisKind::softmax, 1, 2), {{2, 5, 3, 3}}, -6, 6}, stream++);  // along channels: strided
+    checkAgainstReference({axisOp(AxisKind::logSoftmax, 2, 3), {{2, 3, 17}}, -6, 6}, stream++);
+    checkAgainstReference({axisOp(AxisKind::layerNormalization, 2, 3, true, 1e-5f), {{1, 1, 5}, {1, 5}, {5}}, -2, 2, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({axisOp(AxisKind::layerNormalization, 2, 3, true, 1e-5f), {{2, 3, 300}, {300}, {300}}, -2, 2, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({axisOp(AxisKind::mean, 2, 4, true), {{2, 3, 7, 7}}}, stream++);  // global average pooling
+    checkAgainstReference({axisOp(AxisKind::mean, 1, 2, false), {{2, 600, 3}}}, stream++);
+    checkAgainstReference({axisOp(AxisKind::sum, 0, 1, false), {{5, 4}}}, stream++);
+    checkAgainstReference({axisOp(AxisKind::max, 2, 4, true), {{1, 3, 5, 5}}}, stream++);
+    checkAgainstReference({axisOp(AxisKind::min, 1, 3, false), {{2, 3, 4}}}, stream++);
+  }
+
+  TEST_CASE("products of two computed tensors, batches broadcast, match float64") {
+    std::uint32_t stream = 540;
+    checkAgainstReference({batchedMatMulOp(), {{3, 5, 7}, {3, 7, 4}}}, stream++);
+    checkAgainstReference({batchedMatMulOp(), {{2, 1, 5, 7}, {3, 7, 2}}}, stream++);
+    checkAgainstReference({batchedMatMulOp(), {{4, 33}, {33, 3}}}, stream++);
+  }
+}
