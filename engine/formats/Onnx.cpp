@@ -2,6 +2,7 @@
 
 #include "gl/FileInput.h"
 #include "gl/check.h"
+#include "graph/InferenceOps.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace glnet {
@@ -63,21 +65,26 @@ class Importer {
     result_.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
     const onnx::GraphProto& graph = model.graph();
     for (const onnx::NodeProto& node : graph.node()) {
-      for (const std::string& name : node.input()) ++consumers_[name];
+      for (const std::string& name : node.input()) {
+        ++consumers_[name];
+        if (readers_[name].empty() || readers_[name].back() != &node) readers_[name].push_back(&node);
+      }
     }
     for (const onnx::ValueInfoProto& output : graph.output()) ++consumers_[output.name()];
     for (const onnx::TensorProto& initializer : graph.initializer()) values_[initializer.name()] = {true, readTensor(initializer), {}};
-    readInput(graph);
+    readInputs(graph);
     for (const onnx::NodeProto& node : graph.node()) importNode(node);
-    if (graph.output_size() != 1) {
-      throw Error(path_ + ": the model has " + std::to_string(graph.output_size()) + " outputs; glnet runs models with one output so far");
+    if (graph.output_size() < 1) throw Error(path_ + ": the model has no output");
+    for (const onnx::ValueInfoProto& port : graph.output()) {
+      const Value& output = value(port.name(), "the graph output");
+      if (output.constant) throw Error(path_ + ": the output " + port.name() + " is a constant; nothing to run");
+      if (graph_.tensor(output.tensor).role != TensorRole::computed) throw Error(path_ + ": the output " + port.name() + " is an input; nothing to run");
+      result_.outputs.push_back({port.name(), output.tensor});
     }
-    result_.outputName = graph.output(0).name();
-    const Value& output = value(result_.outputName, "the graph output");
-    if (output.constant) throw Error(path_ + ": the output " + result_.outputName + " is a constant; nothing to run");
-    result_.output = output.tensor;
-    const auto softmax = softmaxInputs_.find(output.tensor.id);
-    result_.logits = softmax == softmaxInputs_.end() ? output.tensor : softmax->second;
+    result_.outputName = result_.outputs[0].first;
+    result_.output = result_.outputs[0].second;
+    const auto softmax = softmaxInputs_.find(result_.output.id);
+    result_.logits = softmax == softmaxInputs_.end() ? result_.output : softmax->second;
     result_.graph = std::move(graph_);
     return std::move(result_);
   }
@@ -184,39 +191,41 @@ class Importer {
     return bytes.substr(offset, hasLength ? length : std::string::npos);
   }
 
-  void readInput(const onnx::GraphProto& graph) {
-    std::vector<const onnx::ValueInfoProto*> inputs;
+  // Every graph input that is no initializer: float tensors whose only symbolic dimension is the first (the
+  // batch), which takes the bound batch.
+  void readInputs(const onnx::GraphProto& graph) {
     for (const onnx::ValueInfoProto& input : graph.input()) {
-      if (!values_.count(input.name())) inputs.push_back(&input);  // older exporters list initializers as inputs too
-    }
-    if (inputs.size() != 1) {
-      throw Error(path_ + ": the model has " + std::to_string(inputs.size()) + " inputs; glnet runs models with one input so far");
-    }
-    const onnx::ValueInfoProto& input = *inputs[0];
-    if (!input.type().has_tensor_type() || input.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT) {
-      throw Error(path_ + ": input " + input.name() + " is not a float tensor");
-    }
-    Shape shape;
-    const auto& dims = input.type().tensor_type().shape().dim();
-    if (dims.empty()) throw Error(path_ + ": input " + input.name() + " has no shape");
-    for (int i = 0; i < dims.size(); ++i) {
-      if (dims[i].has_dim_value()) {
-        const std::int64_t d = dims[i].dim_value();
-        if (d < 1 || d > (1 << 24)) throw Error(path_ + ": input " + input.name() + " has dimension " + std::to_string(d));
-        shape.push_back(static_cast<std::uint32_t>(d));
-      } else if (i == 0) {
-        shape.push_back(batch_ == 0 ? 1 : batch_);
-        result_.dynamicBatch = true;
-      } else {
-        throw Error(path_ + ": input " + input.name() + " has a symbolic dimension " + std::to_string(i) + "; only the batch may be");
+      if (values_.count(input.name())) continue;  // older exporters list initializers as inputs too
+      if (!input.type().has_tensor_type() || input.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT) {
+        throw Error(path_ + ": input " + input.name() + " is not a float tensor");
       }
+      if (!input.type().tensor_type().has_shape()) throw Error(path_ + ": input " + input.name() + " has no shape");
+      const bool first = result_.inputs.empty();
+      Shape shape;
+      const auto& dims = input.type().tensor_type().shape().dim();
+      for (int i = 0; i < dims.size(); ++i) {
+        if (dims[i].has_dim_value()) {
+          const std::int64_t d = dims[i].dim_value();
+          if (d < 1 || d > (1 << 24)) throw Error(path_ + ": input " + input.name() + " has dimension " + std::to_string(d));
+          shape.push_back(static_cast<std::uint32_t>(d));
+        } else if (i == 0) {
+          shape.push_back(batch_ == 0 ? 1 : batch_);
+          result_.dynamicBatch = result_.dynamicBatch || first;
+        } else {
+          throw Error(path_ + ": input " + input.name() + " has a symbolic dimension " + std::to_string(i) + "; only the batch may be");
+        }
+      }
+      if (first && batch_ != 0 && (shape.empty() || shape[0] != batch_)) {
+        throw Error(path_ + ": the model's batch is fixed at " + (shape.empty() ? std::string("none (a scalar input)") : std::to_string(shape[0])) +
+                    ", not " + std::to_string(batch_));
+      }
+      const Tensor tensor = graph_.input(input.name(), shape);
+      result_.inputs.push_back({input.name(), tensor});
+      values_[input.name()] = {false, {}, tensor};
     }
-    if (batch_ != 0 && shape[0] != batch_) {
-      throw Error(path_ + ": the model's batch is fixed at " + std::to_string(shape[0]) + ", not " + std::to_string(batch_));
-    }
-    result_.inputName = input.name();
-    result_.input = graph_.input(input.name(), shape);
-    values_[input.name()] = {false, {}, result_.input};
+    if (result_.inputs.empty()) throw Error(path_ + ": the model has no input");
+    result_.inputName = result_.inputs[0].first;
+    result_.input = result_.inputs[0].second;
   }
 
   const Value& value(const std::string& name, const std::string& user) const {
@@ -289,81 +298,214 @@ class Importer {
   void importNode(const onnx::NodeProto& node) {
     if (!node.domain().empty() && node.domain() != "ai.onnx") refuse(node, "the domain " + node.domain() + " is not supported");
     if (node.output_size() < 1) refuse(node, "it has no output");
+    if (fused_.count(&node)) {
+      // Its function runs inside the op that computes its input (see fusedPointwise).
+      const Value& in = operand(node, 0);
+      values_[node.output(0)] = in;
+      result_.nodes.push_back({node.name(), node.op_type(), "fused", graph_.tensor(in.tensor).shape});
+      return;
+    }
     if (foldable(node)) {
       values_[node.output(0)] = {true, fold(node), {}};
       result_.nodes.push_back({node.name(), node.op_type(), "folded", {}});
       return;
     }
     const std::string& op = node.op_type();
-    if (op == "Softmax") {
-      const auto a = attributes(node, {"axis"});
-      const Tensor x = tensorInput(node, 0);
-      const std::int64_t axis = integer(a, "axis", result_.opset >= 13 ? -1 : 1);
-      if (graph_.tensor(x).shape.size() != 2 || (axis != 1 && axis != -1)) refuse(node, "only the softmax of each row of a [batch, classes] tensor is supported yet");
-      softmaxInputs_[apply(node, softmaxOp(), {x}, "softmax").id] = x;
-    } else if (op == "Constant") {
+    if (op == "Constant") {
       const auto a = attributes(node, {"value"});
       if (!a.count("value")) refuse(node, "only the value attribute is supported");
       values_[node.output(0)] = {true, readTensor(a.at("value")->t()), {}};
       result_.nodes.push_back({node.name(), op, "folded", {}});
-    } else if (op == "Identity" || op == "Dropout") {
-      attributes(node, {"seed", "ratio"});
+    } else if (op == "Identity" || op == "Dropout" || op == "Cast") {
+      const auto a = attributes(node, {"seed", "ratio", "training_mode", "to", "saturate"});
+      if (op == "Cast" && integer(a, "to", 0) != onnx::TensorProto::FLOAT) refuse(node, "a tensor computed on the GPU stays float; casts to other types are not supported");
+      if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty() && scalar(node, 2) != 0) refuse(node, "training mode is not supported");
       if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the mask output is not supported (inference only)");
       const Value& in = operand(node, 0);
       values_[node.output(0)] = in;
       result_.nodes.push_back({node.name(), op, "identity", in.constant ? Shape{} : graph_.tensor(in.tensor).shape});
     } else if (op == "Gemm" || op == "MatMul") {
-      importDense(node);
-    } else if (op == "Add") {
-      attributes(node, {});
-      importAdd(node);
-    } else if (op == "Relu" || op == "Sigmoid" || op == "Tanh") {
-      attributes(node, {});
-      const Activation activation = op == "Relu" ? Activation::relu : op == "Sigmoid" ? Activation::sigmoid : Activation::tanh;
-      apply(node, activationOp(activation), {tensorInput(node, 0)}, "activation");
+      importProduct(node);
+    } else if (const std::optional<Pointwise> function = pointwiseOf(node)) {
+      apply(node, pointwiseOp(*function), {tensorInput(node, 0)}, function->name());
+    } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Max" || op == "Min") {
+      importBinary(node);
     } else if (op == "Conv") {
       importConv(node);
     } else if (op == "BatchNormalization") {
       importBatchNormalization(node);
-    } else if (op == "MaxPool") {
-      const auto a = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "storage_order"});
-      const auto pads = integers(a, "pads");
-      const auto dilations = integers(a, "dilations");
-      if (integers(a, "kernel_shape") != std::vector<std::int64_t>{2, 2} || integers(a, "strides") != std::vector<std::int64_t>{2, 2} ||
-          std::any_of(pads.begin(), pads.end(), [](std::int64_t p) { return p != 0; }) ||
-          std::any_of(dilations.begin(), dilations.end(), [](std::int64_t d) { return d != 1; }) || integer(a, "ceil_mode", 0) != 0 ||
-          (a.count("auto_pad") && a.at("auto_pad")->s() != "NOTSET")) {
-        refuse(node, "only 2x2 pooling with stride 2, no padding and floor rounding is supported so far");
-      }
-      if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the indices output is not supported");
-      apply(node, maxPoolOp(), {tensorInput(node, 0)}, "max pool");
-    } else if (op == "Flatten") {
-      const auto a = attributes(node, {"axis"});
-      if (integer(a, "axis", 1) != 1) refuse(node, "only axis 1 (keep the batch) is supported");
-      apply(node, flattenOp(), {tensorInput(node, 0)}, "view");
-    } else if (op == "Reshape") {
-      attributes(node, {"allowzero"});
+    } else if (op == "MaxPool" || op == "AveragePool") {
+      importPool(node);
+    } else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+      attributes(node, {});
+      const Tensor x = tensorInput(node, 0);
+      const auto rank = static_cast<std::uint32_t>(shapeOf(x).size());
+      if (rank < 3) refuse(node, "the input must be [N, C, spatial...]");
+      apply(node, axisOp(op == "GlobalAveragePool" ? AxisKind::mean : AxisKind::max, 2, rank, true), {x}, "global pool");
+    } else if (op == "Softmax" || op == "LogSoftmax") {
+      importSoftmax(node);
+    } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin") {
+      importReduce(node);
+    } else if (op == "LayerNormalization") {
+      importLayerNormalization(node);
+    } else if (op == "Flatten" || op == "Reshape" || op == "Squeeze" || op == "Unsqueeze") {
       importReshape(node);
+    } else if (op == "Transpose") {
+      const auto a = attributes(node, {"perm"});
+      const Tensor x = tensorInput(node, 0);
+      const std::size_t rank = shapeOf(x).size();
+      std::vector<std::uint32_t> permutation;
+      for (const std::int64_t p : integers(a, "perm")) permutation.push_back(static_cast<std::uint32_t>(std::clamp<std::int64_t>(p, 0, 1 << 20)));
+      if (!a.count("perm")) {
+        for (std::size_t i = rank; i-- > 0;) permutation.push_back(static_cast<std::uint32_t>(i));
+      }
+      apply(node, transposeOp(permutation), {x}, "transpose");
+    } else if (op == "Slice") {
+      importSlice(node);
+    } else if (op == "Split") {
+      importSplit(node);
+    } else if (op == "Concat") {
+      const auto a = attributes(node, {"axis"});
+      std::vector<Tensor> parts;
+      for (int i = 0; i < node.input_size(); ++i) parts.push_back(tensorOrConstant(node, i));
+      const std::int64_t axis = normalizedAxis(node, integer(a, "axis", 0), shapeOf(parts[0]).size());
+      apply(node, concatOp(static_cast<std::uint32_t>(axis)), parts, "concat");
+    } else if (op == "Gather") {
+      importGather(node);
+    } else if (op == "Pad") {
+      importPad(node);
+    } else if (op == "Expand") {
+      attributes(node, {});
+      const Tensor x = tensorInput(node, 0);
+      const std::vector<std::int64_t> shape = foldedShape(node, input(node, 1).values);
+      apply(node, expandOp(Shape(shape.begin(), shape.end())), {x}, "expand");
     } else {
-      refuse(node, "the op " + op + " is not supported yet (glnet runs Gemm, MatMul, Add, Relu, Sigmoid, Tanh, Softmax, Conv, "
-                   "BatchNormalization after Conv or Gemm, MaxPool, Flatten, Reshape, Identity, Dropout and Constant so far, "
-                   "and folds shape arithmetic on constants)");
+      refuse(node, "the op " + op + " is not supported yet");
     }
   }
 
-  // Gemm (Y = alpha·A·op(B) + beta·C) and MatMul (Y = A·B) with a constant B: one dense layer.
-  void importDense(const onnx::NodeProto& node) {
+  const Shape& shapeOf(Tensor t) const { return graph_.tensor(t).shape; }
+  static std::string nameOf(const onnx::NodeProto& node) { return node.name().empty() ? node.output(0) : node.name(); }
+
+  std::int64_t normalizedAxis(const onnx::NodeProto& node, std::int64_t axis, std::size_t rank, bool inclusiveEnd = false) const {
+    const auto r = static_cast<std::int64_t>(rank);
+    if (axis < -r || axis > r - (inclusiveEnd ? 0 : 1)) refuse(node, "axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
+    return axis < 0 ? axis + r : axis;
+  }
+
+  // A node's input as a GPU tensor: computed, or a constant uploaded as a parameter (once per name).
+  Tensor tensorOrConstant(const onnx::NodeProto& node, int index) {
+    const Value& v = operand(node, index);
+    if (!v.constant) return v.tensor;
+    const std::string& name = node.input(index);
+    if (const auto found = uploaded_.find(name); found != uploaded_.end()) return found->second;
+    for (const std::int64_t d : v.host.shape) {
+      if (d < 1) refuse(node, "constant " + name + " has an empty dimension");
+    }
+    return uploaded_[name] = parameter(name, v.host.shape, v.host.values);
+  }
+
+  // The node that alone reads `name` (no other node, not a graph output), if any.
+  const onnx::NodeProto* soleReader(const std::string& name) const {
+    const auto found = readers_.find(name);
+    if (found == readers_.end() || found->second.size() != 1 || consumers_.at(name) != 1) return nullptr;
+    return found->second[0];
+  }
+
+  // The pointwise function a node computes, when it is one (Clip's bounds and Pow's exponent must be constants).
+  std::optional<Pointwise> pointwiseOf(const onnx::NodeProto& node) const {
+    const std::string& op = node.op_type();
+    static const std::map<std::string, PointwiseKind> plain{
+        {"Relu", PointwiseKind::relu}, {"Sigmoid", PointwiseKind::sigmoid}, {"Tanh", PointwiseKind::tanh}, {"HardSwish", PointwiseKind::hardSwish},
+        {"Erf", PointwiseKind::erf}, {"Sqrt", PointwiseKind::sqrt}, {"Exp", PointwiseKind::exp}, {"Log", PointwiseKind::log},
+        {"Neg", PointwiseKind::negate}, {"Abs", PointwiseKind::abs}, {"Reciprocal", PointwiseKind::reciprocal}, {"Softplus", PointwiseKind::softplus}};
+    if (const auto found = plain.find(op); found != plain.end()) {
+      attributes(node, {});
+      return Pointwise{found->second};
+    }
+    if (op == "LeakyRelu" || op == "Elu") {
+      const auto a = attributes(node, {"alpha"});
+      return Pointwise{op == "Elu" ? PointwiseKind::elu : PointwiseKind::leakyRelu, static_cast<float>(real(a, "alpha", op == "Elu" ? 1.0 : 0.01))};
+    }
+    if (op == "HardSigmoid") {
+      const auto a = attributes(node, {"alpha", "beta"});
+      return Pointwise{PointwiseKind::hardSigmoid, static_cast<float>(real(a, "alpha", 0.2)), static_cast<float>(real(a, "beta", 0.5))};
+    }
+    if (op == "Gelu") {
+      const auto a = attributes(node, {"approximate"});
+      const std::string approximate = a.count("approximate") ? a.at("approximate")->s() : "none";
+      if (approximate != "none" && approximate != "tanh") refuse(node, "approximate = " + approximate + " is not supported");
+      return Pointwise{approximate == "tanh" ? PointwiseKind::geluTanh : PointwiseKind::gelu};
+    }
+    if (op == "Clip") {
+      const auto a = attributes(node, {"min", "max"});
+      float low = -INFINITY, high = INFINITY;
+      if (result_.opset < 11) {
+        low = static_cast<float>(real(a, "min", -INFINITY));
+        high = static_cast<float>(real(a, "max", INFINITY));
+      } else {
+        const auto bound = [&](int index, float otherwise) {
+          if (index >= node.input_size() || node.input(index).empty()) return otherwise;
+          const Value& v = operand(node, index);
+          if (!v.constant || v.host.values.size() != 1) refuse(node, "min and max must be constant scalars");
+          return static_cast<float>(v.host.values[0]);
+        };
+        low = bound(1, -INFINITY);
+        high = bound(2, INFINITY);
+      }
+      return Pointwise{PointwiseKind::clip, low, high};
+    }
+    if (op == "Pow" && node.input_size() == 2) {
+      const Value& exponent = operand(node, 1);
+      if (exponent.constant && exponent.host.values.size() == 1 && !operand(node, 0).constant) {
+        attributes(node, {});
+        return Pointwise{PointwiseKind::pow, static_cast<float>(exponent.host.values[0])};
+      }
+    }
+    return std::nullopt;
+  }
+
+  // The pointwise node that alone reads the output of `producer` (after a BatchNormalization folded into it, if
+  // any), marked to run inside the producer's kernel; `accepts` says which functions the kernel can apply.
+  Pointwise fusedPointwise(const onnx::NodeProto& producer, const std::function<bool(const Pointwise&)>& accepts) {
+    const onnx::NodeProto* next = soleReader(producer.output(0));
+    if (next && next->op_type() == "BatchNormalization" && next->output_size() >= 1) next = soleReader(next->output(0));
+    if (!next || next->input_size() < 1) return {};
+    const std::optional<Pointwise> function = pointwiseOf(*next);
+    if (!function || !accepts(*function)) return {};
+    fused_.insert(next);
+    return *function;
+  }
+  static std::optional<Activation> asActivation(const Pointwise& f) {
+    if (f.kind == PointwiseKind::identity) return Activation::none;
+    if (f.kind == PointwiseKind::relu) return Activation::relu;
+    if (f.kind == PointwiseKind::sigmoid) return Activation::sigmoid;
+    if (f.kind == PointwiseKind::tanh) return Activation::tanh;
+    return std::nullopt;
+  }
+
+  // Gemm (Y = alpha·A·op(B) + beta·C) and MatMul (Y = A·B). A constant B makes a dense layer on the GEMM core
+  // (A of any rank: its leading axes are rows); two computed operands make a batched product.
+  void importProduct(const onnx::NodeProto& node) {
     const bool gemm = node.op_type() == "Gemm";
     const auto a = attributes(node, gemm ? std::set<std::string>{"alpha", "beta", "transA", "transB"} : std::set<std::string>{});
+    const Value& right = operand(node, 1);
+    if (!gemm && (!right.constant || right.host.shape.size() != 2)) {
+      const Tensor x = tensorOrConstant(node, 0), y = tensorOrConstant(node, 1);
+      if (shapeOf(x).size() < 2 || shapeOf(y).size() < 2) refuse(node, "products of 1-D tensors are not supported");
+      apply(node, batchedMatMulOp(), {x, y}, "batched matmul");
+      return;
+    }
     if (integer(a, "transA", 0) != 0) refuse(node, "transA = 1 is not supported");
     const Tensor x = tensorInput(node, 0);
-    const Shape& xShape = graph_.tensor(x).shape;
-    if (xShape.size() != 2) refuse(node, "A must be [batch, features] for glnet so far, not rank " + std::to_string(xShape.size()));
+    const Shape xShape = shapeOf(x);
+    if (xShape.size() < 2 || (gemm && xShape.size() != 2)) refuse(node, "A must be a matrix, not " + glnet::describe(xShape));
     const Constant* b = constantInput(node, 1);
     if (!b || b->shape.size() != 2) refuse(node, "B must be a constant matrix");
     const bool transposed = integer(a, "transB", 0) != 0;
     const std::int64_t inputs = transposed ? b->shape[1] : b->shape[0], outputs = transposed ? b->shape[0] : b->shape[1];
-    if (inputs != xShape[1]) refuse(node, "A has " + std::to_string(xShape[1]) + " columns but B takes " + std::to_string(inputs));
+    if (inputs != xShape.back()) refuse(node, "A has " + std::to_string(xShape.back()) + " columns but B takes " + std::to_string(inputs));
+    if (outputs < 1) refuse(node, "B has no columns");
     const double alpha = real(a, "alpha", 1.0), beta = real(a, "beta", 1.0);
     std::vector<double> weight(static_cast<std::size_t>(outputs * inputs));  // [out, in], as glnet's dense layer takes it
     for (std::int64_t o = 0; o < outputs; ++o) {
@@ -374,64 +516,138 @@ class Importer {
     std::vector<double> bias(static_cast<std::size_t>(outputs), 0.0);
     if (const Constant* c = gemm ? constantInput(node, 2) : nullptr) {
       const std::size_t count = c->elements();
-      if (count != 1 && count != bias.size()) refuse(node, "C must broadcast along the rows ([N] or a scalar), not " + describe(c->shape));
+      if ((count != 1 && count != bias.size()) || (!c->shape.empty() && c->shape.back() != static_cast<std::int64_t>(count))) {
+        refuse(node, "C must broadcast along the rows ([N] or a scalar), not " + describe(c->shape));
+      }
       for (std::size_t o = 0; o < bias.size(); ++o) bias[o] = beta * c->values[count == 1 ? 0 : o];
     }
-    const std::string name = node.name().empty() ? node.output(0) : node.name();
+    const std::string name = nameOf(node);
     const Tensor weightTensor = parameter(name + ".weight", {outputs, inputs}, weight);
     const Tensor biasTensor = parameter(name + ".bias", {outputs}, bias);
-    layers_[apply(node, denseOp(Activation::none), {x, weightTensor, biasTensor}, "dense").id] = {weightTensor, biasTensor};
+    const std::uint32_t rows = static_cast<std::uint32_t>(elementCount(xShape) / xShape.back());
+    const Tensor rowsView = xShape.size() == 2 ? x : graph_.apply(reshapeOp({rows, xShape.back()}), {x});
+    const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }));
+    Tensor out = graph_.apply(denseOp(activation), {rowsView, weightTensor, biasTensor}, name);
+    layers_[out.id] = {weightTensor, biasTensor};
+    if (xShape.size() != 2) {
+      Shape shape(xShape.begin(), xShape.end() - 1);
+      shape.push_back(static_cast<std::uint32_t>(outputs));
+      out = graph_.apply(reshapeOp(shape), {out});
+    }
+    define(node, out, "dense");
   }
 
-  void importAdd(const onnx::NodeProto& node) {
+  // Add, Sub, Mul, Div, Pow, Max and Min with NumPy broadcasting; constant operands become parameters. A constant
+  // row added to a dense layer's output (PyTorch's MatMul + Add) joins the layer's bias instead.
+  void importBinary(const onnx::NodeProto& node) {
+    attributes(node, {});
+    const std::string& op = node.op_type();
+    if (node.input_size() != 2) refuse(node, "only two inputs are supported");
     const Value& left = operand(node, 0);
     const Value& right = operand(node, 1);
-    if (!left.constant && !right.constant) {
-      if (graph_.tensor(left.tensor).shape != graph_.tensor(right.tensor).shape) refuse(node, "broadcasting between two computed tensors is not supported yet");
-      apply(node, addOp(), {left.tensor, right.tensor}, "add");
-      return;
+    if (op == "Add" && (left.constant != right.constant)) {
+      const Tensor x = left.constant ? right.tensor : left.tensor;
+      const Constant& c = left.constant ? left.host : right.host;
+      const auto layer = layers_.find(x.id);
+      const Shape shape = shapeOf(x);
+      if (layer != layers_.end() && shape.size() == 2 && consumers_[node.input(left.constant ? 1 : 0)] == 1 && c.elements() == shape[1] &&
+          !c.shape.empty() && c.shape.back() == shape[1]) {
+        std::vector<float> bias = graph_.tensor(layer->second.second).initial;
+        for (std::size_t o = 0; o < bias.size(); ++o) bias[o] = static_cast<float>(bias[o] + c.values[o]);
+        graph_.setInitial(layer->second.second, std::move(bias));
+        layers_[x.id] = layer->second;
+        values_[node.output(0)] = {false, {}, x};
+        result_.nodes.push_back({node.name(), op, "folded", shape});
+        return;
+      }
     }
-    if (left.constant && right.constant) refuse(node, "adding two constants is not folded yet");
-    const Tensor x = left.constant ? right.tensor : left.tensor;
-    const Constant& c = left.constant ? left.host : right.host;
-    const Shape& shape = graph_.tensor(x).shape;
-    if (shape.size() != 2 || c.elements() != shape[1] || (!c.shape.empty() && c.shape.back() != shape[1])) {
-      refuse(node, "only a constant row [" + std::to_string(shape.size() == 2 ? shape[1] : 0) + "] added to a [batch, features] tensor is supported, not " +
-                   describe(c.shape));
-    }
-    const std::string name = node.name().empty() ? node.output(0) : node.name();
-    apply(node, biasAddOp(), {x, parameter(name + ".bias", {static_cast<std::int64_t>(shape[1])}, c.values)}, "bias add");
+    static const std::map<std::string, BinaryKind> kinds{{"Add", BinaryKind::add}, {"Sub", BinaryKind::subtract}, {"Mul", BinaryKind::multiply},
+                                                         {"Div", BinaryKind::divide}, {"Pow", BinaryKind::power}, {"Max", BinaryKind::maximum},
+                                                         {"Min", BinaryKind::minimum}};
+    const Tensor a = tensorOrConstant(node, 0), b = tensorOrConstant(node, 1);
+    const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
+    apply(node, broadcastOp(kinds.at(op), after), {a, b}, op == "Add" ? "add" : "broadcast");
   }
 
+  // Pads from explicit pads or auto_pad (SAME_UPPER puts the odd one at the end, SAME_LOWER at the start), as
+  // [top, left, bottom, right].
+  std::array<std::uint32_t, 4> windowPads(const onnx::NodeProto& node, const std::map<std::string, const onnx::AttributeProto*>& a,
+                                          const Shape& x, const std::array<std::uint32_t, 2>& kernel, const std::array<std::uint32_t, 2>& strides,
+                                          const std::array<std::uint32_t, 2>& dilations) const {
+    const std::string autoPad = a.count("auto_pad") ? a.at("auto_pad")->s() : "NOTSET";
+    std::array<std::uint32_t, 4> pads{0, 0, 0, 0};
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      for (int k = 0; k < 2; ++k) {
+        const std::int64_t size = x[2 + k], out = (size + strides[k] - 1) / strides[k];
+        const std::int64_t total = std::max<std::int64_t>((out - 1) * strides[k] + (std::int64_t{kernel[k]} - 1) * dilations[k] + 1 - size, 0);
+        const auto small = static_cast<std::uint32_t>(total / 2), large = static_cast<std::uint32_t>(total - total / 2);
+        pads[k] = autoPad == "SAME_UPPER" ? small : large;
+        pads[2 + k] = autoPad == "SAME_UPPER" ? large : small;
+      }
+      return pads;
+    }
+    if (autoPad != "NOTSET" && autoPad != "VALID") refuse(node, "auto_pad " + autoPad + " is not supported");
+    const std::vector<std::int64_t> given = integers(a, "pads");
+    if (autoPad == "VALID" || given.empty()) return pads;
+    if (given.size() != 4) refuse(node, "pads must hold 4 values for a 2-D window");
+    for (int k = 0; k < 4; ++k) {
+      if (given[k] < 0 || given[k] > (1 << 16)) refuse(node, "a pad of " + std::to_string(given[k]) + " is not supported");
+      pads[k] = static_cast<std::uint32_t>(given[k]);
+    }
+    return pads;
+  }
+  std::array<std::uint32_t, 2> pair(const onnx::NodeProto& node, const std::map<std::string, const onnx::AttributeProto*>& a,
+                                    const std::string& name, std::uint32_t otherwise) const {
+    const std::vector<std::int64_t> given = integers(a, name);
+    if (given.empty()) return {otherwise, otherwise};
+    if (given.size() != 2) refuse(node, name + " must hold 2 values: glnet runs 2-D windows");
+    for (const std::int64_t v : given) {
+      if (v < 1 || v > (1 << 16)) refuse(node, name + " holds " + std::to_string(v));
+    }
+    return {static_cast<std::uint32_t>(given[0]), static_cast<std::uint32_t>(given[1])};
+  }
+
+  // Conv: stride 1, one group and the same padding on every side run as an implicit GEMM (Conv2D.glsl);
+  // anything else (strides, dilations, groups, depthwise, uneven padding) directly (GroupedConv.glsl).
   void importConv(const onnx::NodeProto& node) {
     const auto a = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
-    const auto ones = [](const std::vector<std::int64_t>& v) { return std::all_of(v.begin(), v.end(), [](std::int64_t x) { return x == 1; }); };
-    if (!ones(integers(a, "strides"))) refuse(node, "strides other than 1 are not supported yet");
-    if (!ones(integers(a, "dilations"))) refuse(node, "dilations other than 1 are not supported yet");
-    if (integer(a, "group", 1) != 1) refuse(node, "grouped convolutions are not supported yet");
-    if (a.count("auto_pad") && a.at("auto_pad")->s() != "NOTSET") refuse(node, "auto_pad is not supported; export with explicit pads");
-    const auto pads = integers(a, "pads");
-    if (!pads.empty() && (pads.size() != 4 || std::adjacent_find(pads.begin(), pads.end(), std::not_equal_to<>()) != pads.end())) {
-      refuse(node, "only the same padding on every side is supported yet");
-    }
     const Tensor x = tensorInput(node, 0);
     const Constant* w = constantInput(node, 1);
-    if (!w || w->shape.size() != 4) refuse(node, "W must be a constant [out_c, in_c, kh, kw]");
-    if (!pads.empty() && (pads[0] < 0 || pads[0] >= std::min(w->shape[2], w->shape[3]))) {
-      refuse(node, "pads of " + std::to_string(pads[0]) + " for a " + std::to_string(w->shape[2]) + "x" + std::to_string(w->shape[3]) + " kernel");
-    }
+    if (!w || w->shape.size() != 4) refuse(node, "W must be a constant [out_c, in_c/group, kh, kw]: glnet runs 2-D convolutions");
+    if (shapeOf(x).size() != 4) refuse(node, "X must be [N, C, H, W]");
+    ConvSettings settings;
+    settings.strides = pair(node, a, "strides", 1);
+    settings.dilations = pair(node, a, "dilations", 1);
+    const std::int64_t groups = integer(a, "group", 1);
+    if (groups < 1 || groups > (1 << 20)) refuse(node, "group = " + std::to_string(groups));
+    settings.groups = static_cast<std::uint32_t>(groups);
+    const std::array<std::uint32_t, 2> kernel{static_cast<std::uint32_t>(w->shape[2]), static_cast<std::uint32_t>(w->shape[3])};
+    settings.pads = windowPads(node, a, shapeOf(x), kernel, settings.strides, settings.dilations);
     std::vector<double> bias(static_cast<std::size_t>(w->shape[0]), 0.0);
     if (const Constant* b = constantInput(node, 2)) {
       if (b->elements() != bias.size()) refuse(node, "B must be [" + std::to_string(bias.size()) + "]");
       bias = b->values;
     }
-    const std::string name = node.name().empty() ? node.output(0) : node.name();
+    const std::string name = nameOf(node);
     const Tensor weight = parameter(name + ".weight", w->shape, w->values), b = parameter(name + ".bias", {w->shape[0]}, bias);
-    layers_[apply(node, conv2dOp(Activation::none, static_cast<std::uint32_t>(pads.empty() ? 0 : pads[0])), {x, weight, b}, "conv").id] = {weight, b};
+    const bool evenPadding = std::adjacent_find(settings.pads.begin(), settings.pads.end(), std::not_equal_to<>()) == settings.pads.end() &&
+                             settings.pads[0] < std::min(kernel[0], kernel[1]);
+    const bool implicitGemm = settings.groups == 1 && settings.strides == std::array<std::uint32_t, 2>{1, 1} &&
+                              settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding;
+    Tensor out;
+    if (implicitGemm) {
+      const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }));
+      out = apply(node, conv2dOp(activation, settings.pads[0]), {x, weight, b}, "conv");
+    } else {
+      const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
+      out = apply(node, groupedConvOp(settings, after), {x, weight, b}, settings.groups > 1 ? "grouped conv" : "direct conv");
+    }
+    layers_[out.id] = {weight, b};
   }
 
-  // Inference BatchNormalization, y = scale·(x − mean)/sqrt(var + epsilon) + B per channel, folded into the
-  // convolution or dense layer that computes x (its only reader): weights scaled per output channel, bias shifted.
+  // Inference BatchNormalization, y = scale·(x − mean)/sqrt(var + epsilon) + B per channel: folded into the
+  // convolution or dense layer that computes x when nothing else reads it (weights scaled per output channel,
+  // bias shifted), else a per-channel multiply and add.
   void importBatchNormalization(const onnx::NodeProto& node) {
     const auto a = attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
     if (integer(a, "training_mode", 0) != 0) refuse(node, "training mode is not supported (export the model in eval mode)");
@@ -440,47 +656,330 @@ class Importer {
       refuse(node, "the running-statistics outputs are for training; export the model in eval mode");
     }
     const Tensor x = tensorInput(node, 0);
-    const auto layer = layers_.find(x.id);
-    if (layer == layers_.end() || consumers_[node.input(0)] != 1) {
-      refuse(node, "only a BatchNormalization right after a Conv or Gemm that nothing else reads is supported (it is folded into it)");
-    }
+    const Shape shape = shapeOf(x);
+    if (shape.size() < 2) refuse(node, "X must be [N, C, ...]");
+    const std::size_t channels = shape[1];
     const double epsilon = real(a, "epsilon", 1e-5);
-    const Constant* scale = constantInput(node, 1);
-    const Constant* shift = constantInput(node, 2);
-    const Constant* mean = constantInput(node, 3);
-    const Constant* variance = constantInput(node, 4);
-    const auto [weightTensor, biasTensor] = layer->second;
-    std::vector<float> weight = graph_.tensor(weightTensor).initial, bias = graph_.tensor(biasTensor).initial;
-    const std::size_t channels = bias.size();
-    for (const Constant* c : {scale, shift, mean, variance}) {
+    std::vector<const Constant*> constants;
+    for (int i = 1; i <= 4; ++i) {
+      const Constant* c = constantInput(node, i);
       if (!c || c->elements() != channels) refuse(node, "scale, B, mean and var must be constants of " + std::to_string(channels) + " values");
+      constants.push_back(c);
     }
-    const std::size_t perChannel = weight.size() / channels;
+    std::vector<double> factor(channels), shift(channels);
     for (std::size_t c = 0; c < channels; ++c) {
-      if (!(variance->values[c] + epsilon > 0)) refuse(node, "var + epsilon is not positive for channel " + std::to_string(c));
-      const double factor = scale->values[c] / std::sqrt(variance->values[c] + epsilon);
-      for (std::size_t i = 0; i < perChannel; ++i) weight[c * perChannel + i] = static_cast<float>(weight[c * perChannel + i] * factor);
-      bias[c] = static_cast<float>((bias[c] - mean->values[c]) * factor + shift->values[c]);
+      if (!(constants[3]->values[c] + epsilon > 0)) refuse(node, "var + epsilon is not positive for channel " + std::to_string(c));
+      factor[c] = constants[0]->values[c] / std::sqrt(constants[3]->values[c] + epsilon);
+      shift[c] = constants[1]->values[c] - constants[2]->values[c] * factor[c];
     }
-    graph_.setInitial(weightTensor, std::move(weight));
-    graph_.setInitial(biasTensor, std::move(bias));
-    values_[node.output(0)] = {false, {}, x};
-    result_.nodes.push_back({node.name(), node.op_type(), "folded", graph_.tensor(x).shape});
+    const auto layer = layers_.find(x.id);
+    if (layer != layers_.end() && consumers_[node.input(0)] == 1) {
+      const auto [weightTensor, biasTensor] = layer->second;
+      std::vector<float> weight = graph_.tensor(weightTensor).initial, bias = graph_.tensor(biasTensor).initial;
+      const std::size_t perChannel = weight.size() / channels;
+      for (std::size_t c = 0; c < channels; ++c) {
+        for (std::size_t i = 0; i < perChannel; ++i) weight[c * perChannel + i] = static_cast<float>(weight[c * perChannel + i] * factor[c]);
+        bias[c] = static_cast<float>(bias[c] * factor[c] + shift[c]);
+      }
+      graph_.setInitial(weightTensor, std::move(weight));
+      graph_.setInitial(biasTensor, std::move(bias));
+      values_[node.output(0)] = {false, {}, x};
+      result_.nodes.push_back({node.name(), node.op_type(), "folded", shape});
+      return;
+    }
+    std::vector<std::int64_t> perChannel{static_cast<std::int64_t>(channels)};
+    perChannel.insert(perChannel.end(), shape.size() - 2, 1);
+    const std::string name = nameOf(node);
+    const Tensor scaled = graph_.apply(broadcastOp(BinaryKind::multiply), {x, parameter(name + ".factor", perChannel, factor)});
+    const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
+    apply(node, broadcastOp(BinaryKind::add, after), {scaled, parameter(name + ".shift", perChannel, shift)}, "channel affine");
   }
 
-  // Reshape to [batch, features] (torch's x.view(x.size(0), -1), folded to a constant shape) is a flatten.
-  void importReshape(const onnx::NodeProto& node) {
+  void importPool(const onnx::NodeProto& node) {
+    const bool average = node.op_type() == "AveragePool";
+    const auto a = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "storage_order", "count_include_pad"});
+    if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the indices output is not supported");
     const Tensor x = tensorInput(node, 0);
-    const Constant* target = constantInput(node, 1);
-    const Shape& shape = graph_.tensor(x).shape;
-    std::size_t features = 1;
-    for (std::size_t i = 1; i < shape.size(); ++i) features *= shape[i];
-    const bool flattening = target && target->values.size() == 2 &&
-                            (target->values[0] == 0 || target->values[0] == shape[0] || target->values[0] == -1) &&
-                            (target->values[1] == -1 || target->values[1] == static_cast<double>(features)) &&
-                            !(target->values[0] == -1 && target->values[1] == -1);
-    if (!flattening) refuse(node, "only a reshape to [batch, features] is supported yet");
-    apply(node, flattenOp(), {x}, "view");
+    if (shapeOf(x).size() != 4) refuse(node, "X must be [N, C, H, W]: glnet pools 2-D windows");
+    PoolSettings s;
+    s.average = average;
+    if (!a.count("kernel_shape")) refuse(node, "kernel_shape is missing");
+    s.kernel = pair(node, a, "kernel_shape", 1);
+    s.strides = pair(node, a, "strides", 1);
+    s.dilations = pair(node, a, "dilations", 1);
+    if (average && s.dilations != std::array<std::uint32_t, 2>{1, 1}) refuse(node, "dilations in average pooling are not supported");
+    s.pads = windowPads(node, a, shapeOf(x), s.kernel, s.strides, s.dilations);
+    s.ceilMode = integer(a, "ceil_mode", 0) != 0;
+    s.countIncludePad = integer(a, "count_include_pad", 0) != 0;
+    apply(node, poolOp(s), {x}, average ? "average pool" : "max pool");
+  }
+
+  // Softmax and LogSoftmax: from opset 13 along one axis; before, over the axes from `axis` on (the input
+  // coerced to 2-D).
+  void importSoftmax(const onnx::NodeProto& node) {
+    const auto a = attributes(node, {"axis"});
+    const Tensor x = tensorInput(node, 0);
+    const std::size_t rank = shapeOf(x).size();
+    const bool single = result_.opset >= 13;
+    const auto axis = static_cast<std::uint32_t>(normalizedAxis(node, integer(a, "axis", single ? -1 : 1), rank));
+    const bool log = node.op_type() == "LogSoftmax";
+    const Tensor out = apply(node, axisOp(log ? AxisKind::logSoftmax : AxisKind::softmax, axis, single ? axis + 1 : static_cast<std::uint32_t>(rank)),
+                             {x}, log ? "log-softmax" : "softmax");
+    if (!log && rank == 2 && axis == 1) softmaxInputs_[out.id] = x;
+  }
+
+  // ReduceMean, ReduceSum, ReduceMax, ReduceMin over adjacent axes (attribute axes, or from opset 18, and 13 for
+  // ReduceSum, a constant input).
+  void importReduce(const onnx::NodeProto& node) {
+    const auto a = attributes(node, {"axes", "keepdims", "noop_with_empty_axes"});
+    const Tensor x = tensorInput(node, 0);
+    const auto rank = static_cast<std::int64_t>(shapeOf(x).size());
+    std::vector<std::int64_t> list = axes(node, a, 1, rank);
+    if (list.empty()) {
+      if (integer(a, "noop_with_empty_axes", 0) != 0) {
+        values_[node.output(0)] = {false, {}, x};
+        result_.nodes.push_back({node.name(), node.op_type(), "identity", shapeOf(x)});
+        return;
+      }
+      for (std::int64_t i = 0; i < rank; ++i) list.push_back(i);
+    }
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+    if (list.back() - list.front() + 1 != static_cast<std::int64_t>(list.size())) refuse(node, "only reductions over adjacent axes are supported");
+    static const std::map<std::string, AxisKind> kinds{{"ReduceMean", AxisKind::mean}, {"ReduceSum", AxisKind::sum}, {"ReduceMax", AxisKind::max},
+                                                       {"ReduceMin", AxisKind::min}};
+    apply(node, axisOp(kinds.at(node.op_type()), static_cast<std::uint32_t>(list.front()), static_cast<std::uint32_t>(list.back() + 1),
+                       integer(a, "keepdims", 1) != 0),
+          {x}, "reduce");
+  }
+
+  void importLayerNormalization(const onnx::NodeProto& node) {
+    const auto a = attributes(node, {"axis", "epsilon", "stash_type"});
+    for (int i = 1; i < node.output_size(); ++i) {
+      if (!node.output(i).empty()) refuse(node, "the Mean and InvStdDev outputs are for training");
+    }
+    const Tensor x = tensorInput(node, 0);
+    const Shape shape = shapeOf(x);
+    const auto axis = static_cast<std::uint32_t>(normalizedAxis(node, integer(a, "axis", -1), shape.size()));
+    const std::size_t count = elementCount(Shape(shape.begin() + axis, shape.end()));
+    const Constant* scale = constantInput(node, 1);
+    const Constant* bias = constantInput(node, 2);
+    if (!scale || scale->elements() != count || (bias && bias->elements() != count)) {
+      refuse(node, "Scale and B must be constants of the normalized axes' " + std::to_string(count) + " values");
+    }
+    const std::string name = nameOf(node);
+    const Tensor gamma = parameter(name + ".scale", {static_cast<std::int64_t>(count)}, scale->values);
+    const Tensor beta = parameter(name + ".bias", {static_cast<std::int64_t>(count)}, bias ? bias->values : std::vector<double>(count, 0.0));
+    apply(node, axisOp(AxisKind::layerNormalization, axis, static_cast<std::uint32_t>(shape.size()), true, static_cast<float>(real(a, "epsilon", 1e-5))),
+          {x, gamma, beta}, "layer normalization");
+  }
+
+  // Flatten, Reshape, Squeeze and Unsqueeze of a computed tensor: views of the same memory.
+  void importReshape(const onnx::NodeProto& node) {
+    const std::string& op = node.op_type();
+    const auto a = attributes(node, {"axis", "axes", "allowzero"});
+    const Tensor x = tensorInput(node, 0);
+    const Shape in = shapeOf(x);
+    const auto rank = static_cast<std::int64_t>(in.size());
+    Shape out;
+    if (op == "Flatten") {
+      const auto axis = static_cast<std::size_t>(normalizedAxis(node, integer(a, "axis", 1), in.size(), true));
+      out = {static_cast<std::uint32_t>(elementCount(Shape(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(axis)))),
+             static_cast<std::uint32_t>(elementCount(Shape(in.begin() + static_cast<std::ptrdiff_t>(axis), in.end())))};
+    } else if (op == "Squeeze") {
+      std::vector<std::int64_t> list = axes(node, a, 1, rank);
+      for (std::int64_t i = 0; i < rank; ++i) {
+        const bool listed = std::find(list.begin(), list.end(), i) != list.end();
+        if (listed && in[static_cast<std::size_t>(i)] != 1) refuse(node, "squeezed axis " + std::to_string(i) + " is not 1");
+        if (!(listed || (list.empty() && in[static_cast<std::size_t>(i)] == 1))) out.push_back(in[static_cast<std::size_t>(i)]);
+      }
+    } else if (op == "Unsqueeze") {
+      const std::int64_t added = static_cast<std::int64_t>(integers(a, "axes").size() + (node.input_size() > 1 ? input(node, 1).values.size() : 0));
+      std::vector<std::int64_t> list = axes(node, a, 1, rank + added);
+      std::sort(list.begin(), list.end());
+      out = in;
+      for (const std::int64_t axis : list) {
+        if (axis > static_cast<std::int64_t>(out.size())) refuse(node, "axis " + std::to_string(axis) + " is outside the result");
+        out.insert(out.begin() + axis, 1);
+      }
+    } else {
+      const Constant& target = input(node, 1);
+      if (target.values.size() > largestRank) refuse(node, "a shape of rank " + std::to_string(target.values.size()) + " is not supported");
+      std::int64_t inferred = -1;
+      std::size_t known = 1;
+      for (std::size_t i = 0; i < target.values.size(); ++i) {
+        std::int64_t d = whole(node, target.values[i]);
+        if (d == 0 && integer(a, "allowzero", 0) == 0) {
+          if (i >= in.size()) refuse(node, "dimension " + std::to_string(i) + " copies an axis the input does not have");
+          d = in[i];
+        }
+        if (d == -1) {
+          if (inferred >= 0) refuse(node, "two dimensions are -1");
+          inferred = static_cast<std::int64_t>(i);
+          out.push_back(1);
+          continue;
+        }
+        if (d < 1 || d > static_cast<std::int64_t>(elementCount(in))) refuse(node, "a dimension of " + std::to_string(d) + " for " + glnet::describe(in));
+        out.push_back(static_cast<std::uint32_t>(d));
+        known *= static_cast<std::size_t>(d);
+        if (known > elementCount(in)) refuse(node, "the new shape holds more elements than " + glnet::describe(in));
+      }
+      if (inferred >= 0) out[static_cast<std::size_t>(inferred)] = static_cast<std::uint32_t>(elementCount(in) / known);
+    }
+    if (elementCount(out) != elementCount(in)) refuse(node, "the new shape " + glnet::describe(out) + " holds a different number of elements than " + glnet::describe(in));
+    apply(node, reshapeOp(out), {x}, "view");
+  }
+
+  // A slice of each axis: start, count and step, clamped as NumPy does.
+  struct AxisSlice {
+    std::int64_t start = 0, step = 1;
+    std::uint32_t count = 0;
+  };
+  static AxisSlice clampedSlice(std::int64_t dimension, std::int64_t start, std::int64_t end, std::int64_t step) {
+    if (start < 0) start += dimension;
+    if (end < 0) end += dimension;
+    if (step > 0) {
+      start = std::clamp<std::int64_t>(start, 0, dimension);
+      end = std::clamp<std::int64_t>(end, 0, dimension);
+    } else {
+      start = std::clamp<std::int64_t>(start, -1, dimension - 1);
+      end = std::clamp<std::int64_t>(end, -1, dimension - 1);
+    }
+    const std::int64_t count = step > 0 ? (end - start + step - 1) / step : (start - end - step - 1) / -step;
+    return {start, step, static_cast<std::uint32_t>(std::max<std::int64_t>(count, 0))};
+  }
+
+  Tensor sliceTensor(const onnx::NodeProto& node, Tensor x, const std::vector<AxisSlice>& slices, const std::string& name) {
+    std::vector<std::int64_t> starts, steps;
+    Shape size;
+    for (const AxisSlice& s : slices) {
+      if (s.count == 0) refuse(node, "the slice is empty; glnet does not run empty tensors");
+      starts.push_back(s.start);
+      steps.push_back(s.step);
+      size.push_back(s.count);
+    }
+    try {
+      return graph_.apply(sliceOp(starts, steps, size), {x}, name);
+    } catch (const Error& error) {
+      refuse(node, error.what());
+    }
+  }
+
+  void importSlice(const onnx::NodeProto& node) {
+    const auto a = attributes(node, {"starts", "ends", "axes"});
+    const Tensor x = tensorInput(node, 0);
+    const Shape shape = shapeOf(x);
+    const auto rank = static_cast<std::int64_t>(shape.size());
+    const auto list = [&](int index, const std::string& attribute) {
+      std::vector<std::int64_t> values;
+      if (result_.opset < 10) return integers(a, attribute);
+      if (index < node.input_size() && !node.input(index).empty()) {
+        for (const double v : input(node, index).values) values.push_back(static_cast<std::int64_t>(std::clamp(v, -9.0e15, 9.0e15)));
+      }
+      return values;
+    };
+    const std::vector<std::int64_t> starts = list(1, "starts"), ends = list(2, "ends");
+    std::vector<std::int64_t> sliceAxes = list(3, "axes"), steps = list(4, "steps");
+    if (sliceAxes.empty()) {
+      for (std::size_t i = 0; i < starts.size(); ++i) sliceAxes.push_back(static_cast<std::int64_t>(i));
+    }
+    if (steps.empty()) steps.assign(starts.size(), 1);
+    if (starts.size() != ends.size() || starts.size() != sliceAxes.size() || starts.size() != steps.size()) refuse(node, "starts, ends, axes and steps differ in length");
+    std::vector<AxisSlice> slices;
+    for (const std::uint32_t d : shape) slices.push_back({0, 1, d});
+    for (std::size_t i = 0; i < starts.size(); ++i) {
+      const std::int64_t axis = normalizedAxis(node, sliceAxes[i], shape.size());
+      if (steps[i] == 0) refuse(node, "a step of 0");
+      slices[static_cast<std::size_t>(axis)] = clampedSlice(shape[static_cast<std::size_t>(axis)], starts[i], ends[i], steps[i]);
+    }
+    (void)rank;
+    define(node, sliceTensor(node, x, slices, nameOf(node)), "slice");
+  }
+
+  void importSplit(const onnx::NodeProto& node) {
+    const auto a = attributes(node, {"axis", "split", "num_outputs"});
+    const Tensor x = tensorInput(node, 0);
+    const Shape shape = shapeOf(x);
+    const auto axis = static_cast<std::size_t>(normalizedAxis(node, integer(a, "axis", 0), shape.size()));
+    std::vector<std::int64_t> sizes = integers(a, "split");
+    if (node.input_size() > 1 && !node.input(1).empty()) {
+      sizes.clear();
+      for (const double v : input(node, 1).values) sizes.push_back(whole(node, v));
+    }
+    const auto outputs = static_cast<std::int64_t>(node.output_size());
+    if (sizes.empty()) {
+      const std::int64_t each = (shape[axis] + outputs - 1) / outputs;
+      for (std::int64_t i = 0; i < outputs; ++i) sizes.push_back(std::min<std::int64_t>(each, shape[axis] - i * each));
+    }
+    if (static_cast<std::int64_t>(sizes.size()) != outputs) refuse(node, "split sizes do not match the outputs");
+    std::int64_t start = 0;
+    for (int i = 0; i < node.output_size(); ++i) {
+      if (sizes[static_cast<std::size_t>(i)] < 1 || start + sizes[static_cast<std::size_t>(i)] > shape[axis]) refuse(node, "split sizes do not fit axis " + std::to_string(axis));
+      std::vector<AxisSlice> slices;
+      for (const std::uint32_t d : shape) slices.push_back({0, 1, d});
+      slices[axis] = {start, 1, static_cast<std::uint32_t>(sizes[static_cast<std::size_t>(i)])};
+      start += sizes[static_cast<std::size_t>(i)];
+      const Tensor part = sliceTensor(node, x, slices, nameOf(node) + "." + std::to_string(i));
+      values_[node.output(i)] = {false, {}, part};
+      result_.nodes.push_back({node.name(), node.op_type(), "slice", shapeOf(part)});
+    }
+  }
+
+  // Gather on a computed tensor with constant indices: each index a slice of the axis (joined when several).
+  void importGather(const onnx::NodeProto& node) {
+    const auto a = attributes(node, {"axis"});
+    const Tensor x = tensorInput(node, 0);
+    const Constant* indices = constantInput(node, 1);
+    const Shape shape = shapeOf(x);
+    const auto axis = static_cast<std::size_t>(normalizedAxis(node, integer(a, "axis", 0), shape.size()));
+    if (!indices || indices->shape.size() > 1 || indices->values.empty() || indices->values.size() > 64) {
+      refuse(node, "only a constant scalar index or up to 64 constant indices are supported");
+    }
+    std::vector<Tensor> parts;
+    for (const double raw : indices->values) {
+      std::int64_t index = whole(node, raw);
+      if (index < -static_cast<std::int64_t>(shape[axis]) || index >= shape[axis]) refuse(node, "index " + std::to_string(index) + " is outside axis " + std::to_string(axis));
+      if (index < 0) index += shape[axis];
+      std::vector<AxisSlice> slices;
+      for (const std::uint32_t d : shape) slices.push_back({0, 1, d});
+      slices[axis] = {index, 1, 1};
+      parts.push_back(sliceTensor(node, x, slices, nameOf(node)));
+    }
+    Shape out(shape);
+    if (indices->shape.empty()) {
+      out.erase(out.begin() + static_cast<std::ptrdiff_t>(axis));
+      apply(node, reshapeOp(out), {parts[0]}, "slice");
+      return;
+    }
+    if (parts.size() == 1) {
+      define(node, parts[0], "slice");
+      return;
+    }
+    apply(node, concatOp(static_cast<std::uint32_t>(axis)), parts, "gather");
+  }
+
+  void importPad(const onnx::NodeProto& node) {
+    const auto a = attributes(node, {"mode", "pads", "value"});
+    const std::string mode = a.count("mode") ? a.at("mode")->s() : "constant";
+    if (mode != "constant") refuse(node, "mode " + mode + " is not supported (constant only)");
+    const Tensor x = tensorInput(node, 0);
+    const Shape shape = shapeOf(x);
+    std::vector<std::int64_t> pads = integers(a, "pads");
+    float value = static_cast<float>(real(a, "value", 0.0));
+    if (result_.opset >= 11) {
+      pads.clear();
+      for (const double v : input(node, 1).values) pads.push_back(whole(node, v));
+      if (node.input_size() > 2 && !node.input(2).empty()) value = static_cast<float>(scalar(node, 2));
+      if (node.input_size() > 3 && !node.input(3).empty()) refuse(node, "the axes input is not supported");
+    }
+    if (pads.size() != 2 * shape.size()) refuse(node, "pads must hold 2 values per axis");
+    std::vector<std::uint32_t> before, after;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      if (pads[i] < 0 || pads[i + shape.size()] < 0 || pads[i] > (1 << 16) || pads[i + shape.size()] > (1 << 16)) refuse(node, "negative or huge pads are not supported");
+      before.push_back(static_cast<std::uint32_t>(pads[i]));
+      after.push_back(static_cast<std::uint32_t>(pads[i + shape.size()]));
+    }
+    apply(node, padOp(before, after, value), {x}, "pad");
   }
 
   // Shape arithmetic and other work on constants runs here, at load: a node whose inputs are all constants
@@ -820,6 +1319,9 @@ class Importer {
   std::map<int, Tensor> softmaxInputs_;                  // softmax output tensor id → its input
   std::map<std::string, int> consumers_;                 // readers of each name: nodes and graph outputs
   std::map<int, std::pair<Tensor, Tensor>> layers_;      // output tensor id → weight, bias of the dense or conv computing it
+  std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;  // the nodes reading each name
+  std::set<const onnx::NodeProto*> fused_;               // pointwise nodes run inside the kernel before them
+  std::map<std::string, Tensor> uploaded_;               // constants made parameters, by name
 };
 
 }  // namespace

@@ -4,12 +4,16 @@
 // naming the node, its op, the opset and what is not supported. Constants (initializers, Constant nodes) stay
 // on the host and are folded into the ops that take them (weights, biases, target shapes).
 //
-// Supported so far: the ops of exported MLPs and small CNNs (Gemm, MatMul and Add with constant operands,
-// Relu, Sigmoid, Tanh, row Softmax, Conv with stride 1 and symmetric padding, BatchNormalization folded into
-// the Conv or Gemm before it, 2×2 MaxPool, Flatten, Reshape to [batch, features], Identity, Dropout,
-// Constant), one float input and one float output; shape arithmetic on constants (Shape, Gather, Unsqueeze,
-// Squeeze, Concat, Cast, Slice, Add, Sub, Mul, Div, Equal, Where, Range, Expand, ConstantOfShape, Reshape) is
-// folded at load for the bound batch.
+// Supported: the ops of exported vision networks and transformer blocks (Conv with strides, dilations, groups
+// and any padding; Gemm, MatMul, broadcast Add/Sub/Mul/Div/Pow/Max/Min; the activations Relu, Clip, Sigmoid,
+// Tanh, HardSigmoid, HardSwish, LeakyRelu, Elu, Softplus, Erf, Gelu, Sqrt, Exp, Log, Neg, Abs, Reciprocal;
+// Softmax, LogSoftmax, ReduceMean/Sum/Max/Min over adjacent axes, LayerNormalization, BatchNormalization
+// (folded into the Conv or Gemm before it where it can be), MaxPool, AveragePool, GlobalAveragePool,
+// GlobalMaxPool, Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Slice, Split, Gather with constant
+// indices, Pad, Expand, Identity, Dropout, Constant), float inputs and outputs; shape arithmetic on constants
+// (Shape, Gather, Unsqueeze, Squeeze, Concat, Cast, Slice, Add, Sub, Mul, Div, Equal, Where, Range, Expand,
+// ConstantOfShape, Reshape) is folded at load for the bound batch. A pointwise function read only by the Conv,
+// Gemm or elementwise op before it runs inside that op's kernel.
 #pragma once
 
 #include "graph/Graph.h"
@@ -32,6 +36,8 @@ struct OnnxNodeSummary {
 
 struct OnnxModel {
   Graph graph;
+  // Every input and output by name, in the model's order; inputName/input and outputName/output are the first.
+  std::vector<std::pair<std::string, Tensor>> inputs, outputs;
   std::string inputName, outputName;
   Tensor input, output;
   std::int64_t opset = 0;

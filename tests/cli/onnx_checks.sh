@@ -110,10 +110,24 @@ z = np.exp(z - z.max(axis=1, keepdims=True))
 np.save(os.path.join(work, "softmax-x.npy"), np.load(os.path.join(work, "mlp-x.npy")))
 np.save(os.path.join(work, "softmax-y.npy"), z / z.sum(axis=1, keepdims=True))
 
+# A strided convolution with its LeakyRelu fused, against float64.
+save("strided", [helper.make_node("Conv", ["x", "c1"], ["a"], name="/conv/Conv", kernel_shape=[5, 5], strides=[2, 2], pads=[1, 2, 0, 1]),
+                 helper.make_node("LeakyRelu", ["a"], ["y"], name="/act/LeakyRelu", alpha=0.1)],
+     ["N", 1, 13, 13], ["N", 4, 5, 6], {"c1": c1})
+x = d(np.load(os.path.join(work, "cnn-x.npy")))
+padded = np.pad(x, ((0, 0), (0, 0), (1, 0), (2, 1)))
+out = np.zeros((x.shape[0], 4, 5, 6))
+for i in range(5):
+    for j in range(6):
+        out[:, :, i, j] = np.einsum("nchw,ochw->no", padded[:, :, 2 * i:2 * i + 5, 2 * j:2 * j + 5], d(c1))
+np.save(os.path.join(work, "strided-x.npy"), np.load(os.path.join(work, "cnn-x.npy")))
+np.save(os.path.join(work, "strided-y.npy"), np.where(out >= 0, out, 0.1 * out))
+
 # Refusals: an op glnet does not run, an attribute it does not take.
-save("leaky", [helper.make_node("LeakyRelu", ["x"], ["y"], name="/act/LeakyRelu", alpha=0.1)], ["N", 29], ["N", 29], {})
-save("strided", [helper.make_node("Conv", ["x", "c1"], ["y"], name="/conv/Conv", kernel_shape=[5, 5], strides=[2, 2])],
-     ["N", 1, 13, 13], ["N", 4, 5, 5], {"c1": c1})
+save("resize", [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="/up/Resize", mode="nearest")], ["N", 1, 13, 13], ["N", 1, 26, 26],
+     {"scales": np.array([1, 1, 2, 2], np.float32)})
+save("conv3d", [helper.make_node("Conv", ["x", "k3"], ["y"], name="/conv/Conv", kernel_shape=[1, 3, 3])],
+     ["N", 1, 3, 13, 13], ["N", 2, 3, 11, 11], {"k3": np.ones((2, 1, 1, 3, 3), np.float32)})
 np.save(os.path.join(work, "wrong-x.npy"), np.zeros((2, 30), np.float32))
 np.save(os.path.join(work, "int-x.npy"), np.zeros((2, 29), np.int64))
 open(os.path.join(work, "garbage.onnx"), "wb").write(b"\x08\x07garbage that is no protobuf \xff\xff\xff")
@@ -129,7 +143,7 @@ bad = np.abs(got - want) > 1e-5 + 1e-4 * np.abs(want)
 assert not bad.any(), f'{bad.sum()} of {bad.size} values differ, worst {np.abs(got - want).max()}'
 " "$work/$1-out.npy" "$work/$1-y.npy" || fail "$1: glnet_run differs from the float64 reference"
 }
-for model in mlp cnn matmul softmax; do
+for model in mlp cnn matmul softmax strided; do
   expect 0 "ran .*$model.onnx .* wrote" -- "$apps/glnet_run" --model "$work/$model.onnx" --input "x=$work/$model-x.npy" --output "$work/$model-out.npy" --check
   compare $model
 done
@@ -147,15 +161,15 @@ assert a.shape == (8, 10) and np.array_equal(a[5:], a[:3]) and np.allclose(a[:5]
 import json, sys
 m = json.load(open(sys.argv[1]))
 assert m['input']['shape'] == [4, 1, 13, 13] and m['output']['shape'] == [4, 7] and m['dynamic_batch'], m
-assert [n['glnet'] for n in m['nodes']][:3] == ['conv', 'activation', 'max pool'] and m['nodes'][6]['output_shape'] == [4, 54]
+assert [n['glnet'] for n in m['nodes']][:3] == ['conv', 'fused', 'max pool'] and m['nodes'][6]['output_shape'] == [4, 54]
 assert m['multiply_adds'] == 4 * 4 * 13 * 13 * 25 + 4 * 6 * 6 * 6 * 4 * 9 + 4 * 16 * 54 + 4 * 7 * 16, m['multiply_adds']
 assert m['parameter_bytes'] == 4 * (100 + 4 + 216 + 6 + 864 + 16 + 112 + 7)
 " "$work/info.json" || fail "glnet_info --model content"
-expect 1 "leaky.onnx: node '/act/LeakyRelu' \(LeakyRelu, opset 17\)" -- "$apps/glnet_info" --model "$work/leaky.onnx"
-expect 1 "leaky.onnx: node '/act/LeakyRelu' \(LeakyRelu, opset 17\): the op LeakyRelu is not supported yet" \
-  -- "$apps/glnet_run" --model "$work/leaky.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
-expect 1 "strided.onnx: node '/conv/Conv' \(Conv, opset 17\): strides other than 1 are not supported yet" \
-  -- "$apps/glnet_run" --model "$work/strided.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
+expect 1 "resize.onnx: node '/up/Resize' \(Resize, opset 17\)" -- "$apps/glnet_info" --model "$work/resize.onnx"
+expect 1 "resize.onnx: node '/up/Resize' \(Resize, opset 17\): the op Resize is not supported yet" \
+  -- "$apps/glnet_run" --model "$work/resize.onnx" --input "$work/cnn-x.npy" --output "$work/o.npy"
+expect 1 "conv3d.onnx: node '/conv/Conv' \(Conv, opset 17\): W must be a constant \[out_c, in_c/group, kh, kw\]: glnet runs 2-D convolutions" \
+  -- "$apps/glnet_run" --model "$work/conv3d.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "garbage.onnx: not an ONNX model" -- "$apps/glnet_run" --model "$work/garbage.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "error: /dev/zero: not a regular file" -- "$apps/glnet_run" --model /dev/zero --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "wrong-x.npy: each row of the input must be \[29\] for input x" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/wrong-x.npy" --output "$work/o.npy"
