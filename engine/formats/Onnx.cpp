@@ -73,7 +73,14 @@ class Importer {
     for (const onnx::ValueInfoProto& output : graph.output()) ++consumers_[output.name()];
     for (const onnx::TensorProto& initializer : graph.initializer()) values_[initializer.name()] = {true, readTensor(initializer), {}};
     readInputs(graph);
-    for (const onnx::NodeProto& node : graph.node()) importNode(node);
+    // Constant nodes first: they read nothing, and a Clip's bounds must be known when the Conv before it decides
+    // whether to fuse it.
+    for (const onnx::NodeProto& node : graph.node()) {
+      if (node.op_type() == "Constant" && node.input_size() == 0 && (node.domain().empty() || node.domain() == "ai.onnx")) importNode(node);
+    }
+    for (const onnx::NodeProto& node : graph.node()) {
+      if (node.op_type() != "Constant" || node.input_size() != 0 || !(node.domain().empty() || node.domain() == "ai.onnx")) importNode(node);
+    }
     if (graph.output_size() < 1) throw Error(path_ + ": the model has no output");
     for (const onnx::ValueInfoProto& port : graph.output()) {
       const Value& output = value(port.name(), "the graph output");

@@ -8,7 +8,12 @@ and the GPU run (bench/onnx-gpu) take them:
   normalized  BatchNorm after a Conv and a Linear, a dynamic view and a softmax, dynamic batch, opset 17
   mnist       an MNIST classifier ending in a softmax, input_mean/input_std in metadata_props; mnist-x.npy holds
               the first 50 MNIST test images scaled as that says, mnist-y.npy PyTorch's probabilities for them
-  avgpool     AvgPool2d, which glnet does not run yet (torch 1.13 exports a Pad before it)
+  avgpool     AvgPool2d (torch 1.13 exports a Pad before it)
+  residual, squeeze_excite, fire, transformer
+              the blocks of modern networks (a ResNet bottleneck with its shortcut, a depthwise convolution with
+              squeeze-and-excitation and Hardswish, SqueezeNet's fire module with its Concat, a transformer block with
+              multi-head attention, LayerNorm and GELU), dynamic batch, opset 17; their -y.npy is PyTorch's float64 output
+  upsample    nn.Upsample (Resize), which glnet does not run yet
 """
 import os, sys, warnings
 import numpy as np
@@ -83,3 +88,71 @@ np.save(os.path.join(work, "mnist-x.npy"), normalized_pixels.numpy())
 with torch.no_grad():
     np.save(os.path.join(work, "mnist-y.npy"), classifier(normalized_pixels).numpy())
 export("avgpool", torch.nn.Sequential(torch.nn.AvgPool2d(2), torch.nn.Flatten()), torch.randn(2, 1, 4, 4), 17, True)
+export("upsample", torch.nn.Upsample(scale_factor=2), torch.randn(2, 1, 4, 4), 17, True)
+
+def export64(name, model, x):
+    """Exported in float32; the reference output is the same module's in float64."""
+    export(name, model, x, 17, True)
+    with torch.no_grad():
+        np.save(os.path.join(work, name + "-y.npy"), model.double()(x.double()).numpy())
+
+class Residual(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(torch.nn.Conv2d(16, 8, 1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                        torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                                        torch.nn.Conv2d(8, 24, 1, bias=False), torch.nn.BatchNorm2d(24))
+        self.shortcut = torch.nn.Sequential(torch.nn.Conv2d(16, 24, 1, stride=2, bias=False), torch.nn.BatchNorm2d(24))
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.shortcut(x))
+
+class SqueezeExcite(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.depthwise = torch.nn.Sequential(torch.nn.Conv2d(12, 12, 5, stride=2, padding=2, groups=12, bias=False),
+                                             torch.nn.BatchNorm2d(12), torch.nn.Hardswish())
+        self.squeeze = torch.nn.Sequential(torch.nn.AdaptiveAvgPool2d(1), torch.nn.Conv2d(12, 4, 1), torch.nn.ReLU(),
+                                           torch.nn.Conv2d(4, 12, 1), torch.nn.Hardsigmoid())
+        self.project = torch.nn.Conv2d(12, 6, 1)
+    def forward(self, x):
+        y = self.depthwise(x)
+        return self.project(y * self.squeeze(y))
+
+class Fire(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.squeeze = torch.nn.Sequential(torch.nn.Conv2d(10, 4, 1), torch.nn.ReLU(inplace=True))
+        self.expand1 = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 1), torch.nn.ReLU(inplace=True))
+        self.expand3 = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3, padding=1), torch.nn.ReLU(inplace=True))
+        self.pool = torch.nn.MaxPool2d(3, 2, ceil_mode=True)
+    def forward(self, x):
+        s = self.squeeze(self.pool(x))
+        return torch.cat([self.expand1(s), self.expand3(s)], 1)
+
+class Transformer(torch.nn.Module):
+    def __init__(self, width=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+        self.qkv, self.out = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width))
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.norm1(x)).chunk(3, dim=-1)
+        q, k, v = (z.reshape(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        attention = torch.softmax(q @ k.transpose(-2, -1) / (c // self.heads) ** 0.5, dim=-1)
+        x = x + self.out((attention @ v).transpose(1, 2).reshape(b, t, c))
+        return x + self.mlp(self.norm2(x))
+
+residual, squeeze_excite = Residual(), SqueezeExcite()
+for block in (residual, squeeze_excite):
+    for module in block.modules():
+        if isinstance(module, torch.nn.BatchNorm2d):  # running statistics that are not the identity
+            module.running_mean.uniform_(-0.5, 0.5)
+            module.running_var.uniform_(0.5, 2)
+            module.weight.data.uniform_(0.5, 1.5)
+            module.bias.data.uniform_(-0.5, 0.5)
+export64("residual", residual.eval(), torch.randn(3, 16, 9, 11))
+export64("squeeze_excite", squeeze_excite.eval(), torch.randn(2, 12, 15, 13))
+export64("fire", Fire().eval(), torch.randn(2, 10, 14, 13))
+export64("transformer", Transformer().eval(), torch.randn(3, 7, 32))
