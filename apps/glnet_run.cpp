@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 using namespace glnet;
 
@@ -42,6 +43,7 @@ int main(int argc, char** argv) {
         .option("repeat", "N", "run the model N times (with --time: the median is reported)", "1")
         .flag("time", "print upload, GPU run and readback times")
         .flag("check", "also run the model in float64 on the CPU and report the largest difference")
+        .flag("profile", "time every dispatch on the GPU (timestamp queries, --repeat runs) and list the nodes by GPU time")
         .common(true);
     parser.parse(argc, argv);
     for (const char* required : {"model", "input", "output"}) {
@@ -133,6 +135,40 @@ int main(int argc, char** argv) {
       std::fprintf(info, "times in ms (median of %d): compile %.2f, upload %.3f, issue %.3f (CPU time to submit the dispatches), "
                          "readback %.3f (waits for the GPU, then copies the output)\n",
                    repeat, compileMs, median(uploadMs), median(runMs), median(readMs));
+    }
+    if (parser.has("profile")) {
+      // Median per dispatch over the runs, summed per op node: where the GPU time goes.
+      std::vector<std::vector<double>> perStep;
+      for (int r = 0; r < repeat; ++r) {
+        const std::vector<double> times = plan.runTimed();
+        perStep.resize(times.size());
+        for (std::size_t i = 0; i < times.size(); ++i) perStep[i].push_back(times[i]);
+      }
+      const std::vector<int>& stepNodes = compiled.forwardStepNodes();
+      std::map<int, double> perNode;
+      double total = 0;
+      for (std::size_t i = 0; i < perStep.size(); ++i) {
+        std::vector<double>& v = perStep[i];
+        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+        perNode[i < stepNodes.size() ? stepNodes[i] : -1] += v[v.size() / 2];
+        total += v[v.size() / 2];
+      }
+      std::vector<std::pair<double, int>> ranked;
+      for (const auto& [node, ms] : perNode) ranked.emplace_back(ms, node);
+      std::sort(ranked.rbegin(), ranked.rend());
+      nlohmann::json nodes = nlohmann::json::array();
+      std::fprintf(info, "GPU time %.3f ms in %zu dispatches (median per dispatch of %d runs); by node:\n", total, perStep.size(), repeat);
+      for (std::size_t k = 0; k < ranked.size(); ++k) {
+        const auto [ms, node] = ranked[k];
+        const OpNode* op = node >= 0 ? &model.graph.ops()[static_cast<std::size_t>(node)] : nullptr;
+        const std::string name = op ? model.graph.tensors()[static_cast<std::size_t>(op->output)].name : "(other)";
+        const std::string kernel = op ? op->op->name() : "";
+        const std::string shape = op ? describe(model.graph.tensors()[static_cast<std::size_t>(op->output)].shape) : "";
+        nodes.push_back({{"node", name}, {"kernel", kernel}, {"output_shape", shape}, {"gpu_ms", ms}});
+        if (k < 20 || parser.has("verbose")) std::fprintf(info, "  %8.3f ms %5.1f%%  %-40s %-28s %s\n", ms, 100 * ms / total, name.c_str(), kernel.c_str(), shape.c_str());
+      }
+      if (ranked.size() > 20 && !parser.has("verbose")) std::fprintf(info, "  ... %zu more nodes (--verbose lists them)\n", ranked.size() - 20);
+      report["profile"] = {{"gpu_ms", total}, {"dispatches", perStep.size()}, {"nodes", nodes}};
     }
     if (json) std::cout << report.dump(2) << "\n";
     return 0;

@@ -96,12 +96,14 @@ GpuTensor CompiledGraph::outputOf(std::size_t node) const {
 }
 
 void CompiledGraph::recordForward(Plan& plan) {
+  stepNodes_.assign(plan.dispatchCount(), -1);
   for (std::size_t n = 0; n < graph_.ops().size(); ++n) {
     const OpNode& node = graph_.ops()[n];
     if (node.op->isView()) continue;
     std::vector<GpuTensor> inputs;
     for (const int id : node.inputs) inputs.push_back({view({id}), graph_.tensors()[static_cast<std::size_t>(id)].shape});
     node.op->forward(programs_, plan, inputs, outputOf(n));
+    stepNodes_.resize(plan.dispatchCount(), static_cast<int>(n));
   }
   const ReduceOp reduce(programs_);
   if (loss_) plan.record(reduce.sumInto(view(*loss_), rows_, totals_, 0));

@@ -37,6 +37,10 @@ class CompiledGraph {
   Plan forwardPlan(const Feed& feed);
   static constexpr int stepParameter = 0;
 
+  // For the plan forwardPlan returned last: the op node (index into graph().ops()) that recorded each of its
+  // dispatches, −1 for the feed's; the loss totals after them are not included.
+  const std::vector<int>& forwardStepNodes() const { return stepNodes_; }
+
   BufferView view(Tensor tensor) const;
   // Host values for an input or parameter tensor (small problems and tests; datasets feed through the plan).
   void upload(Tensor tensor, const void* data, std::size_t bytes);
@@ -86,6 +90,7 @@ class CompiledGraph {
   std::vector<std::unique_ptr<Buffer>> workspaces_;                  // per op node; null when it needs none
   Buffer rowGradient_, totals_, zeros_;
   std::optional<Plan> resetPlan_;
+  std::vector<int> stepNodes_;
 };
 
 }  // namespace glnet

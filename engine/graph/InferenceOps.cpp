@@ -536,7 +536,7 @@ class GroupedConvOp : public InferenceOp {
  public:
   GroupedConvOp(ConvSettings s, Pointwise after) : s_(s), after_(after) {}
   std::string name() const override {
-    return std::string(s_.groups > 1 ? "grouped " : "") + "conv" + (after_.kind == PointwiseKind::identity ? "" : " + " + after_.name());
+    return std::string(s_.groups > 1 ? "grouped conv" : "direct conv") + (after_.kind == PointwiseKind::identity ? "" : " + " + after_.name());
   }
   Shape outputShape(const std::vector<Shape>& in) const override {
     const bool fits = in.size() == 3 && in[0].size() == 4 && in[1].size() == 4 && in[2].size() == 1 && s_.groups > 0 &&

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""vision_peer.py export|compare|time ...: the PyTorch side of bench/vision-gpu, on the GPU machine.
+
+  export OUT [MODEL ...] [--dynamo]   torchvision's classifiers (random weights, seeded, eval mode) as OUT/MODEL.onnx
+                                      (torch.onnx.export; opset 17, or 18 with --dynamo), inputs OUT/MODEL-x1.npy and
+                                      -x64.npy [B, 3, 224, 224], PyTorch's outputs on the GPU in fp32 (TF32 off) as
+                                      -y1.npy/-y64.npy, ONNX Runtime's (CPU) as -ort1.npy/-ort64.npy
+  compare OUT MODEL BATCH GLNET.npy   one line: glnet's output against PyTorch's and ONNX Runtime's
+  time OUT [MODEL ...]                JSON: PyTorch eager and CUDA-graph medians in ms at batch 1 and 64 (input on
+                                      the GPU, output left there; a synchronize after each run)
+"""
+import json, os, sys, time, warnings
+import numpy as np
+import torch
+import torchvision
+
+warnings.filterwarnings("ignore")
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "vgg11", "squeezenet1_1", "densenet121"]
+
+
+def build(name):
+    torch.manual_seed(7)
+    return getattr(torchvision.models, name)(weights=None).eval()
+
+
+def export(out, names, dynamo):
+    os.makedirs(out, exist_ok=True)
+    for name in names:
+        model = build(name)
+        x1 = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
+        x64 = torch.randn(64, 3, 224, 224, generator=torch.Generator().manual_seed(64))
+        path = os.path.join(out, name + ".onnx")
+        start = time.time()
+        if dynamo:
+            batch = torch.export.Dim("batch", min=1, max=1024)
+            torch.onnx.export(model, (x1,), path, dynamo=True, opset_version=18, input_names=["x"], output_names=["y"],
+                              dynamic_shapes={"x": {0: batch}}, external_data=False)
+        else:
+            torch.onnx.export(model, x1, path, opset_version=17, input_names=["x"], output_names=["y"],
+                              dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
+        exported = time.time() - start
+        gpu = model.cuda()
+        import onnxruntime
+        session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+        for tag, x in (("1", x1), ("64", x64)):
+            np.save(os.path.join(out, f"{name}-x{tag}.npy"), x.numpy())
+            with torch.no_grad():
+                np.save(os.path.join(out, f"{name}-y{tag}.npy"), gpu(x.cuda()).cpu().numpy())
+            np.save(os.path.join(out, f"{name}-ort{tag}.npy"), session.run(None, {"x": x.numpy()})[0])
+        print(f"{name}: exported in {exported:.1f} s (torch {torch.__version__}, onnxruntime {onnxruntime.__version__})", flush=True)
+
+
+def compare(out, name, batch, glnet):
+    got = np.load(glnet)
+    line = []
+    for label, file in (("PyTorch (GPU fp32)", f"{name}-y{batch}.npy"), ("ONNX Runtime (CPU)", f"{name}-ort{batch}.npy")):
+        want = np.load(os.path.join(out, file))
+        ratio = np.abs(got - want).max() / max(np.abs(want).max(), 1e-30)
+        same = (got.argmax(1) == want.argmax(1)).all()
+        line.append(f"vs {label}: max|diff| = {ratio:.2e} x max|out|{' OK' if ratio <= 1e-4 else ' OVER 1e-4'}, top-1 {'same' if same else 'DIFFERS'}")
+    print("; ".join(line))
+
+
+def timings(names):
+    result = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
+    for name in names:
+        model = build(name).cuda()
+        for batch in (1, 64):
+            x = torch.randn(batch, 3, 224, 224, device="cuda")
+            with torch.no_grad():
+                for _ in range(5):
+                    model(x)
+                torch.cuda.synchronize()
+                eager = []
+                for _ in range(30):
+                    start = time.perf_counter()
+                    model(x)
+                    torch.cuda.synchronize()
+                    eager.append((time.perf_counter() - start) * 1e3)
+                stream = torch.cuda.Stream()
+                stream.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(stream):
+                    for _ in range(3):
+                        model(x)
+                torch.cuda.current_stream().wait_stream(stream)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    model(x)
+                graphed = []
+                for _ in range(30):
+                    start = time.perf_counter()
+                    graph.replay()
+                    torch.cuda.synchronize()
+                    graphed.append((time.perf_counter() - start) * 1e3)
+            torch.cuda.reset_peak_memory_stats()
+            base = torch.cuda.memory_allocated()
+            with torch.no_grad():
+                model(x)
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated() - base
+            result[f"{name}/{batch}"] = {"eager_ms": float(np.median(eager)), "graph_ms": float(np.median(graphed)),
+                                         "peak_activation_bytes": int(peak)}
+            del graph
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    command, out, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
+    if command == "export":
+        dynamo = "--dynamo" in rest
+        export(out, [r for r in rest if r != "--dynamo"] or MODELS, dynamo)
+    elif command == "compare":
+        compare(out, rest[0], rest[1], rest[2])
+    elif command == "time":
+        timings(rest or MODELS)
+    else:
+        sys.exit(__doc__)
