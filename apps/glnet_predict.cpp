@@ -3,8 +3,11 @@
 #include "gl/Sync.h"
 #include "data/Idx.h"
 #include "data/Image.h"
+#include "gl/FileInput.h"
 #include "gl/check.h"
+#include "formats/Onnx.h"
 #include "model/Classifier.h"
+#include "model/ImageClassifier.h"
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +15,7 @@
 #include <cstdio>
 #include <iostream>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 using namespace glnet;
@@ -42,20 +46,96 @@ std::vector<std::size_t> parseIndices(const std::string& text, std::size_t count
   return indices;
 }
 
+// An imported image classifier (ResNet, MobileNet, ...) on photographs: top-k classes with their names.
+int classifyPhotographs(const cli::Parser& parser) {
+  const bool json = parser.has("json");
+  if (parser.has("mnist-index") || parser.has("invert") || parser.has("no-invert")) {
+    throw UsageError("--mnist-index, --invert and --no-invert are for MNIST digit models; " + parser.text("model") + " takes " +
+                     describe(readOnnx(parser.text("model"), 0).graph.tensor(readOnnx(parser.text("model"), 0).input).shape) + " images");
+  }
+  if (parser.positional().empty()) throw UsageError("give image files to classify");
+  const auto images = static_cast<std::uint32_t>(parser.positional().size());
+  const ImageClassifier classifier(parser.text("model"), images);
+  const std::vector<float> mean = parser.has("mean") ? parseFloatList(parser.text("mean"), "--mean") : std::vector<float>{};
+  const std::vector<float> std = parser.has("std") ? parseFloatList(parser.text("std"), "--std") : std::vector<float>{};
+  std::optional<std::uint32_t> resize;
+  if (parser.has("resize")) resize = static_cast<std::uint32_t>(parser.integer("resize", 1, 4096));
+  const ClassifierPreprocessing preprocessing = classifier.preprocessing(mean, std, resize);
+  if (parser.has("size") && parser.integer("size", 1, 4096) != preprocessing.height) {
+    throw UsageError("--size " + parser.text("size") + ": the model takes " + std::to_string(preprocessing.height) + "x" +
+                     std::to_string(preprocessing.width) + " images");
+  }
+  if (preprocessing.resize < std::max(preprocessing.height, preprocessing.width)) throw UsageError("--resize must be at least the model's input size");
+  if (classifier.normalisationUnknown(mean)) {
+    cli::warn("no --mean/--std and none in the model's metadata_props: pixels go in as values in [0, 1] (ImageNet models want "
+              "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225)");
+  }
+  std::vector<std::string> labels = classifier.labels();
+  if (parser.has("labels")) {
+    labels.clear();
+    std::istringstream lines(readRegularFile(parser.text("labels"), 16u << 20));
+    for (std::string line; std::getline(lines, line);) labels.push_back(line);
+  }
+  std::vector<float> inputs;
+  for (const std::string& path : parser.positional()) {
+    const std::vector<float> one = toClassifierInput(loadRgbImage(path), preprocessing);
+    inputs.insert(inputs.end(), one.begin(), one.end());
+  }
+  const Context context(parser.contextOptions());
+  (json ? std::cerr : std::cout) << "device " << context.device().index << ": " << context.device().renderer << "\n";
+  InferenceTimes times;
+  const std::vector<std::vector<double>> probabilities = classifier.classify(context, inputs, &times);
+  if (!labels.empty() && labels.size() != probabilities[0].size()) {
+    throw Error((parser.has("labels") ? parser.text("labels") : parser.text("model") + "'s labels") + " names " + std::to_string(labels.size()) +
+                " classes; the model has " + std::to_string(probabilities[0].size()));
+  }
+  const auto top = static_cast<std::size_t>(parser.integer("top", 1, 100000));
+  nlohmann::json list = nlohmann::json::array();
+  for (std::size_t i = 0; i < probabilities.size(); ++i) {
+    std::vector<std::size_t> order(probabilities[i].size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return probabilities[i][a] > probabilities[i][b]; });
+    order.resize(std::min(top, order.size()));
+    nlohmann::json best = nlohmann::json::array();
+    if (!json) std::printf("%s:\n", parser.positional()[i].c_str());
+    for (const std::size_t c : order) {
+      nlohmann::json entry = {{"class", c}, {"probability", probabilities[i][c]}};
+      if (!labels.empty()) entry["label"] = labels[c];
+      best.push_back(entry);
+      if (!json) std::printf("  %6.2f%%  %zu%s%s\n", 100.0 * probabilities[i][c], c, labels.empty() ? "" : "  ", labels.empty() ? "" : labels[c].c_str());
+    }
+    list.push_back({{"image", parser.positional()[i]}, {"top", best}});
+  }
+  if (json) std::cout << list.dump(2) << "\n";
+  if (parser.has("time")) {
+    std::fprintf(json ? stderr : stdout, "times: compile %.2f ms, upload %.3f ms, issue %.3f ms, readback %.3f ms (waits for the GPU)\n",
+                 times.compileMs, times.uploadMs, times.issueMs, times.readbackMs);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   return cli::run("glnet_predict", [&] {
     cli::Parser parser("glnet_predict",
-                       "Classifies digit images with a glnet or PyTorch model file (safetensors), all in one GPU batch.\n"
-                       "Images that are not 28x28 are cropped, scaled into 20x20 and centred by mass, as MNIST was made.",
-                       "--model MODEL.safetensors [IMAGE...] [--mnist-index N[,N...]] [options]");
+                       "Classifies images with a glnet, PyTorch (safetensors) or ONNX model, all in one GPU batch.\n"
+                       "Digit models (28x28 inputs): images that are not 28x28 are cropped, scaled into 20x20 and centred by\n"
+                       "mass, as MNIST was made. Image classifiers (ONNX, [N, 3, H, W]): the shorter side is resized, the centre\n"
+                       "cropped and each channel normalised, as torchvision evaluates; the top classes are listed.",
+                       "--model MODEL [IMAGE...] [--mnist-index N[,N...]] [options]");
     parser.positionals("IMAGE...", "PNG, JPEG, BMP or PGM files", 0, 100000)
         .modelOptions("model file (safetensors) to classify with")
         .option("mnist-index", "N[,N...]", "classify these images of the MNIST test set")
         .option("data", "DIR", "directory of the MNIST IDX files, for --mnist-index", "data/mnist")
         .flag("invert", "the images are dark digits on light paper: invert them")
         .flag("no-invert", "never invert (by default images with a mostly light border are inverted)")
+        .option("size", "N", "image classifiers: the crop the model takes (default and only choice: its input's height)")
+        .option("resize", "N", "image classifiers: the shorter side before the centre crop (default: size x 256/224)")
+        .option("mean", "M[,M,M]", "image classifiers: per-channel mean of the normalisation (default: the model's metadata_props input_mean, else 0)")
+        .option("std", "S[,S,S]", "image classifiers: per-channel deviation (default: the model's input_std, else 1)")
+        .option("labels", "FILE", "image classifiers: class names, one per line (default: the model's metadata_props labels)")
+        .option("top", "K", "image classifiers: classes listed per image", "5")
         .flag("time", "show upload, GPU and readback times")
         .common(true);
     parser.parse(argc, argv);
@@ -64,6 +144,10 @@ int main(int argc, char** argv) {
     if (parser.has("invert") && parser.has("no-invert")) throw UsageError("--invert and --no-invert contradict each other");
     const Inversion inversion =
         parser.has("invert") ? Inversion::always : parser.has("no-invert") ? Inversion::never : Inversion::automatic;
+    if (isOnnxPath(parser.text("model")) && takesPhotographs(readOnnx(parser.text("model"), 0))) return classifyPhotographs(parser);
+    for (const char* photoOnly : {"size", "resize", "mean", "std", "labels"}) {
+      if (parser.has(photoOnly)) throw UsageError(std::string("--") + photoOnly + " is for image classifiers (ONNX models taking [N, 3, H, W])");
+    }
     const bool json = parser.has("json");
     const ContextOptions contextOptions = parser.contextOptions();
 

@@ -163,7 +163,17 @@ GrayImage loadGrayImage(const std::string& path) {
   return decodeGrayImage(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), path);
 }
 
-GrayImage decodeGrayImage(const std::uint8_t* data, std::size_t bytes, const std::string& name) {
+namespace {
+
+// The pixels of an encoded file, checked whole before stb decodes them: `gray` gives gray (and alpha when the file
+// has it, in `alpha`), else RGB. Errors name the file `name`.
+struct Decoded {
+  int width = 0, height = 0;
+  bool alpha = false;
+  std::unique_ptr<stbi_uc, void (*)(void*)> pixels{nullptr, stbi_image_free};
+};
+
+Decoded decodeChecked(const std::uint8_t* data, std::size_t bytes, const std::string& name, bool gray) {
   // A small file may claim a huge image; refuse before decoding it (4096² pixels of 16-bit RGBA are 128 MiB).
   constexpr int largestSide = 4096;
   const auto unreadable = [&name](const char* reason) {
@@ -181,25 +191,102 @@ GrayImage decodeGrayImage(const std::uint8_t* data, std::size_t bytes, const std
   if (png && !pngComplete(data, bytes)) throw unreadable("truncated: a PNG chunk runs past the end of the file, or IEND is missing");
   if (jpeg && !jpegComplete(data, bytes)) throw unreadable("truncated: the JPEG data ends before its end-of-image marker");
   if (const char* problem = pgm ? pgmIncomplete(data, bytes) : bmp ? bmpIncomplete(data, bytes) : nullptr) throw unreadable(problem);
-  int width = 0, height = 0, channels = 0;
-  if (!stbi_info_from_memory(data, static_cast<int>(bytes), &width, &height, &channels)) throw unreadable(stbi_failure_reason());
+  Decoded decoded;
+  int channels = 0;
+  if (!stbi_info_from_memory(data, static_cast<int>(bytes), &decoded.width, &decoded.height, &channels)) throw unreadable(stbi_failure_reason());
   // stb's BMP info reports a top-down image's negative height as it is stored; its decoder takes the magnitude.
-  if (bmp && height < 0 && height != INT32_MIN) height = -height;
+  if (bmp && decoded.height < 0 && decoded.height != INT32_MIN) decoded.height = -decoded.height;
   // stb accepts a PGM header whose width or height is not a number as 0 (found by fuzzing).
-  if (width <= 0 || height <= 0) throw unreadable("no pixels");
-  if (width > largestSide || height > largestSide) {
-    throw Error(name + ": " + std::to_string(width) + "x" + std::to_string(height) + " pixels; glnet reads images of at most " +
+  if (decoded.width <= 0 || decoded.height <= 0) throw unreadable("no pixels");
+  if (decoded.width > largestSide || decoded.height > largestSide) {
+    throw Error(name + ": " + std::to_string(decoded.width) + "x" + std::to_string(decoded.height) + " pixels; glnet reads images of at most " +
                 std::to_string(largestSide) + " pixels a side");
   }
+  decoded.alpha = gray && (channels == 2 || channels == 4);
+  decoded.pixels.reset(stbi_load_from_memory(data, static_cast<int>(bytes), &decoded.width, &decoded.height, &channels,
+                                             gray ? (decoded.alpha ? 2 : 1) : 3));
+  if (!decoded.pixels) throw unreadable(stbi_failure_reason());
+  if (decoded.width <= 0 || decoded.height <= 0) throw unreadable("no pixels");
+  return decoded;
+}
+
+// Weights of a linear filter resampling `from` samples to `to` (PIL's antialiased bilinear: the triangle widened by
+// the reduction factor when shrinking): per output sample, its first source sample and their weights.
+std::vector<std::pair<int, std::vector<double>>> resampleWeights(int from, int to, double scale, double offset) {
+  const double support = std::max(1.0, 1.0 / scale);
+  std::vector<std::pair<int, std::vector<double>>> result;
+  for (int o = 0; o < to; ++o) {
+    const double centre = (o + offset + 0.5) / scale - 0.5;
+    const int first = std::max(0, static_cast<int>(std::floor(centre - support)) + 1);
+    const int last = std::min(from - 1, static_cast<int>(std::ceil(centre + support)) - 1);
+    std::vector<double> weights;
+    double total = 0;
+    for (int i = first; i <= last; ++i) {
+      weights.push_back(std::max(0.0, 1.0 - std::abs(i - centre) / support));
+      total += weights.back();
+    }
+    if (weights.empty() || total <= 0) {
+      weights.assign(1, 1.0);
+      total = 1;
+      result.emplace_back(std::clamp(static_cast<int>(std::lround(centre)), 0, from - 1), weights);
+      continue;
+    }
+    for (double& w : weights) w /= total;
+    result.emplace_back(first, weights);
+  }
+  return result;
+}
+
+}  // namespace
+
+GrayImage decodeGrayImage(const std::uint8_t* data, std::size_t bytes, const std::string& name) {
+  const Decoded decoded = decodeChecked(data, bytes, name, true);
+  const std::size_t count = static_cast<std::size_t>(decoded.width) * static_cast<std::size_t>(decoded.height);
   // Images with transparency are decoded as gray and alpha and composited (see compositeOnBackground).
-  const bool alpha = channels == 2 || channels == 4;
-  std::unique_ptr<stbi_uc, void (*)(void*)> pixels(
-      stbi_load_from_memory(data, static_cast<int>(bytes), &width, &height, &channels, alpha ? 2 : 1), stbi_image_free);
-  if (!pixels) throw unreadable(stbi_failure_reason());
-  if (width <= 0 || height <= 0) throw unreadable("no pixels");
-  const std::size_t count = static_cast<std::size_t>(width) * static_cast<std::size_t>(height);
-  if (!alpha) return {width, height, {pixels.get(), pixels.get() + count}};
-  return {width, height, compositeOnBackground(pixels.get(), count)};
+  if (!decoded.alpha) return {decoded.width, decoded.height, {decoded.pixels.get(), decoded.pixels.get() + count}};
+  return {decoded.width, decoded.height, compositeOnBackground(decoded.pixels.get(), count)};
+}
+
+RgbImage loadRgbImage(const std::string& path) {
+  const std::string bytes = readRegularFile(path, largestImageFileBytes);
+  const Decoded decoded = decodeChecked(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), path, false);
+  const std::size_t count = static_cast<std::size_t>(decoded.width) * static_cast<std::size_t>(decoded.height) * 3;
+  return {decoded.width, decoded.height, {decoded.pixels.get(), decoded.pixels.get() + count}};
+}
+
+std::vector<float> toClassifierInput(const RgbImage& image, const ClassifierPreprocessing& p) {
+  GLNET_ASSERT(p.channels == 1 || p.channels == 3, "a classifier takes 1 or 3 channels");
+  GLNET_ASSERT(p.mean.size() == p.channels && p.std.size() == p.channels, "a mean and a deviation per channel");
+  // The shorter side to `resize`, then the centre size × size, in one resampling per axis.
+  const double scale = static_cast<double>(p.resize) / std::min(image.width, image.height);
+  const int scaledWidth = std::max(1, static_cast<int>(std::lround(image.width * scale)));
+  const int scaledHeight = std::max(1, static_cast<int>(std::lround(image.height * scale)));
+  const double left = std::round((scaledWidth - static_cast<double>(p.width)) / 2), top = std::round((scaledHeight - static_cast<double>(p.height)) / 2);
+  const auto columns = resampleWeights(image.width, static_cast<int>(p.width), static_cast<double>(scaledWidth) / image.width, left);
+  const auto rows = resampleWeights(image.height, static_cast<int>(p.height), static_cast<double>(scaledHeight) / image.height, top);
+  std::vector<float> out(std::size_t{p.channels} * p.height * p.width);
+  std::vector<double> row(static_cast<std::size_t>(image.width) * 3);
+  for (std::uint32_t y = 0; y < p.height; ++y) {
+    std::fill(row.begin(), row.end(), 0.0);
+    const auto& [firstRow, rowWeights] = rows[y];
+    for (std::size_t k = 0; k < rowWeights.size(); ++k) {
+      const std::uint8_t* source = image.pixels.data() + static_cast<std::size_t>(firstRow + static_cast<int>(k)) * image.width * 3;
+      for (std::size_t i = 0; i < row.size(); ++i) row[i] += rowWeights[k] * source[i];
+    }
+    for (std::uint32_t x = 0; x < p.width; ++x) {
+      const auto& [firstColumn, columnWeights] = columns[x];
+      double rgb[3] = {0, 0, 0};
+      for (std::size_t k = 0; k < columnWeights.size(); ++k) {
+        for (int c = 0; c < 3; ++c) rgb[c] += columnWeights[k] * row[static_cast<std::size_t>(firstColumn + static_cast<int>(k)) * 3 + static_cast<std::size_t>(c)];
+      }
+      for (std::uint32_t c = 0; c < p.channels; ++c) {
+        // One channel: the luma of ITU-R 601, as PIL's convert("L").
+        const double value = p.channels == 3 ? rgb[c] : 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2];
+        out[(std::size_t{c} * p.height + y) * p.width + x] = static_cast<float>((std::clamp(value, 0.0, 255.0) / 255.0 - p.mean[c]) / p.std[c]);
+      }
+    }
+  }
+  return out;
 }
 
 bool looksBlank(const std::uint8_t* pixels, std::size_t count) {

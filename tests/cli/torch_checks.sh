@@ -63,6 +63,38 @@ assert (got.argmax(1) == want.argmax(1)).all()
 " "$work/vision/$model-out.npy" "$work/vision/$model-y.npy" || fail "$model: glnet_run differs from PyTorch"
 done
 
+# glnet_predict on photographs with an image classifier: a 64x64 PNG at --resize 64 is the model's input exactly,
+# so the top-3 probabilities must be PyTorch's for the same normalised pixels (the seeded resnet18 built again).
+/usr/bin/python3 -c "
+import numpy as np, sys
+from PIL import Image
+rng = np.random.default_rng(5)
+Image.fromarray((rng.random((64, 64, 3)) * 255).astype(np.uint8)).save(sys.argv[1])
+Image.fromarray((rng.random((90, 120, 3)) * 255).astype(np.uint8)).save(sys.argv[2])
+" "$work/photo.png" "$work/wide.jpg.png"
+printf 'class %s\n' $(seq 0 999) >"$work/labels.txt"
+"$apps/glnet_predict" --model "$work/vision/resnet18.onnx" "$work/photo.png" "$work/wide.jpg.png" --resize 64 --size 64 --top 3 \
+  --mean 0.485,0.456,0.406 --std 0.229,0.224,0.225 --labels "$work/labels.txt" --json >"$work/photo.json" 2>"$work/photo.err" \
+  || fail "glnet_predict on photographs: $(cat "$work/photo.err")"
+/usr/bin/python3 -c "
+import json, sys, numpy as np, torch, torchvision
+from PIL import Image
+answers = json.load(open(sys.argv[1]))
+torch.manual_seed(7)
+model = torchvision.models.resnet18(weights=None).eval()
+x = (np.asarray(Image.open(sys.argv[2]), np.float64) / 255 - [0.485, 0.456, 0.406]) / [0.229, 0.224, 0.225]
+with torch.no_grad():
+    p = torch.softmax(model(torch.tensor(x.transpose(2, 0, 1)[None], dtype=torch.float32)), 1)[0].numpy()
+top = answers[0]['top']
+assert [t['class'] for t in top] == list(np.argsort(-p)[:3]), (top, np.argsort(-p)[:3])
+assert all(abs(t['probability'] - p[t['class']]) <= 1e-5 for t in top) and top[0]['label'] == 'class %d' % top[0]['class']
+assert len(answers) == 2 and len(answers[1]['top']) == 3
+" "$work/photo.json" "$work/photo.png" || fail "glnet_predict's probabilities for a photograph differ from PyTorch's"
+expect 2 "error: --size 32: the model takes 64x64 images" -- "$apps/glnet_predict" --model "$work/vision/resnet18.onnx" "$work/photo.png" --size 32
+expect 2 "error: --mean needs 1 or 3 values for this model" -- "$apps/glnet_predict" --model "$work/vision/resnet18.onnx" "$work/photo.png" --mean 1,2
+expect 1 "labels.txt names 1000 classes; the model has 10" -- "$apps/glnet_predict" --model "$work/cnn.onnx" "$work/photo.png" --labels "$work/labels.txt"
+expect 2 "error: --mean is for image classifiers" -- "$apps/glnet_predict" --model "$work/mnist.onnx" --mnist-index 0 --data "$mnist" --mean 0.5
+
 # The MNIST classifier through the commands that take --model: glnet_predict's probabilities are PyTorch's.
 "$apps/glnet_predict" --model "$work/mnist.onnx" --data "$mnist" --mnist-index "$(seq -s, 0 49)" --json >"$work/predict.json" 2>"$work/predict.err" \
   || fail "glnet_predict on an ONNX model: $(cat "$work/predict.err")"
@@ -76,7 +108,7 @@ assert [a['class'] for a in answers] == list(want.argmax(1))
 " "$work/predict.json" "$work/mnist-y.npy" || fail "glnet_predict's probabilities differ from PyTorch's"
 expect 0 "accuracy: [0-9.]+% \(.* of 300\)" -- "$apps/glnet_eval" --model "$work/mnist.onnx" --data "$mnist" --limit 300 --batch 64
 expect 2 "error: --activation applies to safetensors models" -- "$apps/glnet_predict" --model "$work/mnist.onnx" --activation relu --mnist-index 0 --data "$mnist"
-expect 1 "mlp.onnx: the model takes 48 inputs; glnet_predict classifies 28x28 images" -- "$apps/glnet_predict" --model "$work/mlp.onnx" --mnist-index 0 --data "$mnist"
+expect 2 "error: --mnist-index, --invert and --no-invert are for MNIST digit models; .*mlp.onnx takes \[4, 3, 4, 4\] images" -- "$apps/glnet_predict" --model "$work/mlp.onnx" --mnist-index 0 --data "$mnist"
 "$apps/glnet_serve" --model "$work/mnist.onnx" --port 0 >"$work/serve.out" 2>"$work/serve.err" &
 server=$!
 url=
