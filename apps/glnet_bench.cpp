@@ -5,8 +5,8 @@
 #include "common/Cli.h"
 #include "gl/Sync.h"
 #include "gl/check.h"
-#include "model/Benchmarks.h"
-#include "model/GemmBenchmarks.h"
+#include "bench/Benchmarks.h"
+#include "bench/GemmBenchmarks.h"
 #include "ops/Gemm.h"
 #include "model/Network.h"
 

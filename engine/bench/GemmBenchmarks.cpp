@@ -1,4 +1,4 @@
-#include "model/GemmBenchmarks.h"
+#include "bench/GemmBenchmarks.h"
 
 #include "gl/Stopwatch.h"
 #include "gl/Sync.h"

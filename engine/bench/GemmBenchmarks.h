@@ -4,7 +4,7 @@
 #pragma once
 
 #include "gl/Context.h"
-#include "model/Benchmarks.h"
+#include "bench/Benchmarks.h"
 #include "ops/Conv.h"
 #include "ops/Dense.h"
 

@@ -1,4 +1,4 @@
-#include "model/Benchmarks.h"
+#include "bench/Benchmarks.h"
 
 #include "gl/Stopwatch.h"
 #include "gl/Sync.h"
