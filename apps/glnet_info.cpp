@@ -2,6 +2,7 @@
 // and runs a self-check.
 #include "common/Cli.h"
 #include "formats/Onnx.h"
+#include "graph/MemoryPlan.h"
 #include "gl/Context.h"
 #include "gl/Sync.h"
 #include "plan/SelfCheck.h"
@@ -134,7 +135,7 @@ double multiplyAdds(const Graph& graph, const OpNode& node) {
   const Shape& weight = node.inputs.size() > 1 ? graph.tensors()[static_cast<std::size_t>(node.inputs[1])].shape : Shape{};
   const std::string name = node.op->name();
   if (weight.size() == 2 && name.rfind("dense", 0) == 0) return static_cast<double>(elementCount(out)) * weight[1];
-  if (weight.size() == 4 && name.rfind("conv", 0) == 0) return static_cast<double>(elementCount(out)) * weight[1] * weight[2] * weight[3];
+  if (weight.size() == 4 && name.find("conv") != std::string::npos) return static_cast<double>(elementCount(out)) * weight[1] * weight[2] * weight[3];
   return 0;
 }
 
@@ -149,12 +150,12 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json) {
   const OnnxModel model = readOnnx(path, batch);
   const Graph& graph = model.graph;
   double macs = 0;
-  std::size_t activationBytes = 0;
   nlohmann::json nodes = nlohmann::json::array();
-  for (const OpNode& node : graph.ops()) {
-    macs += multiplyAdds(graph, node);
-    activationBytes += elementCount(graph.tensors()[static_cast<std::size_t>(node.output)].shape) * sizeof(float);
-  }
+  for (const OpNode& node : graph.ops()) macs += multiplyAdds(graph, node);
+  std::vector<Tensor> results;
+  for (const auto& output : model.outputs) results.push_back(output.second);
+  // 256 bytes: the largest storage buffer offset alignment GL allows, so the figure holds on every device.
+  const MemoryPlan memory = planMemory(graph, results, 256);
   for (const OnnxNodeSummary& node : model.nodes) {
     nodes.push_back({{"name", node.name}, {"op_type", node.opType}, {"glnet", node.glnetOp}, {"output_shape", node.outputShape}});
   }
@@ -165,7 +166,7 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json) {
                                 {"dynamic_batch", model.dynamicBatch}, {"input", {{"name", model.inputName}, {"shape", in}}},
                                 {"output", {{"name", model.outputName}, {"shape", out}}}, {"nodes", nodes},
                                 {"multiply_adds", macs}, {"parameter_bytes", model.parameterBytes},
-                                {"activation_bytes", activationBytes}}
+                                {"activation_bytes", memory.arenaBytes}, {"activation_bytes_without_reuse", memory.keptBytes}}
                      .dump(2)
               << "\n";
     return 0;
@@ -178,8 +179,10 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json) {
     std::printf("%-32s %-14s %-12s %s\n", node.name.substr(0, 32).c_str(), node.opType.c_str(), node.glnetOp.c_str(),
                 node.outputShape.empty() ? "-" : shapeText(node.outputShape).c_str());
   }
-  std::printf("\n%.4g multiply-adds per batch of %u; parameters %zu bytes; activations %zu bytes (every intermediate tensor "
-              "kept; no buffer reuse yet)\n", macs, in[0], model.parameterBytes, activationBytes);
+  std::printf("\n%.4g multiply-adds per batch of %u; parameters %.1f MiB; activations %.1f MiB planned (intermediate tensors sharing "
+              "memory by liveness; %.1f MiB if each kept its own; the ops' scratch comes on top)\n",
+              macs, in[0], static_cast<double>(model.parameterBytes) / (1 << 20), static_cast<double>(memory.arenaBytes) / (1 << 20),
+              static_cast<double>(memory.keptBytes) / (1 << 20));
   return 0;
 }
 

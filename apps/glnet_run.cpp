@@ -88,7 +88,9 @@ int main(int argc, char** argv) {
     std::FILE* info = json ? stderr : stdout;
     std::fprintf(info, "device %d: %s\n", context.device().index, context.device().renderer.c_str());
     Stopwatch compileClock;
-    CompiledGraph compiled(context, model.graph);
+    std::vector<Tensor> results;
+    for (const auto& output : model.outputs) results.push_back(output.second);
+    CompiledGraph compiled(context, model.graph, CompiledGraph::Memory::reused, results);
     Plan plan = compiled.forwardPlan([](Plan&) {});
     const double compileMs = compileClock.milliseconds();
     const Shape& outputShape = model.graph.tensor(model.output).shape;
@@ -110,9 +112,11 @@ int main(int argc, char** argv) {
     writeNpy(outputPath, output);
 
     nlohmann::json report = {{"device", context.device().renderer}, {"model", parser.text("model")}, {"batch", batch},
-                             {"output", outputPath}, {"output_shape", output.shape}};
+                             {"output", outputPath}, {"output_shape", output.shape}, {"activation_bytes", compiled.activationBytes()}};
     std::fprintf(info, "ran %s (%zu nodes, opset %lld) on %u rows; wrote %s\n", parser.text("model").c_str(), model.nodes.size(),
                  static_cast<long long>(model.opset), batch, outputPath.c_str());
+    std::fprintf(info, "activation memory: %.1f MiB (intermediate tensors sharing memory by liveness, and the ops' scratch)\n",
+                 static_cast<double>(compiled.activationBytes()) / (1 << 20));
     if (parser.has("check")) {
       const std::vector<std::vector<double>> reference =
           referenceValues(model.graph, {{model.input.id, std::vector<double>(values.begin(), values.end())}});

@@ -1,9 +1,11 @@
 #include "graph/CompiledGraph.h"
 
 #include "gl/check.h"
+#include "graph/MemoryPlan.h"
 #include "ops/Elementwise.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace glnet {
 namespace {
@@ -23,9 +25,12 @@ CompiledGraph::CompiledGraph(const Context& context, const Graph& graph, Tensor 
   allocate(true);
 }
 
-CompiledGraph::CompiledGraph(const Context& context, const Graph& graph) : context_(context), graph_(graph) { allocate(false); }
+CompiledGraph::CompiledGraph(const Context& context, const Graph& graph, Memory memory, const std::vector<Tensor>& kept)
+    : context_(context), graph_(graph) {
+  allocate(false, memory, kept);
+}
 
-void CompiledGraph::allocate(bool training) {
+void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Tensor>& kept) {
   const auto& tensors = graph_.tensors();
   // Every tensor is bound whole as one storage block: one larger than the device's limit is refused here,
   // before any buffer is allocated, naming the size asked and the limit.
@@ -61,18 +66,37 @@ void CompiledGraph::allocate(bool training) {
     const bool view = producer >= 0 && graph_.ops()[static_cast<std::size_t>(producer)].op->isView();
     storage_[i] = view ? storage_[static_cast<std::size_t>(graph_.ops()[static_cast<std::size_t>(producer)].inputs[0])]
                        : static_cast<int>(i);
-    const bool inArena = tensors[i].role == TensorRole::parameter;
+  }
+  const bool reuse = !training && memory == Memory::reused;
+  if (reuse) {
+    const MemoryPlan plan = planMemory(graph_, kept, alignment * sizeof(float));
+    placed_ = plan.offset;
+    activationBytes_ = plan.arenaBytes;
+    activations_ = Buffer(std::max<std::size_t>(activationBytes_, sizeof(float)));
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const bool view = storage_[i] != static_cast<int>(i);
+    const bool inArena = tensors[i].role == TensorRole::parameter || (reuse && tensors[i].role == TensorRole::computed);
     values_.push_back(inArena || view ? nullptr : std::make_unique<Buffer>(bytesOf(tensors[i].shape)));
+    if (!reuse && !view && tensors[i].role == TensorRole::computed) activationBytes_ += bytesOf(tensors[i].shape);
     const bool ownGradient = training && !inArena && !view && tensors[i].needsGradient;
     tensorGradients_.push_back(ownGradient ? std::make_unique<Buffer>(bytesOf(tensors[i].shape)) : nullptr);
     if (inArena) parameters_.upload(tensors[i].initial, arenaOffset_[i] * sizeof(float));
   }
+  std::vector<std::size_t> workspaceBytes;
   for (const OpNode& node : graph_.ops()) {
     std::vector<Shape> shapes;
     for (const int id : node.inputs) shapes.push_back(tensors[static_cast<std::size_t>(id)].shape);
-    const std::size_t bytes = node.op->workspaceBytes(shapes);
-    workspaces_.push_back(bytes ? std::make_unique<Buffer>(bytes) : nullptr);
+    workspaceBytes.push_back(node.op->workspaceBytes(shapes));
   }
+  // Reused memory: an inference op's workspace lives within its own dispatches, so one serves every op.
+  const std::size_t sharedWorkspace = reuse && !workspaceBytes.empty() ? *std::max_element(workspaceBytes.begin(), workspaceBytes.end()) : 0;
+  if (sharedWorkspace) workspaces_.push_back(std::make_unique<Buffer>(sharedWorkspace));
+  for (std::size_t n = 0; n < workspaceBytes.size(); ++n) {
+    if (!reuse && workspaceBytes[n]) workspaces_.push_back(std::make_unique<Buffer>(workspaceBytes[n]));
+    workspaceOf_.push_back(workspaceBytes[n] ? workspaces_.back().get() : nullptr);
+  }
+  activationBytes_ += reuse ? sharedWorkspace : std::accumulate(workspaceBytes.begin(), workspaceBytes.end(), std::size_t{0});
   rowGradient_ = Buffer::of(std::vector<float>(std::max<std::uint32_t>(rows_, 1), 1.0f / static_cast<float>(std::max<std::uint32_t>(rows_, 1))));
   totals_ = Buffer((1 + metrics_.size()) * sizeof(float));
   zeros_ = Buffer::of(std::vector<float>(1 + metrics_.size(), 0.0f));
@@ -85,13 +109,14 @@ void CompiledGraph::allocate(bool training) {
 BufferView CompiledGraph::view(Tensor tensor) const {
   const auto index = static_cast<std::size_t>(storage_.at(static_cast<std::size_t>(tensor.id)));
   if (values_.at(index)) return *values_[index];
+  if (placed_.size() > index && placed_[index]) return {activations_, *placed_[index], bytesOf(graph_.tensors()[index].shape)};
   return {parameters_, arenaOffset_[index] * sizeof(float), elementCount(graph_.tensors()[index].shape) * sizeof(float)};
 }
 
 GpuTensor CompiledGraph::outputOf(std::size_t node) const {
   const int id = graph_.ops()[node].output;
   GpuTensor output{view({id}), graph_.tensors()[static_cast<std::size_t>(id)].shape};
-  if (workspaces_[node]) output.workspace = BufferView(*workspaces_[node]);
+  if (workspaceOf_[node]) output.workspace = BufferView(*workspaceOf_[node]);
   return output;
 }
 
@@ -199,6 +224,8 @@ void CompiledGraph::upload(Tensor tensor, const void* data, std::size_t bytes) {
   GLNET_ASSERT(bytes == elementCount(graph_.tensor(tensor).shape) * 4, "upload of the wrong size for " + graph_.tensor(tensor).name);
   if (values_.at(index)) {
     values_[index]->upload(data, bytes);
+  } else if (placed_.size() > index && placed_[index]) {
+    activations_.upload(data, bytes, *placed_[index]);
   } else {
     parameters_.upload(data, bytes, arenaOffset_[index] * sizeof(float));
   }

@@ -17,8 +17,14 @@ class CompiledGraph {
   // `loss` is a per-row loss whose mean is minimised; `metrics` are per-row values summed beside it.
   CompiledGraph(const Context& context, const Graph& graph, Tensor loss, std::vector<Tensor> metrics,
                 const OptimizerSettings& optimizer);
-  // Forward only (inference): no loss, no gradients, no optimizer state.
-  CompiledGraph(const Context& context, const Graph& graph);
+  // Forward only (inference): no loss, no gradients, no optimizer state. `memory` reused: computed tensors share
+  // one arena by liveness (a tensor's bytes serve another once its last reader has run), and the ops one scratch
+  // workspace; only the results (tensors no op reads), the inputs and `kept` may be read after a run.
+  enum class Memory { kept, reused };
+  CompiledGraph(const Context& context, const Graph& graph, Memory memory = Memory::kept, const std::vector<Tensor>& kept = {});
+  // Device bytes of the computed tensors and the ops' workspaces (the activation memory a run needs); inputs and
+  // parameters apart.
+  std::size_t activationBytes() const { return activationBytes_; }
 
   // Records the dispatches that fill the graph's inputs for one step, first in the plan.
   using Feed = std::function<void(Plan&)>;
@@ -69,7 +75,7 @@ class CompiledGraph {
   void recordForward(Plan& plan);
   void recordBackward(Plan& plan);
   void recordUpdate(Plan& plan);
-  void allocate(bool training);
+  void allocate(bool training, Memory memory = Memory::kept, const std::vector<Tensor>& kept = {});
   GpuTensor outputOf(std::size_t node) const;
   std::vector<std::vector<float>> splitArena(const Buffer& arena) const;
   void writeArena(Buffer& arena, const std::vector<std::vector<float>>& values);
@@ -87,10 +93,14 @@ class CompiledGraph {
   std::vector<Buffer> state_;
   std::vector<std::unique_ptr<Buffer>> values_, tensorGradients_;  // per tensor; null where the arena holds it or a view
   std::vector<int> storage_;                                        // per tensor: the tensor whose memory it uses
-  std::vector<std::unique_ptr<Buffer>> workspaces_;                  // per op node; null when it needs none
+  std::vector<std::unique_ptr<Buffer>> workspaces_;                  // the ops' scratch memory
+  std::vector<const Buffer*> workspaceOf_;                           // per op node: its workspace, or null
   Buffer rowGradient_, totals_, zeros_;
   std::optional<Plan> resetPlan_;
   std::vector<int> stepNodes_;
+  Buffer activations_{sizeof(float)};                // the arena of reused memory
+  std::vector<std::optional<std::size_t>> placed_;  // per tensor: its byte offset in activations_
+  std::size_t activationBytes_ = 0;
 };
 
 }  // namespace glnet

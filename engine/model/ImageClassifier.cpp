@@ -84,7 +84,7 @@ std::vector<std::vector<double>> ImageClassifier::classify(const Context& contex
   const Shape& inputShape = model_.graph.tensor(model_.input).shape;
   GLNET_ASSERT(inputs.size() == elementCount(inputShape), "one preprocessed image per input row");
   Stopwatch clock;
-  CompiledGraph compiled(context, model_.graph);
+  CompiledGraph compiled(context, model_.graph, CompiledGraph::Memory::reused, {model_.output, model_.logits});
   Plan plan = compiled.forwardPlan([](Plan&) {});
   if (times) times->compileMs = clock.restart();
   compiled.upload(model_.input, inputs.data(), inputs.size() * sizeof(float));

@@ -199,7 +199,9 @@ Result runCase(const Context& context, const fs::path& directory, const fs::path
   }
   OnnxModel& m = *loaded;
   try {
-    CompiledGraph compiled(context, m.graph);
+    std::vector<Tensor> results;
+    for (const auto& output : m.outputs) results.push_back(output.second);
+    CompiledGraph compiled(context, m.graph, CompiledGraph::Memory::reused, results);
     Plan plan = compiled.forwardPlan([](Plan&) {});
     for (std::size_t s = 0; s < sets.size(); ++s) {
       if (inputs[s].size() != m.inputs.size() || outputs[s].size() != m.outputs.size()) {
