@@ -639,8 +639,15 @@ class Importer {
     const Tensor weight = parameter(name + ".weight", w->shape, w->values), b = parameter(name + ".bias", {w->shape[0]}, bias);
     const bool evenPadding = std::adjacent_find(settings.pads.begin(), settings.pads.end(), std::not_equal_to<>()) == settings.pads.end() &&
                              settings.pads[0] < std::min(kernel[0], kernel[1]);
+    // Few output pixels (a batch of one at 7x7, squeeze-excitation's 1x1) give the GEMM too few tiles to fill a GPU,
+    // while the direct kernel has an invocation per output: it takes those with a short sum.
+    const Shape xShape = shapeOf(x);
+    const std::uint64_t pixels = std::uint64_t{xShape[0]} * (xShape[2] + settings.pads[0] + settings.pads[2] - kernel[0] + 1) *
+                                 (xShape[3] + settings.pads[1] + settings.pads[3] - kernel[1] + 1);
+    const std::uint64_t tiles = (pixels + 63) / 64 * ((static_cast<std::uint64_t>(w->shape[0]) + 63) / 64);
+    const bool fewTiles = tiles < 24 && static_cast<std::uint64_t>(w->shape[1]) * kernel[0] * kernel[1] <= 1152;
     const bool implicitGemm = settings.groups == 1 && settings.strides == std::array<std::uint32_t, 2>{1, 1} &&
-                              settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding;
+                              settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding && !fewTiles;
     Tensor out;
     if (implicitGemm) {
       const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }));

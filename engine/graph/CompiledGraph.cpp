@@ -83,20 +83,44 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
     tensorGradients_.push_back(ownGradient ? std::make_unique<Buffer>(bytesOf(tensors[i].shape)) : nullptr);
     if (inArena) parameters_.upload(tensors[i].initial, arenaOffset_[i] * sizeof(float));
   }
-  std::vector<std::size_t> workspaceBytes;
+  // Inference: an op that prepares keeps what it prepared in a workspace of its own; any other op's workspace lives
+  // within its own dispatches, so with reused memory one serves them all.
+  std::vector<std::size_t> workspaceBytes, preparedBytes;
   for (const OpNode& node : graph_.ops()) {
     std::vector<Shape> shapes;
     for (const int id : node.inputs) shapes.push_back(tensors[static_cast<std::size_t>(id)].shape);
-    workspaceBytes.push_back(node.op->workspaceBytes(shapes));
+    const bool preparing = !training && node.op->prepares() &&
+                           std::all_of(node.inputs.begin() + 1, node.inputs.end(),
+                                       [&](int id) { return tensors[static_cast<std::size_t>(id)].role == TensorRole::parameter; });
+    workspaceBytes.push_back(preparing ? 0 : node.op->workspaceBytes(shapes));
+    preparedBytes.push_back(preparing ? node.op->preparedBytes(shapes) : 0);
   }
-  // Reused memory: an inference op's workspace lives within its own dispatches, so one serves every op.
   const std::size_t sharedWorkspace = reuse && !workspaceBytes.empty() ? *std::max_element(workspaceBytes.begin(), workspaceBytes.end()) : 0;
-  if (sharedWorkspace) workspaces_.push_back(std::make_unique<Buffer>(sharedWorkspace));
+  const Buffer* shared = nullptr;
+  if (sharedWorkspace) {
+    workspaces_.push_back(std::make_unique<Buffer>(sharedWorkspace));
+    shared = workspaces_.back().get();
+  }
   for (std::size_t n = 0; n < workspaceBytes.size(); ++n) {
-    if (!reuse && workspaceBytes[n]) workspaces_.push_back(std::make_unique<Buffer>(workspaceBytes[n]));
-    workspaceOf_.push_back(workspaceBytes[n] ? workspaces_.back().get() : nullptr);
+    const std::size_t own = preparedBytes[n] ? preparedBytes[n] : reuse ? 0 : workspaceBytes[n];
+    if (own) workspaces_.push_back(std::make_unique<Buffer>(own));
+    workspaceOf_.push_back(own ? workspaces_.back().get() : workspaceBytes[n] ? shared : nullptr);
   }
   activationBytes_ += reuse ? sharedWorkspace : std::accumulate(workspaceBytes.begin(), workspaceBytes.end(), std::size_t{0});
+  if (!training) {
+    // The preparations run once now, and again whenever the parameters are written.
+    prepared_.assign(graph_.ops().size(), false);
+    setupPlan_.emplace(context_.limits());
+    for (std::size_t n = 0; n < graph_.ops().size(); ++n) {
+      const OpNode& node = graph_.ops()[n];
+      if (!preparedBytes[n]) continue;
+      std::vector<GpuTensor> inputs;
+      for (const int id : node.inputs) inputs.push_back({view({id}), tensors[static_cast<std::size_t>(id)].shape});
+      node.op->prepare(programs_, *setupPlan_, inputs, outputOf(n));
+      prepared_[n] = true;
+    }
+    setupPlan_->run();
+  }
   rowGradient_ = Buffer::of(std::vector<float>(std::max<std::uint32_t>(rows_, 1), 1.0f / static_cast<float>(std::max<std::uint32_t>(rows_, 1))));
   totals_ = Buffer((1 + metrics_.size()) * sizeof(float));
   zeros_ = Buffer::of(std::vector<float>(1 + metrics_.size(), 0.0f));
@@ -117,6 +141,7 @@ GpuTensor CompiledGraph::outputOf(std::size_t node) const {
   const int id = graph_.ops()[node].output;
   GpuTensor output{view({id}), graph_.tensors()[static_cast<std::size_t>(id)].shape};
   if (workspaceOf_[node]) output.workspace = BufferView(*workspaceOf_[node]);
+  output.prepared = prepared_.size() > node && prepared_[node];
   return output;
 }
 
@@ -228,6 +253,7 @@ void CompiledGraph::upload(Tensor tensor, const void* data, std::size_t bytes) {
     activations_.upload(data, bytes, *placed_[index]);
   } else {
     parameters_.upload(data, bytes, arenaOffset_[index] * sizeof(float));
+    if (setupPlan_) setupPlan_->run();
   }
 }
 
@@ -244,7 +270,10 @@ std::vector<std::vector<float>> CompiledGraph::splitArena(const Buffer& buffer) 
   return values;
 }
 
-void CompiledGraph::writeParameters(const std::vector<std::vector<float>>& values) { writeArena(parameters_, values); }
+void CompiledGraph::writeParameters(const std::vector<std::vector<float>>& values) {
+  writeArena(parameters_, values);
+  if (setupPlan_) setupPlan_->run();
+}
 
 void CompiledGraph::writeArena(Buffer& arena, const std::vector<std::vector<float>>& values) {
   const std::vector<Tensor> parameters = graph_.parameters();

@@ -98,6 +98,8 @@ class CompiledGraph {
   Buffer rowGradient_, totals_, zeros_;
   std::optional<Plan> resetPlan_;
   std::vector<int> stepNodes_;
+  std::optional<Plan> setupPlan_;  // inference: the ops' preparations (Op::prepare)
+  std::vector<bool> prepared_;     // per op node
   Buffer activations_{sizeof(float)};                // the arena of reused memory
   std::vector<std::optional<std::size_t>> placed_;  // per tensor: its byte offset in activations_
   std::size_t activationBytes_ = 0;

@@ -33,8 +33,12 @@ class Conv2d : public Op {
   }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
-    GLNET_ASSERT(out.workspace.has_value(), "a convolution needs its workspace for the transposed weights");
-    plan.record(ConvOp(programs, activation_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in)), *out.workspace));
+    recordForward(programs, plan, in, out, false, out.prepared ? Part::gemm : Part::both);
+  }
+  bool prepares() const override { return true; }
+  std::size_t preparedBytes(const std::vector<Shape>& in) const override { return ConvOp::transposedWeightBytes(shape(in)); }
+  void prepare(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    recordForward(programs, plan, in, out, false, Part::transpose);
   }
 
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
@@ -111,6 +115,15 @@ class Conv2d : public Op {
   }
 
  protected:
+  // ConvOp's forward pass is the weights' transpose into the workspace, then the GEMM.
+  enum class Part { both, transpose, gemm };
+  void recordForward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out, bool pooled, Part part) const {
+    GLNET_ASSERT(out.workspace.has_value(), "a convolution needs its workspace for the transposed weights");
+    const std::vector<Dispatch> dispatches =
+        ConvOp(programs, activation_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in)), *out.workspace, pooled);
+    if (part != Part::gemm) plan.record(dispatches[0]);
+    if (part != Part::transpose) plan.record(dispatches[1]);
+  }
   static std::vector<Shape> shapes(const std::vector<GpuTensor>& in) {
     std::vector<Shape> result;
     for (const GpuTensor& t : in) result.push_back(t.shape);
@@ -209,9 +222,10 @@ class Conv2dMaxPool : public Conv2d {
     return ConvOp::transposedWeightBytes(shape(in));
   }
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
-    GLNET_ASSERT(out.workspace.has_value(), "a convolution needs its workspace for the transposed weights");
-    plan.record(ConvOp(programs, activation_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in)), *out.workspace,
-                                                      true));
+    recordForward(programs, plan, in, out, true, out.prepared ? Part::gemm : Part::both);
+  }
+  void prepare(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    recordForward(programs, plan, in, out, true, Part::transpose);
   }
   void backward(ProgramCache&, Plan&, const std::vector<GpuTensor>&, const GpuTensor&, const GpuTensor&,
                 const std::vector<std::optional<GradientTarget>>&) const override {

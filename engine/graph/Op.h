@@ -20,6 +20,8 @@ struct GpuTensor {
   Shape shape;
   // For an op's output: the scratch memory it asked for with workspaceBytes, kept from forward to backward.
   std::optional<BufferView> workspace = std::nullopt;
+  // For an op that prepares (Op::prepares): its prepare dispatches have run, and the workspace holds their result.
+  bool prepared = false;
 };
 
 // Where an input's gradient goes: written, or added to what earlier consumers of the input wrote.
@@ -53,6 +55,14 @@ class Op {
 
   virtual void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& inputs,
                        const GpuTensor& output) const = 0;
+  // Dispatches that read only inputs after the first (a convolution's transposed weights, in its workspace): an
+  // inference graph whose op has parameters there, which stay put, runs them once and records forward with
+  // output.prepared set, which then leaves them out.
+  virtual bool prepares() const { return false; }
+  // The workspace bytes an inference graph gives a preparing op (kept from prepare to every forward), in place of
+  // workspaceBytes, which also covers training's scratch.
+  virtual std::size_t preparedBytes(const std::vector<Shape>& /*inputs*/) const { return 0; }
+  virtual void prepare(ProgramCache& /*programs*/, Plan& /*plan*/, const std::vector<GpuTensor>& /*inputs*/, const GpuTensor& /*output*/) const {}
   // Records the gradient of every input that has a target, given the gradient of the output. The output's
   // gradient is this op's alone by then: the op may overwrite it (a convolution turns it into the gradient of its
   // pre-activation in place).
