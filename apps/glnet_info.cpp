@@ -166,7 +166,7 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json) {
                                 {"dynamic_batch", model.dynamicBatch}, {"input", {{"name", model.inputName}, {"shape", in}}},
                                 {"output", {{"name", model.outputName}, {"shape", out}}}, {"nodes", nodes},
                                 {"multiply_adds", macs}, {"parameter_bytes", model.parameterBytes},
-                                {"activation_bytes", memory.arenaBytes}, {"activation_bytes_without_reuse", memory.keptBytes}}
+                                {"activation_bytes", memory.arenaBytes + memory.resultBytes}, {"activation_bytes_without_reuse", memory.keptBytes}}
                      .dump(2)
               << "\n";
     return 0;
@@ -181,7 +181,7 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json) {
   }
   std::printf("\n%.4g multiply-adds per batch of %u; parameters %.1f MiB; activations %.1f MiB planned (intermediate tensors sharing "
               "memory by liveness; %.1f MiB if each kept its own; the ops' scratch comes on top)\n",
-              macs, in[0], static_cast<double>(model.parameterBytes) / (1 << 20), static_cast<double>(memory.arenaBytes) / (1 << 20),
+              macs, in[0], static_cast<double>(model.parameterBytes) / (1 << 20), static_cast<double>(memory.arenaBytes + memory.resultBytes) / (1 << 20),
               static_cast<double>(memory.keptBytes) / (1 << 20));
   return 0;
 }

@@ -71,12 +71,12 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
   if (reuse) {
     const MemoryPlan plan = planMemory(graph_, kept, alignment * sizeof(float));
     placed_ = plan.offset;
-    activationBytes_ = plan.arenaBytes;
+    activationBytes_ = plan.arenaBytes + plan.resultBytes;
     activations_ = Buffer(std::max<std::size_t>(activationBytes_, sizeof(float)));
   }
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const bool view = storage_[i] != static_cast<int>(i);
-    const bool inArena = tensors[i].role == TensorRole::parameter || (reuse && tensors[i].role == TensorRole::computed);
+    const bool inArena = tensors[i].role == TensorRole::parameter || (reuse && placed_[i].has_value());
     values_.push_back(inArena || view ? nullptr : std::make_unique<Buffer>(bytesOf(tensors[i].shape)));
     if (!reuse && !view && tensors[i].role == TensorRole::computed) activationBytes_ += bytesOf(tensors[i].shape);
     const bool ownGradient = training && !inArena && !view && tensors[i].needsGradient;

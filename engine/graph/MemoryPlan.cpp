@@ -27,18 +27,23 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
       read[static_cast<std::size_t>(id)] = true;
     }
   }
+  std::vector<bool> own(tensors.size(), false);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].role == TensorRole::computed && !read[i]) last[static_cast<std::size_t>(plan.storage[i])] = end;  // a result
+    if (tensors[i].role == TensorRole::computed && !read[i]) own[static_cast<std::size_t>(plan.storage[i])] = true;  // a result
   }
-  for (const Tensor t : kept) last[static_cast<std::size_t>(plan.storage[static_cast<std::size_t>(t.id)])] = end;
+  for (const Tensor t : kept) own[static_cast<std::size_t>(plan.storage[static_cast<std::size_t>(t.id)])] = true;
   const auto bytes = [&](std::size_t i) {
     return (std::max<std::size_t>(elementCount(tensors[i].shape), 1) * sizeof(float) + alignment - 1) / alignment * alignment;
   };
   std::vector<std::size_t> owners;
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].role == TensorRole::computed && plan.storage[i] == static_cast<int>(i)) {
-      owners.push_back(i);
       plan.keptBytes += bytes(i);
+      if (own[i]) {
+        plan.resultBytes += bytes(i);
+      } else {
+        owners.push_back(i);
+      }
     }
   }
   std::stable_sort(owners.begin(), owners.end(), [&](std::size_t a, std::size_t b) { return bytes(a) > bytes(b); });
