@@ -1,7 +1,8 @@
 // Functions along one axis of a tensor seen as [outer, axis, inner]: one work group per line (outer, inner),
 // its invocations striding along the axis and combining through shared memory.
 //   AXIS_OP 0 softmax, 1 log-softmax, 2 layer normalization (y = (x − mean)/sqrt(var + epsilon)·gamma + beta,
-//   gamma and beta along the axis): y has x's shape; 3 mean, 4 sum, 5 max, 6 min: y [outer, inner]
+//   gamma and beta along the axis): y has x's shape; 3 mean, 4 sum, 5 max, 6 min, 7 1/sqrt(var + epsilon), 8 Σ|x|,
+//   9 sqrt(Σx²), 10 Σx², 11 log Σx, 12 log Σ exp x, 13 Πx: y [outer, inner]
 // bindings: 0 x read, 1 gamma read (op 2; x again otherwise), 2 beta read (op 2; x again otherwise), 3 y write
 // uniforms: 0 lines (outer·inner), 1 axis length, 2 inner, 3 epsilon (op 2)
 layout(local_size_x = GLNET_GROUP_SIZE) in;
@@ -17,7 +18,7 @@ layout(location = 3) uniform float epsilon;
 
 shared float partial[GLNET_GROUP_SIZE];
 
-// Every invocation's `value` combined (sum, or max when `largest`, min when `smallest`); all get the result.
+// Every invocation's `value` combined (kind 0 sum, 1 max, 2 min, 3 product); all get the result.
 float combineGroup(float value, int kind) {
   uint local = gl_LocalInvocationID.x;
   partial[local] = value;
@@ -26,7 +27,7 @@ float combineGroup(float value, int kind) {
   for (uint stride = uint(GLNET_GROUP_SIZE / 2); stride > 0u; stride >>= 1) {
     if (local < stride) {
       float other = partial[local + stride];
-      partial[local] = kind == 0 ? partial[local] + other : kind == 1 ? max(partial[local], other) : min(partial[local], other);
+      partial[local] = kind == 0 ? partial[local] + other : kind == 1 ? max(partial[local], other) : kind == 2 ? min(partial[local], other) : partial[local] * other;
     }
     memoryBarrierShared();
     barrier();
@@ -69,6 +70,49 @@ void main() {
   }
   float scale = inversesqrt(combineGroup(squares, 0) / float(axis) + epsilon);
   for (uint k = local; k < axis; k += step) y[base + k * inner] = (x[base + k * inner] - mean) * scale * gamma[k] + beta[k];
+#elif AXIS_OP == 7
+  float sum = 0.0;
+  for (uint k = local; k < axis; k += step) sum += x[base + k * inner];
+  float mean = combineGroup(sum, 0) / float(axis);
+  float squares = 0.0;
+  for (uint k = local; k < axis; k += step) {
+    float d = x[base + k * inner] - mean;
+    squares += d * d;
+  }
+  float value = inversesqrt(combineGroup(squares, 0) / float(axis) + epsilon);
+  if (local == 0u) y[line] = value;
+#elif AXIS_OP == 12
+  float largest = uintBitsToFloat(0xff800000u);
+  for (uint k = local; k < axis; k += step) largest = max(largest, x[base + k * inner]);
+  largest = combineGroup(largest, 1);
+  float sum = 0.0;
+  for (uint k = local; k < axis; k += step) sum += exp(x[base + k * inner] - largest);
+  sum = combineGroup(sum, 0);
+  if (local == 0u) y[line] = largest + log(sum);
+#elif AXIS_OP == 13
+  float value = 1.0;
+  for (uint k = local; k < axis; k += step) value *= x[base + k * inner];
+  value = combineGroup(value, 3);
+  if (local == 0u) y[line] = value;
+#elif AXIS_OP >= 8
+  float value = 0.0;
+  for (uint k = local; k < axis; k += step) {
+    float v = x[base + k * inner];
+#if AXIS_OP == 8
+    value += abs(v);
+#elif AXIS_OP == 11
+    value += v;
+#else
+    value += v * v;
+#endif
+  }
+  value = combineGroup(value, 0);
+#if AXIS_OP == 9
+  value = sqrt(value);
+#elif AXIS_OP == 11
+  value = log(value);
+#endif
+  if (local == 0u) y[line] = value;
 #else
 #if AXIS_OP == 5
   float value = uintBitsToFloat(0xff800000u);

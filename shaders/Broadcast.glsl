@@ -1,6 +1,6 @@
 // y = pointwise(a ∘ b) with NumPy broadcasting: the output's coordinates, found from its strides, index each
 // operand through its own strides (0 along a broadcast axis).
-//   BINARY_OP 0 add, 1 subtract, 2 multiply, 3 divide, 4 power, 5 maximum, 6 minimum
+//   BINARY_OP 0 add, 1 subtract, 2 multiply, 3 divide, 4 power, 5 maximum, 6 minimum, 7 PRelu (a, or a·b below 0)
 //   RANK: the output's rank (1 to 6), the axes the loop runs over
 // bindings: 0 a read, 1 b read, 2 y write
 // uniforms: 0 count; 1-6 the output's strides; 7-12 a's strides; 13-18 b's strides (elements; 0 where
@@ -30,8 +30,10 @@ float combine(float left, float right) {
   return pow(left, right);
 #elif BINARY_OP == 5
   return max(left, right);
-#else
+#elif BINARY_OP == 6
   return min(left, right);
+#else
+  return left >= 0.0 ? left : left * right;
 #endif
 }
 

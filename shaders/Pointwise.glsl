@@ -23,6 +23,21 @@ float erfApproximation(float x) {
   return sign(x) * (1.0 - poly * exp(-a * a));
 }
 
+// atan to a few ulp: GLSL's precision for it is the driver's (llvmpipe's is off by 1.5e-5 relative, its asin by 3e-4).
+// 1/x beyond 1, then atan(a) = π/6 + atan((√3a − 1)/(√3 + a)) beyond tan(π/12), then the series to a^11.
+float preciseAtan(float x) {
+  float a = abs(x);
+  bool inverted = a > 1.0;
+  if (inverted) a = 1.0 / a;
+  bool shifted = a > 0.26794919;
+  if (shifted) a = (a * 1.7320508 - 1.0) / (1.7320508 + a);
+  float s = a * a;
+  float r = a * (1.0 + s * (-1.0 / 3.0 + s * (1.0 / 5.0 + s * (-1.0 / 7.0 + s * (1.0 / 9.0 + s * (-1.0 / 11.0))))));
+  if (shifted) r += 0.52359878;
+  if (inverted) r = 1.5707964 - r;
+  return x < 0.0 ? -r : r;
+}
+
 float pointwise(float x) {
   float alpha = POINTWISE_ALPHA, beta = POINTWISE_BETA;
 #if POINTWISE == 0
@@ -76,6 +91,46 @@ float pointwise(float x) {
   return x > 20.0 ? x : log(1.0 + exp(x));  // Softplus
 #elif POINTWISE == 20
   return x / (1.0 + exp(-x));  // SiLU (Sigmoid then Mul by the same tensor)
+#elif POINTWISE == 21
+  return ceil(x);
+#elif POINTWISE == 22
+  return floor(x);
+#elif POINTWISE == 23
+  return roundEven(x);  // ONNX rounds halves to even
+#elif POINTWISE == 24
+  return sign(x);
+#elif POINTWISE == 25
+  return sin(x);
+#elif POINTWISE == 26
+  return cos(x);
+#elif POINTWISE == 27
+  return tan(x);
+#elif POINTWISE == 28
+  return preciseAtan(x * inversesqrt((1.0 - x) * (1.0 + x)));  // asin
+#elif POINTWISE == 29
+  return 2.0 * preciseAtan(sqrt((1.0 - x) / (1.0 + x)));  // acos
+#elif POINTWISE == 30
+  return preciseAtan(x);
+#elif POINTWISE == 31
+  return 0.5 * (exp(x) - exp(-x));  // sinh: GLSL's may lose precision near 0 on some drivers; this one too, alike
+#elif POINTWISE == 32
+  return 0.5 * (exp(x) + exp(-x));
+#elif POINTWISE == 33
+  return asinh(x);
+#elif POINTWISE == 34
+  return acosh(x);
+#elif POINTWISE == 35
+  return atanh(x);
+#elif POINTWISE == 36
+  return x > alpha ? x : 0.0;  // ThresholdedRelu
+#elif POINTWISE == 37
+  return x < -beta ? x + alpha : x > beta ? x - alpha : 0.0;  // Shrink: alpha bias, beta lambd
+#elif POINTWISE == 38
+  return max(x, 0.0) + min(0.0, alpha * (exp(x / alpha) - 1.0));  // Celu
+#elif POINTWISE == 39
+  return beta * (x > 0.0 ? x : alpha * (exp(x) - 1.0));  // Selu: alpha, beta gamma
+#elif POINTWISE == 40
+  return x / (1.0 + abs(x));  // Softsign
 #else
 #error unknown POINTWISE
 #endif

@@ -85,8 +85,11 @@ class Importer {
     for (const onnx::ValueInfoProto& port : graph.output()) {
       const Value& output = value(port.name(), "the graph output");
       if (output.constant) throw Error(path_ + ": the output " + port.name() + " is a constant; nothing to run");
-      if (graph_.tensor(output.tensor).role != TensorRole::computed) throw Error(path_ + ": the output " + port.name() + " is an input; nothing to run");
-      result_.outputs.push_back({port.name(), output.tensor});
+      Tensor tensor = output.tensor;
+      // A graph output that is an input (Identity) or another output gets a copy of its own.
+      const bool taken = std::any_of(result_.outputs.begin(), result_.outputs.end(), [&](const auto& o) { return o.second.id == tensor.id; });
+      if (graph_.tensor(tensor).role != TensorRole::computed || taken) tensor = graph_.apply(expandOp(graph_.tensor(tensor).shape), {tensor}, port.name());
+      result_.outputs.push_back({port.name(), tensor});
     }
     result_.outputName = result_.outputs[0].first;
     result_.output = result_.outputs[0].second;
@@ -335,8 +338,11 @@ class Importer {
       importProduct(node);
     } else if (const std::optional<Pointwise> function = pointwiseOf(node)) {
       apply(node, pointwiseOp(*function), {tensorInput(node, 0)}, function->name());
-    } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Max" || op == "Min") {
+    } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "PRelu" ||
+               ((op == "Max" || op == "Min") && node.input_size() == 2)) {
       importBinary(node);
+    } else if (op == "Sum" || op == "Mean" || op == "Max" || op == "Min") {
+      importVariadic(node);
     } else if (op == "Conv") {
       importConv(node);
     } else if (op == "BatchNormalization") {
@@ -351,7 +357,8 @@ class Importer {
       apply(node, axisOp(op == "GlobalAveragePool" ? AxisKind::mean : AxisKind::max, 2, rank, true), {x}, "global pool");
     } else if (op == "Softmax" || op == "LogSoftmax") {
       importSoftmax(node);
-    } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin") {
+    } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceL1" || op == "ReduceL2" ||
+               op == "ReduceSumSquare" || op == "ReduceLogSum" || op == "ReduceLogSumExp" || op == "ReduceProd") {
       importReduce(node);
     } else if (op == "LayerNormalization") {
       importLayerNormalization(node);
@@ -425,10 +432,27 @@ class Importer {
     static const std::map<std::string, PointwiseKind> plain{
         {"Relu", PointwiseKind::relu}, {"Sigmoid", PointwiseKind::sigmoid}, {"Tanh", PointwiseKind::tanh}, {"HardSwish", PointwiseKind::hardSwish},
         {"Erf", PointwiseKind::erf}, {"Sqrt", PointwiseKind::sqrt}, {"Exp", PointwiseKind::exp}, {"Log", PointwiseKind::log},
-        {"Neg", PointwiseKind::negate}, {"Abs", PointwiseKind::abs}, {"Reciprocal", PointwiseKind::reciprocal}, {"Softplus", PointwiseKind::softplus}};
+        {"Neg", PointwiseKind::negate}, {"Abs", PointwiseKind::abs}, {"Reciprocal", PointwiseKind::reciprocal}, {"Softplus", PointwiseKind::softplus},
+        {"Ceil", PointwiseKind::ceil}, {"Floor", PointwiseKind::floor}, {"Round", PointwiseKind::round}, {"Sign", PointwiseKind::sign},
+        {"Sin", PointwiseKind::sin}, {"Cos", PointwiseKind::cos}, {"Tan", PointwiseKind::tan}, {"Asin", PointwiseKind::asin},
+        {"Acos", PointwiseKind::acos}, {"Atan", PointwiseKind::atan}, {"Sinh", PointwiseKind::sinh}, {"Cosh", PointwiseKind::cosh},
+        {"Asinh", PointwiseKind::asinh}, {"Acosh", PointwiseKind::acosh}, {"Atanh", PointwiseKind::atanh}, {"Softsign", PointwiseKind::softsign}};
     if (const auto found = plain.find(op); found != plain.end()) {
       attributes(node, {});
       return Pointwise{found->second};
+    }
+    if (op == "ThresholdedRelu" || op == "Celu") {
+      const auto a = attributes(node, {"alpha"});
+      return Pointwise{op == "Celu" ? PointwiseKind::celu : PointwiseKind::thresholdedRelu, static_cast<float>(real(a, "alpha", 1.0))};
+    }
+    if (op == "Shrink") {
+      const auto a = attributes(node, {"bias", "lambd"});
+      return Pointwise{PointwiseKind::shrink, static_cast<float>(real(a, "bias", 0.0)), static_cast<float>(real(a, "lambd", 0.5))};
+    }
+    if (op == "Selu") {
+      const auto a = attributes(node, {"alpha", "gamma"});
+      return Pointwise{PointwiseKind::selu, static_cast<float>(real(a, "alpha", 1.67326319217681884765625)),
+                       static_cast<float>(real(a, "gamma", 1.05070102214813232421875))};
     }
     if (op == "LeakyRelu" || op == "Elu") {
       const auto a = attributes(node, {"alpha"});
@@ -570,10 +594,30 @@ class Importer {
     }
     static const std::map<std::string, BinaryKind> kinds{{"Add", BinaryKind::add}, {"Sub", BinaryKind::subtract}, {"Mul", BinaryKind::multiply},
                                                          {"Div", BinaryKind::divide}, {"Pow", BinaryKind::power}, {"Max", BinaryKind::maximum},
-                                                         {"Min", BinaryKind::minimum}};
+                                                         {"Min", BinaryKind::minimum}, {"PRelu", BinaryKind::prelu}};
     const Tensor a = tensorOrConstant(node, 0), b = tensorOrConstant(node, 1);
     const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
     apply(node, broadcastOp(kinds.at(op), after), {a, b}, op == "Add" ? "add" : "broadcast");
+  }
+
+  // Sum, Mean, Max and Min of any number of inputs, broadcast: a chain of binary ops (Mean scaled at the end).
+  void importVariadic(const onnx::NodeProto& node) {
+    attributes(node, {});
+    const std::string& op = node.op_type();
+    const BinaryKind kind = op == "Max" ? BinaryKind::maximum : op == "Min" ? BinaryKind::minimum : BinaryKind::add;
+    Tensor total = tensorOrConstant(node, 0);
+    try {
+      for (int i = 1; i < node.input_size(); ++i) total = graph_.apply(broadcastOp(kind), {total, tensorOrConstant(node, i)}, nameOf(node));
+      if (op == "Mean" && node.input_size() > 1) {
+        const Tensor scale = parameter(nameOf(node) + ".scale", {1}, {1.0 / node.input_size()});
+        total = graph_.apply(broadcastOp(BinaryKind::multiply), {total, scale}, nameOf(node));
+      } else if (node.input_size() == 1) {
+        total = graph_.apply(expandOp(shapeOf(total)), {total}, nameOf(node));  // a copy
+      }
+    } catch (const Error& error) {
+      refuse(node, error.what());
+    }
+    define(node, total, "broadcast");
   }
 
   // Pads from explicit pads or auto_pad (SAME_UPPER puts the odd one at the end, SAME_LOWER at the start), as
@@ -760,8 +804,10 @@ class Importer {
     std::sort(list.begin(), list.end());
     list.erase(std::unique(list.begin(), list.end()), list.end());
     if (list.back() - list.front() + 1 != static_cast<std::int64_t>(list.size())) refuse(node, "only reductions over adjacent axes are supported");
-    static const std::map<std::string, AxisKind> kinds{{"ReduceMean", AxisKind::mean}, {"ReduceSum", AxisKind::sum}, {"ReduceMax", AxisKind::max},
-                                                       {"ReduceMin", AxisKind::min}};
+    static const std::map<std::string, AxisKind> kinds{
+        {"ReduceMean", AxisKind::mean}, {"ReduceSum", AxisKind::sum}, {"ReduceMax", AxisKind::max}, {"ReduceMin", AxisKind::min},
+        {"ReduceL1", AxisKind::l1}, {"ReduceL2", AxisKind::l2}, {"ReduceSumSquare", AxisKind::sumSquare}, {"ReduceLogSum", AxisKind::logSum},
+        {"ReduceLogSumExp", AxisKind::logSumExp}, {"ReduceProd", AxisKind::product}};
     apply(node, axisOp(kinds.at(node.op_type()), static_cast<std::uint32_t>(list.front()), static_cast<std::uint32_t>(list.back() + 1),
                        integer(a, "keepdims", 1) != 0),
           {x}, "reduce");
@@ -769,9 +815,6 @@ class Importer {
 
   void importLayerNormalization(const onnx::NodeProto& node) {
     const auto a = attributes(node, {"axis", "epsilon", "stash_type"});
-    for (int i = 1; i < node.output_size(); ++i) {
-      if (!node.output(i).empty()) refuse(node, "the Mean and InvStdDev outputs are for training");
-    }
     const Tensor x = tensorInput(node, 0);
     const Shape shape = shapeOf(x);
     const auto axis = static_cast<std::uint32_t>(normalizedAxis(node, integer(a, "axis", -1), shape.size()));
@@ -784,8 +827,19 @@ class Importer {
     const std::string name = nameOf(node);
     const Tensor gamma = parameter(name + ".scale", {static_cast<std::int64_t>(count)}, scale->values);
     const Tensor beta = parameter(name + ".bias", {static_cast<std::int64_t>(count)}, bias ? bias->values : std::vector<double>(count, 0.0));
-    apply(node, axisOp(AxisKind::layerNormalization, axis, static_cast<std::uint32_t>(shape.size()), true, static_cast<float>(real(a, "epsilon", 1e-5))),
-          {x, gamma, beta}, "layer normalization");
+    const auto rank = static_cast<std::uint32_t>(shape.size());
+    const auto epsilon = static_cast<float>(real(a, "epsilon", 1e-5));
+    apply(node, axisOp(AxisKind::layerNormalization, axis, rank, true, epsilon), {x, gamma, beta}, "layer normalization");
+    // The optional Mean and InvStdDev outputs, the normalized axes kept as 1.
+    for (int i = 1; i < std::min(node.output_size(), 3); ++i) {
+      if (node.output(i).empty()) continue;
+      try {
+        const Tensor statistic = graph_.apply(axisOp(i == 1 ? AxisKind::mean : AxisKind::inverseDeviation, axis, rank, true, epsilon), {x}, node.output(i));
+        values_[node.output(i)] = {false, {}, statistic};
+      } catch (const Error& error) {
+        refuse(node, error.what());
+      }
+    }
   }
 
   // Flatten, Reshape, Squeeze and Unsqueeze of a computed tensor: views of the same memory.

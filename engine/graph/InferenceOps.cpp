@@ -135,6 +135,7 @@ double combine(BinaryKind kind, double a, double b) {
     case BinaryKind::power: return std::pow(a, b);
     case BinaryKind::maximum: return std::max(a, b);
     case BinaryKind::minimum: return std::min(a, b);
+    case BinaryKind::prelu: return a >= 0 ? a : a * b;
   }
   return 0;
 }
@@ -143,7 +144,7 @@ class BroadcastOp : public InferenceOp {
  public:
   BroadcastOp(BinaryKind kind, Pointwise after) : kind_(kind), after_(after) {}
   std::string name() const override {
-    static const char* const names[] = {"add", "subtract", "multiply", "divide", "power", "maximum", "minimum"};
+    static const char* const names[] = {"add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "prelu"};
     return std::string(names[static_cast<int>(kind_)]) + (after_.kind == PointwiseKind::identity ? "" : " + " + after_.name());
   }
   Shape outputShape(const std::vector<Shape>& in) const override {
@@ -606,10 +607,13 @@ class AxisOp : public InferenceOp {
   AxisOp(AxisKind kind, std::uint32_t first, std::uint32_t last, bool keepDims, float epsilon)
       : kind_(kind), first_(first), last_(last), keepDims_(keepDims), epsilon_(epsilon) {}
   std::string name() const override {
-    static const char* const names[] = {"softmax", "log-softmax", "layer normalization", "reduce mean", "reduce sum", "reduce max", "reduce min"};
+    static const char* const names[] = {"softmax",    "log-softmax", "layer normalization", "reduce mean", "reduce sum",
+                                        "reduce max", "reduce min",  "inverse deviation",   "reduce l1",   "reduce l2",
+                                        "reduce sum of squares", "reduce log-sum", "reduce log-sum-exp", "reduce product"};
     return names[static_cast<int>(kind_)];
   }
   bool reduces() const { return kind_ >= AxisKind::mean; }
+  bool takesEpsilon() const { return kind_ == AxisKind::layerNormalization || kind_ == AxisKind::inverseDeviation; }
   Shape outputShape(const std::vector<Shape>& in) const override {
     const std::size_t inputs = kind_ == AxisKind::layerNormalization ? 3 : 1;
     if (in.size() != inputs || first_ >= last_ || last_ > in[0].size()) throw Error(name() + " over axes does not fit " + shapesText(in));
@@ -644,7 +648,8 @@ class AxisOp : public InferenceOp {
     plan.record(dispatch);
   }
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
-    const auto [outer, axis, inner] = lines(in[0].shape);
+    const std::array<std::size_t, 3> line = lines(in[0].shape);
+    const std::size_t outer = line[0], axis = line[1], inner = line[2];
     const std::vector<double>& x = *in[0].values;
     std::vector<double> y(reduces() ? outer * inner : x.size());
     for (std::size_t o = 0; o < outer; ++o) {
@@ -678,6 +683,30 @@ class AxisOp : public InferenceOp {
           case AxisKind::sum: y[o * inner + i] = sum; break;
           case AxisKind::max: y[o * inner + i] = largest; break;
           case AxisKind::min: y[o * inner + i] = smallest; break;
+          case AxisKind::inverseDeviation: {
+            const double mean = sum / static_cast<double>(axis);
+            double squares = 0;
+            for (std::size_t k = 0; k < axis; ++k) squares += (x[at(k)] - mean) * (x[at(k)] - mean);
+            y[o * inner + i] = 1 / std::sqrt(squares / static_cast<double>(axis) + epsilon_);
+            break;
+          }
+          case AxisKind::l1:
+          case AxisKind::l2:
+          case AxisKind::sumSquare:
+          case AxisKind::logSumExp:
+          case AxisKind::product: {
+            double total = kind_ == AxisKind::product ? 1 : 0;
+            for (std::size_t k = 0; k < axis; ++k) {
+              const double v = x[at(k)];
+              if (kind_ == AxisKind::l1) total += std::abs(v);
+              if (kind_ == AxisKind::l2 || kind_ == AxisKind::sumSquare) total += v * v;
+              if (kind_ == AxisKind::logSumExp) total += std::exp(v - largest);
+              if (kind_ == AxisKind::product) total *= v;
+            }
+            y[o * inner + i] = kind_ == AxisKind::l2 ? std::sqrt(total) : kind_ == AxisKind::logSumExp ? largest + std::log(total) : total;
+            break;
+          }
+          case AxisKind::logSum: y[o * inner + i] = std::log(sum); break;
         }
       }
     }
@@ -772,6 +801,26 @@ double Pointwise::operator()(double x) const {
     case PointwiseKind::elu: return x >= 0 ? x : alpha * (std::exp(x) - 1);
     case PointwiseKind::softplus: return std::log1p(std::exp(x));
     case PointwiseKind::silu: return x / (1 + std::exp(-x));
+    case PointwiseKind::ceil: return std::ceil(x);
+    case PointwiseKind::floor: return std::floor(x);
+    case PointwiseKind::round: return std::nearbyint(x);
+    case PointwiseKind::sign: return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0;
+    case PointwiseKind::sin: return std::sin(x);
+    case PointwiseKind::cos: return std::cos(x);
+    case PointwiseKind::tan: return std::tan(x);
+    case PointwiseKind::asin: return std::asin(x);
+    case PointwiseKind::acos: return std::acos(x);
+    case PointwiseKind::atan: return std::atan(x);
+    case PointwiseKind::sinh: return std::sinh(x);
+    case PointwiseKind::cosh: return std::cosh(x);
+    case PointwiseKind::asinh: return std::asinh(x);
+    case PointwiseKind::acosh: return std::acosh(x);
+    case PointwiseKind::atanh: return std::atanh(x);
+    case PointwiseKind::thresholdedRelu: return x > alpha ? x : 0.0;
+    case PointwiseKind::shrink: return x < -beta ? x + alpha : x > beta ? x - alpha : 0.0;
+    case PointwiseKind::celu: return std::max(x, 0.0) + std::min(0.0, alpha * (std::exp(x / alpha) - 1));
+    case PointwiseKind::selu: return beta * (x > 0 ? x : alpha * (std::exp(x) - 1));
+    case PointwiseKind::softsign: return x / (1 + std::abs(x));
   }
   return x;
 }
@@ -779,7 +828,9 @@ double Pointwise::operator()(double x) const {
 std::string Pointwise::name() const {
   static const char* const names[] = {"identity", "relu", "sigmoid", "tanh",  "clip", "hard sigmoid", "hard swish",
                                       "leaky relu", "erf", "gelu", "gelu (tanh)", "sqrt", "pow", "exp", "log",
-                                      "negate", "abs", "reciprocal", "elu", "softplus", "silu"};
+                                      "negate", "abs", "reciprocal", "elu", "softplus", "silu", "ceil", "floor", "round", "sign",
+                                      "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+                                      "thresholded relu", "shrink", "celu", "selu", "softsign"};
   return names[static_cast<int>(kind)];
 }
 

@@ -18,11 +18,13 @@ constexpr std::size_t largestRank = 6;
 
 enum class PointwiseKind {
   identity = 0, relu, sigmoid, tanh, clip, hardSigmoid, hardSwish, leakyRelu, erf, gelu, geluTanh, sqrt, pow, exp, log,
-  negate, abs, reciprocal, elu, softplus, silu
+  negate, abs, reciprocal, elu, softplus, silu, ceil, floor, round, sign, sin, cos, tan, asin, acos, atan, sinh, cosh,
+  asinh, acosh, atanh, thresholdedRelu, shrink, celu, selu, softsign
 };
 
-// A pointwise function with its constants (Clip's min and max, HardSigmoid's alpha and beta, LeakyRelu's and
-// Elu's alpha, Pow's exponent as alpha); the numbers of shaders/Pointwise.glsl.
+// A pointwise function with its constants (Clip's min and max, HardSigmoid's alpha and beta, LeakyRelu's, Elu's,
+// Celu's and ThresholdedRelu's alpha, Selu's alpha and gamma, Shrink's bias and lambd, Pow's exponent as alpha); the
+// numbers of shaders/Pointwise.glsl.
 struct Pointwise {
   PointwiseKind kind = PointwiseKind::identity;
   float alpha = 0.0f, beta = 0.0f;
@@ -31,7 +33,8 @@ struct Pointwise {
   std::vector<ShaderDefine> defines() const;
 };
 
-enum class BinaryKind { add = 0, subtract, multiply, divide, power, maximum, minimum };
+// prelu: a where a ≥ 0, else a·b (PRelu's slope b).
+enum class BinaryKind { add = 0, subtract, multiply, divide, power, maximum, minimum, prelu };
 
 struct PoolSettings {
   bool average = false;
@@ -47,7 +50,9 @@ struct ConvSettings {
   std::uint32_t groups = 1;
 };
 
-enum class AxisKind { softmax = 0, logSoftmax, layerNormalization, mean, sum, max, min };
+// The reductions after min: 1/sqrt(variance + epsilon) (LayerNormalization's InvStdDev), Σ|x|, sqrt(Σx²), Σx²,
+// log Σx, log Σ exp x, Πx.
+enum class AxisKind { softmax = 0, logSoftmax, layerNormalization, mean, sum, max, min, inverseDeviation, l1, l2, sumSquare, logSum, logSumExp, product };
 
 // y = f(x).
 std::shared_ptr<const Op> pointwiseOp(Pointwise function);

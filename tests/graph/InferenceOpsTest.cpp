@@ -66,6 +66,17 @@ TEST_SUITE("gl") {
       // Across erf's two approximations (|x| = 0.5) and out where exp saturates.
       checkAgainstReference({pointwiseOp(f), {{3, 5, 7}}, -7.0f, 7.0f, 3e-7, 3e-6}, stream++);
     }
+    for (const Pointwise& f : std::vector<Pointwise>{{PointwiseKind::ceil}, {PointwiseKind::floor}, {PointwiseKind::round}, {PointwiseKind::sign},
+                                                     {PointwiseKind::sin}, {PointwiseKind::cos}, {PointwiseKind::tan}, {PointwiseKind::atan},
+                                                     {PointwiseKind::sinh}, {PointwiseKind::cosh}, {PointwiseKind::asinh},
+                                                     {PointwiseKind::thresholdedRelu, 0.5f}, {PointwiseKind::shrink, 0.1f, 0.5f},
+                                                     {PointwiseKind::celu, 1.2f}, {PointwiseKind::selu, 1.6733f, 1.0507f}, {PointwiseKind::softsign}}) {
+      checkAgainstReference({pointwiseOp(f), {{5, 13}}, -1.2f, 1.2f, 3e-7, 3e-6}, stream++);
+    }
+    for (const Pointwise& f : std::vector<Pointwise>{{PointwiseKind::asin}, {PointwiseKind::acos}, {PointwiseKind::atanh}}) {
+      checkAgainstReference({pointwiseOp(f), {{31}}, -0.9f, 0.9f, 3e-7, 3e-6}, stream++);
+    }
+    checkAgainstReference({pointwiseOp({PointwiseKind::acosh}), {{31}}, 1.1f, 9.0f, 3e-7, 3e-6}, stream++);
     // Functions defined for positive inputs only.
     for (const Pointwise& f : std::vector<Pointwise>{{PointwiseKind::sqrt}, {PointwiseKind::log}, {PointwiseKind::reciprocal}, {PointwiseKind::pow, 0.7f}}) {
       checkAgainstReference({pointwiseOp(f), {{67}}, 0.1f, 9.0f, 1e-7, 3e-6}, stream++);
@@ -81,6 +92,7 @@ TEST_SUITE("gl") {
     }
     checkAgainstReference({broadcastOp(BinaryKind::divide), {{3, 4}, {4}}, 0.5f, 2.0f}, stream++);
     checkAgainstReference({broadcastOp(BinaryKind::power), {{3, 4}, {1}}, 0.5f, 2.0f}, stream++);
+    checkAgainstReference({broadcastOp(BinaryKind::prelu), {{2, 3, 4, 5}, {3, 1, 1}}}, stream++);  // a slope per channel
     // A residual sum with its activation fused.
     checkAgainstReference({broadcastOp(BinaryKind::add, {PointwiseKind::relu}), {{2, 3, 5, 5}, {2, 3, 5, 5}}}, stream++);
     CHECK_THROWS_WITH(broadcastShapes({2, 3}, {4}), "shapes [2, 3] and [4] do not broadcast");
@@ -157,6 +169,12 @@ TEST_SUITE("gl") {
     checkAgainstReference({axisOp(AxisKind::sum, 0, 1, false), {{5, 4}}}, stream++);
     checkAgainstReference({axisOp(AxisKind::max, 2, 4, true), {{1, 3, 5, 5}}}, stream++);
     checkAgainstReference({axisOp(AxisKind::min, 1, 3, false), {{2, 3, 4}}}, stream++);
+    checkAgainstReference({axisOp(AxisKind::inverseDeviation, 1, 3, true, 1e-3f), {{2, 3, 4}}, -2, 2, 1e-6, 1e-5}, stream++);
+    for (const AxisKind kind : {AxisKind::l1, AxisKind::l2, AxisKind::sumSquare, AxisKind::logSumExp}) {
+      checkAgainstReference({axisOp(kind, 1, 2, false), {{3, 301, 2}}, -2, 2, 1e-6, 1e-5}, stream++);
+    }
+    checkAgainstReference({axisOp(AxisKind::logSum, 1, 2, true), {{3, 37}}, 0.1f, 2.0f, 1e-6, 1e-5}, stream++);
+    checkAgainstReference({axisOp(AxisKind::product, 0, 1, false), {{19, 4}}, 0.6f, 1.4f, 1e-7, 1e-5}, stream++);
   }
 
   TEST_CASE("products of two computed tensors, batches broadcast, match float64") {
