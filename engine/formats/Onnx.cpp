@@ -58,8 +58,8 @@ class Importer {
       if (set.domain().empty() || set.domain() == "ai.onnx") result_.opset = set.version();
     }
     if (result_.opset == 0) throw Error(path_ + ": the model imports no opset of the default ONNX domain");
-    if (result_.opset < 7 || result_.opset > 18) {
-      throw Error(path_ + ": opset " + std::to_string(result_.opset) + "; glnet reads opsets 7 to 18");
+    if (result_.opset < 6 || result_.opset > 18) {
+      throw Error(path_ + ": opset " + std::to_string(result_.opset) + "; glnet reads opsets 6 to 18");
     }
     for (const onnx::StringStringEntryProto& entry : model.metadata_props()) result_.metadata[entry.key()] = entry.value();
     result_.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
@@ -660,19 +660,60 @@ class Importer {
 
   // Conv: stride 1, one group and the same padding on every side run as an implicit GEMM (Conv2D.glsl);
   // anything else (strides, dilations, groups, depthwise, uneven padding) directly (GroupedConv.glsl).
+  // A 1-D window (Conv1d, MaxPool1d, ...) runs as 2-D over a view [N, C, 1, L]: its attributes gain a leading 1
+  // (pads: 0 before and after the new axis).
+  static std::map<std::string, onnx::AttributeProto> widened(const std::map<std::string, const onnx::AttributeProto*>& a) {
+    std::map<std::string, onnx::AttributeProto> result;
+    for (const auto& [name, attribute] : a) {
+      onnx::AttributeProto copy = *attribute;
+      if (name == "kernel_shape" || name == "strides" || name == "dilations") {
+        copy.clear_ints();
+        copy.add_ints(1);
+        for (const std::int64_t v : attribute->ints()) copy.add_ints(v);
+      } else if (name == "pads" && attribute->ints_size() == 2) {
+        copy.clear_ints();
+        for (const std::int64_t v : {std::int64_t{0}, attribute->ints(0), std::int64_t{0}, attribute->ints(1)}) copy.add_ints(v);
+      }
+      result[name] = copy;
+    }
+    return result;
+  }
+  static std::map<std::string, const onnx::AttributeProto*> pointers(const std::map<std::string, onnx::AttributeProto>& a) {
+    std::map<std::string, const onnx::AttributeProto*> result;
+    for (const auto& [name, attribute] : a) result[name] = &attribute;
+    return result;
+  }
+  Tensor asImage(const onnx::NodeProto& node, Tensor x) {
+    const Shape shape = shapeOf(x);
+    if (shape.size() == 4) return x;
+    if (shape.size() != 3) refuse(node, "X must be [N, C, L] or [N, C, H, W]: glnet runs 1-D and 2-D windows");
+    return graph_.apply(reshapeOp({shape[0], shape[1], 1, shape[2]}), {x});
+  }
+  // The output of a window op on asImage's view, back to [N, C, L] when the input was.
+  void defineWindow(const onnx::NodeProto& node, Tensor input, Tensor out, const std::string& glnetOp) {
+    const Shape shape = shapeOf(out);
+    if (shapeOf(input).size() == 3) out = graph_.apply(reshapeOp({shape[0], shape[1], shape[3]}), {out});
+    define(node, out, glnetOp);
+  }
+
   void importConv(const onnx::NodeProto& node) {
-    const auto a = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
-    const Tensor x = tensorInput(node, 0);
+    const auto given = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
+    const Tensor input = tensorInput(node, 0);
     const Constant* w = constantInput(node, 1);
-    if (!w || w->shape.size() != 4) refuse(node, "W must be a constant [out_c, in_c/group, kh, kw]: glnet runs 2-D convolutions");
-    if (shapeOf(x).size() != 4) refuse(node, "X must be [N, C, H, W]");
+    if (!w || (w->shape.size() != 4 && w->shape.size() != 3)) refuse(node, "W must be a constant [out_c, in_c/group, (kh,) kw]: glnet runs 1-D and 2-D convolutions");
+    if (shapeOf(input).size() != w->shape.size()) refuse(node, "X and W differ in rank");
+    const std::map<std::string, onnx::AttributeProto> wide = w->shape.size() == 3 ? widened(given) : std::map<std::string, onnx::AttributeProto>{};
+    const auto a = w->shape.size() == 3 ? pointers(wide) : given;
+    std::vector<std::int64_t> wShape = w->shape;
+    if (wShape.size() == 3) wShape.insert(wShape.begin() + 2, 1);
+    const Tensor x = asImage(node, input);
     ConvSettings settings;
     settings.strides = pair(node, a, "strides", 1);
     settings.dilations = pair(node, a, "dilations", 1);
     const std::int64_t groups = integer(a, "group", 1);
     if (groups < 1 || groups > (1 << 20)) refuse(node, "group = " + std::to_string(groups));
     settings.groups = static_cast<std::uint32_t>(groups);
-    const std::array<std::uint32_t, 2> kernel{static_cast<std::uint32_t>(w->shape[2]), static_cast<std::uint32_t>(w->shape[3])};
+    const std::array<std::uint32_t, 2> kernel{static_cast<std::uint32_t>(wShape[2]), static_cast<std::uint32_t>(wShape[3])};
     settings.pads = windowPads(node, a, shapeOf(x), kernel, settings.strides, settings.dilations);
     std::vector<double> bias(static_cast<std::size_t>(w->shape[0]), 0.0);
     if (const Constant* b = constantInput(node, 2)) {
@@ -680,7 +721,7 @@ class Importer {
       bias = b->values;
     }
     const std::string name = nameOf(node);
-    const Tensor weight = parameter(name + ".weight", w->shape, w->values), b = parameter(name + ".bias", {w->shape[0]}, bias);
+    const Tensor weight = parameter(name + ".weight", wShape, w->values), b = parameter(name + ".bias", {w->shape[0]}, bias);
     const bool evenPadding = std::adjacent_find(settings.pads.begin(), settings.pads.end(), std::not_equal_to<>()) == settings.pads.end() &&
                              settings.pads[0] < std::min(kernel[0], kernel[1]);
     // Few output pixels (a batch of one at 7x7, squeeze-excitation's 1x1) give the GEMM too few tiles to fill a GPU,
@@ -693,14 +734,20 @@ class Importer {
     const bool implicitGemm = settings.groups == 1 && settings.strides == std::array<std::uint32_t, 2>{1, 1} &&
                               settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding && !fewTiles;
     Tensor out;
-    if (implicitGemm) {
-      const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }));
-      out = apply(node, conv2dOp(activation, settings.pads[0]), {x, weight, b}, "conv");
-    } else {
-      const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
-      out = apply(node, groupedConvOp(settings, after), {x, weight, b}, settings.groups > 1 ? "grouped conv" : "direct conv");
+    try {
+      if (implicitGemm) {
+        const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }));
+        out = graph_.apply(conv2dOp(activation, settings.pads[0]), {x, weight, b}, name);
+      } else {
+        const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
+        out = graph_.apply(groupedConvOp(settings, after), {x, weight, b}, name);
+      }
+    } catch (const Error& error) {
+      refuse(node, error.what());
     }
     layers_[out.id] = {weight, b};
+    defineWindow(node, input, out, implicitGemm ? "conv" : settings.groups > 1 ? "grouped conv" : "direct conv");
+    if (shapeOf(input).size() == 3) layers_[values_[node.output(0)].tensor.id] = {weight, b};
   }
 
   // Inference BatchNormalization, y = scale·(x − mean)/sqrt(var + epsilon) + B per channel: folded into the
@@ -755,10 +802,13 @@ class Importer {
 
   void importPool(const onnx::NodeProto& node) {
     const bool average = node.op_type() == "AveragePool";
-    const auto a = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "storage_order", "count_include_pad"});
+    const auto given = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "storage_order", "count_include_pad"});
     if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the indices output is not supported");
-    const Tensor x = tensorInput(node, 0);
-    if (shapeOf(x).size() != 4) refuse(node, "X must be [N, C, H, W]: glnet pools 2-D windows");
+    const Tensor input = tensorInput(node, 0);
+    const bool line = shapeOf(input).size() == 3;
+    const std::map<std::string, onnx::AttributeProto> wide = line ? widened(given) : std::map<std::string, onnx::AttributeProto>{};
+    const auto a = line ? pointers(wide) : given;
+    const Tensor x = asImage(node, input);
     PoolSettings s;
     s.average = average;
     if (!a.count("kernel_shape")) refuse(node, "kernel_shape is missing");
@@ -769,7 +819,11 @@ class Importer {
     s.pads = windowPads(node, a, shapeOf(x), s.kernel, s.strides, s.dilations);
     s.ceilMode = integer(a, "ceil_mode", 0) != 0;
     s.countIncludePad = integer(a, "count_include_pad", 0) != 0;
-    apply(node, poolOp(s), {x}, average ? "average pool" : "max pool");
+    try {
+      defineWindow(node, input, graph_.apply(poolOp(s), {x}, nameOf(node)), average ? "average pool" : "max pool");
+    } catch (const Error& error) {
+      refuse(node, error.what());
+    }
   }
 
   // Softmax and LogSoftmax: from opset 13 along one axis; before, over the axes from `axis` on (the input

@@ -168,7 +168,7 @@ assert m['parameter_bytes'] == 4 * (100 + 4 + 216 + 6 + 864 + 16 + 112 + 7)
 expect 1 "resize.onnx: node '/up/Resize' \(Resize, opset 17\)" -- "$apps/glnet_info" --model "$work/resize.onnx"
 expect 1 "resize.onnx: node '/up/Resize' \(Resize, opset 17\): the op Resize is not supported yet" \
   -- "$apps/glnet_run" --model "$work/resize.onnx" --input "$work/cnn-x.npy" --output "$work/o.npy"
-expect 1 "conv3d.onnx: node '/conv/Conv' \(Conv, opset 17\): W must be a constant \[out_c, in_c/group, kh, kw\]: glnet runs 2-D convolutions" \
+expect 1 "conv3d.onnx: node '/conv/Conv' \(Conv, opset 17\): W must be a constant \[out_c, in_c/group, \(kh,\) kw\]: glnet runs 1-D and 2-D convolutions" \
   -- "$apps/glnet_run" --model "$work/conv3d.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "garbage.onnx: not an ONNX model" -- "$apps/glnet_run" --model "$work/garbage.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "error: /dev/zero: not a regular file" -- "$apps/glnet_run" --model /dev/zero --input "$work/mlp-x.npy" --output "$work/o.npy"
