@@ -309,8 +309,10 @@ class Importer {
     if (!node.domain().empty() && node.domain() != "ai.onnx") refuse(node, "the domain " + node.domain() + " is not supported");
     if (node.output_size() < 1) refuse(node, "it has no output");
     if (fused_.count(&node)) {
-      // Its function runs inside the op that computes its input (see fusedPointwise).
-      const Value& in = operand(node, 0);
+      // Its function runs inside the op that computes its input (see fusedPointwise), or that of the node named in
+      // aliases_ (SiLU's Mul).
+      const auto alias = aliases_.find(&node);
+      const Value& in = alias == aliases_.end() ? operand(node, 0) : value(alias->second, "node '" + node.name() + "'");
       values_[node.output(0)] = in;
       result_.nodes.push_back({node.name(), node.op_type(), "fused", graph_.tensor(in.tensor).shape});
       return;
@@ -337,7 +339,17 @@ class Importer {
     } else if (op == "Gemm" || op == "MatMul") {
       importProduct(node);
     } else if (const std::optional<Pointwise> function = pointwiseOf(node)) {
-      apply(node, pointwiseOp(*function), {tensorInput(node, 0)}, function->name());
+      // x·sigmoid(x) (SiLU, EfficientNet's activation) as one op: the sigmoid's tensor is never made.
+      const onnx::NodeProto* product = function->kind == PointwiseKind::sigmoid ? soleReader(node.output(0)) : nullptr;
+      const bool silu = product && product->op_type() == "Mul" && product->input_size() == 2 && product->output_size() == 1 &&
+                        ((product->input(0) == node.input(0) && product->input(1) == node.output(0)) ||
+                         (product->input(1) == node.input(0) && product->input(0) == node.output(0)));
+      if (silu) {
+        fused_.insert(product);
+        aliases_[product] = node.output(0);
+      }
+      const Pointwise applied = silu ? Pointwise{PointwiseKind::silu} : *function;
+      apply(node, pointwiseOp(applied), {tensorInput(node, 0)}, applied.name());
     } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "PRelu" ||
                ((op == "Max" || op == "Min") && node.input_size() == 2)) {
       importBinary(node);
@@ -1443,6 +1455,7 @@ class Importer {
   std::map<int, std::pair<Tensor, Tensor>> layers_;      // output tensor id → weight, bias of the dense or conv computing it
   std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;  // the nodes reading each name
   std::set<const onnx::NodeProto*> fused_;               // pointwise nodes run inside the kernel before them
+  std::map<const onnx::NodeProto*, std::string> aliases_;  // a fused node whose result is another name's value
   std::map<std::string, Tensor> uploaded_;               // constants made parameters, by name
 };
 
