@@ -31,13 +31,13 @@ std::pair<std::string, std::string> namedFile(const std::string& text) {
 int main(int argc, char** argv) {
   return cli::run("glnet_run", [&] {
     cli::Parser parser("glnet_run",
-                       "Runs an ONNX model (as torch.onnx.export writes it) on the GPU: the input from a NumPy .npy file\n"
-                       "(float32 or float64, C order), the output written as float32 .npy. The whole model is checked when\n"
+                       "Runs an ONNX model (as torch.onnx.export writes it) on the GPU: its inputs from NumPy .npy files\n"
+                       "(float32 or float64, C order), its outputs written as float32 .npy. The whole model is checked when\n"
                        "it loads; an op, attribute or shape glnet cannot run yet is refused in one line naming the node.",
                        "--model M.onnx --input [NAME=]X.npy --output [NAME=]Y.npy [options]");
     parser.option("model", "FILE", "the ONNX model")
-        .option("input", "[NAME=]FILE", "the input tensor as .npy (NAME: the model's input name, checked when given)")
-        .option("output", "[NAME=]FILE", "where to write the output tensor as .npy")
+        .option("input", "[NAME=]FILE", "an input tensor as .npy, by the model's input NAME or in the model's order; once per input")
+        .option("output", "[NAME=]FILE", "where to write an output tensor as .npy, by NAME or in the model's order; as many as wanted")
         .option("batch", "N", "images per run for a model with a dynamic batch: the input's rows are repeated to fill it "
                               "(default: the input's first dimension)")
         .option("repeat", "N", "run the model N times (with --time: the median is reported)", "1")
@@ -45,43 +45,87 @@ int main(int argc, char** argv) {
         .flag("check", "also run the model in float64 on the CPU and report the largest difference")
         .flag("profile", "time every dispatch on the GPU (timestamp queries, --repeat runs) and list the nodes by GPU time")
         .common(true);
+    parser.repeatable("input").repeatable("output");
     parser.parse(argc, argv);
     for (const char* required : {"model", "input", "output"}) {
       if (!parser.has(required)) throw UsageError(std::string("--") + required + " is required");
     }
-    const auto [inputName, inputPath] = namedFile(parser.text("input"));
-    const auto [outputName, outputPath] = namedFile(parser.text("output"));
     const int repeat = static_cast<int>(parser.integer("repeat", 1, 1000000));
     const bool json = parser.has("json");
-    checkWritable(outputPath);
     const ContextOptions contextOptions = parser.contextOptions();
 
-    const NpyArray input = readNpy(inputPath);
-    if (input.shape.empty() || input.shape[0] < 1) throw Error(inputPath + ": the input needs a batch dimension of at least 1");
-    const auto rows = static_cast<std::uint32_t>(input.shape[0]);
+    // Inputs by name, or in the model's order where no name is given; the first one's rows are the batch.
+    std::vector<std::pair<std::string, std::string>> inputFiles, outputFiles;
+    for (const std::string& text : parser.texts("input")) inputFiles.push_back(namedFile(text));
+    for (const std::string& text : parser.texts("output")) outputFiles.push_back(namedFile(text));
+    for (const auto& [name, path] : outputFiles) checkWritable(path);
+    std::vector<NpyArray> arrays;
+    for (const auto& [name, path] : inputFiles) {
+      arrays.push_back(readNpy(path));
+      if (arrays.back().shape.empty() || arrays.back().shape[0] < 1) throw Error(path + ": the input needs a first dimension of at least 1");
+    }
+    // Each file's place among the model's inputs (outputs): by name, else by position.
+    const auto match = [](const std::vector<std::pair<std::string, Tensor>>& ports, const std::vector<std::pair<std::string, std::string>>& files,
+                          const char* what) {
+      if (files.size() > ports.size()) {
+        throw UsageError(std::to_string(files.size()) + " --" + what + " files for the model's " + std::to_string(ports.size()) + " " + what + "s");
+      }
+      std::vector<std::size_t> places;
+      for (std::size_t f = 0; f < files.size(); ++f) {
+        std::size_t place = f;
+        if (!files[f].first.empty()) {
+          const auto found = std::find_if(ports.begin(), ports.end(), [&](const auto& port) { return port.first == files[f].first; });
+          if (found == ports.end()) {
+            std::string names;
+            for (const auto& port : ports) names += (names.empty() ? "" : ", ") + port.first;
+            throw UsageError(std::string("the model's ") + what + (ports.size() > 1 ? "s are " : " is named ") + names + ", not " + files[f].first);
+          }
+          place = static_cast<std::size_t>(found - ports.begin());
+        }
+        if (std::find(places.begin(), places.end(), place) != places.end()) throw UsageError(std::string("two files for ") + what + " " + ports[place].first);
+        places.push_back(place);
+      }
+      return places;
+    };
+    // The model bound to the batch of the file for its first input (its rows, or --batch).
+    OnnxModel model = readOnnx(parser.text("model"), 0);
+    const std::vector<std::size_t> inputPlaces = match(model.inputs, inputFiles, "input");
+    if (inputFiles.size() != model.inputs.size()) {
+      throw UsageError("the model has " + std::to_string(model.inputs.size()) + " inputs; give each with --input [NAME=]FILE");
+    }
+    const std::size_t batchFile = static_cast<std::size_t>(std::find(inputPlaces.begin(), inputPlaces.end(), 0) - inputPlaces.begin());
+    const auto rows = static_cast<std::uint32_t>(arrays[batchFile].shape[0]);
     const auto batch = parser.has("batch") ? static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20)) : rows;
-    const OnnxModel model = readOnnx(parser.text("model"), batch);
-    if (!inputName.empty() && inputName != model.inputName) {
-      throw UsageError("the model's input is named " + model.inputName + ", not " + inputName);
-    }
-    if (!outputName.empty() && outputName != model.outputName) {
-      throw UsageError("the model's output is named " + model.outputName + ", not " + outputName);
-    }
     if (batch != rows && !model.dynamicBatch) {
       throw UsageError("--batch " + std::to_string(batch) + " differs from the input's " + std::to_string(rows) + " rows, and the model's batch is fixed");
     }
-    const Shape& shape = model.graph.tensor(model.input).shape;
-    const std::vector<std::int64_t> perRow(input.shape.begin() + 1, input.shape.end());
-    if (perRow != std::vector<std::int64_t>(shape.begin() + 1, shape.end())) {
-      std::string wanted;
-      for (std::size_t i = 1; i < shape.size(); ++i) wanted += (i > 1 ? ", " : "") + std::to_string(shape[i]);
-      throw Error(inputPath + ": each row of the input must be [" + wanted + "] for input " + model.inputName);
+    if (model.dynamicBatch || model.graph.tensor(model.input).shape.empty() || model.graph.tensor(model.input).shape[0] != batch) {
+      model = readOnnx(parser.text("model"), batch);
     }
-    const std::size_t rowValues = input.values.size() / rows;
-    std::vector<float> values(std::size_t{batch} * rowValues);
-    for (std::size_t r = 0; r < batch; ++r) {
-      std::copy_n(input.values.begin() + static_cast<std::ptrdiff_t>((r % rows) * rowValues), rowValues,
-                  values.begin() + static_cast<std::ptrdiff_t>(r * rowValues));
+    const std::vector<std::size_t> outputPlaces = match(model.outputs, outputFiles, "output");
+    // Per input: its values for the bound batch (rows repeated when the batch exceeds the file's).
+    std::vector<std::vector<float>> values(model.inputs.size());
+    for (std::size_t f = 0; f < inputFiles.size(); ++f) {
+      const auto& [name, tensor] = model.inputs[inputPlaces[f]];
+      const Shape& shape = model.graph.tensor(tensor).shape;
+      const NpyArray& array = arrays[f];
+      const std::string& path = inputFiles[f].second;
+      const std::vector<std::int64_t> perRow(array.shape.begin() + 1, array.shape.end());
+      if (shape.empty() || perRow != std::vector<std::int64_t>(shape.begin() + 1, shape.end())) {
+        std::string wanted;
+        for (std::size_t i = 1; i < shape.size(); ++i) wanted += (i > 1 ? ", " : "") + std::to_string(shape[i]);
+        throw Error(path + ": each row of the input must be [" + wanted + "] for input " + name);
+      }
+      const auto fileRows = static_cast<std::size_t>(array.shape[0]);
+      if (fileRows != shape[0] && !(model.dynamicBatch && shape[0] == batch)) {
+        throw Error(path + ": " + std::to_string(fileRows) + " rows; input " + name + " takes " + std::to_string(shape[0]));
+      }
+      const std::size_t rowValues = array.values.size() / fileRows;
+      values[inputPlaces[f]].resize(std::size_t{shape[0]} * rowValues);
+      for (std::size_t r = 0; r < shape[0]; ++r) {
+        std::copy_n(array.values.begin() + static_cast<std::ptrdiff_t>((r % fileRows) * rowValues), rowValues,
+                    values[inputPlaces[f]].begin() + static_cast<std::ptrdiff_t>(r * rowValues));
+      }
     }
 
     const Context context(contextOptions);
@@ -93,24 +137,36 @@ int main(int argc, char** argv) {
     CompiledGraph compiled(context, model.graph, CompiledGraph::Memory::reused, results);
     Plan plan = compiled.forwardPlan([](Plan&) {});
     const double compileMs = compileClock.milliseconds();
-    const Shape& outputShape = model.graph.tensor(model.output).shape;
-    NpyArray output{{outputShape.begin(), outputShape.end()}, std::vector<float>(elementCount(outputShape))};
+    std::vector<NpyArray> outputs;
+    for (const std::size_t place : outputPlaces) {
+      const Shape& shape = model.graph.tensor(model.outputs[place].second).shape;
+      outputs.push_back({{shape.begin(), shape.end()}, std::vector<float>(elementCount(shape))});
+    }
     std::vector<double> uploadMs, runMs, readMs;
     for (int r = 0; r < repeat; ++r) {
       Stopwatch clock;
-      compiled.upload(model.input, values.data(), values.size() * sizeof(float));
+      for (std::size_t i = 0; i < model.inputs.size(); ++i) compiled.upload(model.inputs[i].second, values[i].data(), values[i].size() * sizeof(float));
       uploadMs.push_back(clock.restart());
       plan.run();
       runMs.push_back(clock.restart());
-      const BufferView view = compiled.view(model.output);
-      plan.read(*view.buffer, output.values.data(), output.values.size() * sizeof(float), view.offset);
+      for (std::size_t o = 0; o < outputs.size(); ++o) {
+        const BufferView view = compiled.view(model.outputs[outputPlaces[o]].second);
+        plan.read(*view.buffer, outputs[o].values.data(), outputs[o].values.size() * sizeof(float), view.offset);
+      }
       readMs.push_back(clock.restart());
     }
-    if (!std::all_of(output.values.begin(), output.values.end(), [](float v) { return std::isfinite(v); })) {
-      throw Error("the output holds NaN or infinite values; " + outputPath + " was not written");
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+      if (!std::all_of(outputs[o].values.begin(), outputs[o].values.end(), [](float v) { return std::isfinite(v); })) {
+        throw Error("output " + model.outputs[outputPlaces[o]].first + " holds NaN or infinite values; no output was written");
+      }
     }
-    writeNpy(outputPath, output);
-
+    std::string written;
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+      writeNpy(outputFiles[o].second, outputs[o]);
+      written += (written.empty() ? "" : ", ") + outputFiles[o].second;
+    }
+    const std::string outputPath = written;
+    const NpyArray& output = outputs[0];
     nlohmann::json report = {{"device", context.device().renderer}, {"model", parser.text("model")}, {"batch", batch},
                              {"output", outputPath}, {"output_shape", output.shape}, {"activation_bytes", compiled.activationBytes()}};
     std::fprintf(info, "ran %s (%zu nodes, opset %lld) on %u rows; wrote %s\n", parser.text("model").c_str(), model.nodes.size(),
@@ -118,13 +174,16 @@ int main(int argc, char** argv) {
     std::fprintf(info, "activation memory: %.1f MiB (intermediate tensors sharing memory by liveness, and the ops' scratch)\n",
                  static_cast<double>(compiled.activationBytes()) / (1 << 20));
     if (parser.has("check")) {
-      const std::vector<std::vector<double>> reference =
-          referenceValues(model.graph, {{model.input.id, std::vector<double>(values.begin(), values.end())}});
-      const std::vector<double>& expected = reference[static_cast<std::size_t>(model.output.id)];
+      std::map<int, std::vector<double>> feeds;
+      for (std::size_t i = 0; i < model.inputs.size(); ++i) feeds[model.inputs[i].second.id] = std::vector<double>(values[i].begin(), values[i].end());
+      const std::vector<std::vector<double>> reference = referenceValues(model.graph, feeds);
       double worst = 0, largest = 0;
-      for (std::size_t i = 0; i < expected.size(); ++i) {
-        worst = std::max(worst, std::abs(expected[i] - output.values[i]));
-        largest = std::max(largest, std::abs(expected[i]));
+      for (std::size_t o = 0; o < outputs.size(); ++o) {
+        const std::vector<double>& expected = reference[static_cast<std::size_t>(model.outputs[outputPlaces[o]].second.id)];
+        for (std::size_t i = 0; i < expected.size(); ++i) {
+          worst = std::max(worst, std::abs(expected[i] - outputs[o].values[i]));
+          largest = std::max(largest, std::abs(expected[i]));
+        }
       }
       report["check"] = {{"max_abs_difference", worst}, {"max_abs_reference", largest}};
       std::fprintf(info, "float64 check: largest difference %.3g, largest output %.3g (%.3g relative)\n", worst, largest,

@@ -105,6 +105,7 @@ void Parser::parse(int argc, char** argv) {
       value = argv[++i];
     }
     given_[name] = value;
+    repeated_[name].push_back(value);
   }
   if (positional_.size() < minimumPositionals_) {
     throw UsageError(positionalName_.empty() ? "missing arguments" : "missing " + positionalName_);
@@ -118,6 +119,17 @@ bool Parser::preset(const std::string& name, const std::string& value) {
 }
 
 bool Parser::has(const std::string& name) const { return given_.count(name) != 0; }
+
+Parser& Parser::repeatable(const std::string& name) {
+  GLNET_ASSERT(options_.count(name), "option --" + name + " was never declared");
+  options_.at(name).repeatable = true;
+  return *this;
+}
+
+std::vector<std::string> Parser::texts(const std::string& name) const {
+  const auto found = repeated_.find(name);
+  return found == repeated_.end() ? std::vector<std::string>{} : found->second;
+}
 
 std::string Parser::text(const std::string& name) const {
   GLNET_ASSERT(options_.count(name), "option --" + name + " was never declared");

@@ -21,6 +21,8 @@ class Parser {
   // A --name VALUE option; an empty default means "not given".
   Parser& option(const std::string& name, const std::string& value, const std::string& help,
                  const std::string& defaultValue = "");
+  // Lets --name be given several times (texts() returns every value; text() the last).
+  Parser& repeatable(const std::string& name);
   // Adds --model FILE (safetensors, or ONNX by its .onnx name) and the overrides of what a model file may lack:
   // --input-mean, --input-std, --activation.
   Parser& modelOptions(const std::string& help);
@@ -38,6 +40,7 @@ class Parser {
 
   bool has(const std::string& name) const;
   std::string text(const std::string& name) const;
+  std::vector<std::string> texts(const std::string& name) const;
   long integer(const std::string& name, long minimum, long maximum) const;
   // A finite number (inf, nan and out-of-range values such as 1e999 are usage errors).
   double number(const std::string& name) const;
@@ -54,7 +57,9 @@ class Parser {
     std::string value;  // empty for a flag
     std::string help;
     std::string defaultValue;
+    bool repeatable = false;
   };
+  std::map<std::string, std::vector<std::string>> repeated_;
   std::string program_, summary_, usage_;
   std::vector<std::string> order_;
   std::map<std::string, Option> options_;

@@ -123,6 +123,18 @@ for i in range(5):
 np.save(os.path.join(work, "strided-x.npy"), np.load(os.path.join(work, "cnn-x.npy")))
 np.save(os.path.join(work, "strided-y.npy"), np.where(out >= 0, out, 0.1 * out))
 
+# Two inputs and two outputs: y = a + b (b broadcast), z = relu(y) * a.
+graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"], name="/add"), helper.make_node("Relu", ["y"], ["r"], name="/relu"),
+                           helper.make_node("Mul", ["r", "a"], ["z"], name="/mul")], "two",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 3]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3]), helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 3])])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(work, "two.onnx"))
+a, b = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+np.save(os.path.join(work, "two-a.npy"), a)
+np.save(os.path.join(work, "two-b.npy"), b)
+np.save(os.path.join(work, "two-y-y.npy"), d(a) + d(b))
+np.save(os.path.join(work, "two-z-y.npy"), np.maximum(d(a) + d(b), 0) * d(a))
+
 # Refusals: an op glnet does not run, an attribute it does not take.
 save("resize", [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="/up/Resize", mode="nearest")], ["N", 1, 13, 13], ["N", 1, 26, 26],
      {"scales": np.array([1, 1, 2, 2], np.float32)})
@@ -147,6 +159,15 @@ for model in mlp cnn matmul softmax strided; do
   expect 0 "ran .*$model.onnx .* wrote" -- "$apps/glnet_run" --model "$work/$model.onnx" --input "x=$work/$model-x.npy" --output "$work/$model-out.npy" --check
   compare $model
 done
+# Several inputs and outputs, by name in any order, or by position.
+expect 0 "wrote .*two-z-out.npy, .*two-y-out.npy" -- "$apps/glnet_run" --model "$work/two.onnx" --input "b=$work/two-b.npy" --input "a=$work/two-a.npy" \
+  --output "z=$work/two-z-out.npy" --output "y=$work/two-y-out.npy" --check
+compare two-z
+compare two-y
+expect 0 "wrote" -- "$apps/glnet_run" --model "$work/two.onnx" --input "$work/two-a.npy" --input "$work/two-b.npy" --output "$work/two-y-out.npy"
+compare two-y
+expect 2 "error: the model has 2 inputs; give each with --input" -- "$apps/glnet_run" --model "$work/two.onnx" --input "$work/two-a.npy" --output "$work/o.npy"
+expect 2 "error: the model's outputs are y, z, not w" -- "$apps/glnet_run" --model "$work/two.onnx" --input "$work/two-a.npy" --input "$work/two-b.npy" --output "w=$work/o.npy"
 # A dynamic batch larger than the file: its rows repeat.
 expect 0 "on 8 rows" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy" --output "$work/mlp8.npy" --batch 8 --time --repeat 3
 /usr/bin/python3 -c "
