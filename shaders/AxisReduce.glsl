@@ -40,6 +40,29 @@ float combineGroup(float value, int kind) {
   return result;
 }
 
+// The line's largest value and Σ exp(x − largest), the parts of softmax and log-sum-exp that cannot overflow.
+float exponentSum(uint base, uint local, uint step, out float largest) {
+  largest = uintBitsToFloat(0xff800000u);
+  for (uint k = local; k < axis; k += step) largest = max(largest, x[base + k * inner]);
+  largest = combineGroup(largest, 1);
+  float sum = 0.0;
+  for (uint k = local; k < axis; k += step) sum += exp(x[base + k * inner] - largest);
+  return combineGroup(sum, 0);
+}
+
+// The line's mean (two passes: the mean, then the squared deviations from it) and 1/sqrt(variance + epsilon).
+float inverseDeviation(uint base, uint local, uint step, out float mean) {
+  float sum = 0.0;
+  for (uint k = local; k < axis; k += step) sum += x[base + k * inner];
+  mean = combineGroup(sum, 0) / float(axis);
+  float squares = 0.0;
+  for (uint k = local; k < axis; k += step) {
+    float d = x[base + k * inner] - mean;
+    squares += d * d;
+  }
+  return inversesqrt(combineGroup(squares, 0) / float(axis) + epsilon);
+}
+
 void main() {
   uint line = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   // Whole groups leave together: the barriers in combineGroup need every invocation of the group.
@@ -47,12 +70,8 @@ void main() {
   uint local = gl_LocalInvocationID.x, step = uint(GLNET_GROUP_SIZE);
   uint base = (line / inner) * axis * inner + line % inner;
 #if AXIS_OP <= 1
-  float largest = uintBitsToFloat(0xff800000u);
-  for (uint k = local; k < axis; k += step) largest = max(largest, x[base + k * inner]);
-  largest = combineGroup(largest, 1);
-  float sum = 0.0;
-  for (uint k = local; k < axis; k += step) sum += exp(x[base + k * inner] - largest);
-  sum = combineGroup(sum, 0);
+  float largest;
+  float sum = exponentSum(base, local, step, largest);
 #if AXIS_OP == 0
   for (uint k = local; k < axis; k += step) y[base + k * inner] = exp(x[base + k * inner] - largest) / sum;
 #else
@@ -60,34 +79,16 @@ void main() {
   for (uint k = local; k < axis; k += step) y[base + k * inner] = x[base + k * inner] - largest - logSum;
 #endif
 #elif AXIS_OP == 2
-  float sum = 0.0;
-  for (uint k = local; k < axis; k += step) sum += x[base + k * inner];
-  float mean = combineGroup(sum, 0) / float(axis);
-  float squares = 0.0;
-  for (uint k = local; k < axis; k += step) {
-    float d = x[base + k * inner] - mean;
-    squares += d * d;
-  }
-  float scale = inversesqrt(combineGroup(squares, 0) / float(axis) + epsilon);
+  float mean;
+  float scale = inverseDeviation(base, local, step, mean);
   for (uint k = local; k < axis; k += step) y[base + k * inner] = (x[base + k * inner] - mean) * scale * gamma[k] + beta[k];
 #elif AXIS_OP == 7
-  float sum = 0.0;
-  for (uint k = local; k < axis; k += step) sum += x[base + k * inner];
-  float mean = combineGroup(sum, 0) / float(axis);
-  float squares = 0.0;
-  for (uint k = local; k < axis; k += step) {
-    float d = x[base + k * inner] - mean;
-    squares += d * d;
-  }
-  float value = inversesqrt(combineGroup(squares, 0) / float(axis) + epsilon);
+  float mean;
+  float value = inverseDeviation(base, local, step, mean);
   if (local == 0u) y[line] = value;
 #elif AXIS_OP == 12
-  float largest = uintBitsToFloat(0xff800000u);
-  for (uint k = local; k < axis; k += step) largest = max(largest, x[base + k * inner]);
-  largest = combineGroup(largest, 1);
-  float sum = 0.0;
-  for (uint k = local; k < axis; k += step) sum += exp(x[base + k * inner] - largest);
-  sum = combineGroup(sum, 0);
+  float largest;
+  float sum = exponentSum(base, local, step, largest);
   if (local == 0u) y[line] = largest + log(sum);
 #elif AXIS_OP == 13
   float value = 1.0;

@@ -656,6 +656,11 @@ class AxisOp : public InferenceOp {
       for (std::size_t i = 0; i < inner; ++i) {
         const auto at = [&](std::size_t k) { return o * axis * inner + k * inner + i; };
         double largest = -INFINITY, smallest = INFINITY, sum = 0;
+        const auto inverseDeviation = [&](double mean) {
+          double squares = 0;
+          for (std::size_t k = 0; k < axis; ++k) squares += (x[at(k)] - mean) * (x[at(k)] - mean);
+          return 1 / std::sqrt(squares / static_cast<double>(axis) + epsilon_);
+        };
         for (std::size_t k = 0; k < axis; ++k) {
           largest = std::max(largest, x[at(k)]);
           smallest = std::min(smallest, x[at(k)]);
@@ -672,10 +677,7 @@ class AxisOp : public InferenceOp {
             break;
           }
           case AxisKind::layerNormalization: {
-            const double mean = sum / static_cast<double>(axis);
-            double squares = 0;
-            for (std::size_t k = 0; k < axis; ++k) squares += (x[at(k)] - mean) * (x[at(k)] - mean);
-            const double scale = 1 / std::sqrt(squares / static_cast<double>(axis) + epsilon_);
+            const double mean = sum / static_cast<double>(axis), scale = inverseDeviation(mean);
             for (std::size_t k = 0; k < axis; ++k) y[at(k)] = (x[at(k)] - mean) * scale * (*in[1].values)[k] + (*in[2].values)[k];
             break;
           }
@@ -683,13 +685,7 @@ class AxisOp : public InferenceOp {
           case AxisKind::sum: y[o * inner + i] = sum; break;
           case AxisKind::max: y[o * inner + i] = largest; break;
           case AxisKind::min: y[o * inner + i] = smallest; break;
-          case AxisKind::inverseDeviation: {
-            const double mean = sum / static_cast<double>(axis);
-            double squares = 0;
-            for (std::size_t k = 0; k < axis; ++k) squares += (x[at(k)] - mean) * (x[at(k)] - mean);
-            y[o * inner + i] = 1 / std::sqrt(squares / static_cast<double>(axis) + epsilon_);
-            break;
-          }
+          case AxisKind::inverseDeviation: y[o * inner + i] = inverseDeviation(sum / static_cast<double>(axis)); break;
           case AxisKind::l1:
           case AxisKind::l2:
           case AxisKind::sumSquare:
