@@ -1129,7 +1129,12 @@ class Importer {
     return true;
   }
 
-  const Constant& input(const onnx::NodeProto& node, int index) const { return operand(node, index).host; }
+  // A constant input (a shape, axes, indices, a folded operand): a computed tensor there is refused, never read as empty.
+  const Constant& input(const onnx::NodeProto& node, int index) const {
+    const Value& v = operand(node, index);
+    if (!v.constant) refuse(node, "input " + std::to_string(index) + " must be a constant (shapes, axes and indices are folded at load)");
+    return v.host;
+  }
   // A constant's value used as an integer (an index, axis or dimension): refused unless whole and in range,
   // never converted with undefined behaviour.
   std::int64_t whole(const onnx::NodeProto& node, double v) const {

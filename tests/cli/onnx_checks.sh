@@ -135,7 +135,8 @@ np.save(os.path.join(work, "two-b.npy"), b)
 np.save(os.path.join(work, "two-y-y.npy"), d(a) + d(b))
 np.save(os.path.join(work, "two-z-y.npy"), np.maximum(d(a) + d(b), 0) * d(a))
 
-# Refusals: an op glnet does not run, an attribute it does not take.
+# Refusals: an op glnet does not run, an attribute it does not take, a computed tensor where axes must be constant.
+save("computed-axes", [helper.make_node("Unsqueeze", ["x", "x"], ["y"], name="/Unsqueeze")], ["N", 29], ["N", 1, 29], {})
 save("resize", [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="/up/Resize", mode="nearest")], ["N", 1, 13, 13], ["N", 1, 26, 26],
      {"scales": np.array([1, 1, 2, 2], np.float32)})
 save("conv3d", [helper.make_node("Conv", ["x", "k3"], ["y"], name="/conv/Conv", kernel_shape=[1, 3, 3])],
@@ -191,6 +192,8 @@ expect 1 "resize.onnx: node '/up/Resize' \(Resize, opset 17\): the op Resize is 
   -- "$apps/glnet_run" --model "$work/resize.onnx" --input "$work/cnn-x.npy" --output "$work/o.npy"
 expect 1 "conv3d.onnx: node '/conv/Conv' \(Conv, opset 17\): W must be a constant \[out_c, in_c/group, \(kh,\) kw\]: glnet runs 1-D and 2-D convolutions" \
   -- "$apps/glnet_run" --model "$work/conv3d.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
+expect 1 "computed-axes.onnx: node '/Unsqueeze' \(Unsqueeze, opset 17\): input 1 must be a constant" \
+  -- "$apps/glnet_run" --model "$work/computed-axes.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "garbage.onnx: not an ONNX model" -- "$apps/glnet_run" --model "$work/garbage.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "error: /dev/zero: not a regular file" -- "$apps/glnet_run" --model /dev/zero --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "wrong-x.npy: each row of the input must be \[29\] for input x" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/wrong-x.npy" --output "$work/o.npy"
