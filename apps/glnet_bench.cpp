@@ -3,6 +3,9 @@
 // reference elementwise workload; table on stdout, --csv and --json files. With --gemm: the GEMM core in every
 // operand layout of the dense and convolution ops, ms, TFLOP/s and the configuration chosen per shape.
 #include "common/Cli.h"
+#include "common/NodeTimes.h"
+#include "bench/ModelBenchmark.h"
+#include "formats/Onnx.h"
 #include "gl/Sync.h"
 #include "gl/check.h"
 #include "bench/Benchmarks.h"
@@ -131,6 +134,58 @@ int runGemm(const cli::Parser& parser) {
   return 0;
 }
 
+// glnet_bench --model M.onnx: any ONNX model, per batch size.
+int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& batchSizes, int warmup, int runs) {
+  const bool json = parser.has("json");
+  std::FILE* out = json ? stderr : stdout;
+  const Context context(parser.contextOptions());
+  OnnxRunner runner(context, parser.text("model"));
+  std::vector<std::uint32_t> batches;
+  for (const std::size_t batch : batchSizes) batches.push_back(static_cast<std::uint32_t>(batch));
+  if (!runner.dynamicBatch() && (batches.size() != 1 || batches[0] != runner.ownBatch())) {
+    std::fprintf(out, "note: the model's batch is fixed at %u; measuring that alone\n", runner.ownBatch());
+    batches = {runner.ownBatch()};
+  }
+  std::fprintf(out, "device %d: %s (%s)\nmodel %s (%zu nodes, opset %lld); inputs uniform [0, 1); %d warm-up and %d measured runs; "
+                    "times in ms: median [p10, p90]\n",
+               context.device().index, context.device().renderer.c_str(), context.device().glVersion.c_str(), parser.text("model").c_str(),
+               runner.nodeCount(), static_cast<long long>(runner.opset()), warmup, runs);
+  std::fflush(out);
+  const std::vector<ModelBenchRow> rows = benchmarkModel(runner, batches, warmup, runs, 1, [](const std::string& step) {
+    std::fprintf(stderr, "glnet_bench: %s\n", step.c_str());
+  });
+  const auto stat = [](const Statistics& s) { return nlohmann::json{{"median", s.median}, {"p10", s.p10}, {"p90", s.p90}, {"runs", s.runs}}; };
+  nlohmann::json report = {{"device", context.device().renderer}, {"gl_version", context.device().glVersion}, {"date", todayUtc()},
+                           {"model", parser.text("model")}, {"batches", nlohmann::json::array()}};
+  std::string csvText = "section,batch,stage,median_ms,p10_ms,p90_ms,runs,device,date\n";
+  std::string device = context.device().renderer;
+  std::replace(device.begin(), device.end(), '"', '\'');
+  for (const ModelBenchRow& row : rows) {
+    std::fprintf(out, "\nbatch %u: compile %.1f ms, activation memory %.1f MiB, %zu dispatches\n", row.batch, row.compileMs,
+                 static_cast<double>(row.activationBytes) / (1 << 20), row.dispatches);
+    const std::vector<std::pair<const char*, const Statistics*>> stages = {
+        {"upload (float32 inputs)", &row.uploadMs}, {"issue (CPU)", &row.issueMs}, {"readback (waits for the GPU)", &row.readbackMs},
+        {"end to end", &row.endToEndMs}, {"GPU (timestamps)", &row.gpuMs}};
+    for (const auto& [stage, s] : stages) {
+      std::fprintf(out, "  %-32s %10.4f [%.4f, %.4f]\n", stage, s->median, s->p10, s->p90);
+      char line[512];
+      std::snprintf(line, sizeof line, "model,%u,\"%s\",%.6f,%.6f,%.6f,%zu,\"%s\",%s\n", row.batch, stage, s->median, s->p10, s->p90, s->runs,
+                    device.c_str(), todayUtc().c_str());
+      csvText += line;
+    }
+    std::fprintf(out, "  images/s end to end: %.0f\n", row.endToEndMs.median > 0 ? 1000.0 * row.batch / row.endToEndMs.median : 0.0);
+    cli::printNodeTimes(out, row.nodes, runs, parser.has("verbose"));
+    report["batches"].push_back({{"batch", row.batch}, {"compile_ms", row.compileMs}, {"activation_bytes", row.activationBytes},
+                                 {"upload_ms", stat(row.uploadMs)}, {"issue_ms", stat(row.issueMs)}, {"readback_ms", stat(row.readbackMs)},
+                                 {"end_to_end_ms", stat(row.endToEndMs)}, {"gpu_ms", stat(row.gpuMs)}, {"profile", cli::nodeTimesJson(row.nodes)}});
+  }
+  if (!TimerQuery::measuresGpu()) std::fprintf(out, "no GPU timer queries on this device: GPU times are wall time after glFinish\n");
+  if (parser.has("csv")) writeFileAtomically(parser.text("csv"), csvText);
+  if (parser.has("json-out")) writeFileAtomically(parser.text("json-out"), report.dump(2) + "\n");
+  if (json) std::cout << report.dump(2) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -142,8 +197,9 @@ int main(int argc, char** argv) {
                        "dispatch) against the chained plan, one training step, and the normalize-weigh-tanh workload on 1M\n"
                        "floats as 3 dispatches and fused. Results are checked against the CPU; times are median, p10 and p90.",
                        "[options]");
-    parser.modelOptions("model to run (default: a random 784-128-10)")
-        .option("batches", "N,N,...", "inference batch sizes", "1,8,64,512,4096,10000")
+    parser.modelOptions("model to run (default: a random 784-128-10); an ONNX model (.onnx) is measured as it is, on random inputs:\n"
+                        "per batch size upload, issue, readback, end to end, GPU time and the GPU time of every node")
+        .option("batches", "N,N,...", "inference batch sizes (an ONNX model: 1,64)", "1,8,64,512,4096,10000")
         .option("runs", "N", "measured runs per stage", "20")
         .option("warmup", "N", "unmeasured runs first", "3")
         .option("elementwise", "N", "floats in the elementwise workload", "1000000")
@@ -158,6 +214,8 @@ int main(int argc, char** argv) {
         .common(true);
     parser.parse(argc, argv);
     if (parser.has("gemm")) return runGemm(parser);
+    const bool onnx = parser.has("model") && isOnnxPath(parser.text("model"));
+    if (onnx) parser.preset("batches", "1,64");
     BenchSettings settings;
     settings.batches = parseBatches(parser.text("batches"));
     settings.runs = static_cast<int>(parser.integer("runs", 1, 100000));
@@ -167,6 +225,7 @@ int main(int argc, char** argv) {
     for (const char* file : {"csv", "json-out"}) {
       if (parser.has(file)) checkWritable(parser.text(file));
     }
+    if (onnx) return runModelBench(parser, settings.batches, settings.warmup, settings.runs);
     const bool json = parser.has("json");
     std::FILE* out = json ? stderr : stdout;  // with --json, stdout holds the JSON alone
     const Network model = parser.has("model") ? cli::loadModel(parser) : Network::create("784-128-10", Activation::relu, 1);

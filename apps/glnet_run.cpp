@@ -1,11 +1,11 @@
 // glnet_run: runs an ONNX model on a NumPy input and writes its output as .npy.
 #include "common/Cli.h"
+#include "common/NodeTimes.h"
 #include "formats/Npy.h"
-#include "formats/Onnx.h"
 #include "gl/Stopwatch.h"
 #include "gl/check.h"
-#include "graph/CompiledGraph.h"
 #include "graph/ReferenceGraph.h"
+#include "model/OnnxRunner.h"
 
 #include <nlohmann/json.hpp>
 
@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
       if (arrays.back().shape.empty() || arrays.back().shape[0] < 1) throw Error(path + ": the input needs a first dimension of at least 1");
     }
     // Each file's place among the model's inputs (outputs): by name, else by position.
-    const auto match = [](const std::vector<std::pair<std::string, Tensor>>& ports, const std::vector<std::pair<std::string, std::string>>& files,
+    const auto match = [](const std::vector<OnnxPort>& ports, const std::vector<std::pair<std::string, std::string>>& files,
                           const char* what) {
       if (files.size() > ports.size()) {
         throw UsageError(std::to_string(files.size()) + " --" + what + " files for the model's " + std::to_string(ports.size()) + " " + what + "s");
@@ -74,35 +74,38 @@ int main(int argc, char** argv) {
       for (std::size_t f = 0; f < files.size(); ++f) {
         std::size_t place = f;
         if (!files[f].first.empty()) {
-          const auto found = std::find_if(ports.begin(), ports.end(), [&](const auto& port) { return port.first == files[f].first; });
+          const auto found = std::find_if(ports.begin(), ports.end(), [&](const OnnxPort& port) { return port.name == files[f].first; });
           if (found == ports.end()) {
             std::string names;
-            for (const auto& port : ports) names += (names.empty() ? "" : ", ") + port.first;
+            for (const OnnxPort& port : ports) names += (names.empty() ? "" : ", ") + port.name;
             throw UsageError(std::string("the model's ") + what + (ports.size() > 1 ? "s are " : " is named ") + names + ", not " + files[f].first);
           }
           place = static_cast<std::size_t>(found - ports.begin());
         }
-        if (std::find(places.begin(), places.end(), place) != places.end()) throw UsageError(std::string("two files for ") + what + " " + ports[place].first);
+        if (std::find(places.begin(), places.end(), place) != places.end()) throw UsageError(std::string("two files for ") + what + " " + ports[place].name);
         places.push_back(place);
       }
       return places;
     };
-    // The model bound to the batch of the file for its first input (its rows, or --batch).
-    OnnxModel model = readOnnx(parser.text("model"), 0);
-    const std::vector<std::size_t> inputPlaces = match(model.inputs, inputFiles, "input");
-    if (inputFiles.size() != model.inputs.size()) {
-      throw UsageError("the model has " + std::to_string(model.inputs.size()) + " inputs; give each with --input [NAME=]FILE");
+    const Context context(contextOptions);
+    std::FILE* info = json ? stderr : stdout;
+    std::fprintf(info, "device %d: %s\n", context.device().index, context.device().renderer.c_str());
+    OnnxRunner runner(context, parser.text("model"));
+    const std::vector<std::size_t> inputPlaces = match(runner.inputs(), inputFiles, "input");
+    if (inputFiles.size() != runner.inputs().size()) {
+      throw UsageError("the model has " + std::to_string(runner.inputs().size()) + " inputs; give each with --input [NAME=]FILE");
     }
+    // The batch: the rows of the file for the model's first input, or --batch.
     const std::size_t batchFile = static_cast<std::size_t>(std::find(inputPlaces.begin(), inputPlaces.end(), 0) - inputPlaces.begin());
     const auto rows = static_cast<std::uint32_t>(arrays[batchFile].shape[0]);
     const auto batch = parser.has("batch") ? static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20)) : rows;
-    if (batch != rows && !model.dynamicBatch) {
+    if (batch != rows && !runner.dynamicBatch()) {
       throw UsageError("--batch " + std::to_string(batch) + " differs from the input's " + std::to_string(rows) + " rows, and the model's batch is fixed");
     }
-    if (model.dynamicBatch || model.graph.tensor(model.input).shape.empty() || model.graph.tensor(model.input).shape[0] != batch) {
-      model = readOnnx(parser.text("model"), batch);
-    }
-    const std::vector<std::size_t> outputPlaces = match(model.outputs, outputFiles, "output");
+    Stopwatch compileClock;
+    const OnnxModel& model = runner.model(batch);
+    const double compileMs = compileClock.milliseconds();
+    const std::vector<std::size_t> outputPlaces = match(runner.outputs(), outputFiles, "output");
     // Per input: its values for the bound batch (rows repeated when the batch exceeds the file's).
     std::vector<std::vector<float>> values(model.inputs.size());
     for (std::size_t f = 0; f < inputFiles.size(); ++f) {
@@ -117,7 +120,7 @@ int main(int argc, char** argv) {
         throw Error(path + ": each row of the input must be [" + wanted + "] for input " + name);
       }
       const auto fileRows = static_cast<std::size_t>(array.shape[0]);
-      if (fileRows != shape[0] && !(model.dynamicBatch && shape[0] == batch)) {
+      if (fileRows != shape[0] && !(runner.dynamicBatch() && shape[0] == batch)) {
         throw Error(path + ": " + std::to_string(fileRows) + " rows; input " + name + " takes " + std::to_string(shape[0]));
       }
       const std::size_t rowValues = array.values.size() / fileRows;
@@ -127,38 +130,27 @@ int main(int argc, char** argv) {
                     values[inputPlaces[f]].begin() + static_cast<std::ptrdiff_t>(r * rowValues));
       }
     }
-
-    const Context context(contextOptions);
-    std::FILE* info = json ? stderr : stdout;
-    std::fprintf(info, "device %d: %s\n", context.device().index, context.device().renderer.c_str());
-    Stopwatch compileClock;
-    std::vector<Tensor> results;
-    for (const auto& output : model.outputs) results.push_back(output.second);
-    CompiledGraph compiled(context, model.graph, CompiledGraph::Memory::reused, results);
-    Plan plan = compiled.forwardPlan([](Plan&) {});
-    const double compileMs = compileClock.milliseconds();
+    std::vector<const float*> feeds;
+    for (const std::vector<float>& v : values) feeds.push_back(v.data());
+    std::vector<std::vector<float>> results;
+    std::vector<double> uploadMs, runMs, readMs;
+    for (int r = 0; r < repeat; ++r) {
+      RunTimes times;
+      try {
+        results = runner.run(feeds, batch, &times);
+      } catch (const GpuFailure&) {
+        throw;
+      } catch (const Error& e) {
+        throw Error(std::string(e.what()) + "; no output was written");
+      }
+      uploadMs.push_back(times.uploadMs);
+      runMs.push_back(times.issueMs);
+      readMs.push_back(times.readbackMs);
+    }
     std::vector<NpyArray> outputs;
     for (const std::size_t place : outputPlaces) {
       const Shape& shape = model.graph.tensor(model.outputs[place].second).shape;
-      outputs.push_back({{shape.begin(), shape.end()}, std::vector<float>(elementCount(shape))});
-    }
-    std::vector<double> uploadMs, runMs, readMs;
-    for (int r = 0; r < repeat; ++r) {
-      Stopwatch clock;
-      for (std::size_t i = 0; i < model.inputs.size(); ++i) compiled.upload(model.inputs[i].second, values[i].data(), values[i].size() * sizeof(float));
-      uploadMs.push_back(clock.restart());
-      plan.run();
-      runMs.push_back(clock.restart());
-      for (std::size_t o = 0; o < outputs.size(); ++o) {
-        const BufferView view = compiled.view(model.outputs[outputPlaces[o]].second);
-        plan.read(*view.buffer, outputs[o].values.data(), outputs[o].values.size() * sizeof(float), view.offset);
-      }
-      readMs.push_back(clock.restart());
-    }
-    for (std::size_t o = 0; o < outputs.size(); ++o) {
-      if (!std::all_of(outputs[o].values.begin(), outputs[o].values.end(), [](float v) { return std::isfinite(v); })) {
-        throw Error("output " + model.outputs[outputPlaces[o]].first + " holds NaN or infinite values; no output was written");
-      }
+      outputs.push_back({{shape.begin(), shape.end()}, std::move(results[place])});
     }
     std::string written;
     for (std::size_t o = 0; o < outputs.size(); ++o) {
@@ -168,15 +160,15 @@ int main(int argc, char** argv) {
     const std::string outputPath = written;
     const NpyArray& output = outputs[0];
     nlohmann::json report = {{"device", context.device().renderer}, {"model", parser.text("model")}, {"batch", batch},
-                             {"output", outputPath}, {"output_shape", output.shape}, {"activation_bytes", compiled.activationBytes()}};
-    std::fprintf(info, "ran %s (%zu nodes, opset %lld) on %u rows; wrote %s\n", parser.text("model").c_str(), model.nodes.size(),
-                 static_cast<long long>(model.opset), batch, outputPath.c_str());
+                             {"output", outputPath}, {"output_shape", output.shape}, {"activation_bytes", runner.activationBytes(batch)}};
+    std::fprintf(info, "ran %s (%zu nodes, opset %lld) on %u rows; wrote %s\n", parser.text("model").c_str(), runner.nodeCount(),
+                 static_cast<long long>(runner.opset()), batch, outputPath.c_str());
     std::fprintf(info, "activation memory: %.1f MiB (intermediate tensors sharing memory by liveness, and the ops' scratch)\n",
-                 static_cast<double>(compiled.activationBytes()) / (1 << 20));
+                 static_cast<double>(runner.activationBytes(batch)) / (1 << 20));
     if (parser.has("check")) {
-      std::map<int, std::vector<double>> feeds;
-      for (std::size_t i = 0; i < model.inputs.size(); ++i) feeds[model.inputs[i].second.id] = std::vector<double>(values[i].begin(), values[i].end());
-      const std::vector<std::vector<double>> reference = referenceValues(model.graph, feeds);
+      std::map<int, std::vector<double>> references;
+      for (std::size_t i = 0; i < model.inputs.size(); ++i) references[model.inputs[i].second.id] = std::vector<double>(values[i].begin(), values[i].end());
+      const std::vector<std::vector<double>> reference = referenceValues(model.graph, references);
       double worst = 0, largest = 0;
       for (std::size_t o = 0; o < outputs.size(); ++o) {
         const std::vector<double>& expected = reference[static_cast<std::size_t>(model.outputs[outputPlaces[o]].second.id)];
@@ -200,38 +192,9 @@ int main(int argc, char** argv) {
                    repeat, compileMs, median(uploadMs), median(runMs), median(readMs));
     }
     if (parser.has("profile")) {
-      // Median per dispatch over the runs, summed per op node: where the GPU time goes.
-      std::vector<std::vector<double>> perStep;
-      for (int r = 0; r < repeat; ++r) {
-        const std::vector<double> times = plan.runTimed();
-        perStep.resize(times.size());
-        for (std::size_t i = 0; i < times.size(); ++i) perStep[i].push_back(times[i]);
-      }
-      const std::vector<int>& stepNodes = compiled.forwardStepNodes();
-      std::map<int, double> perNode;
-      double total = 0;
-      for (std::size_t i = 0; i < perStep.size(); ++i) {
-        std::vector<double>& v = perStep[i];
-        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-        perNode[i < stepNodes.size() ? stepNodes[i] : -1] += v[v.size() / 2];
-        total += v[v.size() / 2];
-      }
-      std::vector<std::pair<double, int>> ranked;
-      for (const auto& [node, ms] : perNode) ranked.emplace_back(ms, node);
-      std::sort(ranked.rbegin(), ranked.rend());
-      nlohmann::json nodes = nlohmann::json::array();
-      std::fprintf(info, "GPU time %.3f ms in %zu dispatches (median per dispatch of %d runs); by node:\n", total, perStep.size(), repeat);
-      for (std::size_t k = 0; k < ranked.size(); ++k) {
-        const auto [ms, node] = ranked[k];
-        const OpNode* op = node >= 0 ? &model.graph.ops()[static_cast<std::size_t>(node)] : nullptr;
-        const std::string name = op ? model.graph.tensors()[static_cast<std::size_t>(op->output)].name : "(other)";
-        const std::string kernel = op ? op->op->name() : "";
-        const std::string shape = op ? describe(model.graph.tensors()[static_cast<std::size_t>(op->output)].shape) : "";
-        nodes.push_back({{"node", name}, {"kernel", kernel}, {"output_shape", shape}, {"gpu_ms", ms}});
-        if (k < 20 || parser.has("verbose")) std::fprintf(info, "  %8.3f ms %5.1f%%  %-40s %-28s %s\n", ms, 100 * ms / total, name.c_str(), kernel.c_str(), shape.c_str());
-      }
-      if (ranked.size() > 20 && !parser.has("verbose")) std::fprintf(info, "  ... %zu more nodes (--verbose lists them)\n", ranked.size() - 20);
-      report["profile"] = {{"gpu_ms", total}, {"dispatches", perStep.size()}, {"nodes", nodes}};
+      const std::vector<NodeTime> nodes = runner.profile(batch, repeat).nodes;
+      report["profile"] = cli::nodeTimesJson(nodes);
+      cli::printNodeTimes(info, nodes, repeat, parser.has("verbose"));
     }
     if (json) std::cout << report.dump(2) << "\n";
     return 0;

@@ -200,6 +200,17 @@ expect 1 "wrong-x.npy: each row of the input must be \[29\] for input x" -- "$ap
 expect 1 "int-x.npy: not a NumPy array glnet reads \(dtype <i8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/int-x.npy" --output "$work/o.npy"
 expect 2 "error: the model's input is named x, not images" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "images=$work/mlp-x.npy" --output "$work/o.npy"
 expect 2 "error: --output is required" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy"
+# glnet_bench on an ONNX model: the split per batch size, every node's GPU time, the JSON with both batches.
+expect 0 "GPU time .* ms in .* dispatches of .* nodes" -- "$apps/glnet_bench" --model "$work/cnn.onnx" --batches 1,3 --runs 2 --warmup 1 --json-out "$work/bench.json"
+/usr/bin/python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [b['batch'] for b in r['batches']] == [1, 3], r['batches']
+for b in r['batches']:
+    nodes = {n['node']: n for n in b['profile']['nodes']}
+    assert {'a', 'd', 'h', 'y'} <= set(nodes) or len(nodes) >= 5, sorted(nodes)
+    assert b['end_to_end_ms']['median'] > 0 and b['profile']['dispatches'] >= len(nodes), b
+" "$work/bench.json" || fail "glnet_bench --model cnn.onnx: JSON report"
 rm -f "$work/cnn.weights"
 expect 1 "cnn.weights: no such file" -- "$apps/glnet_run" --model "$work/cnn.onnx" --input "$work/cnn-x.npy" --output "$work/o.npy"
 [ -e "$work/o.npy" ] && fail "a refused run wrote its output"
