@@ -27,29 +27,10 @@ std::string clock(double seconds) {
   return text;
 }
 
-// The mean and standard deviation of the training pixels on the x/255 scale, recorded in the model file.
-InputFormat standardization(const ImageSet& images) {
-  double sum = 0, squares = 0;
-  for (const std::uint8_t pixel : images.pixels) {
-    const double x = pixel / 255.0;
-    sum += x;
-    squares += x * x;
-  }
-  const double count = static_cast<double>(images.pixels.size());
-  const double mean = sum / count;
-  return {static_cast<float>(mean), static_cast<float>(std::sqrt(std::max(squares / count - mean * mean, 1e-12)))};
-}
-
 // The flags that define a run, recorded in its checkpoints.
 const std::set<std::string> trainingFlags = {"arch", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data",
                                              "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
                                              "bucket-mb"};
-
-std::string defaultCheckpoint(const std::string& out) {
-  const std::string suffix = ".safetensors";
-  const bool hasSuffix = out.size() > suffix.size() && out.compare(out.size() - suffix.size(), suffix.size(), suffix) == 0;
-  return (hasSuffix ? out.substr(0, out.size() - suffix.size()) : out) + ".checkpoint.safetensors";
-}
 
 }  // namespace
 
@@ -133,7 +114,7 @@ int main(int argc, char** argv) {
     // Full-batch iterations are single steps: test, checkpoint and report every 100 of them.
     options.evaluateEvery = options.fullBatch ? 100 : 1;
     const std::string out = parser.text("out");
-    const std::string checkpointPath = parser.has("checkpoint") ? parser.text("checkpoint") : defaultCheckpoint(out);
+    const std::string checkpointPath = parser.has("checkpoint") ? parser.text("checkpoint") : defaultCheckpointPath(out);
     const bool json = parser.has("json");
     checkWritable(out);
     checkWritable(checkpointPath);

@@ -211,6 +211,7 @@ class Importer {
       }
       if (!input.type().tensor_type().has_shape()) throw Error(path_ + ": input " + input.name() + " has no shape");
       const bool first = result_.inputs.empty();
+      bool batched = false;
       Shape shape;
       const auto& dims = input.type().tensor_type().shape().dim();
       for (int i = 0; i < dims.size(); ++i) {
@@ -221,6 +222,7 @@ class Importer {
         } else if (i == 0) {
           shape.push_back(batch_ == 0 ? 1 : batch_);
           result_.dynamicBatch = result_.dynamicBatch || first;
+          batched = true;
         } else {
           throw Error(path_ + ": input " + input.name() + " has a symbolic dimension " + std::to_string(i) + "; only the batch may be");
         }
@@ -231,6 +233,7 @@ class Importer {
       }
       const Tensor tensor = graph_.input(input.name(), shape);
       result_.inputs.push_back({input.name(), tensor});
+      result_.batchedInputs.push_back(batched);
       values_[input.name()] = {false, {}, tensor};
     }
     if (result_.inputs.empty()) throw Error(path_ + ": the model has no input");

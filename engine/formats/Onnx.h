@@ -43,6 +43,7 @@ struct OnnxModel {
   std::int64_t opset = 0;
   std::string producer;             // e.g. "pytorch 2.1"
   bool dynamicBatch = false;        // the input's first dimension is symbolic
+  std::vector<bool> batchedInputs;  // per input: its first dimension is symbolic (takes the bound batch)
   std::vector<OnnxNodeSummary> nodes;
   std::size_t parameterBytes = 0;
   std::map<std::string, std::string> metadata;  // the model's metadata_props (input_mean, input_std, labels, ...)

@@ -40,6 +40,15 @@ OnnxRunner::OnnxRunner(const Context& context, std::string path) : context_(cont
   OnnxModel model = readOnnx(path_, 0);
   inputs_ = portsOf(model, model.inputs);
   outputs_ = portsOf(model, model.outputs);
+  for (std::size_t i = 0; i < inputs_.size(); ++i) inputs_[i].batched = model.batchedInputs[i];
+  if (model.dynamicBatch) {
+    // Which outputs follow the batch: their first dimension at another batch size (the shapes alone, no GPU work).
+    const OnnxModel twice = readOnnx(path_, 2);
+    for (std::size_t o = 0; o < outputs_.size(); ++o) {
+      const Shape& other = twice.graph.tensor(twice.outputs[o].second).shape;
+      outputs_[o].batched = !other.empty() && !outputs_[o].shape.empty() && other[0] != outputs_[o].shape[0];
+    }
+  }
   dynamicBatch_ = model.dynamicBatch;
   opset_ = model.opset;
   nodeCount_ = model.nodes.size();
@@ -64,6 +73,13 @@ OnnxRunner::Bound& OnnxRunner::bound(std::uint32_t batch) {
 }
 
 const OnnxModel& OnnxRunner::model(std::uint32_t batch) { return bound(batch).model; }
+
+std::vector<std::size_t> OnnxRunner::inputSizes(std::uint32_t batch) {
+  const OnnxModel& bound = model(batch);
+  std::vector<std::size_t> sizes;
+  for (const auto& input : bound.inputs) sizes.push_back(elementCount(bound.graph.tensor(input.second).shape));
+  return sizes;
+}
 
 std::size_t OnnxRunner::activationBytes(std::uint32_t batch) { return bound(batch).compiled.activationBytes(); }
 

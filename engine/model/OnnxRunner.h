@@ -21,6 +21,8 @@ namespace glnet {
 struct OnnxPort {
   std::string name;
   Shape shape;
+  // Its first dimension is the batch: an input's is symbolic in the file; an output's changes with the batch.
+  bool batched = false;
 };
 
 struct RunTimes {
@@ -58,8 +60,10 @@ class OnnxRunner {
   const OnnxModel& model(std::uint32_t batch);
   std::size_t activationBytes(std::uint32_t batch);
 
-  // One value pointer per input in the model's order, each holding batch × (the input's row) floats; returns
-  // the outputs in the model's order. Throws glnet::Error when an output is not finite.
+  // The number of floats of each input at `batch`.
+  std::vector<std::size_t> inputSizes(std::uint32_t batch);
+  // One value pointer per input in the model's order, each holding inputSizes(batch) floats; returns the
+  // outputs in the model's order. Throws glnet::Error when an output is not finite.
   std::vector<std::vector<float>> run(const std::vector<const float*>& inputs, std::uint32_t batch, RunTimes* times = nullptr);
 
   // Runs the plan of `batch` (on the inputs the last run uploaded) `runs` times with a timestamp after every

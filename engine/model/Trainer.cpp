@@ -10,6 +10,24 @@
 #include <random>
 
 namespace glnet {
+
+InputFormat standardization(const ImageSet& images) {
+  double sum = 0, squares = 0;
+  for (const std::uint8_t pixel : images.pixels) {
+    const double x = pixel / 255.0;
+    sum += x;
+    squares += x * x;
+  }
+  const double count = static_cast<double>(images.pixels.size());
+  const double mean = sum / count;
+  return {static_cast<float>(mean), static_cast<float>(std::sqrt(std::max(squares / count - mean * mean, 1e-12)))};
+}
+
+std::string defaultCheckpointPath(const std::string& out) {
+  const std::string suffix = ".safetensors";
+  const bool hasSuffix = out.size() > suffix.size() && out.compare(out.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return (hasSuffix ? out.substr(0, out.size() - suffix.size()) : out) + ".checkpoint.safetensors";
+}
 namespace {
 
 

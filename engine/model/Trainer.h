@@ -81,6 +81,12 @@ struct Checkpoint {
   static std::map<std::string, std::string> readSettings(const std::string& path);
 };
 
+// The mean and standard deviation of the training pixels on the x/255 scale, recorded in the model file.
+InputFormat standardization(const ImageSet& images);
+
+// Where a run writing the model `out` keeps its checkpoint: M.safetensors → M.checkpoint.safetensors.
+std::string defaultCheckpointPath(const std::string& out);
+
 // Data-parallel over the ranks of `ranks`: each rank takes its share of every global batch (options.batch)
 // and of the test set, gradients are summed across ranks every step (each rank's loss is scaled by the
 // global batch), so that N ranks follow one rank's trajectory up to the order of floating-point sums.

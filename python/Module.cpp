@@ -1,0 +1,542 @@
+// glnet._glnet: the engine for Python (the package glnet wraps it). Every GL call of a device runs on one thread
+// that owns its context, so that any Python thread may call any model: calls queue on that thread, and the
+// caller waits with the GIL released. Engine errors arrive as glnet.Error, glnet.UsageError (also a ValueError)
+// and glnet.GpuError; Ctrl-C during training stops it between steps and raises KeyboardInterrupt.
+#include "bench/ModelBenchmark.h"
+#include "data/Idx.h"
+#include "gl/AtomicFile.h"
+#include "gl/Context.h"
+#include "gl/Stopwatch.h"
+#include "gl/check.h"
+#include "model/OnnxRunner.h"
+#include "model/Trainer.h"
+#include "serve/WarmClassifier.h"
+
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+namespace py = pybind11;
+using namespace glnet;
+
+namespace {
+
+// The thread that owns one device's GL context and runs every task given for it, in order.
+class Device {
+ public:
+  explicit Device(const ContextOptions& options) : thread_([this] { work(); }) {
+    try {
+      call([&] { context_ = std::make_unique<Context>(options); });
+    } catch (...) {
+      stop();
+      throw;
+    }
+  }
+  ~Device() { stop(); }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const Context& context() const { return *context_; }
+
+  // Runs `task` on the device's thread and waits for it with the GIL released; rethrows what it threw.
+  // `whileWaiting` (called with the GIL released, every 50 ms) lets the caller take progress and signals.
+  void call(const std::function<void()>& task, const std::function<void()>& whileWaiting = {}) {
+    std::packaged_task<void()> packaged(task);
+    std::future<void> done = packaged.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      tasks_.push_back([&packaged] { packaged(); });
+    }
+    changed_.notify_one();
+    {
+      py::gil_scoped_release release;
+      while (done.wait_for(std::chrono::milliseconds(whileWaiting ? 50 : 1000)) != std::future_status::ready) {
+        if (whileWaiting) whileWaiting();
+      }
+    }
+    done.get();
+  }
+
+ private:
+  void work() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        changed_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) break;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+    context_.reset();  // the context is released on the thread it is current on
+  }
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    changed_.notify_one();
+    if (thread_.joinable()) {
+      py::gil_scoped_release release;
+      thread_.join();
+    }
+  }
+
+  std::unique_ptr<Context> context_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+// One Device per (device, API) while anything uses it. The GL loader's entry points are per process, so one
+// process runs one API at a time.
+std::shared_ptr<Device> openDevice(const std::string& device, const std::string& api) {
+  static std::mutex mutex;
+  static std::map<std::pair<std::string, Api>, std::weak_ptr<Device>> open;
+  const char* fromEnvironment = std::getenv("GLNET_API");
+  const Api wanted = !api.empty() ? parseApi(api) : fromEnvironment && *fromEnvironment ? parseApi(fromEnvironment) : Api::gl;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [key, slot] : open) {
+    if (key.second != wanted && !slot.expired()) {
+      throw UsageError(std::string("this process already runs models under ") + apiName(key.second) + "; one process uses one API (" +
+                       apiName(wanted) + " was asked for)");
+    }
+  }
+  std::weak_ptr<Device>& slot = open[{device, wanted}];
+  if (std::shared_ptr<Device> existing = slot.lock()) return existing;
+  ContextOptions options;
+  options.device = device;
+  options.api = wanted;
+  auto created = std::make_shared<Device>(options);
+  slot = created;
+  return created;
+}
+
+py::dict describeDevice(const Context& context) {
+  return py::dict(py::arg("index") = context.device().index, py::arg("renderer") = context.device().renderer,
+                  py::arg("api") = apiName(context.api()), py::arg("version") = context.device().glVersion);
+}
+
+template <typename T>
+py::array_t<T> toArray(const std::vector<T>& values, const std::vector<std::size_t>& shape) {
+  py::array_t<T> array(shape);
+  std::copy(values.begin(), values.end(), array.mutable_data());
+  return array;
+}
+
+py::dict statistics(const Statistics& s) {
+  return py::dict(py::arg("median") = s.median, py::arg("p10") = s.p10, py::arg("p90") = s.p90, py::arg("runs") = s.runs);
+}
+
+// An ONNX model: numpy float32 arrays in, float32 arrays out, one plan per batch size.
+class OnnxModelHandle {
+ public:
+  OnnxModelHandle(const std::string& path, const std::string& device, const std::string& api) : device_(openDevice(device, api)) {
+    device_->call([&] { runner_ = std::make_unique<OnnxRunner>(device_->context(), path); });
+  }
+  ~OnnxModelHandle() {
+    try {
+      device_->call([&] { runner_.reset(); });
+    } catch (...) {  // a destructor must not throw; the context goes with the device
+    }
+  }
+
+  static py::list ports(const std::vector<OnnxPort>& ports) {
+    py::list list;
+    for (const OnnxPort& port : ports) {
+      py::list shape;
+      for (std::size_t i = 0; i < port.shape.size(); ++i) {
+        shape.append(i == 0 && port.batched ? py::object(py::none()) : py::object(py::int_(port.shape[i])));
+      }
+      list.append(py::make_tuple(port.name, py::tuple(shape)));
+    }
+    return list;
+  }
+  py::list inputs() const { return ports(runner_->inputs()); }
+  py::list outputs() const { return ports(runner_->outputs()); }
+  py::dict device() const { return describeDevice(device_->context()); }
+
+  // `inputs`: C-contiguous float32 arrays in the model's order, each [batch, row...] (checked by the caller).
+  py::list run(const std::vector<py::array_t<float, py::array::c_style>>& inputs, std::uint32_t batch) {
+    if (inputs.size() != runner_->inputs().size()) {
+      throw UsageError("the model takes " + std::to_string(runner_->inputs().size()) + " inputs, not " + std::to_string(inputs.size()));
+    }
+    std::vector<const float*> feeds;
+    for (const auto& input : inputs) feeds.push_back(input.data());
+    std::vector<std::vector<float>> results;
+    std::vector<std::vector<std::size_t>> shapes;
+    device_->call([&] {
+      const std::vector<std::size_t> sizes = runner_->inputSizes(batch);
+      for (std::size_t i = 0; i < inputs.size(); ++i) {
+        if (static_cast<std::size_t>(inputs[i].size()) != sizes[i]) {
+          throw UsageError("input " + runner_->inputs()[i].name + " holds " + std::to_string(inputs[i].size()) + " values, not " +
+                           std::to_string(sizes[i]) + " for a batch of " + std::to_string(batch));
+        }
+      }
+      results = runner_->run(feeds, batch);
+      const OnnxModel& model = runner_->model(batch);
+      for (const auto& output : model.outputs) {
+        const Shape& shape = model.graph.tensor(output.second).shape;
+        shapes.emplace_back(shape.begin(), shape.end());
+      }
+    });
+    py::list outputs;
+    for (std::size_t o = 0; o < results.size(); ++o) outputs.append(toArray(results[o], shapes[o]));
+    return outputs;
+  }
+
+  py::dict bench(const std::vector<std::uint32_t>& batches, int runs, int warmup) {
+    std::vector<ModelBenchRow> rows;
+    device_->call([&] { rows = benchmarkModel(*runner_, batches, warmup, runs, 1); });
+    py::dict report;
+    report["device"] = device();
+    report["model"] = runner_->path();
+    py::dict perBatch;
+    for (const ModelBenchRow& row : rows) {
+      py::list nodes;
+      for (const NodeTime& node : row.nodes) {
+        nodes.append(py::dict(py::arg("node") = node.node, py::arg("kernel") = node.kernel, py::arg("output_shape") = node.outputShape,
+                              py::arg("dispatches") = node.dispatches, py::arg("gpu_ms") = node.gpuMs));
+      }
+      perBatch[py::int_(row.batch)] =
+          py::dict(py::arg("compile_ms") = row.compileMs, py::arg("upload_ms") = statistics(row.uploadMs),
+                   py::arg("issue_ms") = statistics(row.issueMs), py::arg("readback_ms") = statistics(row.readbackMs),
+                   py::arg("end_to_end_ms") = statistics(row.endToEndMs), py::arg("gpu_ms") = statistics(row.gpuMs),
+                   py::arg("dispatches") = row.dispatches, py::arg("activation_bytes") = row.activationBytes, py::arg("nodes") = nodes);
+    }
+    report["batches"] = perBatch;
+    return report;
+  }
+
+ private:
+  std::shared_ptr<Device> device_;
+  std::unique_ptr<OnnxRunner> runner_;
+};
+
+// A classifier from safetensors (an MLP or the MNIST CNN): uint8 images in, classes and probabilities out.
+class ClassifierHandle {
+ public:
+  static constexpr std::size_t capacity = 256;  // images per GPU batch; plans for 1, 2, 4, ... up to it
+
+  ClassifierHandle(const std::string& path, const std::string& device, const std::string& api)
+      : network_(Network::load(path)), device_(openDevice(device, api)) {
+    device_->call([&] { warm_ = std::make_unique<WarmClassifier>(device_->context(), network_, capacity); });
+  }
+  ~ClassifierHandle() {
+    try {
+      device_->call([&] { warm_.reset(); });
+    } catch (...) {  // a destructor must not throw
+    }
+  }
+
+  std::size_t inputs() const { return network_.inputs(); }
+  std::uint32_t classes() const { return network_.classes(); }
+  std::vector<std::uint32_t> inputShape() const { return network_.inputShape; }
+  py::dict description() const {
+    return py::dict(py::arg("architecture") = network_.architecture, py::arg("activation") = activationName(network_.activation),
+                    py::arg("input_mean") = network_.input.mean, py::arg("input_std") = network_.input.std);
+  }
+  py::dict weights() const {
+    py::dict result;
+    for (const auto& [name, tensor] : network_.toTensors().tensors) {
+      result[py::str(name)] = toArray(tensor.values, std::vector<std::size_t>(tensor.shape.begin(), tensor.shape.end()));
+    }
+    return result;
+  }
+  py::dict device() const { return describeDevice(device_->context()); }
+
+  // `images`: C-contiguous uint8, count × inputs() bytes (checked by the caller).
+  py::tuple predict(const py::array_t<std::uint8_t, py::array::c_style>& images) {
+    const std::size_t count = static_cast<std::size_t>(images.size()) / network_.inputs();
+    if (count == 0 || count * network_.inputs() != static_cast<std::size_t>(images.size())) {
+      throw UsageError("the images hold " + std::to_string(images.size()) + " bytes, not a whole number of images of " +
+                       std::to_string(network_.inputs()) + " pixels");
+    }
+    std::vector<std::uint32_t> labels(count);
+    std::vector<float> probabilities(count * network_.classes());
+    const std::uint8_t* pixels = images.data();
+    device_->call([&] {
+      for (std::size_t first = 0; first < count; first += capacity) {
+        const std::size_t n = std::min(capacity, count - first);
+        const std::vector<Prediction> predictions = warm_->classify(pixels + first * network_.inputs(), n);
+        for (std::size_t i = 0; i < n; ++i) {
+          labels[first + i] = predictions[i].label;
+          std::copy(predictions[i].probabilities.begin(), predictions[i].probabilities.end(),
+                    probabilities.begin() + static_cast<std::ptrdiff_t>((first + i) * network_.classes()));
+        }
+      }
+    });
+    return py::make_tuple(toArray(std::vector<std::int64_t>(labels.begin(), labels.end()), {count}),
+                          toArray(probabilities, {count, network_.classes()}));
+  }
+
+ private:
+  Network network_;
+  std::shared_ptr<Device> device_;
+  std::unique_ptr<WarmClassifier> warm_;
+};
+
+py::list devices(const std::string& api) {
+  py::list list;
+  std::vector<DeviceInfo> found;
+  std::vector<std::vector<ApiOffer>> survey;
+  int chosen = -1;
+  std::string chosenApi;
+  {
+    std::shared_ptr<Device> device = openDevice("", api);
+    device->call([&] {
+      found = device->context().devices();
+      chosen = device->context().device().index;
+      chosenApi = apiName(device->context().api());
+      survey = surveyApis();
+    });
+  }
+  for (const DeviceInfo& info : found) {
+    py::dict apis;
+    if (static_cast<std::size_t>(info.index) < survey.size()) {
+      for (const ApiOffer& offer : survey[static_cast<std::size_t>(info.index)]) {
+        apis[py::str(apiName(offer.api))] = py::dict(py::arg("version") = offer.version, py::arg("shading_language") = offer.shadingLanguageVersion,
+                                                      py::arg("usable") = offer.problem.empty(), py::arg("problem") = offer.problem);
+      }
+    }
+    list.append(py::dict(py::arg("index") = info.index, py::arg("renderer") = info.renderer, py::arg("vendor") = info.glVendor,
+                         py::arg("egl_vendor") = info.eglVendor, py::arg("platform") = info.platform, py::arg("software") = info.software,
+                         py::arg("usable") = info.usable(), py::arg("problem") = info.problem, py::arg("chosen") = info.index == chosen,
+                         py::arg("api") = info.index == chosen ? py::object(py::str(chosenApi)) : py::object(py::none()),
+                         py::arg("apis") = apis));
+  }
+  return list;
+}
+
+py::tuple readMnist(const std::string& directory, const std::string& split) {
+  if (split != "train" && split != "test") throw UsageError("split is 'train' or 'test', not '" + split + "'");
+  LabelledImages set = readMnistSplit(directory, split == "train" ? Split::train : Split::test);
+  return py::make_tuple(toArray(set.images.pixels, {set.images.count, set.images.rows, set.images.columns}),
+                        toArray(set.labels, {set.labels.size()}));
+}
+
+// Thrown on the device thread when the caller asked training to stop (Ctrl-C, or an exception in a callback).
+struct Stopped {};
+
+struct TrainSettings {
+  std::string arch = "784-128-10", activation = "relu", data = "data/mnist", out, checkpoint, optimizer = "sgd";
+  int epochs = 3;
+  std::uint32_t batch = 64, seed = 0;
+  double lr = 0.1;
+  std::size_t trainLimit = 0, testLimit = 0;
+  bool standardize = true;
+  std::string device, api;
+};
+
+py::list train(const TrainSettings& s, const py::object& onEpoch, const py::object& onProgress, double progressSeconds) {
+  if (s.out.empty()) throw UsageError("out: the file to write the trained model to is required");
+  if (s.epochs < 1) throw UsageError("epochs must be at least 1");
+  if (s.batch < 1) throw UsageError("batch must be at least 1");
+  if (!(s.lr > 0 && std::isfinite(s.lr))) throw UsageError("lr must be a positive number");
+  if (s.arch != "cnn") parseArchitecture(s.arch);
+  const Activation activation = parseActivation(s.activation);
+  if (activation == Activation::none) throw UsageError("activation none would make the MLP linear; use relu, tanh or sigmoid");
+  TrainingOptions options;
+  options.epochs = s.epochs;
+  options.batch = s.batch;
+  options.seed = s.seed;
+  options.optimizer.kind = parseOptimizer(s.optimizer);
+  options.optimizer.learningRate = static_cast<float>(s.lr);
+  options.reportSeconds = progressSeconds;
+  const std::string checkpointPath = s.checkpoint.empty() ? defaultCheckpointPath(s.out) : s.checkpoint;
+  checkWritable(s.out);
+  checkWritable(checkpointPath);
+
+  Network initial = Network::create(s.arch, activation, s.seed);
+  LabelledImages trainSet = readMnistSplit(s.data, Split::train, static_cast<int>(initial.classes()));
+  LabelledImages testSet = readMnistSplit(s.data, Split::test, static_cast<int>(initial.classes()));
+  if (s.trainLimit) keepFirst(trainSet, s.trainLimit);
+  if (s.testLimit) keepFirst(testSet, s.testLimit);
+  if (initial.inputs() != trainSet.images.pixelsPerImage()) {
+    throw UsageError("arch starts with " + std::to_string(initial.inputs()) + " inputs but the images have " +
+                     std::to_string(trainSet.images.pixelsPerImage()) + " pixels");
+  }
+  if (s.standardize) initial.input = standardization(trainSet.images);
+
+  // Events from the device thread, handed to the Python callbacks on the caller's thread.
+  std::mutex mutex;
+  std::deque<std::pair<bool, py::dict>> events;  // (is an epoch, its fields): built under the GIL below
+  std::deque<EpochResult> epochs;
+  std::deque<TrainingProgress> progress;
+  std::atomic<bool> stopRequested{false};
+  std::shared_ptr<Device> device = openDevice(s.device, s.api);
+  const Communicator single;
+  std::optional<py::error_already_set> callerError;
+  py::list history;
+
+  const auto epochDict = [](const EpochResult& e) {
+    return py::dict(py::arg("epoch") = e.epoch, py::arg("train_loss") = e.trainLoss, py::arg("train_accuracy") = e.trainAccuracy,
+                    py::arg("test_accuracy") = e.evaluated ? py::object(py::float_(e.testAccuracy)) : py::object(py::none()),
+                    py::arg("seconds") = e.seconds, py::arg("samples_per_second") = e.samplesPerSecond);
+  };
+  // With the GIL held: hands queued events to the callbacks and looks for Ctrl-C; the first Python error stops
+  // training and is raised once the device thread has stopped.
+  const auto deliver = [&] {
+    std::deque<EpochResult> doneEpochs;
+    std::deque<TrainingProgress> steps;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      doneEpochs.swap(epochs);
+      steps.swap(progress);
+    }
+    try {
+      for (const TrainingProgress& p : steps) {
+        if (!onProgress.is_none() && !callerError) {
+          onProgress(py::dict(py::arg("epoch") = p.epoch, py::arg("epochs") = p.epochs, py::arg("step") = p.step, py::arg("steps") = p.steps,
+                              py::arg("loss") = p.loss, py::arg("samples_per_second") = p.samplesPerSecond, py::arg("eta_seconds") = p.etaSeconds));
+        }
+      }
+      for (const EpochResult& e : doneEpochs) {
+        history.append(epochDict(e));
+        if (!onEpoch.is_none() && !callerError) onEpoch(history[py::len(history) - 1]);
+      }
+      if (!callerError && PyErr_CheckSignals() != 0) throw py::error_already_set();
+    } catch (py::error_already_set& error) {
+      if (!callerError) callerError.emplace(std::move(error));
+      stopRequested = true;
+    }
+  };
+
+  // glnet_train's flags, so that `glnet_train --resume CHECKPOINT` continues the same run.
+  std::map<std::string, std::string> settings = {
+      {"arch", s.arch}, {"activation", s.activation}, {"epochs", std::to_string(s.epochs)}, {"batch", std::to_string(s.batch)},
+      {"lr", std::to_string(s.lr)}, {"optimizer", s.optimizer}, {"data", s.data}, {"seed", std::to_string(s.seed)}};
+  if (s.trainLimit) settings["train-limit"] = std::to_string(s.trainLimit);
+  if (s.testLimit) settings["test-limit"] = std::to_string(s.testLimit);
+  if (!s.standardize) settings["no-standardize"] = "1";
+  std::unique_ptr<Trainer> trainer;
+  std::exception_ptr failure;
+  try {
+    device->call(
+        [&] {
+          trainer = std::make_unique<Trainer>(device->context(), initial, trainSet, testSet, options, single);
+          trainer->run(
+              [&](const TrainingProgress& p) {
+                if (stopRequested) throw Stopped{};
+                std::lock_guard<std::mutex> lock(mutex);
+                progress.push_back(p);
+              },
+              [&](const EpochResult& e) {
+                if (stopRequested) throw Stopped{};
+                if (e.evaluated) {
+                  Checkpoint checkpoint = trainer->checkpoint();
+                  checkpoint.settings = settings;
+                  checkpoint.save(checkpointPath);
+                  trainer->network().save(s.out);
+                }
+                {
+                  std::lock_guard<std::mutex> lock(mutex);
+                  epochs.push_back(e);
+                }
+              });
+          trainer.reset();
+        },
+        [&] {
+          py::gil_scoped_acquire acquire;
+          deliver();
+        });
+  } catch (const Stopped&) {
+    failure = nullptr;
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (trainer) device->call([&] { trainer.reset(); });
+  deliver();
+  if (callerError) throw *callerError;
+  if (failure) std::rethrow_exception(failure);
+  return history;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_glnet, m) {
+  m.doc() = "glnet's engine; use the package glnet, which wraps it";
+  py::object error = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
+      "glnet.Error", "A failure glnet reports: its message says what went wrong and what to do.", PyExc_RuntimeError, nullptr));
+  py::object usageError = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
+      "glnet.UsageError", "A call glnet cannot take as given: a wrong argument, dtype or shape.",
+      py::make_tuple(error, py::handle(PyExc_ValueError)).ptr(), nullptr));
+  py::object gpuError = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
+      "glnet.GpuError", "The GPU stopped answering or lost the context; the device must be opened anew.", error.ptr(), nullptr));
+  m.attr("Error") = error;
+  m.attr("UsageError") = usageError;
+  m.attr("GpuError") = gpuError;
+  py::register_exception_translator([](std::exception_ptr failure) {
+    if (!failure) return;
+    const py::module_ self = py::module_::import("glnet._glnet");
+    try {
+      std::rethrow_exception(failure);
+    } catch (const UsageError& e) {
+      PyErr_SetString(self.attr("UsageError").ptr(), e.what());
+    } catch (const GpuFailure& e) {
+      PyErr_SetString(self.attr("GpuError").ptr(), e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(self.attr("Error").ptr(), e.what());
+    }
+  });
+
+  m.def("devices", &devices, py::arg("api") = "");
+  m.def("read_mnist", &readMnist, py::arg("directory"), py::arg("split"));
+  m.def("is_onnx_path", &isOnnxPath, py::arg("path"));
+  m.attr("version") = GLNET_VERSION;
+
+  py::class_<OnnxModelHandle>(m, "OnnxModel")
+      .def(py::init<const std::string&, const std::string&, const std::string&>(), py::arg("path"), py::arg("device"), py::arg("api"))
+      .def_property_readonly("inputs", &OnnxModelHandle::inputs)
+      .def_property_readonly("outputs", &OnnxModelHandle::outputs)
+      .def_property_readonly("device", &OnnxModelHandle::device)
+      .def("run", &OnnxModelHandle::run, py::arg("inputs"), py::arg("batch"))
+      .def("bench", &OnnxModelHandle::bench, py::arg("batches"), py::arg("runs"), py::arg("warmup"));
+
+  py::class_<ClassifierHandle>(m, "Classifier")
+      .def(py::init<const std::string&, const std::string&, const std::string&>(), py::arg("path"), py::arg("device"), py::arg("api"))
+      .def_property_readonly("inputs", &ClassifierHandle::inputs)
+      .def_property_readonly("classes", &ClassifierHandle::classes)
+      .def_property_readonly("input_shape", &ClassifierHandle::inputShape)
+      .def_property_readonly("description", &ClassifierHandle::description)
+      .def_property_readonly("device", &ClassifierHandle::device)
+      .def("weights", &ClassifierHandle::weights)
+      .def("predict", &ClassifierHandle::predict, py::arg("images"));
+
+  py::class_<TrainSettings>(m, "TrainSettings")
+      .def(py::init<>())
+      .def_readwrite("arch", &TrainSettings::arch)
+      .def_readwrite("activation", &TrainSettings::activation)
+      .def_readwrite("data", &TrainSettings::data)
+      .def_readwrite("out", &TrainSettings::out)
+      .def_readwrite("checkpoint", &TrainSettings::checkpoint)
+      .def_readwrite("optimizer", &TrainSettings::optimizer)
+      .def_readwrite("epochs", &TrainSettings::epochs)
+      .def_readwrite("batch", &TrainSettings::batch)
+      .def_readwrite("seed", &TrainSettings::seed)
+      .def_readwrite("lr", &TrainSettings::lr)
+      .def_readwrite("train_limit", &TrainSettings::trainLimit)
+      .def_readwrite("test_limit", &TrainSettings::testLimit)
+      .def_readwrite("standardize", &TrainSettings::standardize)
+      .def_readwrite("device", &TrainSettings::device)
+      .def_readwrite("api", &TrainSettings::api);
+  m.def("train", &train, py::arg("settings"), py::arg("on_epoch"), py::arg("on_progress"), py::arg("progress_seconds"));
+}

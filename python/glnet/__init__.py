@@ -1,0 +1,280 @@
+"""glnet: neural networks on any GPU through OpenGL 4.3 compute shaders, from NumPy.
+
+    import glnet, numpy as np
+    print(glnet.devices())                                  # the EGL devices; which one is used
+    model = glnet.load("resnet18.onnx")                     # an ONNX model, or a .safetensors classifier
+    y = model(np.random.rand(8, 3, 224, 224).astype(np.float32))
+    classes, probabilities = glnet.load("mnist.safetensors").predict(images_uint8)
+    history = glnet.train(arch="cnn", data="data/mnist", epochs=3, out="cnn.safetensors", on_epoch=print)
+    glnet.bench(model, batches=[1, 64])                     # upload, GPU and readback per batch size
+
+The engine is glnet's C++ one (the same plans the glnet_* commands run). Each device's GL work runs on a
+thread of its own: calls from several Python threads are served one after another, with the GIL released
+while the GPU works. Failures raise glnet.Error (glnet.UsageError, also a ValueError, for wrong arguments,
+dtypes and shapes; glnet.GpuError when the GPU stops answering) with glnet's one-line message.
+
+The device and API come from the `device` and `api` arguments, else from GLNET_DEVICE and GLNET_API, else the
+first hardware GPU (Mesa's llvmpipe where there is none) under desktop OpenGL. One process uses one API.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _glnet
+from ._glnet import Error, GpuError, UsageError
+
+__version__: str = _glnet.version
+__all__ = ["devices", "load", "Model", "Classifier", "Predictions", "train", "bench", "read_mnist",
+           "Error", "UsageError", "GpuError", "__version__"]
+
+Shape = Tuple[Optional[int], ...]
+
+
+def devices(api: Optional[str] = None) -> List[Dict[str, Any]]:
+    """The EGL devices of this machine, each a dict: index, renderer, vendor, platform, software, usable,
+    problem (why it cannot run glnet), chosen (the one glnet uses), api (the API in use on the chosen one)
+    and apis (per API, "gl" and "gles": version, shading_language, usable, problem)."""
+    return _glnet.devices(_api_name(api))
+
+
+def load(path: Union[str, os.PathLike], device: Optional[Union[int, str]] = None,
+         api: Optional[str] = None) -> Union["Model", "Classifier"]:
+    """Loads a model onto the GPU: an ONNX file (.onnx) as a Model, a safetensors classifier (an MLP or the
+    MNIST CNN that glnet_train writes, or a PyTorch state_dict with the same names) as a Classifier.
+
+    device: an index from devices() or part of a renderer's name; api: "gl" or "gles"."""
+    path = os.fspath(path)
+    if _glnet.is_onnx_path(path):
+        return Model(path, device=device, api=api)
+    return Classifier(path, device=device, api=api)
+
+
+class Model:
+    """An ONNX model on the GPU. Call it with NumPy arrays: model(x), model(a, b), model(a=..., b=...) or
+    model({"a": ..., "b": ...}); one output comes back as an array, several as a dict by output name.
+
+    Inputs are float32 [N, ...] arrays with the model's shape apart from N (any N where the model's batch is
+    dynamic); other floating dtypes are converted once, anything else is refused with a UsageError naming
+    the expected dtype and shape. Outputs are new float32 arrays the caller owns. Each batch size is compiled
+    once (the first call of a size pays it) and its plan kept."""
+
+    def __init__(self, path: Union[str, os.PathLike], device: Optional[Union[int, str]] = None,
+                 api: Optional[str] = None) -> None:
+        self._handle = _glnet.OnnxModel(os.fspath(path), _device_name(device), _api_name(api))
+        self.path: str = os.fspath(path)
+
+    @property
+    def inputs(self) -> List[Tuple[str, Shape]]:
+        """(name, shape) of every input, in the model's order; a dynamic batch dimension is None."""
+        return [(name, tuple(shape)) for name, shape in self._handle.inputs]
+
+    @property
+    def outputs(self) -> List[Tuple[str, Shape]]:
+        """(name, shape) of every output, in the model's order; a dynamic batch dimension is None."""
+        return [(name, tuple(shape)) for name, shape in self._handle.outputs]
+
+    @property
+    def device(self) -> Dict[str, Any]:
+        """The device the model runs on: index, renderer, api, version."""
+        return self._handle.device
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Union[np.ndarray, Dict[str, np.ndarray]]:
+        if len(args) == 1 and isinstance(args[0], dict) and not kwargs:
+            named = dict(args[0])
+        else:
+            names = [name for name, _ in self.inputs]
+            if len(args) > len(names):
+                raise UsageError(f"the model takes {len(names)} input{'s' if len(names) > 1 else ''} "
+                                 f"({', '.join(names)}), not {len(args)}")
+            named = dict(zip(names, args))
+            for name, value in kwargs.items():
+                if name in named:
+                    raise UsageError(f"input {name} given twice")
+                named[name] = value
+        outputs = self.run(named)
+        return next(iter(outputs.values())) if len(outputs) == 1 else outputs
+
+    def run(self, inputs: Dict[str, Any]) -> Dict[str, np.ndarray]:
+        """Runs the model on inputs by name; returns every output by name."""
+        expected = self.inputs
+        unknown = sorted(set(inputs) - {name for name, _ in expected})
+        if unknown:
+            raise UsageError(f"the model has no input {unknown[0]}; its inputs are {', '.join(n for n, _ in expected)}")
+        missing = [name for name, _ in expected if name not in inputs]
+        if missing:
+            raise UsageError(f"input {missing[0]} is missing; the model's inputs are {', '.join(n for n, _ in expected)}")
+        arrays = [_float32(inputs[name], name, shape) for name, shape in expected]
+        # The batch: the first dimension of the first input that has a dynamic one, else the model's own.
+        batched = [array for (_, shape), array in zip(expected, arrays) if shape and shape[0] is None]
+        if batched:
+            batch = batched[0].shape[0] if batched[0].ndim else 0
+            if batch < 1:
+                raise UsageError(f"input {expected[0][0]} needs a batch dimension of at least 1, not {list(batched[0].shape)}")
+        else:
+            batch = expected[0][1][0] if expected[0][1] else 1
+        for (name, shape), array in zip(expected, arrays):
+            _check_shape(array, name, shape, batch)
+        results = self._handle.run(arrays, batch)
+        return {name: result for (name, _), result in zip(self.outputs, results)}
+
+    def bench(self, batches: Sequence[int] = (1, 64), runs: int = 20, warmup: int = 3) -> Dict[str, Any]:
+        """Where the time goes per batch size, as glnet_bench --model prints it; see glnet.bench."""
+        return bench(self, batches=batches, runs=runs, warmup=warmup)
+
+    def __repr__(self) -> str:
+        return f"glnet.Model({self.path!r}, inputs={self.inputs}, outputs={self.outputs})"
+
+
+class Predictions(NamedTuple):
+    """What a classifier says of N images: the class of each (int64 [N]) and every class's probability
+    (float32 [N, classes])."""
+    classes: np.ndarray
+    probabilities: np.ndarray
+
+
+class Classifier:
+    """A classifier from safetensors (an MLP such as 784-128-10 or the MNIST CNN) on the GPU. It takes raw
+    uint8 pixels, [N, 28, 28] or [N, 784] for MNIST (a single image without N too), and normalises them in a
+    shader as it was trained to; images are classified 256 to a GPU batch."""
+
+    def __init__(self, path: Union[str, os.PathLike], device: Optional[Union[int, str]] = None,
+                 api: Optional[str] = None) -> None:
+        self._handle = _glnet.Classifier(os.fspath(path), _device_name(device), _api_name(api))
+        self.path: str = os.fspath(path)
+        description = self._handle.description
+        self.architecture: str = description["architecture"]
+        self.activation: str = description["activation"]
+        self.input_mean: float = description["input_mean"]
+        self.input_std: float = description["input_std"]
+        self.classes: int = self._handle.classes
+        self.input_shape: Tuple[int, ...] = tuple(self._handle.input_shape)
+
+    @property
+    def device(self) -> Dict[str, Any]:
+        """The device the classifier runs on: index, renderer, api, version."""
+        return self._handle.device
+
+    def predict(self, images: Any) -> Predictions:
+        """Classifies uint8 images; returns Predictions(classes, probabilities)."""
+        array = np.asarray(images)
+        pixels = self._handle.inputs
+        if array.dtype != np.uint8:
+            raise UsageError(f"the classifier takes uint8 pixels [N, {pixels}] (0 to 255), not {array.dtype}; "
+                             "for values in [0, 1]: (x * 255).round().astype(np.uint8)")
+        if array.ndim >= 2 and math.prod(array.shape[1:]) == pixels:
+            count = array.shape[0]
+        elif array.size == pixels:
+            count = 1
+        else:
+            raise UsageError(f"the classifier takes uint8 images of {pixels} pixels ([N, {pixels}] or "
+                             f"[N, {', '.join(map(str, self.input_shape))}]), not {list(array.shape)}")
+        if count == 0:
+            raise UsageError("there are no images to classify")
+        classes, probabilities = self._handle.predict(np.ascontiguousarray(array).reshape(count, pixels))
+        return Predictions(classes, probabilities)
+
+    def __call__(self, images: Any) -> np.ndarray:
+        """The probabilities of predict(images)."""
+        return self.predict(images).probabilities
+
+    def weights(self) -> Dict[str, np.ndarray]:
+        """The parameters by PyTorch's names (fc1.weight [out, in], fc1.bias, conv1.weight ...), as new arrays."""
+        return self._handle.weights()
+
+    def __repr__(self) -> str:
+        return f"glnet.Classifier({self.path!r}, architecture={self.architecture!r}, classes={self.classes})"
+
+
+def train(arch: str = "784-128-10", data: Union[str, os.PathLike] = "data/mnist", epochs: int = 3, *,
+          out: Union[str, os.PathLike], batch: int = 64, lr: float = 0.1, optimizer: str = "sgd",
+          activation: str = "relu", seed: int = 0, train_limit: Optional[int] = None, test_limit: Optional[int] = None,
+          standardize: bool = True, checkpoint: Optional[Union[str, os.PathLike]] = None,
+          on_epoch: Optional[Callable[[Dict[str, Any]], Any]] = None,
+          on_progress: Optional[Callable[[Dict[str, Any]], Any]] = None, progress_seconds: float = 1.0,
+          device: Optional[Union[int, str]] = None, api: Optional[str] = None) -> List[Dict[str, Any]]:
+    """Trains an MLP ("784-128-10") or the MNIST CNN ("cnn") on IDX images in `data` (MNIST or Fashion-MNIST)
+    as glnet_train does: the dataset resident on the GPU, each step one recorded plan. After each epoch the
+    model is written to `out` and a checkpoint beside it (or to `checkpoint`), each file replaced whole.
+
+    on_epoch gets a dict per epoch (epoch, train_loss, train_accuracy, test_accuracy, seconds,
+    samples_per_second); on_progress about every progress_seconds (epoch, epochs, step, steps, loss,
+    samples_per_second, eta_seconds). Both run on the calling thread; an exception in one stops training
+    and is raised. Ctrl-C stops training within about progress_seconds and raises KeyboardInterrupt; the
+    model and checkpoint of the last finished epoch stay intact. Returns the epochs' dicts."""
+    settings = _glnet.TrainSettings()
+    settings.arch, settings.data, settings.out = arch, os.fspath(data), os.fspath(out)
+    settings.checkpoint = os.fspath(checkpoint) if checkpoint is not None else ""
+    settings.epochs, settings.batch, settings.lr = _count(epochs, "epochs"), _count(batch, "batch"), float(lr)
+    settings.optimizer, settings.activation, settings.seed = optimizer, activation, _count(seed, "seed", 0)
+    settings.train_limit = _count(train_limit, "train_limit") if train_limit is not None else 0
+    settings.test_limit = _count(test_limit, "test_limit") if test_limit is not None else 0
+    settings.standardize = bool(standardize)
+    settings.device, settings.api = _device_name(device), _api_name(api)
+    if not (0.01 <= progress_seconds <= 86400):
+        raise UsageError("progress_seconds is from 0.01 to 86400")
+    return _glnet.train(settings, on_epoch, on_progress, float(progress_seconds))
+
+
+def bench(model: Model, batches: Sequence[int] = (1, 64), runs: int = 20, warmup: int = 3) -> Dict[str, Any]:
+    """The split glnet_bench --model prints, as a dict: device, model, and per batch size (a dict keyed by
+    it) compile_ms, upload_ms, issue_ms, readback_ms, end_to_end_ms and gpu_ms (each median, p10, p90,
+    runs), dispatches, activation_bytes and nodes (every node's GPU time, slowest first). Inputs are
+    uniform random in [0, 1)."""
+    if not isinstance(model, Model):
+        raise UsageError(f"glnet.bench measures a glnet.Model (an ONNX model), not {type(model).__name__}")
+    sizes = [_count(b, "batch size") for b in batches]
+    if not sizes:
+        raise UsageError("batches: give at least one batch size")
+    return model._handle.bench(sizes, _count(runs, "runs"), _count(warmup, "warmup", 0))
+
+
+def read_mnist(directory: Union[str, os.PathLike] = "data/mnist", split: str = "test") -> Tuple[np.ndarray, np.ndarray]:
+    """MNIST-format IDX files (plain or .gz) as (images uint8 [N, 28, 28], labels uint8 [N]); split is
+    "train" or "test". scripts/fetch-mnist puts MNIST in data/mnist."""
+    return _glnet.read_mnist(os.fspath(directory), split)
+
+
+def _api_name(api: Optional[str]) -> str:
+    if api is None:
+        return ""
+    if api not in ("gl", "gles"):
+        raise UsageError(f"api is 'gl' or 'gles', not {api!r}")
+    return api
+
+
+def _device_name(device: Optional[Union[int, str]]) -> str:
+    if device is None:
+        return ""
+    if isinstance(device, bool) or not isinstance(device, (int, str)):
+        raise UsageError(f"device is an index or part of a renderer's name, not {device!r}")
+    return str(device)
+
+
+def _count(value: Any, what: str, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise UsageError(f"{what} must be a whole number of at least {minimum}, not {value!r}")
+    return int(value)
+
+
+def _describe(shape: Shape) -> str:
+    return "[" + ", ".join("N" if size is None else str(size) for size in shape) + "]"
+
+
+def _float32(value: Any, name: str, shape: Shape) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype == np.float32:
+        return np.ascontiguousarray(array)
+    if array.dtype.kind == "f":
+        return np.ascontiguousarray(array, dtype=np.float32)
+    raise UsageError(f"input {name} must be float32 {_describe(shape)}, not {array.dtype} {list(array.shape)}")
+
+
+def _check_shape(array: np.ndarray, name: str, shape: Shape, batch: int) -> None:
+    wanted = tuple(batch if size is None else size for size in shape)
+    if array.shape != wanted:
+        raise UsageError(f"input {name} must be float32 {_describe(shape)}, not {list(array.shape)}"
+                         + (f" (its batch must be {batch}, as the first input's)" if array.shape[1:] == wanted[1:] else ""))

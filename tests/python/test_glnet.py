@@ -1,0 +1,303 @@
+"""The Python package against the engine's commands and float64 references, under the API of GLNET_API
+(ctest runs this file once per API). The environment gives GLNET_TEST_APPS (the glnet_* commands) and
+GLNET_TEST_MNIST (MNIST's IDX files)."""
+import gc
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import glnet
+
+APPS = os.environ["GLNET_TEST_APPS"]
+MNIST = os.environ["GLNET_TEST_MNIST"]
+RNG = np.random.default_rng(int(os.environ.get("GLNET_TEST_SEED", "11")))
+
+
+def weights(*shape):
+    return (RNG.standard_normal(shape) / np.sqrt(np.prod(shape[1:]))).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    return tmp_path_factory.mktemp("glnet")
+
+
+@pytest.fixture(scope="module")
+def cnn(work):
+    """A small CNN with a dynamic batch (Conv, Relu, MaxPool, Flatten, Gemm) and its float64 forward pass."""
+    c1, cb1, f1, fb1 = weights(4, 1, 3, 3), weights(4), weights(7, 4 * 5 * 5), weights(7)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "c1", "cb1"], ["a"], name="/conv/Conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+         helper.make_node("Relu", ["a"], ["b"], name="/relu/Relu"),
+         helper.make_node("MaxPool", ["b"], ["c"], name="/pool/MaxPool", kernel_shape=[2, 2], strides=[2, 2]),
+         helper.make_node("Flatten", ["c"], ["d"], name="/flatten/Flatten", axis=1),
+         helper.make_node("Gemm", ["d", "f1", "fb1"], ["y"], name="/fc/Gemm", transB=1)],
+        "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 1, 11, 11])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 7])],
+        [numpy_helper.from_array(v, k) for k, v in {"c1": c1, "cb1": cb1, "f1": f1, "fb1": fb1}.items()])
+    path = str(work / "cnn.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+    def reference(x):
+        x = x.astype(np.float64)
+        padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        a = np.zeros((x.shape[0], 4, 11, 11))
+        for i in range(11):
+            for j in range(11):
+                a[:, :, i, j] = np.einsum("nckl,ockl->no", padded[:, :, i:i + 3, j:j + 3], c1.astype(np.float64))
+        b = np.maximum(a + cb1[None, :, None, None], 0)[:, :, :10, :10]
+        c = b.reshape(x.shape[0], 4, 5, 2, 5, 2).max(axis=(3, 5)).reshape(x.shape[0], -1)
+        return c @ f1.T.astype(np.float64) + fb1
+
+    return path, reference
+
+
+@pytest.fixture(scope="module")
+def two_ports(work):
+    """Two inputs and two outputs: y = a + b (b broadcast), z = relu(y) * a."""
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["y"], name="/add"), helper.make_node("Relu", ["y"], ["r"], name="/relu"),
+         helper.make_node("Mul", ["r", "a"], ["z"], name="/mul")],
+        "two", [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", 3]), helper.make_tensor_value_info("b", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3]), helper.make_tensor_value_info("z", TensorProto.FLOAT, ["N", 3])])
+    path = str(work / "two.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def mlp(work):
+    """A 784-24-10 MLP trained for one short epoch by glnet_train."""
+    path = str(work / "mlp.safetensors")
+    subprocess.run([os.path.join(APPS, "glnet_train"), "--arch", "784-24-10", "--epochs", "1", "--train-limit", "2000",
+                    "--test-limit", "500", "--data", MNIST, "--out", path], check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
+def test_devices_lists_the_chosen_device():
+    devices = glnet.devices()
+    chosen = [d for d in devices if d["chosen"]]
+    assert len(chosen) == 1 and chosen[0]["usable"] and chosen[0]["renderer"], devices
+    assert chosen[0]["api"] == os.environ.get("GLNET_API", "gl")
+    assert set(chosen[0]["apis"]) == {"gl", "gles"} and chosen[0]["apis"][chosen[0]["api"]]["usable"], chosen[0]
+
+
+def test_onnx_model_matches_float64_at_several_batches(cnn):
+    path, reference = cnn
+    model = glnet.load(path)
+    assert isinstance(model, glnet.Model)
+    assert model.inputs == [("x", (None, 1, 11, 11))] and model.outputs == [("y", (None, 7))]
+    for batch in (1, 5, 2, 5):
+        x = RNG.standard_normal((batch, 1, 11, 11)).astype(np.float32)
+        y = model(x)
+        assert y.dtype == np.float32 and y.shape == (batch, 7) and y.flags.owndata
+        np.testing.assert_allclose(y, reference(x), rtol=1e-4, atol=1e-5)  # float32 sums of at most 100 products
+
+
+def test_results_equal_glnet_run_bit_for_bit(cnn, work):
+    path, _ = cnn
+    x = RNG.standard_normal((3, 1, 11, 11)).astype(np.float32)
+    np.save(work / "x.npy", x)
+    subprocess.run([os.path.join(APPS, "glnet_run"), "--model", path, "--input", str(work / "x.npy"), "--output", str(work / "y.npy")],
+                   check=True, stdout=subprocess.DEVNULL)
+    assert np.array_equal(glnet.load(path)(x), np.load(work / "y.npy"))
+
+
+def test_several_inputs_and_outputs_by_name_and_position(two_ports):
+    model = glnet.load(two_ports)
+    a, b = RNG.standard_normal((4, 3)).astype(np.float32), RNG.standard_normal(3).astype(np.float32)
+    y, z = a + b, np.maximum(a + b, 0) * a
+    for out in (model(a, b), model(b=b, a=a), model({"a": a, "b": b})):
+        assert sorted(out) == ["y", "z"]
+        np.testing.assert_allclose(out["y"], y, rtol=1e-6)
+        np.testing.assert_allclose(out["z"], z, rtol=1e-6)
+
+
+def test_inputs_are_converted_once_or_refused(cnn):
+    path, reference = cnn
+    model = glnet.load(path)
+    x = RNG.standard_normal((2, 1, 11, 11))
+    np.testing.assert_allclose(model(x), reference(x.astype(np.float32)), rtol=1e-4, atol=1e-5)  # float64 → float32
+    strided = np.asarray(RNG.standard_normal((2, 1, 11, 22)), np.float32)[:, :, :, ::2]  # not C-contiguous
+    np.testing.assert_allclose(model(strided), reference(strided), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"input x must be float32 \[N, 1, 11, 11\], not int64"):
+        model(np.zeros((2, 1, 11, 11), np.int64))
+    with pytest.raises(glnet.UsageError, match=r"input x must be float32 \[N, 1, 11, 11\], not \[2, 11, 11\]"):
+        model(np.zeros((2, 11, 11), np.float32))
+    with pytest.raises(glnet.UsageError, match="the model has no input images"):
+        model(images=np.zeros((1, 1, 11, 11), np.float32))
+    with pytest.raises(glnet.UsageError, match="takes 1 input"):
+        model(np.zeros((1, 1, 11, 11), np.float32), np.zeros(1, np.float32))
+
+
+def test_errors_are_glnet_exceptions(work, cnn):
+    with pytest.raises(glnet.Error, match="no-such.onnx"):
+        glnet.load(str(work / "no-such.onnx"))
+    (work / "garbage.onnx").write_bytes(b"\x08\x07not a model \xff\xff")
+    with pytest.raises(glnet.Error):
+        glnet.load(str(work / "garbage.onnx"))
+    with pytest.raises(glnet.Error, match="no device matches 'no-such-gpu'"):
+        glnet.load(cnn[0], device="no-such-gpu")
+    with pytest.raises(glnet.UsageError, match="api is 'gl' or 'gles'"):
+        glnet.load(cnn[0], api="vulkan")
+    other = "gles" if os.environ.get("GLNET_API", "gl") == "gl" else "gl"
+    model = glnet.load(cnn[0])
+    with pytest.raises(glnet.UsageError, match="one process uses one API"):
+        glnet.load(cnn[0], api=other)
+    del model
+    assert issubclass(glnet.UsageError, ValueError) and issubclass(glnet.GpuError, glnet.Error)
+
+
+def test_threads_share_a_model_without_mixing_results(cnn):
+    path, reference = cnn
+    model = glnet.load(path)
+    inputs = [RNG.standard_normal((1 + t % 3, 1, 11, 11)).astype(np.float32) for t in range(6)]
+    expected = [model(x) for x in inputs]
+    failures = []
+
+    def worker(t):
+        try:
+            for _ in range(15):
+                if not np.array_equal(model(inputs[t]), expected[t]):
+                    failures.append(t)
+        except Exception as error:  # reported below, with the thread
+            failures.append((t, error))
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures, failures
+
+
+def test_the_gil_is_released_while_the_gpu_works(cnn):
+    path, _ = cnn
+    model = glnet.load(path)
+    x = RNG.standard_normal((64, 1, 11, 11)).astype(np.float32)
+    ticks = []
+    stop = threading.Event()
+
+    def counter():
+        while not stop.is_set():
+            ticks.append(1)
+
+    thread = threading.Thread(target=counter)
+    thread.start()
+    try:
+        before = len(ticks)
+        for _ in range(20):
+            model(x)
+        during = len(ticks) - before
+    finally:
+        stop.set()
+        thread.join()
+    assert during > 0, "no Python thread ran while the model did"
+
+
+def test_no_leak_after_1000_calls(cnn):
+    path, _ = cnn
+    model = glnet.load(path)
+    x = RNG.standard_normal((2, 1, 11, 11)).astype(np.float32)
+    model(x)
+    gc.collect()
+    references, objects = sys.getrefcount(x), len(gc.get_objects())
+    for _ in range(1000):
+        y = model(x)
+    del y
+    gc.collect()
+    assert sys.getrefcount(x) == references
+    assert len(gc.get_objects()) <= objects + 10
+    assert sys.getrefcount(model(x)) == 2  # the caller's reference (the argument) alone
+
+
+def test_classifier_predicts_as_glnet_predict(mlp):
+    images, labels = glnet.read_mnist(MNIST, "test")
+    assert images.shape == (10000, 28, 28) and images.dtype == np.uint8 and labels.shape == (10000,)
+    classifier = glnet.load(mlp)
+    assert isinstance(classifier, glnet.Classifier) and classifier.architecture == "784-24-10" and classifier.classes == 10
+    predictions = classifier.predict(images[:300])
+    assert predictions.classes.shape == (300,) and predictions.probabilities.shape == (300, 10)
+    np.testing.assert_allclose(predictions.probabilities.sum(axis=1), 1, rtol=1e-5)
+    assert np.array_equal(predictions.classes, predictions.probabilities.argmax(axis=1))
+    assert (predictions.classes == labels[:300]).mean() > 0.7
+    # The same classes as the command, which reads the same test images by index.
+    out = subprocess.run([os.path.join(APPS, "glnet_predict"), "--model", mlp, "--data", MNIST, "--mnist-index", "0,1,2,3,4", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    command = json.loads(out)
+    assert [entry["class"] for entry in command] == predictions.classes[:5].tolist()
+    np.testing.assert_allclose([entry["probabilities"] for entry in command], predictions.probabilities[:5], rtol=1e-5, atol=1e-7)
+    # A single image without its batch dimension, and flat rows.
+    assert classifier.predict(images[7]).classes.tolist() == [predictions.classes[7]]
+    assert np.array_equal(classifier.predict(images[:300].reshape(300, 784)).classes, predictions.classes)
+    # The float64 forward pass of its weights gives the same probabilities.
+    w = classifier.weights()
+    x = (images[:300].reshape(300, 784) / 255.0 - classifier.input_mean) / classifier.input_std
+    logits = np.maximum(x @ w["fc1.weight"].T.astype(np.float64) + w["fc1.bias"], 0) @ w["fc2.weight"].T.astype(np.float64) + w["fc2.bias"]
+    expected = np.exp(logits - logits.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(predictions.probabilities, expected / expected.sum(axis=1, keepdims=True), rtol=1e-3, atol=1e-6)
+    with pytest.raises(ValueError, match=r"uint8 pixels \[N, 784\]"):
+        classifier.predict(images[:3].astype(np.float32))
+    with pytest.raises(glnet.UsageError, match="images of 784 pixels"):
+        classifier.predict(np.zeros((3, 27, 28), np.uint8))
+
+
+def test_bench_reports_the_split(cnn):
+    report = glnet.bench(glnet.load(cnn[0]), batches=[1, 3], runs=2, warmup=1)
+    assert sorted(report["batches"]) == [1, 3]
+    for row in report["batches"].values():
+        assert row["end_to_end_ms"]["median"] > 0 and row["gpu_ms"]["runs"] == 2
+        assert {n["node"] for n in row["nodes"]} >= {"/fc/Gemm"} or len(row["nodes"]) >= 2, row["nodes"]
+    with pytest.raises(glnet.UsageError, match="batch size must be a whole number"):
+        glnet.bench(glnet.load(cnn[0]), batches=[0])
+
+
+def test_train_reports_epochs_and_writes_the_model(work):
+    out = str(work / "trained.safetensors")
+    seen = []
+    history = glnet.train("784-16-10", MNIST, 2, out=out, train_limit=1000, test_limit=200, on_epoch=seen.append)
+    assert [e["epoch"] for e in history] == [1, 2] and seen == history
+    assert 0.5 < history[-1]["test_accuracy"] <= 1
+    assert os.path.exists(out) and os.path.exists(str(work / "trained.checkpoint.safetensors"))
+    assert glnet.load(out).architecture == "784-16-10"
+    with pytest.raises(glnet.UsageError, match="--arch|arch"):
+        glnet.train("784-x-10", MNIST, 1, out=out)
+    with pytest.raises(ZeroDivisionError):
+        glnet.train("784-16-10", MNIST, 3, out=str(work / "stopped.safetensors"), train_limit=1000, test_limit=200,
+                    on_epoch=lambda e: 1 / 0)
+    assert glnet.load(str(work / "stopped.safetensors")).architecture == "784-16-10"  # epoch 1 was written
+
+
+def test_ctrl_c_stops_training_and_keeps_the_last_checkpoint(work):
+    out = str(work / "interrupted.safetensors")
+    script = textwrap.dedent(f"""
+        import os, signal, threading, glnet
+        def on_epoch(e):
+            if e["epoch"] == 2:
+                os.kill(os.getpid(), signal.SIGINT)
+        try:
+            glnet.train("784-16-10", {MNIST!r}, 1000, out={out!r}, train_limit=2000, test_limit=100, on_epoch=on_epoch,
+                        progress_seconds=0.05)
+        except KeyboardInterrupt:
+            print("interrupted")
+        """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == "interrupted", result
+    assert glnet.load(out).architecture == "784-16-10"
+    # The checkpoint is whole, and glnet_train continues the run from it (one epoch more, its flags from the file).
+    checkpoint = str(work / "interrupted.checkpoint.safetensors")
+    with open(checkpoint, "rb") as file:
+        header = json.loads(file.read(int.from_bytes(file.read(8), "little")))
+    done = int(header["__metadata__"]["epochs_done"])
+    assert done >= 2
+    resumed = subprocess.run([os.path.join(APPS, "glnet_train"), "--resume", checkpoint, "--out", str(work / "resumed.safetensors"),
+                              "--epochs", str(done + 1)], capture_output=True, text=True)
+    assert resumed.returncode == 0 and f"resumed from {checkpoint} after epoch {done}" in resumed.stdout, resumed
