@@ -25,7 +25,7 @@
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
 // literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION (modes 0 and 6); modes 0-2 include Gemm.glsl and take its
 // configuration (modes 0 and 1 with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
-// im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 1 and
+// im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 0, 1 and
 // 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
 // 4): the rearranged weights are also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dZ too;
 // GEMM_B_GATHER (mode 2): runs of 4 pixels of the implicit im2col matrix computed together; CONV_POOL with
@@ -226,7 +226,11 @@ void gemmStoreRun(uint r, uint s, vec4 values) {
 }
 #else
 void gemmStore(uint r, uint s, float value) {
-#if defined(SPLIT_K) && CONV_MODE == 1
+#if defined(SPLIT_K) && CONV_MODE == 0
+  // Slice z of the workspace in Y's layout, before bias and activation (SplitSum.glsl's BIAS_ACTIVATION adds them).
+  uint n = r / (OH * OW), pixel = r % (OH * OW);
+  result[gl_WorkGroupID.z * N * OC * OH * OW + (n * OC + s) * OH * OW + pixel] = value;
+#elif defined(SPLIT_K) && CONV_MODE == 1
   // Slice z of the workspace in dX's own layout, so SplitSum.glsl adds slices element by element.
   uint n = r / (H * W), pixel = r % (H * W);
   result[gl_WorkGroupID.z * N * C * H * W + (n * C + s) * H * W + pixel] = value;

@@ -1,10 +1,11 @@
 // The second pass of a split-K GEMM: out[i] = Σ_z partial[z·count + i], written or added (accumulate);
-// with BIAS_ACTIVATION (a dense layer's forward pass) out[i] = act(Σ + b[i mod columns]); with TAIL the slices
+// with BIAS_ACTIVATION (a dense layer's or a convolution's forward pass) out[i] = act(Σ + b[(i / plane) mod columns]),
+// plane 1 for a dense layer's [rows × columns], OH·OW for a convolution's [N, OC, OH, OW]; with TAIL the slices
 // are count + tailCount long and their last tailCount sums go to a second buffer (a convolution's bias gradient
 // computed with its weight gradient).
 // bindings: 0 partial [splits × count] read (TAIL: [splits × (count + tailCount)]), 1 out read-write,
 //           2 b [columns] read (BIAS_ACTIVATION) or tail [tailCount] read-write (TAIL)
-// uniforms: 0 count, 1 splits, 2 accumulate, 3 columns, 4 tailCount
+// uniforms: 0 count, 1 splits, 2 accumulate, 3 columns, 4 tailCount, 5 plane
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Partial { float partial[]; };
@@ -15,6 +16,7 @@ layout(location = 2) uniform uint accumulate;
 layout(location = 3) uniform uint columns;
 #ifdef BIAS_ACTIVATION
 layout(std430, binding = 2) readonly buffer Bias { float b[]; };
+layout(location = 5) uniform uint plane;
 #endif
 #ifdef TAIL
 layout(std430, binding = 2) buffer Tail { float tail[]; };
@@ -30,7 +32,7 @@ void main() {
   float sum = 0.0;
   for (uint z = 0u; z < splits; ++z) sum += partial[z * SLICE + i];
 #ifdef BIAS_ACTIVATION
-  result[i] = activate(sum + b[i % columns]);
+  result[i] = activate(sum + b[(i / plane) % columns]);
 #else
 #ifdef TAIL
   if (i >= count) {

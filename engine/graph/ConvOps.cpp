@@ -23,20 +23,20 @@ class Conv2d : public Op {
     return {s.batch, s.outChannels, s.outHeight(), s.outWidth()};
   }
 
-  // The forward pass's transposed weights; later, in two parts, dX's rearranged weights with its split-K partial
+  // The forward pass's transposed weights (and its split-K partials where it has them); later, in two parts, dX's rearranged weights with its split-K partial
   // sums (few groups at small batches), then dW's partials over a long batch of pixels: apart, so that the GPU may
   // run dX and dW at once (a shared range would put a barrier between them: +0.09 ms per step for the MNIST CNN
   // at batch 100 on the H100).
   std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
     const ConvShape s = shape(in);
-    return std::max(ConvOp::transposedWeightBytes(s), ConvOp::inputGradientWorkspaceBytes(s) + ConvOp::weightGradientWorkspaceBytes(s));
+    return std::max(ConvOp::forwardWorkspaceBytes(s), ConvOp::inputGradientWorkspaceBytes(s) + ConvOp::weightGradientWorkspaceBytes(s));
   }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     recordForward(programs, plan, in, out, false, out.prepared ? Part::gemm : Part::both);
   }
   bool prepares() const override { return true; }
-  std::size_t preparedBytes(const std::vector<Shape>& in) const override { return ConvOp::transposedWeightBytes(shape(in)); }
+  std::size_t preparedBytes(const std::vector<Shape>& in) const override { return ConvOp::forwardWorkspaceBytes(shape(in)); }
   void prepare(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     recordForward(programs, plan, in, out, false, Part::transpose);
   }
@@ -115,14 +115,14 @@ class Conv2d : public Op {
   }
 
  protected:
-  // ConvOp's forward pass is the weights' transpose into the workspace, then the GEMM.
+  // ConvOp's forward pass is the weights' transpose into the workspace, then the GEMM (and the sum of its split).
   enum class Part { both, transpose, gemm };
   void recordForward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out, bool pooled, Part part) const {
     GLNET_ASSERT(out.workspace.has_value(), "a convolution needs its workspace for the transposed weights");
     const std::vector<Dispatch> dispatches =
         ConvOp(programs, activation_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in)), *out.workspace, pooled);
     if (part != Part::gemm) plan.record(dispatches[0]);
-    if (part != Part::transpose) plan.record(dispatches[1]);
+    if (part != Part::transpose) plan.record(std::vector<Dispatch>(dispatches.begin() + 1, dispatches.end()));
   }
   static std::vector<Shape> shapes(const std::vector<GpuTensor>& in) {
     std::vector<Shape> result;

@@ -48,7 +48,8 @@ ConvOp::ConvOp(ProgramCache& programs, Activation activation)
       inputGradient_(programs, "Conv2D.glsl", rowGatherDefines(Activation::none, 1)),
       weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2)),
       weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2, {{"CONV_BIAS_COLUMN", "1"}})),
-      splitSum_(programs) {}
+      splitSum_(programs),
+      finishForward_(programs, static_cast<int>(activation)) {}
 
 Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                           const ConvShape& s, bool accumulate, std::array<std::uint32_t, 3> groups) const {
@@ -73,23 +74,32 @@ Dispatch ConvOp::rearrangeWeights(int mode, const char* label, const BufferView&
 }
 
 std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                                      const ConvShape& s, const BufferView& transposedWeight, bool pooled) const {
+                                      const ConvShape& s, const BufferView& workspace, bool pooled) const {
   GLNET_ASSERT(!pooled || (s.outHeight() >= 2 && s.outWidth() >= 2), "2×2 pooling needs an output of at least 2×2");
   // Pooled, each pooling window is a run of 4 rows (its pixels), and the output pixels of dropped odd edges none.
   const std::uint64_t rows = pooled ? std::uint64_t{s.batch} * (s.outHeight() / 2) * (s.outWidth() / 2) * 4
                                     : std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
-  GLNET_ASSERT(transposedWeight.room() >= transposedWeightBytes(s), "the transposed conv weights need their own space");
+  GLNET_ASSERT(workspace.room() >= transposedWeightBytes(s), "the transposed conv weights need their own space");
+  const BufferView transposedWeight(*workspace.buffer, workspace.offset, transposedWeightBytes(s));
   const Dispatch t = rearrangeWeights(4, "conv weights transposed", weight, transposedWeight, s);
-  const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered);
+  const bool splittable = !pooled && workspace.room() >= forwardWorkspaceBytes(s);
+  const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, splittable, GemmOperand::gathered);
+  const bool splitting = gemm.split.splits > 1;
   std::vector<ShaderDefine> defines = geometry(s);
   if (pooled) defines.insert(defines.end(), {{"CONV_POOL", "1"}, {"GEMM_STORE_RUNS", "1"}});
-  Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), false, defines),
-                        std::string("conv ") + activationName(activation_) + (pooled ? " + max pool " : " ") + gemm.config->name,
-                        {{0, x, Access::read}, {1, transposedWeight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}},
+  const BufferView partials(*workspace.buffer, workspace.offset + rearrangedWeightBytes(s), gemm.split.workspaceBytes(rows, s.outChannels));
+  const std::string label = std::string("conv ") + activationName(activation_) + (pooled ? " + max pool " : " ") + gemm.config->name;
+  Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), splitting, defines),
+                        splitting ? label + " split-K" : label,
+                        {{0, x, Access::read}, {1, transposedWeight, Access::read}, {2, bias, Access::read},
+                         {3, splitting ? partials : y, Access::write}},
                         s, false, gemm.groups);
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
-  return {t, d};
+  if (!splitting) return {t, d};
+  d.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
+  return {t, d, finishForward_(partials, bias, y, static_cast<std::uint32_t>(rows * s.outChannels), s.outChannels, gemm.split.splits,
+                               s.outHeight() * s.outWidth())};
 }
 
 std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferView& weight, const BufferView& dx, const ConvShape& s, bool accumulate,

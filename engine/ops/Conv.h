@@ -21,11 +21,22 @@ struct ConvShape {
 class ConvOp {
  public:
   ConvOp(ProgramCache& programs, Activation activation);
-  // Two dispatches: the weights transposed into `transposedWeight` (OC·C·KH·KW floats), then the convolution,
+  // Two dispatches: the weights transposed into the start of `workspace` (OC·C·KH·KW floats), then the convolution,
   // whose GEMM then reads both operands along its tile. `pooled`: followed by 2×2 max pooling with stride 2 (odd
   // edges dropped), y [N, OC, OH/2, OW/2], in the same GEMM, whose rows then run over pooling windows.
+  // Unpooled with a workspace of forwardWorkspaceBytes, three where forwardSplit says so: the GEMM split along its
+  // sum into partials after the weights, then their sum with bias and activation (a batch of one at 7x7 has 8
+  // tiles of 64x64 for 132 multiprocessors).
   std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                                const ConvShape& shape, const BufferView& transposedWeight, bool pooled = false) const;
+                                const ConvShape& shape, const BufferView& workspace, bool pooled = false) const;
+  static SplitK forwardSplit(const ConvShape& s) {
+    return chooseGemm(std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), s.outChannels,
+                      std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth, true, GemmOperand::gathered)
+        .split;
+  }
+  static std::size_t forwardWorkspaceBytes(const ConvShape& s) {
+    return rearrangedWeightBytes(s) + forwardSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), s.outChannels);
+  }
   static std::size_t transposedWeightBytes(const ConvShape& s) {
     return std::size_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth * sizeof(float);
   }
@@ -82,6 +93,7 @@ class ConvOp {
   GemmPrograms weightGradient_;
   GemmPrograms weightAndBiasGradient_;
   SplitSumOp splitSum_;
+  SplitBiasActivationOp finishForward_;
 };
 
 class MaxPoolOp {

@@ -34,12 +34,12 @@ SplitBiasActivationOp::SplitBiasActivationOp(ProgramCache& programs, int activat
     : program_(programs.get("SplitSum.glsl", {{"BIAS_ACTIVATION", "1"}, {"ACTIVATION", std::to_string(activation)}})) {}
 
 Dispatch SplitBiasActivationOp::operator()(const BufferView& partial, const BufferView& bias, const BufferView& out,
-                                           std::uint32_t count, std::uint32_t columns, std::uint32_t splits) const {
+                                           std::uint32_t count, std::uint32_t columns, std::uint32_t splits, std::uint32_t plane) const {
   Dispatch d;
   d.program = &program_;
   d.label = "split-K sum, bias, activation";
   d.buffers = {{0, partial, Access::read}, {1, out, Access::write}, {2, bias, Access::read}};
-  d.uniforms = {Uniform::u32(0, count), Uniform::u32(1, splits), Uniform::u32(2, 0), Uniform::u32(3, columns)};
+  d.uniforms = {Uniform::u32(0, count), Uniform::u32(1, splits), Uniform::u32(2, 0), Uniform::u32(3, columns), Uniform::u32(5, plane)};
   d.groups = linearGroups(count, program_);
   d.linear = true;
   return d;

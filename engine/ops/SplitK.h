@@ -31,12 +31,13 @@ class SplitSumOp {
   const Program& program_;
 };
 
-// The same finishing a dense forward pass: out[i] = act(Σ_z partial[z·count + i] + bias[i mod columns]).
+// The same finishing a forward pass: out[i] = act(Σ_z partial[z·count + i] + bias[(i / plane) mod columns]), plane 1
+// for a dense layer's [rows × columns], OH·OW for a convolution's [N, OC, OH, OW].
 class SplitBiasActivationOp {
  public:
   SplitBiasActivationOp(ProgramCache& programs, int activation);
   Dispatch operator()(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t count,
-                      std::uint32_t columns, std::uint32_t splits) const;
+                      std::uint32_t columns, std::uint32_t splits, std::uint32_t plane = 1) const;
 
  private:
   const Program& program_;

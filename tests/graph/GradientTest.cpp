@@ -1,6 +1,7 @@
 // Every op's reference backward against central finite differences in double, and every op's GPU forward
 // and backward against its reference.
 #include "graph/Ops.h"
+#include "ops/Conv.h"
 #include "ops/Dense.h"
 #include "ops/Gemm.h"
 #include "support/Compare.h"
@@ -240,6 +241,18 @@ TEST_SUITE("gl") {
       CHECK(!anyLabelContains(labels, "dW+db"));
       CHECK(anyLabelContains(labels, "conv db") == !pattern.isAbsent(2));
     }
+  }
+
+  TEST_CASE("a convolution with few output pixels and a long sum splits its forward GEMM and matches float64") {
+    Context& context = test::glContext();
+    auto random = test::generator(45);
+    ProgramCache programs;
+    // One image of 5x5 pixels, 24 output channels, a sum of 64·3·3: one tile, so the rule splits the sum; the split's
+    // partials are added with the bias and the activation in the NCHW output.
+    const OpCase c{"conv2d relu same, one image of 5x5 and 64 channels", conv2dOp(Activation::relu, 1), {{1, 64, 5, 5}, {24, 64, 3, 3}, {24}}};
+    REQUIRE(ConvOp::forwardSplit({1, 64, 5, 5, 24, 3, 3, 1}).splits > 1);
+    const std::vector<std::string> labels = checkAgainstReference(context, programs, c, 1, random);
+    CHECK(anyLabelContains(labels, "split-K sum, bias, activation"));
   }
 
   TEST_CASE("a large dense layer's gradients, dY made dZ in place and dX run on dZ transposed, match float64") {
