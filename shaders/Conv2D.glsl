@@ -1,6 +1,7 @@
-// 2-D convolution, stride 1, NCHW, PyTorch's weight layout, bias and activation fused; as implicit GEMMs
-// on the Gemm.glsl core (the im2col matrix is never stored: gemmA/gemmB compute its elements).
-//   X [N, C, H, W], Wt [OC, C, KH, KW], b [OC], Y [N, OC, OH, OW], OH = H + 2·PAD − KH + 1 (same or valid)
+// 2-D convolution, NCHW, PyTorch's weight layout, bias and activation fused; as implicit GEMMs on the Gemm.glsl
+// core (the im2col matrix is never stored: gemmA/gemmB compute its elements).
+//   X [N, C, H, W], Wt [OC, C, KH, KW], b [OC], Y [N, OC, OH, OW], OH = (H + 2·PAD − KH) / STRIDE + 1 (STRIDE:
+//   the forward pass only; the gradients take stride 1)
 //   CONV_MODE 0 forward: Y = act(conv(X, Wt) + b)                     R = N·OH·OW, S = OC, T = C·KH·KW
 //                        with the weights transposed by mode 4 first, [C·KH·KW, OC], so that both GEMM
 //                        operands run along the tile (10.4 -> 8.9 ms for the MNIST CNN's conv2 at batch
@@ -23,7 +24,7 @@
 //           modes 4 and 5: 1 Wt, 3 the rearranged weights; mode 6: 1 Y, 3 dY
 // uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
-// literals), CONV_PADDING (int literal); CONV_MODE, ACTIVATION (modes 0 and 6); modes 0-2 include Gemm.glsl and take its
+// literals), CONV_PADDING (int literal), CONV_STRIDE (int literal, 1 in modes 1-3 and 6); CONV_MODE, ACTIVATION (modes 0 and 6); modes 0-2 include Gemm.glsl and take its
 // configuration (modes 0 and 1 with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
 // im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 0, 1 and
 // 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
@@ -50,8 +51,12 @@ layout(location = 11) uniform uint gemmDepth;
 #define KH CONV_KERNEL_HEIGHT
 #define KW CONV_KERNEL_WIDTH
 #define PAD CONV_PADDING
-#define OH (H + 2u * uint(PAD) - KH + 1u)
-#define OW (W + 2u * uint(PAD) - KW + 1u)
+#define STRIDE uint(CONV_STRIDE)
+#if (CONV_MODE == 1 || CONV_MODE == 2 || CONV_MODE == 3 || CONV_MODE == 6) && CONV_STRIDE != 1
+#error the gradients of a convolution take stride 1
+#endif
+#define OH ((H + 2u * uint(PAD) - KH) / STRIDE + 1u)
+#define OW ((W + 2u * uint(PAD) - KW) / STRIDE + 1u)
 
 void store(uint index, float value) { result[index] = accumulate != 0u ? result[index] + value : value; }
 
@@ -136,7 +141,7 @@ void gemmAGatherRows(uint r, uint R, out ivec4 base, out ivec4 y, out ivec4 x) {
   uint n, row, column;
   firstPixelOfRun(r, n, row, column);
   for (uint i = 0u; i < 4u; ++i) {
-    int top = int(row) - KERNEL_SIGN * PAD, left = int(column) - KERNEL_SIGN * PAD;
+    int top = int(row * STRIDE) - KERNEL_SIGN * PAD, left = int(column * STRIDE) - KERNEL_SIGN * PAD;
     base[i] = int(n * SOURCE_CHANNELS * SOURCE_HEIGHT * SOURCE_WIDTH) + top * int(SOURCE_WIDTH) + left;
     y[i] = r + i < R ? top : outsideRows;
     x[i] = left;

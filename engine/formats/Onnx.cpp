@@ -673,8 +673,9 @@ class Importer {
     return {static_cast<std::uint32_t>(given[0]), static_cast<std::uint32_t>(given[1])};
   }
 
-  // Conv: stride 1, one group and the same padding on every side run as an implicit GEMM (Conv2D.glsl);
-  // anything else (strides, dilations, groups, depthwise, uneven padding) directly (GroupedConv.glsl).
+  // Conv: one group, the same stride along both axes and the same padding on every side run as an implicit GEMM
+  // (Conv2D.glsl; split along its sum where it has too few tiles for the GPU); anything else (dilations, groups,
+  // depthwise, uneven padding or strides) directly (GroupedConv.glsl).
   // A 1-D window (Conv1d, MaxPool1d, ...) runs as 2-D over a view [N, C, 1, L]: its attributes gain a leading 1
   // (pads: 0 before and after the new axis).
   static std::map<std::string, onnx::AttributeProto> widened(const std::map<std::string, const onnx::AttributeProto*>& a) {
@@ -739,20 +740,13 @@ class Importer {
     const Tensor weight = parameter(name + ".weight", wShape, w->values), b = parameter(name + ".bias", {w->shape[0]}, bias);
     const bool evenPadding = std::adjacent_find(settings.pads.begin(), settings.pads.end(), std::not_equal_to<>()) == settings.pads.end() &&
                              settings.pads[0] < std::min(kernel[0], kernel[1]);
-    // Few output pixels (a batch of one at 7x7, squeeze-excitation's 1x1) give the GEMM too few tiles to fill a GPU,
-    // while the direct kernel has an invocation per output: it takes those with a short sum.
-    const Shape xShape = shapeOf(x);
-    const std::uint64_t pixels = std::uint64_t{xShape[0]} * (xShape[2] + settings.pads[0] + settings.pads[2] - kernel[0] + 1) *
-                                 (xShape[3] + settings.pads[1] + settings.pads[3] - kernel[1] + 1);
-    const std::uint64_t tiles = (pixels + 63) / 64 * ((static_cast<std::uint64_t>(w->shape[0]) + 63) / 64);
-    const bool fewTiles = tiles < 24 && static_cast<std::uint64_t>(w->shape[1]) * kernel[0] * kernel[1] <= 1152;
-    const bool implicitGemm = settings.groups == 1 && settings.strides == std::array<std::uint32_t, 2>{1, 1} &&
-                              settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding && !fewTiles;
+    const bool implicitGemm = settings.groups == 1 && settings.strides[0] == settings.strides[1] &&
+                              settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding;
     Tensor out;
     try {
       if (implicitGemm) {
         const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }));
-        out = graph_.apply(conv2dOp(activation, settings.pads[0]), {x, weight, b}, name);
+        out = graph_.apply(conv2dOp(activation, settings.pads[0], settings.strides[0]), {x, weight, b}, name);
       } else {
         const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
         out = graph_.apply(groupedConvOp(settings, after), {x, weight, b}, name);

@@ -8,8 +8,10 @@ namespace {
 
 class Conv2d : public Op {
  public:
-  Conv2d(Activation activation, std::uint32_t padding) : activation_(activation), padding_(padding) {}
-  std::string name() const override { return std::string("conv2d ") + activationName(activation_); }
+  Conv2d(Activation activation, std::uint32_t padding, std::uint32_t stride) : activation_(activation), padding_(padding), stride_(stride) {}
+  std::string name() const override {
+    return std::string("conv2d ") + activationName(activation_) + (stride_ > 1 ? " stride " + std::to_string(stride_) : "");
+  }
 
   Shape outputShape(const std::vector<Shape>& in) const override {
     const bool fits = in.size() == 3 && in[0].size() == 4 && in[1].size() == 4 && in[2].size() == 1 && in[1][1] == in[0][1] &&
@@ -44,6 +46,7 @@ class Conv2d : public Op {
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
     if (!targets[0] && !targets[1] && !targets[2]) return;
+    GLNET_ASSERT(stride_ == 1, "a strided convolution runs in forward-only graphs");
     const ConvShape s = shape(shapes(in));
     GLNET_ASSERT(out.workspace.has_value(), "a convolution's gradients need its workspace");
     // dY becomes dZ = dY ⊙ act'(Y) first (the output's gradient is read by this op alone), which the gradients read.
@@ -135,7 +138,7 @@ class Conv2d : public Op {
     return result;
   }
   ConvShape shape(const std::vector<Shape>& in) const {
-    return {in[0][0], in[0][1], in[0][2], in[0][3], in[1][0], in[1][2], in[1][3], padding_};
+    return {in[0][0], in[0][1], in[0][2], in[0][3], in[1][0], in[1][2], in[1][3], padding_, stride_};
   }
   // Calls visit(x index, c, kh, kw) for every input element under output (n, ·, oh, ow) inside the image.
   template <class Visit>
@@ -143,7 +146,7 @@ class Conv2d : public Op {
     for (std::uint32_t c = 0; c < s.channels; ++c) {
       for (std::uint32_t kh = 0; kh < s.kernelHeight; ++kh) {
         for (std::uint32_t kw = 0; kw < s.kernelWidth; ++kw) {
-          const std::int64_t ih = std::int64_t{oh} + kh - s.padding, iw = std::int64_t{ow} + kw - s.padding;
+          const std::int64_t ih = std::int64_t{oh} * s.stride + kh - s.padding, iw = std::int64_t{ow} * s.stride + kw - s.padding;
           if (ih < 0 || iw < 0 || ih >= s.height || iw >= s.width) continue;
           visit(((std::size_t{n} * s.channels + c) * s.height + static_cast<std::size_t>(ih)) * s.width + static_cast<std::size_t>(iw),
                 c, kh, kw);
@@ -153,6 +156,7 @@ class Conv2d : public Op {
   }
   Activation activation_;
   std::uint32_t padding_;
+  std::uint32_t stride_;
 };
 
 class MaxPool : public Op {
@@ -218,9 +222,8 @@ class Conv2dMaxPool : public Conv2d {
   using Conv2d::Conv2d;
   std::string name() const override { return Conv2d::name() + " + " + pool_.name(); }
   Shape outputShape(const std::vector<Shape>& in) const override { return pool_.outputShape({Conv2d::outputShape(in)}); }
-  std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
-    return ConvOp::transposedWeightBytes(shape(in));
-  }
+  std::size_t workspaceBytes(const std::vector<Shape>& in) const override { return ConvOp::transposedWeightBytes(shape(in)); }
+  std::size_t preparedBytes(const std::vector<Shape>& in) const override { return ConvOp::transposedWeightBytes(shape(in)); }
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     recordForward(programs, plan, in, out, true, out.prepared ? Part::gemm : Part::both);
   }
@@ -270,12 +273,13 @@ class Flatten : public Op {
 
 }  // namespace
 
-std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding) {
-  return std::make_shared<Conv2d>(activation, padding);
+std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride) {
+  GLNET_ASSERT(stride >= 1, "a stride of at least 1");
+  return std::make_shared<Conv2d>(activation, padding, stride);
 }
 std::shared_ptr<const Op> maxPoolOp() { return std::make_shared<MaxPool>(); }
 std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t padding) {
-  return std::make_shared<Conv2dMaxPool>(activation, padding);
+  return std::make_shared<Conv2dMaxPool>(activation, padding, 1);
 }
 std::shared_ptr<const Op> flattenOp() { return std::make_shared<Flatten>(); }
 

@@ -22,7 +22,8 @@ std::vector<ShaderDefine> geometry(const ConvShape& s) {
           {"CONV_OUT_CHANNELS", std::to_string(s.outChannels) + "u"},
           {"CONV_KERNEL_HEIGHT", std::to_string(s.kernelHeight) + "u"},
           {"CONV_KERNEL_WIDTH", std::to_string(s.kernelWidth) + "u"},
-          {"CONV_PADDING", std::to_string(s.padding)}};
+          {"CONV_PADDING", std::to_string(s.padding)},
+          {"CONV_STRIDE", std::to_string(s.stride)}};
 }
 
 // dW's geometry, and its implicit im2col operand gathered in runs of 4 (GEMM_B_GATHER) on the configurations the
@@ -75,7 +76,7 @@ Dispatch ConvOp::rearrangeWeights(int mode, const char* label, const BufferView&
 
 std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                                       const ConvShape& s, const BufferView& workspace, bool pooled) const {
-  GLNET_ASSERT(!pooled || (s.outHeight() >= 2 && s.outWidth() >= 2), "2×2 pooling needs an output of at least 2×2");
+  GLNET_ASSERT(!pooled || (s.outHeight() >= 2 && s.outWidth() >= 2 && s.stride == 1), "2×2 pooling needs a stride-1 output of at least 2×2");
   // Pooled, each pooling window is a run of 4 rows (its pixels), and the output pixels of dropped odd edges none.
   const std::uint64_t rows = pooled ? std::uint64_t{s.batch} * (s.outHeight() / 2) * (s.outWidth() / 2) * 4
                                     : std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
@@ -104,6 +105,7 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
 
 std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferView& weight, const BufferView& dx, const ConvShape& s, bool accumulate,
                                             const BufferView& workspace) const {
+  GLNET_ASSERT(s.stride == 1, "a convolution's gradients take stride 1");
   const std::uint64_t rows = std::uint64_t{s.batch} * s.height * s.width;
   const std::uint64_t depth = std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth;
   const GemmChoice gemm = chooseGemm(rows, s.channels, depth, true, GemmOperand::gathered);
@@ -129,6 +131,7 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
 
 std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferView& x, const BufferView& dw, const ConvShape& s, bool accumulate,
                                              const std::optional<BufferView>& workspace, const std::optional<BufferView>& db) const {
+  GLNET_ASSERT(s.stride == 1, "a convolution's gradients take stride 1");
   const std::uint64_t columns = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
   const std::uint64_t depth = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const bool splittable = workspace.has_value();

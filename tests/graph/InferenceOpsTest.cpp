@@ -2,6 +2,8 @@
 // poisoned with NaN before the run, under both APIs (the gl suite runs under GL and ES).
 #include "graph/CompiledGraph.h"
 #include "graph/InferenceOps.h"
+#include "graph/Ops.h"
+#include "ops/Conv.h"
 #include "graph/ReferenceGraph.h"
 #include "support/Compare.h"
 #include "support/GlContext.h"
@@ -155,6 +157,17 @@ TEST_SUITE("gl") {
     checkAgainstReference({conv({2, 2}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::hardSwish}), {{1, 4, 11, 11}, {8, 1, 5, 5}, {8}}}, stream++);  // multiplier 2
     checkAgainstReference({conv({1, 2}, {0, 1, 2, 0}, 3, {2, 1}), {{2, 6, 8, 9}, {9, 2, 3, 2}, {9}}}, stream++);
     checkAgainstReference({conv({2, 2}, {0, 0, 0, 0}, 1), {{3, 5, 9, 9}, {7, 5, 1, 1}, {7}}}, stream++);  // a downsampling shortcut
+  }
+
+  TEST_CASE("strided convolutions as implicit GEMMs, split along their sum at a batch of one, match float64") {
+    std::uint32_t stream = 480;
+    checkAgainstReference({conv2dOp(Activation::relu, 3, 2), {{2, 3, 17, 15}, {5, 3, 7, 7}, {5}}, -1, 1, 1e-5, 1e-4}, stream++);  // a stem
+    checkAgainstReference({conv2dOp(Activation::none, 1, 2), {{3, 6, 9, 10}, {7, 6, 3, 3}, {7}}}, stream++);
+    checkAgainstReference({conv2dOp(Activation::none, 0, 2), {{3, 5, 9, 9}, {7, 5, 1, 1}, {7}}}, stream++);  // a downsampling shortcut
+    checkAgainstReference({conv2dOp(Activation::tanh, 0, 3), {{1, 4, 10, 8}, {3, 4, 2, 2}, {3}}}, stream++);  // edges left over
+    // One image, 3x3 outputs and a sum of 96·9: one tile, so the GEMM is split.
+    REQUIRE(ConvOp::forwardSplit({1, 96, 5, 5, 24, 3, 3, 1, 2}).splits > 1);
+    checkAgainstReference({conv2dOp(Activation::relu, 1, 2), {{1, 96, 5, 5}, {24, 96, 3, 3}, {24}}, -1, 1, 1e-5, 1e-4}, stream++);
   }
 
   TEST_CASE("functions along an axis (softmax, log-softmax, layer normalization, reductions) match float64") {
