@@ -61,7 +61,8 @@ bool outputGradientVec4(const BufferView& dy, const BufferView& y, const DenseSh
 }  // namespace
 
 DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
-    : activation_(activation),
+    : programs_(&programs),
+      activation_(activation),
       hasBias_(hasBias),
       forward_(programs, "ForwardPass.glsl", {activationDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}}),
       forwardTransposed_(programs, "ForwardPass.glsl",
@@ -88,6 +89,7 @@ bool DenseOp::transposesOperands(const DenseShape& shape) {
 }
 
 std::size_t DenseOp::forwardWorkspaceBytes(const DenseShape& shape, bool hasBias) {
+  if (fewRows(shape)) return 0;
   if (transposesOperands(shape)) return alignedMatrixBytes(shape.rows, shape.inputs) + std::size_t{shape.outputs} * shape.inputs * sizeof(float);
   return hasBias ? chooseGemm(shape.rows, shape.outputs, shape.inputs).split.workspaceBytes(shape.rows, shape.outputs) : 0;
 }
@@ -95,6 +97,18 @@ std::size_t DenseOp::forwardWorkspaceBytes(const DenseShape& shape, bool hasBias
 std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias,
                                        const BufferView& y, const DenseShape& shape,
                                        const std::optional<BufferView>& workspace) const {
+  if (fewRows(shape)) {
+    const std::uint32_t outputsPerGroup = 8 / shape.rows;
+    const bool vec4 = vec4Readable(x.offset, shape.inputs) && vec4Readable(weight.offset, shape.inputs);
+    std::vector<ShaderDefine> defines{activationDefine(activation_), {"HAS_BIAS", hasBias_ ? "1" : "0"},
+                                      {"ROWS", std::to_string(shape.rows)}, {"FEW_OUTPUTS", std::to_string(outputsPerGroup)}};
+    if (vec4) defines.push_back({"VEC4", "1"});
+    const Program& program = programs_->get("DenseFewRows.glsl", defines);
+    Dispatch dispatch = forwardGemm(program, std::string("dense ") + activationName(activation_) + " few rows", x, weight, bias, y, shape,
+                                    {(shape.outputs + outputsPerGroup - 1) / outputsPerGroup, 1, 1});
+    dispatch.linear = true;
+    return {dispatch};
+  }
   if (workspace && transposesOperands(shape)) {
     GLNET_ASSERT(workspace->room() >= forwardWorkspaceBytes(shape, hasBias_),
                  "a large dense layer's forward pass needs workspace for its transposed operands");

@@ -84,6 +84,39 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("DenseFewRows.glsl (a batch of 1 to 4 rows) matches the dense reference, vec4 runs or not, with and without bias") {
+    Context& context = test::glContext();
+    auto random = test::generator(14);
+    for (const bool hasBias : {true, false}) {
+      ProgramCache programs;
+      const DenseOp dense(programs, hasBias ? Activation::relu : Activation::none, hasBias);
+      for (const std::uint32_t rows : {1u, 2u, 3u, 4u}) {
+        // K a multiple of 4 (vec4 runs) or not; outputs not a multiple of a group's; K longer than a group's invocations.
+        for (const auto& [inputs, outputs] : std::vector<std::pair<std::uint32_t, std::uint32_t>>{{7, 3}, {1024, 13}, {4099, 9}, {513, 1000}}) {
+          CAPTURE(hasBias);
+          CAPTURE(rows);
+          CAPTURE(inputs);
+          CAPTURE(outputs);
+          REQUIRE(DenseOp::fewRows({rows, inputs, outputs}));
+          const auto x = test::uniformFloats(random, std::size_t{rows} * inputs);
+          const auto w = test::uniformFloats(random, std::size_t{outputs} * inputs, -0.5f, 0.5f);
+          const auto b = hasBias ? test::uniformFloats(random, outputs) : std::vector<float>(outputs, 0.0f);
+          Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b);
+          Buffer y = poisoned(std::size_t{rows} * outputs);
+          Plan plan(context.limits());
+          const std::vector<Dispatch> dispatches = dense.forward(xBuffer, wBuffer, bBuffer, y, {rows, inputs, outputs});
+          REQUIRE(dispatches.size() == 1);
+          CHECK(dispatches[0].label.find("few rows") != std::string::npos);
+          plan.record(dispatches);
+          plan.run();
+          // fp32 sums of up to 4099 products of magnitude ≤ 0.5 in a different order than the reference's.
+          test::checkClose(y.read<float>(), ref::dense(test::widen(x), w, b, rows, inputs, outputs, hasBias ? Activation::relu : Activation::none),
+                           1e-5, 1e-4);
+        }
+      }
+    }
+  }
+
   TEST_CASE("Softmax.glsl softmax and argmax match the reference, extreme logits included") {
     Context& context = test::glContext();
     auto random = test::generator(12);
