@@ -3,15 +3,34 @@
 // strides (negative for a reversed slice, 0 for a broadcast axis).
 //   COPY_MODE 0 copy: y[yOffset + Σ c·yStrides] = x[xOffset + Σ c·xStrides] for every coordinate c of the region
 //   COPY_MODE 1 fill: y[i] = value for i < count (Pad's border, before the copy of the interior)
-//   RANK: the region's rank (1 to 6)
-// bindings: 0 x read (mode 0), 1 y write
-// uniforms: 0 count (the region's elements), 1 xOffset, 2 yOffset (elements), 3 value (mode 1); 4-9 the
-// region's own strides; 10-15 x's strides; 16-21 y's strides
+//   COPY_MODE 2 concat of up to 32 inputs that live in one buffer, in one dispatch: y is rows of `row` elements,
+//              each the inputs' pieces one after another (input s: segmentEnd[s] − segmentEnd[s − 1] elements, from
+//              element segmentOffset[s] of the buffer, one piece per row)
+//   RANK: the region's rank (1 to 6; modes 0 and 1)
+// bindings: 0 x read (modes 0 and 2: in mode 2 the buffer that holds every input), 1 y write
+// uniforms: 0 count (the region's elements; mode 2: y's), 1 xOffset, 2 yOffset (elements), 3 value (mode 1); 4-9
+// the region's own strides; 10-15 x's strides; 16-21 y's strides. Mode 2: 1 row, 2 segments, 4-35 segmentEnd,
+// 36-67 segmentOffset
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Source { float x[]; };
 layout(std430, binding = 1) writeonly buffer Result { float y[]; };
 layout(location = 0) uniform uint count;
+#if COPY_MODE == 2
+#define MAX_SEGMENTS 32
+layout(location = 1) uniform uint row;
+layout(location = 2) uniform uint segments;
+layout(location = 4) uniform uint segmentEnd[MAX_SEGMENTS];
+layout(location = 36) uniform int segmentOffset[MAX_SEGMENTS];
+
+void main() {
+  uint i = LINEAR_INVOCATION_INDEX;
+  if (i >= count) return;
+  uint r = i / row, within = i % row, begin = 0u, s = 0u;
+  while (s + 1u < segments && within >= segmentEnd[s]) begin = segmentEnd[s++];
+  y[i] = x[uint(segmentOffset[s]) + r * (segmentEnd[s] - begin) + (within - begin)];
+}
+#else
 layout(location = 1) uniform int xOffset;
 layout(location = 2) uniform int yOffset;
 layout(location = 3) uniform float value;
@@ -36,3 +55,4 @@ void main() {
   y[to] = x[from];
 #endif
 }
+#endif

@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace glnet;
@@ -157,6 +158,37 @@ TEST_SUITE("gl") {
     checkAgainstReference({conv({2, 2}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::hardSwish}), {{1, 4, 11, 11}, {8, 1, 5, 5}, {8}}}, stream++);  // multiplier 2
     checkAgainstReference({conv({1, 2}, {0, 1, 2, 0}, 3, {2, 1}), {{2, 6, 8, 9}, {9, 2, 3, 2}, {9}}}, stream++);
     checkAgainstReference({conv({2, 2}, {0, 0, 0, 0}, 1), {{3, 5, 9, 9}, {7, 5, 1, 1}, {7}}}, stream++);  // a downsampling shortcut
+  }
+
+  TEST_CASE("a concat of tensors that share the activation arena is one dispatch and matches float64") {
+    Context& context = test::glContext();
+    auto random = test::generator(470);
+    for (const std::uint32_t axis : {0u, 1u, 2u}) {
+      CAPTURE(axis);
+      // Three computed tensors (so in the arena) of sizes differing along the axis, one of them read twice.
+      Graph graph;
+      Shape first{2, 3, 4, 5}, second = first;
+      second[axis] = 2;
+      const Tensor x = graph.input("x", first), z = graph.input("z", second);
+      const Tensor a = graph.apply(pointwiseOp({PointwiseKind::relu}), {x});
+      const Tensor b = graph.apply(pointwiseOp({PointwiseKind::tanh}), {z});
+      const Tensor c = graph.apply(pointwiseOp({PointwiseKind::sigmoid}), {x});
+      const Tensor y = graph.apply(concatOp(axis), {a, b, c, b});
+      CompiledGraph compiled(context, graph, CompiledGraph::Memory::reused, {y});
+      Plan plan = compiled.forwardPlan([](Plan&) {});
+      const std::vector<std::string> labels = plan.labels();
+      CHECK(std::count(labels.begin(), labels.end(), "concat of 4") == 1);
+      const std::vector<float> xs = test::uniformFloats(random, elementCount(first)), zs = test::uniformFloats(random, elementCount(second));
+      compiled.upload(x, xs.data(), xs.size() * sizeof(float));
+      compiled.upload(z, zs.data(), zs.size() * sizeof(float));
+      std::vector<float> result(elementCount(graph.tensor(y).shape), NAN);
+      compiled.upload(y, result.data(), result.size() * sizeof(float));  // poisoned
+      plan.run();
+      const BufferView out = compiled.view(y);
+      plan.read(*out.buffer, result.data(), result.size() * sizeof(float), out.offset);
+      const std::vector<std::vector<double>> reference = referenceValues(graph, {{x.id, test::widen(xs)}, {z.id, test::widen(zs)}});
+      test::checkClose(result, reference[static_cast<std::size_t>(y.id)], 1e-6, 1e-6);
+    }
   }
 
   TEST_CASE("strided convolutions as implicit GEMMs, split along their sum at a batch of one, match float64") {
