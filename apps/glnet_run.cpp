@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
         .option("batch", "N", "images per run for a model with a dynamic batch: the input's rows are repeated to fill it "
                               "(default: the input's first dimension)")
         .option("repeat", "N", "run the model N times (with --time: the median is reported)", "1")
+        .option("warmup", "N", "unmeasured runs first (a GPU raises its clocks under load: give a few hundred for steady timings)", "0")
         .flag("time", "print upload, GPU run and readback times")
         .flag("check", "also run the model in float64 on the CPU and report the largest difference")
         .flag("profile", "time every dispatch on the GPU (timestamp queries, --repeat runs) and list the nodes by GPU time")
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
       if (!parser.has(required)) throw UsageError(std::string("--") + required + " is required");
     }
     const int repeat = static_cast<int>(parser.integer("repeat", 1, 1000000));
+    const int warmup = static_cast<int>(parser.integer("warmup", 0, 1000000));
     const bool json = parser.has("json");
     const ContextOptions contextOptions = parser.contextOptions();
 
@@ -134,6 +136,7 @@ int main(int argc, char** argv) {
     for (const std::vector<float>& v : values) feeds.push_back(v.data());
     std::vector<std::vector<float>> results;
     std::vector<double> uploadMs, runMs, readMs;
+    for (int w = 0; w < warmup; ++w) runner.run(feeds, batch);
     for (int r = 0; r < repeat; ++r) {
       RunTimes times;
       try {

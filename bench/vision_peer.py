@@ -6,8 +6,9 @@
                                       -x64.npy [B, 3, 224, 224], PyTorch's outputs on the GPU in fp32 (TF32 off) as
                                       -y1.npy/-y64.npy, ONNX Runtime's (CPU) as -ort1.npy/-ort64.npy
   compare OUT MODEL BATCH GLNET.npy   one line: glnet's output against PyTorch's and ONNX Runtime's
-  time OUT [MODEL ...]                JSON: PyTorch eager and CUDA-graph medians in ms at batch 1 and 64 (input on
-                                      the GPU, output left there; a synchronize after each run)
+  table OUT [MODEL ...]               the markdown table of bench/vision-gpu's run in OUT (glnet's logs beside PyTorch's)
+  time OUT [MODEL ...]                JSON: PyTorch eager and CUDA-graph medians of 300 runs after 100 unmeasured ones, in
+                                      ms at batch 1 and 64 (input on the GPU, output left there; a synchronize after each)
 """
 import json, os, sys, time, warnings
 import numpy as np
@@ -17,6 +18,8 @@ import torchvision
 warnings.filterwarnings("ignore")
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
+# Runs per timing after as many unmeasured ones: the GPU raises its clocks under load (bench/vision-gpu gives glnet the same).
+WARMUP, RUNS = 100, 300
 MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "vgg11", "squeezenet1_1", "densenet121"]
 
 
@@ -63,6 +66,29 @@ def compare(out, name, batch, glnet):
     print("; ".join(line))
 
 
+def table(out, names):
+    """The side-by-side table from glnet_run's logs (OUT/MODEL-BATCH.txt), the comparisons and PyTorch's timings."""
+    import re
+    torch_times = json.load(open(os.path.join(out, "torch.json")))
+    print("| model | batch | max\\|diff\\| / max\\|out\\| vs PyTorch | top-1 | glnet end to end ms | glnet GPU ms | PyTorch eager ms | "
+          "PyTorch CUDA graph ms | glnet / eager | glnet / CUDA graph | glnet activation MiB | PyTorch peak MiB |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name in names:
+        for batch in (1, 64):
+            log = open(os.path.join(out, f"{name}-{batch}.txt")).read()
+            times = re.search(r"upload ([0-9.]+), issue ([0-9.]+) .*readback ([0-9.]+)", log)
+            gpu = re.search(r"GPU time ([0-9.]+) ms", log)
+            memory = re.search(r"activation memory: ([0-9.]+) MiB", log)
+            compared = open(os.path.join(out, f"{name}-{batch}-compare.txt")).read()
+            diff = re.search(r"PyTorch \(GPU fp32\): max\|diff\| = ([0-9.e+-]+)", compared)
+            same = "same" if "DIFFERS" not in compared else "DIFFERS"
+            t = torch_times[f"{name}/{batch}"]
+            end = sum(float(v) for v in times.groups()) if times else float("nan")
+            print(f"| {name} | {batch} | {diff.group(1) if diff else '?'} | {same} | {end:.3f} | {float(gpu.group(1)) if gpu else float('nan'):.3f} | "
+                  f"{t['eager_ms']:.3f} | {t['graph_ms']:.3f} | {end / t['eager_ms']:.2f} | {end / t['graph_ms']:.2f} | "
+                  f"{float(memory.group(1)) if memory else float('nan'):.1f} | {t['peak_activation_bytes'] / 2**20:.1f} |")
+
+
 def timings(names):
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     for name in names:
@@ -70,11 +96,11 @@ def timings(names):
         for batch in (1, 64):
             x = torch.randn(batch, 3, 224, 224, device="cuda")
             with torch.no_grad():
-                for _ in range(5):
+                for _ in range(WARMUP):
                     model(x)
                 torch.cuda.synchronize()
                 eager = []
-                for _ in range(30):
+                for _ in range(RUNS):
                     start = time.perf_counter()
                     model(x)
                     torch.cuda.synchronize()
@@ -88,8 +114,11 @@ def timings(names):
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph):
                     model(x)
+                for _ in range(WARMUP):
+                    graph.replay()
+                torch.cuda.synchronize()
                 graphed = []
-                for _ in range(30):
+                for _ in range(RUNS):
                     start = time.perf_counter()
                     graph.replay()
                     torch.cuda.synchronize()
@@ -117,5 +146,7 @@ if __name__ == "__main__":
         compare(out, rest[0], rest[1], rest[2])
     elif command == "time":
         timings(rest or MODELS)
+    elif command == "table":
+        table(out, rest or MODELS)
     else:
         sys.exit(__doc__)

@@ -25,8 +25,9 @@ void printNodeTimes(std::FILE* out, const std::vector<NodeTime>& nodes, int runs
   constexpr std::size_t shown = 20;
   for (std::size_t k = 0; k < nodes.size() && (all || k < shown); ++k) {
     const NodeTime& n = nodes[k];
-    std::fprintf(out, "  %8.3f ms %5.1f%%  %-40s %-28s %s%s\n", n.gpuMs, total > 0 ? 100 * n.gpuMs / total : 0.0, n.node.c_str(),
-                 n.kernel.c_str(), n.outputShape.c_str(), n.dispatches > 1 ? (" (" + std::to_string(n.dispatches) + " dispatches)").c_str() : "");
+    std::fprintf(out, "  %8.3f ms %5.1f%%  %-40s %-28s %s%s%s\n", n.gpuMs, total > 0 ? 100 * n.gpuMs / total : 0.0, n.node.c_str(),
+                 n.kernel.c_str(), n.outputShape.c_str(), n.dispatches > 1 ? (" (" + std::to_string(n.dispatches) + " dispatches)").c_str() : "",
+                 all ? ("  [" + n.dispatchLabels + "]").c_str() : "");
   }
   if (nodes.size() > shown && !all) std::fprintf(out, "  ... %zu more nodes (--verbose lists them)\n", nodes.size() - shown);
 }
@@ -34,7 +35,7 @@ void printNodeTimes(std::FILE* out, const std::vector<NodeTime>& nodes, int runs
 nlohmann::json nodeTimesJson(const std::vector<NodeTime>& nodes) {
   nlohmann::json list = nlohmann::json::array();
   for (const NodeTime& n : nodes) {
-    list.push_back({{"node", n.node}, {"kernel", n.kernel}, {"output_shape", n.outputShape}, {"dispatches", n.dispatches}, {"gpu_ms", n.gpuMs}});
+    list.push_back({{"node", n.node}, {"kernel", n.kernel}, {"output_shape", n.outputShape}, {"dispatches", n.dispatches}, {"dispatch_labels", n.dispatchLabels}, {"gpu_ms", n.gpuMs}});
   }
   return {{"gpu_ms", totalMs(nodes)}, {"dispatches", dispatchesOf(nodes)}, {"nodes", list}};
 }

@@ -125,6 +125,7 @@ OnnxRunner::Profile OnnxRunner::profile(std::uint32_t batch, int runs) {
     profile.runMs.push_back(total);
   }
   const std::vector<int>& stepNodes = b.compiled.forwardStepNodes();
+  const std::vector<std::string> labels = b.plan.labels();
   std::map<int, NodeTime> perNode;
   for (std::size_t i = 0; i < perStep.size(); ++i) {
     const int node = i < stepNodes.size() ? stepNodes[i] : -1;
@@ -137,6 +138,7 @@ OnnxRunner::Profile OnnxRunner::profile(std::uint32_t batch, int runs) {
       time.outputShape = op ? describe(graph.tensors()[static_cast<std::size_t>(op->output)].shape) : "";
     }
     ++time.dispatches;
+    if (i < labels.size()) time.dispatchLabels += (time.dispatchLabels.empty() ? "" : "; ") + labels[i];
     time.gpuMs += median(perStep[i]);
   }
   for (auto& entry : perNode) profile.nodes.push_back(std::move(entry.second));

@@ -36,6 +36,7 @@ struct NodeTime {
   std::string node;     // the name of the tensor it writes
   std::string kernel;   // glnet's op
   std::string outputShape;
+  std::string dispatchLabels;  // what its dispatches ran ("conv relu 64x64 split-K; split-K sum, bias, activation")
   std::size_t dispatches = 0;
   double gpuMs = 0;     // median over the runs, summed over its dispatches
 };

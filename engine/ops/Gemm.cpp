@@ -14,12 +14,16 @@ namespace {
 // time, geometric mean): 132 multiprocessors, each running `occupancy` groups of a configuration at once,
 // at `efficiency` of the 8×8 block's throughput per output. Times are in multiply-adds of one multiprocessor.
 constexpr std::uint64_t multiprocessors = 132;
+// With an implicit im2col operand (a convolution, GemmOperand::gathered) 4 groups of the 4×4 block share a
+// multiprocessor (its registers and shared memory allow it), which decides whether a convolution with few tiles
+// splits its sum: on the H100 at batch 1, end to end, resnet50 2.49 -> 1.86 ms, vgg11 1.51 -> 1.36 ms, densenet121
+// 4.51 -> 4.01 ms, batch 64 unchanged (bench/results/2026-11-24-batch1-nvidia-h100.md).
 struct ThreadBlockModel {
   std::uint32_t threadRows, threadColumns;
   double efficiency;
-  std::uint64_t occupancy;
+  std::uint64_t occupancy, gatheredOccupancy;
 };
-constexpr ThreadBlockModel threadBlockModels[] = {{8, 8, 1.0, 2}, {8, 4, 0.6, 3}, {4, 8, 0.6, 3}, {4, 4, 0.4, 1}};
+constexpr ThreadBlockModel threadBlockModels[] = {{8, 8, 1.0, 2, 2}, {8, 4, 0.6, 3, 3}, {4, 8, 0.6, 3, 3}, {4, 4, 0.4, 1, 4}};
 // A partial sum written and read back, per element and split, and the extra dispatch (about 3 µs).
 constexpr double splitElementCost = 16.5;
 constexpr double dispatchCost = 3e5;
@@ -48,12 +52,14 @@ SplitK splitInto(std::uint64_t depth, std::uint64_t wanted) {
 
 // The busiest multiprocessor runs its groups in rounds of `occupancy`, each round as long as one group's
 // tile times its share of the sum; a split adds the pass that sums the partial results.
-double cost(const GemmConfig& c, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, const SplitK& split) {
+double cost(const GemmConfig& c, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, const SplitK& split,
+            GemmOperand operand) {
   const ThreadBlockModel& model = modelOf(c);
+  const std::uint64_t occupancy = operand == GemmOperand::gathered ? model.gatheredOccupancy : model.occupancy;
   const std::uint64_t groups = ceilDivide(rows, c.tileRows) * ceilDivide(columns, c.tileColumns) * split.splits;
-  const std::uint64_t rounds = ceilDivide(ceilDivide(groups, multiprocessors), model.occupancy);
+  const std::uint64_t rounds = ceilDivide(ceilDivide(groups, multiprocessors), occupancy);
   const std::uint64_t share = split.splits > 1 ? split.chunk : ceilDivide(depth, c.tileDepth) * c.tileDepth;
-  double total = double(rounds * model.occupancy) * double(c.tileRows) * c.tileColumns * double(share) / model.efficiency;
+  double total = double(rounds * occupancy) * double(c.tileRows) * c.tileColumns * double(share) / model.efficiency;
   if (split.splits > 1) total += splitElementCost * double(rows * columns) * (split.splits + 1) + dispatchCost;
   return total;
 }
@@ -65,12 +71,12 @@ GemmChoice finish(const GemmConfig& config, std::uint64_t rows, std::uint64_t co
 }
 
 // The cheapest split of the sum for this configuration (none when the groups already fill the GPU).
-SplitK bestSplit(const GemmConfig& c, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth) {
+SplitK bestSplit(const GemmConfig& c, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, GemmOperand operand) {
   SplitK best;
-  double bestCost = cost(c, rows, columns, depth, best);
+  double bestCost = cost(c, rows, columns, depth, best, operand);
   for (std::uint64_t wanted = 2; wanted * minimumChunk <= depth; wanted *= 2) {
     const SplitK split = splitInto(depth, wanted);
-    const double splitCost = cost(c, rows, columns, depth, split);
+    const double splitCost = cost(c, rows, columns, depth, split, operand);
     if (split.splits > 1 && splitCost < bestCost) {
       best = split;
       bestCost = splitCost;
@@ -136,14 +142,14 @@ const GemmConfig& fitting(const GemmConfig& config) {
 }  // namespace
 
 GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth,
-                    bool splittable) {
-  return finish(config, rows, columns, splittable ? bestSplit(config, rows, columns, depth) : SplitK{});
+                    bool splittable, GemmOperand operand) {
+  return finish(config, rows, columns, splittable ? bestSplit(config, rows, columns, depth, operand) : SplitK{});
 }
 
 GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable, GemmOperand operand) {
-  if (forcedConfig) return gemmWith(fitting(*forcedConfig), rows, columns, depth, splittable);
+  if (forcedConfig) return gemmWith(fitting(*forcedConfig), rows, columns, depth, splittable, operand);
   const char* forced = std::getenv("GLNET_GEMM_CONFIG");
-  if (forced && *forced) return gemmWith(fitting(gemmConfigNamed(forced)), rows, columns, depth, splittable);
+  if (forced && *forced) return gemmWith(fitting(gemmConfigNamed(forced)), rows, columns, depth, splittable, operand);
   const Limits& limits = currentLimits();
   const auto admitted = [&](const GemmConfig& c) { return c.fits(limits) && (operand == GemmOperand::loaded || c.gathersRuns()); };
   const bool measuredFit =
@@ -153,8 +159,8 @@ GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t d
   double bestCost = 0;
   for (const GemmConfig& config : gemmConfigs()) {
     if (!admitted(config) || (measuredFit && !config.measured)) continue;
-    const SplitK split = splittable ? bestSplit(config, rows, columns, depth) : SplitK{};
-    const double c = cost(config, rows, columns, depth, split);
+    const SplitK split = splittable ? bestSplit(config, rows, columns, depth, operand) : SplitK{};
+    const double c = cost(config, rows, columns, depth, split, operand);
     if (!best || c < bestCost) {
       best = &config;
       bestSplitK = split;

@@ -56,7 +56,7 @@ GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t d
                       GemmOperand operand = GemmOperand::loaded);
 // The same for one given configuration.
 GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth,
-                    bool splittable = true);
+                    bool splittable = true, GemmOperand operand = GemmOperand::loaded);
 
 // Makes every GEMM recorded while it lives use `config` (tests and glnet_bench run each configuration in
 // turn); the previous one, if any, comes back when it ends.
