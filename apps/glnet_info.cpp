@@ -129,13 +129,14 @@ void printText(const Context& context, const Survey& survey, const SelfCheckResu
 }
 
 // The multiply-adds of a node's op for its output shape: dense [N, out] takes in per output, a convolution
-// C·KH·KW per output; everything else is counted as none.
+// C·KH·KW per output (4 outputs per pooled one when it pools as it stores); everything else is counted as none.
 double multiplyAdds(const Graph& graph, const OpNode& node) {
   const Shape& out = graph.tensors()[static_cast<std::size_t>(node.output)].shape;
   const Shape& weight = node.inputs.size() > 1 ? graph.tensors()[static_cast<std::size_t>(node.inputs[1])].shape : Shape{};
   const std::string name = node.op->name();
   if (weight.size() == 2 && name.rfind("dense", 0) == 0) return static_cast<double>(elementCount(out)) * weight[1];
-  if (weight.size() == 4 && name.find("conv") != std::string::npos) return static_cast<double>(elementCount(out)) * weight[1] * weight[2] * weight[3];
+  const double pooled = name.find("max pool") != std::string::npos ? 4 : 1;
+  if (weight.size() == 4 && name.find("conv") != std::string::npos) return pooled * static_cast<double>(elementCount(out)) * weight[1] * weight[2] * weight[3];
   return 0;
 }
 

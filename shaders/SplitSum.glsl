@@ -1,11 +1,14 @@
 // The second pass of a split-K GEMM: out[i] = Σ_z partial[z·count + i], written or added (accumulate);
 // with BIAS_ACTIVATION (a dense layer's or a convolution's forward pass) out[i] = act(Σ + b[(i / plane) mod columns]),
-// plane 1 for a dense layer's [rows × columns], OH·OW for a convolution's [N, OC, OH, OW]; with TAIL the slices
+// plane 1 for a dense layer's [rows × columns], OH·OW for a convolution's [N, OC, OH, OW]; with POOL as well
+// (a convolution followed by 2×2 max pooling, stride 2, odd edges dropped) out is [N, OC, OH/2, OW/2] and each
+// element the largest of its window's 4 sums, the slices being [N, OC, OH, OW]; with TAIL the slices
 // are count + tailCount long and their last tailCount sums go to a second buffer (a convolution's bias gradient
 // computed with its weight gradient).
 // bindings: 0 partial [splits × count] read (TAIL: [splits × (count + tailCount)]), 1 out read-write,
 //           2 b [columns] read (BIAS_ACTIVATION) or tail [tailCount] read-write (TAIL)
-// uniforms: 0 count, 1 splits, 2 accumulate, 3 columns, 4 tailCount, 5 plane
+// uniforms: 0 count, 1 splits, 2 accumulate, 3 columns, 4 tailCount, 5 plane; POOL: 6 the convolution's output
+// height OH, 7 its width OW, 8 the slice (N·OC·OH·OW); count is then out's length
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Partial { float partial[]; };
@@ -18,6 +21,11 @@ layout(location = 3) uniform uint columns;
 layout(std430, binding = 2) readonly buffer Bias { float b[]; };
 layout(location = 5) uniform uint plane;
 #endif
+#ifdef POOL
+layout(location = 6) uniform uint height;
+layout(location = 7) uniform uint width;
+layout(location = 8) uniform uint slice;
+#endif
 #ifdef TAIL
 layout(std430, binding = 2) buffer Tail { float tail[]; };
 layout(location = 4) uniform uint tailCount;
@@ -28,6 +36,22 @@ layout(location = 4) uniform uint tailCount;
 
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
+#ifdef POOL
+  // The activation never falls as its argument rises, so the window's largest sum gives its largest output.
+  if (i >= count) return;
+  uint pooledWidth = width / 2u, pooledPlane = (height / 2u) * pooledWidth;
+  uint image = i / pooledPlane, pixel = i % pooledPlane;
+  uint first = image * height * width + 2u * (pixel / pooledWidth) * width + 2u * (pixel % pooledWidth);
+  float best = -3.402823466e38;
+  for (uint k = 0u; k < 4u; ++k) {
+    uint at = first + (k / 2u) * width + k % 2u;
+    float sum = 0.0;
+    for (uint z = 0u; z < splits; ++z) sum += partial[z * slice + at];
+    best = max(best, sum);
+  }
+  result[i] = activate(best + b[image % columns]);
+  return;
+#endif
   if (i >= SLICE) return;
   float sum = 0.0;
   for (uint z = 0u; z < splits; ++z) sum += partial[z * SLICE + i];

@@ -522,6 +522,34 @@ class Importer {
     fused_.insert(next);
     return *function;
   }
+  // A MaxPool that alone reads `producer`'s output (or that of the activation fused into it), with a 2×2 window,
+  // stride 2, no padding, no dilation and floor rounding: a stride-1 convolution pools as it stores its output (or as
+  // it sums its split), which saves the pooling's pass and the convolution's full-size output (vgg11 has five).
+  const onnx::NodeProto* fusablePool(const onnx::NodeProto& producer) {
+    const onnx::NodeProto* next = soleReader(producer.output(0));
+    if (next && fused_.count(next)) next = soleReader(next->output(0));
+    if (!next || next->op_type() != "MaxPool" || next->output_size() != 1) return nullptr;
+    bool kernel = false, strides = false;
+    for (const onnx::AttributeProto& a : next->attribute()) {
+      const std::vector<std::int64_t> ints(a.ints().begin(), a.ints().end());
+      const auto all = [&](std::int64_t v) { return std::all_of(ints.begin(), ints.end(), [&](std::int64_t i) { return i == v; }); };
+      bool fits = false;
+      if (a.name() == "kernel_shape" || a.name() == "strides") {
+        fits = ints == std::vector<std::int64_t>{2, 2};
+        (a.name() == "kernel_shape" ? kernel : strides) = fits;
+      } else if (a.name() == "pads") {
+        fits = all(0);
+      } else if (a.name() == "dilations") {
+        fits = all(1);
+      } else if (a.name() == "ceil_mode" || a.name() == "storage_order") {
+        fits = a.i() == 0;
+      } else if (a.name() == "auto_pad") {
+        fits = a.s().empty() || a.s() == "NOTSET";
+      }
+      if (!fits) return nullptr;
+    }
+    return kernel && strides ? next : nullptr;
+  }
   static std::optional<Activation> asActivation(const Pointwise& f) {
     if (f.kind == PointwiseKind::identity) return Activation::none;
     if (f.kind == PointwiseKind::relu) return Activation::relu;
@@ -743,10 +771,20 @@ class Importer {
     const bool implicitGemm = settings.groups == 1 && settings.strides[0] == settings.strides[1] &&
                               settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding;
     Tensor out;
+    bool pooled = false;
     try {
       if (implicitGemm) {
         const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }));
-        out = graph_.apply(conv2dOp(activation, settings.pads[0], settings.strides[0]), {x, weight, b}, name);
+        const onnx::NodeProto* pool = w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
+        const Shape xShape = shapeOf(x);
+        const bool poolable = pool && xShape[2] + 2 * settings.pads[0] >= kernel[0] + 1 && xShape[3] + 2 * settings.pads[0] >= kernel[1] + 1;
+        if (poolable) {
+          out = graph_.apply(conv2dMaxPoolOp(activation, settings.pads[0]), {x, weight, b}, name);
+          fused_.insert(pool);
+          pooled = true;
+        } else {
+          out = graph_.apply(conv2dOp(activation, settings.pads[0], settings.strides[0]), {x, weight, b}, name);
+        }
       } else {
         const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
         out = graph_.apply(groupedConvOp(settings, after), {x, weight, b}, name);
@@ -754,8 +792,9 @@ class Importer {
     } catch (const Error& error) {
       refuse(node, error.what());
     }
-    layers_[out.id] = {weight, b};
-    defineWindow(node, input, out, implicitGemm ? "conv" : settings.groups > 1 ? "grouped conv" : "direct conv");
+    // A BatchNormalization after the pooling cannot fold into the weights (a negative scale would turn max into min).
+    if (!pooled) layers_[out.id] = {weight, b};
+    defineWindow(node, input, out, pooled ? "conv + max pool" : implicitGemm ? "conv" : settings.groups > 1 ? "grouped conv" : "direct conv");
     if (shapeOf(input).size() == 3) layers_[values_[node.output(0)].tensor.id] = {weight, b};
   }
 

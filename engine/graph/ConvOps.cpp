@@ -222,8 +222,7 @@ class Conv2dMaxPool : public Conv2d {
   using Conv2d::Conv2d;
   std::string name() const override { return Conv2d::name() + " + " + pool_.name(); }
   Shape outputShape(const std::vector<Shape>& in) const override { return pool_.outputShape({Conv2d::outputShape(in)}); }
-  std::size_t workspaceBytes(const std::vector<Shape>& in) const override { return ConvOp::transposedWeightBytes(shape(in)); }
-  std::size_t preparedBytes(const std::vector<Shape>& in) const override { return ConvOp::transposedWeightBytes(shape(in)); }
+  std::size_t workspaceBytes(const std::vector<Shape>& in) const override { return ConvOp::forwardWorkspaceBytes(shape(in)); }
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     recordForward(programs, plan, in, out, true, out.prepared ? Part::gemm : Part::both);
   }

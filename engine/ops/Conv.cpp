@@ -77,18 +77,21 @@ Dispatch ConvOp::rearrangeWeights(int mode, const char* label, const BufferView&
 std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                                       const ConvShape& s, const BufferView& workspace, bool pooled) const {
   GLNET_ASSERT(!pooled || (s.outHeight() >= 2 && s.outWidth() >= 2 && s.stride == 1), "2×2 pooling needs a stride-1 output of at least 2×2");
-  // Pooled, each pooling window is a run of 4 rows (its pixels), and the output pixels of dropped odd edges none.
-  const std::uint64_t rows = pooled ? std::uint64_t{s.batch} * (s.outHeight() / 2) * (s.outWidth() / 2) * 4
-                                    : std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
+  const std::uint64_t pixels = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
   GLNET_ASSERT(workspace.room() >= transposedWeightBytes(s), "the transposed conv weights need their own space");
   const BufferView transposedWeight(*workspace.buffer, workspace.offset, transposedWeightBytes(s));
   const Dispatch t = rearrangeWeights(4, "conv weights transposed", weight, transposedWeight, s);
-  const bool splittable = !pooled && workspace.room() >= forwardWorkspaceBytes(s);
-  const GemmChoice gemm = chooseGemm(rows, s.outChannels, depth, splittable, GemmOperand::gathered);
-  const bool splitting = gemm.split.splits > 1;
+  const bool splittable = workspace.room() >= forwardWorkspaceBytes(s);
+  const GemmChoice split = chooseGemm(pixels, s.outChannels, depth, splittable, GemmOperand::gathered);
+  const bool splitting = split.split.splits > 1;
+  // Pooled and unsplit, each pooling window is a run of 4 rows (its pixels), and the output pixels of dropped odd
+  // edges none; split, the partials cover every pixel and their sum pools.
+  const bool poolInGemm = pooled && !splitting;
+  const std::uint64_t rows = poolInGemm ? std::uint64_t{s.batch} * (s.outHeight() / 2) * (s.outWidth() / 2) * 4 : pixels;
+  const GemmChoice gemm = poolInGemm ? chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered) : split;
   std::vector<ShaderDefine> defines = geometry(s);
-  if (pooled) defines.insert(defines.end(), {{"CONV_POOL", "1"}, {"GEMM_STORE_RUNS", "1"}});
+  if (poolInGemm) defines.insert(defines.end(), {{"CONV_POOL", "1"}, {"GEMM_STORE_RUNS", "1"}});
   const BufferView partials(*workspace.buffer, workspace.offset + rearrangedWeightBytes(s), gemm.split.workspaceBytes(rows, s.outChannels));
   const std::string label = std::string("conv ") + activationName(activation_) + (pooled ? " + max pool " : " ") + gemm.config->name;
   Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), splitting, defines),
@@ -99,6 +102,7 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
   if (!splitting) return {t, d};
   d.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
+  if (pooled) return {t, d, finishForward_.pooled(partials, bias, y, s.batch, s.outChannels, s.outHeight(), s.outWidth(), gemm.split.splits)};
   return {t, d, finishForward_(partials, bias, y, static_cast<std::uint32_t>(rows * s.outChannels), s.outChannels, gemm.split.splits,
                                s.outHeight() * s.outWidth())};
 }

@@ -25,8 +25,8 @@ class ConvOp {
   // Two dispatches: the weights transposed into the start of `workspace` (OC·C·KH·KW floats), then the convolution,
   // whose GEMM then reads both operands along its tile. `pooled`: followed by 2×2 max pooling with stride 2 (odd
   // edges dropped), y [N, OC, OH/2, OW/2], in the same GEMM, whose rows then run over pooling windows.
-  // Unpooled with a workspace of forwardWorkspaceBytes, three where forwardSplit says so: the GEMM split along its
-  // sum into partials after the weights, then their sum with bias and activation (a batch of one at 7x7 has 8
+  // With a workspace of forwardWorkspaceBytes, three where forwardSplit says so: the GEMM split along its sum into
+  // partials after the weights, then their sum with bias, activation and the pooling (a batch of one at 7x7 has 8
   // tiles of 64x64 for 132 multiprocessors).
   std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                                 const ConvShape& shape, const BufferView& workspace, bool pooled = false) const;

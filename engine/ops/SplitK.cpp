@@ -31,7 +31,22 @@ Dispatch SplitSumOp::operator()(const BufferView& partial, const BufferView& out
 }
 
 SplitBiasActivationOp::SplitBiasActivationOp(ProgramCache& programs, int activation)
-    : program_(programs.get("SplitSum.glsl", {{"BIAS_ACTIVATION", "1"}, {"ACTIVATION", std::to_string(activation)}})) {}
+    : program_(programs.get("SplitSum.glsl", {{"BIAS_ACTIVATION", "1"}, {"ACTIVATION", std::to_string(activation)}})),
+      pooledProgram_(programs.get("SplitSum.glsl", {{"BIAS_ACTIVATION", "1"}, {"POOL", "1"}, {"ACTIVATION", std::to_string(activation)}})) {}
+
+Dispatch SplitBiasActivationOp::pooled(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t images,
+                                       std::uint32_t channels, std::uint32_t height, std::uint32_t width, std::uint32_t splits) const {
+  const std::uint32_t count = images * channels * (height / 2) * (width / 2);
+  Dispatch d;
+  d.program = &pooledProgram_;
+  d.label = "split-K sum, max pool, bias, activation";
+  d.buffers = {{0, partial, Access::read}, {1, out, Access::write}, {2, bias, Access::read}};
+  d.uniforms = {Uniform::u32(0, count),  Uniform::u32(1, splits), Uniform::u32(3, channels),
+                Uniform::u32(6, height), Uniform::u32(7, width),  Uniform::u32(8, images * channels * height * width)};
+  d.groups = linearGroups(count, pooledProgram_);
+  d.linear = true;
+  return d;
+}
 
 Dispatch SplitBiasActivationOp::operator()(const BufferView& partial, const BufferView& bias, const BufferView& out,
                                            std::uint32_t count, std::uint32_t columns, std::uint32_t splits, std::uint32_t plane) const {

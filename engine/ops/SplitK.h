@@ -38,9 +38,14 @@ class SplitBiasActivationOp {
   SplitBiasActivationOp(ProgramCache& programs, int activation);
   Dispatch operator()(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t count,
                       std::uint32_t columns, std::uint32_t splits, std::uint32_t plane = 1) const;
+  // A convolution's partials [N, OC, height, width] summed, then 2×2 max pooling (stride 2, odd edges dropped),
+  // bias and activation: out [N, OC, height/2, width/2].
+  Dispatch pooled(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t images,
+                  std::uint32_t channels, std::uint32_t height, std::uint32_t width, std::uint32_t splits) const;
 
  private:
   const Program& program_;
+  const Program& pooledProgram_;
 };
 
 }  // namespace glnet

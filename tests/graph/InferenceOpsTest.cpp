@@ -160,6 +160,15 @@ TEST_SUITE("gl") {
     checkAgainstReference({conv({2, 2}, {0, 0, 0, 0}, 1), {{3, 5, 9, 9}, {7, 5, 1, 1}, {7}}}, stream++);  // a downsampling shortcut
   }
 
+  TEST_CASE("a convolution fused with its 2x2 max pooling, split along its sum at a batch of one, matches float64") {
+    std::uint32_t stream = 490;
+    // One image of 6x6 and of 7x5 (odd edges dropped): one tile each, so the GEMM splits and its sum pools.
+    for (const Shape& x : {Shape{1, 96, 6, 6}, Shape{1, 64, 7, 5}}) {
+      REQUIRE(ConvOp::forwardSplit({x[0], x[1], x[2], x[3], 24, 3, 3, 1}).splits > 1);
+      checkAgainstReference({conv2dMaxPoolOp(Activation::relu, 1), {x, {24, x[1], 3, 3}, {24}}, -1, 1, 1e-5, 1e-4}, stream++);
+    }
+  }
+
   TEST_CASE("a concat of tensors that share the activation arena is one dispatch and matches float64") {
     Context& context = test::glContext();
     auto random = test::generator(470);
