@@ -867,6 +867,13 @@ class Importer {
     s.pads = windowPads(node, a, shapeOf(x), s.kernel, s.strides, s.dilations);
     s.ceilMode = integer(a, "ceil_mode", 0) != 0;
     s.countIncludePad = integer(a, "count_include_pad", 0) != 0;
+    // A 1x1 window with stride 1 and no padding copies its input (vgg's AdaptiveAvgPool2d(7) on a 7x7 map).
+    if (s.kernel == std::array<std::uint32_t, 2>{1, 1} && s.strides == std::array<std::uint32_t, 2>{1, 1} &&
+        s.pads == std::array<std::uint32_t, 4>{0, 0, 0, 0}) {
+      values_[node.output(0)] = operand(node, 0);
+      result_.nodes.push_back({node.name(), node.op_type(), "identity", shapeOf(input)});
+      return;
+    }
     try {
       defineWindow(node, input, graph_.apply(poolOp(s), {x}, nameOf(node)), average ? "average pool" : "max pool");
     } catch (const Error& error) {
