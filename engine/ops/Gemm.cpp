@@ -17,7 +17,7 @@ constexpr std::uint64_t multiprocessors = 132;
 // With an implicit im2col operand (a convolution, GemmOperand::gathered) 4 groups of the 4×4 block share a
 // multiprocessor (its registers and shared memory allow it), which decides whether a convolution with few tiles
 // splits its sum: on the H100 at batch 1, end to end, resnet50 2.49 -> 1.86 ms, vgg11 1.51 -> 1.36 ms, densenet121
-// 4.51 -> 4.01 ms, batch 64 unchanged (bench/results/2026-11-24-batch1-nvidia-h100.md).
+// 4.51 -> 4.01 ms; batch 64 within the spread of its input's upload (bench/results/2026-11-24-batch1-nvidia-h100.md).
 struct ThreadBlockModel {
   std::uint32_t threadRows, threadColumns;
   double efficiency;
