@@ -115,6 +115,12 @@ int main(int argc, char** argv) {
       const Shape& shape = model.graph.tensor(tensor).shape;
       const NpyArray& array = arrays[f];
       const std::string& path = inputFiles[f].second;
+      const bool bytes = runner.inputs()[inputPlaces[f]].bytes;
+      if (bytes != (array.dtype == "uint8")) {
+        throw Error(path + ": input " + name + (bytes ? " is uint8 (the model converts its pixels itself); this file holds " + array.dtype
+                                                       : " takes float32; this file holds uint8 (the model does not convert pixels: "
+                                                         "give float32 with its preprocessing applied)"));
+      }
       const std::vector<std::int64_t> perRow(array.shape.begin() + 1, array.shape.end());
       if (shape.empty() || perRow != std::vector<std::int64_t>(shape.begin() + 1, shape.end())) {
         std::string wanted;

@@ -171,6 +171,11 @@ class OnnxModelHandle {
     return list;
   }
   py::list inputs() const { return ports(runner_->inputs()); }
+  py::list inputDtypes() const {
+    py::list list;
+    for (const OnnxPort& port : runner_->inputs()) list.append(port.bytes ? "uint8" : "float32");
+    return list;
+  }
   py::list outputs() const { return ports(runner_->outputs()); }
   py::dict device() const { return describeDevice(device_->context()); }
 
@@ -507,6 +512,7 @@ PYBIND11_MODULE(_glnet, m) {
       .def(py::init<const std::string&, const std::string&, const std::string&>(), py::arg("path"), py::arg("device"), py::arg("api"))
       .def_property_readonly("inputs", &OnnxModelHandle::inputs)
       .def_property_readonly("outputs", &OnnxModelHandle::outputs)
+      .def_property_readonly("input_dtypes", &OnnxModelHandle::inputDtypes)
       .def_property_readonly("device", &OnnxModelHandle::device)
       .def("run", &OnnxModelHandle::run, py::arg("inputs"), py::arg("batch"))
       .def("bench", &OnnxModelHandle::bench, py::arg("batches"), py::arg("runs"), py::arg("warmup"));

@@ -36,9 +36,10 @@ NpyArray readNpy(const std::string& path) {
   }
   if (order[1] == "True") throw refuse("Fortran order; save a C-ordered array (np.ascontiguousarray)");
   const std::string type = descr[1];
-  const std::size_t elementBytes = type == "<f4" ? 4 : type == "<f8" ? 8 : 0;
-  if (!elementBytes) throw refuse("dtype " + type.substr(0, 10) + "; glnet reads float32 (<f4) and float64 (<f8)");
+  const std::size_t elementBytes = type == "<f4" ? 4 : type == "<f8" ? 8 : type == "|u1" ? 1 : 0;
+  if (!elementBytes) throw refuse("dtype " + type.substr(0, 10) + "; glnet reads float32 (<f4), float64 (<f8) and uint8 (|u1)");
   NpyArray array;
+  array.dtype = elementBytes == 4 ? "float32" : elementBytes == 8 ? "float64" : "uint8";
   std::size_t count = 1;
   const std::string dimensions = shape[1];
   const std::regex number("[0-9]+");
@@ -56,6 +57,8 @@ NpyArray readNpy(const std::string& path) {
   for (std::size_t i = 0; i < count; ++i) {
     if (elementBytes == 4) {
       std::memcpy(&array.values[i], bytes.data() + dataStart + 4 * i, 4);
+    } else if (elementBytes == 1) {
+      array.values[i] = static_cast<unsigned char>(bytes[dataStart + i]);
     } else {
       double wide;
       std::memcpy(&wide, bytes.data() + dataStart + 8 * i, 8);

@@ -11,6 +11,7 @@ namespace glnet {
 struct NpyArray {
   std::vector<std::int64_t> shape;
   std::vector<float> values;
+  std::string dtype = "float32";  // as the file stored them: float32, float64 or uint8 (pixels, held here as 0 to 255)
 };
 
 // Arrays are read whole; larger files are refused before reading.

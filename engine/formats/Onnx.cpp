@@ -206,8 +206,9 @@ class Importer {
   void readInputs(const onnx::GraphProto& graph) {
     for (const onnx::ValueInfoProto& input : graph.input()) {
       if (values_.count(input.name())) continue;  // older exporters list initializers as inputs too
-      if (!input.type().has_tensor_type() || input.type().tensor_type().elem_type() != onnx::TensorProto::FLOAT) {
-        throw Error(path_ + ": input " + input.name() + " is not a float tensor");
+      const int type = input.type().has_tensor_type() ? input.type().tensor_type().elem_type() : 0;
+      if (type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::UINT8) {
+        throw Error(path_ + ": input " + input.name() + " is neither a float nor a uint8 tensor");
       }
       if (!input.type().tensor_type().has_shape()) throw Error(path_ + ": input " + input.name() + " has no shape");
       const bool first = result_.inputs.empty();
@@ -234,6 +235,7 @@ class Importer {
       const Tensor tensor = graph_.input(input.name(), shape);
       result_.inputs.push_back({input.name(), tensor});
       result_.batchedInputs.push_back(batched);
+      result_.byteInputs.push_back(type == onnx::TensorProto::UINT8);
       values_[input.name()] = {false, {}, tensor};
     }
     if (result_.inputs.empty()) throw Error(path_ + ": the model has no input");

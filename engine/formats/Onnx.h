@@ -44,6 +44,9 @@ struct OnnxModel {
   std::string producer;             // e.g. "pytorch 2.1"
   bool dynamicBatch = false;        // the input's first dimension is symbolic
   std::vector<bool> batchedInputs;  // per input: its first dimension is symbolic (takes the bound batch)
+  // Per input: uint8 in the file (images that the model's own Cast and arithmetic convert); glnet holds their values as
+  // floats 0 to 255.
+  std::vector<bool> byteInputs;
   std::vector<OnnxNodeSummary> nodes;
   std::size_t parameterBytes = 0;
   std::map<std::string, std::string> metadata;  // the model's metadata_props (input_mean, input_std, labels, ...)

@@ -40,7 +40,10 @@ OnnxRunner::OnnxRunner(const Context& context, std::string path) : context_(cont
   OnnxModel model = readOnnx(path_, 0);
   inputs_ = portsOf(model, model.inputs);
   outputs_ = portsOf(model, model.outputs);
-  for (std::size_t i = 0; i < inputs_.size(); ++i) inputs_[i].batched = model.batchedInputs[i];
+  for (std::size_t i = 0; i < inputs_.size(); ++i) {
+    inputs_[i].batched = model.batchedInputs[i];
+    inputs_[i].bytes = model.byteInputs[i];
+  }
   if (model.dynamicBatch) {
     // Which outputs follow the batch: their first dimension at another batch size (the shapes alone, no GPU work).
     const OnnxModel twice = readOnnx(path_, 2);

@@ -23,6 +23,7 @@ struct OnnxPort {
   Shape shape;
   // Its first dimension is the batch: an input's is symbolic in the file; an output's changes with the batch.
   bool batched = false;
+  bool bytes = false;  // an input the file declares uint8 (its values are given as floats 0 to 255)
 };
 
 struct RunTimes {

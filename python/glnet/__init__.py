@@ -59,7 +59,7 @@ class Model:
 
     Inputs are float32 [N, ...] arrays with the model's shape apart from N (any N where the model's batch is
     dynamic); other floating dtypes are converted once, anything else is refused with a UsageError naming
-    the expected dtype and shape. Outputs are new float32 arrays the caller owns. Each batch size is compiled
+    the expected dtype and shape. An input the model declares uint8 (images it converts itself) takes uint8. Outputs are new float32 arrays the caller owns. Each batch size is compiled
     once (the first call of a size pays it) and its plan kept."""
 
     def __init__(self, path: Union[str, os.PathLike], device: Optional[Union[int, str]] = None,
@@ -71,6 +71,11 @@ class Model:
     def inputs(self) -> List[Tuple[str, Shape]]:
         """(name, shape) of every input, in the model's order; a dynamic batch dimension is None."""
         return [(name, tuple(shape)) for name, shape in self._handle.inputs]
+
+    @property
+    def input_dtypes(self) -> List[str]:
+        """Per input, in the model's order: "float32", or "uint8" where the model converts its pixels itself."""
+        return list(self._handle.input_dtypes)
 
     @property
     def outputs(self) -> List[Tuple[str, Shape]]:
@@ -107,7 +112,8 @@ class Model:
         missing = [name for name, _ in expected if name not in inputs]
         if missing:
             raise UsageError(f"input {missing[0]} is missing; the model's inputs are {', '.join(n for n, _ in expected)}")
-        arrays = [_float32(inputs[name], name, shape) for name, shape in expected]
+        arrays = [_pixels(inputs[name], name, shape) if dtype == "uint8" else _float32(inputs[name], name, shape)
+                  for (name, shape), dtype in zip(expected, self.input_dtypes)]
         # The batch: the first dimension of the first input that has a dynamic one, else the model's own.
         batched = [array for (_, shape), array in zip(expected, arrays) if shape and shape[0] is None]
         if batched:
@@ -273,8 +279,15 @@ def _float32(value: Any, name: str, shape: Shape) -> np.ndarray:
     raise UsageError(f"input {name} must be float32 {_describe(shape)}, not {array.dtype} {list(array.shape)}")
 
 
+def _pixels(value: Any, name: str, shape: Shape) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype != np.uint8:
+        raise UsageError(f"input {name} must be uint8 {_describe(shape)} (the model converts its pixels), not {array.dtype}")
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
 def _check_shape(array: np.ndarray, name: str, shape: Shape, batch: int) -> None:
     wanted = tuple(batch if size is None else size for size in shape)
     if array.shape != wanted:
-        raise UsageError(f"input {name} must be float32 {_describe(shape)}, not {list(array.shape)}"
+        raise UsageError(f"input {name} must be {_describe(shape)}, not {list(array.shape)}"
                          + (f" (its batch must be {batch}, as the first input's)" if array.shape[1:] == wanted[1:] else ""))

@@ -143,6 +143,15 @@ save("conv3d", [helper.make_node("Conv", ["x", "k3"], ["y"], name="/conv/Conv", 
      ["N", 1, 3, 13, 13], ["N", 2, 3, 11, 11], {"k3": np.ones((2, 1, 1, 3, 3), np.float32)})
 np.save(os.path.join(work, "wrong-x.npy"), np.zeros((2, 30), np.float32))
 np.save(os.path.join(work, "int-x.npy"), np.zeros((2, 29), np.int64))
+# uint8 pixels that the model converts itself (Cast, Div), read from a uint8 .npy.
+graph = helper.make_graph([helper.make_node("Cast", ["x"], ["f"], name="/cast", to=TensorProto.FLOAT),
+                           helper.make_node("Div", ["f", "scale"], ["y"], name="/div")],
+                          "bytes", [helper.make_tensor_value_info("x", TensorProto.UINT8, ["N", 2, 3])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 3])], [numpy_helper.from_array(np.array([255.0], np.float32), "scale")])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(work, "bytes.onnx"))
+x = rng.integers(0, 256, (3, 2, 3), dtype=np.uint8)
+np.save(os.path.join(work, "bytes-x.npy"), x)
+np.save(os.path.join(work, "bytes-y.npy"), x.astype(np.float64) / 255)
 open(os.path.join(work, "garbage.onnx"), "wb").write(b"\x08\x07garbage that is no protobuf \xff\xff\xff")
 PY
 
@@ -156,7 +165,7 @@ bad = np.abs(got - want) > 1e-5 + 1e-4 * np.abs(want)
 assert not bad.any(), f'{bad.sum()} of {bad.size} values differ, worst {np.abs(got - want).max()}'
 " "$work/$1-out.npy" "$work/$1-y.npy" || fail "$1: glnet_run differs from the float64 reference"
 }
-for model in mlp cnn matmul softmax strided; do
+for model in mlp cnn matmul softmax strided bytes; do
   expect 0 "ran .*$model.onnx .* wrote" -- "$apps/glnet_run" --model "$work/$model.onnx" --input "x=$work/$model-x.npy" --output "$work/$model-out.npy" --check
   compare $model
 done
@@ -200,6 +209,8 @@ expect 1 "error: /dev/zero: not a regular file" -- "$apps/glnet_run" --model /de
 expect 1 "wrong-x.npy: each row of the input must be \[29\] for input x" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/wrong-x.npy" --output "$work/o.npy"
 expect 1 "int-x.npy: not a NumPy array glnet reads \(dtype <i8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/int-x.npy" --output "$work/o.npy"
 expect 2 "error: the model's input is named x, not images" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "images=$work/mlp-x.npy" --output "$work/o.npy"
+expect 1 "mlp-x.npy: input x is uint8 \(the model converts its pixels itself\); this file holds float32" -- "$apps/glnet_run" --model "$work/bytes.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
+expect 1 "bytes-x.npy: input x takes float32; this file holds uint8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/bytes-x.npy" --output "$work/o.npy"
 expect 2 "error: --output is required" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy"
 # glnet_bench on an ONNX model: the split per batch size, every node's GPU time, the JSON with both batches.
 expect 0 "GPU time .* ms in .* dispatches of .* nodes" -- "$apps/glnet_bench" --model "$work/cnn.onnx" --batches 1,3 --runs 2 --warmup 1 --json-out "$work/bench.json"

@@ -130,12 +130,28 @@ def test_inputs_are_converted_once_or_refused(cnn):
     np.testing.assert_allclose(model(strided), reference(strided), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match=r"input x must be float32 \[N, 1, 11, 11\], not int64"):
         model(np.zeros((2, 1, 11, 11), np.int64))
-    with pytest.raises(glnet.UsageError, match=r"input x must be float32 \[N, 1, 11, 11\], not \[2, 11, 11\]"):
+    with pytest.raises(glnet.UsageError, match=r"input x must be \[N, 1, 11, 11\], not \[2, 11, 11\]"):
         model(np.zeros((2, 11, 11), np.float32))
     with pytest.raises(glnet.UsageError, match="the model has no input images"):
         model(images=np.zeros((1, 1, 11, 11), np.float32))
     with pytest.raises(glnet.UsageError, match="takes 1 input"):
         model(np.zeros((1, 1, 11, 11), np.float32), np.zeros(1, np.float32))
+
+
+def test_uint8_inputs_of_a_model_that_converts_its_pixels(work):
+    # x uint8 [N, 3] -> Cast to float -> Div by 255: the model's own preprocessing.
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["f"], name="/cast", to=TensorProto.FLOAT), helper.make_node("Div", ["f", "scale"], ["y"], name="/div")],
+        "bytes", [helper.make_tensor_value_info("x", TensorProto.UINT8, ["N", 3])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])],
+        [numpy_helper.from_array(np.array([255.0], np.float32), "scale")])
+    path = str(work / "bytes.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = glnet.load(path)
+    assert model.input_dtypes == ["uint8"]
+    x = RNG.integers(0, 256, (4, 3), dtype=np.uint8)
+    np.testing.assert_allclose(model(x), x / np.float32(255), rtol=1e-6)
+    with pytest.raises(glnet.UsageError, match=r"input x must be uint8 \[N, 3\] \(the model converts its pixels\), not float32"):
+        model(x.astype(np.float32))
 
 
 def test_errors_are_glnet_exceptions(work, cnn):
