@@ -529,7 +529,7 @@ class Importer {
   // it sums its split), which saves the pooling's pass and the convolution's full-size output (vgg11 has five).
   const onnx::NodeProto* fusablePool(const onnx::NodeProto& producer) {
     const onnx::NodeProto* next = soleReader(producer.output(0));
-    if (next && fused_.count(next)) next = soleReader(next->output(0));
+    if (next && fused_.count(next)) next = next->output_size() >= 1 ? soleReader(next->output(0)) : nullptr;
     if (!next || next->op_type() != "MaxPool" || next->output_size() != 1) return nullptr;
     bool kernel = false, strides = false;
     for (const onnx::AttributeProto& a : next->attribute()) {
