@@ -24,7 +24,8 @@
 //           modes 4 and 5: 1 Wt, 3 the rearranged weights; mode 6: 1 Y, 3 dY
 // uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
-// literals), CONV_PADDING (int literal), CONV_STRIDE (int literal, 1 in modes 1-3 and 6); CONV_MODE, ACTIVATION (modes 0 and 6); modes 0-2 include Gemm.glsl and take its
+// literals), CONV_PADDING (int literal), CONV_STRIDE (int literal, 1 in modes 1-3 and 6); CONV_MODE, ACTIVATION (modes 0 and 6), POINTWISE (mode 0 unpooled, inference: a function after the
+// activation, Pointwise.glsl included); modes 0-2 include Gemm.glsl and take its
 // configuration (modes 0 and 1 with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
 // im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 0, 1 and
 // 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
@@ -246,7 +247,7 @@ void gemmStore(uint r, uint s, float value) {
   result[gemmPartialIndex(r, s, OC, C * KH * KW)] = value;
 #elif CONV_MODE == 0
   uint n = r / (OH * OW), pixel = r % (OH * OW);
-  result[(n * OC + s) * OH * OW + pixel] = activate(value + third[s]);
+  result[(n * OC + s) * OH * OW + pixel] = finishOutput(value + third[s]);
 #elif CONV_MODE == 1
   uint n = r / (H * W), pixel = r % (H * W);
   store((n * C + s) * H * W + pixel, value);

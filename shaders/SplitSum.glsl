@@ -1,5 +1,6 @@
 // The second pass of a split-K GEMM: out[i] = Σ_z partial[z·count + i], written or added (accumulate);
-// with BIAS_ACTIVATION (a dense layer's or a convolution's forward pass) out[i] = act(Σ + b[(i / plane) mod columns]),
+// with BIAS_ACTIVATION (a dense layer's or a convolution's forward pass) out[i] = act(Σ + b[(i / plane) mod columns])
+// (then POINTWISE, Pointwise.glsl included, unpooled),
 // plane 1 for a dense layer's [rows × columns], OH·OW for a convolution's [N, OC, OH, OW]; with POOL as well
 // (a convolution followed by 2×2 max pooling, stride 2, odd edges dropped) out is [N, OC, OH/2, OW/2] and each
 // element the largest of its window's 4 sums, the slices being [N, OC, OH, OW]; with TAIL the slices
@@ -56,7 +57,7 @@ void main() {
   float sum = 0.0;
   for (uint z = 0u; z < splits; ++z) sum += partial[z * SLICE + i];
 #ifdef BIAS_ACTIVATION
-  result[i] = activate(sum + b[(i / plane) % columns]);
+  result[i] = finishOutput(sum + b[(i / plane) % columns]);
 #else
 #ifdef TAIL
   if (i >= count) {

@@ -54,4 +54,12 @@ float activationDerivative(float y) {
   return 1.0;
 #endif
 }
+
+// What a kernel with a fused activation stores; with POINTWISE (an imported model's function after a layer, its
+// activation then none; Pointwise.glsl included) that function of it.
+#ifdef POINTWISE
+#define finishOutput(x) pointwise(activate(x))
+#else
+#define finishOutput(x) activate(x)
+#endif
 #endif

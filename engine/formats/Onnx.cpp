@@ -514,15 +514,41 @@ class Importer {
   }
 
   // The pointwise node that alone reads the output of `producer` (after a BatchNormalization folded into it, if
-  // any), marked to run inside the producer's kernel; `accepts` says which functions the kernel can apply.
+  // any), or the Sigmoid and Mul of x·sigmoid(x) (SiLU) that alone read it, marked to run inside the producer's
+  // kernel; `accepts` says which functions the kernel can apply.
   Pointwise fusedPointwise(const onnx::NodeProto& producer, const std::function<bool(const Pointwise&)>& accepts) {
-    const onnx::NodeProto* next = soleReader(producer.output(0));
-    if (next && next->op_type() == "BatchNormalization" && next->output_size() >= 1) next = soleReader(next->output(0));
-    if (!next || next->input_size() < 1) return {};
+    std::string value = producer.output(0);
+    const onnx::NodeProto* next = soleReader(value);
+    if (next && next->op_type() == "BatchNormalization" && next->output_size() >= 1) {
+      value = next->output(0);
+      next = soleReader(value);
+    }
+    if (!next) {
+      const auto [sigmoid, product] = siluOf(value);
+      if (!sigmoid || !accepts(Pointwise{PointwiseKind::silu})) return {};
+      fused_.insert({sigmoid, product});
+      aliases_[product] = value;
+      return Pointwise{PointwiseKind::silu};
+    }
+    if (next->input_size() < 1) return {};
     const std::optional<Pointwise> function = pointwiseOf(*next);
     if (!function || !accepts(*function)) return {};
     fused_.insert(next);
     return *function;
+  }
+  // The Sigmoid and the Mul that compute value·sigmoid(value) when they are value's only readers.
+  std::pair<const onnx::NodeProto*, const onnx::NodeProto*> siluOf(const std::string& value) const {
+    const auto found = readers_.find(value);
+    if (found == readers_.end() || found->second.size() != 2 || consumers_.at(value) != 2) return {};
+    for (const onnx::NodeProto* sigmoid : found->second) {
+      if (sigmoid->op_type() != "Sigmoid" || sigmoid->input_size() != 1 || sigmoid->output_size() != 1 || !sigmoid->attribute().empty()) continue;
+      const onnx::NodeProto* product = soleReader(sigmoid->output(0));
+      const bool silu = product && product->op_type() == "Mul" && product->input_size() == 2 && product->output_size() == 1 &&
+                        ((product->input(0) == value && product->input(1) == sigmoid->output(0)) ||
+                         (product->input(1) == value && product->input(0) == sigmoid->output(0)));
+      if (silu) return {sigmoid, product};
+    }
+    return {};
   }
   // A MaxPool that alone reads `producer`'s output (or that of the activation fused into it), with a 2×2 window,
   // stride 2, no padding, no dilation and floor rounding: a stride-1 convolution pools as it stores its output (or as
@@ -776,16 +802,18 @@ class Importer {
     bool pooled = false;
     try {
       if (implicitGemm) {
-        const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }));
-        const onnx::NodeProto* pool = w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
+        const Pointwise function = fusedPointwise(node, [](const Pointwise&) { return true; });
+        const std::optional<Activation> activation = asActivation(function);
+        const onnx::NodeProto* pool = activation && w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
         const Shape xShape = shapeOf(x);
         const bool poolable = pool && xShape[2] + 2 * settings.pads[0] >= kernel[0] + 1 && xShape[3] + 2 * settings.pads[0] >= kernel[1] + 1;
         if (poolable) {
-          out = graph_.apply(conv2dMaxPoolOp(activation, settings.pads[0]), {x, weight, b}, name);
+          out = graph_.apply(conv2dMaxPoolOp(*activation, settings.pads[0]), {x, weight, b}, name);
           fused_.insert(pool);
           pooled = true;
         } else {
-          out = graph_.apply(conv2dOp(activation, settings.pads[0], settings.strides[0]), {x, weight, b}, name);
+          out = graph_.apply(conv2dOp(activation.value_or(Activation::none), settings.pads[0], settings.strides[0],
+                                      activation ? Pointwise{} : function), {x, weight, b}, name);
         }
       } else {
         const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });

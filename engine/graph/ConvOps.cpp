@@ -8,9 +8,11 @@ namespace {
 
 class Conv2d : public Op {
  public:
-  Conv2d(Activation activation, std::uint32_t padding, std::uint32_t stride) : activation_(activation), padding_(padding), stride_(stride) {}
+  Conv2d(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after = {})
+      : activation_(activation), padding_(padding), stride_(stride), after_(after) {}
   std::string name() const override {
-    return std::string("conv2d ") + activationName(activation_) + (stride_ > 1 ? " stride " + std::to_string(stride_) : "");
+    return std::string("conv2d ") + (after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_)) +
+           (stride_ > 1 ? " stride " + std::to_string(stride_) : "");
   }
 
   Shape outputShape(const std::vector<Shape>& in) const override {
@@ -47,6 +49,7 @@ class Conv2d : public Op {
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
     if (!targets[0] && !targets[1] && !targets[2]) return;
     GLNET_ASSERT(stride_ == 1, "a strided convolution runs in forward-only graphs");
+    GLNET_ASSERT(after_.kind == PointwiseKind::identity, "a convolution with a fused imported function runs in forward-only graphs");
     const ConvShape s = shape(shapes(in));
     GLNET_ASSERT(out.workspace.has_value(), "a convolution's gradients need its workspace");
     // dY becomes dZ = dY ⊙ act'(Y) first (the output's gradient is read by this op alone), which the gradients read.
@@ -83,7 +86,7 @@ class Conv2d : public Op {
             forWindow(s, n, oh, ow, [&](std::size_t xIndex, std::uint32_t c, std::uint32_t kh, std::uint32_t kw) {
               sum += x[xIndex] * w[((std::size_t{oc} * s.channels + c) * s.kernelHeight + kh) * s.kernelWidth + kw];
             });
-            y[index++] = ref::activate(activation_, sum);
+            y[index++] = after_(ref::activate(activation_, sum));
           }
         }
       }
@@ -123,7 +126,7 @@ class Conv2d : public Op {
   void recordForward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out, bool pooled, Part part) const {
     GLNET_ASSERT(out.workspace.has_value(), "a convolution needs its workspace for the transposed weights");
     const std::vector<Dispatch> dispatches =
-        ConvOp(programs, activation_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in)), *out.workspace, pooled);
+        ConvOp(programs, activation_, after_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in)), *out.workspace, pooled);
     if (part != Part::gemm) plan.record(dispatches[0]);
     if (part != Part::transpose) plan.record(std::vector<Dispatch>(dispatches.begin() + 1, dispatches.end()));
   }
@@ -157,6 +160,7 @@ class Conv2d : public Op {
   Activation activation_;
   std::uint32_t padding_;
   std::uint32_t stride_;
+  Pointwise after_;
 };
 
 class MaxPool : public Op {
@@ -272,9 +276,9 @@ class Flatten : public Op {
 
 }  // namespace
 
-std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride) {
+std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after) {
   GLNET_ASSERT(stride >= 1, "a stride of at least 1");
-  return std::make_shared<Conv2d>(activation, padding, stride);
+  return std::make_shared<Conv2d>(activation, padding, stride, after);
 }
 std::shared_ptr<const Op> maxPoolOp() { return std::make_shared<MaxPool>(); }
 std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t padding) {

@@ -6,6 +6,7 @@
 
 #include "gl/Program.h"
 #include "graph/Op.h"
+#include "ops/Pointwise.h"
 
 #include <array>
 #include <memory>
@@ -15,23 +16,6 @@ namespace glnet {
 
 // The most axes a tensor of these ops may have (ONNX vision and transformer models use up to 5 or 6).
 constexpr std::size_t largestRank = 6;
-
-enum class PointwiseKind {
-  identity = 0, relu, sigmoid, tanh, clip, hardSigmoid, hardSwish, leakyRelu, erf, gelu, geluTanh, sqrt, pow, exp, log,
-  negate, abs, reciprocal, elu, softplus, silu, ceil, floor, round, sign, sin, cos, tan, asin, acos, atan, sinh, cosh,
-  asinh, acosh, atanh, thresholdedRelu, shrink, celu, selu, softsign
-};
-
-// A pointwise function with its constants (Clip's min and max, HardSigmoid's alpha and beta, LeakyRelu's, Elu's,
-// Celu's and ThresholdedRelu's alpha, Selu's alpha and gamma, Shrink's bias and lambd, Pow's exponent as alpha); the
-// numbers of shaders/Pointwise.glsl.
-struct Pointwise {
-  PointwiseKind kind = PointwiseKind::identity;
-  float alpha = 0.0f, beta = 0.0f;
-  double operator()(double x) const;
-  std::string name() const;
-  std::vector<ShaderDefine> defines() const;
-};
 
 // prelu: a where a ≥ 0, else a·b (PRelu's slope b).
 enum class BinaryKind { add = 0, subtract, multiply, divide, power, maximum, minimum, prelu };

@@ -4,6 +4,7 @@
 
 #include "graph/Op.h"
 #include "ops/Activation.h"
+#include "ops/Pointwise.h"
 
 #include <memory>
 
@@ -29,7 +30,8 @@ std::shared_ptr<const Op> meanSquaredErrorOp();
 std::shared_ptr<const Op> correctOp();
 // Y = act(conv(X, W) + b), NCHW: X [N, C, H, W], W [OC, C, KH, KW], b [OC]; `padding` 0 is valid, (kernel − 1)/2
 // keeps the size ("same") at stride 1. A stride above 1 runs in forward-only graphs (imported models).
-std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride = 1);
+// `after`: an imported model's function after the activation (forward-only graphs).
+std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {});
 // 2×2 max pooling, stride 2: [N, C, H, W] → [N, C, H/2, W/2].
 std::shared_ptr<const Op> maxPoolOp();
 // conv2dOp followed by maxPoolOp in one dispatch that never writes the convolution's output; forward only.

@@ -3,6 +3,7 @@
 
 #include "ops/Activation.h"
 #include "ops/Gemm.h"
+#include "ops/Pointwise.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 
@@ -21,7 +22,9 @@ struct ConvShape {
 
 class ConvOp {
  public:
-  ConvOp(ProgramCache& programs, Activation activation);
+  // `after`: an imported model's function applied after the activation in the forward pass (inference only, not
+  // with pooling).
+  ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after = {});
   // Two dispatches: the weights transposed into the start of `workspace` (OC·C·KH·KW floats), then the convolution,
   // whose GEMM then reads both operands along its tile. `pooled`: followed by 2×2 max pooling with stride 2 (odd
   // edges dropped), y [N, OC, OH/2, OW/2], in the same GEMM, whose rows then run over pooling windows.
@@ -88,6 +91,7 @@ class ConvOp {
   Dispatch dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                     const ConvShape& shape, bool accumulate, std::array<std::uint32_t, 3> groups) const;
   Activation activation_;
+  Pointwise after_;
   ProgramCache* programs_;
   GemmPrograms forward_;
   GemmPrograms inputGradient_;

@@ -178,8 +178,10 @@ GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t d
 ForcedGemmConfig::ForcedGemmConfig(const GemmConfig& config) : previous_(forcedConfig) { forcedConfig = &config; }
 ForcedGemmConfig::~ForcedGemmConfig() { forcedConfig = previous_; }
 
-GemmPrograms::GemmPrograms(ProgramCache& programs, std::string file, std::vector<ShaderDefine> defines)
-    : programs_(&programs), file_(std::move(file)), defines_(std::move(defines)) {}
+GemmPrograms::GemmPrograms(ProgramCache& programs, std::string file, std::vector<ShaderDefine> defines, std::vector<std::string> includes)
+    : programs_(&programs), file_(std::move(file)), defines_(std::move(defines)), includes_(std::move(includes)) {
+  includes_.insert(includes_.begin(), "Gemm.glsl");
+}
 
 const Program& GemmPrograms::get(const GemmConfig& config, bool vec4A, bool vec4B, bool splitK,
                                  const std::vector<ShaderDefine>& more) const {
@@ -189,7 +191,7 @@ const Program& GemmPrograms::get(const GemmConfig& config, bool vec4A, bool vec4
   if (vec4A) defines.push_back({"GEMM_A_VEC4", "1"});
   if (vec4B) defines.push_back({"GEMM_B_VEC4", "1"});
   if (splitK) defines.push_back({"SPLIT_K", "1"});
-  return programs_->get(file_, defines, {"Gemm.glsl"});
+  return programs_->get(file_, defines, includes_);
 }
 
 }  // namespace glnet

@@ -76,7 +76,8 @@ class ForcedGemmConfig {
 // compiled on first use.
 class GemmPrograms {
  public:
-  GemmPrograms(ProgramCache& programs, std::string file, std::vector<ShaderDefine> defines);
+  // `includes`: shader files the program needs besides Gemm.glsl.
+  GemmPrograms(ProgramCache& programs, std::string file, std::vector<ShaderDefine> defines, std::vector<std::string> includes = {});
   const Program& get(const GemmConfig& config, bool vec4A, bool vec4B, bool splitK,
                      const std::vector<ShaderDefine>& more = {}) const;
 
@@ -84,6 +85,7 @@ class GemmPrograms {
   ProgramCache* programs_;
   std::string file_;
   std::vector<ShaderDefine> defines_;
+  std::vector<std::string> includes_;
 };
 
 // Whether a matrix bound at byte `offset` with rows `stride` floats apart can be read as aligned vec4 runs.

@@ -30,8 +30,21 @@ Dispatch SplitSumOp::operator()(const BufferView& partial, const BufferView& out
   return d;
 }
 
-SplitBiasActivationOp::SplitBiasActivationOp(ProgramCache& programs, int activation)
-    : program_(programs.get("SplitSum.glsl", {{"BIAS_ACTIVATION", "1"}, {"ACTIVATION", std::to_string(activation)}})),
+namespace {
+
+std::vector<ShaderDefine> finishDefines(int activation, const Pointwise& after) {
+  std::vector<ShaderDefine> defines{{"BIAS_ACTIVATION", "1"}, {"ACTIVATION", std::to_string(activation)}};
+  if (after.kind != PointwiseKind::identity) {
+    for (ShaderDefine& define : after.defines()) defines.push_back(std::move(define));
+  }
+  return defines;
+}
+
+}  // namespace
+
+SplitBiasActivationOp::SplitBiasActivationOp(ProgramCache& programs, int activation, const Pointwise& after)
+    : program_(programs.get("SplitSum.glsl", finishDefines(activation, after),
+                            after.kind != PointwiseKind::identity ? std::vector<std::string>{"Pointwise.glsl"} : std::vector<std::string>{})),
       pooledProgram_(programs.get("SplitSum.glsl", {{"BIAS_ACTIVATION", "1"}, {"POOL", "1"}, {"ACTIVATION", std::to_string(activation)}})) {}
 
 Dispatch SplitBiasActivationOp::pooled(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t images,

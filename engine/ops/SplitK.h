@@ -3,6 +3,7 @@
 // them. Portable: no float atomics.
 #pragma once
 
+#include "ops/Pointwise.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 
@@ -31,11 +32,12 @@ class SplitSumOp {
   const Program& program_;
 };
 
-// The same finishing a forward pass: out[i] = act(Σ_z partial[z·count + i] + bias[(i / plane) mod columns]), plane 1
-// for a dense layer's [rows × columns], OH·OW for a convolution's [N, OC, OH, OW].
+// The same finishing a forward pass: out[i] = after(act(Σ_z partial[z·count + i] + bias[(i / plane) mod columns])),
+// plane 1 for a dense layer's [rows × columns], OH·OW for a convolution's [N, OC, OH, OW]; `after` (an imported
+// model's function fused into its layer) is left out of the pooled sum.
 class SplitBiasActivationOp {
  public:
-  SplitBiasActivationOp(ProgramCache& programs, int activation);
+  SplitBiasActivationOp(ProgramCache& programs, int activation, const Pointwise& after = {});
   Dispatch operator()(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t count,
                       std::uint32_t columns, std::uint32_t splits, std::uint32_t plane = 1) const;
   // A convolution's partials [N, OC, height, width] summed, then 2×2 max pooling (stride 2, odd edges dropped),

@@ -123,6 +123,26 @@ for i in range(5):
 np.save(os.path.join(work, "strided-x.npy"), np.load(os.path.join(work, "cnn-x.npy")))
 np.save(os.path.join(work, "strided-y.npy"), np.where(out >= 0, out, 0.1 * out))
 
+# Functions the convolutions store themselves: a 3x3 Conv read by a Sigmoid and the Mul of both (SiLU as exported),
+# then a 1x1 Conv and a Clip (ReLU6).
+c3, c4, cb4 = weights(3, 1, 3, 3), weights(5, 3, 1, 1), weights(5)
+save("silu", [helper.make_node("Conv", ["x", "c3"], ["a"], name="/conv1/Conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+              helper.make_node("Sigmoid", ["a"], ["s"], name="/act1/Sigmoid"),
+              helper.make_node("Mul", ["a", "s"], ["b"], name="/act1/Mul"),
+              helper.make_node("Conv", ["b", "c4", "cb4"], ["c"], name="/conv2/Conv", kernel_shape=[1, 1]),
+              helper.make_node("Clip", ["c", "low", "high"], ["y"], name="/act2/Clip")],
+     ["N", 1, 13, 13], ["N", 5, 13, 13], {"c3": c3, "c4": c4, "cb4": cb4, "low": np.array(0, np.float32), "high": np.array(0.3, np.float32)})
+x = d(np.load(os.path.join(work, "cnn-x.npy")))
+padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+a = np.zeros((x.shape[0], 3, 13, 13))
+for i in range(3):
+    for j in range(3):
+        a += np.einsum("nchw,oc->nohw", padded[:, :, i:i + 13, j:j + 13], d(c3)[:, :, i, j])
+b = a / (1 + np.exp(-a))
+c = np.einsum("nchw,oc->nohw", b, d(c4)[:, :, 0, 0]) + d(cb4)[None, :, None, None]
+np.save(os.path.join(work, "silu-x.npy"), np.load(os.path.join(work, "cnn-x.npy")))
+np.save(os.path.join(work, "silu-y.npy"), np.clip(c, 0, 0.3))
+
 # Two inputs and two outputs: y = a + b (b broadcast), z = relu(y) * a.
 graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"], name="/add"), helper.make_node("Relu", ["y"], ["r"], name="/relu"),
                            helper.make_node("Mul", ["r", "a"], ["z"], name="/mul")], "two",
@@ -165,7 +185,7 @@ bad = np.abs(got - want) > 1e-5 + 1e-4 * np.abs(want)
 assert not bad.any(), f'{bad.sum()} of {bad.size} values differ, worst {np.abs(got - want).max()}'
 " "$work/$1-out.npy" "$work/$1-y.npy" || fail "$1: glnet_run differs from the float64 reference"
 }
-for model in mlp cnn matmul softmax strided bytes; do
+for model in mlp cnn matmul softmax strided silu bytes; do
   expect 0 "ran .*$model.onnx .* wrote" -- "$apps/glnet_run" --model "$work/$model.onnx" --input "x=$work/$model-x.npy" --output "$work/$model-out.npy" --check
   compare $model
 done
@@ -197,6 +217,13 @@ assert m['nodes'][0]['glnet'] == 'conv + max pool' and [n['glnet'] for n in m['n
 assert m['multiply_adds'] == 4 * 4 * 4 * 6 * 6 * 25 + 4 * 6 * 6 * 6 * 4 * 9 + 4 * 16 * 54 + 4 * 7 * 16, m['multiply_adds']
 assert m['parameter_bytes'] == 4 * (100 + 4 + 216 + 6 + 864 + 16 + 112 + 7)
 " "$work/info.json" || fail "glnet_info --model content"
+# SiLU's Sigmoid and Mul, and the Clip, run inside the convolutions before them.
+"$apps/glnet_info" --model "$work/silu.onnx" --json >"$work/info-silu.json" || fail "glnet_info --model silu.onnx"
+/usr/bin/python3 -c "
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert [n['glnet'] for n in m['nodes']] == ['conv', 'fused', 'fused', 'conv', 'fused'], m['nodes']
+" "$work/info-silu.json" || fail "glnet_info: SiLU and Clip fused into the convolutions"
 expect 1 "resize.onnx: node '/up/Resize' \(Resize, opset 17\)" -- "$apps/glnet_info" --model "$work/resize.onnx"
 expect 1 "resize.onnx: node '/up/Resize' \(Resize, opset 17\): the op Resize is not supported yet" \
   -- "$apps/glnet_run" --model "$work/resize.onnx" --input "$work/cnn-x.npy" --output "$work/o.npy"

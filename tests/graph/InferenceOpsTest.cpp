@@ -211,6 +211,19 @@ TEST_SUITE("gl") {
     checkAgainstReference({conv2dOp(Activation::relu, 1, 2), {{1, 96, 5, 5}, {24, 96, 3, 3}, {24}}, -1, 1, 1e-5, 1e-4}, stream++);
   }
 
+  TEST_CASE("implicit-GEMM convolutions with an imported function fused after them, split or not, match float64") {
+    std::uint32_t stream = 485;
+    // Clip (both bounds within the sums' range), HardSwish and SiLU stored by the GEMM itself, then by the sum of a
+    // split GEMM (one image, 3x3 outputs and a sum of 96·9: one tile). Tolerance: fp32 sums of up to 864 products.
+    REQUIRE(ConvOp::forwardSplit({1, 96, 3, 3, 24, 3, 3, 1, 1}).splits > 1);
+    for (const Pointwise after : {Pointwise{PointwiseKind::clip, -0.5f, 0.5f}, Pointwise{PointwiseKind::hardSwish}, Pointwise{PointwiseKind::silu}}) {
+      CAPTURE(after.name());
+      checkAgainstReference({conv2dOp(Activation::none, 1, 1, after), {{3, 6, 9, 7}, {5, 6, 3, 3}, {5}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({conv2dOp(Activation::none, 0, 2, after), {{2, 5, 9, 9}, {7, 5, 1, 1}, {7}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({conv2dOp(Activation::none, 1, 1, after), {{1, 96, 3, 3}, {24, 96, 3, 3}, {24}}, -1, 1, 1e-5, 1e-4}, stream++);
+    }
+  }
+
   TEST_CASE("functions along an axis (softmax, log-softmax, layer normalization, reductions) match float64") {
     std::uint32_t stream = 500;
     checkAgainstReference({axisOp(AxisKind::softmax, 1, 2), {{3, 1001}}, -6, 6}, stream++);
