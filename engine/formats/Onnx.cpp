@@ -663,12 +663,41 @@ class Importer {
         return;
       }
     }
+    if (op == "Mul") {
+      for (const int side : {0, 1}) {
+        if (!channelScale(node, side)) continue;
+        const Tensor x = tensorOrConstant(node, 1 - side), scale = tensorOrConstant(node, side);
+        const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
+        apply(node, channelAffineOp(false, after), {x, scale}, "channel scale");
+        return;
+      }
+    }
     static const std::map<std::string, BinaryKind> kinds{{"Add", BinaryKind::add}, {"Sub", BinaryKind::subtract}, {"Mul", BinaryKind::multiply},
                                                          {"Div", BinaryKind::divide}, {"Pow", BinaryKind::power}, {"Max", BinaryKind::maximum},
                                                          {"Min", BinaryKind::minimum}, {"PRelu", BinaryKind::prelu}};
     const Tensor a = tensorOrConstant(node, 0), b = tensorOrConstant(node, 1);
     const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
     apply(node, broadcastOp(kinds.at(op), after), {a, b}, op == "Add" ? "add" : "broadcast");
+  }
+
+  // Whether input `side` of a Mul scales the other, computed, input [N, C, spatial...] per channel or per image and
+  // channel: shaped [C, 1...], [1, C, 1...] or [N, C, 1...] (a squeeze-excite gate; BatchNorm exported as Mul).
+  bool channelScale(const onnx::NodeProto& node, int side) {
+    const Value& x = operand(node, 1 - side);
+    if (x.constant) return false;
+    const Shape xShape = shapeOf(x.tensor);
+    const Value& s = operand(node, side);
+    Shape sShape;
+    if (s.constant) {
+      for (const std::int64_t d : s.host.shape) sShape.push_back(static_cast<std::uint32_t>(d));
+    } else {
+      sShape = shapeOf(s.tensor);
+    }
+    if (xShape.size() < 3 || sShape.size() > xShape.size() || sShape.size() + 1 < xShape.size() || elementCount(xShape) == 0) return false;
+    sShape.insert(sShape.begin(), xShape.size() - sShape.size(), 1);
+    if (sShape[1] != xShape[1] || (sShape[0] != 1 && sShape[0] != xShape[0])) return false;
+    if (sShape[0] != 1 && s.constant) return false;  // a constant per image would fix the batch size
+    return std::all_of(sShape.begin() + 2, sShape.end(), [](std::uint32_t d) { return d == 1; }) && elementCount(xShape) > elementCount(sShape);
   }
 
   // Sum, Mean, Max and Min of any number of inputs, broadcast: a chain of binary ops (Mean scaled at the end).
@@ -870,12 +899,11 @@ class Importer {
       result_.nodes.push_back({node.name(), node.op_type(), "folded", shape});
       return;
     }
-    std::vector<std::int64_t> perChannel{static_cast<std::int64_t>(channels)};
-    perChannel.insert(perChannel.end(), shape.size() - 2, 1);
     const std::string name = nameOf(node);
-    const Tensor scaled = graph_.apply(broadcastOp(BinaryKind::multiply), {x, parameter(name + ".factor", perChannel, factor)});
+    const std::vector<std::int64_t> perChannel{static_cast<std::int64_t>(channels)};
     const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
-    apply(node, broadcastOp(BinaryKind::add, after), {scaled, parameter(name + ".shift", perChannel, shift)}, "channel affine");
+    apply(node, channelAffineOp(true, after), {x, parameter(name + ".factor", perChannel, factor), parameter(name + ".shift", perChannel, shift)},
+          "channel affine");
   }
 
   void importPool(const onnx::NodeProto& node) {

@@ -109,6 +109,56 @@ class PointwiseOp : public InferenceOp {
   Pointwise function_;
 };
 
+// y = after(x · scale + shift) per channel of x [N, C, spatial...] (a BatchNormalization no layer absorbs), or
+// y = after(x · scale) with a scale per image and channel (a squeeze-excite gate); ChannelAffine.glsl.
+class ChannelAffineOp : public InferenceOp {
+ public:
+  ChannelAffineOp(bool shift, Pointwise after) : shift_(shift), after_(after) {}
+  std::string name() const override {
+    return std::string(shift_ ? "channel affine" : "channel scale") + (after_.kind != PointwiseKind::identity ? " + " + after_.name() : "");
+  }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    const bool fits = in.size() == (shift_ ? 3u : 2u) && in[0].size() >= 2 &&
+                      (elementCount(in[1]) == in[0][1] || (!shift_ && elementCount(in[1]) == std::size_t{in[0][0]} * in[0][1])) &&
+                      (!shift_ || elementCount(in[2]) == in[0][1]);
+    if (!fits) {
+      throw Error(name() + " takes x [N, C, ...] and " + (shift_ ? "scale and shift of C values" : "a scale of C or N·C values") +
+                  "; got " + shapesText(in));
+    }
+    return in[0];
+  }
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    const Shape& x = in[0].shape;
+    const std::uint64_t plane = elementCount(x) / (std::uint64_t{x[0]} * x[1]);
+    const bool vec4 = plane % 4 == 0 && in[0].view.offset % 16 == 0 && out.view.offset % 16 == 0;
+    std::vector<ShaderDefine> defines = after_.defines();
+    if (shift_) defines.push_back({"SHIFT", "1"});
+    if (vec4) defines.push_back({"VEC4", "1"});
+    const Program& program = programs.get("ChannelAffine.glsl", defines, {"Pointwise.glsl"});
+    const std::uint64_t unit = vec4 ? 4 : 1;
+    Dispatch dispatch = linearDispatch(program, name(), elementCount(x) / unit);
+    dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {3, out.view, Access::write}};
+    if (shift_) dispatch.buffers.push_back({2, in[2].view, Access::read});
+    dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(elementCount(x) / unit)), Uniform::u32(1, static_cast<std::uint32_t>(plane / unit)),
+                         Uniform::u32(2, static_cast<std::uint32_t>(elementCount(in[1].shape)))};
+    plan.record(dispatch);
+  }
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    const std::vector<double>& x = *in[0].values;
+    const std::size_t plane = x.size() / (std::size_t{in[0].shape[0]} * in[0].shape[1]), period = in[1].values->size();
+    std::vector<double> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const std::size_t channel = (i / plane) % period;
+      y[i] = after_(x[i] * (*in[1].values)[channel] + (shift_ ? (*in[2].values)[channel] : 0.0));
+    }
+    return y;
+  }
+
+ private:
+  bool shift_;
+  Pointwise after_;
+};
+
 // Strides of `shape` seen from the axes of `result` (aligned on the right), 0 along broadcast axes.
 std::vector<std::int64_t> broadcastStrides(const Shape& shape, const Shape& result) {
   const std::vector<std::int64_t> own = stridesOf(shape);
@@ -814,6 +864,7 @@ Shape broadcastShapes(const Shape& a, const Shape& b) {
 
 std::shared_ptr<const Op> pointwiseOp(Pointwise function) { return std::make_shared<PointwiseOp>(function); }
 std::shared_ptr<const Op> broadcastOp(BinaryKind kind, Pointwise after) { return std::make_shared<BroadcastOp>(kind, after); }
+std::shared_ptr<const Op> channelAffineOp(bool shift, Pointwise after) { return std::make_shared<ChannelAffineOp>(shift, after); }
 std::shared_ptr<const Op> transposeOp(std::vector<std::uint32_t> permutation) { return std::make_shared<TransposeOp>(std::move(permutation)); }
 std::shared_ptr<const Op> sliceOp(std::vector<std::int64_t> starts, std::vector<std::int64_t> steps, Shape size) {
   return std::make_shared<SliceOp>(std::move(starts), std::move(steps), std::move(size));

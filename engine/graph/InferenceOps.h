@@ -42,6 +42,9 @@ enum class AxisKind { softmax = 0, logSoftmax, layerNormalization, mean, sum, ma
 std::shared_ptr<const Op> pointwiseOp(Pointwise function);
 // y = after(a ∘ b), shapes broadcast as NumPy does.
 std::shared_ptr<const Op> broadcastOp(BinaryKind kind, Pointwise after = {});
+// x [N, C, spatial...], scale, (shift): y = after(x · scale[c] + shift[c]) with scale and shift of C values, or without
+// shift y = after(x · scale[n, c]) with a scale of C or N·C values (a squeeze-excite gate).
+std::shared_ptr<const Op> channelAffineOp(bool shift, Pointwise after = {});
 // y = x with its axes permuted: y's axis k is x's axis permutation[k].
 std::shared_ptr<const Op> transposeOp(std::vector<std::uint32_t> permutation);
 // Per axis, elements start, start + step, ... (`size` of them); steps may be negative.

@@ -211,6 +211,18 @@ TEST_SUITE("gl") {
     checkAgainstReference({conv2dOp(Activation::relu, 1, 2), {{1, 96, 5, 5}, {24, 96, 3, 3}, {24}}, -1, 1, 1e-5, 1e-4}, stream++);
   }
 
+  TEST_CASE("per-channel affine maps and squeeze-excite scales, with a function after them, match float64") {
+    std::uint32_t stream = 530;
+    // Planes of 21 (one element per invocation) and of 16 (vec4s); rank 3; a scale per image and channel.
+    checkAgainstReference({channelAffineOp(true, {PointwiseKind::clip, -0.5f, 0.5f}), {{2, 5, 3, 7}, {5}, {5}}}, stream++);
+    checkAgainstReference({channelAffineOp(true, {PointwiseKind::relu}), {{3, 3, 4, 4}, {3}, {3}}}, stream++);
+    checkAgainstReference({channelAffineOp(true), {{2, 3, 5}, {3}, {3}}}, stream++);
+    checkAgainstReference({channelAffineOp(false), {{3, 4, 2, 6}, {3, 4, 1, 1}}}, stream++);
+    checkAgainstReference({channelAffineOp(false, {PointwiseKind::hardSwish}), {{2, 6, 5, 5}, {6, 1, 1}}}, stream++);
+    CHECK_THROWS_WITH(channelAffineOp(true)->outputShape({{2, 3, 4, 4}, {4}, {4}}),
+                      "channel affine takes x [N, C, ...] and scale and shift of C values; got [2, 3, 4, 4], [4], [4]");
+  }
+
   TEST_CASE("implicit-GEMM convolutions with an imported function fused after them, split or not, match float64") {
     std::uint32_t stream = 485;
     // Clip (both bounds within the sums' range), HardSwish and SiLU stored by the GEMM itself, then by the sum of a
