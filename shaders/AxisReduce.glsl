@@ -5,7 +5,13 @@
 //   9 sqrt(Σx²), 10 Σx², 11 log Σx, 12 log Σ exp x, 13 Πx: y [outer, inner]
 // bindings: 0 x read, 1 gamma read (op 2; x again otherwise), 2 beta read (op 2; x again otherwise), 3 y write
 // uniforms: 0 lines (outer·inner), 1 axis length, 2 inner, 3 epsilon (op 2)
-layout(local_size_x = GLNET_GROUP_SIZE) in;
+// defines: LINE_GROUP, the invocations per line (a power of two up to GLNET_GROUP_SIZE, its default): short axes
+// take small groups, so that most invocations have elements to read (a global pool over 7x7 ran at a tenth of
+// the memory's speed with 256 invocations per line).
+#ifndef LINE_GROUP
+#define LINE_GROUP GLNET_GROUP_SIZE
+#endif
+layout(local_size_x = LINE_GROUP) in;
 
 layout(std430, binding = 0) readonly buffer Source { float x[]; };
 layout(std430, binding = 1) readonly buffer Gamma { float gamma[]; };
@@ -16,7 +22,7 @@ layout(location = 1) uniform uint axis;
 layout(location = 2) uniform uint inner;
 layout(location = 3) uniform float epsilon;
 
-shared float partial[GLNET_GROUP_SIZE];
+shared float partial[LINE_GROUP];
 
 // Every invocation's `value` combined (kind 0 sum, 1 max, 2 min, 3 product); all get the result.
 float combineGroup(float value, int kind) {
@@ -24,7 +30,7 @@ float combineGroup(float value, int kind) {
   partial[local] = value;
   memoryBarrierShared();
   barrier();
-  for (uint stride = uint(GLNET_GROUP_SIZE / 2); stride > 0u; stride >>= 1) {
+  for (uint stride = uint(LINE_GROUP / 2); stride > 0u; stride >>= 1) {
     if (local < stride) {
       float other = partial[local + stride];
       partial[local] = kind == 0 ? partial[local] + other : kind == 1 ? max(partial[local], other) : kind == 2 ? min(partial[local], other) : partial[local] * other;
@@ -67,7 +73,7 @@ void main() {
   uint line = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   // Whole groups leave together: the barriers in combineGroup need every invocation of the group.
   if (line >= lines) return;
-  uint local = gl_LocalInvocationID.x, step = uint(GLNET_GROUP_SIZE);
+  uint local = gl_LocalInvocationID.x, step = uint(LINE_GROUP);
   uint base = (line / inner) * axis * inner + line % inner;
 #if AXIS_OP <= 1
   float largest;

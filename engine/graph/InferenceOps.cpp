@@ -1,5 +1,6 @@
 #include "graph/InferenceOps.h"
 
+#include "gl/Limits.h"
 #include "gl/check.h"
 #include "ops/Groups.h"
 
@@ -711,7 +712,10 @@ class AxisOp : public InferenceOp {
   }
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     const auto [outer, axis, inner] = lines(in[0].shape);
-    const Program& program = programs.get("AxisReduce.glsl", {{"AXIS_OP", std::to_string(static_cast<int>(kind_))}});
+    // About 4 elements per invocation, 32 invocations at least (a warp on NVIDIA, half a wavefront on AMD).
+    std::uint32_t lineGroup = 32;
+    while (lineGroup < static_cast<std::uint32_t>(currentLimits().groupSize()) && std::uint64_t{lineGroup} * 4 < axis) lineGroup *= 2;
+    const Program& program = programs.get("AxisReduce.glsl", {{"AXIS_OP", std::to_string(static_cast<int>(kind_))}, {"LINE_GROUP", std::to_string(lineGroup)}});
     Dispatch dispatch;
     dispatch.program = &program;
     dispatch.label = name();

@@ -243,7 +243,9 @@ TEST_SUITE("gl") {
     checkAgainstReference({axisOp(AxisKind::logSoftmax, 2, 3), {{2, 3, 17}}, -6, 6}, stream++);
     checkAgainstReference({axisOp(AxisKind::layerNormalization, 2, 3, true, 1e-5f), {{1, 1, 5}, {1, 5}, {5}}, -2, 2, 1e-5, 1e-4}, stream++);
     checkAgainstReference({axisOp(AxisKind::layerNormalization, 2, 3, true, 1e-5f), {{2, 3, 300}, {300}, {300}}, -2, 2, 1e-5, 1e-4}, stream++);
-    checkAgainstReference({axisOp(AxisKind::mean, 2, 4, true), {{2, 3, 7, 7}}}, stream++);  // global average pooling
+    // Global average pooling: 7x7 (32 invocations per line) and 50x50 (the largest group, ~10 elements each).
+    checkAgainstReference({axisOp(AxisKind::mean, 2, 4, true), {{2, 3, 7, 7}}}, stream++);
+    checkAgainstReference({axisOp(AxisKind::mean, 2, 4, true), {{1, 2, 50, 50}}}, stream++);
     checkAgainstReference({axisOp(AxisKind::mean, 1, 2, false), {{2, 600, 3}}}, stream++);
     checkAgainstReference({axisOp(AxisKind::sum, 0, 1, false), {{5, 4}}}, stream++);
     checkAgainstReference({axisOp(AxisKind::max, 2, 4, true), {{1, 3, 5, 5}}}, stream++);
