@@ -644,11 +644,41 @@ class GroupedConvOp : public InferenceOp {
                                    {"CONV_STRIDE_H", i(s_.strides[0])}, {"CONV_STRIDE_W", i(s_.strides[1])},
                                    {"CONV_DILATION_H", i(s_.dilations[0])}, {"CONV_DILATION_W", i(s_.dilations[1])},
                                    {"CONV_PAD_TOP", i(s_.pads[0])}, {"CONV_PAD_LEFT", i(s_.pads[1])}});
+    if (const std::optional<std::array<std::uint32_t, 2>> tile = depthwiseTile(x, w, out.shape)) {
+      defines.insert(defines.end(), {{"TILE_HEIGHT", i((*tile)[0])}, {"TILE_WIDTH", i((*tile)[1])}, {"TILE_INVOCATIONS", i((*tile)[0] * (*tile)[1])}});
+      const Program& program = programs.get("DepthwiseConv.glsl", defines, {"Pointwise.glsl"});
+      const std::uint64_t tiles = std::uint64_t{(out.shape[2] + (*tile)[0] - 1) / (*tile)[0]} * ((out.shape[3] + (*tile)[1] - 1) / (*tile)[1]);
+      Dispatch dispatch;
+      dispatch.program = &program;
+      dispatch.label = "depthwise " + name();
+      dispatch.groups = {static_cast<std::uint32_t>(tiles * x[0] * x[1]), 1, 1};
+      dispatch.linear = true;
+      dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, in[2].view, Access::read}, {3, out.view, Access::write}};
+      dispatch.uniforms = {Uniform::u32(0, x[0])};
+      plan.record(dispatch);
+      return;
+    }
     const Program& program = programs.get("GroupedConv.glsl", defines, {"Pointwise.glsl"});
     Dispatch dispatch = linearDispatch(program, name(), elementCount(out.shape));
     dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, in[2].view, Access::read}, {3, out.view, Access::write}};
     dispatch.uniforms = {Uniform::u32(0, x[0])};
     plan.record(dispatch);
+  }
+  // A depthwise convolution (one input and one output channel per group) runs DepthwiseConv.glsl with tiles of
+  // this height and width: as wide as the output up to 32, as tall as a group of GLNET_GROUP_SIZE allows, and
+  // only where the tile's input window fits the device's shared memory.
+  std::optional<std::array<std::uint32_t, 2>> depthwiseTile(const Shape& x, const Shape& w, const Shape& out) const {
+    if (s_.groups != x[1] || w[0] != x[1]) return std::nullopt;
+    const auto group = static_cast<std::uint32_t>(currentLimits().groupSize());
+    std::uint32_t width = 8, height = 1;
+    while (width < 32 && width < out[3]) width *= 2;
+    while (height * width < group && height < out[2]) height *= 2;
+    const std::uint64_t windowHeight = std::uint64_t{height - 1} * s_.strides[0] + std::uint64_t{w[2] - 1} * s_.dilations[0] + 1;
+    const std::uint64_t windowWidth = std::uint64_t{width - 1} * s_.strides[1] + std::uint64_t{w[3] - 1} * s_.dilations[1] + 1;
+    if (height * width > group || windowHeight * windowWidth * sizeof(float) > static_cast<std::uint64_t>(currentLimits().maxSharedMemoryBytes)) {
+      return std::nullopt;
+    }
+    return std::array<std::uint32_t, 2>{height, width};
   }
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
     const Shape out = outputShape(shapesOf(in));

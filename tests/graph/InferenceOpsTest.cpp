@@ -160,6 +160,27 @@ TEST_SUITE("gl") {
     checkAgainstReference({conv({2, 2}, {0, 0, 0, 0}, 1), {{3, 5, 9, 9}, {7, 5, 1, 1}, {7}}}, stream++);  // a downsampling shortcut
   }
 
+  TEST_CASE("depthwise convolutions (tiles in shared memory) match float64 at every tile shape and edge") {
+    std::uint32_t stream = 465;
+    const auto depthwise = [](std::array<std::uint32_t, 2> strides, std::array<std::uint32_t, 4> pads, std::uint32_t channels,
+                              std::array<std::uint32_t, 2> dilations = {1, 1}, Pointwise after = {}) {
+      ConvSettings s;
+      s.strides = strides;
+      s.pads = pads;
+      s.groups = channels;
+      s.dilations = dilations;
+      return groupedConvOp(s, after);
+    };
+    // 3x3 stride 1 over 40x37 (tiles of 32x8, partial ones at both edges); 5x5 stride 2 over 23x17; 3x3 stride 2
+    // with MobileNet's uneven padding; a 7x7 plane (one 8x8 tile) with many channels; dilation 2; a 1-pixel row.
+    checkAgainstReference({depthwise({1, 1}, {1, 1, 1, 1}, 3, {1, 1}, {PointwiseKind::clip, -0.5f, 0.5f}), {{2, 3, 40, 37}, {3, 1, 3, 3}, {3}}}, stream++);
+    checkAgainstReference({depthwise({2, 2}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::silu}), {{2, 4, 23, 17}, {4, 1, 5, 5}, {4}}}, stream++);
+    checkAgainstReference({depthwise({2, 2}, {0, 0, 1, 1}, 5), {{1, 5, 12, 12}, {5, 1, 3, 3}, {5}}}, stream++);
+    checkAgainstReference({depthwise({1, 1}, {1, 1, 1, 1}, 67, {1, 1}, {PointwiseKind::hardSwish}), {{3, 67, 7, 7}, {67, 1, 3, 3}, {67}}}, stream++);
+    checkAgainstReference({depthwise({1, 1}, {2, 2, 2, 2}, 2, {2, 2}), {{1, 2, 11, 13}, {2, 1, 3, 3}, {2}}}, stream++);
+    checkAgainstReference({depthwise({1, 2}, {0, 1, 0, 1}, 3), {{2, 3, 1, 9}, {3, 1, 1, 3}, {3}}}, stream++);
+  }
+
   TEST_CASE("a convolution fused with its 2x2 max pooling, split along its sum at a batch of one, matches float64") {
     std::uint32_t stream = 490;
     // One image of 6x6 and of 7x5 (odd edges dropped): one tile each, so the GEMM splits and its sum pools.
