@@ -9,7 +9,7 @@
 // CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH; (int literals) TILE_HEIGHT, TILE_WIDTH, TILE_INVOCATIONS (their product: GL 4.3
 // takes a literal for the group size), CONV_STRIDE_H, CONV_STRIDE_W,
 // CONV_DILATION_H, CONV_DILATION_W, CONV_PAD_TOP, CONV_PAD_LEFT. The groups form a 1-D grid (the plan may fold it
-// into x and y): tiles of plane 0 first.
+// into x and y): tiles of plane 0 first. The op uses it for stride 1 (see GroupedConvOp::depthwiseTile).
 layout(local_size_x = TILE_INVOCATIONS) in;
 
 layout(std430, binding = 0) readonly buffer Input { float x[]; };

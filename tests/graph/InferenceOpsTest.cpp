@@ -171,14 +171,16 @@ TEST_SUITE("gl") {
       s.dilations = dilations;
       return groupedConvOp(s, after);
     };
-    // 3x3 stride 1 over 40x37 (tiles of 32x8, partial ones at both edges); 5x5 stride 2 over 23x17; 3x3 stride 2
-    // with MobileNet's uneven padding; a 7x7 plane (one 8x8 tile) with many channels; dilation 2; a 1-pixel row.
+    // 3x3 over 40x37 (tiles of 32x8, partial ones at both edges); 5x5 over 23x17; a 7x7 plane (one 8x8 tile) with
+    // many channels; dilation 2; a 1-pixel row. Then strided ones (GroupedConv.glsl): 5x5 stride 2, 3x3 stride 2
+    // with MobileNet's uneven padding.
     checkAgainstReference({depthwise({1, 1}, {1, 1, 1, 1}, 3, {1, 1}, {PointwiseKind::clip, -0.5f, 0.5f}), {{2, 3, 40, 37}, {3, 1, 3, 3}, {3}}}, stream++);
-    checkAgainstReference({depthwise({2, 2}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::silu}), {{2, 4, 23, 17}, {4, 1, 5, 5}, {4}}}, stream++);
-    checkAgainstReference({depthwise({2, 2}, {0, 0, 1, 1}, 5), {{1, 5, 12, 12}, {5, 1, 3, 3}, {5}}}, stream++);
+    checkAgainstReference({depthwise({1, 1}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::silu}), {{2, 4, 23, 17}, {4, 1, 5, 5}, {4}}}, stream++);
     checkAgainstReference({depthwise({1, 1}, {1, 1, 1, 1}, 67, {1, 1}, {PointwiseKind::hardSwish}), {{3, 67, 7, 7}, {67, 1, 3, 3}, {67}}}, stream++);
     checkAgainstReference({depthwise({1, 1}, {2, 2, 2, 2}, 2, {2, 2}), {{1, 2, 11, 13}, {2, 1, 3, 3}, {2}}}, stream++);
-    checkAgainstReference({depthwise({1, 2}, {0, 1, 0, 1}, 3), {{2, 3, 1, 9}, {3, 1, 1, 3}, {3}}}, stream++);
+    checkAgainstReference({depthwise({1, 1}, {0, 1, 0, 1}, 3), {{2, 3, 1, 9}, {3, 1, 1, 3}, {3}}}, stream++);
+    checkAgainstReference({depthwise({2, 2}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::silu}), {{2, 4, 23, 17}, {4, 1, 5, 5}, {4}}}, stream++);
+    checkAgainstReference({depthwise({2, 2}, {0, 0, 1, 1}, 5), {{1, 5, 12, 12}, {5, 1, 3, 3}, {5}}}, stream++);
   }
 
   TEST_CASE("a convolution fused with its 2x2 max pooling, split along its sum at a batch of one, matches float64") {
