@@ -25,7 +25,8 @@
 // uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
 // literals), CONV_PADDING (int literal), CONV_STRIDE (int literal, 1 in modes 1-3 and 6); CONV_MODE, ACTIVATION (modes 0 and 6), POINTWISE (mode 0 unpooled, inference: a function after the
-// activation, Pointwise.glsl included); modes 0-2 include Gemm.glsl and take its
+// activation, Pointwise.glsl included), CONV_RESIDUAL (mode 0 unpooled, inference: binding 4, shaped as Y, added
+// before the activation: a residual connection); modes 0-2 include Gemm.glsl and take its
 // configuration (modes 0 and 1 with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
 // im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 0, 1 and
 // 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
@@ -37,6 +38,9 @@ layout(std430, binding = 0) readonly buffer First { float first[]; };
 layout(std430, binding = 1) readonly buffer Second { float second[]; };
 layout(std430, binding = 2) readonly buffer Third { float third[]; };
 layout(std430, binding = 3) buffer Result { float result[]; };
+#ifdef CONV_RESIDUAL
+layout(std430, binding = 4) readonly buffer Residual { float residual[]; };
+#endif
 layout(location = 0) uniform uint N;
 layout(location = 10) uniform uint accumulate;
 // The GEMM's sum length for modes 0 and 1 (C·KH·KW, OC·KH·KW): a constant of the geometry, passed as a uniform
@@ -247,7 +251,11 @@ void gemmStore(uint r, uint s, float value) {
   result[gemmPartialIndex(r, s, OC, C * KH * KW)] = value;
 #elif CONV_MODE == 0
   uint n = r / (OH * OW), pixel = r % (OH * OW);
+#ifdef CONV_RESIDUAL
+  result[(n * OC + s) * OH * OW + pixel] = finishOutput(value + third[s] + residual[(n * OC + s) * OH * OW + pixel]);
+#else
   result[(n * OC + s) * OH * OW + pixel] = finishOutput(value + third[s]);
+#endif
 #elif CONV_MODE == 1
   uint n = r / (H * W), pixel = r % (H * W);
   store((n * C + s) * H * W + pixel, value);

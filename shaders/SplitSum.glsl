@@ -1,6 +1,6 @@
 // The second pass of a split-K GEMM: out[i] = Σ_z partial[z·count + i], written or added (accumulate);
 // with BIAS_ACTIVATION (a dense layer's or a convolution's forward pass) out[i] = act(Σ + b[(i / plane) mod columns])
-// (then POINTWISE, Pointwise.glsl included, unpooled),
+// (then POINTWISE, Pointwise.glsl included, unpooled; with RESIDUAL the element of binding 3 added before act),
 // plane 1 for a dense layer's [rows × columns], OH·OW for a convolution's [N, OC, OH, OW]; with POOL as well
 // (a convolution followed by 2×2 max pooling, stride 2, odd edges dropped) out is [N, OC, OH/2, OW/2] and each
 // element the largest of its window's 4 sums, the slices being [N, OC, OH, OW]; with TAIL the slices
@@ -21,6 +21,9 @@ layout(location = 3) uniform uint columns;
 #ifdef BIAS_ACTIVATION
 layout(std430, binding = 2) readonly buffer Bias { float b[]; };
 layout(location = 5) uniform uint plane;
+#endif
+#ifdef RESIDUAL
+layout(std430, binding = 3) readonly buffer Residual { float residual[]; };
 #endif
 #ifdef POOL
 layout(location = 6) uniform uint height;
@@ -57,7 +60,11 @@ void main() {
   float sum = 0.0;
   for (uint z = 0u; z < splits; ++z) sum += partial[z * SLICE + i];
 #ifdef BIAS_ACTIVATION
+#ifdef RESIDUAL
+  result[i] = finishOutput(sum + b[(i / plane) % columns] + residual[i]);
+#else
   result[i] = finishOutput(sum + b[(i / plane) % columns]);
+#endif
 #else
 #ifdef TAIL
   if (i >= count) {

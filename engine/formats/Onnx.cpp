@@ -536,6 +536,18 @@ class Importer {
     fused_.insert(next);
     return *function;
   }
+  // The Add that alone reads `producer`'s output and adds to it a tensor already computed and shaped as that output
+  // (`shape`), with that tensor: the convolution adds it as it stores (a residual connection), marked fused.
+  std::optional<std::pair<const onnx::NodeProto*, Tensor>> fusableResidual(const onnx::NodeProto& producer, const Shape& shape) {
+    const onnx::NodeProto* add = soleReader(producer.output(0));
+    if (!add || add->op_type() != "Add" || add->input_size() != 2 || add->output_size() != 1 || add->input(0) == add->input(1)) return std::nullopt;
+    const std::string& other = add->input(add->input(0) == producer.output(0) ? 1 : 0);
+    const auto found = values_.find(other);
+    if (found == values_.end() || found->second.constant || shapeOf(found->second.tensor) != shape) return std::nullopt;
+    fused_.insert(add);
+    aliases_[add] = producer.output(0);
+    return std::make_pair(add, found->second.tensor);
+  }
   // The Sigmoid and the Mul that compute value·sigmoid(value) when they are value's only readers.
   std::pair<const onnx::NodeProto*, const onnx::NodeProto*> siluOf(const std::string& value) const {
     const auto found = readers_.find(value);
@@ -828,13 +840,22 @@ class Importer {
     const bool implicitGemm = settings.groups == 1 && settings.strides[0] == settings.strides[1] &&
                               settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding;
     Tensor out;
-    bool pooled = false;
+    bool pooled = false, residual = false;
     try {
-      if (implicitGemm) {
+      const Shape xShape = shapeOf(x);
+      const std::uint32_t pad = settings.pads[0], stride = settings.strides[0];
+      const auto residualAdd = implicitGemm && w->shape.size() == 4 && xShape[2] + 2 * pad >= kernel[0] && xShape[3] + 2 * pad >= kernel[1]
+                                   ? fusableResidual(node, {xShape[0], static_cast<std::uint32_t>(wShape[0]), (xShape[2] + 2 * pad - kernel[0]) / stride + 1,
+                                                            (xShape[3] + 2 * pad - kernel[1]) / stride + 1})
+                                   : std::nullopt;
+      if (residualAdd) {
+        const Pointwise after = fusedPointwise(*residualAdd->first, [](const Pointwise&) { return true; });
+        out = graph_.apply(conv2dResidualOp(pad, stride, after), {x, weight, b, residualAdd->second}, name);
+        residual = true;
+      } else if (implicitGemm) {
         const Pointwise function = fusedPointwise(node, [](const Pointwise&) { return true; });
         const std::optional<Activation> activation = asActivation(function);
         const onnx::NodeProto* pool = activation && w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
-        const Shape xShape = shapeOf(x);
         const bool poolable = pool && xShape[2] + 2 * settings.pads[0] >= kernel[0] + 1 && xShape[3] + 2 * settings.pads[0] >= kernel[1] + 1;
         if (poolable) {
           out = graph_.apply(conv2dMaxPoolOp(*activation, settings.pads[0]), {x, weight, b}, name);
@@ -851,9 +872,10 @@ class Importer {
     } catch (const Error& error) {
       refuse(node, error.what());
     }
-    // A BatchNormalization after the pooling cannot fold into the weights (a negative scale would turn max into min).
-    if (!pooled) layers_[out.id] = {weight, b};
-    defineWindow(node, input, out, pooled ? "conv + max pool" : implicitGemm ? "conv" : settings.groups > 1 ? "grouped conv" : "direct conv");
+    // A BatchNormalization after the pooling cannot fold into the weights (a negative scale would turn max into min),
+    // nor after a residual (it would scale the residual too).
+    if (!pooled && !residual) layers_[out.id] = {weight, b};
+    defineWindow(node, input, out, pooled ? "conv + max pool" : residual ? "conv + residual" : implicitGemm ? "conv" : settings.groups > 1 ? "grouped conv" : "direct conv");
     if (shapeOf(input).size() == 3) layers_[values_[node.output(0)].tensor.id] = {weight, b};
   }
 

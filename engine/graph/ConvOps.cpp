@@ -8,23 +8,27 @@ namespace {
 
 class Conv2d : public Op {
  public:
-  Conv2d(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after = {})
-      : activation_(activation), padding_(padding), stride_(stride), after_(after) {}
+  // `residual`: a fourth input shaped as the output is added before the activation (forward-only graphs).
+  Conv2d(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after = {}, bool residual = false)
+      : activation_(activation), padding_(padding), stride_(stride), after_(after), residual_(residual) {}
   std::string name() const override {
-    return std::string("conv2d ") + (after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_)) +
+    return std::string("conv2d ") + (residual_ ? "+ residual " : "") +
+           (after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_)) +
            (stride_ > 1 ? " stride " + std::to_string(stride_) : "");
   }
 
   Shape outputShape(const std::vector<Shape>& in) const override {
-    const bool fits = in.size() == 3 && in[0].size() == 4 && in[1].size() == 4 && in[2].size() == 1 && in[1][1] == in[0][1] &&
+    const bool fits = in.size() == (residual_ ? 4u : 3u) && in[0].size() == 4 && in[1].size() == 4 && in[2].size() == 1 && in[1][1] == in[0][1] &&
                       in[2][0] == in[1][0] && in[0][2] + 2 * padding_ >= in[1][2] && in[0][3] + 2 * padding_ >= in[1][3];
-    if (!fits) {
+    const ConvShape s = fits ? shape(in) : ConvShape{};
+    const Shape out{s.batch, s.outChannels, fits ? s.outHeight() : 0, fits ? s.outWidth() : 0};
+    if (!fits || (residual_ && in[3] != out)) {
       std::string shapes;
       for (const Shape& shape : in) shapes += " " + describe(shape);
-      throw Error(name() + " takes X [N, C, H, W], W [OC, C, KH, KW], b [OC] with the kernel inside the padded input; got" + shapes);
+      throw Error(name() + " takes X [N, C, H, W], W [OC, C, KH, KW], b [OC]" + (residual_ ? " and a residual shaped as its output" : "") +
+                  " with the kernel inside the padded input; got" + shapes);
     }
-    const ConvShape s = shape(in);
-    return {s.batch, s.outChannels, s.outHeight(), s.outWidth()};
+    return out;
   }
 
   // The forward pass's transposed weights (and its split-K partials where it has them); later, in two parts, dX's rearranged weights with its split-K partial
@@ -39,7 +43,7 @@ class Conv2d : public Op {
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     recordForward(programs, plan, in, out, false, out.prepared ? Part::gemm : Part::both);
   }
-  bool prepares() const override { return true; }
+  std::size_t preparedInputs() const override { return 2; }
   std::size_t preparedBytes(const std::vector<Shape>& in) const override { return ConvOp::forwardWorkspaceBytes(shape(in)); }
   void prepare(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     recordForward(programs, plan, in, out, false, Part::transpose);
@@ -49,7 +53,7 @@ class Conv2d : public Op {
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
     if (!targets[0] && !targets[1] && !targets[2]) return;
     GLNET_ASSERT(stride_ == 1, "a strided convolution runs in forward-only graphs");
-    GLNET_ASSERT(after_.kind == PointwiseKind::identity, "a convolution with a fused imported function runs in forward-only graphs");
+    GLNET_ASSERT(after_.kind == PointwiseKind::identity && !residual_, "a convolution with a fused function or residual runs in forward-only graphs");
     const ConvShape s = shape(shapes(in));
     GLNET_ASSERT(out.workspace.has_value(), "a convolution's gradients need its workspace");
     // dY becomes dZ = dY ⊙ act'(Y) first (the output's gradient is read by this op alone), which the gradients read.
@@ -82,7 +86,7 @@ class Conv2d : public Op {
       for (std::uint32_t oc = 0; oc < s.outChannels; ++oc) {
         for (std::uint32_t oh = 0; oh < s.outHeight(); ++oh) {
           for (std::uint32_t ow = 0; ow < s.outWidth(); ++ow) {
-            double sum = (*in[2].values)[oc];
+            double sum = (*in[2].values)[oc] + (residual_ ? (*in[3].values)[index] : 0.0);
             forWindow(s, n, oh, ow, [&](std::size_t xIndex, std::uint32_t c, std::uint32_t kh, std::uint32_t kw) {
               sum += x[xIndex] * w[((std::size_t{oc} * s.channels + c) * s.kernelHeight + kh) * s.kernelWidth + kw];
             });
@@ -126,7 +130,8 @@ class Conv2d : public Op {
   void recordForward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out, bool pooled, Part part) const {
     GLNET_ASSERT(out.workspace.has_value(), "a convolution needs its workspace for the transposed weights");
     const std::vector<Dispatch> dispatches =
-        ConvOp(programs, activation_, after_).forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in)), *out.workspace, pooled);
+        ConvOp(programs, activation_, after_, residual_)
+            .forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in)), *out.workspace, pooled, residual_ ? &in[3].view : nullptr);
     if (part != Part::gemm) plan.record(dispatches[0]);
     if (part != Part::transpose) plan.record(std::vector<Dispatch>(dispatches.begin() + 1, dispatches.end()));
   }
@@ -161,6 +166,7 @@ class Conv2d : public Op {
   std::uint32_t padding_;
   std::uint32_t stride_;
   Pointwise after_;
+  bool residual_;
 };
 
 class MaxPool : public Op {
@@ -279,6 +285,10 @@ class Flatten : public Op {
 std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after) {
   GLNET_ASSERT(stride >= 1, "a stride of at least 1");
   return std::make_shared<Conv2d>(activation, padding, stride, after);
+}
+std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride, Pointwise after) {
+  GLNET_ASSERT(stride >= 1, "a stride of at least 1");
+  return std::make_shared<Conv2d>(Activation::none, padding, stride, after, true);
 }
 std::shared_ptr<const Op> maxPoolOp() { return std::make_shared<MaxPool>(); }
 std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t padding) {

@@ -20,7 +20,7 @@ struct GpuTensor {
   Shape shape;
   // For an op's output: the scratch memory it asked for with workspaceBytes, kept from forward to backward.
   std::optional<BufferView> workspace = std::nullopt;
-  // For an op that prepares (Op::prepares): its prepare dispatches have run, and the workspace holds their result.
+  // For an op that prepares (Op::preparedInputs): its prepare dispatches have run, and the workspace holds their result.
   bool prepared = false;
 };
 
@@ -55,10 +55,10 @@ class Op {
 
   virtual void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& inputs,
                        const GpuTensor& output) const = 0;
-  // Dispatches that read only inputs after the first (a convolution's transposed weights, in its workspace): an
-  // inference graph whose op has parameters there, which stay put, runs them once and records forward with
-  // output.prepared set, which then leaves them out.
-  virtual bool prepares() const { return false; }
+  // Dispatches that read only inputs 1 to preparedInputs() (a convolution's transposed weights, in its workspace):
+  // an inference graph whose op has parameters there, which stay put, runs them once and records forward with
+  // output.prepared set, which then leaves them out. 0: the op prepares nothing.
+  virtual std::size_t preparedInputs() const { return 0; }
   // The workspace bytes an inference graph gives a preparing op (kept from prepare to every forward), in place of
   // workspaceBytes, which also covers training's scratch.
   virtual std::size_t preparedBytes(const std::vector<Shape>& /*inputs*/) const { return 0; }

@@ -32,6 +32,9 @@ std::shared_ptr<const Op> correctOp();
 // keeps the size ("same") at stride 1. A stride above 1 runs in forward-only graphs (imported models).
 // `after`: an imported model's function after the activation (forward-only graphs).
 std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {});
+// X, W, b and a residual R shaped as the output: after(conv(X) + b + R) (forward-only graphs: ResNet's last
+// convolution of a block, its identity added and the ReLU after, as one op).
+std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {});
 // 2×2 max pooling, stride 2: [N, C, H, W] → [N, C, H/2, W/2].
 std::shared_ptr<const Op> maxPoolOp();
 // conv2dOp followed by maxPoolOp in one dispatch that never writes the convolution's output; forward only.

@@ -22,9 +22,9 @@ struct ConvShape {
 
 class ConvOp {
  public:
-  // `after`: an imported model's function applied after the activation in the forward pass (inference only, not
-  // with pooling).
-  ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after = {});
+  // `after`: an imported model's function applied after the activation in the forward pass; `residual`: the forward
+  // pass adds a tensor shaped as Y before the activation (inference only, neither with pooling).
+  ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after = {}, bool residual = false);
   // Two dispatches: the weights transposed into the start of `workspace` (OC·C·KH·KW floats), then the convolution,
   // whose GEMM then reads both operands along its tile. `pooled`: followed by 2×2 max pooling with stride 2 (odd
   // edges dropped), y [N, OC, OH/2, OW/2], in the same GEMM, whose rows then run over pooling windows.
@@ -32,7 +32,8 @@ class ConvOp {
   // partials after the weights, then their sum with bias, activation and the pooling (a batch of one at 7x7 has 8
   // tiles of 64x64 for 132 multiprocessors).
   std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                                const ConvShape& shape, const BufferView& workspace, bool pooled = false) const;
+                                const ConvShape& shape, const BufferView& workspace, bool pooled = false,
+                                const BufferView* residual = nullptr) const;
   static SplitK forwardSplit(const ConvShape& s) {
     return chooseGemm(std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), s.outChannels,
                       std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth, true, GemmOperand::gathered)
@@ -92,6 +93,7 @@ class ConvOp {
                     const ConvShape& shape, bool accumulate, std::array<std::uint32_t, 3> groups) const;
   Activation activation_;
   Pointwise after_;
+  bool residual_;
   ProgramCache* programs_;
   GemmPrograms forward_;
   GemmPrograms inputGradient_;

@@ -32,8 +32,9 @@ Dispatch SplitSumOp::operator()(const BufferView& partial, const BufferView& out
 
 namespace {
 
-std::vector<ShaderDefine> finishDefines(int activation, const Pointwise& after) {
+std::vector<ShaderDefine> finishDefines(int activation, const Pointwise& after, bool residual) {
   std::vector<ShaderDefine> defines{{"BIAS_ACTIVATION", "1"}, {"ACTIVATION", std::to_string(activation)}};
+  if (residual) defines.push_back({"RESIDUAL", "1"});
   if (after.kind != PointwiseKind::identity) {
     for (ShaderDefine& define : after.defines()) defines.push_back(std::move(define));
   }
@@ -42,8 +43,8 @@ std::vector<ShaderDefine> finishDefines(int activation, const Pointwise& after) 
 
 }  // namespace
 
-SplitBiasActivationOp::SplitBiasActivationOp(ProgramCache& programs, int activation, const Pointwise& after)
-    : program_(programs.get("SplitSum.glsl", finishDefines(activation, after),
+SplitBiasActivationOp::SplitBiasActivationOp(ProgramCache& programs, int activation, const Pointwise& after, bool residual)
+    : program_(programs.get("SplitSum.glsl", finishDefines(activation, after, residual),
                             after.kind != PointwiseKind::identity ? std::vector<std::string>{"Pointwise.glsl"} : std::vector<std::string>{})),
       pooledProgram_(programs.get("SplitSum.glsl", {{"BIAS_ACTIVATION", "1"}, {"POOL", "1"}, {"ACTIVATION", std::to_string(activation)}})) {}
 
@@ -62,11 +63,13 @@ Dispatch SplitBiasActivationOp::pooled(const BufferView& partial, const BufferVi
 }
 
 Dispatch SplitBiasActivationOp::operator()(const BufferView& partial, const BufferView& bias, const BufferView& out,
-                                           std::uint32_t count, std::uint32_t columns, std::uint32_t splits, std::uint32_t plane) const {
+                                           std::uint32_t count, std::uint32_t columns, std::uint32_t splits, std::uint32_t plane,
+                                           const BufferView* residual) const {
   Dispatch d;
   d.program = &program_;
   d.label = "split-K sum, bias, activation";
   d.buffers = {{0, partial, Access::read}, {1, out, Access::write}, {2, bias, Access::read}};
+  if (residual) d.buffers.push_back({3, *residual, Access::read});
   d.uniforms = {Uniform::u32(0, count), Uniform::u32(1, splits), Uniform::u32(2, 0), Uniform::u32(3, columns), Uniform::u32(5, plane)};
   d.groups = linearGroups(count, program_);
   d.linear = true;

@@ -37,9 +37,11 @@ class SplitSumOp {
 // model's function fused into its layer) is left out of the pooled sum.
 class SplitBiasActivationOp {
  public:
-  SplitBiasActivationOp(ProgramCache& programs, int activation, const Pointwise& after = {});
+  // `residual`: out[i] = after(act(Σ + bias + residual[i])), residual given to operator().
+  SplitBiasActivationOp(ProgramCache& programs, int activation, const Pointwise& after = {}, bool residual = false);
   Dispatch operator()(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t count,
-                      std::uint32_t columns, std::uint32_t splits, std::uint32_t plane = 1) const;
+                      std::uint32_t columns, std::uint32_t splits, std::uint32_t plane = 1,
+                      const BufferView* residual = nullptr) const;
   // A convolution's partials [N, OC, height, width] summed, then 2×2 max pooling (stride 2, odd edges dropped),
   // bias and activation: out [N, OC, height/2, width/2].
   Dispatch pooled(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t images,

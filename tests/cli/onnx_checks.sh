@@ -143,6 +143,21 @@ c = np.einsum("nchw,oc->nohw", b, d(c4)[:, :, 0, 0]) + d(cb4)[None, :, None, Non
 np.save(os.path.join(work, "silu-x.npy"), np.load(os.path.join(work, "cnn-x.npy")))
 np.save(os.path.join(work, "silu-y.npy"), np.clip(c, 0, 0.3))
 
+# A residual block's end: Conv, then Add of its input (either order), then Relu, as one op.
+c5, cb5 = weights(1, 1, 3, 3), weights(1)
+save("residual", [helper.make_node("Conv", ["x", "c5", "cb5"], ["a"], name="/conv/Conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                  helper.make_node("Add", ["x", "a"], ["s"], name="/Add"),
+                  helper.make_node("Relu", ["s"], ["y"], name="/relu/Relu")],
+     ["N", 1, 13, 13], ["N", 1, 13, 13], {"c5": c5, "cb5": cb5})
+x = d(np.load(os.path.join(work, "cnn-x.npy")))
+padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+a = np.zeros(x.shape) + d(cb5)[0]
+for i in range(3):
+    for j in range(3):
+        a += padded[:, :, i:i + 13, j:j + 13] * d(c5)[0, 0, i, j]
+np.save(os.path.join(work, "residual-x.npy"), np.load(os.path.join(work, "cnn-x.npy")))
+np.save(os.path.join(work, "residual-y.npy"), np.maximum(a + x, 0))
+
 # Two inputs and two outputs: y = a + b (b broadcast), z = relu(y) * a.
 graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"], name="/add"), helper.make_node("Relu", ["y"], ["r"], name="/relu"),
                            helper.make_node("Mul", ["r", "a"], ["z"], name="/mul")], "two",
@@ -185,7 +200,7 @@ bad = np.abs(got - want) > 1e-5 + 1e-4 * np.abs(want)
 assert not bad.any(), f'{bad.sum()} of {bad.size} values differ, worst {np.abs(got - want).max()}'
 " "$work/$1-out.npy" "$work/$1-y.npy" || fail "$1: glnet_run differs from the float64 reference"
 }
-for model in mlp cnn matmul softmax strided silu bytes; do
+for model in mlp cnn matmul softmax strided silu residual bytes; do
   expect 0 "ran .*$model.onnx .* wrote" -- "$apps/glnet_run" --model "$work/$model.onnx" --input "x=$work/$model-x.npy" --output "$work/$model-out.npy" --check
   compare $model
 done
@@ -224,6 +239,12 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 assert [n['glnet'] for n in m['nodes']] == ['conv', 'fused', 'fused', 'conv', 'fused'], m['nodes']
 " "$work/info-silu.json" || fail "glnet_info: SiLU and Clip fused into the convolutions"
+"$apps/glnet_info" --model "$work/residual.onnx" --json >"$work/info-residual.json" || fail "glnet_info --model residual.onnx"
+/usr/bin/python3 -c "
+import json, sys
+m = json.load(open(sys.argv[1]))
+assert [n['glnet'] for n in m['nodes']] == ['conv + residual', 'fused', 'fused'], m['nodes']
+" "$work/info-residual.json" || fail "glnet_info: the residual Add and its Relu fused into the convolution"
 expect 1 "resize.onnx: node '/up/Resize' \(Resize, opset 17\)" -- "$apps/glnet_info" --model "$work/resize.onnx"
 expect 1 "resize.onnx: node '/up/Resize' \(Resize, opset 17\): the op Resize is not supported yet" \
   -- "$apps/glnet_run" --model "$work/resize.onnx" --input "$work/cnn-x.npy" --output "$work/o.npy"

@@ -259,6 +259,20 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("convolutions adding a residual before their function, split or not, strided or not, match float64") {
+    std::uint32_t stream = 490;
+    REQUIRE(ConvOp::forwardSplit({1, 96, 3, 3, 24, 3, 3, 1, 1}).splits > 1);
+    for (const Pointwise after : {Pointwise{}, Pointwise{PointwiseKind::relu}}) {
+      CAPTURE(after.name());
+      checkAgainstReference({conv2dResidualOp(1, 1, after), {{3, 6, 9, 7}, {5, 6, 3, 3}, {5}, {3, 5, 9, 7}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({conv2dResidualOp(0, 2, after), {{2, 5, 9, 9}, {7, 5, 1, 1}, {7}, {2, 7, 5, 5}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({conv2dResidualOp(1, 1, after), {{1, 96, 3, 3}, {24, 96, 3, 3}, {24}, {1, 24, 3, 3}}, -1, 1, 1e-5, 1e-4}, stream++);
+    }
+    CHECK_THROWS_WITH(conv2dResidualOp(1)->outputShape({{1, 2, 5, 5}, {3, 2, 3, 3}, {3}, {1, 3, 5, 4}}),
+                      "conv2d + residual none takes X [N, C, H, W], W [OC, C, KH, KW], b [OC] and a residual shaped as its output with "
+                      "the kernel inside the padded input; got [1, 2, 5, 5] [3, 2, 3, 3] [3] [1, 3, 5, 4]");
+  }
+
   TEST_CASE("functions along an axis (softmax, log-softmax, layer normalization, reductions) match float64") {
     std::uint32_t stream = 500;
     checkAgainstReference({axisOp(AxisKind::softmax, 1, 2), {{3, 1001}}, -6, 6}, stream++);
