@@ -6,6 +6,7 @@
 #include "gl/check.h"
 #include "graph/ReferenceGraph.h"
 #include "model/OnnxRunner.h"
+#include "plan/Statistics.h"
 
 #include <nlohmann/json.hpp>
 
@@ -191,10 +192,7 @@ int main(int argc, char** argv) {
                    largest > 0 ? worst / largest : worst);
     }
     if (parser.has("time")) {
-      const auto median = [](std::vector<double> v) {
-        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-        return v[v.size() / 2];
-      };
+      const auto median = [](const std::vector<double>& v) { return summarize(v).median; };
       report["times_ms"] = {{"compile", compileMs}, {"upload", median(uploadMs)}, {"issue", median(runMs)}, {"readback", median(readMs)}};
       std::fprintf(info, "times in ms (median of %d): compile %.2f, upload %.3f, issue %.3f (CPU time to submit the dispatches), "
                          "readback %.3f (waits for the GPU, then copies the output)\n",

@@ -5,19 +5,13 @@
 
 #include "gl/Context.h"
 #include "model/Network.h"
+#include "plan/Statistics.h"
 
 #include <functional>
 #include <string>
 #include <vector>
 
 namespace glnet {
-
-struct Statistics {
-  double median = 0, p10 = 0, p90 = 0;
-  std::size_t runs = 0;
-};
-// Median, 10th and 90th percentile (nearest rank) of `samples`.
-Statistics summarize(std::vector<double> samples);
 
 // One measured quantity in milliseconds: e.g. section "inference", batch 64, stage "gpu".
 struct BenchRow {

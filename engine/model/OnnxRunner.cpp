@@ -2,6 +2,7 @@
 
 #include "gl/Stopwatch.h"
 #include "gl/check.h"
+#include "plan/Statistics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,11 +22,6 @@ std::vector<Tensor> tensorsOf(const std::vector<std::pair<std::string, Tensor>>&
   std::vector<Tensor> result;
   for (const auto& port : ports) result.push_back(port.second);
   return result;
-}
-
-double median(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(values.size() / 2), values.end());
-  return values[values.size() / 2];
 }
 
 }  // namespace
@@ -142,7 +138,7 @@ OnnxRunner::Profile OnnxRunner::profile(std::uint32_t batch, int runs) {
     }
     ++time.dispatches;
     if (i < labels.size()) time.dispatchLabels += (time.dispatchLabels.empty() ? "" : "; ") + labels[i];
-    time.gpuMs += median(perStep[i]);
+    time.gpuMs += summarize(perStep[i]).median;
   }
   for (auto& entry : perNode) profile.nodes.push_back(std::move(entry.second));
   std::stable_sort(profile.nodes.begin(), profile.nodes.end(), [](const NodeTime& a, const NodeTime& b) { return a.gpuMs > b.gpuMs; });
