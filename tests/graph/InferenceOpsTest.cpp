@@ -25,6 +25,16 @@ struct Case {
   double atol = 1e-6, rtol = 1e-5;
 };
 
+std::shared_ptr<const Op> groupedConv(std::array<std::uint32_t, 2> strides, std::array<std::uint32_t, 4> pads, std::uint32_t groups,
+                                      std::array<std::uint32_t, 2> dilations = {1, 1}, Pointwise after = {}) {
+  ConvSettings s;
+  s.strides = strides;
+  s.pads = pads;
+  s.groups = groups;
+  s.dilations = dilations;
+  return groupedConvOp(s, after);
+}
+
 void checkAgainstReference(const Case& c, std::uint32_t stream) {
   Context& context = test::glContext();
   auto random = test::generator(stream);
@@ -144,43 +154,25 @@ TEST_SUITE("gl") {
 
   TEST_CASE("grouped, depthwise, strided and dilated convolutions match float64") {
     std::uint32_t stream = 460;
-    const auto conv = [](std::array<std::uint32_t, 2> strides, std::array<std::uint32_t, 4> pads, std::uint32_t groups,
-                         std::array<std::uint32_t, 2> dilations = {1, 1}, Pointwise after = {}) {
-      ConvSettings s;
-      s.strides = strides;
-      s.pads = pads;
-      s.groups = groups;
-      s.dilations = dilations;
-      return groupedConvOp(s, after);
-    };
-    checkAgainstReference({conv({2, 2}, {3, 3, 3, 3}, 1), {{2, 3, 17, 15}, {5, 3, 7, 7}, {5}}, -1, 1, 1e-5, 1e-4}, stream++);  // a stem
-    checkAgainstReference({conv({1, 1}, {1, 1, 1, 1}, 6, {1, 1}, {PointwiseKind::clip, 0, 6}), {{2, 6, 9, 7}, {6, 1, 3, 3}, {6}}}, stream++);  // depthwise
-    checkAgainstReference({conv({2, 2}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::hardSwish}), {{1, 4, 11, 11}, {8, 1, 5, 5}, {8}}}, stream++);  // multiplier 2
-    checkAgainstReference({conv({1, 2}, {0, 1, 2, 0}, 3, {2, 1}), {{2, 6, 8, 9}, {9, 2, 3, 2}, {9}}}, stream++);
-    checkAgainstReference({conv({2, 2}, {0, 0, 0, 0}, 1), {{3, 5, 9, 9}, {7, 5, 1, 1}, {7}}}, stream++);  // a downsampling shortcut
+    checkAgainstReference({groupedConv({2, 2}, {3, 3, 3, 3}, 1), {{2, 3, 17, 15}, {5, 3, 7, 7}, {5}}, -1, 1, 1e-5, 1e-4}, stream++);  // a stem
+    checkAgainstReference({groupedConv({1, 1}, {1, 1, 1, 1}, 6, {1, 1}, {PointwiseKind::clip, 0, 6}), {{2, 6, 9, 7}, {6, 1, 3, 3}, {6}}}, stream++);  // depthwise
+    checkAgainstReference({groupedConv({2, 2}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::hardSwish}), {{1, 4, 11, 11}, {8, 1, 5, 5}, {8}}}, stream++);  // multiplier 2
+    checkAgainstReference({groupedConv({1, 2}, {0, 1, 2, 0}, 3, {2, 1}), {{2, 6, 8, 9}, {9, 2, 3, 2}, {9}}}, stream++);
+    checkAgainstReference({groupedConv({2, 2}, {0, 0, 0, 0}, 1), {{3, 5, 9, 9}, {7, 5, 1, 1}, {7}}}, stream++);  // a downsampling shortcut
   }
 
   TEST_CASE("depthwise convolutions (tiles in shared memory) match float64 at every tile shape and edge") {
     std::uint32_t stream = 465;
-    const auto depthwise = [](std::array<std::uint32_t, 2> strides, std::array<std::uint32_t, 4> pads, std::uint32_t channels,
-                              std::array<std::uint32_t, 2> dilations = {1, 1}, Pointwise after = {}) {
-      ConvSettings s;
-      s.strides = strides;
-      s.pads = pads;
-      s.groups = channels;
-      s.dilations = dilations;
-      return groupedConvOp(s, after);
-    };
     // 3x3 over 40x37 (tiles of 32x8, partial ones at both edges); 5x5 over 23x17; a 7x7 plane (one 8x8 tile) with
     // many channels; dilation 2; a 1-pixel row. Then strided ones (GroupedConv.glsl): 5x5 stride 2, 3x3 stride 2
     // with MobileNet's uneven padding.
-    checkAgainstReference({depthwise({1, 1}, {1, 1, 1, 1}, 3, {1, 1}, {PointwiseKind::clip, -0.5f, 0.5f}), {{2, 3, 40, 37}, {3, 1, 3, 3}, {3}}}, stream++);
-    checkAgainstReference({depthwise({1, 1}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::silu}), {{2, 4, 23, 17}, {4, 1, 5, 5}, {4}}}, stream++);
-    checkAgainstReference({depthwise({1, 1}, {1, 1, 1, 1}, 67, {1, 1}, {PointwiseKind::hardSwish}), {{3, 67, 7, 7}, {67, 1, 3, 3}, {67}}}, stream++);
-    checkAgainstReference({depthwise({1, 1}, {2, 2, 2, 2}, 2, {2, 2}), {{1, 2, 11, 13}, {2, 1, 3, 3}, {2}}}, stream++);
-    checkAgainstReference({depthwise({1, 1}, {0, 1, 0, 1}, 3), {{2, 3, 1, 9}, {3, 1, 1, 3}, {3}}}, stream++);
-    checkAgainstReference({depthwise({2, 2}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::silu}), {{2, 4, 23, 17}, {4, 1, 5, 5}, {4}}}, stream++);
-    checkAgainstReference({depthwise({2, 2}, {0, 0, 1, 1}, 5), {{1, 5, 12, 12}, {5, 1, 3, 3}, {5}}}, stream++);
+    checkAgainstReference({groupedConv({1, 1}, {1, 1, 1, 1}, 3, {1, 1}, {PointwiseKind::clip, -0.5f, 0.5f}), {{2, 3, 40, 37}, {3, 1, 3, 3}, {3}}}, stream++);
+    checkAgainstReference({groupedConv({1, 1}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::silu}), {{2, 4, 23, 17}, {4, 1, 5, 5}, {4}}}, stream++);
+    checkAgainstReference({groupedConv({1, 1}, {1, 1, 1, 1}, 67, {1, 1}, {PointwiseKind::hardSwish}), {{3, 67, 7, 7}, {67, 1, 3, 3}, {67}}}, stream++);
+    checkAgainstReference({groupedConv({1, 1}, {2, 2, 2, 2}, 2, {2, 2}), {{1, 2, 11, 13}, {2, 1, 3, 3}, {2}}}, stream++);
+    checkAgainstReference({groupedConv({1, 1}, {0, 1, 0, 1}, 3), {{2, 3, 1, 9}, {3, 1, 1, 3}, {3}}}, stream++);
+    checkAgainstReference({groupedConv({2, 2}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::silu}), {{2, 4, 23, 17}, {4, 1, 5, 5}, {4}}}, stream++);
+    checkAgainstReference({groupedConv({2, 2}, {0, 0, 1, 1}, 5), {{1, 5, 12, 12}, {5, 1, 3, 3}, {5}}}, stream++);
   }
 
   TEST_CASE("a convolution fused with its 2x2 max pooling, split along its sum at a batch of one, matches float64") {
