@@ -346,9 +346,7 @@ class Importer {
     } else if (const std::optional<Pointwise> function = pointwiseOf(node)) {
       // x·sigmoid(x) (SiLU, EfficientNet's activation) as one op: the sigmoid's tensor is never made.
       const onnx::NodeProto* product = function->kind == PointwiseKind::sigmoid ? soleReader(node.output(0)) : nullptr;
-      const bool silu = product && product->op_type() == "Mul" && product->input_size() == 2 && product->output_size() == 1 &&
-                        ((product->input(0) == node.input(0) && product->input(1) == node.output(0)) ||
-                         (product->input(1) == node.input(0) && product->input(0) == node.output(0)));
+      const bool silu = product && multiplies(*product, node.input(0), node.output(0));
       if (silu) {
         fused_.insert(product);
         aliases_[product] = node.output(0);
@@ -548,6 +546,11 @@ class Importer {
     aliases_[add] = producer.output(0);
     return std::make_pair(add, found->second.tensor);
   }
+  // Whether `node` is a Mul of exactly a and b, in either order.
+  static bool multiplies(const onnx::NodeProto& node, const std::string& a, const std::string& b) {
+    return node.op_type() == "Mul" && node.input_size() == 2 && node.output_size() == 1 &&
+           ((node.input(0) == a && node.input(1) == b) || (node.input(0) == b && node.input(1) == a));
+  }
   // The Sigmoid and the Mul that compute value·sigmoid(value) when they are value's only readers.
   std::pair<const onnx::NodeProto*, const onnx::NodeProto*> siluOf(const std::string& value) const {
     const auto found = readers_.find(value);
@@ -555,10 +558,7 @@ class Importer {
     for (const onnx::NodeProto* sigmoid : found->second) {
       if (sigmoid->op_type() != "Sigmoid" || sigmoid->input_size() != 1 || sigmoid->output_size() != 1 || !sigmoid->attribute().empty()) continue;
       const onnx::NodeProto* product = soleReader(sigmoid->output(0));
-      const bool silu = product && product->op_type() == "Mul" && product->input_size() == 2 && product->output_size() == 1 &&
-                        ((product->input(0) == value && product->input(1) == sigmoid->output(0)) ||
-                         (product->input(1) == value && product->input(0) == sigmoid->output(0)));
-      if (silu) return {sigmoid, product};
+      if (product && multiplies(*product, value, sigmoid->output(0))) return {sigmoid, product};
     }
     return {};
   }
