@@ -39,14 +39,8 @@ std::vector<ShaderDefine> weightGradientDefines(const ConvShape& s, const GemmCo
 std::vector<ShaderDefine> rowGatherDefines(Activation activation, int mode, const Pointwise& after = {}, bool residual = false) {
   std::vector<ShaderDefine> defines = convDefines(activation, mode, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}, {"GEMM_A_GATHER", "1"}});
   if (residual) defines.push_back({"CONV_RESIDUAL", "1"});
-  if (after.kind != PointwiseKind::identity) {
-    for (ShaderDefine& define : after.defines()) defines.push_back(std::move(define));
-  }
+  for (ShaderDefine& define : after.fusedDefines()) defines.push_back(std::move(define));
   return defines;
-}
-
-std::vector<std::string> pointwiseIncludes(const Pointwise& after) {
-  return after.kind != PointwiseKind::identity ? std::vector<std::string>{"Pointwise.glsl"} : std::vector<std::string>{};
 }
 
 }  // namespace
@@ -56,7 +50,7 @@ ConvOp::ConvOp(ProgramCache& programs, Activation activation, const Pointwise& a
       after_(after),
       residual_(residual),
       programs_(&programs),
-      forward_(programs, "Conv2D.glsl", rowGatherDefines(activation, 0, after, residual), pointwiseIncludes(after)),
+      forward_(programs, "Conv2D.glsl", rowGatherDefines(activation, 0, after, residual), after.fusedIncludes()),
       inputGradient_(programs, "Conv2D.glsl", rowGatherDefines(Activation::none, 1)),
       weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2)),
       weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2, {{"CONV_BIAS_COLUMN", "1"}})),

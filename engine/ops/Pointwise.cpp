@@ -77,4 +77,10 @@ std::vector<ShaderDefine> Pointwise::defines() const {
   return {{"POINTWISE", std::to_string(static_cast<int>(kind))}, {"POINTWISE_ALPHA", floatBits(alpha)}, {"POINTWISE_BETA", floatBits(beta)}};
 }
 
+std::vector<ShaderDefine> Pointwise::fusedDefines() const { return kind == PointwiseKind::identity ? std::vector<ShaderDefine>{} : defines(); }
+
+std::vector<std::string> Pointwise::fusedIncludes() const {
+  return kind == PointwiseKind::identity ? std::vector<std::string>{} : std::vector<std::string>{"Pointwise.glsl"};
+}
+
 }  // namespace glnet

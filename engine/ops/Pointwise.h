@@ -25,6 +25,10 @@ struct Pointwise {
   double operator()(double x) const;
   std::string name() const;
   std::vector<ShaderDefine> defines() const;
+  // What a kernel that may apply it after its own result needs: its defines and Pointwise.glsl, none for identity
+  // (the kernel then compiles as it did without the function).
+  std::vector<ShaderDefine> fusedDefines() const;
+  std::vector<std::string> fusedIncludes() const;
 };
 
 }  // namespace glnet

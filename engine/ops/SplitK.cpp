@@ -35,17 +35,14 @@ namespace {
 std::vector<ShaderDefine> finishDefines(int activation, const Pointwise& after, bool residual) {
   std::vector<ShaderDefine> defines{{"BIAS_ACTIVATION", "1"}, {"ACTIVATION", std::to_string(activation)}};
   if (residual) defines.push_back({"RESIDUAL", "1"});
-  if (after.kind != PointwiseKind::identity) {
-    for (ShaderDefine& define : after.defines()) defines.push_back(std::move(define));
-  }
+  for (ShaderDefine& define : after.fusedDefines()) defines.push_back(std::move(define));
   return defines;
 }
 
 }  // namespace
 
 SplitBiasActivationOp::SplitBiasActivationOp(ProgramCache& programs, int activation, const Pointwise& after, bool residual)
-    : program_(programs.get("SplitSum.glsl", finishDefines(activation, after, residual),
-                            after.kind != PointwiseKind::identity ? std::vector<std::string>{"Pointwise.glsl"} : std::vector<std::string>{})),
+    : program_(programs.get("SplitSum.glsl", finishDefines(activation, after, residual), after.fusedIncludes())),
       pooledProgram_(programs.get("SplitSum.glsl", {{"BIAS_ACTIVATION", "1"}, {"POOL", "1"}, {"ACTIVATION", std::to_string(activation)}})) {}
 
 Dispatch SplitBiasActivationOp::pooled(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t images,
