@@ -30,18 +30,6 @@ constexpr double dispatchCost = 3e5;
 constexpr std::uint64_t chunkAlignment = 16;  // a multiple of every tileDepth
 constexpr std::uint64_t minimumChunk = 64;
 
-// With an implicit im2col operand the 4×4-block configurations differ beyond what the model above says: each stage
-// gathers TILE_M rows of A at their computed addresses, so the taller the tile, the more of its time goes to
-// gathering. Measured on the H100 at batch 64 (bench/gemm-config-gpu, 2026-11-24), resnet18's 3x3 convolutions of
-// 56x56x64 took 0.575 ms with 64x64, 0.945 with 128x32, 0.977 with 64x32 and 1.337 with 256x16, and its 7x7
-// stem 0.735 ms with 64x64 against 1.441 with 256x16, the rule's pick before.
-double gatheredSlowdown(const GemmConfig& c) {
-  if (c.tileRows == 128 && c.tileColumns == 32) return 1.64;
-  if (c.tileRows == 64 && c.tileColumns == 32) return 1.70;
-  if (c.tileRows == 256 && c.tileColumns == 16) return 2.33;
-  return 1.0;
-}
-
 const GemmConfig* forcedConfig = nullptr;
 
 const ThreadBlockModel& modelOf(const GemmConfig& c) {
@@ -72,7 +60,7 @@ double cost(const GemmConfig& c, std::uint64_t rows, std::uint64_t columns, std:
   const std::uint64_t rounds = ceilDivide(ceilDivide(groups, multiprocessors), occupancy);
   const std::uint64_t share = split.splits > 1 ? split.chunk : ceilDivide(depth, c.tileDepth) * c.tileDepth;
   double total = double(rounds * occupancy) * double(c.tileRows) * c.tileColumns * double(share) / model.efficiency;
-  if (operand == GemmOperand::gathered) total *= gatheredSlowdown(c);
+  if (operand == GemmOperand::gathered) total *= c.gatheredSlowdown;
   if (split.splits > 1) total += splitElementCost * double(rows * columns) * (split.splits + 1) + dispatchCost;
   return total;
 }
@@ -107,10 +95,13 @@ std::vector<ShaderDefine> GemmConfig::defines() const {
 }
 
 const std::vector<GemmConfig>& gemmConfigs() {
+  // gatheredSlowdown, measured on the H100 at batch 64 (bench/gemm-config-gpu, 2026-11-24): resnet18's 3x3
+  // convolutions of 56x56x64 took 0.575 ms with 64x64, 0.945 with 128x32, 0.977 with 64x32 and 1.337 with 256x16;
+  // its 7x7 stem 0.735 ms with 64x64 against 1.441 with 256x16, the rule's pick before.
   static const std::vector<GemmConfig> configs{
       {"128x128", 128, 128, 8, 8, 8},  {"128x64", 128, 64, 8, 8, 4},  {"64x128", 64, 128, 16, 4, 8},
-      {"64x64", 64, 64, 16, 4, 4},     {"128x32", 128, 32, 16, 4, 4}, {"256x16", 256, 16, 8, 4, 4},
-      {"64x32", 64, 32, 16, 4, 4, false},
+      {"64x64", 64, 64, 16, 4, 4},     {"128x32", 128, 32, 16, 4, 4, true, 1.64}, {"256x16", 256, 16, 8, 4, 4, true, 2.33},
+      {"64x32", 64, 32, 16, 4, 4, false, 1.70},
   };
   return configs;
 }

@@ -20,6 +20,9 @@ struct GemmConfig {
   std::uint32_t tileRows, tileColumns, tileDepth, threadRows, threadColumns;
   // Whether the rule weighs it on every device; the others are taken only where no measured one fits.
   bool measured = true;
+  // Its time relative to the rule's model with a gathered operand (GemmOperand::gathered), measured: each stage
+  // gathers tileRows rows of A at computed addresses, so taller 4×4-block tiles spend more of it gathering.
+  double gatheredSlowdown = 1.0;
 
   std::uint32_t invocations() const { return (tileRows / threadRows) * (tileColumns / threadColumns); }
   // Whether the rule weighs it for a GEMM over an implicit im2col operand gathered in runs of 4 (GEMM_A_GATHER,
