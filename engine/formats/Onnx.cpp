@@ -511,13 +511,14 @@ class Importer {
     return std::nullopt;
   }
 
-  // The pointwise node that alone reads the output of `producer` (after a BatchNormalization folded into it, if
-  // any), or the Sigmoid and Mul of x·sigmoid(x) (SiLU) that alone read it, marked to run inside the producer's
-  // kernel; `accepts` says which functions the kernel can apply.
-  Pointwise fusedPointwise(const onnx::NodeProto& producer, const std::function<bool(const Pointwise&)>& accepts) {
+  // The pointwise node that alone reads the output of `producer` (after a BatchNormalization that folds into it, if
+  // `absorbsBatchNorm`: a layer importBatchNormalization folds into), or the Sigmoid and Mul of x·sigmoid(x) (SiLU)
+  // that alone read it, marked to run inside the producer's kernel; `accepts` says which functions the kernel can
+  // apply. Past a BatchNormalization that does not fold, the function would run before it.
+  Pointwise fusedPointwise(const onnx::NodeProto& producer, const std::function<bool(const Pointwise&)>& accepts, bool absorbsBatchNorm = false) {
     std::string value = producer.output(0);
     const onnx::NodeProto* next = soleReader(value);
-    if (next && next->op_type() == "BatchNormalization" && next->output_size() >= 1) {
+    if (absorbsBatchNorm && next && next->op_type() == "BatchNormalization" && next->output_size() >= 1) {
       value = next->output(0);
       next = soleReader(value);
     }
@@ -640,7 +641,7 @@ class Importer {
     const Tensor biasTensor = parameter(name + ".bias", {outputs}, bias);
     const std::uint32_t rows = static_cast<std::uint32_t>(elementCount(xShape) / xShape.back());
     const Tensor rowsView = xShape.size() == 2 ? x : graph_.apply(reshapeOp({rows, xShape.back()}), {x});
-    const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }));
+    const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }, xShape.size() == 2));
     Tensor out = graph_.apply(denseOp(activation), {rowsView, weightTensor, biasTensor}, name);
     layers_[out.id] = {weightTensor, biasTensor};
     if (xShape.size() != 2) {
@@ -853,7 +854,7 @@ class Importer {
         out = graph_.apply(conv2dResidualOp(pad, stride, after), {x, weight, b, residualAdd->second}, name);
         residual = true;
       } else if (implicitGemm) {
-        const Pointwise function = fusedPointwise(node, [](const Pointwise&) { return true; });
+        const Pointwise function = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
         const std::optional<Activation> activation = asActivation(function);
         const onnx::NodeProto* pool = activation && w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
         const bool poolable = pool && xShape[2] + 2 * settings.pads[0] >= kernel[0] + 1 && xShape[3] + 2 * settings.pads[0] >= kernel[1] + 1;
@@ -866,7 +867,7 @@ class Importer {
                                       activation ? Pointwise{} : function), {x, weight, b}, name);
         }
       } else {
-        const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
+        const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
         out = graph_.apply(groupedConvOp(settings, after), {x, weight, b}, name);
       }
     } catch (const Error& error) {

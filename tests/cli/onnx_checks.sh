@@ -157,6 +157,16 @@ for i in range(3):
         a += padded[:, :, i:i + 13, j:j + 13] * d(c5)[0, 0, i, j]
 np.save(os.path.join(work, "residual-x.npy"), np.load(os.path.join(work, "cnn-x.npy")))
 np.save(os.path.join(work, "residual-y.npy"), np.maximum(a + x, 0))
+# A pre-activation block's order (Add, then a BatchNormalization no layer absorbs, then Relu): the Relu must run after
+# the BatchNormalization (its negative scale makes the order show), not inside the convolution.
+save("preact", [helper.make_node("Conv", ["x", "c5", "cb5"], ["a"], name="/conv/Conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                helper.make_node("Add", ["a", "x"], ["s"], name="/Add"),
+                helper.make_node("BatchNormalization", ["s", "bn_scale", "bn_bias", "bn_mean", "bn_var"], ["n"], name="/bn/BatchNormalization", epsilon=1e-5),
+                helper.make_node("Relu", ["n"], ["y"], name="/relu/Relu")],
+     ["N", 1, 13, 13], ["N", 1, 13, 13], {"c5": c5, "cb5": cb5, "bn_scale": np.array([-0.7], np.float32), "bn_bias": np.array([0.2], np.float32),
+                                          "bn_mean": np.array([0.1], np.float32), "bn_var": np.array([1.5], np.float32)})
+np.save(os.path.join(work, "preact-x.npy"), np.load(os.path.join(work, "cnn-x.npy")))
+np.save(os.path.join(work, "preact-y.npy"), np.maximum((a + x - d(np.float32(0.1))) / np.sqrt(d(np.float32(1.5)) + 1e-5) * d(np.float32(-0.7)) + d(np.float32(0.2)), 0))
 
 # Two inputs and two outputs: y = a + b (b broadcast), z = relu(y) * a.
 graph = helper.make_graph([helper.make_node("Add", ["a", "b"], ["y"], name="/add"), helper.make_node("Relu", ["y"], ["r"], name="/relu"),
@@ -200,7 +210,7 @@ bad = np.abs(got - want) > 1e-5 + 1e-4 * np.abs(want)
 assert not bad.any(), f'{bad.sum()} of {bad.size} values differ, worst {np.abs(got - want).max()}'
 " "$work/$1-out.npy" "$work/$1-y.npy" || fail "$1: glnet_run differs from the float64 reference"
 }
-for model in mlp cnn matmul softmax strided silu residual bytes; do
+for model in mlp cnn matmul softmax strided silu residual preact bytes; do
   expect 0 "ran .*$model.onnx .* wrote" -- "$apps/glnet_run" --model "$work/$model.onnx" --input "x=$work/$model-x.npy" --output "$work/$model-out.npy" --check
   compare $model
 done
