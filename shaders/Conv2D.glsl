@@ -57,7 +57,7 @@ layout(location = 11) uniform uint gemmDepth;
 #define KW CONV_KERNEL_WIDTH
 #define PAD CONV_PADDING
 #define STRIDE uint(CONV_STRIDE)
-#if (CONV_MODE == 1 || CONV_MODE == 2 || CONV_MODE == 3 || CONV_MODE == 6) && CONV_STRIDE != 1
+#if (CONV_MODE == 1 || CONV_MODE == 2 || CONV_MODE == 3) && CONV_STRIDE != 1
 #error the gradients of a convolution take stride 1
 #endif
 #define OH ((H + 2u * uint(PAD) - KH) / STRIDE + 1u)

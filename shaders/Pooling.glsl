@@ -2,13 +2,24 @@
 // AveragePool; ceil_mode only changes OH and OW, which the engine works out). One invocation per output.
 //   POOL_KIND 0 max (padding never wins), 1 average: the divisor counts the padding when count_include_pad
 //   (window cells beyond the padded input, which ceil_mode adds, never count), else only the cells inside
-// bindings: 0 x read, 1 y write
+//   POOL_GRADIENT 1: the backward pass instead, one invocation per input element: dx = Σ over the windows that hold
+//   it of dy/divisor (average) or dy where it is the window's first maximum (max: the windows are searched again)
+// bindings: 0 x read, 1 y write; gradient: 0 x read, 2 dy read, 3 dx write (or add)
 // uniforms: 0 planes (N·C), 1 H, 2 W, 3 OH, 4 OW, 5 KH, 6 KW, 7 stride h, 8 stride w, 9 dilation h,
-// 10 dilation w, 11 pad top, 12 pad left, 13 pad bottom, 14 pad right, 15 count_include_pad
+// 10 dilation w, 11 pad top, 12 pad left, 13 pad bottom, 14 pad right, 15 count_include_pad, 16 accumulate (gradient)
+#ifndef POOL_GRADIENT
+#define POOL_GRADIENT 0
+#endif
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Source { float x[]; };
+#if POOL_GRADIENT
+layout(std430, binding = 2) readonly buffer OutputGradient { float dy[]; };
+layout(std430, binding = 3) buffer InputGradient { float dx[]; };
+layout(location = 16) uniform uint accumulate;
+#else
 layout(std430, binding = 1) writeonly buffer Result { float y[]; };
+#endif
 layout(location = 0) uniform uint planes;
 layout(location = 1) uniform int H;
 layout(location = 2) uniform int W;
@@ -26,6 +37,60 @@ layout(location = 13) uniform int padBottom;
 layout(location = 14) uniform int padRight;
 layout(location = 15) uniform uint countPadding;
 
+#if POOL_GRADIENT
+// Window (oh, ow)'s divisor (average) or whether input (ih, iw) is its first maximum (max: 1.0 or 0.0), as a factor of dy.
+float share(uint base, int oh, int ow, int ih, int iw) {
+  int top = oh * strideH - padTop, left = ow * strideW - padLeft;
+#if POOL_KIND == 0
+  float best = uintBitsToFloat(0xff800000u);
+  int bestH = -1, bestW = -1;
+  for (int kh = 0; kh < KH; ++kh) {
+    int h = top + kh * dilationH;
+    if (h < 0 || h >= H) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      int w = left + kw * dilationW;
+      if (w < 0 || w >= W) continue;
+      float value = x[base + uint(h * W + w)];
+      if (value > best || bestH < 0) {
+        best = value;
+        bestH = h;
+        bestW = w;
+      }
+    }
+  }
+  return bestH == ih && bestW == iw ? 1.0 : 0.0;
+#else
+  int cells;
+  if (countPadding != 0u) {
+    cells = (min(top + KH, H + padBottom) - top) * (min(left + KW, W + padRight) - left);
+  } else {
+    cells = (min(top + KH, H) - max(top, 0)) * (min(left + KW, W) - max(left, 0));
+  }
+  return 1.0 / float(max(cells, 1));
+#endif
+}
+
+void main() {
+  uint i = LINEAR_INVOCATION_INDEX;
+  if (i >= planes * uint(H * W)) return;
+  uint plane = i / uint(H * W);
+  int ih = int(i % uint(H * W)) / W, iw = int(i % uint(H * W)) % W;
+  uint base = plane * uint(H * W);
+  float sum = 0.0;
+  // The windows whose cell (kh, kw) is this input: oh·strideH − padTop + kh·dilation = ih.
+  for (int kh = 0; kh < KH; ++kh) {
+    int rowFrom = ih + padTop - kh * (POOL_KIND == 0 ? dilationH : 1);
+    if (rowFrom < 0 || rowFrom % strideH != 0 || rowFrom / strideH >= int(OH)) continue;
+    for (int kw = 0; kw < KW; ++kw) {
+      int columnFrom = iw + padLeft - kw * (POOL_KIND == 0 ? dilationW : 1);
+      if (columnFrom < 0 || columnFrom % strideW != 0 || columnFrom / strideW >= int(OW)) continue;
+      int oh = rowFrom / strideH, ow = columnFrom / strideW;
+      sum += dy[(plane * OH + uint(oh)) * OW + uint(ow)] * share(base, oh, ow, ih, iw);
+    }
+  }
+  dx[i] = (accumulate != 0u ? dx[i] : 0.0) + sum;
+}
+#else
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= planes * OH * OW) return;
@@ -63,3 +128,4 @@ void main() {
   y[i] = sum / float(max(cells, 1));
 #endif
 }
+#endif

@@ -45,12 +45,16 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
   }
   // Parameter offsets honour the device's binding alignment so each can be bound as its own range.
   const std::size_t alignment = std::max<std::size_t>(static_cast<std::size_t>(context_.limits().storageBufferOffsetAlignment), 4) / 4;
+  // Trained parameters first, then state, so that the optimizer's update covers the trained ones alone.
   arenaOffset_.assign(tensors.size(), 0);
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (tensors[i].role != TensorRole::parameter) continue;
-    arenaFloats_ = (arenaFloats_ + alignment - 1) / alignment * alignment;
-    arenaOffset_[i] = arenaFloats_;
-    arenaFloats_ += elementCount(tensors[i].shape);
+  for (const bool trained : {true, false}) {
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      if (tensors[i].role != TensorRole::parameter || tensors[i].needsGradient != trained) continue;
+      arenaFloats_ = (arenaFloats_ + alignment - 1) / alignment * alignment;
+      arenaOffset_[i] = arenaFloats_;
+      arenaFloats_ += elementCount(tensors[i].shape);
+    }
+    if (trained) trainedFloats_ = arenaFloats_;
   }
   parameters_ = Buffer(std::max<std::size_t>(arenaFloats_, 1) * sizeof(float));
   gradients_ = Buffer(training ? parameters_.bytes() : sizeof(float));
@@ -200,7 +204,7 @@ void CompiledGraph::recordBackward(Plan& plan) {
 
 void CompiledGraph::recordUpdate(Plan& plan) {
   std::vector<BufferView> state(state_.begin(), state_.end());
-  plan.record(OptimizerOp(programs_, optimizer_).update(parameters_, gradients_, state, static_cast<std::uint32_t>(arenaFloats_),
+  plan.record(OptimizerOp(programs_, optimizer_).update(parameters_, gradients_, state, static_cast<std::uint32_t>(trainedFloats_),
                                                         stepParameter));
 }
 

@@ -88,6 +88,7 @@ class CompiledGraph {
   std::uint32_t rows_ = 0;
   ProgramCache programs_;
   std::size_t arenaFloats_ = 0;
+  std::size_t trainedFloats_ = 0;  // the arena's trained parameters, before its state
   std::vector<std::size_t> arenaOffset_;  // per tensor, in floats (parameters)
   Buffer parameters_, gradients_;
   std::vector<Buffer> state_;

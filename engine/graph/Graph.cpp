@@ -24,6 +24,12 @@ Tensor Graph::parameter(const std::string& name, Shape shape, std::vector<float>
   return add({name, std::move(shape), TensorRole::parameter, std::move(initial), -1, true});
 }
 
+Tensor Graph::state(const std::string& name, Shape shape, std::vector<float> initial) {
+  const Tensor t = parameter(name, std::move(shape), std::move(initial));
+  tensors_[static_cast<std::size_t>(t.id)].needsGradient = false;
+  return t;
+}
+
 void Graph::setInitial(Tensor parameter, std::vector<float> values) {
   TensorNode& node = tensors_.at(static_cast<std::size_t>(parameter.id));
   GLNET_ASSERT(node.role == TensorRole::parameter, "only a parameter has initial values");

@@ -23,7 +23,7 @@ struct TensorNode {
   TensorRole role;
   std::vector<float> initial;  // parameters
   int producer = -1;           // index of the op node that computes it
-  bool needsGradient = false;  // a parameter, or computed from one through differentiable ops
+  bool needsGradient = false;  // a trained parameter, or computed from one through differentiable ops
 };
 
 struct OpNode {
@@ -39,6 +39,9 @@ class Graph {
   // Class indices supplied each step (uint32 on the GPU).
   Tensor indexInput(const std::string& name, Shape shape);
   Tensor parameter(const std::string& name, Shape shape, std::vector<float> initial);
+  // A parameter that ops update in their forward pass instead of the optimizer (BatchNormalization's running mean
+  // and variance): saved and restored with the parameters, never differentiated.
+  Tensor state(const std::string& name, Shape shape, std::vector<float> initial);
   // Replaces a parameter's values, same size (an importer folding a following BatchNormalization into them).
   void setInitial(Tensor parameter, std::vector<float> values);
   // Adds `op` applied to `inputs`; throws glnet::Error when the shapes do not fit.
@@ -51,6 +54,7 @@ class Graph {
   const std::vector<TensorNode>& tensors() const { return tensors_; }
   const TensorNode& tensor(Tensor t) const { return tensors_.at(static_cast<std::size_t>(t.id)); }
   const std::vector<OpNode>& ops() const { return ops_; }
+  // Trained parameters and state, in the order they were added.
   std::vector<Tensor> parameters() const;
 
  private:

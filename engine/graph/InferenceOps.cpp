@@ -3,6 +3,7 @@
 #include "gl/Limits.h"
 #include "gl/check.h"
 #include "ops/Groups.h"
+#include "ops/StridedCopy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -234,44 +235,15 @@ class BroadcastOp : public InferenceOp {
   Pointwise after_;
 };
 
-// One region copy of StridedCopy.glsl: the region's shape, and where its coordinates are in x and in y.
-struct RegionCopy {
-  Shape region;
-  std::int64_t xOffset = 0, yOffset = 0;
-  std::vector<std::int64_t> xStrides, yStrides;
-};
-
-Dispatch copyDispatch(ProgramCache& programs, const std::string& label, const BufferView& x, const BufferView& y, const RegionCopy& copy) {
-  const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "0"}, {"RANK", std::to_string(std::max<std::size_t>(copy.region.size(), 1))}});
-  Dispatch dispatch = linearDispatch(program, label, elementCount(copy.region));
-  dispatch.buffers = {{0, x, Access::read}, {1, y, Access::write}};
-  dispatch.uniforms = {Uniform::u32(0, count32(copy.region)), Uniform::i32(1, static_cast<std::int32_t>(copy.xOffset)),
-                       Uniform::i32(2, static_cast<std::int32_t>(copy.yOffset)), Uniform::f32(3, 0.0f)};
-  const std::vector<std::int64_t> own = stridesOf(copy.region);
-  for (std::size_t k = 0; k < largestRank; ++k) {
-    const bool used = k < copy.region.size();
-    dispatch.uniforms.push_back(Uniform::u32(4 + static_cast<int>(k), used ? static_cast<std::uint32_t>(own[k]) : 1));
-    dispatch.uniforms.push_back(Uniform::i32(10 + static_cast<int>(k), used ? static_cast<std::int32_t>(copy.xStrides[k]) : 0));
-    dispatch.uniforms.push_back(Uniform::i32(16 + static_cast<int>(k), used ? static_cast<std::int32_t>(copy.yStrides[k]) : 0));
-  }
-  return dispatch;
-}
-
 // The ops that move elements: their forward pass is a list of region copies (after a fill, for Pad).
 class LayoutOp : public InferenceOp {
  public:
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
-    if (const std::optional<float> value = fill()) {
-      const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "1"}, {"RANK", "1"}});
-      Dispatch dispatch = linearDispatch(program, name() + " fill", elementCount(out.shape));
-      dispatch.buffers = {{0, in[0].view, Access::read}, {1, out.view, Access::write}};
-      dispatch.uniforms = {Uniform::u32(0, count32(out.shape)), Uniform::f32(3, *value)};
-      plan.record(dispatch);
-    }
+    if (const std::optional<float> value = fill()) plan.record(glnet::fill(programs, name() + " fill", out.view, elementCount(out.shape), *value));
     const std::vector<Shape> shapes = shapesOf(in);
     const std::vector<RegionCopy> list = copies(shapes, out.shape);
     for (std::size_t i = 0; i < list.size(); ++i) {
-      if (elementCount(list[i].region) > 0) plan.record(copyDispatch(programs, name(), in[std::min(i, in.size() - 1)].view, out.view, list[i]));
+      if (elementCount(list[i].region) > 0) plan.record(regionCopy(programs, name(), in[std::min(i, in.size() - 1)].view, out.view, list[i]));
     }
   }
 
@@ -549,9 +521,12 @@ std::uint32_t pooledSize(std::uint32_t size, std::uint32_t padBefore, std::uint3
   return static_cast<std::uint32_t>(out);
 }
 
+// Trainable: its gradient goes back to the window's first maximum (max) or spreads over the cells it averaged.
 class PoolOp : public InferenceOp {
  public:
   explicit PoolOp(PoolSettings s) : s_(s) {}
+  bool differentiable() const override { return true; }
+  bool passesGradient(std::size_t) const override { return true; }
   std::string name() const override {
     return std::string(s_.average ? "average" : "max") + " pool " + std::to_string(s_.kernel[0]) + "x" + std::to_string(s_.kernel[1]);
   }
@@ -569,42 +544,85 @@ class PoolOp : public InferenceOp {
     const Program& program = programs.get("Pooling.glsl", {{"POOL_KIND", s_.average ? "1" : "0"}});
     Dispatch dispatch = linearDispatch(program, name(), elementCount(out.shape));
     dispatch.buffers = {{0, in[0].view, Access::read}, {1, out.view, Access::write}};
-    const Shape& x = in[0].shape;
-    const std::array<std::uint32_t, 16> values{x[0] * x[1], x[2], x[3], out.shape[2], out.shape[3], s_.kernel[0], s_.kernel[1], s_.strides[0],
-                                               s_.strides[1], s_.dilations[0], s_.dilations[1], s_.pads[0], s_.pads[1], s_.pads[2],
-                                               s_.pads[3], s_.countIncludePad ? 1u : 0u};
-    for (std::size_t k = 0; k < values.size(); ++k) {
-      const bool unsignedUniform = k == 0 || k == 3 || k == 4 || k == 15;
-      dispatch.uniforms.push_back(unsignedUniform ? Uniform::u32(static_cast<int>(k), values[k])
-                                                  : Uniform::i32(static_cast<int>(k), static_cast<std::int32_t>(values[k])));
-    }
+    dispatch.uniforms = uniforms(in[0].shape, out.shape);
+    plan.record(dispatch);
+  }
+  void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
+                const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
+    if (!targets[0]) return;
+    const Program& program = programs.get("Pooling.glsl", {{"POOL_KIND", s_.average ? "1" : "0"}, {"POOL_GRADIENT", "1"}});
+    Dispatch dispatch = linearDispatch(program, name() + " backward", elementCount(in[0].shape));
+    dispatch.buffers = {{0, in[0].view, Access::read}, {2, dOut.view, Access::read}, {3, targets[0]->view, Access::readWrite}};
+    dispatch.uniforms = uniforms(in[0].shape, out.shape);
+    dispatch.uniforms.push_back(Uniform::u32(16, targets[0]->accumulate ? 1 : 0));
     plan.record(dispatch);
   }
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
-    const Shape out = outputShape(shapesOf(in));
-    const Shape& x = in[0].shape;
     std::vector<double> y;
-    forEachCoordinate(out, [&](const std::vector<std::uint32_t>& c) {
-      const std::int64_t top = std::int64_t{c[2]} * s_.strides[0] - s_.pads[0], left = std::int64_t{c[3]} * s_.strides[1] - s_.pads[1];
-      double best = -INFINITY, sum = 0;
-      std::int64_t cells = 0;
-      for (std::int64_t kh = 0; kh < s_.kernel[0]; ++kh) {
-        for (std::int64_t kw = 0; kw < s_.kernel[1]; ++kw) {
-          const std::int64_t ih = top + kh * s_.dilations[0], iw = left + kw * s_.dilations[1];
-          if (ih < 0 || iw < 0 || ih >= x[2] || iw >= x[3]) continue;
-          const double v = (*in[0].values)[((std::size_t{c[0]} * x[1] + c[1]) * x[2] + static_cast<std::size_t>(ih)) * x[3] + static_cast<std::size_t>(iw)];
-          best = std::max(best, v);
-          sum += v;
-          ++cells;
-        }
-      }
-      if (s_.countIncludePad) {
-        cells = (std::min<std::int64_t>(top + s_.kernel[0], std::int64_t{x[2]} + s_.pads[2]) - top) *
-                (std::min<std::int64_t>(left + s_.kernel[1], std::int64_t{x[3]} + s_.pads[3]) - left);
-      }
-      y.push_back(s_.average ? sum / static_cast<double>(std::max<std::int64_t>(cells, 1)) : best);
+    forWindows(in[0], [&](const std::vector<std::size_t>& cells, std::size_t best, double divisor) {
+      double sum = 0;
+      for (const std::size_t cell : cells) sum += (*in[0].values)[cell];
+      y.push_back(s_.average ? sum / divisor : cells.empty() ? -INFINITY : (*in[0].values)[best]);
     });
     return y;
+  }
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>&,
+                                                     const std::vector<double>& dy) const override {
+    std::vector<double> dx(in[0].values->size(), 0.0);
+    std::size_t output = 0;
+    forWindows(in[0], [&](const std::vector<std::size_t>& cells, std::size_t best, double divisor) {
+      if (s_.average) {
+        for (const std::size_t cell : cells) dx[cell] += dy[output] / divisor;
+      } else if (!cells.empty()) {
+        dx[best] += dy[output];
+      }
+      ++output;
+    });
+    return {dx};
+  }
+
+ private:
+  std::vector<Uniform> uniforms(const Shape& x, const Shape& out) const {
+    const std::array<std::uint32_t, 16> values{x[0] * x[1], x[2], x[3], out[2], out[3], s_.kernel[0], s_.kernel[1], s_.strides[0],
+                                               s_.strides[1], s_.dilations[0], s_.dilations[1], s_.pads[0], s_.pads[1], s_.pads[2],
+                                               s_.pads[3], s_.countIncludePad ? 1u : 0u};
+    std::vector<Uniform> result;
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      const bool unsignedUniform = k == 0 || k == 3 || k == 4 || k == 15;
+      result.push_back(unsignedUniform ? Uniform::u32(static_cast<int>(k), values[k])
+                                       : Uniform::i32(static_cast<int>(k), static_cast<std::int32_t>(values[k])));
+    }
+    return result;
+  }
+  // Calls visit(the input indices of the window's cells inside the input, the first maximum's index, the average's
+  // divisor) for every output element in order. Average pooling ignores dilations, as ONNX's AveragePool before
+  // opset 19 does.
+  template <class Visit>
+  void forWindows(const HostTensor64& in, Visit visit) const {
+    const Shape& x = in.shape;
+    const Shape out = outputShape({x});
+    const std::array<std::uint32_t, 2> dilations = s_.average ? std::array<std::uint32_t, 2>{1, 1} : s_.dilations;
+    std::vector<std::size_t> cells;
+    forEachCoordinate(out, [&](const std::vector<std::uint32_t>& c) {
+      const std::int64_t top = std::int64_t{c[2]} * s_.strides[0] - s_.pads[0], left = std::int64_t{c[3]} * s_.strides[1] - s_.pads[1];
+      cells.clear();
+      std::size_t best = 0;
+      for (std::int64_t kh = 0; kh < s_.kernel[0]; ++kh) {
+        for (std::int64_t kw = 0; kw < s_.kernel[1]; ++kw) {
+          const std::int64_t ih = top + kh * dilations[0], iw = left + kw * dilations[1];
+          if (ih < 0 || iw < 0 || ih >= x[2] || iw >= x[3]) continue;
+          const std::size_t index = ((std::size_t{c[0]} * x[1] + c[1]) * x[2] + static_cast<std::size_t>(ih)) * x[3] + static_cast<std::size_t>(iw);
+          if (cells.empty() || (*in.values)[index] > (*in.values)[best]) best = index;
+          cells.push_back(index);
+        }
+      }
+      std::int64_t divisor = static_cast<std::int64_t>(cells.size());
+      if (s_.countIncludePad) {
+        divisor = (std::min<std::int64_t>(top + s_.kernel[0], std::int64_t{x[2]} + s_.pads[2]) - top) *
+                  (std::min<std::int64_t>(left + s_.kernel[1], std::int64_t{x[3]} + s_.pads[3]) - left);
+      }
+      visit(cells, best, static_cast<double>(std::max<std::int64_t>(divisor, 1)));
+    });
   }
 
  private:

@@ -7,6 +7,7 @@
 #include "gl/Program.h"
 #include "graph/Op.h"
 #include "ops/Pointwise.h"
+#include "ops/StridedCopy.h"
 
 #include <array>
 #include <memory>
@@ -15,7 +16,7 @@
 namespace glnet {
 
 // The most axes a tensor of these ops may have (ONNX vision and transformer models use up to 5 or 6).
-constexpr std::size_t largestRank = 6;
+constexpr std::size_t largestRank = largestCopyRank;
 
 // prelu: a where a ≥ 0, else a·b (PRelu's slope b).
 enum class BinaryKind { add = 0, subtract, multiply, divide, power, maximum, minimum, prelu };
@@ -57,7 +58,7 @@ std::shared_ptr<const Op> padOp(std::vector<std::uint32_t> before, std::vector<s
 std::shared_ptr<const Op> expandOp(Shape shape);
 // The same elements in another shape, as a view of the same memory.
 std::shared_ptr<const Op> reshapeOp(Shape shape);
-// 2-D pooling over [N, C, H, W].
+// 2-D pooling over [N, C, H, W]; trainable (the one operator here with a gradient).
 std::shared_ptr<const Op> poolOp(PoolSettings settings);
 // Y = after(conv(X, W) + b), X [N, C, H, W], W [OC, C/groups, KH, KW], b [OC].
 std::shared_ptr<const Op> groupedConvOp(ConvSettings settings, Pointwise after = {});

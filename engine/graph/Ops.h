@@ -29,12 +29,16 @@ std::shared_ptr<const Op> meanSquaredErrorOp();
 // correct[r] = 1 when argmax(logits[r]) = labels[r]; a metric, not differentiable.
 std::shared_ptr<const Op> correctOp();
 // Y = act(conv(X, W) + b), NCHW: X [N, C, H, W], W [OC, C, KH, KW], b [OC]; `padding` 0 is valid, (kernel − 1)/2
-// keeps the size ("same") at stride 1. A stride above 1 runs in forward-only graphs (imported models).
+// keeps the size ("same") at stride 1.
 // `after`: an imported model's function after the activation (forward-only graphs).
 std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {});
 // X, W, b and a residual R shaped as the output: after(conv(X) + b + R) (forward-only graphs: ResNet's last
 // convolution of a block, its identity added and the ReLU after, as one op).
 std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {});
+// x [N, C, ...], gamma, beta, running mean, running variance [C]: y = (x − mean)/sqrt(var + ε)·gamma + beta per
+// channel. Training: the batch's mean and variance, gradients to x, gamma and beta, and the running statistics (state
+// tensors) moved by `momentum` towards the batch's as PyTorch does; otherwise the running statistics (forward only).
+std::shared_ptr<const Op> batchNormOp(bool training, float momentum = 0.1f, float epsilon = 1e-5f);
 // 2×2 max pooling, stride 2: [N, C, H, W] → [N, C, H/2, W/2].
 std::shared_ptr<const Op> maxPoolOp();
 // conv2dOp followed by maxPoolOp in one dispatch that never writes the convolution's output; forward only.

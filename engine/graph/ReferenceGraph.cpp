@@ -71,6 +71,7 @@ void referenceUpdate(const Graph& graph, const ReferencePass& pass, const Optimi
     const std::vector<double>& gradient = pass.gradients[static_cast<std::size_t>(parameterList[p].id)];
     std::vector<double>& values = parameters[p];
     for (auto& buffer : state) buffer[p].resize(values.size(), 0.0);
+    if (!graph.tensor(parameterList[p]).needsGradient) continue;  // state: its ops update it
     for (std::size_t k = 0; k < values.size(); ++k) {
       const double g = gradient.empty() ? 0.0 : gradient[k];
       switch (settings.kind) {

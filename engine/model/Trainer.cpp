@@ -42,6 +42,8 @@ std::vector<GradientBucket> gradientBuckets(CompiledGraph& graph, const Plan& pl
   std::vector<Piece> pieces;
   const std::vector<Tensor>& parameters = graph.graph().parameters();
   for (std::size_t p = 0; p < parameters.size(); ++p) {
+    // State lies after the trained parameters in the arena, and its gradient stays zero.
+    if (!graph.graph().tensor(parameters[p]).needsGradient) continue;
     const BufferView view = graph.view(parameters[p]);  // the parameter arena: same offsets as the gradients'
     const std::size_t end = view.offset + view.bytes;
     pieces.push_back({p, view.offset, end, plan.lastStepWriting(graph.gradientArena(), view.offset, view.bytes).value_or(0)});

@@ -15,7 +15,8 @@ struct ConvShape {
   std::uint32_t batch, channels, height, width;  // input [N, C, H, W]
   std::uint32_t outChannels, kernelHeight, kernelWidth;
   std::uint32_t padding;                         // 0: valid; (kernel − 1)/2: same
-  std::uint32_t stride = 1;                      // the forward pass only: gradients take stride 1
+  std::uint32_t stride = 1;                      // the forward pass only: gradients take stride 1 (a strided
+                                                 // convolution's are the unstrided one's with dZ spread out)
   std::uint32_t outHeight() const { return (height + 2 * padding - kernelHeight) / stride + 1; }
   std::uint32_t outWidth() const { return (width + 2 * padding - kernelWidth) / stride + 1; }
 };

@@ -1,5 +1,6 @@
 // Every op's reference backward against central finite differences in double, and every op's GPU forward
 // and backward against its reference.
+#include "graph/InferenceOps.h"
 #include "graph/Ops.h"
 #include "ops/Conv.h"
 #include "ops/Dense.h"
@@ -52,6 +53,18 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"conv2d tanh same, 8 input channels (dX reads its weights as vec4s)", conv2dOp(Activation::tanh, 1),
        {{rows, 8, 5, 4}, {4, 8, 3, 3}, {4}}},
       {"max pool", maxPoolOp(), {{rows, 3, 7, 6}}},
+      {"conv2d relu stride 2 same (dZ spread)", conv2dOp(Activation::relu, 1, 2), {{rows, 3, 7, 6}, {4, 3, 3, 3}, {4}}, 0, true,
+       conv2dOp(Activation::none, 1, 2)},
+      {"conv2d none stride 2, 1x1 (a downsampling shortcut)", conv2dOp(Activation::none, 0, 2), {{rows, 5, 7, 8}, {6, 5, 1, 1}, {6}}},
+      {"conv2d tanh stride 3 valid, edges no window reaches", conv2dOp(Activation::tanh, 0, 3), {{rows, 2, 8, 9}, {3, 2, 3, 2}, {3}}},
+      {"batch norm (training) [N, C, H, W]", batchNormOp(true), {{rows, 3, 5, 4}, {3}, {3}, {3}, {3}}},
+      {"batch norm (training) [N, C]", batchNormOp(true, 0.1f, 1e-3f), {{rows + 1, 6}, {6}, {6}, {6}, {6}}},
+      {"max pool 3x3 stride 2 padding 1", poolOp({false, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}), {{rows, 2, 7, 6}}},
+      {"max pool 2x2 dilation 2", poolOp({false, {2, 2}, {1, 1}, {2, 2}, {0, 0, 0, 0}}), {{rows, 2, 6, 5}}},
+      {"average pool 3x3 stride 2 padding 1, padding counted", poolOp({true, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, false, true}),
+       {{rows, 2, 7, 6}}},
+      {"average pool 2x3 stride 1, ceil mode", poolOp({true, {2, 3}, {1, 2}, {1, 1}, {0, 0, 0, 0}, true}), {{rows, 2, 5, 6}}},
+      {"global average pool", poolOp({true, {5, 7}, {1, 1}, {1, 1}, {0, 0, 0, 0}}), {{rows, 3, 5, 7}}},
   };
   return result;
 }
@@ -316,5 +329,62 @@ TEST_SUITE("gl") {
         if (c.name.rfind("dense", 0) == 0 || c.name.rfind("conv2d", 0) == 0) checkAgainstReference(context, programs, c, 67, random);
       }
     }
+  }
+}
+
+TEST_SUITE("gl") {
+  TEST_CASE("batch normalization moves its running statistics as PyTorch does, and inference uses them") {
+    Context& context = test::glContext();
+    auto random = test::generator(47);
+    ProgramCache programs;
+    const std::uint32_t n = 9, channels = 5, spatial = 13;
+    const Shape x{n, channels, spatial, 1}, c{channels};
+    // A large mean, so that a one-pass variance would lose digits.
+    std::vector<float> xs = test::uniformFloats(random, elementCount(x));
+    for (float& value : xs) value = 40.0f + 3.0f * value;
+    std::vector<float> gamma = test::uniformFloats(random, channels), beta = test::uniformFloats(random, channels);
+    std::vector<float> runningMean = test::uniformFloats(random, channels), runningVar = test::uniformFloats(random, channels);
+    for (float& v : runningVar) v = 0.5f + std::abs(v);
+    std::vector<Buffer> buffers;
+    for (const std::vector<float>* values : {&xs, &gamma, &beta, &runningMean, &runningVar}) buffers.push_back(Buffer::of(*values));
+    std::vector<GpuTensor> in;
+    for (std::size_t i = 0; i < buffers.size(); ++i) in.push_back({buffers[i], i == 0 ? x : c});
+    const float momentum = 0.25f;
+    const auto training = batchNormOp(true, momentum);
+    Buffer out(elementCount(x) * sizeof(float)), workspace(training->workspaceBytes({x, c, c, c, c}));
+    out.fill(test::nanPoison);
+    Plan plan(context.limits());
+    training->forward(programs, plan, in, {out, x, BufferView(workspace)});
+    plan.run();
+    std::vector<double> expectedMean(channels), expectedVar(channels);
+    for (std::uint32_t ch = 0; ch < channels; ++ch) {
+      double sum = 0, squares = 0;
+      for (std::uint32_t k = 0; k < n * spatial; ++k) sum += xs[(k / spatial * channels + ch) * spatial + k % spatial];
+      const double mean = sum / (n * spatial);
+      for (std::uint32_t k = 0; k < n * spatial; ++k) {
+        const double d = xs[(k / spatial * channels + ch) * spatial + k % spatial] - mean;
+        squares += d * d;
+      }
+      expectedMean[ch] = (1 - momentum) * runningMean[ch] + momentum * mean;
+      expectedVar[ch] = (1 - momentum) * runningVar[ch] + momentum * squares / (n * spatial - 1);
+    }
+    test::checkClose(buffers[3].read<float>(), expectedMean, 1e-5, 1e-5);
+    test::checkClose(buffers[4].read<float>(), expectedVar, 1e-5, 1e-4);
+
+    // Inference normalizes with the running statistics just written.
+    const auto inference = batchNormOp(false);
+    std::vector<std::vector<double>> host64;
+    for (const std::vector<float>* values : {&xs, &gamma, &beta}) host64.emplace_back(values->begin(), values->end());
+    const std::vector<float> gpuMean = buffers[3].read<float>(), gpuVar = buffers[4].read<float>();
+    host64.emplace_back(gpuMean.begin(), gpuMean.end());
+    host64.emplace_back(gpuVar.begin(), gpuVar.end());
+    std::vector<HostTensor64> host;
+    for (std::size_t i = 0; i < host64.size(); ++i) host.push_back({&host64[i], i == 0 ? x : c});
+    out.fill(test::nanPoison);
+    Plan evaluation(context.limits());
+    inference->forward(programs, evaluation, in, {out, x});
+    evaluation.run();
+    test::checkClose(out.read<float>(), inference->referenceForward(host), 1e-4, 1e-4);
+    CHECK_FALSE(inference->differentiable());
   }
 }

@@ -1,0 +1,48 @@
+#include "ops/StridedCopy.h"
+
+#include "gl/check.h"
+#include "ops/Groups.h"
+
+#include <algorithm>
+
+namespace glnet {
+
+Dispatch regionCopy(ProgramCache& programs, const std::string& label, const BufferView& x, const BufferView& y, const RegionCopy& copy) {
+  GLNET_ASSERT(copy.region.size() <= largestCopyRank && copy.xStrides.size() == copy.region.size() && copy.yStrides.size() == copy.region.size(),
+               "a region copy has one stride per axis, at most 6 axes");
+  const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "0"}, {"RANK", std::to_string(std::max<std::size_t>(copy.region.size(), 1))}});
+  std::uint64_t count = 1;
+  for (const std::uint32_t size : copy.region) count *= size;
+  Dispatch dispatch;
+  dispatch.program = &program;
+  dispatch.label = label;
+  dispatch.groups = linearGroups(count, program);
+  dispatch.linear = true;
+  dispatch.buffers = {{0, x, Access::read}, {1, y, Access::write}};
+  dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(count)), Uniform::i32(1, static_cast<std::int32_t>(copy.xOffset)),
+                       Uniform::i32(2, static_cast<std::int32_t>(copy.yOffset)), Uniform::f32(3, 0.0f)};
+  std::vector<std::int64_t> own(copy.region.size(), 1);  // the region's own row-major strides
+  for (std::size_t k = copy.region.size(); k-- > 1;) own[k - 1] = own[k] * copy.region[k];
+  for (std::size_t k = 0; k < largestCopyRank; ++k) {
+    const bool used = k < copy.region.size();
+    dispatch.uniforms.push_back(Uniform::u32(4 + static_cast<int>(k), used ? static_cast<std::uint32_t>(own[k]) : 1));
+    dispatch.uniforms.push_back(Uniform::i32(10 + static_cast<int>(k), used ? static_cast<std::int32_t>(copy.xStrides[k]) : 0));
+    dispatch.uniforms.push_back(Uniform::i32(16 + static_cast<int>(k), used ? static_cast<std::int32_t>(copy.yStrides[k]) : 0));
+  }
+  return dispatch;
+}
+
+Dispatch fill(ProgramCache& programs, const std::string& label, const BufferView& y, std::uint64_t count, float value) {
+  const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "1"}, {"RANK", "1"}});
+  Dispatch dispatch;
+  dispatch.program = &program;
+  dispatch.label = label;
+  dispatch.groups = linearGroups(count, program);
+  dispatch.linear = true;
+  // The fill reads nothing; binding 0 must still hold a buffer.
+  dispatch.buffers = {{0, y, Access::read}, {1, y, Access::write}};
+  dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(count)), Uniform::f32(3, value)};
+  return dispatch;
+}
+
+}  // namespace glnet
