@@ -28,7 +28,7 @@ std::string clock(double seconds) {
 }
 
 // The flags that define a run, recorded in its checkpoints.
-const std::set<std::string> trainingFlags = {"arch", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data",
+const std::set<std::string> trainingFlags = {"arch", "net", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data",
                                              "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
                                              "bucket-mb"};
 
@@ -46,7 +46,11 @@ int main(int argc, char** argv) {
                        "prints and writes the model and checkpoints.",
                        "--out MODEL.safetensors [options]");
     parser.option("out", "FILE", "where to write the trained model (safetensors)")
-        .option("arch", "ARCH", "cnn (conv5x5x32-pool-conv5x5x64-pool-fc512-fc10), or MLP layer sizes joined by '-'", "784-128-10")
+        .option("arch", "ARCH",
+                "cnn (conv5x5x32-pool-conv5x5x64-pool-fc512-fc10), lenet5 or resnet8 (built-in descriptions, with batch "
+                "normalization and residuals: nets/ in the source), or MLP layer sizes joined by '-'",
+                "784-128-10")
+        .option("net", "NET.json", "train the network this description file gives (README: 'Your own network'); replaces --arch")
         .option("activation", "NAME", "hidden activation: relu, tanh or sigmoid", "relu")
         .option("epochs", "N", "epochs (with --full-batch: iterations; tested and checkpointed every 100)", "5")
         .option("batch", "N", "images per step (under mpirun: across all ranks)", "64")
@@ -90,7 +94,9 @@ int main(int argc, char** argv) {
     const std::string dataset = parser.text("dataset");
     if (dataset != "mnist" && dataset != "fashion") throw UsageError("--dataset is mnist or fashion, not '" + dataset + "'");
     const std::string architecture = parser.text("arch");
-    if (architecture != "cnn") parseArchitecture(architecture);
+    if (architecture != "cnn" && !builtinNet(architecture)) parseArchitecture(architecture);
+    const std::optional<NetDescription> description =
+        parser.has("net") ? std::optional<NetDescription>(readNetDescription(parser.text("net"))) : std::nullopt;
     const Activation activation = parseActivation(parser.text("activation"));
     if (activation == Activation::none) throw UsageError("--activation none would make the MLP linear; use relu, tanh or sigmoid");
     TrainingOptions options;
@@ -129,14 +135,16 @@ int main(int argc, char** argv) {
     cli::setUpTogether(ranks, [&] {
       const std::string directory =
           parser.has("data") ? parser.text("data") : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
-      const Network shape = Network::create(architecture, activation, options.seed);
+      const Network shape = description ? Network::fromDescription(*description, options.seed, parser.text("net"))
+                                        : Network::create(architecture, activation, options.seed);
       const auto classes = static_cast<int>(shape.classes());
       LabelledImages train = readMnistSplit(directory, Split::train, classes);
       LabelledImages test = readMnistSplit(directory, Split::test, classes);
       if (parser.has("test-limit")) keepFirst(test, static_cast<std::size_t>(parser.integer("test-limit", 1, static_cast<long>(test.images.count))));
       if (parser.has("train-limit")) keepFirst(train, static_cast<std::size_t>(parser.integer("train-limit", 1, static_cast<long>(train.images.count))));
       if (shape.inputs() != train.images.pixelsPerImage()) {
-        throw UsageError("--arch starts with " + std::to_string(shape.inputs()) + " inputs but the images have " +
+        throw UsageError(std::string(description ? "the network description" : "--arch") + " takes " + describe(shape.inputShape) +
+                         " inputs (" + std::to_string(shape.inputs()) + " values) but the images have " +
                          std::to_string(train.images.pixelsPerImage()) + " pixels");
       }
       trainCount = train.images.count;

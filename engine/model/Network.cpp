@@ -169,7 +169,7 @@ std::vector<int> parseArchitecture(const std::string& text) {
   return sizes;
 }
 
-std::uint32_t Network::classes() const { return importedFrom.empty() ? layers.back().outputs : importedClasses; }
+std::uint32_t Network::classes() const { return importedFrom.empty() && !description ? layers.back().outputs : graphClasses; }
 
 Network Network::fromOnnx(const std::string& path) {
   const OnnxModel model = readOnnx(path, 0);
@@ -179,7 +179,7 @@ Network Network::fromOnnx(const std::string& path) {
   Network network;
   network.architecture = "onnx";
   network.importedFrom = path;
-  network.importedClasses = out[1];
+  network.graphClasses = out[1];
   network.inputShape.assign(in.begin() + 1, in.end());
   network.activationRecorded = true;  // the graph says what it computes
   network.inputFormatRecorded = model.metadata.count("input_mean") && model.metadata.count("input_std");
@@ -192,6 +192,11 @@ Network Network::create(const std::string& architecture, Activation activation, 
   network.architecture = architecture;
   network.activation = activation;
   std::mt19937 random(seed);
+  if (const NetDescription* builtin = builtinNet(architecture)) {
+    network = fromDescription(*builtin, seed, "built-in network " + architecture);
+    network.activation = activation;
+    return network;
+  }
   if (architecture == "cnn") {
     network.inputShape = {1, mnistSide, mnistSide};
     buildCnn(network, {{32, 5}, {64, 5}}, {512, 10}, &random);
@@ -203,7 +208,55 @@ Network Network::create(const std::string& architecture, Activation activation, 
   return network;
 }
 
+Network Network::fromDescription(const NetDescription& description, std::uint32_t seed, const std::string& source) {
+  Network network;
+  network.architecture = description.name.empty() ? "net" : description.name;
+  network.description = description;
+  network.inputShape = description.input;
+  std::mt19937 random(seed);
+  Graph graph;
+  Shape imageShape{1};
+  imageShape.insert(imageShape.end(), description.input.begin(), description.input.end());
+  const Tensor logits = buildLayers(description, graph, graph.input("images", imageShape), true,
+                                    [&](const std::string& name, const Shape& shape, bool state, Initialisation init, std::size_t fanIn) {
+                                      std::vector<float> values(elementCount(shape), init == Initialisation::ones ? 1.0f : 0.0f);
+                                      if (init == Initialisation::uniformFanIn) {
+                                        const float bound = 1.0f / std::sqrt(static_cast<float>(fanIn));
+                                        std::uniform_real_distribution<float> uniform(-bound, bound);
+                                        for (float& value : values) value = uniform(random);
+                                      }
+                                      network.parameterNames.push_back(name);
+                                      network.parameters[name] = HostTensor{{shape.begin(), shape.end()}, values};
+                                      return state ? graph.state(name, shape, std::move(values)) : graph.parameter(name, shape, std::move(values));
+                                    },
+                                    source);
+  const Shape& out = graph.tensor(logits).shape;
+  if (out.size() != 2) throw Error(source + ": the last layer gives " + describe(out) + " per batch of one, not class scores [N, classes]");
+  network.graphClasses = out[1];
+  return network;
+}
+
 Network Network::fromTensors(const TensorFile& given, const std::string& path) {
+  if (const std::string text = metadataOf(given, "network"); !text.empty()) {
+    Network network = fromDescription(parseNetDescription(text, path + " (metadata network)"), 0, path);
+    network.input = inputFormatOf(given.metadata, path);
+    network.inputFormatRecorded = given.metadata.count("input_mean") && given.metadata.count("input_std");
+    for (const auto& [name, tensor] : given.tensors) {
+      const auto expected = network.parameters.find(name);
+      if (expected == network.parameters.end()) throw Error(path + ": unexpected tensor " + name + " in a " + network.architecture + " model");
+      if (expected->second.shape != tensor.shape) {
+        throw Error(path + ": tensor " + name + " is not shaped as the network's layer " + name.substr(0, name.rfind('.')) + " needs");
+      }
+      if (!std::all_of(tensor.values.begin(), tensor.values.end(), [](float v) { return std::isfinite(v); })) {
+        throw Error(path + ": tensor " + name + " holds NaN or infinite values");
+      }
+      expected->second = tensor;
+    }
+    for (const std::string& name : network.parameterNames) {
+      if (!given.tensors.count(name)) throw Error(path + ": the network's tensor " + name + " is missing");
+    }
+    return network;
+  }
   const TensorFile file = withSequentialNamesRenamed(given);
   Network network;
   network.inputFormatRecorded = file.metadata.count("input_mean") && file.metadata.count("input_std");
@@ -301,6 +354,7 @@ TensorFile Network::toTensors() const {
   file.metadata = {{"architecture", architecture}, {"activation", activationName(activation)},
                    {"input", "uint8 pixels, (x/255 - input_mean) / input_std"}, {"input_mean", mean.str()},
                    {"input_std", std.str()}, {"format", "glnet-model"}, {"glnet_version", GLNET_VERSION}};
+  if (description) file.metadata["network"] = toJson(*description);
   return file;
 }
 
@@ -334,6 +388,14 @@ NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLo
   imageShape.insert(imageShape.end(), network.inputShape.begin(), network.inputShape.end());
   result.images = g.input("images", imageShape);
   Tensor x = result.images;
+  if (network.description) {
+    x = buildLayers(*network.description, g, x, withLoss,
+                    [&](const std::string& name, const Shape& shape, bool state, Initialisation, std::size_t) {
+                      const std::vector<float>& values = network.parameters.at(name).values;
+                      return state ? g.state(name, shape, values) : g.parameter(name, shape, values);
+                    },
+                    network.architecture);
+  }
   const auto parameter = [&](const std::string& name) {
     const HostTensor& tensor = network.parameters.at(name);
     return g.parameter(name, Shape(tensor.shape.begin(), tensor.shape.end()), tensor.values);

@@ -4,10 +4,12 @@
 #pragma once
 
 #include "graph/Graph.h"
+#include "model/NetDescription.h"
 #include "model/Safetensors.h"
 #include "ops/Activation.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,15 +47,23 @@ struct Network {
   bool inputFormatRecorded = true;
   bool activationRecorded = true;
   // An imported ONNX classifier: its graph is read from this file for each batch size (layers and parameters
-  // stay empty), and it has `importedClasses` outputs.
+  // stay empty).
   std::string importedFrom;
-  std::uint32_t importedClasses = 0;
+  // A described network (--net NET.json, --arch resnet8): its graph is built from the description (layers stay empty).
+  std::optional<NetDescription> description;
+  // The classes of an imported or described network.
+  std::uint32_t graphClasses = 0;
 
   std::size_t inputs() const { return elementCount(inputShape); }
   std::uint32_t classes() const;
 
-  // PyTorch's default initialisation (uniform in ±1/sqrt(fan_in)) from `seed`; "cnn" or layer sizes.
+  // PyTorch's default initialisation (uniform in ±1/sqrt(fan_in)) from `seed`; "cnn", a built-in description's name
+  // (lenet5, resnet8) or layer sizes.
   static Network create(const std::string& architecture, Activation activation, std::uint32_t seed);
+  // A described network, initialised as PyTorch does from `seed` (batch normalization: weight 1, bias 0, running
+  // mean 0, running variance 1). Throws glnet::Error naming the layer whose shapes do not fit, or when the last layer
+  // does not give class scores [N, classes].
+  static Network fromDescription(const NetDescription& description, std::uint32_t seed, const std::string& source);
   // From a file's tensors: checks names, ranks, the chain of shapes and the metadata; errors name the tensor.
   // nn.Sequential names (0.weight, 2.weight, ...) are taken in index order as fc1/conv1, ....
   static Network fromTensors(const TensorFile& file, const std::string& path);

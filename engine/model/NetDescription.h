@@ -1,0 +1,55 @@
+// A network description (glnet_train --net NET.json): the input shape and named layers, each with its kind, its
+// attributes and the layers it reads, so that residual branches are expressible. The format is in the README
+// ("Your own network"); the built-in networks (lenet5, resnet8) are such descriptions, shipped in nets/.
+#pragma once
+
+#include "graph/Graph.h"
+#include "ops/Activation.h"
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+struct LayerDescription {
+  std::string name;
+  std::string kind;  // conv, dense, batchnorm, relu, tanh, sigmoid, add, maxpool, avgpool, globalavgpool, flatten
+  std::vector<std::string> inputs;  // earlier layers' names, or "input"; the previous layer when not given
+  std::uint32_t outputs = 0;        // conv, dense
+  std::uint32_t kernel = 0;         // conv, maxpool, avgpool
+  std::uint32_t stride = 1;         // conv (1), maxpool and avgpool (their kernel)
+  std::uint32_t padding = 0;        // conv ((kernel − 1)/2), maxpool and avgpool (0)
+  Activation activation = Activation::none;  // conv, dense: applied in the same op
+  float momentum = 0.1f, epsilon = 1e-5f;    // batchnorm
+};
+
+struct NetDescription {
+  std::string name;
+  Shape input;  // per image: [channels, height, width] or [features]
+  std::vector<LayerDescription> layers;
+};
+
+// Throws glnet::Error "`source`: layer 'NAME': what is wrong" (or without the layer for the whole file); checks
+// the fields and the references between layers. Shapes are checked when the network is built.
+NetDescription parseNetDescription(const std::string& text, const std::string& source);
+// The same from a file (at most 16 MiB).
+NetDescription readNetDescription(const std::string& path);
+// The description as JSON with every attribute spelled out, as model files record it.
+std::string toJson(const NetDescription& description);
+
+// The description shipped under this name, or null; and the names there are.
+const NetDescription* builtinNet(const std::string& name);
+std::vector<std::string> builtinNetNames();
+
+// How the layers get their parameters: called in layer order with each parameter's name ("conv1.weight"), shape,
+// whether it is state (batch normalization's running statistics), and its initialisation (PyTorch's defaults).
+enum class Initialisation { uniformFanIn, ones, zeros };
+using ParameterSource = std::function<Tensor(const std::string& name, const Shape& shape, bool state, Initialisation init, std::size_t fanIn)>;
+
+// The layers applied to `images` in `graph`; returns the last layer's output. `training`: batch normalization uses the
+// batch's statistics. Shape errors name the layer.
+Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor images, bool training, const ParameterSource& parameter,
+                   const std::string& source);
+
+}  // namespace glnet
