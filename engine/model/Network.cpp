@@ -219,6 +219,10 @@ Network Network::fromDescription(const NetDescription& description, std::uint32_
   imageShape.insert(imageShape.end(), description.input.begin(), description.input.end());
   const Tensor logits = buildLayers(description, graph, graph.input("images", imageShape), true,
                                     [&](const std::string& name, const Shape& shape, bool state, Initialisation init, std::size_t fanIn) {
+                                      if (std::uint64_t{elementCount(shape)} * sizeof(float) > largestTensorBytes) {
+                                        throw Error(source + ": tensor " + name + " " + describe(shape) + " is over " +
+                                                    std::to_string(largestTensorBytes) + " bytes, more than one GPU storage block holds");
+                                      }
                                       std::vector<float> values(elementCount(shape), init == Initialisation::ones ? 1.0f : 0.0f);
                                       if (init == Initialisation::uniformFanIn) {
                                         const float bound = 1.0f / std::sqrt(static_cast<float>(fanIn));

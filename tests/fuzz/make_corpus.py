@@ -127,6 +127,23 @@ for name, text in (("mlp", "784-128-10"), ("cnn", "cnn"), ("deep", "784-256-100-
                    ("empty-layer", "784--10"), ("huge", "784-65536-65536-10")):
     put("Architecture", name, text.encode())
 
+nets = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "nets")
+for name in ("lenet5", "resnet8"):
+    put("NetDescription", name, open(os.path.join(nets, name + ".json"), "rb").read())
+small = {"input": [2, 6, 6], "layers": [
+    {"name": "c", "kind": "conv", "outputs": 3, "kernel": 3, "stride": 2},
+    {"name": "b", "kind": "batchnorm", "momentum": 0.5, "epsilon": 0.001},
+    {"name": "s", "kind": "conv", "outputs": 3, "kernel": 1, "stride": 2, "inputs": ["input"]},
+    {"name": "a", "kind": "add", "inputs": ["b", "s"]},
+    {"name": "p", "kind": "avgpool", "kernel": 2, "padding": 1},
+    {"name": "g", "kind": "globalavgpool", "inputs": ["a"]},
+    {"name": "f", "kind": "dense", "outputs": 4, "activation": "tanh"}]}
+put("NetDescription", "small", json.dumps(small).encode())
+put("NetDescription", "shape-mismatch", json.dumps({"input": [1, 4, 4], "layers": [
+    {"name": "c", "kind": "conv", "outputs": 2, "kernel": 3}, {"name": "a", "kind": "add", "inputs": ["c", "input"]}]}).encode())
+put("NetDescription", "unknown-input", b'{"input": [3], "layers": [{"name": "x", "kind": "dense", "outputs": 2, "inputs": ["y"]}]}')
+put("NetDescription", "deep", b'{"input": [1], "layers": ' + b"[" * 40 + b"]" * 40 + b"}")
+
 pixels = json.dumps({"pixels": [(i * 7) % 256 for i in range(784)]}).encode()
 put("PredictRequest", "json-pixels", b"\x00" + pixels)
 put("PredictRequest", "json-images", b"\x00" + json.dumps({"images": [[0] * 784, [255] * 784]}).encode())

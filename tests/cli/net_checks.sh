@@ -1,0 +1,54 @@
+#!/bin/sh
+# net_checks.sh APPS_DIR MNIST_DIR EXAMPLES_DIR: described networks (glnet_train --net, --arch lenet5/resnet8) train on
+# small MNIST subsets (llvmpipe-sized), evaluate to the accuracy training reported, repeat bit for bit, resume, and
+# refuse broken descriptions in one line.
+set -u
+apps=$1 mnist=$2 examples=$3
+here=$(dirname "$0")
+. "$here/common.sh"
+json_field() { /usr/bin/python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$1" "$2"; }
+at_least() { /usr/bin/python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)" "$1" "$2"; }
+train() { "$apps/glnet_train" --data "$mnist" --test-limit 300 --optimizer momentum --lr 0.05 --batch 32 --log-every 1000 "$@"; }
+
+# Each network learns (chance is 0.10), and its model file evaluates to the accuracy training reported.
+for net in "--arch lenet5 --train-limit 2000 --epochs 2:0.6" "--arch resnet8 --train-limit 512 --batch 16 --lr 0.02 --epochs 2:0.35" \
+           "--net $examples/nets/small-resnet.json --train-limit 1000 --epochs 2:0.5"; do
+  flags=${net%:*} floor=${net##*:}
+  # shellcheck disable=SC2086
+  train $flags --out "$work/m.safetensors" --json >"$work/m.json" || { fail "training $flags"; continue; }
+  accuracy=$(json_field "$work/m.json" "d['epochs'][-1]['test_accuracy']")
+  echo "$flags: test accuracy $accuracy"
+  at_least "$accuracy" "$floor" || fail "$flags: test accuracy $accuracy below $floor"
+  "$apps/glnet_eval" --model "$work/m.safetensors" --data "$mnist" --limit 300 --json >"$work/eval.json" || fail "evaluating $flags"
+  [ "$(json_field "$work/eval.json" "d['accuracy']")" = "$accuracy" ] || fail "$flags: glnet_eval disagrees with training"
+done
+"$apps/glnet_predict" --model "$work/m.safetensors" --data "$mnist" --mnist-index 0,1 >"$work/predict.txt" || fail "predicting with a described model"
+
+# The same seed gives the same model bit for bit; one epoch and a resume give what two epochs give.
+small="--net $examples/nets/small-resnet.json --train-limit 256"
+# shellcheck disable=SC2086
+train $small --epochs 2 --out "$work/a.safetensors" >/dev/null || fail "run a"
+# shellcheck disable=SC2086
+train $small --epochs 2 --out "$work/b.safetensors" >/dev/null || fail "run b"
+cmp -s "$work/a.safetensors" "$work/b.safetensors" || fail "two runs of a described network with the same seed differ"
+# shellcheck disable=SC2086
+train $small --epochs 1 --out "$work/c.safetensors" >/dev/null || fail "one epoch"
+# shellcheck disable=SC2086
+train $small --epochs 2 --out "$work/c.safetensors" --resume "$work/c.checkpoint.safetensors" >/dev/null || fail "resume"
+cmp -s "$work/a.safetensors" "$work/c.safetensors" || fail "1 epoch + resume differs from 2 epochs"
+
+# Broken descriptions: one line, naming the file, the layer and what is wrong.
+printf '{"input": [1, 28, 28], "layers": [{"name": "c", "kind": "conv", "outputs": 4, "kernel": 3},
+  {"name": "sum", "kind": "add", "inputs": ["c", "input"]}, {"name": "fc", "kind": "dense", "outputs": 10}]}' >"$work/shape.json"
+expect 1 "error: .*shape.json: layer 'sum': add takes two tensors of one shape; got \[1, 4, 28, 28\] and \[1, 1, 28, 28\]$" -- \
+  "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" --net "$work/shape.json"
+printf '{"input": [1, 28, 28], "layers": [{"name": "c", "kind": "convolution"}]}' >"$work/kind.json"
+expect 1 "error: .*kind.json: layer 'c': \"kind\" must be one of add, avgpool, batchnorm, conv" -- \
+  "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" --net "$work/kind.json"
+printf '{"input": [3, 32, 32], "layers": [{"name": "fc", "kind": "dense", "outputs": 10}]}' >"$work/cifar.json"
+expect 2 "error: the network description takes \[3, 32, 32\] inputs \(3072 values\) but the images have 784 pixels" -- \
+  "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" --net "$work/cifar.json"
+printf '{"input": [1, 28, 28], "layers": [' >"$work/torn.json"
+expect 1 "error: .*torn.json is not valid JSON" -- "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" --net "$work/torn.json"
+expect 1 "error: .*missing.json" -- "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" --net "$work/missing.json"
+finish "described-network"

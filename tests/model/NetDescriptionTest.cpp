@@ -1,0 +1,112 @@
+#include "gl/check.h"
+#include "model/NetDescription.h"
+#include "model/Network.h"
+#include "support/TempDir.h"
+
+#include <doctest/doctest.h>
+
+using namespace glnet;
+
+namespace {
+
+// The one-line error a description gets, or "" when it is accepted (shapes checked by building the network).
+std::string refusal(const std::string& text) {
+  try {
+    Network::fromDescription(parseNetDescription(text, "net.json"), 0, "net.json");
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
+}
+
+std::string withLayers(const std::string& layers) { return R"({"input": [1, 8, 8], "layers": [)" + layers + "]}"; }
+
+}  // namespace
+
+TEST_CASE("a network description that is wrong is refused in one line naming the layer and what is wrong") {
+  const std::string dense = R"({"name": "fc", "kind": "dense", "outputs": 3})";
+  CHECK(refusal(withLayers(dense)) == "");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"{", "net.json is not valid JSON"},
+      {"[]", "net.json: a network description is a JSON object"},
+      {R"({"input": [1, 8, 8], "layers": [], "extra": 1})", "net.json: unknown field \"extra\""},
+      {R"({"input": [0, 8, 8], "layers": [{"name": "a", "kind": "relu"}]})", "net.json: input size must be a whole number from 1"},
+      {R"({"input": [8, 8], "layers": [{"name": "a", "kind": "relu"}]})", "net.json: \"input\" must be the shape of one input"},
+      {R"({"input": [1, 8, 8], "layers": []})", "net.json: \"layers\" must be a list of 1 to 4096 layers"},
+      {withLayers(R"({"kind": "relu"})"), "net.json: layer 1 needs a \"name\""},
+      {withLayers(R"({"name": "a b", "kind": "relu"})"), "net.json: layer 1 needs a \"name\""},
+      {withLayers(R"({"name": "a", "kind": "lstm"})"), "net.json: layer 'a': \"kind\" must be one of"},
+      {withLayers(R"({"name": "a", "kind": "relu"}, {"name": "a", "kind": "relu"})"), "net.json: layer 'a': a second layer of this name"},
+      {withLayers(R"({"name": "input", "kind": "relu"})"), "net.json: layer 'input': the name 'input' stands for"},
+      {withLayers(R"({"name": "a", "kind": "conv", "outputs": 4})"), "net.json: layer 'a': a conv layer needs \"kernel\""},
+      {withLayers(R"({"name": "a", "kind": "dense"})"), "net.json: layer 'a': a dense layer needs \"outputs\""},
+      {withLayers(R"({"name": "a", "kind": "conv", "outputs": 4, "kernel": 3, "strid": 2})"),
+       "net.json: layer 'a': a conv layer has no attribute \"strid\""},
+      {withLayers(R"({"name": "a", "kind": "conv", "outputs": -4, "kernel": 3})"), "net.json: layer 'a': outputs must be a whole number from 1"},
+      {withLayers(R"({"name": "a", "kind": "conv", "outputs": 2.5, "kernel": 3})"), "net.json: layer 'a': outputs must be a whole number"},
+      {withLayers(R"({"name": "a", "kind": "dense", "outputs": 3, "activation": "gelu"})"), "net.json: layer 'a': \"activation\" must be"},
+      {withLayers(R"({"name": "a", "kind": "batchnorm", "momentum": 0})"), "net.json: layer 'a': momentum must be a number in (0, 1]"},
+      {withLayers(R"({"name": "a", "kind": "relu", "inputs": ["b"]}, {"name": "b", "kind": "relu"})"),
+       "net.json: layer 'a': input 'b' is not an earlier layer (nor 'input')"},
+      {withLayers(R"({"name": "a", "kind": "add", "inputs": ["input"]})"), "net.json: layer 'a': a add layer reads 2 inputs, not 1"},
+      {withLayers(R"({"name": "a", "kind": "maxpool", "kernel": 2, "padding": 2})"), "net.json: layer 'a': padding must be at most half"},
+      // Shapes, found when the network is built.
+      {withLayers(R"({"name": "a", "kind": "conv", "outputs": 2, "kernel": 9, "padding": 0}, )" + dense),
+       "net.json: layer 'a': conv2d none takes X [N, C, H, W]"},
+      {withLayers(R"({"name": "a", "kind": "conv", "outputs": 2, "kernel": 3}, {"name": "b", "kind": "add", "inputs": ["a", "input"]}, )" + dense),
+       "net.json: layer 'b': add takes two tensors of one shape; got [1, 2, 8, 8] and [1, 1, 8, 8]"},
+      {withLayers(R"({"name": "a", "kind": "flatten"}, {"name": "b", "kind": "conv", "outputs": 2, "kernel": 3})"),
+       "net.json: layer 'b': a convolution reads [N, C, H, W], not [1, 64]"},
+      {withLayers(R"({"name": "a", "kind": "conv", "outputs": 2, "kernel": 3})"),
+       "net.json: the last layer gives [1, 2, 8, 8] per batch of one, not class scores [N, classes]"},
+  };
+  for (const auto& [text, expected] : cases) {
+    CAPTURE(text);
+    const std::string error = refusal(text);
+    CHECK(error.rfind(expected, 0) == 0);
+    CHECK(error.find('\n') == std::string::npos);
+  }
+}
+
+TEST_CASE("the built-in networks parse, build and take MNIST images") {
+  for (const std::string& name : {"lenet5", "resnet8"}) {
+    CAPTURE(name);
+    REQUIRE(builtinNet(name) != nullptr);
+    const Network network = Network::create(name, Activation::relu, 1);
+    CHECK(network.inputShape == Shape{1, 28, 28});
+    CHECK(network.classes() == 10);
+    CHECK(network.architecture == name);
+  }
+  CHECK(builtinNet("resnet9000") == nullptr);
+  const Network resnet = Network::create("resnet8", Activation::relu, 1);
+  // PyTorch's names and its batch-norm initialisation.
+  CHECK(resnet.parameters.at("layer2.shortcut.conv.weight").shape == std::vector<std::int64_t>{32, 16, 1, 1});
+  CHECK(resnet.parameters.at("bn1.running_var").values == std::vector<float>(16, 1.0f));
+  CHECK(resnet.parameters.at("bn1.running_mean").values == std::vector<float>(16, 0.0f));
+}
+
+TEST_CASE("a described network's model file records its description and loads back the same") {
+  test::TempDir directory;
+  Network network = Network::create("resnet8", Activation::relu, 3);
+  network.input = {0.25f, 0.5f};
+  const std::string path = directory.file("model.safetensors");
+  network.save(path);
+  const Network loaded = Network::load(path);
+  REQUIRE(loaded.description.has_value());
+  CHECK(toJson(*loaded.description) == toJson(*network.description));
+  CHECK(loaded.parameterNames == network.parameterNames);
+  CHECK(loaded.parameterValues() == network.parameterValues());
+  CHECK(loaded.input.mean == 0.25f);
+  CHECK(loaded.classes() == 10);
+  // The canonical JSON parses to itself.
+  CHECK(toJson(parseNetDescription(toJson(*network.description), "again")) == toJson(*network.description));
+
+  TensorFile file = network.toTensors();
+  file.tensors.erase("fc.bias");
+  writeSafetensors(directory.file("missing.safetensors"), file);
+  CHECK_THROWS_WITH(Network::load(directory.file("missing.safetensors")), doctest::Contains("the network's tensor fc.bias is missing"));
+  file = network.toTensors();
+  file.tensors["fc.bias"].shape = {5, 2};
+  writeSafetensors(directory.file("shape.safetensors"), file);
+  CHECK_THROWS_WITH(Network::load(directory.file("shape.safetensors")), doctest::Contains("tensor fc.bias is not shaped as the network's layer fc needs"));
+}
