@@ -30,7 +30,8 @@ std::string clock(double seconds) {
 // The flags that define a run, recorded in its checkpoints.
 const std::set<std::string> trainingFlags = {"arch", "net", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data",
                                              "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
-                                             "bucket-mb"};
+                                             "bucket-mb", "weight-decay", "nesterov", "clip-norm", "schedule", "warmup-epochs",
+                                             "step-epochs", "step-gamma"};
 
 }  // namespace
 
@@ -55,7 +56,16 @@ int main(int argc, char** argv) {
         .option("epochs", "N", "epochs (with --full-batch: iterations; tested and checkpointed every 100)", "5")
         .option("batch", "N", "images per step (under mpirun: across all ranks)", "64")
         .option("lr", "RATE", "learning rate", "0.1")
-        .option("optimizer", "NAME", "sgd, momentum (0.9) or adam", "sgd")
+        .option("optimizer", "NAME", "sgd, momentum (0.9), adam or adamw (decoupled weight decay)", "sgd")
+        .option("weight-decay", "L", "weight decay of the weights (not of biases and batch normalization): L2 for sgd, momentum "
+                "and adam, decoupled for adamw", "0")
+        .flag("nesterov", "Nesterov momentum (with --optimizer momentum)")
+        .option("clip-norm", "N", "scale the gradients so that their global L2 norm is at most N (0: no clipping)", "0")
+        .option("schedule", "NAME", "learning rate schedule: constant, cosine (to 0 at the end), step (times --step-gamma every "
+                "--step-epochs) or onecycle (PyTorch's OneCycleLR with --lr as its peak)", "constant")
+        .option("warmup-epochs", "E", "first raise the learning rate linearly over E epochs (may be fractional; not with onecycle)", "0")
+        .option("step-epochs", "N", "the step schedule's interval in epochs", "30")
+        .option("step-gamma", "G", "the step schedule's factor", "0.1")
         .option("dataset", "NAME", "mnist or fashion", "mnist")
         .option("data", "DIR", "IDX files directory (default: data/mnist, or /usr/share/datasets/fashion-mnist)")
         .option("train-limit", "N", "train on the first N training images only")
@@ -108,6 +118,21 @@ int main(int argc, char** argv) {
     if (!(options.optimizer.learningRate > 0 && std::isfinite(options.optimizer.learningRate))) {
       throw UsageError("--lr must be a positive number within float range, not '" + parser.text("lr") + "'");
     }
+    options.optimizer.weightDecay = static_cast<float>(parser.number("weight-decay"));
+    if (!(options.optimizer.weightDecay >= 0 && options.optimizer.weightDecay < 1)) throw UsageError("--weight-decay must be from 0 to below 1");
+    options.optimizer.nesterov = parser.has("nesterov");
+    if (options.optimizer.nesterov && options.optimizer.kind != OptimizerKind::momentum) throw UsageError("--nesterov needs --optimizer momentum");
+    options.optimizer.clipNorm = static_cast<float>(parser.number("clip-norm"));
+    if (!(options.optimizer.clipNorm >= 0 && std::isfinite(options.optimizer.clipNorm))) throw UsageError("--clip-norm must be 0 or a positive number");
+    options.schedule.kind = parseSchedule(parser.text("schedule"));
+    const double warmupEpochs = parser.number("warmup-epochs"), stepEpochs = parser.number("step-epochs"), stepGamma = parser.number("step-gamma");
+    if (!(warmupEpochs >= 0 && warmupEpochs <= 1e6)) throw UsageError("--warmup-epochs must be from 0 to 1000000");
+    if (warmupEpochs > 0 && options.schedule.kind == ScheduleKind::onecycle) throw UsageError("--warmup-epochs does not apply to onecycle, which warms up itself");
+    if (!(stepEpochs >= 1 && stepEpochs <= 1e6)) throw UsageError("--step-epochs must be from 1 to 1000000");
+    if (!(stepGamma > 0 && stepGamma <= 1)) throw UsageError("--step-gamma must be in (0, 1]");
+    options.schedule.gamma = stepGamma;
+    options.warmupEpochs = warmupEpochs;
+    options.stepEpochs = stepEpochs;
     options.seed = static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX));
     options.logEvery = static_cast<std::size_t>(parser.integer("log-every", 1, 1L << 30));
     const double progressSeconds = parser.number("progress-every");
@@ -176,11 +201,12 @@ int main(int argc, char** argv) {
     });
     if (leader) {
       const std::size_t steps = trainer->stepsPerEpoch();
-      std::fprintf(info, "training %s (%s) on %zu %s images, %s, %zu step%s per %s, %s lr %g, seed %u; compile %.0f ms\n",
+      std::fprintf(info, "training %s (%s) on %zu %s images, %s, %zu step%s per %s, %s lr %g (%s), seed %u; compile %.0f ms\n",
                    initial.architecture.c_str(), activationName(activation), trainCount, dataset.c_str(),
                    options.fullBatch ? "full batch" : ("batch " + std::to_string(options.batch)).c_str(), steps, steps == 1 ? "" : "s",
                    options.fullBatch ? "iteration" : "epoch", optimizerName(options.optimizer.kind),
-                   static_cast<double>(options.optimizer.learningRate), options.seed, trainer->compileMilliseconds());
+                   static_cast<double>(options.optimizer.learningRate), scheduleName(options.schedule.kind), options.seed,
+                   trainer->compileMilliseconds());
       if (const std::size_t left = options.fullBatch ? 0 : trainCount - steps * options.batch; left > 0) {
         std::fprintf(info, "note: %zu is not a multiple of --batch %u: each epoch trains on %zu images of its new shuffle and "
                            "leaves %zu out (other ones every epoch)\n",

@@ -1,35 +1,67 @@
-// One update of every parameter of a model, which lives in one buffer (the parameter arena):
-//   OPTIMIZER 0 SGD:            p −= lr·g
-//   OPTIMIZER 1 SGD + momentum: v = μ·v + g; p −= lr·v                         (PyTorch's form)
-//   OPTIMIZER 2 Adam:           m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²;
+// One update of every trained parameter of a model, which live in one buffer (the parameter arena), the ones that
+// decay first. With g the gradient, scaled by min(1, clip / (‖all gradients‖ + 1e-6)) when clipping (PyTorch's
+// clip_grad_norm_), and λ the weight decay of this parameter (0 past the decayed ones: biases, normalization):
+//   OPTIMIZER 0 SGD:            g += λ·p; p −= lr·g
+//   OPTIMIZER 1 SGD + momentum: g += λ·p; v = μ·v + g; p −= lr·v, or with NESTEROV p −= lr·(g + μ·v)   (PyTorch's form)
+//   OPTIMIZER 2 Adam:           g += λ·p; m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²;
 //                               p −= lr · (m / (1 − β1^t)) / (sqrt(v / (1 − β2^t)) + ε)
-// bindings: 0 parameters read-write, 1 gradients read, 2 first state (v or m) read-write, 3 second (Adam v)
-// uniforms: 0 count, 1 lr, 2 μ or β1, 3 β2, 4 ε, 5 t (Adam's step, from 1)
+//   OPTIMIZER 3 AdamW:          p −= lr·λ·p (decoupled), then Adam's step without λ in g
+// bindings: 0 parameters read-write, 1 gradients read, 2 first state (v or m) read-write, 3 second (Adam v), 4 the sum
+// of the squared gradients (CLIP)
+// uniforms: 0 count, 1 lr (float bits: a plan parameter, so that a schedule changes it per step), 2 μ or β1, 3 β2,
+// 4 ε, 5 t (Adam's step, from 1), 6 λ, 7 decayed (the first `decayed` parameters decay), 8 clip (CLIP)
+#ifndef NESTEROV
+#define NESTEROV 0
+#endif
+#ifndef CLIP
+#define CLIP 0
+#endif
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) buffer Parameters { float p[]; };
 layout(std430, binding = 1) readonly buffer Gradients { float g[]; };
 layout(std430, binding = 2) buffer FirstState { float s1[]; };
 layout(std430, binding = 3) buffer SecondState { float s2[]; };
+#if CLIP
+layout(std430, binding = 4) readonly buffer SquaredNorm { float squaredNorm[]; };
+layout(location = 8) uniform float clip;
+#endif
 layout(location = 0) uniform uint count;
-layout(location = 1) uniform float lr;
+layout(location = 1) uniform uint learningRateBits;
 layout(location = 2) uniform float beta1;
 layout(location = 3) uniform float beta2;
 layout(location = 4) uniform float epsilon;
 layout(location = 5) uniform uint t;
+layout(location = 6) uniform float weightDecay;
+layout(location = 7) uniform uint decayed;
 
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= count) return;
-#if OPTIMIZER == 0
-  p[i] -= lr * g[i];
-#elif OPTIMIZER == 1
-  float v = beta1 * s1[i] + g[i];
-  s1[i] = v;
-  p[i] -= lr * v;
+  float lr = uintBitsToFloat(learningRateBits);
+  float decay = i < decayed ? weightDecay : 0.0;
+  float gradient = g[i];
+#if CLIP
+  gradient *= min(1.0, clip / (sqrt(squaredNorm[0]) + 1e-6));
+#endif
+#if OPTIMIZER == 3
+  p[i] -= lr * decay * p[i];
 #else
-  float m = beta1 * s1[i] + (1.0 - beta1) * g[i];
-  float v = beta2 * s2[i] + (1.0 - beta2) * g[i] * g[i];
+  gradient += decay * p[i];
+#endif
+#if OPTIMIZER == 0
+  p[i] -= lr * gradient;
+#elif OPTIMIZER == 1
+  float v = beta1 * s1[i] + gradient;
+  s1[i] = v;
+#if NESTEROV
+  p[i] -= lr * (gradient + beta1 * v);
+#else
+  p[i] -= lr * v;
+#endif
+#else
+  float m = beta1 * s1[i] + (1.0 - beta1) * gradient;
+  float v = beta2 * s2[i] + (1.0 - beta2) * gradient * gradient;
   s1[i] = m;
   s2[i] = v;
   float mHat = m / (1.0 - pow(beta1, float(t)));

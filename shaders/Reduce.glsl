@@ -1,4 +1,4 @@
-// totals[slot] += Σ x[0, count): one group of GLNET_GROUP_SIZE invocations, so the running total needs no atomics and
+// totals[slot] += Σ x[0, count), or with REDUCE_SQUARES totals[slot] = Σ x² (a gradient norm's square): one group of GLNET_GROUP_SIZE invocations, so the running total needs no atomics and
 // the order of summation is fixed (deterministic from run to run).
 // bindings: 0 x read, 1 totals read-write
 // uniforms: 0 count, 1 slot
@@ -14,12 +14,20 @@ shared float partial[GLNET_GROUP_SIZE];
 void main() {
   uint local = gl_LocalInvocationID.x;
   float sum = 0.0;
+#ifdef REDUCE_SQUARES
+  for (uint i = local; i < count; i += uint(GLNET_GROUP_SIZE)) sum += x[i] * x[i];
+#else
   for (uint i = local; i < count; i += uint(GLNET_GROUP_SIZE)) sum += x[i];
+#endif
   partial[local] = sum;
   barrier();
   for (uint stride = uint(GLNET_GROUP_SIZE / 2); stride > 0u; stride >>= 1) {
     if (local < stride) partial[local] += partial[local + stride];
     barrier();
   }
+#ifdef REDUCE_SQUARES
+  if (local == 0u) totals[slot] = partial[0];
+#else
   if (local == 0u) totals[slot] += partial[0];
+#endif
 }

@@ -5,6 +5,7 @@
 #include "ops/Elementwise.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 namespace glnet {
@@ -45,16 +46,22 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
   }
   // Parameter offsets honour the device's binding alignment so each can be bound as its own range.
   const std::size_t alignment = std::max<std::size_t>(static_cast<std::size_t>(context_.limits().storageBufferOffsetAlignment), 4) / 4;
-  // Trained parameters first, then state, so that the optimizer's update covers the trained ones alone.
+  // Weights first (weight decay applies to them: rank 2 and more), then the other trained parameters (biases,
+  // normalization), then state, so that the optimizer's update covers the trained ones alone.
+  enum class Group { decayed, trained, state };
+  const auto groupOf = [&](const TensorNode& t) {
+    return !t.needsGradient ? Group::state : t.shape.size() >= 2 ? Group::decayed : Group::trained;
+  };
   arenaOffset_.assign(tensors.size(), 0);
-  for (const bool trained : {true, false}) {
+  for (const Group group : {Group::decayed, Group::trained, Group::state}) {
     for (std::size_t i = 0; i < tensors.size(); ++i) {
-      if (tensors[i].role != TensorRole::parameter || tensors[i].needsGradient != trained) continue;
+      if (tensors[i].role != TensorRole::parameter || groupOf(tensors[i]) != group) continue;
       arenaFloats_ = (arenaFloats_ + alignment - 1) / alignment * alignment;
       arenaOffset_[i] = arenaFloats_;
       arenaFloats_ += elementCount(tensors[i].shape);
     }
-    if (trained) trainedFloats_ = arenaFloats_;
+    if (group == Group::decayed) decayedFloats_ = arenaFloats_;
+    if (group == Group::trained) trainedFloats_ = arenaFloats_;
   }
   parameters_ = Buffer(std::max<std::size_t>(arenaFloats_, 1) * sizeof(float));
   gradients_ = Buffer(training ? parameters_.bytes() : sizeof(float));
@@ -204,8 +211,14 @@ void CompiledGraph::recordBackward(Plan& plan) {
 
 void CompiledGraph::recordUpdate(Plan& plan) {
   std::vector<BufferView> state(state_.begin(), state_.end());
+  std::optional<BufferView> squaredNorm;
+  if (optimizer_.clipNorm > 0) {
+    plan.record(ReduceOp(programs_).squaresInto(gradients_, static_cast<std::uint32_t>(trainedFloats_), squaredNorm_, 0));
+    squaredNorm = BufferView(squaredNorm_);
+  }
   plan.record(OptimizerOp(programs_, optimizer_).update(parameters_, gradients_, state, static_cast<std::uint32_t>(trainedFloats_),
-                                                        stepParameter));
+                                                        static_cast<std::uint32_t>(decayedFloats_), stepParameter,
+                                                        learningRateParameter, squaredNorm));
 }
 
 Plan CompiledGraph::trainingPlan(const Feed& feed) {
@@ -225,6 +238,8 @@ Plan CompiledGraph::updatePlan() {
   GLNET_ASSERT(loss_.has_value(), "a forward-only graph has no training plan");
   Plan plan(context_.limits());
   GLNET_ASSERT(plan.addParameter(1) == stepParameter, "the step is the first plan parameter");
+  GLNET_ASSERT(plan.addParameter(0) == learningRateParameter, "the learning rate is the second plan parameter");
+  setLearningRate(plan, optimizer_.learningRate);
   recordUpdate(plan);
   return plan;
 }
@@ -237,9 +252,17 @@ void CompiledGraph::averageOver(std::uint32_t rows) {
 Plan CompiledGraph::forwardPlan(const Feed& feed) {
   Plan plan(context_.limits());
   GLNET_ASSERT(plan.addParameter(1) == stepParameter, "the step is the first plan parameter");
+  GLNET_ASSERT(plan.addParameter(0) == learningRateParameter, "the learning rate is the second plan parameter");
+  setLearningRate(plan, optimizer_.learningRate);
   feed(plan);
   recordForward(plan);
   return plan;
+}
+
+void CompiledGraph::setLearningRate(Plan& plan, float rate) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &rate, sizeof bits);
+  plan.setParameter(learningRateParameter, bits);
 }
 
 void CompiledGraph::resetTotals() { resetPlan_->run(); }

@@ -28,7 +28,8 @@ class CompiledGraph {
 
   // Records the dispatches that fill the graph's inputs for one step, first in the plan.
   using Feed = std::function<void(Plan&)>;
-  // Feed, forward, totals, backward, update. Plan parameter `stepParameter` is Adam's step t (from 1).
+  // Feed, forward, totals, backward, update. Plan parameter `stepParameter` is Adam's step t (from 1), and
+  // `learningRateParameter` the learning rate (setLearningRate; the optimizer settings' at first).
   Plan trainingPlan(const Feed& feed);
   // The same step in two parts, so that data-parallel ranks sum their gradients in between: feed, forward,
   // totals, backward; then the update (with the same step parameter).
@@ -42,6 +43,8 @@ class CompiledGraph {
   // Feed, forward, totals: evaluation with the same buffers.
   Plan forwardPlan(const Feed& feed);
   static constexpr int stepParameter = 0;
+  static constexpr int learningRateParameter = 1;
+  static void setLearningRate(Plan& plan, float rate);
 
   // For the plan forwardPlan returned last: the op node (index into graph().ops()) that recorded each of its
   // dispatches, −1 for the feed's; the loss totals after them are not included.
@@ -88,7 +91,9 @@ class CompiledGraph {
   std::uint32_t rows_ = 0;
   ProgramCache programs_;
   std::size_t arenaFloats_ = 0;
-  std::size_t trainedFloats_ = 0;  // the arena's trained parameters, before its state
+  std::size_t decayedFloats_ = 0;  // the arena's weights (weight decay applies), first
+  std::size_t trainedFloats_ = 0;  // then the other trained parameters; then the state
+  Buffer squaredNorm_{sizeof(float)};  // Σ g² over the trained gradients, when clipping
   std::vector<std::size_t> arenaOffset_;  // per tensor, in floats (parameters)
   Buffer parameters_, gradients_;
   std::vector<Buffer> state_;

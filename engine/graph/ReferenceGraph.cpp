@@ -2,6 +2,7 @@
 
 #include "gl/check.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace glnet {
@@ -67,31 +68,46 @@ void referenceUpdate(const Graph& graph, const ReferencePass& pass, const Optimi
   const std::vector<Tensor> parameterList = graph.parameters();
   state.resize(OptimizerOp::stateBuffers(settings.kind));
   for (auto& buffer : state) buffer.resize(parameterList.size());
+  double squaredNorm = 0;
+  for (const Tensor& parameter : parameterList) {
+    if (!graph.tensor(parameter).needsGradient) continue;
+    for (const double g : pass.gradients[static_cast<std::size_t>(parameter.id)]) squaredNorm += g * g;
+  }
+  const double clipScale = settings.clipNorm > 0 ? std::min(1.0, settings.clipNorm / (std::sqrt(squaredNorm) + 1e-6)) : 1.0;
+  const double lr = settings.learningRate, mu = settings.momentum;
   for (std::size_t p = 0; p < parameterList.size(); ++p) {
+    const TensorNode& node = graph.tensor(parameterList[p]);
     const std::vector<double>& gradient = pass.gradients[static_cast<std::size_t>(parameterList[p].id)];
     std::vector<double>& values = parameters[p];
     for (auto& buffer : state) buffer[p].resize(values.size(), 0.0);
-    if (!graph.tensor(parameterList[p]).needsGradient) continue;  // state: its ops update it
+    if (!node.needsGradient) continue;  // state: its ops update it
+    const double decay = node.shape.size() >= 2 ? settings.weightDecay : 0.0;
     for (std::size_t k = 0; k < values.size(); ++k) {
-      const double g = gradient.empty() ? 0.0 : gradient[k];
+      double g = (gradient.empty() ? 0.0 : gradient[k]) * clipScale;
+      if (settings.kind == OptimizerKind::adamw) {
+        values[k] -= lr * decay * values[k];
+      } else {
+        g += decay * values[k];
+      }
       switch (settings.kind) {
         case OptimizerKind::sgd:
-          values[k] -= settings.learningRate * g;
+          values[k] -= lr * g;
           break;
         case OptimizerKind::momentum: {
           double& v = state[0][p][k];
-          v = settings.momentum * v + g;
-          values[k] -= settings.learningRate * v;
+          v = mu * v + g;
+          values[k] -= lr * (settings.nesterov ? g + mu * v : v);
           break;
         }
-        case OptimizerKind::adam: {
+        case OptimizerKind::adam:
+        case OptimizerKind::adamw: {
           double& m = state[0][p][k];
           double& v = state[1][p][k];
-          m = settings.momentum * m + (1 - settings.momentum) * g;
+          m = mu * m + (1 - mu) * g;
           v = settings.beta2 * v + (1 - settings.beta2) * g * g;
-          const double mHat = m / (1 - std::pow(static_cast<double>(settings.momentum), step));
+          const double mHat = m / (1 - std::pow(mu, step));
           const double vHat = v / (1 - std::pow(static_cast<double>(settings.beta2), step));
-          values[k] -= settings.learningRate * mHat / (std::sqrt(vHat) + settings.epsilon);
+          values[k] -= lr * mHat / (std::sqrt(vHat) + settings.epsilon);
           break;
         }
       }

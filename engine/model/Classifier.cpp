@@ -38,9 +38,11 @@ Plan Classifier::plan(const GpuImages& images, const Buffer& classes, const Buff
   const auto rows = narrow(batch_);
   if (whole_) {
     Plan plan(limits_);
-    plan.addParameter(0);  // the step of training plans: unused, it keeps firstImage the same parameter
+    // The step and the learning rate of training plans: unused, they keep firstImage the same parameter.
+    plan.addParameter(0);
+    plan.addParameter(0);
     const int first = plan.addParameter(0);
-    GLNET_ASSERT(first == firstImage, "the first image is the plan parameter after the step");
+    GLNET_ASSERT(first == firstImage, "the first image is the plan parameter after the learning rate");
     const BufferView probabilityView = probabilities ? BufferView(*probabilities) : BufferView(classes);
     plan.record((*whole_)(images.pixels, classes, probabilities ? &probabilityView : nullptr, rows,
                           Uniform::fromParameter(WholeMlpOp::firstImageLocation, firstImage)));
@@ -48,7 +50,7 @@ Plan Classifier::plan(const GpuImages& images, const Buffer& classes, const Buff
   }
   Plan plan = compiled_->forwardPlan([&](Plan& p) {
     const int first = p.addParameter(0);
-    GLNET_ASSERT(first == firstImage, "the first image is the plan parameter after the step");
+    GLNET_ASSERT(first == firstImage, "the first image is the plan parameter after the learning rate");
     p.record(NormalizeOp(programs_)(images.pixels, compiled_->view(graph_->images), narrow(batch_ * inputs_),
                                     Uniform::fromParameter(NormalizeOp::firstPixelLocation, first, static_cast<std::int64_t>(inputs_)),
                                     input_.mean, input_.std, inputs_ % 4 == 0));

@@ -25,7 +25,7 @@ class Classifier {
   // The plan of one batch: images [first, first + batch) of `images` → classes[first ...] and, when
   // given, softmax probabilities [batch × classes]. `first` is plan parameter `firstImage`.
   Plan plan(const GpuImages& images, const Buffer& classes, const Buffer* probabilities);
-  static constexpr int firstImage = CompiledGraph::stepParameter + 1;
+  static constexpr int firstImage = CompiledGraph::learningRateParameter + 1;
   std::size_t batch() const { return batch_; }
   bool wholeNetworkInOneDispatch() const { return whole_ != nullptr; }
 

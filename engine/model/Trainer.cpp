@@ -33,9 +33,10 @@ namespace {
 
 // The gradient arena in buckets for sums that overlap the backward pass. A parameter's gradient is complete
 // after the last step of `plan` that writes it; in that order, gradients next to each other in the arena
-// (parameter order, apart from alignment padding that stays zero on every rank) share a bucket up to
-// `bucketBytes`, as PyTorch DDP groups them.
+// (apart from alignment padding that stays zero on every rank) share a bucket up to `bucketBytes`, as PyTorch DDP
+// groups them.
 std::vector<GradientBucket> gradientBuckets(CompiledGraph& graph, const Plan& plan, std::size_t bucketBytes) {
+  // `parameter`: the piece's place in the arena, so that pieces p and p + 1 are neighbours there.
   struct Piece {
     std::size_t parameter, begin, end, ready;
   };
@@ -46,8 +47,10 @@ std::vector<GradientBucket> gradientBuckets(CompiledGraph& graph, const Plan& pl
     if (!graph.graph().tensor(parameters[p]).needsGradient) continue;
     const BufferView view = graph.view(parameters[p]);  // the parameter arena: same offsets as the gradients'
     const std::size_t end = view.offset + view.bytes;
-    pieces.push_back({p, view.offset, end, plan.lastStepWriting(graph.gradientArena(), view.offset, view.bytes).value_or(0)});
+    pieces.push_back({0, view.offset, end, plan.lastStepWriting(graph.gradientArena(), view.offset, view.bytes).value_or(0)});
   }
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
+  for (std::size_t p = 0; p < pieces.size(); ++p) pieces[p].parameter = p;
   std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.ready < b.ready; });
   std::vector<GradientBucket> buckets;
   std::size_t first = 0, last = 0;  // the parameters of the open bucket
@@ -211,6 +214,10 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
                               initial.input.mean, initial.input.std));
     plan.record(gather.labels(trainLabels_.pixels, indices_, graph_.view(nodes_.labels), rows, firstRowParameter_));
   };
+  options_.schedule.peak = options.optimizer.learningRate;
+  options_.schedule.totalSteps = std::max<std::uint64_t>(static_cast<std::uint64_t>(options.epochs) * stepsPerEpoch_, 1);
+  options_.schedule.warmupSteps = static_cast<std::uint64_t>(std::llround(options.warmupEpochs * static_cast<double>(stepsPerEpoch_)));
+  options_.schedule.stepSize = std::max<std::uint64_t>(static_cast<std::uint64_t>(std::llround(options.stepEpochs * static_cast<double>(stepsPerEpoch_))), 1);
   if (!ranks.distributed()) {
     plan_ = graph_.trainingPlan(feed);
     return;
@@ -338,6 +345,7 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     Stopwatch sinceReport;
     for (std::size_t step = 1; step <= stepsPerEpoch_; ++step) {
       plan_.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(++stepsDone_));
+      CompiledGraph::setLearningRate(updatePlan_ ? *updatePlan_ : plan_, static_cast<float>(options_.schedule.at(stepsDone_)));
       plan_.setParameter(firstRowParameter_, static_cast<std::uint32_t>((step - 1) * globalRows_ + batchShare_.first));
       if (updatePlan_) {
         runAndSumGradients(result);

@@ -10,6 +10,7 @@
 #include "model/Classifier.h"
 #include "model/Network.h"
 #include "model/Safetensors.h"
+#include "model/Schedule.h"
 
 #include <functional>
 
@@ -20,6 +21,10 @@ struct TrainingOptions {
   int epochs = 5;  // with fullBatch: iterations of full-batch gradient descent
   bool fullBatch = false;
   OptimizerSettings optimizer;
+  // Its peak is optimizer.learningRate; the trainer fills in its steps from the run's and these epochs.
+  LearningRateSchedule schedule;
+  double warmupEpochs = 0;
+  double stepEpochs = 30;
   std::uint32_t seed = 0;
   std::size_t logEvery = 100;  // steps between loss read-backs
   // Also read the loss back when this many seconds passed since the last report (0: only every logEvery

@@ -55,7 +55,7 @@ Dispatch MeanSquaredErrorOp::gradient(const BufferView& y, const BufferView& tar
   return dispatch;
 }
 
-ReduceOp::ReduceOp(ProgramCache& programs) : program_(programs.get("Reduce.glsl")) {}
+ReduceOp::ReduceOp(ProgramCache& programs) : program_(programs.get("Reduce.glsl")), squares_(programs.get("Reduce.glsl", {{"REDUCE_SQUARES", "1"}})) {}
 
 Dispatch ReduceOp::sumInto(const BufferView& values, std::uint32_t count, const BufferView& totals,
                            std::uint32_t slot) const {
@@ -64,6 +64,14 @@ Dispatch ReduceOp::sumInto(const BufferView& values, std::uint32_t count, const 
   dispatch.label = "reduce";
   dispatch.buffers = {{0, values, Access::read}, {1, totals, Access::readWrite}};
   dispatch.uniforms = {Uniform::u32(0, count), Uniform::u32(1, slot)};
+  return dispatch;
+}
+
+Dispatch ReduceOp::squaresInto(const BufferView& values, std::uint32_t count, const BufferView& totals, std::uint32_t slot) const {
+  Dispatch dispatch = sumInto(values, count, totals, slot);
+  dispatch.program = &squares_;
+  dispatch.label = "squared norm";
+  dispatch.buffers[1].access = Access::write;
   return dispatch;
 }
 

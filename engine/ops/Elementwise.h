@@ -52,9 +52,12 @@ class ReduceOp {
   explicit ReduceOp(ProgramCache& programs);
   // totals[slot] += Σ values[0, count).
   Dispatch sumInto(const BufferView& values, std::uint32_t count, const BufferView& totals, std::uint32_t slot) const;
+  // totals[slot] = Σ values[0, count)² (written, not added).
+  Dispatch squaresInto(const BufferView& values, std::uint32_t count, const BufferView& totals, std::uint32_t slot) const;
 
  private:
   const Program& program_;
+  const Program& squares_;
 };
 
 }  // namespace glnet

@@ -9,7 +9,8 @@ OptimizerKind parseOptimizer(const std::string& name) {
   if (name == "sgd") return OptimizerKind::sgd;
   if (name == "momentum") return OptimizerKind::momentum;
   if (name == "adam") return OptimizerKind::adam;
-  throw UsageError("unknown optimizer '" + name + "' (sgd, momentum or adam)");
+  if (name == "adamw") return OptimizerKind::adamw;
+  throw UsageError("unknown optimizer '" + name + "' (sgd, momentum, adam or adamw)");
 }
 
 const char* optimizerName(OptimizerKind kind) {
@@ -17,24 +18,33 @@ const char* optimizerName(OptimizerKind kind) {
     case OptimizerKind::sgd: return "sgd";
     case OptimizerKind::momentum: return "momentum";
     case OptimizerKind::adam: return "adam";
+    case OptimizerKind::adamw: return "adamw";
   }
   return "sgd";
 }
 
 OptimizerOp::OptimizerOp(ProgramCache& programs, const OptimizerSettings& settings)
-    : settings_(settings), program_(programs.get("Optimizer.glsl", {{"OPTIMIZER", std::to_string(static_cast<int>(settings.kind))}})) {}
+    : settings_(settings),
+      program_(programs.get("Optimizer.glsl", {{"OPTIMIZER", std::to_string(static_cast<int>(settings.kind))},
+                                               {"NESTEROV", settings.nesterov ? "1" : "0"},
+                                               {"CLIP", settings.clipNorm > 0 ? "1" : "0"}})) {}
 
-Dispatch OptimizerOp::update(const BufferView& parameters, const BufferView& gradients,
-                             const std::vector<BufferView>& state, std::uint32_t count, int step) const {
+Dispatch OptimizerOp::update(const BufferView& parameters, const BufferView& gradients, const std::vector<BufferView>& state,
+                             std::uint32_t count, std::uint32_t decayed, int step, int learningRate,
+                             const std::optional<BufferView>& squaredNorm) const {
   GLNET_ASSERT(state.size() == stateBuffers(settings_.kind), "wrong number of optimizer state buffers");
+  GLNET_ASSERT(squaredNorm.has_value() == (settings_.clipNorm > 0), "clipping reads the gradients' squared norm");
   Dispatch dispatch;
   dispatch.program = &program_;
   dispatch.label = std::string("optimizer ") + optimizerName(settings_.kind);
   dispatch.buffers = {{0, parameters, Access::readWrite}, {1, gradients, Access::read}};
   for (std::size_t i = 0; i < state.size(); ++i) dispatch.buffers.push_back({static_cast<unsigned>(2 + i), state[i], Access::readWrite});
-  dispatch.uniforms = {Uniform::u32(0, count), Uniform::f32(1, settings_.learningRate), Uniform::f32(2, settings_.momentum),
+  if (squaredNorm) dispatch.buffers.push_back({4, *squaredNorm, Access::read});
+  dispatch.uniforms = {Uniform::u32(0, count), Uniform::fromParameter(1, learningRate), Uniform::f32(2, settings_.momentum),
                        Uniform::f32(3, settings_.beta2), Uniform::f32(4, settings_.epsilon),
-                       step >= 0 ? Uniform::fromParameter(5, step) : Uniform::u32(5, 1)};
+                       step >= 0 ? Uniform::fromParameter(5, step) : Uniform::u32(5, 1), Uniform::f32(6, settings_.weightDecay),
+                       Uniform::u32(7, decayed)};
+  if (squaredNorm) dispatch.uniforms.push_back(Uniform::f32(8, settings_.clipNorm));
   dispatch.groups = linearGroups(count, program_);
   dispatch.linear = true;
   return dispatch;

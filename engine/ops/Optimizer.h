@@ -5,9 +5,11 @@
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 
+#include <optional>
+
 namespace glnet {
 
-enum class OptimizerKind { sgd = 0, momentum = 1, adam = 2 };
+enum class OptimizerKind { sgd = 0, momentum = 1, adam = 2, adamw = 3 };
 OptimizerKind parseOptimizer(const std::string& name);  // throws UsageError
 const char* optimizerName(OptimizerKind kind);
 
@@ -17,16 +19,24 @@ struct OptimizerSettings {
   float momentum = 0.9f;  // also Adam's β1
   float beta2 = 0.999f;
   float epsilon = 1e-8f;
+  // L2 (added to the gradient) for sgd, momentum and adam; decoupled (p −= lr·λ·p) for adamw. Applied to weights only
+  // (parameters of rank 2 and more), not to biases and normalization parameters.
+  float weightDecay = 0.0f;
+  bool nesterov = false;      // momentum only
+  float clipNorm = 0.0f;      // > 0: gradients scaled so that their global L2 norm is at most this
 };
 
 class OptimizerOp {
  public:
   OptimizerOp(ProgramCache& programs, const OptimizerSettings& settings);
-  // Updates `count` parameters from their gradients; `state` holds the optimizer's per-parameter buffers
-  // (none for SGD, one for momentum, two for Adam). Adam's step t is plan parameter `step`.
+  // Updates `count` parameters from their gradients, the first `decayed` of them with weight decay; `state` holds the
+  // optimizer's per-parameter buffers (none for SGD, one for momentum, two for Adam and AdamW). Adam's step t is plan
+  // parameter `step`, the learning rate's float bits plan parameter `learningRate`; with clipping, `squaredNorm`
+  // holds Σ g² of every gradient (ReduceOp::squaresInto).
   Dispatch update(const BufferView& parameters, const BufferView& gradients, const std::vector<BufferView>& state,
-                  std::uint32_t count, int step) const;
-  static std::size_t stateBuffers(OptimizerKind kind) { return static_cast<std::size_t>(kind); }
+                  std::uint32_t count, std::uint32_t decayed, int step, int learningRate,
+                  const std::optional<BufferView>& squaredNorm = std::nullopt) const;
+  static std::size_t stateBuffers(OptimizerKind kind) { return kind == OptimizerKind::adamw ? 2 : static_cast<std::size_t>(kind); }
 
  private:
   OptimizerSettings settings_;

@@ -1,6 +1,7 @@
 #include "graph/CompiledGraph.h"
 #include "graph/ReferenceGraph.h"
 #include "model/Network.h"
+#include "model/Schedule.h"
 #include "support/Compare.h"
 #include "support/GlContext.h"
 #include "support/Random.h"
@@ -20,8 +21,9 @@ std::vector<float> randomParameter(std::mt19937& random, std::size_t count) { re
 
 // Trains `model` for `steps` steps of random batches on the GPU and in float64, checking the loss and the
 // correct count of every step and the parameters at the end.
+// With a schedule, each step's learning rate is its (settings.learningRate is the first).
 void trainAgainstReference(const Network& model, std::uint32_t batch, const OptimizerSettings& settings, int steps,
-                           std::uint32_t stream) {
+                           std::uint32_t stream, const LearningRateSchedule* schedule = nullptr) {
   Context& context = test::glContext();
   auto random = test::generator(stream);
   const std::size_t inputs = model.inputs();
@@ -41,6 +43,11 @@ void trainAgainstReference(const Network& model, std::uint32_t batch, const Opti
     compiled.upload(mlp.labels, labels.data(), labels.size() * 4);
     compiled.resetTotals();
     plan.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(step));
+    OptimizerSettings stepSettings = settings;
+    if (schedule) {
+      stepSettings.learningRate = static_cast<float>(schedule->at(static_cast<std::uint64_t>(step)));
+      CompiledGraph::setLearningRate(plan, stepSettings.learningRate);
+    }
     plan.run();
     const std::vector<double> totals = compiled.readTotals();
     const ReferencePass pass = runReference(mlp.graph, mlp.loss,
@@ -51,7 +58,7 @@ void trainAgainstReference(const Network& model, std::uint32_t batch, const Opti
     for (const double value : pass.values[static_cast<std::size_t>(mlp.correct.id)]) referenceCorrect += value;
     CHECK(totals[0] / batch == doctest::Approx(referenceLoss / batch).epsilon(1e-4));
     CHECK(totals[1] == referenceCorrect);
-    referenceUpdate(mlp.graph, pass, settings, step, parameters, state);
+    referenceUpdate(mlp.graph, pass, stepSettings, step, parameters, state);
   }
   const auto gpuParameters = compiled.readParameters();
   for (std::size_t p = 0; p < parameters.size(); ++p) {
@@ -181,6 +188,30 @@ TEST_SUITE("gl") {
       CAPTURE(optimizerName(kind));
       trainAgainstReference(Network::fromDescription(description, 5, "test net"), 6, {kind, 0.1f}, 5, 53);
     }
+  }
+
+  TEST_CASE("weight decay on the weights alone, Nesterov momentum, AdamW, gradient clipping and a schedule follow the reference") {
+    const Network model = Network::create("23-17-5", Activation::tanh, 9);
+    const auto settings = [](OptimizerKind kind, float rate) {
+      OptimizerSettings s{kind, rate};
+      s.weightDecay = 0.05f;
+      return s;
+    };
+    OptimizerSettings nesterov = settings(OptimizerKind::momentum, 0.1f);
+    nesterov.nesterov = true;
+    OptimizerSettings clipped = settings(OptimizerKind::sgd, 0.5f);
+    clipped.clipNorm = 0.05f;  // below the gradients' norm, so that every step clips
+    OptimizerSettings adamw = settings(OptimizerKind::adamw, 0.01f);
+    adamw.weightDecay = 0.2f;
+    LearningRateSchedule cosine{ScheduleKind::cosine, 0.1, 3, 10};
+    for (const auto& [name, s] : std::vector<std::pair<std::string, OptimizerSettings>>{
+             {"sgd + L2", settings(OptimizerKind::sgd, 0.1f)}, {"nesterov + L2", nesterov}, {"adam + L2", settings(OptimizerKind::adam, 0.01f)},
+             {"adamw", adamw}, {"clipped", clipped}}) {
+      CAPTURE(name);
+      trainAgainstReference(model, 13, s, 10, 54);
+    }
+    CAPTURE("momentum, warm-up then cosine");
+    trainAgainstReference(model, 13, {OptimizerKind::momentum, 0.1f}, 10, 55, &cosine);
   }
 
   TEST_CASE("ten training steps of a small MLP match the float64 reference losses step by step") {
