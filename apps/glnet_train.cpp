@@ -31,7 +31,7 @@ std::string clock(double seconds) {
 const std::set<std::string> trainingFlags = {"arch", "net", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data",
                                              "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
                                              "bucket-mb", "weight-decay", "nesterov", "clip-norm", "schedule", "warmup-epochs",
-                                             "step-epochs", "step-gamma"};
+                                             "step-epochs", "step-gamma", "augment-shift", "augment-flip"};
 
 }  // namespace
 
@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
         .option("warmup-epochs", "E", "first raise the learning rate linearly over E epochs (may be fractional; not with onecycle)", "0")
         .option("step-epochs", "N", "the step schedule's interval in epochs", "30")
         .option("step-gamma", "G", "the step schedule's factor", "0.1")
+        .option("augment-shift", "N", "augment on the GPU: shift each training image by up to N pixels each way, zeros "
+                "uncovered (torchvision's RandomCrop with padding N)", "0")
+        .flag("augment-flip", "augment on the GPU: flip each training image horizontally with probability 1/2")
         .option("dataset", "NAME", "mnist or fashion", "mnist")
         .option("data", "DIR", "IDX files directory (default: data/mnist, or /usr/share/datasets/fashion-mnist)")
         .option("train-limit", "N", "train on the first N training images only")
@@ -132,6 +135,8 @@ int main(int argc, char** argv) {
     if (!(stepGamma > 0 && stepGamma <= 1)) throw UsageError("--step-gamma must be in (0, 1]");
     options.schedule.gamma = stepGamma;
     options.warmupEpochs = warmupEpochs;
+    options.augment.shift = static_cast<std::uint32_t>(parser.integer("augment-shift", 0, 64));
+    options.augment.flip = parser.has("augment-flip");
     options.stepEpochs = stepEpochs;
     options.seed = static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX));
     options.logEvery = static_cast<std::size_t>(parser.integer("log-every", 1, 1L << 30));

@@ -191,6 +191,7 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
       testImages_(uploadImages(test.images, testShare_.first, testShare_.count)),
       trainLabels_(train.labels.size(), 1),
       indices_(train.images.count * sizeof(std::uint32_t)),
+      augment_(options.augment.enabled() ? train.images.count * sizeof(std::uint32_t) : sizeof(std::uint32_t)),
       testLabels_(test.labels.begin() + static_cast<std::ptrdiff_t>(testShare_.first),
                   test.labels.begin() + static_cast<std::ptrdiff_t>(testShare_.first + testShare_.count)),
       nodes_(buildGraph(initial, static_cast<std::uint32_t>(batchShare_.count))),
@@ -210,8 +211,14 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   const GatherOp gather(feedPrograms_);
   const CompiledGraph::Feed feed = [&](Plan& plan) {
     firstRowParameter_ = plan.addParameter(0);
-    plan.record(gather.images(trainImages_.pixels, indices_, graph_.view(nodes_.images), rows, pixels, firstRowParameter_,
-                              initial.input.mean, initial.input.std));
+    if (options.augment.enabled()) {
+      plan.record(gather.augmentedImages(trainImages_.pixels, indices_, augment_, graph_.view(nodes_.images), rows, pixels,
+                                         static_cast<std::uint32_t>(train.images.rows), static_cast<std::uint32_t>(train.images.columns),
+                                         firstRowParameter_, initial.input.mean, initial.input.std));
+    } else {
+      plan.record(gather.images(trainImages_.pixels, indices_, graph_.view(nodes_.images), rows, pixels, firstRowParameter_,
+                                initial.input.mean, initial.input.std));
+    }
     plan.record(gather.labels(trainLabels_.pixels, indices_, graph_.view(nodes_.labels), rows, firstRowParameter_));
   };
   options_.schedule.peak = options.optimizer.learningRate;
@@ -330,6 +337,20 @@ std::vector<std::uint32_t> Trainer::epochOrder(int epoch) const {
   return order;
 }
 
+std::vector<std::uint32_t> Trainer::epochAugmentation(int epoch) const {
+  // Its own stream (not the shuffle's), drawn with plain modulo arithmetic so that every library gives the same.
+  std::mt19937 random(options_.seed * 2654435761u + static_cast<std::uint32_t>(epoch) * 40503u + 12345u);
+  const std::uint32_t span = 2 * options_.augment.shift + 1;
+  std::vector<std::uint32_t> packed(trainCount_);
+  for (std::uint32_t& value : packed) {
+    const int dx = static_cast<int>(random() % span) - static_cast<int>(options_.augment.shift);
+    const int dy = static_cast<int>(random() % span) - static_cast<int>(options_.augment.shift);
+    const bool flip = options_.augment.flip && (random() & 1u) != 0;
+    value = GatherOp::packAugmentation(dx, dy, flip);
+  }
+  return packed;
+}
+
 void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
                   const std::function<void(const EpochResult&)>& epochDone) {
   const Stopwatch runClock;
@@ -338,6 +359,7 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
   for (int epoch = epochsDone_ + 1; epoch <= options_.epochs; ++epoch) {
     const Stopwatch epochClock;
     indices_.upload(epochOrder(epoch));
+    if (options_.augment.enabled()) augment_.upload(epochAugmentation(epoch));
     graph_.resetTotals();
     double epochLoss = 0, epochCorrect = 0, previousLoss = 0;
     EpochResult result;

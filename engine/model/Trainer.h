@@ -16,6 +16,13 @@
 
 namespace glnet {
 
+// Augmentation of the training images on the GPU, drawn for each image of each epoch from the seed.
+struct Augmentation {
+  std::uint32_t shift = 0;  // a random translation by up to this many pixels each way, zeros uncovered (RandomCrop's padding)
+  bool flip = false;        // a horizontal flip with probability 1/2
+  bool enabled() const { return shift > 0 || flip; }
+};
+
 struct TrainingOptions {
   std::uint32_t batch = 64;
   int epochs = 5;  // with fullBatch: iterations of full-batch gradient descent
@@ -25,6 +32,7 @@ struct TrainingOptions {
   LearningRateSchedule schedule;
   double warmupEpochs = 0;
   double stepEpochs = 30;
+  Augmentation augment;
   std::uint32_t seed = 0;
   std::size_t logEvery = 100;  // steps between loss read-backs
   // Also read the loss back when this many seconds passed since the last report (0: only every logEvery
@@ -123,6 +131,7 @@ class Trainer {
 
  private:
   std::vector<std::uint32_t> epochOrder(int epoch) const;
+  std::vector<std::uint32_t> epochAugmentation(int epoch) const;
   // Runs the gradient plan, then replaces the gradients with their sum over the ranks, in one piece after the
   // backward pass or in buckets while it runs; adds the milliseconds of each part to `result`.
   void runAndSumGradients(EpochResult& result);
@@ -144,6 +153,7 @@ class Trainer {
   GpuImages trainImages_, testImages_;
   GpuImages trainLabels_;  // one byte per image, packed like pixels
   Buffer indices_;
+  Buffer augment_;  // per position of the epoch's order: GatherOp::packAugmentation; unused without augmentation
   std::vector<std::uint8_t> testLabels_;
   NetworkGraph nodes_;
   CompiledGraph graph_;

@@ -51,7 +51,9 @@ Dispatch OptimizerOp::update(const BufferView& parameters, const BufferView& gra
 }
 
 GatherOp::GatherOp(ProgramCache& programs)
-    : images_(programs.get("Gather.glsl", {{"GATHER_MODE", "0"}})), labels_(programs.get("Gather.glsl", {{"GATHER_MODE", "1"}})) {}
+    : images_(programs.get("Gather.glsl", {{"GATHER_MODE", "0"}})),
+      labels_(programs.get("Gather.glsl", {{"GATHER_MODE", "1"}})),
+      augmented_(programs.get("Gather.glsl", {{"GATHER_MODE", "2"}})) {}
 
 Dispatch GatherOp::images(const BufferView& pixels, const BufferView& indices, const BufferView& out, std::uint32_t rows,
                           std::uint32_t pixelsPerImage, int firstRow, float mean, float std) const {
@@ -64,6 +66,19 @@ Dispatch GatherOp::images(const BufferView& pixels, const BufferView& indices, c
                        Uniform::f32(3, mean), Uniform::f32(4, 1.0f / std)};
   dispatch.groups = linearGroups(count, images_);
   dispatch.linear = true;
+  return dispatch;
+}
+
+Dispatch GatherOp::augmentedImages(const BufferView& pixels, const BufferView& indices, const BufferView& augment, const BufferView& out,
+                                   std::uint32_t rows, std::uint32_t pixelsPerImage, std::uint32_t height, std::uint32_t width,
+                                   int firstRow, float mean, float std) const {
+  GLNET_ASSERT(height * width > 0 && pixelsPerImage % (height * width) == 0, "an image is whole planes of height × width");
+  Dispatch dispatch = images(pixels, indices, out, rows, pixelsPerImage, firstRow, mean, std);
+  dispatch.program = &augmented_;
+  dispatch.label = "gather augmented images";
+  dispatch.buffers.push_back({3, augment, Access::read});
+  dispatch.uniforms.push_back(Uniform::u32(5, height));
+  dispatch.uniforms.push_back(Uniform::u32(6, width));
   return dispatch;
 }
 

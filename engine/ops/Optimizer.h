@@ -49,6 +49,14 @@ class GatherOp {
   // rows × pixelsPerImage floats, (byte/255 − mean)/std, of images indices[firstRow ...] (plan parameter).
   Dispatch images(const BufferView& pixels, const BufferView& indices, const BufferView& out, std::uint32_t rows,
                   std::uint32_t pixelsPerImage, int firstRow, float mean, float std) const;
+  // The same with each image (height × width planes) shifted and flipped as augment[firstRow ...] says
+  // (packAugmentation).
+  Dispatch augmentedImages(const BufferView& pixels, const BufferView& indices, const BufferView& augment, const BufferView& out,
+                           std::uint32_t rows, std::uint32_t pixelsPerImage, std::uint32_t height, std::uint32_t width, int firstRow,
+                           float mean, float std) const;
+  static std::uint32_t packAugmentation(int dx, int dy, bool flip) {
+    return static_cast<std::uint32_t>(dx + 128) | static_cast<std::uint32_t>(dy + 128) << 8 | (flip ? 1u << 16 : 0u);
+  }
   // rows uint labels of images indices[firstRow ...].
   Dispatch labels(const BufferView& labelBytes, const BufferView& indices, const BufferView& out, std::uint32_t rows,
                   int firstRow) const;
@@ -56,6 +64,7 @@ class GatherOp {
  private:
   const Program& images_;
   const Program& labels_;
+  const Program& augmented_;
 };
 
 }  // namespace glnet

@@ -1,5 +1,7 @@
 #include "ops/Dense.h"
+#include "data/GpuImages.h"
 #include "ops/Normalize.h"
+#include "ops/Optimizer.h"
 #include "ops/Softmax.h"
 #include "ref/Reference.h"
 #include "support/Compare.h"
@@ -144,5 +146,45 @@ TEST_SUITE("gl") {
         for (std::size_t r = 0; r < rows; ++r) REQUIRE(gpuClasses[r + 3] == expected[r]);
       }
     }
+  }
+}
+
+TEST_SUITE("gl") {
+  TEST_CASE("augmented gathering shifts and flips each [C, H, W] image as its packed draw says, zeros uncovered") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    auto random = test::generator(61);
+    const std::uint32_t count = 5, channels = 2, height = 5, width = 7, pixels = channels * height * width;
+    std::vector<std::uint8_t> bytes(count * pixels);
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(random() % 256);
+    const std::vector<std::uint32_t> indices{3, 0, 4, 1, 2};
+    const std::vector<std::array<int, 3>> draws{{0, 0, 0}, {2, -1, 1}, {-3, 2, 0}, {1, 4, 1}, {-6, -5, 1}};
+    std::vector<std::uint32_t> packed;
+    for (const auto& [dx, dy, flip] : draws) packed.push_back(GatherOp::packAugmentation(dx, dy, flip != 0));
+    const GpuImages images = uploadImages(ImageSet{count, height, width * channels, bytes});
+    const Buffer indexBuffer = Buffer::of(indices), augment = Buffer::of(packed);
+    const std::uint32_t rows = 4, firstRow = 1;
+    Buffer out(rows * pixels * sizeof(float));
+    out.fill(test::nanPoison);
+    Plan plan(context.limits());
+    const int first = plan.addParameter(firstRow);
+    const float mean = 0.25f, std = 0.5f;
+    plan.record(GatherOp(programs).augmentedImages(images.pixels, indexBuffer, augment, out, rows, pixels, height, width, first, mean, std));
+    plan.run();
+    std::vector<double> expected;
+    for (std::uint32_t r = 0; r < rows; ++r) {
+      const auto& [dx, dy, flip] = draws[firstRow + r];
+      for (std::uint32_t c = 0; c < channels; ++c) {
+        for (std::uint32_t y = 0; y < height; ++y) {
+          for (std::uint32_t x = 0; x < width; ++x) {
+            const int sx = static_cast<int>(flip ? width - 1 - x : x) - dx, sy = static_cast<int>(y) - dy;
+            const bool inside = sx >= 0 && sy >= 0 && sx < static_cast<int>(width) && sy < static_cast<int>(height);
+            const double pixel = inside ? bytes[indices[firstRow + r] * pixels + (c * height + static_cast<std::uint32_t>(sy)) * width + static_cast<std::uint32_t>(sx)] : 0;
+            expected.push_back((pixel / 255.0 - mean) / std);
+          }
+        }
+      }
+    }
+    test::checkClose(out.read<float>(), expected, 1e-6, 1e-6);
   }
 }
