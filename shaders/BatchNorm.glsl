@@ -1,58 +1,77 @@
-// Batch normalization over x [N, C, S] (S the spatial size, 1 for [N, C]), per channel c over its M = N·S values.
-//   BN_MODE 0 training forward, one work group per channel: the batch mean and biased variance (two passes, so that
-//            a large mean does not cancel the variance), stats[c] = mean and stats[C + c] = 1/sqrt(var + ε) kept
-//            for the backward pass, the running statistics moved towards the batch's (PyTorch's rule: the
-//            variance unbiased, M/(M − 1)), then y = (x − mean)·invstd·gamma + beta
-//   BN_MODE 1 training backward, one work group per channel: with x̂ = (x − mean)·invstd,
-//            dgamma = Σ dy·x̂, dbeta = Σ dy, dx = gamma·invstd·(dy − Σdy/M − x̂·Σ(dy·x̂)/M); each written or added
-//   BN_MODE 2 inference, one invocation per element: y = (x − running mean)/sqrt(running var + ε)·gamma + beta
-// bindings, modes 0 and 2: 0 x read, 1 gamma, 2 beta, 3 running mean, 4 running var (read-write in mode 0),
-//   5 stats write (mode 0), 6 y write
-// bindings, mode 1: 0 x, 1 gamma, 5 stats, 7 dy read; 8 dx, 9 dgamma, 10 dbeta read-write
-// uniforms: 0 N, 1 C, 2 S, 3 ε, 4 momentum (mode 0); mode 1: 5 what is added rather than written (bit 0 dx,
-//   bit 1 dgamma, bit 2 dbeta), 6 what is written at all (same bits)
+// Batch normalization over x [N, C, S] (S the spatial size, 1 for [N, C]), per channel c over its M = N·S values,
+// which the training modes split into `chunks` runs of `chunk` values each (the last shorter), one work group per
+// (chunk, channel), so that a few channels of many values still fill the GPU:
+//   BN_MODE 0 forward partials: each chunk's mean and Σ(x − mean)² (two passes: a large mean does not cancel)
+//   BN_MODE 1 forward statistics, one invocation per channel: the chunks combined (Chan et al.'s rule), stats[c] = mean
+//            and stats[C + c] = 1/sqrt(var + ε) (biased) kept for the backward pass, and the running statistics moved
+//            towards the batch's (PyTorch's rule: the variance unbiased, M/(M − 1))
+//   BN_MODE 2 forward: y = (x − mean)·invstd·gamma + beta with the batch's statistics
+//   BN_MODE 3 inference: y = (x − running mean)/sqrt(running var + ε)·gamma + beta
+//   BN_MODE 4 backward partials: each chunk's Σdy and Σdy·x̂, x̂ = (x − mean)·invstd
+//   BN_MODE 5 backward totals, one invocation per channel: dgamma = Σdy·x̂, dbeta = Σdy (written or added), and both sums
+//            kept in the workspace for mode 6
+//   BN_MODE 6 backward: dx = gamma·invstd·(dy − Σdy/M − x̂·Σ(dy·x̂)/M), written or added
+// bindings (at most 8, OpenGL ES 3.1's minimum): 0 x, 1 partials [chunks·C pairs], 2 running mean (modes 1, 3) or
+//   totals [2C] (written in mode 5, read in 6), 3 running var (read-write in mode 1) or dgamma (mode 5), 4 stats [2C]
+//   (written in mode 1), 5 gamma or dbeta (mode 5), 6 beta or dy (modes 4, 6), 7 y or dx (mode 6)
+// uniforms: 0 N, 1 C, 2 S, 3 ε, 4 momentum, 5 chunk, 6 chunks, 7 what is added rather than written (bit 0 dx, bit 1
+//   dgamma, bit 2 dbeta), 8 what is wanted at all (same bits)
 #ifndef BN_GROUP
 #define BN_GROUP 256
 #endif
-#if BN_MODE == 2
-layout(local_size_x = LOCAL_SIZE_X) in;
-#else
+#if BN_MODE == 0 || BN_MODE == 4
 layout(local_size_x = BN_GROUP) in;
+#else
+layout(local_size_x = LOCAL_SIZE_X) in;
 #endif
 
+#if BN_MODE != 1 && BN_MODE != 5
 layout(std430, binding = 0) readonly buffer Source { float x[]; };
-layout(std430, binding = 1) readonly buffer Gamma { float gamma[]; };
-#if BN_MODE != 1
-layout(std430, binding = 2) readonly buffer Beta { float beta[]; };
-layout(std430, binding = 3) buffer RunningMean { float runningMean[]; };
-layout(std430, binding = 4) buffer RunningVar { float runningVar[]; };
-layout(std430, binding = 6) writeonly buffer Result { float y[]; };
 #endif
-#if BN_MODE == 0
-layout(std430, binding = 5) writeonly buffer Stats { float stats[]; };
-#elif BN_MODE == 1
-layout(std430, binding = 5) readonly buffer Stats { float stats[]; };
-layout(std430, binding = 7) readonly buffer OutputGradient { float dy[]; };
-layout(std430, binding = 8) buffer InputGradient { float dx[]; };
-layout(std430, binding = 9) buffer GammaGradient { float dgamma[]; };
-layout(std430, binding = 10) buffer BetaGradient { float dbeta[]; };
-layout(location = 5) uniform uint added;
-layout(location = 6) uniform uint wanted;
+#if BN_MODE == 0 || BN_MODE == 1 || BN_MODE == 4 || BN_MODE == 5
+layout(std430, binding = 1) buffer Partials { vec2 partials[]; };
+#endif
+#if BN_MODE == 1 || BN_MODE == 3
+layout(std430, binding = 2) buffer RunningMean { float runningMean[]; };
+layout(std430, binding = 3) buffer RunningVar { float runningVar[]; };
+#endif
+#if BN_MODE == 5 || BN_MODE == 6
+layout(std430, binding = 2) buffer Totals { float totals[]; };
+#endif
+#if BN_MODE == 5
+layout(std430, binding = 3) buffer GammaGradient { float dgamma[]; };
+layout(std430, binding = 5) buffer BetaGradient { float dbeta[]; };
+#endif
+#if BN_MODE == 1 || BN_MODE == 2 || BN_MODE == 4 || BN_MODE == 6
+layout(std430, binding = 4) buffer Stats { float stats[]; };
+#endif
+#if BN_MODE == 2 || BN_MODE == 3 || BN_MODE == 6
+layout(std430, binding = 5) readonly buffer Gamma { float gamma[]; };
+#endif
+#if BN_MODE == 2 || BN_MODE == 3
+layout(std430, binding = 6) readonly buffer Beta { float beta[]; };
+layout(std430, binding = 7) writeonly buffer Result { float y[]; };
+#endif
+#if BN_MODE == 4 || BN_MODE == 6
+layout(std430, binding = 6) readonly buffer OutputGradient { float dy[]; };
+#endif
+#if BN_MODE == 6
+layout(std430, binding = 7) buffer InputGradient { float dx[]; };
 #endif
 layout(location = 0) uniform uint N;
 layout(location = 1) uniform uint C;
 layout(location = 2) uniform uint S;
 layout(location = 3) uniform float epsilon;
 layout(location = 4) uniform float momentum;
+layout(location = 5) uniform uint chunk;
+layout(location = 6) uniform uint chunks;
+layout(location = 7) uniform uint added;
+layout(location = 8) uniform uint wanted;
 
-#if BN_MODE == 2
-void main() {
-  uint i = LINEAR_INVOCATION_INDEX;
-  if (i >= N * C * S) return;
-  uint c = (i / S) % C;
-  y[i] = (x[i] - runningMean[c]) * inversesqrt(runningVar[c] + epsilon) * gamma[c] + beta[c];
-}
-#else
+// Element k (of M) of channel c.
+uint at(uint c, uint k) { return ((k / S) * C + c) * S + k % S; }
+
+#if BN_MODE == 0 || BN_MODE == 4
 shared float partial[BN_GROUP];
 
 // The group's values summed; every invocation gets the total.
@@ -70,55 +89,77 @@ float groupSum(float value) {
   return partial[0];
 }
 
-// Element k (of M) of channel c.
-uint at(uint c, uint k) { return ((k / S) * C + c) * S + k % S; }
-
 void main() {
-  uint c = gl_WorkGroupID.x, local = gl_LocalInvocationID.x, M = N * S;
+  uint piece = gl_WorkGroupID.x, c = gl_WorkGroupID.y, local = gl_LocalInvocationID.x;
+  uint first = piece * chunk, last = min(first + chunk, N * S);
 #if BN_MODE == 0
   float sum = 0.0;
-  for (uint k = local; k < M; k += uint(BN_GROUP)) sum += x[at(c, k)];
-  float mean = groupSum(sum) / float(M);
+  for (uint k = first + local; k < last; k += uint(BN_GROUP)) sum += x[at(c, k)];
+  float mean = groupSum(sum) / float(last - first);
   float squares = 0.0;
-  for (uint k = local; k < M; k += uint(BN_GROUP)) {
+  for (uint k = first + local; k < last; k += uint(BN_GROUP)) {
     float d = x[at(c, k)] - mean;
     squares += d * d;
   }
-  float variance = groupSum(squares) / float(M);
-  float invstd = inversesqrt(variance + epsilon);
-  if (local == 0u) {
-    stats[c] = mean;
-    stats[C + c] = invstd;
-    float unbiased = M > 1u ? variance * float(M) / float(M - 1u) : variance;
-    runningMean[c] = (1.0 - momentum) * runningMean[c] + momentum * mean;
-    runningVar[c] = (1.0 - momentum) * runningVar[c] + momentum * unbiased;
-  }
-  float scale = invstd * gamma[c], shift = beta[c] - mean * scale;
-  for (uint k = local; k < M; k += uint(BN_GROUP)) {
-    uint i = at(c, k);
-    y[i] = x[i] * scale + shift;
-  }
+  squares = groupSum(squares);
+  if (local == 0u) partials[c * chunks + piece] = vec2(mean, squares);
 #else
   float mean = stats[c], invstd = stats[C + c];
   float sumDy = 0.0, sumDyXhat = 0.0;
-  for (uint k = local; k < M; k += uint(BN_GROUP)) {
+  for (uint k = first + local; k < last; k += uint(BN_GROUP)) {
     uint i = at(c, k);
     sumDy += dy[i];
     sumDyXhat += dy[i] * (x[i] - mean) * invstd;
   }
   sumDy = groupSum(sumDy);
   sumDyXhat = groupSum(sumDyXhat);
-  if (local == 0u) {
-    if ((wanted & 2u) != 0u) dgamma[c] = ((added & 2u) != 0u ? dgamma[c] : 0.0) + sumDyXhat;
-    if ((wanted & 4u) != 0u) dbeta[c] = ((added & 4u) != 0u ? dbeta[c] : 0.0) + sumDy;
+  if (local == 0u) partials[c * chunks + piece] = vec2(sumDy, sumDyXhat);
+#endif
+}
+#elif BN_MODE == 1 || BN_MODE == 5
+void main() {
+  uint c = LINEAR_INVOCATION_INDEX;
+  if (c >= C) return;
+  uint M = N * S;
+#if BN_MODE == 1
+  float count = 0.0, mean = 0.0, squares = 0.0;
+  for (uint piece = 0u; piece < chunks; ++piece) {
+    float n = float(min(chunk, M - piece * chunk));
+    vec2 p = partials[c * chunks + piece];
+    float delta = p.x - mean, total = count + n;
+    mean += delta * n / total;
+    squares += p.y + delta * delta * count * n / total;
+    count = total;
   }
-  if ((wanted & 1u) == 0u) return;
-  float scale = gamma[c] * invstd, meanDy = sumDy / float(M), meanDyXhat = sumDyXhat / float(M);
-  for (uint k = local; k < M; k += uint(BN_GROUP)) {
-    uint i = at(c, k);
-    float value = scale * (dy[i] - meanDy - (x[i] - mean) * invstd * meanDyXhat);
-    dx[i] = ((added & 1u) != 0u ? dx[i] : 0.0) + value;
-  }
+  float variance = squares / float(M);
+  stats[c] = mean;
+  stats[C + c] = inversesqrt(variance + epsilon);
+  float unbiased = M > 1u ? squares / float(M - 1u) : variance;
+  runningMean[c] = (1.0 - momentum) * runningMean[c] + momentum * mean;
+  runningVar[c] = (1.0 - momentum) * runningVar[c] + momentum * unbiased;
+#else
+  vec2 sums = vec2(0.0);
+  for (uint piece = 0u; piece < chunks; ++piece) sums += partials[c * chunks + piece];
+  totals[c] = sums.x;
+  totals[C + c] = sums.y;
+  if ((wanted & 2u) != 0u) dgamma[c] = ((added & 2u) != 0u ? dgamma[c] : 0.0) + sums.y;
+  if ((wanted & 4u) != 0u) dbeta[c] = ((added & 4u) != 0u ? dbeta[c] : 0.0) + sums.x;
+#endif
+}
+#else
+void main() {
+  uint i = LINEAR_INVOCATION_INDEX;
+  if (i >= N * C * S) return;
+  uint c = (i / S) % C;
+#if BN_MODE == 2
+  float scale = stats[C + c] * gamma[c];
+  y[i] = (x[i] - stats[c]) * scale + beta[c];
+#elif BN_MODE == 3
+  y[i] = (x[i] - runningMean[c]) * inversesqrt(runningVar[c] + epsilon) * gamma[c] + beta[c];
+#else
+  float M = float(N * S), invstd = stats[C + c];
+  float value = gamma[c] * invstd * (dy[i] - totals[c] / M - (x[i] - stats[c]) * invstd * totals[C + c] / M);
+  dx[i] = ((added & 1u) != 0u ? dx[i] : 0.0) + value;
 #endif
 }
 #endif

@@ -2,6 +2,7 @@
 #include "graph/Ops.h"
 #include "ops/Groups.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace glnet {
@@ -27,55 +28,64 @@ class BatchNorm : public Op {
   }
   bool differentiable() const override { return training_; }
   bool passesGradient(std::size_t input) const override { return training_ && input < 3; }
-  std::size_t workspaceBytes(const std::vector<Shape>& in) const override { return training_ ? 2 * std::size_t{in[0][1]} * sizeof(float) : 0; }
+  std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
+    return training_ ? WorkspaceSize(layoutOf(in[0])).bytes : 0;
+  }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     const Layout l = layoutOf(in[0].shape);
-    Dispatch dispatch;
-    dispatch.label = name();
-    dispatch.uniforms = uniforms(l);
-    if (training_) {
-      GLNET_ASSERT(out.workspace.has_value(), "batch normalization keeps its statistics in its workspace");
-      dispatch.program = &programs.get("BatchNorm.glsl", {{"BN_MODE", "0"}});
-      dispatch.groups = {l.channels, 1, 1};
-      dispatch.buffers = {{0, in[0].view, Access::read},      {1, in[1].view, Access::read},
-                          {2, in[2].view, Access::read},      {3, in[3].view, Access::readWrite},
-                          {4, in[4].view, Access::readWrite}, {5, *out.workspace, Access::write},
-                          {6, out.view, Access::write}};
-    } else {
-      dispatch.program = &programs.get("BatchNorm.glsl", {{"BN_MODE", "2"}});
-      dispatch.groups = linearGroups(elementCount(in[0].shape), *dispatch.program);
-      dispatch.linear = true;
-      dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, in[2].view, Access::read},
-                          {3, in[3].view, Access::read}, {4, in[4].view, Access::read}, {6, out.view, Access::write}};
+    if (!training_) {
+      Dispatch apply = elementwise(programs, "3", l, name());
+      apply.buffers = {{0, in[0].view, Access::read}, {2, in[3].view, Access::read}, {3, in[4].view, Access::read},
+                       {5, in[1].view, Access::read}, {6, in[2].view, Access::read}, {7, out.view, Access::write}};
+      plan.record(apply);
+      return;
     }
-    plan.record(dispatch);
+    GLNET_ASSERT(out.workspace.has_value(), "batch normalization keeps its statistics in its workspace");
+    const Workspace w(l, *out.workspace);
+    Dispatch partials = chunked(programs, "0", l, name() + " partial statistics");
+    partials.buffers = {{0, in[0].view, Access::read}, {1, w.partials, Access::write}};
+    plan.record(partials);
+    Dispatch statistics = perChannel(programs, "1", l, name() + " statistics");
+    statistics.buffers = {{1, w.partials, Access::read}, {2, in[3].view, Access::readWrite}, {3, in[4].view, Access::readWrite},
+                          {4, w.stats, Access::write}};
+    plan.record(statistics);
+    Dispatch apply = elementwise(programs, "2", l, name());
+    apply.buffers = {{0, in[0].view, Access::read}, {4, w.stats, Access::read}, {5, in[1].view, Access::read},
+                     {6, in[2].view, Access::read}, {7, out.view, Access::write}};
+    plan.record(apply);
   }
 
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
     GLNET_ASSERT(training_, "batch normalization with running statistics runs in forward-only graphs");
+    if (!targets[0] && !targets[1] && !targets[2]) return;
     std::uint32_t wanted = 0, added = 0;
     for (std::uint32_t i = 0; i < 3; ++i) {
       if (!targets[i]) continue;
       wanted |= 1u << i;
       if (targets[i]->accumulate) added |= 1u << i;
     }
-    if (!wanted) return;
     const Layout l = layoutOf(in[0].shape);
-    Dispatch dispatch;
-    dispatch.label = name() + " backward";
-    dispatch.program = &programs.get("BatchNorm.glsl", {{"BN_MODE", "1"}});
-    dispatch.groups = {l.channels, 1, 1};
-    dispatch.uniforms = uniforms(l);
-    dispatch.uniforms.push_back(Uniform::u32(5, added));
-    dispatch.uniforms.push_back(Uniform::u32(6, wanted));
-    // A gradient nobody wants binds dy in its place, never written (the shader checks `wanted`).
-    const auto target = [&](std::size_t i) { return targets[i] ? targets[i]->view : dOut.view; };
-    dispatch.buffers = {{0, in[0].view, Access::read},  {1, in[1].view, Access::read},    {5, *out.workspace, Access::read},
-                        {7, dOut.view, Access::read},   {8, target(0), Access::readWrite}, {9, target(1), Access::readWrite},
-                        {10, target(2), Access::readWrite}};
-    plan.record(dispatch);
+    const Workspace w(l, *out.workspace);
+    const std::vector<Uniform> flags{Uniform::u32(7, added), Uniform::u32(8, wanted)};
+    Dispatch partials = chunked(programs, "4", l, name() + " backward partial sums");
+    partials.buffers = {{0, in[0].view, Access::read}, {1, w.partials, Access::write}, {4, w.stats, Access::read},
+                        {6, dOut.view, Access::read}};
+    plan.record(partials);
+    // A gradient nobody wants binds the totals in its place, never written (the shader checks `wanted`).
+    Dispatch totals = perChannel(programs, "5", l, name() + " backward sums");
+    totals.buffers = {{1, w.partials, Access::read}, {2, w.totals, Access::write},
+                      {3, targets[1] ? targets[1]->view : w.totals, Access::readWrite},
+                      {5, targets[2] ? targets[2]->view : w.totals, Access::readWrite}};
+    totals.uniforms.insert(totals.uniforms.end(), flags.begin(), flags.end());
+    plan.record(totals);
+    if (!targets[0]) return;
+    Dispatch dx = elementwise(programs, "6", l, name() + " backward");
+    dx.buffers = {{0, in[0].view, Access::read}, {2, w.totals, Access::read}, {4, w.stats, Access::read}, {5, in[1].view, Access::read},
+                  {6, dOut.view, Access::read}, {7, targets[0]->view, targets[0]->accumulate ? Access::readWrite : Access::write}};
+    dx.uniforms.insert(dx.uniforms.end(), flags.begin(), flags.end());
+    plan.record(dx);
   }
 
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
@@ -110,18 +120,68 @@ class BatchNorm : public Op {
   }
 
  private:
+  // A channel's M = N·S values in chunks of about chunkValues (at most largestChunks of them): enough work groups for
+  // a few channels of many values (resnet8's first layers: 16 channels of 100 352 values at batch 128).
+  static constexpr std::uint64_t chunkValues = 2048;
+  static constexpr std::uint64_t largestChunks = 128;
   struct Layout {
-    std::uint32_t batch, channels, spatial;
+    std::uint32_t batch, channels, spatial, chunk, chunks;
+  };
+  // stats [2C], totals [2C], partials [2C·chunks], each from a 256-byte boundary so that it can be bound.
+  struct WorkspaceSize {
+    explicit WorkspaceSize(const Layout& l)
+        : statsBytes(round(2 * std::size_t{l.channels} * sizeof(float))),
+          partialBytes(round(2 * std::size_t{l.channels} * l.chunks * sizeof(float))),
+          bytes(2 * statsBytes + partialBytes) {}
+    static std::size_t round(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+    std::size_t statsBytes, partialBytes, bytes;
+  };
+  struct Workspace {
+    Workspace(const Layout& l, const BufferView& view) : Workspace(WorkspaceSize(l), view) {}
+    Workspace(const WorkspaceSize& size, const BufferView& view)
+        : stats(*view.buffer, view.offset, size.statsBytes),
+          totals(*view.buffer, view.offset + size.statsBytes, size.statsBytes),
+          partials(*view.buffer, view.offset + 2 * size.statsBytes, size.partialBytes) {}
+    BufferView stats, totals, partials;
   };
   struct Statistics {
     double mean, invstd;
   };
   static Layout layoutOf(const Shape& x) {
-    return {x[0], x[1], static_cast<std::uint32_t>(elementCount(x) / (std::size_t{x[0]} * x[1]))};
+    const auto spatial = static_cast<std::uint32_t>(elementCount(x) / (std::size_t{x[0]} * x[1]));
+    const std::uint64_t values = std::uint64_t{x[0]} * spatial;
+    const std::uint64_t chunks = std::clamp<std::uint64_t>((values + chunkValues - 1) / chunkValues, 1, largestChunks);
+    const std::uint64_t chunk = (values + chunks - 1) / chunks;
+    return {x[0], x[1], spatial, static_cast<std::uint32_t>(chunk), static_cast<std::uint32_t>((values + chunk - 1) / chunk)};
   }
   std::vector<Uniform> uniforms(const Layout& l) const {
     return {Uniform::u32(0, l.batch), Uniform::u32(1, l.channels), Uniform::u32(2, l.spatial), Uniform::f32(3, epsilon_),
-            Uniform::f32(4, momentum_)};
+            Uniform::f32(4, momentum_), Uniform::u32(5, l.chunk), Uniform::u32(6, l.chunks)};
+  }
+  Dispatch dispatchOf(ProgramCache& programs, const char* mode, const Layout& l, const std::string& label) const {
+    Dispatch dispatch;
+    dispatch.program = &programs.get("BatchNorm.glsl", {{"BN_MODE", mode}});
+    dispatch.label = label;
+    dispatch.uniforms = uniforms(l);
+    return dispatch;
+  }
+  // One work group per (chunk, channel).
+  Dispatch chunked(ProgramCache& programs, const char* mode, const Layout& l, const std::string& label) const {
+    Dispatch dispatch = dispatchOf(programs, mode, l, label);
+    dispatch.groups = {l.chunks, l.channels, 1};
+    return dispatch;
+  }
+  Dispatch perChannel(ProgramCache& programs, const char* mode, const Layout& l, const std::string& label) const {
+    Dispatch dispatch = dispatchOf(programs, mode, l, label);
+    dispatch.groups = linearGroups(l.channels, *dispatch.program);
+    dispatch.linear = true;
+    return dispatch;
+  }
+  Dispatch elementwise(ProgramCache& programs, const char* mode, const Layout& l, const std::string& label) const {
+    Dispatch dispatch = dispatchOf(programs, mode, l, label);
+    dispatch.groups = linearGroups(std::uint64_t{l.batch} * l.channels * l.spatial, *dispatch.program);
+    dispatch.linear = true;
+    return dispatch;
   }
   // The batch's statistics in training mode, the running ones otherwise.
   std::vector<Statistics> statistics(const std::vector<HostTensor64>& in) const {

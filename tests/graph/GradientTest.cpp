@@ -58,6 +58,7 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"conv2d none stride 2, 1x1 (a downsampling shortcut)", conv2dOp(Activation::none, 0, 2), {{rows, 5, 7, 8}, {6, 5, 1, 1}, {6}}},
       {"conv2d tanh stride 3 valid, edges no window reaches", conv2dOp(Activation::tanh, 0, 3), {{rows, 2, 8, 9}, {3, 2, 3, 2}, {3}}},
       {"batch norm (training) [N, C, H, W]", batchNormOp(true), {{rows, 3, 5, 4}, {3}, {3}, {3}, {3}}},
+      {"batch norm (training), 67 rows in 3 chunks of a channel's values", batchNormOp(true), {{rows, 2, 9, 8}, {2}, {2}, {2}, {2}}},
       {"batch norm (training) [N, C]", batchNormOp(true, 0.1f, 1e-3f), {{rows + 1, 6}, {6}, {6}, {6}, {6}}},
       {"max pool 3x3 stride 2 padding 1", poolOp({false, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}), {{rows, 2, 7, 6}}},
       {"max pool 2x2 dilation 2", poolOp({false, {2, 2}, {1, 1}, {2, 2}, {0, 0, 0, 0}}), {{rows, 2, 6, 5}}},
@@ -337,7 +338,8 @@ TEST_SUITE("gl") {
     Context& context = test::glContext();
     auto random = test::generator(47);
     ProgramCache programs;
-    const std::uint32_t n = 9, channels = 5, spatial = 13;
+    // 5 200 values per channel: three chunks, the last shorter, combined.
+    const std::uint32_t n = 40, channels = 5, spatial = 130;
     const Shape x{n, channels, spatial, 1}, c{channels};
     // A large mean, so that a one-pass variance would lose digits.
     std::vector<float> xs = test::uniformFloats(random, elementCount(x));

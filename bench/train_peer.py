@@ -1,0 +1,212 @@
+#!/usr/bin/env python3
+"""bench/train_peer.py NET.json DATA [options]: the PyTorch peer of glnet_train, on the GPU machine. Builds the network the
+description gives (the same layers, PyTorch's default initialisation), keeps the IDX data set on the GPU as uint8,
+gathers, augments (shifts with zeros uncovered and flips, drawn per image and epoch before the epoch) and normalises each
+batch there, and runs each training step (forward, loss, backward, SGD/momentum/Adam/AdamW update with the same
+schedule) as one captured CUDA graph. fp32, TF32 off. Prints one JSON line per epoch (seconds of the steps alone, train
+loss, test accuracy with the running statistics) and a last line with the median epoch time."""
+import argparse, gzip, json, math, os, sys, time
+import numpy as np
+import torch
+from torch import nn
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+
+def idx(directory, name):
+    path = os.path.join(directory, name)
+    data = gzip.open(path + ".gz").read() if os.path.exists(path + ".gz") else open(path, "rb").read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+class Described(nn.Module):
+    """The layers of a glnet network description, evaluated in order by name."""
+
+    def __init__(self, description):
+        super().__init__()
+        self.layers = description["layers"]
+        shapes = {"input": list(description["input"])}
+        self.modules_ = nn.ModuleDict()
+        previous = "input"
+        act = {"relu": nn.ReLU(), "tanh": nn.Tanh(), "sigmoid": nn.Sigmoid(), "none": nn.Identity()}
+        for layer in self.layers:
+            layer.setdefault("inputs", [previous])
+            shape = shapes[layer["inputs"][0]]
+            kind, key = layer["kind"], layer["name"].replace(".", "_")
+            if kind == "conv":
+                k, s = layer["kernel"], layer.get("stride", 1)
+                p = layer.get("padding", (k - 1) // 2)
+                module = nn.Sequential(nn.Conv2d(shape[0], layer["outputs"], k, s, p), act[layer.get("activation", "none")])
+                shape = [layer["outputs"], (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1]
+            elif kind == "dense":
+                module = nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(shape)), layer["outputs"]), act[layer.get("activation", "none")])
+                shape = [layer["outputs"]]
+            elif kind == "batchnorm":
+                bn = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
+                module = bn(shape[0], eps=layer.get("epsilon", 1e-5), momentum=layer.get("momentum", 0.1))
+            elif kind in act:
+                module = act[kind]
+            elif kind == "add":
+                module = None
+            elif kind in ("maxpool", "avgpool"):
+                k = layer["kernel"]
+                s, p = layer.get("stride", k), layer.get("padding", 0)
+                module = nn.MaxPool2d(k, s, p) if kind == "maxpool" else nn.AvgPool2d(k, s, p, count_include_pad=False)
+                shape = [shape[0], (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1]
+            elif kind == "globalavgpool":
+                module = nn.AdaptiveAvgPool2d(1)
+                shape = [shape[0], 1, 1]
+            elif kind == "flatten":
+                module = nn.Flatten()
+                shape = [int(np.prod(shape))]
+            else:
+                sys.exit(f"unknown kind {kind}")
+            if module is not None:
+                self.modules_[key] = module
+            shapes[layer["name"]] = shape
+            previous = layer["name"]
+
+    def forward(self, x):
+        outputs = {"input": x}
+        for layer in self.layers:
+            inputs = [outputs[name] for name in layer["inputs"]]
+            if layer["kind"] == "add":
+                y = inputs[0] + inputs[1]
+            else:
+                y = self.modules_[layer["name"].replace(".", "_")](inputs[0])
+            outputs[layer["name"]] = y
+        return y
+
+
+def schedule(args, steps_per_epoch):
+    total = args.epochs * steps_per_epoch
+    warmup = round(args.warmup_epochs * steps_per_epoch)
+
+    def at(step):  # from 1, as glnet's LearningRateSchedule
+        if args.schedule == "onecycle":
+            up = max(0.3 * total - 1, 1.0)
+            s = step - 1
+            cos = lambda a, b, done, length: b + (a - b) * (1 + math.cos(math.pi * min(done / max(length, 1.0), 1.0))) / 2
+            return cos(args.lr / 25, args.lr, s, up) if s <= up else cos(args.lr, args.lr / 25 / 1e4, s - up, total - 1 - up)
+        if step <= warmup:
+            return args.lr * step / warmup
+        if args.schedule == "cosine":
+            return args.lr * (1 + math.cos(math.pi * (step - warmup - 1) / max(total - warmup, 1))) / 2
+        if args.schedule == "step":
+            return args.lr * args.step_gamma ** ((step - 1) // max(round(args.step_epochs * steps_per_epoch), 1))
+        return args.lr
+    return at
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    for name, kind, default in (("epochs", int, 5), ("batch", int, 128), ("lr", float, 0.1), ("optimizer", str, "momentum"),
+                                ("weight-decay", float, 0.0), ("schedule", str, "constant"), ("warmup-epochs", float, 0.0),
+                                ("step-epochs", float, 30.0), ("step-gamma", float, 0.1), ("augment-shift", int, 0), ("seed", int, 0)):
+        parser.add_argument("--" + name, type=kind, default=default)
+    parser.add_argument("--nesterov", action="store_true")
+    parser.add_argument("--augment-flip", action="store_true")
+    parser.add_argument("net")
+    parser.add_argument("data")
+    args = parser.parse_args()
+    torch.manual_seed(args.seed)
+    device = torch.device("cuda")
+    train_x = torch.from_numpy(idx(args.data, "train-images-idx3-ubyte").copy()).to(device)
+    train_y = torch.from_numpy(idx(args.data, "train-labels-idx1-ubyte").astype(np.int64)).to(device)
+    test_x = torch.from_numpy(idx(args.data, "t10k-images-idx3-ubyte").copy()).to(device)
+    test_y = torch.from_numpy(idx(args.data, "t10k-labels-idx1-ubyte").astype(np.int64)).to(device)
+    pixels = train_x.float() / 255
+    mean, std = pixels.mean().item(), pixels.std().item()
+    model = Described(json.load(open(args.net))).to(device)
+    decayed = [p for p in model.parameters() if p.dim() >= 2]
+    others = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decayed, "weight_decay": args.weight_decay}, {"params": others, "weight_decay": 0.0}]
+    lr = torch.tensor(args.lr, device=device)
+    if args.optimizer in ("sgd", "momentum"):
+        optimizer = torch.optim.SGD(groups, lr=lr, momentum=0.9 if args.optimizer == "momentum" else 0, nesterov=args.nesterov)
+    else:
+        kind = torch.optim.AdamW if args.optimizer == "adamw" else torch.optim.Adam
+        optimizer = kind(groups, lr=lr, capturable=True)
+    loss_fn = nn.CrossEntropyLoss()
+    n, b = train_x.shape[0], args.batch
+    steps = n // b
+    at = schedule(args, steps)
+    h, w = train_x.shape[1], train_x.shape[2]
+    static_index = torch.zeros(b, dtype=torch.int64, device=device)
+    static_shift = torch.zeros(b, 3, dtype=torch.int64, device=device)  # dx, dy, flip
+    rows = torch.arange(h, device=device).view(1, h, 1)
+    cols = torch.arange(w, device=device).view(1, 1, w)
+
+    def batch():
+        images = train_x[static_index]  # [b, h, w] uint8
+        if args.augment_shift or args.augment_flip:
+            dx, dy, flip = static_shift[:, 0].view(b, 1, 1), static_shift[:, 1].view(b, 1, 1), static_shift[:, 2].view(b, 1, 1)
+            x = torch.where(flip == 1, w - 1 - cols, cols) - dx
+            y = rows - dy
+            inside = (x >= 0) & (x < w) & (y >= 0) & (y < h)
+            flat = (y.clamp(0, h - 1) * w + x.clamp(0, w - 1))
+            images = torch.where(inside, torch.gather(images.view(b, -1), 1, flat.view(b, -1)).view(b, h, w), torch.zeros_like(images))
+        return ((images.float() / 255 - mean) / std).unsqueeze(1)
+
+    def step():
+        optimizer.zero_grad(set_to_none=False)
+        loss = loss_fn(model(batch()), train_y[static_index])
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    model.train()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    # Warm-up steps changed the weights: start again from the same initial weights, with fresh optimizer state.
+    torch.manual_seed(args.seed)
+    fresh = Described(json.load(open(args.net))).to(device)
+    with torch.no_grad():
+        for p, q in zip(model.state_dict().values(), fresh.state_dict().values()):
+            p.copy_(q)
+    for state in optimizer.state.values():
+        for value in state.values():
+            if torch.is_tensor(value):
+                value.zero_()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_loss = step()
+    generator = np.random.default_rng(args.seed)
+    times = []
+    done = 0
+    for epoch in range(1, args.epochs + 1):
+        order = torch.from_numpy(generator.permutation(n)).to(device)
+        span = 2 * args.augment_shift + 1
+        draws = torch.from_numpy(np.stack([generator.integers(0, span, n) - args.augment_shift, generator.integers(0, span, n) - args.augment_shift,
+                                           generator.integers(0, 2, n) if args.augment_flip else np.zeros(n, np.int64)], 1)).to(device)
+        total = torch.zeros((), device=device)
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        for s in range(steps):
+            done += 1
+            lr.fill_(at(done))
+            static_index.copy_(order[s * b:(s + 1) * b])
+            static_shift.copy_(draws[s * b:(s + 1) * b])
+            graph.replay()
+            total += static_loss
+        torch.cuda.synchronize()
+        seconds = time.perf_counter() - start
+        times.append(seconds)
+        model.eval()
+        with torch.no_grad():
+            correct = sum((model(((test_x[i:i + 1000].float() / 255 - mean) / std).unsqueeze(1)).argmax(1) == test_y[i:i + 1000]).sum().item()
+                          for i in range(0, test_x.shape[0], 1000))
+        model.train()
+        print(json.dumps({"epoch": epoch, "seconds": seconds, "train_loss": total.item() / steps, "test_accuracy": correct / test_x.shape[0]}), flush=True)
+    print(json.dumps({"median_epoch_seconds": float(np.median(times)), "device": torch.cuda.get_device_name(), "torch": torch.__version__}))
+
+
+if __name__ == "__main__":
+    main()
