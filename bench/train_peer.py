@@ -126,7 +126,41 @@ def main():
     groups = [{"params": decayed, "weight_decay": args.weight_decay}, {"params": others, "weight_decay": 0.0}]
     lr = torch.tensor(args.lr, device=device)
     if args.optimizer in ("sgd", "momentum"):
-        optimizer = torch.optim.SGD(groups, lr=lr, momentum=0.9 if args.optimizer == "momentum" else 0, nesterov=args.nesterov)
+        # torch.optim.SGD reads a tensor learning rate back to the host, which a CUDA graph cannot capture: the same
+        # update (PyTorch's SGD with momentum 0.9, dampening 0, optional Nesterov), written out with the rate on the GPU.
+        momentum = 0.9 if args.optimizer == "momentum" else 0.0
+        buffers = [torch.zeros_like(p) for p in model.parameters()]
+
+        class ManualSgd:
+            state = {}
+
+            def zero_grad(self, set_to_none=False):
+                for p in model.parameters():
+                    if p.grad is not None:
+                        p.grad.zero_()
+
+            @torch.no_grad()
+            def step(self):
+                # Multi-tensor (foreach) kernels, as torch.optim.SGD's default implementation uses.
+                params = list(model.parameters())
+                grads = [p.grad for p in params]
+                decays = [group["weight_decay"] for group in groups for _ in group["params"]]
+                order = [id(p) for group in groups for p in group["params"]]
+                decay_of = {pid: d for pid, d in zip(order, decays)}
+                decayed = [i for i, p in enumerate(params) if decay_of[id(p)]]
+                if decayed:
+                    torch._foreach_add_([grads[i] for i in decayed], [params[i] for i in decayed], alpha=decay_of[id(params[decayed[0]])])
+                updates = grads
+                if momentum:
+                    torch._foreach_mul_(buffers, momentum)
+                    torch._foreach_add_(buffers, grads)
+                    updates = torch._foreach_add(grads, buffers, alpha=momentum) if args.nesterov else buffers
+                torch._foreach_sub_(params, torch._foreach_mul(updates, lr))
+
+            def reset(self):
+                for buf in buffers:
+                    buf.zero_()
+        optimizer = ManualSgd()
     else:
         kind = torch.optim.AdamW if args.optimizer == "adamw" else torch.optim.Adam
         optimizer = kind(groups, lr=lr, capturable=True)
@@ -171,6 +205,8 @@ def main():
     with torch.no_grad():
         for p, q in zip(model.state_dict().values(), fresh.state_dict().values()):
             p.copy_(q)
+    if hasattr(optimizer, "reset"):
+        optimizer.reset()
     for state in optimizer.state.values():
         for value in state.values():
             if torch.is_tensor(value):
