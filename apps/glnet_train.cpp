@@ -28,7 +28,7 @@ std::string clock(double seconds) {
 }
 
 // The flags that define a run, recorded in its checkpoints.
-const std::set<std::string> trainingFlags = {"arch", "net", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data",
+const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data",
                                              "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
                                              "bucket-mb", "weight-decay", "nesterov", "clip-norm", "schedule", "warmup-epochs",
                                              "step-epochs", "step-gamma", "augment-shift", "augment-flip"};
@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
                 "normalization and residuals: nets/ in the source), or MLP layer sizes joined by '-'",
                 "784-128-10")
         .option("net", "NET.json", "train the network this description file gives (README: 'Your own network'); replaces --arch")
+        .option("init", "MODEL", "start from this model file's weights (a glnet or PyTorch safetensors file of the same network) "
+                "instead of a random initialisation")
         .option("activation", "NAME", "hidden activation: relu, tanh or sigmoid", "relu")
         .option("epochs", "N", "epochs (with --full-batch: iterations; tested and checkpointed every 100)", "5")
         .option("batch", "N", "images per step (under mpirun: across all ranks)", "64")
@@ -165,8 +167,9 @@ int main(int argc, char** argv) {
     cli::setUpTogether(ranks, [&] {
       const std::string directory =
           parser.has("data") ? parser.text("data") : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
-      const Network shape = description ? Network::fromDescription(*description, options.seed, parser.text("net"))
-                                        : Network::create(architecture, activation, options.seed);
+      Network shape = description ? Network::fromDescription(*description, options.seed, parser.text("net"))
+                                  : Network::create(architecture, activation, options.seed);
+      if (parser.has("init")) shape.setParameterValues(shape.valuesIn(readSafetensors(parser.text("init")), parser.text("init")));
       const auto classes = static_cast<int>(shape.classes());
       LabelledImages train = readMnistSplit(directory, Split::train, classes);
       LabelledImages test = readMnistSplit(directory, Split::test, classes);

@@ -368,6 +368,26 @@ std::vector<std::vector<float>> Network::parameterValues() const {
   return values;
 }
 
+std::vector<std::vector<float>> Network::valuesIn(const TensorFile& file, const std::string& path) const {
+  for (const auto& [name, tensor] : file.tensors) {
+    // PyTorch's BatchNorm counts its batches in a tensor glnet does not keep.
+    const std::string counter = ".num_batches_tracked";
+    const bool batchCount = name.size() > counter.size() && name.compare(name.size() - counter.size(), counter.size(), counter) == 0;
+    if (!parameters.count(name) && !batchCount) throw Error(path + ": tensor " + name + " is not one of the network " + architecture + "'s");
+  }
+  std::vector<std::vector<float>> values;
+  for (const std::string& name : parameterNames) {
+    const auto found = file.tensors.find(name);
+    if (found == file.tensors.end()) throw Error(path + ": no tensor " + name + ", which the network " + architecture + " has");
+    if (found->second.shape != parameters.at(name).shape) throw Error(path + ": tensor " + name + " is not shaped as in the network " + architecture);
+    if (!std::all_of(found->second.values.begin(), found->second.values.end(), [](float v) { return std::isfinite(v); })) {
+      throw Error(path + ": tensor " + name + " holds NaN or infinite values");
+    }
+    values.push_back(found->second.values);
+  }
+  return values;
+}
+
 void Network::setParameterValues(const std::vector<std::vector<float>>& values) {
   GLNET_ASSERT(values.size() == parameterNames.size(), "one value list per parameter");
   for (std::size_t p = 0; p < values.size(); ++p) {

@@ -76,6 +76,9 @@ struct Network {
   void save(const std::string& path) const { writeSafetensors(path, toTensors()); }
 
   std::vector<std::vector<float>> parameterValues() const;
+  // Values for this network's parameters from a file's tensors of the same names (metadata aside); throws glnet::Error
+  // naming `path` and the first tensor that is missing, shaped otherwise, not finite, or not this network's.
+  std::vector<std::vector<float>> valuesIn(const TensorFile& file, const std::string& path) const;
   void setParameterValues(const std::vector<std::vector<float>>& values);
 };
 
