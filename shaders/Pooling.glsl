@@ -77,12 +77,16 @@ void main() {
   int ih = int(i % uint(H * W)) / W, iw = int(i % uint(H * W)) % W;
   uint base = plane * uint(H * W);
   float sum = 0.0;
-  // The windows whose cell (kh, kw) is this input: oh·strideH − padTop + kh·dilation = ih.
-  for (int kh = 0; kh < KH; ++kh) {
-    int rowFrom = ih + padTop - kh * (POOL_KIND == 0 ? dilationH : 1);
+  // The windows whose cell (kh, kw) is this input: oh·strideH − padTop + kh·dilation = ih with 0 ≤ oh < OH, so kh
+  // runs over [(ih + padTop − (OH − 1)·strideH)/dilation, (ih + padTop)/dilation] only (one cell of a global pool).
+  int dh = POOL_KIND == 0 ? dilationH : 1, dw = POOL_KIND == 0 ? dilationW : 1;
+  int khFirst = max(0, (ih + padTop - (int(OH) - 1) * strideH + dh - 1) / dh), khLast = min(KH - 1, (ih + padTop) / dh);
+  int kwFirst = max(0, (iw + padLeft - (int(OW) - 1) * strideW + dw - 1) / dw), kwLast = min(KW - 1, (iw + padLeft) / dw);
+  for (int kh = khFirst; kh <= khLast; ++kh) {
+    int rowFrom = ih + padTop - kh * dh;
     if (rowFrom < 0 || rowFrom % strideH != 0 || rowFrom / strideH >= int(OH)) continue;
-    for (int kw = 0; kw < KW; ++kw) {
-      int columnFrom = iw + padLeft - kw * (POOL_KIND == 0 ? dilationW : 1);
+    for (int kw = kwFirst; kw <= kwLast; ++kw) {
+      int columnFrom = iw + padLeft - kw * dw;
       if (columnFrom < 0 || columnFrom % strideW != 0 || columnFrom / strideW >= int(OW)) continue;
       int oh = rowFrom / strideH, ow = columnFrom / strideW;
       sum += dy[(plane * OH + uint(oh)) * OW + uint(ow)] * share(base, oh, ow, ih, iw);
