@@ -2,6 +2,7 @@
 // training step replayed per batch.
 #include "common/Cli.h"
 #include "data/Idx.h"
+#include "data/ImageFolder.h"
 #include "gl/Stopwatch.h"
 #include "gl/check.h"
 #include "model/Trainer.h"
@@ -28,7 +29,7 @@ std::string clock(double seconds) {
 }
 
 // The flags that define a run, recorded in its checkpoints.
-const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data",
+const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data", "size", "val-fraction",
                                              "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
                                              "bucket-mb", "weight-decay", "nesterov", "clip-norm", "schedule", "warmup-epochs",
                                              "step-epochs", "step-gamma", "augment-shift", "augment-flip"};
@@ -71,8 +72,13 @@ int main(int argc, char** argv) {
         .option("augment-shift", "N", "augment on the GPU: shift each training image by up to N pixels each way, zeros "
                 "uncovered (torchvision's RandomCrop with padding N)", "0")
         .flag("augment-flip", "augment on the GPU: flip each training image horizontally with probability 1/2")
-        .option("dataset", "NAME", "mnist or fashion", "mnist")
-        .option("data", "DIR", "IDX files directory (default: data/mnist, or /usr/share/datasets/fashion-mnist)")
+        .option("dataset", "NAME",
+                "mnist or fashion (IDX files: [N, H, W] or [N, C, H, W] images), cifar10 (its binary version: data_batch_N.bin, "
+                "test_batch.bin) or folder (one sub-folder of images per class, under train/ and test/ or split by --val-fraction)",
+                "mnist")
+        .option("data", "DIR", "the data set's directory (default: data/mnist, or /usr/share/datasets/fashion-mnist)")
+        .option("size", "N", "--dataset folder: resize images to N x N (default: the network's input size)")
+        .option("val-fraction", "F", "--dataset folder without train/ and test/: hold out this fraction of each class for testing")
         .option("train-limit", "N", "train on the first N training images only")
         .option("test-limit", "N", "measure test accuracy on the first N test images only")
         .flag("full-batch", "full-batch gradient descent: every step uses all training images in order")
@@ -107,7 +113,10 @@ int main(int argc, char** argv) {
       if (!parser.text(flag).empty()) settings[flag] = parser.text(flag);
     }
     const std::string dataset = parser.text("dataset");
-    if (dataset != "mnist" && dataset != "fashion") throw UsageError("--dataset is mnist or fashion, not '" + dataset + "'");
+    if (dataset != "mnist" && dataset != "fashion" && dataset != "cifar10" && dataset != "folder") {
+      throw UsageError("--dataset is mnist, fashion, cifar10 or folder, not '" + dataset + "'");
+    }
+    if ((dataset == "cifar10" || dataset == "folder") && !parser.has("data")) throw UsageError("--dataset " + dataset + " needs --data DIR");
     const std::string architecture = parser.text("arch");
     if (architecture != "cnn" && !builtinNet(architecture)) parseArchitecture(architecture);
     const std::optional<NetDescription> description =
@@ -171,8 +180,29 @@ int main(int argc, char** argv) {
                                   : Network::create(architecture, activation, options.seed);
       if (parser.has("init")) shape.setParameterValues(shape.valuesIn(readSafetensors(parser.text("init")), parser.text("init")));
       const auto classes = static_cast<int>(shape.classes());
-      LabelledImages train = readMnistSplit(directory, Split::train, classes);
-      LabelledImages test = readMnistSplit(directory, Split::test, classes);
+      LabelledImages train, test;
+      if (dataset == "folder") {
+        const Shape& in = shape.inputShape;
+        const std::uint32_t channels = in.size() == 3 ? in[0] : 1;
+        if (channels != 1 && channels != 3) throw UsageError("--dataset folder gives gray or RGB images; the network takes " + describe(in));
+        const auto side = static_cast<std::uint32_t>(parser.has("size") ? parser.integer("size", 1, 4096)
+                                                                        : in.size() == 3 ? in[1] : std::lround(std::sqrt(static_cast<double>(in[0]))));
+        const double fraction = parser.has("val-fraction") ? parser.number("val-fraction") : 0.0;
+        if (parser.has("val-fraction") && !(fraction > 0 && fraction < 1)) throw UsageError("--val-fraction must be between 0 and 1");
+        ImageFolderData folders = readImageFolders(directory, channels, side, fraction, options.seed);
+        if (folders.classes.size() != shape.classes()) {
+          throw Error(directory + ": " + std::to_string(folders.classes.size()) + " class folders for a network of " +
+                      std::to_string(shape.classes()) + " classes");
+        }
+        train = std::move(folders.train);
+        test = std::move(folders.test);
+      } else if (dataset == "cifar10") {
+        train = readCifar10Split(directory, Split::train, classes);
+        test = readCifar10Split(directory, Split::test, classes);
+      } else {
+        train = readMnistSplit(directory, Split::train, classes);
+        test = readMnistSplit(directory, Split::test, classes);
+      }
       if (parser.has("test-limit")) keepFirst(test, static_cast<std::size_t>(parser.integer("test-limit", 1, static_cast<long>(test.images.count))));
       if (parser.has("train-limit")) keepFirst(train, static_cast<std::size_t>(parser.integer("train-limit", 1, static_cast<long>(train.images.count))));
       if (shape.inputs() != train.images.pixelsPerImage()) {

@@ -1,10 +1,12 @@
 #include "data/Idx.h"
 
+#include "gl/FileInput.h"
 #include "gl/check.h"
 
 #include <cstdio>
 #include <zlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -46,11 +48,10 @@ std::size_t readInto(gzFile file, const std::string& path, std::vector<std::uint
 
 // The header (validated against `rank`) and the data of a plain or gzip IDX file, with its dimensions;
 // the data's length must be exactly what the header declares.
-std::vector<std::uint8_t> readIdx(const std::string& path, int rank, const char* what, std::vector<std::size_t>& dimensions) {
+std::vector<std::uint8_t> readIdx(const std::string& path, std::initializer_list<int> ranks, const char* what, std::vector<std::size_t>& dimensions) {
   if (!std::filesystem::is_regular_file(path)) throw Error(path + ": no such file");
   std::unique_ptr<gzFile_s, GzipCloser> file(gzopen(path.c_str(), "rb"));
   if (!file) throw Error(path + ": cannot open");
-  const std::size_t headerBytes = 4 + 4 * static_cast<std::size_t>(rank);
   std::vector<std::uint8_t> bytes;
   readInto(file.get(), path, bytes, 4);
   if (bytes.size() < 4) throw Error(path + ": too short to be an IDX file (" + std::to_string(bytes.size()) + " bytes)");
@@ -60,9 +61,13 @@ std::vector<std::uint8_t> readIdx(const std::string& path, int rank, const char*
     std::snprintf(type, sizeof type, "0x%02x", bytes[2]);
     throw Error(path + ": IDX element type " + type + " is not unsigned byte (0x08)");
   }
-  if (bytes[3] != rank) {
-    throw Error(path + ": IDX rank " + std::to_string(bytes[3]) + ", expected " + std::to_string(rank) + " for " + what);
+  const int rank = bytes[3];
+  if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) {
+    std::string expected;
+    for (const int r : ranks) expected += (expected.empty() ? "" : " or ") + std::to_string(r);
+    throw Error(path + ": IDX rank " + std::to_string(rank) + ", expected " + expected + " for " + what);
   }
+  const std::size_t headerBytes = 4 + 4 * static_cast<std::size_t>(rank);
   readInto(file.get(), path, bytes, headerBytes - 4);
   if (bytes.size() < headerBytes) throw Error(path + ": truncated IDX header");
   std::uint64_t expected = 1;
@@ -104,19 +109,59 @@ std::string findFile(const std::string& directory, const std::string& name) {
 
 ImageSet readIdxImages(const std::string& path) {
   std::vector<std::size_t> dimensions;
-  const std::vector<std::uint8_t> bytes = readIdx(path, 3, "images", dimensions);
+  const std::vector<std::uint8_t> bytes = readIdx(path, {3, 4}, "images", dimensions);
   ImageSet set;
   set.count = dimensions[0];
-  set.rows = dimensions[1];
-  set.columns = dimensions[2];
-  set.pixels.assign(bytes.begin() + 16, bytes.end());
+  set.channels = dimensions.size() == 4 ? dimensions[1] : 1;
+  set.rows = dimensions[dimensions.size() - 2];
+  set.columns = dimensions.back();
+  set.pixels.assign(bytes.begin() + static_cast<std::ptrdiff_t>(4 + 4 * dimensions.size()), bytes.end());
   return set;
 }
 
 std::vector<std::uint8_t> readIdxLabels(const std::string& path) {
   std::vector<std::size_t> dimensions;
-  const std::vector<std::uint8_t> bytes = readIdx(path, 1, "labels", dimensions);
+  const std::vector<std::uint8_t> bytes = readIdx(path, {1}, "labels", dimensions);
   return {bytes.begin() + 8, bytes.end()};
+}
+
+LabelledImages readCifar10Split(const std::string& directory, Split split, int classes) {
+  if (!std::filesystem::is_directory(directory)) throw Error(directory + ": no such directory (CIFAR-10's binary version: data_batch_N.bin, test_batch.bin)");
+  std::vector<std::string> files;
+  if (split == Split::test) {
+    files.push_back((std::filesystem::path(directory) / "test_batch.bin").string());
+  } else {
+    for (int batch = 1; batch <= 5; ++batch) {
+      const std::filesystem::path path = std::filesystem::path(directory) / ("data_batch_" + std::to_string(batch) + ".bin");
+      if (std::filesystem::exists(path)) files.push_back(path.string());
+    }
+    if (files.empty()) throw Error(directory + ": has no data_batch_1.bin ... data_batch_5.bin (CIFAR-10's binary version)");
+  }
+  constexpr std::size_t side = 32, channels = 3, pixels = channels * side * side, record = 1 + pixels;
+  LabelledImages set;
+  set.images.channels = channels;
+  set.images.rows = side;
+  set.images.columns = side;
+  for (const std::string& path : files) {
+    if (!std::filesystem::is_regular_file(path)) throw Error(path + ": no such file");
+    const std::string bytes = readRegularFile(path, largestIdxBytes);
+    if (bytes.empty() || bytes.size() % record != 0) {
+      throw Error(path + ": " + std::to_string(bytes.size()) + " bytes is not a whole number of CIFAR-10 records (1 label byte and " +
+                  std::to_string(pixels) + " pixel bytes each)");
+    }
+    for (std::size_t offset = 0; offset < bytes.size(); offset += record) {
+      const auto label = static_cast<std::uint8_t>(bytes[offset]);
+      if (label >= classes) {
+        throw Error(path + ": record " + std::to_string(offset / record) + " has label " + std::to_string(label) + ", not below " +
+                    std::to_string(classes));
+      }
+      set.labels.push_back(label);
+      set.images.pixels.insert(set.images.pixels.end(), bytes.begin() + static_cast<std::ptrdiff_t>(offset + 1),
+                               bytes.begin() + static_cast<std::ptrdiff_t>(offset + record));
+    }
+  }
+  set.images.count = set.labels.size();
+  return set;
 }
 
 void keepRange(LabelledImages& set, std::size_t first, std::size_t count) {

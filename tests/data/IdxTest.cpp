@@ -52,7 +52,7 @@ TEST_CASE("bad IDX files are refused with the file name and the reason") {
   refuseImages("empty", "", "too short");
   refuseImages("magic", "\x12\x34" + idx(8, {1, 2, 2}, 4).substr(2), "not an IDX file");
   refuseImages("type", idx(0x0d, {1, 2, 2}, 16), "IDX element type");
-  refuseImages("rank", idx(8, {4}, 4), "IDX rank 1, expected 3");
+  refuseImages("rank", idx(8, {4}, 4), "IDX rank 1, expected 3 or 4");
   refuseImages("truncated", idx(8, {10, 28, 28}, 7839), "truncated: the header promises 7840 bytes of data, the file has 7839");
   refuseImages("trailing", idx(8, {1, 2, 2}, 5), "bytes past the data the header describes");
   // A 16-byte header may declare 2^42 bytes: refused before any data is read or allocated.
@@ -66,4 +66,39 @@ TEST_CASE("bad IDX files are refused with the file name and the reason") {
   directory.write("t10k-labels-idx1-ubyte", idx(8, {3}, 0) + std::string("\x01\x0b\x02", 3));
   CHECK_THROWS_WITH_AS(readMnistSplit(directory.path().string(), Split::test), doctest::Contains("label 11 at index 1"), Error);
   CHECK_THROWS_WITH_AS(readMnistSplit(directory.path().string(), Split::train), doctest::Contains("has no train-images-idx3-ubyte (nor train-images-idx3-ubyte.gz); a data directory holds"), Error);
+}
+
+TEST_CASE("IDX images of rank 4 are [count, channels, rows, columns]") {
+  const test::TempDir directory;
+  const std::string path = directory.write("colour", idx(8, {2, 3, 4, 5}, 120));
+  const ImageSet set = readIdxImages(path);
+  CHECK(set.count == 2);
+  CHECK(set.channels == 3);
+  CHECK(set.rows == 4);
+  CHECK(set.columns == 5);
+  CHECK(set.pixelsPerImage() == 60);
+  CHECK(set.pixels.size() == 120);
+}
+
+TEST_CASE("CIFAR-10's binary records: a label byte and 3 072 CHW pixel bytes each; torn files refused") {
+  const test::TempDir directory;
+  std::string records;
+  for (int r = 0; r < 3; ++r) {
+    records.push_back(static_cast<char>(r * 4));
+    for (int i = 0; i < 3072; ++i) records.push_back(static_cast<char>((r + i) % 251));
+  }
+  directory.write("data_batch_2.bin", records);
+  directory.write("test_batch.bin", records.substr(0, 3073));
+  const LabelledImages train = readCifar10Split(directory.path().string(), Split::train);
+  CHECK(train.images.count == 3);
+  CHECK(train.images.channels == 3);
+  CHECK(train.labels == std::vector<std::uint8_t>{0, 4, 8});
+  CHECK(train.images.pixels[3072 + 5] == 6);
+  CHECK(readCifar10Split(directory.path().string(), Split::test).images.count == 1);
+  CHECK_THROWS_WITH(readCifar10Split(directory.path().string(), Split::train, 5), doctest::Contains("record 2 has label 8, not below 5"));
+  directory.write("test_batch.bin", records.substr(0, 3000));
+  CHECK_THROWS_WITH(readCifar10Split(directory.path().string(), Split::test),
+                    doctest::Contains("test_batch.bin: 3000 bytes is not a whole number of CIFAR-10 records"));
+  const test::TempDir empty;
+  CHECK_THROWS_WITH(readCifar10Split(empty.path().string(), Split::train), doctest::Contains("has no data_batch_1.bin"));
 }

@@ -1,5 +1,6 @@
 #include "data/Idx.h"
 #include "data/Image.h"
+#include "data/ImageFolder.h"
 #include "gl/check.h"
 #include "support/TempDir.h"
 
@@ -183,4 +184,19 @@ TEST_CASE("transparency is composited onto paper that contrasts with the ink, an
   CHECK(looksBlank(white.data(), white.size()));
   CHECK(looksBlank(noisy.data(), noisy.size()));
   CHECK_FALSE(looksBlank(digit.data(), digit.size()));
+}
+
+TEST_CASE("image folders resize bilinearly into planes: the same size is kept, a halving averages pairs") {
+  // 4x2 RGB, interleaved.
+  std::vector<std::uint8_t> rgb;
+  for (int y = 0; y < 2; ++y) {
+    for (int x = 0; x < 4; ++x) rgb.insert(rgb.end(), {static_cast<std::uint8_t>(10 * x), static_cast<std::uint8_t>(100 + y), 7});
+  }
+  const std::vector<std::uint8_t> same{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};  // 2x2 RGB
+  CHECK(resizeToPlanes(same.data(), 2, 2, 3, 2) == std::vector<std::uint8_t>{1, 4, 7, 10, 2, 5, 8, 11, 3, 6, 9, 12});
+  const std::vector<std::uint8_t> halved = resizeToPlanes(rgb.data(), 4, 2, 3, 2);
+  // x: centres at 0.5 and 2.5 of 0..3 → (0 + 10)/2 = 5 and (20 + 30)/2 = 25; y stretched from 2 rows to 2: kept.
+  CHECK(halved == std::vector<std::uint8_t>{5, 25, 5, 25, 100, 100, 101, 101, 7, 7, 7, 7});
+  const std::vector<std::uint8_t> gray{0, 255};
+  CHECK(resizeToPlanes(gray.data(), 2, 1, 1, 1) == std::vector<std::uint8_t>{128});
 }
