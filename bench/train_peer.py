@@ -39,7 +39,8 @@ class Described(nn.Module):
             if kind == "conv":
                 k, s = layer["kernel"], layer.get("stride", 1)
                 p = layer.get("padding", (k - 1) // 2)
-                module = nn.Sequential(nn.Conv2d(shape[0], layer["outputs"], k, s, p), act[layer.get("activation", "none")])
+                module = nn.Sequential(nn.Conv2d(shape[0], layer["outputs"], k, s, p, groups=layer.get("groups", 1)),
+                                       act[layer.get("activation", "none")])
                 shape = [layer["outputs"], (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1]
             elif kind == "dense":
                 module = nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(shape)), layer["outputs"]), act[layer.get("activation", "none")])

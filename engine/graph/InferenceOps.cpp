@@ -629,9 +629,12 @@ class PoolOp : public InferenceOp {
   PoolSettings s_;
 };
 
+// Trainable without a fused function (GroupedConvGradient.glsl).
 class GroupedConvOp : public InferenceOp {
  public:
   GroupedConvOp(ConvSettings s, Pointwise after) : s_(s), after_(after) {}
+  bool differentiable() const override { return after_.kind == PointwiseKind::identity; }
+  bool passesGradient(std::size_t) const override { return differentiable(); }
   std::string name() const override {
     return std::string(s_.groups > 1 ? "grouped conv" : "direct conv") + (after_.kind == PointwiseKind::identity ? "" : " + " + after_.name());
   }
@@ -654,14 +657,9 @@ class GroupedConvOp : public InferenceOp {
     const Shape& x = in[0].shape;
     const Shape& w = in[1].shape;
     std::vector<ShaderDefine> defines = after_.defines();
-    const auto u = [](std::uint32_t v) { return std::to_string(v) + "u"; };
+    const std::vector<ShaderDefine> geometry = geometryDefines(x, w, out.shape);
+    defines.insert(defines.end(), geometry.begin(), geometry.end());
     const auto i = [](std::uint32_t v) { return std::to_string(v); };
-    defines.insert(defines.end(), {{"CONV_CHANNELS", u(x[1])}, {"CONV_HEIGHT", u(x[2])}, {"CONV_WIDTH", u(x[3])},
-                                   {"CONV_OUT_CHANNELS", u(w[0])}, {"CONV_OUT_HEIGHT", u(out.shape[2])}, {"CONV_OUT_WIDTH", u(out.shape[3])},
-                                   {"CONV_KERNEL_HEIGHT", u(w[2])}, {"CONV_KERNEL_WIDTH", u(w[3])}, {"CONV_GROUPS", u(s_.groups)},
-                                   {"CONV_STRIDE_H", i(s_.strides[0])}, {"CONV_STRIDE_W", i(s_.strides[1])},
-                                   {"CONV_DILATION_H", i(s_.dilations[0])}, {"CONV_DILATION_W", i(s_.dilations[1])},
-                                   {"CONV_PAD_TOP", i(s_.pads[0])}, {"CONV_PAD_LEFT", i(s_.pads[1])}});
     if (const std::optional<std::array<std::uint32_t, 2>> tile = depthwiseTile(x, w, out.shape)) {
       defines.insert(defines.end(), {{"TILE_HEIGHT", i((*tile)[0])}, {"TILE_WIDTH", i((*tile)[1])}, {"TILE_INVOCATIONS", i((*tile)[0] * (*tile)[1])}});
       const Program& program = programs.get("GroupedConv.glsl", defines, {"Pointwise.glsl"});
@@ -681,6 +679,73 @@ class GroupedConvOp : public InferenceOp {
     dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, in[2].view, Access::read}, {3, out.view, Access::write}};
     dispatch.uniforms = {Uniform::u32(0, x[0])};
     plan.record(dispatch);
+  }
+  void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out, const GpuTensor& dOut,
+                const std::vector<std::optional<GradientTarget>>& targets) const override {
+    GLNET_ASSERT(differentiable(), "a convolution with a fused function runs in forward-only graphs");
+    const Shape& x = in[0].shape;
+    const Shape& w = in[1].shape;
+    const std::vector<ShaderDefine> geometry = geometryDefines(x, w, out.shape);
+    static const char* const labels[] = {" dX", " dW", " db"};
+    for (std::uint32_t mode = 0; mode < 3; ++mode) {
+      if (!targets[mode]) continue;
+      std::vector<ShaderDefine> defines = geometry;
+      defines.push_back({"GRADIENT_MODE", std::to_string(mode)});
+      const Program& program = programs.get("GroupedConvGradient.glsl", defines);
+      Dispatch dispatch;
+      if (mode == 0) {
+        dispatch = linearDispatch(program, name() + labels[mode], elementCount(x));
+      } else {
+        dispatch.program = &program;
+        dispatch.label = name() + labels[mode];
+        dispatch.groups = {static_cast<std::uint32_t>(mode == 1 ? elementCount(w) : w[0]), 1, 1};
+        dispatch.linear = true;
+      }
+      dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, dOut.view, Access::read},
+                          {3, targets[mode]->view, targets[mode]->accumulate ? Access::readWrite : Access::write}};
+      dispatch.uniforms = {Uniform::u32(0, x[0]), Uniform::u32(1, targets[mode]->accumulate ? 1 : 0)};
+      plan.record(dispatch);
+    }
+  }
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>&,
+                                                     const std::vector<double>& dy) const override {
+    GLNET_ASSERT(differentiable(), "a convolution with a fused function runs in forward-only graphs");
+    const Shape& x = in[0].shape;
+    const Shape& w = in[1].shape;
+    const std::uint32_t groupIn = x[1] / s_.groups, groupOut = w[0] / s_.groups;
+    std::vector<std::vector<double>> grads{std::vector<double>(in[0].values->size(), 0.0), std::vector<double>(in[1].values->size(), 0.0),
+                                           std::vector<double>(w[0], 0.0)};
+    std::size_t index = 0;
+    forEachCoordinate(outputShape(shapesOf(in)), [&](const std::vector<std::uint32_t>& c) {
+      const double gradient = dy[index++];
+      grads[2][c[1]] += gradient;
+      for (std::uint32_t ic = 0; ic < groupIn; ++ic) {
+        const std::uint32_t channel = c[1] / groupOut * groupIn + ic;
+        for (std::uint32_t kh = 0; kh < w[2]; ++kh) {
+          for (std::uint32_t kw = 0; kw < w[3]; ++kw) {
+            const std::int64_t ih = std::int64_t{c[2]} * s_.strides[0] - s_.pads[0] + std::int64_t{kh} * s_.dilations[0];
+            const std::int64_t iw = std::int64_t{c[3]} * s_.strides[1] - s_.pads[1] + std::int64_t{kw} * s_.dilations[1];
+            if (ih < 0 || iw < 0 || ih >= x[2] || iw >= x[3]) continue;
+            const std::size_t xIndex = ((std::size_t{c[0]} * x[1] + channel) * x[2] + static_cast<std::size_t>(ih)) * x[3] + static_cast<std::size_t>(iw);
+            const std::size_t wIndex = ((std::size_t{c[1]} * groupIn + ic) * w[2] + kh) * w[3] + kw;
+            grads[0][xIndex] += gradient * (*in[1].values)[wIndex];
+            grads[1][wIndex] += gradient * (*in[0].values)[xIndex];
+          }
+        }
+      }
+    });
+    return grads;
+  }
+  // The layer's geometry, compiled into GroupedConv.glsl and GroupedConvGradient.glsl.
+  std::vector<ShaderDefine> geometryDefines(const Shape& x, const Shape& w, const Shape& out) const {
+    const auto u = [](std::uint32_t v) { return std::to_string(v) + "u"; };
+    const auto i = [](std::uint32_t v) { return std::to_string(v); };
+    return {{"CONV_CHANNELS", u(x[1])}, {"CONV_HEIGHT", u(x[2])}, {"CONV_WIDTH", u(x[3])},
+            {"CONV_OUT_CHANNELS", u(w[0])}, {"CONV_OUT_HEIGHT", u(out[2])}, {"CONV_OUT_WIDTH", u(out[3])},
+            {"CONV_KERNEL_HEIGHT", u(w[2])}, {"CONV_KERNEL_WIDTH", u(w[3])}, {"CONV_GROUPS", u(s_.groups)},
+            {"CONV_STRIDE_H", i(s_.strides[0])}, {"CONV_STRIDE_W", i(s_.strides[1])},
+            {"CONV_DILATION_H", i(s_.dilations[0])}, {"CONV_DILATION_W", i(s_.dilations[1])},
+            {"CONV_PAD_TOP", i(s_.pads[0])}, {"CONV_PAD_LEFT", i(s_.pads[1])}};
   }
   // A depthwise convolution (one input and one output channel per group) of stride 1 runs GroupedConv.glsl's tiled kernel
   // with tiles of this height and width: as wide as the output up to 32, as tall as a group of GLNET_GROUP_SIZE

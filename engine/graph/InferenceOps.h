@@ -1,7 +1,8 @@
 // The general tensor operators of imported models (ONNX): pointwise functions, NumPy-broadcast arithmetic,
 // layout changes (transpose, slice, concat, pad, expand, reshape), pooling of any geometry, grouped and strided
 // convolution, functions along an axis (softmax, reductions, layer normalization) and products of two computed
-// tensors. Inference only: they carry no gradient. Each has its shader and a float64 reference.
+// tensors. Inference only, but for pooling and grouped convolution: the others carry no gradient. Each has its
+// shader and a float64 reference.
 #pragma once
 
 #include "gl/Program.h"
@@ -60,7 +61,7 @@ std::shared_ptr<const Op> expandOp(Shape shape);
 std::shared_ptr<const Op> reshapeOp(Shape shape);
 // 2-D pooling over [N, C, H, W]; trainable (the one operator here with a gradient).
 std::shared_ptr<const Op> poolOp(PoolSettings settings);
-// Y = after(conv(X, W) + b), X [N, C, H, W], W [OC, C/groups, KH, KW], b [OC].
+// Y = after(conv(X, W) + b), X [N, C, H, W], W [OC, C/groups, KH, KW], b [OC]; trainable without `after`.
 std::shared_ptr<const Op> groupedConvOp(ConvSettings settings, Pointwise after = {});
 // Along axes [first, last) of x (merged into one): softmax, log-softmax and layer normalization keep the shape
 // (layer normalization takes gamma and beta shaped like those axes); reductions drop the axes, or keep them as 1.

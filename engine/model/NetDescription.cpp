@@ -20,7 +20,7 @@ constexpr std::size_t longestName = 128;
 
 const std::map<std::string, std::set<std::string>>& attributesOfKind() {
   static const std::map<std::string, std::set<std::string>> kinds = {
-      {"conv", {"outputs", "kernel", "stride", "padding", "activation"}},
+      {"conv", {"outputs", "kernel", "stride", "padding", "groups", "activation"}},
       {"dense", {"outputs", "activation"}},
       {"batchnorm", {"momentum", "epsilon"}},
       {"relu", {}},
@@ -112,6 +112,8 @@ LayerDescription parseLayer(const nlohmann::json& entry, std::size_t index, cons
     layer.stride = field("stride") ? count(*field("stride"), "stride", 1, refuse) : layer.kind == "conv" ? 1 : layer.kernel;
     layer.padding = field("padding") ? count(*field("padding"), "padding", 0, refuse) : layer.kind == "conv" ? (layer.kernel - 1) / 2 : 0;
     if (layer.kind != "conv" && 2 * layer.padding > layer.kernel) throw refuse("padding must be at most half the kernel");
+    if (field("groups")) layer.groups = count(*field("groups"), "groups", 1, refuse);
+    if (layer.outputs % layer.groups != 0) throw refuse("outputs (" + std::to_string(layer.outputs) + ") must be a multiple of groups");
   }
   if (const nlohmann::json* activation = field("activation")) {
     const std::string text = activation->is_string() ? activation->get<std::string>() : "";
@@ -183,6 +185,7 @@ std::string toJson(const NetDescription& description) {
       entry["stride"] = layer.stride;
       entry["padding"] = layer.padding;
     }
+    if (layer.kind == "conv") entry["groups"] = layer.groups;
     if (layer.kind == "batchnorm") {
       entry["momentum"] = layer.momentum;
       entry["epsilon"] = layer.epsilon;
@@ -231,8 +234,19 @@ Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor image
       };
       if (layer.kind == "conv") {
         if (shape.size() != 4) throw refuse("a convolution reads [N, C, H, W], not " + describe(shape));
-        const std::vector<Tensor> wb = weightAndBias({layer.outputs, shape[1], layer.kernel, layer.kernel});
-        x = graph.apply(conv2dOp(layer.activation, layer.padding, layer.stride), {x, wb[0], wb[1]}, layer.name);
+        if (shape[1] % layer.groups != 0) throw refuse("its " + std::to_string(shape[1]) + " input channels are not a multiple of groups");
+        const std::vector<Tensor> wb = weightAndBias({layer.outputs, shape[1] / layer.groups, layer.kernel, layer.kernel});
+        if (layer.groups == 1) {
+          x = graph.apply(conv2dOp(layer.activation, layer.padding, layer.stride), {x, wb[0], wb[1]}, layer.name);
+        } else {
+          // Grouped and depthwise convolutions run GroupedConv.glsl, which fuses no activation when trained.
+          ConvSettings settings;
+          settings.strides = {layer.stride, layer.stride};
+          settings.pads = {layer.padding, layer.padding, layer.padding, layer.padding};
+          settings.groups = layer.groups;
+          x = graph.apply(groupedConvOp(settings), {x, wb[0], wb[1]}, layer.name);
+          if (layer.activation != Activation::none) x = graph.apply(activationOp(layer.activation), {x}, layer.name + ".activation");
+        }
       } else if (layer.kind == "dense") {
         if (shape.size() > 2) x = graph.apply(flattenOp(), {x}, layer.name + ".flatten");
         const std::uint32_t features = graph.tensor(x).shape[1];

@@ -20,6 +20,7 @@ struct LayerDescription {
   std::uint32_t kernel = 0;         // conv, maxpool, avgpool
   std::uint32_t stride = 1;         // conv (1), maxpool and avgpool (their kernel)
   std::uint32_t padding = 0;        // conv ((kernel − 1)/2), maxpool and avgpool (0)
+  std::uint32_t groups = 1;         // conv: input and output channels in this many groups (depthwise: groups = channels)
   Activation activation = Activation::none;  // conv, dense: applied in the same op
   float momentum = 0.1f, epsilon = 1e-5f;    // batchnorm
 };

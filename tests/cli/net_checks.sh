@@ -12,7 +12,8 @@ train() { "$apps/glnet_train" --data "$mnist" --test-limit 300 --optimizer momen
 
 # Each network learns (chance is 0.10), and its model file evaluates to the accuracy training reported.
 for net in "--arch lenet5 --train-limit 2000 --epochs 2:0.6" "--arch resnet8 --train-limit 512 --batch 16 --lr 0.02 --epochs 2:0.35" \
-           "--net $examples/nets/small-resnet.json --train-limit 1000 --epochs 2:0.5"; do
+           "--net $examples/nets/small-resnet.json --train-limit 1000 --epochs 2:0.5" \
+           "--net $examples/nets/mobilenet-block.json --train-limit 1000 --epochs 2 --optimizer adam --lr 0.01:0.35"; do
   flags=${net%:*} floor=${net##*:}
   # shellcheck disable=SC2086
   train $flags --out "$work/m.safetensors" --json >"$work/m.json" || { fail "training $flags"; continue; }

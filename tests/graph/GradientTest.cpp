@@ -66,6 +66,11 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
        {{rows, 2, 7, 6}}},
       {"average pool 2x3 stride 1, ceil mode", poolOp({true, {2, 3}, {1, 2}, {1, 1}, {0, 0, 0, 0}, true}), {{rows, 2, 5, 6}}},
       {"global average pool", poolOp({true, {5, 7}, {1, 1}, {1, 1}, {0, 0, 0, 0}}), {{rows, 3, 5, 7}}},
+      {"depthwise conv 3x3", groupedConvOp({{1, 1}, {1, 1}, {1, 1, 1, 1}, 4}), {{rows, 4, 6, 5}, {4, 1, 3, 3}, {4}}},
+      {"depthwise conv 3x3 stride 2, 2 outputs per channel", groupedConvOp({{2, 2}, {1, 1}, {1, 1, 1, 1}, 3}),
+       {{rows, 3, 7, 6}, {6, 1, 3, 3}, {6}}},
+      {"grouped conv, 2 groups, dilation 2, uneven padding", groupedConvOp({{1, 2}, {2, 1}, {2, 0, 1, 1}, 2}),
+       {{rows, 4, 7, 8}, {6, 2, 3, 2}, {6}}},
   };
   return result;
 }
