@@ -3,6 +3,7 @@
 #include "common/Cli.h"
 #include "data/Idx.h"
 #include "data/ImageFolder.h"
+#include "formats/OnnxExport.h"
 #include "gl/Stopwatch.h"
 #include "gl/check.h"
 #include "model/Trainer.h"
@@ -53,6 +54,7 @@ int main(int argc, char** argv) {
                 "normalization and residuals: nets/ in the source), or MLP layer sizes joined by '-'",
                 "784-128-10")
         .option("net", "NET.json", "train the network this description file gives (README: 'Your own network'); replaces --arch")
+        .option("export-onnx", "FILE", "also write the trained model as ONNX (opset 17) after every epoch, as the model file is")
         .option("init", "MODEL", "start from this model file's weights (a glnet or PyTorch safetensors file of the same network) "
                 "instead of a random initialisation")
         .option("activation", "NAME", "hidden activation: relu, tanh or sigmoid", "relu")
@@ -165,6 +167,7 @@ int main(int argc, char** argv) {
     const bool json = parser.has("json");
     checkWritable(out);
     checkWritable(checkpointPath);
+    if (parser.has("export-onnx")) checkWritable(parser.text("export-onnx"));
     const ContextOptions contextOptions = parser.contextOptions(ranks);
 
     const bool leader = ranks.rank() == 0;
@@ -288,6 +291,7 @@ int main(int argc, char** argv) {
             checkpoint.settings = settings;
             checkpoint.save(checkpointPath);
             trainer->network().save(out);
+            if (parser.has("export-onnx")) writeOnnx(trainer->network(), parser.text("export-onnx"));
             checkpointedEpoch = e.epoch;
             nlohmann::json epoch = {{"epoch", e.epoch}, {"train_loss", e.trainLoss}, {"train_accuracy", e.trainAccuracy},
                                     {"test_accuracy", e.testAccuracy}, {"seconds", e.seconds}, {"samples_per_second", e.samplesPerSecond}};

@@ -25,6 +25,28 @@ for net in "--arch lenet5 --train-limit 2000 --epochs 2:0.6" "--arch resnet8 --t
 done
 "$apps/glnet_predict" --model "$work/m.safetensors" --data "$mnist" --mnist-index 0,1 >"$work/predict.txt" || fail "predicting with a described model"
 
+# --export-onnx: ONNX's checker accepts the file (shapes inferred), glnet's importer evaluates it to the model file's
+# accuracy, and its float64 reference agrees with the GPU (glnet_run --check).
+train --net "$examples/nets/small-resnet.json" --train-limit 256 --epochs 1 --out "$work/x.safetensors" --export-onnx "$work/x.onnx" >/dev/null ||
+  fail "training with --export-onnx"
+/usr/bin/python3 -c "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)" "$work/x.onnx" || fail "ONNX's checker refuses the export"
+"$apps/glnet_eval" --model "$work/x.safetensors" --data "$mnist" --limit 300 --json >"$work/x-eval.json" || fail "evaluating the model file"
+"$apps/glnet_eval" --model "$work/x.onnx" --data "$mnist" --limit 300 --json >"$work/x-onnx-eval.json" || fail "evaluating the ONNX export"
+[ "$(json_field "$work/x-eval.json" "d['accuracy']")" = "$(json_field "$work/x-onnx-eval.json" "d['accuracy']")" ] ||
+  fail "the ONNX export evaluates to another accuracy than the model file"
+/usr/bin/python3 -c "import numpy, sys; numpy.save(sys.argv[1], numpy.random.default_rng(1).normal(size=(5, 1, 28, 28)).astype(numpy.float32))" "$work/x.npy"
+"$apps/glnet_run" --model "$work/x.onnx" --input "$work/x.npy" --output "$work/y.npy" --check --json >"$work/run.json" || fail "glnet_run on the export"
+/usr/bin/python3 -c "
+import json, sys; c = json.load(open(sys.argv[1]))['check']
+sys.exit(0 if c['max_abs_difference'] <= 1e-4 * max(c['max_abs_reference'], 1) else 1)" "$work/run.json" || fail "the export's GPU run differs from float64"
+
+for arch in 784-32-10 cnn; do
+  train --arch "$arch" --train-limit 300 --epochs 1 --out "$work/$arch.safetensors" --export-onnx "$work/$arch.onnx" >/dev/null || fail "exporting $arch"
+  for file in "$work/$arch.safetensors" "$work/$arch.onnx"; do "$apps/glnet_eval" --model "$file" --data "$mnist" --limit 300 --json >"$file.json"; done
+  [ "$(json_field "$work/$arch.safetensors.json" "d['accuracy']")" = "$(json_field "$work/$arch.onnx.json" "d['accuracy']")" ] ||
+    fail "the ONNX export of $arch evaluates to another accuracy than its model file"
+done
+
 # The same seed gives the same model bit for bit; one epoch and a resume give what two epochs give.
 small="--net $examples/nets/small-resnet.json --train-limit 256"
 # shellcheck disable=SC2086
