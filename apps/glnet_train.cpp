@@ -33,7 +33,7 @@ std::string clock(double seconds) {
 const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data", "size", "val-fraction",
                                              "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
                                              "bucket-mb", "weight-decay", "nesterov", "clip-norm", "schedule", "warmup-epochs",
-                                             "step-epochs", "step-gamma", "augment-shift", "augment-flip"};
+                                             "step-epochs", "step-gamma", "augment-shift", "augment-flip", "label-smoothing"};
 
 }  // namespace
 
@@ -74,6 +74,8 @@ int main(int argc, char** argv) {
         .option("augment-shift", "N", "augment on the GPU: shift each training image by up to N pixels each way, zeros "
                 "uncovered (torchvision's RandomCrop with padding N)", "0")
         .flag("augment-flip", "augment on the GPU: flip each training image horizontally with probability 1/2")
+        .option("label-smoothing", "E", "train towards (1 - E) on the label and E/classes on every class (the train loss "
+                "reported includes it)", "0")
         .option("dataset", "NAME",
                 "mnist or fashion (IDX files: [N, H, W] or [N, C, H, W] images), cifar10 (its binary version: data_batch_N.bin, "
                 "test_batch.bin) or folder (one sub-folder of images per class, under train/ and test/ or split by --val-fraction)",
@@ -150,6 +152,8 @@ int main(int argc, char** argv) {
     options.warmupEpochs = warmupEpochs;
     options.augment.shift = static_cast<std::uint32_t>(parser.integer("augment-shift", 0, 64));
     options.augment.flip = parser.has("augment-flip");
+    options.labelSmoothing = static_cast<float>(parser.number("label-smoothing"));
+    if (!(options.labelSmoothing >= 0 && options.labelSmoothing < 1)) throw UsageError("--label-smoothing must be from 0 to below 1");
     options.stepEpochs = stepEpochs;
     options.seed = static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX));
     options.logEvery = static_cast<std::size_t>(parser.integer("log-every", 1, 1L << 30));

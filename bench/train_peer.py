@@ -106,7 +106,8 @@ def main():
     parser = argparse.ArgumentParser()
     for name, kind, default in (("epochs", int, 5), ("batch", int, 128), ("lr", float, 0.1), ("optimizer", str, "momentum"),
                                 ("weight-decay", float, 0.0), ("schedule", str, "constant"), ("warmup-epochs", float, 0.0),
-                                ("step-epochs", float, 30.0), ("step-gamma", float, 0.1), ("augment-shift", int, 0), ("seed", int, 0)):
+                                ("step-epochs", float, 30.0), ("step-gamma", float, 0.1), ("augment-shift", int, 0), ("seed", int, 0),
+                                ("label-smoothing", float, 0.0)):
         parser.add_argument("--" + name, type=kind, default=default)
     parser.add_argument("--nesterov", action="store_true")
     parser.add_argument("--augment-flip", action="store_true")
@@ -165,7 +166,7 @@ def main():
     else:
         kind = torch.optim.AdamW if args.optimizer == "adamw" else torch.optim.Adam
         optimizer = kind(groups, lr=lr, capturable=True)
-    loss_fn = nn.CrossEntropyLoss()
+    loss_fn = nn.CrossEntropyLoss(label_smoothing=args.label_smoothing)
     n, b = train_x.shape[0], args.batch
     steps = n // b
     at = schedule(args, steps)

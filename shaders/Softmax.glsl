@@ -1,12 +1,13 @@
 // Row-wise operations on logits Z [M×N], one invocation per row (classifier widths, N up to a few thousand):
 //   SOFTMAX_MODE 0 softmax:          P [M×N] = softmax(Z) (stable: exponents of Z − max)
 //   SOFTMAX_MODE 1 argmax:           classes[firstRow + r] = the first index of the row's maximum (uint)
-//   SOFTMAX_MODE 2 cross-entropy:    loss[r] = −log softmax(Z)[r, label[r]] = max + log Σ exp(Z − max) − Z[label]
-//   SOFTMAX_MODE 3 its gradient:     dZ [M×N] = g[r] · (softmax(Z)[r] − onehot(label[r])), written or added
+//   SOFTMAX_MODE 2 cross-entropy:    loss[r] = −Σ q log softmax(Z)[r] with q = (1 − ε)·onehot(label[r]) + ε/N (label
+//                                    smoothing ε; 0: −log softmax(Z)[r, label[r]]) = max + log Σ exp(Z − max) − Σ q·Z
+//   SOFTMAX_MODE 3 its gradient:     dZ [M×N] = g[r] · (softmax(Z)[r] − q), written or added
 //   SOFTMAX_MODE 4 correct:          correct[r] = 1.0 when argmax equals label[r], else 0.0
 // bindings: 0 Z read, 1 the output written (added to in mode 3 with accumulate), 2 labels [M] uint read
 //           (modes 2-4), 3 g [M] read (mode 3)
-// uniforms: 0 M (rows), 1 N (columns), 2 firstRow (mode 1), 3 accumulate (mode 3)
+// uniforms: 0 M (rows), 1 N (columns), 2 firstRow (mode 1), 3 accumulate (mode 3), 4 ε (modes 2 and 3)
 // defines: SOFTMAX_MODE
 layout(local_size_x = LOCAL_SIZE_X) in;
 
@@ -22,6 +23,9 @@ layout(location = 0) uniform uint M;
 layout(location = 1) uniform uint N;
 layout(location = 2) uniform uint firstRow;
 layout(location = 3) uniform uint accumulate;
+#if SOFTMAX_MODE == 2 || SOFTMAX_MODE == 3
+layout(location = 4) uniform float smoothing;
+#endif
 
 void main() {
   uint row = LINEAR_INVOCATION_INDEX;
@@ -47,12 +51,14 @@ void main() {
   float inverse = 1.0 / total;
   for (uint j = 0u; j < N; ++j) result[base + j] = exp(Z[base + j] - largest) * inverse;
 #elif SOFTMAX_MODE == 2
-  result[row] = largest + log(total) - Z[base + labels[row]];
+  float sumZ = 0.0;
+  for (uint j = 0u; j < N; ++j) sumZ += Z[base + j];
+  result[row] = largest + log(total) - (1.0 - smoothing) * Z[base + labels[row]] - smoothing / float(N) * sumZ;
 #else
   float scale = g[row] / total;
   uint label = labels[row];
   for (uint j = 0u; j < N; ++j) {
-    float value = exp(Z[base + j] - largest) * scale - (j == label ? g[row] : 0.0);
+    float value = exp(Z[base + j] - largest) * scale - g[row] * ((j == label ? 1.0 - smoothing : 0.0) + smoothing / float(N));
     result[base + j] = accumulate != 0u ? result[base + j] + value : value;
   }
 #endif

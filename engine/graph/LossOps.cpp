@@ -26,8 +26,10 @@ std::vector<double> softmaxRow(const std::vector<double>& z, std::size_t row, st
   return p;
 }
 
+// With label smoothing ε the target is (1 − ε)·onehot + ε/classes, as torch.nn.CrossEntropyLoss(label_smoothing=ε).
 class SoftmaxCrossEntropy : public Op {
  public:
+  explicit SoftmaxCrossEntropy(float smoothing) : smoothing_(smoothing) {}
   std::string name() const override { return "softmax cross-entropy"; }
   Shape outputShape(const std::vector<Shape>& in) const override {
     checkClassification(name(), in);
@@ -35,19 +37,21 @@ class SoftmaxCrossEntropy : public Op {
   }
   bool isIndexInput(std::size_t input) const override { return input == 1; }
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
-    plan.record(SoftmaxOp(programs).crossEntropy(in[0].view, in[1].view, out.view, in[0].shape[0], in[0].shape[1]));
+    plan.record(SoftmaxOp(programs).crossEntropy(in[0].view, in[1].view, out.view, in[0].shape[0], in[0].shape[1], smoothing_));
   }
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor&,
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
     if (!targets[0]) return;
     plan.record(SoftmaxOp(programs).crossEntropyGradient(in[0].view, in[1].view, dOut.view, targets[0]->view,
-                                                         in[0].shape[0], in[0].shape[1], targets[0]->accumulate));
+                                                         in[0].shape[0], in[0].shape[1], targets[0]->accumulate, smoothing_));
   }
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
     const std::size_t rows = in[0].shape[0], classes = in[0].shape[1];
     std::vector<double> loss(rows);
     for (std::size_t r = 0; r < rows; ++r) {
-      loss[r] = -std::log(softmaxRow(*in[0].values, r, classes)[static_cast<std::size_t>((*in[1].values)[r])]);
+      const std::vector<double> p = softmaxRow(*in[0].values, r, classes);
+      const auto label = static_cast<std::size_t>((*in[1].values)[r]);
+      for (std::size_t c = 0; c < classes; ++c) loss[r] -= target(c, label, classes) * std::log(p[c]);
     }
     return loss;
   }
@@ -58,10 +62,16 @@ class SoftmaxCrossEntropy : public Op {
     for (std::size_t r = 0; r < rows; ++r) {
       const std::vector<double> p = softmaxRow(*in[0].values, r, classes);
       const auto label = static_cast<std::size_t>((*in[1].values)[r]);
-      for (std::size_t c = 0; c < classes; ++c) dz[r * classes + c] = dLoss[r] * (p[c] - (c == label ? 1.0 : 0.0));
+      for (std::size_t c = 0; c < classes; ++c) dz[r * classes + c] = dLoss[r] * (p[c] - target(c, label, classes));
     }
     return {dz, {}};
   }
+
+ private:
+  double target(std::size_t c, std::size_t label, std::size_t classes) const {
+    return (c == label ? 1.0 - smoothing_ : 0.0) + static_cast<double>(smoothing_) / static_cast<double>(classes);
+  }
+  float smoothing_;
 };
 
 class MeanSquaredError : public Op {
@@ -175,7 +185,7 @@ class Softmax : public Op {
 }  // namespace
 
 std::shared_ptr<const Op> softmaxOp() { return std::make_shared<Softmax>(); }
-std::shared_ptr<const Op> softmaxCrossEntropyOp() { return std::make_shared<SoftmaxCrossEntropy>(); }
+std::shared_ptr<const Op> softmaxCrossEntropyOp(float smoothing) { return std::make_shared<SoftmaxCrossEntropy>(smoothing); }
 std::shared_ptr<const Op> meanSquaredErrorOp() { return std::make_shared<MeanSquaredError>(); }
 std::shared_ptr<const Op> correctOp() { return std::make_shared<Correct>(); }
 

@@ -22,8 +22,9 @@ std::shared_ptr<const Op> addOp();
 std::shared_ptr<const Op> multiplyOp();
 // Y[r] = softmax(X[r]) row by row, [rows, columns]; inference only (passes no gradient).
 std::shared_ptr<const Op> softmaxOp();
-// loss[r] = −log softmax(logits)[r, labels[r]]; labels are class indices.
-std::shared_ptr<const Op> softmaxCrossEntropyOp();
+// loss[r] = −log softmax(logits)[r, labels[r]]; labels are class indices. With label smoothing ε the target is
+// (1 − ε)·onehot + ε/classes.
+std::shared_ptr<const Op> softmaxCrossEntropyOp(float smoothing = 0.0f);
 // loss[r] = mean over the row of (Y − T)²; T gets no gradient.
 std::shared_ptr<const Op> meanSquaredErrorOp();
 // correct[r] = 1 when argmax(logits[r]) = labels[r]; a metric, not differentiable.

@@ -397,7 +397,7 @@ void Network::setParameterValues(const std::vector<std::vector<float>>& values) 
   }
 }
 
-NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLoss) {
+NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLoss, float labelSmoothing) {
   NetworkGraph result;
   if (!network.importedFrom.empty()) {
     if (withLoss) throw Error(network.importedFrom + ": training an imported ONNX model is not supported yet");
@@ -450,7 +450,7 @@ NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLo
   result.logits = x;
   if (withLoss) {
     result.labels = g.indexInput("labels", {batch});
-    result.loss = g.apply(softmaxCrossEntropyOp(), {result.logits, result.labels}, "loss");
+    result.loss = g.apply(softmaxCrossEntropyOp(labelSmoothing), {result.logits, result.labels}, "loss");
     result.correct = g.apply(correctOp(), {result.logits, result.labels}, "correct");
   }
   return result;

@@ -89,6 +89,7 @@ struct NetworkGraph {
   Graph graph;
   Tensor images, labels, logits, loss, correct;
 };
-NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLoss = true);
+// `labelSmoothing`: the loss's (softmaxCrossEntropyOp).
+NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLoss = true, float labelSmoothing = 0.0f);
 
 }  // namespace glnet

@@ -194,7 +194,7 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
       augment_(options.augment.enabled() ? train.images.count * sizeof(std::uint32_t) : sizeof(std::uint32_t)),
       testLabels_(test.labels.begin() + static_cast<std::ptrdiff_t>(testShare_.first),
                   test.labels.begin() + static_cast<std::ptrdiff_t>(testShare_.first + testShare_.count)),
-      nodes_(buildGraph(initial, static_cast<std::uint32_t>(batchShare_.count))),
+      nodes_(buildGraph(initial, static_cast<std::uint32_t>(batchShare_.count), true, options.labelSmoothing)),
       graph_(context, nodes_.graph, nodes_.loss, {nodes_.correct}, options.optimizer),
       plan_(context.limits()) {
   if (train.images.pixelsPerImage() != initial.inputs()) {

@@ -33,6 +33,7 @@ struct TrainingOptions {
   double warmupEpochs = 0;
   double stepEpochs = 30;
   Augmentation augment;
+  float labelSmoothing = 0.0f;  // the loss's target: (1 − ε)·onehot + ε/classes
   std::uint32_t seed = 0;
   std::size_t logEvery = 100;  // steps between loss read-backs
   // Also read the loss back when this many seconds passed since the last report (0: only every logEvery

@@ -40,21 +40,25 @@ Dispatch SoftmaxOp::argmax(const BufferView& logits, const BufferView& classes, 
 }
 
 Dispatch SoftmaxOp::crossEntropy(const BufferView& logits, const BufferView& labels, const BufferView& loss,
-                                 std::uint32_t rows, std::uint32_t columns) const {
-  return rowwise(crossEntropy_, "cross-entropy",
-                 {{0, logits, Access::read}, {1, loss, Access::write}, {2, labels, Access::read}}, rows, columns,
-                 Uniform::u32(firstRowLocation, 0), false);
+                                 std::uint32_t rows, std::uint32_t columns, float smoothing) const {
+  Dispatch dispatch = rowwise(crossEntropy_, "cross-entropy",
+                              {{0, logits, Access::read}, {1, loss, Access::write}, {2, labels, Access::read}}, rows, columns,
+                              Uniform::u32(firstRowLocation, 0), false);
+  dispatch.uniforms.push_back(Uniform::f32(4, smoothing));
+  return dispatch;
 }
 
 Dispatch SoftmaxOp::crossEntropyGradient(const BufferView& logits, const BufferView& labels, const BufferView& rowGradient,
                                          const BufferView& dLogits, std::uint32_t rows, std::uint32_t columns,
-                                         bool accumulate) const {
-  return rowwise(crossEntropyGradient_, "cross-entropy gradient",
-                 {{0, logits, Access::read},
-                  {1, dLogits, accumulate ? Access::readWrite : Access::write},
-                  {2, labels, Access::read},
-                  {3, rowGradient, Access::read}},
-                 rows, columns, Uniform::u32(firstRowLocation, 0), accumulate);
+                                         bool accumulate, float smoothing) const {
+  Dispatch dispatch = rowwise(crossEntropyGradient_, "cross-entropy gradient",
+                              {{0, logits, Access::read},
+                               {1, dLogits, accumulate ? Access::readWrite : Access::write},
+                               {2, labels, Access::read},
+                               {3, rowGradient, Access::read}},
+                              rows, columns, Uniform::u32(firstRowLocation, 0), accumulate);
+  dispatch.uniforms.push_back(Uniform::f32(4, smoothing));
+  return dispatch;
 }
 
 Dispatch SoftmaxOp::correct(const BufferView& logits, const BufferView& labels, const BufferView& correct,

@@ -13,12 +13,13 @@ class SoftmaxOp {
   // classes[firstRow + r] = argmax of row r; `firstRow` a constant or a plan parameter (location 2).
   Dispatch argmax(const BufferView& logits, const BufferView& classes, std::uint32_t rows, std::uint32_t columns,
                   const Uniform& firstRow) const;
-  // loss[r] = −log softmax(logits)[r, labels[r]].
+  // loss[r] = −Σ q log softmax(logits)[r], q = (1 − smoothing)·onehot(labels[r]) + smoothing/columns.
   Dispatch crossEntropy(const BufferView& logits, const BufferView& labels, const BufferView& loss, std::uint32_t rows,
-                        std::uint32_t columns) const;
-  // dLogits = rowGradient[r] · (softmax − onehot(labels)).
+                        std::uint32_t columns, float smoothing = 0.0f) const;
+  // dLogits = rowGradient[r] · (softmax − q).
   Dispatch crossEntropyGradient(const BufferView& logits, const BufferView& labels, const BufferView& rowGradient,
-                                const BufferView& dLogits, std::uint32_t rows, std::uint32_t columns, bool accumulate) const;
+                                const BufferView& dLogits, std::uint32_t rows, std::uint32_t columns, bool accumulate,
+                                float smoothing = 0.0f) const;
   // correct[r] = 1 when the row's argmax is labels[r], else 0.
   Dispatch correct(const BufferView& logits, const BufferView& labels, const BufferView& correct, std::uint32_t rows,
                    std::uint32_t columns) const;

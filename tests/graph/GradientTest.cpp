@@ -43,6 +43,7 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"add", addOp(), {x, x}},
       {"multiply", multiplyOp(), {x, x}},
       {"softmax cross-entropy", softmaxCrossEntropyOp(), {{rows, 4}, {rows}}, 4},
+      {"softmax cross-entropy, label smoothing 0.1", softmaxCrossEntropyOp(0.1f), {{rows, 5}, {rows}}, 5},
       {"mean squared error", meanSquaredErrorOp(), {x, x}},
       {"conv2d relu same", conv2dOp(Activation::relu, 1), {{rows, 3, 7, 6}, {4, 3, 3, 3}, {4}}, 0, true,
        conv2dOp(Activation::none, 1)},

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Ten training steps of a small residual network with batch normalization in glnet_train and in Debian's PyTorch
-(python3-torch, CPU), from the same initial weights (PyTorch's, handed to glnet_train --init) on the same batch (the
+(python3-torch, CPU; SGD with Nesterov momentum, weight decay on the weights alone, label smoothing 0.1), from the same
+initial weights (PyTorch's, handed to glnet_train --init) on the same batch (the
 first 64 MNIST training images, x/255, all of them each step: no shuffle or augmentation can differ). Checks every
 step's loss and the parameters and running statistics after the last step.
 
@@ -44,7 +45,7 @@ DESCRIPTION = {"name": "tiny-resnet", "input": [1, 28, 28], "layers": [
     {"name": "down", "kind": "conv", "outputs": 8, "kernel": 3, "stride": 2, "activation": "relu"},
     {"name": "pool", "kind": "maxpool", "kernel": 2},
     {"name": "fc", "kind": "dense", "outputs": 10}]}
-STEPS, BATCH, LR = 10, 64, 0.05
+STEPS, BATCH, LR, DECAY, SMOOTHING = 10, 64, 0.05, 1e-3, 0.1
 
 
 def glnet_names(model):
@@ -86,7 +87,8 @@ def main(train, mnist, work):
 
     result = subprocess.run([train, "--net", str(net), "--init", str(work / "init.safetensors"), "--data", mnist,
                              "--train-limit", str(BATCH), "--batch", str(BATCH), "--test-limit", "10", "--epochs", str(STEPS),
-                             "--optimizer", "momentum", "--lr", str(LR), "--no-standardize", "--json",
+                             "--optimizer", "momentum", "--nesterov", "--weight-decay", str(DECAY), "--label-smoothing", str(SMOOTHING),
+                             "--lr", str(LR), "--no-standardize", "--json",
                              "--out", str(work / "glnet.safetensors")], capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit("glnet_train failed: " + result.stderr.strip().splitlines()[-1])
@@ -94,12 +96,14 @@ def main(train, mnist, work):
 
     x = torch.from_numpy(images.astype(np.float32) / 255).unsqueeze(1)
     y = torch.from_numpy(labels)
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": DECAY},
+              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+    optimizer = torch.optim.SGD(groups, lr=LR, momentum=0.9, nesterov=True)
     model.train()
     torch_losses = []
     for _ in range(STEPS):
         optimizer.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss = torch.nn.functional.cross_entropy(model(x), y, label_smoothing=SMOOTHING)
         loss.backward()
         optimizer.step()
         torch_losses.append(loss.item())
