@@ -5,22 +5,15 @@ epochs on the GPU (Adam, batch 128, fp32), exports it (torch.onnx.export, opset 
 input_mean/input_std so that glnet_eval feeds it (x/255 - 0.1307)/0.3081), and writes the normalised test images
 (OUT/x.npy) and PyTorch's logits for them (OUT/torch.npy). Prints PyTorch's test accuracy. DATA holds MNIST's IDX
 files (plain or .gz)."""
-import gzip, os, sys
+import os, sys
 import numpy as np
 import onnx
 import torch
 from torch import nn
+from idx_files import idx
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-
-
-def idx(directory, name):
-    path = os.path.join(directory, name)
-    data = gzip.open(path + ".gz").read() if os.path.exists(path + ".gz") else open(path, "rb").read()
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
 def main(data, out):

@@ -2,18 +2,11 @@
 """bench/onnx_accuracy.py MODEL.onnx DATA: ONNX Runtime (CPU) on an ONNX file glnet_train exported (--export-onnx), fed
 the IDX test images of DATA as the file's metadata_props say ((x/255 - input_mean)/input_std); prints one JSON line with
 its test accuracy, to set beside glnet_eval's on the same file."""
-import gzip, json, os, sys
+import json, sys
 import numpy as np
 import onnx
 import onnxruntime
-
-
-def idx(directory, name):
-    path = os.path.join(directory, name)
-    data = gzip.open(path + ".gz").read() if os.path.exists(path + ".gz") else open(path, "rb").read()
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * dims).reshape(shape)
+from idx_files import idx
 
 
 model, data = sys.argv[1], sys.argv[2]

@@ -5,21 +5,14 @@ gathers, augments (shifts with zeros uncovered and flips, drawn per image and ep
 batch there, and runs each training step (forward, loss, backward, SGD/momentum/Adam/AdamW update with the same
 schedule) as one captured CUDA graph. fp32, TF32 off. Prints one JSON line per epoch (seconds of the steps alone, train
 loss, test accuracy with the running statistics) and a last line with the median epoch time."""
-import argparse, gzip, json, math, os, sys, time
+import argparse, json, math, sys, time
 import numpy as np
 import torch
 from torch import nn
+from idx_files import idx
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
-
-
-def idx(directory, name):
-    path = os.path.join(directory, name)
-    data = gzip.open(path + ".gz").read() if os.path.exists(path + ".gz") else open(path, "rb").read()
-    dims = data[3]
-    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
-    return np.frombuffer(data, np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
 class Described(nn.Module):

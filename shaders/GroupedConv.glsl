@@ -5,7 +5,7 @@
 // uniforms: 0 N
 // defines (uint literals): CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_OUT_HEIGHT,
 // CONV_OUT_WIDTH, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH, CONV_GROUPS; (int literals) CONV_STRIDE_H,
-// CONV_STRIDE_W, CONV_DILATION_H, CONV_DILATION_W, CONV_PAD_TOP, CONV_PAD_LEFT
+// CONV_STRIDE_W, CONV_DILATION_H, CONV_DILATION_W, CONV_PAD_TOP, CONV_PAD_LEFT (named by GroupedConvGeometry.glsl)
 // With TILE_WIDTH (a depthwise convolution, groups = C = OC, stride 1): one work group per tile of TILE_HEIGHT ×
 // TILE_WIDTH outputs of one plane (n, c), which first copies the tile's input window (zeros outside the image) into
 // shared memory with reads along rows; each invocation then sums its KH × KW products from there. Every input
@@ -23,17 +23,6 @@ layout(std430, binding = 1) readonly buffer Weight { float w[]; };
 layout(std430, binding = 2) readonly buffer Bias { float b[]; };
 layout(std430, binding = 3) writeonly buffer Result { float y[]; };
 layout(location = 0) uniform uint N;
-
-#define C CONV_CHANNELS
-#define H CONV_HEIGHT
-#define W CONV_WIDTH
-#define OC CONV_OUT_CHANNELS
-#define OH CONV_OUT_HEIGHT
-#define OW CONV_OUT_WIDTH
-#define KH CONV_KERNEL_HEIGHT
-#define KW CONV_KERNEL_WIDTH
-#define GROUP_IN (C / CONV_GROUPS)
-#define GROUP_OUT (OC / CONV_GROUPS)
 
 #ifdef TILE_WIDTH
 #define TILES_ACROSS ((OW + uint(TILE_WIDTH) - 1u) / uint(TILE_WIDTH))

@@ -6,7 +6,7 @@
 //   GRADIENT_MODE 2 db, one work group per output channel: Σ dZ
 // bindings: 0 X [N, C, H, W], 1 W [OC, C/groups, KH, KW], 2 dZ [N, OC, OH, OW], 3 the gradient written (or added)
 // uniforms: 0 N, 1 accumulate
-// defines: GroupedConv.glsl's geometry (CONV_*)
+// defines: GroupedConv.glsl's geometry (CONV_*, named by GroupedConvGeometry.glsl)
 #if GRADIENT_MODE == 0
 layout(local_size_x = LOCAL_SIZE_X) in;
 #else
@@ -19,17 +19,6 @@ layout(std430, binding = 2) readonly buffer OutputGradient { float dz[]; };
 layout(std430, binding = 3) buffer Gradient { float result[]; };
 layout(location = 0) uniform uint N;
 layout(location = 1) uniform uint accumulate;
-
-#define C CONV_CHANNELS
-#define H CONV_HEIGHT
-#define W CONV_WIDTH
-#define OC CONV_OUT_CHANNELS
-#define OH CONV_OUT_HEIGHT
-#define OW CONV_OUT_WIDTH
-#define KH CONV_KERNEL_HEIGHT
-#define KW CONV_KERNEL_WIDTH
-#define GROUP_IN (C / CONV_GROUPS)
-#define GROUP_OUT (OC / CONV_GROUPS)
 
 void store(uint index, float value) { result[index] = (accumulate != 0u ? result[index] : 0.0) + value; }
 

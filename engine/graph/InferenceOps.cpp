@@ -76,16 +76,6 @@ class InferenceOp : public Op {
   }
 };
 
-// A linear dispatch of `program` over `count` invocations.
-Dispatch linearDispatch(const Program& program, const std::string& label, std::uint64_t count) {
-  Dispatch dispatch;
-  dispatch.program = &program;
-  dispatch.label = label;
-  dispatch.groups = linearGroups(count, program);
-  dispatch.linear = true;
-  return dispatch;
-}
-
 class PointwiseOp : public InferenceOp {
  public:
   explicit PointwiseOp(Pointwise function) : function_(function) {}
@@ -662,7 +652,7 @@ class GroupedConvOp : public InferenceOp {
     const auto i = [](std::uint32_t v) { return std::to_string(v); };
     if (const std::optional<std::array<std::uint32_t, 2>> tile = depthwiseTile(x, w, out.shape)) {
       defines.insert(defines.end(), {{"TILE_HEIGHT", i((*tile)[0])}, {"TILE_WIDTH", i((*tile)[1])}, {"TILE_INVOCATIONS", i((*tile)[0] * (*tile)[1])}});
-      const Program& program = programs.get("GroupedConv.glsl", defines, {"Pointwise.glsl"});
+      const Program& program = programs.get("GroupedConv.glsl", defines, {"Pointwise.glsl", "GroupedConvGeometry.glsl"});
       const std::uint64_t tiles = std::uint64_t{(out.shape[2] + (*tile)[0] - 1) / (*tile)[0]} * ((out.shape[3] + (*tile)[1] - 1) / (*tile)[1]);
       Dispatch dispatch;
       dispatch.program = &program;
@@ -674,7 +664,7 @@ class GroupedConvOp : public InferenceOp {
       plan.record(dispatch);
       return;
     }
-    const Program& program = programs.get("GroupedConv.glsl", defines, {"Pointwise.glsl"});
+    const Program& program = programs.get("GroupedConv.glsl", defines, {"Pointwise.glsl", "GroupedConvGeometry.glsl"});
     Dispatch dispatch = linearDispatch(program, name(), elementCount(out.shape));
     dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, in[2].view, Access::read}, {3, out.view, Access::write}};
     dispatch.uniforms = {Uniform::u32(0, x[0])};
@@ -691,7 +681,7 @@ class GroupedConvOp : public InferenceOp {
       if (!targets[mode]) continue;
       std::vector<ShaderDefine> defines = geometry;
       defines.push_back({"GRADIENT_MODE", std::to_string(mode)});
-      const Program& program = programs.get("GroupedConvGradient.glsl", defines);
+      const Program& program = programs.get("GroupedConvGradient.glsl", defines, {"GroupedConvGeometry.glsl"});
       Dispatch dispatch;
       if (mode == 0) {
         dispatch = linearDispatch(program, name() + labels[mode], elementCount(x));
@@ -710,30 +700,14 @@ class GroupedConvOp : public InferenceOp {
   std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>&,
                                                      const std::vector<double>& dy) const override {
     GLNET_ASSERT(differentiable(), "a convolution with a fused function runs in forward-only graphs");
-    const Shape& x = in[0].shape;
-    const Shape& w = in[1].shape;
-    const std::uint32_t groupIn = x[1] / s_.groups, groupOut = w[0] / s_.groups;
     std::vector<std::vector<double>> grads{std::vector<double>(in[0].values->size(), 0.0), std::vector<double>(in[1].values->size(), 0.0),
-                                           std::vector<double>(w[0], 0.0)};
-    std::size_t index = 0;
-    forEachCoordinate(outputShape(shapesOf(in)), [&](const std::vector<std::uint32_t>& c) {
-      const double gradient = dy[index++];
-      grads[2][c[1]] += gradient;
-      for (std::uint32_t ic = 0; ic < groupIn; ++ic) {
-        const std::uint32_t channel = c[1] / groupOut * groupIn + ic;
-        for (std::uint32_t kh = 0; kh < w[2]; ++kh) {
-          for (std::uint32_t kw = 0; kw < w[3]; ++kw) {
-            const std::int64_t ih = std::int64_t{c[2]} * s_.strides[0] - s_.pads[0] + std::int64_t{kh} * s_.dilations[0];
-            const std::int64_t iw = std::int64_t{c[3]} * s_.strides[1] - s_.pads[1] + std::int64_t{kw} * s_.dilations[1];
-            if (ih < 0 || iw < 0 || ih >= x[2] || iw >= x[3]) continue;
-            const std::size_t xIndex = ((std::size_t{c[0]} * x[1] + channel) * x[2] + static_cast<std::size_t>(ih)) * x[3] + static_cast<std::size_t>(iw);
-            const std::size_t wIndex = ((std::size_t{c[1]} * groupIn + ic) * w[2] + kh) * w[3] + kw;
-            grads[0][xIndex] += gradient * (*in[1].values)[wIndex];
-            grads[1][wIndex] += gradient * (*in[0].values)[xIndex];
-          }
-        }
-      }
-    });
+                                           std::vector<double>(in[1].shape[0], 0.0)};
+    forTaps(in, [&](std::size_t output, std::uint32_t channel) { grads[2][channel] += dy[output]; },
+            [&](std::size_t output, std::size_t xIndex, std::size_t wIndex) {
+              grads[0][xIndex] += dy[output] * (*in[1].values)[wIndex];
+              grads[1][wIndex] += dy[output] * (*in[0].values)[xIndex];
+            },
+            [](std::size_t) {});
     return grads;
   }
   // The layer's geometry, compiled into GroupedConv.glsl and GroupedConvGradient.glsl.
@@ -766,13 +740,23 @@ class GroupedConvOp : public InferenceOp {
     return std::array<std::uint32_t, 2>{height, width};
   }
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
-    const Shape out = outputShape(shapesOf(in));
+    std::vector<double> y;
+    double sum = 0;
+    forTaps(in, [&](std::size_t, std::uint32_t channel) { sum = (*in[2].values)[channel]; },
+            [&](std::size_t, std::size_t xIndex, std::size_t wIndex) { sum += (*in[0].values)[xIndex] * (*in[1].values)[wIndex]; },
+            [&](std::size_t) { y.push_back(after_(sum)); });
+    return y;
+  }
+  // For every output element in order: begin(output index, its channel), then tap(output index, x index, w index) for each
+  // product of its sum inside the image, then end(output index).
+  template <class Begin, class Tap, class End>
+  void forTaps(const std::vector<HostTensor64>& in, Begin begin, Tap tap, End end) const {
     const Shape& x = in[0].shape;
     const Shape& w = in[1].shape;
     const std::uint32_t groupIn = x[1] / s_.groups, groupOut = w[0] / s_.groups;
-    std::vector<double> y;
-    forEachCoordinate(out, [&](const std::vector<std::uint32_t>& c) {
-      double sum = (*in[2].values)[c[1]];
+    std::size_t index = 0;
+    forEachCoordinate(outputShape(shapesOf(in)), [&](const std::vector<std::uint32_t>& c) {
+      begin(index, c[1]);
       for (std::uint32_t ic = 0; ic < groupIn; ++ic) {
         const std::uint32_t channel = c[1] / groupOut * groupIn + ic;
         for (std::uint32_t kh = 0; kh < w[2]; ++kh) {
@@ -780,14 +764,13 @@ class GroupedConvOp : public InferenceOp {
             const std::int64_t ih = std::int64_t{c[2]} * s_.strides[0] - s_.pads[0] + std::int64_t{kh} * s_.dilations[0];
             const std::int64_t iw = std::int64_t{c[3]} * s_.strides[1] - s_.pads[1] + std::int64_t{kw} * s_.dilations[1];
             if (ih < 0 || iw < 0 || ih >= x[2] || iw >= x[3]) continue;
-            sum += (*in[0].values)[((std::size_t{c[0]} * x[1] + channel) * x[2] + static_cast<std::size_t>(ih)) * x[3] + static_cast<std::size_t>(iw)] *
-                   (*in[1].values)[((std::size_t{c[1]} * groupIn + ic) * w[2] + kh) * w[3] + kw];
+            tap(index, ((std::size_t{c[0]} * x[1] + channel) * x[2] + static_cast<std::size_t>(ih)) * x[3] + static_cast<std::size_t>(iw),
+                ((std::size_t{c[1]} * groupIn + ic) * w[2] + kh) * w[3] + kw);
           }
         }
       }
-      y.push_back(after_(sum));
+      end(index++);
     });
-    return y;
   }
 
  private:

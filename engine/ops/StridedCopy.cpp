@@ -13,11 +13,7 @@ Dispatch regionCopy(ProgramCache& programs, const std::string& label, const Buff
   const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "0"}, {"RANK", std::to_string(std::max<std::size_t>(copy.region.size(), 1))}});
   std::uint64_t count = 1;
   for (const std::uint32_t size : copy.region) count *= size;
-  Dispatch dispatch;
-  dispatch.program = &program;
-  dispatch.label = label;
-  dispatch.groups = linearGroups(count, program);
-  dispatch.linear = true;
+  Dispatch dispatch = linearDispatch(program, label, count);
   dispatch.buffers = {{0, x, Access::read}, {1, y, Access::write}};
   dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(count)), Uniform::i32(1, static_cast<std::int32_t>(copy.xOffset)),
                        Uniform::i32(2, static_cast<std::int32_t>(copy.yOffset)), Uniform::f32(3, 0.0f)};
@@ -34,11 +30,7 @@ Dispatch regionCopy(ProgramCache& programs, const std::string& label, const Buff
 
 Dispatch fill(ProgramCache& programs, const std::string& label, const BufferView& y, std::uint64_t count, float value) {
   const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "1"}, {"RANK", "1"}});
-  Dispatch dispatch;
-  dispatch.program = &program;
-  dispatch.label = label;
-  dispatch.groups = linearGroups(count, program);
-  dispatch.linear = true;
+  Dispatch dispatch = linearDispatch(program, label, count);
   // The fill reads nothing; binding 0 must still hold a buffer.
   dispatch.buffers = {{0, y, Access::read}, {1, y, Access::write}};
   dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(count)), Uniform::f32(3, value)};

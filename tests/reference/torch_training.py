@@ -27,6 +27,7 @@ here = Path(__file__).resolve().parent
 sys.path.insert(0, str(here))
 from mlp_reference import write_safetensors  # noqa: E402
 
+sys.path.insert(0, str(here.parent.parent / "bench"))
 spec = importlib.util.spec_from_file_location("train_peer", here.parent.parent / "bench" / "train_peer.py")
 train_peer = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(train_peer)
