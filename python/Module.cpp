@@ -342,7 +342,7 @@ py::tuple readMnist(const std::string& directory, const std::string& split) {
 struct Stopped {};
 
 struct TrainSettings {
-  std::string arch = "784-128-10", activation = "relu", data = "data/mnist", out, checkpoint, optimizer = "sgd";
+  std::string arch = "784-128-10", net, activation = "relu", data = "data/mnist", out, checkpoint, optimizer = "sgd";
   int epochs = 3;
   std::uint32_t batch = 64, seed = 0;
   double lr = 0.1;
@@ -356,7 +356,7 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
   if (s.epochs < 1) throw UsageError("epochs must be at least 1");
   if (s.batch < 1) throw UsageError("batch must be at least 1");
   if (!(s.lr > 0 && std::isfinite(s.lr))) throw UsageError("lr must be a positive number");
-  if (s.arch != "cnn") parseArchitecture(s.arch);
+  if (s.net.empty() && s.arch != "cnn" && !builtinNet(s.arch)) parseArchitecture(s.arch);
   const Activation activation = parseActivation(s.activation);
   if (activation == Activation::none) throw UsageError("activation none would make the MLP linear; use relu, tanh or sigmoid");
   TrainingOptions options;
@@ -370,7 +370,7 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
   checkWritable(s.out);
   checkWritable(checkpointPath);
 
-  Network initial = Network::create(s.arch, activation, s.seed);
+  Network initial = s.net.empty() ? Network::create(s.arch, activation, s.seed) : Network::fromDescription(readNetDescription(s.net), s.seed, s.net);
   LabelledImages trainSet = readMnistSplit(s.data, Split::train, static_cast<int>(initial.classes()));
   LabelledImages testSet = readMnistSplit(s.data, Split::test, static_cast<int>(initial.classes()));
   if (s.trainLimit) keepFirst(trainSet, s.trainLimit);
@@ -530,6 +530,7 @@ PYBIND11_MODULE(_glnet, m) {
   py::class_<TrainSettings>(m, "TrainSettings")
       .def(py::init<>())
       .def_readwrite("arch", &TrainSettings::arch)
+      .def_readwrite("net", &TrainSettings::net)
       .def_readwrite("activation", &TrainSettings::activation)
       .def_readwrite("data", &TrainSettings::data)
       .def_readwrite("out", &TrainSettings::out)

@@ -196,14 +196,16 @@ class Classifier:
 
 
 def train(arch: str = "784-128-10", data: Union[str, os.PathLike] = "data/mnist", epochs: int = 3, *,
-          out: Union[str, os.PathLike], batch: int = 64, lr: float = 0.1, optimizer: str = "sgd",
+          out: Union[str, os.PathLike], net: Optional[Union[str, os.PathLike]] = None, batch: int = 64, lr: float = 0.1,
+          optimizer: str = "sgd",
           activation: str = "relu", seed: int = 0, train_limit: Optional[int] = None, test_limit: Optional[int] = None,
           standardize: bool = True, checkpoint: Optional[Union[str, os.PathLike]] = None,
           on_epoch: Optional[Callable[[Dict[str, Any]], Any]] = None,
           on_progress: Optional[Callable[[Dict[str, Any]], Any]] = None, progress_seconds: float = 1.0,
           device: Optional[Union[int, str]] = None, api: Optional[str] = None) -> List[Dict[str, Any]]:
-    """Trains an MLP ("784-128-10") or the MNIST CNN ("cnn") on IDX images in `data` (MNIST or Fashion-MNIST)
-    as glnet_train does: the dataset resident on the GPU, each step one recorded plan. After each epoch the
+    """Trains an MLP ("784-128-10"), the MNIST CNN ("cnn"), a built-in description ("lenet5", "resnet8") or the
+    network description file `net` (glnet_train --net; README: Your own network and data) on IDX images in `data`
+    (MNIST or Fashion-MNIST) as glnet_train does: the dataset resident on the GPU, each step one recorded plan. After each epoch the
     model is written to `out` and a checkpoint beside it (or to `checkpoint`), each file replaced whole.
 
     on_epoch gets a dict per epoch (epoch, train_loss, train_accuracy, test_accuracy, seconds,
@@ -213,6 +215,7 @@ def train(arch: str = "784-128-10", data: Union[str, os.PathLike] = "data/mnist"
     model and checkpoint of the last finished epoch stay intact. Returns the epochs' dicts."""
     settings = _glnet.TrainSettings()
     settings.arch, settings.data, settings.out = arch, os.fspath(data), os.fspath(out)
+    settings.net = os.fspath(net) if net is not None else ""
     settings.checkpoint = os.fspath(checkpoint) if checkpoint is not None else ""
     settings.epochs, settings.batch, settings.lr = _count(epochs, "epochs"), _count(batch, "batch"), float(lr)
     settings.optimizer, settings.activation, settings.seed = optimizer, activation, _count(seed, "seed", 0)

@@ -43,6 +43,7 @@ class Classifier:
 
 class TrainSettings:
     arch: str
+    net: str
     activation: str
     data: str
     out: str

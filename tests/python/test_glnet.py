@@ -292,6 +292,21 @@ def test_train_reports_epochs_and_writes_the_model(work):
     assert glnet.load(str(work / "stopped.safetensors")).architecture == "784-16-10"  # epoch 1 was written
 
 
+def test_train_takes_a_network_description_and_the_built_in_networks(work):
+    net = work / "net.json"
+    net.write_text(json.dumps({"input": [1, 28, 28], "layers": [
+        {"name": "c", "kind": "conv", "outputs": 4, "kernel": 3, "stride": 2}, {"name": "b", "kind": "batchnorm"},
+        {"name": "r", "kind": "relu"}, {"name": "fc", "kind": "dense", "outputs": 10}]}))
+    out = str(work / "described.safetensors")
+    history = glnet.train(data=MNIST, epochs=1, out=out, net=net, train_limit=500, test_limit=200, lr=0.05)
+    assert 0.3 < history[-1]["test_accuracy"] <= 1
+    assert glnet.load(out).architecture == "net"
+    assert glnet.train("lenet5", MNIST, 1, out=str(work / "lenet5.safetensors"), train_limit=200, test_limit=50)
+    net.write_text('{"input": [1, 28, 28], "layers": [{"name": "c", "kind": "lstm"}]}')
+    with pytest.raises(glnet.Error, match="layer 'c': \"kind\" must be one of"):
+        glnet.train(out=out, net=net)
+
+
 def test_ctrl_c_stops_training_and_keeps_the_last_checkpoint(work):
     out = str(work / "interrupted.safetensors")
     script = textwrap.dedent(f"""
