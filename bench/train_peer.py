@@ -24,7 +24,8 @@ class Described(nn.Module):
         shapes = {"input": list(description["input"])}
         self.modules_ = nn.ModuleDict()
         previous = "input"
-        act = {"relu": nn.ReLU(), "tanh": nn.Tanh(), "sigmoid": nn.Sigmoid(), "none": nn.Identity()}
+        act = {"relu": nn.ReLU(), "tanh": nn.Tanh(), "sigmoid": nn.Sigmoid(), "silu": nn.SiLU(), "gelu": nn.GELU(),
+               "hardswish": nn.Hardswish(), "none": nn.Identity()}
         for layer in self.layers:
             layer.setdefault("inputs", [previous])
             shape = shapes[layer["inputs"][0]]

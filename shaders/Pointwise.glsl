@@ -135,3 +135,17 @@ float pointwise(float x) {
 #error unknown POINTWISE
 #endif
 }
+
+#if POINTWISE == 6 || POINTWISE == 9 || POINTWISE == 20
+// The derivative of the functions that train (HardSwish, exact Gelu, SiLU).
+float pointwiseDerivative(float x) {
+#if POINTWISE == 6
+  return x < -3.0 ? 0.0 : x > 3.0 ? 1.0 : x / 3.0 + 0.5;
+#elif POINTWISE == 9
+  return 0.5 * (1.0 + erfApproximation(x * 0.70710678118654752)) + x * 0.3989422804014327 * exp(-0.5 * x * x);
+#else
+  float s = 1.0 / (1.0 + exp(-x));
+  return s * (1.0 + x * (1.0 - s));
+#endif
+}
+#endif

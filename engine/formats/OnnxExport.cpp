@@ -27,7 +27,15 @@ class Exporter {
     proto->set_raw_data(std::string(reinterpret_cast<const char*>(tensor.values.data()), tensor.values.size() * sizeof(float)));
   }
 
-  // A node of `op` reading `inputs`, writing `output`; returns the output's name.
+  // A scalar constant as an initializer named `name`.
+  void constant(const std::string& name, float value) {
+    onnx::TensorProto* proto = graph_.add_initializer();
+    proto->set_name(name);
+    proto->set_data_type(onnx::TensorProto::FLOAT);
+    proto->add_float_data(value);
+  }
+
+  // A node of `op` reading `inputs`, writing `output`.
   onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs, const std::string& output) {
     onnx::NodeProto* proto = graph_.add_node();
     proto->set_op_type(op);
@@ -162,6 +170,20 @@ void writeOnnx(const Network& network, const std::string& path) {
         out = layer.name;
       } else if (layer.kind == "relu" || layer.kind == "tanh" || layer.kind == "sigmoid") {
         out = exporter.activation(parseActivation(layer.kind), input, layer.name);
+      } else if (layer.kind == "silu") {  // no SiLU op before opset 22: x·sigmoid(x), as PyTorch exports it
+        exporter.node("Sigmoid", {input}, layer.name + ".sigmoid");
+        out = exporter.node("Mul", {input, layer.name + ".sigmoid"}, layer.name).output(0);
+      } else if (layer.kind == "gelu") {  // Gelu is opset 20: x·(1 + erf(x/√2))/2, as PyTorch exports it at 17
+        exporter.constant(layer.name + ".sqrt2", 1.41421356f);
+        exporter.constant(layer.name + ".one", 1.0f);
+        exporter.constant(layer.name + ".half", 0.5f);
+        exporter.node("Div", {input, layer.name + ".sqrt2"}, layer.name + ".scaled");
+        exporter.node("Erf", {layer.name + ".scaled"}, layer.name + ".erf");
+        exporter.node("Add", {layer.name + ".erf", layer.name + ".one"}, layer.name + ".shifted");
+        exporter.node("Mul", {input, layer.name + ".shifted"}, layer.name + ".product");
+        out = exporter.node("Mul", {layer.name + ".product", layer.name + ".half"}, layer.name).output(0);
+      } else if (layer.kind == "hardswish") {
+        out = exporter.node("HardSwish", {input}, layer.name).output(0);
       } else if (layer.kind == "add") {
         out = exporter.node("Add", {input, outputOf.at(layer.inputs[1])}, layer.name).output(0);
       } else if (layer.kind == "maxpool" || layer.kind == "avgpool") {

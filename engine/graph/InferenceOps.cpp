@@ -76,9 +76,31 @@ class InferenceOp : public Op {
   }
 };
 
+// Trainable for the functions Pointwise::trainable names.
 class PointwiseOp : public InferenceOp {
  public:
   explicit PointwiseOp(Pointwise function) : function_(function) {}
+  bool differentiable() const override { return function_.trainable(); }
+  bool passesGradient(std::size_t) const override { return function_.trainable(); }
+  void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor&, const GpuTensor& dOut,
+                const std::vector<std::optional<GradientTarget>>& targets) const override {
+    GLNET_ASSERT(function_.trainable(), "this function runs in forward-only graphs");
+    if (!targets[0]) return;
+    std::vector<ShaderDefine> defines = function_.defines();
+    defines.push_back({"UNARY_GRADIENT", "1"});
+    Dispatch dispatch = linearDispatch(programs.get("Unary.glsl", defines, {"Pointwise.glsl"}), name() + " gradient", elementCount(in[0].shape));
+    dispatch.buffers = {{0, in[0].view, Access::read}, {1, targets[0]->view, targets[0]->accumulate ? Access::readWrite : Access::write},
+                        {2, dOut.view, Access::read}};
+    dispatch.uniforms = {Uniform::u32(0, count32(in[0].shape)), Uniform::u32(1, targets[0]->accumulate ? 1 : 0)};
+    plan.record(dispatch);
+  }
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>&,
+                                                     const std::vector<double>& dy) const override {
+    GLNET_ASSERT(function_.trainable(), "this function runs in forward-only graphs");
+    std::vector<double> dx(dy.size());
+    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = dy[i] * function_.derivative((*in[0].values)[i]);
+    return {dx};
+  }
   std::string name() const override { return function_.name(); }
   Shape outputShape(const std::vector<Shape>& in) const override {
     if (in.size() != 1) throw Error(name() + " takes one input");

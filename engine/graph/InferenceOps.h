@@ -1,7 +1,7 @@
 // The general tensor operators of imported models (ONNX): pointwise functions, NumPy-broadcast arithmetic,
 // layout changes (transpose, slice, concat, pad, expand, reshape), pooling of any geometry, grouped and strided
 // convolution, functions along an axis (softmax, reductions, layer normalization) and products of two computed
-// tensors. Inference only, but for pooling and grouped convolution: the others carry no gradient. Each has its
+// tensors. Inference only, but for pooling, grouped convolution and three pointwise functions. Each has its
 // shader and a float64 reference.
 #pragma once
 
@@ -40,7 +40,7 @@ struct ConvSettings {
 // log Σx, log Σ exp x, Πx.
 enum class AxisKind { softmax = 0, logSoftmax, layerNormalization, mean, sum, max, min, inverseDeviation, l1, l2, sumSquare, logSum, logSumExp, product };
 
-// y = f(x).
+// y = f(x); trainable for HardSwish, exact Gelu and SiLU.
 std::shared_ptr<const Op> pointwiseOp(Pointwise function);
 // y = after(a ∘ b), shapes broadcast as NumPy does.
 std::shared_ptr<const Op> broadcastOp(BinaryKind kind, Pointwise after = {});

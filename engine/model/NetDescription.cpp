@@ -26,6 +26,9 @@ const std::map<std::string, std::set<std::string>>& attributesOfKind() {
       {"relu", {}},
       {"tanh", {}},
       {"sigmoid", {}},
+      {"silu", {}},
+      {"gelu", {}},
+      {"hardswish", {}},
       {"add", {}},
       {"maxpool", {"kernel", "stride", "padding"}},
       {"avgpool", {"kernel", "stride", "padding"}},
@@ -262,6 +265,9 @@ Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor image
         x = graph.apply(batchNormOp(training, layer.momentum, layer.epsilon), {x, gamma, beta, mean, variance}, layer.name);
       } else if (layer.kind == "relu" || layer.kind == "tanh" || layer.kind == "sigmoid") {
         x = graph.apply(activationOp(parseActivation(layer.kind)), {x}, layer.name);
+      } else if (layer.kind == "silu" || layer.kind == "gelu" || layer.kind == "hardswish") {
+        const PointwiseKind kind = layer.kind == "silu" ? PointwiseKind::silu : layer.kind == "gelu" ? PointwiseKind::gelu : PointwiseKind::hardSwish;
+        x = graph.apply(pointwiseOp({kind}), {x}, layer.name);
       } else if (layer.kind == "add") {
         x = graph.apply(addOp(), inputs, layer.name);
       } else if (layer.kind == "maxpool" || layer.kind == "avgpool" || layer.kind == "globalavgpool") {

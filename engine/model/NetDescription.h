@@ -14,7 +14,8 @@ namespace glnet {
 
 struct LayerDescription {
   std::string name;
-  std::string kind;  // conv, dense, batchnorm, relu, tanh, sigmoid, add, maxpool, avgpool, globalavgpool, flatten
+  std::string kind;  // conv, dense, batchnorm, relu, tanh, sigmoid, silu, gelu, hardswish, add, maxpool, avgpool,
+                     // globalavgpool, flatten
   std::vector<std::string> inputs;  // earlier layers' names, or "input"; the previous layer when not given
   std::uint32_t outputs = 0;        // conv, dense
   std::uint32_t kernel = 0;         // conv, maxpool, avgpool

@@ -1,5 +1,7 @@
 #include "ops/Pointwise.h"
 
+#include "gl/check.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -62,6 +64,18 @@ double Pointwise::operator()(double x) const {
     case PointwiseKind::softsign: return x / (1 + std::abs(x));
   }
   return x;
+}
+
+bool Pointwise::trainable() const {
+  return kind == PointwiseKind::hardSwish || kind == PointwiseKind::gelu || kind == PointwiseKind::silu;
+}
+
+double Pointwise::derivative(double x) const {
+  GLNET_ASSERT(trainable(), "only HardSwish, Gelu and SiLU have a derivative here");
+  if (kind == PointwiseKind::hardSwish) return x < -3 ? 0.0 : x > 3 ? 1.0 : x / 3 + 0.5;
+  if (kind == PointwiseKind::gelu) return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+  const double s = 1 / (1 + std::exp(-x));
+  return s * (1 + x * (1 - s));
 }
 
 std::string Pointwise::name() const {

@@ -23,6 +23,9 @@ struct Pointwise {
   PointwiseKind kind = PointwiseKind::identity;
   float alpha = 0.0f, beta = 0.0f;
   double operator()(double x) const;
+  // Whether it trains (PointwiseOp's backward: HardSwish, exact Gelu and SiLU), and its derivative there.
+  bool trainable() const;
+  double derivative(double x) const;
   std::string name() const;
   std::vector<ShaderDefine> defines() const;
   // What a kernel that may apply it after its own result needs: its defines and Pointwise.glsl, none for identity

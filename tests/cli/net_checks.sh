@@ -40,6 +40,19 @@ train --net "$examples/nets/small-resnet.json" --train-limit 256 --epochs 1 --ou
 import json, sys; c = json.load(open(sys.argv[1]))['check']
 sys.exit(0 if c['max_abs_difference'] <= 1e-4 * max(c['max_abs_reference'], 1) else 1)" "$work/run.json" || fail "the export's GPU run differs from float64"
 
+# SiLU, HardSwish (after a depthwise convolution) and Gelu train, and export as ONNX that evaluates alike.
+printf '{"input": [1, 28, 28], "layers": [
+  {"name": "c1", "kind": "conv", "outputs": 8, "kernel": 3, "stride": 2}, {"name": "a1", "kind": "silu"},
+  {"name": "c2", "kind": "conv", "outputs": 8, "kernel": 3, "stride": 2, "groups": 8}, {"name": "a2", "kind": "hardswish"},
+  {"name": "fc1", "kind": "dense", "outputs": 32}, {"name": "a3", "kind": "gelu"}, {"name": "fc2", "kind": "dense", "outputs": 10}]}' >"$work/act.json"
+train --net "$work/act.json" --train-limit 1000 --epochs 2 --optimizer adam --lr 0.01 --out "$work/act.safetensors" \
+  --export-onnx "$work/act.onnx" --json >"$work/act-run.json" || fail "training SiLU, HardSwish and Gelu"
+at_least "$(json_field "$work/act-run.json" "d['epochs'][-1]['test_accuracy']")" 0.6 || fail "SiLU, HardSwish and Gelu do not learn"
+/usr/bin/python3 -c "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)" "$work/act.onnx" || fail "ONNX's checker refuses the activations' export"
+for file in "$work/act.safetensors" "$work/act.onnx"; do "$apps/glnet_eval" --model "$file" --data "$mnist" --limit 300 --json >"$file.json"; done
+[ "$(json_field "$work/act.safetensors.json" "d['accuracy']")" = "$(json_field "$work/act.onnx.json" "d['accuracy']")" ] ||
+  fail "the activations' ONNX export evaluates to another accuracy than its model file"
+
 for arch in 784-32-10 cnn; do
   train --arch "$arch" --train-limit 300 --epochs 1 --out "$work/$arch.safetensors" --export-onnx "$work/$arch.onnx" >/dev/null || fail "exporting $arch"
   for file in "$work/$arch.safetensors" "$work/$arch.onnx"; do "$apps/glnet_eval" --model "$file" --data "$mnist" --limit 300 --json >"$file.json"; done
