@@ -40,8 +40,9 @@ const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation"
 int main(int argc, char** argv) {
   return cli::runRanks("glnet_train", [&](const Communicator& ranks) {
     cli::Parser parser("glnet_train",
-                       "Trains an MLP or the MNIST CNN on the GPU: the dataset is uploaded once as uint8, each step (gather,\n"
-                       "normalize, forward, loss, backward, update) is one recorded plan replayed with no host round trip,\n"
+                       "Trains an MLP, the MNIST CNN or a described network (--net, --arch lenet5 or resnet8) on the GPU: the\n"
+                       "dataset is uploaded once as uint8, each step (gather, augment, normalize, forward, loss, backward,\n"
+                       "update) is one recorded plan replayed with no host round trip,\n"
                        "and the loss is read back only at log intervals. A checkpoint is written after every epoch.\n"
                        "Under mpirun (mpirun -np N glnet_train ...) the N ranks train one model data-parallel: --batch stays\n"
                        "the global batch, each rank takes its share of every batch on its own GPU (the host's rank modulo\n"
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
                 "cnn (conv5x5x32-pool-conv5x5x64-pool-fc512-fc10), lenet5 or resnet8 (built-in descriptions, with batch "
                 "normalization and residuals: nets/ in the source), or MLP layer sizes joined by '-'",
                 "784-128-10")
-        .option("net", "NET.json", "train the network this description file gives (README: 'Your own network'); replaces --arch")
+        .option("net", "NET.json", "train the network this description file gives (README: 'Your own network and data'); replaces --arch")
         .option("export-onnx", "FILE", "also write the trained model as ONNX (opset 17) after every epoch, as the model file is")
         .option("init", "MODEL", "start from this model file's weights (a glnet or PyTorch safetensors file of the same network) "
                 "instead of a random initialisation")
