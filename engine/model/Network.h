@@ -1,5 +1,6 @@
-// A classifier network: an MLP ("784-128-10") or the MNIST CNN ("cnn": conv5x5x32-relu-pool2-conv5x5x64-relu-
-// pool2-fc512-relu-fc10, same padding). Parameters use PyTorch's names and layouts (fcK.weight [out, in],
+// A classifier network: an MLP ("784-128-10"), the MNIST CNN ("cnn": conv5x5x32-relu-pool2-conv5x5x64-relu-
+// pool2-fc512-relu-fc10, same padding), a described network (model/NetDescription: --net, lenet5, resnet8) or an
+// imported ONNX model. Parameters use PyTorch's names and layouts (fcK.weight [out, in],
 // convK.weight [out_c, in_c, kh, kw], with their .bias), so a PyTorch state_dict saved as safetensors loads.
 #pragma once
 

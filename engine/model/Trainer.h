@@ -1,5 +1,5 @@
-// Trains an MLP classifier on a GPU-resident dataset: one training Plan (gather, forward, loss, backward,
-// update) replayed for every step; loss and accuracy read back only at log intervals and epoch ends.
+// Trains a classifier (any Network but an imported one) on a GPU-resident dataset: one training Plan (gather and
+// augment, forward, loss, backward, update) replayed for every step, its learning rate a plan parameter; loss and accuracy read back only at log intervals and epoch ends.
 #pragma once
 
 #include "data/GpuImages.h"

@@ -86,5 +86,7 @@ expect 2 "error: the network description takes \[3, 32, 32\] inputs \(3072 value
   "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" --net "$work/cifar.json"
 printf '{"input": [1, 28, 28], "layers": [' >"$work/torn.json"
 expect 1 "error: .*torn.json is not valid JSON" -- "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" --net "$work/torn.json"
+expect 1 "error: .*act.safetensors: tensor c1.bias is not one of the network small-resnet's$" -- \
+  "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" --net "$examples/nets/small-resnet.json" --init "$work/act.safetensors"
 expect 1 "error: .*missing.json" -- "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" --net "$work/missing.json"
 finish "described-network"
