@@ -7,6 +7,7 @@
 //              each the inputs' pieces one after another (input s: segmentEnd[s] − segmentEnd[s − 1] elements, from
 //              element segmentOffset[s] of the buffer, one piece per row)
 //   RANK: the region's rank (1 to 6; modes 0 and 1)
+//   ACCUMULATE 1 (mode 0): y[...] += x[...] (a concatenation's gradient into an input that other ops also read)
 // bindings: 0 x read (modes 0 and 2: in mode 2 the buffer that holds every input), 1 y write
 // uniforms: 0 count (the region's elements; mode 2: y's), 1 xOffset, 2 yOffset (elements), 3 value (mode 1); 4-9
 // the region's own strides; 10-15 x's strides; 16-21 y's strides. Mode 2: 1 row, 2 segments, 4-35 segmentEnd,
@@ -14,7 +15,11 @@
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Source { float x[]; };
+#if ACCUMULATE
+layout(std430, binding = 1) buffer Result { float y[]; };
+#else
 layout(std430, binding = 1) writeonly buffer Result { float y[]; };
+#endif
 layout(location = 0) uniform uint count;
 #if COPY_MODE == 2
 #define MAX_SEGMENTS 32
@@ -52,7 +57,11 @@ void main() {
     from += int(coordinate) * xStrides[k];
     to += int(coordinate) * yStrides[k];
   }
+#if ACCUMULATE
+  y[to] += x[from];
+#else
   y[to] = x[from];
+#endif
 #endif
 }
 #endif

@@ -186,6 +186,14 @@ void writeOnnx(const Network& network, const std::string& path) {
         out = exporter.node("HardSwish", {input}, layer.name).output(0);
       } else if (layer.kind == "add") {
         out = exporter.node("Add", {input, outputOf.at(layer.inputs[1])}, layer.name).output(0);
+      } else if (layer.kind == "concat") {
+        std::vector<std::string> inputs;
+        for (const std::string& name : layer.inputs) inputs.push_back(outputOf.at(name));
+        Exporter::integer(exporter.node("Concat", inputs, layer.name), "axis", 1);
+        out = layer.name;
+      } else if (layer.kind == "dropout") {  // training_mode defaults to false: the identity when run
+        exporter.constant(layer.name + ".ratio", layer.rate);
+        out = exporter.node("Dropout", {input, layer.name + ".ratio"}, layer.name).output(0);
       } else if (layer.kind == "maxpool" || layer.kind == "avgpool") {
         out = exporter.pool(layer.kind == "maxpool" ? "MaxPool" : "AveragePool", input, layer.kernel, layer.stride, layer.padding, layer.name);
       } else if (layer.kind == "globalavgpool") {

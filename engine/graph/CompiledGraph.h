@@ -42,7 +42,7 @@ class CompiledGraph {
   Buffer& gradientArena() { return gradients_; }
   // Feed, forward, totals: evaluation with the same buffers.
   Plan forwardPlan(const Feed& feed);
-  static constexpr int stepParameter = 0;
+  static constexpr int stepParameter = stepPlanParameter;
   static constexpr int learningRateParameter = 1;
   static void setLearningRate(Plan& plan, float rate);
 

@@ -1,7 +1,7 @@
 // The general tensor operators of imported models (ONNX): pointwise functions, NumPy-broadcast arithmetic,
 // layout changes (transpose, slice, concat, pad, expand, reshape), pooling of any geometry, grouped and strided
 // convolution, functions along an axis (softmax, reductions, layer normalization) and products of two computed
-// tensors. Inference only, but for pooling, grouped convolution and three pointwise functions. Each has its
+// tensors. Inference only, but for pooling, grouped convolution, concatenation and three pointwise functions. Each has its
 // shader and a float64 reference.
 #pragma once
 
@@ -51,7 +51,7 @@ std::shared_ptr<const Op> channelAffineOp(bool shift, Pointwise after = {});
 std::shared_ptr<const Op> transposeOp(std::vector<std::uint32_t> permutation);
 // Per axis, elements start, start + step, ... (`size` of them); steps may be negative.
 std::shared_ptr<const Op> sliceOp(std::vector<std::int64_t> starts, std::vector<std::int64_t> steps, Shape size);
-// The inputs joined along `axis`.
+// The inputs joined along `axis`; trainable.
 std::shared_ptr<const Op> concatOp(std::uint32_t axis);
 // `before` and `after` elements of `value` around each axis.
 std::shared_ptr<const Op> padOp(std::vector<std::uint32_t> before, std::vector<std::uint32_t> after, float value);

@@ -30,6 +30,10 @@ struct GradientTarget {
   bool accumulate;
 };
 
+// Plan parameter 0 of every plan a CompiledGraph records: the training step (from 1), which Adam's bias correction and
+// the ops that draw random numbers (dropout) read.
+constexpr int stepPlanParameter = 0;
+
 struct HostTensor64 {
   const std::vector<double>* values;
   Shape shape;

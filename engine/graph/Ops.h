@@ -40,6 +40,12 @@ std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t 
 // channel. Training: the batch's mean and variance, gradients to x, gamma and beta, and the running statistics (state
 // tensors) moved by `momentum` towards the batch's as PyTorch does; otherwise the running statistics (forward only).
 std::shared_ptr<const Op> batchNormOp(bool training, float momentum = 0.1f, float epsilon = 1e-5f);
+// Inverted dropout of a fraction `rate` of x's elements, the rest scaled by 1/(1 − rate); which ones follows from
+// (salt, the plan's step parameter, the element's index), the same on every device and drawn again by backward. The
+// float64 reference draws the mask of step `referenceStep`. Training graphs only: inference leaves the layer out.
+std::shared_ptr<const Op> dropoutOp(float rate, std::uint32_t salt, std::uint32_t referenceStep = 1);
+// The keep (true) or drop of element `index` at `step`: the hash of Dropout.glsl.
+bool dropoutKeeps(std::uint32_t index, std::uint32_t salt, std::uint32_t step, float rate);
 // 2×2 max pooling, stride 2: [N, C, H, W] → [N, C, H/2, W/2].
 std::shared_ptr<const Op> maxPoolOp();
 // conv2dOp followed by maxPoolOp in one dispatch that never writes the convolution's output; forward only.

@@ -4,6 +4,7 @@
 #include "gl/FileInput.h"
 #include "gl/check.h"
 #include "graph/InferenceOps.h"
+#include "graph/Ops.h"
 #include "model/EmbeddedNets.h"
 
 #include <algorithm>
@@ -30,6 +31,8 @@ const std::map<std::string, std::set<std::string>>& attributesOfKind() {
       {"gelu", {}},
       {"hardswish", {}},
       {"add", {}},
+      {"concat", {}},
+      {"dropout", {"rate"}},
       {"maxpool", {"kernel", "stride", "padding"}},
       {"avgpool", {"kernel", "stride", "padding"}},
       {"globalavgpool", {}},
@@ -95,7 +98,9 @@ LayerDescription parseLayer(const nlohmann::json& entry, std::size_t index, cons
     layer.inputs = {previous};
   }
   const std::size_t wanted = layer.kind == "add" ? 2 : 1;
-  if (layer.inputs.size() != wanted) {
+  if (layer.kind == "concat") {
+    if (layer.inputs.size() < 2 || layer.inputs.size() > 32) throw refuse("a concat layer reads 2 to 32 inputs, not " + std::to_string(layer.inputs.size()));
+  } else if (layer.inputs.size() != wanted) {
     throw refuse("a " + layer.kind + " layer reads " + std::to_string(wanted) + " input" + (wanted > 1 ? "s" : "") + ", not " +
                  std::to_string(layer.inputs.size()));
   }
@@ -134,7 +139,19 @@ LayerDescription parseLayer(const nlohmann::json& entry, std::size_t index, cons
   };
   fraction("momentum", layer.momentum, false);
   fraction("epsilon", layer.epsilon, true);
+  if (const nlohmann::json* rate = field("rate")) {
+    const double number = rate->is_number() ? rate->get<double>() : -1.0;
+    if (!(number >= 0 && number < 1)) throw refuse("rate must be a number in [0, 1), not " + describeJsonValue(*rate));
+    layer.rate = static_cast<float>(number);
+  }
   return layer;
+}
+
+// A dropout layer's own masks: FNV-1a of its name, so that two dropout layers never drop the same positions.
+std::uint32_t saltOf(const std::string& name) {
+  std::uint32_t hash = 2166136261u;
+  for (const char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 16777619u;
+  return hash;
 }
 
 }  // namespace
@@ -193,6 +210,7 @@ std::string toJson(const NetDescription& description) {
       entry["momentum"] = layer.momentum;
       entry["epsilon"] = layer.epsilon;
     }
+    if (layer.kind == "dropout") entry["rate"] = layer.rate;
     layers.push_back(entry);
   }
   nlohmann::json root = {{"input", description.input}, {"layers", layers}};
@@ -270,6 +288,12 @@ Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor image
         x = graph.apply(pointwiseOp({kind}), {x}, layer.name);
       } else if (layer.kind == "add") {
         x = graph.apply(addOp(), inputs, layer.name);
+      } else if (layer.kind == "concat") {
+        if (shape.size() < 2) throw refuse("concatenation joins channels of [N, C, ...], not " + describe(shape));
+        x = graph.apply(concatOp(1), inputs, layer.name);
+      } else if (layer.kind == "dropout") {
+        // Inference keeps every value: PyTorch's inverted dropout scales while training instead.
+        if (training && layer.rate > 0) x = graph.apply(dropoutOp(layer.rate, saltOf(layer.name)), {x}, layer.name);
       } else if (layer.kind == "maxpool" || layer.kind == "avgpool" || layer.kind == "globalavgpool") {
         if (shape.size() != 4) throw refuse("pooling reads [N, C, H, W], not " + describe(shape));
         PoolSettings settings;

@@ -14,8 +14,8 @@ namespace glnet {
 
 struct LayerDescription {
   std::string name;
-  std::string kind;  // conv, dense, batchnorm, relu, tanh, sigmoid, silu, gelu, hardswish, add, maxpool, avgpool,
-                     // globalavgpool, flatten
+  std::string kind;  // conv, dense, batchnorm, relu, tanh, sigmoid, silu, gelu, hardswish, add, concat, maxpool,
+                     // avgpool, globalavgpool, flatten, dropout
   std::vector<std::string> inputs;  // earlier layers' names, or "input"; the previous layer when not given
   std::uint32_t outputs = 0;        // conv, dense
   std::uint32_t kernel = 0;         // conv, maxpool, avgpool
@@ -24,6 +24,7 @@ struct LayerDescription {
   std::uint32_t groups = 1;         // conv: input and output channels in this many groups (depthwise: groups = channels)
   Activation activation = Activation::none;  // conv, dense: applied in the same op
   float momentum = 0.1f, epsilon = 1e-5f;    // batchnorm
+  float rate = 0.5f;                         // dropout: the fraction of values dropped while training
 };
 
 struct NetDescription {

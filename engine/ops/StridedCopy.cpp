@@ -7,14 +7,17 @@
 
 namespace glnet {
 
-Dispatch regionCopy(ProgramCache& programs, const std::string& label, const BufferView& x, const BufferView& y, const RegionCopy& copy) {
+Dispatch regionCopy(ProgramCache& programs, const std::string& label, const BufferView& x, const BufferView& y, const RegionCopy& copy,
+                    bool accumulate) {
   GLNET_ASSERT(copy.region.size() <= largestCopyRank && copy.xStrides.size() == copy.region.size() && copy.yStrides.size() == copy.region.size(),
                "a region copy has one stride per axis, at most 6 axes");
-  const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "0"}, {"RANK", std::to_string(std::max<std::size_t>(copy.region.size(), 1))}});
+  const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "0"},
+                                                                {"RANK", std::to_string(std::max<std::size_t>(copy.region.size(), 1))},
+                                                                {"ACCUMULATE", accumulate ? "1" : "0"}});
   std::uint64_t count = 1;
   for (const std::uint32_t size : copy.region) count *= size;
   Dispatch dispatch = linearDispatch(program, label, count);
-  dispatch.buffers = {{0, x, Access::read}, {1, y, Access::write}};
+  dispatch.buffers = {{0, x, Access::read}, {1, y, accumulate ? Access::readWrite : Access::write}};
   dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(count)), Uniform::i32(1, static_cast<std::int32_t>(copy.xOffset)),
                        Uniform::i32(2, static_cast<std::int32_t>(copy.yOffset)), Uniform::f32(3, 0.0f)};
   std::vector<std::int64_t> own(copy.region.size(), 1);  // the region's own row-major strides
@@ -29,7 +32,7 @@ Dispatch regionCopy(ProgramCache& programs, const std::string& label, const Buff
 }
 
 Dispatch fill(ProgramCache& programs, const std::string& label, const BufferView& y, std::uint64_t count, float value) {
-  const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "1"}, {"RANK", "1"}});
+  const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "1"}, {"RANK", "1"}, {"ACCUMULATE", "0"}});
   Dispatch dispatch = linearDispatch(program, label, count);
   // The fill reads nothing; binding 0 must still hold a buffer.
   dispatch.buffers = {{0, y, Access::read}, {1, y, Access::write}};

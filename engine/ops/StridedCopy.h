@@ -20,8 +20,9 @@ struct RegionCopy {
   std::vector<std::int64_t> xStrides, yStrides;
 };
 
-// y[yOffset + Σ c·yStrides] = x[xOffset + Σ c·xStrides] for every coordinate c of the region.
-Dispatch regionCopy(ProgramCache& programs, const std::string& label, const BufferView& x, const BufferView& y, const RegionCopy& copy);
+// y[yOffset + Σ c·yStrides] = x[xOffset + Σ c·xStrides] for every coordinate c of the region (+= when `accumulate`).
+Dispatch regionCopy(ProgramCache& programs, const std::string& label, const BufferView& x, const BufferView& y, const RegionCopy& copy,
+                    bool accumulate = false);
 // y[i] = value for i < count.
 Dispatch fill(ProgramCache& programs, const std::string& label, const BufferView& y, std::uint64_t count, float value);
 

@@ -13,7 +13,8 @@ train() { "$apps/glnet_train" --data "$mnist" --test-limit 300 --optimizer momen
 # Each network learns (chance is 0.10), and its model file evaluates to the accuracy training reported.
 for net in "--arch lenet5 --train-limit 2000 --epochs 2:0.6" "--arch resnet8 --train-limit 512 --batch 16 --lr 0.02 --epochs 2:0.35" \
            "--net $examples/nets/small-resnet.json --train-limit 1000 --epochs 2:0.5" \
-           "--net $examples/nets/mobilenet-block.json --train-limit 1000 --epochs 2 --optimizer adam --lr 0.01:0.35"; do
+           "--net $examples/nets/mobilenet-block.json --train-limit 1000 --epochs 2 --optimizer adam --lr 0.01:0.35" \
+           "--net $examples/nets/inception-block.json --train-limit 1000 --epochs 2:0.5"; do
   flags=${net%:*} floor=${net##*:}
   # shellcheck disable=SC2086
   train $flags --out "$work/m.safetensors" --json >"$work/m.json" || { fail "training $flags"; continue; }
@@ -52,6 +53,15 @@ at_least "$(json_field "$work/act-run.json" "d['epochs'][-1]['test_accuracy']")"
 for file in "$work/act.safetensors" "$work/act.onnx"; do "$apps/glnet_eval" --model "$file" --data "$mnist" --limit 300 --json >"$file.json"; done
 [ "$(json_field "$work/act.safetensors.json" "d['accuracy']")" = "$(json_field "$work/act.onnx.json" "d['accuracy']")" ] ||
   fail "the activations' ONNX export evaluates to another accuracy than its model file"
+
+# Concatenation and dropout export too (Concat, and Dropout that runs as the identity).
+train --net "$examples/nets/inception-block.json" --train-limit 300 --epochs 1 --out "$work/inception.safetensors" \
+  --export-onnx "$work/inception.onnx" >/dev/null || fail "exporting the inception block"
+/usr/bin/python3 -c "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)" "$work/inception.onnx" ||
+  fail "ONNX's checker refuses the inception block's export"
+for file in "$work/inception.safetensors" "$work/inception.onnx"; do "$apps/glnet_eval" --model "$file" --data "$mnist" --limit 300 --json >"$file.json"; done
+[ "$(json_field "$work/inception.safetensors.json" "d['accuracy']")" = "$(json_field "$work/inception.onnx.json" "d['accuracy']")" ] ||
+  fail "the inception block's ONNX export evaluates to another accuracy than its model file"
 
 for arch in 784-32-10 cnn; do
   train --arch "$arch" --train-limit 300 --epochs 1 --out "$work/$arch.safetensors" --export-onnx "$work/$arch.onnx" >/dev/null || fail "exporting $arch"

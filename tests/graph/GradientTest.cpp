@@ -73,6 +73,9 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"depthwise conv 3x3", groupedConvOp({{1, 1}, {1, 1}, {1, 1, 1, 1}, 4}), {{rows, 4, 6, 5}, {4, 1, 3, 3}, {4}}},
       {"depthwise conv 3x3 stride 2, 2 outputs per channel", groupedConvOp({{2, 2}, {1, 1}, {1, 1, 1, 1}, 3}),
        {{rows, 3, 7, 6}, {6, 1, 3, 3}, {6}}},
+      {"concat of three along the channels", concatOp(1), {{rows, 2, 3, 4}, {rows, 3, 3, 4}, {rows, 1, 3, 4}}},
+      {"concat of two rows of features", concatOp(1), {{rows, 5}, {rows, 2}}},
+      {"dropout 0.3 (the mask of step 1)", dropoutOp(0.3f, 12345u), {{rows, 37}}},
       {"grouped conv, 2 groups, dilation 2, uneven padding", groupedConvOp({{1, 2}, {2, 1}, {2, 0, 1, 1}, 2}),
        {{rows, 4, 7, 8}, {6, 2, 3, 2}, {6}}},
   };
@@ -143,6 +146,20 @@ TEST_CASE("every op's reference backward matches central finite differences") {
   }
 }
 
+TEST_CASE("dropout drops its rate of the elements, and other ones at the next step") {
+  const std::uint32_t count = 200000, salt = 99;
+  std::size_t kept = 0, changed = 0;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const bool now = dropoutKeeps(i, salt, 5, 0.3f);
+    kept += now;
+    changed += now != dropoutKeeps(i, salt, 6, 0.3f);
+  }
+  // Binomial standard deviations at 200 000 draws are about 0.001; 0.005 is five of them.
+  CHECK(std::abs(static_cast<double>(kept) / count - 0.7) < 0.005);
+  CHECK(std::abs(static_cast<double>(changed) / count - 2 * 0.3 * 0.7) < 0.005);
+  CHECK(dropoutKeeps(17, salt, 5, 0.0f));
+}
+
 namespace {
 
 // Which gradients a check asks for: input i's is skipped when absent[i], and added where the others are written
@@ -211,6 +228,8 @@ std::vector<std::string> checkAgainstReference(Context& context, ProgramCache& p
       targets.push_back(wanted ? std::optional<GradientTarget>(GradientTarget{gradientBuffers[i], accumulates(i)}) : std::nullopt);
     }
     Plan plan(context.limits());
+    // The step a training plan gives as parameter 0; dropout's reference draws the mask of step 1.
+    plan.addParameter(1);
     c.op->forward(programs, plan, gpuInputs, output);
     c.op->backward(programs, plan, gpuInputs, output, {dOutBuffer, outShape}, targets);
     plan.run();
@@ -397,5 +416,26 @@ TEST_SUITE("gl") {
     evaluation.run();
     test::checkClose(out.read<float>(), inference->referenceForward(host), 1e-4, 1e-4);
     CHECK_FALSE(inference->differentiable());
+  }
+}
+
+TEST_SUITE("gl") {
+  TEST_CASE("dropout on the GPU draws the mask of the plan's step") {
+    Context& context = test::glContext();
+    auto random = test::generator(48);
+    ProgramCache programs;
+    const Shape x{3, 41};
+    const std::vector<float> values = test::uniformFloats(random, elementCount(x));
+    const std::vector<double> values64(values.begin(), values.end());
+    Buffer in = Buffer::of(values), out(elementCount(x) * sizeof(float));
+    for (const std::uint32_t step : {7u, 8u}) {
+      CAPTURE(step);
+      out.fill(test::nanPoison);
+      Plan plan(context.limits());
+      plan.addParameter(step);
+      dropoutOp(0.5f, 3u)->forward(programs, plan, {{in, x}}, {out, x});
+      plan.run();
+      test::checkClose(out.read<float>(), dropoutOp(0.5f, 3u, step)->referenceForward({{&values64, x}}), 1e-6, 1e-6);
+    }
   }
 }

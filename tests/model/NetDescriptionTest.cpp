@@ -50,6 +50,11 @@ TEST_CASE("a network description that is wrong is refused in one line naming the
        "net.json: layer 'a': input 'b' is not an earlier layer (nor 'input')"},
       {withLayers(R"({"name": "a", "kind": "add", "inputs": ["input"]})"), "net.json: layer 'a': a add layer reads 2 inputs, not 1"},
       {withLayers(R"({"name": "a", "kind": "maxpool", "kernel": 2, "padding": 2})"), "net.json: layer 'a': padding must be at most half"},
+      {withLayers(R"({"name": "a", "kind": "concat"})"), "net.json: layer 'a': a concat layer reads 2 to 32 inputs, not 1"},
+      {withLayers(R"({"name": "a", "kind": "dropout", "rate": 1})"), "net.json: layer 'a': rate must be a number in [0, 1), not 1"},
+      {withLayers(R"({"name": "a", "kind": "dropout", "rate": "half"})"), "net.json: layer 'a': rate must be a number in [0, 1)"},
+      {withLayers(R"({"name": "a", "kind": "conv", "outputs": 2, "kernel": 3, "stride": 2}, {"name": "b", "kind": "concat", "inputs": ["a", "input"]}, )" + dense),
+       "net.json: layer 'b': concat's inputs differ off its axis"},
       // Shapes, found when the network is built.
       {withLayers(R"({"name": "a", "kind": "conv", "outputs": 2, "kernel": 9, "padding": 0}, )" + dense),
        "net.json: layer 'a': conv2d none takes X [N, C, H, W]"},
@@ -69,7 +74,7 @@ TEST_CASE("a network description that is wrong is refused in one line naming the
 }
 
 TEST_CASE("the built-in networks parse, build and take MNIST images") {
-  for (const std::string& name : {"lenet5", "resnet8"}) {
+  for (const char* name : {"lenet5", "resnet8"}) {
     CAPTURE(name);
     REQUIRE(builtinNet(name) != nullptr);
     const Network network = Network::create(name, Activation::relu, 1);
@@ -109,4 +114,16 @@ TEST_CASE("a described network's model file records its description and loads ba
   file.tensors["fc.bias"].shape = {5, 2};
   writeSafetensors(directory.file("shape.safetensors"), file);
   CHECK_THROWS_WITH(Network::load(directory.file("shape.safetensors")), doctest::Contains("tensor fc.bias is not shaped as the network's layer fc needs"));
+}
+
+TEST_CASE("concatenation and dropout layers spell out in the recorded JSON and parse back the same") {
+  const NetDescription description = parseNetDescription(withLayers(R"({"name": "a", "kind": "conv", "outputs": 2, "kernel": 3},
+      {"name": "b", "kind": "concat", "inputs": ["a", "input", "a"]}, {"name": "c", "kind": "dropout", "rate": 0.25},
+      {"name": "fc", "kind": "dense", "outputs": 3})"),
+                                                          "net.json");
+  const std::string json = toJson(description);
+  CHECK(json.find(R"("inputs":["a","input","a"])") != std::string::npos);
+  CHECK(json.find(R"("rate":0.25)") != std::string::npos);
+  CHECK(toJson(parseNetDescription(json, "again")) == json);
+  CHECK(parseNetDescription(withLayers(R"({"name": "d", "kind": "dropout"}, {"name": "fc", "kind": "dense", "outputs": 3})"), "net.json").layers[0].rate == 0.5f);
 }
