@@ -7,6 +7,7 @@
 #include "gl/Stopwatch.h"
 #include "gl/check.h"
 #include "model/Trainer.h"
+#include "model/TrainingInputs.h"
 
 #include <nlohmann/json.hpp>
 
@@ -54,7 +55,9 @@ int main(int argc, char** argv) {
                 "cnn (conv5x5x32-pool-conv5x5x64-pool-fc512-fc10), lenet5 or resnet8 (built-in descriptions, with batch "
                 "normalization and residuals: nets/ in the source), or MLP layer sizes joined by '-'",
                 "784-128-10")
-        .option("net", "NET.json", "train the network this description file gives (README: 'Your own network and data'); replaces --arch")
+        .option("net", "NET.json|MODEL.onnx",
+                "train the network this description file gives (README: 'Your own network and data'), or fine-tune this ONNX "
+                "model from its weights (exported from PyTorch, or by glnet); replaces --arch")
         .option("export-onnx", "FILE", "also write the trained model as ONNX (opset 17) after every epoch, as the model file is")
         .option("init", "MODEL", "start from this model file's weights (a glnet or PyTorch safetensors file of the same network) "
                 "instead of a random initialisation")
@@ -122,10 +125,6 @@ int main(int argc, char** argv) {
       throw UsageError("--dataset is mnist, fashion, cifar10 or folder, not '" + dataset + "'");
     }
     if ((dataset == "cifar10" || dataset == "folder") && !parser.has("data")) throw UsageError("--dataset " + dataset + " needs --data DIR");
-    const std::string architecture = parser.text("arch");
-    if (architecture != "cnn" && !builtinNet(architecture)) parseArchitecture(architecture);
-    const std::optional<NetDescription> description =
-        parser.has("net") ? std::optional<NetDescription>(readNetDescription(parser.text("net"))) : std::nullopt;
     const Activation activation = parseActivation(parser.text("activation"));
     if (activation == Activation::none) throw UsageError("--activation none would make the MLP linear; use relu, tanh or sigmoid");
     TrainingOptions options;
@@ -182,45 +181,35 @@ int main(int argc, char** argv) {
     Network initial;
     std::size_t trainCount = 0;
     cli::setUpTogether(ranks, [&] {
-      const std::string directory =
-          parser.has("data") ? parser.text("data") : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
-      Network shape = description ? Network::fromDescription(*description, options.seed, parser.text("net"))
-                                  : Network::create(architecture, activation, options.seed);
-      if (parser.has("init")) shape.setParameterValues(shape.valuesIn(readSafetensors(parser.text("init")), parser.text("init")));
-      const auto classes = static_cast<int>(shape.classes());
-      LabelledImages train, test;
-      if (dataset == "folder") {
-        const Shape& in = shape.inputShape;
-        const std::uint32_t channels = in.size() == 3 ? in[0] : 1;
-        if (channels != 1 && channels != 3) throw UsageError("--dataset folder gives gray or RGB images; the network takes " + describe(in));
-        const auto side = static_cast<std::uint32_t>(parser.has("size") ? parser.integer("size", 1, 4096)
-                                                                        : in.size() == 3 ? in[1] : std::lround(std::sqrt(static_cast<double>(in[0]))));
-        const double fraction = parser.has("val-fraction") ? parser.number("val-fraction") : 0.0;
-        if (parser.has("val-fraction") && !(fraction > 0 && fraction < 1)) throw UsageError("--val-fraction must be between 0 and 1");
-        ImageFolderData folders = readImageFolders(directory, channels, side, fraction, options.seed);
-        if (folders.classes.size() != shape.classes()) {
-          throw Error(directory + ": " + std::to_string(folders.classes.size()) + " class folders for a network of " +
-                      std::to_string(shape.classes()) + " classes");
-        }
-        train = std::move(folders.train);
-        test = std::move(folders.test);
-      } else if (dataset == "cifar10") {
-        train = readCifar10Split(directory, Split::train, classes);
-        test = readCifar10Split(directory, Split::test, classes);
-      } else {
-        train = readMnistSplit(directory, Split::train, classes);
-        test = readMnistSplit(directory, Split::test, classes);
+      NetworkChoice networkChoice;
+      networkChoice.arch = parser.text("arch");
+      networkChoice.net = parser.text("net");
+      networkChoice.init = parser.text("init");
+      networkChoice.activation = activation;
+      networkChoice.seed = options.seed;
+      StartingNetwork start = startingNetwork(networkChoice);
+      DataChoice dataChoice;
+      dataChoice.dataset = dataset;
+      dataChoice.directory = parser.text("data");
+      dataChoice.size = parser.has("size") ? static_cast<std::uint32_t>(parser.integer("size", 1, 4096)) : 0;
+      if (parser.has("val-fraction")) {
+        dataChoice.validationFraction = parser.number("val-fraction");
+        if (!(dataChoice.validationFraction > 0 && dataChoice.validationFraction < 1)) throw UsageError("--val-fraction must be between 0 and 1");
       }
-      if (parser.has("test-limit")) keepFirst(test, static_cast<std::size_t>(parser.integer("test-limit", 1, static_cast<long>(test.images.count))));
-      if (parser.has("train-limit")) keepFirst(train, static_cast<std::size_t>(parser.integer("train-limit", 1, static_cast<long>(train.images.count))));
-      if (shape.inputs() != train.images.pixelsPerImage()) {
-        throw UsageError(std::string(description ? "the network description" : "--arch") + " takes " + describe(shape.inputShape) +
-                         " inputs (" + std::to_string(shape.inputs()) + " values) but the images have " +
-                         std::to_string(train.images.pixelsPerImage()) + " pixels");
-      }
+      dataChoice.seed = options.seed;
+      dataChoice.trainLimit = parser.has("train-limit") ? static_cast<std::size_t>(parser.integer("train-limit", 1, 1L << 40)) : 0;
+      dataChoice.testLimit = parser.has("test-limit") ? static_cast<std::size_t>(parser.integer("test-limit", 1, 1L << 40)) : 0;
+      DataSets sets = loadDataSets(dataChoice, start.network);
+      LabelledImages& train = sets.train;
+      LabelledImages& test = sets.test;
       trainCount = train.images.count;
-      initial = shape;
-      if (!parser.has("no-standardize")) initial.input = standardization(train.images);
+      initial = start.network;
+      // An ONNX model that records its input's normalization (glnet's exports) keeps it: its weights expect it.
+      if (start.recordedInput && !parser.has("no-standardize")) {
+        initial.input = *start.recordedInput;
+      } else if (!parser.has("no-standardize")) {
+        initial.input = standardization(train.images);
+      }
       if (parser.has("resume")) {
         resume = Checkpoint::load(parser.text("resume"), initial.architecture, options.optimizer.kind);
         if (resume->network.activation != activation) {

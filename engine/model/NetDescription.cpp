@@ -47,11 +47,6 @@ std::string kindList() {
   return list;
 }
 
-bool validName(const std::string& name) {
-  return !name.empty() && name.size() <= longestName && std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
-  });
-}
 
 std::uint32_t count(const nlohmann::json& value, const std::string& field, std::uint32_t least, const std::function<Error(const std::string&)>& refuse) {
   if (!value.is_number_integer() || value.get<std::int64_t>() < least || value.get<std::int64_t>() > largestAttribute) {
@@ -65,7 +60,7 @@ LayerDescription parseLayer(const nlohmann::json& entry, std::size_t index, cons
                             const std::string& source) {
   if (!entry.is_object()) throw Error(source + ": layer " + std::to_string(index + 1) + " is not an object");
   const auto nameField = entry.find("name");
-  if (nameField == entry.end() || !nameField->is_string() || !validName(nameField->get<std::string>())) {
+  if (nameField == entry.end() || !nameField->is_string() || !isValidLayerName(nameField->get<std::string>())) {
     throw Error(source + ": layer " + std::to_string(index + 1) + " needs a \"name\" of letters, digits, '_', '.' and '-' (at most " +
                 std::to_string(longestName) + ")");
   }
@@ -82,7 +77,7 @@ LayerDescription parseLayer(const nlohmann::json& entry, std::size_t index, cons
   const std::set<std::string>& allowed = attributesOfKind().at(layer.kind);
   for (const auto& [key, value] : entry.items()) {
     if (key == "name" || key == "kind" || key == "inputs" || allowed.count(key)) continue;
-    throw refuse("a " + layer.kind + " layer has no attribute \"" + (validName(key) ? key : std::string("(unprintable)")) + "\"");
+    throw refuse("a " + layer.kind + " layer has no attribute \"" + (isValidLayerName(key) ? key : std::string("(unprintable)")) + "\"");
   }
   if (const auto inputs = entry.find("inputs"); inputs != entry.end()) {
     if (!inputs->is_array() || inputs->empty()) throw refuse("\"inputs\" must be a list of earlier layers' names");
@@ -90,7 +85,7 @@ LayerDescription parseLayer(const nlohmann::json& entry, std::size_t index, cons
       if (!input.is_string()) throw refuse("\"inputs\" must be a list of earlier layers' names");
       const std::string name = input.get<std::string>();
       if (name != "input" && !earlier.count(name)) {
-        throw refuse("input '" + (validName(name) ? name : std::string("(unprintable)")) + "' is not an earlier layer (nor 'input')");
+        throw refuse("input '" + (isValidLayerName(name) ? name : std::string("(unprintable)")) + "' is not an earlier layer (nor 'input')");
       }
       layer.inputs.push_back(name);
     }
@@ -156,17 +151,23 @@ std::uint32_t saltOf(const std::string& name) {
 
 }  // namespace
 
+bool isValidLayerName(const std::string& name) {
+  return !name.empty() && name.size() <= longestName && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+  });
+}
+
 NetDescription parseNetDescription(const std::string& text, const std::string& source) {
   const nlohmann::json root = parseUntrustedJson(text, source);
   if (!root.is_object()) throw Error(source + ": a network description is a JSON object with \"input\" and \"layers\"");
   for (const auto& [key, value] : root.items()) {
     if (key != "name" && key != "input" && key != "layers") {
-      throw Error(source + ": unknown field \"" + (validName(key) ? key : std::string("(unprintable)")) + "\" (a description has name, input and layers)");
+      throw Error(source + ": unknown field \"" + (isValidLayerName(key) ? key : std::string("(unprintable)")) + "\" (a description has name, input and layers)");
     }
   }
   NetDescription description;
   if (const auto name = root.find("name"); name != root.end()) {
-    if (!name->is_string() || !validName(name->get<std::string>())) throw Error(source + ": \"name\" must be letters, digits, '_', '.' and '-'");
+    if (!name->is_string() || !isValidLayerName(name->get<std::string>())) throw Error(source + ": \"name\" must be letters, digits, '_', '.' and '-'");
     description.name = name->get<std::string>();
   }
   const auto input = root.find("input");

@@ -33,6 +33,9 @@ struct NetDescription {
   std::vector<LayerDescription> layers;
 };
 
+// Letters, digits, '_', '.' and '-', at most 128 of them: the names of layers, and of descriptions.
+bool isValidLayerName(const std::string& name);
+
 // Throws glnet::Error "`source`: layer 'NAME': what is wrong" (or without the layer for the whole file); checks
 // the fields and the references between layers. Shapes are checked when the network is built.
 NetDescription parseNetDescription(const std::string& text, const std::string& source);

@@ -199,6 +199,17 @@ put("Onnx", "matmul", onnx_model([helper.make_node("Reshape", ["x", "s"], ["f"],
                                   helper.make_node("MatMul", ["f", "m"], ["q"], name="matmul"),
                                   helper.make_node("Add", ["q", "b"], ["y"], name="add")], ["N", 2, 3], ["N", 2],
                                  {"s": np.array([0, -1], np.int64), "m": ramp(6, 2), "b": ramp(2)}, opset=11))
+put("Onnx", "trainable", onnx_model([
+    helper.make_node("Conv", ["x", "cw"], ["a"], name="/conv/Conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    helper.make_node("BatchNormalization", ["a", "g", "bb", "m", "v"], ["n"], name="/bn/BatchNormalization", momentum=0.9),
+    helper.make_node("Relu", ["n"], ["r"], name="/Relu"),
+    helper.make_node("Concat", ["r", "x"], ["c"], name="/Concat", axis=1),
+    helper.make_node("MaxPool", ["c"], ["p"], name="/pool/MaxPool", kernel_shape=[2, 2], strides=[2, 2]),
+    helper.make_node("Flatten", ["p"], ["f"], name="/Flatten", axis=1),
+    helper.make_node("Dropout", ["f", "ratio"], ["d"], name="/drop/Dropout"),
+    helper.make_node("Gemm", ["d", "fw", "fb"], ["y"], name="/fc/Gemm", transB=1)], ["N", 1, 4, 4], ["N", 3],
+    {"cw": ramp(2, 1, 3, 3), "g": ramp(2), "bb": ramp(2), "m": ramp(2), "v": np.ones(2, np.float32), "ratio": np.float32(0.25),
+     "fw": ramp(3, 12), "fb": ramp(3)}))
 put("Onnx", "softmax", onnx_model([helper.make_node("Softmax", ["x"], ["y"], name="softmax")], ["N", 3], ["N", 3], {}))
 
 

@@ -1,0 +1,40 @@
+// What the ONNX reader (Onnx.cpp), the reader of trainable networks (OnnxNetwork.cpp) and the writer share: ONNX's
+// protobuf classes, a model file parsed with its opset checked, and its tensors read as numbers.
+#pragma once
+
+#include "formats/Onnx.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+// A tensor's values on the host (an initializer, a Constant node's value, or a constant folded from them).
+struct OnnxConstant {
+  std::vector<std::int64_t> shape;
+  std::vector<double> values;
+  bool integer = false;  // int32/int64 data: division truncates, casts round toward zero
+  std::size_t elements() const {
+    std::size_t count = 1;
+    for (const std::int64_t d : shape) count *= static_cast<std::size_t>(d);
+    return count;
+  }
+};
+
+// Reads and parses `path` (at most largestOnnxBytes); throws glnet::Error when it is no ONNX model or its opset of the
+// default domain is not 6 to 18.
+onnx::ModelProto readOnnxModelProto(const std::string& path);
+// The model's opset of the default domain (0: none).
+std::int64_t onnxOpset(const onnx::ModelProto& model);
+// A float, double, int32, int64 or bool tensor of the model at `path` (external data read from beside it); throws
+// glnet::Error naming the tensor when its data does not match its shape.
+OnnxConstant readOnnxTensor(const onnx::TensorProto& tensor, const std::string& path);
+
+namespace onnxformat {
+std::string describe(const std::vector<std::int64_t>& shape);  // "[1, 3, 224, 224]"
+}  // namespace onnxformat
+
+}  // namespace glnet

@@ -1,0 +1,78 @@
+#include "model/TrainingInputs.h"
+
+#include "data/ImageFolder.h"
+#include "formats/Onnx.h"
+#include "formats/OnnxNetwork.h"
+#include "gl/check.h"
+#include "model/NetDescription.h"
+
+#include <cmath>
+
+namespace glnet {
+
+StartingNetwork startingNetwork(const NetworkChoice& choice) {
+  StartingNetwork start;
+  if (!choice.net.empty() && isOnnxPath(choice.net)) {
+    OnnxNetwork onnx = readOnnxNetwork(choice.net);
+    start.network = Network::fromDescription(onnx.description, choice.seed, choice.net);
+    start.network.setParameterValues(start.network.valuesIn(onnx.weights, choice.net));
+    start.recordedInput = onnx.input;
+  } else if (!choice.net.empty()) {
+    start.network = Network::fromDescription(readNetDescription(choice.net), choice.seed, choice.net);
+  } else {
+    if (choice.arch != "cnn" && !builtinNet(choice.arch)) parseArchitecture(choice.arch);
+    start.network = Network::create(choice.arch, choice.activation, choice.seed);
+  }
+  if (!choice.init.empty()) start.network.setParameterValues(start.network.valuesIn(readSafetensors(choice.init), choice.init));
+  return start;
+}
+
+DataSets loadDataSets(const DataChoice& choice, const Network& network) {
+  const std::string& dataset = choice.dataset;
+  if (dataset != "mnist" && dataset != "fashion" && dataset != "cifar10" && dataset != "folder") {
+    throw UsageError("the dataset is mnist, fashion, cifar10 or folder, not '" + dataset + "'");
+  }
+  if ((dataset == "cifar10" || dataset == "folder") && choice.directory.empty()) throw UsageError("the " + dataset + " dataset needs its directory");
+  const std::string directory = !choice.directory.empty() ? choice.directory : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
+  const auto classes = static_cast<int>(network.classes());
+  DataSets sets;
+  if (dataset == "folder") {
+    const Shape& in = network.inputShape;
+    const std::uint32_t channels = in.size() == 3 ? in[0] : 1;
+    if (channels != 1 && channels != 3) throw UsageError("an image folder gives gray or RGB images; the network takes " + describe(in));
+    const auto side = choice.size ? choice.size : in.size() == 3 ? in[1] : static_cast<std::uint32_t>(std::lround(std::sqrt(static_cast<double>(in[0]))));
+    if (choice.validationFraction != 0 && !(choice.validationFraction > 0 && choice.validationFraction < 1)) {
+      throw UsageError("the validation fraction must be between 0 and 1");
+    }
+    ImageFolderData folders = readImageFolders(directory, channels, side, choice.validationFraction, choice.seed);
+    if (folders.classes.size() != network.classes()) {
+      throw Error(directory + ": " + std::to_string(folders.classes.size()) + " class folders for a network of " + std::to_string(network.classes()) +
+                  " classes");
+    }
+    sets.train = std::move(folders.train);
+    sets.test = std::move(folders.test);
+  } else if (dataset == "cifar10") {
+    sets.train = readCifar10Split(directory, Split::train, classes);
+    sets.test = readCifar10Split(directory, Split::test, classes);
+  } else {
+    sets.train = readMnistSplit(directory, Split::train, classes);
+    sets.test = readMnistSplit(directory, Split::test, classes);
+  }
+  const auto limit = [](LabelledImages& set, std::size_t count, const char* which) {
+    if (count == 0) return;
+    if (count > set.images.count) {
+      throw UsageError(std::string("the ") + which + " limit " + std::to_string(count) + " is more than the " + std::to_string(set.images.count) + " " +
+                       which + " images");
+    }
+    keepFirst(set, count);
+  };
+  limit(sets.test, choice.testLimit, "test");
+  limit(sets.train, choice.trainLimit, "training");
+  if (network.inputs() != sets.train.images.pixelsPerImage()) {
+    throw UsageError("the network '" + network.architecture + "' takes " + describe(network.inputShape) + " inputs (" + std::to_string(network.inputs()) +
+                     " values) but the images have " + std::to_string(sets.train.images.pixelsPerImage()) + " pixels");
+  }
+  return sets;
+}
+
+}  // namespace glnet

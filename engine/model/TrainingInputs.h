@@ -1,0 +1,47 @@
+// What glnet_train and the Python package's glnet.train share before training starts: the network to start from
+// (an architecture string, a built-in or described network, or an ONNX model to fine-tune, then --init's weights)
+// and the training and test sets (IDX, CIFAR-10 or an image folder) checked against it.
+#pragma once
+
+#include "data/Idx.h"
+#include "model/Network.h"
+
+#include <optional>
+#include <string>
+
+namespace glnet {
+
+struct NetworkChoice {
+  std::string arch = "784-128-10";  // an MLP's sizes, cnn, or a built-in description's name; when net is empty
+  std::string net;                  // a description file (.json) or an ONNX model (.onnx) to fine-tune
+  std::string init;                 // a safetensors file whose weights replace the initial ones
+  Activation activation = Activation::relu;
+  std::uint32_t seed = 0;
+};
+
+struct StartingNetwork {
+  Network network;
+  // The input normalization an ONNX model records (glnet's exports), which its weights expect.
+  std::optional<InputFormat> recordedInput;
+};
+
+// Throws glnet::Error (or UsageError for a bad choice) naming the file and what is wrong.
+StartingNetwork startingNetwork(const NetworkChoice& choice);
+
+struct DataChoice {
+  std::string dataset = "mnist";  // mnist, fashion, cifar10 or folder
+  std::string directory;          // empty: data/mnist, or Debian's Fashion-MNIST
+  std::uint32_t size = 0;         // folder: the images' side (0: the network's)
+  double validationFraction = 0;  // folder: held out of each class when there is no train/ and test/
+  std::uint32_t seed = 0;         // folder: which images are held out
+  std::size_t trainLimit = 0, testLimit = 0;  // 0: all
+};
+
+struct DataSets {
+  LabelledImages train, test;
+};
+
+// The data sets for `network`, whose input they must fit (one line naming the mismatch otherwise).
+DataSets loadDataSets(const DataChoice& choice, const Network& network);
+
+}  // namespace glnet

@@ -1,0 +1,208 @@
+#!/usr/bin/python3
+"""Fine-tuning an ONNX model that Debian's PyTorch exported (python3-torch, CPU): glnet_train --net MODEL.onnx against
+PyTorch training the same module, ten steps on the same batch.
+
+The module is written as PyTorch users write them, not from a glnet description: a bias-free convolution before batch
+normalization, a depthwise convolution, a concatenation of channels, SiLU (exported as x*Sigmoid(x)), a residual add,
+max and global average pooling, a Linear layer, and a Dropout of rate 0 (exported, so that the importer sees one). It
+is exported in training mode (torch.onnx.TrainingMode.TRAINING keeps BatchNormalization and Dropout) with random
+weights, then both sides train ten steps of SGD with momentum on the first 64 MNIST training images (x/255, the
+whole batch each step). Checks every step's loss and every parameter and running statistic afterwards; the bias
+glnet gives the bias-free convolution (zeros, trained) must stay where batch normalization leaves it, at zero.
+
+Tolerance and why: as tests/reference/torch_training.py, float32 on both sides in different summation orders, which
+batch normalization amplifies to about 1e-6 relative per step: 1e-4 relative on the losses, 1e-4 + 1e-3·|value| on the
+parameters. A second module with Dropout(0.3) exported the same way must train (its loss falls by more than 0.1) and
+its model file must record the dropout layer. A model that flattens with x.view is refused in one line naming the node.
+
+  torch_finetune.py GLNET_TRAIN MNIST_DIR WORK_DIR
+"""
+import json
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+here = Path(__file__).resolve().parent
+sys.path.insert(0, str(here.parent.parent / "bench"))
+from idx_files import idx  # noqa: E402
+
+STEPS, BATCH, LR = 10, 64, 0.05
+
+
+class Mixed(nn.Module):
+    def __init__(self, dropout):
+        super().__init__()
+        self.stem = nn.Conv2d(1, 6, 3, stride=2, padding=1, bias=False)
+        self.stem_bn = nn.BatchNorm2d(6)
+        self.depthwise = nn.Conv2d(6, 6, 3, padding=1, groups=6)
+        self.depthwise_bn = nn.BatchNorm2d(6, momentum=0.2)
+        self.pointwise = nn.Conv2d(12, 12, 1)
+        self.pool = nn.MaxPool2d(2)
+        self.drop = nn.Dropout(dropout)
+        self.fc = nn.Linear(12, 10)
+
+    def forward(self, x):
+        a = torch.relu(self.stem_bn(self.stem(x)))
+        b = nn.functional.silu(self.depthwise_bn(self.depthwise(a)))
+        c = torch.cat([a, b], 1)
+        c = self.pointwise(c) + c
+        c = self.pool(torch.relu(c))
+        c = torch.flatten(nn.functional.adaptive_avg_pool2d(c, 1), 1)
+        return self.fc(self.drop(c))
+
+
+def export(model, path):
+    model.train()
+    torch.onnx.export(model, torch.zeros(2, 1, 28, 28), str(path), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=["images"], output_names=["logits"], dynamic_axes={"images": {0: "batch"}})
+
+
+def read_safetensors(path):
+    data = Path(path).read_bytes()
+    size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + size])
+    metadata = header.pop("__metadata__", {})
+    tensors = {name: np.frombuffer(data[8 + size + e["data_offsets"][0]:8 + size + e["data_offsets"][1]], "<f4").reshape(e["shape"])
+               for name, e in header.items() if not name.startswith("optimizer.")}
+    return tensors, metadata
+
+
+def glnet_train(train, mnist, work, model, name, extra=()):
+    result = subprocess.run([train, "--net", str(model), "--data", mnist, "--train-limit", str(BATCH), "--batch", str(BATCH),
+                             "--test-limit", "10", "--epochs", str(STEPS), "--optimizer", "momentum", "--lr", str(LR), "--no-standardize",
+                             "--json", "--out", str(work / (name + ".safetensors")), *extra], capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit("glnet_train --net " + str(model) + " failed: " + result.stderr.strip().splitlines()[-1])
+    return [epoch["train_loss"] for epoch in json.loads(result.stdout)["epochs"]]
+
+
+def main(train, mnist, work):
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(11)
+    model = Mixed(0.0)
+    export(model, work / "mixed.onnx")
+    glnet_losses = glnet_train(train, mnist, work, work / "mixed.onnx", "mixed")
+
+    images = idx(mnist, "train-images-idx3-ubyte")[:BATCH]
+    labels = idx(mnist, "train-labels-idx1-ubyte")[:BATCH].astype(np.int64)
+    x = torch.from_numpy(images.astype(np.float32) / 255).unsqueeze(1)
+    y = torch.from_numpy(labels)
+    optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
+    model.train()
+    torch_losses = []
+    for _ in range(STEPS):
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        torch_losses.append(loss.item())
+
+    failures = 0
+    print("step  glnet loss   PyTorch loss")
+    for step, (g, t) in enumerate(zip(glnet_losses, torch_losses), 1):
+        ok = abs(g - t) <= 1e-4 * abs(t)
+        failures += not ok
+        print(f"{step:4d}  {g:.7f}  {t:.7f}{'' if ok else '  MISMATCH'}")
+    if len(glnet_losses) != STEPS:
+        sys.exit(f"glnet_train reported {len(glnet_losses)} steps, not {STEPS}")
+    trained, _ = read_safetensors(work / "mixed.safetensors")
+    expected = {k: v.detach().numpy() for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
+    missing = set(expected) - set(trained)
+    if missing:
+        sys.exit(f"glnet's model lacks PyTorch's tensors {sorted(missing)}")
+    if set(trained) - set(expected) != {"stem.bias"}:
+        sys.exit(f"glnet's model has tensors beyond PyTorch's and the bias-free convolution's: {sorted(set(trained) - set(expected))}")
+    if np.abs(trained["stem.bias"]).max() > 1e-4:
+        failures += 1
+        print(f"stem.bias moved to {np.abs(trained['stem.bias']).max():.3g}; batch normalization after it should leave it at 0")
+    for name, value in expected.items():
+        if np.any(np.abs(trained[name] - value) > 1e-4 + 1e-3 * np.abs(value)):
+            failures += 1
+            print(f"{name}: max |glnet - PyTorch| {np.abs(trained[name] - value).max():.3g} beyond the tolerance")
+    print(f"{len(expected)} tensors compared after {STEPS} steps")
+
+    torch.manual_seed(12)
+    export(Mixed(0.3), work / "dropout.onnx")
+    losses = glnet_train(train, mnist, work, work / "dropout.onnx", "dropout")
+    _, metadata = read_safetensors(work / "dropout.safetensors")
+    rates = [layer["rate"] for layer in json.loads(metadata["network"])["layers"] if layer["kind"] == "dropout"]
+    if rates != [0.30000001192092896] and rates != [0.3]:
+        failures += 1
+        print(f"the dropout model records dropout rates {rates}, not [0.3]")
+    # Without dropout the same steps lower the loss by about 0.11; with a random mask each step, by more than 0.1 still.
+    if not losses[-1] < losses[0] - 0.1:
+        failures += 1
+        print(f"with dropout the loss went from {losses[0]:.4f} to {losses[-1]:.4f} in {STEPS} steps")
+
+    # A model glnet cannot train is refused in one line naming the node PyTorch gave it.
+    class Viewed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(784, 10)
+
+        def forward(self, x):
+            return self.fc(x.view(x.size(0), -1))
+
+    export(Viewed(), work / "viewed.onnx")
+    result = subprocess.run([train, "--net", str(work / "viewed.onnx"), "--data", mnist, "--out", str(work / "v.safetensors")],
+                            capture_output=True, text=True)
+    lines = result.stderr.strip().splitlines()
+    wanted = "viewed.onnx: node '/Shape' (Shape): glnet trains Conv, Gemm"
+    if result.returncode != 1 or len(lines) != 1 or wanted not in lines[0] or "torch.flatten(x, 1)" not in lines[0]:
+        failures += 1
+        print(f"a model with x.view: exit {result.returncode}, {lines}; wanted one line with {wanted!r}")
+    failures += refusals(train, mnist, work)
+    sys.exit(1 if failures else 0)
+
+
+def refusals(train, mnist, work):
+    """Models glnet runs but cannot train, each refused in one line naming the node and what is wrong."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def model(nodes, initializers, name):
+        graph = helper.make_graph(nodes, "bad", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1, 28, 28])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                  [numpy_helper.from_array(np.ones(shape, np.float32), k) for k, shape in initializers.items()])
+        path = work / (name + ".onnx")
+        onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+        return path
+
+    conv = {"w": (4, 1, 3, 3), "b": (4,)}
+    cases = [
+        (model([helper.make_node("Conv", ["x", "w", "b"], ["y"], name="c", dilations=[2, 2])], conv, "dilated"),
+         "node 'c' (Conv): dilated windows are not supported for training"),
+        (model([helper.make_node("Conv", ["x", "w", "b"], ["y"], name="c", pads=[1, 1, 0, 0])], conv, "uneven"),
+         "node 'c' (Conv): glnet trains one stride and one padding on every side"),
+        (model([helper.make_node("Conv", ["x", "w", "b"], ["y"], name="c", kernel_shape=[3, 3])], {"w": (4, 1, 3, 2), "b": (4,)}, "oblong"),
+         "node 'c' (Conv): the weight [4, 1, 3, 2] does not match kernel_shape"),
+        (model([helper.make_node("Flatten", ["x"], ["f"], name="f"), helper.make_node("Gemm", ["f", "w", "b"], ["y"], name="g", alpha=2.0)],
+               {"w": (10, 784), "b": (10,)}, "alpha"), "node 'g' (Gemm): glnet trains Gemm as PyTorch's Linear exports it"),
+        (model([helper.make_node("Concat", ["x", "x"], ["y"], name="j", axis=2)], {}, "axis"),
+         "node 'j' (Concat): glnet trains concatenations of channels (axis 1)"),
+        (model([helper.make_node("AveragePool", ["x"], ["y"], name="p", kernel_shape=[3, 3], pads=[1, 1, 1, 1], count_include_pad=1)], {},
+               "counted"), "node 'p' (AveragePool): glnet's average pooling leaves padding out"),
+        (model([helper.make_node("Add", ["x", "w"], ["y"], name="a")], {"w": (1, 1, 28, 28)}, "constant"),
+         "node 'a' (Add): input 1 is a constant where glnet trains on computed tensors"),
+        (model([helper.make_node("Relu", ["x"], ["y"], name="s"), helper.make_node("Relu", ["x"], ["r"], name="r")], {}, "dead"),
+         "the output y is not what the last node computes"),
+    ]
+    failures = 0
+    for path, wanted in cases:
+        result = subprocess.run([train, "--net", str(path), "--data", mnist, "--out", str(work / "bad.safetensors")], capture_output=True, text=True)
+        lines = result.stderr.strip().splitlines()
+        if result.returncode != 1 or len(lines) != 1 or wanted not in lines[0]:
+            failures += 1
+            print(f"{path.name}: exit {result.returncode}, {lines}; wanted one line with {wanted!r}")
+    print(f"{len(cases)} untrainable models refused")
+    return failures
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
