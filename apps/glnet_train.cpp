@@ -133,28 +133,17 @@ int main(int argc, char** argv) {
     options.fullBatch = parser.has("full-batch");
     options.optimizer.kind = parseOptimizer(parser.text("optimizer"));
     options.optimizer.learningRate = static_cast<float>(parser.number("lr"));
-    if (!(options.optimizer.learningRate > 0 && std::isfinite(options.optimizer.learningRate))) {
-      throw UsageError("--lr must be a positive number within float range, not '" + parser.text("lr") + "'");
-    }
     options.optimizer.weightDecay = static_cast<float>(parser.number("weight-decay"));
-    if (!(options.optimizer.weightDecay >= 0 && options.optimizer.weightDecay < 1)) throw UsageError("--weight-decay must be from 0 to below 1");
     options.optimizer.nesterov = parser.has("nesterov");
-    if (options.optimizer.nesterov && options.optimizer.kind != OptimizerKind::momentum) throw UsageError("--nesterov needs --optimizer momentum");
     options.optimizer.clipNorm = static_cast<float>(parser.number("clip-norm"));
-    if (!(options.optimizer.clipNorm >= 0 && std::isfinite(options.optimizer.clipNorm))) throw UsageError("--clip-norm must be 0 or a positive number");
     options.schedule.kind = parseSchedule(parser.text("schedule"));
-    const double warmupEpochs = parser.number("warmup-epochs"), stepEpochs = parser.number("step-epochs"), stepGamma = parser.number("step-gamma");
-    if (!(warmupEpochs >= 0 && warmupEpochs <= 1e6)) throw UsageError("--warmup-epochs must be from 0 to 1000000");
-    if (warmupEpochs > 0 && options.schedule.kind == ScheduleKind::onecycle) throw UsageError("--warmup-epochs does not apply to onecycle, which warms up itself");
-    if (!(stepEpochs >= 1 && stepEpochs <= 1e6)) throw UsageError("--step-epochs must be from 1 to 1000000");
-    if (!(stepGamma > 0 && stepGamma <= 1)) throw UsageError("--step-gamma must be in (0, 1]");
-    options.schedule.gamma = stepGamma;
-    options.warmupEpochs = warmupEpochs;
+    options.schedule.gamma = parser.number("step-gamma");
+    options.warmupEpochs = parser.number("warmup-epochs");
+    options.stepEpochs = parser.number("step-epochs");
     options.augment.shift = static_cast<std::uint32_t>(parser.integer("augment-shift", 0, 64));
     options.augment.flip = parser.has("augment-flip");
     options.labelSmoothing = static_cast<float>(parser.number("label-smoothing"));
-    if (!(options.labelSmoothing >= 0 && options.labelSmoothing < 1)) throw UsageError("--label-smoothing must be from 0 to below 1");
-    options.stepEpochs = stepEpochs;
+    checkTrainingOptions(options, [](const std::string& option) { return "--" + option; });
     options.seed = static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX));
     options.logEvery = static_cast<std::size_t>(parser.integer("log-every", 1, 1L << 30));
     const double progressSeconds = parser.number("progress-every");

@@ -4,12 +4,14 @@
 // and glnet.GpuError; Ctrl-C during training stops it between steps and raises KeyboardInterrupt.
 #include "bench/ModelBenchmark.h"
 #include "data/Idx.h"
+#include "formats/OnnxExport.h"
 #include "gl/AtomicFile.h"
 #include "gl/Context.h"
 #include "gl/Stopwatch.h"
 #include "gl/check.h"
 #include "model/OnnxRunner.h"
 #include "model/Trainer.h"
+#include "model/TrainingInputs.h"
 #include "serve/WarmClassifier.h"
 
 #include <pybind11/functional.h>
@@ -17,6 +19,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -34,6 +37,18 @@ namespace py = pybind11;
 using namespace glnet;
 
 namespace {
+
+// A setting as a checkpoint records it: the shortest text that reads back as the same double.
+std::string number(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.17g", value);
+  for (int digits = 1; digits <= 17; ++digits) {
+    char shorter[32];
+    std::snprintf(shorter, sizeof shorter, "%.*g", digits, value);
+    if (std::strtod(shorter, nullptr) == value) return shorter;
+  }
+  return text;
+}
 
 // The thread that owns one device's GL context and runs every task given for it, in order.
 class Device {
@@ -341,11 +356,14 @@ py::tuple readMnist(const std::string& directory, const std::string& split) {
 // Thrown on the device thread when the caller asked training to stop (Ctrl-C, or an exception in a callback).
 struct Stopped {};
 
+// glnet_train's options, by the names glnet.train takes.
 struct TrainSettings {
-  std::string arch = "784-128-10", net, activation = "relu", data = "data/mnist", out, checkpoint, optimizer = "sgd";
+  std::string arch = "784-128-10", net, init, activation = "relu", dataset = "mnist", data, out, checkpoint, exportOnnx, optimizer = "sgd";
+  std::string schedule = "constant";
   int epochs = 3;
-  std::uint32_t batch = 64, seed = 0;
-  double lr = 0.1;
+  std::uint32_t batch = 64, seed = 0, size = 0, augmentShift = 0;
+  double lr = 0.1, weightDecay = 0, clipNorm = 0, warmupEpochs = 0, stepEpochs = 30, stepGamma = 0.1, labelSmoothing = 0, valFraction = 0;
+  bool nesterov = false, augmentFlip = false;
   std::size_t trainLimit = 0, testLimit = 0;
   bool standardize = true;
   std::string device, api;
@@ -355,8 +373,6 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
   if (s.out.empty()) throw UsageError("out: the file to write the trained model to is required");
   if (s.epochs < 1) throw UsageError("epochs must be at least 1");
   if (s.batch < 1) throw UsageError("batch must be at least 1");
-  if (!(s.lr > 0 && std::isfinite(s.lr))) throw UsageError("lr must be a positive number");
-  if (s.net.empty() && s.arch != "cnn" && !builtinNet(s.arch)) parseArchitecture(s.arch);
   const Activation activation = parseActivation(s.activation);
   if (activation == Activation::none) throw UsageError("activation none would make the MLP linear; use relu, tanh or sigmoid");
   TrainingOptions options;
@@ -365,21 +381,50 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
   options.seed = s.seed;
   options.optimizer.kind = parseOptimizer(s.optimizer);
   options.optimizer.learningRate = static_cast<float>(s.lr);
+  options.optimizer.weightDecay = static_cast<float>(s.weightDecay);
+  options.optimizer.nesterov = s.nesterov;
+  options.optimizer.clipNorm = static_cast<float>(s.clipNorm);
+  options.schedule.kind = parseSchedule(s.schedule);
+  options.schedule.gamma = s.stepGamma;
+  options.warmupEpochs = s.warmupEpochs;
+  options.stepEpochs = s.stepEpochs;
+  options.augment.shift = s.augmentShift;
+  options.augment.flip = s.augmentFlip;
+  options.labelSmoothing = static_cast<float>(s.labelSmoothing);
   options.reportSeconds = progressSeconds;
+  checkTrainingOptions(options, [](std::string option) {
+    std::replace(option.begin(), option.end(), '-', '_');
+    return option;
+  });
   const std::string checkpointPath = s.checkpoint.empty() ? defaultCheckpointPath(s.out) : s.checkpoint;
   checkWritable(s.out);
   checkWritable(checkpointPath);
+  if (!s.exportOnnx.empty()) checkWritable(s.exportOnnx);
 
-  Network initial = s.net.empty() ? Network::create(s.arch, activation, s.seed) : Network::fromDescription(readNetDescription(s.net), s.seed, s.net);
-  LabelledImages trainSet = readMnistSplit(s.data, Split::train, static_cast<int>(initial.classes()));
-  LabelledImages testSet = readMnistSplit(s.data, Split::test, static_cast<int>(initial.classes()));
-  if (s.trainLimit) keepFirst(trainSet, s.trainLimit);
-  if (s.testLimit) keepFirst(testSet, s.testLimit);
-  if (initial.inputs() != trainSet.images.pixelsPerImage()) {
-    throw UsageError("arch starts with " + std::to_string(initial.inputs()) + " inputs but the images have " +
-                     std::to_string(trainSet.images.pixelsPerImage()) + " pixels");
+  NetworkChoice networkChoice;
+  networkChoice.arch = s.arch;
+  networkChoice.net = s.net;
+  networkChoice.init = s.init;
+  networkChoice.activation = activation;
+  networkChoice.seed = s.seed;
+  const StartingNetwork start = startingNetwork(networkChoice);
+  Network initial = start.network;
+  DataChoice dataChoice;
+  dataChoice.dataset = s.dataset;
+  dataChoice.directory = s.data;
+  dataChoice.size = s.size;
+  dataChoice.validationFraction = s.valFraction;
+  dataChoice.seed = s.seed;
+  dataChoice.trainLimit = s.trainLimit;
+  dataChoice.testLimit = s.testLimit;
+  const DataSets sets = loadDataSets(dataChoice, initial);
+  const LabelledImages& trainSet = sets.train;
+  const LabelledImages& testSet = sets.test;
+  if (start.recordedInput && s.standardize) {
+    initial.input = *start.recordedInput;
+  } else if (s.standardize) {
+    initial.input = standardization(trainSet.images);
   }
-  if (s.standardize) initial.input = standardization(trainSet.images);
 
   // Events from the device thread, handed to the Python callbacks on the caller's thread.
   std::mutex mutex;
@@ -428,7 +473,18 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
   // glnet_train's flags, so that `glnet_train --resume CHECKPOINT` continues the same run.
   std::map<std::string, std::string> settings = {
       {"arch", s.arch}, {"activation", s.activation}, {"epochs", std::to_string(s.epochs)}, {"batch", std::to_string(s.batch)},
-      {"lr", std::to_string(s.lr)}, {"optimizer", s.optimizer}, {"data", s.data}, {"seed", std::to_string(s.seed)}};
+      {"lr", number(s.lr)}, {"optimizer", s.optimizer}, {"dataset", s.dataset}, {"seed", std::to_string(s.seed)},
+      {"weight-decay", number(s.weightDecay)}, {"clip-norm", number(s.clipNorm)}, {"schedule", s.schedule},
+      {"warmup-epochs", number(s.warmupEpochs)}, {"step-epochs", number(s.stepEpochs)}, {"step-gamma", number(s.stepGamma)},
+      {"augment-shift", std::to_string(s.augmentShift)}, {"label-smoothing", number(s.labelSmoothing)}};
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"net", &s.net}, {"init", &s.init}, {"data", &s.data},
+                                    {"export-onnx", &s.exportOnnx}}) {
+    if (!value->empty()) settings[flag] = *value;
+  }
+  if (s.size) settings["size"] = std::to_string(s.size);
+  if (s.valFraction > 0) settings["val-fraction"] = number(s.valFraction);
+  if (s.nesterov) settings["nesterov"] = "1";
+  if (s.augmentFlip) settings["augment-flip"] = "1";
   if (s.trainLimit) settings["train-limit"] = std::to_string(s.trainLimit);
   if (s.testLimit) settings["test-limit"] = std::to_string(s.testLimit);
   if (!s.standardize) settings["no-standardize"] = "1";
@@ -451,6 +507,7 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
                   checkpoint.settings = settings;
                   checkpoint.save(checkpointPath);
                   trainer->network().save(s.out);
+                  if (!s.exportOnnx.empty()) writeOnnx(trainer->network(), s.exportOnnx);
                 }
                 {
                   std::lock_guard<std::mutex> lock(mutex);
@@ -544,6 +601,21 @@ PYBIND11_MODULE(_glnet, m) {
       .def_readwrite("test_limit", &TrainSettings::testLimit)
       .def_readwrite("standardize", &TrainSettings::standardize)
       .def_readwrite("device", &TrainSettings::device)
-      .def_readwrite("api", &TrainSettings::api);
+      .def_readwrite("api", &TrainSettings::api)
+      .def_readwrite("init", &TrainSettings::init)
+      .def_readwrite("dataset", &TrainSettings::dataset)
+      .def_readwrite("export_onnx", &TrainSettings::exportOnnx)
+      .def_readwrite("schedule", &TrainSettings::schedule)
+      .def_readwrite("size", &TrainSettings::size)
+      .def_readwrite("augment_shift", &TrainSettings::augmentShift)
+      .def_readwrite("weight_decay", &TrainSettings::weightDecay)
+      .def_readwrite("clip_norm", &TrainSettings::clipNorm)
+      .def_readwrite("warmup_epochs", &TrainSettings::warmupEpochs)
+      .def_readwrite("step_epochs", &TrainSettings::stepEpochs)
+      .def_readwrite("step_gamma", &TrainSettings::stepGamma)
+      .def_readwrite("label_smoothing", &TrainSettings::labelSmoothing)
+      .def_readwrite("val_fraction", &TrainSettings::valFraction)
+      .def_readwrite("nesterov", &TrainSettings::nesterov)
+      .def_readwrite("augment_flip", &TrainSettings::augmentFlip);
   m.def("train", &train, py::arg("settings"), py::arg("on_epoch"), py::arg("on_progress"), py::arg("progress_seconds"));
 }

@@ -27,6 +27,20 @@ StartingNetwork startingNetwork(const NetworkChoice& choice) {
   return start;
 }
 
+void checkTrainingOptions(const TrainingOptions& o, const std::function<std::string(const std::string&)>& spell) {
+  const auto refuse = [&](const std::string& option, const std::string& why) { return UsageError(spell(option) + " " + why); };
+  if (!(o.optimizer.learningRate > 0 && std::isfinite(o.optimizer.learningRate))) throw refuse("lr", "must be a positive number within float range");
+  if (!(o.optimizer.weightDecay >= 0 && o.optimizer.weightDecay < 1)) throw refuse("weight-decay", "must be from 0 to below 1");
+  if (o.optimizer.nesterov && o.optimizer.kind != OptimizerKind::momentum) throw refuse("nesterov", "needs the momentum optimizer");
+  if (!(o.optimizer.clipNorm >= 0 && std::isfinite(o.optimizer.clipNorm))) throw refuse("clip-norm", "must be 0 or a positive number");
+  if (!(o.warmupEpochs >= 0 && o.warmupEpochs <= 1e6)) throw refuse("warmup-epochs", "must be from 0 to 1000000");
+  if (o.warmupEpochs > 0 && o.schedule.kind == ScheduleKind::onecycle) throw refuse("warmup-epochs", "does not apply to onecycle, which warms up itself");
+  if (!(o.stepEpochs >= 1 && o.stepEpochs <= 1e6)) throw refuse("step-epochs", "must be from 1 to 1000000");
+  if (!(o.schedule.gamma > 0 && o.schedule.gamma <= 1)) throw refuse("step-gamma", "must be in (0, 1]");
+  if (o.augment.shift > 64) throw refuse("augment-shift", "must be from 0 to 64");
+  if (!(o.labelSmoothing >= 0 && o.labelSmoothing < 1)) throw refuse("label-smoothing", "must be from 0 to below 1");
+}
+
 DataSets loadDataSets(const DataChoice& choice, const Network& network) {
   const std::string& dataset = choice.dataset;
   if (dataset != "mnist" && dataset != "fashion" && dataset != "cifar10" && dataset != "folder") {

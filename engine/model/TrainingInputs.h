@@ -1,10 +1,13 @@
 // What glnet_train and the Python package's glnet.train share before training starts: the network to start from
-// (an architecture string, a built-in or described network, or an ONNX model to fine-tune, then --init's weights)
-// and the training and test sets (IDX, CIFAR-10 or an image folder) checked against it.
+// (an architecture string, a built-in or described network, or an ONNX model to fine-tune, then --init's weights),
+// the options' ranges, and the training and test sets (IDX, CIFAR-10 or an image folder) checked against the network.
 #pragma once
 
 #include "data/Idx.h"
 #include "model/Network.h"
+#include "model/Trainer.h"
+
+#include <functional>
 
 #include <optional>
 #include <string>
@@ -40,6 +43,10 @@ struct DataChoice {
 struct DataSets {
   LabelledImages train, test;
 };
+
+// Throws UsageError when an option is out of its range; `spell` gives an option's name as its caller takes it
+// ("weight-decay": --weight-decay on the command line, weight_decay in Python).
+void checkTrainingOptions(const TrainingOptions& options, const std::function<std::string(const std::string&)>& spell);
 
 // The data sets for `network`, whose input they must fit (one line naming the mismatch otherwise).
 DataSets loadDataSets(const DataChoice& choice, const Network& network);

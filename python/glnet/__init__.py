@@ -195,18 +195,30 @@ class Classifier:
         return f"glnet.Classifier({self.path!r}, architecture={self.architecture!r}, classes={self.classes})"
 
 
-def train(arch: str = "784-128-10", data: Union[str, os.PathLike] = "data/mnist", epochs: int = 3, *,
-          out: Union[str, os.PathLike], net: Optional[Union[str, os.PathLike]] = None, batch: int = 64, lr: float = 0.1,
-          optimizer: str = "sgd",
+def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = None, epochs: int = 3, *,
+          out: Union[str, os.PathLike], net: Optional[Union[str, os.PathLike]] = None,
+          init: Optional[Union[str, os.PathLike]] = None, dataset: str = "mnist", size: Optional[int] = None,
+          val_fraction: Optional[float] = None, batch: int = 64, lr: float = 0.1, optimizer: str = "sgd",
+          weight_decay: float = 0.0, nesterov: bool = False, clip_norm: float = 0.0, schedule: str = "constant",
+          warmup_epochs: float = 0.0, step_epochs: float = 30.0, step_gamma: float = 0.1, label_smoothing: float = 0.0,
+          augment_shift: int = 0, augment_flip: bool = False,
           activation: str = "relu", seed: int = 0, train_limit: Optional[int] = None, test_limit: Optional[int] = None,
           standardize: bool = True, checkpoint: Optional[Union[str, os.PathLike]] = None,
+          export_onnx: Optional[Union[str, os.PathLike]] = None,
           on_epoch: Optional[Callable[[Dict[str, Any]], Any]] = None,
           on_progress: Optional[Callable[[Dict[str, Any]], Any]] = None, progress_seconds: float = 1.0,
           device: Optional[Union[int, str]] = None, api: Optional[str] = None) -> List[Dict[str, Any]]:
-    """Trains an MLP ("784-128-10"), the MNIST CNN ("cnn"), a built-in description ("lenet5", "resnet8") or the
-    network description file `net` (glnet_train --net; README: Your own network and data) on IDX images in `data`
-    (MNIST or Fashion-MNIST) as glnet_train does: the dataset resident on the GPU, each step one recorded plan. After each epoch the
-    model is written to `out` and a checkpoint beside it (or to `checkpoint`), each file replaced whole.
+    """Trains as glnet_train does, with its options by the same names (README: Your own network and data): an MLP
+    ("784-128-10"), the MNIST CNN ("cnn"), a built-in description ("lenet5", "resnet8"), the network description file
+    `net`, or an ONNX model `net` ("model.onnx") fine-tuned from its weights; `init` starts from a safetensors file's
+    weights. Data: `dataset` "mnist" or "fashion" (IDX files in `data`; default data/mnist or Debian's Fashion-MNIST),
+    "cifar10" (its binary files in `data`) or "folder" (one sub-folder of images per class under `data`, resized to
+    `size`, split by train/ and test/ or `val_fraction`), resident on the GPU, each step one recorded plan.
+    Optimizer: "sgd", "momentum" (with `nesterov`), "adam" or "adamw"; `weight_decay` (weights only), `clip_norm`;
+    `schedule` "constant", "cosine", "step" (`step_epochs`, `step_gamma`) or "onecycle", after `warmup_epochs`;
+    `label_smoothing`; augmentation on the GPU: `augment_shift` pixels, `augment_flip`. After each epoch the model is
+    written to `out` (and as ONNX to `export_onnx`) and a checkpoint beside it (or to `checkpoint`), each file replaced
+    whole; glnet_train --resume continues it.
 
     on_epoch gets a dict per epoch (epoch, train_loss, train_accuracy, test_accuracy, seconds,
     samples_per_second); on_progress about every progress_seconds (epoch, epochs, step, steps, loss,
@@ -214,11 +226,23 @@ def train(arch: str = "784-128-10", data: Union[str, os.PathLike] = "data/mnist"
     and is raised. Ctrl-C stops training within about progress_seconds and raises KeyboardInterrupt; the
     model and checkpoint of the last finished epoch stay intact. Returns the epochs' dicts."""
     settings = _glnet.TrainSettings()
-    settings.arch, settings.data, settings.out = arch, os.fspath(data), os.fspath(out)
+    settings.arch, settings.out = arch, os.fspath(out)
+    settings.data = os.fspath(data) if data is not None else ""
     settings.net = os.fspath(net) if net is not None else ""
+    settings.init = os.fspath(init) if init is not None else ""
     settings.checkpoint = os.fspath(checkpoint) if checkpoint is not None else ""
+    settings.export_onnx = os.fspath(export_onnx) if export_onnx is not None else ""
+    settings.dataset, settings.schedule = str(dataset), str(schedule)
+    settings.size = _count(size, "size") if size is not None else 0
+    settings.val_fraction = float(val_fraction) if val_fraction is not None else 0.0
+    if val_fraction is not None and not (0 < settings.val_fraction < 1):
+        raise UsageError("val_fraction must be between 0 and 1")
     settings.epochs, settings.batch, settings.lr = _count(epochs, "epochs"), _count(batch, "batch"), float(lr)
     settings.optimizer, settings.activation, settings.seed = optimizer, activation, _count(seed, "seed", 0)
+    settings.weight_decay, settings.clip_norm, settings.nesterov = float(weight_decay), float(clip_norm), bool(nesterov)
+    settings.warmup_epochs, settings.step_epochs, settings.step_gamma = float(warmup_epochs), float(step_epochs), float(step_gamma)
+    settings.label_smoothing = float(label_smoothing)
+    settings.augment_shift, settings.augment_flip = _count(augment_shift, "augment_shift", 0), bool(augment_flip)
     settings.train_limit = _count(train_limit, "train_limit") if train_limit is not None else 0
     settings.test_limit = _count(test_limit, "test_limit") if test_limit is not None else 0
     settings.standardize = bool(standardize)

@@ -58,6 +58,21 @@ class TrainSettings:
     standardize: bool
     device: str
     api: str
+    init: str
+    dataset: str
+    export_onnx: str
+    schedule: str
+    size: int
+    augment_shift: int
+    weight_decay: float
+    clip_norm: float
+    warmup_epochs: float
+    step_epochs: float
+    step_gamma: float
+    label_smoothing: float
+    val_fraction: float
+    nesterov: bool
+    augment_flip: bool
     def __init__(self) -> None: ...
 
 def train(settings: TrainSettings, on_epoch: Optional[Callable[[Dict[str, Any]], Any]],

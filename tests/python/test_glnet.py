@@ -307,6 +307,35 @@ def test_train_takes_a_network_description_and_the_built_in_networks(work):
         glnet.train(out=out, net=net)
 
 
+def test_train_takes_glnet_trains_options_and_fine_tunes_its_onnx_export(work):
+    net = work / "branches.json"
+    net.write_text(json.dumps({"input": [1, 28, 28], "layers": [
+        {"name": "c", "kind": "conv", "outputs": 4, "kernel": 3, "stride": 2}, {"name": "b", "kind": "batchnorm"},
+        {"name": "r", "kind": "relu"}, {"name": "d", "kind": "conv", "outputs": 4, "kernel": 3, "groups": 4},
+        {"name": "j", "kind": "concat", "inputs": ["r", "d"]}, {"name": "p", "kind": "maxpool", "kernel": 2},
+        {"name": "x", "kind": "dropout", "rate": 0.1}, {"name": "fc", "kind": "dense", "outputs": 10}]}))
+    out, exported = str(work / "options.safetensors"), str(work / "options.onnx")
+    history = glnet.train(data=MNIST, epochs=2, out=out, net=net, train_limit=500, test_limit=200, optimizer="momentum",
+                          nesterov=True, lr=0.05, weight_decay=5e-4, clip_norm=5.0, schedule="onecycle", label_smoothing=0.1,
+                          augment_shift=1, augment_flip=True, export_onnx=exported)
+    assert 0.3 < history[-1]["test_accuracy"] <= 1
+    # The checkpoint records the options by glnet_train's flags, so that glnet_train --resume continues the run.
+    subprocess.run([os.path.join(APPS, "glnet_train"), "--resume", str(work / "options.checkpoint.safetensors"), "--epochs", "3",
+                    "--out", out], check=True, capture_output=True)
+    model = glnet.load(exported)
+    assert [tuple(shape[1:]) for _, shape in model.inputs] == [(1, 28, 28)]
+    assert [tuple(shape[1:]) for _, shape in model.outputs] == [(10,)]
+    tuned = glnet.train(data=MNIST, epochs=1, out=str(work / "tuned.safetensors"), net=exported, train_limit=500, test_limit=200,
+                        lr=0.01)
+    assert tuned[-1]["test_accuracy"] > 0.3
+    with pytest.raises(glnet.UsageError, match="^weight_decay must be from 0 to below 1"):
+        glnet.train(out=out, net=net, weight_decay=2.0)
+    with pytest.raises(glnet.UsageError, match="^nesterov needs the momentum optimizer"):
+        glnet.train(out=out, net=net, nesterov=True)
+    with pytest.raises(glnet.UsageError, match="the dataset is mnist, fashion, cifar10 or folder"):
+        glnet.train(out=out, net=net, dataset="imagenet")
+
+
 def test_ctrl_c_stops_training_and_keeps_the_last_checkpoint(work):
     out = str(work / "interrupted.safetensors")
     script = textwrap.dedent(f"""
