@@ -316,6 +316,28 @@ double Trainer::testAccuracy() const {
   return correctAndCount[1] ? static_cast<double>(correctAndCount[0]) / static_cast<double>(correctAndCount[1]) : 0.0;
 }
 
+// Each rank moved its running statistics by its own share of every batch; their mean over the ranks is, to first
+// order, what one rank seeing the whole batches would hold (PyTorch's DistributedDataParallel broadcasts rank 0's).
+void Trainer::averageStateOverRanks() {
+  if (!ranks_.distributed()) return;
+  const Graph& graph = graph_.graph();
+  const std::vector<Tensor> parameters = graph.parameters();
+  std::vector<std::vector<float>> values = graph_.readParameters();
+  std::vector<float> state;
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    if (!graph.tensor(parameters[p]).needsGradient) state.insert(state.end(), values[p].begin(), values[p].end());
+  }
+  if (state.empty()) return;
+  ranks_.sum(state.data(), state.size());
+  const float share = 1.0f / static_cast<float>(ranks_.size());
+  std::size_t at = 0;
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    if (graph.tensor(parameters[p]).needsGradient) continue;
+    for (float& value : values[p]) value = state[at++] * share;
+  }
+  graph_.writeParameters(values);
+}
+
 void Trainer::restore(const Checkpoint& checkpoint) {
   graph_.writeParameters(checkpoint.network.parameterValues());
   graph_.writeOptimizerState(checkpoint.optimizerState);
@@ -414,6 +436,7 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
       result.computeMsPerStep = result.seconds * 1e3 / steps - result.exposedCommunicationMsPerStep;
     }
     result.evaluated = epoch % options_.evaluateEvery == 0 || epoch == options_.epochs;
+    averageStateOverRanks();
     if (result.evaluated) result.testAccuracy = testAccuracy();
     if (epochDone) epochDone(result);
   }

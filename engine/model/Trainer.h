@@ -141,6 +141,9 @@ class Trainer {
   // Sums over the ranks; a non-finite value throws the same SharedError on every rank.
   std::vector<double> totalsOverRanks(int epoch, std::size_t fromStep, std::size_t toStep) const;
   double testAccuracy() const;
+  // Data-parallel runs: every rank's running statistics (batch normalization's state) become their mean over the
+  // ranks, so that the ranks evaluate and save one model.
+  void averageStateOverRanks();
 
   const Context& context_;
   const Communicator& ranks_;

@@ -12,7 +12,8 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 ranks() { n=$1; shift; timeout 300 mpirun -np "$n" "$@"; }
 train() { "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --log-every 5 --seed 4 "$@"; }
 
-# The largest difference between two models' parameters, relative to the largest parameter, within TOLERANCE.
+# The largest difference between two models' parameters, relative to the largest parameter, within TOLERANCE (of the
+# tensor NAME alone when given).
 same_model() {
   /usr/bin/python3 - "$@" <<'PY' || fail "$1 and $2 differ beyond $3"
 import json, struct, sys
@@ -26,7 +27,8 @@ def tensors(path):
             for k, v in header.items() if k != "__metadata__"}
 a, b, tolerance = tensors(sys.argv[1]), tensors(sys.argv[2]), float(sys.argv[3])
 assert a.keys() == b.keys(), "different parameter names"
-worst = max(float(np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), 1e-30)) for k in a)
+names = sys.argv[4:] or list(a)
+worst = max(float(np.abs(a[k] - b[k]).max() / max(np.abs(a[k]).max(), 1e-30)) for k in names)
 print(f"{sys.argv[1].split('/')[-1]} against {sys.argv[2].split('/')[-1]}: largest relative difference {worst:.2e}")
 sys.exit(0 if worst <= tolerance else 1)
 PY
@@ -65,6 +67,19 @@ ranks 2 "$apps/glnet_train" --data "$mnist" $(cnn) --bucket-mb 0.01 --out "$work
   fail "CNN, 2 ranks, small buckets"
 grep -q "communication in 7 buckets" "$work/cnn2b.txt" || fail "the CNN's gradients are not summed in 7 buckets"
 same_model "$work/cnn1.safetensors" "$work/cnn2b.safetensors" 1e-4
+
+# Batch normalization: each rank moves its running statistics by its own share of each batch, and they are averaged
+# over the ranks after each epoch, so that the ranks evaluate and save one model. With momentum 1 (the running mean is
+# the last batch's) and a learning rate too small to move the weights, 2 ranks at global batch 8 average two halves'
+# means into the whole batch's mean, which 1 rank at batch 8 holds (rank 0's half alone differs by about 8 %; the
+# variances differ, each half's being its own).
+printf '{"input": [1, 28, 28], "layers": [{"name": "c", "kind": "conv", "outputs": 4, "kernel": 3, "stride": 2},
+  {"name": "bn", "kind": "batchnorm", "momentum": 1}, {"name": "r", "kind": "relu"}, {"name": "fc", "kind": "dense", "outputs": 10}]}' >"$work/bn.json"
+bn() { echo --net "$work/bn.json" --batch 8 --epochs 1 --optimizer momentum --lr 1e-30; }
+train $(bn) --out "$work/bn1.safetensors" >/dev/null 2>&1 || fail "1 rank, batch normalization"
+ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --seed 4 $(bn) --out "$work/bn2.safetensors" >/dev/null 2>&1 ||
+  fail "2 ranks, batch normalization"
+same_model "$work/bn1.safetensors" "$work/bn2.safetensors" 1e-5 bn.running_mean
 
 # Resume with another number of ranks: 1 epoch on 2 ranks, then the second on 1 rank, against 2 epochs on 1.
 ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --log-every 5 --seed 4 \
