@@ -1,10 +1,12 @@
-// glnet_eval: accuracy of a model on the MNIST (or Fashion-MNIST) test set, the data resident on the GPU.
+// glnet_eval: accuracy of a model on a test set (MNIST, Fashion-MNIST, CIFAR-10 or an image folder), the data resident
+// on the GPU.
 #include "common/Cli.h"
 #include "gl/Sync.h"
 #include "data/Idx.h"
 #include "gl/check.h"
 #include "model/Classifier.h"
 #include "model/Safetensors.h"
+#include "model/TrainingInputs.h"
 
 #include <nlohmann/json.hpp>
 
@@ -18,13 +20,18 @@ using namespace glnet;
 int main(int argc, char** argv) {
   return cli::runRanks("glnet_eval", [&](const Communicator& ranks) {
     cli::Parser parser("glnet_eval",
-                       "Evaluates a model file on the MNIST test set: the images are uploaded once as uint8, batches run\n"
+                       "Evaluates a model file on a test set (MNIST by default; --dataset as glnet_train takes it): the images\n"
+                       "are uploaded once as uint8, batches run\n"
                        "through one recorded plan, and the predictions are read back once at the end. Under mpirun each\n"
                        "rank evaluates its share of the images on its own GPU and rank 0 prints the totals.",
                        "--model MODEL.safetensors [options]");
     parser.modelOptions("model file (safetensors)")
-        .option("data", "DIR", "directory of the IDX files (plain or .gz); Fashion-MNIST: /usr/share/datasets/fashion-mnist",
-                "data/mnist")
+        .option("dataset", "NAME", "mnist or fashion (IDX files), cifar10 (its binary version) or folder (one sub-folder of images "
+                "per class, under train/ and test/ or split by --val-fraction and --seed as glnet_train split them)", "mnist")
+        .option("data", "DIR", "the data set's directory (default: data/mnist, or /usr/share/datasets/fashion-mnist)")
+        .option("size", "N", "--dataset folder: resize images to N x N (default: the model's input size)")
+        .option("val-fraction", "F", "--dataset folder without train/ and test/: the fraction of each class held out for testing")
+        .option("seed", "N", "--dataset folder with --val-fraction: the seed the held-out images were drawn with", "0")
         .option("split", "test|train", "which split to evaluate", "test")
         .option("batch", "N", "images per batch", "1000")
         .option("limit", "N", "evaluate only the first N images")
@@ -35,6 +42,7 @@ int main(int argc, char** argv) {
     if (!parser.has("model")) throw UsageError("--model is required");
     const std::string splitName = parser.text("split");
     if (splitName != "test" && splitName != "train") throw UsageError("--split is test or train, not '" + splitName + "'");
+    cli::checkDatasetFlags(parser);
     const auto batch = static_cast<std::size_t>(parser.integer("batch", 1, 1 << 20));
     if (parser.has("predictions")) checkWritable(parser.text("predictions"));
     const ContextOptions contextOptions = parser.contextOptions(ranks);
@@ -45,13 +53,18 @@ int main(int argc, char** argv) {
     std::size_t imageCount = 0;
     cli::setUpTogether(ranks, [&] {
       model.emplace(cli::loadModel(parser));
-      LabelledImages data = readMnistSplit(parser.text("data"), splitName == "test" ? Split::test : Split::train,
-                                           static_cast<int>(model->classes()));
-      if (parser.has("limit")) keepFirst(data, static_cast<std::size_t>(parser.integer("limit", 1, static_cast<long>(data.images.count))));
-      if (data.images.pixelsPerImage() != model->inputs()) {
-        throw Error(parser.text("model") + ": the model takes " + std::to_string(model->inputs()) + " inputs but the images have " +
-                    std::to_string(data.images.pixelsPerImage()) + " pixels");
+      DataChoice choice;
+      choice.dataset = parser.text("dataset");
+      choice.directory = parser.text("data");
+      choice.size = parser.has("size") ? static_cast<std::uint32_t>(parser.integer("size", 1, 4096)) : 0;
+      if (parser.has("val-fraction")) {
+        choice.validationFraction = parser.number("val-fraction");
+        if (!(choice.validationFraction > 0 && choice.validationFraction < 1)) throw UsageError("--val-fraction must be between 0 and 1");
       }
+      choice.seed = static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX));
+      const std::size_t limit = parser.has("limit") ? static_cast<std::size_t>(parser.integer("limit", 1, 1L << 40)) : 0;
+      (splitName == "test" ? choice.testLimit : choice.trainLimit) = limit;
+      LabelledImages data = loadDataSplit(choice, *model, splitName == "test" ? Split::test : Split::train);
       imageCount = data.images.count;
       const Shard share = shardOf(imageCount, ranks.rank(), ranks.size());
       keepRange(data, share.first, share.count);

@@ -120,11 +120,8 @@ int main(int argc, char** argv) {
     for (const std::string& flag : trainingFlags) {
       if (!parser.text(flag).empty()) settings[flag] = parser.text(flag);
     }
+    cli::checkDatasetFlags(parser);
     const std::string dataset = parser.text("dataset");
-    if (dataset != "mnist" && dataset != "fashion" && dataset != "cifar10" && dataset != "folder") {
-      throw UsageError("--dataset is mnist, fashion, cifar10 or folder, not '" + dataset + "'");
-    }
-    if ((dataset == "cifar10" || dataset == "folder") && !parser.has("data")) throw UsageError("--dataset " + dataset + " needs --data DIR");
     const Activation activation = parseActivation(parser.text("activation"));
     if (activation == Activation::none) throw UsageError("--activation none would make the MLP linear; use relu, tanh or sigmoid");
     TrainingOptions options;

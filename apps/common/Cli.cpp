@@ -193,6 +193,14 @@ void printWarnings(const char* program) {
   pendingWarnings().clear();
 }
 
+void checkDatasetFlags(const Parser& parser) {
+  const std::string dataset = parser.text("dataset");
+  if (dataset != "mnist" && dataset != "fashion" && dataset != "cifar10" && dataset != "folder") {
+    throw UsageError("--dataset is mnist, fashion, cifar10 or folder, not '" + dataset + "'");
+  }
+  if ((dataset == "cifar10" || dataset == "folder") && !parser.has("data")) throw UsageError("--dataset " + dataset + " needs --data DIR");
+}
+
 Network loadModel(const Parser& parser, TensorFile* file) {
   const std::string path = parser.text("model");
   const bool onnx = isOnnxPath(path);

@@ -78,6 +78,9 @@ void printWarnings(const char* program);
 // input scaling or activation and no flag gives them. `file`, when given, gets the file's contents.
 Network loadModel(const Parser& parser, TensorFile* file = nullptr);
 
+// --dataset's name and, for cifar10 and folder, --data: refused as usage errors before anything is read.
+void checkDatasetFlags(const Parser& parser);
+
 // Runs `body` as an app's main: returns its exit code, or prints `program: error: ...` and returns 1
 // (glnet::Error) or 2 (UsageError).
 int run(const char* program, const std::function<int()>& body);

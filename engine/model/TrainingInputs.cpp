@@ -41,51 +41,75 @@ void checkTrainingOptions(const TrainingOptions& o, const std::function<std::str
   if (!(o.labelSmoothing >= 0 && o.labelSmoothing < 1)) throw refuse("label-smoothing", "must be from 0 to below 1");
 }
 
-DataSets loadDataSets(const DataChoice& choice, const Network& network) {
+namespace {
+
+std::string directoryOf(const DataChoice& choice) {
   const std::string& dataset = choice.dataset;
   if (dataset != "mnist" && dataset != "fashion" && dataset != "cifar10" && dataset != "folder") {
     throw UsageError("the dataset is mnist, fashion, cifar10 or folder, not '" + dataset + "'");
   }
   if ((dataset == "cifar10" || dataset == "folder") && choice.directory.empty()) throw UsageError("the " + dataset + " dataset needs its directory");
-  const std::string directory = !choice.directory.empty() ? choice.directory : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
-  const auto classes = static_cast<int>(network.classes());
+  return !choice.directory.empty() ? choice.directory : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
+}
+
+ImageFolderData folderData(const DataChoice& choice, const std::string& directory, const Network& network) {
+  const Shape& in = network.inputShape;
+  const std::uint32_t channels = in.size() == 3 ? in[0] : 1;
+  if (channels != 1 && channels != 3) throw UsageError("an image folder gives gray or RGB images; the network takes " + describe(in));
+  const auto side = choice.size ? choice.size : in.size() == 3 ? in[1] : static_cast<std::uint32_t>(std::lround(std::sqrt(static_cast<double>(in[0]))));
+  if (choice.validationFraction != 0 && !(choice.validationFraction > 0 && choice.validationFraction < 1)) {
+    throw UsageError("the validation fraction must be between 0 and 1");
+  }
+  ImageFolderData folders = readImageFolders(directory, channels, side, choice.validationFraction, choice.seed);
+  if (folders.classes.size() != network.classes()) {
+    throw Error(directory + ": " + std::to_string(folders.classes.size()) + " class folders for a network of " + std::to_string(network.classes()) +
+                " classes");
+  }
+  return folders;
+}
+
+// The first `count` images (0: all), and a check that they fit the network.
+void limitAndCheck(LabelledImages& set, std::size_t count, const char* which, const Network& network) {
+  if (count > set.images.count) {
+    throw UsageError(std::string("the ") + which + " limit " + std::to_string(count) + " is more than the " + std::to_string(set.images.count) + " " +
+                     which + " images");
+  }
+  if (count) keepFirst(set, count);
+  if (network.inputs() != set.images.pixelsPerImage()) {
+    throw UsageError("the network '" + network.architecture + "' takes " + describe(network.inputShape) + " inputs (" + std::to_string(network.inputs()) +
+                     " values) but the images have " + std::to_string(set.images.pixelsPerImage()) + " pixels");
+  }
+}
+
+}  // namespace
+
+LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, Split split) {
+  const std::string directory = directoryOf(choice);
+  LabelledImages set;
+  if (choice.dataset == "folder") {
+    ImageFolderData folders = folderData(choice, directory, network);
+    set = std::move(split == Split::train ? folders.train : folders.test);
+  } else if (choice.dataset == "cifar10") {
+    set = readCifar10Split(directory, split, static_cast<int>(network.classes()));
+  } else {
+    set = readMnistSplit(directory, split, static_cast<int>(network.classes()));
+  }
+  limitAndCheck(set, split == Split::train ? choice.trainLimit : choice.testLimit, split == Split::train ? "training" : "test", network);
+  return set;
+}
+
+DataSets loadDataSets(const DataChoice& choice, const Network& network) {
   DataSets sets;
-  if (dataset == "folder") {
-    const Shape& in = network.inputShape;
-    const std::uint32_t channels = in.size() == 3 ? in[0] : 1;
-    if (channels != 1 && channels != 3) throw UsageError("an image folder gives gray or RGB images; the network takes " + describe(in));
-    const auto side = choice.size ? choice.size : in.size() == 3 ? in[1] : static_cast<std::uint32_t>(std::lround(std::sqrt(static_cast<double>(in[0]))));
-    if (choice.validationFraction != 0 && !(choice.validationFraction > 0 && choice.validationFraction < 1)) {
-      throw UsageError("the validation fraction must be between 0 and 1");
-    }
-    ImageFolderData folders = readImageFolders(directory, channels, side, choice.validationFraction, choice.seed);
-    if (folders.classes.size() != network.classes()) {
-      throw Error(directory + ": " + std::to_string(folders.classes.size()) + " class folders for a network of " + std::to_string(network.classes()) +
-                  " classes");
-    }
+  if (choice.dataset == "folder") {  // both splits from one decoding
+    ImageFolderData folders = folderData(choice, directoryOf(choice), network);
     sets.train = std::move(folders.train);
     sets.test = std::move(folders.test);
-  } else if (dataset == "cifar10") {
-    sets.train = readCifar10Split(directory, Split::train, classes);
-    sets.test = readCifar10Split(directory, Split::test, classes);
-  } else {
-    sets.train = readMnistSplit(directory, Split::train, classes);
-    sets.test = readMnistSplit(directory, Split::test, classes);
+    limitAndCheck(sets.test, choice.testLimit, "test", network);
+    limitAndCheck(sets.train, choice.trainLimit, "training", network);
+    return sets;
   }
-  const auto limit = [](LabelledImages& set, std::size_t count, const char* which) {
-    if (count == 0) return;
-    if (count > set.images.count) {
-      throw UsageError(std::string("the ") + which + " limit " + std::to_string(count) + " is more than the " + std::to_string(set.images.count) + " " +
-                       which + " images");
-    }
-    keepFirst(set, count);
-  };
-  limit(sets.test, choice.testLimit, "test");
-  limit(sets.train, choice.trainLimit, "training");
-  if (network.inputs() != sets.train.images.pixelsPerImage()) {
-    throw UsageError("the network '" + network.architecture + "' takes " + describe(network.inputShape) + " inputs (" + std::to_string(network.inputs()) +
-                     " values) but the images have " + std::to_string(sets.train.images.pixelsPerImage()) + " pixels");
-  }
+  sets.train = loadDataSplit(choice, network, Split::train);
+  sets.test = loadDataSplit(choice, network, Split::test);
   return sets;
 }
 

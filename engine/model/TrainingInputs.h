@@ -1,6 +1,7 @@
 // What glnet_train and the Python package's glnet.train share before training starts: the network to start from
 // (an architecture string, a built-in or described network, or an ONNX model to fine-tune, then --init's weights),
-// the options' ranges, and the training and test sets (IDX, CIFAR-10 or an image folder) checked against the network.
+// the options' ranges, and the training and test sets (IDX, CIFAR-10 or an image folder) checked against the network;
+// glnet_eval reads its split the same way.
 #pragma once
 
 #include "data/Idx.h"
@@ -50,5 +51,7 @@ void checkTrainingOptions(const TrainingOptions& options, const std::function<st
 
 // The data sets for `network`, whose input they must fit (one line naming the mismatch otherwise).
 DataSets loadDataSets(const DataChoice& choice, const Network& network);
+// One of them (glnet_eval).
+LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, Split split);
 
 }  // namespace glnet
