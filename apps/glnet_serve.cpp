@@ -50,12 +50,14 @@ nlohmann::json describeModel(const Network& network, const std::map<std::string,
     if (layer.kernel) entry["kernel"] = layer.kernel;
     layers.push_back(entry);
   }
+  // One number for all channels, or a list of one per channel.
+  const auto values = [](const std::vector<float>& v) { return v.size() == 1 ? nlohmann::json(v[0]) : nlohmann::json(v); };
   return {{"file", path},
           {"architecture", network.architecture},
           {"inputs", network.inputs()},
           {"input_shape", network.inputShape},
           {"classes", network.classes()},
-          {"input_format", {{"mean", network.input.mean}, {"std", network.input.std}}},
+          {"input_format", {{"mean", values(network.input.mean)}, {"std", values(network.input.std)}}},
           {"layers", layers},
           {"metadata", metadata}};
 }

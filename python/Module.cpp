@@ -271,8 +271,10 @@ class ClassifierHandle {
   std::uint32_t classes() const { return network_.classes(); }
   std::vector<std::uint32_t> inputShape() const { return network_.inputShape; }
   py::dict description() const {
+    // One number for all channels, or a list of one per channel.
+    const auto values = [](const std::vector<float>& v) { return v.size() == 1 ? py::object(py::float_(v[0])) : py::object(py::cast(v)); };
     return py::dict(py::arg("architecture") = network_.architecture, py::arg("activation") = activationName(network_.activation),
-                    py::arg("input_mean") = network_.input.mean, py::arg("input_std") = network_.input.std);
+                    py::arg("input_mean") = values(network_.input.mean), py::arg("input_std") = values(network_.input.std));
   }
   py::dict weights() const {
     py::dict result;

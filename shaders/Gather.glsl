@@ -1,13 +1,14 @@
 // A training batch gathered from a GPU-resident dataset through a shuffled index list:
-//   GATHER_MODE 0 images: y[r·P + c] = (pixel c of image indices[firstRow + r]) / 255, then (− mean)·inverseStd
+//   GATHER_MODE 0 images: y[r·P + c] = (pixel c of image indices[firstRow + r]) / 255, then (− mean[k])·inverseStd[k]
+//                 for the channel plane k the pixel is in
 //   GATHER_MODE 1 labels: labels[r] = label byte of image indices[firstRow + r]
 //   GATHER_MODE 2 images augmented as mode 0, each [C, H, W] image shifted by (dx, dy) with zeros (pixel 0) where
 //                 the shift uncovers it, after a horizontal flip: augment[firstRow + r] packs dx + 128 (bits 0-7),
 //                 dy + 128 (bits 8-15) and the flip (bit 16), drawn on the host for each epoch from the seed
 // bindings: 0 bytes (uint8 pixels or labels, packed four to a uint) read, 1 indices [uint] read, 2 out write,
 //   3 augment [uint] read (mode 2)
-// uniforms: 0 count (floats in modes 0 and 2, rows in mode 1), 1 firstRow, 2 P (pixels per image), 3 mean,
-//   4 inverseStd, 5 H, 6 W (mode 2)
+// uniforms: 0 count (floats in modes 0 and 2, rows in mode 1), 1 firstRow, 2 P (pixels per image), 3 planeSize
+//   (pixels per channel plane), 4-7 mean[4], 8-11 inverseStd[4] (one channel: the four the same), 12 H, 13 W (mode 2)
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Bytes { uint packedBytes[]; };
@@ -20,12 +21,20 @@ layout(std430, binding = 2) writeonly buffer Output { uint labels[]; };
 layout(location = 0) uniform uint count;
 layout(location = 1) uniform uint firstRow;
 layout(location = 2) uniform uint pixelsPerImage;
-layout(location = 3) uniform float mean;
-layout(location = 4) uniform float inverseStd;
+#if GATHER_MODE != 1
+layout(location = 3) uniform uint planeSize;
+layout(location = 4) uniform float mean[4];
+layout(location = 8) uniform float inverseStd[4];
+
+float scaled(uint pixel, uint within) {
+  uint channel = min(within / planeSize, 3u);
+  return (float(pixel) / 255.0 - mean[channel]) * inverseStd[channel];
+}
+#endif
 #if GATHER_MODE == 2
 layout(std430, binding = 3) readonly buffer Augment { uint augment[]; };
-layout(location = 5) uniform uint H;
-layout(location = 6) uniform uint W;
+layout(location = 12) uniform uint H;
+layout(location = 13) uniform uint W;
 #endif
 
 uint byteAt(uint index) { return PACKED_BYTE(packedBytes, index); }
@@ -36,7 +45,8 @@ void main() {
 #if GATHER_MODE == 0
   uint row = i / pixelsPerImage;
   uint image = indices[firstRow + row];
-  y[i] = (float(byteAt(image * pixelsPerImage + i - row * pixelsPerImage)) / 255.0 - mean) * inverseStd;
+  uint within = i - row * pixelsPerImage;
+  y[i] = scaled(byteAt(image * pixelsPerImage + within), within);
 #elif GATHER_MODE == 2
   uint row = i / pixelsPerImage, within = i - row * pixelsPerImage;
   uint image = indices[firstRow + row], how = augment[firstRow + row];
@@ -45,7 +55,7 @@ void main() {
   int sourceY = int(yAt) - (int((how >> 8) & 0xffu) - 128);
   bool inside = sourceX >= 0 && sourceY >= 0 && sourceX < int(W) && sourceY < int(H);
   uint pixel = inside ? byteAt(image * pixelsPerImage + (plane * H + uint(sourceY)) * W + uint(sourceX)) : 0u;
-  y[i] = (float(pixel) / 255.0 - mean) * inverseStd;
+  y[i] = scaled(pixel, within);
 #else
   labels[i] = byteAt(indices[firstRow + i]);
 #endif

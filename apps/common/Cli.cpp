@@ -207,10 +207,11 @@ Network loadModel(const Parser& parser, TensorFile* file) {
   if (onnx && parser.has("activation")) throw UsageError("--activation applies to safetensors models; an ONNX model's graph says what it computes");
   TensorFile contents = onnx ? TensorFile{} : readSafetensors(path);
   Network network = onnx ? Network::fromOnnx(path) : Network::fromTensors(contents, path);
-  if (parser.has("input-mean")) network.input.mean = static_cast<float>(parser.number("input-mean"));
+  if (parser.has("input-mean")) network.input.mean.assign(network.input.channels(), static_cast<float>(parser.number("input-mean")));
   if (parser.has("input-std")) {
-    network.input.std = static_cast<float>(parser.number("input-std"));
-    if (!(network.input.std > 0)) throw UsageError("--input-std must be positive");
+    const auto std = static_cast<float>(parser.number("input-std"));
+    if (!(std > 0)) throw UsageError("--input-std must be positive");
+    network.input.std.assign(network.input.channels(), std);
   }
   if (parser.has("activation")) {
     network.activation = parseActivation(parser.text("activation"));

@@ -147,7 +147,7 @@ void benchInference(const Context& context, const Network& network, std::size_t 
 
   // The float64 reference of the same network on the same normalized pixels.
   const NetworkGraph reference = buildGraph(network, static_cast<std::uint32_t>(batch), false);
-  const std::vector<double> inputs = ref::normalize(pixels, 0, pixels.size(), network.input.mean, network.input.std);
+  const std::vector<double> inputs = ref::normalize(pixels, 0, pixels.size(), network.input, network.inputs());
   const std::vector<double> logits =
       referenceValues(reference.graph, {{reference.images.id, inputs}})[static_cast<std::size_t>(reference.logits.id)];
   const std::size_t outputs = network.classes();

@@ -133,14 +133,9 @@ void writeOnnx(const Network& network, const std::string& path) {
     entry->set_key(key);
     entry->set_value(value);
   };
-  std::ostringstream mean, std;
-  mean.precision(9);
-  std.precision(9);
-  mean << network.input.mean;
-  std << network.input.std;
-  metadata("input_mean", mean.str());
-  metadata("input_std", std.str());
-  metadata("input", "uint8 pixels, (x/255 - input_mean) / input_std");
+  metadata("input_mean", formatValues(network.input.mean));
+  metadata("input_std", formatValues(network.input.std));
+  metadata("input", "uint8 pixels, (x/255 - input_mean) / input_std (per channel when they are lists)");
   metadata("architecture", network.architecture);
   onnx::GraphProto& graph = *model.mutable_graph();
   graph.set_name(network.architecture);

@@ -73,17 +73,9 @@ class Converter {
   }
 
   void readMetadata(const onnx::ModelProto& model) {
-    std::optional<double> mean, std;
-    for (const onnx::StringStringEntryProto& entry : model.metadata_props()) {
-      if (entry.key() != "input_mean" && entry.key() != "input_std") continue;
-      char* end = nullptr;
-      const double value = std::strtod(entry.value().c_str(), &end);
-      if (entry.value().empty() || *end != '\0' || !std::isfinite(value) || (entry.key() == "input_std" && !(value > 0))) {
-        throw Error(path_ + ": metadata " + entry.key() + " is not a usable number");
-      }
-      (entry.key() == "input_mean" ? mean : std) = value;
-    }
-    if (mean && std) result_.input = InputFormat{static_cast<float>(*mean), static_cast<float>(*std)};
+    std::map<std::string, std::string> metadata;
+    for (const onnx::StringStringEntryProto& entry : model.metadata_props()) metadata[entry.key()] = entry.value();
+    if (metadata.count("input_mean") && metadata.count("input_std")) result_.input = inputFormatOf(metadata, path_);
   }
 
   // The one graph input that is no initializer: float, [batch, features] or [batch, channels, height, width].

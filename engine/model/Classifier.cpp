@@ -53,7 +53,7 @@ Plan Classifier::plan(const GpuImages& images, const Buffer& classes, const Buff
     GLNET_ASSERT(first == firstImage, "the first image is the plan parameter after the learning rate");
     p.record(NormalizeOp(programs_)(images.pixels, compiled_->view(graph_->images), narrow(batch_ * inputs_),
                                     Uniform::fromParameter(NormalizeOp::firstPixelLocation, first, static_cast<std::int64_t>(inputs_)),
-                                    input_.mean, input_.std, inputs_ % 4 == 0));
+                                    input_, static_cast<std::uint32_t>(inputs_), inputs_ % 4 == 0));
   });
   const SoftmaxOp softmax(programs_);
   const BufferView logits = compiled_->view(graph_->logits);

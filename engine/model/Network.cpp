@@ -85,25 +85,47 @@ void buildMlp(Network& network, const std::vector<int>& sizes, std::mt19937* ran
   }
 }
 
-// input_mean and input_std from a file's metadata, each a number in full: "0.5abc", "nan" and "1e999" are
-// refused, not read as 0.5, NaN or infinity.
+}  // namespace
+
 InputFormat inputFormatOf(const std::map<std::string, std::string>& metadata, const std::string& path) {
   InputFormat format;
-  const auto finite = [&](const char* key, float& value) {
+  const auto finite = [&](const char* key, std::vector<float>& values) {
     const auto found = metadata.find(key);
     if (found == metadata.end() || found->second.empty()) return;
-    char* end = nullptr;
-    const double parsed = std::strtod(found->second.c_str(), &end);
-    if (*end != '\0' || !std::isfinite(parsed) || std::abs(parsed) > 1e30) {
-      throw Error(path + ": metadata " + key + " is not a finite number");
+    values.clear();
+    std::istringstream parts(found->second);
+    std::string part;
+    while (std::getline(parts, part, ',')) {
+      char* end = nullptr;
+      const double parsed = std::strtod(part.c_str(), &end);
+      if (part.empty() || *end != '\0' || !std::isfinite(parsed) || std::abs(parsed) > 1e30 || values.size() == mostScaledChannels) {
+        throw Error(path + ": metadata " + key + " is not a finite number or a list of 1 to 4 of them");
+      }
+      values.push_back(static_cast<float>(parsed));
     }
-    value = static_cast<float>(parsed);
+    if (values.empty()) throw Error(path + ": metadata " + key + " is not a finite number or a list of 1 to 4 of them");
   };
   finite("input_mean", format.mean);
   finite("input_std", format.std);
-  if (!(format.std > 0.0f)) throw Error(path + ": metadata input_std must be positive");
+  if (format.mean.size() != format.std.size()) {
+    if (format.mean.size() == 1) format.mean.assign(format.std.size(), format.mean[0]);
+    if (format.std.size() == 1) format.std.assign(format.mean.size(), format.std[0]);
+    if (format.mean.size() != format.std.size()) throw Error(path + ": metadata input_mean and input_std give different numbers of channels");
+  }
+  for (const float s : format.std) {
+    if (!(s > 0.0f)) throw Error(path + ": metadata input_std must be positive");
+  }
   return format;
 }
+
+std::string formatValues(const std::vector<float>& values) {
+  std::ostringstream text;
+  text.precision(9);
+  for (std::size_t i = 0; i < values.size(); ++i) text << (i ? "," : "") << values[i];
+  return text.str();
+}
+
+namespace {
 
 // PyTorch's nn.Sequential names its layers by position ("0.weight", "2.weight", or "net.0.weight" inside a
 // module): when a file has no fc1/conv1 tensors but only such names, under one prefix, they are renamed in
@@ -350,14 +372,10 @@ Network Network::fromTensors(const TensorFile& given, const std::string& path) {
 TensorFile Network::toTensors() const {
   TensorFile file;
   file.tensors = parameters;
-  std::ostringstream mean, std;
-  mean.precision(9);
-  std.precision(9);
-  mean << input.mean;
-  std << input.std;
   file.metadata = {{"architecture", architecture}, {"activation", activationName(activation)},
-                   {"input", "uint8 pixels, (x/255 - input_mean) / input_std"}, {"input_mean", mean.str()},
-                   {"input_std", std.str()}, {"format", "glnet-model"}, {"glnet_version", GLNET_VERSION}};
+                   {"input", "uint8 pixels, (x/255 - input_mean) / input_std (per channel when they are lists)"},
+                   {"input_mean", formatValues(input.mean)}, {"input_std", formatValues(input.std)}, {"format", "glnet-model"},
+                   {"glnet_version", GLNET_VERSION}};
   if (description) file.metadata["network"] = toJson(*description);
   return file;
 }

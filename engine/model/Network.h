@@ -8,8 +8,10 @@
 #include "model/NetDescription.h"
 #include "model/Safetensors.h"
 #include "ops/Activation.h"
+#include "ops/Normalize.h"
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,11 +21,12 @@ namespace glnet {
 // "784-128-10" → {784, 128, 10}; throws UsageError naming what is wrong.
 std::vector<int> parseArchitecture(const std::string& text);
 
-// How raw uint8 pixels become the first layer's input: (x/255 − mean) / std.
-struct InputFormat {
-  float mean = 0.0f;
-  float std = 1.0f;
-};
+// input_mean and input_std of a file's metadata: a number, or one per channel separated by commas (at most 4), each
+// in full ("0.5abc", "nan" and "1e999" are refused, not read as 0.5, NaN or infinity); absent: 0 and 1.
+InputFormat inputFormatOf(const std::map<std::string, std::string>& metadata, const std::string& path);
+// The same values as metadata writes them: "0.1307", or "0.49,0.48,0.45".
+std::string formatValues(const std::vector<float>& values);
+
 
 struct LayerSpec {
   enum class Kind { conv, pool, flatten, dense };

@@ -12,15 +12,23 @@
 namespace glnet {
 
 InputFormat standardization(const ImageSet& images) {
-  double sum = 0, squares = 0;
-  for (const std::uint8_t pixel : images.pixels) {
-    const double x = pixel / 255.0;
-    sum += x;
-    squares += x * x;
+  const std::size_t channels = images.channels >= 2 && images.channels <= mostScaledChannels ? images.channels : 1;
+  const std::size_t plane = images.pixelsPerImage() / channels;
+  std::vector<double> sums(channels, 0.0), squares(channels, 0.0);
+  for (std::size_t i = 0; i < images.pixels.size(); ++i) {
+    const double x = images.pixels[i] / 255.0;
+    const std::size_t channel = (i % images.pixelsPerImage()) / plane;
+    sums[channel] += x;
+    squares[channel] += x * x;
   }
-  const double count = static_cast<double>(images.pixels.size());
-  const double mean = sum / count;
-  return {static_cast<float>(mean), static_cast<float>(std::sqrt(std::max(squares / count - mean * mean, 1e-12)))};
+  InputFormat format{{}, {}};
+  const double count = static_cast<double>(images.pixels.size() / channels);
+  for (std::size_t c = 0; c < channels; ++c) {
+    const double mean = sums[c] / count;
+    format.mean.push_back(static_cast<float>(mean));
+    format.std.push_back(static_cast<float>(std::sqrt(std::max(squares[c] / count - mean * mean, 1e-12))));
+  }
+  return format;
 }
 
 std::string defaultCheckpointPath(const std::string& out) {
@@ -214,10 +222,9 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
     if (options.augment.enabled()) {
       plan.record(gather.augmentedImages(trainImages_.pixels, indices_, augment_, graph_.view(nodes_.images), rows, pixels,
                                          static_cast<std::uint32_t>(train.images.rows), static_cast<std::uint32_t>(train.images.columns),
-                                         firstRowParameter_, initial.input.mean, initial.input.std));
+                                         firstRowParameter_, initial.input));
     } else {
-      plan.record(gather.images(trainImages_.pixels, indices_, graph_.view(nodes_.images), rows, pixels, firstRowParameter_,
-                                initial.input.mean, initial.input.std));
+      plan.record(gather.images(trainImages_.pixels, indices_, graph_.view(nodes_.images), rows, pixels, firstRowParameter_, initial.input));
     }
     plan.record(gather.labels(trainLabels_.pixels, indices_, graph_.view(nodes_.labels), rows, firstRowParameter_));
   };

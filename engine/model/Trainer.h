@@ -95,7 +95,8 @@ struct Checkpoint {
   static std::map<std::string, std::string> readSettings(const std::string& path);
 };
 
-// The mean and standard deviation of the training pixels on the x/255 scale, recorded in the model file.
+// The mean and standard deviation of the training pixels on the x/255 scale, recorded in the model file: per channel
+// for images of 2 to 4 channels (RGB), one for all values otherwise.
 InputFormat standardization(const ImageSet& images);
 
 // Where a run writing the model `out` keeps its checkpoint: M.safetensors → M.checkpoint.safetensors.

@@ -1,10 +1,27 @@
-// Binding of shaders/Normalize.glsl: uint8 pixels → float (x/255 − mean)/std.
+// Binding of shaders/Normalize.glsl: uint8 pixels → float (x/255 − mean)/std, and the input format it applies.
 #pragma once
 
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 
+#include <vector>
+
 namespace glnet {
+
+// The most channels an input format scales apart (RGBA); images of more channels take one mean and deviation.
+constexpr std::size_t mostScaledChannels = 4;
+
+// How raw uint8 pixels become the first layer's input: (x/255 − mean)/std, with one mean and deviation for all of an
+// image's values, or one per channel of [C, H, W] images (torchvision's Normalize((r, g, b), (r, g, b))).
+struct InputFormat {
+  std::vector<float> mean{0.0f}, std{1.0f};
+  std::size_t channels() const { return mean.size(); }
+};
+
+// The uniforms both shaders take: the mean and the inverse deviation of each channel at `meanLocation` and
+// meanLocation + 4 (arrays of 4), and the channel planes' size at `planeLocation`. pixelsPerImage must be a multiple of
+// the format's channels.
+std::vector<Uniform> scalingUniforms(const InputFormat& format, std::uint32_t pixelsPerImage, int meanLocation, int planeLocation);
 
 class NormalizeOp {
  public:
@@ -14,7 +31,7 @@ class NormalizeOp {
   // whatever its value (images of a multiple of 4 pixels); with count a multiple of 4 and an aligned output, each
   // invocation then converts 4 pixels.
   Dispatch operator()(const BufferView& pixels, const BufferView& output, std::uint32_t count, const Uniform& firstPixel,
-                      float mean, float std, bool wordAligned) const;
+                      const InputFormat& format, std::uint32_t pixelsPerImage, bool wordAligned) const;
   static constexpr int firstPixelLocation = 1;
 
  private:

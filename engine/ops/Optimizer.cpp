@@ -56,14 +56,14 @@ GatherOp::GatherOp(ProgramCache& programs)
       augmented_(programs.get("Gather.glsl", {{"GATHER_MODE", "2"}})) {}
 
 Dispatch GatherOp::images(const BufferView& pixels, const BufferView& indices, const BufferView& out, std::uint32_t rows,
-                          std::uint32_t pixelsPerImage, int firstRow, float mean, float std) const {
+                          std::uint32_t pixelsPerImage, int firstRow, const InputFormat& format) const {
   Dispatch dispatch;
   dispatch.program = &images_;
   dispatch.label = "gather images";
   dispatch.buffers = {{0, pixels, Access::read}, {1, indices, Access::read}, {2, out, Access::write}};
   const std::uint32_t count = rows * pixelsPerImage;
-  dispatch.uniforms = {Uniform::u32(0, count), Uniform::fromParameter(1, firstRow), Uniform::u32(2, pixelsPerImage),
-                       Uniform::f32(3, mean), Uniform::f32(4, 1.0f / std)};
+  dispatch.uniforms = {Uniform::u32(0, count), Uniform::fromParameter(1, firstRow), Uniform::u32(2, pixelsPerImage)};
+  for (const Uniform& uniform : scalingUniforms(format, pixelsPerImage, 4, 3)) dispatch.uniforms.push_back(uniform);
   dispatch.groups = linearGroups(count, images_);
   dispatch.linear = true;
   return dispatch;
@@ -71,14 +71,14 @@ Dispatch GatherOp::images(const BufferView& pixels, const BufferView& indices, c
 
 Dispatch GatherOp::augmentedImages(const BufferView& pixels, const BufferView& indices, const BufferView& augment, const BufferView& out,
                                    std::uint32_t rows, std::uint32_t pixelsPerImage, std::uint32_t height, std::uint32_t width,
-                                   int firstRow, float mean, float std) const {
+                                   int firstRow, const InputFormat& format) const {
   GLNET_ASSERT(height * width > 0 && pixelsPerImage % (height * width) == 0, "an image is whole planes of height × width");
-  Dispatch dispatch = images(pixels, indices, out, rows, pixelsPerImage, firstRow, mean, std);
+  Dispatch dispatch = images(pixels, indices, out, rows, pixelsPerImage, firstRow, format);
   dispatch.program = &augmented_;
   dispatch.label = "gather augmented images";
   dispatch.buffers.push_back({3, augment, Access::read});
-  dispatch.uniforms.push_back(Uniform::u32(5, height));
-  dispatch.uniforms.push_back(Uniform::u32(6, width));
+  dispatch.uniforms.push_back(Uniform::u32(12, height));
+  dispatch.uniforms.push_back(Uniform::u32(13, width));
   return dispatch;
 }
 
@@ -88,8 +88,7 @@ Dispatch GatherOp::labels(const BufferView& labelBytes, const BufferView& indice
   dispatch.program = &labels_;
   dispatch.label = "gather labels";
   dispatch.buffers = {{0, labelBytes, Access::read}, {1, indices, Access::read}, {2, out, Access::write}};
-  dispatch.uniforms = {Uniform::u32(0, rows), Uniform::fromParameter(1, firstRow), Uniform::u32(2, 1), Uniform::f32(3, 0.0f),
-                       Uniform::f32(4, 1.0f)};
+  dispatch.uniforms = {Uniform::u32(0, rows), Uniform::fromParameter(1, firstRow), Uniform::u32(2, 1)};
   dispatch.groups = linearGroups(rows, labels_);
   dispatch.linear = true;
   return dispatch;

@@ -2,6 +2,7 @@
 // a training step.
 #pragma once
 
+#include "ops/Normalize.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 
@@ -46,14 +47,14 @@ class OptimizerOp {
 class GatherOp {
  public:
   explicit GatherOp(ProgramCache& programs);
-  // rows × pixelsPerImage floats, (byte/255 − mean)/std, of images indices[firstRow ...] (plan parameter).
+  // rows × pixelsPerImage floats, (byte/255 − mean)/std in `format`, of images indices[firstRow ...] (plan parameter).
   Dispatch images(const BufferView& pixels, const BufferView& indices, const BufferView& out, std::uint32_t rows,
-                  std::uint32_t pixelsPerImage, int firstRow, float mean, float std) const;
+                  std::uint32_t pixelsPerImage, int firstRow, const InputFormat& format) const;
   // The same with each image (height × width planes) shifted and flipped as augment[firstRow ...] says
   // (packAugmentation).
   Dispatch augmentedImages(const BufferView& pixels, const BufferView& indices, const BufferView& augment, const BufferView& out,
                            std::uint32_t rows, std::uint32_t pixelsPerImage, std::uint32_t height, std::uint32_t width, int firstRow,
-                           float mean, float std) const;
+                           const InputFormat& format) const;
   static std::uint32_t packAugmentation(int dx, int dy, bool flip) {
     return static_cast<std::uint32_t>(dx + 128) | static_cast<std::uint32_t>(dy + 128) << 8 | (flip ? 1u << 16 : 0u);
   }

@@ -36,7 +36,8 @@ std::size_t WholeMlpOp::concurrentGroups(const Context& context) { return contex
 
 bool WholeMlpOp::fits(const Network& network, std::size_t batch, const Context& context) {
   const Limits& limits = context.limits();
-  if (batch == 0 || batch > largestBatch || network.layers.empty()) return false;
+  // One mean and deviation for every input: an MLP's features have no channels to scale apart.
+  if (batch == 0 || batch > largestBatch || network.layers.empty() || network.input.channels() != 1) return false;
   for (const LayerSpec& layer : network.layers) {
     if (layer.kind != LayerSpec::Kind::dense) return false;
   }
@@ -112,7 +113,7 @@ Dispatch WholeMlpOp::operator()(const BufferView& pixels, const BufferView& clas
     dispatch.buffers.push_back({4, firstLayerOutputs_, Access::readWrite});
     dispatch.buffers.push_back({5, arrivals_, Access::readWrite});
   }
-  dispatch.uniforms = {Uniform::f32(0, input_.mean), Uniform::f32(1, 1.0f / input_.std), first};
+  dispatch.uniforms = {Uniform::f32(0, input_.mean[0]), Uniform::f32(1, 1.0f / input_.std[0]), first};
   GLNET_ASSERT(batch <= batch_, "a one-dispatch MLP run larger than the batch its buffers hold");
   dispatch.groups = {static_cast<std::uint32_t>(slices_), batch, 1};
   return dispatch;

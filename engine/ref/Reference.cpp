@@ -4,10 +4,14 @@
 
 namespace glnet::ref {
 
-std::vector<double> normalize(const std::vector<std::uint8_t>& pixels, std::size_t first, std::size_t count,
-                              double mean, double std) {
+std::vector<double> normalize(const std::vector<std::uint8_t>& pixels, std::size_t first, std::size_t count, const InputFormat& format,
+                              std::size_t pixelsPerImage) {
+  const std::size_t plane = pixelsPerImage / format.channels();
   std::vector<double> y(count);
-  for (std::size_t i = 0; i < count; ++i) y[i] = (pixels[first + i] / 255.0 - mean) / std;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t channel = std::min(((first + i) % pixelsPerImage) / plane, format.channels() - 1);
+    y[i] = (pixels[first + i] / 255.0 - static_cast<double>(format.mean[channel])) / static_cast<double>(format.std[channel]);
+  }
   return y;
 }
 

@@ -2,14 +2,17 @@
 #pragma once
 
 #include "ops/Activation.h"
+#include "ops/Normalize.h"
 
 #include <cstdint>
 #include <vector>
 
 namespace glnet::ref {
 
-std::vector<double> normalize(const std::vector<std::uint8_t>& pixels, std::size_t first, std::size_t count,
-                              double mean, double std);
+// count values from pixels[first], each (x/255 − mean)/std of its channel plane in images of pixelsPerImage (first: a
+// whole number of images).
+std::vector<double> normalize(const std::vector<std::uint8_t>& pixels, std::size_t first, std::size_t count, const InputFormat& format,
+                              std::size_t pixelsPerImage);
 double activate(Activation activation, double x);
 // The derivative expressed through the activation's output y, as the shaders compute it (ReLU: 0 at the kink).
 double activationDerivative(Activation activation, double y);

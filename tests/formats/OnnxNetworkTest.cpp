@@ -28,14 +28,14 @@ TEST_CASE("an exported described network reads back as the same trainable networ
       {"name": "fc2", "kind": "dense", "outputs": 4}]})",
                                                          "test net");
   Network network = Network::fromDescription(description, 3, "test net");
-  network.input = {0.125f, 0.75f};
+  network.input = {{0.125f, 0.25f, 0.5f}, {0.75f, 0.5f, 0.25f}};
   const std::string path = directory.file("every-kind.onnx");
   writeOnnx(network, path);
 
   const OnnxNetwork read = readOnnxNetwork(path);
   REQUIRE(read.input.has_value());
-  CHECK(read.input->mean == 0.125f);
-  CHECK(read.input->std == 0.75f);
+  CHECK(read.input->mean == std::vector<float>{0.125f, 0.25f, 0.5f});
+  CHECK(read.input->std == std::vector<float>{0.75f, 0.5f, 0.25f});
   std::vector<std::string> kinds, expectedKinds;
   for (const LayerDescription& layer : read.description.layers) kinds.push_back(layer.kind + ":" + layer.name);
   for (const LayerDescription& layer : description.layers) expectedKinds.push_back(layer.kind + ":" + layer.name);

@@ -93,7 +93,7 @@ TEST_CASE("the built-in networks parse, build and take MNIST images") {
 TEST_CASE("a described network's model file records its description and loads back the same") {
   test::TempDir directory;
   Network network = Network::create("resnet8", Activation::relu, 3);
-  network.input = {0.25f, 0.5f};
+  network.input = {{0.25f}, {0.5f}};
   const std::string path = directory.file("model.safetensors");
   network.save(path);
   const Network loaded = Network::load(path);
@@ -101,7 +101,7 @@ TEST_CASE("a described network's model file records its description and loads ba
   CHECK(toJson(*loaded.description) == toJson(*network.description));
   CHECK(loaded.parameterNames == network.parameterNames);
   CHECK(loaded.parameterValues() == network.parameterValues());
-  CHECK(loaded.input.mean == 0.25f);
+  CHECK(loaded.input.mean == std::vector<float>{0.25f});
   CHECK(loaded.classes() == 10);
   // The canonical JSON parses to itself.
   CHECK(toJson(parseNetDescription(toJson(*network.description), "again")) == toJson(*network.description));

@@ -23,15 +23,25 @@ Buffer poisoned(std::size_t floats) {
 }  // namespace
 
 TEST_SUITE("gl") {
-  TEST_CASE("Normalize.glsl matches the reference at odd sizes and offsets, one pixel or four per invocation") {
+  TEST_CASE("Normalize.glsl matches the reference at odd sizes and offsets, one pixel or four per invocation, per channel") {
     Context& context = test::glContext();
     auto random = test::generator(10);
     ProgramCache programs;
     const NormalizeOp normalize(programs);
+    // MNIST's one mean and deviation at any offset; three channels of 2x2 planes from a whole image on.
+    struct FormatCase {
+      InputFormat format;
+      std::uint32_t pixelsPerImage;
+      std::vector<std::size_t> firsts;
+    };
+    const std::vector<FormatCase> formats = {{{{0.1307f}, {0.3081f}}, 784, {0, 1, 3, 785, 1568}},
+                                             {{{0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}}, 12, {0, 12, 36}}};
+    for (const FormatCase& f : formats)
     for (const std::size_t count : {std::size_t{1}, std::size_t{7}, std::size_t{784}, std::size_t{7 * 784 + 3}, std::size_t{7 * 784}}) {
-      for (const std::size_t first : {std::size_t{0}, std::size_t{1}, std::size_t{3}, std::size_t{785}, std::size_t{1568}}) {
+      for (const std::size_t first : f.firsts) {
         for (const bool wordAligned : {false, true}) {
           if (wordAligned && first % 4 != 0) continue;
+          CAPTURE(f.format.channels());
           CAPTURE(count);
           CAPTURE(first);
           CAPTURE(wordAligned);
@@ -41,16 +51,16 @@ TEST_SUITE("gl") {
           Buffer input = Buffer::of(padded);
           Buffer output = poisoned(count);
           const Uniform firstPixel = Uniform::u32(NormalizeOp::firstPixelLocation, static_cast<std::uint32_t>(first));
-          const Dispatch dispatch = normalize(input, output, static_cast<std::uint32_t>(count), firstPixel, 0.1307f, 0.3081f, wordAligned);
+          const Dispatch dispatch = normalize(input, output, static_cast<std::uint32_t>(count), firstPixel, f.format, f.pixelsPerImage, wordAligned);
           if (wordAligned && count % 4 == 0) {  // four pixels per invocation: a quarter of the invocations
-            const Dispatch single = normalize(input, output, static_cast<std::uint32_t>(count), firstPixel, 0.1307f, 0.3081f, false);
+            const Dispatch single = normalize(input, output, static_cast<std::uint32_t>(count), firstPixel, f.format, f.pixelsPerImage, false);
             CHECK(dispatch.program != single.program);
           }
           Plan plan(context.limits());
           plan.record(dispatch);
           plan.run();
           // One fp32 divide and multiply-add on values near 1: a few ulps.
-          test::checkClose(output.read<float>(), ref::normalize(pixels, first, count, 0.1307f, 0.3081f), 1e-6, 1e-6);
+          test::checkClose(output.read<float>(), ref::normalize(pixels, first, count, f.format, f.pixelsPerImage), 1e-6, 1e-6);
         }
       }
     }
@@ -168,8 +178,8 @@ TEST_SUITE("gl") {
     out.fill(test::nanPoison);
     Plan plan(context.limits());
     const int first = plan.addParameter(firstRow);
-    const float mean = 0.25f, std = 0.5f;
-    plan.record(GatherOp(programs).augmentedImages(images.pixels, indexBuffer, augment, out, rows, pixels, height, width, first, mean, std));
+    const InputFormat format{{0.25f, 0.5f}, {0.5f, 0.25f}};  // one mean and deviation per channel
+    plan.record(GatherOp(programs).augmentedImages(images.pixels, indexBuffer, augment, out, rows, pixels, height, width, first, format));
     plan.run();
     std::vector<double> expected;
     for (std::uint32_t r = 0; r < rows; ++r) {
@@ -180,7 +190,7 @@ TEST_SUITE("gl") {
             const int sx = static_cast<int>(flip ? width - 1 - x : x) - dx, sy = static_cast<int>(y) - dy;
             const bool inside = sx >= 0 && sy >= 0 && sx < static_cast<int>(width) && sy < static_cast<int>(height);
             const double pixel = inside ? bytes[indices[firstRow + r] * pixels + (c * height + static_cast<std::uint32_t>(sy)) * width + static_cast<std::uint32_t>(sx)] : 0;
-            expected.push_back((pixel / 255.0 - mean) / std);
+            expected.push_back((pixel / 255.0 - format.mean[c]) / format.std[c]);
           }
         }
       }

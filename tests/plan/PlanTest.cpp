@@ -66,9 +66,9 @@ TEST_SUITE("gl") {
     Buffer output(count * sizeof(float));
     output.fill(test::nanPoison);
     Plan plan(tight);
-    plan.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), 0.0f, 1.0f, false));
+    plan.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), InputFormat{}, static_cast<std::uint32_t>(count), false));
     plan.run();
-    test::checkClose(output.read<float>(), ref::normalize(pixels, 0, count, 0.0, 1.0), 1e-7, 1e-6);
+    test::checkClose(output.read<float>(), ref::normalize(pixels, 0, count, InputFormat{}, count), 1e-7, 1e-6);
   }
 
   TEST_CASE("a 2-D dispatch beyond the limit is a clear error") {
@@ -93,7 +93,7 @@ TEST_SUITE("gl") {
     Buffer output(8 * sizeof(float));
     Plan plan(context.limits());
     const int first = plan.addParameter();
-    plan.record(normalize(input, output, 8, Uniform::fromParameter(NormalizeOp::firstPixelLocation, first, 8), 0.0f, 1.0f, true));
+    plan.record(normalize(input, output, 8, Uniform::fromParameter(NormalizeOp::firstPixelLocation, first, 8), InputFormat{}, 8, true));
     for (std::uint32_t block = 0; block < 8; ++block) {
       plan.setParameter(first, block);
       plan.run();
@@ -114,11 +114,11 @@ TEST_SUITE("gl") {
     Buffer first(count * sizeof(float)), second(count * sizeof(float));
     // Two plans on one program, with different buffers and constants.
     Plan plainPlan(context.limits());
-    plainPlan.record(normalize(input, first, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), 0.0f, 1.0f, false));
+    plainPlan.record(normalize(input, first, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), InputFormat{}, static_cast<std::uint32_t>(count), false));
     Plan shiftedPlan(context.limits());
-    shiftedPlan.record(normalize(input, second, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), 0.5f, 2.0f, false));
-    const auto plainExpected = ref::normalize(pixels, 0, count, 0.0, 1.0);
-    const auto shiftedExpected = ref::normalize(pixels, 0, count, 0.5, 2.0);
+    shiftedPlan.record(normalize(input, second, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), InputFormat{{0.5f}, {2.0f}}, static_cast<std::uint32_t>(count), false));
+    const auto plainExpected = ref::normalize(pixels, 0, count, InputFormat{}, count);
+    const auto shiftedExpected = ref::normalize(pixels, 0, count, InputFormat{{0.5f}, {2.0f}}, count);
 
     plainPlan.run();
     const std::size_t cold = plainPlan.stateCallsLastRun();
@@ -149,14 +149,14 @@ TEST_SUITE("gl") {
     Buffer output(count * sizeof(float));
     output.fill(test::nanPoison);
     Plan once(context.limits());
-    once.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), 0.0f, 1.0f, false));
+    once.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), InputFormat{}, static_cast<std::uint32_t>(count), false));
     once.run();
     Plan twice(context.limits());
-    twice.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), 0.0f, 1.0f, false));
-    twice.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), 0.0f, 1.0f, false));
+    twice.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), InputFormat{}, static_cast<std::uint32_t>(count), false));
+    twice.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), InputFormat{}, static_cast<std::uint32_t>(count), false));
     twice.run();
     CHECK(twice.stateCallsLastRun() == once.stateCallsLastRun());
-    test::checkClose(output.read<float>(), ref::normalize(pixels, 0, count, 0.0, 1.0), 1e-7, 1e-6);
+    test::checkClose(output.read<float>(), ref::normalize(pixels, 0, count, InputFormat{}, count), 1e-7, 1e-6);
   }
 }
 

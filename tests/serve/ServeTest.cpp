@@ -143,7 +143,7 @@ TEST_CASE("a warm classifier answers every batch size from 1 to its capacity as 
         const NetworkGraph reference = buildGraph(network, static_cast<std::uint32_t>(count), false);
         const std::vector<double> logits =
             referenceValues(reference.graph,
-                            {{reference.images.id, ref::normalize(pixels, 0, pixels.size(), network.input.mean, network.input.std)}})
+                            {{reference.images.id, ref::normalize(pixels, 0, pixels.size(), network.input, network.inputs())}})
                 [static_cast<std::size_t>(reference.logits.id)];
         std::vector<float> gpu;
         for (const Prediction& prediction : predictions) gpu.insert(gpu.end(), prediction.probabilities.begin(), prediction.probabilities.end());
@@ -184,7 +184,7 @@ TEST_CASE("the one-dispatch MLP sliced as for a GPU: narrow first-layer slices, 
       plan.run();
       const NetworkGraph reference = buildGraph(network, static_cast<std::uint32_t>(batch), false);
       const std::vector<double> logits =
-          referenceValues(reference.graph, {{reference.images.id, ref::normalize(pixels, 0, pixels.size(), network.input.mean, network.input.std)}})
+          referenceValues(reference.graph, {{reference.images.id, ref::normalize(pixels, 0, pixels.size(), network.input, network.inputs())}})
               [static_cast<std::size_t>(reference.logits.id)];
       test::checkClose(probabilities.read<float>(), ref::softmax(logits, batch, classes), 1e-6, 1e-4);
       CHECK(labels.read<std::uint32_t>() == ref::argmax(logits, batch, classes));
