@@ -30,6 +30,9 @@ struct Value {
 };
 
 using onnxformat::describe;
+using onnxformat::integer;
+using onnxformat::integers;
+using onnxformat::real;
 
 class Importer {
  public:
@@ -139,20 +142,6 @@ class Importer {
       byName[attribute.name()] = &attribute;
     }
     return byName;
-  }
-
-  static std::int64_t integer(const std::map<std::string, const onnx::AttributeProto*>& attributes, const std::string& name, std::int64_t otherwise) {
-    const auto found = attributes.find(name);
-    return found == attributes.end() ? otherwise : found->second->i();
-  }
-  static double real(const std::map<std::string, const onnx::AttributeProto*>& attributes, const std::string& name, double otherwise) {
-    const auto found = attributes.find(name);
-    return found == attributes.end() ? otherwise : found->second->f();
-  }
-  static std::vector<std::int64_t> integers(const std::map<std::string, const onnx::AttributeProto*>& attributes, const std::string& name) {
-    const auto found = attributes.find(name);
-    if (found == attributes.end()) return {};
-    return {found->second->ints().begin(), found->second->ints().end()};
   }
 
   // Input `index` of a node, which must be given (a node's input list is the file's to get wrong).

@@ -12,26 +12,16 @@
 namespace glnet {
 namespace {
 
+using onnxformat::Attributes;
 using onnxformat::describe;
-using Attributes = std::map<std::string, const onnx::AttributeProto*>;
+using onnxformat::integer;
+using onnxformat::integers;
+using onnxformat::real;
 
 constexpr const char* trainableOps =
     "Conv, Gemm, BatchNormalization, Relu, Tanh, Sigmoid, HardSwish, x*Sigmoid(x), Add, Concat, MaxPool, AveragePool, "
     "GlobalAveragePool, Flatten, Dropout, Identity, Constant and a last Softmax";
 
-std::int64_t integer(const Attributes& attributes, const std::string& name, std::int64_t otherwise) {
-  const auto found = attributes.find(name);
-  return found == attributes.end() ? otherwise : found->second->i();
-}
-double real(const Attributes& attributes, const std::string& name, double otherwise) {
-  const auto found = attributes.find(name);
-  return found == attributes.end() ? otherwise : found->second->f();
-}
-std::vector<std::int64_t> integers(const Attributes& attributes, const std::string& name) {
-  const auto found = attributes.find(name);
-  if (found == attributes.end()) return {};
-  return {found->second->ints().begin(), found->second->ints().end()};
-}
 bool endsWith(const std::string& text, const std::string& end) {
   return text.size() > end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
 }

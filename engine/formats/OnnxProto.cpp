@@ -16,6 +16,22 @@ std::string describe(const std::vector<std::int64_t>& shape) {
   return text + "]";
 }
 
+std::int64_t integer(const Attributes& attributes, const std::string& name, std::int64_t otherwise) {
+  const auto found = attributes.find(name);
+  return found == attributes.end() ? otherwise : found->second->i();
+}
+
+double real(const Attributes& attributes, const std::string& name, double otherwise) {
+  const auto found = attributes.find(name);
+  return found == attributes.end() ? otherwise : found->second->f();
+}
+
+std::vector<std::int64_t> integers(const Attributes& attributes, const std::string& name) {
+  const auto found = attributes.find(name);
+  if (found == attributes.end()) return {};
+  return {found->second->ints().begin(), found->second->ints().end()};
+}
+
 }  // namespace onnxformat
 
 namespace {

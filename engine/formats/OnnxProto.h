@@ -7,6 +7,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,11 @@ OnnxConstant readOnnxTensor(const onnx::TensorProto& tensor, const std::string& 
 
 namespace onnxformat {
 std::string describe(const std::vector<std::int64_t>& shape);  // "[1, 3, 224, 224]"
+// A node's attributes by name, and their values where given (`otherwise` or empty where not).
+using Attributes = std::map<std::string, const onnx::AttributeProto*>;
+std::int64_t integer(const Attributes& attributes, const std::string& name, std::int64_t otherwise);
+double real(const Attributes& attributes, const std::string& name, double otherwise);
+std::vector<std::int64_t> integers(const Attributes& attributes, const std::string& name);
 }  // namespace onnxformat
 
 }  // namespace glnet

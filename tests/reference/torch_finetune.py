@@ -18,7 +18,6 @@ its model file must record the dropout layer. A model that flattens with x.view 
   torch_finetune.py GLNET_TRAIN MNIST_DIR WORK_DIR
 """
 import json
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -28,8 +27,10 @@ import torch
 from torch import nn
 
 here = Path(__file__).resolve().parent
+sys.path.insert(0, str(here))
 sys.path.insert(0, str(here.parent.parent / "bench"))
 from idx_files import idx  # noqa: E402
+from step_comparison import compare_losses, read_safetensors  # noqa: E402
 
 STEPS, BATCH, LR = 10, 64, 0.05
 
@@ -60,16 +61,6 @@ def export(model, path):
     model.train()
     torch.onnx.export(model, torch.zeros(2, 1, 28, 28), str(path), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, input_names=["images"], output_names=["logits"], dynamic_axes={"images": {0: "batch"}})
-
-
-def read_safetensors(path):
-    data = Path(path).read_bytes()
-    size = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + size])
-    metadata = header.pop("__metadata__", {})
-    tensors = {name: np.frombuffer(data[8 + size + e["data_offsets"][0]:8 + size + e["data_offsets"][1]], "<f4").reshape(e["shape"])
-               for name, e in header.items() if not name.startswith("optimizer.")}
-    return tensors, metadata
 
 
 def glnet_train(train, mnist, work, model, name, extra=()):
@@ -103,14 +94,7 @@ def main(train, mnist, work):
         optimizer.step()
         torch_losses.append(loss.item())
 
-    failures = 0
-    print("step  glnet loss   PyTorch loss")
-    for step, (g, t) in enumerate(zip(glnet_losses, torch_losses), 1):
-        ok = abs(g - t) <= 1e-4 * abs(t)
-        failures += not ok
-        print(f"{step:4d}  {g:.7f}  {t:.7f}{'' if ok else '  MISMATCH'}")
-    if len(glnet_losses) != STEPS:
-        sys.exit(f"glnet_train reported {len(glnet_losses)} steps, not {STEPS}")
+    failures = compare_losses(glnet_losses, torch_losses, STEPS)
     trained, _ = read_safetensors(work / "mixed.safetensors")
     expected = {k: v.detach().numpy() for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
     missing = set(expected) - set(trained)

@@ -15,7 +15,6 @@ batch-normalization backward, a stride off by one) moves them by 1e-2 or more wi
 """
 import importlib.util
 import json
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ import torch
 here = Path(__file__).resolve().parent
 sys.path.insert(0, str(here))
 from mlp_reference import write_safetensors  # noqa: E402
+from step_comparison import compare_losses, read_safetensors  # noqa: E402
 
 sys.path.insert(0, str(here.parent.parent / "bench"))
 spec = importlib.util.spec_from_file_location("train_peer", here.parent.parent / "bench" / "train_peer.py")
@@ -66,15 +66,6 @@ def glnet_names(model):
     return tensors
 
 
-def read_safetensors(path):
-    data = Path(path).read_bytes()
-    size = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8:8 + size])
-    header.pop("__metadata__", None)
-    return {name: np.frombuffer(data[8 + size + e["data_offsets"][0]:8 + size + e["data_offsets"][1]], "<f4").reshape(e["shape"])
-            for name, e in header.items() if not name.startswith("optimizer.")}
-
-
 def main(train, mnist, work):
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
@@ -109,15 +100,8 @@ def main(train, mnist, work):
         optimizer.step()
         torch_losses.append(loss.item())
 
-    failures = 0
-    print("step  glnet loss   PyTorch loss")
-    for step, (g, t) in enumerate(zip(glnet_losses, torch_losses), 1):
-        ok = abs(g - t) <= 1e-4 * abs(t)
-        failures += not ok
-        print(f"{step:4d}  {g:.7f}  {t:.7f}{'' if ok else '  MISMATCH'}")
-    if len(glnet_losses) != STEPS:
-        sys.exit(f"glnet_train reported {len(glnet_losses)} steps, not {STEPS}")
-    trained = read_safetensors(work / "glnet.safetensors")
+    failures = compare_losses(glnet_losses, torch_losses, STEPS)
+    trained, _ = read_safetensors(work / "glnet.safetensors")
     expected = glnet_names(model)
     if set(trained) != set(expected):
         sys.exit(f"glnet's model has tensors {sorted(set(trained) ^ set(expected))} that PyTorch's lacks or the reverse")
