@@ -31,7 +31,7 @@ std::string clock(double seconds) {
 }
 
 // The flags that define a run, recorded in its checkpoints.
-const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "lr", "optimizer", "dataset", "data", "size", "val-fraction",
+const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "batch-per-rank", "lr", "optimizer", "dataset", "data", "size", "val-fraction",
                                              "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
                                              "bucket-mb", "weight-decay", "nesterov", "clip-norm", "schedule", "warmup-epochs",
                                              "step-epochs", "step-gamma", "augment-shift", "augment-flip", "label-smoothing"};
@@ -64,6 +64,9 @@ int main(int argc, char** argv) {
         .option("activation", "NAME", "hidden activation: relu, tanh or sigmoid", "relu")
         .option("epochs", "N", "epochs (with --full-batch: iterations; tested and checkpointed every 100)", "5")
         .option("batch", "N", "images per step (under mpirun: across all ranks)", "64")
+        .option("batch-per-rank", "N", "under mpirun, instead of --batch: N images per step on each rank, so that the global batch "
+                "grows with the ranks (weak scaling). --lr is not scaled: it applies to the mean gradient of the global batch, as "
+                "with --batch; Goyal et al.'s linear rule multiplies it by the ranks")
         .option("lr", "RATE", "learning rate", "0.1")
         .option("optimizer", "NAME", "sgd, momentum (0.9), adam or adamw (decoupled weight decay)", "sgd")
         .option("weight-decay", "L", "weight decay of the weights (not of biases and batch normalization): L2 for sgd, momentum "
@@ -120,13 +123,18 @@ int main(int argc, char** argv) {
     for (const std::string& flag : trainingFlags) {
       if (!parser.text(flag).empty()) settings[flag] = parser.text(flag);
     }
+    // The global batch follows from the ranks: a resume on other ranks keeps the batch per rank.
+    if (parser.has("batch-per-rank")) settings.erase("batch");
     cli::checkDatasetFlags(parser);
     const std::string dataset = parser.text("dataset");
     const Activation activation = parseActivation(parser.text("activation"));
     if (activation == Activation::none) throw UsageError("--activation none would make the MLP linear; use relu, tanh or sigmoid");
     TrainingOptions options;
     options.epochs = static_cast<int>(parser.integer("epochs", 1, 1000000));
-    options.batch = static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20));
+    if (parser.has("batch-per-rank") && parser.has("batch")) throw UsageError("--batch and --batch-per-rank exclude each other");
+    options.batch = parser.has("batch-per-rank")
+                        ? static_cast<std::uint32_t>(parser.integer("batch-per-rank", 1, (1 << 20) / ranks.size()) * ranks.size())
+                        : static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20));
     options.fullBatch = parser.has("full-batch");
     options.optimizer.kind = parseOptimizer(parser.text("optimizer"));
     options.optimizer.learningRate = static_cast<float>(parser.number("lr"));

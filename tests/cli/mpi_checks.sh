@@ -50,6 +50,15 @@ grep -q "per step .* ms compute, .* ms communication, all exposed" "$work/two-un
 same_model "$work/one.safetensors" "$work/two-unbucketed.safetensors" 1e-4
 [ "$(grep -c '^epoch 2/2' "$work/two.txt")" = 1 ] || fail "progress printed by more than rank 0"
 
+# Weak scaling: 2 ranks of --batch-per-rank 32 are the global batch 64 of one rank; --batch beside it is refused.
+ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --log-every 5 --seed 4 \
+  --out "$work/per-rank.safetensors" --epochs 2 --batch-per-rank 32 --optimizer momentum --lr 0.05 >"$work/per-rank.txt" 2>&1 ||
+  fail "2 ranks, --batch-per-rank 32"
+grep -q "each step's 64 images shared 32 to 32 per rank" "$work/per-rank.txt" || fail "--batch-per-rank 32 on 2 ranks is not a global batch of 64"
+same_model "$work/one.safetensors" "$work/per-rank.safetensors" 1e-4
+expect 2 "error: --batch and --batch-per-rank exclude each other" -- "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" \
+  --batch 64 --batch-per-rank 32
+
 # Uneven split: global batch 61 over 3 ranks (21, 20, 20), against 1 rank at batch 61.
 train --out "$work/odd1.safetensors" --epochs 1 --batch 61 >/dev/null 2>&1 || fail "1 rank, batch 61"
 ranks 3 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --seed 4 --out "$work/odd3.safetensors" \
