@@ -20,12 +20,12 @@ using namespace glnet;
 int main(int argc, char** argv) {
   return cli::runRanks("glnet_eval", [&](const Communicator& ranks) {
     cli::Parser parser("glnet_eval",
-                       "Evaluates a model file on a test set (MNIST by default; --dataset as glnet_train takes it): the images\n"
-                       "are uploaded once as uint8, batches run\n"
-                       "through one recorded plan, and the predictions are read back once at the end. Under mpirun each\n"
-                       "rank evaluates its share of the images on its own GPU and rank 0 prints the totals.",
+                       "Evaluates a model file (safetensors or ONNX) on a test set, MNIST by default or what --dataset names\n"
+                       "as glnet_train takes it: the images are uploaded once as uint8, batches run through one recorded\n"
+                       "plan, and the predictions are read back once at the end. Under mpirun each rank evaluates its share\n"
+                       "of the images on its own GPU and rank 0 prints the totals.",
                        "--model MODEL.safetensors [options]");
-    parser.modelOptions("model file (safetensors)")
+    parser.modelOptions("model file (safetensors, or ONNX)")
         .option("dataset", "NAME", "mnist or fashion (IDX files), cifar10 (its binary version) or folder (one sub-folder of images "
                 "per class, under train/ and test/ or split by --val-fraction and --seed as glnet_train split them)", "mnist")
         .option("data", "DIR", "the data set's directory (default: data/mnist, or /usr/share/datasets/fashion-mnist)")
