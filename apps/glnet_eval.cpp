@@ -42,7 +42,9 @@ int main(int argc, char** argv) {
     if (!parser.has("model")) throw UsageError("--model is required");
     const std::string splitName = parser.text("split");
     if (splitName != "test" && splitName != "train") throw UsageError("--split is test or train, not '" + splitName + "'");
-    cli::checkDatasetFlags(parser);
+    DataChoice choice = cli::dataChoice(parser, static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX)));
+    const std::size_t limit = parser.has("limit") ? static_cast<std::size_t>(parser.integer("limit", 1, 1L << 40)) : 0;
+    (splitName == "test" ? choice.testLimit : choice.trainLimit) = limit;
     const auto batch = static_cast<std::size_t>(parser.integer("batch", 1, 1 << 20));
     if (parser.has("predictions")) checkWritable(parser.text("predictions"));
     const ContextOptions contextOptions = parser.contextOptions(ranks);
@@ -53,17 +55,6 @@ int main(int argc, char** argv) {
     std::size_t imageCount = 0;
     cli::setUpTogether(ranks, [&] {
       model.emplace(cli::loadModel(parser));
-      DataChoice choice;
-      choice.dataset = parser.text("dataset");
-      choice.directory = parser.text("data");
-      choice.size = parser.has("size") ? static_cast<std::uint32_t>(parser.integer("size", 1, 4096)) : 0;
-      if (parser.has("val-fraction")) {
-        choice.validationFraction = parser.number("val-fraction");
-        if (!(choice.validationFraction > 0 && choice.validationFraction < 1)) throw UsageError("--val-fraction must be between 0 and 1");
-      }
-      choice.seed = static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX));
-      const std::size_t limit = parser.has("limit") ? static_cast<std::size_t>(parser.integer("limit", 1, 1L << 40)) : 0;
-      (splitName == "test" ? choice.testLimit : choice.trainLimit) = limit;
       LabelledImages data = loadDataSplit(choice, *model, splitName == "test" ? Split::test : Split::train);
       imageCount = data.images.count;
       const Shard share = shardOf(imageCount, ranks.rank(), ranks.size());

@@ -125,8 +125,6 @@ int main(int argc, char** argv) {
     }
     // The global batch follows from the ranks: a resume on other ranks keeps the batch per rank.
     if (parser.has("batch-per-rank")) settings.erase("batch");
-    cli::checkDatasetFlags(parser);
-    const std::string dataset = parser.text("dataset");
     const Activation activation = parseActivation(parser.text("activation"));
     if (activation == Activation::none) throw UsageError("--activation none would make the MLP linear; use relu, tanh or sigmoid");
     TrainingOptions options;
@@ -150,6 +148,7 @@ int main(int argc, char** argv) {
     options.labelSmoothing = static_cast<float>(parser.number("label-smoothing"));
     checkTrainingOptions(options, [](const std::string& option) { return "--" + option; });
     options.seed = static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX));
+    DataChoice dataChoice = cli::dataChoice(parser, options.seed);
     options.logEvery = static_cast<std::size_t>(parser.integer("log-every", 1, 1L << 30));
     const double progressSeconds = parser.number("progress-every");
     if (!(progressSeconds >= 0.01 && progressSeconds <= 86400)) throw UsageError("--progress-every must be from 0.01 to 86400 seconds");
@@ -182,15 +181,6 @@ int main(int argc, char** argv) {
       networkChoice.activation = activation;
       networkChoice.seed = options.seed;
       StartingNetwork start = startingNetwork(networkChoice);
-      DataChoice dataChoice;
-      dataChoice.dataset = dataset;
-      dataChoice.directory = parser.text("data");
-      dataChoice.size = parser.has("size") ? static_cast<std::uint32_t>(parser.integer("size", 1, 4096)) : 0;
-      if (parser.has("val-fraction")) {
-        dataChoice.validationFraction = parser.number("val-fraction");
-        if (!(dataChoice.validationFraction > 0 && dataChoice.validationFraction < 1)) throw UsageError("--val-fraction must be between 0 and 1");
-      }
-      dataChoice.seed = options.seed;
       dataChoice.trainLimit = parser.has("train-limit") ? static_cast<std::size_t>(parser.integer("train-limit", 1, 1L << 40)) : 0;
       dataChoice.testLimit = parser.has("test-limit") ? static_cast<std::size_t>(parser.integer("test-limit", 1, 1L << 40)) : 0;
       DataSets sets = loadDataSets(dataChoice, start.network);
@@ -231,7 +221,7 @@ int main(int argc, char** argv) {
     if (leader) {
       const std::size_t steps = trainer->stepsPerEpoch();
       std::fprintf(info, "training %s (%s) on %zu %s images, %s, %zu step%s per %s, %s lr %g (%s), seed %u; compile %.0f ms\n",
-                   initial.architecture.c_str(), activationName(activation), trainCount, dataset.c_str(),
+                   initial.architecture.c_str(), activationName(activation), trainCount, dataChoice.dataset.c_str(),
                    options.fullBatch ? "full batch" : ("batch " + std::to_string(options.batch)).c_str(), steps, steps == 1 ? "" : "s",
                    options.fullBatch ? "iteration" : "epoch", optimizerName(options.optimizer.kind),
                    static_cast<double>(options.optimizer.learningRate), scheduleName(options.schedule.kind), options.seed,

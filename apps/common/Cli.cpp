@@ -193,12 +193,23 @@ void printWarnings(const char* program) {
   pendingWarnings().clear();
 }
 
-void checkDatasetFlags(const Parser& parser) {
-  const std::string dataset = parser.text("dataset");
-  if (dataset != "mnist" && dataset != "fashion" && dataset != "cifar10" && dataset != "folder") {
-    throw UsageError("--dataset is mnist, fashion, cifar10 or folder, not '" + dataset + "'");
+DataChoice dataChoice(const Parser& parser, std::uint32_t seed) {
+  DataChoice choice;
+  choice.dataset = parser.text("dataset");
+  if (choice.dataset != "mnist" && choice.dataset != "fashion" && choice.dataset != "cifar10" && choice.dataset != "folder") {
+    throw UsageError("--dataset is mnist, fashion, cifar10 or folder, not '" + choice.dataset + "'");
   }
-  if ((dataset == "cifar10" || dataset == "folder") && !parser.has("data")) throw UsageError("--dataset " + dataset + " needs --data DIR");
+  if ((choice.dataset == "cifar10" || choice.dataset == "folder") && !parser.has("data")) {
+    throw UsageError("--dataset " + choice.dataset + " needs --data DIR");
+  }
+  choice.directory = parser.text("data");
+  choice.size = parser.has("size") ? static_cast<std::uint32_t>(parser.integer("size", 1, 4096)) : 0;
+  if (parser.has("val-fraction")) {
+    choice.validationFraction = parser.number("val-fraction");
+    if (!(choice.validationFraction > 0 && choice.validationFraction < 1)) throw UsageError("--val-fraction must be between 0 and 1");
+  }
+  choice.seed = seed;
+  return choice;
 }
 
 Network loadModel(const Parser& parser, TensorFile* file) {

@@ -5,6 +5,7 @@
 #include "dist/Communicator.h"
 #include "gl/Context.h"
 #include "model/Network.h"
+#include "model/TrainingInputs.h"
 
 #include <functional>
 #include <map>
@@ -78,8 +79,9 @@ void printWarnings(const char* program);
 // input scaling or activation and no flag gives them. `file`, when given, gets the file's contents.
 Network loadModel(const Parser& parser, TensorFile* file = nullptr);
 
-// --dataset's name and, for cifar10 and folder, --data: refused as usage errors before anything is read.
-void checkDatasetFlags(const Parser& parser);
+// The data set that --dataset, --data, --size and --val-fraction name (glnet_train and glnet_eval take them alike),
+// `seed` drawing a folder's held-out images; bad flags are usage errors before anything is read.
+DataChoice dataChoice(const Parser& parser, std::uint32_t seed);
 
 // Runs `body` as an app's main: returns its exit code, or prints `program: error: ...` and returns 1
 // (glnet::Error) or 2 (UsageError).

@@ -151,7 +151,8 @@ class Converter {
     if (!isValidLayerName(name) || names_.count(name)) {
       const std::string& source = node.name().empty() ? node.output(0) : node.name();
       name.clear();
-      for (const char c : source.substr(source.find_first_not_of('/') == std::string::npos ? 0 : source.find_first_not_of('/'), 100)) {
+      const std::size_t start = std::min(source.find_first_not_of('/'), source.size());  // "/conv1/Conv" → "conv1.Conv"
+      for (const char c : source.substr(start, 100)) {
         const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
         name += c == '/' ? '.' : plain ? c : '_';
       }

@@ -370,9 +370,9 @@ class ConcatOp : public LayoutOp {
                                                      const std::vector<double>& dOut) const override {
     std::vector<std::vector<double>> gradients(in.size());
     const Shape out = outputShape(shapesOf(in));
-    std::size_t outer = 1, row = 1;
+    std::size_t outer = 1;
     for (std::uint32_t k = 0; k < axis_; ++k) outer *= out[k];
-    row = elementCount(out) / std::max<std::size_t>(outer, 1);
+    const std::size_t row = elementCount(out) / std::max<std::size_t>(outer, 1);
     std::size_t start = 0;
     for (std::size_t i = 0; i < in.size(); ++i) {
       const std::size_t piece = elementCount(in[i].shape) / std::max<std::size_t>(outer, 1);
