@@ -99,7 +99,7 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
   }
   // Inference: an op that prepares keeps what it prepared in a workspace of its own; any other op's workspace lives
   // within its own dispatches, so with reused memory one serves them all.
-  std::vector<std::size_t> workspaceBytes, preparedBytes;
+  std::vector<std::size_t> workspaceBytes, preparedBytes, scratchBytes;
   for (const OpNode& node : graph_.ops()) {
     std::vector<Shape> shapes;
     for (const int id : node.inputs) shapes.push_back(tensors[static_cast<std::size_t>(id)].shape);
@@ -109,8 +109,12 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
                                        [&](int id) { return tensors[static_cast<std::size_t>(id)].role == TensorRole::parameter; });
     workspaceBytes.push_back(preparing ? 0 : node.op->workspaceBytes(shapes));
     preparedBytes.push_back(preparing ? node.op->preparedBytes(shapes) : 0);
+    scratchBytes.push_back(preparing ? node.op->preparedScratchBytes(shapes) : 0);
   }
-  const std::size_t sharedWorkspace = reuse && !workspaceBytes.empty() ? *std::max_element(workspaceBytes.begin(), workspaceBytes.end()) : 0;
+  const std::size_t sharedWorkspace =
+      reuse && !workspaceBytes.empty()
+          ? std::max(*std::max_element(workspaceBytes.begin(), workspaceBytes.end()), *std::max_element(scratchBytes.begin(), scratchBytes.end()))
+          : 0;
   const Buffer* shared = nullptr;
   if (sharedWorkspace) {
     workspaces_.push_back(std::make_unique<Buffer>(sharedWorkspace));
@@ -120,8 +124,12 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
     const std::size_t own = preparedBytes[n] ? preparedBytes[n] : reuse ? 0 : workspaceBytes[n];
     if (own) workspaces_.push_back(std::make_unique<Buffer>(own));
     workspaceOf_.push_back(own ? workspaces_.back().get() : workspaceBytes[n] ? shared : nullptr);
+    if (scratchBytes[n] && !reuse) workspaces_.push_back(std::make_unique<Buffer>(scratchBytes[n]));
+    scratchOf_.push_back(!scratchBytes[n] ? nullptr : reuse ? shared : workspaces_.back().get());
   }
-  activationBytes_ += reuse ? sharedWorkspace : std::accumulate(workspaceBytes.begin(), workspaceBytes.end(), std::size_t{0});
+  activationBytes_ += reuse ? sharedWorkspace
+                            : std::accumulate(workspaceBytes.begin(), workspaceBytes.end(), std::size_t{0}) +
+                                  std::accumulate(scratchBytes.begin(), scratchBytes.end(), std::size_t{0});
   if (!training) {
     // The preparations run once now, and again whenever the parameters are written.
     prepared_.assign(graph_.ops().size(), false);
@@ -157,6 +165,7 @@ GpuTensor CompiledGraph::outputOf(std::size_t node) const {
   GpuTensor output{view({id}), graph_.tensors()[static_cast<std::size_t>(id)].shape};
   if (workspaceOf_[node]) output.workspace = BufferView(*workspaceOf_[node]);
   output.prepared = prepared_.size() > node && prepared_[node];
+  if (scratchOf_.size() > node && scratchOf_[node]) output.scratch = BufferView(*scratchOf_[node]);
   return output;
 }
 

@@ -2,6 +2,7 @@
 #include "graph/Ops.h"
 #include "ops/Conv.h"
 #include "ops/StridedCopy.h"
+#include "ops/Winograd.h"
 #include "ref/Reference.h"
 
 namespace glnet {
@@ -46,8 +47,17 @@ class Conv2d : public Op {
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     recordForward(programs, plan, in, out, false, out.prepared ? Part::gemm : Part::both);
   }
+  // An inference graph prepares the weights once: transposed for the implicit GEMM, or transformed for Winograd's
+  // F(2x2, 3x3) where WinogradConvOp::chosen says so, whose forward pass then also takes scratch memory.
   std::size_t preparedInputs() const override { return 2; }
-  std::size_t preparedBytes(const std::vector<Shape>& in) const override { return ConvOp::forwardWorkspaceBytes(shape(in)); }
+  std::size_t preparedBytes(const std::vector<Shape>& in) const override {
+    const ConvShape s = shape(in);
+    return WinogradConvOp::chosen(s) ? WinogradConvOp::transformedWeightBytes(s) : ConvOp::forwardWorkspaceBytes(s);
+  }
+  std::size_t preparedScratchBytes(const std::vector<Shape>& in) const override {
+    const ConvShape s = shape(in);
+    return WinogradConvOp::chosen(s) ? WinogradConvOp::scratchBytes(s) : 0;
+  }
   void prepare(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     recordForward(programs, plan, in, out, false, Part::transpose);
   }
@@ -140,9 +150,21 @@ class Conv2d : public Op {
   enum class Part { both, transpose, gemm };
   void recordForward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out, bool pooled, Part part) const {
     GLNET_ASSERT(out.workspace.has_value(), "a convolution needs its workspace for the transposed weights");
+    const ConvShape s = shape(shapes(in));
+    if (part != Part::both && WinogradConvOp::chosen(s)) {
+      const WinogradConvOp winograd(programs, activation_, after_, residual_);
+      if (part == Part::transpose) {
+        plan.record(winograd.transformWeights(in[1].view, *out.workspace, s));
+      } else {
+        GLNET_ASSERT(out.scratch.has_value(), "Winograd's convolution needs its scratch memory");
+        plan.record(winograd.forward(in[0].view, *out.workspace, in[2].view, out.view, s, *out.scratch, pooled,
+                                     residual_ ? &in[3].view : nullptr));
+      }
+      return;
+    }
     const std::vector<Dispatch> dispatches =
         ConvOp(programs, activation_, after_, residual_)
-            .forward(in[0].view, in[1].view, in[2].view, out.view, shape(shapes(in)), *out.workspace, pooled, residual_ ? &in[3].view : nullptr);
+            .forward(in[0].view, in[1].view, in[2].view, out.view, s, *out.workspace, pooled, residual_ ? &in[3].view : nullptr);
     if (part != Part::gemm) plan.record(dispatches[0]);
     if (part != Part::transpose) plan.record(std::vector<Dispatch>(dispatches.begin() + 1, dispatches.end()));
   }

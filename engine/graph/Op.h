@@ -22,6 +22,9 @@ struct GpuTensor {
   std::optional<BufferView> workspace = std::nullopt;
   // For an op that prepares (Op::preparedInputs): its prepare dispatches have run, and the workspace holds their result.
   bool prepared = false;
+  // For a preparing op's output in an inference graph: memory its forward pass alone uses (Winograd's transformed
+  // tiles), shared with the other ops' scratch; preparedScratchBytes asks for it.
+  std::optional<BufferView> scratch = std::nullopt;
 };
 
 // Where an input's gradient goes: written, or added to what earlier consumers of the input wrote.
@@ -66,6 +69,8 @@ class Op {
   // The workspace bytes an inference graph gives a preparing op (kept from prepare to every forward), in place of
   // workspaceBytes, which also covers training's scratch.
   virtual std::size_t preparedBytes(const std::vector<Shape>& /*inputs*/) const { return 0; }
+  // Scratch bytes a preparing op's forward pass needs besides what it prepared (GpuTensor::scratch), or 0.
+  virtual std::size_t preparedScratchBytes(const std::vector<Shape>& /*inputs*/) const { return 0; }
   virtual void prepare(ProgramCache& /*programs*/, Plan& /*plan*/, const std::vector<GpuTensor>& /*inputs*/, const GpuTensor& /*output*/) const {}
   // Records the gradient of every input that has a target, given the gradient of the output. The output's
   // gradient is this op's alone by then: the op may overwrite it (a convolution turns it into the gradient of its

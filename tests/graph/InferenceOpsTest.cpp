@@ -4,6 +4,7 @@
 #include "graph/InferenceOps.h"
 #include "graph/Ops.h"
 #include "ops/Conv.h"
+#include "ops/Winograd.h"
 #include "graph/ReferenceGraph.h"
 #include "support/Compare.h"
 #include "support/GlContext.h"
@@ -60,6 +61,39 @@ void checkAgainstReference(const Case& c, std::uint32_t stream) {
   plan.read(*out.buffer, result.data(), result.size() * sizeof(float), out.offset);
   const std::vector<std::vector<double>> reference = referenceValues(graph, feeds);
   test::checkClose(result, reference[static_cast<std::size_t>(y.id)], c.atol, c.rtol);
+}
+
+// The same for a convolution whose weights and bias (inputs 1 and 2) are parameters, so that the graph prepares
+// them, under `memory` (which decides where the forward pass's scratch lives); returns the plan's labels.
+std::vector<std::string> checkPreparedConv(const Case& c, CompiledGraph::Memory memory, std::uint32_t stream) {
+  Context& context = test::glContext();
+  auto random = test::generator(stream);
+  Graph graph;
+  std::vector<Tensor> inputs;
+  std::map<int, std::vector<double>> feeds;
+  std::vector<std::vector<float>> values;
+  for (std::size_t i = 0; i < c.inputs.size(); ++i) {
+    values.push_back(test::uniformFloats(random, elementCount(c.inputs[i]), c.low, c.high));
+    const bool parameter = i == 1 || i == 2;
+    inputs.push_back(parameter ? graph.parameter("p" + std::to_string(i), c.inputs[i], values.back())
+                               : graph.input("x" + std::to_string(i), c.inputs[i]));
+    if (!parameter) feeds[inputs.back().id] = test::widen(values.back());
+  }
+  const Tensor y = graph.apply(c.op, inputs);
+  CAPTURE(c.op->name());
+  CAPTURE(describe(graph.tensor(y).shape));
+  CompiledGraph compiled(context, graph, memory, {y});
+  Plan plan = compiled.forwardPlan([](Plan&) {});
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (i != 1 && i != 2) compiled.upload(inputs[i], values[i].data(), values[i].size() * sizeof(float));
+  }
+  std::vector<float> result(elementCount(graph.tensor(y).shape), NAN);
+  compiled.upload(y, result.data(), result.size() * sizeof(float));  // poisoned: an unwritten element fails
+  plan.run();
+  const BufferView out = compiled.view(y);
+  plan.read(*out.buffer, result.data(), result.size() * sizeof(float), out.offset);
+  test::checkClose(result, referenceValues(graph, feeds)[static_cast<std::size_t>(y.id)], c.atol, c.rtol);
+  return plan.labels();
 }
 
 }  // namespace
@@ -182,6 +216,35 @@ TEST_SUITE("gl") {
       REQUIRE(ConvOp::forwardSplit({x[0], x[1], x[2], x[3], 24, 3, 3, 1}).splits > 1);
       checkAgainstReference({conv2dMaxPoolOp(Activation::relu, 1), {x, {24, x[1], 3, 3}, {24}}, -1, 1, 1e-5, 1e-4}, stream++);
     }
+  }
+
+  TEST_CASE("Winograd's F(2x2, 3x3) convolutions, with every fused epilogue and pooling, match float64") {
+    const ForcedConvAlgorithm winograd(ConvAlgorithm::winograd);
+    std::uint32_t stream = 520;
+    // Its transforms add and subtract up to 16 inputs and 9 weights scaled by 1/2 before the products, and 16
+    // products after: a rounding error a few times the direct sum's, bounded here by 2e-5 + 1e-4 x |y|.
+    const double atol = 2e-5, rtol = 1e-4;
+    // Odd planes (tiles past the edges), valid and same padding, channels that are not multiples of 4 (no vec4
+    // runs), more tiles than one GEMM tile, a batch of one.
+    const std::vector<Case> cases{
+        {conv2dOp(Activation::relu, 1), {{2, 5, 9, 7}, {6, 5, 3, 3}, {6}}, -1, 1, atol, rtol},
+        {conv2dOp(Activation::none, 0), {{3, 8, 11, 10}, {12, 8, 3, 3}, {12}}, -1, 1, atol, rtol},
+        {conv2dOp(Activation::tanh, 1), {{1, 67, 5, 5}, {33, 67, 3, 3}, {33}}, -1, 1, atol, rtol},
+        {conv2dOp(Activation::none, 1, 1, {PointwiseKind::clip, 0, 6}), {{2, 16, 17, 13}, {20, 16, 3, 3}, {20}}, -1, 1, atol, rtol},
+        {conv2dOp(Activation::sigmoid, 2), {{1, 3, 4, 6}, {4, 3, 3, 3}, {4}}, -1, 1, atol, rtol},
+        {conv2dResidualOp(1, 1, {PointwiseKind::relu}), {{2, 12, 7, 9}, {12, 12, 3, 3}, {12}, {2, 12, 7, 9}}, -1, 1, atol, rtol},
+        {conv2dMaxPoolOp(Activation::relu, 1), {{2, 7, 9, 11}, {10, 7, 3, 3}, {10}}, -1, 1, atol, rtol},
+        {conv2dMaxPoolOp(Activation::none, 0), {{1, 4, 8, 8}, {8, 4, 3, 3}, {8}}, -1, 1, atol, rtol},
+    };
+    for (const Case& c : cases) {
+      for (const CompiledGraph::Memory memory : {CompiledGraph::Memory::kept, CompiledGraph::Memory::reused}) {
+        const std::vector<std::string> labels = checkPreparedConv(c, memory, stream++);
+        CHECK(std::any_of(labels.begin(), labels.end(), [](const std::string& label) { return label.rfind("conv winograd products", 0) == 0; }));
+      }
+    }
+    // A strided or 5x5 convolution keeps the implicit GEMM.
+    CHECK_FALSE(WinogradConvOp::chosen({1, 8, 9, 9, 8, 3, 3, 1, 2}));
+    CHECK_FALSE(WinogradConvOp::chosen({1, 8, 9, 9, 8, 5, 5, 2, 1}));
   }
 
   TEST_CASE("a concat of tensors that share the activation arena is one dispatch and matches float64") {

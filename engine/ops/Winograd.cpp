@@ -1,0 +1,121 @@
+#include "ops/Winograd.h"
+
+#include "gl/check.h"
+#include "ops/Groups.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace glnet {
+namespace {
+
+ConvAlgorithm forcedAlgorithm = ConvAlgorithm::automatic;
+
+ConvAlgorithm algorithmFromEnvironment() {
+  const char* value = std::getenv("GLNET_CONV_ALGORITHM");
+  if (!value || !*value || std::strcmp(value, "auto") == 0) return ConvAlgorithm::automatic;
+  if (std::strcmp(value, "gemm") == 0) return ConvAlgorithm::implicitGemm;
+  if (std::strcmp(value, "winograd") == 0) return ConvAlgorithm::winograd;
+  throw Error(std::string("GLNET_CONV_ALGORITHM is '") + value + "'; it takes auto, gemm or winograd");
+}
+
+std::size_t roundedTo256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+std::uint64_t paddedTiles(const ConvShape& s) { return (WinogradConvOp::tiles(s) + 3) / 4 * 4; }
+
+std::vector<ShaderDefine> geometry(const ConvShape& s, int mode) {
+  return {{"CONV_CHANNELS", std::to_string(s.channels) + "u"},
+          {"CONV_HEIGHT", std::to_string(s.height) + "u"},
+          {"CONV_WIDTH", std::to_string(s.width) + "u"},
+          {"CONV_OUT_CHANNELS", std::to_string(s.outChannels) + "u"},
+          {"CONV_PADDING", std::to_string(s.padding)},
+          {"WINOGRAD_MODE", std::to_string(mode)}};
+}
+
+constexpr int depthLocation = 11;  // Winograd.glsl's gemmDepth
+
+}  // namespace
+
+ForcedConvAlgorithm::ForcedConvAlgorithm(ConvAlgorithm algorithm) : previous_(forcedAlgorithm) { forcedAlgorithm = algorithm; }
+ForcedConvAlgorithm::~ForcedConvAlgorithm() { forcedAlgorithm = previous_; }
+
+bool WinogradConvOp::chosen(const ConvShape& s) {
+  if (!fits(s)) return false;
+  const ConvAlgorithm algorithm = forcedAlgorithm != ConvAlgorithm::automatic ? forcedAlgorithm : algorithmFromEnvironment();
+  if (algorithm != ConvAlgorithm::automatic) return algorithm == ConvAlgorithm::winograd;
+  return s.channels >= 64 && s.outChannels >= 64;
+}
+
+std::size_t WinogradConvOp::transformedWeightBytes(const ConvShape& s) {
+  return roundedTo256(std::size_t{16} * s.channels * s.outChannels * sizeof(float));
+}
+
+std::size_t WinogradConvOp::scratchBytes(const ConvShape& s) {
+  const std::size_t perPosition = static_cast<std::size_t>(paddedTiles(s)) * sizeof(float);
+  return roundedTo256(16 * s.channels * perPosition) + 16 * s.outChannels * perPosition;
+}
+
+WinogradConvOp::WinogradConvOp(ProgramCache& programs, Activation activation, const Pointwise& after, bool residual)
+    : programs_(&programs),
+      activation_(activation),
+      after_(after),
+      residual_(residual),
+      products_(programs, "Winograd.glsl", {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}}) {}
+
+Dispatch WinogradConvOp::linear(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
+                                const ConvShape& s, std::uint64_t count) const {
+  Dispatch d = linearDispatch(program, label, count);
+  d.buffers = std::move(buffers);
+  d.uniforms = {Uniform::u32(0, s.batch)};
+  return d;
+}
+
+Dispatch WinogradConvOp::transformWeights(const BufferView& weight, const BufferView& transformed, const ConvShape& s) const {
+  GLNET_ASSERT(fits(s), "Winograd's F(2x2, 3x3) takes 3x3 kernels at stride 1");
+  GLNET_ASSERT(transformed.room() >= transformedWeightBytes(s), "the transformed weights need their own space");
+  return linear(programs_->get("Winograd.glsl", geometry(s, 0)), "conv winograd weights",
+                {{1, weight, Access::read}, {3, transformed, Access::write}}, s, std::uint64_t{s.outChannels} * s.channels);
+}
+
+std::vector<Dispatch> WinogradConvOp::forward(const BufferView& x, const BufferView& transformed, const BufferView& bias,
+                                              const BufferView& y, const ConvShape& s, const BufferView& scratch, bool pooled,
+                                              const BufferView* residual) const {
+  GLNET_ASSERT(fits(s), "Winograd's F(2x2, 3x3) takes 3x3 kernels at stride 1");
+  GLNET_ASSERT(!pooled || (after_.kind == PointwiseKind::identity && !residual_), "a function or a residual is not fused with pooling");
+  GLNET_ASSERT(residual_ == (residual != nullptr), "a residual convolution's forward pass takes its residual");
+  GLNET_ASSERT(scratch.room() >= scratchBytes(s), "Winograd's transforms need their scratch memory");
+  const std::uint64_t tiles = WinogradConvOp::tiles(s), stride = paddedTiles(s);
+  const BufferView inputs(*scratch.buffer, scratch.offset, 16 * s.channels * stride * sizeof(float));
+  const BufferView products(*scratch.buffer, scratch.offset + roundedTo256(inputs.bytes), 16 * s.outChannels * stride * sizeof(float));
+  const BufferView weights(*transformed.buffer, transformed.offset, std::size_t{16} * s.channels * s.outChannels * sizeof(float));
+
+  std::vector<Dispatch> dispatches;
+  dispatches.push_back(linear(programs_->get("Winograd.glsl", geometry(s, 1)), "conv winograd input",
+                              {{0, x, Access::read}, {3, inputs, Access::write}}, s, tiles * s.channels));
+  // Each position's GEMM has T rows, OC columns and a sum over C; the rule sees the 16 of them as one of 16·T rows.
+  const GemmChoice gemm = chooseGemm(16 * stride, s.outChannels, s.channels, false);
+  Dispatch product;
+  product.program = &products_.get(*gemm.config, vec4Readable(inputs.offset, stride), vec4Readable(weights.offset, s.outChannels), false,
+                                   geometry(s, 2));
+  product.label = std::string("conv winograd products ") + gemm.config->name;
+  product.buffers = {{0, inputs, Access::read}, {1, weights, Access::read}, {3, products, Access::write}};
+  product.uniforms = {Uniform::u32(0, s.batch), Uniform::u32(depthLocation, s.channels)};
+  product.groups = {static_cast<std::uint32_t>((tiles + gemm.config->tileRows - 1) / gemm.config->tileRows),
+                    (s.outChannels + gemm.config->tileColumns - 1) / gemm.config->tileColumns, 16};
+  dispatches.push_back(product);
+
+  std::vector<ShaderDefine> defines = geometry(s, 3);
+  defines.push_back({"ACTIVATION", std::to_string(static_cast<int>(activation_))});
+  if (pooled) defines.push_back({"WINOGRAD_POOL", "1"});
+  if (residual_) defines.push_back({"WINOGRAD_RESIDUAL", "1"});
+  for (ShaderDefine& define : after_.fusedDefines()) defines.push_back(std::move(define));
+  const std::string function = after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_);
+  Dispatch output = linear(programs_->get("Winograd.glsl", defines, after_.fusedIncludes()),
+                           "conv winograd output " + function + (pooled ? " + max pool" : residual ? " + residual" : ""),
+                           {{0, products, Access::read}, {2, bias, Access::read}, {3, y, Access::write}}, s,
+                           tiles * s.outChannels);
+  if (residual) output.buffers.push_back({4, *residual, Access::read});
+  dispatches.push_back(output);
+  return dispatches;
+}
+
+}  // namespace glnet

@@ -1,0 +1,65 @@
+// Bindings of shaders/Winograd.glsl: Winograd's F(2×2, 3×3) for the 3×3 stride-1 convolutions of inference graphs,
+// whose weights are transformed once (an op that prepares) and whose inputs go through scratch memory.
+#pragma once
+
+#include "ops/Activation.h"
+#include "ops/Conv.h"
+#include "ops/Gemm.h"
+#include "ops/Pointwise.h"
+#include "plan/Plan.h"
+#include "plan/ProgramCache.h"
+
+#include <vector>
+
+namespace glnet {
+
+enum class ConvAlgorithm { automatic, implicitGemm, winograd };
+
+// Makes every convolution recorded while it lives take `algorithm` where it fits (tests, and glnet_bench's
+// comparisons); the previous one comes back when it ends. Without one, GLNET_CONV_ALGORITHM (auto, gemm or
+// winograd) decides, else the rule in Winograd.cpp.
+class ForcedConvAlgorithm {
+ public:
+  explicit ForcedConvAlgorithm(ConvAlgorithm algorithm);
+  ~ForcedConvAlgorithm();
+  ForcedConvAlgorithm(const ForcedConvAlgorithm&) = delete;
+  ForcedConvAlgorithm& operator=(const ForcedConvAlgorithm&) = delete;
+
+ private:
+  ConvAlgorithm previous_;
+};
+
+class WinogradConvOp {
+ public:
+  // As ConvOp's: `after` applied after the activation, `residual` added before it.
+  WinogradConvOp(ProgramCache& programs, Activation activation, const Pointwise& after = {}, bool residual = false);
+  // A 3×3 kernel at stride 1, any padding.
+  static bool fits(const ConvShape& s) { return s.kernelHeight == 3 && s.kernelWidth == 3 && s.stride == 1; }
+  // Whether an inference graph whose weights stay put runs the layer this way: the forced algorithm where it
+  // fits, else the rule.
+  static bool chosen(const ConvShape& s);
+  // U, [16, C, OC], rounded up to 256 bytes (what the layer keeps from its preparation).
+  static std::size_t transformedWeightBytes(const ConvShape& s);
+  // V [16, C, T'] and M [16, OC, T'] (T' the tiles rounded up to 4): memory the forward pass alone uses.
+  static std::size_t scratchBytes(const ConvShape& s);
+  static std::uint64_t tiles(const ConvShape& s) {
+    return std::uint64_t{s.batch} * ((s.outHeight() + 1) / 2) * ((s.outWidth() + 1) / 2);
+  }
+
+  Dispatch transformWeights(const BufferView& weight, const BufferView& transformed, const ConvShape& s) const;
+  // The input's transform, the 16 GEMMs and the output's transform (with bias, activation, function, residual, or
+  // 2×2 max pooling when `pooled`) into y.
+  std::vector<Dispatch> forward(const BufferView& x, const BufferView& transformed, const BufferView& bias, const BufferView& y,
+                                const ConvShape& s, const BufferView& scratch, bool pooled, const BufferView* residual) const;
+
+ private:
+  Dispatch linear(const Program& program, const std::string& label, std::vector<StorageBinding> buffers, const ConvShape& s,
+                  std::uint64_t count) const;
+  ProgramCache* programs_;
+  Activation activation_;
+  Pointwise after_;
+  bool residual_;
+  GemmPrograms products_;
+};
+
+}  // namespace glnet
