@@ -14,7 +14,9 @@
 //                            of 2×2 max pooling with stride 2; the odd edges are dropped)
 // bindings: mode 0: 1 Wt, 3 U; mode 1: 0 X, 3 V; mode 2: 0 V, 1 U, 3 M; mode 3: 0 M, 2 b, 3 Y, 4 residual
 //           (WINOGRAD_RESIDUAL)
-// uniforms: 0 N; 11 the GEMM depth C (mode 2: Gemm.glsl unrolls every loop, so its stage loop's trip count must
+// Scratch memory bounds the images a run of the modes 1-3 takes: the op runs the batch in chunks of N images from
+// image `firstImage` of X and Y, V and M holding one chunk.
+// uniforms: 0 N (the images of this chunk), 1 firstImage (modes 1 and 3); 11 the GEMM depth C (mode 2: Gemm.glsl unrolls every loop, so its stage loop's trip count must
 // stay a run-time value)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS (uint literals), CONV_PADDING (int literal),
 // WINOGRAD_MODE; mode 2: Gemm.glsl's configuration, GEMM_A_VEC4 and GEMM_B_VEC4 (OC a multiple of 4); mode 3:
@@ -28,6 +30,9 @@ layout(std430, binding = 3) writeonly buffer Result { float result[]; };
 layout(std430, binding = 4) readonly buffer Residual { float residual[]; };
 #endif
 layout(location = 0) uniform uint N;
+#if WINOGRAD_MODE == 1 || WINOGRAD_MODE == 3
+layout(location = 1) uniform uint firstImage;
+#endif
 
 #define C CONV_CHANNELS
 #define H CONV_HEIGHT
@@ -77,7 +82,7 @@ void main() {
 #elif WINOGRAD_MODE == 1
 float inputAt(uint n, uint c, int ih, int iw) {
   if (ih < 0 || iw < 0 || ih >= int(H) || iw >= int(W)) return 0.0;
-  return first[((n * C + c) * H + uint(ih)) * W + uint(iw)];
+  return first[(((firstImage + n) * C + c) * H + uint(ih)) * W + uint(iw)];
 }
 // Bᵀ·v for a column (or row) v of the window.
 vec4 inputColumn(vec4 v) { return vec4(v.x - v.z, v.y + v.z, v.z - v.y, v.y - v.w); }
@@ -112,7 +117,7 @@ void main() {
 #ifdef WINOGRAD_POOL
   // The activation never falls as its argument rises, so the tile's largest sum gives its largest output.
   if (th < OH / 2u && tw < OW / 2u) {
-    result[((n * OC + oc) * (OH / 2u) + th) * (OW / 2u) + tw] = activate(max(max(top.x, top.y), max(bottom.x, bottom.y)) + third[oc]);
+    result[(((firstImage + n) * OC + oc) * (OH / 2u) + th) * (OW / 2u) + tw] = activate(max(max(top.x, top.y), max(bottom.x, bottom.y)) + third[oc]);
   }
 #else
   vec2 sums[2] = vec2[2](top, bottom);
@@ -121,7 +126,7 @@ void main() {
     for (uint x = 0u; x < 2u; ++x) {
       uint ow = 2u * tw + x;
       if (oh >= OH || ow >= OW) continue;
-      uint at = ((n * OC + oc) * OH + oh) * OW + ow;
+      uint at = (((firstImage + n) * OC + oc) * OH + oh) * OW + ow;
 #ifdef WINOGRAD_RESIDUAL
       result[at] = finishOutput(sums[y][x] + third[oc] + residual[at]);
 #else

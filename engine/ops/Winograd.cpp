@@ -3,6 +3,7 @@
 #include "gl/check.h"
 #include "ops/Groups.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -21,6 +22,13 @@ ConvAlgorithm algorithmFromEnvironment() {
 
 std::size_t roundedTo256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 std::uint64_t paddedTiles(const ConvShape& s) { return (WinogradConvOp::tiles(s) + 3) / 4 * 4; }
+
+// The transformed tiles of `images` images: V then M.
+std::size_t chunkScratchBytes(ConvShape s, std::uint32_t images) {
+  s.batch = images;
+  const std::size_t perPosition = static_cast<std::size_t>(paddedTiles(s)) * sizeof(float);
+  return roundedTo256(16 * s.channels * perPosition) + 16 * s.outChannels * perPosition;
+}
 
 std::vector<ShaderDefine> geometry(const ConvShape& s, int mode) {
   return {{"CONV_CHANNELS", std::to_string(s.channels) + "u"},
@@ -42,17 +50,27 @@ bool WinogradConvOp::chosen(const ConvShape& s) {
   if (!fits(s)) return false;
   const ConvAlgorithm algorithm = forcedAlgorithm != ConvAlgorithm::automatic ? forcedAlgorithm : algorithmFromEnvironment();
   if (algorithm != ConvAlgorithm::automatic) return algorithm == ConvAlgorithm::winograd;
-  return s.channels >= 64 && s.outChannels >= 64;
+  // Measured on the H100 (bench/NOTES-conv.md), every 3x3 layer of resnet18, resnet50 and densenet121 at batches 1
+  // and 64: with 64 input channels the transforms' memory traffic outweighs the products saved (56x56x64 at batch
+  // 64: 0.58 -> 0.67 ms); with 128 and more Winograd is faster (28x28x128: 0.56 -> 0.48 ms, 7x7x512: 0.55 ->
+  // 0.34, densenet's 128 -> 32: 0.60-0.90x) once its 16 GEMMs have enough outputs to fill the GPU (tiles x output
+  // channels of 25 088 and more won, 12 544 and fewer lost: a batch of one at 14x14 or 7x7 stays direct).
+  return s.channels >= 128 && tiles(s) * s.outChannels >= 20000;
+}
+
+std::uint32_t WinogradConvOp::imagesPerChunk(const ConvShape& s) {
+  // Scratch up to twice the layer's output (at least one image), so that a network's peak memory stays near its
+  // activations': resnet18's 28x28x128 layers at batch 64 run in chunks of 16 images.
+  const std::size_t budget = 2 * std::size_t{s.batch} * s.outChannels * s.outHeight() * s.outWidth() * sizeof(float);
+  const std::size_t perImage = chunkScratchBytes(s, 1);
+  return static_cast<std::uint32_t>(std::clamp<std::size_t>(budget / perImage, 1, s.batch));
 }
 
 std::size_t WinogradConvOp::transformedWeightBytes(const ConvShape& s) {
   return roundedTo256(std::size_t{16} * s.channels * s.outChannels * sizeof(float));
 }
 
-std::size_t WinogradConvOp::scratchBytes(const ConvShape& s) {
-  const std::size_t perPosition = static_cast<std::size_t>(paddedTiles(s)) * sizeof(float);
-  return roundedTo256(16 * s.channels * perPosition) + 16 * s.outChannels * perPosition;
-}
+std::size_t WinogradConvOp::scratchBytes(const ConvShape& s) { return chunkScratchBytes(s, imagesPerChunk(s)); }
 
 WinogradConvOp::WinogradConvOp(ProgramCache& programs, Activation activation, const Pointwise& after, bool residual)
     : programs_(&programs),
@@ -83,38 +101,48 @@ std::vector<Dispatch> WinogradConvOp::forward(const BufferView& x, const BufferV
   GLNET_ASSERT(!pooled || (after_.kind == PointwiseKind::identity && !residual_), "a function or a residual is not fused with pooling");
   GLNET_ASSERT(residual_ == (residual != nullptr), "a residual convolution's forward pass takes its residual");
   GLNET_ASSERT(scratch.room() >= scratchBytes(s), "Winograd's transforms need their scratch memory");
-  const std::uint64_t tiles = WinogradConvOp::tiles(s), stride = paddedTiles(s);
+  ConvShape chunk = s;
+  chunk.batch = imagesPerChunk(s);
+  const std::uint64_t stride = paddedTiles(chunk);
   const BufferView inputs(*scratch.buffer, scratch.offset, 16 * s.channels * stride * sizeof(float));
   const BufferView products(*scratch.buffer, scratch.offset + roundedTo256(inputs.bytes), 16 * s.outChannels * stride * sizeof(float));
   const BufferView weights(*transformed.buffer, transformed.offset, std::size_t{16} * s.channels * s.outChannels * sizeof(float));
-
-  std::vector<Dispatch> dispatches;
-  dispatches.push_back(linear(programs_->get("Winograd.glsl", geometry(s, 1)), "conv winograd input",
-                              {{0, x, Access::read}, {3, inputs, Access::write}}, s, tiles * s.channels));
+  const Program& inputProgram = programs_->get("Winograd.glsl", geometry(s, 1));
   // Each position's GEMM has T rows, OC columns and a sum over C; the rule sees the 16 of them as one of 16·T rows.
   const GemmChoice gemm = chooseGemm(16 * stride, s.outChannels, s.channels, false);
-  Dispatch product;
-  product.program = &products_.get(*gemm.config, vec4Readable(inputs.offset, stride), vec4Readable(weights.offset, s.outChannels), false,
-                                   geometry(s, 2));
-  product.label = std::string("conv winograd products ") + gemm.config->name;
-  product.buffers = {{0, inputs, Access::read}, {1, weights, Access::read}, {3, products, Access::write}};
-  product.uniforms = {Uniform::u32(0, s.batch), Uniform::u32(depthLocation, s.channels)};
-  product.groups = {static_cast<std::uint32_t>((tiles + gemm.config->tileRows - 1) / gemm.config->tileRows),
-                    (s.outChannels + gemm.config->tileColumns - 1) / gemm.config->tileColumns, 16};
-  dispatches.push_back(product);
-
+  const Program& productProgram = products_.get(*gemm.config, vec4Readable(inputs.offset, stride),
+                                                vec4Readable(weights.offset, s.outChannels), false, geometry(s, 2));
   std::vector<ShaderDefine> defines = geometry(s, 3);
   defines.push_back({"ACTIVATION", std::to_string(static_cast<int>(activation_))});
   if (pooled) defines.push_back({"WINOGRAD_POOL", "1"});
   if (residual_) defines.push_back({"WINOGRAD_RESIDUAL", "1"});
   for (ShaderDefine& define : after_.fusedDefines()) defines.push_back(std::move(define));
+  const Program& outputProgram = programs_->get("Winograd.glsl", defines, after_.fusedIncludes());
   const std::string function = after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_);
-  Dispatch output = linear(programs_->get("Winograd.glsl", defines, after_.fusedIncludes()),
-                           "conv winograd output " + function + (pooled ? " + max pool" : residual ? " + residual" : ""),
-                           {{0, products, Access::read}, {2, bias, Access::read}, {3, y, Access::write}}, s,
-                           tiles * s.outChannels);
-  if (residual) output.buffers.push_back({4, *residual, Access::read});
-  dispatches.push_back(output);
+
+  std::vector<Dispatch> dispatches;
+  for (std::uint32_t first = 0; first < s.batch; first += chunk.batch) {
+    ConvShape part = s;
+    part.batch = std::min(chunk.batch, s.batch - first);
+    const std::uint64_t tiles = WinogradConvOp::tiles(part);
+    Dispatch input = linear(inputProgram, "conv winograd input", {{0, x, Access::read}, {3, inputs, Access::write}}, part,
+                            tiles * s.channels);
+    input.uniforms.push_back(Uniform::u32(1, first));
+    dispatches.push_back(input);
+    Dispatch product;
+    product.program = &productProgram;
+    product.label = std::string("conv winograd products ") + gemm.config->name;
+    product.buffers = {{0, inputs, Access::read}, {1, weights, Access::read}, {3, products, Access::write}};
+    product.uniforms = {Uniform::u32(0, part.batch), Uniform::u32(depthLocation, s.channels)};
+    product.groups = {static_cast<std::uint32_t>((tiles + gemm.config->tileRows - 1) / gemm.config->tileRows),
+                      (s.outChannels + gemm.config->tileColumns - 1) / gemm.config->tileColumns, 16};
+    dispatches.push_back(product);
+    Dispatch output = linear(outputProgram, "conv winograd output " + function + (pooled ? " + max pool" : residual ? " + residual" : ""),
+                             {{0, products, Access::read}, {2, bias, Access::read}, {3, y, Access::write}}, part, tiles * s.outChannels);
+    output.uniforms.push_back(Uniform::u32(1, first));
+    if (residual) output.buffers.push_back({4, *residual, Access::read});
+    dispatches.push_back(output);
+  }
   return dispatches;
 }
 

@@ -40,15 +40,18 @@ class WinogradConvOp {
   static bool chosen(const ConvShape& s);
   // U, [16, C, OC], rounded up to 256 bytes (what the layer keeps from its preparation).
   static std::size_t transformedWeightBytes(const ConvShape& s);
-  // V [16, C, T'] and M [16, OC, T'] (T' the tiles rounded up to 4): memory the forward pass alone uses.
+  // V [16, C, T'] and M [16, OC, T'] (T' the tiles of a chunk of images rounded up to 4): memory the forward pass
+  // alone uses.
   static std::size_t scratchBytes(const ConvShape& s);
+  // The images the forward pass transforms at a time (the whole batch where the scratch is small enough).
+  static std::uint32_t imagesPerChunk(const ConvShape& s);
   static std::uint64_t tiles(const ConvShape& s) {
     return std::uint64_t{s.batch} * ((s.outHeight() + 1) / 2) * ((s.outWidth() + 1) / 2);
   }
 
   Dispatch transformWeights(const BufferView& weight, const BufferView& transformed, const ConvShape& s) const;
-  // The input's transform, the 16 GEMMs and the output's transform (with bias, activation, function, residual, or
-  // 2×2 max pooling when `pooled`) into y.
+  // Per chunk of images: the input's transform, the 16 GEMMs and the output's transform (with bias, activation,
+  // function, residual, or 2×2 max pooling when `pooled`) into y.
   std::vector<Dispatch> forward(const BufferView& x, const BufferView& transformed, const BufferView& bias, const BufferView& y,
                                 const ConvShape& s, const BufferView& scratch, bool pooled, const BufferView* residual) const;
 

@@ -242,9 +242,23 @@ TEST_SUITE("gl") {
         CHECK(std::any_of(labels.begin(), labels.end(), [](const std::string& label) { return label.rfind("conv winograd products", 0) == 0; }));
       }
     }
+    // Scratch of twice the output holds under one image of these: they ran image by image.
+    CHECK(WinogradConvOp::imagesPerChunk({3, 8, 11, 10, 12, 3, 3, 0}) == 1);
     // A strided or 5x5 convolution keeps the implicit GEMM.
     CHECK_FALSE(WinogradConvOp::chosen({1, 8, 9, 9, 8, 3, 3, 1, 2}));
     CHECK_FALSE(WinogradConvOp::chosen({1, 8, 9, 9, 8, 5, 5, 2, 1}));
+  }
+
+  TEST_CASE("the rule takes Winograd for 3x3 layers with long sums and enough tiles, in chunks of images") {
+    const ConvShape resnetLayer2{64, 128, 28, 28, 128, 3, 3, 1}, resnetLayer1{64, 64, 56, 56, 64, 3, 3, 1}, batchOfOne{1, 512, 7, 7, 512, 3, 3, 1};
+    CHECK(WinogradConvOp::chosen(resnetLayer2));
+    CHECK_FALSE(WinogradConvOp::chosen(resnetLayer1));
+    CHECK_FALSE(WinogradConvOp::chosen(batchOfOne));
+    // Its scratch stays within twice its output: 16 images of 64 at a time.
+    CHECK(WinogradConvOp::imagesPerChunk(resnetLayer2) == 16);
+    CHECK(WinogradConvOp::scratchBytes(resnetLayer2) <= 2ull * 64 * 128 * 28 * 28 * sizeof(float));
+    const ForcedConvAlgorithm gemm(ConvAlgorithm::implicitGemm);
+    CHECK_FALSE(WinogradConvOp::chosen(resnetLayer2));
   }
 
   TEST_CASE("a concat of tensors that share the activation arena is one dispatch and matches float64") {
