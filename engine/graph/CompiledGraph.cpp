@@ -82,23 +82,9 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
                        : static_cast<int>(i);
   }
   const bool reuse = !training && memory == Memory::reused;
-  if (reuse) {
-    const MemoryPlan plan = planMemory(graph_, kept, alignment * sizeof(float));
-    placed_ = plan.offset;
-    activationBytes_ = plan.arenaBytes + plan.resultBytes;
-    activations_ = Buffer(std::max<std::size_t>(activationBytes_, sizeof(float)));
-  }
-  for (std::size_t i = 0; i < tensors.size(); ++i) {
-    const bool view = storage_[i] != static_cast<int>(i);
-    const bool inArena = tensors[i].role == TensorRole::parameter || (reuse && placed_[i].has_value());
-    values_.push_back(inArena || view ? nullptr : std::make_unique<Buffer>(bytesOf(tensors[i].shape)));
-    if (!reuse && !view && tensors[i].role == TensorRole::computed) activationBytes_ += bytesOf(tensors[i].shape);
-    const bool ownGradient = training && !inArena && !view && tensors[i].needsGradient;
-    tensorGradients_.push_back(ownGradient ? std::make_unique<Buffer>(bytesOf(tensors[i].shape)) : nullptr);
-    if (inArena) parameters_.upload(tensors[i].initial, arenaOffset_[i] * sizeof(float));
-  }
   // Inference: an op that prepares keeps what it prepared in a workspace of its own; any other op's workspace lives
-  // within its own dispatches, so with reused memory one serves them all.
+  // within its own dispatches, so with reused memory one serves them all. A preparing op's scratch (alive while it
+  // runs) is placed in the arena with reused memory, like a tensor.
   std::vector<std::size_t> workspaceBytes, preparedBytes, scratchBytes;
   for (const OpNode& node : graph_.ops()) {
     std::vector<Shape> shapes;
@@ -111,10 +97,24 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
     preparedBytes.push_back(preparing ? node.op->preparedBytes(shapes) : 0);
     scratchBytes.push_back(preparing ? node.op->preparedScratchBytes(shapes) : 0);
   }
-  const std::size_t sharedWorkspace =
-      reuse && !workspaceBytes.empty()
-          ? std::max(*std::max_element(workspaceBytes.begin(), workspaceBytes.end()), *std::max_element(scratchBytes.begin(), scratchBytes.end()))
-          : 0;
+  if (reuse) {
+    const MemoryPlan plan = planMemory(graph_, kept, alignment * sizeof(float), scratchBytes);
+    placed_ = plan.offset;
+    scratchPlaced_ = plan.scratchOffset;
+    scratchBytes_ = scratchBytes;
+    activationBytes_ = plan.arenaBytes + plan.resultBytes;
+    activations_ = Buffer(std::max<std::size_t>(activationBytes_, sizeof(float)));
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const bool view = storage_[i] != static_cast<int>(i);
+    const bool inArena = tensors[i].role == TensorRole::parameter || (reuse && placed_[i].has_value());
+    values_.push_back(inArena || view ? nullptr : std::make_unique<Buffer>(bytesOf(tensors[i].shape)));
+    if (!reuse && !view && tensors[i].role == TensorRole::computed) activationBytes_ += bytesOf(tensors[i].shape);
+    const bool ownGradient = training && !inArena && !view && tensors[i].needsGradient;
+    tensorGradients_.push_back(ownGradient ? std::make_unique<Buffer>(bytesOf(tensors[i].shape)) : nullptr);
+    if (inArena) parameters_.upload(tensors[i].initial, arenaOffset_[i] * sizeof(float));
+  }
+  const std::size_t sharedWorkspace = reuse && !workspaceBytes.empty() ? *std::max_element(workspaceBytes.begin(), workspaceBytes.end()) : 0;
   const Buffer* shared = nullptr;
   if (sharedWorkspace) {
     workspaces_.push_back(std::make_unique<Buffer>(sharedWorkspace));
@@ -125,7 +125,7 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
     if (own) workspaces_.push_back(std::make_unique<Buffer>(own));
     workspaceOf_.push_back(own ? workspaces_.back().get() : workspaceBytes[n] ? shared : nullptr);
     if (scratchBytes[n] && !reuse) workspaces_.push_back(std::make_unique<Buffer>(scratchBytes[n]));
-    scratchOf_.push_back(!scratchBytes[n] ? nullptr : reuse ? shared : workspaces_.back().get());
+    scratchOf_.push_back(scratchBytes[n] && !reuse ? workspaces_.back().get() : nullptr);
   }
   activationBytes_ += reuse ? sharedWorkspace
                             : std::accumulate(workspaceBytes.begin(), workspaceBytes.end(), std::size_t{0}) +
@@ -166,6 +166,7 @@ GpuTensor CompiledGraph::outputOf(std::size_t node) const {
   if (workspaceOf_[node]) output.workspace = BufferView(*workspaceOf_[node]);
   output.prepared = prepared_.size() > node && prepared_[node];
   if (scratchOf_.size() > node && scratchOf_[node]) output.scratch = BufferView(*scratchOf_[node]);
+  if (scratchPlaced_.size() > node && scratchPlaced_[node]) output.scratch = BufferView(activations_, *scratchPlaced_[node], scratchBytes_[node]);
   return output;
 }
 

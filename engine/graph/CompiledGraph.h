@@ -101,7 +101,9 @@ class CompiledGraph {
   std::vector<int> storage_;                                        // per tensor: the tensor whose memory it uses
   std::vector<std::unique_ptr<Buffer>> workspaces_;                  // the ops' scratch memory
   std::vector<const Buffer*> workspaceOf_;                           // per op node: its workspace, or null
-  std::vector<const Buffer*> scratchOf_;                             // per op node: its forward pass's scratch, or null
+  std::vector<const Buffer*> scratchOf_;                             // per op node: its forward pass's own scratch, or null
+  std::vector<std::optional<std::size_t>> scratchPlaced_;            // per op node, reused memory: its scratch's offset in activations_
+  std::vector<std::size_t> scratchBytes_;
   Buffer rowGradient_, totals_, zeros_;
   std::optional<Plan> resetPlan_;
   std::vector<int> stepNodes_;

@@ -4,7 +4,7 @@
 
 namespace glnet {
 
-MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::size_t alignment) {
+MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::size_t alignment, const std::vector<std::size_t>& scratch) {
   const auto& tensors = graph.tensors();
   const auto& ops = graph.ops();
   MemoryPlan plan;
@@ -35,35 +35,46 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
   const auto bytes = [&](std::size_t i) {
     return (std::max<std::size_t>(elementCount(tensors[i].shape), 1) * sizeof(float) + alignment - 1) / alignment * alignment;
   };
-  std::vector<std::size_t> owners;
+  // What the arena holds: the tensors that own memory, then the ops' scratch, each alive from its first to its last op.
+  struct Block {
+    std::size_t bytes;
+    int first, last;
+    std::optional<std::size_t>* offset;
+  };
+  std::vector<Block> blocks;
+  plan.offset.assign(tensors.size(), std::nullopt);
+  plan.scratchOffset.assign(ops.size(), std::nullopt);
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].role == TensorRole::computed && plan.storage[i] == static_cast<int>(i)) {
       plan.keptBytes += bytes(i);
       if (own[i]) {
         plan.resultBytes += bytes(i);
       } else {
-        owners.push_back(i);
+        // Written and never read: still written while its op runs.
+        blocks.push_back({bytes(i), first[i], std::max(last[i], first[i]), &plan.offset[i]});
       }
     }
   }
-  std::stable_sort(owners.begin(), owners.end(), [&](std::size_t a, std::size_t b) { return bytes(a) > bytes(b); });
-  plan.offset.assign(tensors.size(), std::nullopt);
-  std::vector<std::size_t> placed;
-  for (const std::size_t t : owners) {
-    last[t] = std::max(last[t], first[t]);  // written and never read: still written while its op runs
+  for (std::size_t n = 0; n < scratch.size() && n < ops.size(); ++n) {
+    if (scratch[n]) blocks.push_back({(scratch[n] + alignment - 1) / alignment * alignment, static_cast<int>(n), static_cast<int>(n), &plan.scratchOffset[n]});
+  }
+  std::stable_sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.bytes > b.bytes; });
+  for (std::size_t b = 0; b < blocks.size(); ++b) {
+    const Block& block = blocks[b];
     std::vector<std::pair<std::size_t, std::size_t>> taken;
-    for (const std::size_t other : placed) {
-      if (first[other] <= last[t] && first[t] <= last[other]) taken.emplace_back(*plan.offset[other], *plan.offset[other] + bytes(other));
+    for (std::size_t other = 0; other < b; ++other) {
+      if (blocks[other].first <= block.last && block.first <= blocks[other].last) {
+        taken.emplace_back(**blocks[other].offset, **blocks[other].offset + blocks[other].bytes);
+      }
     }
     std::sort(taken.begin(), taken.end());
     std::size_t offset = 0;
     for (const auto& [begin, finish] : taken) {
-      if (offset + bytes(t) <= begin) break;
+      if (offset + block.bytes <= begin) break;
       offset = std::max(offset, finish);
     }
-    plan.offset[t] = offset;
-    plan.arenaBytes = std::max(plan.arenaBytes, offset + bytes(t));
-    placed.push_back(t);
+    *block.offset = offset;
+    plan.arenaBytes = std::max(plan.arenaBytes, offset + block.bytes);
   }
   return plan;
 }

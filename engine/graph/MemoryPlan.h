@@ -12,6 +12,7 @@ namespace glnet {
 struct MemoryPlan {
   std::vector<int> storage;                        // per tensor: the tensor whose memory it uses (itself, or a view's source)
   std::vector<std::optional<std::size_t>> offset;  // per tensor owning computed memory: its byte offset in the arena
+  std::vector<std::optional<std::size_t>> scratchOffset;  // per op node given scratch: its byte offset in the arena
   std::size_t arenaBytes = 0;
   std::size_t resultBytes = 0;                     // the results and kept tensors, which stay out of the arena
   std::size_t keptBytes = 0;                       // what every computed tensor in its own memory would take
@@ -19,7 +20,9 @@ struct MemoryPlan {
 
 // Tensors no op reads (results) and `kept` get no offset: they keep memory of their own, which the host reads (NVIDIA's
 // driver was seen to spend 80 ms reading 256 KB out of a 1.6 GB buffer). Offsets are multiples of `alignment` bytes;
-// greedy by size, each tensor at the lowest offset where it overlaps none alive at the same time.
-MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::size_t alignment);
+// greedy by size, each tensor at the lowest offset where it overlaps none alive at the same time. `scratch` (per op
+// node, bytes or 0): memory an op uses only while it runs (Winograd's transformed tiles), placed the same way.
+MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::size_t alignment,
+                      const std::vector<std::size_t>& scratch = {});
 
 }  // namespace glnet

@@ -18,15 +18,17 @@ enum class ConvAlgorithm { automatic, implicitGemm, winograd };
 // Makes every convolution recorded while it lives take `algorithm` where it fits (tests, and glnet_bench's
 // comparisons); the previous one comes back when it ends. Without one, GLNET_CONV_ALGORITHM (auto, gemm or
 // winograd) decides, else the rule in Winograd.cpp.
+// `imagesPerChunk` (0: the rule's) runs Winograd's chunks of images at small sizes too.
 class ForcedConvAlgorithm {
  public:
-  explicit ForcedConvAlgorithm(ConvAlgorithm algorithm);
+  explicit ForcedConvAlgorithm(ConvAlgorithm algorithm, std::uint32_t imagesPerChunk = 0);
   ~ForcedConvAlgorithm();
   ForcedConvAlgorithm(const ForcedConvAlgorithm&) = delete;
   ForcedConvAlgorithm& operator=(const ForcedConvAlgorithm&) = delete;
 
  private:
   ConvAlgorithm previous_;
+  std::uint32_t previousImages_;
 };
 
 class WinogradConvOp {

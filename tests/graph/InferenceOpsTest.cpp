@@ -242,8 +242,13 @@ TEST_SUITE("gl") {
         CHECK(std::any_of(labels.begin(), labels.end(), [](const std::string& label) { return label.rfind("conv winograd products", 0) == 0; }));
       }
     }
-    // Scratch of twice the output holds under one image of these: they ran image by image.
-    CHECK(WinogradConvOp::imagesPerChunk({3, 8, 11, 10, 12, 3, 3, 0}) == 1);
+    // In chunks of 2 images (the last one shorter), its scratch placed in the arena among the other tensors.
+    const ForcedConvAlgorithm chunked(ConvAlgorithm::winograd, 2);
+    for (const Case& c : {cases[1], cases[5], cases[6]}) {
+      const std::vector<std::string> labels = checkPreparedConv(c, CompiledGraph::Memory::reused, stream++);
+      CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& label) { return label.rfind("conv winograd products", 0) == 0; }) ==
+            (c.inputs[0][0] + 1) / 2);
+    }
     // A strided or 5x5 convolution keeps the implicit GEMM.
     CHECK_FALSE(WinogradConvOp::chosen({1, 8, 9, 9, 8, 3, 3, 1, 2}));
     CHECK_FALSE(WinogradConvOp::chosen({1, 8, 9, 9, 8, 5, 5, 2, 1}));
@@ -254,9 +259,13 @@ TEST_SUITE("gl") {
     CHECK(WinogradConvOp::chosen(resnetLayer2));
     CHECK_FALSE(WinogradConvOp::chosen(resnetLayer1));
     CHECK_FALSE(WinogradConvOp::chosen(batchOfOne));
-    // Its scratch stays within twice its output: 16 images of 64 at a time.
-    CHECK(WinogradConvOp::imagesPerChunk(resnetLayer2) == 16);
-    CHECK(WinogradConvOp::scratchBytes(resnetLayer2) <= 2ull * 64 * 128 * 28 * 28 * sizeof(float));
+    // Its scratch (206 MB) fits 256 MiB: the whole batch at once; densenet121's first 3x3 layers at batch 64 (514 MB)
+    // go in two chunks.
+    CHECK(WinogradConvOp::imagesPerChunk(resnetLayer2) == 64);
+    const ConvShape denseLayer{64, 128, 56, 56, 32, 3, 3, 1};
+    CHECK(WinogradConvOp::chosen(denseLayer));
+    CHECK((64 + WinogradConvOp::imagesPerChunk(denseLayer) - 1) / WinogradConvOp::imagesPerChunk(denseLayer) == 2);
+    CHECK(WinogradConvOp::scratchBytes(denseLayer) <= std::size_t{256} << 20);
     const ForcedConvAlgorithm gemm(ConvAlgorithm::implicitGemm);
     CHECK_FALSE(WinogradConvOp::chosen(resnetLayer2));
   }
