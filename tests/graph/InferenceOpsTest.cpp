@@ -259,13 +259,13 @@ TEST_SUITE("gl") {
     CHECK(WinogradConvOp::chosen(resnetLayer2));
     CHECK_FALSE(WinogradConvOp::chosen(resnetLayer1));
     CHECK_FALSE(WinogradConvOp::chosen(batchOfOne));
-    // Its scratch (206 MB) fits 256 MiB: the whole batch at once; densenet121's first 3x3 layers at batch 64 (514 MB)
-    // go in two chunks.
+    // Its scratch (206 MB) fits 224 MiB: the whole batch at once; densenet121's first 3x3 layers at batch 64 (514 MB)
+    // go in three chunks.
     CHECK(WinogradConvOp::imagesPerChunk(resnetLayer2) == 64);
     const ConvShape denseLayer{64, 128, 56, 56, 32, 3, 3, 1};
     CHECK(WinogradConvOp::chosen(denseLayer));
-    CHECK((64 + WinogradConvOp::imagesPerChunk(denseLayer) - 1) / WinogradConvOp::imagesPerChunk(denseLayer) == 2);
-    CHECK(WinogradConvOp::scratchBytes(denseLayer) <= std::size_t{256} << 20);
+    CHECK((64 + WinogradConvOp::imagesPerChunk(denseLayer) - 1) / WinogradConvOp::imagesPerChunk(denseLayer) == 3);
+    CHECK(WinogradConvOp::scratchBytes(denseLayer) <= std::size_t{224} << 20);
     const ForcedConvAlgorithm gemm(ConvAlgorithm::implicitGemm);
     CHECK_FALSE(WinogradConvOp::chosen(resnetLayer2));
   }
