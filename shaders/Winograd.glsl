@@ -16,8 +16,8 @@
 //           (WINOGRAD_RESIDUAL)
 // Scratch memory bounds the images a run of the modes 1-3 takes: the op runs the batch in chunks of N images from
 // image `firstImage` of X and Y, V and M holding one chunk.
-// uniforms: 0 N (the images of this chunk), 1 firstImage (modes 1 and 3); 11 the GEMM depth C (mode 2: Gemm.glsl unrolls every loop, so its stage loop's trip count must
-// stay a run-time value)
+// uniforms: 0 N (the images of this chunk), 1 firstImage (modes 1 and 3); 11 the GEMM depth C (mode 2: Gemm.glsl
+// unrolls every loop, so its stage loop's trip count must stay a run-time value)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS (uint literals), CONV_PADDING (int literal),
 // WINOGRAD_MODE; mode 2: Gemm.glsl's configuration, GEMM_A_VEC4 and GEMM_B_VEC4 (OC a multiple of 4); mode 3:
 // ACTIVATION, POINTWISE (Pointwise.glsl included), WINOGRAD_RESIDUAL, WINOGRAD_POOL

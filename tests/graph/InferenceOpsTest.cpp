@@ -36,48 +36,22 @@ std::shared_ptr<const Op> groupedConv(std::array<std::uint32_t, 2> strides, std:
   return groupedConvOp(s, after);
 }
 
-void checkAgainstReference(const Case& c, std::uint32_t stream) {
+// Inputs listed in `parameters` become parameters (a convolution's weights and bias, which an inference graph then
+// prepares); `memory` decides where the tensors and the ops' scratch live. Returns the plan's labels.
+std::vector<std::string> checkAgainstReference(const Case& c, std::uint32_t stream, const std::vector<std::size_t>& parameters = {},
+                                               CompiledGraph::Memory memory = CompiledGraph::Memory::kept) {
   Context& context = test::glContext();
   auto random = test::generator(stream);
   Graph graph;
   std::vector<Tensor> inputs;
   std::map<int, std::vector<double>> feeds;
   std::vector<std::vector<float>> values;
-  for (std::size_t i = 0; i < c.inputs.size(); ++i) {
-    inputs.push_back(graph.input("x" + std::to_string(i), c.inputs[i]));
-    values.push_back(test::uniformFloats(random, elementCount(c.inputs[i]), c.low, c.high));
-    feeds[inputs.back().id] = test::widen(values.back());
-  }
-  const Tensor y = graph.apply(c.op, inputs);
-  CAPTURE(c.op->name());
-  CAPTURE(describe(graph.tensor(y).shape));
-  CompiledGraph compiled(context, graph);
-  Plan plan = compiled.forwardPlan([](Plan&) {});
-  for (std::size_t i = 0; i < inputs.size(); ++i) compiled.upload(inputs[i], values[i].data(), values[i].size() * sizeof(float));
-  std::vector<float> result(elementCount(graph.tensor(y).shape), NAN);
-  if (!c.op->isView()) compiled.upload(y, result.data(), result.size() * sizeof(float));  // poisoned: an unwritten element fails
-  plan.run();
-  const BufferView out = compiled.view(y);
-  plan.read(*out.buffer, result.data(), result.size() * sizeof(float), out.offset);
-  const std::vector<std::vector<double>> reference = referenceValues(graph, feeds);
-  test::checkClose(result, reference[static_cast<std::size_t>(y.id)], c.atol, c.rtol);
-}
-
-// The same for a convolution whose weights and bias (inputs 1 and 2) are parameters, so that the graph prepares
-// them, under `memory` (which decides where the forward pass's scratch lives); returns the plan's labels.
-std::vector<std::string> checkPreparedConv(const Case& c, CompiledGraph::Memory memory, std::uint32_t stream) {
-  Context& context = test::glContext();
-  auto random = test::generator(stream);
-  Graph graph;
-  std::vector<Tensor> inputs;
-  std::map<int, std::vector<double>> feeds;
-  std::vector<std::vector<float>> values;
+  const auto isParameter = [&](std::size_t i) { return std::find(parameters.begin(), parameters.end(), i) != parameters.end(); };
   for (std::size_t i = 0; i < c.inputs.size(); ++i) {
     values.push_back(test::uniformFloats(random, elementCount(c.inputs[i]), c.low, c.high));
-    const bool parameter = i == 1 || i == 2;
-    inputs.push_back(parameter ? graph.parameter("p" + std::to_string(i), c.inputs[i], values.back())
-                               : graph.input("x" + std::to_string(i), c.inputs[i]));
-    if (!parameter) feeds[inputs.back().id] = test::widen(values.back());
+    inputs.push_back(isParameter(i) ? graph.parameter("p" + std::to_string(i), c.inputs[i], values.back())
+                                    : graph.input("x" + std::to_string(i), c.inputs[i]));
+    if (!isParameter(i)) feeds[inputs.back().id] = test::widen(values.back());
   }
   const Tensor y = graph.apply(c.op, inputs);
   CAPTURE(c.op->name());
@@ -85,10 +59,10 @@ std::vector<std::string> checkPreparedConv(const Case& c, CompiledGraph::Memory 
   CompiledGraph compiled(context, graph, memory, {y});
   Plan plan = compiled.forwardPlan([](Plan&) {});
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (i != 1 && i != 2) compiled.upload(inputs[i], values[i].data(), values[i].size() * sizeof(float));
+    if (!isParameter(i)) compiled.upload(inputs[i], values[i].data(), values[i].size() * sizeof(float));
   }
   std::vector<float> result(elementCount(graph.tensor(y).shape), NAN);
-  compiled.upload(y, result.data(), result.size() * sizeof(float));  // poisoned: an unwritten element fails
+  if (!c.op->isView()) compiled.upload(y, result.data(), result.size() * sizeof(float));  // poisoned: an unwritten element fails
   plan.run();
   const BufferView out = compiled.view(y);
   plan.read(*out.buffer, result.data(), result.size() * sizeof(float), out.offset);
@@ -238,14 +212,14 @@ TEST_SUITE("gl") {
     };
     for (const Case& c : cases) {
       for (const CompiledGraph::Memory memory : {CompiledGraph::Memory::kept, CompiledGraph::Memory::reused}) {
-        const std::vector<std::string> labels = checkPreparedConv(c, memory, stream++);
+        const std::vector<std::string> labels = checkAgainstReference(c, stream++, {1, 2}, memory);
         CHECK(std::any_of(labels.begin(), labels.end(), [](const std::string& label) { return label.rfind("conv winograd products", 0) == 0; }));
       }
     }
     // In chunks of 2 images (the last one shorter), its scratch placed in the arena among the other tensors.
     const ForcedConvAlgorithm chunked(ConvAlgorithm::winograd, 2);
     for (const Case& c : {cases[1], cases[5], cases[6]}) {
-      const std::vector<std::string> labels = checkPreparedConv(c, CompiledGraph::Memory::reused, stream++);
+      const std::vector<std::string> labels = checkAgainstReference(c, stream++, {1, 2}, CompiledGraph::Memory::reused);
       CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& label) { return label.rfind("conv winograd products", 0) == 0; }) ==
             (c.inputs[0][0] + 1) / 2);
     }

@@ -51,6 +51,21 @@ TEST_CASE("the memory plan shares bytes only between tensors that are never aliv
   CHECK(keeping.arenaBytes == 2 * slot);  // b and c
 }
 
+TEST_CASE("an op's scratch takes arena bytes only while the op runs") {
+  const Residual r;
+  const std::size_t slot = (2 * 3 * 5 * 7 * 4 + 255) / 256 * 256;
+  // Ops: a (0), b (1), view (2), back (3), c (4), d (5), e (6). b's scratch: a and b are alive then, c not yet.
+  std::vector<std::size_t> scratch(r.graph.ops().size(), 0);
+  scratch[1] = 1000;  // rounded up to 1024
+  const MemoryPlan plan = planMemory(r.graph, {}, 256, scratch);
+  const auto at = [&](Tensor t) { return *plan.offset[static_cast<std::size_t>(plan.storage[static_cast<std::size_t>(t.id)])]; };
+  REQUIRE(plan.scratchOffset[1].has_value());
+  CHECK_FALSE(plan.scratchOffset[0].has_value());
+  const std::size_t begin = *plan.scratchOffset[1], end = begin + 1024;
+  for (const Tensor alive : {r.a, r.b}) CHECK((end <= at(alive) || at(alive) + slot <= begin));
+  CHECK(plan.arenaBytes == std::max<std::size_t>(3 * slot, 2 * slot + 1024));
+}
+
 TEST_SUITE("gl") {
   TEST_CASE("an inference graph with reused memory computes what it does with every tensor kept") {
     Context& context = test::glContext();
