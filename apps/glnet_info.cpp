@@ -155,8 +155,9 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json) {
   for (const OpNode& node : graph.ops()) macs += multiplyAdds(graph, node);
   std::vector<Tensor> results;
   for (const auto& output : model.outputs) results.push_back(output.second);
-  // 256 bytes: the largest storage buffer offset alignment GL allows, so the figure holds on every device.
-  const MemoryPlan memory = planMemory(graph, results, 256);
+  // 256 bytes: the largest storage buffer offset alignment GL allows, so the figure holds on every device. The ops'
+  // scratch (Winograd's transformed tiles, by the rule's choice for this batch) shares the arena.
+  const MemoryPlan memory = planMemory(graph, results, 256, inferenceScratchBytes(graph));
   for (const OnnxNodeSummary& node : model.nodes) {
     nodes.push_back({{"name", node.name}, {"op_type", node.opType}, {"glnet", node.glnetOp}, {"output_shape", node.outputShape}});
   }
@@ -180,8 +181,8 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json) {
     std::printf("%-32s %-14s %-12s %s\n", node.name.substr(0, 32).c_str(), node.opType.c_str(), node.glnetOp.c_str(),
                 node.outputShape.empty() ? "-" : shapeText(node.outputShape).c_str());
   }
-  std::printf("\n%.4g multiply-adds per batch of %u; parameters %.1f MiB; activations %.1f MiB planned (intermediate tensors sharing "
-              "memory by liveness; %.1f MiB if each kept its own; the ops' scratch comes on top)\n",
+  std::printf("\n%.4g multiply-adds per batch of %u; parameters %.1f MiB; activations %.1f MiB planned (intermediate tensors and "
+              "Winograd's scratch sharing memory by liveness; %.1f MiB if each tensor kept its own; other ops' workspace comes on top)\n",
               macs, in[0], static_cast<double>(model.parameterBytes) / (1 << 20), static_cast<double>(memory.arenaBytes + memory.resultBytes) / (1 << 20),
               static_cast<double>(memory.keptBytes) / (1 << 20));
   return 0;

@@ -89,10 +89,7 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
   for (const OpNode& node : graph_.ops()) {
     std::vector<Shape> shapes;
     for (const int id : node.inputs) shapes.push_back(tensors[static_cast<std::size_t>(id)].shape);
-    const std::size_t prepared = node.op->preparedInputs();
-    const bool preparing = !training && prepared > 0 && prepared < node.inputs.size() &&
-                           std::all_of(node.inputs.begin() + 1, node.inputs.begin() + 1 + static_cast<std::ptrdiff_t>(prepared),
-                                       [&](int id) { return tensors[static_cast<std::size_t>(id)].role == TensorRole::parameter; });
+    const bool preparing = !training && preparesOnce(graph_, node);
     workspaceBytes.push_back(preparing ? 0 : node.op->workspaceBytes(shapes));
     preparedBytes.push_back(preparing ? node.op->preparedBytes(shapes) : 0);
     scratchBytes.push_back(preparing ? node.op->preparedScratchBytes(shapes) : 0);

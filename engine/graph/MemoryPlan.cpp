@@ -79,4 +79,21 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
   return plan;
 }
 
+bool preparesOnce(const Graph& graph, const OpNode& node) {
+  const std::size_t prepared = node.op->preparedInputs();
+  return prepared > 0 && prepared < node.inputs.size() &&
+         std::all_of(node.inputs.begin() + 1, node.inputs.begin() + 1 + static_cast<std::ptrdiff_t>(prepared),
+                     [&](int id) { return graph.tensor({id}).role == TensorRole::parameter; });
+}
+
+std::vector<std::size_t> inferenceScratchBytes(const Graph& graph) {
+  std::vector<std::size_t> scratch;
+  for (const OpNode& node : graph.ops()) {
+    std::vector<Shape> shapes;
+    for (const int id : node.inputs) shapes.push_back(graph.tensor({id}).shape);
+    scratch.push_back(preparesOnce(graph, node) ? node.op->preparedScratchBytes(shapes) : 0);
+  }
+  return scratch;
+}
+
 }  // namespace glnet

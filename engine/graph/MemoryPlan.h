@@ -25,4 +25,10 @@ struct MemoryPlan {
 MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::size_t alignment,
                       const std::vector<std::size_t>& scratch = {});
 
+// Whether an inference graph prepares `node` once (Op::preparedInputs: its inputs 1 to that count are parameters).
+bool preparesOnce(const Graph& graph, const OpNode& node);
+// Per op node of an inference graph: the scratch its forward pass takes (Op::preparedScratchBytes of the ops that
+// prepare), or 0: planMemory's `scratch`.
+std::vector<std::size_t> inferenceScratchBytes(const Graph& graph);
+
 }  // namespace glnet

@@ -1,6 +1,8 @@
 #include "graph/CompiledGraph.h"
 #include "graph/InferenceOps.h"
 #include "graph/MemoryPlan.h"
+#include "graph/Ops.h"
+#include "ops/Winograd.h"
 #include "graph/ReferenceGraph.h"
 #include "support/Compare.h"
 #include "support/GlContext.h"
@@ -64,6 +66,22 @@ TEST_CASE("an op's scratch takes arena bytes only while the op runs") {
   const std::size_t begin = *plan.scratchOffset[1], end = begin + 1024;
   for (const Tensor alive : {r.a, r.b}) CHECK((end <= at(alive) || at(alive) + slot <= begin));
   CHECK(plan.arenaBytes == std::max<std::size_t>(3 * slot, 2 * slot + 1024));
+}
+
+TEST_CASE("only a convolution whose weights an inference graph prepares asks for Winograd's scratch") {
+  const ForcedConvAlgorithm winograd(ConvAlgorithm::winograd);
+  Graph graph;
+  const Tensor x = graph.input("x", {2, 4, 9, 9});
+  const Tensor w = graph.parameter("w", {6, 4, 3, 3}, std::vector<float>(6 * 4 * 9, 0.5f));
+  const Tensor b = graph.parameter("b", {6}, std::vector<float>(6, 0.0f));
+  const Tensor fed = graph.input("fed", {6, 6, 3, 3});
+  const Tensor y = graph.apply(conv2dOp(Activation::relu, 1), {x, w, b});
+  graph.apply(conv2dOp(Activation::none, 1), {y, fed, b});
+  const std::vector<std::size_t> scratch = inferenceScratchBytes(graph);
+  REQUIRE(scratch.size() == 2);
+  CHECK(scratch[0] == WinogradConvOp::scratchBytes({2, 4, 9, 9, 6, 3, 3, 1}));
+  CHECK(scratch[1] == 0);  // weights fed as an input: nothing to prepare, the implicit GEMM
+  CHECK(planMemory(graph, {}, 256, scratch).scratchOffset[0].has_value());
 }
 
 TEST_SUITE("gl") {
