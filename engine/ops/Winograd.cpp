@@ -67,15 +67,17 @@ bool WinogradConvOp::chosen(const ConvShape& s) {
 }
 
 std::uint32_t WinogradConvOp::imagesPerChunk(const ConvShape& s) {
-  // Scratch up to 224 MiB or twice the layer's output, whichever is larger (at least one image): an inference graph
-  // places it in its activation arena while the layer runs, and each further chunk costs three dependent dispatches
-  // (densenet121 at batch 64 in chunks of one image: 28.8 -> 46.9 ms on the H100); at 256 MiB densenet121 at batch 64
-  // needed 0.7 MiB more than PyTorch.
+  // Scratch up to 96 MiB or twice the layer's output, whichever is larger (at least one image), the batch split
+  // evenly: an inference graph places it in its activation arena while the layer runs, so larger chunks raise the
+  // peak (densenet121 at batch 64: 515.7 MiB with its 28x28 layers in two chunks, 613.7 in one, against PyTorch's
+  // 613.0), and each further chunk costs three dependent dispatches (densenet121 in chunks of one image: 28.8 ->
+  // 46.9 ms on the H100).
   if (forcedImagesPerChunk) return std::min(forcedImagesPerChunk, s.batch);
   const std::size_t output = std::size_t{s.batch} * s.outChannels * s.outHeight() * s.outWidth() * sizeof(float);
-  const std::size_t budget = std::max<std::size_t>(2 * output, std::size_t{224} << 20);
-  const std::size_t perImage = chunkScratchBytes(s, 1);
-  return static_cast<std::uint32_t>(std::clamp<std::size_t>(budget / perImage, 1, s.batch));
+  const std::size_t budget = std::max<std::size_t>(2 * output, std::size_t{96} << 20);
+  const std::size_t most = std::clamp<std::size_t>(budget / chunkScratchBytes(s, 1), 1, s.batch);
+  const std::size_t chunks = (s.batch + most - 1) / most;
+  return static_cast<std::uint32_t>((s.batch + chunks - 1) / chunks);
 }
 
 std::size_t WinogradConvOp::transformedWeightBytes(const ConvShape& s) {
