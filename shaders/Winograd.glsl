@@ -18,7 +18,8 @@
 // image `firstImage` of X and Y, V and M holding one chunk.
 // uniforms: 0 N (the images of this chunk), 1 firstImage (modes 1 and 3); 11 the GEMM depth C (mode 2: Gemm.glsl
 // unrolls every loop, so its stage loop's trip count must stay a run-time value)
-// defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS (uint literals), CONV_PADDING (int literal),
+// defines: the convolution geometry of engine/ops/Conv.h (CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS,
+// CONV_PADDING; the kernel and stride ones are 3 and 1),
 // WINOGRAD_MODE; mode 2: Gemm.glsl's configuration, GEMM_A_VEC4 and GEMM_B_VEC4 (OC a multiple of 4); mode 3:
 // ACTIVATION, POINTWISE (Pointwise.glsl included), WINOGRAD_RESIDUAL, WINOGRAD_POOL
 

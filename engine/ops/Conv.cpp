@@ -14,23 +14,12 @@ std::vector<ShaderDefine> convDefines(Activation activation, int mode, std::vect
 
 constexpr int depthLocation = 11;  // Conv2D.glsl's gemmDepth
 
-// The layer's geometry as Conv2D.glsl's defines.
-std::vector<ShaderDefine> geometry(const ConvShape& s) {
-  return {{"CONV_CHANNELS", std::to_string(s.channels) + "u"},
-          {"CONV_HEIGHT", std::to_string(s.height) + "u"},
-          {"CONV_WIDTH", std::to_string(s.width) + "u"},
-          {"CONV_OUT_CHANNELS", std::to_string(s.outChannels) + "u"},
-          {"CONV_KERNEL_HEIGHT", std::to_string(s.kernelHeight) + "u"},
-          {"CONV_KERNEL_WIDTH", std::to_string(s.kernelWidth) + "u"},
-          {"CONV_PADDING", std::to_string(s.padding)},
-          {"CONV_STRIDE", std::to_string(s.stride)}};
-}
 
 // dW's geometry, and its implicit im2col operand gathered in runs of 4 (GEMM_B_GATHER) on the configurations the
 // rule weighs for a convolution (GemmConfig::gathersRuns: 4×4 blocks). On the H100 the runs made conv2 of the
 // MNIST CNN at batch 100 faster (dW 0.231 -> 0.198 ms); larger blocks lose with gathered operands.
 std::vector<ShaderDefine> weightGradientDefines(const ConvShape& s, const GemmConfig& config) {
-  std::vector<ShaderDefine> defines = geometry(s);
+  std::vector<ShaderDefine> defines = convGeometryDefines(s);
   if (config.gathersRuns()) defines.push_back({"GEMM_B_GATHER", "1"});
   return defines;
 }
@@ -44,6 +33,17 @@ std::vector<ShaderDefine> rowGatherDefines(Activation activation, int mode, cons
 }
 
 }  // namespace
+
+std::vector<ShaderDefine> convGeometryDefines(const ConvShape& s) {
+  return {{"CONV_CHANNELS", std::to_string(s.channels) + "u"},
+          {"CONV_HEIGHT", std::to_string(s.height) + "u"},
+          {"CONV_WIDTH", std::to_string(s.width) + "u"},
+          {"CONV_OUT_CHANNELS", std::to_string(s.outChannels) + "u"},
+          {"CONV_KERNEL_HEIGHT", std::to_string(s.kernelHeight) + "u"},
+          {"CONV_KERNEL_WIDTH", std::to_string(s.kernelWidth) + "u"},
+          {"CONV_PADDING", std::to_string(s.padding)},
+          {"CONV_STRIDE", std::to_string(s.stride)}};
+}
 
 ConvOp::ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after, bool residual)
     : activation_(activation),
@@ -70,7 +70,7 @@ Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std:
 
 Dispatch ConvOp::rearrangeWeights(int mode, const char* label, const BufferView& weight, const BufferView& target,
                                   const ConvShape& s) const {
-  std::vector<ShaderDefine> defines = geometry(s);
+  std::vector<ShaderDefine> defines = convGeometryDefines(s);
   defines.push_back({"CONV_MODE", std::to_string(mode)});
   const Program& program = programs_->get("Conv2D.glsl", defines);
   Dispatch d = dispatch(program, label, {{1, weight, Access::read}, {3, target, Access::write}}, s, false,
@@ -97,7 +97,7 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   const bool poolInGemm = pooled && !splitting;
   const std::uint64_t rows = poolInGemm ? std::uint64_t{s.batch} * (s.outHeight() / 2) * (s.outWidth() / 2) * 4 : pixels;
   const GemmChoice gemm = poolInGemm ? chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered) : split;
-  std::vector<ShaderDefine> defines = geometry(s);
+  std::vector<ShaderDefine> defines = convGeometryDefines(s);
   if (poolInGemm) defines.insert(defines.end(), {{"CONV_POOL", "1"}, {"GEMM_STORE_RUNS", "1"}});
   const BufferView partials(*workspace.buffer, workspace.offset + rearrangedWeightBytes(s), gemm.split.workspaceBytes(rows, s.outChannels));
   const std::string function = after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_);
@@ -130,7 +130,7 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
   const BufferView partials(*workspace.buffer, workspace.offset + weightBytes, gemm.split.workspaceBytes(rows, s.channels));
   const Dispatch r = rearrangeWeights(5, "conv weights rearranged for dX", weight, rearranged, s);
   const Program& program =
-      inputGradient_.get(*gemm.config, false, vec4Readable(rearranged.offset, s.channels), splitting, geometry(s));
+      inputGradient_.get(*gemm.config, false, vec4Readable(rearranged.offset, s.channels), splitting, convGeometryDefines(s));
   const std::string label = std::string("conv dX ") + gemm.config->name;
   Dispatch d = dispatch(program, splitting ? label + " split-K" : label,
                         {{0, dz, Access::read}, {2, rearranged, Access::read},
@@ -185,7 +185,7 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferV
 
 std::optional<Dispatch> ConvOp::activationGradientInPlace(const BufferView& dy, const BufferView& y, const ConvShape& s) const {
   if (activation_ == Activation::none) return std::nullopt;
-  const Program& program = programs_->get("Conv2D.glsl", convDefines(activation_, 6, geometry(s)));
+  const Program& program = programs_->get("Conv2D.glsl", convDefines(activation_, 6, convGeometryDefines(s)));
   Dispatch d = dispatch(program, std::string("conv ") + activationName(activation_) + " gradient, in place",
                         {{1, y, Access::read}, {3, dy, Access::readWrite}}, s, false,
                         linearGroups(std::uint64_t{s.batch} * s.outChannels * s.outHeight() * s.outWidth(), program));
@@ -194,7 +194,7 @@ std::optional<Dispatch> ConvOp::activationGradientInPlace(const BufferView& dy, 
 }
 
 Dispatch ConvOp::biasGradient(const BufferView& dz, const BufferView& db, const ConvShape& s, bool accumulate) const {
-  return dispatch(programs_->get("Conv2D.glsl", convDefines(Activation::none, 3, geometry(s))), "conv db",
+  return dispatch(programs_->get("Conv2D.glsl", convDefines(Activation::none, 3, convGeometryDefines(s))), "conv db",
                   {{0, dz, Access::read}, {2, dz, Access::read}, {3, db, accumulate ? Access::readWrite : Access::write}}, s,
                   accumulate, {s.outChannels, 1, 1});
 }

@@ -21,6 +21,9 @@ struct ConvShape {
   std::uint32_t outWidth() const { return (width + 2 * padding - kernelWidth) / stride + 1; }
 };
 
+// The layer's geometry as the convolution shaders' defines (CONV_CHANNELS ... CONV_STRIDE), compiled in.
+std::vector<ShaderDefine> convGeometryDefines(const ConvShape& s);
+
 class ConvOp {
  public:
   // `after`: an imported model's function applied after the activation in the forward pass; `residual`: the forward

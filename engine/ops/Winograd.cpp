@@ -32,12 +32,9 @@ std::size_t chunkScratchBytes(ConvShape s, std::uint32_t images) {
 }
 
 std::vector<ShaderDefine> geometry(const ConvShape& s, int mode) {
-  return {{"CONV_CHANNELS", std::to_string(s.channels) + "u"},
-          {"CONV_HEIGHT", std::to_string(s.height) + "u"},
-          {"CONV_WIDTH", std::to_string(s.width) + "u"},
-          {"CONV_OUT_CHANNELS", std::to_string(s.outChannels) + "u"},
-          {"CONV_PADDING", std::to_string(s.padding)},
-          {"WINOGRAD_MODE", std::to_string(mode)}};
+  std::vector<ShaderDefine> defines = convGeometryDefines(s);
+  defines.push_back({"WINOGRAD_MODE", std::to_string(mode)});
+  return defines;
 }
 
 constexpr int depthLocation = 11;  // Winograd.glsl's gemmDepth
