@@ -48,7 +48,7 @@ class Conv2d : public Op {
     recordForward(programs, plan, in, out, false, out.prepared ? Part::gemm : Part::both);
   }
   // An inference graph prepares the weights once: transposed for the implicit GEMM, or transformed for Winograd's
-  // F(2x2, 3x3) where WinogradConvOp::chosen says so, whose forward pass then also takes scratch memory.
+  // F(m x m, 3x3) where WinogradConvOp::chosen says so, whose forward pass then also takes scratch memory.
   std::size_t preparedInputs() const override { return 2; }
   std::size_t preparedBytes(const std::vector<Shape>& in) const override {
     const ConvShape s = shape(in);

@@ -18,21 +18,37 @@ ConvAlgorithm algorithmFromEnvironment() {
   if (!value || !*value || std::strcmp(value, "auto") == 0) return ConvAlgorithm::automatic;
   if (std::strcmp(value, "gemm") == 0) return ConvAlgorithm::implicitGemm;
   if (std::strcmp(value, "winograd") == 0) return ConvAlgorithm::winograd;
-  throw Error(std::string("GLNET_CONV_ALGORITHM is '") + value + "'; it takes auto, gemm or winograd");
+  if (std::strcmp(value, "winograd2") == 0) return ConvAlgorithm::winogradF2;
+  if (std::strcmp(value, "winograd4") == 0) return ConvAlgorithm::winogradF4;
+  throw Error(std::string("GLNET_CONV_ALGORITHM is '") + value + "'; it takes auto, gemm, winograd, winograd2 or winograd4");
+}
+
+ConvAlgorithm requestedAlgorithm() {
+  return forcedAlgorithm != ConvAlgorithm::automatic ? forcedAlgorithm : algorithmFromEnvironment();
 }
 
 std::size_t roundedTo256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
-std::uint64_t paddedTiles(const ConvShape& s) { return (WinogradConvOp::tiles(s) + 3) / 4 * 4; }
+std::uint64_t tilesOf(const ConvShape& s, std::uint32_t m) {
+  return std::uint64_t{s.batch} * ((s.outHeight() + m - 1) / m) * ((s.outWidth() + m - 1) / m);
+}
+// The tiles of `images` images of the layer, as its scratch stores them. The tile is the whole layer's choice: a
+// chunk of fewer images must not choose again.
+std::uint64_t paddedTiles(ConvShape s, std::uint32_t images) {
+  const std::uint32_t m = WinogradConvOp::outputTile(s);
+  s.batch = images;
+  return (tilesOf(s, m) + 3) / 4 * 4;
+}
 
 // The transformed tiles of `images` images: V then M.
-std::size_t chunkScratchBytes(ConvShape s, std::uint32_t images) {
-  s.batch = images;
-  const std::size_t perPosition = static_cast<std::size_t>(paddedTiles(s)) * sizeof(float);
-  return roundedTo256(16 * s.channels * perPosition) + 16 * s.outChannels * perPosition;
+std::size_t chunkScratchBytes(const ConvShape& s, std::uint32_t images) {
+  const std::size_t perPosition = static_cast<std::size_t>(paddedTiles(s, images)) * sizeof(float);
+  const std::size_t positions = WinogradConvOp::positions(s);
+  return roundedTo256(positions * s.channels * perPosition) + positions * s.outChannels * perPosition;
 }
 
 std::vector<ShaderDefine> geometry(const ConvShape& s, int mode) {
   std::vector<ShaderDefine> defines = convGeometryDefines(s);
+  defines.push_back({"WINOGRAD_TILE", std::to_string(WinogradConvOp::outputTile(s))});
   defines.push_back({"WINOGRAD_MODE", std::to_string(mode)});
   return defines;
 }
@@ -53,14 +69,16 @@ ForcedConvAlgorithm::~ForcedConvAlgorithm() {
 
 bool WinogradConvOp::chosen(const ConvShape& s) {
   if (!fits(s)) return false;
-  const ConvAlgorithm algorithm = forcedAlgorithm != ConvAlgorithm::automatic ? forcedAlgorithm : algorithmFromEnvironment();
-  if (algorithm != ConvAlgorithm::automatic) return algorithm == ConvAlgorithm::winograd;
-  // Measured on the H100 (bench/NOTES-conv.md), every 3x3 layer of resnet18, resnet50 and densenet121 at batches 1
-  // and 64: with 64 input channels the transforms' memory traffic outweighs the products saved (56x56x64 at batch
-  // 64: 0.58 -> 0.67 ms); with 128 and more Winograd is faster (28x28x128: 0.56 -> 0.48 ms, 7x7x512: 0.55 ->
-  // 0.34, densenet's 128 -> 32: 0.60-0.90x) once its 16 GEMMs have enough outputs to fill the GPU (tiles x output
-  // channels of 25 088 and more won, 12 544 and fewer lost: a batch of one at 14x14 or 7x7 stays direct).
-  return s.channels >= 128 && tiles(s) * s.outChannels >= 20000;
+  const ConvAlgorithm algorithm = requestedAlgorithm();
+  if (algorithm != ConvAlgorithm::automatic) return algorithm != ConvAlgorithm::implicitGemm;
+  // Measured on the H100 (bench/NOTES-conv.md), every 3x3 layer of resnet18, resnet50, vgg11 and densenet121 at
+  // batches 1 and 64, each forced to the implicit GEMM, F(2x2) and F(4x4): with 64 input and output channels the
+  // transforms' memory traffic outweighs the products saved (56x56x64 at batch 64: 0.59 ms direct, 0.79 with
+  // F(4x4)), with 64 -> 128 channels it no longer does (vgg11's 112x112 layer: 4.61 -> 3.06 ms), and with 128
+  // input channels and more Winograd is faster (batch 64: 28x28x128 0.56 -> 0.42 ms, 7x7x512 0.54 -> 0.33,
+  // densenet's 128 -> 32 at 56x56 0.92 -> 0.55) once its GEMMs have enough outputs to fill the GPU (2x2 tiles x
+  // output channels of 25 088 and more won, 12 544 and fewer lost: a batch of one at 14x14 or 7x7 stays direct).
+  return (s.channels >= 128 || (s.channels >= 64 && s.outChannels >= 128)) && tilesOf(s, 2) * s.outChannels >= 20000;
 }
 
 std::uint32_t WinogradConvOp::imagesPerChunk(const ConvShape& s) {
@@ -77,8 +95,22 @@ std::uint32_t WinogradConvOp::imagesPerChunk(const ConvShape& s) {
   return static_cast<std::uint32_t>((s.batch + chunks - 1) / chunks);
 }
 
+std::uint32_t WinogradConvOp::outputTile(const ConvShape& s) {
+  const ConvAlgorithm algorithm = requestedAlgorithm();
+  if (algorithm == ConvAlgorithm::winogradF2) return 2;
+  if (algorithm == ConvAlgorithm::winogradF4) return 4;
+  // F(4x4)'s 36 GEMMs have 2.25 products per output against F(2x2)'s 4 (16 GEMMs over 4 times the tiles), and its
+  // transforms move 2.25 floats per output against 4, but each GEMM has a quarter of the rows: measured (as for the
+  // rule above), F(4x4) wins where 4x4 tiles x output channels reach 25 088 (batch 64: 28x28x128 0.65 -> 0.42 ms,
+  // 14x14x256 0.44 -> 0.33, densenet's 56x56 128 -> 32 0.83 -> 0.55; vgg11's 28x28x512 at batch 1 0.098 ->
+  // 0.079) and loses at 8 192 and fewer (batch 1: 28x28x128 0.042 -> 0.048 ms, 7x7x512 0.068 -> 0.101).
+  return tilesOf(s, 4) * s.outChannels >= 20000 ? 4 : 2;
+}
+
+std::uint64_t WinogradConvOp::tiles(const ConvShape& s) { return tilesOf(s, outputTile(s)); }
+
 std::size_t WinogradConvOp::transformedWeightBytes(const ConvShape& s) {
-  return roundedTo256(std::size_t{16} * s.channels * s.outChannels * sizeof(float));
+  return roundedTo256(std::size_t{positions(s)} * s.channels * s.outChannels * sizeof(float));
 }
 
 std::size_t WinogradConvOp::scratchBytes(const ConvShape& s) { return chunkScratchBytes(s, imagesPerChunk(s)); }
@@ -99,28 +131,28 @@ Dispatch WinogradConvOp::linear(const Program& program, const std::string& label
 }
 
 Dispatch WinogradConvOp::transformWeights(const BufferView& weight, const BufferView& transformed, const ConvShape& s) const {
-  GLNET_ASSERT(fits(s), "Winograd's F(2x2, 3x3) takes 3x3 kernels at stride 1");
+  GLNET_ASSERT(fits(s), "Winograd's convolutions take 3x3 kernels at stride 1");
   GLNET_ASSERT(transformed.room() >= transformedWeightBytes(s), "the transformed weights need their own space");
-  return linear(programs_->get("Winograd.glsl", geometry(s, 0)), "conv winograd weights",
+  return linear(programs_->get("Winograd.glsl", geometry(s, 0)), "conv winograd F" + std::to_string(outputTile(s)) + " weights",
                 {{1, weight, Access::read}, {3, transformed, Access::write}}, s, std::uint64_t{s.outChannels} * s.channels);
 }
 
 std::vector<Dispatch> WinogradConvOp::forward(const BufferView& x, const BufferView& transformed, const BufferView& bias,
                                               const BufferView& y, const ConvShape& s, const BufferView& scratch, bool pooled,
                                               const BufferView* residual) const {
-  GLNET_ASSERT(fits(s), "Winograd's F(2x2, 3x3) takes 3x3 kernels at stride 1");
+  GLNET_ASSERT(fits(s), "Winograd's convolutions take 3x3 kernels at stride 1");
   GLNET_ASSERT(!pooled || (after_.kind == PointwiseKind::identity && !residual_), "a function or a residual is not fused with pooling");
   GLNET_ASSERT(residual_ == (residual != nullptr), "a residual convolution's forward pass takes its residual");
   GLNET_ASSERT(scratch.room() >= scratchBytes(s), "Winograd's transforms need their scratch memory");
-  ConvShape chunk = s;
-  chunk.batch = imagesPerChunk(s);
-  const std::uint64_t stride = paddedTiles(chunk);
-  const BufferView inputs(*scratch.buffer, scratch.offset, 16 * s.channels * stride * sizeof(float));
-  const BufferView products(*scratch.buffer, scratch.offset + roundedTo256(inputs.bytes), 16 * s.outChannels * stride * sizeof(float));
-  const BufferView weights(*transformed.buffer, transformed.offset, std::size_t{16} * s.channels * s.outChannels * sizeof(float));
+  const std::uint32_t images = imagesPerChunk(s), m = outputTile(s);
+  const std::uint64_t stride = paddedTiles(s, images);
+  const std::uint32_t positions = WinogradConvOp::positions(s);
+  const BufferView inputs(*scratch.buffer, scratch.offset, positions * s.channels * stride * sizeof(float));
+  const BufferView products(*scratch.buffer, scratch.offset + roundedTo256(inputs.bytes), positions * s.outChannels * stride * sizeof(float));
+  const BufferView weights(*transformed.buffer, transformed.offset, std::size_t{positions} * s.channels * s.outChannels * sizeof(float));
   const Program& inputProgram = programs_->get("Winograd.glsl", geometry(s, 1));
-  // Each position's GEMM has T rows, OC columns and a sum over C; the rule sees the 16 of them as one of 16·T rows.
-  const GemmChoice gemm = chooseGemm(16 * stride, s.outChannels, s.channels, false);
+  // Each position's GEMM has T rows, OC columns and a sum over C; the rule sees the P of them as one of P·T rows.
+  const GemmChoice gemm = chooseGemm(positions * stride, s.outChannels, s.channels, false);
   const Program& productProgram = products_.get(*gemm.config, vec4Readable(inputs.offset, stride),
                                                 vec4Readable(weights.offset, s.outChannels), false, geometry(s, 2));
   std::vector<ShaderDefine> defines = geometry(s, 3);
@@ -130,25 +162,26 @@ std::vector<Dispatch> WinogradConvOp::forward(const BufferView& x, const BufferV
   for (ShaderDefine& define : after_.fusedDefines()) defines.push_back(std::move(define));
   const Program& outputProgram = programs_->get("Winograd.glsl", defines, after_.fusedIncludes());
   const std::string function = after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_);
+  const std::string label = "conv winograd F" + std::to_string(m) + " ";
 
   std::vector<Dispatch> dispatches;
-  for (std::uint32_t first = 0; first < s.batch; first += chunk.batch) {
+  for (std::uint32_t first = 0; first < s.batch; first += images) {
     ConvShape part = s;
-    part.batch = std::min(chunk.batch, s.batch - first);
-    const std::uint64_t tiles = WinogradConvOp::tiles(part);
-    Dispatch input = linear(inputProgram, "conv winograd input", {{0, x, Access::read}, {3, inputs, Access::write}}, part,
+    part.batch = std::min(images, s.batch - first);
+    const std::uint64_t tiles = tilesOf(part, m);
+    Dispatch input = linear(inputProgram, label + "input", {{0, x, Access::read}, {3, inputs, Access::write}}, part,
                             tiles * s.channels);
     input.uniforms.push_back(Uniform::u32(1, first));
     dispatches.push_back(input);
     Dispatch product;
     product.program = &productProgram;
-    product.label = std::string("conv winograd products ") + gemm.config->name;
+    product.label = label + "products " + gemm.config->name;
     product.buffers = {{0, inputs, Access::read}, {1, weights, Access::read}, {3, products, Access::write}};
     product.uniforms = {Uniform::u32(0, part.batch), Uniform::u32(depthLocation, s.channels)};
     product.groups = {static_cast<std::uint32_t>((tiles + gemm.config->tileRows - 1) / gemm.config->tileRows),
-                      (s.outChannels + gemm.config->tileColumns - 1) / gemm.config->tileColumns, 16};
+                      (s.outChannels + gemm.config->tileColumns - 1) / gemm.config->tileColumns, positions};
     dispatches.push_back(product);
-    Dispatch output = linear(outputProgram, "conv winograd output " + function + (pooled ? " + max pool" : residual ? " + residual" : ""),
+    Dispatch output = linear(outputProgram, label + "output " + function + (pooled ? " + max pool" : residual ? " + residual" : ""),
                              {{0, products, Access::read}, {2, bias, Access::read}, {3, y, Access::write}}, part, tiles * s.outChannels);
     output.uniforms.push_back(Uniform::u32(1, first));
     if (residual) output.buffers.push_back({4, *residual, Access::read});

@@ -49,12 +49,14 @@ mkdir -p "$work/vision"
 for model in resnet18 resnet50 mobilenet_v2 mobilenet_v3_small efficientnet_b0 squeezenet1_1 densenet121; do
   run_and_compare "$work/vision" $model 1e-4 1
 done
-# Every 3x3 stride-1 layer as Winograd's F(2x2, 3x3) (the rule takes it only for larger layers than these): the
-# same bound.
-for model in resnet18 densenet121; do
-  GLNET_CONV_ALGORITHM=winograd run_and_compare "$work/vision" $model 1e-4 1
+# Every 3x3 stride-1 layer as Winograd's F(2x2, 3x3), then as F(4x4, 3x3) (the rule takes them only for larger
+# layers than these): the same bound.
+for algorithm in winograd2 winograd4; do
+  for model in resnet18 densenet121; do
+    GLNET_CONV_ALGORITHM=$algorithm run_and_compare "$work/vision" $model 1e-4 1
+  done
 done
-expect 1 "GLNET_CONV_ALGORITHM is 'fast'; it takes auto, gemm or winograd" -- \
+expect 1 "GLNET_CONV_ALGORITHM is 'fast'; it takes auto, gemm, winograd, winograd2 or winograd4" -- \
   env GLNET_CONV_ALGORITHM=fast "$apps/glnet_run" --model "$work/vision/resnet18.onnx" --input "$work/vision/resnet18-x.npy" --output "$work/w.npy"
 
 # glnet_predict on photographs with an image classifier: a 64x64 PNG at --resize 64 is the model's input exactly,

@@ -192,54 +192,86 @@ TEST_SUITE("gl") {
     }
   }
 
-  TEST_CASE("Winograd's F(2x2, 3x3) convolutions, with every fused epilogue and pooling, match float64") {
-    const ForcedConvAlgorithm winograd(ConvAlgorithm::winograd);
+  TEST_CASE("Winograd's F(2x2, 3x3) and F(4x4, 3x3) convolutions, with every fused epilogue and pooling, match float64") {
     std::uint32_t stream = 520;
-    // Its transforms add and subtract up to 16 inputs and 9 weights scaled by 1/2 before the products, and 16
-    // products after: a rounding error a few times the direct sum's, bounded here by 2e-5 + 1e-4 x |y|.
-    const double atol = 2e-5, rtol = 1e-4;
-    // Odd planes (tiles past the edges), valid and same padding, channels that are not multiples of 4 (no vec4
-    // runs), more tiles than one GEMM tile, a batch of one.
-    const std::vector<Case> cases{
-        {conv2dOp(Activation::relu, 1), {{2, 5, 9, 7}, {6, 5, 3, 3}, {6}}, -1, 1, atol, rtol},
-        {conv2dOp(Activation::none, 0), {{3, 8, 11, 10}, {12, 8, 3, 3}, {12}}, -1, 1, atol, rtol},
-        {conv2dOp(Activation::tanh, 1), {{1, 67, 5, 5}, {33, 67, 3, 3}, {33}}, -1, 1, atol, rtol},
-        {conv2dOp(Activation::none, 1, 1, {PointwiseKind::clip, 0, 6}), {{2, 16, 17, 13}, {20, 16, 3, 3}, {20}}, -1, 1, atol, rtol},
-        {conv2dOp(Activation::sigmoid, 2), {{1, 3, 4, 6}, {4, 3, 3, 3}, {4}}, -1, 1, atol, rtol},
-        {conv2dResidualOp(1, 1, {PointwiseKind::relu}), {{2, 12, 7, 9}, {12, 12, 3, 3}, {12}, {2, 12, 7, 9}}, -1, 1, atol, rtol},
-        {conv2dMaxPoolOp(Activation::relu, 1), {{2, 7, 9, 11}, {10, 7, 3, 3}, {10}}, -1, 1, atol, rtol},
-        {conv2dMaxPoolOp(Activation::none, 0), {{1, 4, 8, 8}, {8, 4, 3, 3}, {8}}, -1, 1, atol, rtol},
+    // F(2x2)'s transforms add and subtract up to 16 inputs and 9 weights scaled by 1/2 before the products, and 16
+    // products after: a rounding error a few times the direct sum's, bounded here by 2e-5 + 1e-4 x |y|. F(4x4)'s
+    // scale by up to 5 (inputs), 1/24 (weights) and 8 (products), so its bound is 4 times larger.
+    struct Tile {
+      ConvAlgorithm algorithm;
+      const char* label;
+      double atol, rtol;
     };
-    for (const Case& c : cases) {
-      for (const CompiledGraph::Memory memory : {CompiledGraph::Memory::kept, CompiledGraph::Memory::reused}) {
-        const std::vector<std::string> labels = checkAgainstReference(c, stream++, {1, 2}, memory);
-        CHECK(std::any_of(labels.begin(), labels.end(), [](const std::string& label) { return label.rfind("conv winograd products", 0) == 0; }));
+    for (const Tile& tile : {Tile{ConvAlgorithm::winogradF2, "conv winograd F2 products", 2e-5, 1e-4},
+                             Tile{ConvAlgorithm::winogradF4, "conv winograd F4 products", 8e-5, 4e-4}}) {
+      CAPTURE(tile.label);
+      const ForcedConvAlgorithm winograd(tile.algorithm);
+      const double atol = tile.atol, rtol = tile.rtol;
+      const auto products = [&](const std::string& label) { return label.rfind(tile.label, 0) == 0; };
+      // Odd planes (tiles past the edges), valid and same padding, channels that are not multiples of 4 (no vec4
+      // runs), more tiles than one GEMM tile, a batch of one; pooled planes whose windows straddle tiles of 4x4.
+      const std::vector<Case> cases{
+          {conv2dOp(Activation::relu, 1), {{2, 5, 9, 7}, {6, 5, 3, 3}, {6}}, -1, 1, atol, rtol},
+          {conv2dOp(Activation::none, 0), {{3, 8, 11, 10}, {12, 8, 3, 3}, {12}}, -1, 1, atol, rtol},
+          {conv2dOp(Activation::tanh, 1), {{1, 67, 5, 5}, {33, 67, 3, 3}, {33}}, -1, 1, atol, rtol},
+          {conv2dOp(Activation::none, 1, 1, {PointwiseKind::clip, 0, 6}), {{2, 16, 17, 13}, {20, 16, 3, 3}, {20}}, -1, 1, atol, rtol},
+          {conv2dOp(Activation::sigmoid, 2), {{1, 3, 4, 6}, {4, 3, 3, 3}, {4}}, -1, 1, atol, rtol},
+          {conv2dResidualOp(1, 1, {PointwiseKind::relu}), {{2, 12, 7, 9}, {12, 12, 3, 3}, {12}, {2, 12, 7, 9}}, -1, 1, atol, rtol},
+          {conv2dMaxPoolOp(Activation::relu, 1), {{2, 7, 9, 11}, {10, 7, 3, 3}, {10}}, -1, 1, atol, rtol},
+          {conv2dMaxPoolOp(Activation::none, 0), {{1, 4, 8, 8}, {8, 4, 3, 3}, {8}}, -1, 1, atol, rtol},
+          {conv2dMaxPoolOp(Activation::relu, 1), {{1, 5, 14, 10}, {6, 5, 3, 3}, {6}}, -1, 1, atol, rtol},
+      };
+      for (const Case& c : cases) {
+        for (const CompiledGraph::Memory memory : {CompiledGraph::Memory::kept, CompiledGraph::Memory::reused}) {
+          const std::vector<std::string> labels = checkAgainstReference(c, stream++, {1, 2}, memory);
+          CHECK(std::any_of(labels.begin(), labels.end(), products));
+        }
+      }
+      // In chunks of 2 images (the last one shorter), its scratch placed in the arena among the other tensors.
+      const ForcedConvAlgorithm chunked(tile.algorithm, 2);
+      for (const Case& c : {cases[1], cases[5], cases[6]}) {
+        const std::vector<std::string> labels = checkAgainstReference(c, stream++, {1, 2}, CompiledGraph::Memory::reused);
+        CHECK(std::count_if(labels.begin(), labels.end(), products) == (c.inputs[0][0] + 1) / 2);
       }
     }
-    // In chunks of 2 images (the last one shorter), its scratch placed in the arena among the other tensors.
-    const ForcedConvAlgorithm chunked(ConvAlgorithm::winograd, 2);
-    for (const Case& c : {cases[1], cases[5], cases[6]}) {
-      const std::vector<std::string> labels = checkAgainstReference(c, stream++, {1, 2}, CompiledGraph::Memory::reused);
-      CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& label) { return label.rfind("conv winograd products", 0) == 0; }) ==
-            (c.inputs[0][0] + 1) / 2);
+    {
+      // The rule's tile is the whole layer's: 3 images of 30x30 with 128 output channels take F(4x4) (3 x 64 tiles x
+      // 128 >= 20 000), and each chunk of one image keeps it though one image alone would take F(2x2).
+      const ForcedConvAlgorithm chunked(ConvAlgorithm::winograd, 1);
+      const Case layer{conv2dOp(Activation::relu, 1), {{3, 8, 30, 30}, {128, 8, 3, 3}, {128}}, -1, 1, 8e-5, 4e-4};
+      REQUIRE(WinogradConvOp::outputTile({3, 8, 30, 30, 128, 3, 3, 1, 1}) == 4);
+      REQUIRE(WinogradConvOp::outputTile({1, 8, 30, 30, 128, 3, 3, 1, 1}) == 2);
+      const std::vector<std::string> labels = checkAgainstReference(layer, 560, {1, 2}, CompiledGraph::Memory::reused);
+      CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& label) { return label.rfind("conv winograd F4 products", 0) == 0; }) == 3);
+      // A strided or 5x5 convolution keeps the implicit GEMM.
+      CHECK_FALSE(WinogradConvOp::chosen({1, 8, 9, 9, 8, 3, 3, 1, 2}));
+      CHECK_FALSE(WinogradConvOp::chosen({1, 8, 9, 9, 8, 5, 5, 2, 1}));
     }
-    // A strided or 5x5 convolution keeps the implicit GEMM.
-    CHECK_FALSE(WinogradConvOp::chosen({1, 8, 9, 9, 8, 3, 3, 1, 2}));
-    CHECK_FALSE(WinogradConvOp::chosen({1, 8, 9, 9, 8, 5, 5, 2, 1}));
   }
 
-  TEST_CASE("the rule takes Winograd for 3x3 layers with long sums and enough tiles, in chunks of images") {
+  TEST_CASE("the rule takes Winograd for 3x3 layers with long sums and enough tiles, F(4x4) for the larger, in chunks of images") {
     const ConvShape resnetLayer2{64, 128, 28, 28, 128, 3, 3, 1}, resnetLayer1{64, 64, 56, 56, 64, 3, 3, 1}, batchOfOne{1, 512, 7, 7, 512, 3, 3, 1};
     CHECK(WinogradConvOp::chosen(resnetLayer2));
+    CHECK(WinogradConvOp::outputTile(resnetLayer2) == 4);
     CHECK_FALSE(WinogradConvOp::chosen(resnetLayer1));
     CHECK_FALSE(WinogradConvOp::chosen(batchOfOne));
-    // Scratch over 96 MiB goes in even chunks: this layer's 206 MB in 3 of 22 images, densenet121's first 3x3 layers
-    // at batch 64 (514 MB) in 6 of 11.
-    CHECK(WinogradConvOp::imagesPerChunk(resnetLayer2) == 22);
+    const ConvShape vggLayer2{64, 64, 112, 112, 128, 3, 3, 1}, smallBatch{1, 128, 28, 28, 128, 3, 3, 1};
+    CHECK(WinogradConvOp::chosen(vggLayer2));
+    CHECK(WinogradConvOp::chosen(smallBatch));
+    CHECK(WinogradConvOp::outputTile(smallBatch) == 2);
+    // Scratch over 96 MiB goes in even chunks: this layer's 123 MB in 2 of 32 images, densenet121's first 3x3 layers
+    // at batch 64 (290 MB) in 3 of 22.
+    CHECK(WinogradConvOp::imagesPerChunk(resnetLayer2) == 32);
     const ConvShape denseLayer{64, 128, 56, 56, 32, 3, 3, 1};
     CHECK(WinogradConvOp::chosen(denseLayer));
-    CHECK(WinogradConvOp::imagesPerChunk(denseLayer) == 11);
+    CHECK(WinogradConvOp::imagesPerChunk(denseLayer) == 22);
     CHECK(WinogradConvOp::scratchBytes(denseLayer) <= std::size_t{96} << 20);
+    {
+      const ForcedConvAlgorithm small(ConvAlgorithm::winogradF2);
+      CHECK(WinogradConvOp::chosen(resnetLayer1));
+      CHECK(WinogradConvOp::outputTile(resnetLayer2) == 2);
+      CHECK(WinogradConvOp::imagesPerChunk(resnetLayer2) == 22);
+    }
     const ForcedConvAlgorithm gemm(ConvAlgorithm::implicitGemm);
     CHECK_FALSE(WinogradConvOp::chosen(resnetLayer2));
   }
