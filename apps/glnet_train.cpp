@@ -31,7 +31,7 @@ std::string clock(double seconds) {
 }
 
 // The flags that define a run, recorded in its checkpoints.
-const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "batch-per-rank", "lr", "optimizer", "dataset", "data", "size", "val-fraction",
+const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "batch-per-rank", "accumulate", "lr", "optimizer", "dataset", "data", "size", "val-fraction",
                                              "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
                                              "bucket-mb", "weight-decay", "nesterov", "clip-norm", "schedule", "warmup-epochs",
                                              "step-epochs", "step-gamma", "augment-shift", "augment-flip", "label-smoothing"};
@@ -67,6 +67,9 @@ int main(int argc, char** argv) {
         .option("batch-per-rank", "N", "under mpirun, instead of --batch: N images per step on each rank, so that the global batch "
                 "grows with the ranks (weak scaling). --lr is not scaled: it applies to the mean gradient of the global batch, as "
                 "with --batch; Goyal et al.'s linear rule multiplies it by the ranks")
+        .option("accumulate", "N", "sum the gradients of N batches before each update (under mpirun, before the one sum over "
+                "ranks of each step): the update takes the mean gradient of N x --batch images, in the memory of one batch; --lr "
+                "applies to that mean, as for one batch N times as large", "1")
         .option("lr", "RATE", "learning rate", "0.1")
         .option("optimizer", "NAME", "sgd, momentum (0.9), adam or adamw (decoupled weight decay)", "sgd")
         .option("weight-decay", "L", "weight decay of the weights (not of biases and batch normalization): L2 for sgd, momentum "
@@ -133,6 +136,7 @@ int main(int argc, char** argv) {
     options.batch = parser.has("batch-per-rank")
                         ? static_cast<std::uint32_t>(parser.integer("batch-per-rank", 1, (1 << 20) / ranks.size()) * ranks.size())
                         : static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20));
+    options.accumulate = static_cast<std::uint32_t>(parser.integer("accumulate", 1, 65536));
     options.fullBatch = parser.has("full-batch");
     options.optimizer.kind = parseOptimizer(parser.text("optimizer"));
     options.optimizer.learningRate = static_cast<float>(parser.number("lr"));
@@ -226,10 +230,15 @@ int main(int argc, char** argv) {
                    options.fullBatch ? "iteration" : "epoch", optimizerName(options.optimizer.kind),
                    static_cast<double>(options.optimizer.learningRate), scheduleName(options.schedule.kind), options.seed,
                    trainer->compileMilliseconds());
-      if (const std::size_t left = options.fullBatch ? 0 : trainCount - steps * options.batch; left > 0) {
-        std::fprintf(info, "note: %zu is not a multiple of --batch %u: each epoch trains on %zu images of its new shuffle and "
+      const std::size_t imagesPerStep = std::size_t{options.batch} * options.accumulate;
+      if (options.accumulate > 1) {
+        std::fprintf(info, "each step sums the gradients of %u batches of %u before its update: %zu images per step\n", options.accumulate,
+                     options.batch, imagesPerStep);
+      }
+      if (const std::size_t left = options.fullBatch ? 0 : trainCount - steps * imagesPerStep; left > 0) {
+        std::fprintf(info, "note: %zu is not a multiple of the %zu images of a step: each epoch trains on %zu images of its new shuffle and "
                            "leaves %zu out (other ones every epoch)\n",
-                     trainCount, options.batch, steps * options.batch, left);
+                     trainCount, imagesPerStep, steps * imagesPerStep, left);
       }
       if (ranks.distributed()) {
         std::fprintf(info, "data parallel over %d ranks: each step's %u images shared %zu to %zu per rank, gradients summed\n",

@@ -4,6 +4,7 @@
 #include "gl/Sync.h"
 #include "gl/check.h"
 #include "ops/Optimizer.h"
+#include "ops/StridedCopy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -38,6 +39,13 @@ std::string defaultCheckpointPath(const std::string& out) {
 }
 namespace {
 
+// A plan of one dispatch: to = from, or to += from (`add`), over every float of `from`.
+Plan copyPlan(const Context& context, ProgramCache& programs, const BufferView& from, const BufferView& to, bool add) {
+  Plan plan(context.limits());
+  const auto floats = static_cast<std::uint32_t>(from.room() / sizeof(float));
+  plan.record(regionCopy(programs, add ? "accumulated gradients +=" : "accumulated gradients =", from, to, RegionCopy{{floats}, 0, 0, {1}, {1}}, add));
+  return plan;
+}
 
 // The gradient arena in buckets for sums that overlap the backward pass. A parameter's gradient is complete
 // after the last step of `plan` that writes it; in that order, gradients next to each other in the arena
@@ -191,7 +199,7 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
       shape_(initial),
       options_(options),
       trainCount_(train.images.count),
-      stepsPerEpoch_(options.fullBatch ? 1 : train.images.count / options.batch),
+      stepsPerEpoch_(options.fullBatch ? 1 : train.images.count / (std::size_t{options.batch} * options.accumulate)),
       globalRows_(options.fullBatch ? static_cast<std::uint32_t>(train.images.count) : options.batch),
       batchShare_(batchShareOf(globalRows_, ranks)),
       testShare_(shardOf(test.images.count, ranks.rank(), ranks.size())),
@@ -210,8 +218,9 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
                 std::to_string(train.images.pixelsPerImage()) + " pixels");
   }
   if (stepsPerEpoch_ == 0) {
-    throw Error("--batch " + std::to_string(options.batch) + " is larger than the " + std::to_string(trainCount_) +
-                " training images");
+    throw Error((options.accumulate > 1 ? "--batch " + std::to_string(options.batch) + " x --accumulate " + std::to_string(options.accumulate)
+                                        : "--batch " + std::to_string(options.batch)) +
+                " is larger than the " + std::to_string(trainCount_) + " training images");
   }
   const std::uint32_t rows = graph_.rows();
   const auto pixels = static_cast<std::uint32_t>(initial.inputs());
@@ -232,24 +241,45 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   options_.schedule.totalSteps = std::max<std::uint64_t>(static_cast<std::uint64_t>(options.epochs) * stepsPerEpoch_, 1);
   options_.schedule.warmupSteps = static_cast<std::uint64_t>(std::llround(options.warmupEpochs * static_cast<double>(stepsPerEpoch_)));
   options_.schedule.stepSize = std::max<std::uint64_t>(static_cast<std::uint64_t>(std::llround(options.stepEpochs * static_cast<double>(stepsPerEpoch_))), 1);
-  if (!ranks.distributed()) {
+  if (!ranks.distributed() && options.accumulate == 1) {
     plan_ = graph_.trainingPlan(feed);
     return;
   }
-  graph_.averageOver(globalRows_);
+  graph_.averageOver(globalRows_ * options.accumulate);
   plan_ = graph_.gradientPlan(feed);
   updatePlan_.emplace(graph_.updatePlan());
+  if (options.accumulate > 1) {
+    const BufferView gradients(graph_.gradientArena());
+    accumulation_.emplace(Accumulation{Buffer(gradients.room()), Plan(context.limits()), Plan(context.limits()), Plan(context.limits())});
+    const BufferView summed(accumulation_->sum);  // once the buffer is in place: a view holds its address
+    accumulation_->keep = copyPlan(context, feedPrograms_, gradients, summed, false);
+    accumulation_->add = copyPlan(context, feedPrograms_, gradients, summed, true);
+    accumulation_->restore = copyPlan(context, feedPrograms_, summed, gradients, true);
+  }
+  if (!ranks.distributed()) return;
   gradientMirror_.emplace(graph_.gradientArena().bytes());
-  if (options.allReduceBucketBytes > 0 && ranks.callableFromSeveralThreads()) {
+  // Buckets overlap the sum with the backward pass of the step's one batch; accumulated gradients are complete only
+  // after the last batch's.
+  if (options.allReduceBucketBytes > 0 && ranks.callableFromSeveralThreads() && options.accumulate == 1) {
     buckets_ = gradientBuckets(graph_, plan_, options.allReduceBucketBytes);
     sumThread_ = std::make_unique<TaskThread>();
   }
 }
 
-void Trainer::runAndSumGradients(EpochResult& result) {
-  if (!buckets_.empty()) return sumGradientsInBuckets(result);
-  plan_.run();
-  sumGradients(result);
+std::uint32_t Trainer::firstRow(std::size_t step, std::uint32_t batch) const {
+  return static_cast<std::uint32_t>(((step - 1) * options_.accumulate + batch) * globalRows_ + batchShare_.first);
+}
+
+void Trainer::runAndSumGradients(std::size_t step, EpochResult& result) {
+  for (std::uint32_t batch = 0; batch < options_.accumulate; ++batch) {
+    plan_.setParameter(firstRowParameter_, firstRow(step, batch));
+    if (!buckets_.empty()) return sumGradientsInBuckets(result);
+    plan_.run();
+    if (!accumulation_) continue;
+    const bool last = batch + 1 == options_.accumulate;
+    (last ? accumulation_->restore : batch == 0 ? accumulation_->keep : accumulation_->add).run();
+  }
+  if (ranks_.distributed()) sumGradients(result);
 }
 
 void Trainer::sumGradients(EpochResult& result) {
@@ -397,12 +427,12 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     for (std::size_t step = 1; step <= stepsPerEpoch_; ++step) {
       plan_.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(++stepsDone_));
       CompiledGraph::setLearningRate(updatePlan_ ? *updatePlan_ : plan_, static_cast<float>(options_.schedule.at(stepsDone_)));
-      plan_.setParameter(firstRowParameter_, static_cast<std::uint32_t>((step - 1) * globalRows_ + batchShare_.first));
       if (updatePlan_) {
-        runAndSumGradients(result);
+        runAndSumGradients(step, result);
         updatePlan_->setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(stepsDone_));
         updatePlan_->run();
       } else {
+        plan_.setParameter(firstRowParameter_, firstRow(step, 0));
         plan_.run();
       }
       ++stepsThisRun;
@@ -417,9 +447,9 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
       report.epochs = options_.epochs;
       report.step = step;
       report.steps = stepsPerEpoch_;
-      report.loss = (totals[0] - previousLoss) / static_cast<double>((step - reportedStep) * globalRows_);
+      report.loss = (totals[0] - previousLoss) / static_cast<double>((step - reportedStep) * globalRows_ * options_.accumulate);
       const double elapsed = runClock.seconds();
-      report.samplesPerSecond = static_cast<double>(stepsThisRun * globalRows_) / elapsed;
+      report.samplesPerSecond = static_cast<double>(stepsThisRun * globalRows_ * options_.accumulate) / elapsed;
       report.etaSeconds = elapsed / static_cast<double>(stepsThisRun) * static_cast<double>(totalSteps - stepsThisRun);
       previousLoss = totals[0];
       reportedStep = step;
@@ -430,7 +460,7 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     ++epochsDone_;
     result.epoch = epoch;
     result.seconds = epochClock.seconds();
-    const double samples = static_cast<double>(stepsPerEpoch_ * globalRows_);
+    const double samples = static_cast<double>(stepsPerEpoch_ * globalRows_ * options_.accumulate);
     result.trainLoss = epochLoss / samples;
     result.trainAccuracy = epochCorrect / samples;
     result.samplesPerSecond = samples / result.seconds;

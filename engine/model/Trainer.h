@@ -25,6 +25,10 @@ struct Augmentation {
 
 struct TrainingOptions {
   std::uint32_t batch = 64;
+  // Batches whose gradients each step sums before its update (and before the sum over ranks, once per step): the
+  // update sees the mean gradient of accumulate × batch images, as one batch that large would give it, in the
+  // memory of one batch (PyTorch DDP's no_sync).
+  std::uint32_t accumulate = 1;
   int epochs = 5;  // with fullBatch: iterations of full-batch gradient descent
   bool fullBatch = false;
   OptimizerSettings optimizer;
@@ -136,7 +140,10 @@ class Trainer {
   std::vector<std::uint32_t> epochAugmentation(int epoch) const;
   // Runs the gradient plan, then replaces the gradients with their sum over the ranks, in one piece after the
   // backward pass or in buckets while it runs; adds the milliseconds of each part to `result`.
-  void runAndSumGradients(EpochResult& result);
+  // With --accumulate, the step's batches one after the other, their gradients summed on the GPU first.
+  void runAndSumGradients(std::size_t step, EpochResult& result);
+  // The first image of batch `batch` (from 0) of step `step` (from 1) that this rank takes.
+  std::uint32_t firstRow(std::size_t step, std::uint32_t batch) const;
   void sumGradients(EpochResult& result);
   void sumGradientsInBuckets(EpochResult& result);
   // Sums over the ranks; a non-finite value throws the same SharedError on every rank.
@@ -168,6 +175,12 @@ class Trainer {
   std::optional<HostMirror> gradientMirror_;  // the gradients on the host for the sum over ranks
   std::vector<GradientBucket> buckets_;  // in the order they are ready; empty: one sum after the backward pass
   std::unique_ptr<TaskThread> sumThread_;  // sums the buckets while the GL thread waits on the GPU
+  // --accumulate: the sum of the step's earlier batches' gradients, beside the gradient arena.
+  struct Accumulation {
+    Buffer sum;
+    Plan keep, add, restore;  // sum = gradients; sum += gradients; gradients += sum
+  };
+  std::optional<Accumulation> accumulation_;
   int firstRowParameter_ = -1;
   int epochsDone_ = 0;
   std::uint64_t stepsDone_ = 0;

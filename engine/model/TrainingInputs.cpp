@@ -39,6 +39,8 @@ void checkTrainingOptions(const TrainingOptions& o, const std::function<std::str
   if (!(o.schedule.gamma > 0 && o.schedule.gamma <= 1)) throw refuse("step-gamma", "must be in (0, 1]");
   if (o.augment.shift > 64) throw refuse("augment-shift", "must be from 0 to 64");
   if (!(o.labelSmoothing >= 0 && o.labelSmoothing < 1)) throw refuse("label-smoothing", "must be from 0 to below 1");
+  if (o.accumulate < 1 || o.accumulate > 65536) throw refuse("accumulate", "must be from 1 to 65536");
+  if (o.accumulate > 1 && o.fullBatch) throw refuse("accumulate", "sums several batches per step; a full batch is one");
 }
 
 namespace {
