@@ -31,7 +31,7 @@ std::string clock(double seconds) {
 }
 
 // The flags that define a run, recorded in its checkpoints.
-const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "batch-per-rank", "accumulate", "lr", "optimizer", "dataset", "data", "size", "val-fraction",
+const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "batch-per-rank", "accumulate", "grad-compression", "lr", "optimizer", "dataset", "data", "size", "val-fraction",
                                              "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
                                              "bucket-mb", "weight-decay", "nesterov", "clip-norm", "schedule", "warmup-epochs",
                                              "step-epochs", "step-gamma", "augment-shift", "augment-flip", "label-smoothing"};
@@ -102,6 +102,11 @@ int main(int argc, char** argv) {
         .option("checkpoint", "FILE", "where to write checkpoints (default: OUT with .checkpoint.safetensors)")
         .option("log-every", "N", "steps between loss read-backs", "100")
         .option("progress-every", "SECONDS", "without a terminal (a log file, CI): a progress line at least this often", "8")
+        .option("grad-compression", "KIND",
+                "under mpirun: none, or bf16: the gradients leave the GPU as bfloat16 (half the bytes to read, sum over ranks and "
+                "write back), each step's rounding error added to the next step's gradients (error feedback); one sum per "
+                "step after the backward pass, not buckets",
+                "none")
         .option("bucket-mb", "MB",
                 "under mpirun: gradients are summed across ranks in buckets of about MB megabytes, each as soon as "
                 "the backward pass has written it; 0: one sum after the backward pass",
@@ -137,6 +142,10 @@ int main(int argc, char** argv) {
                         ? static_cast<std::uint32_t>(parser.integer("batch-per-rank", 1, (1 << 20) / ranks.size()) * ranks.size())
                         : static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20));
     options.accumulate = static_cast<std::uint32_t>(parser.integer("accumulate", 1, 65536));
+    if (parser.text("grad-compression") != "none" && parser.text("grad-compression") != "bf16") {
+      throw UsageError("--grad-compression takes none or bf16, not '" + parser.text("grad-compression") + "'");
+    }
+    options.compressGradients = parser.text("grad-compression") == "bf16";
     options.fullBatch = parser.has("full-batch");
     options.optimizer.kind = parseOptimizer(parser.text("optimizer"));
     options.optimizer.learningRate = static_cast<float>(parser.number("lr"));
@@ -240,11 +249,15 @@ int main(int argc, char** argv) {
                            "leaves %zu out (other ones every epoch)\n",
                      trainCount, imagesPerStep, steps * imagesPerStep, left);
       }
+      if (options.compressGradients && !ranks.distributed()) {
+        std::fprintf(info, "note: --grad-compression compresses the sum over ranks; one rank has none\n");
+      }
       if (ranks.distributed()) {
-        std::fprintf(info, "data parallel over %d ranks: each step's %u images shared %zu to %zu per rank, gradients summed\n",
+        std::fprintf(info, "data parallel over %d ranks: each step's %u images shared %zu to %zu per rank, gradients summed%s\n",
                      ranks.size(), options.fullBatch ? static_cast<unsigned>(trainCount) : options.batch,
                      shardOf(options.fullBatch ? trainCount : options.batch, ranks.size() - 1, ranks.size()).count,
-                     shardOf(options.fullBatch ? trainCount : options.batch, 0, ranks.size()).count);
+                     shardOf(options.fullBatch ? trainCount : options.batch, 0, ranks.size()).count,
+                     options.compressGradients ? " as bfloat16 with error feedback" : "");
       }
       for (const std::string& note : resumeNotes) std::fprintf(info, "note: %s\n", note.c_str());
       if (resume) std::fprintf(info, "resumed from %s after epoch %d\n", parser.text("resume").c_str(), resume->epochsDone);

@@ -1,5 +1,7 @@
 #include "dist/Communicator.h"
 
+#include "dist/Bfloat16.h"
+
 #include <climits>
 #include <cstdlib>
 #include <utility>
@@ -18,6 +20,11 @@ void check(int status, const char* what) {
 int countOf(std::size_t count) {
   GLNET_ASSERT(count <= static_cast<std::size_t>(INT_MAX), "an MPI message of more than INT_MAX elements");
   return static_cast<int>(count);
+}
+
+// MPI's user reduction over bfloat16 values (sent as MPI_UINT16_T): inout = in + inout, added in float.
+void addBfloat16Values(void* in, void* inout, int* count, MPI_Datatype*) {
+  addBfloat16(static_cast<const std::uint16_t*>(in), static_cast<std::uint16_t*>(inout), static_cast<std::size_t>(*count));
 }
 
 }  // namespace
@@ -41,10 +48,13 @@ Communicator::Communicator() {
   check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host), "MPI_Comm_split_type");
   MPI_Comm_rank(host, &localRank_);
   MPI_Comm_free(&host);
+  check(MPI_Op_create(&addBfloat16Values, /*commutative*/ 1, &bfloat16Sum_), "MPI_Op_create");
 }
 
 Communicator::~Communicator() {
-  if (initialised_) MPI_Finalize();
+  if (!initialised_) return;
+  MPI_Op_free(&bfloat16Sum_);
+  MPI_Finalize();
 }
 
 void Communicator::sumInPlace(void* values, std::size_t count, MPI_Datatype type) const {
@@ -55,6 +65,11 @@ void Communicator::sumInPlace(void* values, std::size_t count, MPI_Datatype type
 void Communicator::sum(float* values, std::size_t count) const { sumInPlace(values, count, MPI_FLOAT); }
 void Communicator::sum(double* values, std::size_t count) const { sumInPlace(values, count, MPI_DOUBLE); }
 void Communicator::sum(std::uint64_t* values, std::size_t count) const { sumInPlace(values, count, MPI_UINT64_T); }
+
+void Communicator::sumBfloat16(std::uint16_t* values, std::size_t count) const {
+  if (!initialised_) return;
+  check(MPI_Allreduce(MPI_IN_PLACE, values, countOf(count), MPI_UINT16_T, bfloat16Sum_, MPI_COMM_WORLD), "MPI_Allreduce");
+}
 
 std::string Communicator::firstProblem(const std::string& problem) const {
   if (!initialised_) return problem;

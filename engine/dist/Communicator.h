@@ -38,6 +38,8 @@ class Communicator {
   void sum(float* values, std::size_t count) const;
   void sum(double* values, std::size_t count) const;
   void sum(std::uint64_t* values, std::size_t count) const;
+  // bfloat16 values (dist/Bfloat16.h), added in float: half the bytes of a sum of floats.
+  void sumBfloat16(std::uint16_t* values, std::size_t count) const;
   // Whether one thread may call these while another does (MPI_THREAD_MULTIPLE), as the sums of gradient
   // buckets do while the GL thread waits on the GPU.
   bool callableFromSeveralThreads() const { return !initialised_ || threadLevel_ == MPI_THREAD_MULTIPLE; }
@@ -57,6 +59,7 @@ class Communicator {
   int rank_ = 0;
   int size_ = 1;
   int localRank_ = 0;
+  MPI_Op bfloat16Sum_ = MPI_OP_NULL;
 };
 
 // The share of `total` items that rank `rank` of `size` takes: contiguous, the first total % size ranks one more.

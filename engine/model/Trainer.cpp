@@ -3,6 +3,7 @@
 #include "gl/Stopwatch.h"
 #include "gl/Sync.h"
 #include "gl/check.h"
+#include "ops/GradientCompression.h"
 #include "ops/Optimizer.h"
 #include "ops/StridedCopy.h"
 
@@ -257,6 +258,17 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
     accumulation_->restore = copyPlan(context, feedPrograms_, summed, gradients, true);
   }
   if (!ranks.distributed()) return;
+  if (options.compressGradients) {
+    Buffer& arena = graph_.gradientArena();
+    const std::size_t floats = arena.bytes() / sizeof(float), packedBytes = GradientCompressionOp::packedBytes(floats);
+    const std::vector<float> zeros(floats, 0.0f);
+    compression_.emplace(Compression{Buffer(arena.bytes(), zeros.data()), Buffer(packedBytes), HostMirror(packedBytes), Plan(context.limits()),
+                                     Plan(context.limits())});
+    const GradientCompressionOp compression(feedPrograms_);
+    compression_->compress.record(compression.compress(arena, compression_->residuals, compression_->packed, static_cast<std::uint32_t>(floats)));
+    compression_->expand.record(compression.expand(compression_->packed, arena, static_cast<std::uint32_t>(floats)));
+    return;
+  }
   gradientMirror_.emplace(graph_.gradientArena().bytes());
   // Buckets overlap the sum with the backward pass of the step's one batch; accumulated gradients are complete only
   // after the last batch's.
@@ -283,6 +295,7 @@ void Trainer::runAndSumGradients(std::size_t step, EpochResult& result) {
 }
 
 void Trainer::sumGradients(EpochResult& result) {
+  if (compression_) return sumCompressedGradients(result);
   Buffer& arena = graph_.gradientArena();
   Fence(/*after the backward pass: what follows is communication only*/).wait();
   const Stopwatch total;
@@ -293,6 +306,24 @@ void Trainer::sumGradients(EpochResult& result) {
   result.allReduceMsPerStep += clock.restart();
   gradientMirror_->push(arena);
   // The upload returns before the GPU has the bytes; the update waits for them anyway, so count it here.
+  Fence().wait();
+  result.gradientWriteMsPerStep += clock.restart();
+  result.exposedCommunicationMsPerStep += total.milliseconds();
+  result.allReduceBuckets = 1;
+}
+
+void Trainer::sumCompressedGradients(EpochResult& result) {
+  Compression& compression = *compression_;
+  compression.compress.run();
+  Fence(/*after the backward pass and the packing*/).wait();
+  const Stopwatch total;
+  Stopwatch clock;
+  compression.mirror.pull(compression.packed);
+  result.gradientReadMsPerStep += clock.restart();
+  ranks_.sumBfloat16(static_cast<std::uint16_t*>(compression.mirror.data()), compression.packed.bytes() / sizeof(std::uint16_t));
+  result.allReduceMsPerStep += clock.restart();
+  compression.mirror.push(compression.packed);
+  compression.expand.run();
   Fence().wait();
   result.gradientWriteMsPerStep += clock.restart();
   result.exposedCommunicationMsPerStep += total.milliseconds();

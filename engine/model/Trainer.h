@@ -29,6 +29,9 @@ struct TrainingOptions {
   // update sees the mean gradient of accumulate × batch images, as one batch that large would give it, in the
   // memory of one batch (PyTorch DDP's no_sync).
   std::uint32_t accumulate = 1;
+  // Data-parallel runs: the gradients leave the GPU as bfloat16 (half the bytes to read, sum and write back), each
+  // step's rounding error added to the next step's gradients before they are rounded (error feedback).
+  bool compressGradients = false;
   int epochs = 5;  // with fullBatch: iterations of full-batch gradient descent
   bool fullBatch = false;
   OptimizerSettings optimizer;
@@ -145,6 +148,7 @@ class Trainer {
   // The first image of batch `batch` (from 0) of step `step` (from 1) that this rank takes.
   std::uint32_t firstRow(std::size_t step, std::uint32_t batch) const;
   void sumGradients(EpochResult& result);
+  void sumCompressedGradients(EpochResult& result);
   void sumGradientsInBuckets(EpochResult& result);
   // Sums over the ranks; a non-finite value throws the same SharedError on every rank.
   std::vector<double> totalsOverRanks(int epoch, std::size_t fromStep, std::size_t toStep) const;
@@ -181,6 +185,13 @@ class Trainer {
     Plan keep, add, restore;  // sum = gradients; sum += gradients; gradients += sum
   };
   std::optional<Accumulation> accumulation_;
+  // compressGradients: the rounding errors kept for the next step, the packed gradients and their host copy.
+  struct Compression {
+    Buffer residuals, packed;
+    HostMirror mirror;
+    Plan compress, expand;
+  };
+  std::optional<Compression> compression_;
   int firstRowParameter_ = -1;
   int epochsDone_ = 0;
   std::uint64_t stepsDone_ = 0;
