@@ -74,11 +74,13 @@ bool WinogradConvOp::chosen(const ConvShape& s) {
   // Measured on the H100 (bench/NOTES-conv.md), every 3x3 layer of resnet18, resnet50, vgg11 and densenet121 at
   // batches 1 and 64, each forced to the implicit GEMM, F(2x2) and F(4x4): with 64 input and output channels the
   // transforms' memory traffic outweighs the products saved (56x56x64 at batch 64: 0.59 ms direct, 0.79 with
-  // F(4x4)), with 64 -> 128 channels it no longer does (vgg11's 112x112 layer: 4.61 -> 3.06 ms), and with 128
-  // input channels and more Winograd is faster (batch 64: 28x28x128 0.56 -> 0.42 ms, 7x7x512 0.54 -> 0.33,
+  // F(4x4)); with 64 -> 128 channels and more it no longer does on a large plane (vgg11's 112x112 layer: 4.61 ->
+  // 3.06 ms) but still does on a small one (squeezenet1_1's 64 -> 256 at 13x13: 0.151 -> 0.192 ms, its 4x4 tiles
+  // covering 16x16); with 128 input channels and more Winograd is faster (batch 64: 28x28x128 0.56 -> 0.42 ms, 7x7x512 0.54 -> 0.33,
   // densenet's 128 -> 32 at 56x56 0.92 -> 0.55) once its GEMMs have enough outputs to fill the GPU (2x2 tiles x
   // output channels of 25 088 and more won, 12 544 and fewer lost: a batch of one at 14x14 or 7x7 stays direct).
-  return (s.channels >= 128 || (s.channels >= 64 && s.outChannels >= 128)) && tilesOf(s, 2) * s.outChannels >= 20000;
+  const bool longSum = s.channels >= 128 || (s.channels >= 64 && s.outChannels >= 128 && s.outHeight() >= 56 && s.outWidth() >= 56);
+  return longSum && tilesOf(s, 2) * s.outChannels >= 20000;
 }
 
 std::uint32_t WinogradConvOp::imagesPerChunk(const ConvShape& s) {

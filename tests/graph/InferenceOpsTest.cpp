@@ -256,7 +256,9 @@ TEST_SUITE("gl") {
     CHECK_FALSE(WinogradConvOp::chosen(resnetLayer1));
     CHECK_FALSE(WinogradConvOp::chosen(batchOfOne));
     const ConvShape vggLayer2{64, 64, 112, 112, 128, 3, 3, 1}, smallBatch{1, 128, 28, 28, 128, 3, 3, 1};
+    const ConvShape squeezenetFire9{64, 64, 13, 13, 256, 3, 3, 1};
     CHECK(WinogradConvOp::chosen(vggLayer2));
+    CHECK_FALSE(WinogradConvOp::chosen(squeezenetFire9));
     CHECK(WinogradConvOp::chosen(smallBatch));
     CHECK(WinogradConvOp::outputTile(smallBatch) == 2);
     // Scratch over 96 MiB goes in even chunks: this layer's 123 MB in 2 of 32 images, densenet121's first 3x3 layers
