@@ -33,7 +33,7 @@ std::string clock(double seconds) {
 // The flags that define a run, recorded in its checkpoints.
 const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "batch-per-rank", "accumulate", "grad-compression", "lr", "optimizer", "dataset", "data", "size", "val-fraction",
                                              "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
-                                             "bucket-mb", "weight-decay", "nesterov", "clip-norm", "schedule", "warmup-epochs",
+                                             "bucket-mb", "all-reduce", "weight-decay", "nesterov", "clip-norm", "schedule", "warmup-epochs",
                                              "step-epochs", "step-gamma", "augment-shift", "augment-flip", "label-smoothing"};
 
 }  // namespace
@@ -111,6 +111,11 @@ int main(int argc, char** argv) {
                 "under mpirun: gradients are summed across ranks in buckets of about MB megabytes, each as soon as "
                 "the backward pass has written it; 0: one sum after the backward pass",
                 "25")
+        .option("all-reduce", "HOW",
+                "under mpirun, how the host sums the ranks' gradients: shared-memory (ranks of one host add slices of each "
+                "other's gradients in memory they share, on several threads), mpi (MPI_Allreduce), or auto: shared-memory when "
+                "every rank is on one host",
+                "auto")
         .common(true);
     parser.parse(argc, argv);
     if (!parser.has("out")) throw UsageError("--out is required");
@@ -146,6 +151,13 @@ int main(int argc, char** argv) {
       throw UsageError("--grad-compression takes none or bf16, not '" + parser.text("grad-compression") + "'");
     }
     options.compressGradients = parser.text("grad-compression") == "bf16";
+    const std::string allReduce = parser.text("all-reduce");
+    if (allReduce != "auto" && allReduce != "mpi" && allReduce != "shared-memory") {
+      throw UsageError("--all-reduce takes auto, mpi or shared-memory, not '" + allReduce + "'");
+    }
+    options.allReduce = allReduce == "mpi"             ? TrainingOptions::AllReduce::mpi
+                        : allReduce == "shared-memory" ? TrainingOptions::AllReduce::sharedMemory
+                                                       : TrainingOptions::AllReduce::automatic;
     options.fullBatch = parser.has("full-batch");
     options.optimizer.kind = parseOptimizer(parser.text("optimizer"));
     options.optimizer.learningRate = static_cast<float>(parser.number("lr"));
@@ -306,14 +318,23 @@ int main(int argc, char** argv) {
               epoch["all_reduce_ms_per_step"] = e.allReduceMsPerStep;
               epoch["gradient_write_ms_per_step"] = e.gradientWriteMsPerStep;
               epoch["all_reduce_buckets"] = e.allReduceBuckets;
+              epoch["all_reduce"] = e.sharedMemorySum ? "shared-memory" : "mpi";
+              epoch["gpu_ms_per_step"] = e.gpuMsPerStep;
+              nlohmann::json timeline = nlohmann::json::array();
+              for (const StepTiming& t : e.timeline) {
+                timeline.push_back({{"start_ms", t.startMs}, {"gpu_ms", t.gpuMs}, {"backward_done_ms", t.backwardDoneMs},
+                                    {"read_ms", t.readMs}, {"all_reduce_ms", t.allReduceMs}, {"write_ms", t.writeMs},
+                                    {"exposed_ms", t.exposedMs}, {"step_ms", t.stepMs}});
+              }
+              epoch["timeline"] = std::move(timeline);
               if (e.allReduceBuckets > 1) {
                 std::fprintf(info, "; per step %.3f ms compute, %.3f ms communication in %zu buckets, %.3f ms of it exposed (all-reduce %.3f from the first bucket, write %.3f)",
                              e.computeMsPerStep, e.communicationMsPerStep(), e.allReduceBuckets, e.exposedCommunicationMsPerStep,
                              e.allReduceMsPerStep, e.gradientWriteMsPerStep);
               } else {
-                std::fprintf(info, "; per step %.3f ms compute, %.3f ms communication, all exposed (read %.3f, all-reduce %.3f, write %.3f)",
-                             e.computeMsPerStep, e.communicationMsPerStep(), e.gradientReadMsPerStep, e.allReduceMsPerStep,
-                             e.gradientWriteMsPerStep);
+                std::fprintf(info, "; per step %.3f ms compute, %.3f ms communication, all exposed (read %.3f, %s %.3f, write %.3f)",
+                             e.computeMsPerStep, e.communicationMsPerStep(), e.gradientReadMsPerStep,
+                             e.sharedMemorySum ? "shared-memory sum" : "all-reduce", e.allReduceMsPerStep, e.gradientWriteMsPerStep);
               }
             }
             std::fprintf(info, "\n");

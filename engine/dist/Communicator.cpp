@@ -7,15 +7,16 @@
 #include <utility>
 
 namespace glnet {
-namespace {
 
-void check(int status, const char* what) {
+void checkMpi(int status, const char* what) {
   if (status == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(status, text, &length);
   throw Error(std::string(what) + " failed: " + std::string(text, static_cast<std::size_t>(length)));
 }
+
+namespace {
 
 int countOf(std::size_t count) {
   GLNET_ASSERT(count <= static_cast<std::size_t>(INT_MAX), "an MPI message of more than INT_MAX elements");
@@ -38,28 +39,29 @@ bool Communicator::launchedByMpirun() {
 
 Communicator::Communicator() {
   if (!launchedByMpirun()) return;
-  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &threadLevel_), "MPI_Init_thread");
+  checkMpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &threadLevel_), "MPI_Init_thread");
   initialised_ = true;
   // Errors come back as codes and become exceptions, instead of MPI ending the process on its own.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  MPI_Comm host = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host), "MPI_Comm_split_type");
-  MPI_Comm_rank(host, &localRank_);
-  MPI_Comm_free(&host);
-  check(MPI_Op_create(&addBfloat16Values, /*commutative*/ 1, &bfloat16Sum_), "MPI_Op_create");
+  checkMpi(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host_), "MPI_Comm_split_type");
+  MPI_Comm_set_errhandler(host_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(host_, &localRank_);
+  MPI_Comm_size(host_, &hostSize_);
+  checkMpi(MPI_Op_create(&addBfloat16Values, /*commutative*/ 1, &bfloat16Sum_), "MPI_Op_create");
 }
 
 Communicator::~Communicator() {
   if (!initialised_) return;
   MPI_Op_free(&bfloat16Sum_);
+  MPI_Comm_free(&host_);
   MPI_Finalize();
 }
 
 void Communicator::sumInPlace(void* values, std::size_t count, MPI_Datatype type) const {
   if (!initialised_) return;
-  check(MPI_Allreduce(MPI_IN_PLACE, values, countOf(count), type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+  checkMpi(MPI_Allreduce(MPI_IN_PLACE, values, countOf(count), type, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
 }
 
 void Communicator::sum(float* values, std::size_t count) const { sumInPlace(values, count, MPI_FLOAT); }
@@ -68,19 +70,19 @@ void Communicator::sum(std::uint64_t* values, std::size_t count) const { sumInPl
 
 void Communicator::sumBfloat16(std::uint16_t* values, std::size_t count) const {
   if (!initialised_) return;
-  check(MPI_Allreduce(MPI_IN_PLACE, values, countOf(count), MPI_UINT16_T, bfloat16Sum_, MPI_COMM_WORLD), "MPI_Allreduce");
+  checkMpi(MPI_Allreduce(MPI_IN_PLACE, values, countOf(count), MPI_UINT16_T, bfloat16Sum_, MPI_COMM_WORLD), "MPI_Allreduce");
 }
 
 std::string Communicator::firstProblem(const std::string& problem) const {
   if (!initialised_) return problem;
   int failing = problem.empty() ? size_ : rank_;
-  check(MPI_Allreduce(MPI_IN_PLACE, &failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+  checkMpi(MPI_Allreduce(MPI_IN_PLACE, &failing, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
   if (failing == size_) return {};
   const std::string told = "rank " + std::to_string(rank_) + " of " + std::to_string(size_) + ": " + problem;
   int length = failing == rank_ ? countOf(told.size()) : 0;
-  check(MPI_Bcast(&length, 1, MPI_INT, failing, MPI_COMM_WORLD), "MPI_Bcast");
+  checkMpi(MPI_Bcast(&length, 1, MPI_INT, failing, MPI_COMM_WORLD), "MPI_Bcast");
   std::string text = failing == rank_ ? told : std::string(static_cast<std::size_t>(length), ' ');
-  check(MPI_Bcast(text.data(), length, MPI_CHAR, failing, MPI_COMM_WORLD), "MPI_Bcast");
+  checkMpi(MPI_Bcast(text.data(), length, MPI_CHAR, failing, MPI_COMM_WORLD), "MPI_Bcast");
   return text;
 }
 
@@ -88,7 +90,7 @@ std::vector<std::uint32_t> Communicator::gather(const std::vector<std::uint32_t>
   if (!initialised_) return values;
   int count = countOf(values.size());
   std::vector<int> counts(static_cast<std::size_t>(size_)), offsets(static_cast<std::size_t>(size_));
-  check(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
+  checkMpi(MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD), "MPI_Gather");
   std::vector<std::uint32_t> all;
   if (rank_ == 0) {
     std::size_t total = 0;
@@ -98,7 +100,7 @@ std::vector<std::uint32_t> Communicator::gather(const std::vector<std::uint32_t>
     }
     all.resize(total);
   }
-  check(MPI_Gatherv(values.data(), count, MPI_UINT32_T, all.data(), counts.data(), offsets.data(), MPI_UINT32_T, 0,
+  checkMpi(MPI_Gatherv(values.data(), count, MPI_UINT32_T, all.data(), counts.data(), offsets.data(), MPI_UINT32_T, 0,
                     MPI_COMM_WORLD),
         "MPI_Gatherv");
   return all;

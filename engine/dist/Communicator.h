@@ -20,6 +20,9 @@ class SharedError : public Error {
   using Error::Error;
 };
 
+// Throws glnet::Error naming `what` and MPI's own words when `status` is not MPI_SUCCESS.
+void checkMpi(int status, const char* what);
+
 class Communicator {
  public:
   Communicator();
@@ -32,6 +35,10 @@ class Communicator {
   int size() const { return size_; }
   // This process's place among the ranks of its host (picks the GPU).
   int localRank() const { return localRank_; }
+  // Whether every rank of the job runs on this host (so that they can share memory: dist/HostSum).
+  bool allOnOneHost() const { return hostSize_ == size_; }
+  // The ranks of this host, ordered as in the job; MPI_COMM_NULL when started alone.
+  MPI_Comm hostCommunicator() const { return host_; }
   bool distributed() const { return size_ > 1; }
 
   // Element-wise sums across ranks, in place; every rank gets the same values.
@@ -59,6 +66,8 @@ class Communicator {
   int rank_ = 0;
   int size_ = 1;
   int localRank_ = 0;
+  int hostSize_ = 1;
+  MPI_Comm host_ = MPI_COMM_NULL;
   MPI_Op bfloat16Sum_ = MPI_OP_NULL;
 };
 

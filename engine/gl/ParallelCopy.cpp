@@ -19,32 +19,38 @@ ParallelCopy::~ParallelCopy() {
   for (std::thread& worker : workers_) worker.join();
 }
 
-void ParallelCopy::copyStripe(unsigned stripe) const {
-  // Stripes of whole cache lines, so that no two threads write one line.
+void ParallelCopy::runStripe(unsigned stripe) const {
   constexpr std::size_t line = 64;
   const std::size_t lines = (bytes_ + line - 1) / line;
   const std::size_t perStripe = (lines + threads() - 1) / threads() * line;
   const std::size_t begin = std::min(bytes_, stripe * perStripe);
   const std::size_t end = std::min(bytes_, begin + perStripe);
-  if (begin < end) std::memcpy(to_ + begin, from_ + begin, end - begin);
+  if (begin < end) (*work_)(begin, end);
 }
 
 void ParallelCopy::copy(void* to, const void* from, std::size_t bytes) {
   if (bytes == 0) return;  // `from` may be null then, which memcpy does not allow
+  auto* target = static_cast<std::uint8_t*>(to);
+  const auto* source = static_cast<const std::uint8_t*>(from);
   if (workers_.empty()) {
-    std::memcpy(to, from, bytes);
+    std::memcpy(target, source, bytes);
     return;
   }
+  forEachStripe(bytes, [&](std::size_t begin, std::size_t end) { std::memcpy(target + begin, source + begin, end - begin); });
+}
+
+void ParallelCopy::forEachStripe(std::size_t bytes, const std::function<void(std::size_t begin, std::size_t end)>& work) {
+  if (bytes == 0) return;
+  if (workers_.empty()) return work(0, bytes);
   {
     const std::lock_guard<std::mutex> lock(mutex_);
-    to_ = static_cast<std::uint8_t*>(to);
-    from_ = static_cast<const std::uint8_t*>(from);
+    work_ = &work;
     bytes_ = bytes;
     pending_ = static_cast<unsigned>(workers_.size());
     ++generation_;
   }
   started_.notify_all();
-  copyStripe(0);
+  runStripe(0);
   std::unique_lock<std::mutex> lock(mutex_);
   finished_.wait(lock, [this] { return pending_ == 0; });
 }
@@ -58,7 +64,7 @@ void ParallelCopy::work(unsigned stripe) {
       if (stopping_) return;
       seen = generation_;
     }
-    copyStripe(stripe);
+    runStripe(stripe);
     bool last = false;
     {
       const std::lock_guard<std::mutex> lock(mutex_);

@@ -258,6 +258,12 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
     accumulation_->restore = copyPlan(context, feedPrograms_, summed, gradients, true);
   }
   if (!ranks.distributed()) return;
+  const bool sharedMemory = options.allReduce == TrainingOptions::AllReduce::sharedMemory ||
+                            (options.allReduce == TrainingOptions::AllReduce::automatic && ranks.allOnOneHost());
+  const std::size_t sumBytes = options.compressGradients ? GradientCompressionOp::packedBytes(graph_.gradientArena().bytes() / sizeof(float))
+                                                         : graph_.gradientArena().bytes();
+  // Made by run(): its window is collective, and a rank may still fail here before the ranks agree that all is well.
+  if (sharedMemory) hostSumBytes_ = sumBytes;
   if (options.compressGradients) {
     Buffer& arena = graph_.gradientArena();
     const std::size_t floats = arena.bytes() / sizeof(float), packedBytes = GradientCompressionOp::packedBytes(floats);
@@ -282,55 +288,76 @@ std::uint32_t Trainer::firstRow(std::size_t step, std::uint32_t batch) const {
   return static_cast<std::uint32_t>(((step - 1) * options_.accumulate + batch) * globalRows_ + batchShare_.first);
 }
 
-void Trainer::runAndSumGradients(std::size_t step, EpochResult& result) {
+void Trainer::runAndSumGradients(std::size_t step, const Stopwatch& stepClock, StepTiming& timing, EpochResult& result) {
+  if (TimerQuery::measuresGpu()) stepStarted_.record();
   for (std::uint32_t batch = 0; batch < options_.accumulate; ++batch) {
     plan_.setParameter(firstRowParameter_, firstRow(step, batch));
-    if (!buckets_.empty()) return sumGradientsInBuckets(result);
+    if (!buckets_.empty()) return sumGradientsInBuckets(stepClock, timing, result);
     plan_.run();
     if (!accumulation_) continue;
     const bool last = batch + 1 == options_.accumulate;
     (last ? accumulation_->restore : batch == 0 ? accumulation_->keep : accumulation_->add).run();
   }
-  if (ranks_.distributed()) sumGradients(result);
+  if (TimerQuery::measuresGpu()) backwardDone_.record();
+  if (ranks_.distributed()) {
+    sumGradients(stepClock, timing);
+    result.allReduceBuckets = 1;
+  }
+  timing.gpuMs = gpuMilliseconds();
 }
 
-void Trainer::sumGradients(EpochResult& result) {
-  if (compression_) return sumCompressedGradients(result);
+double Trainer::gpuMilliseconds() const {
+  return TimerQuery::measuresGpu() ? glnet::gpuMilliseconds(stepStarted_, backwardDone_) : 0.0;
+}
+
+void Trainer::sumOverRanks(float* values, std::size_t count) const {
+  if (hostSum_) return hostSum_->sum(values, count);
+  ranks_.sum(values, count);
+}
+
+void Trainer::sumGradients(const Stopwatch& stepClock, StepTiming& timing) {
+  if (compression_) return sumCompressedGradients(stepClock, timing);
   Buffer& arena = graph_.gradientArena();
   Fence(/*after the backward pass: what follows is communication only*/).wait();
+  timing.backwardDoneMs = stepClock.milliseconds();
   const Stopwatch total;
   Stopwatch clock;
   gradientMirror_->pull(arena);
-  result.gradientReadMsPerStep += clock.restart();
-  ranks_.sum(static_cast<float*>(gradientMirror_->data()), arena.bytes() / sizeof(float));
-  result.allReduceMsPerStep += clock.restart();
+  timing.readMs = clock.restart();
+  sumOverRanks(static_cast<float*>(gradientMirror_->data()), arena.bytes() / sizeof(float));
+  timing.allReduceMs = clock.restart();
   gradientMirror_->push(arena);
   // The upload returns before the GPU has the bytes; the update waits for them anyway, so count it here.
   Fence().wait();
-  result.gradientWriteMsPerStep += clock.restart();
-  result.exposedCommunicationMsPerStep += total.milliseconds();
-  result.allReduceBuckets = 1;
+  timing.writeMs = clock.restart();
+  timing.exposedMs = total.milliseconds();
 }
 
-void Trainer::sumCompressedGradients(EpochResult& result) {
+void Trainer::sumCompressedGradients(const Stopwatch& stepClock, StepTiming& timing) {
   Compression& compression = *compression_;
   compression.compress.run();
   Fence(/*after the backward pass and the packing*/).wait();
+  timing.backwardDoneMs = stepClock.milliseconds();
   const Stopwatch total;
   Stopwatch clock;
   compression.mirror.pull(compression.packed);
-  result.gradientReadMsPerStep += clock.restart();
-  ranks_.sumBfloat16(static_cast<std::uint16_t*>(compression.mirror.data()), compression.packed.bytes() / sizeof(std::uint16_t));
-  result.allReduceMsPerStep += clock.restart();
+  timing.readMs = clock.restart();
+  auto* packed = static_cast<std::uint16_t*>(compression.mirror.data());
+  const std::size_t count = compression.packed.bytes() / sizeof(std::uint16_t);
+  if (hostSum_) {
+    hostSum_->sumBfloat16(packed, count);
+  } else {
+    ranks_.sumBfloat16(packed, count);
+  }
+  timing.allReduceMs = clock.restart();
   compression.mirror.push(compression.packed);
   compression.expand.run();
   Fence().wait();
-  result.gradientWriteMsPerStep += clock.restart();
-  result.exposedCommunicationMsPerStep += total.milliseconds();
-  result.allReduceBuckets = 1;
+  timing.writeMs = clock.restart();
+  timing.exposedMs = total.milliseconds();
 }
 
-void Trainer::sumGradientsInBuckets(EpochResult& result) {
+void Trainer::sumGradientsInBuckets(const Stopwatch& stepClock, StepTiming& timing, EpochResult& result) {
   Buffer& arena = graph_.gradientArena();
   std::vector<Fence> copied;
   copied.reserve(buckets_.size());
@@ -340,6 +367,7 @@ void Trainer::sumGradientsInBuckets(EpochResult& result) {
       copied.push_back(gradientMirror_->startPull(arena, buckets_[next].offset, buckets_[next].bytes));
     }
   });
+  if (TimerQuery::measuresGpu()) backwardDone_.record();
   const Fence computed;
   auto* gradients = static_cast<std::uint8_t*>(gradientMirror_->data());
   const Stopwatch clock;
@@ -349,20 +377,22 @@ void Trainer::sumGradientsInBuckets(EpochResult& result) {
     if (firstSum < 0) firstSum = clock.milliseconds();
     const GradientBucket bucket = buckets_[b];
     sumThread_->add([this, gradients, bucket] {
-      ranks_.sum(reinterpret_cast<float*>(gradients + bucket.offset), bucket.bytes / sizeof(float));
+      sumOverRanks(reinterpret_cast<float*>(gradients + bucket.offset), bucket.bytes / sizeof(float));
     });
   }
   // From here the GPU has nothing left of the step but the update, which waits for the sums.
   computed.wait();
+  timing.backwardDoneMs = stepClock.milliseconds();
   const double backwardDone = clock.milliseconds();
   sumThread_->finish();
   const double summed = clock.milliseconds();
   gradientMirror_->push(arena);
   Fence().wait();
   const double written = clock.milliseconds();
-  result.allReduceMsPerStep += summed - firstSum;
-  result.gradientWriteMsPerStep += written - summed;
-  result.exposedCommunicationMsPerStep += written - backwardDone;
+  timing.allReduceMs = summed - firstSum;
+  timing.writeMs = written - summed;
+  timing.exposedMs = written - backwardDone;
+  timing.gpuMs = gpuMilliseconds();
   result.allReduceBuckets = buckets_.size();
 }
 
@@ -443,6 +473,7 @@ std::vector<std::uint32_t> Trainer::epochAugmentation(int epoch) const {
 
 void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
                   const std::function<void(const EpochResult&)>& epochDone) {
+  if (hostSumBytes_ > 0 && !hostSum_) hostSum_ = std::make_unique<HostSum>(ranks_, hostSumBytes_, HostSum::threadsPerRank(ranks_));
   const Stopwatch runClock;
   const std::size_t totalSteps = static_cast<std::size_t>(options_.epochs - epochsDone_) * stepsPerEpoch_;
   std::size_t stepsThisRun = 0;
@@ -459,9 +490,14 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
       plan_.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(++stepsDone_));
       CompiledGraph::setLearningRate(updatePlan_ ? *updatePlan_ : plan_, static_cast<float>(options_.schedule.at(stepsDone_)));
       if (updatePlan_) {
-        runAndSumGradients(step, result);
+        StepTiming timing;
+        timing.startMs = epochClock.milliseconds();
+        const Stopwatch stepClock;
+        runAndSumGradients(step, stepClock, timing, result);
         updatePlan_->setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(stepsDone_));
         updatePlan_->run();
+        timing.stepMs = stepClock.milliseconds();
+        result.timeline.push_back(timing);
       } else {
         plan_.setParameter(firstRowParameter_, firstRow(step, 0));
         plan_.run();
@@ -497,11 +533,15 @@ void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
     result.samplesPerSecond = samples / result.seconds;
     if (updatePlan_) {
       const auto steps = static_cast<double>(stepsPerEpoch_);
-      result.gradientReadMsPerStep /= steps;
-      result.allReduceMsPerStep /= steps;
-      result.gradientWriteMsPerStep /= steps;
-      result.exposedCommunicationMsPerStep /= steps;
+      for (const StepTiming& timing : result.timeline) {
+        result.gradientReadMsPerStep += timing.readMs / steps;
+        result.allReduceMsPerStep += timing.allReduceMs / steps;
+        result.gradientWriteMsPerStep += timing.writeMs / steps;
+        result.exposedCommunicationMsPerStep += timing.exposedMs / steps;
+        result.gpuMsPerStep += timing.gpuMs / steps;
+      }
       result.computeMsPerStep = result.seconds * 1e3 / steps - result.exposedCommunicationMsPerStep;
+      result.sharedMemorySum = hostSum_ != nullptr;
     }
     result.evaluated = epoch % options_.evaluateEvery == 0 || epoch == options_.epochs;
     averageStateOverRanks();

@@ -5,7 +5,10 @@
 #include "data/GpuImages.h"
 #include "data/Idx.h"
 #include "dist/Communicator.h"
+#include "dist/HostSum.h"
 #include "dist/TaskThread.h"
+#include "gl/Stopwatch.h"
+#include "gl/Sync.h"
 #include "graph/CompiledGraph.h"
 #include "model/Classifier.h"
 #include "model/Network.h"
@@ -51,6 +54,10 @@ struct TrainingOptions {
   // as soon as the backward pass has written it (while the GPU computes the rest); 0: one sum of every
   // gradient after the backward pass.
   std::size_t allReduceBucketBytes = std::size_t{25} << 20;
+  // Data-parallel runs: how the host sums the ranks' gradients. automatic: through shared memory (dist/HostSum)
+  // when every rank is on one host, else MPI_Allreduce.
+  enum class AllReduce { automatic, mpi, sharedMemory };
+  AllReduce allReduce = AllReduce::automatic;
 };
 
 struct TrainingProgress {
@@ -61,6 +68,16 @@ struct TrainingProgress {
   double loss = 0;        // mean over the steps since the last report
   double samplesPerSecond = 0;
   double etaSeconds = 0;  // for the whole run
+};
+
+// One step of a data-parallel run (or one with --accumulate) as the host and the GPU saw it, in milliseconds.
+struct StepTiming {
+  double startMs = 0;         // since the epoch began
+  double gpuMs = 0;           // the GPU's own time for the step's forward and backward passes (0: no timer queries)
+  double backwardDoneMs = 0;  // host: from the step's start until it saw the backward pass end
+  double readMs = 0, allReduceMs = 0, writeMs = 0;
+  double exposedMs = 0;       // waiting for communication after the backward pass
+  double stepMs = 0;          // host: the whole step, its update queued
 };
 
 struct EpochResult {
@@ -81,6 +98,9 @@ struct EpochResult {
   // The part of the step spent waiting for communication after the backward pass was done.
   double exposedCommunicationMsPerStep = 0;
   std::size_t allReduceBuckets = 0;  // sums per step; 1 when unbucketed
+  double gpuMsPerStep = 0;           // StepTiming::gpuMs on average
+  bool sharedMemorySum = false;      // the sums went through dist/HostSum rather than MPI_Allreduce
+  std::vector<StepTiming> timeline;  // every step, in order
 };
 
 // Everything needed to resume: the model, the optimizer's state, and how far training got.
@@ -144,12 +164,16 @@ class Trainer {
   // Runs the gradient plan, then replaces the gradients with their sum over the ranks, in one piece after the
   // backward pass or in buckets while it runs; adds the milliseconds of each part to `result`.
   // With --accumulate, the step's batches one after the other, their gradients summed on the GPU first.
-  void runAndSumGradients(std::size_t step, EpochResult& result);
+  void runAndSumGradients(std::size_t step, const Stopwatch& stepClock, StepTiming& timing, EpochResult& result);
   // The first image of batch `batch` (from 0) of step `step` (from 1) that this rank takes.
   std::uint32_t firstRow(std::size_t step, std::uint32_t batch) const;
-  void sumGradients(EpochResult& result);
-  void sumCompressedGradients(EpochResult& result);
-  void sumGradientsInBuckets(EpochResult& result);
+  void sumGradients(const Stopwatch& stepClock, StepTiming& timing);
+  void sumCompressedGradients(const Stopwatch& stepClock, StepTiming& timing);
+  void sumGradientsInBuckets(const Stopwatch& stepClock, StepTiming& timing, EpochResult& result);
+  // The step's forward and backward passes on the GPU's clock, once they are done (0 without timer queries).
+  double gpuMilliseconds() const;
+  // Across the ranks, by shared memory or MPI (TrainingOptions::allReduce).
+  void sumOverRanks(float* values, std::size_t count) const;
   // Sums over the ranks; a non-finite value throws the same SharedError on every rank.
   std::vector<double> totalsOverRanks(int epoch, std::size_t fromStep, std::size_t toStep) const;
   double testAccuracy() const;
@@ -179,6 +203,9 @@ class Trainer {
   std::optional<HostMirror> gradientMirror_;  // the gradients on the host for the sum over ranks
   std::vector<GradientBucket> buckets_;  // in the order they are ready; empty: one sum after the backward pass
   std::unique_ptr<TaskThread> sumThread_;  // sums the buckets while the GL thread waits on the GPU
+  std::size_t hostSumBytes_ = 0;           // the bytes of each sum through shared memory; 0: MPI_Allreduce
+  std::unique_ptr<HostSum> hostSum_;       // made when run() starts
+  TimerQuery stepStarted_, backwardDone_;   // on the GPU's clock, where it has one
   // --accumulate: the sum of the step's earlier batches' gradients, beside the gradient arena.
   struct Accumulation {
     Buffer sum;

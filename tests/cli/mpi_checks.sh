@@ -46,8 +46,27 @@ grep -q "per step .* ms compute, .* ms communication in 2 buckets, .* ms of it e
 ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --log-every 5 --seed 4 --bucket-mb 0 \
   --out "$work/two-unbucketed.safetensors" --epochs 2 --batch 64 --optimizer momentum --lr 0.05 >"$work/two-unbucketed.txt" 2>&1 ||
   fail "2 ranks, --bucket-mb 0"
-grep -q "per step .* ms compute, .* ms communication, all exposed" "$work/two-unbucketed.txt" || fail "no split for one sum"
+grep -q "per step .* ms compute, .* ms communication, all exposed (read .*, shared-memory sum .*, write" "$work/two-unbucketed.txt" ||
+  fail "no split for one sum through shared memory (the default for ranks of one host)"
 same_model "$work/one.safetensors" "$work/two-unbucketed.safetensors" 1e-4
+# MPI_Allreduce instead: a + b either way, so the same parameters to the bit; and a step-by-step timeline in --json.
+ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --log-every 5 --seed 4 --bucket-mb 0 --all-reduce mpi \
+  --out "$work/two-mpi.safetensors" --epochs 2 --batch 64 --optimizer momentum --lr 0.05 --json >"$work/two-mpi.json" 2>"$work/two-mpi.txt" ||
+  fail "2 ranks, --all-reduce mpi"
+grep -q "all exposed (read .*, all-reduce .*, write" "$work/two-mpi.txt" || fail "--all-reduce mpi does not say so"
+same_model "$work/two-unbucketed.safetensors" "$work/two-mpi.safetensors" 0
+/usr/bin/python3 - "$work/two-mpi.json" <<'PY' || fail "the --json timeline is not one entry per step with ordered times"
+import json, sys
+epoch = json.load(open(sys.argv[1]))["epochs"][-1]
+timeline = epoch["timeline"]
+assert epoch["all_reduce"] == "mpi" and len(timeline) == 10, (epoch["all_reduce"], len(timeline))  # 640 images / 64
+for t in timeline:
+    assert 0 <= t["backward_done_ms"] <= t["step_ms"] and 0 <= t["exposed_ms"] <= t["step_ms"], t
+    assert t["read_ms"] + t["all_reduce_ms"] + t["write_ms"] <= t["exposed_ms"] + 1e-3 and t["gpu_ms"] >= 0, t
+assert all(a["start_ms"] + a["step_ms"] <= b["start_ms"] + 1e-3 for a, b in zip(timeline, timeline[1:]))
+PY
+expect 2 "error: --all-reduce takes auto, mpi or shared-memory, not 'nccl'" -- "$apps/glnet_train" --data "$mnist" \
+  --out "$work/x.safetensors" --all-reduce nccl
 # The epoch's result line (a slow run may also print progress lines, "epoch 2/2  step ...", from rank 0).
 [ "$(grep -c '^epoch 2/2:' "$work/two.txt")" = 1 ] || fail "progress printed by more than rank 0"
 
@@ -84,6 +103,11 @@ ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 -
   fail "2 ranks, --grad-compression bf16: $(tail -1 "$work/bf16.txt")"
 grep -q "gradients summed as bfloat16 with error feedback" "$work/bf16.txt" || fail "--grad-compression bf16 is not said"
 same_model "$work/one.safetensors" "$work/bf16.safetensors" 5e-2
+# bfloat16 sums through MPI's user reduction round a + b as the shared-memory sum does: the same parameters to the bit.
+ranks 2 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --log-every 5 --seed 4 --grad-compression bf16 \
+  --all-reduce mpi --out "$work/bf16-mpi.safetensors" --epochs 2 --batch 64 --optimizer momentum --lr 0.05 >/dev/null 2>&1 ||
+  fail "2 ranks, --grad-compression bf16 --all-reduce mpi"
+same_model "$work/bf16.safetensors" "$work/bf16-mpi.safetensors" 0
 loss() { sed -n 's/^epoch 2\/2: train loss \([0-9.]*\),.*/\1/p' "$1"; }
 awk -v a="$(loss "$work/one.txt")" -v b="$(loss "$work/bf16.txt")" 'BEGIN { d = a - b; exit !(a != "" && b != "" && d < 5e-3 && d > -5e-3) }' ||
   fail "bf16 sums: train loss $(loss "$work/bf16.txt") against $(loss "$work/one.txt")"

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 using namespace glnet;
 
@@ -23,6 +25,30 @@ TEST_CASE("a parallel copy moves every byte exactly, at sizes that do not split 
         copier.copy(to.data(), from.data(), size);
         CHECK(std::equal(from.begin(), from.end(), to.begin()));  // memcmp may not take an empty vector's null data
         CHECK(to[size] == 0xA5);  // nothing written past the end
+      }
+    }
+  }
+}
+
+TEST_CASE("stripes cover a range once, in whole 64-byte lines but the last, one call per thread at most") {
+  for (const unsigned threads : {1u, 3u, 4u}) {
+    CAPTURE(threads);
+    ParallelCopy pool(threads);
+    for (const std::size_t size : {std::size_t{1}, std::size_t{64}, std::size_t{64 * 7 + 5}, std::size_t{100000}}) {
+      CAPTURE(size);
+      std::vector<int> visits(size, 0);
+      std::mutex mutex;
+      std::vector<std::pair<std::size_t, std::size_t>> stripes;
+      pool.forEachStripe(size, [&](std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) ++visits[i];  // disjoint stripes: no two threads touch one element
+        const std::lock_guard<std::mutex> lock(mutex);
+        stripes.emplace_back(begin, end);
+      });
+      CHECK(std::all_of(visits.begin(), visits.end(), [](int count) { return count == 1; }));
+      CHECK(stripes.size() <= threads);
+      for (const auto& [begin, end] : stripes) {
+        CHECK(begin % 64 == 0);
+        CHECK((end % 64 == 0 || end == size));
       }
     }
   }
