@@ -100,6 +100,8 @@ int main(int argc, char** argv) {
         .option("seed", "N", "seed of the initial weights and the shuffling", "0")
         .option("resume", "FILE", "continue from a checkpoint written by glnet_train")
         .option("checkpoint", "FILE", "where to write checkpoints (default: OUT with .checkpoint.safetensors)")
+        .option("save-every", "N", "write the model and the checkpoint after every N-th epoch and the last (a large model's files "
+                "take long to write, and the GPU idles meanwhile)", "1")
         .option("log-every", "N", "steps between loss read-backs", "100")
         .option("progress-every", "SECONDS", "without a terminal (a log file, CI): a progress line at least this often", "8")
         .option("grad-compression", "KIND",
@@ -184,6 +186,7 @@ int main(int argc, char** argv) {
     options.allReduceBucketBytes = static_cast<std::size_t>(bucketMegabytes * 1e6);
     // Full-batch iterations are single steps: test, checkpoint and report every 100 of them.
     options.evaluateEvery = options.fullBatch ? 100 : 1;
+    const auto saveEvery = static_cast<int>(parser.integer("save-every", 1, 1 << 30));
     const std::string out = parser.text("out");
     const std::string checkpointPath = parser.has("checkpoint") ? parser.text("checkpoint") : defaultCheckpointPath(out);
     const bool json = parser.has("json");
@@ -299,12 +302,14 @@ int main(int argc, char** argv) {
           [&](const EpochResult& e) {
             if (!e.evaluated || !leader) return;
             if (terminal) std::fprintf(stderr, "\r\033[K");
-            Checkpoint checkpoint = trainer->checkpoint();
-            checkpoint.settings = settings;
-            checkpoint.save(checkpointPath);
-            trainer->network().save(out);
-            if (parser.has("export-onnx")) writeOnnx(trainer->network(), parser.text("export-onnx"));
-            checkpointedEpoch = e.epoch;
+            if (e.epoch % saveEvery == 0 || e.epoch == options.epochs) {
+              Checkpoint checkpoint = trainer->checkpoint();
+              checkpoint.settings = settings;
+              checkpoint.save(checkpointPath);
+              trainer->network().save(out);
+              if (parser.has("export-onnx")) writeOnnx(trainer->network(), parser.text("export-onnx"));
+              checkpointedEpoch = e.epoch;
+            }
             nlohmann::json epoch = {{"epoch", e.epoch}, {"train_loss", e.trainLoss}, {"train_accuracy", e.trainAccuracy},
                                     {"test_accuracy", e.testAccuracy}, {"seconds", e.seconds}, {"samples_per_second", e.samplesPerSecond}};
             std::fprintf(info, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)",

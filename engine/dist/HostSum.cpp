@@ -3,6 +3,8 @@
 #include "dist/Bfloat16.h"
 
 #include <algorithm>
+#include <cstring>
+#include <functional>
 #include <thread>
 
 namespace glnet {
@@ -82,19 +84,22 @@ void HostSum::sumBytes(void* values, std::size_t bytes, Add add) {
   GLNET_ASSERT(bytes <= maxBytes_, "a sum larger than its shared-memory window");
   auto* out = static_cast<std::uint8_t*>(values);
   std::uint8_t* mine = segments_[static_cast<std::size_t>(rank_)];
-  threads_.copy(mine, out, bytes);
-  synchronise();
-  const Slice slice = sliceOf(rank_, bytes);
-  threads_.forEachStripe(slice.end - slice.begin, [&](std::size_t begin, std::size_t end) {
+  const auto others = [&](const std::function<void(std::size_t rank, Slice slice)>& each) {
     for (std::size_t r = 0; r < segments_.size(); ++r) {
-      if (r != static_cast<std::size_t>(rank_)) add(segments_[r] + slice.begin + begin, mine + slice.begin + begin, end - begin);
+      if (r != static_cast<std::size_t>(rank_)) each(r, sliceOf(static_cast<int>(r), bytes));
     }
+  };
+  // Only the slices the other ranks sum leave this process's memory; this rank's own slice is summed where it lies.
+  others([&](std::size_t, Slice slice) { threads_.copy(mine + slice.begin, out + slice.begin, slice.end - slice.begin); });
+  synchronise();
+  const Slice own = sliceOf(rank_, bytes);
+  threads_.forEachStripe(own.end - own.begin, [&](std::size_t begin, std::size_t end) {
+    std::uint8_t* sums = out + own.begin + begin;
+    others([&](std::size_t r, Slice) { add(segments_[r] + own.begin + begin, sums, end - begin); });
+    std::memcpy(mine + own.begin + begin, sums, end - begin);
   });
   synchronise();
-  for (std::size_t r = 0; r < segments_.size(); ++r) {
-    const Slice summed = sliceOf(static_cast<int>(r), bytes);
-    threads_.copy(out + summed.begin, segments_[r] + summed.begin, summed.end - summed.begin);
-  }
+  others([&](std::size_t r, Slice slice) { threads_.copy(out + slice.begin, segments_[r] + slice.begin, slice.end - slice.begin); });
   // No rank writes its segment for the next sum before every rank has read this one's slices.
   synchronise();
 }

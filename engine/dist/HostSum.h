@@ -1,9 +1,9 @@
 // Sums across the ranks of one host through memory they share (MPI_Win_allocate_shared) instead of
-// MPI_Allreduce. Open MPI 4.1's MPI_Allreduce between two processes of one host copies through small
-// shared-memory fragments on one thread and moved 1.0-1.5 GB/s at 67 MB on the two-GPU hosts (bench/mpi-gpu);
-// here each rank copies its values into its own segment of the window, sums one slice of all segments in place
-// and copies every slice's sum back, each pass on several threads, so that the sum runs at the host's memory
-// bandwidth. Collective: every rank constructs it and calls the sums with the same counts in the same order.
+// MPI_Allreduce. Open MPI 4.1's MPI_Allreduce between two processes of one host copies through small shared-memory
+// fragments on one thread: 0.85 GB/s at 80 MB on the two-H100 host (bench/allreduce_methods.py). Here each rank
+// copies the slices that the others sum into its own segment of the window, adds their copies of its own slice to
+// it, and copies the other slices' sums back, each pass on several threads. Collective: every rank constructs it and
+// calls the sums with the same counts in the same order.
 #pragma once
 
 #include "dist/Communicator.h"

@@ -22,6 +22,12 @@ train --out "$work/c.safetensors" --epochs 1 --optimizer momentum --lr 0.05 >/de
 train --out "$work/c.safetensors" --epochs 2 --optimizer momentum --lr 0.05 --resume "$work/c.checkpoint.safetensors" >/dev/null || fail "resume"
 train --out "$work/d.safetensors" --epochs 2 --optimizer momentum --lr 0.05 >/dev/null || fail "two momentum epochs"
 cmp -s "$work/c.safetensors" "$work/d.safetensors" || fail "1 epoch + resume differs from 2 epochs"
+# --save-every 3: nothing written after epoch 1, the files of the last epoch (2) all the same.
+train --out "$work/s.safetensors" --epochs 2 --optimizer momentum --lr 0.05 --save-every 3 >"$work/s.txt" 2>&1 &&
+  [ "$(grep -c '^epoch [12]/2:' "$work/s.txt")" = 2 ] || fail "--save-every 3: $(tail -1 "$work/s.txt")"
+cmp -s "$work/s.safetensors" "$work/d.safetensors" || fail "--save-every 3 did not write the last epoch's model"
+expect 1 "error: .*the run is complete \(2 of 2" -- \
+  "$apps/glnet_train" --data "$mnist" --out "$work/s.safetensors" --epochs 2 --resume "$work/s.checkpoint.safetensors"
 
 # A diverging run stops with the epoch and steps named, and leaves the last checkpoint intact.
 before=$(md5sum <"$work/c.checkpoint.safetensors")
@@ -39,6 +45,7 @@ expect 1 "error: .*a.safetensors: not a glnet checkpoint" -- \
 
 # Usage errors.
 expect 2 "error: --out is required" -- "$apps/glnet_train"
+expect 2 "error: --save-every must be an integer from 1 to" -- "$apps/glnet_train" --out x --save-every 0
 expect 1 "error: .*no-dir/m.safetensors: cannot write \(no directory" -- "$apps/glnet_train" --data "$mnist" --out "$work/no-dir/m.safetensors"
 expect 2 "error: unknown optimizer 'rmsprop'" -- "$apps/glnet_train" --out x --optimizer rmsprop
 expect 2 "error: --dataset is mnist, fashion, cifar10 or folder, not 'cifar'" -- "$apps/glnet_train" --out x --dataset cifar
