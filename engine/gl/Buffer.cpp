@@ -174,16 +174,18 @@ Fence HostMirror::startPull(const Buffer& source, std::size_t offset, std::size_
   return copied;
 }
 
-void HostMirror::push(Buffer& target) {
-  if (!map_) {
-    GLNET_ASSERT(target.bytes() <= host_.size(), "a host mirror smaller than its buffer");
-    return target.upload(host_.data(), target.bytes());
-  }
-  GLNET_ASSERT(target.bytes() <= map_->bytes(), "a host mirror smaller than its buffer");
+void HostMirror::push(Buffer& target) { push(target, 0, target.bytes()); }
+
+void HostMirror::push(Buffer& target, std::size_t offset, std::size_t bytes) {
+  GLNET_ASSERT(offset + bytes <= target.bytes() && offset + bytes <= (map_ ? map_->bytes() : host_.size()),
+               "a push past the end of a buffer or its mirror");
+  if (!map_) return target.upload(host_.data() + offset, bytes, offset);
   glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
   glBindBuffer(GL_COPY_READ_BUFFER, map_->id());
   glBindBuffer(GL_COPY_WRITE_BUFFER, target.id());
-  GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0, static_cast<GLsizeiptr>(target.bytes())));
+  GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, static_cast<GLintptr>(offset), static_cast<GLintptr>(offset),
+                               static_cast<GLsizeiptr>(bytes)));
+  glFlush();  // the GPU starts on the copy while the host goes on (with the next piece of a sum, say)
 }
 
 UploadRing::UploadRing(std::size_t slotBytes, std::size_t slots, unsigned copyThreads)

@@ -113,8 +113,10 @@ class HostMirror {
   // Queues the copy of bytes [offset, offset + bytes) of `source` into the same bytes of the mirror and
   // returns the fence that passes once they are there (at once, after a plain read, without buffer storage).
   Fence startPull(const Buffer& source, std::size_t offset, std::size_t bytes);
-  // Ordered before every later GL command; returns at once.
+  // Ordered before every later GL command; returns at once, the copy flushed to the GPU.
   void push(Buffer& target);
+  // The same for bytes [offset, offset + bytes) of the mirror, into the same bytes of `target`.
+  void push(Buffer& target, std::size_t offset, std::size_t bytes);
   void* data() { return map_ ? map_->mapped() : host_.data(); }
 
  private:

@@ -317,20 +317,10 @@ void Trainer::sumOverRanks(float* values, std::size_t count) const {
 
 void Trainer::sumGradients(const Stopwatch& stepClock, StepTiming& timing) {
   if (compression_) return sumCompressedGradients(stepClock, timing);
-  Buffer& arena = graph_.gradientArena();
   Fence(/*after the backward pass: what follows is communication only*/).wait();
   timing.backwardDoneMs = stepClock.milliseconds();
-  const Stopwatch total;
-  Stopwatch clock;
-  gradientMirror_->pull(arena);
-  timing.readMs = clock.restart();
-  sumOverRanks(static_cast<float*>(gradientMirror_->data()), arena.bytes() / sizeof(float));
-  timing.allReduceMs = clock.restart();
-  gradientMirror_->push(arena);
-  // The upload returns before the GPU has the bytes; the update waits for them anyway, so count it here.
-  Fence().wait();
-  timing.writeMs = clock.restart();
-  timing.exposedMs = total.milliseconds();
+  sumInPieces(graph_.gradientArena(), *gradientMirror_, timing,
+              [this](void* values, std::size_t bytes) { sumOverRanks(static_cast<float*>(values), bytes / sizeof(float)); });
 }
 
 void Trainer::sumCompressedGradients(const Stopwatch& stepClock, StepTiming& timing) {
@@ -338,22 +328,41 @@ void Trainer::sumCompressedGradients(const Stopwatch& stepClock, StepTiming& tim
   compression.compress.run();
   Fence(/*after the backward pass and the packing*/).wait();
   timing.backwardDoneMs = stepClock.milliseconds();
+  const auto sum = [this](void* values, std::size_t bytes) {
+    auto* packed = static_cast<std::uint16_t*>(values);
+    if (hostSum_) return hostSum_->sumBfloat16(packed, bytes / sizeof(std::uint16_t));
+    ranks_.sumBfloat16(packed, bytes / sizeof(std::uint16_t));
+  };
+  sumInPieces(compression.packed, compression.mirror, timing, sum, &compression.expand);
+}
+
+void Trainer::sumInPieces(Buffer& buffer, HostMirror& mirror, StepTiming& timing,
+                          const std::function<void(void* values, std::size_t bytes)>& sum, Plan* then) {
   const Stopwatch total;
-  Stopwatch clock;
-  compression.mirror.pull(compression.packed);
-  timing.readMs = clock.restart();
-  auto* packed = static_cast<std::uint16_t*>(compression.mirror.data());
-  const std::size_t count = compression.packed.bytes() / sizeof(std::uint16_t);
-  if (hostSum_) {
-    hostSum_->sumBfloat16(packed, count);
-  } else {
-    ranks_.sumBfloat16(packed, count);
+  // About 1 MB a piece, at most 8: enough to overlap, few enough that the sums' fixed costs stay small. Multiples
+  // of 64 bytes keep every piece whole in floats and bfloat16 values.
+  const std::size_t bytes = buffer.bytes();
+  const std::size_t pieces = std::clamp<std::size_t>(bytes >> 20, 1, 8);
+  const std::size_t pieceBytes = (bytes / pieces + 63) / 64 * 64;
+  std::vector<Fence> pulled;
+  for (std::size_t offset = 0; offset < bytes; offset += pieceBytes) {
+    pulled.push_back(mirror.startPull(buffer, offset, std::min(pieceBytes, bytes - offset)));
   }
-  timing.allReduceMs = clock.restart();
-  compression.mirror.push(compression.packed);
-  compression.expand.run();
+  auto* host = static_cast<std::uint8_t*>(mirror.data());
+  for (std::size_t p = 0; p < pulled.size(); ++p) {
+    const std::size_t offset = p * pieceBytes, length = std::min(pieceBytes, bytes - offset);
+    Stopwatch clock;
+    pulled[p].wait();
+    timing.readMs += clock.restart();
+    sum(host + offset, length);
+    timing.allReduceMs += clock.restart();
+    mirror.push(buffer, offset, length);  // flushed: the GPU copies this piece back while the host sums the next
+  }
+  // The update waits for the last piece anyway, so count it here.
+  const Stopwatch clock;
+  if (then) then->run();
   Fence().wait();
-  timing.writeMs = clock.restart();
+  timing.writeMs = clock.milliseconds();
   timing.exposedMs = total.milliseconds();
 }
 

@@ -170,6 +170,11 @@ class Trainer {
   void sumGradients(const Stopwatch& stepClock, StepTiming& timing);
   void sumCompressedGradients(const Stopwatch& stepClock, StepTiming& timing);
   void sumGradientsInBuckets(const Stopwatch& stepClock, StepTiming& timing, EpochResult& result);
+  // Replaces `buffer` (floats or bfloat16) with its sum over the ranks by `sum`, in pieces, so that the GPU reads the
+  // next piece and writes the last one back while the host sums one; then runs `then` (when given) and waits for the
+  // GPU. Sets the read, sum, write and exposed times of `timing`.
+  void sumInPieces(Buffer& buffer, HostMirror& mirror, StepTiming& timing, const std::function<void(void* values, std::size_t bytes)>& sum,
+                   Plan* then = nullptr);
   // The step's forward and backward passes on the GPU's clock, once they are done (0 without timer queries).
   double gpuMilliseconds() const;
   // Across the ranks, by shared memory or MPI (TrainingOptions::allReduce).

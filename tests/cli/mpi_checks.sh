@@ -114,6 +114,21 @@ awk -v a="$(loss "$work/one.txt")" -v b="$(loss "$work/bf16.txt")" 'BEGIN { d = 
 expect 2 "error: --grad-compression takes none or bf16, not 'fp8'" -- "$apps/glnet_train" --data "$mnist" \
   --out "$work/x.safetensors" --grad-compression fp8
 
+# Gradients of several MB cross in pieces (about 1 MB each, the GPU reading and writing some while the host sums
+# others): 784-1500-10 has 4.8 MB of them (4 pieces; 2 as bfloat16). One sum through shared memory against one rank,
+# and to the bit against MPI_Allreduce, in float and bfloat16.
+wide() { echo --arch 784-1500-10 --data "$mnist" --train-limit 640 --test-limit 300 --seed 4 --epochs 1 --batch 64 --bucket-mb 0 --optimizer momentum --lr 0.05; }
+"$apps/glnet_train" $(wide) --out "$work/wide1.safetensors" >/dev/null 2>&1 || fail "784-1500-10, 1 rank"
+for how in shared-memory mpi; do
+  ranks 2 "$apps/glnet_train" $(wide) --all-reduce $how --out "$work/wide-$how.safetensors" >/dev/null 2>&1 || fail "784-1500-10, 2 ranks, $how"
+  ranks 2 "$apps/glnet_train" $(wide) --all-reduce $how --grad-compression bf16 --out "$work/wide-bf16-$how.safetensors" >/dev/null 2>&1 ||
+    fail "784-1500-10, 2 ranks, $how, bf16"
+done
+same_model "$work/wide1.safetensors" "$work/wide-shared-memory.safetensors" 1e-4
+same_model "$work/wide-shared-memory.safetensors" "$work/wide-mpi.safetensors" 0
+same_model "$work/wide-bf16-shared-memory.safetensors" "$work/wide-bf16-mpi.safetensors" 0
+same_model "$work/wide1.safetensors" "$work/wide-bf16-shared-memory.safetensors" 5e-2
+
 # Uneven split: global batch 61 over 3 ranks (21, 20, 20), against 1 rank at batch 61.
 train --out "$work/odd1.safetensors" --epochs 1 --batch 61 >/dev/null 2>&1 || fail "1 rank, batch 61"
 ranks 3 "$apps/glnet_train" --data "$mnist" --train-limit 640 --test-limit 300 --seed 4 --out "$work/odd3.safetensors" \
