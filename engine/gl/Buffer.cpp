@@ -143,19 +143,6 @@ HostMirror::HostMirror(std::size_t bytes) {
   }
 }
 
-void HostMirror::pull(const Buffer& source) {
-  if (!map_) {
-    GLNET_ASSERT(source.bytes() <= host_.size(), "a host mirror smaller than its buffer");
-    return source.download(host_.data(), source.bytes());
-  }
-  GLNET_ASSERT(source.bytes() <= map_->bytes(), "a host mirror smaller than its buffer");
-  glMemoryBarrier(GL_BUFFER_UPDATE_BARRIER_BIT);
-  glBindBuffer(GL_COPY_READ_BUFFER, source.id());
-  glBindBuffer(GL_COPY_WRITE_BUFFER, map_->id());
-  GL_CHECK(glCopyBufferSubData(GL_COPY_READ_BUFFER, GL_COPY_WRITE_BUFFER, 0, 0, static_cast<GLsizeiptr>(source.bytes())));
-  waitForHostVisibleWrites();
-}
-
 Fence HostMirror::startPull(const Buffer& source, std::size_t offset, std::size_t bytes) {
   GLNET_ASSERT(offset + bytes <= source.bytes() && offset + bytes <= (map_ ? map_->bytes() : host_.size()),
                "a partial pull past the end of a buffer or its mirror");

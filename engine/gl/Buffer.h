@@ -101,15 +101,14 @@ class PersistentReadback {
 };
 
 // A host-visible twin of a device buffer, mapped once for good (ARB_buffer_storage, persistent and
-// coherent), so that host code works on the bytes where they land: pull() has the GPU copy the buffer in and
-// waits, push() has the GPU copy them back. Neither direction costs a host memcpy.
+// coherent), so that host code works on the bytes where they land: startPull() has the GPU copy bytes in,
+// push() has the GPU copy them back. Neither direction costs a host memcpy.
 class HostMirror {
  public:
   // Persistently mapped where the device has buffer storage; elsewhere plain host memory, read back and
   // uploaded by the ordinary calls (slower, same contract).
   explicit HostMirror(std::size_t bytes);
 
-  void pull(const Buffer& source);
   // Queues the copy of bytes [offset, offset + bytes) of `source` into the same bytes of the mirror and
   // returns the fence that passes once they are there (at once, after a plain read, without buffer storage).
   Fence startPull(const Buffer& source, std::size_t offset, std::size_t bytes);

@@ -258,12 +258,10 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
     accumulation_->restore = copyPlan(context, feedPrograms_, summed, gradients, true);
   }
   if (!ranks.distributed()) return;
-  const bool sharedMemory = options.allReduce == TrainingOptions::AllReduce::sharedMemory ||
-                            (options.allReduce == TrainingOptions::AllReduce::automatic && ranks.allOnOneHost());
-  const std::size_t sumBytes = options.compressGradients ? GradientCompressionOp::packedBytes(graph_.gradientArena().bytes() / sizeof(float))
-                                                         : graph_.gradientArena().bytes();
-  // Made by run(): its window is collective, and a rank may still fail here before the ranks agree that all is well.
-  if (sharedMemory) hostSumBytes_ = sumBytes;
+  // The window itself is made by run(): it is collective, and a rank may still fail here before the ranks agree
+  // that all is well.
+  sumsThroughSharedMemory_ = options.allReduce == TrainingOptions::AllReduce::sharedMemory ||
+                             (options.allReduce == TrainingOptions::AllReduce::automatic && ranks.allOnOneHost());
   if (options.compressGradients) {
     Buffer& arena = graph_.gradientArena();
     const std::size_t floats = arena.bytes() / sizeof(float), packedBytes = GradientCompressionOp::packedBytes(floats);
@@ -482,7 +480,10 @@ std::vector<std::uint32_t> Trainer::epochAugmentation(int epoch) const {
 
 void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
                   const std::function<void(const EpochResult&)>& epochDone) {
-  if (hostSumBytes_ > 0 && !hostSum_) hostSum_ = std::make_unique<HostSum>(ranks_, hostSumBytes_, HostSum::threadsPerRank(ranks_));
+  if (sumsThroughSharedMemory_ && !hostSum_) {
+    const std::size_t sumBytes = compression_ ? compression_->packed.bytes() : graph_.gradientArena().bytes();
+    hostSum_ = std::make_unique<HostSum>(ranks_, sumBytes, HostSum::threadsPerRank(ranks_));
+  }
   const Stopwatch runClock;
   const std::size_t totalSteps = static_cast<std::size_t>(options_.epochs - epochsDone_) * stepsPerEpoch_;
   std::size_t stepsThisRun = 0;

@@ -208,7 +208,7 @@ class Trainer {
   std::optional<HostMirror> gradientMirror_;  // the gradients on the host for the sum over ranks
   std::vector<GradientBucket> buckets_;  // in the order they are ready; empty: one sum after the backward pass
   std::unique_ptr<TaskThread> sumThread_;  // sums the buckets while the GL thread waits on the GPU
-  std::size_t hostSumBytes_ = 0;           // the bytes of each sum through shared memory; 0: MPI_Allreduce
+  bool sumsThroughSharedMemory_ = false;   // else MPI_Allreduce
   std::unique_ptr<HostSum> hostSum_;       // made when run() starts
   TimerQuery stepStarted_, backwardDone_;   // on the GPU's clock, where it has one
   // --accumulate: the sum of the step's earlier batches' gradients, beside the gradient arena.

@@ -146,13 +146,13 @@ TEST_SUITE("gl") {
     }
   }
 
-  TEST_CASE("a host mirror pulls a buffer's bytes, lets the host change them in place, and pushes them back") {
+  TEST_CASE("a host mirror pulls a buffer's bytes, lets the host change them in place, and pushes them back, whole or in part") {
     test::glContext();
     auto random = test::generator(8);
     const std::vector<std::uint8_t> bytes = test::randomBytes(random, 4 * 1001);
     Buffer device = Buffer::of(bytes);
     HostMirror mirror(device.bytes());
-    mirror.pull(device);
+    mirror.startPull(device, 0, device.bytes()).wait();
     auto* host = static_cast<std::uint8_t*>(mirror.data());
     CHECK(std::memcmp(host, bytes.data(), bytes.size()) == 0);
     for (std::size_t i = 0; i < bytes.size(); ++i) host[i] = static_cast<std::uint8_t>(host[i] ^ 0x5A);
@@ -160,6 +160,15 @@ TEST_SUITE("gl") {
     mirror.push(device);
     const auto back = device.read<std::uint8_t>();
     for (std::size_t i = 0; i < bytes.size(); ++i) REQUIRE(back[i] == static_cast<std::uint8_t>(bytes[i] ^ 0x5A));
+    // A part: bytes [1000, 3000) alone reach the device; the poison around them stays.
+    device.fill(0xDEADBEEFu);
+    mirror.push(device, 1000, 2000);
+    const auto part = device.read<std::uint8_t>();
+    const std::uint32_t poison = 0xDEADBEEFu;
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      const bool inside = i >= 1000 && i < 3000;
+      REQUIRE(part[i] == (inside ? static_cast<std::uint8_t>(bytes[i] ^ 0x5A) : reinterpret_cast<const std::uint8_t*>(&poison)[i % 4]));
+    }
   }
 }
 
