@@ -29,8 +29,7 @@
 // before the activation: a residual connection); modes 0-2 include Gemm.glsl and take its
 // configuration (modes 0 and 1 with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
 // im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 0, 1 and
-// 2): binding 3 is the partial-sum workspace instead (with GEMM_SPLIT_FINISH, mode 0 unpooled, the GEMM also sums
-// it into Y at binding 5, counting each tile's groups in binding 6); GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
+// 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
 // 4): the rearranged weights are also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dZ too;
 // GEMM_B_GATHER (mode 2): runs of 4 pixels of the implicit im2col matrix computed together; CONV_POOL with
 // GEMM_STORE_RUNS (mode 0): pooled output
@@ -38,13 +37,7 @@
 layout(std430, binding = 0) readonly buffer First { float first[]; };
 layout(std430, binding = 1) readonly buffer Second { float second[]; };
 layout(std430, binding = 2) readonly buffer Third { float third[]; };
-#ifdef GEMM_SPLIT_FINISH
-// The partials, which the last group of each tile reads back from the others (Gemm.glsl), and Y.
-layout(std430, binding = 3) coherent buffer Result { float result[]; };
-layout(std430, binding = 5) writeonly buffer Output { float outputs[]; };
-#else
 layout(std430, binding = 3) buffer Result { float result[]; };
-#endif
 #ifdef CONV_RESIDUAL
 layout(std430, binding = 4) readonly buffer Residual { float residual[]; };
 #endif
@@ -270,22 +263,6 @@ void gemmStore(uint r, uint s, float value) {
   store(r * C * KH * KW + s, value);
 #endif
 }
-#ifdef GEMM_SPLIT_FINISH
-#if CONV_MODE != 0
-#error GEMM_SPLIT_FINISH finishes the forward pass
-#endif
-// Y at (r, s) from every slice's partial sum, as SplitSum.glsl's BIAS_ACTIVATION would write it.
-void gemmFinish(uint r, uint s) {
-  uint n = r / (OH * OW), pixel = r % (OH * OW), at = (n * OC + s) * OH * OW + pixel;
-  float sum = 0.0;
-  for (uint z = 0u; z < gl_NumWorkGroups.z; ++z) sum += result[z * N * OC * OH * OW + at];
-#ifdef CONV_RESIDUAL
-  outputs[at] = finishOutput(sum + third[s] + residual[at]);
-#else
-  outputs[at] = finishOutput(sum + third[s]);
-#endif
-}
-#endif
 #endif
 
 void main() { gemmRun(GEMM_SHAPE); }

@@ -284,18 +284,6 @@ void gemmTileRange(uint R, uint S, uint tBegin, uint tEnd, out float sum[GEMM_TH
 layout(location = 15) uniform uint gemmSplitChunk;
 uint gemmPartialIndex(uint r, uint s, uint R, uint S) { return gl_WorkGroupID.z * R * S + r * S + s; }
 #endif
-#ifdef GEMM_SPLIT_FINISH
-// Split-K summed in the same dispatch: the last group along z to store its partials of a tile (counted in binding
-// 6, per tile, by an atomic) adds every slice's for the tile's elements through gemmFinish(r, s), which the shader
-// defines reading its partials from a `coherent` buffer; that group sets the count back to 0 for the next run.
-// One dispatch instead of two: at a batch of one, a dependent dispatch costs more than the sum does.
-#ifndef SPLIT_K
-#error GEMM_SPLIT_FINISH sums the partials of a split GEMM
-#endif
-layout(std430, binding = 6) coherent buffer GemmTileArrivals { uint gemmTileArrivals[]; };
-shared bool gemmLastToArrive;
-void gemmFinish(uint r, uint s);
-#endif
 
 // This invocation's block of C: over all of T, or with SPLIT_K over this group's chunk of it.
 void gemmSums(uint R, uint S, uint T, out float sum[GEMM_THREAD_M][GEMM_THREAD_N]) {
@@ -329,29 +317,6 @@ void gemmRun(uint R, uint S, uint T) {
     for (uint j = 0u; j < uint(GEMM_THREAD_N); ++j) {
       uint s = columnBase + gemmColumnInTile(j);
       if (s < S) gemmStore(r, s, sum[i][j]);
-    }
-  }
-#endif
-#ifdef GEMM_SPLIT_FINISH
-  // Each invocation's partials reach the device before the group counts itself in.
-  memoryBarrierBuffer();
-  barrier();
-  if (gl_LocalInvocationIndex == 0u) {
-    uint tile = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
-    gemmLastToArrive = atomicAdd(gemmTileArrivals[tile], 1u) == gl_NumWorkGroups.z - 1u;
-    if (gemmLastToArrive) atomicExchange(gemmTileArrivals[tile], 0u);
-  }
-  barrier();
-  // The tile's other groups are done here (no return before: ESSL allows no barrier() after one in main).
-  if (gemmLastToArrive) {
-    memoryBarrierBuffer();
-    for (uint i = 0u; i < uint(GEMM_THREAD_M); ++i) {
-      uint r = rowBase + gemmRowInTile(i);
-      if (r >= R) continue;
-      for (uint j = 0u; j < uint(GEMM_THREAD_N); ++j) {
-        uint s = columnBase + gemmColumnInTile(j);
-        if (s < S) gemmFinish(r, s);
-      }
     }
   }
 #endif

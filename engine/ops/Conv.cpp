@@ -57,15 +57,6 @@ ConvOp::ConvOp(ProgramCache& programs, Activation activation, const Pointwise& a
       splitSum_(programs),
       finishForward_(programs, static_cast<int>(activation), after, residual) {}
 
-bool ConvOp::sumsSplitInGemm(const ConvShape& s, bool pooled, bool residual) {
-  const GemmChoice gemm = chooseGemm(std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), s.outChannels,
-                                     std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth, true, GemmOperand::gathered);
-  const Limits& limits = currentLimits();
-  // Bindings 0-3, Y at 5, the counters at 6 and the residual at 4.
-  return !pooled && gemm.split.splits > 1 && std::uint64_t{gemm.groups[0]} * gemm.groups[1] <= ProgramCache::tileArrivalCount &&
-         limits.maxComputeStorageBlocks >= (residual ? 7 : 6) && limits.maxStorageBufferBindings >= 7;
-}
-
 Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                           const ConvShape& s, bool accumulate, std::array<std::uint32_t, 3> groups) const {
   Dispatch d;
@@ -104,28 +95,22 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   // Pooled and unsplit, each pooling window is a run of 4 rows (its pixels), and the output pixels of dropped odd
   // edges none; split, the partials cover every pixel and their sum pools.
   const bool poolInGemm = pooled && !splitting;
-  const bool finishInGemm = splitting && sumsSplitInGemm(s, pooled, residual != nullptr);
   const std::uint64_t rows = poolInGemm ? std::uint64_t{s.batch} * (s.outHeight() / 2) * (s.outWidth() / 2) * 4 : pixels;
   const GemmChoice gemm = poolInGemm ? chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered) : split;
   std::vector<ShaderDefine> defines = convGeometryDefines(s);
   if (poolInGemm) defines.insert(defines.end(), {{"CONV_POOL", "1"}, {"GEMM_STORE_RUNS", "1"}});
-  if (finishInGemm) defines.push_back({"GEMM_SPLIT_FINISH", "1"});
   const BufferView partials(*workspace.buffer, workspace.offset + rearrangedWeightBytes(s), gemm.split.workspaceBytes(rows, s.outChannels));
   const std::string function = after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_);
   const std::string label = "conv " + function + (pooled ? " + max pool " : residual ? " + residual " : " ") + gemm.config->name;
   Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), splitting, defines),
-                        finishInGemm ? label + " split-K, summed by each tile's last group" : splitting ? label + " split-K" : label,
+                        splitting ? label + " split-K" : label,
                         {{0, x, Access::read}, {1, transposedWeight, Access::read}, {2, bias, Access::read},
-                         {3, splitting ? partials : y, finishInGemm ? Access::readWrite : Access::write}},
+                         {3, splitting ? partials : y, Access::write}},
                         s, false, gemm.groups);
-  if (residual && (!splitting || finishInGemm)) d.buffers.push_back({4, *residual, Access::read});
-  if (finishInGemm) {
-    d.buffers.push_back({5, y, Access::write});
-    d.buffers.push_back({6, programs_->tileArrivals(), Access::readWrite});
-  }
+  if (residual && !splitting) d.buffers.push_back({4, *residual, Access::read});
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
-  if (splitting) d.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
-  if (!splitting || finishInGemm) return {t, d};
+  if (!splitting) return {t, d};
+  d.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
   if (pooled) return {t, d, finishForward_.pooled(partials, bias, y, s.batch, s.outChannels, s.outHeight(), s.outWidth(), gemm.split.splits)};
   return {t, d, finishForward_(partials, bias, y, static_cast<std::uint32_t>(rows * s.outChannels), s.outChannels, gemm.split.splits,
                                s.outHeight() * s.outWidth(), residual)};

@@ -34,7 +34,7 @@ class ConvOp {
   // edges dropped), y [N, OC, OH/2, OW/2], in the same GEMM, whose rows then run over pooling windows.
   // With a workspace of forwardWorkspaceBytes, three where forwardSplit says so: the GEMM split along its sum into
   // partials after the weights, then their sum with bias, activation and the pooling (a batch of one at 7x7 has 8
-  // tiles of 64x64 for 132 multiprocessors); two again where sumsSplitInGemm, the GEMM adding its partials itself.
+  // tiles of 64x64 for 132 multiprocessors).
   std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                                 const ConvShape& shape, const BufferView& workspace, bool pooled = false,
                                 const BufferView* residual = nullptr) const;
@@ -43,11 +43,6 @@ class ConvOp {
                       std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth, true, GemmOperand::gathered)
         .split;
   }
-  // Whether forward's split GEMM also sums its partials (the last group of each tile to finish adds every slice's,
-  // Gemm.glsl's GEMM_SPLIT_FINISH): one dispatch instead of two, on a device that binds the buffers that takes
-  // (6, 7 with a residual) when the tiles are few enough for ProgramCache::tileArrivals. Pooled layers keep the
-  // separate sum, whose windows cross tiles.
-  static bool sumsSplitInGemm(const ConvShape& s, bool pooled, bool residual);
   static std::size_t forwardWorkspaceBytes(const ConvShape& s) {
     return rearrangedWeightBytes(s) + forwardSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), s.outChannels);
   }

@@ -16,9 +16,4 @@ const Program& ProgramCache::get(const std::string& file, const std::vector<Shad
   return *slot;
 }
 
-const Buffer& ProgramCache::tileArrivals() {
-  if (!tileArrivals_) tileArrivals_ = std::make_unique<Buffer>(Buffer::of(std::vector<std::uint32_t>(tileArrivalCount, 0)));
-  return *tileArrivals_;
-}
-
 }  // namespace glnet
