@@ -6,7 +6,8 @@
 // bindings: 0 X read, 1 W read, 2 b read (unused without HAS_BIAS), 3 Y write
 // uniforms: 0 M (rows, at most ROWS), 1 N (outputs), 2 K (inputs)
 // defines: ROWS (1 to 4), FEW_OUTPUTS (ROWS·FEW_OUTPUTS ≤ 8: the sums each invocation keeps), ACTIVATION
-// (common.glsl), HAS_BIAS 0|1, VEC4 (K a multiple of 4, X and W bound at 16-byte offsets): X and W read as vec4s
+// (common.glsl), POINTWISE (a function after it, Pointwise.glsl included), HAS_BIAS 0|1, VEC4 (K a multiple of 4,
+// X and W bound at 16-byte offsets): X and W read as vec4s
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Input { float X[]; };
@@ -69,7 +70,7 @@ void main() {
 #if HAS_BIAS
       value += b[column];
 #endif
-      Y[row * N + column] = activate(value);
+      Y[row * N + column] = finishOutput(value);
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "gl/check.h"
 #include "graph/Ops.h"
 #include "ops/Conv.h"
+#include "ops/Dense.h"
 #include "ops/StridedCopy.h"
 #include "ops/Winograd.h"
 #include "ref/Reference.h"
@@ -151,6 +152,13 @@ class Conv2d : public Op {
   void recordForward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out, bool pooled, Part part) const {
     GLNET_ASSERT(out.workspace.has_value(), "a convolution needs its workspace for the transposed weights");
     const ConvShape s = shape(shapes(in));
+    if (!pooled && runsAsDense(s)) {
+      if (part != Part::transpose) {
+        plan.record(DenseOp::fewRowsForward(programs, activation_, true, after_, in[0].view, in[1].view, in[2].view, out.view,
+                                            {s.batch, s.channels, s.outChannels}));
+      }
+      return;
+    }
     if (part != Part::both && WinogradConvOp::chosen(s)) {
       const WinogradConvOp winograd(programs, activation_, after_, residual_);
       if (part == Part::transpose) {
@@ -167,6 +175,13 @@ class Conv2d : public Op {
             .forward(in[0].view, in[1].view, in[2].view, out.view, s, *out.workspace, pooled, residual_ ? &in[3].view : nullptr);
     if (part != Part::gemm) plan.record(dispatches[0]);
     if (part != Part::transpose) plan.record(std::vector<Dispatch>(dispatches.begin() + 1, dispatches.end()));
+  }
+  // A 1x1 convolution of 1x1 planes, [N, C, 1, 1] -> [N, OC, 1, 1] with weights [OC, C, 1, 1], is a dense layer on the
+  // same memory. At a batch of 1 to 4 (a squeeze-excite block's two layers) DenseOp's few-rows kernel reads the
+  // weights once, in one dispatch; the implicit GEMM would fill one row of a 64x64 tile and split its sum in two.
+  bool runsAsDense(const ConvShape& s) const {
+    return !residual_ && s.height == 1 && s.width == 1 && s.kernelHeight == 1 && s.kernelWidth == 1 && s.padding == 0 &&
+           DenseOp::fewRows({s.batch, s.channels, s.outChannels});
   }
   static std::vector<Shape> shapes(const std::vector<GpuTensor>& in) {
     std::vector<Shape> result;

@@ -97,18 +97,7 @@ std::size_t DenseOp::forwardWorkspaceBytes(const DenseShape& shape, bool hasBias
 std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias,
                                        const BufferView& y, const DenseShape& shape,
                                        const std::optional<BufferView>& workspace) const {
-  if (fewRows(shape)) {
-    const std::uint32_t outputsPerGroup = 8 / shape.rows;
-    const bool vec4 = vec4Readable(x.offset, shape.inputs) && vec4Readable(weight.offset, shape.inputs);
-    std::vector<ShaderDefine> defines{activationDefine(activation_), {"HAS_BIAS", hasBias_ ? "1" : "0"},
-                                      {"ROWS", std::to_string(shape.rows)}, {"FEW_OUTPUTS", std::to_string(outputsPerGroup)}};
-    if (vec4) defines.push_back({"VEC4", "1"});
-    const Program& program = programs_->get("DenseFewRows.glsl", defines);
-    Dispatch dispatch = forwardGemm(program, std::string("dense ") + activationName(activation_) + " few rows", x, weight, bias, y, shape,
-                                    {(shape.outputs + outputsPerGroup - 1) / outputsPerGroup, 1, 1});
-    dispatch.linear = true;
-    return {dispatch};
-  }
+  if (fewRows(shape)) return {fewRowsForward(*programs_, activation_, hasBias_, {}, x, weight, bias, y, shape)};
   if (workspace && transposesOperands(shape)) {
     GLNET_ASSERT(workspace->room() >= forwardWorkspaceBytes(shape, hasBias_),
                  "a large dense layer's forward pass needs workspace for its transposed operands");
@@ -132,6 +121,24 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
   if (!splitting) return {dispatch};
   dispatch.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
   return {dispatch, finishForward_(*workspace, bias, y, shape.rows * shape.outputs, shape.outputs, gemm.split.splits)};
+}
+
+Dispatch DenseOp::fewRowsForward(ProgramCache& programs, Activation activation, bool hasBias, const Pointwise& after,
+                                 const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
+                                 const DenseShape& shape) {
+  GLNET_ASSERT(fewRows(shape), "the few-rows dense kernel takes 1 to 4 rows");
+  const std::uint32_t outputsPerGroup = 8 / shape.rows;
+  const bool vec4 = vec4Readable(x.offset, shape.inputs) && vec4Readable(weight.offset, shape.inputs);
+  std::vector<ShaderDefine> defines{activationDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"},
+                                    {"ROWS", std::to_string(shape.rows)}, {"FEW_OUTPUTS", std::to_string(outputsPerGroup)}};
+  if (vec4) defines.push_back({"VEC4", "1"});
+  for (ShaderDefine& define : after.fusedDefines()) defines.push_back(std::move(define));
+  const Program& program = programs.get("DenseFewRows.glsl", defines, after.fusedIncludes());
+  const std::string function = after.kind != PointwiseKind::identity ? after.name() : activationName(activation);
+  Dispatch dispatch = forwardGemm(program, "dense " + function + " few rows", x, weight, bias, y, shape,
+                                  {(shape.outputs + outputsPerGroup - 1) / outputsPerGroup, 1, 1});
+  dispatch.linear = true;
+  return dispatch;
 }
 
 bool DenseOp::transposesOutputGradient(const DenseShape& shape) {

@@ -4,6 +4,7 @@
 
 #include "ops/Activation.h"
 #include "ops/Gemm.h"
+#include "ops/Pointwise.h"
 #include "ops/Transpose.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
@@ -30,6 +31,11 @@ class DenseOp {
   // A batch of 1 to 4 rows: the forward pass reads the weights once in coalesced runs (DenseFewRows.glsl) instead of
   // through a GEMM's tiles (on the H100, vgg11's 25088 -> 4096 layer at batch 1: 0.51 ms as a split GEMM).
   static bool fewRows(const DenseShape& shape) { return shape.rows <= 4; }
+  // That pass alone, with `after` (an imported model's function) applied after the activation: also what a 1x1
+  // convolution of 1x1 planes at a batch of 1 to 4 runs as (a squeeze-excite block's two layers).
+  static Dispatch fewRowsForward(ProgramCache& programs, Activation activation, bool hasBias, const Pointwise& after,
+                                 const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
+                                 const DenseShape& shape);
   // Whether the forward pass reads X and W transposed (Xᵀ [K×M], Wᵀ [K×N]): the layout in which the GEMM core
   // runs both operands along its tile, its fastest (on the H100, 4096³: 24 TFLOP/s on X·Wᵀ, 40 with the
   // transposes), for two copies that cost little beside a GEMM of at least 512 in every dimension and 2^31

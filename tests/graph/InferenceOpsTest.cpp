@@ -320,6 +320,25 @@ TEST_SUITE("gl") {
     checkAgainstReference({conv2dOp(Activation::relu, 1, 2), {{1, 96, 5, 5}, {24, 96, 3, 3}, {24}}, -1, 1, 1e-5, 1e-4}, stream++);
   }
 
+  TEST_CASE("1x1 convolutions of 1x1 planes at a batch of 1 to 4 run as dense layers of few rows and match float64") {
+    std::uint32_t stream = 495;
+    // A squeeze-excite block's two layers: a reduction with ReLU, an expansion with the hard sigmoid after it; at
+    // batches of 1, 3 (odd: no vec4 reads of 37 inputs) and 4, one dispatch each; at 5 the implicit GEMM again.
+    const auto labelsOf = [&stream](std::uint32_t batch, std::uint32_t channels, std::uint32_t outChannels, std::shared_ptr<const Op> op) {
+      CAPTURE(batch);
+      return checkAgainstReference({std::move(op), {{batch, channels, 1, 1}, {outChannels, channels, 1, 1}, {outChannels}}, -1, 1, 1e-6, 1e-5},
+                                   stream++, {1, 2}, CompiledGraph::Memory::reused);
+    };
+    for (const std::uint32_t batch : {1u, 3u, 4u}) {
+      const std::vector<std::string> reduce = labelsOf(batch, 96, 24, conv2dOp(Activation::relu, 0));
+      CHECK(reduce == std::vector<std::string>{"dense relu few rows"});
+      const std::vector<std::string> expand = labelsOf(batch, 37, 96, conv2dOp(Activation::none, 0, 1, {PointwiseKind::hardSigmoid, 0.2f, 0.5f}));
+      CHECK(expand == std::vector<std::string>{"dense hard sigmoid few rows"});
+    }
+    const std::vector<std::string> batchOf5 = labelsOf(5, 96, 24, conv2dOp(Activation::relu, 0));
+    CHECK(std::none_of(batchOf5.begin(), batchOf5.end(), [](const std::string& label) { return label.find("few rows") != std::string::npos; }));
+  }
+
   TEST_CASE("per-channel affine maps and squeeze-excite scales, with a function after them, match float64") {
     std::uint32_t stream = 530;
     // Planes of 21 (one element per invocation) and of 16 (vec4s); rank 3; a scale per image and channel.
