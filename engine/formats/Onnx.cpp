@@ -240,9 +240,7 @@ class Importer {
       const Tensor x = tensorInput(node, 0);
       const auto rank = static_cast<std::uint32_t>(shapeOf(x).size());
       if (rank < 3) refuse(node, "the input must be [N, C, spatial...]");
-      if (op == "GlobalMaxPool" || !importSqueezeExcite(node, x)) {
-        apply(node, axisOp(op == "GlobalAveragePool" ? AxisKind::mean : AxisKind::max, 2, rank, true), {x}, "global pool");
-      }
+      apply(node, axisOp(op == "GlobalAveragePool" ? AxisKind::mean : AxisKind::max, 2, rank, true), {x}, "global pool");
     } else if (op == "Softmax" || op == "LogSoftmax") {
       importSoftmax(node);
     } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceL1" || op == "ReduceL2" ||
@@ -407,71 +405,6 @@ class Importer {
     if (!function || !accepts(*function)) return {};
     fused_.insert(next);
     return *function;
-  }
-  // The function fusedPointwise would fuse after `producer`, without marking it, and the name of its result.
-  std::pair<Pointwise, std::string> functionAfter(const onnx::NodeProto& producer) const {
-    const std::string& value = producer.output(0);
-    if (const onnx::NodeProto* next = soleReader(value)) {
-      if (next->input_size() < 1 || next->output_size() < 1) return {Pointwise{}, value};
-      const std::optional<Pointwise> function = pointwiseOf(*next);
-      return function ? std::make_pair(*function, next->output(0)) : std::make_pair(Pointwise{}, value);
-    }
-    const auto [sigmoid, product] = siluOf(value);
-    return sigmoid ? std::make_pair(Pointwise{PointwiseKind::silu}, product->output(0)) : std::make_pair(Pointwise{}, value);
-  }
-  // The weights [OC, channels, 1, 1] of a Conv that is a 1x1 convolution with constant weights and bias (or none),
-  // stride 1, no padding, no dilation and one group: on a 1x1 plane, a dense layer.
-  const Constant* pointwiseConvWeights(const onnx::NodeProto& node, std::uint32_t channels) const {
-    if (node.op_type() != "Conv" || node.input_size() < 2 || node.output_size() != 1) return nullptr;
-    const auto constant = [&](int index) -> const Constant* {
-      const auto found = values_.find(node.input(index));
-      return found != values_.end() && found->second.constant ? &found->second.host : nullptr;
-    };
-    const Constant* w = constant(1);
-    if (!w || w->shape != std::vector<std::int64_t>{w->shape[0], channels, 1, 1}) return nullptr;
-    if (node.input_size() > 2 && !node.input(2).empty()) {
-      const Constant* b = constant(2);
-      if (!b || b->elements() != static_cast<std::size_t>(w->shape[0])) return nullptr;
-    }
-    for (const onnx::AttributeProto& a : node.attribute()) {
-      const std::vector<std::int64_t> ints(a.ints().begin(), a.ints().end());
-      const auto all = [&](std::int64_t v) { return std::all_of(ints.begin(), ints.end(), [&](std::int64_t i) { return i == v; }); };
-      const bool plain = a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "dilations" ? all(1)
-                         : a.name() == "pads"                                                         ? all(0)
-                         : a.name() == "group"                                                        ? a.i() == 1
-                         : a.name() == "auto_pad" && (a.s().empty() || a.s() == "NOTSET" || a.s() == "VALID");
-      if (!plain) return nullptr;
-    }
-    return w;
-  }
-  // GlobalAveragePool, a 1x1 Conv, its function (none, ReLU or SiLU), a 1x1 Conv back to the channels and its
-  // function, each alone reading the one before, at a batch of a few images: one squeeze-excite op computes the gate
-  // (the Mul that applies it is imported as usual). Returns false, marking nothing, where the pattern or the device
-  // does not fit.
-  bool importSqueezeExcite(const onnx::NodeProto& pool, const Tensor& x) {
-    const Shape shape = shapeOf(x);
-    const onnx::NodeProto* reduce = soleReader(pool.output(0));
-    const Constant* w1 = reduce ? pointwiseConvWeights(*reduce, shape[1]) : nullptr;
-    if (!w1) return false;
-    const auto reduced = static_cast<std::uint32_t>(w1->shape[0]);
-    const auto [hidden, hiddenValue] = functionAfter(*reduce);
-    const onnx::NodeProto* expand = soleReader(hiddenValue);
-    const Constant* w2 = expand ? pointwiseConvWeights(*expand, reduced) : nullptr;
-    if (!w2 || w2->shape[0] != shape[1] || !squeezeExciteFits(shape, reduced, hidden, currentLimits())) return false;
-    const Pointwise gate = functionAfter(*expand).first;
-    const auto accepts = [](const Pointwise&) { return true; };
-    fusedPointwise(*reduce, accepts);
-    fusedPointwise(*expand, accepts);
-    fused_.insert({reduce, expand});
-    const auto biasOf = [&](const onnx::NodeProto& conv, std::int64_t channels) {
-      const Constant* b = conv.input_size() > 2 && !conv.input(2).empty() ? constantInput(conv, 2) : nullptr;
-      return parameter(nameOf(conv) + ".bias", {channels}, b ? b->values : std::vector<double>(static_cast<std::size_t>(channels), 0.0));
-    };
-    apply(pool, squeezeExciteOp(hidden, gate),
-          {x, parameter(nameOf(*reduce) + ".weight", w1->shape, w1->values), biasOf(*reduce, reduced),
-           parameter(nameOf(*expand) + ".weight", w2->shape, w2->values), biasOf(*expand, shape[1])},
-          "squeeze-excite");
-    return true;
   }
   // The Add that alone reads `producer`'s output and adds to it a tensor already computed and shaped as that output
   // (`shape`), with that tensor: the convolution adds it as it stores (a residual connection), marked fused.

@@ -1,5 +1,4 @@
 #include "graph/InferenceOps.h"
-#include "graph/InferenceOp.h"
 
 #include "gl/Limits.h"
 #include "gl/check.h"
@@ -61,6 +60,21 @@ std::vector<Shape> shapesOf(const std::vector<HostTensor64>& in) {
   for (const HostTensor64& t : in) result.push_back(t.shape);
   return result;
 }
+
+class InferenceOp : public Op {
+ public:
+  bool differentiable() const override { return false; }
+  bool passesGradient(std::size_t) const override { return false; }
+  void backward(ProgramCache&, Plan&, const std::vector<GpuTensor>&, const GpuTensor&, const GpuTensor&,
+                const std::vector<std::optional<GradientTarget>>&) const override {
+    GLNET_ASSERT(false, "the operators of imported models run in inference graphs only");
+  }
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>&, const std::vector<double>&,
+                                                     const std::vector<double>&) const override {
+    GLNET_ASSERT(false, "the operators of imported models run in inference graphs only");
+    return {};
+  }
+};
 
 // Trainable for the functions Pointwise::trainable names.
 class PointwiseOp : public InferenceOp {

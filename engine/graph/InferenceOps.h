@@ -5,7 +5,6 @@
 // shader and a float64 reference.
 #pragma once
 
-#include "gl/Limits.h"
 #include "gl/Program.h"
 #include "graph/Op.h"
 #include "ops/Pointwise.h"
@@ -48,11 +47,6 @@ std::shared_ptr<const Op> broadcastOp(BinaryKind kind, Pointwise after = {});
 // x [N, C, spatial...], scale, (shift): y = after(x · scale[c] + shift[c]) with scale and shift of C values, or without
 // shift y = after(x · scale[n, c]) with a scale of C or N·C values (a squeeze-excite gate).
 std::shared_ptr<const Op> channelAffineOp(bool shift, Pointwise after = {});
-// A squeeze-excite block's gate: x [N, C, spatial...], W1 [R, C, 1, 1], b1 [R], W2 [C, R, 1, 1], b2 [C] ->
-// gate(W2 · hidden(W1 · mean(x) + b1) + b2), [N, C, 1, 1], one work group per image (SqueezeExcite.glsl). `hidden`:
-// none, ReLU or SiLU; `gate`: any function. fits says whether a device runs it for these shapes.
-std::shared_ptr<const Op> squeezeExciteOp(Pointwise hidden, Pointwise gate);
-bool squeezeExciteFits(const Shape& x, std::uint32_t reduced, Pointwise hidden, const Limits& limits);
 // y = x with its axes permuted: y's axis k is x's axis permutation[k].
 std::shared_ptr<const Op> transposeOp(std::vector<std::uint32_t> permutation);
 // Per axis, elements start, start + step, ... (`size` of them); steps may be negative.

@@ -339,36 +339,6 @@ TEST_SUITE("gl") {
     CHECK(std::none_of(batchOf5.begin(), batchOf5.end(), [](const std::string& label) { return label.find("few rows") != std::string::npos; }));
   }
 
-  TEST_CASE("a squeeze-excite block's gate in one work group per image matches float64") {
-    std::uint32_t stream = 505;
-    const Limits& limits = test::glContext().limits();
-    // A plane of 35 (scalar reads), of 64 (vec4s) and a large plane of few channels (many invocations per mean);
-    // every hidden function with a gate function or none. Tolerance: sums of a few hundred fp32 products.
-    struct Block {
-      Shape x;
-      std::uint32_t reduced;
-      Pointwise hidden, gate;
-    };
-    for (const Block& b : {Block{{1, 13, 7, 5}, 5, {PointwiseKind::relu}, {PointwiseKind::hardSigmoid, 1.0f / 6, 0.5f}},
-                           Block{{3, 40, 8, 8}, 10, {PointwiseKind::silu}, {PointwiseKind::sigmoid}},
-                           Block{{2, 6, 56, 56}, 3, {}, {}}, Block{{4, 300, 3, 3}, 75, {PointwiseKind::relu}, {PointwiseKind::sigmoid}}}) {
-      CAPTURE(describe(b.x));
-      const std::uint32_t c = b.x[1];
-      const Case block{squeezeExciteOp(b.hidden, b.gate), {b.x, {b.reduced, c, 1, 1}, {b.reduced}, {c, b.reduced, 1, 1}, {c}}, -1, 1, 1e-6, 1e-5};
-      if (squeezeExciteFits(b.x, b.reduced, b.hidden, limits)) {
-        CHECK(checkAgainstReference(block, stream++, {1, 2, 3, 4}) == std::vector<std::string>{block.op->name()});
-      } else {
-        // Only where the device binds fewer than 6 buffers (ES's minimum is 4) or has too little shared memory.
-        CHECK((limits.maxComputeStorageBlocks < 6 || (std::int64_t{c} + b.reduced + limits.groupSize()) * 4 > limits.maxSharedMemoryBytes));
-      }
-    }
-    CHECK_FALSE(squeezeExciteFits({5, 16, 7, 7}, 4, {PointwiseKind::relu}, limits));      // one group per image: a few images
-    CHECK_FALSE(squeezeExciteFits({1, 16, 7, 7}, 4, {PointwiseKind::hardSwish}, limits));  // the hidden functions it has
-    CHECK_THROWS_WITH(squeezeExciteOp({}, {})->outputShape({{1, 8, 4, 4}, {2, 8, 1, 1}, {2}, {8, 3, 1, 1}, {8}}),
-                      "squeeze-excite takes x [N, C, spatial...], W1 [R, C, 1, 1], b1 [R], W2 [C, R, 1, 1] and b2 [C]; got [1, 8, 4, 4], "
-                      "[2, 8, 1, 1], [2], [8, 3, 1, 1], [8]");
-  }
-
   TEST_CASE("per-channel affine maps and squeeze-excite scales, with a function after them, match float64") {
     std::uint32_t stream = 530;
     // Planes of 21 (one element per invocation) and of 16 (vec4s); rank 3; a scale per image and channel.
