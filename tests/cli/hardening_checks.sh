@@ -93,7 +93,11 @@ for attempt in 1 2 3 4 5; do
     "$apps/glnet_train" --data "$mnist" --test-limit 100 --arch 784-64-10 --train-limit 64 --epochs 400 \
       --resume "$work/run.checkpoint.safetensors" --out "$work/run.safetensors" >"$work/resume.txt" 2>&1 &
     resumed=$!
-    sleep 1.5
+    # Until it says it resumed (a sanitized build beside another test takes seconds to start), then stopped.
+    waited=0
+    while ! grep -q "resumed from" "$work/resume.txt" && [ $waited -lt 600 ] && kill -0 "$resumed" 2>/dev/null; do
+      sleep 0.1; waited=$((waited + 1))
+    done
     kill -9 "$resumed" 2>/dev/null
     wait "$resumed" 2>/dev/null
     grep -q "resumed from" "$work/resume.txt" || fail "attempt $attempt: the checkpoint left by a killed run does not load: $(tail -1 "$work/resume.txt")"
