@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 using namespace glnet;
 
@@ -216,8 +215,8 @@ TEST_SUITE("gl") {
       for (std::size_t r = 0; r < m; ++r) {
         if (r % 32 == 0 || r % 32 == 31 || r + 3 >= m) checkedRows.push_back(r);
       }
-      const auto rowsOf = [&checkedRows](const auto& matrix, std::size_t columns) {
-        std::vector<typename std::decay_t<decltype(matrix)>::value_type> rows;
+      const auto rowsOf = [&checkedRows](const std::vector<float>& matrix, std::size_t columns) {
+        std::vector<float> rows;
         for (const std::size_t r : checkedRows) rows.insert(rows.end(), matrix.begin() + r * columns, matrix.begin() + (r + 1) * columns);
         return rows;
       };
