@@ -37,10 +37,13 @@ done
 # Many files per run of the validator (its start costs 0.17 s, a whole file's check a few ms): it prints each file's
 # name, then that file's errors.
 xargs "$validator" -S comp <"$work/files" >"$work/glslang.log" 2>&1
+status=$?
 awk '/[.]comp$/ { file = $0; next } /^ERROR: / && file != reported { print file ": " $0; reported = file }' \
   "$work/glslang.log" >"$work/invalid"
 invalid=$(wc -l <"$work/invalid")
 while read -r line; do fail "$line"; done <"$work/invalid"
+# A failure with no ERROR line to show (the validator itself failing) still fails.
+[ "$status" -eq 0 ] || [ "$invalid" -gt 0 ] || fail "glslangValidator exited with $status: $(tail -1 "$work/glslang.log")"
 echo "validated $count program texts ($gl per language) with $("$validator" --version | head -1): $invalid invalid"
 [ "$count" -ge 40 ] || fail "only $count program texts were dumped; the runs above did not build what they should"
 finish glslang
