@@ -204,6 +204,8 @@ int main(int argc, char** argv) {
         .option("warmup", "N", "unmeasured runs first", "3")
         .option("elementwise", "N", "floats in the elementwise workload", "1000000")
         .option("training-batch", "N", "images per training step (its dispatches are timed one by one)", "64")
+        .option("training-steps", "N", "training steps per measured run, timed reading the loss after every step and\n"
+                                       "once after all of them", "100")
         .option("csv", "FILE", "write the rows as CSV")
         .option("json-out", "FILE", "write the report as JSON to FILE")
         .flag("gemm", "benchmark the GEMM core instead: every operand layout of the dense and convolution ops on\n"
@@ -222,6 +224,7 @@ int main(int argc, char** argv) {
     settings.warmup = static_cast<int>(parser.integer("warmup", 0, 100000));
     settings.elementwiseCount = static_cast<std::size_t>(parser.integer("elementwise", 1, 1 << 26));
     settings.trainingBatch = static_cast<std::uint32_t>(parser.integer("training-batch", 1, 65536));
+    settings.trainingSteps = static_cast<int>(parser.integer("training-steps", 1, 100000));
     for (const char* file : {"csv", "json-out"}) {
       if (parser.has(file)) checkWritable(parser.text(file));
     }

@@ -182,7 +182,7 @@ void benchTraining(const Context& context, const Network& network, const BenchSe
   report.trainingDispatches = plan.dispatchCount();
   Recorder recorder;
   std::vector<std::vector<double>> perDispatch(plan.dispatchCount());
-  const int steps = settings.trainingLogEvery;
+  const int steps = settings.trainingSteps;
   for (int run = -settings.warmup; run < std::max(1, settings.runs / 4); ++run) {
     TimerQuery gpuStart, gpuEnd;
     gpuStart.record();
@@ -267,27 +267,38 @@ void benchElementwise(const Context& context, const BenchSettings& settings, Ben
   recorder.flush(report, "elementwise", n);
 }
 
-// A chain of dependent one-element dispatches, each reading what the previous one wrote: the fixed cost
-// of one dispatch and its barrier.
+// The fixed cost of a dispatch, from chains of 100 one-element dispatches: each reading what the previous one
+// wrote (a barrier before each), the same alternating between two programs (as a network's layers do), and
+// independent ones (no barrier between them).
 void benchDispatch(const Context& context, const BenchSettings& settings, BenchReport& report) {
   constexpr int chain = 100;
   ProgramCache programs;
-  const ElementwiseOp add(programs, ElementwiseKind::add);
+  const ElementwiseOp add(programs, ElementwiseKind::add), multiply(programs, ElementwiseKind::multiply);
   Buffer a = Buffer::of(std::vector<float>{1.0f}), b = Buffer::of(std::vector<float>{0.0f});
-  Plan plan(context.limits());
-  for (int i = 0; i < chain; ++i) plan.record(add(i % 2 ? b : a, a, i % 2 ? a : b, 1, false));
+  std::vector<Buffer> outputs;
+  for (int i = 0; i < chain; ++i) outputs.push_back(Buffer::of(std::vector<float>{0.0f}));
+  Plan dependent(context.limits()), alternating(context.limits()), independent(context.limits());
+  for (int i = 0; i < chain; ++i) {
+    dependent.record(add(i % 2 ? b : a, a, i % 2 ? a : b, 1, false));
+    alternating.record((i % 2 ? multiply : add)(i % 2 ? b : a, a, i % 2 ? a : b, 1, false));
+    independent.record(add(a, a, outputs[static_cast<std::size_t>(i)], 1, false));
+  }
   Recorder recorder;
   for (int run = -settings.warmup; run < settings.runs; ++run) {
-    TimerQuery gpuStart, gpuEnd;
-    const Stopwatch start;
-    gpuStart.record();
-    plan.run();
-    gpuEnd.record();
-    const double issue = start.milliseconds();
-    Fence().wait();
-    if (run < 0) continue;
-    recorder.add("gpu per dependent dispatch", gpuMilliseconds(gpuStart, gpuEnd) / chain);
-    recorder.add("cpu issue per dispatch", issue / chain);
+    for (const auto& [stage, plan] : {std::pair<const char*, const Plan*>{"gpu per dependent dispatch", &dependent},
+                                      {"gpu per dependent dispatch, two programs alternating", &alternating},
+                                      {"gpu per independent dispatch (no barriers)", &independent}}) {
+      TimerQuery gpuStart, gpuEnd;
+      const Stopwatch start;
+      gpuStart.record();
+      plan->run();
+      gpuEnd.record();
+      const double issue = start.milliseconds();
+      Fence().wait();
+      if (run < 0) continue;
+      recorder.add(stage, gpuMilliseconds(gpuStart, gpuEnd) / chain);
+      if (plan == &dependent) recorder.add("cpu issue per dispatch", issue / chain);
+    }
   }
   recorder.flush(report, "dispatch", chain);
 }

@@ -27,7 +27,7 @@ struct BenchSettings {
   int runs = 20;
   std::size_t elementwiseCount = 1000000;
   std::uint32_t trainingBatch = 64;
-  int trainingLogEvery = 100;
+  int trainingSteps = 100;
   std::uint32_t seed = 1;
 };
 

@@ -6,7 +6,7 @@ apps=$1 scripts=$2
 here=$(dirname "$0")
 . "$here/common.sh"
 
-"$apps/glnet_bench" --batches 1,7,33 --runs 2 --warmup 1 --elementwise 4099 --training-batch 5 --csv "$work/b.csv" --json-out "$work/b.json" >"$work/out.txt" 2>&1 \
+"$apps/glnet_bench" --batches 1,7,33 --runs 2 --warmup 1 --elementwise 4099 --training-batch 5 --training-steps 3 --csv "$work/b.csv" --json-out "$work/b.json" >"$work/out.txt" 2>&1 \
   || { cat "$work/out.txt"; fail "glnet_bench reported failed checks or an error"; }
 grep -q "all results checked against the CPU: ok" "$work/out.txt" || fail "no correctness verdict"
 [ "$(head -1 "$work/b.csv")" = "section,batch,stage,median_ms,p10_ms,p90_ms,runs,device,date" ] || fail "CSV header is not the documented one"
@@ -19,7 +19,8 @@ for batch in ("1", "7", "33"):
                   "chained, read by getBufferSubData", "chained, read by mapBufferRange", "round trip: upload, run, read"):
         assert ("inference", batch, stage) in stages, (batch, stage)
 assert any(r["section"] == "inference dispatch" for r in rows)
-assert ("training", "5", "step gpu") in stages
+assert ("training", "5", "step gpu") in stages and ("training", "5", "step, loss read every 3 steps") in stages
+assert all(("dispatch", "100", stage) in stages for stage in ("gpu per dependent dispatch", "gpu per dependent dispatch, two programs alternating", "gpu per independent dispatch (no barriers)"))
 assert ("elementwise", "4099", "fused gpu") in stages and ("elementwise", "4099", "3 dispatches gpu") in stages
 assert all(float(r["p10_ms"]) <= float(r["median_ms"]) <= float(r["p90_ms"]) for r in rows)
 assert all(r["device"] and len(r["date"]) == 10 for r in rows)

@@ -29,7 +29,7 @@ for command in glnet_info glnet_train glnet_eval glnet_predict glnet_bench glnet
     glnet_train) base="--data $mnist --train-limit 64 --test-limit 10 --epochs 1 --out $work/out/t.safetensors" ;;
     glnet_eval) base="--model $work/m.safetensors --data $mnist --limit 10" ;;
     glnet_predict) base="--model $work/m.safetensors --data $mnist --mnist-index 0" ;;
-    glnet_bench) base="--batches 1 --runs 1 --warmup 0 --elementwise 1000" ;;
+    glnet_bench) base="--batches 1 --runs 1 --warmup 0 --elementwise 1000 --training-steps 2" ;;
     glnet_serve) base="--model $work/m.safetensors --port 0" ;;
     glnet_examples) base="xor" ;;
     glnet_run) base="--model $work/m.onnx --input $work/x.npy --output $work/out/y.npy" ;;
