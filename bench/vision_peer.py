@@ -9,6 +9,10 @@
   table OUT [MODEL ...]               the markdown table of bench/vision-gpu's run in OUT (glnet's logs beside PyTorch's)
   time OUT [MODEL ...]                JSON: PyTorch eager and CUDA-graph medians of 300 runs after 100 unmeasured ones, in
                                       ms at batch 1 and 64 (input on the GPU, output left there; a synchronize after each)
+  kernels OUT [MODEL ...]             JSON: the CUDA kernels one batch-1 forward launches (torch.profiler) and its CUDA
+                                      graph's median time per kernel; and a CUDA graph of 100 dependent one-element
+                                      kernels (x += 1), per kernel: the floor glnet_bench's "gpu per dependent dispatch"
+                                      is compared with
 """
 import json, os, sys, time, warnings
 import numpy as np
@@ -96,6 +100,59 @@ def table(out, names):
                   f"{target} | {float(memory.group(1)) if memory else float('nan'):.1f} | {t['peak_activation_bytes'] / 2**20:.1f} |")
 
 
+def replay_median(graph):
+    for _ in range(WARMUP):
+        graph.replay()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(RUNS):
+        start = time.perf_counter()
+        graph.replay()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e3)
+    return float(np.median(times))
+
+
+def captured(run):
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for _ in range(3):
+            run()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        run()
+    return graph
+
+
+def kernels(names):
+    from torch.profiler import profile, ProfilerActivity
+    result = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
+    chain = 100
+    x = torch.zeros(1, device="cuda")
+
+    def dependent():
+        for _ in range(chain):
+            x.add_(1)
+    result["dependent_kernel_chain"] = {"kernels": chain, "graph_ms_per_kernel": replay_median(captured(dependent)) / chain}
+    for name in names:
+        model = build(name).cuda()
+        image = torch.randn(1, 3, 224, 224, device="cuda")
+        with torch.no_grad():
+            for _ in range(10):
+                model(image)
+            torch.cuda.synchronize()
+            with profile(activities=[ProfilerActivity.CUDA]) as trace:
+                model(image)
+                torch.cuda.synchronize()
+            launched = [e for e in trace.events() if e.device_type == torch.autograd.DeviceType.CUDA
+                        and not e.name.startswith(("Memcpy", "Memset"))]
+            graph_ms = replay_median(captured(lambda: model(image)))
+        result[name] = {"kernels": len(launched), "graph_ms": graph_ms, "graph_ms_per_kernel": graph_ms / max(1, len(launched))}
+    print(json.dumps(result, indent=1))
+
+
 def timings(names):
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     for name in names:
@@ -153,6 +210,8 @@ if __name__ == "__main__":
         compare(out, rest[0], rest[1], rest[2])
     elif command == "time":
         timings(rest or MODELS)
+    elif command == "kernels":
+        kernels(rest or MODELS)
     elif command == "table":
         table(out, rest or MODELS)
     else:

@@ -26,7 +26,8 @@
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
 // literals), CONV_PADDING (int literal), CONV_STRIDE (int literal, 1 in modes 1-3 and 6); CONV_MODE, ACTIVATION (modes 0 and 6), POINTWISE (mode 0 unpooled, inference: a function after the
 // activation, Pointwise.glsl included), CONV_RESIDUAL (mode 0 unpooled, inference: binding 4, shaped as Y, added
-// before the activation: a residual connection); modes 0-2 include Gemm.glsl and take its
+// before the activation: a residual connection), CONV_INPUT_SCALE (mode 0 unpooled, inference, no padding: binding 5,
+// [N, C], X's channels scaled per image as they are read: a squeeze-excite gate); modes 0-2 include Gemm.glsl and take its
 // configuration (modes 0 and 1 with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
 // im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 0, 1 and
 // 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
@@ -38,6 +39,9 @@ layout(std430, binding = 0) readonly buffer First { float first[]; };
 layout(std430, binding = 1) readonly buffer Second { float second[]; };
 layout(std430, binding = 2) readonly buffer Third { float third[]; };
 layout(std430, binding = 3) buffer Result { float result[]; };
+#ifdef CONV_INPUT_SCALE
+layout(std430, binding = 5) readonly buffer InputScale { float inputScale[]; };
+#endif
 #ifdef CONV_RESIDUAL
 layout(std430, binding = 4) readonly buffer Residual { float residual[]; };
 #endif
@@ -159,8 +163,15 @@ vec4 gemmAGather(ivec4 base, ivec4 y, ivec4 x, uint t) {
   int dy = KERNEL_SIGN * int(k / KW), dx = KERNEL_SIGN * int(k % KW);
   int offset = int(channel * SOURCE_HEIGHT * SOURCE_WIDTH) + dy * int(SOURCE_WIDTH) + dx;
   vec4 v;
-  for (uint i = 0u; i < 4u; ++i)
-    v[i] = uint(y[i] + dy) < SOURCE_HEIGHT && uint(x[i] + dx) < SOURCE_WIDTH ? first[base[i] + offset] : 0.0;
+  for (uint i = 0u; i < 4u; ++i) {
+    bool inside = uint(y[i] + dy) < SOURCE_HEIGHT && uint(x[i] + dx) < SOURCE_WIDTH;
+#ifdef CONV_INPUT_SCALE
+    // Without padding a row's source index lies within its image's C·H·W values.
+    v[i] = inside ? first[base[i] + offset] * inputScale[uint(base[i]) / (C * H * W) * C + channel] : 0.0;
+#else
+    v[i] = inside ? first[base[i] + offset] : 0.0;
+#endif
+  }
   return v;
 }
 #endif

@@ -551,6 +551,12 @@ class Importer {
       for (const int side : {0, 1}) {
         if (!channelScale(node, side)) continue;
         const Tensor x = tensorOrConstant(node, 1 - side), scale = tensorOrConstant(node, side);
+        if (scalesConvolutionInput(node, side)) {
+          values_[node.output(0)] = operand(node, 1 - side);
+          scaledInputs_[node.output(0)] = scale;
+          result_.nodes.push_back({node.name(), op, "fused into the convolution reading it", shapeOf(x)});
+          return;
+        }
         const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
         apply(node, channelAffineOp(false, after), {x, scale}, "channel scale");
         return;
@@ -562,6 +568,34 @@ class Importer {
     const Tensor a = tensorOrConstant(node, 0), b = tensorOrConstant(node, 1);
     const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
     apply(node, broadcastOp(kinds.at(op), after), {a, b}, op == "Add" ? "add" : "broadcast");
+  }
+
+  // Whether a channel-scaling Mul (channelScale) is a squeeze-excite gate, [N, C, 1, 1] computed per image, whose
+  // output only a 1x1 convolution without padding, which the implicit GEMM runs, reads: that convolution then scales
+  // X as it reads it (conv2dOp's inputScaled), which saves the scaled tensor's pass and a dependent dispatch
+  // (mobilenet_v3_small has 9 such gates, efficientnet_b0 16).
+  bool scalesConvolutionInput(const onnx::NodeProto& node, int side) const {
+    const Value& scale = operand(node, side);
+    const Shape xShape = shapeOf(operand(node, 1 - side).tensor);
+    if (scale.constant || xShape.size() != 4 || shapeOf(scale.tensor) != Shape{xShape[0], xShape[1], 1, 1}) return false;
+    const onnx::NodeProto* conv = soleReader(node.output(0));
+    if (!conv || conv->op_type() != "Conv" || conv->input_size() < 2 || conv->input(0) != node.output(0) || fused_.count(conv)) return false;
+    const auto weight = values_.find(conv->input(1));
+    if (weight == values_.end() || !weight->second.constant) return false;
+    const std::vector<std::int64_t>& w = weight->second.host.shape;
+    if (w.size() != 4 || w[1] != xShape[1] || w[2] != 1 || w[3] != 1) return false;
+    for (const onnx::AttributeProto& a : conv->attribute()) {
+      const std::vector<std::int64_t> ints(a.ints().begin(), a.ints().end());
+      const auto all = [&](std::int64_t v) { return std::all_of(ints.begin(), ints.end(), [&](std::int64_t i) { return i == v; }); };
+      bool fits = false;
+      if (a.name() == "group") fits = a.i() == 1;
+      else if (a.name() == "pads") fits = all(0);
+      else if (a.name() == "dilations" || a.name() == "kernel_shape") fits = all(1);
+      else if (a.name() == "strides") fits = ints.size() == 2 && ints[0] == ints[1] && ints[0] >= 1;
+      else if (a.name() == "auto_pad") fits = a.s().empty() || a.s() == "NOTSET" || a.s() == "VALID";
+      if (!fits) return false;
+    }
+    return true;
   }
 
   // Whether input `side` of a Mul scales the other, computed, input [N, C, spatial...] per channel or per image and
@@ -711,6 +745,13 @@ class Importer {
                              settings.pads[0] < std::min(kernel[0], kernel[1]);
     const bool implicitGemm = settings.groups == 1 && settings.strides[0] == settings.strides[1] &&
                               settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding;
+    // A squeeze-excite gate this convolution applies as it reads X (scalesConvolutionInput).
+    const auto scaled = scaledInputs_.find(node.input(0));
+    const std::optional<Tensor> inputScale = scaled == scaledInputs_.end() ? std::nullopt : std::optional<Tensor>(scaled->second);
+    const auto withScale = [&](std::vector<Tensor> inputs) {
+      if (inputScale) inputs.push_back(*inputScale);
+      return inputs;
+    };
     Tensor out;
     bool pooled = false, residual = false;
     try {
@@ -722,12 +763,12 @@ class Importer {
                                    : std::nullopt;
       if (residualAdd) {
         const Pointwise after = fusedPointwise(*residualAdd->first, [](const Pointwise&) { return true; });
-        out = graph_.apply(conv2dResidualOp(pad, stride, after), {x, weight, b, residualAdd->second}, name);
+        out = graph_.apply(conv2dResidualOp(pad, stride, after, inputScale.has_value()), withScale({x, weight, b, residualAdd->second}), name);
         residual = true;
       } else if (implicitGemm) {
         const Pointwise function = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
         const std::optional<Activation> activation = asActivation(function);
-        const onnx::NodeProto* pool = activation && w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
+        const onnx::NodeProto* pool = activation && !inputScale && w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
         const bool poolable = pool && xShape[2] + 2 * settings.pads[0] >= kernel[0] + 1 && xShape[3] + 2 * settings.pads[0] >= kernel[1] + 1;
         if (poolable) {
           out = graph_.apply(conv2dMaxPoolOp(*activation, settings.pads[0]), {x, weight, b}, name);
@@ -735,9 +776,11 @@ class Importer {
           pooled = true;
         } else {
           out = graph_.apply(conv2dOp(activation.value_or(Activation::none), settings.pads[0], settings.strides[0],
-                                      activation ? Pointwise{} : function), {x, weight, b}, name);
+                                      activation ? Pointwise{} : function, inputScale.has_value()),
+                             withScale({x, weight, b}), name);
         }
       } else {
+        GLNET_ASSERT(!inputScale, "a scaled input is fused only into a convolution the implicit GEMM runs");
         const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
         out = graph_.apply(groupedConvOp(settings, after), {x, weight, b}, name);
       }
@@ -1456,6 +1499,7 @@ class Importer {
   std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;  // the nodes reading each name
   std::set<const onnx::NodeProto*> fused_;               // pointwise nodes run inside the kernel before them
   std::map<const onnx::NodeProto*, std::string> aliases_;  // a fused node whose result is another name's value
+  std::map<std::string, Tensor> scaledInputs_;             // a gate's Mul output -> its scale, applied by the convolution reading it
   std::map<std::string, Tensor> uploaded_;               // constants made parameters, by name
 };
 

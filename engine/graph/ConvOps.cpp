@@ -11,24 +11,31 @@ namespace {
 
 class Conv2d : public Op {
  public:
-  // `residual`: a fourth input shaped as the output is added before the activation (forward-only graphs).
-  Conv2d(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after = {}, bool residual = false)
-      : activation_(activation), padding_(padding), stride_(stride), after_(after), residual_(residual) {}
+  // `residual`: a fourth input shaped as the output is added before the activation; `inputScaled`: a last input
+  // [N, C] or [N, C, 1, 1] scales X's channels per image (a squeeze-excite gate; 1x1 kernels without padding).
+  // Both in forward-only graphs.
+  Conv2d(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after = {}, bool residual = false,
+         bool inputScaled = false)
+      : activation_(activation), padding_(padding), stride_(stride), after_(after), residual_(residual), inputScaled_(inputScaled) {}
   std::string name() const override {
-    return std::string("conv2d ") + (residual_ ? "+ residual " : "") +
+    return std::string("conv2d ") + (inputScaled_ ? "of scaled input " : "") + (residual_ ? "+ residual " : "") +
            (after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_)) +
            (stride_ > 1 ? " stride " + std::to_string(stride_) : "");
   }
 
   Shape outputShape(const std::vector<Shape>& in) const override {
-    const bool fits = in.size() == (residual_ ? 4u : 3u) && in[0].size() == 4 && in[1].size() == 4 && in[2].size() == 1 && in[1][1] == in[0][1] &&
+    const std::size_t inputs = 3u + (residual_ ? 1u : 0u) + (inputScaled_ ? 1u : 0u);
+    const bool fits = in.size() == inputs && in[0].size() == 4 && in[1].size() == 4 && in[2].size() == 1 && in[1][1] == in[0][1] &&
                       in[2][0] == in[1][0] && in[0][2] + 2 * padding_ >= in[1][2] && in[0][3] + 2 * padding_ >= in[1][3];
     const ConvShape s = fits ? shape(in) : ConvShape{};
     const Shape out{s.batch, s.outChannels, fits ? s.outHeight() : 0, fits ? s.outWidth() : 0};
-    if (!fits || (residual_ && in[3] != out)) {
+    const bool scaleFits = !inputScaled_ || (fits && s.kernelHeight == 1 && s.kernelWidth == 1 && padding_ == 0 &&
+                                             (in.back() == Shape{s.batch, s.channels} || in.back() == Shape{s.batch, s.channels, 1, 1}));
+    if (!fits || (residual_ && in[3] != out) || !scaleFits) {
       std::string shapes;
       for (const Shape& shape : in) shapes += " " + describe(shape);
       throw Error(name() + " takes X [N, C, H, W], W [OC, C, KH, KW], b [OC]" + (residual_ ? " and a residual shaped as its output" : "") +
+                  (inputScaled_ ? " and X's scale [N, C, 1, 1] (a 1x1 kernel without padding)" : "") +
                   " with the kernel inside the padded input; got" + shapes);
     }
     return out;
@@ -66,7 +73,8 @@ class Conv2d : public Op {
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
     if (!targets[0] && !targets[1] && !targets[2]) return;
-    GLNET_ASSERT(after_.kind == PointwiseKind::identity && !residual_, "a convolution with a fused function or residual runs in forward-only graphs");
+    GLNET_ASSERT(after_.kind == PointwiseKind::identity && !residual_ && !inputScaled_,
+                 "a convolution with a fused function, residual or input scale runs in forward-only graphs");
     const ConvShape strided = shape(shapes(in)), s = stride1(strided);
     GLNET_ASSERT(out.workspace.has_value(), "a convolution's gradients need its workspace");
     // dY becomes dZ = dY ⊙ act'(Y) first (the output's gradient is read by this op alone), which the gradients read.
@@ -110,7 +118,8 @@ class Conv2d : public Op {
           for (std::uint32_t ow = 0; ow < s.outWidth(); ++ow) {
             double sum = (*in[2].values)[oc] + (residual_ ? (*in[3].values)[index] : 0.0);
             forWindow(s, n, oh, ow, [&](std::size_t xIndex, std::uint32_t c, std::uint32_t kh, std::uint32_t kw) {
-              sum += x[xIndex] * w[((std::size_t{oc} * s.channels + c) * s.kernelHeight + kh) * s.kernelWidth + kw];
+              const double scale = inputScaled_ ? (*in.back().values)[std::size_t{n} * s.channels + c] : 1.0;
+              sum += x[xIndex] * scale * w[((std::size_t{oc} * s.channels + c) * s.kernelHeight + kh) * s.kernelWidth + kw];
             });
             y[index++] = after_(ref::activate(activation_, sum));
           }
@@ -159,7 +168,7 @@ class Conv2d : public Op {
       }
       return;
     }
-    if (part != Part::both && WinogradConvOp::chosen(s)) {
+    if (part != Part::both && !inputScaled_ && WinogradConvOp::chosen(s)) {
       const WinogradConvOp winograd(programs, activation_, after_, residual_);
       if (part == Part::transpose) {
         plan.record(winograd.transformWeights(in[1].view, *out.workspace, s));
@@ -171,8 +180,9 @@ class Conv2d : public Op {
       return;
     }
     const std::vector<Dispatch> dispatches =
-        ConvOp(programs, activation_, after_, residual_)
-            .forward(in[0].view, in[1].view, in[2].view, out.view, s, *out.workspace, pooled, residual_ ? &in[3].view : nullptr);
+        ConvOp(programs, activation_, after_, residual_, inputScaled_)
+            .forward(in[0].view, in[1].view, in[2].view, out.view, s, *out.workspace, pooled, residual_ ? &in[3].view : nullptr,
+                     inputScaled_ ? &in.back().view : nullptr);
     if (part != Part::gemm) plan.record(dispatches[0]);
     if (part != Part::transpose) plan.record(std::vector<Dispatch>(dispatches.begin() + 1, dispatches.end()));
   }
@@ -180,7 +190,7 @@ class Conv2d : public Op {
   // same memory. At a batch of 1 to 4 (a squeeze-excite block's two layers) DenseOp's few-rows kernel reads the
   // weights once, in one dispatch; the implicit GEMM would fill one row of a 64x64 tile and split its sum in two.
   bool runsAsDense(const ConvShape& s) const {
-    return !residual_ && s.height == 1 && s.width == 1 && s.kernelHeight == 1 && s.kernelWidth == 1 && s.padding == 0 &&
+    return !residual_ && !inputScaled_ && s.height == 1 && s.width == 1 && s.kernelHeight == 1 && s.kernelWidth == 1 && s.padding == 0 &&
            DenseOp::fewRows({s.batch, s.channels, s.outChannels});
   }
   static std::vector<Shape> shapes(const std::vector<GpuTensor>& in) {
@@ -225,6 +235,7 @@ class Conv2d : public Op {
   std::uint32_t stride_;
   Pointwise after_;
   bool residual_;
+  bool inputScaled_;
 };
 
 class MaxPool : public Op {
@@ -340,13 +351,13 @@ class Flatten : public Op {
 
 }  // namespace
 
-std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after) {
+std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after, bool inputScaled) {
   GLNET_ASSERT(stride >= 1, "a stride of at least 1");
-  return std::make_shared<Conv2d>(activation, padding, stride, after);
+  return std::make_shared<Conv2d>(activation, padding, stride, after, false, inputScaled);
 }
-std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride, Pointwise after) {
+std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride, Pointwise after, bool inputScaled) {
   GLNET_ASSERT(stride >= 1, "a stride of at least 1");
-  return std::make_shared<Conv2d>(Activation::none, padding, stride, after, true);
+  return std::make_shared<Conv2d>(Activation::none, padding, stride, after, true, inputScaled);
 }
 std::shared_ptr<const Op> maxPoolOp() { return std::make_shared<MaxPool>(); }
 std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t padding) {

@@ -31,11 +31,14 @@ std::shared_ptr<const Op> meanSquaredErrorOp();
 std::shared_ptr<const Op> correctOp();
 // Y = act(conv(X, W) + b), NCHW: X [N, C, H, W], W [OC, C, KH, KW], b [OC]; `padding` 0 is valid, (kernel − 1)/2
 // keeps the size ("same") at stride 1.
-// `after`: an imported model's function after the activation (forward-only graphs).
-std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {});
+// `after`: an imported model's function after the activation (forward-only graphs). `inputScaled`: a last input S
+// [N, C] or [N, C, 1, 1] scales X per image and channel as the convolution reads it, conv(X ⊙ S) (forward-only
+// graphs, 1x1 kernels without padding: the squeeze-excite gate before a block's projection).
+std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {},
+                                   bool inputScaled = false);
 // X, W, b and a residual R shaped as the output: after(conv(X) + b + R) (forward-only graphs: ResNet's last
-// convolution of a block, its identity added and the ReLU after, as one op).
-std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {});
+// convolution of a block, its identity added and the ReLU after, as one op); `inputScaled` as conv2dOp's.
+std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {}, bool inputScaled = false);
 // x [N, C, ...], gamma, beta, running mean, running variance [C]: y = (x − mean)/sqrt(var + ε)·gamma + beta per
 // channel. Training: the batch's mean and variance, gradients to x, gamma and beta, and the running statistics (state
 // tensors) moved by `momentum` towards the batch's as PyTorch does; otherwise the running statistics (forward only).

@@ -25,9 +25,11 @@ std::vector<ShaderDefine> weightGradientDefines(const ConvShape& s, const GemmCo
 }
 
 // The defines of the GEMMs whose A is the implicit im2col matrix (forward and dX): gathered in runs always.
-std::vector<ShaderDefine> rowGatherDefines(Activation activation, int mode, const Pointwise& after = {}, bool residual = false) {
+std::vector<ShaderDefine> rowGatherDefines(Activation activation, int mode, const Pointwise& after = {}, bool residual = false,
+                                           bool inputScaled = false) {
   std::vector<ShaderDefine> defines = convDefines(activation, mode, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}, {"GEMM_A_GATHER", "1"}});
   if (residual) defines.push_back({"CONV_RESIDUAL", "1"});
+  if (inputScaled) defines.push_back({"CONV_INPUT_SCALE", "1"});
   for (ShaderDefine& define : after.fusedDefines()) defines.push_back(std::move(define));
   return defines;
 }
@@ -45,12 +47,13 @@ std::vector<ShaderDefine> convGeometryDefines(const ConvShape& s) {
           {"CONV_STRIDE", std::to_string(s.stride)}};
 }
 
-ConvOp::ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after, bool residual)
+ConvOp::ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after, bool residual, bool inputScaled)
     : activation_(activation),
       after_(after),
       residual_(residual),
+      inputScaled_(inputScaled),
       programs_(&programs),
-      forward_(programs, "Conv2D.glsl", rowGatherDefines(activation, 0, after, residual), after.fusedIncludes()),
+      forward_(programs, "Conv2D.glsl", rowGatherDefines(activation, 0, after, residual, inputScaled), after.fusedIncludes()),
       inputGradient_(programs, "Conv2D.glsl", rowGatherDefines(Activation::none, 1)),
       weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2)),
       weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2, {{"CONV_BIAS_COLUMN", "1"}})),
@@ -80,10 +83,13 @@ Dispatch ConvOp::rearrangeWeights(int mode, const char* label, const BufferView&
 }
 
 std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                                      const ConvShape& s, const BufferView& workspace, bool pooled, const BufferView* residual) const {
+                                      const ConvShape& s, const BufferView& workspace, bool pooled, const BufferView* residual,
+                                      const BufferView* inputScale) const {
   GLNET_ASSERT(!pooled || (s.outHeight() >= 2 && s.outWidth() >= 2 && s.stride == 1), "2×2 pooling needs a stride-1 output of at least 2×2");
   GLNET_ASSERT(!pooled || (after_.kind == PointwiseKind::identity && !residual_), "a function or a residual is not fused with pooling");
   GLNET_ASSERT(residual_ == (residual != nullptr), "a residual convolution's forward pass takes its residual");
+  GLNET_ASSERT(inputScaled_ == (inputScale != nullptr), "a convolution of scaled inputs takes their scale");
+  GLNET_ASSERT(!inputScaled_ || (!pooled && s.padding == 0), "scaled inputs are read without padding, unpooled");
   const std::uint64_t pixels = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
   GLNET_ASSERT(workspace.room() >= transposedWeightBytes(s), "the transposed conv weights need their own space");
@@ -101,13 +107,15 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   if (poolInGemm) defines.insert(defines.end(), {{"CONV_POOL", "1"}, {"GEMM_STORE_RUNS", "1"}});
   const BufferView partials(*workspace.buffer, workspace.offset + rearrangedWeightBytes(s), gemm.split.workspaceBytes(rows, s.outChannels));
   const std::string function = after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_);
-  const std::string label = "conv " + function + (pooled ? " + max pool " : residual ? " + residual " : " ") + gemm.config->name;
+  const std::string label = "conv " + function + (pooled ? " + max pool " : residual ? " + residual " : " ") +
+                            (inputScale ? "of scaled input " : "") + gemm.config->name;
   Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), splitting, defines),
                         splitting ? label + " split-K" : label,
                         {{0, x, Access::read}, {1, transposedWeight, Access::read}, {2, bias, Access::read},
                          {3, splitting ? partials : y, Access::write}},
                         s, false, gemm.groups);
   if (residual && !splitting) d.buffers.push_back({4, *residual, Access::read});
+  if (inputScale) d.buffers.push_back({5, *inputScale, Access::read});
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
   if (!splitting) return {t, d};
   d.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));

@@ -27,8 +27,9 @@ std::vector<ShaderDefine> convGeometryDefines(const ConvShape& s);
 class ConvOp {
  public:
   // `after`: an imported model's function applied after the activation in the forward pass; `residual`: the forward
-  // pass adds a tensor shaped as Y before the activation (inference only, neither with pooling).
-  ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after = {}, bool residual = false);
+  // pass adds a tensor shaped as Y before the activation; `inputScaled`: it multiplies X's channels by a factor per
+  // image and channel as it reads them (a squeeze-excite gate; no padding). Inference only, none with pooling.
+  ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after = {}, bool residual = false, bool inputScaled = false);
   // Two dispatches: the weights transposed into the start of `workspace` (OC·C·KH·KW floats), then the convolution,
   // whose GEMM then reads both operands along its tile. `pooled`: followed by 2×2 max pooling with stride 2 (odd
   // edges dropped), y [N, OC, OH/2, OW/2], in the same GEMM, whose rows then run over pooling windows.
@@ -37,7 +38,7 @@ class ConvOp {
   // tiles of 64x64 for 132 multiprocessors).
   std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                                 const ConvShape& shape, const BufferView& workspace, bool pooled = false,
-                                const BufferView* residual = nullptr) const;
+                                const BufferView* residual = nullptr, const BufferView* inputScale = nullptr) const;
   static SplitK forwardSplit(const ConvShape& s) {
     return chooseGemm(std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), s.outChannels,
                       std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth, true, GemmOperand::gathered)
@@ -98,6 +99,7 @@ class ConvOp {
   Activation activation_;
   Pointwise after_;
   bool residual_;
+  bool inputScaled_;
   ProgramCache* programs_;
   GemmPrograms forward_;
   GemmPrograms inputGradient_;

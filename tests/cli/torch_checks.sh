@@ -37,6 +37,9 @@ assert a.shape == (7, 4) and np.abs(a[:3] - b).max() <= 1e-5 and np.abs(a[3:6] -
 " "$work/n7.npy" "$work/normalized-y.npy" || fail "the normalized model at batch 7"
 # The blocks of modern networks against PyTorch in float64: float32 rounding only.
 for model in residual squeeze_excite fire transformer; do run_and_compare "$work" $model 1e-5 0; done
+# The squeeze-excite gate is applied by the projection as it reads its input (no pass of its own).
+expect 0 "/project/Conv +conv2d of scaled input" -- \
+  "$apps/glnet_run" --model "$work/squeeze_excite.onnx" --input "$work/squeeze_excite-x.npy" --output "$work/se.npy" --profile
 expect 1 "upsample.onnx: node '/Resize' \(Resize, opset 17\): the op Resize is not supported yet" \
   -- "$apps/glnet_run" --model "$work/upsample.onnx" --input "$work/avgpool-x.npy" --output "$work/o.npy"
 

@@ -378,6 +378,29 @@ TEST_SUITE("gl") {
                       "the kernel inside the padded input; got [1, 2, 5, 5] [3, 2, 3, 3] [3] [1, 3, 5, 4]");
   }
 
+  TEST_CASE("1x1 convolutions scaling their input per image and channel (a squeeze-excite gate), split or not, match float64") {
+    std::uint32_t stream = 560;
+    REQUIRE(ConvOp::forwardSplit({1, 576, 7, 7, 24, 1, 1, 0, 1}).splits > 1);
+    REQUIRE_FALSE(ConvOp::forwardSplit({3, 6, 5, 7, 5, 1, 1, 0, 1}).splits > 1);
+    checkAgainstReference({conv2dOp(Activation::none, 0, 1, {}, true), {{3, 6, 5, 7}, {5, 6, 1, 1}, {5}, {3, 6, 1, 1}}, -1, 1, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({conv2dOp(Activation::relu, 0, 2, {}, true), {{2, 5, 9, 9}, {7, 5, 1, 1}, {7}, {2, 5}}, -1, 1, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({conv2dOp(Activation::none, 0, 1, Pointwise{PointwiseKind::hardSwish}, true),
+                           {{1, 576, 7, 7}, {24, 576, 1, 1}, {24}, {1, 576, 1, 1}}, -1, 1, 1e-5, 1e-4}, stream++);
+    // 1x1 planes at batch 1, which the few-rows dense kernel would take without the scale.
+    checkAgainstReference({conv2dOp(Activation::none, 0, 1, {}, true), {{1, 8, 1, 1}, {4, 8, 1, 1}, {4}, {1, 8, 1, 1}}, -1, 1, 1e-5, 1e-4}, stream++);
+    for (const Pointwise after : {Pointwise{}, Pointwise{PointwiseKind::relu}}) {
+      CAPTURE(after.name());
+      checkAgainstReference({conv2dResidualOp(0, 1, after, true), {{3, 6, 5, 7}, {5, 6, 1, 1}, {5}, {3, 5, 5, 7}, {3, 6, 1, 1}}, -1, 1, 1e-5, 1e-4},
+                            stream++);
+      checkAgainstReference({conv2dResidualOp(0, 1, after, true), {{1, 576, 7, 7}, {24, 576, 1, 1}, {24}, {1, 24, 7, 7}, {1, 576, 1, 1}}, -1, 1,
+                             1e-5, 1e-4}, stream++);
+    }
+    CHECK_THROWS_WITH(conv2dOp(Activation::none, 1, 1, {}, true)->outputShape({{1, 2, 5, 5}, {3, 2, 3, 3}, {3}, {1, 2, 1, 1}}),
+                      "conv2d of scaled input none takes X [N, C, H, W], W [OC, C, KH, KW], b [OC] and X's scale [N, C, 1, 1] (a 1x1 "
+                      "kernel without padding) with the kernel inside the padded input; got [1, 2, 5, 5] [3, 2, 3, 3] [3] [1, 2, 1, 1]");
+    CHECK_THROWS(conv2dOp(Activation::none, 0, 1, {}, true)->outputShape({{2, 2, 5, 5}, {3, 2, 1, 1}, {3}, {1, 2, 1, 1}}));
+  }
+
   TEST_CASE("functions along an axis (softmax, log-softmax, layer normalization, reductions) match float64") {
     std::uint32_t stream = 500;
     checkAgainstReference({axisOp(AxisKind::softmax, 1, 2), {{3, 1001}}, -6, 6}, stream++);
