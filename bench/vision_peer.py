@@ -100,14 +100,15 @@ def table(out, names):
                   f"{target} | {float(memory.group(1)) if memory else float('nan'):.1f} | {t['peak_activation_bytes'] / 2**20:.1f} |")
 
 
-def replay_median(graph):
+def median_ms(run):
+    """Median wall time of RUNS calls of run() after WARMUP unmeasured ones, a synchronize after each (ms)."""
     for _ in range(WARMUP):
-        graph.replay()
+        run()
     torch.cuda.synchronize()
     times = []
     for _ in range(RUNS):
         start = time.perf_counter()
-        graph.replay()
+        run()
         torch.cuda.synchronize()
         times.append((time.perf_counter() - start) * 1e3)
     return float(np.median(times))
@@ -135,7 +136,7 @@ def kernels(names):
     def dependent():
         for _ in range(chain):
             x.add_(1)
-    result["dependent_kernel_chain"] = {"kernels": chain, "graph_ms_per_kernel": replay_median(captured(dependent)) / chain}
+    result["dependent_kernel_chain"] = {"kernels": chain, "graph_ms_per_kernel": median_ms(captured(dependent).replay) / chain}
     for name in names:
         model = build(name).cuda()
         image = torch.randn(1, 3, 224, 224, device="cuda")
@@ -148,7 +149,7 @@ def kernels(names):
                 torch.cuda.synchronize()
             launched = [e for e in trace.events() if e.device_type == torch.autograd.DeviceType.CUDA
                         and not e.name.startswith(("Memcpy", "Memset"))]
-            graph_ms = replay_median(captured(lambda: model(image)))
+            graph_ms = median_ms(captured(lambda: model(image)).replay)
         result[name] = {"kernels": len(launched), "graph_ms": graph_ms, "graph_ms_per_kernel": graph_ms / max(1, len(launched))}
     print(json.dumps(result, indent=1))
 
@@ -160,40 +161,16 @@ def timings(names):
         for batch in (1, 64):
             x = torch.randn(batch, 3, 224, 224, device="cuda")
             with torch.no_grad():
-                for _ in range(WARMUP):
-                    model(x)
-                torch.cuda.synchronize()
-                eager = []
-                for _ in range(RUNS):
-                    start = time.perf_counter()
-                    model(x)
-                    torch.cuda.synchronize()
-                    eager.append((time.perf_counter() - start) * 1e3)
-                stream = torch.cuda.Stream()
-                stream.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(stream):
-                    for _ in range(3):
-                        model(x)
-                torch.cuda.current_stream().wait_stream(stream)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    model(x)
-                for _ in range(WARMUP):
-                    graph.replay()
-                torch.cuda.synchronize()
-                graphed = []
-                for _ in range(RUNS):
-                    start = time.perf_counter()
-                    graph.replay()
-                    torch.cuda.synchronize()
-                    graphed.append((time.perf_counter() - start) * 1e3)
+                eager = median_ms(lambda: model(x))
+                graph = captured(lambda: model(x))
+                graphed = median_ms(graph.replay)
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
             with torch.no_grad():
                 model(x)
             torch.cuda.synchronize()
             peak = torch.cuda.max_memory_allocated() - base
-            result[f"{name}/{batch}"] = {"eager_ms": float(np.median(eager)), "graph_ms": float(np.median(graphed)),
+            result[f"{name}/{batch}"] = {"eager_ms": eager, "graph_ms": graphed,
                                          "peak_activation_bytes": int(peak)}
             del graph
     print(json.dumps(result, indent=1))
