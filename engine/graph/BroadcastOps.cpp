@@ -1,0 +1,188 @@
+// Pointwise functions, per-channel affine maps (BatchNorm, squeeze-excite gates) and NumPy-broadcast arithmetic of
+// imported models (InferenceOps.h).
+#include "graph/InferenceOp.h"
+
+#include "gl/Limits.h"
+#include "gl/check.h"
+#include "ops/Groups.h"
+#include "ops/StridedCopy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numeric>
+
+namespace glnet {
+namespace inference {
+namespace {
+
+// Trainable for the functions Pointwise::trainable names.
+class PointwiseOp : public InferenceOp {
+ public:
+  explicit PointwiseOp(Pointwise function) : function_(function) {}
+  bool differentiable() const override { return function_.trainable(); }
+  bool passesGradient(std::size_t) const override { return function_.trainable(); }
+  void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor&, const GpuTensor& dOut,
+                const std::vector<std::optional<GradientTarget>>& targets) const override {
+    GLNET_ASSERT(function_.trainable(), "this function runs in forward-only graphs");
+    if (!targets[0]) return;
+    std::vector<ShaderDefine> defines = function_.defines();
+    defines.push_back({"UNARY_GRADIENT", "1"});
+    Dispatch dispatch = linearDispatch(programs.get("Unary.glsl", defines, {"Pointwise.glsl"}), name() + " gradient", elementCount(in[0].shape));
+    dispatch.buffers = {{0, in[0].view, Access::read}, {1, targets[0]->view, targets[0]->accumulate ? Access::readWrite : Access::write},
+                        {2, dOut.view, Access::read}};
+    dispatch.uniforms = {Uniform::u32(0, count32(in[0].shape)), Uniform::u32(1, targets[0]->accumulate ? 1 : 0)};
+    plan.record(dispatch);
+  }
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>&,
+                                                     const std::vector<double>& dy) const override {
+    GLNET_ASSERT(function_.trainable(), "this function runs in forward-only graphs");
+    std::vector<double> dx(dy.size());
+    for (std::size_t i = 0; i < dx.size(); ++i) dx[i] = dy[i] * function_.derivative((*in[0].values)[i]);
+    return {dx};
+  }
+  std::string name() const override { return function_.name(); }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    if (in.size() != 1) throw Error(name() + " takes one input");
+    return in[0];
+  }
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    const Program& program = programs.get("Unary.glsl", function_.defines(), {"Pointwise.glsl"});
+    Dispatch dispatch = linearDispatch(program, name(), elementCount(out.shape));
+    dispatch.buffers = {{0, in[0].view, Access::read}, {1, out.view, Access::write}};
+    dispatch.uniforms = {Uniform::u32(0, count32(out.shape))};
+    plan.record(dispatch);
+  }
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    std::vector<double> y(*in[0].values);
+    for (double& v : y) v = function_(v);
+    return y;
+  }
+
+ private:
+  Pointwise function_;
+};
+
+// y = after(x · scale + shift) per channel of x [N, C, spatial...] (a BatchNormalization no layer absorbs), or
+// y = after(x · scale) with a scale per image and channel (a squeeze-excite gate); ChannelAffine.glsl.
+class ChannelAffineOp : public InferenceOp {
+ public:
+  ChannelAffineOp(bool shift, Pointwise after) : shift_(shift), after_(after) {}
+  std::string name() const override {
+    return std::string(shift_ ? "channel affine" : "channel scale") + (after_.kind != PointwiseKind::identity ? " + " + after_.name() : "");
+  }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    const bool fits = in.size() == (shift_ ? 3u : 2u) && in[0].size() >= 2 &&
+                      (elementCount(in[1]) == in[0][1] || (!shift_ && elementCount(in[1]) == std::size_t{in[0][0]} * in[0][1])) &&
+                      (!shift_ || elementCount(in[2]) == in[0][1]);
+    if (!fits) {
+      throw Error(name() + " takes x [N, C, ...] and " + (shift_ ? "scale and shift of C values" : "a scale of C or N·C values") +
+                  "; got " + shapesText(in));
+    }
+    return in[0];
+  }
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    const Shape& x = in[0].shape;
+    const std::uint64_t plane = elementCount(x) / (std::uint64_t{x[0]} * x[1]);
+    const bool vec4 = plane % 4 == 0 && in[0].view.offset % 16 == 0 && out.view.offset % 16 == 0;
+    std::vector<ShaderDefine> defines = after_.defines();
+    if (shift_) defines.push_back({"SHIFT", "1"});
+    if (vec4) defines.push_back({"VEC4", "1"});
+    const Program& program = programs.get("ChannelAffine.glsl", defines, {"Pointwise.glsl"});
+    const std::uint64_t unit = vec4 ? 4 : 1;
+    Dispatch dispatch = linearDispatch(program, name(), elementCount(x) / unit);
+    dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {3, out.view, Access::write}};
+    if (shift_) dispatch.buffers.push_back({2, in[2].view, Access::read});
+    dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(elementCount(x) / unit)), Uniform::u32(1, static_cast<std::uint32_t>(plane / unit)),
+                         Uniform::u32(2, static_cast<std::uint32_t>(elementCount(in[1].shape)))};
+    plan.record(dispatch);
+  }
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    const std::vector<double>& x = *in[0].values;
+    const std::size_t plane = x.size() / (std::size_t{in[0].shape[0]} * in[0].shape[1]), period = in[1].values->size();
+    std::vector<double> y(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const std::size_t channel = (i / plane) % period;
+      y[i] = after_(x[i] * (*in[1].values)[channel] + (shift_ ? (*in[2].values)[channel] : 0.0));
+    }
+    return y;
+  }
+
+ private:
+  bool shift_;
+  Pointwise after_;
+};
+
+
+double combine(BinaryKind kind, double a, double b) {
+  switch (kind) {
+    case BinaryKind::add: return a + b;
+    case BinaryKind::subtract: return a - b;
+    case BinaryKind::multiply: return a * b;
+    case BinaryKind::divide: return a / b;
+    case BinaryKind::power: return std::pow(a, b);
+    case BinaryKind::maximum: return std::max(a, b);
+    case BinaryKind::minimum: return std::min(a, b);
+    case BinaryKind::prelu: return a >= 0 ? a : a * b;
+  }
+  return 0;
+}
+
+class BroadcastOp : public InferenceOp {
+ public:
+  BroadcastOp(BinaryKind kind, Pointwise after) : kind_(kind), after_(after) {}
+  std::string name() const override {
+    static const char* const names[] = {"add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "prelu"};
+    return std::string(names[static_cast<int>(kind_)]) + (after_.kind == PointwiseKind::identity ? "" : " + " + after_.name());
+  }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    if (in.size() != 2) throw Error(name() + " takes two inputs");
+    const Shape out = broadcastShapes(in[0], in[1]);
+    checkRank(name(), out);
+    return out;
+  }
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    std::vector<ShaderDefine> defines = after_.defines();
+    defines.push_back({"BINARY_OP", std::to_string(static_cast<int>(kind_))});
+    defines.push_back({"RANK", std::to_string(std::max<std::size_t>(out.shape.size(), 1))});
+    const Program& program = programs.get("Broadcast.glsl", defines, {"Pointwise.glsl"});
+    Dispatch dispatch = linearDispatch(program, name(), elementCount(out.shape));
+    dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, out.view, Access::write}};
+    dispatch.uniforms = {Uniform::u32(0, count32(out.shape))};
+    const std::vector<std::int64_t> outStrides = stridesOf(out.shape), a = broadcastStrides(in[0].shape, out.shape),
+                                    b = broadcastStrides(in[1].shape, out.shape);
+    for (std::size_t k = 0; k < largestRank; ++k) {
+      const bool used = k < out.shape.size();
+      dispatch.uniforms.push_back(Uniform::u32(1 + static_cast<int>(k), used ? static_cast<std::uint32_t>(outStrides[k]) : 1));
+      dispatch.uniforms.push_back(Uniform::u32(7 + static_cast<int>(k), used ? static_cast<std::uint32_t>(a[k]) : 0));
+      dispatch.uniforms.push_back(Uniform::u32(13 + static_cast<int>(k), used ? static_cast<std::uint32_t>(b[k]) : 0));
+    }
+    plan.record(dispatch);
+  }
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    const Shape out = outputShape(shapesOf(in));
+    std::vector<double> y;
+    y.reserve(elementCount(out));
+    const auto at = [&](const HostTensor64& t, const std::vector<std::uint32_t>& c) {
+      std::size_t index = 0;
+      for (std::size_t i = 0; i < t.shape.size(); ++i) index = index * t.shape[i] + (t.shape[i] == 1 ? 0 : c[out.size() - t.shape.size() + i]);
+      return (*t.values)[index];
+    };
+    forEachCoordinate(out, [&](const std::vector<std::uint32_t>& c) { y.push_back(after_(combine(kind_, at(in[0], c), at(in[1], c)))); });
+    return y;
+  }
+
+ private:
+  BinaryKind kind_;
+  Pointwise after_;
+};
+
+}  // namespace
+}  // namespace inference
+
+std::shared_ptr<const Op> pointwiseOp(Pointwise function) { return std::make_shared<inference::PointwiseOp>(function); }
+std::shared_ptr<const Op> broadcastOp(BinaryKind kind, Pointwise after) { return std::make_shared<inference::BroadcastOp>(kind, after); }
+std::shared_ptr<const Op> channelAffineOp(bool shift, Pointwise after) { return std::make_shared<inference::ChannelAffineOp>(shift, after); }
+
+}  // namespace glnet
