@@ -126,8 +126,9 @@ TEST_CASE("a warm classifier answers every batch size from 1 to its capacity as 
   for (const auto& [architecture, activation] :
        {std::pair{"61-33-7", Activation::relu}, std::pair{"61-300-7-5", Activation::tanh}, std::pair{"700-301", Activation::relu},
         std::pair{"700-760-3", Activation::sigmoid}}) {
+    const std::string name = architecture;  // CAPTURE's lambda may not capture a structured binding before C++20
     for (const InferencePath path : {InferencePath::automatic, InferencePath::layered}) {
-      CAPTURE(architecture);
+      CAPTURE(name);
       CAPTURE(static_cast<int>(path));
       const Network network = Network::create(architecture, activation, test::seed());
       const std::size_t classes = network.classes();
@@ -163,8 +164,9 @@ TEST_CASE("the one-dispatch MLP sliced as for a GPU: narrow first-layer slices, 
                                                  std::pair{"700-760-3", Activation::sigmoid}}) {
     const Network network = Network::create(architecture, activation, test::seed());
     const std::size_t classes = network.classes();
+    const std::string name = architecture;  // CAPTURE's lambda may not capture a structured binding before C++20
     for (const std::size_t batch : {std::size_t{1}, std::size_t{3}, std::size_t{8}, std::size_t{11}}) {
-      CAPTURE(architecture);
+      CAPTURE(name);
       CAPTURE(batch);
       ProgramCache programs;
       const WholeMlpOp op(programs, network, test::glContext().limits(), batch, 2048);
