@@ -434,6 +434,10 @@ class Importer {
     }
     return {};
   }
+  // Whether every integer of an ints attribute (pads, dilations, ...) is v.
+  static bool allInts(const onnx::AttributeProto& a, std::int64_t v) {
+    return std::all_of(a.ints().begin(), a.ints().end(), [&](std::int64_t i) { return i == v; });
+  }
   // A MaxPool that alone reads `producer`'s output (or that of the activation fused into it), with a 2×2 window,
   // stride 2, no padding, no dilation and floor rounding: a stride-1 convolution pools as it stores its output (or as
   // it sums its split), which saves the pooling's pass and the convolution's full-size output (vgg11 has five).
@@ -444,15 +448,14 @@ class Importer {
     bool kernel = false, strides = false;
     for (const onnx::AttributeProto& a : next->attribute()) {
       const std::vector<std::int64_t> ints(a.ints().begin(), a.ints().end());
-      const auto all = [&](std::int64_t v) { return std::all_of(ints.begin(), ints.end(), [&](std::int64_t i) { return i == v; }); };
       bool fits = false;
       if (a.name() == "kernel_shape" || a.name() == "strides") {
         fits = ints == std::vector<std::int64_t>{2, 2};
         (a.name() == "kernel_shape" ? kernel : strides) = fits;
       } else if (a.name() == "pads") {
-        fits = all(0);
+        fits = allInts(a, 0);
       } else if (a.name() == "dilations") {
-        fits = all(1);
+        fits = allInts(a, 1);
       } else if (a.name() == "ceil_mode" || a.name() == "storage_order") {
         fits = a.i() == 0;
       } else if (a.name() == "auto_pad") {
@@ -586,11 +589,10 @@ class Importer {
     if (w.size() != 4 || w[1] != xShape[1] || w[2] != 1 || w[3] != 1) return false;
     for (const onnx::AttributeProto& a : conv->attribute()) {
       const std::vector<std::int64_t> ints(a.ints().begin(), a.ints().end());
-      const auto all = [&](std::int64_t v) { return std::all_of(ints.begin(), ints.end(), [&](std::int64_t i) { return i == v; }); };
       bool fits = false;
       if (a.name() == "group") fits = a.i() == 1;
-      else if (a.name() == "pads") fits = all(0);
-      else if (a.name() == "dilations" || a.name() == "kernel_shape") fits = all(1);
+      else if (a.name() == "pads") fits = allInts(a, 0);
+      else if (a.name() == "dilations" || a.name() == "kernel_shape") fits = allInts(a, 1);
       else if (a.name() == "strides") fits = ints.size() == 2 && ints[0] == ints[1] && ints[0] >= 1;
       else if (a.name() == "auto_pad") fits = a.s().empty() || a.s() == "NOTSET" || a.s() == "VALID";
       if (!fits) return false;
