@@ -73,6 +73,7 @@ nlohmann::json toJson(const Context& context, const BenchReport& report, const N
   for (const auto& [name, ms] : report.coldStart) cold[name] = ms;
   return {{"device", context.device().renderer}, {"gl_version", context.device().glVersion}, {"date", todayUtc()}, {"model", model.architecture},
           {"persistent_maps", report.persistentMaps}, {"training_dispatches", report.trainingDispatches},
+          {"training_barriers", report.trainingBarriers},
           {"cold_start_ms", cold}, {"rows", rows}, {"failures", report.failures}};
 }
 
@@ -161,8 +162,8 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
   std::string device = context.device().renderer;
   std::replace(device.begin(), device.end(), '"', '\'');
   for (const ModelBenchRow& row : rows) {
-    std::fprintf(out, "\nbatch %u: compile %.1f ms, activation memory %.1f MiB, %zu dispatches\n", row.batch, row.compileMs,
-                 static_cast<double>(row.activationBytes) / (1 << 20), row.dispatches);
+    std::fprintf(out, "\nbatch %u: compile %.1f ms, activation memory %.1f MiB, %zu dispatches, %zu barriers\n", row.batch,
+                 row.compileMs, static_cast<double>(row.activationBytes) / (1 << 20), row.dispatches, row.profile.barriers);
     const std::vector<std::pair<const char*, const Statistics*>> stages = {
         {"upload (float32 inputs)", &row.uploadMs}, {"issue (CPU)", &row.issueMs}, {"readback (waits for the GPU)", &row.readbackMs},
         {"end to end", &row.endToEndMs}, {"GPU (timestamps)", &row.gpuMs}};
@@ -174,10 +175,10 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
       csvText += line;
     }
     std::fprintf(out, "  images/s end to end: %.0f\n", row.endToEndMs.median > 0 ? 1000.0 * row.batch / row.endToEndMs.median : 0.0);
-    cli::printNodeTimes(out, row.nodes, runs, parser.has("verbose"));
+    cli::printNodeTimes(out, row.profile, runs, parser.has("verbose"));
     report["batches"].push_back({{"batch", row.batch}, {"compile_ms", row.compileMs}, {"activation_bytes", row.activationBytes},
                                  {"upload_ms", stat(row.uploadMs)}, {"issue_ms", stat(row.issueMs)}, {"readback_ms", stat(row.readbackMs)},
-                                 {"end_to_end_ms", stat(row.endToEndMs)}, {"gpu_ms", stat(row.gpuMs)}, {"profile", cli::nodeTimesJson(row.nodes)}});
+                                 {"end_to_end_ms", stat(row.endToEndMs)}, {"gpu_ms", stat(row.gpuMs)}, {"profile", cli::nodeTimesJson(row.profile)}});
   }
   if (!TimerQuery::measuresGpu()) std::fprintf(out, "no GPU timer queries on this device: GPU times are wall time after glFinish\n");
   if (parser.has("csv")) writeFileAtomically(parser.text("csv"), csvText);
@@ -290,7 +291,7 @@ int main(int argc, char** argv) {
       std::fprintf(out, ", host memcpy %.2f GB/s\n", rate("host memcpy of the same bytes"));
     }
     if (model.importedFrom.empty()) {
-      std::fprintf(out, "training step: %zu dispatches\n", report.trainingDispatches);
+      std::fprintf(out, "training step: %zu dispatches, %zu barriers\n", report.trainingDispatches, report.trainingBarriers);
     } else {
       std::fprintf(out, "training step: not measured (an imported model runs inference only)\n");
     }

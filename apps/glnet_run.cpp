@@ -199,9 +199,9 @@ int main(int argc, char** argv) {
                    repeat, compileMs, median(uploadMs), median(runMs), median(readMs));
     }
     if (parser.has("profile")) {
-      const std::vector<NodeTime> nodes = runner.profile(batch, repeat).nodes;
-      report["profile"] = cli::nodeTimesJson(nodes);
-      cli::printNodeTimes(info, nodes, repeat, parser.has("verbose"));
+      const OnnxRunner::Profile profile = runner.profile(batch, repeat);
+      report["profile"] = cli::nodeTimesJson(profile);
+      cli::printNodeTimes(info, profile, repeat, parser.has("verbose"));
     }
     if (json) std::cout << report.dump(2) << "\n";
     return 0;

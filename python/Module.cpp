@@ -232,7 +232,7 @@ class OnnxModelHandle {
     py::dict perBatch;
     for (const ModelBenchRow& row : rows) {
       py::list nodes;
-      for (const NodeTime& node : row.nodes) {
+      for (const NodeTime& node : row.profile.nodes) {
         nodes.append(py::dict(py::arg("node") = node.node, py::arg("kernel") = node.kernel, py::arg("output_shape") = node.outputShape,
                               py::arg("dispatches") = node.dispatches, py::arg("gpu_ms") = node.gpuMs));
       }
@@ -240,7 +240,8 @@ class OnnxModelHandle {
           py::dict(py::arg("compile_ms") = row.compileMs, py::arg("upload_ms") = statistics(row.uploadMs),
                    py::arg("issue_ms") = statistics(row.issueMs), py::arg("readback_ms") = statistics(row.readbackMs),
                    py::arg("end_to_end_ms") = statistics(row.endToEndMs), py::arg("gpu_ms") = statistics(row.gpuMs),
-                   py::arg("dispatches") = row.dispatches, py::arg("activation_bytes") = row.activationBytes, py::arg("nodes") = nodes);
+                   py::arg("dispatches") = row.dispatches,
+                   py::arg("barriers") = row.profile.barriers, py::arg("activation_bytes") = row.activationBytes, py::arg("nodes") = nodes);
     }
     report["batches"] = perBatch;
     return report;

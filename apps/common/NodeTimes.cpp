@@ -18,10 +18,11 @@ std::size_t dispatchesOf(const std::vector<NodeTime>& nodes) {
 
 }  // namespace
 
-void printNodeTimes(std::FILE* out, const std::vector<NodeTime>& nodes, int runs, bool all) {
+void printNodeTimes(std::FILE* out, const OnnxRunner::Profile& profile, int runs, bool all) {
+  const std::vector<NodeTime>& nodes = profile.nodes;
   const double total = totalMs(nodes);
-  std::fprintf(out, "GPU time %.3f ms in %zu dispatches of %zu nodes (median per dispatch of %d runs); by node:\n", total,
-               dispatchesOf(nodes), nodes.size(), runs);
+  std::fprintf(out, "GPU time %.3f ms in %zu dispatches (%zu barriers) of %zu nodes (median per dispatch of %d runs); by node:\n", total,
+               dispatchesOf(nodes), profile.barriers, nodes.size(), runs);
   constexpr std::size_t shown = 20;
   for (std::size_t k = 0; k < nodes.size() && (all || k < shown); ++k) {
     const NodeTime& n = nodes[k];
@@ -32,12 +33,13 @@ void printNodeTimes(std::FILE* out, const std::vector<NodeTime>& nodes, int runs
   if (nodes.size() > shown && !all) std::fprintf(out, "  ... %zu more nodes (--verbose lists them)\n", nodes.size() - shown);
 }
 
-nlohmann::json nodeTimesJson(const std::vector<NodeTime>& nodes) {
+nlohmann::json nodeTimesJson(const OnnxRunner::Profile& profile) {
+  const std::vector<NodeTime>& nodes = profile.nodes;
   nlohmann::json list = nlohmann::json::array();
   for (const NodeTime& n : nodes) {
     list.push_back({{"node", n.node}, {"kernel", n.kernel}, {"output_shape", n.outputShape}, {"dispatches", n.dispatches}, {"dispatch_labels", n.dispatchLabels}, {"gpu_ms", n.gpuMs}});
   }
-  return {{"gpu_ms", totalMs(nodes)}, {"dispatches", dispatchesOf(nodes)}, {"nodes", list}};
+  return {{"gpu_ms", totalMs(nodes)}, {"dispatches", dispatchesOf(nodes)}, {"barriers", profile.barriers}, {"nodes", list}};
 }
 
 }  // namespace glnet::cli

@@ -11,7 +11,7 @@
 namespace glnet::cli {
 
 // The 20 slowest nodes (every one with `all`), with their share of the total.
-void printNodeTimes(std::FILE* out, const std::vector<NodeTime>& nodes, int runs, bool all);
-nlohmann::json nodeTimesJson(const std::vector<NodeTime>& nodes);
+void printNodeTimes(std::FILE* out, const OnnxRunner::Profile& profile, int runs, bool all);
+nlohmann::json nodeTimesJson(const OnnxRunner::Profile& profile);
 
 }  // namespace glnet::cli

@@ -180,6 +180,7 @@ void benchTraining(const Context& context, const Network& network, const BenchSe
   compiled.upload(nodes.labels, labels.data(), labels.size() * 4);
   Plan plan = compiled.trainingPlan([](Plan&) {});
   report.trainingDispatches = plan.dispatchCount();
+  report.trainingBarriers = plan.barrierCount();
   Recorder recorder;
   std::vector<std::vector<double>> perDispatch(plan.dispatchCount());
   const int steps = settings.trainingSteps;

@@ -36,6 +36,7 @@ struct BenchReport {
   std::vector<std::pair<std::string, double>> coldStart;  // context creation, then compile and link per program (ms)
   bool persistentMaps = false;                            // ARB_buffer_storage present
   std::size_t trainingDispatches = 0;
+  std::size_t trainingBarriers = 0;  // what orders its dependent dispatches, the one before the first included
   std::vector<std::string> failures;                      // correctness checks that failed
   const BenchRow* find(const std::string& section, std::size_t batch, const std::string& stage) const;
 };

@@ -40,10 +40,9 @@ std::vector<ModelBenchRow> benchmarkModel(OnnxRunner& runner, const std::vector<
     row.issueMs = summarize(issue);
     row.readbackMs = summarize(readback);
     row.endToEndMs = summarize(endToEnd);
-    OnnxRunner::Profile profile = runner.profile(batch, runs);
-    row.gpuMs = summarize(profile.runMs);
-    for (const NodeTime& node : profile.nodes) row.dispatches += node.dispatches;
-    row.nodes = std::move(profile.nodes);
+    row.profile = runner.profile(batch, runs);
+    row.gpuMs = summarize(row.profile.runMs);
+    for (const NodeTime& node : row.profile.nodes) row.dispatches += node.dispatches;
     rows.push_back(std::move(row));
   }
   return rows;

@@ -15,9 +15,9 @@ struct ModelBenchRow {
   double compileMs = 0;       // building the graph, programs and plan of this batch size
   Statistics uploadMs, issueMs, readbackMs, endToEndMs;
   Statistics gpuMs;           // the sum of the dispatches' timestamp intervals, per run
-  std::size_t dispatches = 0;
   std::size_t activationBytes = 0;
-  std::vector<NodeTime> nodes;  // by median GPU time, largest first
+  std::size_t dispatches = 0;
+  OnnxRunner::Profile profile;  // per node, by median GPU time, largest first
 };
 
 // Runs the model on seeded uniform [0, 1) inputs: `warmup` unmeasured runs, then `runs` measured end to end and

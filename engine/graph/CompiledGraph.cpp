@@ -98,6 +98,7 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
     const MemoryPlan plan = planMemory(graph_, kept, alignment * sizeof(float), scratchBytes);
     placed_ = plan.offset;
     scratchPlaced_ = plan.scratchOffset;
+    joined_ = plan.joined;
     scratchBytes_ = scratchBytes;
     activationBytes_ = plan.arenaBytes + plan.resultBytes;
     activations_ = Buffer(std::max<std::size_t>(activationBytes_, sizeof(float)));
@@ -171,7 +172,7 @@ void CompiledGraph::recordForward(Plan& plan) {
   stepNodes_.assign(plan.dispatchCount(), -1);
   for (std::size_t n = 0; n < graph_.ops().size(); ++n) {
     const OpNode& node = graph_.ops()[n];
-    if (node.op->isView()) continue;
+    if (node.op->isView() || (joined_.size() > n && joined_[n])) continue;
     std::vector<GpuTensor> inputs;
     for (const int id : node.inputs) inputs.push_back({view({id}), graph_.tensors()[static_cast<std::size_t>(id)].shape});
     node.op->forward(programs_, plan, inputs, outputOf(n));
@@ -241,6 +242,7 @@ Plan CompiledGraph::gradientPlan(const Feed& feed) {
   GLNET_ASSERT(loss_.has_value(), "a forward-only graph has no training plan");
   Plan plan = forwardPlan(feed);
   recordBackward(plan);
+  plan.groupIndependentSteps();
   return plan;
 }
 
@@ -266,6 +268,7 @@ Plan CompiledGraph::forwardPlan(const Feed& feed) {
   setLearningRate(plan, optimizer_.learningRate);
   feed(plan);
   recordForward(plan);
+  plan.groupIndependentSteps();
   return plan;
 }
 

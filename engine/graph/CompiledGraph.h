@@ -102,6 +102,7 @@ class CompiledGraph {
   std::vector<std::unique_ptr<Buffer>> workspaces_;                  // the ops' scratch memory
   std::vector<const Buffer*> workspaceOf_;                           // per op node: its workspace, or null
   std::vector<const Buffer*> scratchOf_;                             // per op node: its forward pass's own scratch, or null
+  std::vector<bool> joined_;  // per op node, reused memory: a concatenation its inputs' producers did (MemoryPlan::joined)
   std::vector<std::optional<std::size_t>> scratchPlaced_;            // per op node, reused memory: its scratch's offset in activations_
   std::vector<std::size_t> scratchBytes_;
   Buffer rowGradient_, totals_, zeros_;

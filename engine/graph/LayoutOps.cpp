@@ -123,6 +123,7 @@ class ConcatOp : public LayoutOp {
  public:
   explicit ConcatOp(std::uint32_t axis) : axis_(axis) {}
   std::string name() const override { return "concat"; }
+  std::optional<std::uint32_t> joinedAxis() const override { return axis_; }
   bool differentiable() const override { return true; }
   bool passesGradient(std::size_t) const override { return true; }
   // Each input's gradient is its region of the output's gradient.

@@ -1,6 +1,7 @@
 #include "graph/MemoryPlan.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace glnet {
 
@@ -35,6 +36,37 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
   const auto bytes = [&](std::size_t i) {
     return (std::max<std::size_t>(elementCount(tensors[i].shape), 1) * sizeof(float) + alignment - 1) / alignment * alignment;
   };
+  // Joined concatenations: per tensor placed inside another's memory, that tensor and its byte offset there.
+  plan.joined.assign(ops.size(), false);
+  std::vector<std::optional<std::pair<std::size_t, std::size_t>>> within(tensors.size());
+  for (std::size_t n = 0; n < ops.size(); ++n) {
+    const OpNode& node = ops[n];
+    const std::optional<std::uint32_t> axis = node.op->joinedAxis();
+    const auto out = static_cast<std::size_t>(node.output);
+    if (!axis || plan.storage[out] != static_cast<int>(out) || own[out] || within[out]) continue;
+    const Shape& shape = tensors[out].shape;
+    if (*axis >= shape.size() || std::any_of(shape.begin(), shape.begin() + *axis, [](std::size_t d) { return d != 1; })) continue;
+    std::vector<std::size_t> parts;
+    std::size_t offset = 0;
+    bool fits = true;
+    for (const int id : node.inputs) {
+      const auto in = static_cast<std::size_t>(id);
+      const int producer = tensors[in].producer;
+      fits = fits && tensors[in].role == TensorRole::computed && plan.storage[in] == id && !own[in] && !within[in] &&
+             producer >= 0 && !plan.joined[static_cast<std::size_t>(producer)] && offset % alignment == 0 &&
+             std::count(node.inputs.begin(), node.inputs.end(), id) == 1;
+      parts.push_back(offset);
+      offset += elementCount(tensors[in].shape) * sizeof(float);
+    }
+    if (!fits) continue;
+    plan.joined[n] = true;
+    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
+      const auto in = static_cast<std::size_t>(node.inputs[k]);
+      within[in] = std::make_pair(out, parts[k]);
+      first[out] = std::min(first[out], first[in]);
+      last[out] = std::max(last[out], last[in]);
+    }
+  }
   // What the arena holds: the tensors that own memory, then the ops' scratch, each alive from its first to its last op.
   struct Block {
     std::size_t bytes;
@@ -47,6 +79,7 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].role == TensorRole::computed && plan.storage[i] == static_cast<int>(i)) {
       plan.keptBytes += bytes(i);
+      if (within[i]) continue;
       if (own[i]) {
         plan.resultBytes += bytes(i);
       } else {
@@ -75,6 +108,9 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
     }
     *block.offset = offset;
     plan.arenaBytes = std::max(plan.arenaBytes, offset + block.bytes);
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (within[i]) plan.offset[i] = *plan.offset[within[i]->first] + within[i]->second;
   }
   return plan;
 }

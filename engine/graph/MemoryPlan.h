@@ -13,6 +13,7 @@ struct MemoryPlan {
   std::vector<int> storage;                        // per tensor: the tensor whose memory it uses (itself, or a view's source)
   std::vector<std::optional<std::size_t>> offset;  // per tensor owning computed memory: its byte offset in the arena
   std::vector<std::optional<std::size_t>> scratchOffset;  // per op node given scratch: its byte offset in the arena
+  std::vector<bool> joined;  // per op node: a concatenation whose inputs lie in its output, so that it has nothing to do
   std::size_t arenaBytes = 0;
   std::size_t resultBytes = 0;                     // the results and kept tensors, which stay out of the arena
   std::size_t keptBytes = 0;                       // what every computed tensor in its own memory would take
@@ -22,6 +23,9 @@ struct MemoryPlan {
 // driver was seen to spend 80 ms reading 256 KB out of a 1.6 GB buffer). Offsets are multiples of `alignment` bytes;
 // greedy by size, each tensor at the lowest offset where it overlaps none alive at the same time. `scratch` (per op
 // node, bytes or 0): memory an op uses only while it runs (Winograd's transformed tiles), placed the same way.
+// A concatenation with only 1s before its axis (Op::joinedAxis) whose output is in the arena gets its inputs placed
+// inside that output, each at its place there, when every input is a computed tensor of its own that no other
+// such concatenation takes and each part starts at a multiple of `alignment`; it is then `joined`.
 MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::size_t alignment,
                       const std::vector<std::size_t>& scratch = {});
 

@@ -59,6 +59,10 @@ class Op {
   // A view reinterprets its first input's memory (flatten): it records no dispatch, and its gradient is
   // its input's gradient.
   virtual bool isView() const { return false; }
+  // The axis along which the output is the inputs one after another (a concatenation), or none. Where every
+  // dimension before it is 1 (NCHW channels at batch 1) each input is a contiguous part of the output, so an
+  // inference graph may have the producers write there and leave the op out (MemoryPlan::joined).
+  virtual std::optional<std::uint32_t> joinedAxis() const { return std::nullopt; }
 
   virtual void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& inputs,
                        const GpuTensor& output) const = 0;

@@ -125,9 +125,10 @@ OnnxRunner::Profile OnnxRunner::profile(std::uint32_t batch, int runs) {
   }
   const std::vector<int>& stepNodes = b.compiled.forwardStepNodes();
   const std::vector<std::string> labels = b.plan.labels();
+  const std::vector<std::size_t> recorded = b.plan.recordingOrder();
   std::map<int, NodeTime> perNode;
   for (std::size_t i = 0; i < perStep.size(); ++i) {
-    const int node = i < stepNodes.size() ? stepNodes[i] : -1;
+    const int node = recorded[i] < stepNodes.size() ? stepNodes[recorded[i]] : -1;
     NodeTime& time = perNode[node];
     if (time.dispatches == 0) {
       const Graph& graph = b.model.graph;
@@ -141,6 +142,7 @@ OnnxRunner::Profile OnnxRunner::profile(std::uint32_t batch, int runs) {
     time.gpuMs += summarize(perStep[i]).median;
   }
   for (auto& entry : perNode) profile.nodes.push_back(std::move(entry.second));
+  profile.barriers = b.plan.barrierCount();
   std::stable_sort(profile.nodes.begin(), profile.nodes.end(), [](const NodeTime& a, const NodeTime& b) { return a.gpuMs > b.gpuMs; });
   return profile;
 }

@@ -73,6 +73,7 @@ class OnnxRunner {
   struct Profile {
     std::vector<NodeTime> nodes;  // by median GPU time, largest first
     std::vector<double> runMs;    // per run, the GPU time of all its dispatches
+    std::size_t barriers = 0;     // the barriers one run issues: what orders its dependent dispatches
   };
   Profile profile(std::uint32_t batch, int runs);
 

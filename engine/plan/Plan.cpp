@@ -72,7 +72,7 @@ void Plan::setParameter(int parameter, std::uint32_t value) {
 
 void Plan::record(const Dispatch& dispatch) {
   GLNET_ASSERT(dispatch.program && dispatch.program->id(), "a dispatch needs a compiled program");
-  Step step{dispatch.program->id(), {}, dispatch.uniforms, {}, dispatch.groups, false, dispatch.label};
+  Step step{dispatch.program->id(), {}, dispatch.uniforms, {}, dispatch.groups, false, dispatch.label, steps_.size()};
   for (const Uniform& uniform : step.uniforms) {
     GLNET_ASSERT(uniform.parameter < static_cast<int>(parameters_.size()), "uniform names an unknown plan parameter");
     const std::pair<unsigned, int> key{step.program, uniform.location};
@@ -112,7 +112,7 @@ void Plan::record(const Dispatch& dispatch) {
     const bool writes = binding.access != Access::read;
     if (reads && overlapsAny(writtenSinceBarrier_, range)) hazard = true;
     if (writes && (overlapsAny(writtenSinceBarrier_, range) || overlapsAny(readSinceBarrier_, range))) hazard = true;
-    step.bindings.push_back({binding.index, range, binding.offset == 0 && end == binding.buffer->bytes(), binding.buffer, writes});
+    step.bindings.push_back({binding.index, range, binding.offset == 0 && end == binding.buffer->bytes(), binding.buffer, reads, writes});
     bindingCount_ = std::max<std::size_t>(bindingCount_, binding.index + 1);
   }
   if (hazard) {
@@ -120,11 +120,53 @@ void Plan::record(const Dispatch& dispatch) {
     readSinceBarrier_.clear();
     writtenSinceBarrier_.clear();
   }
-  for (std::size_t i = 0; i < step.bindings.size(); ++i) {
-    if (dispatch.buffers[i].access != Access::write) readSinceBarrier_.push_back(step.bindings[i].range);
-    if (step.bindings[i].written) writtenSinceBarrier_.push_back(step.bindings[i].range);
+  for (const Bound& bound : step.bindings) {
+    if (bound.read) readSinceBarrier_.push_back(bound.range);
+    if (bound.written) writtenSinceBarrier_.push_back(bound.range);
   }
   steps_.push_back(std::move(step));
+}
+
+void Plan::groupIndependentSteps() {
+  if (mode_ == SyncMode::all || steps_.empty()) return;
+  const auto dependsOn = [](const Step& later, const Step& earlier) {
+    for (const Bound& a : later.bindings) {
+      for (const Bound& b : earlier.bindings) {
+        if ((a.written || b.written) && a.range.overlaps(b.range)) return true;
+      }
+    }
+    return false;
+  };
+  std::vector<std::size_t> level(steps_.size(), 0);
+  std::size_t levels = 1;
+  for (std::size_t i = 0; i < steps_.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (level[j] + 1 > level[i] && dependsOn(steps_[i], steps_[j])) level[i] = level[j] + 1;
+    }
+    levels = std::max(levels, level[i] + 1);
+  }
+  std::vector<Step> grouped;
+  grouped.reserve(steps_.size());
+  for (std::size_t l = 0; l < levels; ++l) {
+    bool first = true;
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      if (level[i] != l) continue;
+      steps_[i].barrierBefore = first && l > 0;
+      first = false;
+      grouped.push_back(std::move(steps_[i]));
+    }
+  }
+  steps_ = std::move(grouped);
+
+  readSinceBarrier_.clear();
+  writtenSinceBarrier_.clear();
+  for (std::size_t i = steps_.size(); i-- > 0;) {
+    for (const Bound& bound : steps_[i].bindings) {
+      if (bound.read) readSinceBarrier_.push_back(bound.range);
+      if (bound.written) writtenSinceBarrier_.push_back(bound.range);
+    }
+    if (steps_[i].barrierBefore) break;
+  }
 }
 
 void Plan::begin() const {
@@ -238,6 +280,12 @@ void Plan::read(const Buffer& buffer, void* out, std::size_t bytes, std::size_t 
 
 std::size_t Plan::barrierCount() const {
   return 1 + static_cast<std::size_t>(std::count_if(steps_.begin(), steps_.end(), [](const Step& s) { return s.barrierBefore; }));
+}
+
+std::vector<std::size_t> Plan::recordingOrder() const {
+  std::vector<std::size_t> result;
+  for (const Step& step : steps_) result.push_back(step.recorded);
+  return result;
 }
 
 std::vector<std::string> Plan::labels() const {

@@ -84,6 +84,12 @@ class Plan {
   void setParameter(int parameter, std::uint32_t value);
 
   void record(const Dispatch& dispatch);
+  // Reorders the steps recorded so far into levels: each step goes right after the last barrier that every
+  // step it depends on (reads what they write, writes what they read or write) precedes. Independent
+  // branches then share barriers, and the run issues as few as the longest chain of dependent steps needs.
+  // Call it once a plan is whole and before asking it for step indices (lastStepWriting); GLNET_SYNC=all
+  // plans keep their order.
+  void groupIndependentSteps();
   // An op that takes several dispatches (a split-K GEMM and its sum) records them in order.
   void record(const std::vector<Dispatch>& dispatches) {
     for (const Dispatch& dispatch : dispatches) record(dispatch);
@@ -108,6 +114,8 @@ class Plan {
   std::size_t barrierCount() const;
   SyncMode syncMode() const { return mode_; }
   std::vector<std::string> labels() const;
+  // Per step in run order, its place in the order of recording (they differ after groupIndependentSteps).
+  std::vector<std::size_t> recordingOrder() const;
   // Buffer bindings, uniforms and program switches the last run issued. A run skips those already in place:
   // set earlier in the same run, or left by this plan's previous run when no other plan ran in between.
   std::size_t stateCallsLastRun() const { return stateCalls_; }
@@ -124,6 +132,7 @@ class Plan {
     Range range;
     bool whole;
     const Buffer* buffer;
+    bool read;
     bool written;
   };
   struct Step {
@@ -134,6 +143,7 @@ class Plan {
     std::array<std::uint32_t, 3> groups;
     bool barrierBefore;
     std::string label;
+    std::size_t recorded;  // its index in the order of recording
   };
   Limits limits_;
   SyncMode mode_;

@@ -26,6 +26,8 @@ assert all(float(r["p10_ms"]) <= float(r["median_ms"]) <= float(r["p90_ms"]) for
 assert all(r["device"] and len(r["date"]) == 10 for r in rows)
 report = json.load(open(sys.argv[2]))
 assert report["failures"] == [] and report["rows"] and "context creation" in report["cold_start_ms"], report.keys()
+# Independent dispatches share barriers: fewer than one per dispatch, and at least the leading one.
+assert 1 <= report["training_barriers"] <= report["training_dispatches"], report
 PY
 if /usr/bin/python3 -c "import matplotlib" 2>/dev/null; then
   /usr/bin/python3 "$scripts/plot-bench" "$work/b.csv" "$work/plots" >/dev/null || fail "plot-bench"

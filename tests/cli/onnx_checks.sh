@@ -271,7 +271,7 @@ expect 1 "mlp-x.npy: input x is uint8 \(the model converts its pixels itself\); 
 expect 1 "bytes-x.npy: input x takes float32; this file holds uint8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/bytes-x.npy" --output "$work/o.npy"
 expect 2 "error: --output is required" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy"
 # glnet_bench on an ONNX model: the split per batch size, every node's GPU time, the JSON with both batches.
-expect 0 "GPU time .* ms in .* dispatches of .* nodes" -- "$apps/glnet_bench" --model "$work/cnn.onnx" --batches 1,3 --runs 2 --warmup 1 --json-out "$work/bench.json"
+expect 0 "GPU time .* ms in .* dispatches \(.* barriers\) of .* nodes" -- "$apps/glnet_bench" --model "$work/cnn.onnx" --batches 1,3 --runs 2 --warmup 1 --json-out "$work/bench.json"
 /usr/bin/python3 -c "
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -280,6 +280,7 @@ for b in r['batches']:
     nodes = {n['node']: n for n in b['profile']['nodes']}
     assert {'/conv1/Conv', '/conv2/Conv', '/fc1/Gemm', '/fc2/Gemm'} <= set(nodes), sorted(nodes)
     assert b['end_to_end_ms']['median'] > 0 and b['profile']['dispatches'] >= len(nodes), b
+    assert 1 <= b['profile']['barriers'] <= b['profile']['dispatches'] + 1, b
 " "$work/bench.json" || fail "glnet_bench --model cnn.onnx: JSON report"
 rm -f "$work/cnn.weights"
 expect 1 "cnn.weights: no such file" -- "$apps/glnet_run" --model "$work/cnn.onnx" --input "$work/cnn-x.npy" --output "$work/o.npy"

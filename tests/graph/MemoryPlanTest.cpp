@@ -30,7 +30,65 @@ struct Residual {
   }
 };
 
+// Two branches read x, a fire module's pair of convolutions, joined along the channels and read by a third:
+// e1 = relu(conv1x1(s)), e3 = relu(conv3x3(s)), c = concat(e1, e3), y = tanh(c), where s = relu(conv1x1(x)).
+struct Fire {
+  Graph graph;
+  Tensor x, s, e1, e3, c, y;
+  explicit Fire(std::uint32_t batch, std::uint32_t planes) {
+    auto random = test::generator(611);
+    const auto weights = [&](const char* name, Shape shape) {
+      return graph.parameter(name, shape, test::uniformFloats(random, elementCount(shape), -0.5f, 0.5f));
+    };
+    x = graph.input("x", {batch, 3, planes, planes});
+    s = graph.apply(conv2dOp(Activation::relu, 0), {x, weights("ws", {4, 3, 1, 1}), weights("bs", {4})}, "s");
+    e1 = graph.apply(conv2dOp(Activation::relu, 0), {s, weights("w1", {6, 4, 1, 1}), weights("b1", {6})}, "e1");
+    e3 = graph.apply(conv2dOp(Activation::relu, 1), {s, weights("w3", {5, 4, 3, 3}), weights("b3", {5})}, "e3");
+    c = graph.apply(concatOp(1), {e1, e3}, "c");
+    y = graph.apply(pointwiseOp({PointwiseKind::tanh}), {c}, "y");
+  }
+};
+
 }  // namespace
+
+TEST_CASE("a concatenation at batch 1 is joined: its inputs lie in its output, each at its place there") {
+  const auto at = [](const MemoryPlan& plan, Tensor t) { return plan.offset[static_cast<std::size_t>(t.id)]; };
+  {
+    const Fire fire(1, 4);  // parts of 6·16 and 5·16 floats: 384 and 320 bytes, multiples of 64 but not of 256
+    const MemoryPlan plan = planMemory(fire.graph, {}, 64);
+    REQUIRE(plan.joined.size() == fire.graph.ops().size());
+    CHECK(plan.joined[3]);
+    CHECK(std::count(plan.joined.begin(), plan.joined.end(), true) == 1);
+    REQUIRE(at(plan, fire.c).has_value());
+    CHECK(at(plan, fire.e1) == at(plan, fire.c));
+    CHECK(at(plan, fire.e3) == *at(plan, fire.c) + 6 * 16 * 4);
+    // s is alive while e1 and e3 are written, so it may not share their bytes (now c's).
+    const std::size_t cBegin = *at(plan, fire.c), cEnd = cBegin + 11 * 16 * 4;
+    CHECK((*at(plan, fire.s) + 4 * 16 * 4 <= cBegin || cEnd <= *at(plan, fire.s)));
+    const MemoryPlan coarse = planMemory(fire.graph, {}, 256);
+    CHECK_FALSE(coarse.joined[3]);  // e3 would start at byte 384: not a binding offset
+    CHECK(at(coarse, fire.e1) != at(coarse, fire.c));
+    const MemoryPlan keeping = planMemory(fire.graph, {fire.e3}, 64);
+    CHECK_FALSE(keeping.joined[3]);  // e3 keeps memory of its own
+  }
+  {
+    const Fire fire(2, 4);  // each image's channels apart: no longer one contiguous part per input
+    const MemoryPlan plan = planMemory(fire.graph, {}, 64);
+    CHECK(std::count(plan.joined.begin(), plan.joined.end(), true) == 0);
+  }
+  {
+    Graph graph;  // one tensor in two concatenations: only the first is joined
+    const Tensor x = graph.input("x", {1, 16});
+    const Tensor a = graph.apply(pointwiseOp({PointwiseKind::tanh}), {x}, "a");
+    const Tensor b = graph.apply(pointwiseOp({PointwiseKind::sigmoid}), {x}, "b");
+    const Tensor ab = graph.apply(concatOp(1), {a, b}, "ab");
+    const Tensor ba = graph.apply(concatOp(1), {b, a}, "ba");
+    const Tensor aa = graph.apply(concatOp(1), {ab, ab}, "abab");
+    graph.apply(concatOp(1), {ba, aa}, "all");
+    const MemoryPlan plan = planMemory(graph, {}, 64);
+    CHECK(plan.joined == std::vector<bool>{false, false, true, false, false, false});
+  }
+}
 
 TEST_CASE("the memory plan shares bytes only between tensors that are never alive together") {
   const Residual r;
@@ -101,6 +159,34 @@ TEST_SUITE("gl") {
       const BufferView view = reused.view(t);
       plan.read(*view.buffer, out.data(), out.size() * sizeof(float), view.offset);
       test::checkClose(out, reference[static_cast<std::size_t>(t.id)], 1e-6, 1e-5);
+    }
+  }
+
+  TEST_CASE("a joined concatenation records no dispatch, and its producers' outputs and its readers' agree with float64") {
+    Context& context = test::glContext();
+    for (const std::uint32_t batch : {1u, 3u}) {
+      CAPTURE(batch);
+      const Fire fire(batch, 8);  // parts of 6·64 and 5·64 floats: multiples of 256 bytes, so any device joins at batch 1
+      auto random = test::generator(612);
+      const std::vector<float> x = test::uniformFloats(random, batch * 3 * 8 * 8, -2, 2);
+      const std::vector<std::vector<double>> reference = referenceValues(fire.graph, {{fire.x.id, test::widen(x)}});
+      CompiledGraph compiled(context, fire.graph, CompiledGraph::Memory::reused);
+      Plan plan = compiled.forwardPlan([](Plan&) {});
+      const std::vector<std::string> labels = plan.labels();
+      CHECK(std::any_of(labels.begin(), labels.end(), [](const std::string& l) { return l.find("concat") != std::string::npos; }) == (batch > 1));
+      for (const Tensor t : {fire.s, fire.e1, fire.e3, fire.c}) {
+        const std::vector<std::uint32_t> poison(elementCount(fire.graph.tensor(t).shape), test::nanPoison);
+        compiled.upload(t, poison.data(), poison.size() * sizeof(float));
+      }
+      compiled.upload(fire.x, x.data(), x.size() * sizeof(float));
+      plan.run();
+      for (const Tensor t : {fire.e1, fire.e3, fire.c, fire.y}) {
+        CAPTURE(t.id);
+        std::vector<float> out(elementCount(fire.graph.tensor(t).shape));
+        const BufferView view = compiled.view(t);
+        plan.read(*view.buffer, out.data(), out.size() * sizeof(float), view.offset);
+        test::checkClose(out, reference[static_cast<std::size_t>(t.id)], 1e-6, 1e-5);
+      }
     }
   }
 }

@@ -38,9 +38,74 @@ std::vector<float> runChain(const Context& context, Plan::SyncMode mode, std::si
   return h1.read<float>();
 }
 
+// Two chains of dense layers recorded one after the other, then a step that overwrites the input both read.
+struct TwoChains {
+  std::vector<float> a3, b3, x;
+  std::size_t barriers;
+  std::vector<std::size_t> order;
+};
+
+TwoChains runTwoChains(const Context& context, Plan::SyncMode mode, bool group, const std::vector<float>& x,
+                       const std::vector<std::vector<float>>& weights, const std::vector<float>& bias) {
+  ProgramCache programs;
+  const DenseOp tanh(programs, Activation::tanh);
+  constexpr std::uint32_t rows = 5, width = 17;
+  Buffer bx = Buffer::of(x), bias0 = Buffer::of(bias);
+  std::vector<Buffer> w;
+  for (const auto& weight : weights) w.push_back(Buffer::of(weight));
+  Buffer a1(rows * width * 4), a2(rows * width * 4), a3(rows * width * 4), b1(rows * width * 4), b2(rows * width * 4),
+      b3(rows * width * 4);
+  for (Buffer* b : {&a1, &a2, &a3, &b1, &b2, &b3}) b->fill(test::nanPoison);
+  Plan plan(context.limits(), mode);
+  plan.record(tanh.forward(bx, w[0], bias0, a1, {rows, width, width}));
+  plan.record(tanh.forward(a1, w[1], bias0, a2, {rows, width, width}));
+  plan.record(tanh.forward(a2, w[2], bias0, a3, {rows, width, width}));
+  plan.record(tanh.forward(bx, w[3], bias0, b1, {rows, width, width}));
+  plan.record(tanh.forward(b1, w[4], bias0, b2, {rows, width, width}));
+  plan.record(tanh.forward(a3, w[5], bias0, bx, {rows, width, width}));  // overwrites what the first steps of both read
+  plan.record(tanh.forward(b2, w[6], bias0, b3, {rows, width, width}));
+  if (group) plan.groupIndependentSteps();
+  plan.run();
+  return {a3.read<float>(), b3.read<float>(), bx.read<float>(), plan.barrierCount(), plan.recordingOrder()};
+}
+
 }  // namespace
 
 TEST_SUITE("gl") {
+  TEST_CASE("grouping independent steps shares barriers between branches and keeps every dependence") {
+    Context& context = test::glContext();
+    auto random = test::generator(24);
+    constexpr std::size_t rows = 5, width = 17;
+    const auto x = test::uniformFloats(random, rows * width);
+    std::vector<std::vector<float>> weights;
+    for (int layer = 0; layer < 7; ++layer) weights.push_back(test::uniformFloats(random, width * width));
+    const auto bias = test::uniformFloats(random, width);
+
+    const TwoChains recorded = runTwoChains(context, Plan::SyncMode::hazards, false, x, weights, bias);
+    const TwoChains grouped = runTwoChains(context, Plan::SyncMode::hazards, true, x, weights, bias);
+    const TwoChains serial = runTwoChains(context, Plan::SyncMode::all, true, x, weights, bias);
+    // In recorded order: [a1] [a2] [a3 b1] [b2 x] [b3]; grouped: [a1 b1] [a2 b2] [a3 b3] [x].
+    CHECK(recorded.barriers == 5u);
+    CHECK(grouped.barriers == 4u);
+    CHECK(grouped.order == std::vector<std::size_t>{0, 3, 1, 4, 2, 6, 5});
+    CHECK(recorded.order == std::vector<std::size_t>{0, 1, 2, 3, 4, 5, 6});
+    CHECK(serial.barriers == 7u);  // GLNET_SYNC=all keeps a barrier before every step
+    CHECK(serial.order == recorded.order);
+
+    const auto layer = [&](const std::vector<double>& in, int w) { return ref::dense(in, weights[w], bias, rows, width, width, Activation::tanh); };
+    const std::vector<double> x64(x.begin(), x.end());
+    const auto a3 = layer(layer(layer(x64, 0), 1), 2);
+    const auto b3 = layer(layer(layer(x64, 3), 4), 6);
+    const auto overwritten = layer(a3, 5);
+    for (const TwoChains* run : {&recorded, &grouped, &serial}) {
+      test::checkClose(run->a3, a3, 1e-6, 1e-5);
+      test::checkClose(run->b3, b3, 1e-6, 1e-5);
+      test::checkClose(run->x, overwritten, 1e-6, 1e-5);
+    }
+    CHECK(std::memcmp(grouped.x.data(), serial.x.data(), grouped.x.size() * sizeof(float)) == 0);
+    CHECK(std::memcmp(grouped.b3.data(), serial.b3.data(), grouped.b3.size() * sizeof(float)) == 0);
+  }
+
   TEST_CASE("hazard-tracked barriers give the same results as a barrier after every dispatch, with fewer barriers") {
     Context& context = test::glContext();
     std::size_t hazardBarriers = 0, allBarriers = 0;
