@@ -9,10 +9,12 @@ and the GPU run (bench/onnx-gpu) take them:
   mnist       an MNIST classifier ending in a softmax, input_mean/input_std in metadata_props; mnist-x.npy holds
               the first 50 MNIST test images scaled as that says, mnist-y.npy PyTorch's probabilities for them
   avgpool     AvgPool2d (torch 1.13 exports a Pad before it)
-  residual, squeeze_excite, fire, transformer
+  residual, squeeze_excite, fire, transformer, inverted_residual
               the blocks of modern networks (a ResNet bottleneck with its shortcut, a depthwise convolution with
               squeeze-and-excitation and Hardswish, SqueezeNet's fire module with its Concat, a transformer block with
-              multi-head attention, LayerNorm and GELU), dynamic batch, opset 17; their -y.npy is PyTorch's float64 output
+              multi-head attention, LayerNorm and GELU, two MobileNetV2 blocks: expansion, depthwise convolution and
+              ReLU6, projection, with and without stride and shortcut), dynamic batch, opset 17; their -y.npy is
+              PyTorch's float64 output
   upsample    nn.Upsample (Resize), which glnet does not run yet
 """
 import os, sys, warnings
@@ -129,6 +131,18 @@ class Fire(torch.nn.Module):
         s = self.squeeze(self.pool(x))
         return torch.cat([self.expand1(s), self.expand3(s)], 1)
 
+class InvertedResidual(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        def block(channels, out, stride):
+            return torch.nn.Sequential(torch.nn.Conv2d(channels, 4 * channels, 1, bias=False), torch.nn.BatchNorm2d(4 * channels), torch.nn.ReLU6(),
+                                       torch.nn.Conv2d(4 * channels, 4 * channels, 3, stride=stride, padding=1, groups=4 * channels, bias=False),
+                                       torch.nn.BatchNorm2d(4 * channels), torch.nn.ReLU6(),
+                                       torch.nn.Conv2d(4 * channels, out, 1, bias=False), torch.nn.BatchNorm2d(out))
+        self.first, self.second = block(6, 6, 1), block(6, 10, 2)
+    def forward(self, x):
+        return self.second(x + self.first(x))
+
 class Transformer(torch.nn.Module):
     def __init__(self, width=32, heads=4):
         super().__init__()
@@ -144,8 +158,8 @@ class Transformer(torch.nn.Module):
         x = x + self.out((attention @ v).transpose(1, 2).reshape(b, t, c))
         return x + self.mlp(self.norm2(x))
 
-residual, squeeze_excite = Residual(), SqueezeExcite()
-for block in (residual, squeeze_excite):
+residual, squeeze_excite, inverted_residual = Residual(), SqueezeExcite(), InvertedResidual()
+for block in (residual, squeeze_excite, inverted_residual):
     for module in block.modules():
         if isinstance(module, torch.nn.BatchNorm2d):  # running statistics that are not the identity
             module.running_mean.uniform_(-0.5, 0.5)
@@ -156,3 +170,4 @@ export64("residual", residual.eval(), torch.randn(3, 16, 9, 11))
 export64("squeeze_excite", squeeze_excite.eval(), torch.randn(2, 12, 15, 13))
 export64("fire", Fire().eval(), torch.randn(2, 10, 14, 13))
 export64("transformer", Transformer().eval(), torch.randn(3, 7, 32))
+export64("inverted_residual", inverted_residual.eval(), torch.randn(2, 6, 11, 9))
