@@ -27,11 +27,7 @@
 // literals), CONV_PADDING (int literal), CONV_STRIDE (int literal, 1 in modes 1-3 and 6); CONV_MODE, ACTIVATION (modes 0 and 6), POINTWISE (mode 0 unpooled, inference: a function after the
 // activation, Pointwise.glsl included), CONV_RESIDUAL (mode 0 unpooled, inference: binding 4, shaped as Y, added
 // before the activation: a residual connection), CONV_INPUT_SCALE (mode 0 unpooled, inference, no padding: binding 5,
-// [N, C], X's channels scaled per image as they are read: a squeeze-excite gate), CONV_DEPTHWISE_INPUT (mode 0 unpooled,
-// inference, a 1x1 kernel without padding or stride: X is computed as it is read, the output of a depthwise convolution
-// of X0 [N, C, DW_HEIGHT, DW_WIDTH] in binding 0, DW_KERNEL square, DW_STRIDE, DW_PADDING, weights [C, DW_KERNEL²] in
-// binding 6, bias [C] in binding 7, then DW_FUNCTION: 0 none, 1 ReLU, 4 clip to [DW_FUNCTION_ALPHA, DW_FUNCTION_BETA]);
-// modes 0-2 include Gemm.glsl and take its
+// [N, C], X's channels scaled per image as they are read: a squeeze-excite gate); modes 0-2 include Gemm.glsl and take its
 // configuration (modes 0 and 1 with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
 // im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 0, 1 and
 // 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
@@ -48,24 +44,6 @@ layout(std430, binding = 5) readonly buffer InputScale { float inputScale[]; };
 #endif
 #ifdef CONV_RESIDUAL
 layout(std430, binding = 4) readonly buffer Residual { float residual[]; };
-#endif
-#ifdef CONV_DEPTHWISE_INPUT
-layout(std430, binding = 6) readonly buffer DepthwiseWeights { float depthwiseWeight[]; };
-layout(std430, binding = 7) readonly buffer DepthwiseBias { float depthwiseBias[]; };
-#if CONV_MODE != 0 || CONV_KERNEL_HEIGHT != 1u || CONV_KERNEL_WIDTH != 1u || CONV_PADDING != 0 || CONV_STRIDE != 1 || defined(CONV_POOL) || defined(CONV_INPUT_SCALE)
-#error a depthwise input is read by an unpooled forward 1x1 convolution without padding, stride or scale
-#endif
-float depthwiseFunction(float v) {
-#if DW_FUNCTION == 0
-  return v;
-#elif DW_FUNCTION == 1
-  return max(v, 0.0);
-#elif DW_FUNCTION == 4
-  return clamp(v, DW_FUNCTION_ALPHA, DW_FUNCTION_BETA);
-#else
-#error DW_FUNCTION is none (0), ReLU (1) or clip (4)
-#endif
-}
 #endif
 layout(location = 0) uniform uint N;
 layout(location = 10) uniform uint accumulate;
@@ -172,39 +150,13 @@ void gemmAGatherRows(uint r, uint R, out ivec4 base, out ivec4 y, out ivec4 x) {
   uint n, row, column;
   firstPixelOfRun(r, n, row, column);
   for (uint i = 0u; i < 4u; ++i) {
-#ifdef CONV_DEPTHWISE_INPUT
-    // The source is X0: the row's image there and the top left corner of its depthwise window.
-    int top = int(row) * DW_STRIDE - DW_PADDING, left = int(column) * DW_STRIDE - DW_PADDING;
-    base[i] = int(n * C * DW_HEIGHT * DW_WIDTH);
-#else
     int top = int(row * STRIDE) - KERNEL_SIGN * PAD, left = int(column * STRIDE) - KERNEL_SIGN * PAD;
     base[i] = int(n * SOURCE_CHANNELS * SOURCE_HEIGHT * SOURCE_WIDTH) + top * int(SOURCE_WIDTH) + left;
-#endif
     y[i] = r + i < R ? top : outsideRows;
     x[i] = left;
     nextPixelOfRun(n, row, column, i);
   }
 }
-#ifdef CONV_DEPTHWISE_INPUT
-// Their 4 values at depth t, channel t of X: the depthwise convolution's output at each row's pixel, its window's
-// taps weighted once for all 4 (rows past the matrix give 0).
-vec4 gemmAGather(ivec4 base, ivec4 y, ivec4 x, uint t) {
-  int plane = int(t * DW_HEIGHT * DW_WIDTH);
-  vec4 sum = vec4(depthwiseBias[t]);
-  for (int ky = 0; ky < DW_KERNEL; ++ky) {
-    for (int kx = 0; kx < DW_KERNEL; ++kx) {
-      float w = depthwiseWeight[t * uint(DW_KERNEL * DW_KERNEL) + uint(ky * DW_KERNEL + kx)];
-      for (uint i = 0u; i < 4u; ++i) {
-        int iy = y[i] + ky, ix = x[i] + kx;
-        if (uint(iy) < DW_HEIGHT && uint(ix) < DW_WIDTH) sum[i] += w * first[base[i] + plane + iy * int(DW_WIDTH) + ix];
-      }
-    }
-  }
-  vec4 v;
-  for (uint i = 0u; i < 4u; ++i) v[i] = y[i] == outsideRows ? 0.0 : depthwiseFunction(sum[i]);
-  return v;
-}
-#else
 // Their 4 values at depth t: one offset for all, a bounds test each.
 vec4 gemmAGather(ivec4 base, ivec4 y, ivec4 x, uint t) {
   uint channel = t / (KH * KW), k = t % (KH * KW);
@@ -222,7 +174,6 @@ vec4 gemmAGather(ivec4 base, ivec4 y, ivec4 x, uint t) {
   }
   return v;
 }
-#endif
 #endif
 
 #if CONV_MODE == 0

@@ -4,8 +4,6 @@
 #include "gl/FileInput.h"
 #include "gl/check.h"
 #include "graph/InferenceOps.h"
-#include "graph/Ops.h"
-#include "ops/Conv.h"
 
 #include <algorithm>
 #include <cmath>
@@ -602,36 +600,6 @@ class Importer {
     return true;
   }
 
-  // The name a depthwise convolution's result (after `function`, fused into it) goes by when a 1x1 convolution without
-  // padding or stride, which the implicit GEMM runs, alone reads it: that convolution then computes it as it gathers X
-  // (conv2dOfDepthwiseOp), which saves the depthwise output's pass through memory and a dependent dispatch
-  // (mobilenet_v2 has 17 such pairs). Empty otherwise.
-  std::string projectsDepthwise(const onnx::NodeProto& node, const Pointwise& function) const {
-    if (!DepthwiseInput::applies(function)) return {};
-    std::string name = node.output(0);
-    if (function.kind != PointwiseKind::identity) {
-      const onnx::NodeProto* applied = soleReader(name);
-      if (!applied || !fused_.count(applied) || applied->output_size() != 1) return {};
-      name = applied->output(0);
-    }
-    const onnx::NodeProto* conv = soleReader(name);
-    if (!conv || conv->op_type() != "Conv" || conv->input_size() < 2 || conv->input(0) != name || fused_.count(conv)) return {};
-    const auto weight = values_.find(conv->input(1));
-    if (weight == values_.end() || !weight->second.constant) return {};
-    const std::vector<std::int64_t>& w = weight->second.host.shape;
-    const Shape x = shapeOf(values_.at(node.input(0)).tensor);
-    if (w.size() != 4 || x.size() != 4 || w[1] != x[1] || w[2] != 1 || w[3] != 1) return {};
-    for (const onnx::AttributeProto& a : conv->attribute()) {
-      bool fits = false;
-      if (a.name() == "group") fits = a.i() == 1;
-      else if (a.name() == "pads") fits = allInts(a, 0);
-      else if (a.name() == "dilations" || a.name() == "kernel_shape" || a.name() == "strides") fits = allInts(a, 1);
-      else if (a.name() == "auto_pad") fits = a.s().empty() || a.s() == "NOTSET" || a.s() == "VALID";
-      if (!fits) return {};
-    }
-    return name;
-  }
-
   // Whether input `side` of a Mul scales the other, computed, input [N, C, spatial...] per channel or per image and
   // channel: shaped [C, 1...], [1, C, 1...] or [N, C, 1...] (a squeeze-excite gate; BatchNorm exported as Mul).
   bool channelScale(const onnx::NodeProto& node, int side) {
@@ -779,14 +747,7 @@ class Importer {
                              settings.pads[0] < std::min(kernel[0], kernel[1]);
     const bool implicitGemm = settings.groups == 1 && settings.strides[0] == settings.strides[1] &&
                               settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding;
-    // A squeeze-excite gate this convolution applies as it reads X (scalesConvolutionInput), or the depthwise
-    // convolution whose output X it computes as it reads it (projectsDepthwise).
-    const auto depthwiseFound = depthwiseInputs_.find(node.input(0));
-    const DepthwiseSource* depthwise = depthwiseFound == depthwiseInputs_.end() ? nullptr : &depthwiseFound->second;
-    const auto withDepthwise = [&](std::vector<Tensor> inputs) {
-      inputs.insert(inputs.end(), {depthwise->weight, depthwise->bias});
-      return inputs;
-    };
+    // A squeeze-excite gate this convolution applies as it reads X (scalesConvolutionInput).
     const auto scaled = scaledInputs_.find(node.input(0));
     const std::optional<Tensor> inputScale = scaled == scaledInputs_.end() ? std::nullopt : std::optional<Tensor>(scaled->second);
     const auto withScale = [&](std::vector<Tensor> inputs) {
@@ -796,7 +757,7 @@ class Importer {
     Tensor out;
     bool pooled = false, residual = false;
     try {
-      const Shape xShape = depthwise ? depthwise->output : shapeOf(x);
+      const Shape xShape = shapeOf(x);
       const std::uint32_t pad = settings.pads[0], stride = settings.strides[0];
       const auto residualAdd = implicitGemm && w->shape.size() == 4 && xShape[2] + 2 * pad >= kernel[0] && xShape[3] + 2 * pad >= kernel[1]
                                    ? fusableResidual(node, {xShape[0], static_cast<std::uint32_t>(wShape[0]), (xShape[2] + 2 * pad - kernel[0]) / stride + 1,
@@ -804,12 +765,8 @@ class Importer {
                                    : std::nullopt;
       if (residualAdd) {
         const Pointwise after = fusedPointwise(*residualAdd->first, [](const Pointwise&) { return true; });
-        out = depthwise ? graph_.apply(conv2dOfDepthwiseOp(depthwise->stage, true, after), withDepthwise({depthwise->x0, weight, b, residualAdd->second}), name)
-                        : graph_.apply(conv2dResidualOp(pad, stride, after, inputScale.has_value()), withScale({x, weight, b, residualAdd->second}), name);
+        out = graph_.apply(conv2dResidualOp(pad, stride, after, inputScale.has_value()), withScale({x, weight, b, residualAdd->second}), name);
         residual = true;
-      } else if (depthwise) {
-        const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
-        out = graph_.apply(conv2dOfDepthwiseOp(depthwise->stage, false, after), withDepthwise({depthwise->x0, weight, b}), name);
       } else if (implicitGemm) {
         const Pointwise function = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
         const std::optional<Activation> activation = asActivation(function);
@@ -825,20 +782,8 @@ class Importer {
                              withScale({x, weight, b}), name);
         }
       } else {
-        GLNET_ASSERT(!inputScale && !depthwise, "a scaled or depthwise input is fused only into a convolution the implicit GEMM runs");
+        GLNET_ASSERT(!inputScale, "a scaled input is fused only into a convolution the implicit GEMM runs");
         const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
-        const bool depthwiseKernel = settings.groups == xShape[1] && wShape[0] == std::int64_t{xShape[1]} && wShape[1] == 1 && kernel[0] == kernel[1] &&
-                                     settings.strides[0] == settings.strides[1] && settings.dilations == std::array<std::uint32_t, 2>{1, 1} &&
-                                     evenPadding && w->shape.size() == 4;
-        const std::string projected = depthwiseKernel ? projectsDepthwise(node, after) : std::string{};
-        if (!projected.empty()) {
-          const DepthwiseStage stage{kernel[0], settings.strides[0], settings.pads[0], after};
-          depthwiseInputs_[projected] = {x, weight, b, stage,
-                                         {xShape[0], xShape[1], (xShape[2] + 2 * pad - kernel[0]) / stride + 1, (xShape[3] + 2 * pad - kernel[1]) / stride + 1}};
-          values_[node.output(0)] = {false, {}, x};
-          result_.nodes.push_back({node.name(), node.op_type(), "fused into the 1x1 convolution reading it", depthwiseInputs_[projected].output});
-          return;
-        }
         out = graph_.apply(groupedConvOp(settings, after), {x, weight, b}, name);
       }
     } catch (const Error& error) {
@@ -1557,14 +1502,6 @@ class Importer {
   std::set<const onnx::NodeProto*> fused_;               // pointwise nodes run inside the kernel before them
   std::map<const onnx::NodeProto*, std::string> aliases_;  // a fused node whose result is another name's value
   std::map<std::string, Tensor> scaledInputs_;             // a gate's Mul output -> its scale, applied by the convolution reading it
-  // A depthwise convolution computed by the 1x1 convolution reading it (projectsDepthwise): its input, weights, bias,
-  // geometry and output shape, by the name that convolution reads.
-  struct DepthwiseSource {
-    Tensor x0, weight, bias;
-    DepthwiseStage stage;
-    Shape output;
-  };
-  std::map<std::string, DepthwiseSource> depthwiseInputs_;
   std::map<std::string, Tensor> uploaded_;               // constants made parameters, by name
 };
 

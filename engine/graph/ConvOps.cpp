@@ -14,27 +14,18 @@ class Conv2d : public Op {
   // `residual`: a fourth input shaped as the output is added before the activation; `inputScaled`: a last input
   // [N, C] or [N, C, 1, 1] scales X's channels per image (a squeeze-excite gate; 1x1 kernels without padding).
   // Both in forward-only graphs.
-  // `depthwise`: the first input is X0, and the last two the weights and bias of the depthwise convolution whose
-  // output X is (conv2dOfDepthwiseOp).
   Conv2d(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after = {}, bool residual = false,
-         bool inputScaled = false, std::optional<DepthwiseStage> depthwise = std::nullopt)
-      : activation_(activation), padding_(padding), stride_(stride), after_(after), residual_(residual), inputScaled_(inputScaled),
-        depthwise_(depthwise) {}
+         bool inputScaled = false)
+      : activation_(activation), padding_(padding), stride_(stride), after_(after), residual_(residual), inputScaled_(inputScaled) {}
   std::string name() const override {
-    return std::string("conv2d ") + (inputScaled_ ? "of scaled input " : "") + (depthwise_ ? "of depthwise input " : "") +
-           (residual_ ? "+ residual " : "") +
+    return std::string("conv2d ") + (inputScaled_ ? "of scaled input " : "") + (residual_ ? "+ residual " : "") +
            (after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_)) +
            (stride_ > 1 ? " stride " + std::to_string(stride_) : "");
   }
 
   Shape outputShape(const std::vector<Shape>& in) const override {
-    const std::size_t inputs = 3u + (residual_ ? 1u : 0u) + (inputScaled_ ? 1u : 0u) + (depthwise_ ? 2u : 0u);
-    const bool depthwiseFits =
-        !depthwise_ || (in.size() == inputs && in[0].size() == 4 && in[0][2] + 2 * depthwise_->padding >= depthwise_->kernel &&
-                        in[0][3] + 2 * depthwise_->padding >= depthwise_->kernel &&
-                        in[inputs - 2] == Shape{in[0][1], 1, depthwise_->kernel, depthwise_->kernel} && in[inputs - 1] == Shape{in[0][1]} &&
-                        in[1].size() == 4 && in[1][2] == 1 && in[1][3] == 1 && padding_ == 0 && stride_ == 1);
-    const bool fits = depthwiseFits && in.size() == inputs && in[0].size() == 4 && in[1].size() == 4 && in[2].size() == 1 && in[1][1] == in[0][1] &&
+    const std::size_t inputs = 3u + (residual_ ? 1u : 0u) + (inputScaled_ ? 1u : 0u);
+    const bool fits = in.size() == inputs && in[0].size() == 4 && in[1].size() == 4 && in[2].size() == 1 && in[1][1] == in[0][1] &&
                       in[2][0] == in[1][0] && in[0][2] + 2 * padding_ >= in[1][2] && in[0][3] + 2 * padding_ >= in[1][3];
     const ConvShape s = fits ? shape(in) : ConvShape{};
     const Shape out{s.batch, s.outChannels, fits ? s.outHeight() : 0, fits ? s.outWidth() : 0};
@@ -45,7 +36,6 @@ class Conv2d : public Op {
       for (const Shape& shape : in) shapes += " " + describe(shape);
       throw Error(name() + " takes X [N, C, H, W], W [OC, C, KH, KW], b [OC]" + (residual_ ? " and a residual shaped as its output" : "") +
                   (inputScaled_ ? " and X's scale [N, C, 1, 1] (a 1x1 kernel without padding)" : "") +
-                  (depthwise_ ? " (a 1x1 kernel without padding or stride), the depthwise weights [C, 1, K, K] and bias [C]" : "") +
                   " with the kernel inside the padded input; got" + shapes);
     }
     return out;
@@ -83,8 +73,8 @@ class Conv2d : public Op {
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
     if (!targets[0] && !targets[1] && !targets[2]) return;
-    GLNET_ASSERT(after_.kind == PointwiseKind::identity && !residual_ && !inputScaled_ && !depthwise_,
-                 "a convolution with a fused function, residual, input scale or depthwise input runs in forward-only graphs");
+    GLNET_ASSERT(after_.kind == PointwiseKind::identity && !residual_ && !inputScaled_,
+                 "a convolution with a fused function, residual or input scale runs in forward-only graphs");
     const ConvShape strided = shape(shapes(in)), s = stride1(strided);
     GLNET_ASSERT(out.workspace.has_value(), "a convolution's gradients need its workspace");
     // dY becomes dZ = dY ⊙ act'(Y) first (the output's gradient is read by this op alone), which the gradients read.
@@ -118,7 +108,7 @@ class Conv2d : public Op {
 
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
     const ConvShape s = shape(shapes(in));
-    const std::vector<double> x = depthwise_ ? depthwiseReference(in) : *in[0].values;
+    const auto& x = *in[0].values;
     const auto& w = *in[1].values;
     std::vector<double> y(std::size_t{s.batch} * s.outChannels * s.outHeight() * s.outWidth());
     std::size_t index = 0;
@@ -189,17 +179,10 @@ class Conv2d : public Op {
       }
       return;
     }
-    std::optional<DepthwiseInput> depthwise;
-    std::optional<DepthwiseParameters> depthwiseParameters;
-    if (depthwise_) {
-      const Shape& x0 = in[0].shape;
-      depthwise = DepthwiseInput{x0[2], x0[3], depthwise_->kernel, depthwise_->stride, depthwise_->padding, depthwise_->function};
-      depthwiseParameters = DepthwiseParameters{in[in.size() - 2].view, in.back().view};
-    }
     const std::vector<Dispatch> dispatches =
-        ConvOp(programs, activation_, after_, residual_, inputScaled_, depthwise)
+        ConvOp(programs, activation_, after_, residual_, inputScaled_)
             .forward(in[0].view, in[1].view, in[2].view, out.view, s, *out.workspace, pooled, residual_ ? &in[3].view : nullptr,
-                     inputScaled_ ? &in.back().view : nullptr, depthwiseParameters ? &*depthwiseParameters : nullptr);
+                     inputScaled_ ? &in.back().view : nullptr);
     if (part != Part::gemm) plan.record(dispatches[0]);
     if (part != Part::transpose) plan.record(std::vector<Dispatch>(dispatches.begin() + 1, dispatches.end()));
   }
@@ -207,7 +190,7 @@ class Conv2d : public Op {
   // same memory. At a batch of 1 to 4 (a squeeze-excite block's two layers) DenseOp's few-rows kernel reads the
   // weights once, in one dispatch; the implicit GEMM would fill one row of a 64x64 tile and split its sum in two.
   bool runsAsDense(const ConvShape& s) const {
-    return !residual_ && !inputScaled_ && !depthwise_ && s.height == 1 && s.width == 1 && s.kernelHeight == 1 && s.kernelWidth == 1 && s.padding == 0 &&
+    return !residual_ && !inputScaled_ && s.height == 1 && s.width == 1 && s.kernelHeight == 1 && s.kernelWidth == 1 && s.padding == 0 &&
            DenseOp::fewRows({s.batch, s.channels, s.outChannels});
   }
   static std::vector<Shape> shapes(const std::vector<GpuTensor>& in) {
@@ -220,43 +203,8 @@ class Conv2d : public Op {
     for (const HostTensor64& t : in) result.push_back(t.shape);
     return result;
   }
-  // X's geometry: with a depthwise input, that of the depthwise convolution's output.
   ConvShape shape(const std::vector<Shape>& in) const {
-    if (depthwise_) {
-      const std::uint32_t k = depthwise_->kernel, p = depthwise_->padding, st = depthwise_->stride;
-      return {in[0][0], in[0][1], (in[0][2] + 2 * p - k) / st + 1, (in[0][3] + 2 * p - k) / st + 1, in[1][0], 1, 1, 0, 1};
-    }
     return {in[0][0], in[0][1], in[0][2], in[0][3], in[1][0], in[1][2], in[1][3], padding_, stride_};
-  }
-  // X = function(depthwise(X0) + bdw) in float64: what the convolution's gather computes.
-  std::vector<double> depthwiseReference(const std::vector<HostTensor64>& in) const {
-    const Shape& x0 = in[0].shape;
-    const ConvShape s = shape(shapes(in));
-    const std::vector<double>& w = *in[in.size() - 2].values;
-    const std::vector<double>& b = *in.back().values;
-    const std::uint32_t k = depthwise_->kernel;
-    std::vector<double> x;
-    x.reserve(std::size_t{s.batch} * s.channels * s.height * s.width);
-    for (std::uint32_t n = 0; n < s.batch; ++n) {
-      for (std::uint32_t c = 0; c < s.channels; ++c) {
-        for (std::uint32_t oh = 0; oh < s.height; ++oh) {
-          for (std::uint32_t ow = 0; ow < s.width; ++ow) {
-            double sum = b[c];
-            for (std::uint32_t kh = 0; kh < k; ++kh) {
-              for (std::uint32_t kw = 0; kw < k; ++kw) {
-                const std::int64_t ih = std::int64_t{oh} * depthwise_->stride + kh - depthwise_->padding;
-                const std::int64_t iw = std::int64_t{ow} * depthwise_->stride + kw - depthwise_->padding;
-                if (ih < 0 || iw < 0 || ih >= x0[2] || iw >= x0[3]) continue;
-                sum += w[(std::size_t{c} * k + kh) * k + kw] *
-                       (*in[0].values)[((std::size_t{n} * s.channels + c) * x0[2] + static_cast<std::size_t>(ih)) * x0[3] + static_cast<std::size_t>(iw)];
-              }
-            }
-            x.push_back(depthwise_->function(sum));
-          }
-        }
-      }
-    }
-    return x;
   }
   static ConvShape stride1(ConvShape s) {
     s.stride = 1;
@@ -288,7 +236,6 @@ class Conv2d : public Op {
   Pointwise after_;
   bool residual_;
   bool inputScaled_;
-  std::optional<DepthwiseStage> depthwise_;
 };
 
 class MaxPool : public Op {
@@ -411,11 +358,6 @@ std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding,
 std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride, Pointwise after, bool inputScaled) {
   GLNET_ASSERT(stride >= 1, "a stride of at least 1");
   return std::make_shared<Conv2d>(Activation::none, padding, stride, after, true, inputScaled);
-}
-std::shared_ptr<const Op> conv2dOfDepthwiseOp(DepthwiseStage depthwise, bool residual, Pointwise after) {
-  GLNET_ASSERT(depthwise.kernel >= 1 && depthwise.stride >= 1 && DepthwiseInput::applies(depthwise.function),
-               "a depthwise stage has a kernel, a stride and no function but ReLU or a clip");
-  return std::make_shared<Conv2d>(Activation::none, 0, 1, after, residual, false, depthwise);
 }
 std::shared_ptr<const Op> maxPoolOp() { return std::make_shared<MaxPool>(); }
 std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t padding) {

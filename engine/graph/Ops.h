@@ -39,16 +39,6 @@ std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding,
 // X, W, b and a residual R shaped as the output: after(conv(X) + b + R) (forward-only graphs: ResNet's last
 // convolution of a block, its identity added and the ReLU after, as one op); `inputScaled` as conv2dOp's.
 std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {}, bool inputScaled = false);
-// The depthwise convolution before a 1x1 one that conv2dOfDepthwiseOp computes in the 1x1 one's gather: square
-// kernel, stride, padding, and the function after its bias (none, ReLU or a clip).
-struct DepthwiseStage {
-  std::uint32_t kernel, stride, padding;
-  Pointwise function;
-};
-// X0, W [OC, C, 1, 1], b [OC], (a residual R shaped as the output,) Wdw [C, 1, K, K], bdw [C]: the 1x1 convolution of
-// X = function(depthwise(X0, Wdw) + bdw), after(conv(X) + b (+ R)), without X ever stored (forward-only graphs: a
-// MobileNet block's projection and the depthwise convolution before it, as one op).
-std::shared_ptr<const Op> conv2dOfDepthwiseOp(DepthwiseStage depthwise, bool residual = false, Pointwise after = {});
 // x [N, C, ...], gamma, beta, running mean, running variance [C]: y = (x − mean)/sqrt(var + ε)·gamma + beta per
 // channel. Training: the batch's mean and variance, gradients to x, gamma and beta, and the running statistics (state
 // tensors) moved by `momentum` towards the batch's as PyTorch does; otherwise the running statistics (forward only).

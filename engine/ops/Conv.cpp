@@ -26,13 +26,10 @@ std::vector<ShaderDefine> weightGradientDefines(const ConvShape& s, const GemmCo
 
 // The defines of the GEMMs whose A is the implicit im2col matrix (forward and dX): gathered in runs always.
 std::vector<ShaderDefine> rowGatherDefines(Activation activation, int mode, const Pointwise& after = {}, bool residual = false,
-                                           bool inputScaled = false, const std::optional<DepthwiseInput>& depthwise = std::nullopt) {
+                                           bool inputScaled = false) {
   std::vector<ShaderDefine> defines = convDefines(activation, mode, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}, {"GEMM_A_GATHER", "1"}});
   if (residual) defines.push_back({"CONV_RESIDUAL", "1"});
   if (inputScaled) defines.push_back({"CONV_INPUT_SCALE", "1"});
-  if (depthwise) {
-    for (ShaderDefine& define : depthwise->defines()) defines.push_back(std::move(define));
-  }
   for (ShaderDefine& define : after.fusedDefines()) defines.push_back(std::move(define));
   return defines;
 }
@@ -50,27 +47,13 @@ std::vector<ShaderDefine> convGeometryDefines(const ConvShape& s) {
           {"CONV_STRIDE", std::to_string(s.stride)}};
 }
 
-std::vector<ShaderDefine> DepthwiseInput::defines() const {
-  GLNET_ASSERT(applies(function), "a depthwise input's function is none, ReLU or a clip");
-  std::vector<ShaderDefine> result{{"CONV_DEPTHWISE_INPUT", "1"},
-                                   {"DW_HEIGHT", std::to_string(height) + "u"},
-                                   {"DW_WIDTH", std::to_string(width) + "u"},
-                                   {"DW_KERNEL", std::to_string(kernel)},
-                                   {"DW_STRIDE", std::to_string(stride)},
-                                   {"DW_PADDING", std::to_string(padding)}};
-  for (ShaderDefine& define : function.defines("DW_FUNCTION")) result.push_back(std::move(define));
-  return result;
-}
-
-ConvOp::ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after, bool residual, bool inputScaled,
-               const std::optional<DepthwiseInput>& depthwise)
+ConvOp::ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after, bool residual, bool inputScaled)
     : activation_(activation),
       after_(after),
       residual_(residual),
       inputScaled_(inputScaled),
-      depthwise_(depthwise),
       programs_(&programs),
-      forward_(programs, "Conv2D.glsl", rowGatherDefines(activation, 0, after, residual, inputScaled, depthwise), after.fusedIncludes()),
+      forward_(programs, "Conv2D.glsl", rowGatherDefines(activation, 0, after, residual, inputScaled), after.fusedIncludes()),
       inputGradient_(programs, "Conv2D.glsl", rowGatherDefines(Activation::none, 1)),
       weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2)),
       weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2, {{"CONV_BIAS_COLUMN", "1"}})),
@@ -101,16 +84,12 @@ Dispatch ConvOp::rearrangeWeights(int mode, const char* label, const BufferView&
 
 std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                                       const ConvShape& s, const BufferView& workspace, bool pooled, const BufferView* residual,
-                                      const BufferView* inputScale, const DepthwiseParameters* depthwise) const {
+                                      const BufferView* inputScale) const {
   GLNET_ASSERT(!pooled || (s.outHeight() >= 2 && s.outWidth() >= 2 && s.stride == 1), "2×2 pooling needs a stride-1 output of at least 2×2");
   GLNET_ASSERT(!pooled || (after_.kind == PointwiseKind::identity && !residual_), "a function or a residual is not fused with pooling");
   GLNET_ASSERT(residual_ == (residual != nullptr), "a residual convolution's forward pass takes its residual");
   GLNET_ASSERT(inputScaled_ == (inputScale != nullptr), "a convolution of scaled inputs takes their scale");
   GLNET_ASSERT(!inputScaled_ || (!pooled && s.padding == 0), "scaled inputs are read without padding, unpooled");
-  GLNET_ASSERT(depthwise_.has_value() == (depthwise != nullptr), "a convolution of a depthwise input takes its weights and bias");
-  GLNET_ASSERT(!depthwise_ || (!pooled && !inputScaled_ && s.kernelHeight == 1 && s.kernelWidth == 1 && s.padding == 0 && s.stride == 1 &&
-                               s.height == depthwise_->outHeight() && s.width == depthwise_->outWidth()),
-               "a depthwise input is read by an unpooled 1x1 convolution without padding or stride, shaped as its output");
   const std::uint64_t pixels = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
   GLNET_ASSERT(workspace.room() >= transposedWeightBytes(s), "the transposed conv weights need their own space");
@@ -129,7 +108,7 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   const BufferView partials(*workspace.buffer, workspace.offset + rearrangedWeightBytes(s), gemm.split.workspaceBytes(rows, s.outChannels));
   const std::string function = after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_);
   const std::string label = "conv " + function + (pooled ? " + max pool " : residual ? " + residual " : " ") +
-                            (inputScale ? "of scaled input " : "") + (depthwise ? "of depthwise input " : "") + gemm.config->name;
+                            (inputScale ? "of scaled input " : "") + gemm.config->name;
   Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), splitting, defines),
                         splitting ? label + " split-K" : label,
                         {{0, x, Access::read}, {1, transposedWeight, Access::read}, {2, bias, Access::read},
@@ -137,10 +116,6 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
                         s, false, gemm.groups);
   if (residual && !splitting) d.buffers.push_back({4, *residual, Access::read});
   if (inputScale) d.buffers.push_back({5, *inputScale, Access::read});
-  if (depthwise) {
-    d.buffers.push_back({6, depthwise->weight, Access::read});
-    d.buffers.push_back({7, depthwise->bias, Access::read});
-  }
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
   if (!splitting) return {t, d};
   d.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));

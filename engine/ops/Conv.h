@@ -24,34 +24,12 @@ struct ConvShape {
 // The layer's geometry as the convolution shaders' defines (CONV_CHANNELS ... CONV_STRIDE), compiled in.
 std::vector<ShaderDefine> convGeometryDefines(const ConvShape& s);
 
-// A depthwise convolution (one channel per group, square kernel) whose output a 1x1 convolution computes as it
-// gathers its input, instead of reading it from memory (Conv2D.glsl CONV_DEPTHWISE_INPUT): its input planes, kernel,
-// stride and padding, and the function after its bias.
-struct DepthwiseInput {
-  std::uint32_t height, width, kernel, stride, padding;
-  Pointwise function;
-  std::uint32_t outHeight() const { return (height + 2 * padding - kernel) / stride + 1; }
-  std::uint32_t outWidth() const { return (width + 2 * padding - kernel) / stride + 1; }
-  // The functions the gather applies: none, ReLU and a clip.
-  static bool applies(const Pointwise& function) {
-    return function.kind == PointwiseKind::identity || function.kind == PointwiseKind::relu || function.kind == PointwiseKind::clip;
-  }
-  std::vector<ShaderDefine> defines() const;
-};
-// Its weights [C, 1, K, K] and bias [C].
-struct DepthwiseParameters {
-  BufferView weight, bias;
-};
-
 class ConvOp {
  public:
   // `after`: an imported model's function applied after the activation in the forward pass; `residual`: the forward
   // pass adds a tensor shaped as Y before the activation; `inputScaled`: it multiplies X's channels by a factor per
-  // image and channel as it reads them (a squeeze-excite gate; no padding); `depthwise`: X is that depthwise
-  // convolution's output, computed as the GEMM gathers it (a 1x1 kernel without padding or stride; forward reads X0
-  // in place of X). Inference only, none with pooling.
-  ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after = {}, bool residual = false, bool inputScaled = false,
-         const std::optional<DepthwiseInput>& depthwise = std::nullopt);
+  // image and channel as it reads them (a squeeze-excite gate; no padding). Inference only, none with pooling.
+  ConvOp(ProgramCache& programs, Activation activation, const Pointwise& after = {}, bool residual = false, bool inputScaled = false);
   // Two dispatches: the weights transposed into the start of `workspace` (OC·C·KH·KW floats), then the convolution,
   // whose GEMM then reads both operands along its tile. `pooled`: followed by 2×2 max pooling with stride 2 (odd
   // edges dropped), y [N, OC, OH/2, OW/2], in the same GEMM, whose rows then run over pooling windows.
@@ -60,8 +38,7 @@ class ConvOp {
   // tiles of 64x64 for 132 multiprocessors).
   std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                                 const ConvShape& shape, const BufferView& workspace, bool pooled = false,
-                                const BufferView* residual = nullptr, const BufferView* inputScale = nullptr,
-                                const DepthwiseParameters* depthwise = nullptr) const;
+                                const BufferView* residual = nullptr, const BufferView* inputScale = nullptr) const;
   static SplitK forwardSplit(const ConvShape& s) {
     return chooseGemm(std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), s.outChannels,
                       std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth, true, GemmOperand::gathered)
@@ -123,7 +100,6 @@ class ConvOp {
   Pointwise after_;
   bool residual_;
   bool inputScaled_;
-  std::optional<DepthwiseInput> depthwise_;
   ProgramCache* programs_;
   GemmPrograms forward_;
   GemmPrograms inputGradient_;

@@ -87,8 +87,8 @@ std::string Pointwise::name() const {
   return names[static_cast<int>(kind)];
 }
 
-std::vector<ShaderDefine> Pointwise::defines(const std::string& prefix) const {
-  return {{prefix, std::to_string(static_cast<int>(kind))}, {prefix + "_ALPHA", floatBits(alpha)}, {prefix + "_BETA", floatBits(beta)}};
+std::vector<ShaderDefine> Pointwise::defines() const {
+  return {{"POINTWISE", std::to_string(static_cast<int>(kind))}, {"POINTWISE_ALPHA", floatBits(alpha)}, {"POINTWISE_BETA", floatBits(beta)}};
 }
 
 std::vector<ShaderDefine> Pointwise::fusedDefines() const { return kind == PointwiseKind::identity ? std::vector<ShaderDefine>{} : defines(); }

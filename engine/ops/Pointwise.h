@@ -27,8 +27,7 @@ struct Pointwise {
   bool trainable() const;
   double derivative(double x) const;
   std::string name() const;
-  // POINTWISE, POINTWISE_ALPHA and POINTWISE_BETA, or the same under another name (`prefix`, prefix_ALPHA, ...).
-  std::vector<ShaderDefine> defines(const std::string& prefix = "POINTWISE") const;
+  std::vector<ShaderDefine> defines() const;
   // What a kernel that may apply it after its own result needs: its defines and Pointwise.glsl, none for identity
   // (the kernel then compiles as it did without the function).
   std::vector<ShaderDefine> fusedDefines() const;

@@ -72,29 +72,6 @@ std::vector<std::string> checkAgainstReference(const Case& c, std::uint32_t stre
 
 }  // namespace
 
-TEST_CASE("a 1x1 convolution of a depthwise input is the depthwise convolution and then the 1x1 convolution") {
-  auto random = test::generator(580);
-  for (const DepthwiseStage stage : {DepthwiseStage{3, 1, 1, Pointwise{PointwiseKind::clip, 0.0f, 6.0f}}, DepthwiseStage{5, 2, 2, Pointwise{PointwiseKind::relu}}}) {
-    CAPTURE(stage.kernel);
-    Graph graph;
-    const Tensor x = graph.input("x", {2, 6, 9, 11});
-    const auto parameter = [&](const char* name, Shape shape) { return graph.parameter(name, shape, test::uniformFloats(random, elementCount(shape))); };
-    const Tensor wd = parameter("wd", {6, 1, stage.kernel, stage.kernel}), bd = parameter("bd", {6}), w = parameter("w", {4, 6, 1, 1}), b = parameter("b", {4});
-    ConvSettings settings;
-    settings.strides = {stage.stride, stage.stride};
-    settings.pads = {stage.padding, stage.padding, stage.padding, stage.padding};
-    settings.groups = 6;
-    const Tensor depthwise = graph.apply(groupedConvOp(settings, stage.function), {x, wd, bd});
-    const Tensor apart = graph.apply(conv2dOp(Activation::none, 0), {depthwise, w, b});
-    const Tensor together = graph.apply(conv2dOfDepthwiseOp(stage), {x, w, b, wd, bd});
-    const std::vector<std::vector<double>> values = referenceValues(graph, {{x.id, test::widen(test::uniformFloats(random, 2 * 6 * 9 * 11))}});
-    const std::vector<double>& expected = values[static_cast<std::size_t>(apart.id)];
-    const std::vector<double>& got = values[static_cast<std::size_t>(together.id)];
-    REQUIRE(got.size() == expected.size());
-    for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == doctest::Approx(expected[i]).epsilon(1e-12));
-  }
-}
-
 TEST_SUITE("gl") {
   TEST_CASE("pointwise functions of imported models match float64") {
     std::uint32_t stream = 300;
@@ -422,35 +399,6 @@ TEST_SUITE("gl") {
                       "conv2d of scaled input none takes X [N, C, H, W], W [OC, C, KH, KW], b [OC] and X's scale [N, C, 1, 1] (a 1x1 "
                       "kernel without padding) with the kernel inside the padded input; got [1, 2, 5, 5] [3, 2, 3, 3] [3] [1, 2, 1, 1]");
     CHECK_THROWS(conv2dOp(Activation::none, 0, 1, {}, true)->outputShape({{2, 2, 5, 5}, {3, 2, 1, 1}, {3}, {1, 2, 1, 1}}));
-  }
-
-  TEST_CASE("1x1 convolutions of a depthwise convolution's output, computed as they gather it, split or not, match float64") {
-    std::uint32_t stream = 570;
-    const DepthwiseStage clip3{3, 1, 1, Pointwise{PointwiseKind::clip, 0.0f, 6.0f}};
-    const DepthwiseStage relu3{3, 2, 1, Pointwise{PointwiseKind::relu}};
-    const DepthwiseStage plain5{5, 2, 2, Pointwise{}};
-    REQUIRE(ConvOp::forwardSplit({1, 960, 7, 7, 160, 1, 1, 0, 1}).splits > 1);
-    REQUIRE_FALSE(ConvOp::forwardSplit({3, 6, 9, 11, 5, 1, 1, 0, 1}).splits > 1);
-    const auto fused = [](const std::vector<std::string>& labels) {
-      return std::any_of(labels.begin(), labels.end(), [](const std::string& l) { return l.find("of depthwise input") != std::string::npos; });
-    };
-    CHECK(fused(checkAgainstReference({conv2dOfDepthwiseOp(clip3), {{3, 6, 9, 11}, {5, 6, 1, 1}, {5}, {6, 1, 3, 3}, {6}}, -1, 1, 1e-5, 1e-4}, stream++)));
-    checkAgainstReference({conv2dOfDepthwiseOp(relu3), {{2, 7, 9, 10}, {4, 7, 1, 1}, {4}, {7, 1, 3, 3}, {7}}, -1, 1, 1e-5, 1e-4}, stream++);
-    checkAgainstReference({conv2dOfDepthwiseOp(plain5, false, Pointwise{PointwiseKind::hardSwish}), {{1, 5, 14, 13}, {9, 5, 1, 1}, {9}, {5, 1, 5, 5}, {5}},
-                           -1, 1, 1e-5, 1e-4}, stream++);
-    // Split along the sum at batch 1: mobilenet_v2's last block, 960 channels at 7x7, with its residual.
-    const std::vector<std::string> split = checkAgainstReference(
-        {conv2dOfDepthwiseOp(clip3, true), {{1, 960, 7, 7}, {160, 960, 1, 1}, {160}, {1, 160, 7, 7}, {960, 1, 3, 3}, {960}}, -0.5f, 0.5f, 1e-5, 1e-4},
-        stream++, {1, 2, 4, 5});
-    CHECK(fused(split));
-    CHECK(std::any_of(split.begin(), split.end(), [](const std::string& l) { return l.find("split-K") != std::string::npos; }));
-    checkAgainstReference({conv2dOfDepthwiseOp(relu3, true, Pointwise{PointwiseKind::relu}),
-                           {{3, 6, 9, 11}, {5, 6, 1, 1}, {5}, {3, 5, 5, 6}, {6, 1, 3, 3}, {6}}, -1, 1, 1e-5, 1e-4}, stream++);
-    CHECK_THROWS_WITH(conv2dOfDepthwiseOp(clip3)->outputShape({{1, 2, 5, 5}, {3, 2, 3, 3}, {3}, {2, 1, 3, 3}, {2}}),
-                      "conv2d of depthwise input none takes X [N, C, H, W], W [OC, C, KH, KW], b [OC] (a 1x1 kernel without padding or "
-                      "stride), the depthwise weights [C, 1, K, K] and bias [C] with the kernel inside the padded input; got [1, 2, 5, 5] "
-                      "[3, 2, 3, 3] [3] [2, 1, 3, 3] [2]");
-    CHECK_THROWS(conv2dOfDepthwiseOp(clip3)->outputShape({{1, 2, 5, 5}, {3, 2, 1, 1}, {3}, {2, 1, 5, 5}, {2}}));
   }
 
   TEST_CASE("functions along an axis (softmax, log-softmax, layer normalization, reductions) match float64") {
