@@ -600,6 +600,72 @@ class Importer {
     return true;
   }
 
+  // SqueezeNet's fire module at a batch of up to 4 (expandsTogether): a 1x1 convolution and a k x k one with "same"
+  // padding of the same tensor, each followed by the same function or none, whose results only one Concat along the
+  // channels reads.
+  struct Expansion {
+    const onnx::NodeProto* point;   // the 1x1 convolution
+    const onnx::NodeProto* wide;    // the k x k one
+    const onnx::NodeProto* concat;
+    bool pointFirst;                // the 1x1 convolution's channels come first in the Concat
+    Pointwise function;
+    std::vector<const onnx::NodeProto*> functionNodes;
+  };
+  // A convolution's kernel size when it has one group, stride 1, no dilation, a constant weight [O, C, k, k] with k
+  // odd and "same" padding ((k - 1) / 2 on every side); 0 otherwise.
+  std::int64_t sameKernel(const onnx::NodeProto& conv) const {
+    if (conv.op_type() != "Conv" || conv.input_size() < 2 || conv.output_size() != 1) return 0;
+    const auto weight = values_.find(conv.input(1));
+    if (weight == values_.end() || !weight->second.constant || weight->second.host.shape.size() != 4) return 0;
+    if (conv.input_size() > 2 && !conv.input(2).empty() && !values_.at(conv.input(2)).constant) return 0;
+    const std::vector<std::int64_t>& w = weight->second.host.shape;
+    if (w[2] != w[3] || w[2] % 2 == 0) return 0;
+    for (const onnx::AttributeProto& a : conv.attribute()) {
+      bool fits = false;
+      if (a.name() == "group") fits = a.i() == 1;
+      else if (a.name() == "pads") fits = allInts(a, (w[2] - 1) / 2);
+      else if (a.name() == "dilations" || a.name() == "strides") fits = allInts(a, 1);
+      else if (a.name() == "kernel_shape") fits = allInts(a, w[2]);
+      else if (a.name() == "auto_pad") fits = a.s().empty() || a.s() == "NOTSET" || (w[2] == 1 && a.s() == "VALID");
+      if (!fits) return 0;
+    }
+    return w[2];
+  }
+  std::optional<Expansion> expandsTogether(const onnx::NodeProto& node) const {
+    const auto readers = readers_.find(node.input(0));
+    if (readers == readers_.end() || readers->second.size() != 2 || consumers_.at(node.input(0)) != 2) return std::nullopt;
+    const onnx::NodeProto* other = readers->second[0] == &node ? readers->second[1] : readers->second[0];
+    const std::int64_t k = sameKernel(node), otherK = sameKernel(*other);
+    if (other->input(0) != node.input(0) || fused_.count(other) || !((k == 1 && otherK > 1) || (k > 1 && otherK == 1))) return std::nullopt;
+    const Shape x = shapeOf(values_.at(node.input(0)).tensor);
+    if (x.size() != 4 || x[0] > 4) return std::nullopt;
+    Expansion e{k == 1 ? &node : other, k == 1 ? other : &node, nullptr, false, {}, {}};
+    // Each result after its function: the names the Concat reads.
+    std::string results[2];
+    std::optional<Pointwise> functions[2];
+    const onnx::NodeProto* convs[2] = {e.point, e.wide};
+    for (int i = 0; i < 2; ++i) {
+      results[i] = convs[i]->output(0);
+      functions[i] = Pointwise{};
+      const onnx::NodeProto* next = soleReader(results[i]);
+      if (next && next->op_type() != "Concat") {
+        functions[i] = pointwiseOf(*next);
+        if (!functions[i] || next->output_size() != 1) return std::nullopt;
+        e.functionNodes.push_back(next);
+        results[i] = next->output(0);
+      }
+    }
+    if (functions[0]->kind != functions[1]->kind || functions[0]->alpha != functions[1]->alpha || functions[0]->beta != functions[1]->beta) return std::nullopt;
+    e.function = *functions[0];
+    e.concat = soleReader(results[0]);
+    if (!e.concat || e.concat != soleReader(results[1]) || e.concat->op_type() != "Concat" || e.concat->input_size() != 2) return std::nullopt;
+    for (const onnx::AttributeProto& a : e.concat->attribute()) {
+      if (a.name() != "axis" || (a.i() != 1 && a.i() != -3)) return std::nullopt;
+    }
+    e.pointFirst = e.concat->input(0) == results[0];
+    return e;
+  }
+
   // Whether input `side` of a Mul scales the other, computed, input [N, C, spatial...] per channel or per image and
   // channel: shaped [C, 1...], [1, C, 1...] or [N, C, 1...] (a squeeze-excite gate; BatchNorm exported as Mul).
   bool channelScale(const onnx::NodeProto& node, int side) {
@@ -717,7 +783,54 @@ class Importer {
     define(node, out, glnetOp);
   }
 
+  // An Expansion as one k x k convolution into the Concat's tensor: the 1x1 kernel's weights at the centre tap with
+  // zeros around it. One dispatch and no copy for each fire module, at k² times the 1x1 layer's multiplies, which
+  // a batch this small does not notice.
+  void importExpansion(const onnx::NodeProto& node, const Expansion& e) {
+    const Constant& point = *constantInput(*e.point, 1);
+    const Constant& wide = *constantInput(*e.wide, 1);
+    const std::int64_t k = wide.shape[2], channels = wide.shape[1], pointOut = point.shape[0], wideOut = wide.shape[0];
+    if (point.shape[1] != channels) refuse(node, "the two expansions read different channel counts");
+    std::vector<double> weights, bias;
+    for (const bool pointPart : {e.pointFirst, !e.pointFirst}) {
+      const onnx::NodeProto& conv = pointPart ? *e.point : *e.wide;
+      const std::int64_t outputs = pointPart ? pointOut : wideOut;
+      for (std::int64_t o = 0; o < outputs; ++o) {
+        for (std::int64_t c = 0; c < channels; ++c) {
+          for (std::int64_t t = 0; t < k * k; ++t) {
+            weights.push_back(pointPart ? (t == k * k / 2 ? point.values[static_cast<std::size_t>(o * channels + c)] : 0.0)
+                                        : wide.values[static_cast<std::size_t>((o * channels + c) * k * k + t)]);
+          }
+        }
+      }
+      const Constant* b = constantInput(conv, 2);
+      if (b && b->elements() != static_cast<std::size_t>(outputs)) refuse(conv, "B must be [" + std::to_string(outputs) + "]");
+      for (std::int64_t o = 0; o < outputs; ++o) bias.push_back(b ? b->values[static_cast<std::size_t>(o)] : 0.0);
+    }
+    const std::string name = nameOf(*e.concat);
+    const Tensor weight = parameter(name + ".weight", {pointOut + wideOut, channels, k, k}, weights);
+    const Tensor b = parameter(name + ".bias", {pointOut + wideOut}, bias);
+    const std::optional<Activation> activation = asActivation(e.function);
+    const Tensor out = apply(node, conv2dOp(activation.value_or(Activation::none), static_cast<std::uint32_t>(k / 2), 1,
+                                            activation ? Pointwise{} : e.function),
+                             {tensorInput(node, 0), weight, b}, "joined conv");
+    values_[e.concat->output(0)] = {false, {}, out};
+    for (const onnx::NodeProto* joined : {e.point, e.wide, e.concat}) {
+      if (joined == &node) continue;
+      fused_.insert(joined);
+      aliases_[joined] = e.concat->output(0);
+    }
+    for (const onnx::NodeProto* function : e.functionNodes) {
+      fused_.insert(function);
+      aliases_[function] = e.concat->output(0);
+    }
+  }
+
   void importConv(const onnx::NodeProto& node) {
+    if (const std::optional<Expansion> expansion = expandsTogether(node)) {
+      importExpansion(node, *expansion);
+      return;
+    }
     const auto given = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
     const Tensor input = tensorInput(node, 0);
     const Constant* w = constantInput(node, 1);

@@ -40,6 +40,18 @@ for model in residual squeeze_excite fire transformer inverted_residual; do run_
 # The squeeze-excite gate is applied by the projection as it reads its input (no pass of its own).
 expect 0 "/project/Conv +conv2d of scaled input" -- \
   "$apps/glnet_run" --model "$work/squeeze_excite.onnx" --input "$work/squeeze_excite-x.npy" --output "$work/se.npy" --profile
+# A fire module at a batch of up to 4: both expansions as one 3x3 convolution writing the Concat's tensor (the 1x1
+# kernel at the centre tap); at 8 the two convolutions and their Concat as exported.
+for batch in 2 8; do
+  "$apps/glnet_info" --model "$work/fire.onnx" --batch $batch --json >"$work/fire-$batch.json" || fail "glnet_info --model fire.onnx --batch $batch"
+done
+/usr/bin/python3 -c "
+import json, sys
+def ops(path): return [(n['op_type'], n['glnet']) for n in json.load(open(path))['nodes']]
+small, large = ops(sys.argv[1]), ops(sys.argv[2])
+assert ('Conv', 'joined conv') in small and ('Concat', 'fused') in small and ('Concat', 'concat') not in small, small
+assert ('Concat', 'concat') in large and ('Conv', 'joined conv') not in large, large
+" "$work/fire-2.json" "$work/fire-8.json" || fail "the fire module's expansions joined at batch 2 only"
 expect 1 "upsample.onnx: node '/Resize' \(Resize, opset 17\): the op Resize is not supported yet" \
   -- "$apps/glnet_run" --model "$work/upsample.onnx" --input "$work/avgpool-x.npy" --output "$work/o.npy"
 
