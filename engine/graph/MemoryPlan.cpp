@@ -1,6 +1,7 @@
 #include "graph/MemoryPlan.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 namespace glnet {
@@ -39,6 +40,7 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
   // Joined concatenations: per tensor placed inside another's memory, that tensor and its byte offset there.
   plan.joined.assign(ops.size(), false);
   std::vector<std::optional<std::pair<std::size_t, std::size_t>>> within(tensors.size());
+  std::vector<std::vector<int>> members(tensors.size());  // per joined concatenation's output: its inputs
   for (std::size_t n = 0; n < ops.size(); ++n) {
     const OpNode& node = ops[n];
     const std::optional<std::uint32_t> axis = node.op->joinedAxis();
@@ -46,10 +48,26 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
     if (!axis || plan.storage[out] != static_cast<int>(out) || own[out] || within[out]) continue;
     const Shape& shape = tensors[out].shape;
     if (*axis >= shape.size() || std::any_of(shape.begin(), shape.begin() + *axis, [](std::size_t d) { return d != 1; })) continue;
+    // A DenseNet block concatenates all its features again for every layer: when the first inputs are those of an
+    // earlier joined concatenation, in order, that one becomes the start of this one (a prefix of its bytes).
+    std::optional<std::size_t> prefix;
+    std::size_t prefixInputs = 0, offset = 0;
+    if (!node.inputs.empty() && within[static_cast<std::size_t>(node.inputs[0])]) {
+      // The outermost joined concatenation starting with it (each earlier one is the start of the next).
+      std::size_t earlier = within[static_cast<std::size_t>(node.inputs[0])]->first;
+      while (within[earlier] && within[earlier]->second == 0 && !members[within[earlier]->first].empty()) earlier = within[earlier]->first;
+      const std::vector<int>& held = members[earlier];
+      if (!within[earlier] && !held.empty() && held.size() < node.inputs.size() &&
+          std::equal(held.begin(), held.end(), node.inputs.begin())) {
+        prefix = earlier;
+        prefixInputs = held.size();
+        offset = elementCount(tensors[earlier].shape) * sizeof(float);
+      }
+    }
     std::vector<std::size_t> parts;
-    std::size_t offset = 0;
     bool fits = true;
-    for (const int id : node.inputs) {
+    for (std::size_t k = prefixInputs; k < node.inputs.size(); ++k) {
+      const int id = node.inputs[k];
       const auto in = static_cast<std::size_t>(id);
       const int producer = tensors[in].producer;
       fits = fits && tensors[in].role == TensorRole::computed && plan.storage[in] == id && !own[in] && !within[in] &&
@@ -60,11 +78,14 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
     }
     if (!fits) continue;
     plan.joined[n] = true;
-    for (std::size_t k = 0; k < node.inputs.size(); ++k) {
-      const auto in = static_cast<std::size_t>(node.inputs[k]);
-      within[in] = std::make_pair(out, parts[k]);
-      first[out] = std::min(first[out], first[in]);
-      last[out] = std::max(last[out], last[in]);
+    members[out] = node.inputs;
+    std::vector<std::size_t> placed;
+    if (prefix) placed.push_back(*prefix);
+    for (std::size_t k = prefixInputs; k < node.inputs.size(); ++k) placed.push_back(static_cast<std::size_t>(node.inputs[k]));
+    for (std::size_t k = 0; k < placed.size(); ++k) {
+      within[placed[k]] = std::make_pair(out, prefix && k == 0 ? 0 : parts[k - (prefix ? 1 : 0)]);
+      first[out] = std::min(first[out], first[placed[k]]);
+      last[out] = std::max(last[out], last[placed[k]]);
     }
   }
   // What the arena holds: the tensors that own memory, then the ops' scratch, each alive from its first to its last op.
@@ -109,8 +130,12 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
     *block.offset = offset;
     plan.arenaBytes = std::max(plan.arenaBytes, offset + block.bytes);
   }
+  // Inside-out: a tensor's offset is its container's plus its place there, the container's perhaps inside another.
+  const std::function<std::size_t(std::size_t)> offsetOf = [&](std::size_t i) -> std::size_t {
+    return within[i] ? offsetOf(within[i]->first) + within[i]->second : *plan.offset[i];
+  };
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    if (within[i]) plan.offset[i] = *plan.offset[within[i]->first] + within[i]->second;
+    if (within[i]) plan.offset[i] = offsetOf(i);
   }
   return plan;
 }

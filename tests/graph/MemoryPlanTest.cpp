@@ -49,7 +49,45 @@ struct Fire {
   }
 };
 
+// A DenseNet block: each layer reads all the features so far, joined again: c1 = [x0], f1 = tanh(conv(c1)),
+// c2 = [x0, f1], f2 = sigmoid(conv(c2)), c3 = [x0, f1, f2], y = relu(c3).
+struct DenseBlock {
+  Graph graph;
+  Tensor x, x0, c1, f1, c2, f2, c3, y;
+  explicit DenseBlock(std::uint32_t batch) {
+    auto random = test::generator(613);
+    const auto weights = [&](const char* name, Shape shape) {
+      return graph.parameter(name, shape, test::uniformFloats(random, elementCount(shape), -0.5f, 0.5f));
+    };
+    x = graph.input("x", {batch, 4, 8, 8});
+    x0 = graph.apply(pointwiseOp({PointwiseKind::negate}), {x}, "x0");
+    c1 = graph.apply(concatOp(1), {x0}, "c1");
+    f1 = graph.apply(conv2dOp(Activation::tanh, 1), {c1, weights("w1", {8, 4, 3, 3}), weights("b1", {8})}, "f1");
+    c2 = graph.apply(concatOp(1), {x0, f1}, "c2");
+    f2 = graph.apply(conv2dOp(Activation::sigmoid, 1), {c2, weights("w2", {8, 12, 3, 3}), weights("b2", {8})}, "f2");
+    c3 = graph.apply(concatOp(1), {x0, f1, f2}, "c3");
+    y = graph.apply(pointwiseOp({PointwiseKind::relu}), {c3}, "y");
+  }
+};
+
 }  // namespace
+
+TEST_CASE("a DenseNet block's concatenations at batch 1 are each the start of the next, the features written once") {
+  const DenseBlock block(1);
+  const MemoryPlan plan = planMemory(block.graph, {}, 256);
+  const auto at = [&](Tensor t) { return plan.offset[static_cast<std::size_t>(t.id)]; };
+  CHECK(plan.joined == std::vector<bool>{false, true, false, true, false, true, false});
+  REQUIRE(at(block.c3).has_value());
+  const std::size_t start = *at(block.c3), plane = 8 * 8 * 4;
+  CHECK(at(block.c2) == start);
+  CHECK(at(block.c1) == start);
+  CHECK(at(block.x0) == start);
+  CHECK(at(block.f1) == start + 4 * plane);
+  CHECK(at(block.f2) == start + 12 * plane);
+  const DenseBlock batched(2);
+  const MemoryPlan apart = planMemory(batched.graph, {}, 256);
+  CHECK(std::count(apart.joined.begin(), apart.joined.end(), true) == 0);
+}
 
 TEST_CASE("a concatenation at batch 1 is joined: its inputs lie in its output, each at its place there") {
   const auto at = [](const MemoryPlan& plan, Tensor t) { return plan.offset[static_cast<std::size_t>(t.id)]; };
@@ -183,6 +221,35 @@ TEST_SUITE("gl") {
       for (const Tensor t : {fire.e1, fire.e3, fire.c, fire.y}) {
         CAPTURE(t.id);
         std::vector<float> out(elementCount(fire.graph.tensor(t).shape));
+        const BufferView view = compiled.view(t);
+        plan.read(*view.buffer, out.data(), out.size() * sizeof(float), view.offset);
+        test::checkClose(out, reference[static_cast<std::size_t>(t.id)], 1e-6, 1e-5);
+      }
+    }
+  }
+
+  TEST_CASE("a DenseNet block with its concatenations joined agrees with float64") {
+    Context& context = test::glContext();
+    for (const std::uint32_t batch : {1u, 2u}) {
+      CAPTURE(batch);
+      const DenseBlock block(batch);
+      auto random = test::generator(614);
+      const std::vector<float> x = test::uniformFloats(random, batch * 4 * 8 * 8, -2, 2);
+      const std::vector<std::vector<double>> reference = referenceValues(block.graph, {{block.x.id, test::widen(x)}});
+      CompiledGraph compiled(context, block.graph, CompiledGraph::Memory::reused);
+      Plan plan = compiled.forwardPlan([](Plan&) {});
+      const std::vector<std::string> labels = plan.labels();
+      CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& l) { return l.find("concat") != std::string::npos; }) ==
+            (batch == 1 ? 0 : 3));
+      for (const Tensor t : {block.x0, block.f1, block.f2, block.c3}) {
+        const std::vector<std::uint32_t> poison(elementCount(block.graph.tensor(t).shape), test::nanPoison);
+        compiled.upload(t, poison.data(), poison.size() * sizeof(float));
+      }
+      compiled.upload(block.x, x.data(), x.size() * sizeof(float));
+      plan.run();
+      for (const Tensor t : {block.c3, block.y}) {
+        CAPTURE(t.id);
+        std::vector<float> out(elementCount(block.graph.tensor(t).shape));
         const BufferView view = compiled.view(t);
         plan.read(*view.buffer, out.data(), out.size() * sizeof(float), view.offset);
         test::checkClose(out, reference[static_cast<std::size_t>(t.id)], 1e-6, 1e-5);
