@@ -70,6 +70,33 @@ struct DenseBlock {
   }
 };
 
+// Runs `graph` with reused memory on input x, each of `poisoned` set to NaN first (an element left unwritten then
+// fails), and checks each of `checked` against float64. Returns the plan's labels.
+std::vector<std::string> runReused(const Graph& graph, Tensor x, const std::vector<float>& values, const std::vector<Tensor>& poisoned,
+                                   const std::vector<Tensor>& checked) {
+  const std::vector<std::vector<double>> reference = referenceValues(graph, {{x.id, test::widen(values)}});
+  CompiledGraph compiled(test::glContext(), graph, CompiledGraph::Memory::reused);
+  Plan plan = compiled.forwardPlan([](Plan&) {});
+  for (const Tensor t : poisoned) {
+    const std::vector<std::uint32_t> poison(elementCount(graph.tensor(t).shape), test::nanPoison);
+    compiled.upload(t, poison.data(), poison.size() * sizeof(float));
+  }
+  compiled.upload(x, values.data(), values.size() * sizeof(float));
+  plan.run();
+  for (const Tensor t : checked) {
+    CAPTURE(graph.tensor(t).name);
+    std::vector<float> out(elementCount(graph.tensor(t).shape));
+    const BufferView view = compiled.view(t);
+    plan.read(*view.buffer, out.data(), out.size() * sizeof(float), view.offset);
+    test::checkClose(out, reference[static_cast<std::size_t>(t.id)], 1e-6, 1e-5);
+  }
+  return plan.labels();
+}
+
+std::size_t concatCopies(const std::vector<std::string>& labels) {
+  return static_cast<std::size_t>(std::count_if(labels.begin(), labels.end(), [](const std::string& l) { return l.find("concat") != std::string::npos; }));
+}
+
 }  // namespace
 
 TEST_CASE("a DenseNet block's concatenations at batch 1 are each the start of the next, the features written once") {
@@ -201,59 +228,24 @@ TEST_SUITE("gl") {
   }
 
   TEST_CASE("a joined concatenation records no dispatch, and its producers' outputs and its readers' agree with float64") {
-    Context& context = test::glContext();
     for (const std::uint32_t batch : {1u, 3u}) {
       CAPTURE(batch);
       const Fire fire(batch, 8);  // parts of 6·64 and 5·64 floats: multiples of 256 bytes, so any device joins at batch 1
       auto random = test::generator(612);
       const std::vector<float> x = test::uniformFloats(random, batch * 3 * 8 * 8, -2, 2);
-      const std::vector<std::vector<double>> reference = referenceValues(fire.graph, {{fire.x.id, test::widen(x)}});
-      CompiledGraph compiled(context, fire.graph, CompiledGraph::Memory::reused);
-      Plan plan = compiled.forwardPlan([](Plan&) {});
-      const std::vector<std::string> labels = plan.labels();
-      CHECK(std::any_of(labels.begin(), labels.end(), [](const std::string& l) { return l.find("concat") != std::string::npos; }) == (batch > 1));
-      for (const Tensor t : {fire.s, fire.e1, fire.e3, fire.c}) {
-        const std::vector<std::uint32_t> poison(elementCount(fire.graph.tensor(t).shape), test::nanPoison);
-        compiled.upload(t, poison.data(), poison.size() * sizeof(float));
-      }
-      compiled.upload(fire.x, x.data(), x.size() * sizeof(float));
-      plan.run();
-      for (const Tensor t : {fire.e1, fire.e3, fire.c, fire.y}) {
-        CAPTURE(t.id);
-        std::vector<float> out(elementCount(fire.graph.tensor(t).shape));
-        const BufferView view = compiled.view(t);
-        plan.read(*view.buffer, out.data(), out.size() * sizeof(float), view.offset);
-        test::checkClose(out, reference[static_cast<std::size_t>(t.id)], 1e-6, 1e-5);
-      }
+      const std::vector<std::string> labels = runReused(fire.graph, fire.x, x, {fire.s, fire.e1, fire.e3, fire.c}, {fire.e1, fire.e3, fire.c, fire.y});
+      CHECK(concatCopies(labels) == (batch > 1 ? 1u : 0u));
     }
   }
 
   TEST_CASE("a DenseNet block with its concatenations joined agrees with float64") {
-    Context& context = test::glContext();
     for (const std::uint32_t batch : {1u, 2u}) {
       CAPTURE(batch);
       const DenseBlock block(batch);
       auto random = test::generator(614);
       const std::vector<float> x = test::uniformFloats(random, batch * 4 * 8 * 8, -2, 2);
-      const std::vector<std::vector<double>> reference = referenceValues(block.graph, {{block.x.id, test::widen(x)}});
-      CompiledGraph compiled(context, block.graph, CompiledGraph::Memory::reused);
-      Plan plan = compiled.forwardPlan([](Plan&) {});
-      const std::vector<std::string> labels = plan.labels();
-      CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& l) { return l.find("concat") != std::string::npos; }) ==
-            (batch == 1 ? 0 : 3));
-      for (const Tensor t : {block.x0, block.f1, block.f2, block.c3}) {
-        const std::vector<std::uint32_t> poison(elementCount(block.graph.tensor(t).shape), test::nanPoison);
-        compiled.upload(t, poison.data(), poison.size() * sizeof(float));
-      }
-      compiled.upload(block.x, x.data(), x.size() * sizeof(float));
-      plan.run();
-      for (const Tensor t : {block.c3, block.y}) {
-        CAPTURE(t.id);
-        std::vector<float> out(elementCount(block.graph.tensor(t).shape));
-        const BufferView view = compiled.view(t);
-        plan.read(*view.buffer, out.data(), out.size() * sizeof(float), view.offset);
-        test::checkClose(out, reference[static_cast<std::size_t>(t.id)], 1e-6, 1e-5);
-      }
+      const std::vector<std::string> labels = runReused(block.graph, block.x, x, {block.x0, block.f1, block.f2, block.c3}, {block.c3, block.y});
+      CHECK(concatCopies(labels) == (batch > 1 ? 3u : 0u));
     }
   }
 }
