@@ -1,5 +1,6 @@
 // A recorded sequence of compute dispatches (one batch of inference, one training step), replayed with no
-// host round trip. Barriers are decided at record time from buffer hazards (DESIGN.md, principle 3).
+// host round trip. Barriers are decided at record time from buffer hazards (DESIGN.md, principle 3); a whole plan's
+// independent steps may then be grouped to share them (groupIndependentSteps).
 #pragma once
 
 #include "gl/Buffer.h"
