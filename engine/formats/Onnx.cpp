@@ -617,7 +617,10 @@ class Importer {
     if (conv.op_type() != "Conv" || conv.input_size() < 2 || conv.output_size() != 1) return 0;
     const auto weight = values_.find(conv.input(1));
     if (weight == values_.end() || !weight->second.constant || weight->second.host.shape.size() != 4) return 0;
-    if (conv.input_size() > 2 && !conv.input(2).empty() && !values_.at(conv.input(2)).constant) return 0;
+    if (conv.input_size() > 2 && !conv.input(2).empty()) {
+      const auto bias = values_.find(conv.input(2));
+      if (bias == values_.end() || !bias->second.constant) return 0;
+    }
     const std::vector<std::int64_t>& w = weight->second.host.shape;
     if (w[2] != w[3] || w[2] % 2 == 0) return 0;
     for (const onnx::AttributeProto& a : conv.attribute()) {
@@ -632,12 +635,17 @@ class Importer {
     return w[2];
   }
   std::optional<Expansion> expandsTogether(const onnx::NodeProto& node) const {
+    // Inputs not defined yet (a malformed model) are left to the usual import, which names them.
     const auto readers = readers_.find(node.input(0));
-    if (readers == readers_.end() || readers->second.size() != 2 || consumers_.at(node.input(0)) != 2) return std::nullopt;
+    const auto input = values_.find(node.input(0));
+    if (readers == readers_.end() || readers->second.size() != 2 || consumers_.at(node.input(0)) != 2 || input == values_.end() ||
+        input->second.constant) {
+      return std::nullopt;
+    }
     const onnx::NodeProto* other = readers->second[0] == &node ? readers->second[1] : readers->second[0];
     const std::int64_t k = sameKernel(node), otherK = sameKernel(*other);
     if (other->input(0) != node.input(0) || fused_.count(other) || !((k == 1 && otherK > 1) || (k > 1 && otherK == 1))) return std::nullopt;
-    const Shape x = shapeOf(values_.at(node.input(0)).tensor);
+    const Shape x = shapeOf(input->second.tensor);
     if (x.size() != 4 || x[0] > 4) return std::nullopt;
     Expansion e{k == 1 ? &node : other, k == 1 ? other : &node, nullptr, false, {}, {}};
     // Each result after its function: the names the Concat reads.
