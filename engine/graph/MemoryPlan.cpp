@@ -55,7 +55,7 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
     if (!node.inputs.empty() && within[static_cast<std::size_t>(node.inputs[0])]) {
       // The outermost joined concatenation starting with it (each earlier one is the start of the next).
       std::size_t earlier = within[static_cast<std::size_t>(node.inputs[0])]->first;
-      while (within[earlier] && within[earlier]->second == 0 && !members[within[earlier]->first].empty()) earlier = within[earlier]->first;
+      while (within[earlier] && within[earlier]->second == 0) earlier = within[earlier]->first;
       const std::vector<int>& held = members[earlier];
       if (!within[earlier] && !held.empty() && held.size() < node.inputs.size() &&
           std::equal(held.begin(), held.end(), node.inputs.begin())) {

@@ -120,11 +120,15 @@ void Plan::record(const Dispatch& dispatch) {
     readSinceBarrier_.clear();
     writtenSinceBarrier_.clear();
   }
+  noteSinceBarrier(step);
+  steps_.push_back(std::move(step));
+}
+
+void Plan::noteSinceBarrier(const Step& step) {
   for (const Bound& bound : step.bindings) {
     if (bound.read) readSinceBarrier_.push_back(bound.range);
     if (bound.written) writtenSinceBarrier_.push_back(bound.range);
   }
-  steps_.push_back(std::move(step));
 }
 
 void Plan::groupIndependentSteps() {
@@ -158,13 +162,11 @@ void Plan::groupIndependentSteps() {
   }
   steps_ = std::move(grouped);
 
+  // What the steps after the last barrier touch, for steps recorded later.
   readSinceBarrier_.clear();
   writtenSinceBarrier_.clear();
   for (std::size_t i = steps_.size(); i-- > 0;) {
-    for (const Bound& bound : steps_[i].bindings) {
-      if (bound.read) readSinceBarrier_.push_back(bound.range);
-      if (bound.written) writtenSinceBarrier_.push_back(bound.range);
-    }
+    noteSinceBarrier(steps_[i]);
     if (steps_[i].barrierBefore) break;
   }
 }

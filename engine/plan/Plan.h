@@ -173,6 +173,8 @@ class Plan {
    private:
     std::uint64_t value_;
   };
+  // Adds the ranges `step` reads and writes to those touched since the last barrier.
+  void noteSinceBarrier(const Step& step);
   void begin() const;
   void issue(const Step& step) const;
   mutable IssuerId issuer_;
