@@ -33,7 +33,10 @@
 // 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
 // 4): the rearranged weights are also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dZ too;
 // GEMM_B_GATHER (mode 2): runs of 4 pixels of the implicit im2col matrix computed together; CONV_POOL with
-// GEMM_STORE_RUNS (mode 0): pooled output
+// GEMM_STORE_RUNS (mode 0): pooled output; CONV_PLAIN_ROWS instead of GEMM_A_GATHER (mode 0 unpooled, a 1x1 kernel
+// at stride 1 without padding): A read as X's planes, with GEMM_A_VEC4 (H·W a multiple of 4) in vec4 runs;
+// GEMM_STORE_RUNS without CONV_POOL (mode 0, OH·OW a multiple of 4, Y, its slices and the residual 16-byte
+// aligned): Y stored in vec4 runs of pixels
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
 layout(std430, binding = 1) readonly buffer Second { float second[]; };
@@ -93,7 +96,7 @@ void nextPixel(inout uint n, inout uint row, inout uint column, uint height, uin
   }
 }
 
-#if CONV_MODE == 0 || CONV_MODE == 1
+#if (CONV_MODE == 0 || CONV_MODE == 1) && defined(GEMM_A_GATHER)
 // Both take A as an implicit im2col matrix, gathered in runs (GEMM_A_GATHER): row r is a pixel of planes
 // ROWS_HEIGHT × ROWS_WIDTH, depth t a (channel, kh, kw) of the SOURCE planes in `first` (X for the forward
 // pass, dZ for dX), over which the kernel runs forward (mode 0) or mirrored (mode 1).
@@ -176,6 +179,27 @@ vec4 gemmAGather(ivec4 base, ivec4 y, ivec4 x, uint t) {
 }
 #endif
 
+#if CONV_MODE == 0 && defined(CONV_PLAIN_ROWS)
+#ifdef CONV_POOL
+#error pooling takes its rows gathered, one window per run
+#endif
+// A 1x1 kernel at stride 1 without padding: row r is pixel r of the N·H·W and depth t a channel, so A is X's planes
+// as they lie, read like any matrix (no row descriptions kept in registers, every GEMM configuration available).
+uint plainRowIndex(uint r, uint t) { return ((r / (H * W)) * C + t) * H * W + r % (H * W); }
+#ifdef CONV_INPUT_SCALE
+float rowScale(uint r, uint t) { return inputScale[(r / (H * W)) * C + t]; }
+#else
+float rowScale(uint r, uint t) { return 1.0; }
+#endif
+float gemmA(uint r, uint t) { return first[plainRowIndex(r, t)] * rowScale(r, t); }
+#ifdef GEMM_A_VEC4
+// The op asks for it when H·W is a multiple of 4: rows r..r+3 (r a multiple of 4) then lie in one image, one aligned
+// vec4 of X.
+layout(std430, binding = 0) readonly buffer FirstRuns { vec4 first4[]; };
+vec4 gemmA4(uint r, uint t) { return first4[plainRowIndex(r, t) / 4u] * rowScale(r, t); }
+#endif
+#endif
+
 #if CONV_MODE == 0
 float gemmB(uint t, uint s) { return second[t * OC + s]; }
 #ifdef GEMM_B_VEC4
@@ -244,6 +268,26 @@ vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
 void gemmStoreRun(uint r, uint s, vec4 values) {
   uint window = r / 4u, n = window / (POOLED_HEIGHT * POOLED_WIDTH), pooled = window % (POOLED_HEIGHT * POOLED_WIDTH);
   result[(n * OC + s) * POOLED_HEIGHT * POOLED_WIDTH + pooled] = activate(max(max(values.x, values.y), max(values.z, values.w)) + third[s]);
+}
+#elif defined(GEMM_STORE_RUNS)
+// Y's planes are a multiple of 4 pixels long (the op asks for it then): rows r..r+3 are 4 pixels of one plane, one
+// aligned vec4 of Y (or of the split's slice), so that a warp stores whole runs instead of a float per plane.
+layout(std430, binding = 3) buffer ResultRuns { vec4 result4[]; };
+#ifdef CONV_RESIDUAL
+layout(std430, binding = 4) readonly buffer ResidualRuns { vec4 residual4[]; };
+#endif
+void gemmStoreRun(uint r, uint s, vec4 values) {
+  uint n = r / (OH * OW), pixel = r % (OH * OW), run = ((n * OC + s) * OH * OW + pixel) / 4u;
+#ifdef SPLIT_K
+  result4[gl_WorkGroupID.z * (N * OC * OH * OW / 4u) + run] = values;
+#else
+  vec4 sum = values + third[s];
+#ifdef CONV_RESIDUAL
+  sum += residual4[run];
+#endif
+  for (uint i = 0u; i < 4u; ++i) sum[i] = finishOutput(sum[i]);
+  result4[run] = sum;
+#endif
 }
 #else
 void gemmStore(uint r, uint s, float value) {

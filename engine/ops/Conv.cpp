@@ -24,10 +24,13 @@ std::vector<ShaderDefine> weightGradientDefines(const ConvShape& s, const GemmCo
   return defines;
 }
 
-// The defines of the GEMMs whose A is the implicit im2col matrix (forward and dX): gathered in runs always.
-std::vector<ShaderDefine> rowGatherDefines(Activation activation, int mode, const Pointwise& after = {}, bool residual = false,
-                                           bool inputScaled = false) {
-  std::vector<ShaderDefine> defines = convDefines(activation, mode, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}, {"GEMM_A_GATHER", "1"}});
+// The defines of the GEMMs whose A is the implicit im2col matrix (forward and dX): gathered in runs, or for a
+// pointwise forward pass (ConvOp::readsPlainRows) read as a plain matrix, X's planes.
+enum class RowSource { gathered, plain };
+std::vector<ShaderDefine> rowDefines(RowSource source, Activation activation, int mode, const Pointwise& after = {}, bool residual = false,
+                                     bool inputScaled = false) {
+  std::vector<ShaderDefine> defines = convDefines(activation, mode, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}});
+  defines.push_back(source == RowSource::gathered ? ShaderDefine{"GEMM_A_GATHER", "1"} : ShaderDefine{"CONV_PLAIN_ROWS", "1"});
   if (residual) defines.push_back({"CONV_RESIDUAL", "1"});
   if (inputScaled) defines.push_back({"CONV_INPUT_SCALE", "1"});
   for (ShaderDefine& define : after.fusedDefines()) defines.push_back(std::move(define));
@@ -53,8 +56,10 @@ ConvOp::ConvOp(ProgramCache& programs, Activation activation, const Pointwise& a
       residual_(residual),
       inputScaled_(inputScaled),
       programs_(&programs),
-      forward_(programs, "Conv2D.glsl", rowGatherDefines(activation, 0, after, residual, inputScaled), after.fusedIncludes()),
-      inputGradient_(programs, "Conv2D.glsl", rowGatherDefines(Activation::none, 1)),
+      forward_(programs, "Conv2D.glsl", rowDefines(RowSource::gathered, activation, 0, after, residual, inputScaled), after.fusedIncludes()),
+      plainRowsForward_(programs, "Conv2D.glsl", rowDefines(RowSource::plain, activation, 0, after, residual, inputScaled),
+                        after.fusedIncludes()),
+      inputGradient_(programs, "Conv2D.glsl", rowDefines(RowSource::gathered, Activation::none, 1)),
       weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2)),
       weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2, {{"CONV_BIAS_COLUMN", "1"}})),
       splitSum_(programs),
@@ -96,7 +101,8 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   const BufferView transposedWeight(*workspace.buffer, workspace.offset, transposedWeightBytes(s));
   const Dispatch t = rearrangeWeights(4, "conv weights transposed", weight, transposedWeight, s);
   const bool splittable = workspace.room() >= forwardWorkspaceBytes(s);
-  const GemmChoice split = chooseGemm(pixels, s.outChannels, depth, splittable, GemmOperand::gathered);
+  const bool plainRows = !pooled && readsPlainRows(s);
+  const GemmChoice split = forwardGemm(s, pooled, splittable);
   const bool splitting = split.split.splits > 1;
   // Pooled and unsplit, each pooling window is a run of 4 rows (its pixels), and the output pixels of dropped odd
   // edges none; split, the partials cover every pixel and their sum pools.
@@ -104,12 +110,19 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   const std::uint64_t rows = poolInGemm ? std::uint64_t{s.batch} * (s.outHeight() / 2) * (s.outWidth() / 2) * 4 : pixels;
   const GemmChoice gemm = poolInGemm ? chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered) : split;
   std::vector<ShaderDefine> defines = convGeometryDefines(s);
-  if (poolInGemm) defines.insert(defines.end(), {{"CONV_POOL", "1"}, {"GEMM_STORE_RUNS", "1"}});
   const BufferView partials(*workspace.buffer, workspace.offset + rearrangedWeightBytes(s), gemm.split.workspaceBytes(rows, s.outChannels));
+  // Unpooled, planes of a multiple of 4 pixels are stored in vec4 runs where every tensor it stores or adds allows.
+  const std::uint64_t plane = std::uint64_t{s.outHeight()} * s.outWidth();
+  const bool storesRuns = !pooled && vec4Readable(splitting ? partials.offset : y.offset, plane) &&
+                          (!residual || splitting || vec4Readable(residual->offset, plane));
+  if (poolInGemm) defines.insert(defines.end(), {{"CONV_POOL", "1"}, {"GEMM_STORE_RUNS", "1"}});
+  if (storesRuns) defines.push_back({"GEMM_STORE_RUNS", "1"});
   const std::string function = after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_);
   const std::string label = "conv " + function + (pooled ? " + max pool " : residual ? " + residual " : " ") +
-                            (inputScale ? "of scaled input " : "") + gemm.config->name;
-  Dispatch d = dispatch(forward_.get(*gemm.config, false, vec4Readable(transposedWeight.offset, s.outChannels), splitting, defines),
+                            (inputScale ? "of scaled input " : "") + (plainRows ? "pointwise " : "") + gemm.config->name;
+  const bool vec4X = plainRows && vec4Readable(x.offset, std::uint64_t{s.height} * s.width);
+  const GemmPrograms& programs = plainRows ? plainRowsForward_ : forward_;
+  Dispatch d = dispatch(programs.get(*gemm.config, vec4X, vec4Readable(transposedWeight.offset, s.outChannels), splitting, defines),
                         splitting ? label + " split-K" : label,
                         {{0, x, Access::read}, {1, transposedWeight, Access::read}, {2, bias, Access::read},
                          {3, splitting ? partials : y, Access::write}},

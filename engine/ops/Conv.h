@@ -39,13 +39,30 @@ class ConvOp {
   std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
                                 const ConvShape& shape, const BufferView& workspace, bool pooled = false,
                                 const BufferView* residual = nullptr, const BufferView* inputScale = nullptr) const;
-  static SplitK forwardSplit(const ConvShape& s) {
-    return chooseGemm(std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), s.outChannels,
-                      std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth, true, GemmOperand::gathered)
-        .split;
+  // A 1x1 kernel at stride 1 without padding, over planes of a multiple of 4 pixels: the GEMM's A is X itself, read
+  // as a plain matrix in vec4 runs rather than gathered (unpooled only: pooling needs the gathered rows). On the H100
+  // at batch 64 that made resnet50's 1x1 layers of 56x56 to 14x14 faster by 5-30 % (with 8x8 blocks); on 7x7 planes
+  // (scalar reads) 10-30 % slower (bench/NOTES-conv.md).
+  static bool readsPlainRows(const ConvShape& s) {
+    return s.kernelHeight == 1 && s.kernelWidth == 1 && s.stride == 1 && s.padding == 0 && std::uint64_t{s.height} * s.width % 4 == 0;
   }
+  // The forward GEMM's configuration and split. Plain rows take the rule's choice for a loaded operand where it has
+  // blocks larger than 4x4; otherwise (and for gathered rows) the choice among the 4x4 configurations weighed as
+  // gathered, whose splits fit convolutions of few tiles (at batch 1).
+  static GemmChoice forwardGemm(const ConvShape& s, bool pooled, bool splittable) {
+    const std::uint64_t pixels = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
+    const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
+    const GemmChoice gathered = chooseGemm(pixels, s.outChannels, depth, splittable, GemmOperand::gathered);
+    if (pooled || !readsPlainRows(s)) return gathered;
+    const GemmChoice loaded = chooseGemm(pixels, s.outChannels, depth, splittable, GemmOperand::loaded);
+    return loaded.config->gathersRuns() ? gathered : loaded;
+  }
+  static SplitK forwardSplit(const ConvShape& s, bool pooled = false) { return forwardGemm(s, pooled, true).split; }
+  // Enough for the pooled and the unpooled pass.
   static std::size_t forwardWorkspaceBytes(const ConvShape& s) {
-    return rearrangedWeightBytes(s) + forwardSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), s.outChannels);
+    const std::uint64_t pixels = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
+    return rearrangedWeightBytes(s) + std::max(forwardSplit(s, false).workspaceBytes(pixels, s.outChannels),
+                                               forwardSplit(s, true).workspaceBytes(pixels, s.outChannels));
   }
   static std::size_t transposedWeightBytes(const ConvShape& s) {
     return std::size_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth * sizeof(float);
@@ -102,6 +119,7 @@ class ConvOp {
   bool inputScaled_;
   ProgramCache* programs_;
   GemmPrograms forward_;
+  GemmPrograms plainRowsForward_;
   GemmPrograms inputGradient_;
   GemmPrograms weightGradient_;
   GemmPrograms weightAndBiasGradient_;

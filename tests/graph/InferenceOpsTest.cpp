@@ -4,6 +4,7 @@
 #include "graph/InferenceOps.h"
 #include "graph/Ops.h"
 #include "ops/Conv.h"
+#include "ops/Gemm.h"
 #include "ops/Winograd.h"
 #include "graph/ReferenceGraph.h"
 #include "support/Compare.h"
@@ -399,6 +400,42 @@ TEST_SUITE("gl") {
                       "conv2d of scaled input none takes X [N, C, H, W], W [OC, C, KH, KW], b [OC] and X's scale [N, C, 1, 1] (a 1x1 "
                       "kernel without padding) with the kernel inside the padded input; got [1, 2, 5, 5] [3, 2, 3, 3] [3] [1, 2, 1, 1]");
     CHECK_THROWS(conv2dOp(Activation::none, 0, 1, {}, true)->outputShape({{2, 2, 5, 5}, {3, 2, 1, 1}, {3}, {1, 2, 1, 1}}));
+  }
+
+  TEST_CASE("1x1 stride-1 convolutions read X as a plain matrix in vec4 runs where H·W allows, under every GEMM configuration") {
+    Context& context = test::glContext();
+    std::uint32_t stream = 570;
+    const auto pointwise = [](const std::vector<std::string>& labels) {
+      return std::count_if(labels.begin(), labels.end(), [](const std::string& label) { return label.find("pointwise") != std::string::npos; });
+    };
+    // Planes of 4x6 and 4x5 with channels that are no multiple of 4; an input scale and a residual; one image of 4x4
+    // with a long sum, which the rule splits. Planes of 5x7 keep the gathered rows.
+    REQUIRE(ConvOp::forwardSplit({1, 576, 4, 4, 24, 1, 1, 0, 1}).splits > 1);
+    const std::vector<Case> cases{
+        {conv2dOp(Activation::relu, 0), {{2, 6, 4, 6}, {5, 6, 1, 1}, {5}}, -1, 1, 1e-6, 1e-5},
+        {conv2dOp(Activation::none, 0, 1, {PointwiseKind::clip, 0, 6}), {{3, 5, 4, 5}, {7, 5, 1, 1}, {7}}, -1, 1, 1e-6, 1e-5},
+        {conv2dOp(Activation::none, 0, 1, {}, true), {{2, 8, 4, 4}, {9, 8, 1, 1}, {9}, {2, 8, 1, 1}}, -1, 1, 1e-6, 1e-5},
+        {conv2dResidualOp(0, 1, {PointwiseKind::relu}), {{2, 7, 2, 6}, {6, 7, 1, 1}, {6}, {2, 6, 2, 6}}, -1, 1, 1e-6, 1e-5},
+        {conv2dOp(Activation::none, 0), {{1, 576, 4, 4}, {24, 576, 1, 1}, {24}}, -1, 1, 1e-5, 1e-4},
+    };
+    for (const Case& c : cases) CHECK(pointwise(checkAgainstReference(c, stream++, {1, 2}, CompiledGraph::Memory::reused)) == 1);
+    CHECK(pointwise(checkAgainstReference({conv2dOp(Activation::relu, 0), {{3, 5, 5, 7}, {7, 5, 1, 1}, {7}}}, stream++)) == 0);
+    for (const GemmConfig* config : gemmConfigsFitting(context.limits())) {
+      CAPTURE(config->name);
+      const ForcedGemmConfig forced(*config);
+      for (const Case& c : {cases[0], cases[2], cases[3]}) CHECK(pointwise(checkAgainstReference(c, stream++, {1, 2})) == 1);
+    }
+  }
+
+  TEST_CASE("convolutions store planes of a multiple of 4 pixels in vec4 runs, split or not, and match float64") {
+    std::uint32_t stream = 600;
+    // 3x3 at stride 1 (4x6 outputs) with a residual and a function; strided to 4x4; one image of 4x4 with a long sum
+    // (split: the partial sums in runs too, then summed); beside them a plane of 5x7, stored a float at a time.
+    REQUIRE(ConvOp::forwardSplit({1, 96, 4, 4, 24, 3, 3, 1}).splits > 1);
+    checkAgainstReference({conv2dResidualOp(1, 1, {PointwiseKind::relu}), {{2, 5, 4, 6}, {6, 5, 3, 3}, {6}, {2, 6, 4, 6}}, -1, 1, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({conv2dOp(Activation::none, 1, 2, {PointwiseKind::hardSwish}), {{3, 4, 8, 7}, {5, 4, 3, 3}, {5}}, -1, 1, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({conv2dResidualOp(1, 1), {{1, 96, 4, 4}, {24, 96, 3, 3}, {24}, {1, 24, 4, 4}}, -1, 1, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({conv2dOp(Activation::tanh, 1), {{2, 3, 5, 7}, {4, 3, 3, 3}, {4}}, -1, 1, 1e-5, 1e-4}, stream++);
   }
 
   TEST_CASE("functions along an axis (softmax, log-softmax, layer normalization, reductions) match float64") {
