@@ -427,6 +427,21 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("the rule gives 1x1 layers on plain rows larger blocks at batch 64 and the gathered rule's split at batch 1") {
+    test::glContext();
+    // resnet50's 512 -> 128 layer at 28x28 and its 2048 -> 512 layer at 7x7 (gathered: 49 pixels a plane).
+    const ConvShape wide{64, 512, 28, 28, 128, 1, 1, 0}, single{1, 512, 28, 28, 128, 1, 1, 0}, sevens{64, 2048, 7, 7, 512, 1, 1, 0};
+    CHECK(ConvOp::readsPlainRows(wide));
+    CHECK_FALSE(ConvOp::readsPlainRows(sevens));
+    CHECK_FALSE(ConvOp::readsPlainRows({64, 64, 56, 56, 64, 3, 3, 1}));
+    CHECK_FALSE(ConvOp::forwardGemm(wide, false, true).config->gathersRuns());
+    const GemmChoice batchOfOne = ConvOp::forwardGemm(single, false, true);
+    const GemmChoice gathered = chooseGemm(28 * 28, 128, 512, true, GemmOperand::gathered);
+    CHECK(std::string(batchOfOne.config->name) == gathered.config->name);
+    CHECK(batchOfOne.split.splits == gathered.split.splits);
+    CHECK(ConvOp::forwardGemm(wide, true, true).config->gathersRuns());  // pooled: gathered rows
+  }
+
   TEST_CASE("convolutions store planes of a multiple of 4 pixels in vec4 runs, split or not, and match float64") {
     std::uint32_t stream = 600;
     // 3x3 at stride 1 (4x6 outputs) with a residual and a function; strided to 4x4; one image of 4x4 with a long sum
