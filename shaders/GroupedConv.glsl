@@ -8,10 +8,13 @@
 // CONV_STRIDE_W, CONV_DILATION_H, CONV_DILATION_W, CONV_PAD_TOP, CONV_PAD_LEFT (named by GroupedConvGeometry.glsl)
 // With TILE_WIDTH (a depthwise convolution, groups = C = OC, stride 1): one work group per tile of TILE_HEIGHT ×
 // TILE_WIDTH outputs of one plane (n, c), which first copies the tile's input window (zeros outside the image) into
-// shared memory with reads along rows; each invocation then sums its KH × KW products from there. Every input
-// element is read from memory once per tile instead of KH·KW times through the cache. Defines (int literals)
-// TILE_HEIGHT, TILE_WIDTH, TILE_INVOCATIONS (their product: GL 4.3 takes a literal for the group size); the groups
-// form a 1-D grid (the plan may fold it into x and y), tiles of plane 0 first.
+// shared memory with reads along rows; each invocation then computes a run of TILE_RUN outputs along a row from
+// there (1 or 4; with 4, each window value a run needs is read once for its 4 sums). Every input element is read
+// from memory once per tile instead of KH·KW times through the cache. Defines (int literals) TILE_HEIGHT,
+// TILE_WIDTH (a multiple of TILE_RUN), TILE_RUN, TILE_INVOCATIONS (TILE_HEIGHT · TILE_WIDTH / TILE_RUN: GL 4.3
+// takes a literal for the group size); STORE_VEC4 with runs of 4 where OW is a multiple of 4 and Y's binding 16-byte
+// aligned (each run one vec4 store). The groups form a 1-D grid (the plan may fold it into x and y), tiles of plane
+// 0 first.
 #ifdef TILE_WIDTH
 layout(local_size_x = TILE_INVOCATIONS) in;
 #else
@@ -21,7 +24,11 @@ layout(local_size_x = LOCAL_SIZE_X) in;
 layout(std430, binding = 0) readonly buffer Input { float x[]; };
 layout(std430, binding = 1) readonly buffer Weight { float w[]; };
 layout(std430, binding = 2) readonly buffer Bias { float b[]; };
+#ifdef STORE_VEC4
+layout(std430, binding = 3) writeonly buffer Result { vec4 y[]; };
+#else
 layout(std430, binding = 3) writeonly buffer Result { float y[]; };
+#endif
 layout(location = 0) uniform uint N;
 
 #ifdef TILE_WIDTH
@@ -48,16 +55,25 @@ void main() {
   }
   memoryBarrierShared();
   barrier();
-  int row = int(local) / TILE_WIDTH, column = int(local) % TILE_WIDTH;
+  int row = int(local) / (TILE_WIDTH / TILE_RUN), column = (int(local) % (TILE_WIDTH / TILE_RUN)) * TILE_RUN;
   uint oh = uint(firstRow + row), ow = uint(firstColumn + column);
   if (oh >= OH || ow >= OW) return;
-  float sum = b[channel];
+  float sum[TILE_RUN];
+  for (int r = 0; r < TILE_RUN; ++r) sum[r] = b[channel];
   uint weights = channel * KH * KW;
   for (int kh = 0; kh < int(KH); ++kh) {
-    int at = (row * CONV_STRIDE_H + kh * CONV_DILATION_H) * WINDOW_WIDTH + column * CONV_STRIDE_W;
-    for (int kw = 0; kw < int(KW); ++kw) sum = fma(window[at + kw * CONV_DILATION_W], w[weights + uint(kh) * KW + uint(kw)], sum);
+    int at = (row + kh * CONV_DILATION_H) * WINDOW_WIDTH + column;
+    for (int kw = 0; kw < int(KW); ++kw) {
+      float weight = w[weights + uint(kh) * KW + uint(kw)];
+      for (int r = 0; r < TILE_RUN; ++r) sum[r] = fma(window[at + kw * CONV_DILATION_W + r], weight, sum[r]);
+    }
   }
-  y[plane * OH * OW + oh * OW + ow] = pointwise(sum);
+  uint first = plane * OH * OW + oh * OW + ow;
+#ifdef STORE_VEC4
+  y[first / 4u] = vec4(pointwise(sum[0]), pointwise(sum[1]), pointwise(sum[2]), pointwise(sum[3]));
+#else
+  for (int r = 0; r < TILE_RUN && ow + uint(r) < OW; ++r) y[first + uint(r)] = pointwise(sum[r]);
+#endif
 }
 #else
 void main() {

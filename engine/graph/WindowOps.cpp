@@ -3,6 +3,7 @@
 
 #include "gl/Limits.h"
 #include "gl/check.h"
+#include "ops/Gemm.h"
 #include "ops/Groups.h"
 #include "ops/StridedCopy.h"
 
@@ -165,10 +166,12 @@ class GroupedConvOp : public InferenceOp {
     const std::vector<ShaderDefine> geometry = geometryDefines(x, w, out.shape);
     defines.insert(defines.end(), geometry.begin(), geometry.end());
     const auto i = [](std::uint32_t v) { return std::to_string(v); };
-    if (const std::optional<std::array<std::uint32_t, 2>> tile = depthwiseTile(x, w, out.shape)) {
-      defines.insert(defines.end(), {{"TILE_HEIGHT", i((*tile)[0])}, {"TILE_WIDTH", i((*tile)[1])}, {"TILE_INVOCATIONS", i((*tile)[0] * (*tile)[1])}});
+    if (const std::optional<DepthwiseTile> tile = depthwiseTile(x, w, out.shape)) {
+      defines.insert(defines.end(), {{"TILE_HEIGHT", i(tile->height)}, {"TILE_WIDTH", i(tile->width)}, {"TILE_RUN", i(tile->run)},
+                                     {"TILE_INVOCATIONS", i(tile->invocations())}});
+      if (tile->run == 4 && vec4Readable(out.view.offset, out.shape[3])) defines.push_back({"STORE_VEC4", "1"});
       const Program& program = programs.get("GroupedConv.glsl", defines, {"Pointwise.glsl", "GroupedConvGeometry.glsl"});
-      const std::uint64_t tiles = std::uint64_t{(out.shape[2] + (*tile)[0] - 1) / (*tile)[0]} * ((out.shape[3] + (*tile)[1] - 1) / (*tile)[1]);
+      const std::uint64_t tiles = std::uint64_t{(out.shape[2] + tile->height - 1) / tile->height} * ((out.shape[3] + tile->width - 1) / tile->width);
       Dispatch dispatch;
       dispatch.program = &program;
       dispatch.label = "depthwise " + name();
@@ -241,18 +244,31 @@ class GroupedConvOp : public InferenceOp {
   // allows, and only where the tile's input window fits the device's shared memory. Measured on the H100 at batch
   // 64 (mobilenet_v2): stride 1 gains 11-20 % per layer (0.247 -> 0.219 ms at 56x56x144), stride 2 loses 45 %
   // (0.194 -> 0.282 ms at 112x112x96 -> 56x56), so strided ones stay with GroupedConv.glsl.
-  std::optional<std::array<std::uint32_t, 2>> depthwiseTile(const Shape& x, const Shape& w, const Shape& out) const {
+  // Each invocation computes a run of 4 outputs where the layer has at least 2^20 of them and a group still gets 64
+  // invocations: on the H100 at batch 64, 56x56x144 0.219 -> 0.137 ms, 14x14x672 0.118 -> 0.068; but 7x7 planes (groups
+  // of 16) 0.057 -> 0.068, and at batch 1 (up to 0.45 million outputs, latency-bound) each layer 0.001 ms slower
+  // (bench/NOTES-conv.md).
+  struct DepthwiseTile {
+    std::uint32_t height, width, run;
+    std::uint32_t invocations() const { return height * width / run; }
+  };
+  std::optional<DepthwiseTile> depthwiseTile(const Shape& x, const Shape& w, const Shape& out) const {
     if (s_.groups != x[1] || w[0] != x[1] || s_.strides != std::array<std::uint32_t, 2>{1, 1}) return std::nullopt;
     const auto group = static_cast<std::uint32_t>(currentLimits().groupSize());
-    std::uint32_t width = 8, height = 1;
-    while (width < 32 && width < out[3]) width *= 2;
-    while (height * width < group && height < out[2]) height *= 2;
-    const std::uint64_t windowHeight = std::uint64_t{height - 1} * s_.strides[0] + std::uint64_t{w[2] - 1} * s_.dilations[0] + 1;
-    const std::uint64_t windowWidth = std::uint64_t{width - 1} * s_.strides[1] + std::uint64_t{w[3] - 1} * s_.dilations[1] + 1;
-    if (height * width > group || windowHeight * windowWidth * sizeof(float) > static_cast<std::uint64_t>(currentLimits().maxSharedMemoryBytes)) {
+    DepthwiseTile tile{1, 8, 1};
+    while (tile.width < 32 && tile.width < out[3]) tile.width *= 2;
+    const auto tallest = [&](DepthwiseTile t) {
+      while (t.invocations() < group && t.height < out[2]) t.height *= 2;
+      return t;
+    };
+    const DepthwiseTile runs = tallest({1, tile.width, 4});
+    tile = elementCount(out) >= (1u << 20) && runs.invocations() >= 64 ? runs : tallest(tile);
+    const std::uint64_t windowHeight = std::uint64_t{tile.height - 1} + std::uint64_t{w[2] - 1} * s_.dilations[0] + 1;
+    const std::uint64_t windowWidth = std::uint64_t{tile.width - 1} + std::uint64_t{w[3] - 1} * s_.dilations[1] + 1;
+    if (tile.invocations() > group || windowHeight * windowWidth * sizeof(float) > static_cast<std::uint64_t>(currentLimits().maxSharedMemoryBytes)) {
       return std::nullopt;
     }
-    return std::array<std::uint32_t, 2>{height, width};
+    return tile;
   }
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
     std::vector<double> y;
