@@ -7,14 +7,14 @@
 // CONV_OUT_WIDTH, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH, CONV_GROUPS; (int literals) CONV_STRIDE_H,
 // CONV_STRIDE_W, CONV_DILATION_H, CONV_DILATION_W, CONV_PAD_TOP, CONV_PAD_LEFT (named by GroupedConvGeometry.glsl)
 // With TILE_WIDTH (a depthwise convolution, groups = C = OC, stride 1): one work group per tile of TILE_HEIGHT ×
-// TILE_WIDTH outputs of one plane (n, c), which first copies the tile's input window (zeros outside the image) into
-// shared memory with reads along rows; each invocation then computes a run of TILE_RUN outputs along a row from
-// there (1 or 4; with 4, each window value a run needs is read once for its 4 sums). Every input element is read
-// from memory once per tile instead of KH·KW times through the cache. Defines (int literals) TILE_HEIGHT,
-// TILE_WIDTH (a multiple of TILE_RUN), TILE_RUN, TILE_INVOCATIONS (TILE_HEIGHT · TILE_WIDTH / TILE_RUN: GL 4.3
-// takes a literal for the group size); STORE_VEC4 with runs of 4 where OW is a multiple of 4 and Y's binding 16-byte
-// aligned (each run one vec4 store). The groups form a 1-D grid (the plan may fold it into x and y), tiles of plane
-// 0 first.
+// TILE_WIDTH outputs of TILE_PLANES consecutive planes (n, c), which first copies the tile's input windows (zeros
+// outside the image) into shared memory with reads along rows; each invocation then computes a run of TILE_RUN
+// outputs along a row of one plane from there (1 or 4; with 4, each window value a run needs is read once for its 4
+// sums). Every input element is read from memory once per tile instead of KH·KW times through the cache. Defines
+// (int literals) TILE_HEIGHT, TILE_WIDTH (a multiple of TILE_RUN), TILE_RUN, TILE_PLANES, TILE_INVOCATIONS
+// (TILE_PLANES · TILE_HEIGHT · TILE_WIDTH / TILE_RUN: GL 4.3 takes a literal for the group size); STORE_VEC4 with
+// runs of 4 where OW is a multiple of 4 and Y's binding 16-byte aligned (each run one vec4 store). The groups form a
+// 1-D grid (the plan may fold it into x and y), the tiles of the first planes first.
 #ifdef TILE_WIDTH
 layout(local_size_x = TILE_INVOCATIONS) in;
 #else
@@ -37,32 +37,40 @@ layout(location = 0) uniform uint N;
 #define WINDOW_HEIGHT ((TILE_HEIGHT - 1) * CONV_STRIDE_H + (int(KH) - 1) * CONV_DILATION_H + 1)
 #define WINDOW_WIDTH ((TILE_WIDTH - 1) * CONV_STRIDE_W + (int(KW) - 1) * CONV_DILATION_W + 1)
 
-shared float window[WINDOW_HEIGHT * WINDOW_WIDTH];
+#define WINDOW_SIZE (WINDOW_HEIGHT * WINDOW_WIDTH)
+#define PLANE_INVOCATIONS (TILE_INVOCATIONS / TILE_PLANES)
+#define PLANES (N * C)
+
+shared float window[TILE_PLANES * WINDOW_SIZE];
 
 void main() {
   uint group = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   // Whole groups leave together: the barrier below needs every invocation of the group.
-  if (group >= N * C * TILES_ACROSS * TILES_DOWN) return;
-  uint plane = group / (TILES_ACROSS * TILES_DOWN), tile = group % (TILES_ACROSS * TILES_DOWN);
-  uint channel = plane % C, local = gl_LocalInvocationID.x;
+  uint planeGroups = (PLANES + uint(TILE_PLANES) - 1u) / uint(TILE_PLANES);
+  if (group >= planeGroups * TILES_ACROSS * TILES_DOWN) return;
+  uint firstPlane = (group / (TILES_ACROSS * TILES_DOWN)) * uint(TILE_PLANES), tile = group % (TILES_ACROSS * TILES_DOWN);
+  uint local = gl_LocalInvocationID.x;
   int firstRow = int((tile / TILES_ACROSS) * uint(TILE_HEIGHT)), firstColumn = int((tile % TILES_ACROSS) * uint(TILE_WIDTH));
-  int top = firstRow * CONV_STRIDE_H - CONV_PAD_TOP, left = firstColumn * CONV_STRIDE_W - CONV_PAD_LEFT;
-  uint source = plane * H * W;
-  for (uint k = local; k < uint(WINDOW_HEIGHT * WINDOW_WIDTH); k += uint(TILE_INVOCATIONS)) {
-    int ih = top + int(k / uint(WINDOW_WIDTH)), iw = left + int(k % uint(WINDOW_WIDTH));
-    bool inside = ih >= 0 && ih < int(H) && iw >= 0 && iw < int(W);
-    window[k] = inside ? x[source + uint(ih) * W + uint(iw)] : 0.0;
+  int top = firstRow - CONV_PAD_TOP, left = firstColumn - CONV_PAD_LEFT;
+  for (uint k = local; k < uint(TILE_PLANES * WINDOW_SIZE); k += uint(TILE_INVOCATIONS)) {
+    // One plane per group (the usual case) needs neither the division nor the check: constants the compiler folds.
+    uint plane = firstPlane + (TILE_PLANES == 1 ? 0u : k / uint(WINDOW_SIZE)), at = TILE_PLANES == 1 ? k : k % uint(WINDOW_SIZE);
+    int ih = top + int(at / uint(WINDOW_WIDTH)), iw = left + int(at % uint(WINDOW_WIDTH));
+    bool inside = (TILE_PLANES == 1 || plane < PLANES) && ih >= 0 && ih < int(H) && iw >= 0 && iw < int(W);
+    window[k] = inside ? x[plane * H * W + uint(ih) * W + uint(iw)] : 0.0;
   }
   memoryBarrierShared();
   barrier();
-  int row = int(local) / (TILE_WIDTH / TILE_RUN), column = (int(local) % (TILE_WIDTH / TILE_RUN)) * TILE_RUN;
+  int ownPlane = TILE_PLANES == 1 ? 0 : int(local) / PLANE_INVOCATIONS, own = TILE_PLANES == 1 ? int(local) : int(local) % PLANE_INVOCATIONS;
+  int row = own / (TILE_WIDTH / TILE_RUN), column = (own % (TILE_WIDTH / TILE_RUN)) * TILE_RUN;
+  uint plane = firstPlane + uint(ownPlane), channel = plane % C;
   uint oh = uint(firstRow + row), ow = uint(firstColumn + column);
-  if (oh >= OH || ow >= OW) return;
+  if ((TILE_PLANES > 1 && plane >= PLANES) || oh >= OH || ow >= OW) return;
   float sum[TILE_RUN];
   for (int r = 0; r < TILE_RUN; ++r) sum[r] = b[channel];
   uint weights = channel * KH * KW;
   for (int kh = 0; kh < int(KH); ++kh) {
-    int at = (row + kh * CONV_DILATION_H) * WINDOW_WIDTH + column;
+    int at = ownPlane * WINDOW_SIZE + (row + kh * CONV_DILATION_H) * WINDOW_WIDTH + column;
     for (int kw = 0; kw < int(KW); ++kw) {
       float weight = w[weights + uint(kh) * KW + uint(kw)];
       for (int r = 0; r < TILE_RUN; ++r) sum[r] = fma(window[at + kw * CONV_DILATION_W + r], weight, sum[r]);

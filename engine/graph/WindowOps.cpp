@@ -168,14 +168,14 @@ class GroupedConvOp : public InferenceOp {
     const auto i = [](std::uint32_t v) { return std::to_string(v); };
     if (const std::optional<DepthwiseTile> tile = depthwiseTile(x, w, out.shape)) {
       defines.insert(defines.end(), {{"TILE_HEIGHT", i(tile->height)}, {"TILE_WIDTH", i(tile->width)}, {"TILE_RUN", i(tile->run)},
-                                     {"TILE_INVOCATIONS", i(tile->invocations())}});
+                                     {"TILE_PLANES", i(tile->planes)}, {"TILE_INVOCATIONS", i(tile->invocations())}});
       if (tile->run == 4 && vec4Readable(out.view.offset, out.shape[3])) defines.push_back({"STORE_VEC4", "1"});
       const Program& program = programs.get("GroupedConv.glsl", defines, {"Pointwise.glsl", "GroupedConvGeometry.glsl"});
       const std::uint64_t tiles = std::uint64_t{(out.shape[2] + tile->height - 1) / tile->height} * ((out.shape[3] + tile->width - 1) / tile->width);
       Dispatch dispatch;
       dispatch.program = &program;
       dispatch.label = "depthwise " + name();
-      dispatch.groups = {static_cast<std::uint32_t>(tiles * x[0] * x[1]), 1, 1};
+      dispatch.groups = {static_cast<std::uint32_t>(tiles * ((std::uint64_t{x[0]} * x[1] + tile->planes - 1) / tile->planes)), 1, 1};
       dispatch.linear = true;
       dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, in[2].view, Access::read}, {3, out.view, Access::write}};
       dispatch.uniforms = {Uniform::u32(0, x[0])};
@@ -244,28 +244,25 @@ class GroupedConvOp : public InferenceOp {
   // allows, and only where the tile's input window fits the device's shared memory. Measured on the H100 at batch
   // 64 (mobilenet_v2): stride 1 gains 11-20 % per layer (0.247 -> 0.219 ms at 56x56x144), stride 2 loses 45 %
   // (0.194 -> 0.282 ms at 112x112x96 -> 56x56), so strided ones stay with GroupedConv.glsl.
-  // Each invocation computes a run of 4 outputs where the layer has at least 2^20 of them and a group still gets 64
-  // invocations: on the H100 at batch 64, 56x56x144 0.219 -> 0.137 ms, 14x14x672 0.118 -> 0.068; but 7x7 planes (groups
-  // of 16) 0.057 -> 0.068, and at batch 1 (up to 0.45 million outputs, latency-bound) each layer 0.001 ms slower
-  // (bench/NOTES-conv.md).
+  // Each invocation computes a run of 4 outputs where the layer has at least 2^20 of them: on the H100 at batch 64,
+  // 56x56x144 0.219 -> 0.137 ms, 14x14x672 0.118 -> 0.068; at batch 1 (up to 0.45 million outputs, latency-bound) each
+  // layer 0.001 ms slower. A tile of a small plane then takes several planes, so that a group still has 64
+  // invocations: 7x7 planes in groups of 16 were slower (0.057 -> 0.068 ms at 7x7x1152; bench/NOTES-conv.md).
   struct DepthwiseTile {
-    std::uint32_t height, width, run;
-    std::uint32_t invocations() const { return height * width / run; }
+    std::uint32_t height, width, run, planes;
+    std::uint32_t invocations() const { return planes * height * width / run; }
   };
   std::optional<DepthwiseTile> depthwiseTile(const Shape& x, const Shape& w, const Shape& out) const {
     if (s_.groups != x[1] || w[0] != x[1] || s_.strides != std::array<std::uint32_t, 2>{1, 1}) return std::nullopt;
     const auto group = static_cast<std::uint32_t>(currentLimits().groupSize());
-    DepthwiseTile tile{1, 8, 1};
+    DepthwiseTile tile{1, 8, elementCount(out) >= (1u << 20) ? 4u : 1u, 1};
     while (tile.width < 32 && tile.width < out[3]) tile.width *= 2;
-    const auto tallest = [&](DepthwiseTile t) {
-      while (t.invocations() < group && t.height < out[2]) t.height *= 2;
-      return t;
-    };
-    const DepthwiseTile runs = tallest({1, tile.width, 4});
-    tile = elementCount(out) >= (1u << 20) && runs.invocations() >= 64 ? runs : tallest(tile);
+    while (tile.invocations() < group && tile.height < out[2]) tile.height *= 2;
+    while (tile.invocations() < std::min(group, 64u)) tile.planes *= 2;
     const std::uint64_t windowHeight = std::uint64_t{tile.height - 1} + std::uint64_t{w[2] - 1} * s_.dilations[0] + 1;
     const std::uint64_t windowWidth = std::uint64_t{tile.width - 1} + std::uint64_t{w[3] - 1} * s_.dilations[1] + 1;
-    if (tile.invocations() > group || windowHeight * windowWidth * sizeof(float) > static_cast<std::uint64_t>(currentLimits().maxSharedMemoryBytes)) {
+    if (tile.invocations() > group ||
+        tile.planes * windowHeight * windowWidth * sizeof(float) > static_cast<std::uint64_t>(currentLimits().maxSharedMemoryBytes)) {
       return std::nullopt;
     }
     return tile;

@@ -173,10 +173,12 @@ TEST_SUITE("gl") {
   TEST_CASE("depthwise convolutions (tiles in shared memory) match float64 at every tile shape and edge") {
     std::uint32_t stream = 465;
     // One output per invocation: 3x3 over 40x37 (tiles of 32x8, partial ones at both edges); 5x5 over 23x17; a 7x7
-    // plane (one 8x8 tile) with many channels; dilation 2; a 1-pixel row; 3x3 over 12x16 and 5x5 over 9x40. Runs of
+    // plane (one 8x8 tile) with many channels; dilation 2; a 1-pixel row (4 planes per group); 3x3 over 12x16 and
+    // 5x5 over 9x40. Runs of
     // 4 outputs per invocation (layers of 2^20 outputs and more): 3x3 over 256x256 (rows of a multiple of 4, each
-    // run one vec4 store) and 5x5 with dilation 2 over 300x877 (partial tiles and a partial last run per row; among a
-    // million sums of 25 products some cancel to 1e-3, hence the stem's tolerance). Then
+    // run one vec4 store), 5x5 with dilation 2 over 300x877 (partial tiles and a partial last run per row; among a
+    // million sums of 25 products some cancel to 1e-3, hence the stem's tolerance) and 3x3 over 7x7 planes, 4 planes
+    // per group (29·739 planes: the last group has 3). Then
     // strided ones (GroupedConv.glsl): 5x5 stride 2, 3x3 stride 2 with MobileNet's uneven padding.
     checkAgainstReference({groupedConv({1, 1}, {1, 1, 1, 1}, 3, {1, 1}, {PointwiseKind::clip, -0.5f, 0.5f}), {{2, 3, 40, 37}, {3, 1, 3, 3}, {3}}}, stream++);
     checkAgainstReference({groupedConv({1, 1}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::silu}), {{2, 4, 23, 17}, {4, 1, 5, 5}, {4}}}, stream++);
@@ -187,6 +189,7 @@ TEST_SUITE("gl") {
     checkAgainstReference({groupedConv({1, 1}, {2, 2, 2, 2}, 3), {{1, 3, 9, 40}, {3, 1, 5, 5}, {3}}}, stream++);
     checkAgainstReference({groupedConv({1, 1}, {1, 1, 1, 1}, 16, {1, 1}, {PointwiseKind::clip, 0, 6}), {{1, 16, 256, 256}, {16, 1, 3, 3}, {16}}}, stream++);
     checkAgainstReference({groupedConv({1, 1}, {4, 4, 4, 4}, 4, {2, 2}, {PointwiseKind::hardSwish}), {{1, 4, 300, 877}, {4, 1, 5, 5}, {4}}, -1, 1, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({groupedConv({1, 1}, {1, 1, 1, 1}, 739, {1, 1}, {PointwiseKind::clip, 0, 6}), {{29, 739, 7, 7}, {739, 1, 3, 3}, {739}}}, stream++);
     checkAgainstReference({groupedConv({2, 2}, {2, 2, 2, 2}, 4, {1, 1}, {PointwiseKind::silu}), {{2, 4, 23, 17}, {4, 1, 5, 5}, {4}}}, stream++);
     checkAgainstReference({groupedConv({2, 2}, {0, 0, 1, 1}, 5), {{1, 5, 12, 12}, {5, 1, 3, 3}, {5}}}, stream++);
   }
