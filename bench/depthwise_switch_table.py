@@ -7,16 +7,19 @@ bench/depthwise-switch-gpu writes the tags off, on and off-again; bench/profile-
 TAG ran without it are marked as not switched, and the sums count only the switched ones. BATCHES: e.g. 64,1."""
 import argparse, os, re
 
+from profile_diff import node_times
+
 MODELS = ["mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0"]
-NODE = re.compile(r"\s+([\d.]+) ms\s+[\d.]+%\s+(\S+)\s+.*?\[(\d+), (\d+), (\d+), (\d+)\]\s+\[(depthwise[^\]]*)\]")
+SHAPE_AND_LABEL = re.compile(r".*?\[(\d+), (\d+), (\d+), (\d+)\]\s+\[(depthwise[^\]]*)\]")
 
 
 def nodes(path):
+    """The depthwise nodes of a log: name -> (ms, output shape, dispatch label)."""
     found = {}
-    for line in open(path):
-        m = NODE.match(line)
+    for name, (ms, rest) in node_times(path).items():
+        m = SHAPE_AND_LABEL.match(rest)
         if m:
-            found[m.group(2)] = (float(m.group(1)), tuple(int(m.group(i)) for i in range(3, 7)), m.group(7))
+            found[name] = (ms, tuple(int(m.group(i)) for i in range(1, 5)), m.group(5))
     return found
 
 

@@ -16,14 +16,7 @@ import argparse, copy
 import torch
 import torchvision
 
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.backends.cudnn.allow_tf32 = False
-MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "vgg11", "squeezenet1_1", "densenet121"]
-
-
-def build(name):
-    torch.manual_seed(7)
-    return getattr(torchvision.models, name)(weights=None).eval()
+from vision_peer import MODELS, build  # also turns TF32 off
 
 
 def calibrated(model, device):
