@@ -34,8 +34,9 @@ layout(location = 0) uniform uint N;
 #ifdef TILE_WIDTH
 #define TILES_ACROSS ((OW + uint(TILE_WIDTH) - 1u) / uint(TILE_WIDTH))
 #define TILES_DOWN ((OH + uint(TILE_HEIGHT) - 1u) / uint(TILE_HEIGHT))
-#define WINDOW_HEIGHT ((TILE_HEIGHT - 1) * CONV_STRIDE_H + (int(KH) - 1) * CONV_DILATION_H + 1)
-#define WINDOW_WIDTH ((TILE_WIDTH - 1) * CONV_STRIDE_W + (int(KW) - 1) * CONV_DILATION_W + 1)
+// Stride 1: a tile's window is the tile grown by the dilated kernel.
+#define WINDOW_HEIGHT (TILE_HEIGHT + (int(KH) - 1) * CONV_DILATION_H)
+#define WINDOW_WIDTH (TILE_WIDTH + (int(KW) - 1) * CONV_DILATION_W)
 
 #define WINDOW_SIZE (WINDOW_HEIGHT * WINDOW_WIDTH)
 #define PLANE_INVOCATIONS (TILE_INVOCATIONS / TILE_PLANES)

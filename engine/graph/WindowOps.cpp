@@ -259,8 +259,8 @@ class GroupedConvOp : public InferenceOp {
     while (tile.width < 32 && tile.width < out[3]) tile.width *= 2;
     while (tile.invocations() < group && tile.height < out[2]) tile.height *= 2;
     while (tile.invocations() < std::min(group, 64u)) tile.planes *= 2;
-    const std::uint64_t windowHeight = std::uint64_t{tile.height - 1} + std::uint64_t{w[2] - 1} * s_.dilations[0] + 1;
-    const std::uint64_t windowWidth = std::uint64_t{tile.width - 1} + std::uint64_t{w[3] - 1} * s_.dilations[1] + 1;
+    const std::uint64_t windowHeight = tile.height + std::uint64_t{w[2] - 1} * s_.dilations[0];
+    const std::uint64_t windowWidth = tile.width + std::uint64_t{w[3] - 1} * s_.dilations[1];
     if (tile.invocations() > group ||
         tile.planes * windowHeight * windowWidth * sizeof(float) > static_cast<std::uint64_t>(currentLimits().maxSharedMemoryBytes)) {
       return std::nullopt;
