@@ -22,51 +22,51 @@ layout(location = 1) uniform uint axis;
 layout(location = 2) uniform uint inner;
 layout(location = 3) uniform float epsilon;
 
-shared float partial[LINE_GROUP];
+// One row per combination a line makes in turn (the largest value, then the exponent sum; the mean, then the squared
+// deviations), never written again once read: NVIDIA's compiler (580.159.04) re-reads a combined value from shared
+// memory where it is used, after later barriers, so a row reused by the next combination gave softmax the sum in
+// place of the largest value on some invocations (1001 values, 256 invocations per line).
+shared float partial[2][LINE_GROUP];
 
-// Every invocation's `value` combined (kind 0 sum, 1 max, 2 min, 3 product); all get the result.
-float combineGroup(float value, int kind) {
+// Every invocation's `value` combined (kind 0 sum, 1 max, 2 min, 3 product) in partial[row]; all get the result.
+float combineGroup(float value, int kind, int row) {
   uint local = gl_LocalInvocationID.x;
-  partial[local] = value;
+  partial[row][local] = value;
   memoryBarrierShared();
   barrier();
   for (uint stride = uint(LINE_GROUP / 2); stride > 0u; stride >>= 1) {
     if (local < stride) {
-      float other = partial[local + stride];
-      partial[local] = kind == 0 ? partial[local] + other : kind == 1 ? max(partial[local], other) : kind == 2 ? min(partial[local], other) : partial[local] * other;
+      float other = partial[row][local + stride];
+      float own = partial[row][local];
+      partial[row][local] = kind == 0 ? own + other : kind == 1 ? max(own, other) : kind == 2 ? min(own, other) : own * other;
     }
     memoryBarrierShared();
     barrier();
   }
-  float result = partial[0];
-  // The next call overwrites partial: every invocation reads it first (the memory barrier keeps Mesa from
-  // moving the read past the control barrier).
-  memoryBarrierShared();
-  barrier();
-  return result;
+  return partial[row][0];
 }
 
 // The line's largest value and Σ exp(x − largest), the parts of softmax and log-sum-exp that cannot overflow.
 float exponentSum(uint base, uint local, uint step, out float largest) {
   largest = uintBitsToFloat(0xff800000u);
   for (uint k = local; k < axis; k += step) largest = max(largest, x[base + k * inner]);
-  largest = combineGroup(largest, 1);
+  largest = combineGroup(largest, 1, 0);
   float sum = 0.0;
   for (uint k = local; k < axis; k += step) sum += exp(x[base + k * inner] - largest);
-  return combineGroup(sum, 0);
+  return combineGroup(sum, 0, 1);
 }
 
 // The line's mean (two passes: the mean, then the squared deviations from it) and 1/sqrt(variance + epsilon).
 float inverseDeviation(uint base, uint local, uint step, out float mean) {
   float sum = 0.0;
   for (uint k = local; k < axis; k += step) sum += x[base + k * inner];
-  mean = combineGroup(sum, 0) / float(axis);
+  mean = combineGroup(sum, 0, 0) / float(axis);
   float squares = 0.0;
   for (uint k = local; k < axis; k += step) {
     float d = x[base + k * inner] - mean;
     squares += d * d;
   }
-  return inversesqrt(combineGroup(squares, 0) / float(axis) + epsilon);
+  return inversesqrt(combineGroup(squares, 0, 1) / float(axis) + epsilon);
 }
 
 void main() {
@@ -99,7 +99,7 @@ void main() {
 #elif AXIS_OP == 13
   float value = 1.0;
   for (uint k = local; k < axis; k += step) value *= x[base + k * inner];
-  value = combineGroup(value, 3);
+  value = combineGroup(value, 3, 0);
   if (local == 0u) y[line] = value;
 #elif AXIS_OP >= 8
   float value = 0.0;
@@ -113,7 +113,7 @@ void main() {
     value += v * v;
 #endif
   }
-  value = combineGroup(value, 0);
+  value = combineGroup(value, 0, 0);
 #if AXIS_OP == 9
   value = sqrt(value);
 #elif AXIS_OP == 11
@@ -124,15 +124,15 @@ void main() {
 #if AXIS_OP == 5
   float value = uintBitsToFloat(0xff800000u);
   for (uint k = local; k < axis; k += step) value = max(value, x[base + k * inner]);
-  value = combineGroup(value, 1);
+  value = combineGroup(value, 1, 0);
 #elif AXIS_OP == 6
   float value = uintBitsToFloat(0x7f800000u);
   for (uint k = local; k < axis; k += step) value = min(value, x[base + k * inner]);
-  value = combineGroup(value, 2);
+  value = combineGroup(value, 2, 0);
 #else
   float value = 0.0;
   for (uint k = local; k < axis; k += step) value += x[base + k * inner];
-  value = combineGroup(value, 0);
+  value = combineGroup(value, 0, 0);
 #if AXIS_OP == 3
   value /= float(axis);
 #endif

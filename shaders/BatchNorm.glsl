@@ -72,21 +72,22 @@ layout(location = 8) uniform uint wanted;
 uint at(uint c, uint k) { return ((k / S) * C + c) * S + k % S; }
 
 #if BN_MODE == 0 || BN_MODE == 4
-shared float partial[BN_GROUP];
+// A row per sum a group makes (the mean, then the squared deviations; or the two gradient sums), never written again
+// once read: NVIDIA's compiler may re-read a summed value from shared memory after later barriers (AxisReduce.glsl).
+shared float partial[2][BN_GROUP];
 
-// The group's values summed; every invocation gets the total.
-float groupSum(float value) {
+// The group's values summed in partial[row]; every invocation gets the total.
+float groupSum(float value, int row) {
   uint local = gl_LocalInvocationID.x;
-  barrier();  // the previous call's readers are done with partial
-  partial[local] = value;
+  partial[row][local] = value;
   memoryBarrierShared();
   barrier();
   for (uint stride = uint(BN_GROUP / 2); stride > 0u; stride >>= 1) {
-    if (local < stride) partial[local] += partial[local + stride];
+    if (local < stride) partial[row][local] += partial[row][local + stride];
     memoryBarrierShared();
     barrier();
   }
-  return partial[0];
+  return partial[row][0];
 }
 
 void main() {
@@ -95,13 +96,13 @@ void main() {
 #if BN_MODE == 0
   float sum = 0.0;
   for (uint k = first + local; k < last; k += uint(BN_GROUP)) sum += x[at(c, k)];
-  float mean = groupSum(sum) / float(last - first);
+  float mean = groupSum(sum, 0) / float(last - first);
   float squares = 0.0;
   for (uint k = first + local; k < last; k += uint(BN_GROUP)) {
     float d = x[at(c, k)] - mean;
     squares += d * d;
   }
-  squares = groupSum(squares);
+  squares = groupSum(squares, 1);
   if (local == 0u) partials[c * chunks + piece] = vec2(mean, squares);
 #else
   float mean = stats[c], invstd = stats[C + c];
@@ -111,8 +112,8 @@ void main() {
     sumDy += dy[i];
     sumDyXhat += dy[i] * (x[i] - mean) * invstd;
   }
-  sumDy = groupSum(sumDy);
-  sumDyXhat = groupSum(sumDyXhat);
+  sumDy = groupSum(sumDy, 0);
+  sumDyXhat = groupSum(sumDyXhat, 1);
   if (local == 0u) partials[c * chunks + piece] = vec2(sumDy, sumDyXhat);
 #endif
 }

@@ -488,6 +488,27 @@ TEST_SUITE("gl") {
     checkAgainstReference({axisOp(AxisKind::product, 0, 1, false), {{19, 4}}, 0.6f, 1.4f, 1e-7, 1e-5}, stream++);
   }
 
+  // The kernel picks its invocations per line from the axis length (32 up to the device's group size): every op of
+  // the shader at lengths on both sides of each pick, and past the largest group, so that a fault of one group size
+  // or one op shows (softmax over 1001 values was wrong on NVIDIA while 300 was right).
+  TEST_CASE("functions along an axis match float64 at every group size the kernel picks") {
+    std::uint32_t stream = 520;
+    for (const std::uint32_t axis : {1u, 31u, 129u, 257u, 511u, 1001u, 1025u, 2050u}) {
+      for (int kind = 0; kind <= static_cast<int>(AxisKind::product); ++kind) {
+        const AxisKind k = static_cast<AxisKind>(kind);
+        CAPTURE(axis);
+        const bool positive = k == AxisKind::logSum || k == AxisKind::product;
+        // A product of many values leaves float's range: near 1 it stays representable.
+        const float low = k == AxisKind::product ? 0.999f : positive ? 0.1f : -4.0f, high = k == AxisKind::product ? 1.001f : positive ? 2.0f : 4.0f;
+        std::vector<Shape> inputs{{2, axis}};
+        if (k == AxisKind::layerNormalization) inputs = {{2, axis}, {axis}, {axis}};
+        checkAgainstReference({axisOp(k, 1, 2, true, 1e-5f), inputs, low, high, 1e-6, 2e-5}, stream++);
+      }
+      // Along a strided axis (inner 3): each invocation's reads are 3 floats apart.
+      checkAgainstReference({axisOp(AxisKind::softmax, 1, 2), {{1, axis, 3}}, -4.0f, 4.0f}, stream++);
+    }
+  }
+
   TEST_CASE("products of two computed tensors, batches broadcast, match float64") {
     std::uint32_t stream = 540;
     checkAgainstReference({batchedMatMulOp(), {{3, 5, 7}, {3, 7, 4}}}, stream++);
