@@ -20,6 +20,7 @@ and the GPU run (bench/onnx-gpu) take them:
 import os, sys, warnings
 import numpy as np
 import torch
+from torch_export import export_torchscript
 warnings.filterwarnings("ignore")
 if len(sys.argv) != 3:
     sys.exit(__doc__)
@@ -29,8 +30,8 @@ torch.manual_seed(3)
 def export(name, model, x, opset, dynamic):
     model.eval()
     axes = {"x": {0: "batch"}, "y": {0: "batch"}} if dynamic else None
-    torch.onnx.export(model, x, os.path.join(work, name + ".onnx"), opset_version=opset, input_names=["x"],
-                      output_names=["y"], dynamic_axes=axes)
+    export_torchscript(model, x, os.path.join(work, name + ".onnx"), opset_version=opset, input_names=["x"],
+                       output_names=["y"], dynamic_axes=axes)
     np.save(os.path.join(work, name + "-x.npy"), x.numpy())
     with torch.no_grad():
         np.save(os.path.join(work, name + "-y.npy"), model(x).numpy())
@@ -76,8 +77,8 @@ classifier = torch.nn.Sequential(torch.nn.Conv2d(1, 6, 5, padding=2), torch.nn.R
                                  torch.nn.Conv2d(6, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
                                  torch.nn.Flatten(), torch.nn.Linear(8 * 7 * 7, 10), torch.nn.Softmax(dim=1)).eval()
 path = os.path.join(work, "mnist.onnx")
-torch.onnx.export(classifier, torch.randn(1, 1, 28, 28), path, opset_version=17, input_names=["x"], output_names=["y"],
-                  dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+export_torchscript(classifier, torch.randn(1, 1, 28, 28), path, opset_version=17, input_names=["x"], output_names=["y"],
+                   dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
 model = onnx.load(path)
 for key, value in (("input_mean", "0.1307"), ("input_std", "0.3081")):
     entry = model.metadata_props.add(); entry.key, entry.value = key, value

@@ -31,6 +31,7 @@ sys.path.insert(0, str(here))
 sys.path.insert(0, str(here.parent.parent / "bench"))
 from idx_files import idx  # noqa: E402
 from step_comparison import compare_losses, read_safetensors  # noqa: E402
+from torch_export import export_torchscript  # noqa: E402
 
 STEPS, BATCH, LR = 10, 64, 0.05
 
@@ -59,8 +60,8 @@ class Mixed(nn.Module):
 
 def export(model, path):
     model.train()
-    torch.onnx.export(model, torch.zeros(2, 1, 28, 28), str(path), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-                      do_constant_folding=False, input_names=["images"], output_names=["logits"], dynamic_axes={"images": {0: "batch"}})
+    export_torchscript(model, torch.zeros(2, 1, 28, 28), str(path), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                       do_constant_folding=False, input_names=["images"], output_names=["logits"], dynamic_axes={"images": {0: "batch"}})
 
 
 def glnet_train(train, mnist, work, model, name, extra=()):

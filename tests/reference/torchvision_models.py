@@ -10,6 +10,7 @@ import argparse, os, time, warnings
 import numpy as np
 import torch
 import torchvision
+from torch_export import export_torchscript
 
 warnings.filterwarnings("ignore")
 parser = argparse.ArgumentParser(usage=__doc__)
@@ -33,8 +34,8 @@ for name in args.models:
         torch.onnx.export(model, (x,), path, dynamo=True, opset_version=max(args.opset, 18), input_names=["x"], output_names=["y"],
                           dynamic_shapes={"x": {0: batch}}, external_data=False)
     else:
-        torch.onnx.export(model, x, path, opset_version=args.opset, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+        export_torchscript(model, x, path, opset_version=args.opset, input_names=["x"], output_names=["y"],
+                           dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
     np.save(os.path.join(args.out, name + "-x.npy"), x.numpy())
     with torch.no_grad():
         np.save(os.path.join(args.out, name + "-y.npy"), model(x).numpy())
