@@ -520,6 +520,9 @@ void Importer::importConv(const onnx::NodeProto& node) {
   if (groups < 1 || groups > (1 << 20)) refuse(node, "group = " + std::to_string(groups));
   settings.groups = static_cast<std::uint32_t>(groups);
   const std::array<std::uint32_t, 2> kernel{static_cast<std::uint32_t>(wShape[2]), static_cast<std::uint32_t>(wShape[3])};
+  if (a.count("kernel_shape") && pair(node, a, "kernel_shape", 1) != kernel) {
+    refuse(node, "kernel_shape " + describe(integers(given, "kernel_shape")) + " differs from the weight " + describe(w->shape));
+  }
   settings.pads = windowPads(node, a, shapeOf(x), kernel, settings.strides, settings.dilations);
   std::vector<double> bias(static_cast<std::size_t>(w->shape[0]), 0.0);
   if (const Constant* b = constantInput(node, 2)) {
@@ -686,7 +689,6 @@ void Importer::importReduce(const onnx::NodeProto& node) {
     for (std::int64_t i = 0; i < rank; ++i) list.push_back(i);
   }
   std::sort(list.begin(), list.end());
-  list.erase(std::unique(list.begin(), list.end()), list.end());
   if (list.back() - list.front() + 1 != static_cast<std::int64_t>(list.size())) refuse(node, "only reductions over adjacent axes are supported");
   static const std::map<std::string, AxisKind> kinds{
       {"ReduceMean", AxisKind::mean}, {"ReduceSum", AxisKind::sum}, {"ReduceMax", AxisKind::max}, {"ReduceMin", AxisKind::min},
@@ -833,8 +835,10 @@ void Importer::importSlice(const onnx::NodeProto& node) {
   if (starts.size() != ends.size() || starts.size() != sliceAxes.size() || starts.size() != steps.size()) refuse(node, "starts, ends, axes and steps differ in length");
   std::vector<AxisSlice> slices;
   for (const std::uint32_t d : shape) slices.push_back({0, 1, d});
+  std::set<std::int64_t> sliced;
   for (std::size_t i = 0; i < starts.size(); ++i) {
     const std::int64_t axis = normalizedAxis(node, sliceAxes[i], shape.size());
+    if (!sliced.insert(axis).second) refuse(node, "axis " + std::to_string(axis) + " is listed twice");
     if (steps[i] == 0) refuse(node, "a step of 0");
     slices[static_cast<std::size_t>(axis)] = clampedSlice(shape[static_cast<std::size_t>(axis)], starts[i], ends[i], steps[i]);
   }
@@ -869,6 +873,8 @@ void Importer::importSplit(const onnx::NodeProto& node) {
     values_[node.output(i)] = {false, {}, part};
     result_.nodes.push_back({node.name(), node.op_type(), "slice", shapeOf(part)});
   }
+  // The parts must cover the axis: ONNX's split sizes sum to its length, and a shorter sum would drop values.
+  if (start != shape[axis]) refuse(node, "split sizes " + describe(sizes) + " sum to " + std::to_string(start) + ", not axis " + std::to_string(axis) + "'s " + std::to_string(shape[axis]));
 }
 
 void Importer::importGather(const onnx::NodeProto& node) {
