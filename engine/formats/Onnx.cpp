@@ -68,6 +68,8 @@ void Importer::readInputs(const onnx::GraphProto& graph) {
     bool batched = false;
     Shape shape;
     const auto& dims = input.type().tensor_type().shape().dim();
+    // The first input's first dimension is the batch, which a scalar does not have.
+    if (first && dims.empty()) throw Error(path_ + ": the first input " + input.name() + " is a scalar (shape []); its first dimension must be the batch");
     for (int i = 0; i < dims.size(); ++i) {
       if (dims[i].has_dim_value()) {
         const std::int64_t d = dims[i].dim_value();
@@ -81,9 +83,8 @@ void Importer::readInputs(const onnx::GraphProto& graph) {
         throw Error(path_ + ": input " + input.name() + " has a symbolic dimension " + std::to_string(i) + "; only the batch may be");
       }
     }
-    if (first && batch_ != 0 && (shape.empty() || shape[0] != batch_)) {
-      throw Error(path_ + ": the model's batch is fixed at " + (shape.empty() ? std::string("none (a scalar input)") : std::to_string(shape[0])) +
-                  ", not " + std::to_string(batch_));
+    if (first && batch_ != 0 && shape[0] != batch_) {
+      throw Error(path_ + ": the model's batch is fixed at " + std::to_string(shape[0]) + ", not " + std::to_string(batch_));
     }
     const Tensor tensor = graph_.input(input.name(), shape);
     result_.inputs.push_back({input.name(), tensor});
@@ -130,6 +131,14 @@ const Constant* Importer::constantInput(const onnx::NodeProto& node, int index) 
 }
 
 Tensor Importer::parameter(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values) {
+  // An empty weight has nothing to run, and one that is not finite makes every answer NaN: a broken file, said at load
+  // by every command alike (glnet_info too, which never runs it).
+  for (const std::int64_t d : shape) {
+    if (d < 1) throw Error(path_ + ": tensor " + name + " has an empty dimension " + describe(shape) + "; glnet runs no empty tensors");
+  }
+  if (!std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); })) {
+    throw Error(path_ + ": tensor " + name + " holds NaN or infinite values");
+  }
   result_.parameterBytes += values.size() * sizeof(float);
   return graph_.parameter(name, Shape(shape.begin(), shape.end()), std::vector<float>(values.begin(), values.end()));
 }
@@ -263,9 +272,6 @@ Tensor Importer::tensorOrConstant(const onnx::NodeProto& node, int index) {
   if (!v.constant) return v.tensor;
   const std::string& name = node.input(index);
   if (const auto found = uploaded_.find(name); found != uploaded_.end()) return found->second;
-  for (const std::int64_t d : v.host.shape) {
-    if (d < 1) refuse(node, "constant " + name + " has an empty dimension");
-  }
   return uploaded_[name] = parameter(name, v.host.shape, v.host.values);
 }
 
@@ -508,6 +514,7 @@ void Importer::importConv(const onnx::NodeProto& node) {
   const Constant* w = constantInput(node, 1);
   if (!w || (w->shape.size() != 4 && w->shape.size() != 3)) refuse(node, "W must be a constant [out_c, in_c/group, (kh,) kw]: glnet runs 1-D and 2-D convolutions");
   if (shapeOf(input).size() != w->shape.size()) refuse(node, "X and W differ in rank");
+  if (std::any_of(w->shape.begin(), w->shape.end(), [](std::int64_t d) { return d < 1; })) refuse(node, "W " + describe(w->shape) + " is empty");
   const std::map<std::string, onnx::AttributeProto> wide = w->shape.size() == 3 ? widened(given) : std::map<std::string, onnx::AttributeProto>{};
   const auto a = w->shape.size() == 3 ? pointers(wide) : given;
   std::vector<std::int64_t> wShape = w->shape;
