@@ -62,7 +62,18 @@ std::string externalData(const onnx::TensorProto& tensor, const std::string& pat
     throw Error(path + ": tensor " + tensor.name() + " names external data '" + location.substr(0, 100) +
                 "'; it must be a file beside the model");
   }
-  const std::string file = (std::filesystem::path(path).parent_path() / relative).string();
+  // The text alone does not keep the data beside the model: a symbolic link there (or a folder of links) may lead
+  // anywhere. The real path of the data must lie in the real folder of the model.
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path folder = fs::weakly_canonical(fs::absolute(path).parent_path(), error);
+  const fs::path real = error ? fs::path() : fs::weakly_canonical(folder / relative, error);
+  const fs::path inside = error ? fs::path() : real.lexically_relative(folder);
+  if (error || inside.empty() || *inside.begin() == ".." || inside == ".") {
+    throw Error(path + ": tensor " + tensor.name() + " names external data '" + location.substr(0, 100) +
+                "', which leads outside the model's folder (a symbolic link); it must be a file beside the model");
+  }
+  const std::string file = real.string();
   const std::string bytes = readRegularFile(file, largestOnnxBytes);
   if (offset > bytes.size() || (hasLength && length > bytes.size() - offset)) {
     throw Error(path + ": tensor " + tensor.name() + ": its external data runs past the end of " + file);
