@@ -609,9 +609,9 @@ void Importer::importBatchNormalization(const onnx::NodeProto& node) {
     if (!c || c->elements() != channels) refuse(node, "scale, B, mean and var must be constants of " + std::to_string(channels) + " values");
     constants.push_back(c);
   }
+  if (const std::string problem = onnxformat::varianceProblem(constants[3]->values, epsilon); !problem.empty()) refuse(node, problem);
   std::vector<double> factor(channels), shift(channels);
   for (std::size_t c = 0; c < channels; ++c) {
-    if (!(constants[3]->values[c] + epsilon > 0)) refuse(node, "var + epsilon is not positive for channel " + std::to_string(c));
     factor[c] = constants[0]->values[c] / std::sqrt(constants[3]->values[c] + epsilon);
     shift[c] = constants[1]->values[c] - constants[2]->values[c] * factor[c];
   }

@@ -35,6 +35,13 @@ std::vector<std::int64_t> integers(const Attributes& attributes, const std::stri
   return {found->second->ints().begin(), found->second->ints().end()};
 }
 
+std::string varianceProblem(const std::vector<double>& variance, double epsilon) {
+  for (std::size_t c = 0; c < variance.size(); ++c) {
+    if (!(variance[c] + epsilon > 0)) return "var + epsilon is not positive for channel " + std::to_string(c);
+  }
+  return "";
+}
+
 }  // namespace onnxformat
 
 namespace {

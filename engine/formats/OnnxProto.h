@@ -41,6 +41,10 @@ using Attributes = std::map<std::string, const onnx::AttributeProto*>;
 std::int64_t integer(const Attributes& attributes, const std::string& name, std::int64_t otherwise);
 double real(const Attributes& attributes, const std::string& name, double otherwise);
 std::vector<std::int64_t> integers(const Attributes& attributes, const std::string& name);
+// What is wrong with a BatchNormalization's running variance, empty when nothing: inference divides by
+// sqrt(var + epsilon), so it must be positive in every channel, for inference and fine-tuning alike (a fine-tuned model
+// would keep the bad channel and its export would be refused).
+std::string varianceProblem(const std::vector<double>& variance, double epsilon);
 }  // namespace onnxformat
 
 }  // namespace glnet
