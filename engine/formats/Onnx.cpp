@@ -890,9 +890,9 @@ void Importer::importGather(const onnx::NodeProto& node) {
   const Constant* indices = constantInput(node, 1);
   const Shape shape = shapeOf(x);
   const auto axis = static_cast<std::size_t>(normalizedAxis(node, integer(a, "axis", 0), shape.size()));
-  if (!indices || indices->shape.size() > 1 || indices->values.empty() || indices->values.size() > 64) {
-    refuse(node, "only a constant scalar index or up to 64 constant indices are supported");
-  }
+  if (!indices) refuse(node, "the indices must be a constant (an initializer) for glnet so far");
+  if (indices->shape.size() > 1) refuse(node, "indices shaped " + describe(indices->shape) + " are not supported: give a scalar or a list of indices");
+  if (indices->values.empty() || indices->values.size() > 64) refuse(node, std::to_string(indices->values.size()) + " indices; glnet gathers 1 to 64");
   std::vector<Tensor> parts;
   for (const double raw : indices->values) {
     std::int64_t index = whole(node, raw);

@@ -177,6 +177,7 @@ void checkGraph(const onnx::ModelProto& model, std::int64_t opset, const std::st
 
 onnx::ModelProto readOnnxModelProto(const std::string& path) {
   const std::string bytes = readRegularFile(path, largestOnnxBytes);
+  if (bytes.empty()) throw Error(path + ": the file is empty; no ONNX model");
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes)) throw Error(path + ": not an ONNX model (the protobuf does not parse)");
   const std::int64_t opset = onnxOpset(model);
