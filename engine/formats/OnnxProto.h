@@ -25,8 +25,9 @@ struct OnnxConstant {
   }
 };
 
-// Reads and parses `path` (at most largestOnnxBytes); throws glnet::Error when it is no ONNX model or its opset of the
-// default domain is not 6 to 18.
+// Reads and parses `path` (at most largestOnnxBytes); throws glnet::Error when it is no ONNX model, its opset of the
+// default domain is not 6 to 18, or its graph breaks ONNX's rules (a name defined twice, a node reading what no earlier
+// node makes, an attribute of the wrong type or a required one missing): the one check every reader shares.
 onnx::ModelProto readOnnxModelProto(const std::string& path);
 // The model's opset of the default domain (0: none).
 std::int64_t onnxOpset(const onnx::ModelProto& model);
