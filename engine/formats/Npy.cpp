@@ -4,6 +4,8 @@
 #include "gl/FileInput.h"
 #include "gl/check.h"
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <regex>
 
@@ -63,6 +65,12 @@ NpyArray readNpy(const std::string& path) {
       double wide;
       std::memcpy(&wide, bytes.data() + dataStart + 8 * i, 8);
       array.values[i] = static_cast<float>(wide);
+      // A finite value float32 cannot hold would become infinite here, and later seem to be the model's doing.
+      if (std::isfinite(wide) && !std::isfinite(array.values[i])) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%g", wide);
+        throw Error(path + ": the float64 value " + text + " at element " + std::to_string(i) + " is beyond float32's range (glnet computes in float32)");
+      }
     }
   }
   return array;

@@ -68,6 +68,8 @@ void Importer::readInputs(const onnx::GraphProto& graph) {
     bool batched = false;
     Shape shape;
     const auto& dims = input.type().tensor_type().shape().dim();
+    // The first input's first dimension is the batch, which a scalar does not have.
+    if (first && dims.empty()) throw Error(path_ + ": the first input " + input.name() + " is a scalar (shape []); its first dimension must be the batch");
     for (int i = 0; i < dims.size(); ++i) {
       if (dims[i].has_dim_value()) {
         const std::int64_t d = dims[i].dim_value();
@@ -81,9 +83,8 @@ void Importer::readInputs(const onnx::GraphProto& graph) {
         throw Error(path_ + ": input " + input.name() + " has a symbolic dimension " + std::to_string(i) + "; only the batch may be");
       }
     }
-    if (first && batch_ != 0 && (shape.empty() || shape[0] != batch_)) {
-      throw Error(path_ + ": the model's batch is fixed at " + (shape.empty() ? std::string("none (a scalar input)") : std::to_string(shape[0])) +
-                  ", not " + std::to_string(batch_));
+    if (first && batch_ != 0 && shape[0] != batch_) {
+      throw Error(path_ + ": the model's batch is fixed at " + std::to_string(shape[0]) + ", not " + std::to_string(batch_));
     }
     const Tensor tensor = graph_.input(input.name(), shape);
     result_.inputs.push_back({input.name(), tensor});
@@ -130,6 +131,14 @@ const Constant* Importer::constantInput(const onnx::NodeProto& node, int index) 
 }
 
 Tensor Importer::parameter(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values) {
+  // An empty weight has nothing to run, and one that is not finite makes every answer NaN: a broken file, said at load
+  // by every command alike (glnet_info too, which never runs it).
+  for (const std::int64_t d : shape) {
+    if (d < 1) throw Error(path_ + ": tensor " + name + " has an empty dimension " + describe(shape) + "; glnet runs no empty tensors");
+  }
+  if (!std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); })) {
+    throw Error(path_ + ": tensor " + name + " holds NaN or infinite values");
+  }
   result_.parameterBytes += values.size() * sizeof(float);
   return graph_.parameter(name, Shape(shape.begin(), shape.end()), std::vector<float>(values.begin(), values.end()));
 }
@@ -263,9 +272,6 @@ Tensor Importer::tensorOrConstant(const onnx::NodeProto& node, int index) {
   if (!v.constant) return v.tensor;
   const std::string& name = node.input(index);
   if (const auto found = uploaded_.find(name); found != uploaded_.end()) return found->second;
-  for (const std::int64_t d : v.host.shape) {
-    if (d < 1) refuse(node, "constant " + name + " has an empty dimension");
-  }
   return uploaded_[name] = parameter(name, v.host.shape, v.host.values);
 }
 
@@ -508,6 +514,7 @@ void Importer::importConv(const onnx::NodeProto& node) {
   const Constant* w = constantInput(node, 1);
   if (!w || (w->shape.size() != 4 && w->shape.size() != 3)) refuse(node, "W must be a constant [out_c, in_c/group, (kh,) kw]: glnet runs 1-D and 2-D convolutions");
   if (shapeOf(input).size() != w->shape.size()) refuse(node, "X and W differ in rank");
+  if (std::any_of(w->shape.begin(), w->shape.end(), [](std::int64_t d) { return d < 1; })) refuse(node, "W " + describe(w->shape) + " is empty");
   const std::map<std::string, onnx::AttributeProto> wide = w->shape.size() == 3 ? widened(given) : std::map<std::string, onnx::AttributeProto>{};
   const auto a = w->shape.size() == 3 ? pointers(wide) : given;
   std::vector<std::int64_t> wShape = w->shape;
@@ -520,6 +527,9 @@ void Importer::importConv(const onnx::NodeProto& node) {
   if (groups < 1 || groups > (1 << 20)) refuse(node, "group = " + std::to_string(groups));
   settings.groups = static_cast<std::uint32_t>(groups);
   const std::array<std::uint32_t, 2> kernel{static_cast<std::uint32_t>(wShape[2]), static_cast<std::uint32_t>(wShape[3])};
+  if (a.count("kernel_shape") && pair(node, a, "kernel_shape", 1) != kernel) {
+    refuse(node, "kernel_shape " + describe(integers(given, "kernel_shape")) + " differs from the weight " + describe(w->shape));
+  }
   settings.pads = windowPads(node, a, shapeOf(x), kernel, settings.strides, settings.dilations);
   std::vector<double> bias(static_cast<std::size_t>(w->shape[0]), 0.0);
   if (const Constant* b = constantInput(node, 2)) {
@@ -599,9 +609,9 @@ void Importer::importBatchNormalization(const onnx::NodeProto& node) {
     if (!c || c->elements() != channels) refuse(node, "scale, B, mean and var must be constants of " + std::to_string(channels) + " values");
     constants.push_back(c);
   }
+  if (const std::string problem = onnxformat::varianceProblem(constants[3]->values, epsilon); !problem.empty()) refuse(node, problem);
   std::vector<double> factor(channels), shift(channels);
   for (std::size_t c = 0; c < channels; ++c) {
-    if (!(constants[3]->values[c] + epsilon > 0)) refuse(node, "var + epsilon is not positive for channel " + std::to_string(c));
     factor[c] = constants[0]->values[c] / std::sqrt(constants[3]->values[c] + epsilon);
     shift[c] = constants[1]->values[c] - constants[2]->values[c] * factor[c];
   }
@@ -686,7 +696,6 @@ void Importer::importReduce(const onnx::NodeProto& node) {
     for (std::int64_t i = 0; i < rank; ++i) list.push_back(i);
   }
   std::sort(list.begin(), list.end());
-  list.erase(std::unique(list.begin(), list.end()), list.end());
   if (list.back() - list.front() + 1 != static_cast<std::int64_t>(list.size())) refuse(node, "only reductions over adjacent axes are supported");
   static const std::map<std::string, AxisKind> kinds{
       {"ReduceMean", AxisKind::mean}, {"ReduceSum", AxisKind::sum}, {"ReduceMax", AxisKind::max}, {"ReduceMin", AxisKind::min},
@@ -833,8 +842,10 @@ void Importer::importSlice(const onnx::NodeProto& node) {
   if (starts.size() != ends.size() || starts.size() != sliceAxes.size() || starts.size() != steps.size()) refuse(node, "starts, ends, axes and steps differ in length");
   std::vector<AxisSlice> slices;
   for (const std::uint32_t d : shape) slices.push_back({0, 1, d});
+  std::set<std::int64_t> sliced;
   for (std::size_t i = 0; i < starts.size(); ++i) {
     const std::int64_t axis = normalizedAxis(node, sliceAxes[i], shape.size());
+    if (!sliced.insert(axis).second) refuse(node, "axis " + std::to_string(axis) + " is listed twice");
     if (steps[i] == 0) refuse(node, "a step of 0");
     slices[static_cast<std::size_t>(axis)] = clampedSlice(shape[static_cast<std::size_t>(axis)], starts[i], ends[i], steps[i]);
   }
@@ -869,6 +880,8 @@ void Importer::importSplit(const onnx::NodeProto& node) {
     values_[node.output(i)] = {false, {}, part};
     result_.nodes.push_back({node.name(), node.op_type(), "slice", shapeOf(part)});
   }
+  // The parts must cover the axis: ONNX's split sizes sum to its length, and a shorter sum would drop values.
+  if (start != shape[axis]) refuse(node, "split sizes " + describe(sizes) + " sum to " + std::to_string(start) + ", not axis " + std::to_string(axis) + "'s " + std::to_string(shape[axis]));
 }
 
 void Importer::importGather(const onnx::NodeProto& node) {
@@ -877,9 +890,9 @@ void Importer::importGather(const onnx::NodeProto& node) {
   const Constant* indices = constantInput(node, 1);
   const Shape shape = shapeOf(x);
   const auto axis = static_cast<std::size_t>(normalizedAxis(node, integer(a, "axis", 0), shape.size()));
-  if (!indices || indices->shape.size() > 1 || indices->values.empty() || indices->values.size() > 64) {
-    refuse(node, "only a constant scalar index or up to 64 constant indices are supported");
-  }
+  if (!indices) refuse(node, "the indices must be a constant (an initializer) for glnet so far");
+  if (indices->shape.size() > 1) refuse(node, "indices shaped " + describe(indices->shape) + " are not supported: give a scalar or a list of indices");
+  if (indices->values.empty() || indices->values.size() > 64) refuse(node, std::to_string(indices->values.size()) + " indices; glnet gathers 1 to 64");
   std::vector<Tensor> parts;
   for (const double raw : indices->values) {
     std::int64_t index = whole(node, raw);

@@ -1,7 +1,8 @@
 // ONNX models, as torch.onnx.export writes them, read with ONNX's own protobuf classes (Debian libonnx-dev)
 // and made into a glnet inference graph for a bound batch size. The whole model is checked at load, before
-// any GPU work: every node's op, opset and attributes must be ones glnet runs, or the load fails in one line
-// naming the node, its op, the opset and what is not supported. Constants (initializers, Constant nodes) stay
+// any GPU work: the graph must meet ONNX's rules (as onnx.checker checks them) and every node's op, opset and
+// attributes must be ones glnet runs, or the load fails in one line naming the node, its op, the opset and what is
+// wrong or not supported. Weights must be finite and non-empty, and external data must lie in the model's folder. Constants (initializers, Constant nodes) stay
 // on the host and are folded into the ops that take them (weights, biases, target shapes).
 //
 // Supported: the ops of exported vision networks and transformer blocks (Conv with strides, dilations, groups

@@ -65,9 +65,12 @@ std::vector<std::int64_t> Importer::axes(const onnx::NodeProto& node, const std:
     list.clear();
     for (const double v : given.values) list.push_back(whole(node, v));
   }
+  std::set<std::int64_t> seen;
   for (std::int64_t& axis : list) {
     if (axis < -rank || axis >= rank) refuse(node, "axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
     if (axis < 0) axis += rank;
+    // ONNX allows each axis once; a repeat would be dropped or applied twice depending on the op.
+    if (!seen.insert(axis).second) refuse(node, "axis " + std::to_string(axis) + " is listed twice");
   }
   return list;
 }

@@ -288,6 +288,9 @@ class Converter {
     for (int k = 0; k < 4; ++k) {
       const OnnxConstant& value = constant(node, k + 1);
       if (value.shape.size() != 1) refuse(node, "input " + std::to_string(k + 1) + " must hold one value per channel, not " + describe(value.shape));
+      if (k == 3) {
+        if (const std::string problem = onnxformat::varianceProblem(value.values, epsilon); !problem.empty()) refuse(node, problem);
+      }
       weight(layer.name + suffixes[k], value.shape, value.values);
     }
     add(node, layer, {input}, rank(node));

@@ -3,9 +3,12 @@
 #include "gl/FileInput.h"
 #include "gl/check.h"
 
+#include <onnx/defs/schema.h>
+
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 namespace glnet {
 namespace onnxformat {
@@ -30,6 +33,13 @@ std::vector<std::int64_t> integers(const Attributes& attributes, const std::stri
   const auto found = attributes.find(name);
   if (found == attributes.end()) return {};
   return {found->second->ints().begin(), found->second->ints().end()};
+}
+
+std::string varianceProblem(const std::vector<double>& variance, double epsilon) {
+  for (std::size_t c = 0; c < variance.size(); ++c) {
+    if (!(variance[c] + epsilon > 0)) return "var + epsilon is not positive for channel " + std::to_string(c);
+  }
+  return "";
 }
 
 }  // namespace onnxformat
@@ -59,7 +69,18 @@ std::string externalData(const onnx::TensorProto& tensor, const std::string& pat
     throw Error(path + ": tensor " + tensor.name() + " names external data '" + location.substr(0, 100) +
                 "'; it must be a file beside the model");
   }
-  const std::string file = (std::filesystem::path(path).parent_path() / relative).string();
+  // The text alone does not keep the data beside the model: a symbolic link there (or a folder of links) may lead
+  // anywhere. The real path of the data must lie in the real folder of the model.
+  namespace fs = std::filesystem;
+  std::error_code error;
+  const fs::path folder = fs::weakly_canonical(fs::absolute(path).parent_path(), error);
+  const fs::path real = error ? fs::path() : fs::weakly_canonical(folder / relative, error);
+  const fs::path inside = error ? fs::path() : real.lexically_relative(folder);
+  if (error || inside.empty() || *inside.begin() == ".." || inside == ".") {
+    throw Error(path + ": tensor " + tensor.name() + " names external data '" + location.substr(0, 100) +
+                "', which leads outside the model's folder (a symbolic link); it must be a file beside the model");
+  }
+  const std::string file = real.string();
   const std::string bytes = readRegularFile(file, largestOnnxBytes);
   if (offset > bytes.size() || (hasLength && length > bytes.size() - offset)) {
     throw Error(path + ": tensor " + tensor.name() + ": its external data runs past the end of " + file);
@@ -67,15 +88,102 @@ std::string externalData(const onnx::TensorProto& tensor, const std::string& pat
   return bytes.substr(offset, hasLength ? length : std::string::npos);
 }
 
+const char* attributeTypeName(int type) {
+  switch (type) {
+    case onnx::AttributeProto::FLOAT: return "a float";
+    case onnx::AttributeProto::INT: return "an integer";
+    case onnx::AttributeProto::STRING: return "a string";
+    case onnx::AttributeProto::TENSOR: return "a tensor";
+    case onnx::AttributeProto::GRAPH: return "a graph";
+    case onnx::AttributeProto::FLOATS: return "a list of floats";
+    case onnx::AttributeProto::INTS: return "a list of integers";
+    case onnx::AttributeProto::STRINGS: return "a list of strings";
+    default: return "of another type";
+  }
+}
+
+// ONNX's own rules for a graph, as onnx.checker checks them, before either reader trusts it: every value is named
+// once (graph inputs, initializers, node outputs), every node reads only values defined before it (topological
+// order, hence no cycle), and every node of the default domain takes its op schema's inputs, outputs and
+// attributes at this opset, each attribute of the schema's type, the required ones given. A reader that met a name
+// twice would silently keep one of them, and one that skipped a node of a cycle would lose it.
+void checkGraph(const onnx::ModelProto& model, std::int64_t opset, const std::string& path) {
+  const onnx::GraphProto& graph = model.graph();
+  std::set<std::string> defined, inputs, initializers, produced;
+  for (const onnx::ValueInfoProto& input : graph.input()) {
+    if (input.name().empty()) throw Error(path + ": a graph input has no name");
+    if (!inputs.insert(input.name()).second) throw Error(path + ": two graph inputs are named '" + input.name() + "'");
+  }
+  for (const onnx::TensorProto& initializer : graph.initializer()) {
+    if (!initializers.insert(initializer.name()).second) throw Error(path + ": two initializers are named '" + initializer.name() + "'");
+  }
+  defined = inputs;
+  defined.insert(initializers.begin(), initializers.end());  // older exporters list initializers as inputs too
+  for (const onnx::NodeProto& node : graph.node()) produced.insert(node.output().begin(), node.output().end());
+  // The schemas of the ONNX release glnet is built with; a newer opset's ops may take more inputs and attributes.
+  const int known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
+  for (const onnx::NodeProto& node : graph.node()) {
+    const auto refuse = [&](const std::string& why) {
+      throw Error(path + ": node '" + (node.name().empty() && node.output_size() ? node.output(0) : node.name()) + "' (" + node.op_type() +
+                  ", opset " + std::to_string(opset) + "): " + why);
+    };
+    for (const std::string& name : node.input()) {
+      if (name.empty() || defined.count(name)) continue;
+      refuse("input '" + name + "' is " +
+             (produced.count(name) ? "made by this node or a later one; ONNX nodes come in topological order, without cycles"
+                                   : "made by no node, initializer or graph input"));
+    }
+    for (const std::string& name : node.output()) {
+      if (!name.empty() && !defined.insert(name).second) {
+        refuse("its output '" + name + "' is already defined (by " +
+               (inputs.count(name) ? "a graph input" : initializers.count(name) ? "an initializer" : "another node") + "); ONNX names each value once");
+      }
+    }
+    if (!node.domain().empty() && node.domain() != "ai.onnx") continue;
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset), onnx::ONNX_DOMAIN);
+    if (!schema) continue;  // no op of ONNX at this opset: the readers refuse it by name
+    const bool current = opset <= known;
+    if (current && (node.input_size() < schema->min_input() || node.input_size() > schema->max_input())) {
+      refuse(std::to_string(node.input_size()) + " inputs; the op takes " + std::to_string(schema->min_input()) +
+             (schema->max_input() == schema->min_input() ? "" : " to " + std::to_string(std::min(schema->max_input(), 1 << 20))));
+    }
+    if (current && (node.output_size() < schema->min_output() || node.output_size() > schema->max_output())) {
+      refuse(std::to_string(node.output_size()) + " outputs; the op gives " + std::to_string(schema->min_output()) +
+             (schema->max_output() == schema->min_output() ? "" : " to " + std::to_string(std::min(schema->max_output(), 1 << 20))));
+    }
+    std::set<std::string> given;
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (!given.insert(attribute.name()).second) refuse("attribute " + attribute.name() + " is given twice");
+      const auto found = schema->attributes().find(attribute.name());
+      if (found == schema->attributes().end()) {
+        if (current) refuse("attribute " + attribute.name() + " is not one the op takes at this opset");
+        continue;
+      }
+      if (attribute.type() != static_cast<int>(found->second.type)) {
+        refuse("attribute " + attribute.name() + " must be " + attributeTypeName(static_cast<int>(found->second.type)) + ", not " +
+               attributeTypeName(attribute.type()));
+      }
+    }
+    for (const auto& [name, attribute] : schema->attributes()) {
+      if (attribute.required && !given.count(name)) refuse("the required attribute " + name + " is missing");
+    }
+  }
+  for (const onnx::ValueInfoProto& output : graph.output()) {
+    if (!defined.count(output.name())) throw Error(path + ": the graph output '" + output.name() + "' is made by no node, initializer or graph input");
+  }
+}
+
 }  // namespace
 
 onnx::ModelProto readOnnxModelProto(const std::string& path) {
   const std::string bytes = readRegularFile(path, largestOnnxBytes);
+  if (bytes.empty()) throw Error(path + ": the file is empty; no ONNX model");
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes)) throw Error(path + ": not an ONNX model (the protobuf does not parse)");
   const std::int64_t opset = onnxOpset(model);
   if (opset == 0) throw Error(path + ": the model imports no opset of the default ONNX domain");
   if (opset < 6 || opset > 18) throw Error(path + ": opset " + std::to_string(opset) + "; glnet reads opsets 6 to 18");
+  checkGraph(model, opset, path);
   return model;
 }
 

@@ -25,8 +25,9 @@ struct OnnxConstant {
   }
 };
 
-// Reads and parses `path` (at most largestOnnxBytes); throws glnet::Error when it is no ONNX model or its opset of the
-// default domain is not 6 to 18.
+// Reads and parses `path` (at most largestOnnxBytes); throws glnet::Error when it is no ONNX model, its opset of the
+// default domain is not 6 to 18, or its graph breaks ONNX's rules (a name defined twice, a node reading what no earlier
+// node makes, an attribute of the wrong type or a required one missing): the one check every reader shares.
 onnx::ModelProto readOnnxModelProto(const std::string& path);
 // The model's opset of the default domain (0: none).
 std::int64_t onnxOpset(const onnx::ModelProto& model);
@@ -41,6 +42,10 @@ using Attributes = std::map<std::string, const onnx::AttributeProto*>;
 std::int64_t integer(const Attributes& attributes, const std::string& name, std::int64_t otherwise);
 double real(const Attributes& attributes, const std::string& name, double otherwise);
 std::vector<std::int64_t> integers(const Attributes& attributes, const std::string& name);
+// What is wrong with a BatchNormalization's running variance, empty when nothing: inference divides by
+// sqrt(var + epsilon), so it must be positive in every channel, for inference and fine-tuning alike (a fine-tuned model
+// would keep the bad channel and its export would be refused).
+std::string varianceProblem(const std::vector<double>& variance, double epsilon);
 }  // namespace onnxformat
 
 }  // namespace glnet

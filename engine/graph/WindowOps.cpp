@@ -40,6 +40,11 @@ class PoolOp : public InferenceOp {
     if (in.size() != 1 || in[0].size() != 4) throw Error(name() + " takes one [N, C, H, W] input, not " + shapesText(in));
     for (int k = 0; k < 2; ++k) {
       if (s_.kernel[k] == 0 || s_.strides[k] == 0 || s_.dilations[k] == 0) throw Error(name() + ": kernel, strides and dilations must be positive");
+      // A window wholly in the padding has no value (the maximum of nothing, or an average over no element); ONNX
+      // requires pads below the kernel for this reason.
+      if (s_.pads[k] >= s_.kernel[k] || s_.pads[k + 2] >= s_.kernel[k]) {
+        throw Error(name() + ": pads " + std::to_string(s_.pads[k]) + " and " + std::to_string(s_.pads[k + 2]) + " must be smaller than the kernel");
+      }
     }
     const std::uint32_t oh = pooledSize(in[0][2], s_.pads[0], s_.pads[2], s_.kernel[0], s_.strides[0], s_.dilations[0], s_.ceilMode);
     const std::uint32_t ow = pooledSize(in[0][3], s_.pads[1], s_.pads[3], s_.kernel[1], s_.strides[1], s_.dilations[1], s_.ceilMode);

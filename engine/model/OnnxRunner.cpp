@@ -2,6 +2,7 @@
 
 #include "gl/Stopwatch.h"
 #include "gl/check.h"
+#include "gl/log.h"
 #include "plan/Statistics.h"
 
 #include <algorithm>
@@ -85,6 +86,14 @@ std::size_t OnnxRunner::activationBytes(std::uint32_t batch) { return bound(batc
 std::vector<std::vector<float>> OnnxRunner::run(const std::vector<const float*>& inputs, std::uint32_t batch, RunTimes* times) {
   GLNET_ASSERT(inputs.size() == inputs_.size(), "one value pointer per input");
   Bound& b = bound(batch);
+  // NaN in gives NaN out: an input that is not finite is the caller's to give, and the outputs it reaches are not
+  // finite either. Only where every input is finite does an output that is not say the model itself overflowed.
+  std::string nonFinite;
+  for (std::size_t i = 0; i < inputs.size() && nonFinite.empty(); ++i) {
+    const std::size_t count = elementCount(b.model.graph.tensor(b.model.inputs[i].second).shape);
+    const float* bad = std::find_if(inputs[i], inputs[i] + count, [](float v) { return !std::isfinite(v); });
+    if (bad != inputs[i] + count) nonFinite = "input " + b.model.inputs[i].first + " holds NaN or infinite values (the first at element " + std::to_string(bad - inputs[i]) + ")";
+  }
   Stopwatch clock;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Tensor tensor = b.model.inputs[i].second;
@@ -101,9 +110,9 @@ std::vector<std::vector<float>> OnnxRunner::run(const std::vector<const float*>&
   }
   if (times) *times = {uploadMs, issueMs, clock.restart()};
   for (std::size_t o = 0; o < outputs.size(); ++o) {
-    if (!std::all_of(outputs[o].begin(), outputs[o].end(), [](float v) { return std::isfinite(v); })) {
-      throw Error("output " + b.model.outputs[o].first + " of " + path_ + " holds NaN or infinite values");
-    }
+    if (std::all_of(outputs[o].begin(), outputs[o].end(), [](float v) { return std::isfinite(v); })) continue;
+    if (nonFinite.empty()) throw Error("output " + b.model.outputs[o].first + " of " + path_ + " holds NaN or infinite values");
+    log::warn(path_ + ": " + nonFinite + "; output " + b.model.outputs[o].first + " holds NaN or infinite values too");
   }
   return outputs;
 }

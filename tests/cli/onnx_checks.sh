@@ -198,6 +198,65 @@ x = rng.integers(0, 256, (3, 2, 3), dtype=np.uint8)
 np.save(os.path.join(work, "bytes-x.npy"), x)
 np.save(os.path.join(work, "bytes-y.npy"), x.astype(np.float64) / 255)
 open(os.path.join(work, "garbage.onnx"), "wb").write(b"\x08\x07garbage that is no protobuf \xff\xff\xff")
+open(os.path.join(work, "empty.onnx"), "wb").close()
+
+# Hostile files (issue 44), each refused alike by glnet_info, glnet_run and glnet_train --net: a graph ONNX's checker
+# rejects, weights nothing can run, external data that leads out of the model's folder.
+def hostile(name, nodes, initializers=(), inputs=None, outputs=None, opset=17):
+    inputs = inputs if inputs is not None else [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])]
+    outputs = outputs if outputs is not None else [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
+    initializers = [numpy_helper.from_array(i[1], i[0]) if isinstance(i, tuple) else i for i in initializers]
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializers)
+    # Serialized as built: onnx.save would not check it either, but nothing here may depend on that.
+    open(os.path.join(work, "hostile-" + name + ".onnx"), "wb").write(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]).SerializeToString())
+
+ones = lambda *shape: np.ones(shape, np.float32)
+image = lambda c: [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", c, 5, 5])]
+hostile("scalar-input", [helper.make_node("Relu", ["x"], ["y"], name="/relu")], inputs=[helper.make_tensor_value_info("x", TensorProto.FLOAT, [])])
+hostile("empty-conv", [helper.make_node("Conv", ["x", "w"], ["y"], name="/conv")], {"w": np.zeros((0, 4, 3, 3), np.float32)}.items(), image(4))
+hostile("cycle", [helper.make_node("Relu", ["b"], ["a"], name="/r1"), helper.make_node("Relu", ["a"], ["b"], name="/r2"),
+                  helper.make_node("Add", ["x", "a"], ["y"], name="/add")])
+hostile("two-producers", [helper.make_node("Relu", ["x"], ["y"], name="/r1"), helper.make_node("Sigmoid", ["x"], ["y"], name="/s1")])
+hostile("two-initializers", [helper.make_node("Add", ["x", "b"], ["y"], name="/add")],
+        [numpy_helper.from_array(ones(4), "b"), numpy_helper.from_array(2 * ones(4), "b")])
+hostile("two-inputs", [helper.make_node("Add", ["x", "x"], ["y"], name="/add")], inputs=2 * [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])])
+hostile("float-strides", [helper.make_node("Conv", ["x", "w"], ["y"], name="/conv", strides=[1.5, 1.5])], {"w": ones(1, 1, 3, 3)}.items(), image(1))
+hostile("string-strides", [helper.make_node("Conv", ["x", "w"], ["y"], name="/conv", strides="1")], {"w": ones(1, 1, 3, 3)}.items(), image(1))
+hostile("kernel-shape", [helper.make_node("Conv", ["x", "w"], ["y"], name="/conv", kernel_shape=[5, 5])], {"w": ones(1, 1, 3, 3)}.items(), image(1))
+hostile("split", [helper.make_node("Split", ["x", "s"], ["y", "z"], name="/split", axis=1)], {"s": np.array([2, 2], np.int64)}.items(),
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5])], [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in "yz"])
+hostile("concat", [helper.make_node("Concat", ["x", "x"], ["y"], name="/concat")])
+hostile("unsqueeze", [helper.make_node("Unsqueeze", ["x", "a"], ["y"], name="/unsqueeze")], {"a": np.array([1, 1], np.int64)}.items())
+hostile("slice", [helper.make_node("Slice", ["x", "s", "e", "a"], ["y"], name="/slice")],
+        {"s": np.array([0, 1], np.int64), "e": np.array([2, 3], np.int64), "a": np.array([1, 1], np.int64)}.items())
+hostile("reduce", [helper.make_node("ReduceSum", ["x", "a"], ["y"], name="/reduce")], {"a": np.array([1, -1], np.int64)}.items())
+hostile("no-outputs", [helper.make_node("Gemm", ["x", "w"], ["y"], name="/fc", transB=1)], {"w": ones(3, 4)}.items(), outputs=[])
+hostile("batchnorm", [helper.make_node("Conv", ["x", "w"], ["c"], name="/conv"),
+                      helper.make_node("BatchNormalization", ["c", "g", "b", "m", "v"], ["y"], name="/bn")],
+        {"w": ones(2, 2, 3, 3), "g": ones(2), "b": ones(2), "m": ones(2), "v": -ones(2)}.items(), image(2))
+hostile("nan-weight", [helper.make_node("Gemm", ["x", "w"], ["y"], name="/fc", transB=1)], {"w": np.full((3, 4), np.nan, np.float32)}.items())
+hostile("inf-bias", [helper.make_node("Add", ["x", "b"], ["y"], name="/add")], {"b": np.full(4, np.inf, np.float32)}.items())
+hostile("pool-pads", [helper.make_node("MaxPool", ["x"], ["y"], name="/pool", kernel_shape=[2, 2], pads=[2, 2, 2, 2])], inputs=image(1))
+hostile("gather", [helper.make_node("Gather", ["x", "i"], ["y"], name="/gather", axis=1)], {"i": np.array([[0, 1], [2, 3]], np.int64)}.items())
+# External data named as a file beside the model, which is a symbolic link to a file elsewhere.
+linked = numpy_helper.from_array(np.zeros(4, np.float32), "b")
+linked.ClearField("raw_data")
+linked.data_location = TensorProto.EXTERNAL
+for key, value in (("location", "link_passwd"), ("offset", "0"), ("length", "16")):
+    entry = linked.external_data.add()
+    entry.key, entry.value = key, value
+hostile("link", [helper.make_node("Add", ["x", "b"], ["y"], name="/add")], [linked])
+os.symlink("/etc/passwd", os.path.join(work, "link_passwd"))
+np.save(os.path.join(work, "x4.npy"), np.ones((2, 4), np.float32))
+np.save(os.path.join(work, "x5.npy"), np.ones((2, 5), np.float32))
+np.save(os.path.join(work, "x1.npy"), np.ones((2, 1, 5, 5), np.float32))
+np.save(os.path.join(work, "x2.npy"), np.ones((2, 2, 5, 5), np.float32))
+np.save(os.path.join(work, "x4x5x5.npy"), np.ones((2, 4, 5, 5), np.float32))
+np.save(os.path.join(work, "scalar.npy"), np.ones((1,), np.float32))
+# NaN in gives NaN out (an Add passes it on); a float64 value float32 cannot hold is the file's, not the model's.
+hostile("add", [helper.make_node("Add", ["x", "b"], ["y"], name="/add")], {"b": ones(4)}.items())
+np.save(os.path.join(work, "nan-x.npy"), np.array([[1, np.nan, 1, 1], [1, 1, 1, 1]], np.float32))
+np.save(os.path.join(work, "huge-x.npy"), np.array([[1, 1e300, 1, 1], [1, 1, 1, 1]], np.float64))
 PY
 
 # compare NAME: glnet_run's output against the float64 NumPy one, |glnet − ref| ≤ 1e-5 + 1e-4·|ref| (float32 sums).
@@ -270,6 +329,51 @@ expect 2 "error: the model's input is named x, not images" -- "$apps/glnet_run" 
 expect 1 "mlp-x.npy: input x is uint8 \(the model converts its pixels itself\); this file holds float32" -- "$apps/glnet_run" --model "$work/bytes.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "bytes-x.npy: input x takes float32; this file holds uint8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/bytes-x.npy" --output "$work/o.npy"
 expect 2 "error: --output is required" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy"
+expect 1 "empty.onnx: the file is empty" -- "$apps/glnet_info" --model "$work/empty.onnx"
+# Hostile files: the same one-line refusal from every command that loads ONNX (the checks live in the engine's reader).
+hostile() {  # NAME INPUT REGEX
+  expect 1 "hostile-$1.onnx: $3" -- "$apps/glnet_info" --model "$work/hostile-$1.onnx"
+  expect 1 "hostile-$1.onnx: $3" -- "$apps/glnet_run" --model "$work/hostile-$1.onnx" --input "$work/$2" --output "$work/o.npy"
+}
+hostile scalar-input scalar.npy "the first input x is a scalar \(shape \[\]\); its first dimension must be the batch"
+hostile empty-conv x4x5x5.npy "node '/conv' \(Conv, opset 17\): W \[0, 4, 3, 3\] is empty"
+hostile cycle x4.npy "node '/r1' \(Relu, opset 17\): input 'b' is made by this node or a later one; ONNX nodes come in topological order, without cycles"
+hostile two-producers x4.npy "node '/s1' \(Sigmoid, opset 17\): its output 'y' is already defined \(by another node\)"
+hostile two-initializers x4.npy "two initializers are named 'b'"
+hostile two-inputs x4.npy "two graph inputs are named 'x'"
+hostile float-strides x1.npy "node '/conv' \(Conv, opset 17\): attribute strides must be a list of integers, not a list of floats"
+hostile string-strides x1.npy "node '/conv' \(Conv, opset 17\): attribute strides must be a list of integers, not a string"
+hostile kernel-shape x1.npy "node '/conv' \(Conv, opset 17\): kernel_shape \[5, 5\] differs from the weight \[1, 1, 3, 3\]"
+hostile split x5.npy "node '/split' \(Split, opset 17\): split sizes \[2, 2\] sum to 4, not axis 1's 5"
+hostile concat x4.npy "node '/concat' \(Concat, opset 17\): the required attribute axis is missing"
+hostile unsqueeze x4.npy "node '/unsqueeze' \(Unsqueeze, opset 17\): axis 1 is listed twice"
+hostile slice x4.npy "node '/slice' \(Slice, opset 17\): axis 1 is listed twice"
+hostile reduce x4.npy "node '/reduce' \(ReduceSum, opset 17\): axis 1 is listed twice"
+hostile no-outputs x4.npy "the model has no output"
+hostile batchnorm x2.npy "node '/bn' \(BatchNormalization, opset 17\): var \+ epsilon is not positive for channel 0"
+hostile nan-weight x4.npy "tensor /fc.weight holds NaN or infinite values"
+hostile inf-bias x4.npy "tensor b holds NaN or infinite values"
+hostile pool-pads x1.npy "node '/pool' \(MaxPool, opset 17\): max pool 2x2: pads 2 and 2 must be smaller than the kernel"
+hostile gather x4.npy "node '/gather' \(Gather, opset 17\): indices shaped \[2, 2\] are not supported: give a scalar or a list of indices"
+hostile link x4.npy "tensor b names external data 'link_passwd', which leads outside the model's folder"
+# Fine-tuning reads through the same checks: a cycle would lose its nodes, a negative variance would train and export.
+for name in cycle two-producers batchnorm no-outputs; do
+  expect 1 "hostile-$name.onnx: " -- "$apps/glnet_train" --net "$work/hostile-$name.onnx" --out "$work/tuned.safetensors"
+done
+expect 1 "hostile-batchnorm.onnx: node '/bn' \(BatchNormalization\): var \+ epsilon is not positive for channel 0" \
+  -- "$apps/glnet_train" --net "$work/hostile-batchnorm.onnx" --out "$work/tuned.safetensors"
+expect 1 "hostile-cycle.onnx: node '/r1' \(Relu, opset 17\): input 'b' is made by this node or a later one" \
+  -- "$apps/glnet_train" --net "$work/hostile-cycle.onnx" --out "$work/tuned.safetensors"
+# NaN in gives NaN out, with a warning naming the input; a float64 input float32 cannot hold is named as such.
+expect 0 "warning: .*add.onnx: input x holds NaN or infinite values \(the first at element 1\); output y holds NaN or infinite values too" \
+  -- "$apps/glnet_run" --model "$work/hostile-add.onnx" --input "$work/nan-x.npy" --output "$work/nan-y.npy"
+/usr/bin/python3 -c "
+import numpy as np, sys
+y = np.load(sys.argv[1])
+assert np.isnan(y[0, 1]) and (np.delete(y.ravel(), 1) == 2).all(), y
+" "$work/nan-y.npy" || fail "NaN in gives NaN out"
+expect 1 "huge-x.npy: the float64 value 1e\+300 at element 1 is beyond float32's range" \
+  -- "$apps/glnet_run" --model "$work/hostile-add.onnx" --input "$work/huge-x.npy" --output "$work/o.npy"
 # glnet_bench on an ONNX model: the split per batch size, every node's GPU time, the JSON with both batches.
 expect 0 "GPU time .* ms in .* dispatches \(.* barriers\) of .* nodes" -- "$apps/glnet_bench" --model "$work/cnn.onnx" --batches 1,3 --runs 2 --warmup 1 --json-out "$work/bench.json"
 /usr/bin/python3 -c "

@@ -211,6 +211,14 @@ put("Onnx", "trainable", onnx_model([
     {"cw": ramp(2, 1, 3, 3), "g": ramp(2), "bb": ramp(2), "m": ramp(2), "v": np.ones(2, np.float32), "ratio": np.float32(0.25),
      "fw": ramp(3, 12), "fb": ramp(3)}))
 put("Onnx", "softmax", onnx_model([helper.make_node("Softmax", ["x"], ["y"], name="softmax")], ["N", 3], ["N", 3], {}))
+# Graphs ONNX's rules refuse, each with one defect, so that mutations start at the reader's graph checks: a cycle, a
+# value made twice, an attribute of the wrong type.
+put("Onnx", "cycle", onnx_model([helper.make_node("Relu", ["b"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2"),
+                                 helper.make_node("Add", ["x", "a"], ["y"], name="add")], ["N", 3], ["N", 3], {}))
+put("Onnx", "made-twice", onnx_model([helper.make_node("Relu", ["x"], ["y"], name="relu"), helper.make_node("Sigmoid", ["x"], ["y"], name="sigmoid")],
+                                     ["N", 3], ["N", 3], {}))
+put("Onnx", "attribute-type", onnx_model([helper.make_node("Conv", ["x", "c"], ["y"], name="conv", strides=[1.5, 1.5])], [1, 1, 4, 4], [1, 2, 2, 2],
+                                         {"c": ramp(2, 1, 3, 3)}))
 
 
 def npy(array):
