@@ -143,6 +143,9 @@ put("NetDescription", "shape-mismatch", json.dumps({"input": [1, 4, 4], "layers"
     {"name": "c", "kind": "conv", "outputs": 2, "kernel": 3}, {"name": "a", "kind": "add", "inputs": ["c", "input"]}]}).encode())
 put("NetDescription", "unknown-input", b'{"input": [3], "layers": [{"name": "x", "kind": "dense", "outputs": 2, "inputs": ["y"]}]}')
 put("NetDescription", "deep", b'{"input": [1], "layers": ' + b"[" * 40 + b"]" * 40 + b"}")
+put("NetDescription", "trailing-nul", json.dumps(small).encode() + b"\0garbage")
+put("NetDescription", "huge-kernel", b'{"input": [1, 28, 28], "layers": [{"name": "c", "kind": "conv", "outputs": 4, "kernel": 1000}, '
+    b'{"name": "fc", "kind": "dense", "outputs": 10}]}')
 
 pixels = json.dumps({"pixels": [(i * 7) % 256 for i in range(784)]}).encode()
 put("PredictRequest", "json-pixels", b"\x00" + pixels)
