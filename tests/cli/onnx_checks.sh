@@ -214,6 +214,13 @@ for model in mlp cnn matmul softmax strided silu residual preact bytes; do
   expect 0 "ran .*$model.onnx .* wrote" -- "$apps/glnet_run" --model "$work/$model.onnx" --input "x=$work/$model-x.npy" --output "$work/$model-out.npy" --check
   compare $model
 done
+# NaN in gives NaN out (issue 44): a NaN pixel through Conv, Relu and MaxPool reaches the scores, which glnet_run
+# refuses to write (before, Relu and MaxPool dropped it and the scores were numbers).
+/usr/bin/python3 -c "
+import numpy as np, sys
+x = np.load(sys.argv[1]); x[0, 0, 5, 6] = np.nan; np.save(sys.argv[2], x)" "$work/cnn-x.npy" "$work/nan-x.npy" || fail "writing the NaN input"
+expect 1 "error: output y of .*cnn.onnx holds NaN or infinite values; no output was written" -- \
+  "$apps/glnet_run" --model "$work/cnn.onnx" --input "$work/nan-x.npy" --output "$work/nan-out.npy" --check
 # Several inputs and outputs, by name in any order, or by position.
 expect 0 "wrote .*two-z-out.npy, .*two-y-out.npy" -- "$apps/glnet_run" --model "$work/two.onnx" --input "b=$work/two-b.npy" --input "a=$work/two-a.npy" \
   --output "z=$work/two-z-out.npy" --output "y=$work/two-y-out.npy" --check
