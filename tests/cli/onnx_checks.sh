@@ -274,6 +274,8 @@ expect 1 "error: /dev/zero: not a regular file" -- "$apps/glnet_run" --model /de
 expect 1 "wrong-x.npy: each row of the input must be \[29\] for input x" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/wrong-x.npy" --output "$work/o.npy"
 expect 1 "int-x.npy: not a NumPy array glnet reads \(dtype <i8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/int-x.npy" --output "$work/o.npy"
 expect 2 "error: the model's input is named x, not images" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "images=$work/mlp-x.npy" --output "$work/o.npy"
+expect 2 "error: --input: empty input name before '='" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "=$work/mlp-x.npy" --output "$work/o.npy"
+expect 2 "error: --output: empty output name before '='" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy" --output "=$work/o.npy"
 expect 1 "mlp-x.npy: input x is uint8 \(the model converts its pixels itself\); this file holds float32" -- "$apps/glnet_run" --model "$work/bytes.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "bytes-x.npy: input x takes float32; this file holds uint8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/bytes-x.npy" --output "$work/o.npy"
 expect 2 "error: --output is required" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy"
