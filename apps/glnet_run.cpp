@@ -20,10 +20,12 @@ using namespace glnet;
 
 namespace {
 
-// "name=FILE" or "FILE": the name (empty when not given) and the file.
-std::pair<std::string, std::string> namedFile(const std::string& text) {
+// "name=FILE" or "FILE" of --`option`: the name (empty when not given) and the file. "=FILE" is refused, not taken
+// for a file given by position.
+std::pair<std::string, std::string> namedFile(const std::string& text, const std::string& option) {
   const std::size_t equals = text.find('=');
   if (equals == std::string::npos) return {"", text};
+  if (equals == 0) throw UsageError("--" + option + ": empty " + option + " name before '='");
   return {text.substr(0, equals), text.substr(equals + 1)};
 }
 
@@ -59,8 +61,8 @@ int main(int argc, char** argv) {
 
     // Inputs by name, or in the model's order where no name is given; the first one's rows are the batch.
     std::vector<std::pair<std::string, std::string>> inputFiles, outputFiles;
-    for (const std::string& text : parser.texts("input")) inputFiles.push_back(namedFile(text));
-    for (const std::string& text : parser.texts("output")) outputFiles.push_back(namedFile(text));
+    for (const std::string& text : parser.texts("input")) inputFiles.push_back(namedFile(text, "input"));
+    for (const std::string& text : parser.texts("output")) outputFiles.push_back(namedFile(text, "output"));
     for (const auto& [name, path] : outputFiles) checkWritable(path);
     std::vector<NpyArray> arrays;
     for (const auto& [name, path] : inputFiles) {
@@ -183,8 +185,10 @@ int main(int argc, char** argv) {
       for (std::size_t o = 0; o < outputs.size(); ++o) {
         const std::vector<double>& expected = reference[static_cast<std::size_t>(model.outputs[outputPlaces[o]].second.id)];
         for (std::size_t i = 0; i < expected.size(); ++i) {
-          worst = std::max(worst, std::abs(expected[i] - outputs[o].values[i]));
-          largest = std::max(largest, std::abs(expected[i]));
+          // NaN on both sides agrees; on one side only it is the largest difference there is (std::max drops a NaN).
+          const bool nanExpected = std::isnan(expected[i]), nanGot = std::isnan(outputs[o].values[i]);
+          worst = std::max(worst, nanExpected || nanGot ? (nanExpected == nanGot ? 0.0 : INFINITY) : std::abs(expected[i] - outputs[o].values[i]));
+          if (!nanExpected) largest = std::max(largest, std::abs(expected[i]));
         }
       }
       report["check"] = {{"max_abs_difference", worst}, {"max_abs_reference", largest}};

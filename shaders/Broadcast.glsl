@@ -29,9 +29,9 @@ float combine(float left, float right) {
   if (right == floor(right) && left < 0.0) return (mod(right, 2.0) == 0.0 ? 1.0 : -1.0) * pow(-left, right);
   return pow(left, right);
 #elif BINARY_OP == 5
-  return max(left, right);
+  return maxNaN(left, right);
 #elif BINARY_OP == 6
-  return min(left, right);
+  return minNaN(left, right);
 #else
   return left >= 0.0 ? left : left * right;
 #endif

@@ -267,7 +267,7 @@ vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
 // The activation never falls as its argument rises, so the window's largest sum gives its largest output.
 void gemmStoreRun(uint r, uint s, vec4 values) {
   uint window = r / 4u, n = window / (POOLED_HEIGHT * POOLED_WIDTH), pooled = window % (POOLED_HEIGHT * POOLED_WIDTH);
-  result[(n * OC + s) * POOLED_HEIGHT * POOLED_WIDTH + pooled] = activate(max(max(values.x, values.y), max(values.z, values.w)) + third[s]);
+  result[(n * OC + s) * POOLED_HEIGHT * POOLED_WIDTH + pooled] = activate(maxNaN(maxNaN(values.x, values.y), maxNaN(values.z, values.w)) + third[s]);
 }
 #elif defined(GEMM_STORE_RUNS)
 // Y's planes are a multiple of 4 pixels long (the op asks for it then): rows r..r+3 are 4 pixels of one plane, one

@@ -1,5 +1,6 @@
 // 2×2 max pooling with stride 2 over NCHW planes (odd edges dropped, as PyTorch's floor mode does).
 //   POOL_MODE 0 forward:  Y[p, oh, ow] = max of the window; argmax[...] = the input index of its first maximum
+//                        (or first NaN, which the window's output then is, as in PyTorch)
 //   POOL_MODE 1 backward: dX[i] = dY[o] where argmax[o] == i for the window o holding i, else 0 (or added)
 // bindings: forward 0 X read, 1 Y write, 2 argmax write; backward 0 dY read, 2 argmax read, 3 dX read-write
 // uniforms: 0 planes (N·C), 1 H, 2 W, 3 OH, 4 OW, 5 accumulate (backward)
@@ -26,7 +27,7 @@ void main() {
   float largest = source[base];
   for (uint k = 1u; k < 4u; ++k) {
     uint index = base + (k / 2u) * W + (k % 2u);
-    if (source[index] > largest) {
+    if (beats(source[index], largest)) {
       largest = source[index];
       best = index;
     }

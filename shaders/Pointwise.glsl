@@ -43,16 +43,16 @@ float pointwise(float x) {
 #if POINTWISE == 0
   return x;
 #elif POINTWISE == 1
-  return max(x, 0.0);
+  return maxNaN(x, 0.0);
 #elif POINTWISE == 2
   return 1.0 / (1.0 + exp(-x));
 #elif POINTWISE == 3
   // Some drivers compute tanh as (e^2x - 1)/(e^2x + 1), NaN for large x; tanh(±15) rounds to ±1 in fp32.
-  return tanh(clamp(x, -15.0, 15.0));
+  return isNaN(x) ? x : tanh(clamp(x, -15.0, 15.0));  // llvmpipe's tanh(NaN) is a number
 #elif POINTWISE == 4
-  return min(max(x, alpha), beta);  // Clip: alpha min, beta max
+  return minNaN(maxNaN(x, alpha), beta);  // Clip: alpha min, beta max
 #elif POINTWISE == 5
-  return clamp(alpha * x + beta, 0.0, 1.0);  // HardSigmoid
+  return clampNaN(alpha * x + beta, 0.0, 1.0);  // HardSigmoid
 #elif POINTWISE == 6
   return x * clamp(x / 6.0 + 0.5, 0.0, 1.0);  // HardSwish
 #elif POINTWISE == 7
@@ -122,11 +122,11 @@ float pointwise(float x) {
 #elif POINTWISE == 35
   return atanh(x);
 #elif POINTWISE == 36
-  return x > alpha ? x : 0.0;  // ThresholdedRelu
+  return x > alpha || isNaN(x) ? x : 0.0;  // ThresholdedRelu (PyTorch's Threshold keeps a NaN)
 #elif POINTWISE == 37
-  return x < -beta ? x + alpha : x > beta ? x - alpha : 0.0;  // Shrink: alpha bias, beta lambd
+  return x < -beta ? x + alpha : x > beta || isNaN(x) ? x - alpha : 0.0;  // Shrink: alpha bias, beta lambd
 #elif POINTWISE == 38
-  return max(x, 0.0) + min(0.0, alpha * (exp(x / alpha) - 1.0));  // Celu
+  return maxNaN(x, 0.0) + min(0.0, alpha * (exp(x / alpha) - 1.0));  // Celu
 #elif POINTWISE == 39
   return beta * (x > 0.0 ? x : alpha * (exp(x) - 1.0));  // Selu: alpha, beta gamma
 #elif POINTWISE == 40

@@ -1,6 +1,6 @@
 // 2-D max or average pooling over NCHW planes with any kernel, stride, dilation and padding (ONNX MaxPool and
 // AveragePool; ceil_mode only changes OH and OW, which the engine works out). One invocation per output.
-//   POOL_KIND 0 max (padding never wins), 1 average: the divisor counts the padding when count_include_pad
+//   POOL_KIND 0 max (padding never wins; a NaN in the window is the output, as in PyTorch), 1 average: the divisor counts the padding when count_include_pad
 //   (window cells beyond the padded input, which ceil_mode adds, never count), else only the cells inside
 //   POOL_GRADIENT 1: the backward pass instead, one invocation per input element: dx = Σ over the windows that hold
 //   it of dy/divisor (average) or dy where it is the window's first maximum (max: the windows are searched again)
@@ -51,7 +51,7 @@ float share(uint base, int oh, int ow, int ih, int iw) {
       int w = left + kw * dilationW;
       if (w < 0 || w >= W) continue;
       float value = x[base + uint(h * W + w)];
-      if (value > best || bestH < 0) {
+      if (beats(value, best) || bestH < 0) {
         best = value;
         bestH = h;
         bestW = w;
@@ -108,7 +108,7 @@ void main() {
     if (ih < 0 || ih >= H) continue;
     for (int kw = 0; kw < KW; ++kw) {
       int iw = left + kw * dilationW;
-      if (iw >= 0 && iw < W) best = max(best, x[base + uint(ih * W + iw)]);
+      if (iw >= 0 && iw < W) best = maxNaN(best, x[base + uint(ih * W + iw)]);
     }
   }
   y[i] = best;

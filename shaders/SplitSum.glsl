@@ -51,7 +51,7 @@ void main() {
     uint at = first + (k / 2u) * width + k % 2u;
     float sum = 0.0;
     for (uint z = 0u; z < splits; ++z) sum += partial[z * slice + at];
-    best = max(best, sum);
+    best = maxNaN(best, sum);
   }
   result[i] = activate(best + b[image % columns]);
   return;

@@ -185,7 +185,7 @@ void main() {
       uint ph = th * (TILE / 2u) + y, pw = tw * (TILE / 2u) + x;
       if (ph >= OH / 2u || pw >= OW / 2u) continue;
       uint corner = 2u * y * TILE + 2u * x;
-      float largest = max(max(sums[corner], sums[corner + 1u]), max(sums[corner + TILE], sums[corner + TILE + 1u]));
+      float largest = maxNaN(maxNaN(sums[corner], sums[corner + 1u]), maxNaN(sums[corner + TILE], sums[corner + TILE + 1u]));
       result[(((firstImage + n) * OC + oc) * (OH / 2u) + ph) * (OW / 2u) + pw] = activate(largest + third[oc]);
     }
   }

@@ -20,6 +20,16 @@
 // buffer's array cannot be passed to a function.
 #define PACKED_BYTE(words, index) (((words)[(index) >> 2u] >> (8u * ((index) & 3u))) & 0xffu)
 
+// NaN in gives NaN out, as in PyTorch: GLSL's max, min and clamp may return the other operand of a NaN. isNaN reads the
+// bits, since a compiler that assumes finite math (NVIDIA's) may fold isnan(x) and x != x to false.
+bool isNaN(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
+// Whether `value` replaces `best` in a search for the first maximum: a larger number, or the first NaN (max pooling
+// and its argmax, so that a backward pass searching again picks the forward pass's element).
+bool beats(float value, float best) { return !isNaN(best) && (value > best || isNaN(value)); }
+float maxNaN(float a, float b) { return beats(b, a) ? b : a; }
+float minNaN(float a, float b) { return -maxNaN(-a, -b); }
+float clampNaN(float x, float low, float high) { return isNaN(x) ? x : clamp(x, low, high); }
+
 // Activations, chosen by the ACTIVATION define of the shaders that fuse one.
 #define ACTIVATION_NONE 0
 #define ACTIVATION_RELU 1
@@ -29,11 +39,11 @@
 #ifdef ACTIVATION
 float activate(float x) {
 #if ACTIVATION == ACTIVATION_RELU
-  return max(x, 0.0);
+  return maxNaN(x, 0.0);
 #elif ACTIVATION == ACTIVATION_TANH
   // Some drivers compute tanh as (e^2x - 1)/(e^2x + 1), which is inf/inf = NaN for large x; tanh(±15)
   // already rounds to ±1 in fp32.
-  return tanh(clamp(x, -15.0, 15.0));
+  return isNaN(x) ? x : tanh(clamp(x, -15.0, 15.0));  // llvmpipe's tanh(NaN) is a number
 #elif ACTIVATION == ACTIVATION_SIGMOID
   return 1.0 / (1.0 + exp(-x));
 #else

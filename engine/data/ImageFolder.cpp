@@ -25,7 +25,6 @@ bool isImageFile(const fs::path& path) {
 
 // Sub-folder name → its image files, both sorted.
 std::map<std::string, std::vector<fs::path>> classFolders(const fs::path& directory) {
-  if (!fs::is_directory(directory)) throw Error(directory.string() + ": no such directory");
   std::map<std::string, std::vector<fs::path>> classes;
   for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
     const std::string name = entry.path().filename().string();
@@ -97,6 +96,10 @@ ImageFolderData readImageFolders(const std::string& directory, std::uint32_t cha
   GLNET_ASSERT(channels == 1 || channels == 3, "gray or RGB images");
   ImageFolderData data{emptySet(channels, size), emptySet(channels, size), {}};
   const fs::path root(directory);
+  if (!fs::is_directory(root)) {
+    throw Error(directory + (fs::exists(root) ? ": not a directory (an image folder holds one sub-folder of images per class, or train/ and test/ of them)"
+                                              : ": no such directory"));
+  }
   if (fs::is_directory(root / "train")) {
     const auto train = classFolders(root / "train");
     if (!fs::is_directory(root / "test")) throw Error(directory + ": has train/ but no test/ (give both, or class folders and --val-fraction)");

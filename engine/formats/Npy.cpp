@@ -4,16 +4,117 @@
 #include "gl/FileInput.h"
 #include "gl/check.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <regex>
+#include <optional>
 
 namespace glnet {
 
+namespace {
+
+Error refusal(const std::string& path, const std::string& why) { return Error(path + ": not a NumPy array glnet reads (" + why + ")"); }
+
+struct NpyHeader {
+  std::optional<std::string> descr;
+  std::optional<bool> fortranOrder;
+  std::optional<std::vector<std::int64_t>> shape;
+};
+
+// The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }, read as np.load
+// reads it: exactly these three keys, each once (in a literal a repeated key's last value wins, so a reader taking
+// the first would read other data than NumPy), a tuple of counts as the shape, then only padding.
+NpyHeader parseHeader(const std::string& header, const std::string& path) {
+  const auto refuse = [&path](const std::string& why) { return refusal(path, why); };
+  std::size_t at = 0;
+  const auto skipSpaces = [&] {
+    while (at < header.size() && std::isspace(static_cast<unsigned char>(header[at]))) ++at;
+  };
+  const auto peek = [&](char c) {
+    skipSpaces();
+    return at < header.size() && header[at] == c;
+  };
+  const auto expect = [&](char c, const std::string& what) {
+    if (!peek(c)) throw refuse("a header that is not a dict literal: " + what + " expected at byte " + std::to_string(at));
+    ++at;
+  };
+  const auto string = [&] {
+    if (!peek('\'') && !peek('"')) throw refuse("a header that is not a dict literal: a string expected at byte " + std::to_string(at));
+    const std::size_t end = header.find(header[at], at + 1);
+    if (end == std::string::npos) throw refuse("a header with an unterminated string at byte " + std::to_string(at));
+    std::string text = header.substr(at + 1, end - at - 1);
+    at = end + 1;
+    return text;
+  };
+  const auto word = [&] {  // a value that is not a string or tuple: up to the next separator
+    skipSpaces();
+    const std::size_t begin = at;
+    while (at < header.size() && !std::isspace(static_cast<unsigned char>(header[at])) && std::strchr(",)}", header[at]) == nullptr) ++at;
+    return header.substr(begin, at - begin);
+  };
+  const auto shape = [&] {
+    expect('(', "the shape's '('");
+    std::vector<std::int64_t> dimensions;
+    bool trailingComma = false;
+    while (!peek(')')) {
+      const std::string d = word();
+      const bool digits = !d.empty() && std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (!digits) {
+        const bool negative = d.size() > 1 && d[0] == '-' && std::all_of(d.begin() + 1, d.end(), [](char c) { return c >= '0' && c <= '9'; });
+        throw refuse("shape dimension " + printable(d.substr(0, 20)) + (negative ? " is negative" : " is not a whole number"));
+      }
+      if (d.size() > 10) throw refuse("a dimension too large");
+      dimensions.push_back(std::stoll(d));
+      trailingComma = peek(',');
+      if (!trailingComma && !peek(')')) expect(',', "',' or ')' in the shape");
+      if (trailingComma) ++at;
+    }
+    ++at;
+    if (dimensions.size() == 1 && !trailingComma) throw refuse("a shape that is a number in parentheses, not a tuple: NumPy writes (n,)");
+    return dimensions;
+  };
+  NpyHeader result;
+  expect('{', "'{'");
+  while (!peek('}')) {
+    const std::string key = string();
+    expect(':', "':'");
+    const auto once = [&](bool seen) {
+      if (seen) throw refuse("a header that gives '" + key + "' twice");
+    };
+    if (key == "descr") {
+      once(result.descr.has_value());
+      result.descr = string();
+    } else if (key == "fortran_order") {
+      once(result.fortranOrder.has_value());
+      const std::string value = word();
+      if (value != "True" && value != "False") throw refuse("fortran_order " + printable(value.substr(0, 20)) + ", not True or False");
+      result.fortranOrder = value == "True";
+    } else if (key == "shape") {
+      once(result.shape.has_value());
+      result.shape = shape();
+    } else {
+      throw refuse("a header key '" + printable(key.substr(0, 20)) + "'; NumPy's are descr, fortran_order and shape");
+    }
+    if (!peek('}')) expect(',', "',' or '}'");
+  }
+  ++at;
+  skipSpaces();  // NumPy's padding
+  if (at != header.size()) throw refuse("bytes after the header's dict at byte " + std::to_string(at));
+  std::string missing;
+  for (const auto& [absent, name] : {std::pair{!result.descr, "descr"}, {!result.fortranOrder, "fortran_order"}, {!result.shape, "shape"}}) {
+    if (absent) missing += std::string(missing.empty() ? "" : ", ") + name;
+  }
+  if (!missing.empty()) throw refuse("a header without " + missing + " (NumPy's has descr, fortran_order and shape)");
+  return result;
+}
+
+}  // namespace
+
 NpyArray readNpy(const std::string& path) {
   const std::string bytes = readRegularFile(path, largestNpyBytes);
-  const auto refuse = [&path](const std::string& why) { return Error(path + ": not a NumPy array glnet reads (" + why + ")"); };
+  const auto refuse = [&path](const std::string& why) { return refusal(path, why); };
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw refuse("no .npy magic");
   const int major = static_cast<unsigned char>(bytes[6]);
   if (major < 1 || major > 3) throw refuse("format version " + std::to_string(major));
@@ -24,30 +125,19 @@ NpyArray readNpy(const std::string& path) {
     headerLength |= (std::size_t{static_cast<unsigned char>(bytes[10])} << 16) | (std::size_t{static_cast<unsigned char>(bytes[11])} << 24);
     dataStart = 12;
   }
-  // NumPy writes headers of a few dozen bytes; the bound also keeps std::regex's recursion shallow.
+  // NumPy writes headers of a few dozen bytes.
   if (headerLength > 4096) throw refuse("a header of " + std::to_string(headerLength) + " bytes");
   if (headerLength > bytes.size() - dataStart) throw refuse("the header runs past the end");
-  const std::string header = bytes.substr(dataStart, headerLength);
+  const NpyHeader header = parseHeader(bytes.substr(dataStart, headerLength), path);
   dataStart += headerLength;
-  // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
-  std::smatch descr, order, shape;
-  if (!std::regex_search(header, descr, std::regex(R"('descr'\s*:\s*'([^']*)')")) ||
-      !std::regex_search(header, order, std::regex(R"('fortran_order'\s*:\s*(True|False))")) ||
-      !std::regex_search(header, shape, std::regex(R"('shape'\s*:\s*\(([0-9,\s]*)\))"))) {
-    throw refuse("a header without descr, fortran_order or shape");
-  }
-  if (order[1] == "True") throw refuse("Fortran order; save a C-ordered array (np.ascontiguousarray)");
-  const std::string type = descr[1];
+  if (*header.fortranOrder) throw refuse("Fortran order; save a C-ordered array (np.ascontiguousarray)");
+  const std::string& type = *header.descr;
   const std::size_t elementBytes = type == "<f4" ? 4 : type == "<f8" ? 8 : type == "|u1" ? 1 : 0;
-  if (!elementBytes) throw refuse("dtype " + type.substr(0, 10) + "; glnet reads float32 (<f4), float64 (<f8) and uint8 (|u1)");
+  if (!elementBytes) throw refuse("dtype " + printable(type.substr(0, 10)) + "; glnet reads float32 (<f4), float64 (<f8) and uint8 (|u1)");
   NpyArray array;
   array.dtype = elementBytes == 4 ? "float32" : elementBytes == 8 ? "float64" : "uint8";
   std::size_t count = 1;
-  const std::string dimensions = shape[1];
-  const std::regex number("[0-9]+");
-  for (std::sregex_iterator it(dimensions.begin(), dimensions.end(), number), end; it != end; ++it) {
-    if (it->str().size() > 10) throw refuse("a dimension too large");
-    const auto d = std::stoll(it->str());
+  for (const std::int64_t d : *header.shape) {
     if (d != 0 && count > (std::size_t{1} << 32) / static_cast<std::size_t>(d)) throw refuse("too many elements");
     array.shape.push_back(d);
     count *= static_cast<std::size_t>(d);

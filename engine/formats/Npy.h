@@ -17,8 +17,9 @@ struct NpyArray {
 // Arrays are read whole; larger files are refused before reading.
 constexpr std::uint64_t largestNpyBytes = std::uint64_t{2} << 30;
 
-// Throws glnet::Error naming the file: not .npy, an unsupported dtype or Fortran order, data that does not
-// match the shape.
+// Throws glnet::Error naming the file: not .npy, a header NumPy would read otherwise or not at all (a key twice, a
+// shape that is not a tuple of counts), an unsupported dtype or Fortran order, data that does not match the shape.
+// File bytes quoted in the message are escaped.
 NpyArray readNpy(const std::string& path);
 // Writes a float32 array through a temporary file renamed into place.
 void writeNpy(const std::string& path, const NpyArray& array);

@@ -37,6 +37,11 @@ nlohmann::json parseUntrustedJson(std::string_view text, const std::string& what
     }
     return true;
   };
+  // nlohmann's lexer takes a NUL byte for the end of the input, so that JSON, a NUL and anything at all would parse;
+  // a raw NUL is nowhere valid JSON (strings escape it).
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    throw Error(what + " is not valid JSON (a NUL byte at byte " + std::to_string(nul) + ")");
+  }
   try {
     return nlohmann::json::parse(text.begin(), text.end(), check);
   } catch (const Refusal& refusal) {

@@ -12,6 +12,20 @@ void assertFailed(const char* condition, const std::string& message, const char*
   std::abort();
 }
 
+std::string printable(const std::string& bytes) {
+  std::string text;
+  for (const char c : bytes) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      text += c;
+    } else {
+      char escaped[5];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned char>(c));
+      text += escaped;
+    }
+  }
+  return text;
+}
+
 const char* glErrorName(unsigned error) {
   switch (error) {
     case GL_INVALID_ENUM: return "GL_INVALID_ENUM";

@@ -26,6 +26,10 @@ class GpuFailure : public Error {
   using Error::Error;
 };
 
+// Bytes from a file quoted in a message, made safe for a terminal: every byte outside printable ASCII (a NUL, an escape
+// sequence, broken UTF-8) written as \xNN.
+std::string printable(const std::string& bytes);
+
 [[noreturn]] void assertFailed(const char* condition, const std::string& message, const char* file, int line);
 void throwIfGlError(const char* call, const char* file, int line);
 const char* glErrorName(unsigned error);

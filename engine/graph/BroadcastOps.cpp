@@ -6,6 +6,7 @@
 #include "gl/check.h"
 #include "ops/Groups.h"
 #include "ops/StridedCopy.h"
+#include "ref/Reference.h"
 
 #include <algorithm>
 #include <cmath>
@@ -122,8 +123,8 @@ double combine(BinaryKind kind, double a, double b) {
     case BinaryKind::multiply: return a * b;
     case BinaryKind::divide: return a / b;
     case BinaryKind::power: return std::pow(a, b);
-    case BinaryKind::maximum: return std::max(a, b);
-    case BinaryKind::minimum: return std::min(a, b);
+    case BinaryKind::maximum: return ref::maxNaN(a, b);
+    case BinaryKind::minimum: return -ref::maxNaN(-a, -b);
     case BinaryKind::prelu: return a >= 0 ? a : a * b;
   }
   return 0;

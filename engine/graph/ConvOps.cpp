@@ -284,7 +284,7 @@ class MaxPool : public Op {
           std::size_t best = (p * h + 2 * oh) * w + 2 * ow;
           for (std::size_t k = 1; k < 4; ++k) {
             const std::size_t index = (p * h + 2 * oh + k / 2) * w + 2 * ow + k % 2;
-            if ((*x.values)[index] > (*x.values)[best]) best = index;
+            if (ref::beats((*x.values)[index], (*x.values)[best])) best = index;
           }
           visit(best, output++);
         }

@@ -6,6 +6,7 @@
 #include "ops/Gemm.h"
 #include "ops/Groups.h"
 #include "ops/StridedCopy.h"
+#include "ref/Reference.h"
 
 #include <algorithm>
 #include <cmath>
@@ -123,7 +124,7 @@ class PoolOp : public InferenceOp {
           const std::int64_t ih = top + kh * dilations[0], iw = left + kw * dilations[1];
           if (ih < 0 || iw < 0 || ih >= x[2] || iw >= x[3]) continue;
           const std::size_t index = ((std::size_t{c[0]} * x[1] + c[1]) * x[2] + static_cast<std::size_t>(ih)) * x[3] + static_cast<std::size_t>(iw);
-          if (cells.empty() || (*in.values)[index] > (*in.values)[best]) best = index;
+          if (cells.empty() || ref::beats((*in.values)[index], (*in.values)[best])) best = index;
           cells.push_back(index);
         }
       }

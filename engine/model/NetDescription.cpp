@@ -8,8 +8,10 @@
 #include "model/EmbeddedNets.h"
 
 #include <algorithm>
+#include <iomanip>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace glnet {
 namespace {
@@ -18,6 +20,11 @@ namespace {
 constexpr std::size_t largestLayerCount = 4096;
 constexpr std::uint32_t largestAttribute = 1 << 16;
 constexpr std::size_t longestName = 128;
+// The widest kernels in use are about 51 (RepLKNet, SLaK); the work of a layer grows with the kernel's square, and
+// "kernel": 1000 on a 28x28 input (legal with the default padding) took minutes per batch.
+constexpr std::uint32_t largestKernel = 64;
+// Multiply-adds of one layer for one image: VGG-16's largest does 1.85 billion at 224x224.
+constexpr std::uint64_t largestLayerWork = std::uint64_t{1} << 34;
 
 const std::map<std::string, std::set<std::string>>& attributesOfKind() {
   static const std::map<std::string, std::set<std::string>> kinds = {
@@ -48,9 +55,10 @@ std::string kindList() {
 }
 
 
-std::uint32_t count(const nlohmann::json& value, const std::string& field, std::uint32_t least, const std::function<Error(const std::string&)>& refuse) {
-  if (!value.is_number_integer() || value.get<std::int64_t>() < least || value.get<std::int64_t>() > largestAttribute) {
-    throw refuse(field + " must be a whole number from " + std::to_string(least) + " to " + std::to_string(largestAttribute) + ", not " +
+std::uint32_t count(const nlohmann::json& value, const std::string& field, std::uint32_t least, const std::function<Error(const std::string&)>& refuse,
+                    std::uint32_t most = largestAttribute) {
+  if (!value.is_number_integer() || value.get<std::int64_t>() < least || value.get<std::int64_t>() > most) {
+    throw refuse(field + " must be a whole number from " + std::to_string(least) + " to " + std::to_string(most) + ", not " +
                  describeJsonValue(value));
   }
   return static_cast<std::uint32_t>(value.get<std::int64_t>());
@@ -111,7 +119,7 @@ LayerDescription parseLayer(const nlohmann::json& entry, std::size_t index, cons
   }
   if (needsKernel) {
     if (!field("kernel")) throw refuse("a " + layer.kind + " layer needs \"kernel\"");
-    layer.kernel = count(*field("kernel"), "kernel", 1, refuse);
+    layer.kernel = count(*field("kernel"), "kernel", 1, refuse, largestKernel);
     layer.stride = field("stride") ? count(*field("stride"), "stride", 1, refuse) : layer.kind == "conv" ? 1 : layer.kernel;
     layer.padding = field("padding") ? count(*field("padding"), "padding", 0, refuse) : layer.kind == "conv" ? (layer.kernel - 1) / 2 : 0;
     if (layer.kind != "conv" && 2 * layer.padding > layer.kernel) throw refuse("padding must be at most half the kernel");
@@ -247,7 +255,7 @@ Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor image
     std::vector<Tensor> inputs;
     for (const std::string& name : layer.inputs) inputs.push_back(outputs.at(name));
     Tensor x = inputs[0];
-    const Shape& shape = graph.tensor(x).shape;
+    const Shape shape = graph.tensor(x).shape;  // a copy: applying ops grows the graph's tensors
     try {
       const auto weightAndBias = [&](const Shape& weight) {
         const std::size_t fanIn = elementCount(weight) / weight[0];
@@ -310,6 +318,17 @@ Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor image
       } else {
         GLNET_ASSERT(layer.kind == "flatten", "every kind the parser admits is built");
         x = graph.apply(flattenOp(), {x}, layer.name);
+      }
+      if (layer.kernel) {
+        // Sides, channels and padding each pass their own bound, their product not; in double, which cannot overflow.
+        const Shape out = graph.tensor(x).shape;
+        const double work = static_cast<double>(out[1]) * out[2] * out[3] * layer.kernel * layer.kernel * (layer.kind == "conv" ? shape[1] / layer.groups : 1);
+        if (work > static_cast<double>(largestLayerWork)) {
+          std::ostringstream text;
+          text << std::setprecision(3) << work / 1e9 << " billion multiply-adds per image (output " << describe(out) << ", kernel "
+               << layer.kernel << "x" << layer.kernel << "), more than the " << static_cast<double>(largestLayerWork) / 1e9 << " billion glnet takes in one layer";
+          throw refuse(text.str());
+        }
       }
     } catch (const Error& error) {
       const std::string text = error.what();

@@ -57,8 +57,8 @@ double Pointwise::operator()(double x) const {
     case PointwiseKind::asinh: return std::asinh(x);
     case PointwiseKind::acosh: return std::acosh(x);
     case PointwiseKind::atanh: return std::atanh(x);
-    case PointwiseKind::thresholdedRelu: return x > alpha ? x : 0.0;
-    case PointwiseKind::shrink: return x < -beta ? x + alpha : x > beta ? x - alpha : 0.0;
+    case PointwiseKind::thresholdedRelu: return x > alpha || std::isnan(x) ? x : 0.0;  // PyTorch's Threshold keeps a NaN
+    case PointwiseKind::shrink: return x < -beta ? x + alpha : x > beta || std::isnan(x) ? x - alpha : 0.0;
     case PointwiseKind::celu: return std::max(x, 0.0) + std::min(0.0, alpha * (std::exp(x / alpha) - 1));
     case PointwiseKind::selu: return beta * (x > 0 ? x : alpha * (std::exp(x) - 1));
     case PointwiseKind::softsign: return x / (1 + std::abs(x));

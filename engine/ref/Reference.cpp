@@ -15,9 +15,13 @@ std::vector<double> normalize(const std::vector<std::uint8_t>& pixels, std::size
   return y;
 }
 
+bool beats(double value, double best) { return !std::isnan(best) && (value > best || std::isnan(value)); }
+
+double maxNaN(double a, double b) { return beats(b, a) ? b : a; }
+
 double activate(Activation activation, double x) {
   switch (activation) {
-    case Activation::relu: return x > 0 ? x : 0;
+    case Activation::relu: return maxNaN(x, 0.0);
     case Activation::tanh: return std::tanh(x);
     case Activation::sigmoid: return 1.0 / (1.0 + std::exp(-x));
     case Activation::none: return x;

@@ -13,6 +13,10 @@ namespace glnet::ref {
 // whole number of images).
 std::vector<double> normalize(const std::vector<std::uint8_t>& pixels, std::size_t first, std::size_t count, const InputFormat& format,
                               std::size_t pixelsPerImage);
+// Whether value replaces best in a search for the first maximum: a larger number, or the first NaN. Max pooling, maximum
+// and ReLU propagate a NaN as PyTorch does; std::max keeps its first operand against a NaN second.
+bool beats(double value, double best);
+double maxNaN(double a, double b);
 double activate(Activation activation, double x);
 // The derivative expressed through the activation's output y, as the shaders compute it (ReLU: 0 at the kink).
 double activationDerivative(Activation activation, double y);

@@ -52,6 +52,8 @@ expect 1 "error: .*3 class folders for a network of 10 classes" -- \
   "$apps/glnet_train" --dataset folder --data "$work/shapes" --val-fraction 0.25 --net "$work/cifar.json" --size 32 --out "$work/x.safetensors"
 expect 1 "error: .*has no train/ and test/ folders; give --val-fraction" -- \
   "$apps/glnet_train" --dataset folder --data "$work/shapes" --net "$work/shapes.json" --out "$work/x.safetensors"
+expect 1 "error: .*shapes.json: not a directory \(an image folder holds" -- \
+  "$apps/glnet_train" --dataset folder --data "$work/shapes.json" --net "$work/shapes.json" --out "$work/x.safetensors"
 mkdir -p "$work/shapes/empty"
 expect 1 "error: .*empty: a class folder with no PNG, JPEG, BMP or PGM images" -- \
   "$apps/glnet_train" --dataset folder --data "$work/shapes" --val-fraction 0.25 --net "$work/shapes.json" --out "$work/x.safetensors"

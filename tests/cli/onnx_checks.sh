@@ -273,6 +273,13 @@ for model in mlp cnn matmul softmax strided silu residual preact bytes; do
   expect 0 "ran .*$model.onnx .* wrote" -- "$apps/glnet_run" --model "$work/$model.onnx" --input "x=$work/$model-x.npy" --output "$work/$model-out.npy" --check
   compare $model
 done
+# NaN in gives NaN out (issue 44): a NaN pixel through Conv, Relu and MaxPool reaches the scores, which glnet_run
+# refuses to write (before, Relu and MaxPool dropped it and the scores were numbers).
+/usr/bin/python3 -c "
+import numpy as np, sys
+x = np.load(sys.argv[1]); x[0, 0, 5, 6] = np.nan; np.save(sys.argv[2], x)" "$work/cnn-x.npy" "$work/nan-x.npy" || fail "writing the NaN input"
+expect 1 "error: output y of .*cnn.onnx holds NaN or infinite values; no output was written" -- \
+  "$apps/glnet_run" --model "$work/cnn.onnx" --input "$work/nan-x.npy" --output "$work/nan-out.npy" --check
 # Several inputs and outputs, by name in any order, or by position.
 expect 0 "wrote .*two-z-out.npy, .*two-y-out.npy" -- "$apps/glnet_run" --model "$work/two.onnx" --input "b=$work/two-b.npy" --input "a=$work/two-a.npy" \
   --output "z=$work/two-z-out.npy" --output "y=$work/two-y-out.npy" --check
@@ -326,6 +333,8 @@ expect 1 "error: /dev/zero: not a regular file" -- "$apps/glnet_run" --model /de
 expect 1 "wrong-x.npy: each row of the input must be \[29\] for input x" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/wrong-x.npy" --output "$work/o.npy"
 expect 1 "int-x.npy: not a NumPy array glnet reads \(dtype <i8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/int-x.npy" --output "$work/o.npy"
 expect 2 "error: the model's input is named x, not images" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "images=$work/mlp-x.npy" --output "$work/o.npy"
+expect 2 "error: --input: empty input name before '='" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "=$work/mlp-x.npy" --output "$work/o.npy"
+expect 2 "error: --output: empty output name before '='" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy" --output "=$work/o.npy"
 expect 1 "mlp-x.npy: input x is uint8 \(the model converts its pixels itself\); this file holds float32" -- "$apps/glnet_run" --model "$work/bytes.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "bytes-x.npy: input x takes float32; this file holds uint8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/bytes-x.npy" --output "$work/o.npy"
 expect 2 "error: --output is required" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy"

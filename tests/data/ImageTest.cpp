@@ -200,3 +200,11 @@ TEST_CASE("image folders resize bilinearly into planes: the same size is kept, a
   const std::vector<std::uint8_t> gray{0, 255};
   CHECK(resizeToPlanes(gray.data(), 2, 1, 1, 1) == std::vector<std::uint8_t>{128});
 }
+
+TEST_CASE("an image folder that is a file or missing is named so, not as a folder without train/ and test/") {
+  const test::TempDir directory;
+  const std::string file = directory.write("net.json", "{}");
+  CHECK_THROWS_WITH_AS(readImageFolders(file, 3, 32, 0.0, 1), doctest::Contains((file + ": not a directory (an image folder holds one sub-folder").c_str()), Error);
+  CHECK_THROWS_WITH_AS(readImageFolders(file, 3, 32, 0.25, 1), doctest::Contains("net.json: not a directory"), Error);
+  CHECK_THROWS_WITH_AS(readImageFolders(directory.file("absent"), 3, 32, 0.25, 1), doctest::Contains((directory.file("absent") + ": no such directory").c_str()), Error);
+}

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
 
 using namespace glnet;
@@ -49,7 +50,27 @@ TEST_CASE("npy files: float32 written and read back, float64 read, everything el
   refused("fortran", npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", data), "Fortran order");
   refused("short", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", data), "shape needs 20 bytes of data, the file holds 16");
   refused("long", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", data), "shape needs 12 bytes");
-  refused("no-shape", npy("{'descr': '<f4', 'fortran_order': False}", data), "without descr, fortran_order or shape");
+  refused("no-shape", npy("{'descr': '<f4', 'fortran_order': False}", data), "a header without shape (");
+  refused("empty", npy("{}", data), "a header without descr, fortran_order, shape (");
+  // NumPy's literal gives a repeated key its last value: taking either would disagree with some reader.
+  refused("descr-twice", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'descr': '<f8'}", data), "gives 'descr' twice");
+  refused("shape-twice", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'shape': (2,)}", data), "gives 'shape' twice");
+  refused("extra-key", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'align': 1}", data), "a header key 'align'");
+  refused("negative", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 4), }", data), "shape dimension -1 is negative");
+  refused("float-dimension", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1.0, 4), }", data), "shape dimension 1.0 is not a whole number");
+  refused("not-a-tuple", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4), }", data), "not a tuple");
+  refused("order-word", npy("{'descr': '<f4', 'fortran_order': 0, 'shape': (4,), }", data), "fortran_order 0, not True or False");
+  refused("after-dict", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), } x", data), "bytes after the header's dict at byte 58");
+  refused("not-a-dict", npy("['descr']", data), "'{' expected at byte 0");
+  // Bytes from the file are quoted escaped, never raw (a NUL, a terminal's escape sequence).
+  const std::string control = npy(std::string("{'descr': '<f\0\x1b[2J', 'fortran_order': False, 'shape': (4,), }", 61), data);
+  refused("control-bytes", control, "dtype <f\\x00\\x1b[2J;");
+  try {
+    readNpy(directory.write("control-bytes", control));
+  } catch (const Error& error) {
+    const std::string message = error.what();
+    CHECK(std::none_of(message.begin(), message.end(), [](char c) { return c < 0x20 || c == 0x7f; }));
+  }
   refused("huge", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", data), "too many elements");
   CHECK_THROWS_WITH_AS(readNpy(directory.path().string()), doctest::Contains("is a directory"), Error);
 }

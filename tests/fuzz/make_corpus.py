@@ -143,6 +143,9 @@ put("NetDescription", "shape-mismatch", json.dumps({"input": [1, 4, 4], "layers"
     {"name": "c", "kind": "conv", "outputs": 2, "kernel": 3}, {"name": "a", "kind": "add", "inputs": ["c", "input"]}]}).encode())
 put("NetDescription", "unknown-input", b'{"input": [3], "layers": [{"name": "x", "kind": "dense", "outputs": 2, "inputs": ["y"]}]}')
 put("NetDescription", "deep", b'{"input": [1], "layers": ' + b"[" * 40 + b"]" * 40 + b"}")
+put("NetDescription", "trailing-nul", json.dumps(small).encode() + b"\0garbage")
+put("NetDescription", "huge-kernel", b'{"input": [1, 28, 28], "layers": [{"name": "c", "kind": "conv", "outputs": 4, "kernel": 1000}, '
+    b'{"name": "fc", "kind": "dense", "outputs": 10}]}')
 
 pixels = json.dumps({"pixels": [(i * 7) % 256 for i in range(784)]}).encode()
 put("PredictRequest", "json-pixels", b"\x00" + pixels)
@@ -233,4 +236,16 @@ put("Npy", "f8", npy(ramp(5).astype(np.float64)))
 put("Npy", "scalar", npy(np.float32(1.5)))
 put("Npy", "fortran", npy(np.asfortranarray(ramp(3, 2))))
 put("Npy", "int", npy(np.arange(4)))
+
+
+def npy_header(dict_text, data):
+    """A version 1.0 .npy file whose header is dict_text as written (NumPy's padding added), for headers np.save never writes."""
+    header = dict_text + " " * (63 - (10 + len(dict_text)) % 64) + "\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode("latin-1") + data
+
+
+put("Npy", "descr-twice", npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'descr': '<f8'}", bytes(16)))
+put("Npy", "shape-negative", npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 4), }", bytes(16)))
+put("Npy", "shape-float", npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1.0, 4), }", bytes(16)))
+put("Npy", "control-bytes", npy_header("{'descr': '<f\x00\x1b[2J', 'fortran_order': False, 'shape': (4,), }", bytes(16)))
 print("corpus written to", root)

@@ -267,6 +267,40 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("max pooling gives a window's NaN and passes its gradient to that NaN, on the GPU and in the reference") {
+    // PyTorch's max pooling propagates a NaN and picks it as the window's argmax; the backward pass must pick the
+    // element the forward pass did. Windows: {5, NaN, 1, 2}, {3, 4, 9, NaN} (a larger number before the NaN), then numbers.
+    Context& context = test::glContext();
+    ProgramCache programs;
+    const Shape shape{1, 1, 4, 4};
+    const std::vector<float> x{5, NAN, 3, 4, 1, 2, 9, NAN, 0, 1, 2, 3, 4, 5, 6, 7};
+    const std::vector<double> wide(x.begin(), x.end()), dy{1, 2, 3, 4};
+    const std::vector<double> expectedGradient{0, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4};
+    PoolSettings s;
+    s.kernel = {2, 2};
+    s.strides = {2, 2};
+    for (const auto& op : {maxPoolOp(), poolOp(s)}) {
+      CAPTURE(op->name());
+      const std::vector<double> y = op->referenceForward({{&wide, shape}});
+      REQUIRE(y.size() == 4u);
+      CHECK((std::isnan(y[0]) && std::isnan(y[1]) && y[2] == 5 && y[3] == 7));
+      CHECK(op->referenceBackward({{&wide, shape}}, y, dy)[0] == expectedGradient);
+      const Buffer input = Buffer::of(x), dyBuffer = Buffer::of(std::vector<float>(dy.begin(), dy.end()));
+      Buffer out(4 * sizeof(float)), dx(x.size() * sizeof(float)), workspace(std::max<std::size_t>(op->workspaceBytes({shape}), 4));
+      GpuTensor output{out, {1, 1, 2, 2}};
+      if (op->workspaceBytes({shape})) output.workspace = BufferView(workspace);
+      Plan plan(context.limits());
+      plan.addParameter(1);
+      op->forward(programs, plan, {{input, shape}}, output);
+      op->backward(programs, plan, {{input, shape}}, output, {dyBuffer, {1, 1, 2, 2}}, {GradientTarget{dx, false}});
+      plan.run();
+      const std::vector<float> gpu = out.read<float>();
+      CHECK((std::isnan(gpu[0]) && std::isnan(gpu[1]) && gpu[2] == 5 && gpu[3] == 7));
+      const std::vector<float> gradient = dx.read<float>();
+      CHECK(std::vector<double>(gradient.begin(), gradient.end()) == expectedGradient);
+    }
+  }
+
   TEST_CASE("a convolution's dW and db: one split GEMM when both are wanted alike, apart otherwise") {
     Context& context = test::glContext();
     auto random = test::generator(43);

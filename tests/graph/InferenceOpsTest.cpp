@@ -25,6 +25,7 @@ struct Case {
   std::vector<Shape> inputs;
   float low = -2.0f, high = 2.0f;
   double atol = 1e-6, rtol = 1e-5;
+  std::size_t nanEvery = 0;  // not 0: a NaN in every nanEvery-th element of the first input, out where the reference has it
 };
 
 std::shared_ptr<const Op> groupedConv(std::array<std::uint32_t, 2> strides, std::array<std::uint32_t, 4> pads, std::uint32_t groups,
@@ -50,6 +51,7 @@ std::vector<std::string> checkAgainstReference(const Case& c, std::uint32_t stre
   const auto isParameter = [&](std::size_t i) { return std::find(parameters.begin(), parameters.end(), i) != parameters.end(); };
   for (std::size_t i = 0; i < c.inputs.size(); ++i) {
     values.push_back(test::uniformFloats(random, elementCount(c.inputs[i]), c.low, c.high));
+    for (std::size_t k = 3; c.nanEvery > 0 && i == 0 && k < values.back().size(); k += c.nanEvery) values.back()[k] = NAN;
     inputs.push_back(isParameter(i) ? graph.parameter("p" + std::to_string(i), c.inputs[i], values.back())
                                     : graph.input("x" + std::to_string(i), c.inputs[i]));
     if (!isParameter(i)) feeds[inputs.back().id] = test::widen(values.back());
@@ -67,7 +69,12 @@ std::vector<std::string> checkAgainstReference(const Case& c, std::uint32_t stre
   plan.run();
   const BufferView out = compiled.view(y);
   plan.read(*out.buffer, result.data(), result.size() * sizeof(float), out.offset);
-  test::checkClose(result, referenceValues(graph, feeds)[static_cast<std::size_t>(y.id)], c.atol, c.rtol);
+  const std::vector<double> reference = referenceValues(graph, feeds)[static_cast<std::size_t>(y.id)];
+  if (c.nanEvery > 0) {
+    test::checkNanPropagated(result, reference, c.atol, c.rtol);
+  } else {
+    test::checkClose(result, reference, c.atol, c.rtol);
+  }
   return plan.labels();
 }
 
@@ -103,6 +110,56 @@ TEST_SUITE("gl") {
     for (const Pointwise& f : std::vector<Pointwise>{{PointwiseKind::sqrt}, {PointwiseKind::log}, {PointwiseKind::reciprocal}, {PointwiseKind::pow, 0.7f}}) {
       checkAgainstReference({pointwiseOp(f), {{67}}, 0.1f, 9.0f, 1e-7, 3e-6}, stream++);
     }
+  }
+
+  TEST_CASE("NaN in gives NaN out through ReLU, clamps, maximum and max pooling, on the GPU and in float64") {
+    // GLSL's max, min and clamp, and std::max, may return the other operand of a NaN; PyTorch propagates it.
+    std::uint32_t stream = 2600;
+    const auto withNans = [](std::shared_ptr<const Op> op, std::vector<Shape> inputs, std::size_t every = 7) {
+      Case c{std::move(op), std::move(inputs), -7.0f, 7.0f, 3e-7, 3e-6};
+      c.nanEvery = every;
+      return c;
+    };
+    for (const Pointwise& f : std::vector<Pointwise>{{PointwiseKind::relu}, {PointwiseKind::tanh}, {PointwiseKind::clip, 0, 6},
+                                                     {PointwiseKind::clip, -INFINITY, 0.5f}, {PointwiseKind::hardSigmoid, 0.2f, 0.5f},
+                                                     {PointwiseKind::hardSwish}, {PointwiseKind::leakyRelu, 0.01f},
+                                                     {PointwiseKind::geluTanh}, {PointwiseKind::elu, 1.0f}, {PointwiseKind::softplus},
+                                                     {PointwiseKind::thresholdedRelu, 0.5f}, {PointwiseKind::shrink, 0.1f, 0.5f},
+                                                     {PointwiseKind::celu, 1.2f}, {PointwiseKind::selu, 1.6733f, 1.0507f}}) {
+      checkAgainstReference(withNans(pointwiseOp(f), {{3, 5, 7}}), stream++);
+    }
+    for (const Activation a : {Activation::relu, Activation::tanh}) checkAgainstReference(withNans(activationOp(a), {{3, 5, 7}}), stream++);
+    for (const BinaryKind kind : {BinaryKind::maximum, BinaryKind::minimum}) {
+      checkAgainstReference(withNans(broadcastOp(kind), {{2, 3, 5}, {5}}), stream++);
+    }
+    // A residual sum with its ReLU fused, a dense layer's (a NaN in each row), a convolution's and a grouped one's, with
+    // NaN few enough in convolutions that some pooled windows hold a NaN among numbers.
+    checkAgainstReference(withNans(broadcastOp(BinaryKind::add, {PointwiseKind::relu}), {{2, 3, 5, 5}, {2, 3, 5, 5}}), stream++);
+    Case dense = withNans(denseOp(Activation::relu), {{5, 9}, {4, 9}, {4}});
+    dense.atol = 1e-5;
+    checkAgainstReference(dense, stream++, {1, 2});
+    for (const Case& conv : {withNans(conv2dOp(Activation::relu, 1), {{2, 3, 9, 7}, {4, 3, 3, 3}, {4}}, 53),
+                             withNans(conv2dResidualOp(1, 1, {PointwiseKind::relu}), {{2, 4, 7, 9}, {4, 4, 3, 3}, {4}, {2, 4, 7, 9}}, 53),
+                             withNans(groupedConv({1, 1}, {1, 1, 1, 1}, 3, {1, 1}, {PointwiseKind::relu}), {{2, 3, 9, 7}, {6, 1, 3, 3}, {6}}, 53),
+                             // Fused with 2x2 max pooling: in the GEMM's stores, and summed over a split at a batch of one.
+                             withNans(conv2dMaxPoolOp(Activation::relu, 1), {{2, 3, 9, 11}, {4, 3, 3, 3}, {4}}, 97),
+                             withNans(conv2dMaxPoolOp(Activation::none, 1), {{1, 96, 6, 6}, {24, 96, 3, 3}, {24}}, 1009)}) {
+      Case c = conv;
+      c.low = -1.0f;
+      c.high = 1.0f;
+      c.atol = 1e-5;
+      c.rtol = 1e-4;
+      checkAgainstReference(c, stream++, {1, 2});
+    }
+    checkAgainstReference(withNans(maxPoolOp(), {{2, 3, 9, 7}}), stream++);
+    PoolSettings s;
+    s.kernel = {3, 3};
+    s.strides = {2, 2};
+    s.pads = {1, 1, 1, 1};
+    checkAgainstReference(withNans(poolOp(s), {{2, 3, 9, 11}}), stream++);
+    s.dilations = {2, 1};
+    s.ceilMode = true;
+    checkAgainstReference(withNans(poolOp(s), {{1, 2, 10, 13}}), stream++);
   }
 
   TEST_CASE("broadcast arithmetic matches float64 over NumPy's broadcasting rules") {

@@ -28,6 +28,9 @@ TEST_CASE("a network description that is wrong is refused in one line naming the
   CHECK(refusal(withLayers(dense)) == "");
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"{", "net.json is not valid JSON"},
+      // Only whitespace may follow the JSON value; a NUL once ended the parse, whatever came after it.
+      {withLayers(dense) + std::string("\0garbage", 8), "net.json is not valid JSON (a NUL byte at byte 79)"},
+      {withLayers(dense) + " x", "net.json is not valid JSON (syntax error at byte 81)"},
       {"[]", "net.json: a network description is a JSON object"},
       {R"({"input": [1, 8, 8], "layers": [], "extra": 1})", "net.json: unknown field \"extra\""},
       {R"({"input": [0, 8, 8], "layers": [{"name": "a", "kind": "relu"}]})", "net.json: input size must be a whole number from 1"},
@@ -45,6 +48,11 @@ TEST_CASE("a network description that is wrong is refused in one line naming the
       {withLayers(R"({"name": "a", "kind": "conv", "outputs": -4, "kernel": 3})"), "net.json: layer 'a': outputs must be a whole number from 1"},
       {withLayers(R"({"name": "a", "kind": "conv", "outputs": 2.5, "kernel": 3})"), "net.json: layer 'a': outputs must be a whole number"},
       {withLayers(R"({"name": "a", "kind": "dense", "outputs": 3, "activation": "gelu"})"), "net.json: layer 'a': \"activation\" must be"},
+      // The work of one layer is bounded: its kernel, then its multiply-adds once the shapes are known.
+      {withLayers(R"({"name": "a", "kind": "conv", "outputs": 4, "kernel": 1000})"), "net.json: layer 'a': kernel must be a whole number from 1 to 64, not 1000"},
+      {withLayers(R"({"name": "a", "kind": "maxpool", "kernel": 65})"), "net.json: layer 'a': kernel must be a whole number from 1 to 64, not 65"},
+      {withLayers(R"({"name": "a", "kind": "conv", "outputs": 64, "kernel": 3, "padding": 20000}, )" + dense),
+       "net.json: layer 'a': 922 billion multiply-adds per image (output [1, 64, 40006, 40006], kernel 3x3), more than the 17.2 billion glnet takes in one layer"},
       {withLayers(R"({"name": "a", "kind": "batchnorm", "momentum": 0})"), "net.json: layer 'a': momentum must be a number in (0, 1]"},
       {withLayers(R"({"name": "a", "kind": "relu", "inputs": ["b"]}, {"name": "b", "kind": "relu"})"),
        "net.json: layer 'a': input 'b' is not an earlier layer (nor 'input')"},
@@ -68,6 +76,7 @@ TEST_CASE("a network description that is wrong is refused in one line naming the
   for (const auto& [text, expected] : cases) {
     CAPTURE(text);
     const std::string error = refusal(text);
+    CAPTURE(error);
     CHECK(error.rfind(expected, 0) == 0);
     CHECK(error.find('\n') == std::string::npos);
   }

@@ -37,4 +37,26 @@ void checkClose(const std::vector<Gpu>& gpu, const std::vector<double>& referenc
   CHECK(mismatches == 0u);
 }
 
+// For inputs holding NaN: the GPU gives NaN exactly where the reference does, which must be somewhere (a reference that
+// dropped NaN as the GPU does would otherwise pass), and is close elsewhere.
+template <class Gpu>
+void checkNanPropagated(const std::vector<Gpu>& gpu, const std::vector<double>& reference, double atol, double rtol) {
+  REQUIRE(gpu.size() == reference.size());
+  std::vector<Gpu> gpuNumbers;
+  std::vector<double> referenceNumbers;
+  std::size_t nans = 0, dropped = 0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    if (std::isnan(reference[i])) {
+      ++nans;
+      dropped += std::isnan(static_cast<double>(gpu[i])) ? 0 : 1;
+    } else {
+      gpuNumbers.push_back(gpu[i]);
+      referenceNumbers.push_back(reference[i]);
+    }
+  }
+  CHECK(nans > 0u);
+  CHECK(dropped == 0u);
+  checkClose(gpuNumbers, referenceNumbers, atol, rtol);
+}
+
 }  // namespace glnet::test
