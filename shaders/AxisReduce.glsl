@@ -38,7 +38,7 @@ float combineGroup(float value, int kind, int row) {
     if (local < stride) {
       float other = partial[row][local + stride];
       float own = partial[row][local];
-      partial[row][local] = kind == 0 ? own + other : kind == 1 ? max(own, other) : kind == 2 ? min(own, other) : own * other;
+      partial[row][local] = kind == 0 ? own + other : kind == 1 ? maxNaN(own, other) : kind == 2 ? minNaN(own, other) : own * other;
     }
     memoryBarrierShared();
     barrier();
@@ -49,7 +49,7 @@ float combineGroup(float value, int kind, int row) {
 // The line's largest value and Σ exp(x − largest), the parts of softmax and log-sum-exp that cannot overflow.
 float exponentSum(uint base, uint local, uint step, out float largest) {
   largest = uintBitsToFloat(0xff800000u);
-  for (uint k = local; k < axis; k += step) largest = max(largest, x[base + k * inner]);
+  for (uint k = local; k < axis; k += step) largest = maxNaN(largest, x[base + k * inner]);
   largest = combineGroup(largest, 1, 0);
   float sum = 0.0;
   for (uint k = local; k < axis; k += step) sum += exp(x[base + k * inner] - largest);
@@ -123,11 +123,11 @@ void main() {
 #else
 #if AXIS_OP == 5
   float value = uintBitsToFloat(0xff800000u);
-  for (uint k = local; k < axis; k += step) value = max(value, x[base + k * inner]);
+  for (uint k = local; k < axis; k += step) value = maxNaN(value, x[base + k * inner]);
   value = combineGroup(value, 1, 0);
 #elif AXIS_OP == 6
   float value = uintBitsToFloat(0x7f800000u);
-  for (uint k = local; k < axis; k += step) value = min(value, x[base + k * inner]);
+  for (uint k = local; k < axis; k += step) value = minNaN(value, x[base + k * inner]);
   value = combineGroup(value, 2, 0);
 #else
   float value = 0.0;

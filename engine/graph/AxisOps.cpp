@@ -6,6 +6,7 @@
 #include "gl/check.h"
 #include "ops/Groups.h"
 #include "ops/StridedCopy.h"
+#include "ref/Reference.h"
 
 #include <algorithm>
 #include <cmath>
@@ -80,8 +81,8 @@ class AxisOp : public InferenceOp {
           return 1 / std::sqrt(squares / static_cast<double>(axis) + epsilon_);
         };
         for (std::size_t k = 0; k < axis; ++k) {
-          largest = std::max(largest, x[at(k)]);
-          smallest = std::min(smallest, x[at(k)]);
+          largest = ref::maxNaN(largest, x[at(k)]);
+          smallest = ref::minNaN(smallest, x[at(k)]);
           sum += x[at(k)];
         }
         switch (kind_) {

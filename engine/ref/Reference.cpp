@@ -19,6 +19,8 @@ bool beats(double value, double best) { return !std::isnan(best) && (value > bes
 
 double maxNaN(double a, double b) { return beats(b, a) ? b : a; }
 
+double minNaN(double a, double b) { return -maxNaN(-a, -b); }
+
 double activate(Activation activation, double x) {
   switch (activation) {
     case Activation::relu: return maxNaN(x, 0.0);

@@ -17,6 +17,7 @@ std::vector<double> normalize(const std::vector<std::uint8_t>& pixels, std::size
 // and ReLU propagate a NaN as PyTorch does; std::max keeps its first operand against a NaN second.
 bool beats(double value, double best);
 double maxNaN(double a, double b);
+double minNaN(double a, double b);
 double activate(Activation activation, double x);
 // The derivative expressed through the activation's output y, as the shaders compute it (ReLU: 0 at the kink).
 double activationDerivative(Activation activation, double y);

@@ -112,7 +112,7 @@ TEST_SUITE("gl") {
     }
   }
 
-  TEST_CASE("NaN in gives NaN out through ReLU, clamps, maximum and max pooling, on the GPU and in float64") {
+  TEST_CASE("NaN in gives NaN out through ReLU, clamps, maximum, max pooling and reductions, on the GPU and in float64") {
     // GLSL's max, min and clamp, and std::max, may return the other operand of a NaN; PyTorch propagates it.
     std::uint32_t stream = 2600;
     const auto withNans = [](std::shared_ptr<const Op> op, std::vector<Shape> inputs, std::size_t every = 7) {
@@ -160,6 +160,19 @@ TEST_SUITE("gl") {
     s.dilations = {2, 1};
     s.ceilMode = true;
     checkAgainstReference(withNans(poolOp(s), {{1, 2, 10, 13}}), stream++);
+    // Along an axis: ReduceMax/Min, a global max pool, softmax and the sums, with lines that hold a NaN and lines that
+    // do not (a NaN every 11th value of lines of 7, and of 300 so that it meets other values in the group's combination).
+    for (const AxisKind kind : {AxisKind::max, AxisKind::min, AxisKind::softmax, AxisKind::logSumExp, AxisKind::sum, AxisKind::layerNormalization}) {
+      for (const std::uint32_t axis : {7u, 300u}) {
+        std::vector<Shape> inputs{{5, axis}};
+        if (kind == AxisKind::layerNormalization) inputs = {{5, axis}, {axis}, {axis}};
+        Case c = withNans(axisOp(kind, 1, 2), inputs, axis == 7u ? 11 : 401);
+        c.atol = 1e-6;
+        c.rtol = 2e-5;
+        checkAgainstReference(c, stream++);
+      }
+    }
+    checkAgainstReference(withNans(axisOp(AxisKind::max, 2, 4), {{2, 3, 5, 5}}, 29), stream++);
   }
 
   TEST_CASE("broadcast arithmetic matches float64 over NumPy's broadcasting rules") {
