@@ -187,6 +187,11 @@ save("resize", [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="/up
 save("conv3d", [helper.make_node("Conv", ["x", "k3"], ["y"], name="/conv/Conv", kernel_shape=[1, 3, 3])],
      ["N", 1, 3, 13, 13], ["N", 2, 3, 11, 11], {"k3": np.ones((2, 1, 1, 3, 3), np.float32)})
 np.save(os.path.join(work, "wrong-x.npy"), np.zeros((2, 30), np.float32))
+np.save(os.path.join(work, "unbatched-x.npy"), np.zeros((1, 13, 13), np.float32))  # one CNN image without its batch axis
+# float16 inputs, as NumPy and PyTorch save half tensors: widened exactly to float32 on load.
+x16 = rng.standard_normal((3, 29)).astype(np.float16)
+np.save(os.path.join(work, "half-x.npy"), x16)
+np.save(os.path.join(work, "half-y.npy"), relu(x16.astype(np.float64) @ w1.T.astype(np.float64) + b1) @ w2.T.astype(np.float64) + b2)
 np.save(os.path.join(work, "int-x.npy"), np.zeros((2, 29), np.int64))
 # uint8 pixels that the model converts itself (Cast, Div), read from a uint8 .npy.
 graph = helper.make_graph([helper.make_node("Cast", ["x"], ["f"], name="/cast", to=TensorProto.FLOAT),
@@ -264,7 +269,11 @@ expect 1 "computed-axes.onnx: node '/Unsqueeze' \(Unsqueeze, opset 17\): input 1
   -- "$apps/glnet_run" --model "$work/computed-axes.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "garbage.onnx: not an ONNX model" -- "$apps/glnet_run" --model "$work/garbage.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "error: /dev/zero: not a regular file" -- "$apps/glnet_run" --model /dev/zero --input "$work/mlp-x.npy" --output "$work/o.npy"
-expect 1 "wrong-x.npy: each row of the input must be \[29\] for input x" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/wrong-x.npy" --output "$work/o.npy"
+expect 1 "wrong-x.npy: got \[2, 30\]; expected \[N, 29\] for input x$" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/wrong-x.npy" --output "$work/o.npy"
+expect 1 "unbatched-x.npy: got \[1, 13, 13\]; expected \[N, 1, 13, 13\] for input x \(the batch axis is missing" \
+  -- "$apps/glnet_run" --model "$work/cnn.onnx" --input "$work/unbatched-x.npy" --output "$work/o.npy"
+expect 0 "ran .*mlp.onnx .* on 3 rows" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/half-x.npy" --output "$work/half-out.npy"
+compare half
 expect 1 "int-x.npy: not a NumPy array glnet reads \(dtype <i8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/int-x.npy" --output "$work/o.npy"
 expect 2 "error: the model's input is named x, not images" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "images=$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "mlp-x.npy: input x is uint8 \(the model converts its pixels itself\); this file holds float32" -- "$apps/glnet_run" --model "$work/bytes.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
