@@ -25,7 +25,7 @@ bool isImageFile(const fs::path& path) {
 
 // Sub-folder name → its image files, both sorted.
 std::map<std::string, std::vector<fs::path>> classFolders(const fs::path& directory) {
-  if (!fs::is_directory(directory)) throw Error(directory.string() + ": no such directory");
+  if (!fs::is_directory(directory)) throw FileNotFound(directory.string() + ": no such directory");
   std::map<std::string, std::vector<fs::path>> classes;
   for (const fs::directory_entry& entry : fs::directory_iterator(directory)) {
     const std::string name = entry.path().filename().string();
@@ -53,7 +53,7 @@ void append(LabelledImages& set, const fs::path& file, std::uint8_t label, std::
   }
   if (set.images.pixels.size() + planes.size() > largestDecodedBytes) {
     throw Error(file.string() + ": the decoded images pass 2 GiB, more than glnet keeps of a data set on the GPU (one storage block); "
-                "use a smaller --size or fewer images");
+                "use a smaller " + optionName("size") + " or fewer images");
   }
   set.images.pixels.insert(set.images.pixels.end(), planes.begin(), planes.end());
   set.labels.push_back(label);
@@ -99,7 +99,7 @@ ImageFolderData readImageFolders(const std::string& directory, std::uint32_t cha
   const fs::path root(directory);
   if (fs::is_directory(root / "train")) {
     const auto train = classFolders(root / "train");
-    if (!fs::is_directory(root / "test")) throw Error(directory + ": has train/ but no test/ (give both, or class folders and --val-fraction)");
+    if (!fs::is_directory(root / "test")) throw Error(directory + ": has train/ but no test/ (give both, or class folders and " + optionName("val-fraction") + ")");
     const auto test = classFolders(root / "test");
     std::uint8_t label = 0;
     for (const auto& [name, files] : train) {
@@ -117,7 +117,7 @@ ImageFolderData readImageFolders(const std::string& directory, std::uint32_t cha
     return data;
   }
   if (!(testFraction > 0 && testFraction < 1)) {
-    throw Error(directory + ": has no train/ and test/ folders; give --val-fraction to hold out part of each class for testing");
+    throw Error(directory + ": has no train/ and test/ folders; give " + optionName("val-fraction") + " to hold out part of each class for testing");
   }
   std::mt19937 random(seed * 2246822519u + 7u);
   std::uint8_t label = 0;
@@ -130,7 +130,7 @@ ImageFolderData readImageFolders(const std::string& directory, std::uint32_t cha
     ++label;
   }
   if (data.train.images.count == 0 || data.test.images.count == 0) {
-    throw Error(directory + ": --val-fraction " + std::to_string(testFraction) + " leaves no " + (data.train.images.count ? "test" : "training") + " images");
+    throw Error(directory + ": " + optionSetting("val-fraction", std::to_string(testFraction)) + " leaves no " + (data.train.images.count ? "test" : "training") + " images");
   }
   return data;
 }
