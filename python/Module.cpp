@@ -10,6 +10,7 @@
 #include "gl/Stopwatch.h"
 #include "gl/check.h"
 #include "model/OnnxRunner.h"
+#include "model/Safetensors.h"
 #include "model/Trainer.h"
 #include "model/TrainingInputs.h"
 #include "serve/WarmClassifier.h"
@@ -349,6 +350,30 @@ py::list devices(const std::string& api) {
   return list;
 }
 
+// safetensors through the engine's reader and writer (float32, PyTorch's names as given): the package converts
+// tensors and checks names before this.
+void saveSafetensors(const std::map<std::string, py::array_t<float, py::array::c_style>>& tensors, const std::string& path,
+                     const std::map<std::string, std::string>& metadata) {
+  TensorFile file;
+  file.metadata = metadata;
+  for (const auto& [name, array] : tensors) {
+    HostTensor& tensor = file.tensors[name];
+    tensor.shape.assign(array.shape(), array.shape() + array.ndim());
+    tensor.values.assign(array.data(), array.data() + array.size());
+  }
+  checkWritable(path);
+  writeSafetensors(path, file);
+}
+
+py::tuple loadSafetensors(const std::string& path) {
+  const TensorFile file = readSafetensors(path);
+  py::dict tensors;
+  for (const auto& [name, tensor] : file.tensors) {
+    tensors[py::str(name)] = toArray(tensor.values, std::vector<std::size_t>(tensor.shape.begin(), tensor.shape.end()));
+  }
+  return py::make_tuple(tensors, file.metadata);
+}
+
 py::tuple readMnist(const std::string& directory, const std::string& split) {
   if (split != "train" && split != "test") throw UsageError("split is 'train' or 'test', not '" + split + "'");
   LabelledImages set = readMnistSplit(directory, split == "train" ? Split::train : Split::test);
@@ -619,6 +644,8 @@ PYBIND11_MODULE(_glnet, m) {
 
   m.def("devices", &devices, py::arg("api") = "");
   m.def("read_mnist", &readMnist, py::arg("directory"), py::arg("split"));
+  m.def("save_safetensors", &saveSafetensors, py::arg("tensors"), py::arg("path"), py::arg("metadata"));
+  m.def("load_safetensors", &loadSafetensors, py::arg("path"));
   m.def("is_onnx_path", &isOnnxPath, py::arg("path"));
   m.attr("version") = GLNET_VERSION;
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -30,7 +30,8 @@ from . import _glnet
 from ._glnet import Error, FileNotFoundError, GpuError, UsageError
 
 __version__: str = _glnet.version
-__all__ = ["devices", "load", "Model", "Classifier", "Predictions", "train", "bench", "read_mnist",
+__all__ = ["devices", "load", "Model", "Classifier", "Predictions", "train", "bench", "read_mnist", "save_safetensors",
+           "load_safetensors",
            "Error", "UsageError", "FileNotFoundError", "GpuError", "__version__"]
 
 Shape = Tuple[Optional[int], ...]
@@ -288,6 +289,40 @@ def read_mnist(directory: Union[str, os.PathLike] = "data/mnist", split: str = "
     """MNIST-format IDX files (plain or .gz) as (images uint8 [N, 28, 28], labels uint8 [N]); split is
     "train" or "test". scripts/fetch-mnist puts MNIST in data/mnist."""
     return _glnet.read_mnist(os.fspath(directory), split)
+
+
+def save_safetensors(state_dict: Mapping[str, Any], path: Union[str, os.PathLike],
+                     metadata: Optional[Mapping[str, Any]] = None) -> None:
+    """Writes a PyTorch state_dict (or any mapping of names to tensors or NumPy arrays) as safetensors, the file
+    glnet's classifiers load, without the safetensors package: names and layouts as given (PyTorch's fc1.weight
+    [out, in], conv1.weight [out_c, in_c, kh, kw]), every tensor as float32 (float16, bfloat16 and float64 converted;
+    integer counters such as BatchNorm's num_batches_tracked too, which load_state_dict converts back). metadata's
+    values are written as text: glnet reads input_mean, input_std and activation. The file is replaced whole;
+    safetensors.torch.load_file and glnet.load_safetensors read it back."""
+    tensors = {}
+    for name, value in state_dict.items():
+        if not isinstance(name, str) or name == "__metadata__":
+            raise UsageError(f"tensor names are strings other than __metadata__, not {name!r}")
+        if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch.Tensor, without importing torch
+            value = value.detach().cpu().float().numpy()
+        array = np.asarray(value)
+        if array.dtype.kind not in "fiub":
+            raise UsageError(f"tensor {name} holds {array.dtype}; safetensors for glnet hold numbers (written as float32)")
+        tensors[name] = np.require(array, np.float32, "C")  # keeps a 0-d tensor 0-d, as ascontiguousarray would not
+    texts = {}
+    for key, value in (metadata or {}).items():
+        if not isinstance(key, str):
+            raise UsageError(f"metadata keys are strings, not {key!r}")
+        texts[key] = value if isinstance(value, str) else str(value)
+    _glnet.save_safetensors(tensors, os.fspath(path), texts)
+
+
+def load_safetensors(path: Union[str, os.PathLike], metadata: bool = False) -> Union[
+        Dict[str, np.ndarray], Tuple[Dict[str, np.ndarray], Dict[str, str]]]:
+    """A safetensors file's tensors by name as float32 arrays (F16 and F64 converted), checked as glnet checks every
+    model file; with metadata=True, (tensors, its __metadata__). torch.from_numpy makes them tensors again."""
+    tensors, texts = _glnet.load_safetensors(os.fspath(path))
+    return (tensors, texts) if metadata else tensors
 
 
 def _api_name(api: Optional[str]) -> str:

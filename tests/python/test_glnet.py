@@ -273,6 +273,42 @@ def test_classifier_predicts_as_glnet_predict(mlp):
         classifier.predict(np.zeros((3, 27, 28), np.uint8))
 
 
+def test_save_safetensors_writes_a_pytorch_state_dict_that_glnet_and_pytorch_load(work):
+    import torch  # python3-torch, as the README's "Models from PyTorch" uses it
+
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(784, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+    path = str(work / "torch.safetensors")
+    glnet.save_safetensors(model.state_dict(), path, metadata={"input_mean": 0.1307, "input_std": "0.3081", "activation": "relu"})
+    tensors, metadata = glnet.load_safetensors(path, metadata=True)
+    assert metadata == {"input_mean": "0.1307", "input_std": "0.3081", "activation": "relu"}
+    assert sorted(tensors) == sorted(model.state_dict())
+    for name, value in model.state_dict().items():
+        assert tensors[name].dtype == np.float32 and np.array_equal(tensors[name], value.numpy()), name
+    # PyTorch takes it back, and glnet classifies with it as PyTorch does.
+    again = torch.nn.Sequential(torch.nn.Linear(784, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+    again.load_state_dict({name: torch.from_numpy(value) for name, value in glnet.load_safetensors(path).items()})
+    images = RNG.integers(0, 256, (5, 28, 28), dtype=np.uint8)
+    x = (torch.from_numpy(images.reshape(5, 784)).double() / 255 - 0.1307) / 0.3081
+    expected = torch.softmax(again.double()(x), dim=1).detach().numpy()
+    classifier = glnet.load(path)
+    assert classifier.architecture == "784-32-10"
+    np.testing.assert_allclose(classifier(images), expected, rtol=1e-4, atol=1e-6)
+    # Other dtypes become float32: half and bfloat16 weights, float64 arrays, BatchNorm's int64 counter.
+    mixed = {"half": torch.full((2,), 1.5, dtype=torch.float16), "brain": torch.full((3,), -2.0, dtype=torch.bfloat16),
+             "wide": np.arange(4, dtype=np.float64).reshape(2, 2), **torch.nn.BatchNorm1d(4).state_dict()}
+    glnet.save_safetensors(mixed, str(work / "mixed.safetensors"))
+    back = glnet.load_safetensors(str(work / "mixed.safetensors"))
+    assert back["half"].tolist() == [1.5, 1.5] and back["brain"].tolist() == [-2.0] * 3 and back["wide"].tolist() == [[0, 1], [2, 3]]
+    assert back["num_batches_tracked"].shape == () and back["num_batches_tracked"] == 0
+    torch.nn.BatchNorm1d(4).load_state_dict({k: torch.from_numpy(v) for k, v in back.items() if k in torch.nn.BatchNorm1d(4).state_dict()})
+    with pytest.raises(glnet.UsageError, match="tensor w holds complex128"):
+        glnet.save_safetensors({"w": np.zeros(2, np.complex128)}, str(work / "never.safetensors"))
+    with pytest.raises(glnet.UsageError, match="other than __metadata__"):
+        glnet.save_safetensors({"__metadata__": np.zeros(2)}, str(work / "never.safetensors"))
+    assert not os.path.exists(work / "never.safetensors")
+
+
 def test_bench_reports_the_split(cnn):
     report = glnet.bench(glnet.load(cnn[0]), batches=[1, 3], runs=2, warmup=1)
     assert sorted(report["batches"]) == [1, 3]
