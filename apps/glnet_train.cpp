@@ -344,12 +344,12 @@ int main(int argc, char** argv) {
                                 : "; the checkpoint after epoch " + std::to_string(checkpointedEpoch) + " is intact: continue with --resume " + from));
     }
     if (!leader) return 0;
-    std::fprintf(info, "wrote %s (checkpoint %s)\n", out.c_str(), checkpointPath.c_str());
+    std::fprintf(info, "%s\n", filesWrittenLine(out, checkpointPath, parser.has("export-onnx") ? parser.text("export-onnx") : "").c_str());
     if (json) {
-      std::cout << nlohmann::json{{"device", context->device().renderer}, {"architecture", initial.architecture},
-                                  {"ranks", ranks.size()}, {"model", out}, {"checkpoint", checkpointPath}, {"epochs", epochs}}
-                       .dump(2)
-                << "\n";
+      nlohmann::json report{{"device", context->device().renderer}, {"architecture", initial.architecture}, {"ranks", ranks.size()},
+                            {"model", out}, {"checkpoint", checkpointPath}, {"epochs", epochs}};
+      if (parser.has("export-onnx")) report["onnx"] = parser.text("export-onnx");
+      std::cout << report.dump(2) << "\n";
     }
     return 0;
   });

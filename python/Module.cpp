@@ -602,7 +602,7 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
   printer.closeProgress();
   if (callerError) throw *callerError;
   if (failure) std::rethrow_exception(failure);
-  printer.line("wrote " + s.out + " (checkpoint " + checkpointPath + ")");
+  printer.line(filesWrittenLine(s.out, checkpointPath, s.exportOnnx));
   return history;
 }
 

@@ -56,6 +56,10 @@ std::string epochLine(const EpochResult& e, int epochs, bool fullBatch) {
   return text;
 }
 
+std::string filesWrittenLine(const std::string& out, const std::string& checkpoint, const std::string& onnx) {
+  return "wrote " + out + " (checkpoint " + checkpoint + ")" + (onnx.empty() ? "" : " and " + onnx);
+}
+
 namespace {
 
 // A plan of one dispatch: to = from, or to += from (`add`), over every float of `from`.

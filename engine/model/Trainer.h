@@ -134,6 +134,8 @@ std::string progressLine(const TrainingProgress& progress);
 // "epoch 2/5: train loss 0.2412, train accuracy 93.10%, test accuracy 94.02%, 6.61 s (9075 samples/s)"; a full-batch
 // run counts iterations.
 std::string epochLine(const EpochResult& epoch, int epochs, bool fullBatch);
+// "wrote M.safetensors (checkpoint M.checkpoint.safetensors) and M.onnx": the files a run leaves (`onnx` may be empty).
+std::string filesWrittenLine(const std::string& out, const std::string& checkpoint, const std::string& onnx);
 // Without a terminal (a log file, CI, a notebook), a progress line about this often.
 constexpr double progressLineSeconds = 8;
 
