@@ -1,7 +1,8 @@
 // glnet._glnet: the engine for Python (the package glnet wraps it). Every GL call of a device runs on one thread
 // that owns its context, so that any Python thread may call any model: calls queue on that thread, and the
 // caller waits with the GIL released. Engine errors arrive as glnet.Error, glnet.UsageError (also a ValueError),
-// glnet.FileNotFoundError (also a FileNotFoundError) and glnet.GpuError; Ctrl-C during training stops it between steps and raises KeyboardInterrupt.
+// glnet.FileNotFoundError (also a FileNotFoundError) and glnet.GpuError; Ctrl-C during training stops it between
+// steps and raises KeyboardInterrupt.
 #include "bench/ModelBenchmark.h"
 #include "data/Idx.h"
 #include "formats/OnnxExport.h"
