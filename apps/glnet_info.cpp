@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <iostream>
 
@@ -176,10 +178,19 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json) {
   std::printf("%s: opset %lld, from %s\n", path.c_str(), static_cast<long long>(model.opset), model.producer.empty() ? "an unnamed producer" : model.producer.c_str());
   std::printf("input  %-24s %s%s\n", model.inputName.c_str(), shapeText(in).c_str(), model.dynamicBatch ? " (batch dynamic; --batch sets it)" : "");
   std::printf("output %-24s %s\n", model.outputName.c_str(), shapeText(out).c_str());
-  std::printf("\n%-32s %-14s %-12s %s\n", "node", "ONNX op", "glnet", "output shape");
+  // Each column as wide as its longest entry, names whole: exporters' names and ops such as GlobalAveragePool or
+  // "conv + max pool" are longer than any fixed width that suits the rest.
+  std::vector<std::array<std::string, 4>> rows = {{"node", "ONNX op", "glnet", "output shape"}};
   for (const OnnxNodeSummary& node : model.nodes) {
-    std::printf("%-32s %-14s %-12s %s\n", node.name.substr(0, 32).c_str(), node.opType.c_str(), node.glnetOp.c_str(),
-                node.outputShape.empty() ? "-" : shapeText(node.outputShape).c_str());
+    rows.push_back({node.name, node.opType, node.glnetOp, node.outputShape.empty() ? "-" : shapeText(node.outputShape)});
+  }
+  std::array<int, 3> widths{};
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < widths.size(); ++c) widths[c] = std::max(widths[c], static_cast<int>(row[c].size()));
+  }
+  std::printf("\n");
+  for (const auto& row : rows) {
+    std::printf("%-*s  %-*s  %-*s  %s\n", widths[0], row[0].c_str(), widths[1], row[1].c_str(), widths[2], row[2].c_str(), row[3].c_str());
   }
   std::printf("\n%.4g multiply-adds per batch of %u; parameters %.1f MiB; activations %.1f MiB planned (intermediate tensors and "
               "Winograd's scratch sharing memory by liveness; %.1f MiB if each tensor kept its own; other ops' workspace comes on top)\n",

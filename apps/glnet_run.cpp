@@ -35,7 +35,7 @@ int main(int argc, char** argv) {
   return cli::run("glnet_run", [&] {
     cli::Parser parser("glnet_run",
                        "Runs an ONNX model (as torch.onnx.export writes it) on the GPU: its inputs from NumPy .npy files\n"
-                       "(float32 or float64, C order), its outputs written as float32 .npy. The whole model is checked when\n"
+                       "(float32, float64 or float16, C order), its outputs written as float32 .npy. The whole model is checked when\n"
                        "it loads; an op, attribute or shape glnet cannot run yet is refused in one line naming the node.",
                        "--model M.onnx --input [NAME=]X.npy --output [NAME=]Y.npy [options]");
     parser.option("model", "FILE", "the ONNX model")
@@ -125,10 +125,23 @@ int main(int argc, char** argv) {
                                                          "give float32 with its preprocessing applied)"));
       }
       const std::vector<std::int64_t> perRow(array.shape.begin() + 1, array.shape.end());
-      if (shape.empty() || perRow != std::vector<std::int64_t>(shape.begin() + 1, shape.end())) {
-        std::string wanted;
-        for (std::size_t i = 1; i < shape.size(); ++i) wanted += (i > 1 ? ", " : "") + std::to_string(shape[i]);
-        throw Error(path + ": each row of the input must be [" + wanted + "] for input " + name);
+      std::vector<std::int64_t> wantedRow;
+      if (!shape.empty()) wantedRow.assign(shape.begin() + 1, shape.end());
+      if (shape.empty() || perRow != wantedRow) {
+        // Both shapes whole, the batch as N where it is dynamic, so that a missing batch axis shows.
+        const auto list = [](const std::vector<std::string>& dimensions) {
+          std::string text;
+          for (const std::string& d : dimensions) text += (text.empty() ? "" : ", ") + d;
+          return "[" + text + "]";
+        };
+        std::vector<std::string> got, wanted;
+        for (const std::int64_t d : array.shape) got.push_back(std::to_string(d));
+        for (std::size_t i = 0; i < shape.size(); ++i) {
+          wanted.push_back(i == 0 && runner.inputs()[inputPlaces[f]].batched ? "N" : std::to_string(shape[i]));
+        }
+        const bool noBatchAxis = array.shape == wantedRow;
+        throw Error(path + ": got " + list(got) + "; expected " + list(wanted) + " for input " + name +
+                    (noBatchAxis ? " (the batch axis is missing: save x[np.newaxis])" : ""));
       }
       const auto fileRows = static_cast<std::size_t>(array.shape[0]);
       if (fileRows != shape[0] && !(runner.dynamicBatch() && shape[0] == batch)) {

@@ -11,7 +11,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -22,13 +21,6 @@
 using namespace glnet;
 
 namespace {
-
-std::string clock(double seconds) {
-  const long total = std::lround(seconds);
-  char text[32];
-  std::snprintf(text, sizeof text, "%ld:%02ld", total / 60, total % 60);
-  return text;
-}
 
 // The flags that define a run, recorded in its checkpoints.
 const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "batch-per-rank", "accumulate", "grad-compression", "lr", "optimizer", "dataset", "data", "size", "val-fraction",
@@ -103,7 +95,8 @@ int main(int argc, char** argv) {
         .option("save-every", "N", "write the model and the checkpoint after every N-th epoch and the last (a large model's files "
                 "take long to write, and the GPU idles meanwhile)", "1")
         .option("log-every", "N", "steps between loss read-backs", "100")
-        .option("progress-every", "SECONDS", "without a terminal (a log file, CI): a progress line at least this often", "8")
+        .option("progress-every", "SECONDS", "without a terminal (a log file, CI): a progress line at least this often",
+                std::to_string(static_cast<int>(progressLineSeconds)))
         .option("grad-compression", "KIND",
                 "under mpirun: none, or bf16: the gradients leave the GPU as bfloat16 (half the bytes to read, sum over ranks and "
                 "write back), each step's rounding error added to the next step's gradients (error feedback); one sum per "
@@ -173,7 +166,7 @@ int main(int argc, char** argv) {
     options.augment.shift = static_cast<std::uint32_t>(parser.integer("augment-shift", 0, 64));
     options.augment.flip = parser.has("augment-flip");
     options.labelSmoothing = static_cast<float>(parser.number("label-smoothing"));
-    checkTrainingOptions(options, [](const std::string& option) { return "--" + option; });
+    checkTrainingOptions(options);
     options.seed = static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX));
     DataChoice dataChoice = cli::dataChoice(parser, options.seed);
     options.logEvery = static_cast<std::size_t>(parser.integer("log-every", 1, 1L << 30));
@@ -291,12 +284,10 @@ int main(int argc, char** argv) {
             if (!terminal) {
               if (sinceProgressLine.seconds() < progressSeconds * 0.75) return;
               sinceProgressLine.restart();
-              std::fprintf(stderr, "epoch %d/%d  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %s\n", p.epoch, p.epochs, p.step,
-                           p.steps, p.loss, p.samplesPerSecond, clock(p.etaSeconds).c_str());
+              std::fprintf(stderr, "%s\n", progressLine(p).c_str());
               return;
             }
-            std::fprintf(stderr, "\r\033[Kepoch %d/%d  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %s", p.epoch, p.epochs,
-                         p.step, p.steps, p.loss, p.samplesPerSecond, clock(p.etaSeconds).c_str());
+            std::fprintf(stderr, "\r\033[K%s", progressLine(p).c_str());
             std::fflush(stderr);
           },
           [&](const EpochResult& e) {
@@ -312,9 +303,7 @@ int main(int argc, char** argv) {
             }
             nlohmann::json epoch = {{"epoch", e.epoch}, {"train_loss", e.trainLoss}, {"train_accuracy", e.trainAccuracy},
                                     {"test_accuracy", e.testAccuracy}, {"seconds", e.seconds}, {"samples_per_second", e.samplesPerSecond}};
-            std::fprintf(info, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)",
-                         options.fullBatch ? "iteration" : "epoch", e.epoch, options.epochs, e.trainLoss, 100 * e.trainAccuracy,
-                         100 * e.testAccuracy, e.seconds, e.samplesPerSecond);
+            std::fprintf(info, "%s", epochLine(e, options.epochs, options.fullBatch).c_str());
             if (ranks.distributed()) {
               epoch["compute_ms_per_step"] = e.computeMsPerStep;
               epoch["communication_ms_per_step"] = e.communicationMsPerStep();
@@ -355,12 +344,12 @@ int main(int argc, char** argv) {
                                 : "; the checkpoint after epoch " + std::to_string(checkpointedEpoch) + " is intact: continue with --resume " + from));
     }
     if (!leader) return 0;
-    std::fprintf(info, "wrote %s (checkpoint %s)\n", out.c_str(), checkpointPath.c_str());
+    std::fprintf(info, "%s\n", filesWrittenLine(out, checkpointPath, parser.has("export-onnx") ? parser.text("export-onnx") : "").c_str());
     if (json) {
-      std::cout << nlohmann::json{{"device", context->device().renderer}, {"architecture", initial.architecture},
-                                  {"ranks", ranks.size()}, {"model", out}, {"checkpoint", checkpointPath}, {"epochs", epochs}}
-                       .dump(2)
-                << "\n";
+      nlohmann::json report{{"device", context->device().renderer}, {"architecture", initial.architecture}, {"ranks", ranks.size()},
+                            {"model", out}, {"checkpoint", checkpointPath}, {"epochs", epochs}};
+      if (parser.has("export-onnx")) report["onnx"] = parser.text("export-onnx");
+      std::cout << report.dump(2) << "\n";
     }
     return 0;
   });

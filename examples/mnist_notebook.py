@@ -17,8 +17,7 @@ parser.add_argument("--epochs", type=int, default=3), parser.add_argument("--out
 args = parser.parse_args()
 
 print("device:", next(d["renderer"] for d in glnet.devices() if d["chosen"]))
-glnet.train(args.arch, args.data, args.epochs, out=args.out, on_epoch=lambda e: print(
-    f"epoch {e['epoch']}: loss {e['train_loss']:.4f}, test accuracy {100 * e['test_accuracy']:.2f}%, {e['seconds']:.2f} s"))
+glnet.train(args.arch, args.data, args.epochs, out=args.out)  # prints its progress and each epoch, as glnet_train does
 model = glnet.load(args.out)
 images, labels = glnet.read_mnist(args.data, "test")
 print(f"test accuracy of {args.out} on the GPU: {100 * (model.predict(images).classes == labels).mean():.2f}%")

@@ -1,7 +1,8 @@
 // glnet._glnet: the engine for Python (the package glnet wraps it). Every GL call of a device runs on one thread
 // that owns its context, so that any Python thread may call any model: calls queue on that thread, and the
-// caller waits with the GIL released. Engine errors arrive as glnet.Error, glnet.UsageError (also a ValueError)
-// and glnet.GpuError; Ctrl-C during training stops it between steps and raises KeyboardInterrupt.
+// caller waits with the GIL released. Engine errors arrive as glnet.Error, glnet.UsageError (also a ValueError),
+// glnet.FileNotFoundError (also a FileNotFoundError) and glnet.GpuError; Ctrl-C during training stops it between
+// steps and raises KeyboardInterrupt.
 #include "bench/ModelBenchmark.h"
 #include "data/Idx.h"
 #include "formats/OnnxExport.h"
@@ -10,6 +11,7 @@
 #include "gl/Stopwatch.h"
 #include "gl/check.h"
 #include "model/OnnxRunner.h"
+#include "model/Safetensors.h"
 #include "model/Trainer.h"
 #include "model/TrainingInputs.h"
 #include "serve/WarmClassifier.h"
@@ -349,6 +351,30 @@ py::list devices(const std::string& api) {
   return list;
 }
 
+// safetensors through the engine's reader and writer (float32, PyTorch's names as given): the package converts
+// tensors and checks names before this.
+void saveSafetensors(const std::map<std::string, py::array_t<float, py::array::c_style>>& tensors, const std::string& path,
+                     const std::map<std::string, std::string>& metadata) {
+  TensorFile file;
+  file.metadata = metadata;
+  for (const auto& [name, array] : tensors) {
+    HostTensor& tensor = file.tensors[name];
+    tensor.shape.assign(array.shape(), array.shape() + array.ndim());
+    tensor.values.assign(array.data(), array.data() + array.size());
+  }
+  checkWritable(path);
+  writeSafetensors(path, file);
+}
+
+py::tuple loadSafetensors(const std::string& path) {
+  const TensorFile file = readSafetensors(path);
+  py::dict tensors;
+  for (const auto& [name, tensor] : file.tensors) {
+    tensors[py::str(name)] = toArray(tensor.values, std::vector<std::size_t>(tensor.shape.begin(), tensor.shape.end()));
+  }
+  return py::make_tuple(tensors, file.metadata);
+}
+
 py::tuple readMnist(const std::string& directory, const std::string& split) {
   if (split != "train" && split != "test") throw UsageError("split is 'train' or 'test', not '" + split + "'");
   LabelledImages set = readMnistSplit(directory, split == "train" ? Split::train : Split::test);
@@ -372,7 +398,51 @@ struct TrainSettings {
   std::string device, api;
 };
 
-py::list train(const TrainSettings& s, const py::object& onEpoch, const py::object& onProgress, double progressSeconds) {
+// What glnet_train shows of a run, written through Python's sys.stderr (progress) and sys.stdout (epochs, the files
+// written) so that notebooks and redirections see it: on a terminal one progress line rewritten in place, otherwise
+// the first report and then a line about every progressLineSeconds.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(bool enabled) {
+    if (!enabled) return;
+    const py::module_ sys = py::module_::import("sys");
+    out_ = sys.attr("stdout");
+    err_ = sys.attr("stderr");
+    terminal_ = !err_.is_none() && py::hasattr(err_, "isatty") && err_.attr("isatty")().cast<bool>();
+  }
+  void progress(const TrainingProgress& p) {
+    if (err_.is_none()) return;
+    if (terminal_) {
+      write(err_, "\r\033[K" + progressLine(p));
+      open_ = true;
+    } else if (!sinceLine_ || sinceLine_->seconds() >= progressLineSeconds) {
+      write(err_, progressLine(p) + "\n");
+      sinceLine_.emplace();
+    }
+  }
+  void line(const std::string& text) {
+    if (out_.is_none()) return;
+    closeProgress();
+    write(out_, text + "\n");
+  }
+  // Ends a progress line left open on the terminal, so that what follows (an error, the prompt) starts a line of its own.
+  void closeProgress() {
+    if (!open_) return;
+    write(err_, "\r\033[K");
+    open_ = false;
+  }
+
+ private:
+  static void write(const py::object& stream, const std::string& text) {
+    stream.attr("write")(text);
+    stream.attr("flush")();
+  }
+  py::object out_ = py::none(), err_ = py::none();
+  bool terminal_ = false, open_ = false;
+  std::optional<Stopwatch> sinceLine_;
+};
+
+py::list train(const TrainSettings& s, const py::object& onEpoch, const py::object& onProgress, double progressSeconds, bool showProgress) {
   if (s.out.empty()) throw UsageError("out: the file to write the trained model to is required");
   if (s.epochs < 1) throw UsageError("epochs must be at least 1");
   if (s.batch < 1) throw UsageError("batch must be at least 1");
@@ -395,10 +465,7 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
   options.augment.flip = s.augmentFlip;
   options.labelSmoothing = static_cast<float>(s.labelSmoothing);
   options.reportSeconds = progressSeconds;
-  checkTrainingOptions(options, [](std::string option) {
-    std::replace(option.begin(), option.end(), '-', '_');
-    return option;
-  });
+  checkTrainingOptions(options);
   const std::string checkpointPath = s.checkpoint.empty() ? defaultCheckpointPath(s.out) : s.checkpoint;
   checkWritable(s.out);
   checkWritable(checkpointPath);
@@ -439,6 +506,7 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
   const Communicator single;
   std::optional<py::error_already_set> callerError;
   py::list history;
+  ProgressPrinter printer(showProgress);
 
   const auto epochDict = [](const EpochResult& e) {
     return py::dict(py::arg("epoch") = e.epoch, py::arg("train_loss") = e.trainLoss, py::arg("train_accuracy") = e.trainAccuracy,
@@ -457,12 +525,14 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
     }
     try {
       for (const TrainingProgress& p : steps) {
+        if (!callerError) printer.progress(p);
         if (!onProgress.is_none() && !callerError) {
           onProgress(py::dict(py::arg("epoch") = p.epoch, py::arg("epochs") = p.epochs, py::arg("step") = p.step, py::arg("steps") = p.steps,
                               py::arg("loss") = p.loss, py::arg("samples_per_second") = p.samplesPerSecond, py::arg("eta_seconds") = p.etaSeconds));
         }
       }
       for (const EpochResult& e : doneEpochs) {
+        if (e.evaluated && !callerError) printer.line(epochLine(e, s.epochs, false));
         history.append(epochDict(e));
         if (!onEpoch.is_none() && !callerError) onEpoch(history[py::len(history) - 1]);
       }
@@ -530,8 +600,10 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
   }
   if (trainer) device->call([&] { trainer.reset(); });
   deliver();
+  printer.closeProgress();
   if (callerError) throw *callerError;
   if (failure) std::rethrow_exception(failure);
+  printer.line(filesWrittenLine(s.out, checkpointPath, s.exportOnnx));
   return history;
 }
 
@@ -546,9 +618,15 @@ PYBIND11_MODULE(_glnet, m) {
       py::make_tuple(error, py::handle(PyExc_ValueError)).ptr(), nullptr));
   py::object gpuError = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
       "glnet.GpuError", "The GPU stopped answering or lost the context; the device must be opened anew.", error.ptr(), nullptr));
+  py::object fileNotFound = py::reinterpret_steal<py::object>(PyErr_NewExceptionWithDoc(
+      "glnet.FileNotFoundError", "A file or directory glnet was given does not exist; also Python's FileNotFoundError.",
+      py::make_tuple(error, py::handle(PyExc_FileNotFoundError)).ptr(), nullptr));
   m.attr("Error") = error;
   m.attr("UsageError") = usageError;
   m.attr("GpuError") = gpuError;
+  m.attr("FileNotFoundError") = fileNotFound;
+  // The engine's messages name options as glnet.train's keyword arguments (weight_decay), not as flags.
+  setOptionSpelling(OptionSpelling::keywords);
   py::register_exception_translator([](std::exception_ptr failure) {
     if (!failure) return;
     const py::module_ self = py::module_::import("glnet._glnet");
@@ -558,6 +636,8 @@ PYBIND11_MODULE(_glnet, m) {
       PyErr_SetString(self.attr("UsageError").ptr(), e.what());
     } catch (const GpuFailure& e) {
       PyErr_SetString(self.attr("GpuError").ptr(), e.what());
+    } catch (const FileNotFound& e) {
+      PyErr_SetString(self.attr("FileNotFoundError").ptr(), e.what());
     } catch (const Error& e) {
       PyErr_SetString(self.attr("Error").ptr(), e.what());
     }
@@ -565,6 +645,8 @@ PYBIND11_MODULE(_glnet, m) {
 
   m.def("devices", &devices, py::arg("api") = "");
   m.def("read_mnist", &readMnist, py::arg("directory"), py::arg("split"));
+  m.def("save_safetensors", &saveSafetensors, py::arg("tensors"), py::arg("path"), py::arg("metadata"));
+  m.def("load_safetensors", &loadSafetensors, py::arg("path"));
   m.def("is_onnx_path", &isOnnxPath, py::arg("path"));
   m.attr("version") = GLNET_VERSION;
 
@@ -620,5 +702,5 @@ PYBIND11_MODULE(_glnet, m) {
       .def_readwrite("val_fraction", &TrainSettings::valFraction)
       .def_readwrite("nesterov", &TrainSettings::nesterov)
       .def_readwrite("augment_flip", &TrainSettings::augmentFlip);
-  m.def("train", &train, py::arg("settings"), py::arg("on_epoch"), py::arg("on_progress"), py::arg("progress_seconds"));
+  m.def("train", &train, py::arg("settings"), py::arg("on_epoch"), py::arg("on_progress"), py::arg("progress_seconds"), py::arg("progress"));
 }

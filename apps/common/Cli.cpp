@@ -243,6 +243,13 @@ Network loadModel(const Parser& parser, TensorFile* file) {
 
 namespace {
 
+// What the command printed before it failed (the device line, say) goes out before the error line: stdout is fully
+// buffered when it is not a terminal, stderr is not buffered at all.
+void flushOutput() {
+  std::cout.flush();
+  std::fflush(stdout);
+}
+
 // The exit code and the line for an error that escaped an app's body.
 std::pair<int, std::string> verdict(const char* program, const std::exception_ptr& error) {
   try {
@@ -283,6 +290,7 @@ int run(const char* program, const std::function<int()>& body) {
     return code;
   } catch (...) {
     const auto [code, line] = verdict(program, std::current_exception());
+    flushOutput();
     std::fprintf(stderr, "%s: error: %s\n", program, line.c_str());
     return code;
   }
@@ -304,6 +312,7 @@ int runRanks(const char* program, const std::function<int(const Communicator&)>&
   } catch (...) {
     const std::exception_ptr error = std::current_exception();
     const auto [code, line] = verdict(program, error);
+    flushOutput();
     if (sameOnEveryRank(error)) {
       if (ranks->rank() == 0) std::fprintf(stderr, "%s: error: %s\n", program, line.c_str());
       return code;

@@ -49,7 +49,7 @@ std::size_t readInto(gzFile file, const std::string& path, std::vector<std::uint
 // The header (validated against `rank`) and the data of a plain or gzip IDX file, with its dimensions;
 // the data's length must be exactly what the header declares.
 std::vector<std::uint8_t> readIdx(const std::string& path, std::initializer_list<int> ranks, const char* what, std::vector<std::size_t>& dimensions) {
-  if (!std::filesystem::is_regular_file(path)) throw Error(path + ": no such file");
+  if (!std::filesystem::is_regular_file(path)) throw FileNotFound(path + ": no such file");
   std::unique_ptr<gzFile_s, GzipCloser> file(gzopen(path.c_str(), "rb"));
   if (!file) throw Error(path + ": cannot open");
   std::vector<std::uint8_t> bytes;
@@ -98,7 +98,8 @@ std::string findFile(const std::string& directory, const std::string& name) {
   const std::filesystem::path compressed = std::filesystem::path(directory) / (name + ".gz");
   if (std::filesystem::exists(compressed)) return compressed.string();
   if (!std::filesystem::is_directory(directory)) {
-    throw Error(directory + ": no such directory; run scripts/fetch-mnist (it writes data/mnist), or give --data a directory of IDX files");
+    throw FileNotFound(directory + ": no such directory; run scripts/fetch-mnist (it writes data/mnist), or point " + optionName("data") +
+                       " at a directory of IDX files");
   }
   throw Error(directory + ": has no " + name + " (nor " + name + ".gz); a data directory holds MNIST's four IDX files, "
               "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, plain or "
@@ -126,7 +127,7 @@ std::vector<std::uint8_t> readIdxLabels(const std::string& path) {
 }
 
 LabelledImages readCifar10Split(const std::string& directory, Split split, int classes) {
-  if (!std::filesystem::is_directory(directory)) throw Error(directory + ": no such directory (CIFAR-10's binary version: data_batch_N.bin, test_batch.bin)");
+  if (!std::filesystem::is_directory(directory)) throw FileNotFound(directory + ": no such directory (CIFAR-10's binary version: data_batch_N.bin, test_batch.bin)");
   std::vector<std::string> files;
   if (split == Split::test) {
     files.push_back((std::filesystem::path(directory) / "test_batch.bin").string());
@@ -143,7 +144,7 @@ LabelledImages readCifar10Split(const std::string& directory, Split split, int c
   set.images.rows = side;
   set.images.columns = side;
   for (const std::string& path : files) {
-    if (!std::filesystem::is_regular_file(path)) throw Error(path + ": no such file");
+    if (!std::filesystem::is_regular_file(path)) throw FileNotFound(path + ": no such file");
     const std::string bytes = readRegularFile(path, largestIdxBytes);
     if (bytes.empty() || bytes.size() % record != 0) {
       throw Error(path + ": " + std::to_string(bytes.size()) + " bytes is not a whole number of CIFAR-10 records (1 label byte and " +

@@ -52,7 +52,7 @@ void append(LabelledImages& set, const fs::path& file, std::uint8_t label, std::
   }
   if (set.images.pixels.size() + planes.size() > largestDecodedBytes) {
     throw Error(file.string() + ": the decoded images pass 2 GiB, more than glnet keeps of a data set on the GPU (one storage block); "
-                "use a smaller --size or fewer images");
+                "use a smaller " + optionName("size") + " or fewer images");
   }
   set.images.pixels.insert(set.images.pixels.end(), planes.begin(), planes.end());
   set.labels.push_back(label);
@@ -97,12 +97,12 @@ ImageFolderData readImageFolders(const std::string& directory, std::uint32_t cha
   ImageFolderData data{emptySet(channels, size), emptySet(channels, size), {}};
   const fs::path root(directory);
   if (!fs::is_directory(root)) {
-    throw Error(directory + (fs::exists(root) ? ": not a directory (an image folder holds one sub-folder of images per class, or train/ and test/ of them)"
-                                              : ": no such directory"));
+    if (!fs::exists(root)) throw FileNotFound(directory + ": no such directory");
+    throw Error(directory + ": not a directory (an image folder holds one sub-folder of images per class, or train/ and test/ of them)");
   }
   if (fs::is_directory(root / "train")) {
     const auto train = classFolders(root / "train");
-    if (!fs::is_directory(root / "test")) throw Error(directory + ": has train/ but no test/ (give both, or class folders and --val-fraction)");
+    if (!fs::is_directory(root / "test")) throw Error(directory + ": has train/ but no test/ (give both, or class folders and " + optionName("val-fraction") + ")");
     const auto test = classFolders(root / "test");
     std::uint8_t label = 0;
     for (const auto& [name, files] : train) {
@@ -120,7 +120,7 @@ ImageFolderData readImageFolders(const std::string& directory, std::uint32_t cha
     return data;
   }
   if (!(testFraction > 0 && testFraction < 1)) {
-    throw Error(directory + ": has no train/ and test/ folders; give --val-fraction to hold out part of each class for testing");
+    throw Error(directory + ": has no train/ and test/ folders; give " + optionName("val-fraction") + " to hold out part of each class for testing");
   }
   std::mt19937 random(seed * 2246822519u + 7u);
   std::uint8_t label = 0;
@@ -133,7 +133,7 @@ ImageFolderData readImageFolders(const std::string& directory, std::uint32_t cha
     ++label;
   }
   if (data.train.images.count == 0 || data.test.images.count == 0) {
-    throw Error(directory + ": --val-fraction " + std::to_string(testFraction) + " leaves no " + (data.train.images.count ? "test" : "training") + " images");
+    throw Error(directory + ": " + optionSetting("val-fraction", std::to_string(testFraction)) + " leaves no " + (data.train.images.count ? "test" : "training") + " images");
   }
   return data;
 }

@@ -34,7 +34,7 @@ unsigned HostSum::threadsPerRank(const Communicator& ranks) {
 HostSum::HostSum(const Communicator& ranks, std::size_t maxBytes, unsigned threads)
     : maxBytes_((maxBytes + cacheLine - 1) / cacheLine * cacheLine), threads_(threads) {
   if (!ranks.distributed() || !ranks.allOnOneHost()) {
-    throw Error("sums through shared memory need every rank on one host; use --all-reduce mpi across hosts");
+    throw Error("sums through shared memory need every rank on one host; use " + optionSetting("all-reduce", "mpi") + " across hosts");
   }
   checkMpi(MPI_Comm_dup(ranks.hostCommunicator(), &ranks_), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(ranks_, MPI_ERRORS_RETURN);

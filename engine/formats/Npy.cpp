@@ -1,5 +1,6 @@
 #include "formats/Npy.h"
 
+#include "formats/Float16.h"
 #include "gl/AtomicFile.h"
 #include "gl/FileInput.h"
 #include "gl/check.h"
@@ -132,10 +133,10 @@ NpyArray readNpy(const std::string& path) {
   dataStart += headerLength;
   if (*header.fortranOrder) throw refuse("Fortran order; save a C-ordered array (np.ascontiguousarray)");
   const std::string& type = *header.descr;
-  const std::size_t elementBytes = type == "<f4" ? 4 : type == "<f8" ? 8 : type == "|u1" ? 1 : 0;
-  if (!elementBytes) throw refuse("dtype " + printable(type.substr(0, 10)) + "; glnet reads float32 (<f4), float64 (<f8) and uint8 (|u1)");
+  const std::size_t elementBytes = type == "<f4" ? 4 : type == "<f8" ? 8 : type == "<f2" ? 2 : type == "|u1" ? 1 : 0;
+  if (!elementBytes) throw refuse("dtype " + printable(type.substr(0, 10)) + "; glnet reads float32 (<f4), float64 (<f8), float16 (<f2) and uint8 (|u1)");
   NpyArray array;
-  array.dtype = elementBytes == 4 ? "float32" : elementBytes == 8 ? "float64" : "uint8";
+  array.dtype = elementBytes == 4 ? "float32" : elementBytes == 8 ? "float64" : elementBytes == 2 ? "float16" : "uint8";
   std::size_t count = 1;
   for (const std::int64_t d : *header.shape) {
     if (d != 0 && count > (std::size_t{1} << 32) / static_cast<std::size_t>(d)) throw refuse("too many elements");
@@ -151,6 +152,10 @@ NpyArray readNpy(const std::string& path) {
       std::memcpy(&array.values[i], bytes.data() + dataStart + 4 * i, 4);
     } else if (elementBytes == 1) {
       array.values[i] = static_cast<unsigned char>(bytes[dataStart + i]);
+    } else if (elementBytes == 2) {
+      std::uint16_t half;
+      std::memcpy(&half, bytes.data() + dataStart + 2 * i, 2);
+      array.values[i] = halfToFloat(half);
     } else {
       double wide;
       std::memcpy(&wide, bytes.data() + dataStart + 8 * i, 8);

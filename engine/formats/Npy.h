@@ -1,5 +1,6 @@
-// NumPy .npy files (format versions 1.0 to 3.0): little-endian float32 or float64 arrays in C order read as
-// float32, and float32 arrays written, so that glnet_run exchanges tensors with NumPy and PyTorch.
+// NumPy .npy files (format versions 1.0 to 3.0): little-endian float32, float64 or float16 arrays (and uint8
+// pixels) in C order read as float32, and float32 arrays written, so that glnet_run exchanges tensors with NumPy
+// and PyTorch.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@ namespace glnet {
 struct NpyArray {
   std::vector<std::int64_t> shape;
   std::vector<float> values;
-  std::string dtype = "float32";  // as the file stored them: float32, float64 or uint8 (pixels, held here as 0 to 255)
+  std::string dtype = "float32";  // as the file stored them: float32, float64, float16 or uint8 (pixels, held here as 0 to 255)
 };
 
 // Arrays are read whole; larger files are refused before reading.

@@ -188,7 +188,8 @@ void Importer::importNode(const onnx::NodeProto& node) {
     if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the mask output is not supported (inference only)");
     const Value& in = operand(node, 0);
     values_[node.output(0)] = in;
-    result_.nodes.push_back({node.name(), op, "identity", in.constant ? Shape{} : graph_.tensor(in.tensor).shape});
+    // Of a constant (PyTorch's Identity on a shared weight), it is folded like any constant node.
+    result_.nodes.push_back({node.name(), op, in.constant ? "folded" : "identity", in.constant ? Shape{} : graph_.tensor(in.tensor).shape});
   } else if (op == "Gemm" || op == "MatMul") {
     importProduct(node);
   } else if (const std::optional<Pointwise> function = pointwiseOf(node)) {

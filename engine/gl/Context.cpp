@@ -249,7 +249,7 @@ std::size_t choose(const std::vector<Candidate>& candidates, const std::string& 
     }
     throw Error("no EGL device offers " + requiredName(api) + " with compute shaders (devices: " + describeAll(candidates) +
                 "); install a GPU driver with EGL, or Mesa (libegl-mesa0 libgl1-mesa-dri) for llvmpipe" +
-                (api == Api::gles ? ", or try --api gl" : ", or try --api gles"));
+                ", or try " + optionSetting("api", api == Api::gles ? "gl" : "gles"));
   }
   const bool numeric = std::all_of(selector.begin(), selector.end(), [](unsigned char c) { return std::isdigit(c); });
   std::size_t found = candidates.size();

@@ -12,7 +12,8 @@ namespace glnet {
 std::string readRegularFile(const std::string& path, std::uint64_t largestBytes) {
   struct stat status {};
   if (::stat(path.c_str(), &status) != 0) {
-    throw Error(path + (errno == ENOENT ? ": no such file" : ": cannot open (" + std::string(std::strerror(errno)) + ")"));
+    if (errno == ENOENT) throw FileNotFound(path + ": no such file");
+    throw Error(path + ": cannot open (" + std::string(std::strerror(errno)) + ")");
   }
   if (S_ISDIR(status.st_mode)) throw Error(path + ": is a directory; give a file");
   if (!S_ISREG(status.st_mode)) throw Error(path + ": not a regular file (a device or a pipe); give a file");

@@ -19,6 +19,12 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+// A file or directory that does not exist (Python raises it as glnet.FileNotFoundError, also a FileNotFoundError).
+class FileNotFound : public Error {
+ public:
+  using Error::Error;
+};
+
 // The GPU stopped answering (a wait past GLNET_GPU_TIMEOUT_S) or reset the context: the work in flight is
 // lost and the context unusable. Training turns it into a pointer to its last checkpoint.
 class GpuFailure : public Error {
@@ -29,6 +35,13 @@ class GpuFailure : public Error {
 // Bytes from a file quoted in a message, made safe for a terminal: every byte outside printable ASCII (a NUL, an escape
 // sequence, broken UTF-8) written as \xNN.
 std::string printable(const std::string& bytes);
+// Messages that tell the user which option to change name it as the front end in use takes it: the commands'
+// flags (--weight-decay, --api gles; the default) or the Python package's keyword arguments (weight_decay,
+// api="gles"), which its module chooses when it loads. Options are given by their flag names without dashes.
+enum class OptionSpelling { flags, keywords };
+void setOptionSpelling(OptionSpelling spelling);
+std::string optionName(const std::string& option);                             // "--val-fraction" | "val_fraction"
+std::string optionSetting(const std::string& option, const std::string& value);  // "--api gl" | "api=\"gl\""
 
 [[noreturn]] void assertFailed(const char* condition, const std::string& message, const char* file, int line);
 void throwIfGlError(const char* call, const char* file, int line);

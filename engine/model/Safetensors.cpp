@@ -1,5 +1,6 @@
 #include "model/Safetensors.h"
 
+#include "formats/Float16.h"
 #include "formats/UntrustedJson.h"
 #include "gl/AtomicFile.h"
 #include "gl/FileInput.h"
@@ -19,19 +20,6 @@ namespace glnet {
 namespace {
 
 constexpr std::uint64_t maxHeaderBytes = 100u << 20;
-
-float halfToFloat(std::uint16_t half) {
-  const std::uint32_t sign = (half >> 15) & 1u, exponent = (half >> 10) & 0x1fu, mantissa = half & 0x3ffu;
-  float magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-  } else if (exponent == 31) {
-    magnitude = mantissa ? NAN : INFINITY;
-  } else {
-    magnitude = std::ldexp(static_cast<float>(mantissa | 0x400u), static_cast<int>(exponent) - 25);
-  }
-  return sign ? -magnitude : magnitude;
-}
 
 std::size_t dtypeBytes(const std::string& dtype) {
   if (dtype == "F32") return 4;

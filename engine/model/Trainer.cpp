@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 namespace glnet {
@@ -38,6 +39,27 @@ std::string defaultCheckpointPath(const std::string& out) {
   const bool hasSuffix = out.size() > suffix.size() && out.compare(out.size() - suffix.size(), suffix.size(), suffix) == 0;
   return (hasSuffix ? out.substr(0, out.size() - suffix.size()) : out) + ".checkpoint.safetensors";
 }
+
+std::string progressLine(const TrainingProgress& p) {
+  const long eta = std::lround(p.etaSeconds);
+  char text[160];
+  std::snprintf(text, sizeof text, "epoch %d/%d  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %ld:%02ld", p.epoch, p.epochs, p.step, p.steps,
+                p.loss, p.samplesPerSecond, eta / 60, eta % 60);
+  return text;
+}
+
+std::string epochLine(const EpochResult& e, int epochs, bool fullBatch) {
+  char text[200];
+  std::snprintf(text, sizeof text, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)",
+                fullBatch ? "iteration" : "epoch", e.epoch, epochs, e.trainLoss, 100 * e.trainAccuracy, 100 * e.testAccuracy, e.seconds,
+                e.samplesPerSecond);
+  return text;
+}
+
+std::string filesWrittenLine(const std::string& out, const std::string& checkpoint, const std::string& onnx) {
+  return "wrote " + out + " (checkpoint " + checkpoint + ")" + (onnx.empty() ? "" : " and " + onnx);
+}
+
 namespace {
 
 // A plan of one dispatch: to = from, or to += from (`add`), over every float of `from`.
@@ -93,7 +115,7 @@ Shard batchShareOf(std::size_t globalRows, const Communicator& ranks) {
   const Shard share = shardOf(globalRows, ranks.rank(), ranks.size());
   if (share.count == 0) {
     throw Error("a batch of " + std::to_string(globalRows) + " images cannot be shared by " + std::to_string(ranks.size()) +
-                " ranks: use --batch of at least the number of ranks");
+                " ranks: use " + optionName("batch") + " of at least the number of ranks");
   }
   return share;
 }
@@ -128,7 +150,7 @@ std::map<std::string, std::string> Checkpoint::readSettings(const std::string& p
   const TensorFile file = readSafetensors(path);
   const auto format = file.metadata.find("format");
   if (format == file.metadata.end() || format->second != "glnet-checkpoint") {
-    throw Error(path + ": not a glnet checkpoint (glnet_train writes them beside --out, as NAME.checkpoint.safetensors)");
+    throw Error(path + ": not a glnet checkpoint (glnet_train writes them beside " + optionName("out") + ", as NAME.checkpoint.safetensors)");
   }
   std::map<std::string, std::string> settings;
   for (const auto& [key, value] : file.metadata) {
@@ -147,10 +169,10 @@ Checkpoint Checkpoint::load(const std::string& path, const std::string& architec
   if (meta("format") != "glnet-checkpoint") throw Error(path + ": not a glnet checkpoint (format " + meta("format") + ")");
   if (meta("architecture") != architecture) {
     throw Error(path + ": the checkpoint is architecture " + meta("architecture") + ", not " + architecture +
-                "; resume with --arch " + meta("architecture"));
+                "; resume with " + optionSetting("arch", meta("architecture")));
   }
   if (meta("optimizer") != optimizerName(optimizer)) {
-    throw Error(path + ": the checkpoint was trained with --optimizer " + meta("optimizer") + ", not " + optimizerName(optimizer));
+    throw Error(path + ": the checkpoint was trained with " + optionSetting("optimizer", meta("optimizer")) + ", not " + optimizerName(optimizer));
   }
   Checkpoint checkpoint;
   checkpoint.optimizer = optimizer;
@@ -219,8 +241,8 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
                 std::to_string(train.images.pixelsPerImage()) + " pixels");
   }
   if (stepsPerEpoch_ == 0) {
-    throw Error((options.accumulate > 1 ? "--batch " + std::to_string(options.batch) + " x --accumulate " + std::to_string(options.accumulate)
-                                        : "--batch " + std::to_string(options.batch)) +
+    const std::string batch = optionSetting("batch", std::to_string(options.batch));
+    throw Error((options.accumulate > 1 ? batch + " x " + optionSetting("accumulate", std::to_string(options.accumulate)) : batch) +
                 " is larger than the " + std::to_string(trainCount_) + " training images");
   }
   const std::uint32_t rows = graph_.rows();
@@ -409,7 +431,7 @@ std::vector<double> Trainer::totalsOverRanks(int epoch, std::size_t fromStep, st
   if (!std::isfinite(totals[0])) {
     throw SharedError("the loss became " + std::string(std::isnan(totals[0]) ? "NaN" : "infinite") + " in epoch " +
                       std::to_string(epoch) + " between steps " + std::to_string(fromStep) + " and " + std::to_string(toStep) +
-                      "; training stopped and the last checkpoint is intact (try a lower --lr)");
+                      "; training stopped and the last checkpoint is intact (try a lower " + optionName("lr") + ")");
   }
   return totals;
 }

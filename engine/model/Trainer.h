@@ -129,6 +129,16 @@ InputFormat standardization(const ImageSet& images);
 // Where a run writing the model `out` keeps its checkpoint: M.safetensors → M.checkpoint.safetensors.
 std::string defaultCheckpointPath(const std::string& out);
 
+// What glnet_train and glnet.train show of a run, alike: "epoch 2/5  step 300/937  loss 0.2412  10523 samples/s  ETA 1:05"
+std::string progressLine(const TrainingProgress& progress);
+// "epoch 2/5: train loss 0.2412, train accuracy 93.10%, test accuracy 94.02%, 6.61 s (9075 samples/s)"; a full-batch
+// run counts iterations.
+std::string epochLine(const EpochResult& epoch, int epochs, bool fullBatch);
+// "wrote M.safetensors (checkpoint M.checkpoint.safetensors) and M.onnx": the files a run leaves (`onnx` may be empty).
+std::string filesWrittenLine(const std::string& out, const std::string& checkpoint, const std::string& onnx);
+// Without a terminal (a log file, CI, a notebook), a progress line about this often.
+constexpr double progressLineSeconds = 8;
+
 // Data-parallel over the ranks of `ranks`: each rank takes its share of every global batch (options.batch)
 // and of the test set, gradients are summed across ranks every step (each rank's loss is scaled by the
 // global batch), so that N ranks follow one rank's trajectory up to the order of floating-point sums.

@@ -27,8 +27,8 @@ StartingNetwork startingNetwork(const NetworkChoice& choice) {
   return start;
 }
 
-void checkTrainingOptions(const TrainingOptions& o, const std::function<std::string(const std::string&)>& spell) {
-  const auto refuse = [&](const std::string& option, const std::string& why) { return UsageError(spell(option) + " " + why); };
+void checkTrainingOptions(const TrainingOptions& o) {
+  const auto refuse = [](const std::string& option, const std::string& why) { return UsageError(optionName(option) + " " + why); };
   if (!(o.optimizer.learningRate > 0 && std::isfinite(o.optimizer.learningRate))) throw refuse("lr", "must be a positive number within float range");
   if (!(o.optimizer.weightDecay >= 0 && o.optimizer.weightDecay < 1)) throw refuse("weight-decay", "must be from 0 to below 1");
   if (o.optimizer.nesterov && o.optimizer.kind != OptimizerKind::momentum) throw refuse("nesterov", "needs the momentum optimizer");

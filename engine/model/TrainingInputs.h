@@ -8,8 +8,6 @@
 #include "model/Network.h"
 #include "model/Trainer.h"
 
-#include <functional>
-
 #include <optional>
 #include <string>
 
@@ -45,9 +43,8 @@ struct DataSets {
   LabelledImages train, test;
 };
 
-// Throws UsageError when an option is out of its range; `spell` gives an option's name as its caller takes it
-// ("weight-decay": --weight-decay on the command line, weight_decay in Python).
-void checkTrainingOptions(const TrainingOptions& options, const std::function<std::string(const std::string&)>& spell);
+// Throws UsageError when an option is out of its range, naming it as the front end takes it (optionName).
+void checkTrainingOptions(const TrainingOptions& options);
 
 // The data sets for `network`, whose input they must fit (one line naming the mismatch otherwise).
 DataSets loadDataSets(const DataChoice& choice, const Network& network);

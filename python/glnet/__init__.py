@@ -5,13 +5,15 @@
     model = glnet.load("resnet18.onnx")                     # an ONNX model, or a .safetensors classifier
     y = model(np.random.rand(8, 3, 224, 224).astype(np.float32))
     classes, probabilities = glnet.load("mnist.safetensors").predict(images_uint8)
-    history = glnet.train(arch="cnn", data="data/mnist", epochs=3, out="cnn.safetensors", on_epoch=print)
+    history = glnet.train(arch="cnn", data="data/mnist", epochs=3, out="cnn.safetensors")  # prints its progress
     glnet.bench(model, batches=[1, 64])                     # upload, GPU and readback per batch size
 
 The engine is glnet's C++ one (the same plans the glnet_* commands run). Each device's GL work runs on a
 thread of its own: calls from several Python threads are served one after another, with the GIL released
 while the GPU works. Failures raise glnet.Error (glnet.UsageError, also a ValueError, for wrong arguments,
-dtypes and shapes; glnet.GpuError when the GPU stops answering) with glnet's one-line message.
+dtypes and shapes; glnet.FileNotFoundError, also a FileNotFoundError, for a missing file or directory;
+glnet.GpuError when the GPU stops answering) with glnet's one-line message, which names options as the
+keyword arguments of glnet.train.
 
 The device and API come from the `device` and `api` arguments, else from GLNET_DEVICE and GLNET_API, else the
 first hardware GPU (Mesa's llvmpipe where there is none) under desktop OpenGL. One process uses one API.
@@ -20,16 +22,17 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _glnet
-from ._glnet import Error, GpuError, UsageError
+from ._glnet import Error, FileNotFoundError, GpuError, UsageError
 
 __version__: str = _glnet.version
-__all__ = ["devices", "load", "Model", "Classifier", "Predictions", "train", "bench", "read_mnist",
-           "Error", "UsageError", "GpuError", "__version__"]
+__all__ = ["devices", "load", "Model", "Classifier", "Predictions", "train", "bench", "read_mnist", "save_safetensors",
+           "load_safetensors",
+           "Error", "UsageError", "FileNotFoundError", "GpuError", "__version__"]
 
 Shape = Tuple[Optional[int], ...]
 
@@ -176,12 +179,24 @@ class Classifier:
         elif array.size == pixels:
             count = 1
         else:
-            raise UsageError(f"the classifier takes uint8 images of {pixels} pixels ([N, {pixels}] or "
-                             f"[N, {', '.join(map(str, self.input_shape))}]), not {list(array.shape)}")
+            raise UsageError(f"the classifier takes uint8 images of {pixels} pixels ({' or '.join(self._image_forms())}), "
+                             f"not {list(array.shape)}")
         if count == 0:
             raise UsageError("there are no images to classify")
         classes, probabilities = self._handle.predict(np.ascontiguousarray(array).reshape(count, pixels))
         return Predictions(classes, probabilities)
+
+    def _image_forms(self) -> List[str]:
+        """The shapes predict takes, as its errors list them: flat rows, and images as they come (an MLP's inputs as a
+        square gray image, [1, H, W] as [H, W])."""
+        pixels, shape = self._handle.inputs, list(self.input_shape)
+        side = math.isqrt(pixels)
+        if len(shape) == 1 and side * side == pixels:
+            shape = [side, side]
+        elif len(shape) == 3 and shape[0] == 1:
+            shape = shape[1:]
+        forms = [[pixels], shape]
+        return [_describe((None, *form)) for i, form in enumerate(forms) if form not in forms[:i]]
 
     def __call__(self, images: Any) -> np.ndarray:
         """The probabilities of predict(images)."""
@@ -207,7 +222,8 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
           export_onnx: Optional[Union[str, os.PathLike]] = None,
           on_epoch: Optional[Callable[[Dict[str, Any]], Any]] = None,
           on_progress: Optional[Callable[[Dict[str, Any]], Any]] = None, progress_seconds: float = 1.0,
-          device: Optional[Union[int, str]] = None, api: Optional[str] = None) -> List[Dict[str, Any]]:
+          progress: bool = True, device: Optional[Union[int, str]] = None,
+          api: Optional[str] = None) -> List[Dict[str, Any]]:
     """Trains as glnet_train does, with its options by the same names (README: Your own network and data): an MLP
     ("784-128-10"), the MNIST CNN ("cnn"), a built-in description ("lenet5", "resnet8"), the network description file
     `net`, or an ONNX model `net` ("model.onnx") fine-tuned from its weights; `init` starts from a safetensors file's
@@ -219,6 +235,10 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
     `label_smoothing`; augmentation on the GPU: `augment_shift` pixels, `augment_flip`. After each epoch the model is
     written to `out` (and as ONNX to `export_onnx`) and a checkpoint beside it (or to `checkpoint`), each file replaced
     whole; glnet_train --resume continues it.
+
+    progress (on by default) shows the run as glnet_train does: on sys.stderr a progress line (epoch, step, loss,
+    samples/s, ETA), rewritten in place on a terminal and otherwise printed about every 8 seconds; on sys.stdout a
+    line per epoch and the files written at the end. progress=False prints nothing.
 
     on_epoch gets a dict per epoch (epoch, train_loss, train_accuracy, test_accuracy, seconds,
     samples_per_second); on_progress about every progress_seconds (epoch, epochs, step, steps, loss,
@@ -249,7 +269,7 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
     settings.device, settings.api = _device_name(device), _api_name(api)
     if not (0.01 <= progress_seconds <= 86400):
         raise UsageError("progress_seconds is from 0.01 to 86400")
-    return _glnet.train(settings, on_epoch, on_progress, float(progress_seconds))
+    return _glnet.train(settings, on_epoch, on_progress, float(progress_seconds), bool(progress))
 
 
 def bench(model: Model, batches: Sequence[int] = (1, 64), runs: int = 20, warmup: int = 3) -> Dict[str, Any]:
@@ -269,6 +289,40 @@ def read_mnist(directory: Union[str, os.PathLike] = "data/mnist", split: str = "
     """MNIST-format IDX files (plain or .gz) as (images uint8 [N, 28, 28], labels uint8 [N]); split is
     "train" or "test". scripts/fetch-mnist puts MNIST in data/mnist."""
     return _glnet.read_mnist(os.fspath(directory), split)
+
+
+def save_safetensors(state_dict: Mapping[str, Any], path: Union[str, os.PathLike],
+                     metadata: Optional[Mapping[str, Any]] = None) -> None:
+    """Writes a PyTorch state_dict (or any mapping of names to tensors or NumPy arrays) as safetensors, the file
+    glnet's classifiers load, without the safetensors package: names and layouts as given (PyTorch's fc1.weight
+    [out, in], conv1.weight [out_c, in_c, kh, kw]), every tensor as float32 (float16, bfloat16 and float64 converted;
+    integer counters such as BatchNorm's num_batches_tracked too, which load_state_dict converts back). metadata's
+    values are written as text: glnet reads input_mean, input_std and activation. The file is replaced whole;
+    safetensors.torch.load_file and glnet.load_safetensors read it back."""
+    tensors = {}
+    for name, value in state_dict.items():
+        if not isinstance(name, str) or name == "__metadata__":
+            raise UsageError(f"tensor names are strings other than __metadata__, not {name!r}")
+        if hasattr(value, "detach") and hasattr(value, "numpy"):  # a torch.Tensor, without importing torch
+            value = value.detach().cpu().float().numpy()
+        array = np.asarray(value)
+        if array.dtype.kind not in "fiub":
+            raise UsageError(f"tensor {name} holds {array.dtype}; safetensors for glnet hold numbers (written as float32)")
+        tensors[name] = np.require(array, np.float32, "C")  # keeps a 0-d tensor 0-d, as ascontiguousarray would not
+    texts = {}
+    for key, value in (metadata or {}).items():
+        if not isinstance(key, str):
+            raise UsageError(f"metadata keys are strings, not {key!r}")
+        texts[key] = value if isinstance(value, str) else str(value)
+    _glnet.save_safetensors(tensors, os.fspath(path), texts)
+
+
+def load_safetensors(path: Union[str, os.PathLike], metadata: bool = False) -> Union[
+        Dict[str, np.ndarray], Tuple[Dict[str, np.ndarray], Dict[str, str]]]:
+    """A safetensors file's tensors by name as float32 arrays (F16 and F64 converted), checked as glnet checks every
+    model file; with metadata=True, (tensors, its __metadata__). torch.from_numpy makes them tensors again."""
+    tensors, texts = _glnet.load_safetensors(os.fspath(path))
+    return (tensors, texts) if metadata else tensors
 
 
 def _api_name(api: Optional[str]) -> str:

@@ -39,7 +39,7 @@ expect 1 "error: .*truncated.safetensors: not a safetensors file|run past the en
 expect 1 "error: .*t10k-images-idx3-ubyte: truncated" -- "$apps/glnet_eval" --model "$work/model.safetensors" --data "$work/truncated"
 expect 1 "error: .*t10k-images-idx3-ubyte: not an IDX file" -- "$apps/glnet_eval" --model "$work/model.safetensors" --data "$work/magic"
 expect 1 "error: .*5000 labels for 10000 images" -- "$apps/glnet_eval" --model "$work/model.safetensors" --data "$work/mismatch"
-expect 1 "error: .*nowhere: no such directory; run scripts/fetch-mnist" -- "$apps/glnet_eval" --model "$work/model.safetensors" --data "$work/nowhere"
+expect 1 "error: .*nowhere: no such directory; run scripts/fetch-mnist \(it writes data/mnist\), or point --data at a directory of IDX files$" -- "$apps/glnet_eval" --model "$work/model.safetensors" --data "$work/nowhere"
 expect 1 "error: .*predictions.txt: cannot write" -- "$apps/glnet_eval" --model "$work/model.safetensors" --data "$mnist" --limit 10 --predictions "$work/no-dir/predictions.txt"
 expect 0 "accuracy" -- "$apps/glnet_eval" --model "$work/model.safetensors" --data "$mnist" --limit 7 --batch 3
 

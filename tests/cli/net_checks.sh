@@ -34,8 +34,10 @@ fi
 
 # --export-onnx: ONNX's checker accepts the file (shapes inferred), glnet's importer evaluates it to the model file's
 # accuracy, and its float64 reference agrees with the GPU (glnet_run --check).
-train --net "$examples/nets/small-resnet.json" --train-limit 256 --epochs 1 --out "$work/x.safetensors" --export-onnx "$work/x.onnx" >/dev/null ||
-  fail "training with --export-onnx"
+train --net "$examples/nets/small-resnet.json" --train-limit 256 --epochs 1 --out "$work/x.safetensors" --export-onnx "$work/x.onnx" \
+  >"$work/export.txt" || fail "training with --export-onnx"
+grep -Eq "^wrote .*/x.safetensors \(checkpoint .*/x.checkpoint.safetensors\) and .*/x.onnx$" "$work/export.txt" ||
+  fail "glnet_train does not say it wrote the ONNX file: $(tail -1 "$work/export.txt")"
 "$apps/glnet_predict" --model "$work/x.safetensors" --data "$mnist" --mnist-index 0,1 >"$work/predict.txt" || fail "predicting with a described model"
 /usr/bin/python3 -c "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]), full_check=True)" "$work/x.onnx" || fail "ONNX's checker refuses the export"
 "$apps/glnet_eval" --model "$work/x.safetensors" --data "$mnist" --limit 300 --json >"$work/x-eval.json" || fail "evaluating the model file"

@@ -187,6 +187,15 @@ save("resize", [helper.make_node("Resize", ["x", "", "scales"], ["y"], name="/up
 save("conv3d", [helper.make_node("Conv", ["x", "k3"], ["y"], name="/conv/Conv", kernel_shape=[1, 3, 3])],
      ["N", 1, 3, 13, 13], ["N", 2, 3, 11, 11], {"k3": np.ones((2, 1, 1, 3, 3), np.float32)})
 np.save(os.path.join(work, "wrong-x.npy"), np.zeros((2, 30), np.float32))
+np.save(os.path.join(work, "unbatched-x.npy"), np.zeros((1, 13, 13), np.float32))  # one CNN image without its batch axis
+# float16 inputs, as NumPy and PyTorch save half tensors: widened exactly to float32 on load.
+x16 = rng.standard_normal((3, 29)).astype(np.float16)
+np.save(os.path.join(work, "half-x.npy"), x16)
+np.save(os.path.join(work, "half-y.npy"), relu(x16.astype(np.float64) @ w1.T.astype(np.float64) + b1) @ w2.T.astype(np.float64) + b2)
+# PyTorch's Identity nodes, on a shared weight (folded) and on a computed tensor, under a name longer than any column.
+save("identity", [helper.make_node("Identity", ["w1"], ["shared"], name="/shared/Identity"),
+                  helper.make_node("Identity", ["x"], ["i"], name="/features_block_with_a_long_name/ident/Identity"),
+                  helper.make_node("Gemm", ["i", "shared", "b1"], ["y"], name="/fc1/Gemm", transB=1)], ["N", 29], ["N", 37], {"w1": w1, "b1": b1})
 np.save(os.path.join(work, "int-x.npy"), np.zeros((2, 29), np.int64))
 # uint8 pixels that the model converts itself (Cast, Div), read from a uint8 .npy.
 graph = helper.make_graph([helper.make_node("Cast", ["x"], ["f"], name="/cast", to=TensorProto.FLOAT),
@@ -321,6 +330,22 @@ import json, sys
 m = json.load(open(sys.argv[1]))
 assert [n['glnet'] for n in m['nodes']] == ['conv + residual', 'fused', 'fused'], m['nodes']
 " "$work/info-residual.json" || fail "glnet_info: the residual Add and its Relu fused into the convolution"
+# glnet_info's table: every column starts where its heading does, whatever the names; an Identity of a constant is folded.
+"$apps/glnet_info" --model "$work/identity.onnx" >"$work/info-identity.txt" && "$apps/glnet_info" --model "$work/cnn.onnx" >>"$work/info-identity.txt" ||
+  fail "glnet_info --model identity.onnx"
+/usr/bin/python3 -c "
+import sys
+lines = open(sys.argv[1]).read().split('\n')
+tables = [i for i, line in enumerate(lines) if line.startswith('node ')]
+assert len(tables) == 2, lines
+for start in tables:
+    heading = lines[start]
+    columns = [heading.index(title) for title in ('ONNX op', 'glnet', 'output shape')]
+    rows = lines[start + 1:lines.index('', start)]
+    for row in rows:
+        assert all(row[c - 2:c] == '  ' and row[c] != ' ' for c in columns), (heading, row)
+assert [r.split()[2] for r in lines[tables[0] + 1:tables[0] + 4]] == ['folded', 'identity', 'dense'], lines
+" "$work/info-identity.txt" || fail "glnet_info --model: the table's columns or the Identity nodes"
 expect 1 "resize.onnx: node '/up/Resize' \(Resize, opset 17\)" -- "$apps/glnet_info" --model "$work/resize.onnx"
 expect 1 "resize.onnx: node '/up/Resize' \(Resize, opset 17\): the op Resize is not supported yet" \
   -- "$apps/glnet_run" --model "$work/resize.onnx" --input "$work/cnn-x.npy" --output "$work/o.npy"
@@ -329,8 +354,16 @@ expect 1 "conv3d.onnx: node '/conv/Conv' \(Conv, opset 17\): W must be a constan
 expect 1 "computed-axes.onnx: node '/Unsqueeze' \(Unsqueeze, opset 17\): input 1 must be a constant" \
   -- "$apps/glnet_run" --model "$work/computed-axes.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
 expect 1 "garbage.onnx: not an ONNX model" -- "$apps/glnet_run" --model "$work/garbage.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy"
+# What a command printed before failing comes before its error line, also into a file (stdout fully buffered there).
+"$apps/glnet_run" --model "$work/garbage.onnx" --input "$work/mlp-x.npy" --output "$work/o.npy" >"$work/order.txt" 2>&1
+grep -q "^device [0-9]*: .*" "$work/order.txt" && tail -1 "$work/order.txt" | grep -q "^glnet_run: error: " ||
+  fail "the device line after the error line: $(cat "$work/order.txt")"
 expect 1 "error: /dev/zero: not a regular file" -- "$apps/glnet_run" --model /dev/zero --input "$work/mlp-x.npy" --output "$work/o.npy"
-expect 1 "wrong-x.npy: each row of the input must be \[29\] for input x" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/wrong-x.npy" --output "$work/o.npy"
+expect 1 "wrong-x.npy: got \[2, 30\]; expected \[N, 29\] for input x$" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/wrong-x.npy" --output "$work/o.npy"
+expect 1 "unbatched-x.npy: got \[1, 13, 13\]; expected \[N, 1, 13, 13\] for input x \(the batch axis is missing" \
+  -- "$apps/glnet_run" --model "$work/cnn.onnx" --input "$work/unbatched-x.npy" --output "$work/o.npy"
+expect 0 "ran .*mlp.onnx .* on 3 rows" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/half-x.npy" --output "$work/half-out.npy"
+compare half
 expect 1 "int-x.npy: not a NumPy array glnet reads \(dtype <i8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/int-x.npy" --output "$work/o.npy"
 expect 2 "error: the model's input is named x, not images" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "images=$work/mlp-x.npy" --output "$work/o.npy"
 expect 2 "error: --input: empty input name before '='" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "=$work/mlp-x.npy" --output "$work/o.npy"

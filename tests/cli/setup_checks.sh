@@ -46,4 +46,7 @@ for program in $programs; do
   fi
   printf '%-20s %-26s %s\n' "$program" "$package" "$source"
 done
+# scripts/demo before scripts/build: one line saying what to run first, not bash's "No such file or directory".
+mkdir -p "$work/fresh/scripts" && cp "$repo/scripts/demo" "$work/fresh/scripts/"
+expect 1 "^scripts/demo: no build found \(build/apps/glnet_train\): run scripts/build first$" -- "$work/fresh/scripts/demo"
 finish setup

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 using namespace glnet;
@@ -23,6 +24,27 @@ std::string npy(const std::string& dict, const std::string& data) {
 }
 
 }  // namespace
+
+TEST_CASE("npy files: float16 (NumPy's <f2) widens to float32 exactly, subnormals, infinities and NaN included") {
+  const test::TempDir directory;
+  // 1, -2, 65504 (the largest half), 2^-24 (the smallest subnormal), -0, +inf, NaN.
+  const std::uint16_t halves[7] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x8000, 0x7c00, 0x7e00};
+  std::string data(sizeof halves, '\0');
+  std::memcpy(data.data(), halves, sizeof halves);
+  const NpyArray array = readNpy(directory.write("f2.npy", npy("{'descr': '<f2', 'fortran_order': False, 'shape': (7,), }", data)));
+  CHECK(array.dtype == "float16");
+  CHECK(array.shape == std::vector<std::int64_t>{7});
+  REQUIRE(array.values.size() == 7);
+  CHECK(array.values[0] == 1.0f);
+  CHECK(array.values[1] == -2.0f);
+  CHECK(array.values[2] == 65504.0f);
+  CHECK(array.values[3] == std::ldexp(1.0f, -24));
+  CHECK((array.values[4] == 0.0f && std::signbit(array.values[4])));
+  CHECK(array.values[5] == INFINITY);
+  CHECK(std::isnan(array.values[6]));
+  CHECK_THROWS_WITH_AS(readNpy(directory.write("f2-short.npy", npy("{'descr': '<f2', 'fortran_order': False, 'shape': (8,), }", data))),
+                       doctest::Contains("shape needs 16 bytes of data, the file holds 14"), Error);
+}
 
 TEST_CASE("npy files: float32 written and read back, float64 read, everything else refused with the reason") {
   const test::TempDir directory;

@@ -2,8 +2,10 @@
 (ctest runs this file once per API). The environment gives GLNET_TEST_APPS (the glnet_* commands) and
 GLNET_TEST_MNIST (MNIST's IDX files)."""
 import gc
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -155,8 +157,13 @@ def test_uint8_inputs_of_a_model_that_converts_its_pixels(work):
 
 
 def test_errors_are_glnet_exceptions(work, cnn):
-    with pytest.raises(glnet.Error, match="no-such.onnx"):
-        glnet.load(str(work / "no-such.onnx"))
+    # A missing file is also Python's FileNotFoundError, whatever reads it.
+    for missing in ("no-such.onnx", "no-such.safetensors"):
+        with pytest.raises(glnet.FileNotFoundError, match=f"{missing}: no such file$") as raised:
+            glnet.load(str(work / missing))
+        assert isinstance(raised.value, FileNotFoundError) and isinstance(raised.value, glnet.Error)
+    with pytest.raises(FileNotFoundError, match="nowhere: no such directory"):
+        glnet.read_mnist(str(work / "nowhere"))
     (work / "garbage.onnx").write_bytes(b"\x08\x07not a model \xff\xff")
     with pytest.raises(glnet.Error):
         glnet.load(str(work / "garbage.onnx"))
@@ -262,8 +269,44 @@ def test_classifier_predicts_as_glnet_predict(mlp):
     np.testing.assert_allclose(predictions.probabilities, expected / expected.sum(axis=1, keepdims=True), rtol=1e-3, atol=1e-6)
     with pytest.raises(ValueError, match=r"uint8 pixels \[N, 784\]"):
         classifier.predict(images[:3].astype(np.float32))
-    with pytest.raises(glnet.UsageError, match="images of 784 pixels"):
+    with pytest.raises(glnet.UsageError, match=r"images of 784 pixels \(\[N, 784\] or \[N, 28, 28\]\), not \[3, 27, 28\]$"):
         classifier.predict(np.zeros((3, 27, 28), np.uint8))
+
+
+def test_save_safetensors_writes_a_pytorch_state_dict_that_glnet_and_pytorch_load(work):
+    import torch  # python3-torch, as the README's "Models from PyTorch" uses it
+
+    torch.manual_seed(3)
+    model = torch.nn.Sequential(torch.nn.Linear(784, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+    path = str(work / "torch.safetensors")
+    glnet.save_safetensors(model.state_dict(), path, metadata={"input_mean": 0.1307, "input_std": "0.3081", "activation": "relu"})
+    tensors, metadata = glnet.load_safetensors(path, metadata=True)
+    assert metadata == {"input_mean": "0.1307", "input_std": "0.3081", "activation": "relu"}
+    assert sorted(tensors) == sorted(model.state_dict())
+    for name, value in model.state_dict().items():
+        assert tensors[name].dtype == np.float32 and np.array_equal(tensors[name], value.numpy()), name
+    # PyTorch takes it back, and glnet classifies with it as PyTorch does.
+    again = torch.nn.Sequential(torch.nn.Linear(784, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+    again.load_state_dict({name: torch.from_numpy(value) for name, value in glnet.load_safetensors(path).items()})
+    images = RNG.integers(0, 256, (5, 28, 28), dtype=np.uint8)
+    x = (torch.from_numpy(images.reshape(5, 784)).double() / 255 - 0.1307) / 0.3081
+    expected = torch.softmax(again.double()(x), dim=1).detach().numpy()
+    classifier = glnet.load(path)
+    assert classifier.architecture == "784-32-10"
+    np.testing.assert_allclose(classifier(images), expected, rtol=1e-4, atol=1e-6)
+    # Other dtypes become float32: half and bfloat16 weights, float64 arrays, BatchNorm's int64 counter.
+    mixed = {"half": torch.full((2,), 1.5, dtype=torch.float16), "brain": torch.full((3,), -2.0, dtype=torch.bfloat16),
+             "wide": np.arange(4, dtype=np.float64).reshape(2, 2), **torch.nn.BatchNorm1d(4).state_dict()}
+    glnet.save_safetensors(mixed, str(work / "mixed.safetensors"))
+    back = glnet.load_safetensors(str(work / "mixed.safetensors"))
+    assert back["half"].tolist() == [1.5, 1.5] and back["brain"].tolist() == [-2.0] * 3 and back["wide"].tolist() == [[0, 1], [2, 3]]
+    assert back["num_batches_tracked"].shape == () and back["num_batches_tracked"] == 0
+    torch.nn.BatchNorm1d(4).load_state_dict({k: torch.from_numpy(v) for k, v in back.items() if k in torch.nn.BatchNorm1d(4).state_dict()})
+    with pytest.raises(glnet.UsageError, match="tensor w holds complex128"):
+        glnet.save_safetensors({"w": np.zeros(2, np.complex128)}, str(work / "never.safetensors"))
+    with pytest.raises(glnet.UsageError, match="other than __metadata__"):
+        glnet.save_safetensors({"__metadata__": np.zeros(2)}, str(work / "never.safetensors"))
+    assert not os.path.exists(work / "never.safetensors")
 
 
 def test_bench_reports_the_split(cnn):
@@ -290,6 +333,40 @@ def test_train_reports_epochs_and_writes_the_model(work):
         glnet.train("784-16-10", MNIST, 3, out=str(work / "stopped.safetensors"), train_limit=1000, test_limit=200,
                     on_epoch=lambda e: 1 / 0)
     assert glnet.load(str(work / "stopped.safetensors")).architecture == "784-16-10"  # epoch 1 was written
+
+
+def test_train_shows_its_progress_as_the_command_does_unless_told_not_to(work, capsys, monkeypatch):
+    out = str(work / "shown.safetensors")
+    glnet.train("784-16-10", MNIST, 1, out=out, train_limit=500, test_limit=100)
+    shown = capsys.readouterr()
+    # Without a terminal: the first report at once (then one about every 8 s), an epoch line and the files written.
+    assert re.search(r"^epoch 1/1  step \d+/7  loss \d+\.\d{4}  \d+ samples/s  ETA 0:\d\d$", shown.err, re.M), shown.err
+    assert re.search(r"^epoch 1/1: train loss \d\.\d{4}, train accuracy .*%, test accuracy .*%, .* s \(\d+ samples/s\)$", shown.out, re.M), shown.out
+    assert shown.out.endswith(f"wrote {out} (checkpoint {work / 'shown.checkpoint.safetensors'})\n"), shown.out
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    glnet.train("784-16-10", MNIST, 1, out=out, train_limit=500, test_limit=100)
+    assert terminal.getvalue().startswith("\r\033[Kepoch 1/1  step ") and terminal.getvalue().endswith("\r\033[K"), terminal.getvalue()
+    monkeypatch.undo()
+    capsys.readouterr()
+    glnet.train("784-16-10", MNIST, 1, out=out, train_limit=500, test_limit=100, progress=False)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_errors_name_the_python_arguments_not_the_commands_flags(work):
+    with pytest.raises(glnet.FileNotFoundError, match=r"run scripts/fetch-mnist \(it writes data/mnist\), or point data at a directory") as raised:
+        glnet.train("784-16-10", str(work / "no-mnist"), 1, out=str(work / "never.safetensors"))
+    assert "--" not in str(raised.value)
+    (work / "flat" / "cats").mkdir(parents=True)
+    with pytest.raises(glnet.Error, match=r"has no train/ and test/ folders; give val_fraction to hold out"):
+        glnet.train("784-16-10", str(work / "flat"), 1, out=str(work / "never.safetensors"), dataset="folder")
+    with pytest.raises(glnet.UsageError, match="^label_smoothing must be from 0 to below 1$"):
+        glnet.train("784-16-10", MNIST, 1, out=str(work / "never.safetensors"), label_smoothing=1.5)
 
 
 def test_train_takes_a_network_description_and_the_built_in_networks(work):
@@ -345,7 +422,7 @@ def test_ctrl_c_stops_training_and_keeps_the_last_checkpoint(work):
                 os.kill(os.getpid(), signal.SIGINT)
         try:
             glnet.train("784-16-10", {MNIST!r}, 1000, out={out!r}, train_limit=2000, test_limit=100, on_epoch=on_epoch,
-                        progress_seconds=0.05)
+                        progress_seconds=0.05, progress=False)
         except KeyboardInterrupt:
             print("interrupted")
         """)
