@@ -33,11 +33,13 @@ void sendError(httplib::Response& response, int status, const std::string& messa
   response.set_content(toJson({{"error", message}}), "application/json");
 }
 
-PredictRequest readPredictRequest(const httplib::Request& request, std::size_t inputs) {
-  if (!request.is_multipart_form_data()) return parsePredictRequest(request.body, request.get_header_value("Content-Type"), inputs);
+PredictRequest readPredictRequest(const httplib::Request& request, const Network& network) {
+  if (!request.is_multipart_form_data()) {
+    return parsePredictRequest(request.body, request.get_header_value("Content-Type"), network.inputs(), network.images);
+  }
   std::vector<FormPart> parts;
   for (const auto& [field, part] : request.files) parts.push_back({part.name, part.filename, part.content_type, part.content});
-  return parsePredictParts(parts, inputs);
+  return parsePredictParts(parts, network.inputs(), network.images);
 }
 
 nlohmann::json describeModel(const Network& network, const std::map<std::string, std::string>& metadata, const std::string& path) {
@@ -57,6 +59,7 @@ nlohmann::json describeModel(const Network& network, const std::map<std::string,
           {"inputs", network.inputs()},
           {"input_shape", network.inputShape},
           {"classes", network.classes()},
+          {"class_names", network.classNames},
           {"input_format", {{"mean", values(network.input.mean)}, {"std", values(network.input.std)}}},
           {"layers", layers},
           {"metadata", metadata}};
@@ -79,7 +82,7 @@ int main(int argc, char** argv) {
                        "  GET  /metrics      Prometheus text: requests, errors, latency, batch sizes, queue depth\n\n"
                        "SIGINT or SIGTERM stop accepting, answer what is in flight, and exit 0.",
                        "--model MODEL.safetensors [options]");
-    parser.modelOptions("model file (safetensors) to serve")
+    parser.modelOptions("model file (safetensors, or ONNX by its .onnx name) to serve")
         .option("host", "ADDRESS", "address to listen on", "127.0.0.1")
         .option("port", "N", "port to listen on (0: any free port, printed at start)", "8080")
         .option("max-batch", "N", "most images in one GPU batch", "64")
@@ -152,7 +155,7 @@ int main(int argc, char** argv) {
       } observation{metrics, response, Stopwatch(), 0};
       PredictRequest images;
       try {
-        images = readPredictRequest(request, network.inputs());
+        images = readPredictRequest(request, network);
       } catch (const Error& error) {
         return sendError(response, 400, error.what());
       }
@@ -168,6 +171,7 @@ int main(int argc, char** argv) {
       nlohmann::json list = nlohmann::json::array();
       for (std::size_t i = 0; i < predictions.size(); ++i) {
         nlohmann::json answer = {{"image", images.names[i]}, {"class", predictions[i].label}, {"probabilities", predictions[i].probabilities}};
+        if (!network.classNames.empty()) answer["class_name"] = network.classNames[predictions[i].label];
         if (!images.warnings[i].empty()) answer["warning"] = images.warnings[i];
         list.push_back(answer);
       }

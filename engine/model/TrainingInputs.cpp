@@ -24,6 +24,9 @@ StartingNetwork startingNetwork(const NetworkChoice& choice) {
     start.network = Network::create(choice.arch, choice.activation, choice.seed);
   }
   if (!choice.init.empty()) start.network.setParameterValues(start.network.valuesIn(readSafetensors(choice.init), choice.init));
+  if (choice.classes && choice.classes != start.network.classes()) {
+    start.network = start.network.withClasses(choice.classes, choice.seed, choice.net.empty() ? choice.arch : choice.net);
+  }
   return start;
 }
 
@@ -65,7 +68,7 @@ ImageFolderData folderData(const DataChoice& choice, const std::string& director
   ImageFolderData folders = readImageFolders(directory, channels, side, choice.validationFraction, choice.seed);
   if (folders.classes.size() != network.classes()) {
     throw Error(directory + ": " + std::to_string(folders.classes.size()) + " class folders for a network of " + std::to_string(network.classes()) +
-                " classes");
+                " classes; to fine-tune it for these, replace its last layer (glnet_train --num-classes " + std::to_string(folders.classes.size()) + ")");
   }
   return folders;
 }
@@ -106,6 +109,7 @@ DataSets loadDataSets(const DataChoice& choice, const Network& network) {
     ImageFolderData folders = folderData(choice, directoryOf(choice), network);
     sets.train = std::move(folders.train);
     sets.test = std::move(folders.test);
+    sets.classes = std::move(folders.classes);
     limitAndCheck(sets.test, choice.testLimit, "test", network);
     limitAndCheck(sets.train, choice.trainLimit, "training", network);
     return sets;

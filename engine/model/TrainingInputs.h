@@ -19,6 +19,7 @@ struct NetworkChoice {
   std::string arch = "784-128-10";  // an MLP's sizes, cnn, or a built-in description's name; when net is empty
   std::string net;                  // a description file (.json) or an ONNX model (.onnx) to fine-tune
   std::string init;                 // a safetensors file whose weights replace the initial ones
+  std::uint32_t classes = 0;        // other than 0: the last layer replaced by a fresh one for this many classes (Network::withClasses)
   Activation activation = Activation::relu;
   std::uint32_t seed = 0;
 };
@@ -43,6 +44,7 @@ struct DataChoice {
 
 struct DataSets {
   LabelledImages train, test;
+  std::vector<std::string> classes;  // an image folder's class names (label i is classes[i]); empty for other data sets
 };
 
 // Throws UsageError when an option is out of its range; `spell` gives an option's name as its caller takes it

@@ -1,0 +1,95 @@
+#!/bin/bash
+# user_model_checks.sh APPS_DIR REFERENCE_DIR: what a user gets, following the README, with a model glnet trained on an
+# image folder of RGB PNGs (tests/reference/make_datasets.py, resized to 16x16): the model file and its ONNX export
+# record the preprocessing and the class names; glnet_predict, glnet_eval and glnet_serve take both files, see each
+# image as training saw it (glnet_predict on the test images answers what glnet_eval measured), and name the classes;
+# glnet_train --num-classes fine-tunes a model of other classes.
+set -u
+apps=$1 reference=$2
+here=$(dirname "$0")
+. "$here/common.sh"
+servers=()
+trap 'for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+py() { /usr/bin/python3 "$@"; }
+
+# The folder as train/ and test/: the first 4 images of each class are the test set.
+py "$reference/make_datasets.py" folder "$work/all" || { fail "writing the image folder"; finish user-model; }
+for class in circle cross square; do
+  mkdir -p "$work/shapes/train/$class" "$work/shapes/test/$class"
+  mv "$work/all/$class"/00[0-3].png "$work/shapes/test/$class/"
+  mv "$work/all/$class"/*.png "$work/shapes/train/$class/"
+done
+printf '{"input": [3, 16, 16], "layers": [
+  {"name": "c1", "kind": "conv", "outputs": 8, "kernel": 3, "stride": 2}, {"name": "b1", "kind": "batchnorm"}, {"name": "r1", "kind": "relu"},
+  {"name": "pool", "kind": "globalavgpool"}, {"name": "fc", "kind": "dense", "outputs": %s}]}' 3 >"$work/net.json"
+"$apps/glnet_train" --dataset folder --data "$work/shapes" --net "$work/net.json" --epochs 3 --batch 12 --optimizer adam --lr 0.02 \
+  --out "$work/shapes.safetensors" --export-onnx "$work/shapes.onnx" >"$work/train.txt" 2>&1 ||
+  { cat "$work/train.txt"; fail "training on the image folder"; finish user-model; }
+
+# Both files record the preprocessing and the class names.
+py - "$work" <<'PY' || fail "the model files do not record the preprocessing and the class names"
+import json, struct, sys
+import onnx
+work = sys.argv[1]
+raw = open(f"{work}/shapes.safetensors", "rb").read()
+metadata = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+props = {p.key: p.value for p in onnx.load(f"{work}/shapes.onnx").metadata_props}
+for where in (metadata, props):
+    assert where["image_resize"] == "stretch" and where["image_size"] == "16x16" and where["image_channels"] == "rgb", where
+    assert where["labels"] == "circle\ncross\nsquare\n", where
+    assert len(where["input_mean"].split(",")) == 3, where
+# An ONNX classifier from elsewhere: the same model without glnet's metadata.
+model = onnx.load(f"{work}/shapes.onnx")
+del model.metadata_props[:]
+onnx.save(model, f"{work}/foreign.onnx")
+PY
+
+# glnet_eval measures the test set as training read it; glnet_predict on the same files gives the same classes, from
+# either file, with the same probabilities, and names them.
+tests=("$work"/shapes/test/*/*.png)
+for model in shapes.safetensors shapes.onnx; do
+  "$apps/glnet_eval" --model "$work/$model" --dataset folder --data "$work/shapes" --predictions "$work/$model.eval" >"$work/$model.eval.txt" ||
+    fail "glnet_eval on $model"
+  grep -Eq '^ +circle +cross +square$' "$work/$model.eval.txt" || fail "glnet_eval $model: no class names over the confusion matrix"
+  grep -Eq '^ +cross( +[0-9]+){3}$' "$work/$model.eval.txt" || fail "glnet_eval $model: no class names before the rows"
+  "$apps/glnet_predict" --model "$work/$model" "${tests[@]}" --json >"$work/$model.json" 2>"$work/$model.err" ||
+    { cat "$work/$model.err"; fail "glnet_predict on $model"; continue; }
+  py -c "import json,sys; [print(a['class']) for a in json.load(open(sys.argv[1]))]" "$work/$model.json" >"$work/$model.predicted"
+  cmp -s "$work/$model.predicted" "$work/$model.eval" || fail "glnet_predict $model disagrees with glnet_eval on the test images"
+  py -c "import json,sys; names=['circle','cross','square']; sys.exit(any(a['class_name'] != names[a['class']] for a in json.load(open(sys.argv[1]))))" \
+    "$work/$model.json" || fail "glnet_predict $model does not name the classes"
+done
+py -c "
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+sys.exit(max(abs(p - q) for x, y in zip(a, b) for p, q in zip(x['probabilities'], y['probabilities'])) > 1e-4)" \
+  "$work/shapes.safetensors.json" "$work/shapes.onnx.json" || fail "glnet_predict: the ONNX export answers otherwise than the model file"
+expect 0 "^$work/shapes/test/cross/000.png: [0-9] (circle|cross|square)  \(" -- "$apps/glnet_predict" --model "$work/shapes.safetensors" "$work/shapes/test/cross/000.png"
+expect 0 "^      model file \(safetensors, or ONNX" -- "$apps/glnet_predict" --help
+
+# glnet_serve answers an uploaded image as glnet_predict does, with its class name, for the model file and for an ONNX
+# classifier from elsewhere (no warning about flags that mean nothing for it).
+first=$(sed -n 1p "$work/shapes.safetensors.predicted")
+for model in shapes.safetensors foreign.onnx; do
+  "$apps/glnet_serve" --model "$work/$model" --port 0 --max-batch 4 >"$work/serve.out" 2>"$work/serve.err" &
+  servers+=("$!")
+  url=
+  for _ in $(seq 600); do
+    url=$(sed -n 's/^glnet_serve: listening on \(http:[^ ]*\)$/\1/p' "$work/serve.out")
+    [ -n "$url" ] && break
+    kill -0 "${servers[-1]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$url" ] || { cat "$work/serve.err"; fail "glnet_serve $model did not start"; continue; }
+  grep -q "warning" "$work/serve.err" && fail "glnet_serve $model warns: $(cat "$work/serve.err")"
+  curl -s --data-binary "@${tests[0]}" -H 'Content-Type: image/png' "$url/v1/predict" >"$work/answer.json"
+  if [ "$model" = shapes.safetensors ]; then
+    grep -q "\"class\":$first,\"class_name\":\"[a-z]*\"" "$work/answer.json" || fail "glnet_serve $model: $(cat "$work/answer.json"), expected class $first named"
+  else
+    grep -q '"class":[0-2],' "$work/answer.json" || fail "glnet_serve $model: $(cat "$work/answer.json")"
+  fi
+  kill "${servers[-1]}"
+  wait "${servers[-1]}" 2>/dev/null
+done
+
+finish user-model
