@@ -139,8 +139,12 @@ int main(int argc, char** argv) {
     if (::listen(listening, SOMAXCONN) != 0) throw Error("cannot listen on " + host + ":" + std::to_string(bound));
     Stopwatch warmup;
     BatchingPredictor predictor(contextOptions, network, options);
+    if (predictor.maxBatch() < options.maxBatch) {
+      cli::warn("--max-batch " + std::to_string(options.maxBatch) + " is more than this device takes for this model: batches of up to " +
+                std::to_string(predictor.maxBatch()) + " images (give --max-batch " + std::to_string(predictor.maxBatch()) + " to say so)");
+    }
     std::fprintf(stderr, "glnet_serve: %s on %s, batches of up to %zu images%s, warm in %.0f ms\n", modelPath.c_str(),
-                 predictor.deviceName().c_str(), options.maxBatch, options.batching ? "" : " (batching off)",
+                 predictor.deviceName().c_str(), predictor.maxBatch(), options.batching ? "" : " (batching off)",
                  warmup.milliseconds());
 
     // Each answer is counted before it is sent (httplib's logger runs after, so a client could read /metrics first).
@@ -208,6 +212,8 @@ int main(int argc, char** argv) {
       metrics.count(request.path, response.status);
       const std::string reason = response.status == 404   ? "no such endpoint: " + request.method + " " + request.path
                                  : response.status == 413 ? "the body is larger than --max-body-bytes allows"
+                                 // httplib refuses a POST that says nothing of its length (curl -X POST without data)
+                                 : response.status == 400 && request.method == "POST" && request.body.empty() ? emptyRequestBody
                                                           : "the request could not be handled";
       sendError(response, response.status, reason);
     });

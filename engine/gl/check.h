@@ -26,6 +26,13 @@ class GpuFailure : public Error {
   using Error::Error;
 };
 
+// Work larger than the device takes (a tensor over the storage-block limit): the same work in smaller pieces (a
+// smaller batch) may fit, which callers that choose the size try.
+class DeviceLimitError : public Error {
+ public:
+  using Error::Error;
+};
+
 [[noreturn]] void assertFailed(const char* condition, const std::string& message, const char* file, int line);
 void throwIfGlError(const char* call, const char* file, int line);
 const char* glErrorName(unsigned error);

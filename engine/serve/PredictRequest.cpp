@@ -110,7 +110,7 @@ void appendContent(const std::string& bytes, const std::string& type, std::size_
 }  // namespace
 
 PredictRequest parsePredictRequest(const std::string& body, const std::string& contentType, std::size_t inputs, const ImagePreprocessing& images) {
-  if (body.empty()) throw Error("the request has no body: send an image file, JSON pixels, or a multipart/form-data upload");
+  if (body.empty()) throw Error(emptyRequestBody);
   PredictRequest request;
   appendContent(body, mediaType(contentType), inputs, images, "body", request);
   return request;

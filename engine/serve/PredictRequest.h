@@ -26,6 +26,9 @@ struct FormPart {
   std::string content;
 };
 
+// What a request without a body is told (also when the HTTP layer refused it before parsing, lacking a Content-Length).
+constexpr const char* emptyRequestBody = "the request has no body: send an image file, JSON pixels, or a multipart/form-data upload";
+
 // Most images one request may carry; a batch beyond it is split by the client.
 constexpr std::size_t largestRequestImages = 4096;
 

@@ -125,6 +125,8 @@ refused 400 "not valid JSON" POST /v1/predict "$work/broken.json" application/js
 refused 400 "an object with" POST /v1/predict "$work/neither.json" application/json
 refused 400 "not a readable image" POST /v1/predict "$work/notimage.bin" image/png
 refused 400 "no body" POST /v1/predict "$work/empty" application/json
+got=$(curl -s -o "$work/body" -w '%{http_code}' -X POST "$url/v1/predict")  # no body and no Content-Length
+[ "$got" = 400 ] && grep -q '^{"error":"the request has no body' "$work/body" || fail "POST without a body: $got $(cat "$work/body")"
 refused 413 "larger than --max-body-bytes" POST /v1/predict "$work/large.bin" image/png
 refused 404 "no such endpoint" GET /v2/nothing "$work/empty" text/plain
 # A bad request did not disturb the server: the next good one is still right.

@@ -3,7 +3,7 @@
 # image folder of RGB PNGs (tests/reference/make_datasets.py, resized to 16x16): the model file and its ONNX export
 # record the preprocessing and the class names; glnet_predict, glnet_eval and glnet_serve take both files, see each
 # image as training saw it (glnet_predict on the test images answers what glnet_eval measured), and name the classes;
-# glnet_train --num-classes fine-tunes a model of other classes.
+# glnet_train --num-classes fine-tunes a model of other classes; glnet_serve lowers a --max-batch the device cannot take.
 set -u
 apps=$1 reference=$2
 here=$(dirname "$0")
@@ -67,29 +67,61 @@ sys.exit(max(abs(p - q) for x, y in zip(a, b) for p, q in zip(x['probabilities']
 expect 0 "^$work/shapes/test/cross/000.png: [0-9] (circle|cross|square)  \(" -- "$apps/glnet_predict" --model "$work/shapes.safetensors" "$work/shapes/test/cross/000.png"
 expect 0 "^      model file \(safetensors, or ONNX" -- "$apps/glnet_predict" --help
 
+# serve NAME MODEL ARGS...: starts glnet_serve on a free port (output in $work/NAME.out and .err); sets $url.
+serve() {
+  local name=$1 model=$2
+  shift 2
+  "$apps/glnet_serve" --model "$work/$model" --port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
+  servers+=("$!")
+  url=
+  for _ in $(seq 600); do
+    url=$(sed -n 's/^glnet_serve: listening on \(http:[^ ]*\)$/\1/p' "$work/$name.out")
+    [ -n "$url" ] && return 0
+    kill -0 "${servers[-1]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$work/$name.err"
+  fail "glnet_serve $model did not start"
+  return 1
+}
+stop() { kill "${servers[-1]}"; wait "${servers[-1]}" 2>/dev/null; }
+
 # glnet_serve answers an uploaded image as glnet_predict does, with its class name, for the model file and for an ONNX
 # classifier from elsewhere (no warning about flags that mean nothing for it).
 first=$(sed -n 1p "$work/shapes.safetensors.predicted")
 for model in shapes.safetensors foreign.onnx; do
-  "$apps/glnet_serve" --model "$work/$model" --port 0 --max-batch 4 >"$work/serve.out" 2>"$work/serve.err" &
-  servers+=("$!")
-  url=
-  for _ in $(seq 600); do
-    url=$(sed -n 's/^glnet_serve: listening on \(http:[^ ]*\)$/\1/p' "$work/serve.out")
-    [ -n "$url" ] && break
-    kill -0 "${servers[-1]}" 2>/dev/null || break
-    sleep 0.1
-  done
-  [ -n "$url" ] || { cat "$work/serve.err"; fail "glnet_serve $model did not start"; continue; }
-  grep -q "warning" "$work/serve.err" && fail "glnet_serve $model warns: $(cat "$work/serve.err")"
+  serve "$model" "$model" --max-batch 4 || continue
+  grep -q "warning" "$work/$model.err" && fail "glnet_serve $model warns: $(cat "$work/$model.err")"
   curl -s --data-binary "@${tests[0]}" -H 'Content-Type: image/png' "$url/v1/predict" >"$work/answer.json"
   if [ "$model" = shapes.safetensors ]; then
     grep -q "\"class\":$first,\"class_name\":\"[a-z]*\"" "$work/answer.json" || fail "glnet_serve $model: $(cat "$work/answer.json"), expected class $first named"
   else
     grep -q '"class":[0-2],' "$work/answer.json" || fail "glnet_serve $model: $(cat "$work/answer.json")"
   fi
-  kill "${servers[-1]}"
-  wait "${servers[-1]}" 2>/dev/null
+  stop
 done
+
+# A --max-batch larger than the device takes (the default 64 of 448x448 RGB images: 154 MB, over the 128 MiB storage
+# blocks of GLNET_MINIMUM_DEVICE) is lowered to the largest batch that fits, and said.
+py - "$work" <<'PY' || fail "writing the large ONNX model"
+import sys
+import numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+rng = np.random.default_rng(1)
+nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], kernel_shape=[3, 3], strides=[4, 4], pads=[1, 1, 1, 1]),
+         helper.make_node("GlobalAveragePool", ["c"], ["g"]), helper.make_node("Flatten", ["g"], ["f"]),
+         helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1)]
+weights = {"w": rng.standard_normal((4, 3, 3, 3)), "b": np.zeros(4), "fw": rng.standard_normal((5, 4)), "fb": np.zeros(5)}
+graph = helper.make_graph(nodes, "large", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 448, 448])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5])],
+                          [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), sys.argv[1] + "/large.onnx")
+PY
+if GLNET_MINIMUM_DEVICE=1 serve large large.onnx; then
+  grep -q "warning: --max-batch 64 is more than this device takes for this model: batches of up to 32 images" "$work/large.err" ||
+    fail "glnet_serve did not lower --max-batch: $(cat "$work/large.err")"
+  curl -s --data-binary "@${tests[0]}" -H 'Content-Type: image/png' "$url/v1/predict" | grep -q '"class":[0-4],' || fail "glnet_serve large.onnx did not answer"
+  stop
+fi
 
 finish user-model
