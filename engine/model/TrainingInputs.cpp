@@ -58,10 +58,13 @@ std::string directoryOf(const DataChoice& choice) {
 }
 
 ImageFolderData folderData(const DataChoice& choice, const std::string& directory, const Network& network) {
-  const Shape& in = network.inputShape;
-  const std::uint32_t channels = in.size() == 3 ? in[0] : 1;
-  if (channels != 1 && channels != 3) throw UsageError("an image folder gives gray or RGB images; the network takes " + describe(in));
-  const auto side = choice.size ? choice.size : in.size() == 3 ? in[1] : static_cast<std::uint32_t>(std::lround(std::sqrt(static_cast<double>(in[0]))));
+  // The channels and side the network's image files have (an MLP's inputs flattened from a square of gray or RGB pixels).
+  const ImagePreprocessing& images = network.images;
+  if (images.resize == ImageResize::none) {
+    throw UsageError("an image folder gives square gray or RGB images; the network takes " + describe(network.inputShape));
+  }
+  const std::uint32_t channels = images.channels;
+  const auto side = choice.size ? choice.size : images.width;
   if (choice.validationFraction != 0 && !(choice.validationFraction > 0 && choice.validationFraction < 1)) {
     throw UsageError("the validation fraction must be between 0 and 1");
   }

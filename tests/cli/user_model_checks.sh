@@ -67,6 +67,18 @@ sys.exit(max(abs(p - q) for x, y in zip(a, b) for p, q in zip(x['probabilities']
 expect 0 "^$work/shapes/test/cross/000.png: [0-9] (circle|cross|square)  \(" -- "$apps/glnet_predict" --model "$work/shapes.safetensors" "$work/shapes/test/cross/000.png"
 expect 0 "^      model file \(safetensors, or ONNX" -- "$apps/glnet_predict" --help
 
+# Fine-tuning a model of 10 classes (trained on CIFAR-10's format) on the folder's 3: refused with the way out, which works.
+py "$reference/make_datasets.py" cifar "$work/cifar" || fail "writing the CIFAR-10 files"
+sed 's/"input": \[3, 16, 16\]/"input": [3, 32, 32]/; s/"outputs": 3}/"outputs": 10}/' "$work/net.json" >"$work/net10.json"
+"$apps/glnet_train" --dataset cifar10 --data "$work/cifar" --net "$work/net10.json" --epochs 1 --train-limit 100 --out "$work/ten.safetensors" \
+  >"$work/ten.txt" 2>&1 || { cat "$work/ten.txt"; fail "training the 10-class model"; }
+expect 1 "error: .*shapes: 3 class folders for a network of 10 classes; to fine-tune it for these, replace its last layer \(glnet_train --num-classes 3\)" -- \
+  "$apps/glnet_train" --dataset folder --data "$work/shapes" --net "$work/net10.json" --init "$work/ten.safetensors" --out "$work/tuned.safetensors"
+expect 0 "wrote .*tuned.safetensors" -- "$apps/glnet_train" --dataset folder --data "$work/shapes" --net "$work/net10.json" \
+  --init "$work/ten.safetensors" --num-classes 3 --epochs 1 --out "$work/tuned.safetensors"
+expect 0 "cross/000.png: [0-2] (circle|cross|square)  \(" -- "$apps/glnet_predict" --model "$work/tuned.safetensors" "$work/shapes/test/cross/000.png"
+expect 0 "^  --num-classes N" -- "$apps/glnet_train" --help
+
 # serve NAME MODEL ARGS...: starts glnet_serve on a free port (output in $work/NAME.out and .err); sets $url.
 serve() {
   local name=$1 model=$2
