@@ -72,11 +72,13 @@ int main(int argc, char** argv) {
     cli::Parser parser("glnet_serve",
                        "Serves a model over HTTP with the model, programs and plans kept warm on the GPU. Requests that\n"
                        "arrive while the GPU is busy, or within --max-delay-us of each other, run as one GPU batch.\n\n"
-                       "  POST /v1/predict   body: a PNG/JPEG/BMP/PGM image, a multipart/form-data upload (curl -F\n"
-                       "                     file=@digit.png; one answer per part), or JSON {\"pixels\": [784 values]} or\n"
+                       "  POST /v1/predict   body: a PNG/JPEG/BMP/PGM image (made into the model's input as the model file\n"
+                       "                     records its training images were), a multipart/form-data upload (curl -F\n"
+                       "                     file=@digit.png; one answer per part), or JSON {\"pixels\": [the input's values]} or\n"
                        "                     {\"images\": [[...], ...]}; JSON pixels are MNIST's polarity (0 = background,\n"
                        "                     255 = ink) unless \"invert\": true; answers as glnet_predict --json prints,\n"
-                       "                     with a \"warning\" for a blank image\n"
+                       "                     with the class's \"class_name\" where the file records names, a \"warning\"\n"
+                       "                     for a blank image\n"
                        "  GET  /v1/model     architecture, inputs, classes and metadata of the model\n"
                        "  GET  /healthz      200 once the model is warm\n"
                        "  GET  /metrics      Prometheus text: requests, errors, latency, batch sizes, queue depth\n\n"
@@ -85,7 +87,7 @@ int main(int argc, char** argv) {
     parser.modelOptions("model file (safetensors, or ONNX by its .onnx name) to serve")
         .option("host", "ADDRESS", "address to listen on", "127.0.0.1")
         .option("port", "N", "port to listen on (0: any free port, printed at start)", "8080")
-        .option("max-batch", "N", "most images in one GPU batch", "64")
+        .option("max-batch", "N", "most images in one GPU batch (lowered, with a warning, to the most the device takes for the model)", "64")
         .option("max-delay-us", "N", "how long a request may wait for others to share its batch", "200")
         .flag("no-batching", "run every request alone, in arrival order")
         .option("queue-limit", "N", "most images waiting; beyond it requests get 503 with Retry-After", "4096")

@@ -219,7 +219,6 @@ int main(int argc, char** argv) {
       LabelledImages& test = sets.test;
       trainCount = train.images.count;
       initial = start.network;
-      if (!sets.classes.empty()) initial.classNames = sets.classes;
       // An ONNX model that records its input's normalization (glnet's exports) keeps it: its weights expect it.
       if (start.recordedInput && !parser.has("no-standardize")) {
         initial.input = *start.recordedInput;

@@ -106,13 +106,13 @@ LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, S
   return set;
 }
 
-DataSets loadDataSets(const DataChoice& choice, const Network& network) {
+DataSets loadDataSets(const DataChoice& choice, Network& network) {
   DataSets sets;
   if (choice.dataset == "folder") {  // both splits from one decoding
     ImageFolderData folders = folderData(choice, directoryOf(choice), network);
     sets.train = std::move(folders.train);
     sets.test = std::move(folders.test);
-    sets.classes = std::move(folders.classes);
+    network.classNames = std::move(folders.classes);
     limitAndCheck(sets.test, choice.testLimit, "test", network);
     limitAndCheck(sets.train, choice.trainLimit, "training", network);
     return sets;

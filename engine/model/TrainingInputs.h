@@ -44,15 +44,15 @@ struct DataChoice {
 
 struct DataSets {
   LabelledImages train, test;
-  std::vector<std::string> classes;  // an image folder's class names (label i is classes[i]); empty for other data sets
 };
 
 // Throws UsageError when an option is out of its range; `spell` gives an option's name as its caller takes it
 // ("weight-decay": --weight-decay on the command line, weight_decay in Python).
 void checkTrainingOptions(const TrainingOptions& options, const std::function<std::string(const std::string&)>& spell);
 
-// The data sets for `network`, whose input they must fit (one line naming the mismatch otherwise).
-DataSets loadDataSets(const DataChoice& choice, const Network& network);
+// The data sets for `network`, whose input they must fit (one line naming the mismatch otherwise). An image folder
+// names the network's classes (Network::classNames: its sub-folders), so that the model file records them.
+DataSets loadDataSets(const DataChoice& choice, Network& network);
 // One of them (glnet_eval).
 LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, Split split);
 
