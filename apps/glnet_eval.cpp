@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -95,7 +96,7 @@ int main(int argc, char** argv) {
       const nlohmann::json output = {
           {"device", context->device().renderer}, {"model", model->architecture}, {"images", imageCount},
           {"ranks", ranks.size()}, {"batch", std::min(batch, imageCount)}, {"correct", result.correct}, {"accuracy", result.accuracy},
-          {"confusion", result.confusion}, {"images_per_second", result.imagesPerSecond},
+          {"confusion", result.confusion}, {"class_names", model->classNames}, {"images_per_second", result.imagesPerSecond},
           {"times", {{"compile_ms", t.compileMs}, {"upload_ms", t.uploadMs}, {"issue_ms", t.issueMs},
                      {"first_issue_ms", t.firstIssueMs}, {"gpu_ms", t.gpuMs}, {"readback_ms", t.readbackMs}}},
           {"gpu_clock", TimerQuery::measuresGpu() ? "timer queries" : "wall"}};
@@ -105,12 +106,20 @@ int main(int argc, char** argv) {
     std::printf("model %s on %zu %s images, batch %zu\n", model->architecture.c_str(), imageCount, splitName.c_str(),
                 std::min(batch, imageCount));
     std::printf("accuracy: %.2f%% (%zu of %zu)\n", 100.0 * result.accuracy, result.correct, imageCount);
-    std::printf("confusion (rows: true label, columns: predicted):\n     ");
-    for (std::size_t c = 0; c < result.confusion.size(); ++c) std::printf("%6zu", c);
+    // Classes by name where the model file records them (a column as wide as its name), else by number.
+    const auto name = [&](std::size_t c) { return model->classNames.empty() ? std::to_string(c) : model->classNames[c]; };
+    std::size_t rowWidth = 2;
+    std::vector<int> widths;
+    for (std::size_t c = 0; c < result.confusion.size(); ++c) {
+      rowWidth = std::max(rowWidth, name(c).size());
+      widths.push_back(static_cast<int>(std::max<std::size_t>(5, name(c).size())) + 1);
+    }
+    std::printf("confusion (rows: true label, columns: predicted):\n  %*s ", static_cast<int>(rowWidth), "");
+    for (std::size_t c = 0; c < result.confusion.size(); ++c) std::printf("%*s", widths[c], name(c).c_str());
     std::printf("\n");
     for (std::size_t r = 0; r < result.confusion.size(); ++r) {
-      std::printf("  %2zu ", r);
-      for (const std::size_t count : result.confusion[r]) std::printf("%6zu", count);
+      std::printf("  %*s ", static_cast<int>(rowWidth), name(r).c_str());
+      for (std::size_t c = 0; c < result.confusion[r].size(); ++c) std::printf("%*zu", widths[c], result.confusion[r][c]);
       std::printf("\n");
     }
     std::printf("%.0f images/s\n", result.imagesPerSecond);

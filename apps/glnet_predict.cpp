@@ -46,6 +46,17 @@ std::vector<std::size_t> parseIndices(const std::string& text, std::size_t count
   return indices;
 }
 
+// Class names from a file, one per line; there must be one per class when `classes` is given.
+std::vector<std::string> readLabels(const std::string& path, std::size_t classes = 0) {
+  std::vector<std::string> labels;
+  std::istringstream lines(readRegularFile(path, 16u << 20));
+  for (std::string line; std::getline(lines, line);) labels.push_back(line);
+  if (classes && labels.size() != classes) {
+    throw Error(path + " names " + std::to_string(labels.size()) + " classes; the model has " + std::to_string(classes));
+  }
+  return labels;
+}
+
 // An imported image classifier (ResNet, MobileNet, ...) on photographs: top-k classes with their names.
 int classifyPhotographs(const cli::Parser& parser) {
   const bool json = parser.has("json");
@@ -71,11 +82,7 @@ int classifyPhotographs(const cli::Parser& parser) {
               "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225)");
   }
   std::vector<std::string> labels = classifier.labels();
-  if (parser.has("labels")) {
-    labels.clear();
-    std::istringstream lines(readRegularFile(parser.text("labels"), 16u << 20));
-    for (std::string line; std::getline(lines, line);) labels.push_back(line);
-  }
+  if (parser.has("labels")) labels = readLabels(parser.text("labels"));
   std::vector<float> inputs;
   for (const std::string& path : parser.positional()) {
     const std::vector<float> one = toClassifierInput(loadRgbImage(path), preprocessing);
@@ -119,23 +126,28 @@ int classifyPhotographs(const cli::Parser& parser) {
 int main(int argc, char** argv) {
   return cli::run("glnet_predict", [&] {
     cli::Parser parser("glnet_predict",
-                       "Classifies images with a glnet, PyTorch (safetensors) or ONNX model, all in one GPU batch.\n"
-                       "Digit models (28x28 inputs): images that are not 28x28 are cropped, scaled into 20x20 and centred by\n"
-                       "mass, as MNIST was made. Image classifiers (ONNX, [N, 3, H, W]): the shorter side is resized, the centre\n"
-                       "cropped and each channel normalised, as torchvision evaluates; the top classes are listed.",
+                       "Classifies images with a glnet, PyTorch (safetensors) or ONNX model, all in one GPU batch. Images are made\n"
+                       "into the model's input as its file records its training images were made (metadata image_resize):\n"
+                       "digit models (28x28 gray) crop, scale into 20x20 and centre by mass, as MNIST was made; models trained\n"
+                       "on an image folder or CIFAR-10 resize to their input, as glnet_train read the images; an ONNX image\n"
+                       "classifier from elsewhere ([N, 3, H, W]) resizes the shorter side and crops the centre, as torchvision\n"
+                       "evaluates. Each channel is normalised with the file's input_mean and input_std; class names come from\n"
+                       "its labels.\n",
                        "--model MODEL [IMAGE...] [--mnist-index N[,N...]] [options]");
     parser.positionals("IMAGE...", "PNG, JPEG, BMP or PGM files", 0, 100000)
-        .modelOptions("model file (safetensors) to classify with")
+        .modelOptions("model file (safetensors, or ONNX by its .onnx name) to classify with")
         .option("mnist-index", "N[,N...]", "classify these images of the MNIST test set")
         .option("data", "DIR", "directory of the MNIST IDX files, for --mnist-index", "data/mnist")
-        .flag("invert", "the images are dark digits on light paper: invert them")
-        .flag("no-invert", "never invert (by default images with a mostly light border are inverted)")
+        .flag("invert", "invert the images (dark digits on light paper; default: as the model file's image_invert says, for digits: "
+              "when the border is mostly light)")
+        .flag("no-invert", "never invert")
         .option("size", "N", "image classifiers: the crop the model takes (default and only choice: its input's height)")
-        .option("resize", "N", "image classifiers: the shorter side before the centre crop (default: size x 256/224)")
-        .option("mean", "M[,M,M]", "image classifiers: per-channel mean of the normalisation (default: the model's metadata_props input_mean, else 0)")
-        .option("std", "S[,S,S]", "image classifiers: per-channel deviation (default: the model's input_std, else 1)")
-        .option("labels", "FILE", "image classifiers: class names, one per line (default: the model's metadata_props labels)")
-        .option("top", "K", "image classifiers: classes listed per image", "5")
+        .option("resize", "N", "image classifiers: resize the shorter side to N, then crop the centre (default: as the model file "
+                "records; a glnet model resizes to its input as training did, an ONNX classifier from elsewhere to size x 256/224)")
+        .option("mean", "M[,M,M]", "per-channel mean of the normalisation, on the 0-1 scale (default: the model file's input_mean, else 0)")
+        .option("std", "S[,S,S]", "per-channel deviation (default: the model file's input_std, else 1)")
+        .option("labels", "FILE", "class names, one per line (default: the model file's labels)")
+        .option("top", "K", "ONNX image classifiers from elsewhere: classes listed per image", "5")
         .flag("time", "show upload, GPU and readback times")
         .common(true);
     parser.parse(argc, argv);
@@ -144,25 +156,54 @@ int main(int argc, char** argv) {
     if (parser.has("invert") && parser.has("no-invert")) throw UsageError("--invert and --no-invert contradict each other");
     const Inversion inversion =
         parser.has("invert") ? Inversion::always : parser.has("no-invert") ? Inversion::never : Inversion::automatic;
-    if (isOnnxPath(parser.text("model")) && takesPhotographs(readOnnx(parser.text("model"), 0))) return classifyPhotographs(parser);
-    for (const char* photoOnly : {"size", "resize", "mean", "std", "labels"}) {
-      if (parser.has(photoOnly)) throw UsageError(std::string("--") + photoOnly + " is for image classifiers (ONNX models taking [N, 3, H, W])");
+    // An ONNX image classifier made elsewhere (no glnet preprocessing recorded) runs on float inputs, as torchvision's
+    // evaluation makes them; every other model takes uint8 planes made as its training images were.
+    if (isOnnxPath(parser.text("model"))) {
+      const OnnxModel onnx = readOnnx(parser.text("model"), 0);
+      if (takesPhotographs(onnx) && !onnx.metadata.count("image_resize")) return classifyPhotographs(parser);
     }
     const bool json = parser.has("json");
     const ContextOptions contextOptions = parser.contextOptions();
 
-    const Network model = cli::loadModel(parser);
-    if (model.inputs() != 28 * 28) {
-      throw Error(parser.text("model") + ": the model takes " + std::to_string(model.inputs()) +
-                  " inputs; glnet_predict classifies 28x28 images (784 inputs)");
+    Network model = cli::loadModel(parser);
+    ImagePreprocessing& images = model.images;
+    if (parser.has("invert") || parser.has("no-invert")) images.inversion = inversion;
+    if (images.resize != ImageResize::none && images.resize != ImageResize::mnistDigit) {
+      if (parser.has("size") && parser.integer("size", 1, 4096) != images.height) {
+        throw UsageError("--size " + parser.text("size") + ": the model takes " + std::to_string(images.height) + "x" + std::to_string(images.width) + " images");
+      }
+      if (parser.has("resize")) {
+        images.resize = ImageResize::centreCrop;
+        images.shorterSide = static_cast<std::uint32_t>(parser.integer("resize", 1, 4096));
+        if (images.shorterSide < std::max(images.height, images.width)) throw UsageError("--resize must be at least the model's input size");
+      }
+    } else {
+      for (const char* imageOnly : {"size", "resize"}) {
+        if (parser.has(imageOnly)) throw UsageError(std::string("--") + imageOnly + " is for image classifiers; this model takes " + (images.resize == ImageResize::none ? "no images" : "28x28 digits"));
+      }
     }
+    for (const char* flag : {"mean", "std"}) {
+      if (!parser.has(flag)) continue;
+      const std::vector<float> values = parseFloatList(parser.text(flag), std::string("--") + flag);
+      std::vector<float>& target = std::string(flag) == "mean" ? model.input.mean : model.input.std;
+      if (values.size() != 1 && values.size() != target.size()) {
+        throw UsageError(std::string("--") + flag + " needs 1 or " + std::to_string(target.size()) + " values for this model");
+      }
+      target = values.size() == 1 ? std::vector<float>(target.size(), values[0]) : values;
+      if (std::string(flag) == "std" && !std::all_of(target.begin(), target.end(), [](float v) { return v > 0; })) throw UsageError("--std values must be positive");
+    }
+    if (parser.has("labels")) model.classNames = readLabels(parser.text("labels"), model.classes());
     std::vector<Input> inputs;
     for (const std::string& path : parser.positional()) {
-      const GrayImage image = loadGrayImage(path);
-      inputs.push_back({path, toMnistDigit(image, inversion), -1, looksBlank(image.pixels.data(), image.pixels.size())});
-      if (inputs.back().blank) cli::warn(path + ": " + blankImageWarning);
+      const std::string bytes = readRegularFile(path, largestImageFileBytes);
+      bool blank = false;
+      inputs.push_back({path, toModelPixels(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), path, images, &blank), -1, blank});
+      if (blank) cli::warn(path + ": " + blankImageWarning);
     }
     if (parser.has("mnist-index")) {
+      if (model.inputs() != 28 * 28) {
+        throw UsageError("--mnist-index gives 28x28 MNIST images; the model takes " + describe(model.inputShape) + " inputs");
+      }
       const LabelledImages test = readMnistSplit(parser.text("data"), Split::test);
       for (const std::size_t index : parseIndices(parser.text("mnist-index"), test.images.count)) {
         const auto begin = test.images.pixels.begin() + static_cast<std::ptrdiff_t>(index * test.images.pixelsPerImage());
@@ -184,6 +225,7 @@ int main(int argc, char** argv) {
       const Prediction& prediction = predictions[i];
       if (json) {
         nlohmann::json entry = {{"image", inputs[i].name}, {"class", prediction.label}, {"probabilities", prediction.probabilities}};
+        if (!model.classNames.empty()) entry["class_name"] = model.classNames[prediction.label];
         if (inputs[i].label >= 0) entry["label"] = inputs[i].label;
         if (inputs[i].blank) entry["warning"] = blankImageWarning;
         list.push_back(entry);
@@ -193,9 +235,11 @@ int main(int argc, char** argv) {
       std::iota(order.begin(), order.end(), 0);
       std::stable_sort(order.begin(), order.end(),
                        [&](std::size_t a, std::size_t b) { return prediction.probabilities[a] > prediction.probabilities[b]; });
-      std::printf("%s: %u  (", inputs[i].name.c_str(), prediction.label);
+      // A class is its number, and its name where the model file records names.
+      const auto named = [&](std::size_t c) { return std::to_string(c) + (model.classNames.empty() ? "" : " " + model.classNames[c]); };
+      std::printf("%s: %s  (", inputs[i].name.c_str(), named(prediction.label).c_str());
       for (std::size_t k = 0; k < std::min<std::size_t>(3, order.size()); ++k) {
-        std::printf("%s%zu %.1f%%", k ? ", " : "", order[k], 100.0 * prediction.probabilities[order[k]]);
+        std::printf("%s%s %.1f%%", k ? ", " : "", named(order[k]).c_str(), 100.0 * prediction.probabilities[order[k]]);
       }
       std::printf(")");
       if (inputs[i].label >= 0) std::printf("  label %d%s", inputs[i].label, inputs[i].label == static_cast<int>(prediction.label) ? "" : "  WRONG");

@@ -33,11 +33,13 @@ void sendError(httplib::Response& response, int status, const std::string& messa
   response.set_content(toJson({{"error", message}}), "application/json");
 }
 
-PredictRequest readPredictRequest(const httplib::Request& request, std::size_t inputs) {
-  if (!request.is_multipart_form_data()) return parsePredictRequest(request.body, request.get_header_value("Content-Type"), inputs);
+PredictRequest readPredictRequest(const httplib::Request& request, const Network& network) {
+  if (!request.is_multipart_form_data()) {
+    return parsePredictRequest(request.body, request.get_header_value("Content-Type"), network.inputs(), network.images);
+  }
   std::vector<FormPart> parts;
   for (const auto& [field, part] : request.files) parts.push_back({part.name, part.filename, part.content_type, part.content});
-  return parsePredictParts(parts, inputs);
+  return parsePredictParts(parts, network.inputs(), network.images);
 }
 
 nlohmann::json describeModel(const Network& network, const std::map<std::string, std::string>& metadata, const std::string& path) {
@@ -57,6 +59,7 @@ nlohmann::json describeModel(const Network& network, const std::map<std::string,
           {"inputs", network.inputs()},
           {"input_shape", network.inputShape},
           {"classes", network.classes()},
+          {"class_names", network.classNames},
           {"input_format", {{"mean", values(network.input.mean)}, {"std", values(network.input.std)}}},
           {"layers", layers},
           {"metadata", metadata}};
@@ -69,20 +72,22 @@ int main(int argc, char** argv) {
     cli::Parser parser("glnet_serve",
                        "Serves a model over HTTP with the model, programs and plans kept warm on the GPU. Requests that\n"
                        "arrive while the GPU is busy, or within --max-delay-us of each other, run as one GPU batch.\n\n"
-                       "  POST /v1/predict   body: a PNG/JPEG/BMP/PGM image, a multipart/form-data upload (curl -F\n"
-                       "                     file=@digit.png; one answer per part), or JSON {\"pixels\": [784 values]} or\n"
+                       "  POST /v1/predict   body: a PNG/JPEG/BMP/PGM image (made into the model's input as the model file\n"
+                       "                     records its training images were), a multipart/form-data upload (curl -F\n"
+                       "                     file=@digit.png; one answer per part), or JSON {\"pixels\": [the input's values]} or\n"
                        "                     {\"images\": [[...], ...]}; JSON pixels are MNIST's polarity (0 = background,\n"
                        "                     255 = ink) unless \"invert\": true; answers as glnet_predict --json prints,\n"
-                       "                     with a \"warning\" for a blank image\n"
+                       "                     with the class's \"class_name\" where the file records names, a \"warning\"\n"
+                       "                     for a blank image\n"
                        "  GET  /v1/model     architecture, inputs, classes and metadata of the model\n"
                        "  GET  /healthz      200 once the model is warm\n"
                        "  GET  /metrics      Prometheus text: requests, errors, latency, batch sizes, queue depth\n\n"
                        "SIGINT or SIGTERM stop accepting, answer what is in flight, and exit 0.",
                        "--model MODEL.safetensors [options]");
-    parser.modelOptions("model file (safetensors) to serve")
+    parser.modelOptions("model file (safetensors, or ONNX by its .onnx name) to serve")
         .option("host", "ADDRESS", "address to listen on", "127.0.0.1")
         .option("port", "N", "port to listen on (0: any free port, printed at start)", "8080")
-        .option("max-batch", "N", "most images in one GPU batch", "64")
+        .option("max-batch", "N", "most images in one GPU batch (lowered, with a warning, to the most the device takes for the model)", "64")
         .option("max-delay-us", "N", "how long a request may wait for others to share its batch", "200")
         .flag("no-batching", "run every request alone, in arrival order")
         .option("queue-limit", "N", "most images waiting; beyond it requests get 503 with Retry-After", "4096")
@@ -136,8 +141,12 @@ int main(int argc, char** argv) {
     if (::listen(listening, SOMAXCONN) != 0) throw Error("cannot listen on " + host + ":" + std::to_string(bound));
     Stopwatch warmup;
     BatchingPredictor predictor(contextOptions, network, options);
+    if (predictor.maxBatch() < options.maxBatch) {
+      cli::warn("--max-batch " + std::to_string(options.maxBatch) + " is more than this device takes for this model: batches of up to " +
+                std::to_string(predictor.maxBatch()) + " images (give --max-batch " + std::to_string(predictor.maxBatch()) + " to say so)");
+    }
     std::fprintf(stderr, "glnet_serve: %s on %s, batches of up to %zu images%s, warm in %.0f ms\n", modelPath.c_str(),
-                 predictor.deviceName().c_str(), options.maxBatch, options.batching ? "" : " (batching off)",
+                 predictor.deviceName().c_str(), predictor.maxBatch(), options.batching ? "" : " (batching off)",
                  warmup.milliseconds());
 
     // Each answer is counted before it is sent (httplib's logger runs after, so a client could read /metrics first).
@@ -152,7 +161,7 @@ int main(int argc, char** argv) {
       } observation{metrics, response, Stopwatch(), 0};
       PredictRequest images;
       try {
-        images = readPredictRequest(request, network.inputs());
+        images = readPredictRequest(request, network);
       } catch (const Error& error) {
         return sendError(response, 400, error.what());
       }
@@ -168,6 +177,7 @@ int main(int argc, char** argv) {
       nlohmann::json list = nlohmann::json::array();
       for (std::size_t i = 0; i < predictions.size(); ++i) {
         nlohmann::json answer = {{"image", images.names[i]}, {"class", predictions[i].label}, {"probabilities", predictions[i].probabilities}};
+        if (!network.classNames.empty()) answer["class_name"] = network.classNames[predictions[i].label];
         if (!images.warnings[i].empty()) answer["warning"] = images.warnings[i];
         list.push_back(answer);
       }
@@ -204,6 +214,8 @@ int main(int argc, char** argv) {
       metrics.count(request.path, response.status);
       const std::string reason = response.status == 404   ? "no such endpoint: " + request.method + " " + request.path
                                  : response.status == 413 ? "the body is larger than --max-body-bytes allows"
+                                 // httplib refuses a POST that says nothing of its length (curl -X POST without data)
+                                 : response.status == 400 && request.method == "POST" && request.body.empty() ? emptyRequestBody
                                                           : "the request could not be handled";
       sendError(response, response.status, reason);
     });

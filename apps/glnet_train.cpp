@@ -24,7 +24,7 @@ namespace {
 
 // The flags that define a run, recorded in its checkpoints.
 const std::set<std::string> trainingFlags = {"arch", "net", "init", "activation", "epochs", "batch", "batch-per-rank", "accumulate", "grad-compression", "lr", "optimizer", "dataset", "data", "size", "val-fraction",
-                                             "train-limit", "test-limit", "full-batch", "no-standardize", "seed", "log-every",
+                                             "train-limit", "test-limit", "num-classes", "full-batch", "no-standardize", "seed", "log-every",
                                              "bucket-mb", "all-reduce", "weight-decay", "nesterov", "clip-norm", "schedule", "warmup-epochs",
                                              "step-epochs", "step-gamma", "augment-shift", "augment-flip", "label-smoothing"};
 
@@ -53,6 +53,8 @@ int main(int argc, char** argv) {
         .option("export-onnx", "FILE", "also write the trained model as ONNX (opset 17) after every epoch, as the model file is")
         .option("init", "MODEL", "start from this model file's weights (a glnet or PyTorch safetensors file of the same network) "
                 "instead of a random initialisation")
+        .option("num-classes", "N", "replace the network's last layer (dense or convolution) by a freshly initialised one for N "
+                "classes, keeping every other weight: fine-tuning --init's or --net's model on a data set of other classes")
         .option("activation", "NAME", "hidden activation: relu, tanh or sigmoid", "relu")
         .option("epochs", "N", "epochs (with --full-batch: iterations; tested and checkpointed every 100)", "5")
         .option("batch", "N", "images per step (under mpirun: across all ranks)", "64")
@@ -201,6 +203,7 @@ int main(int argc, char** argv) {
       networkChoice.init = parser.text("init");
       networkChoice.activation = activation;
       networkChoice.seed = options.seed;
+      if (parser.has("num-classes")) networkChoice.classes = static_cast<std::uint32_t>(parser.integer("num-classes", 2, 256));
       StartingNetwork start = startingNetwork(networkChoice);
       dataChoice.trainLimit = parser.has("train-limit") ? static_cast<std::size_t>(parser.integer("train-limit", 1, 1L << 40)) : 0;
       dataChoice.testLimit = parser.has("test-limit") ? static_cast<std::size_t>(parser.integer("test-limit", 1, 1L << 40)) : 0;

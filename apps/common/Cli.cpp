@@ -233,7 +233,8 @@ Network loadModel(const Parser& parser, TensorFile* file) {
   std::vector<std::string> missing;
   if (!network.inputFormatRecorded && !parser.has("input-mean") && !parser.has("input-std")) missing.emplace_back("input_mean/input_std (so inputs are x/255)");
   if (!network.activationRecorded && !parser.has("activation")) missing.emplace_back("activation (so relu)");
-  if (!missing.empty()) {
+  // An ONNX graph says what it computes, and its inputs are what its exporter made them: nothing to point out.
+  if (!missing.empty() && !onnx) {
     warn(path + " records no " + missing[0] + (missing.size() > 1 ? " nor " + missing[1] : "") +
          "; give --input-mean/--input-std/--activation as it was trained, or see the README's 'Models from PyTorch'");
   }

@@ -75,8 +75,8 @@ class Parser {
 void warn(const std::string& text);
 void printWarnings(const char* program);
 
-// The model of --model with the overrides of modelOptions applied; warns when the file does not record its
-// input scaling or activation and no flag gives them. `file`, when given, gets the file's contents.
+// The model of --model with the overrides of modelOptions applied; warns when a safetensors file does not record its
+// input scaling or activation and no flag gives them (an ONNX graph says what it computes). `file`, when given, gets the file's contents.
 Network loadModel(const Parser& parser, TensorFile* file = nullptr);
 
 // The data set that --dataset, --data, --size and --val-fraction name (glnet_train and glnet_eval take them alike),

@@ -1,5 +1,6 @@
 #include "data/Image.h"
 
+#include "data/ImageFolder.h"
 #include "gl/FileInput.h"
 #include "gl/check.h"
 
@@ -249,7 +250,11 @@ GrayImage decodeGrayImage(const std::uint8_t* data, std::size_t bytes, const std
 
 RgbImage loadRgbImage(const std::string& path) {
   const std::string bytes = readRegularFile(path, largestImageFileBytes);
-  const Decoded decoded = decodeChecked(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), path, false);
+  return decodeRgbImage(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), path);
+}
+
+RgbImage decodeRgbImage(const std::uint8_t* data, std::size_t bytes, const std::string& name) {
+  const Decoded decoded = decodeChecked(data, bytes, name, false);
   const std::size_t count = static_cast<std::size_t>(decoded.width) * static_cast<std::size_t>(decoded.height) * 3;
   return {decoded.width, decoded.height, {decoded.pixels.get(), decoded.pixels.get() + count}};
 }
@@ -353,6 +358,47 @@ std::vector<std::uint8_t> toMnistDigit(const GrayImage& source, Inversion invers
     }
   }
   return digit;
+}
+
+}  // namespace glnet
+
+namespace glnet {
+
+std::vector<std::uint8_t> toModelPixels(const std::uint8_t* encoded, std::size_t bytes, const std::string& name, const ImagePreprocessing& p,
+                                        bool* blank) {
+  if (p.resize == ImageResize::none) {
+    throw Error(name + ": the model takes no images (its inputs are no square of gray or RGB pixels); give it its input values instead");
+  }
+  std::vector<std::uint8_t> planes;
+  if (p.resize == ImageResize::mnistDigit || (p.resize == ImageResize::stretch && p.channels == 1)) {
+    // Gray as glnet_train reads gray images (transparency composited), so that a model sees what it trained on.
+    const GrayImage image = decodeGrayImage(encoded, bytes, name);
+    if (blank) *blank = looksBlank(image.pixels.data(), image.pixels.size());
+    if (p.resize == ImageResize::mnistDigit) return toMnistDigit(image, p.inversion);
+    GLNET_ASSERT(p.width == p.height, "a stretched image is square, as an image folder's");
+    planes = resizeToPlanes(image.pixels.data(), image.width, image.height, 1, p.width);
+  } else {
+    const RgbImage image = decodeRgbImage(encoded, bytes, name);
+    if (blank) *blank = looksBlank(image.pixels.data(), image.pixels.size());
+    if (p.resize == ImageResize::stretch) {
+      GLNET_ASSERT(p.width == p.height, "a stretched image is square, as an image folder's");
+      planes = resizeToPlanes(image.pixels.data(), image.width, image.height, 3, p.width);
+    } else {
+      // toClassifierInput's resampling, its values kept on the 0-255 scale (a deviation of 1/255) for the GPU's normalisation.
+      ClassifierPreprocessing crop;
+      crop.channels = p.channels;
+      crop.width = p.width;
+      crop.height = p.height;
+      crop.resize = p.shorterSide;
+      crop.mean.assign(p.channels, 0.0f);
+      crop.std.assign(p.channels, 1.0f / 255.0f);
+      for (const float value : toClassifierInput(image, crop)) planes.push_back(static_cast<std::uint8_t>(std::clamp(std::lround(value), 0L, 255L)));
+    }
+  }
+  if (p.inversion == Inversion::always) {
+    for (std::uint8_t& value : planes) value = static_cast<std::uint8_t>(255 - value);
+  }
+  return planes;
 }
 
 }  // namespace glnet

@@ -33,6 +33,8 @@ struct RgbImage {
   std::vector<std::uint8_t> pixels;
 };
 RgbImage loadRgbImage(const std::string& path);
+// The same from an encoded file in memory; errors name it `name`.
+RgbImage decodeRgbImage(const std::uint8_t* data, std::size_t bytes, const std::string& name);
 
 // torchvision's evaluation transform: the shorter side resized to `resize` (antialiased bilinear), the centre
 // width × height cropped, values scaled to [0, 1] and normalised per channel, (v − mean) / std.
@@ -53,5 +55,25 @@ enum class Inversion { automatic, always, never };
 // border is mostly light); a 28×28 image is kept as is, any other size is cropped to the digit, scaled to
 // fit 20×20 and placed in a 28×28 frame with its centre of mass at the centre.
 std::vector<std::uint8_t> toMnistDigit(const GrayImage& image, Inversion inversion);
+
+// How an image file becomes a model's input: uint8 planes [channels, height, width] (the model's input_mean and
+// input_std normalise them later, on the GPU), made as its training images were made. Model files record it
+// (model/Network.h), so that glnet_predict, glnet_eval and glnet_serve see images as training saw them.
+enum class ImageResize {
+  none,        // the model takes no images (its inputs are no square of gray or RGB pixels)
+  mnistDigit,  // toMnistDigit: 28×28 gray, cropped to the digit and centred by mass, inverted as `inversion` says
+  stretch,     // resized to width × height, the aspect ratio not kept, as glnet_train reads an image folder (resizeToPlanes)
+  centreCrop,  // the shorter side resized to `shorterSide`, the centre cropped: torchvision's evaluation transform
+};
+struct ImagePreprocessing {
+  ImageResize resize = ImageResize::mnistDigit;
+  std::uint32_t channels = 1, height = 28, width = 28;
+  std::uint32_t shorterSide = 0;                // centreCrop
+  Inversion inversion = Inversion::automatic;  // mnistDigit decides by the border when automatic; others invert only when always
+};
+// The input planes of one encoded image; errors name it `name`. `blank` (when given) says whether the decoded image
+// was blank or nearly uniform.
+std::vector<std::uint8_t> toModelPixels(const std::uint8_t* encoded, std::size_t bytes, const std::string& name,
+                                        const ImagePreprocessing& preprocessing, bool* blank = nullptr);
 
 }  // namespace glnet

@@ -133,10 +133,7 @@ void writeOnnx(const Network& network, const std::string& path) {
     entry->set_key(key);
     entry->set_value(value);
   };
-  metadata("input_mean", formatValues(network.input.mean));
-  metadata("input_std", formatValues(network.input.std));
-  metadata("input", "uint8 pixels, (x/255 - input_mean) / input_std (per channel when they are lists)");
-  metadata("architecture", network.architecture);
+  for (const auto& [key, value] : network.usageMetadata()) metadata(key, value);
   onnx::GraphProto& graph = *model.mutable_graph();
   graph.set_name(network.architecture);
   setShape(*graph.add_input(), std::vector<std::int64_t>(network.inputShape.begin(), network.inputShape.end()));

@@ -42,6 +42,12 @@ enum class OptionSpelling { flags, keywords };
 void setOptionSpelling(OptionSpelling spelling);
 std::string optionName(const std::string& option);                             // "--val-fraction" | "val_fraction"
 std::string optionSetting(const std::string& option, const std::string& value);  // "--api gl" | "api=\"gl\""
+// Work larger than the device takes (a tensor over the storage-block limit): the same work in smaller pieces (a
+// smaller batch) may fit, which callers that choose the size try.
+class DeviceLimitError : public Error {
+ public:
+  using Error::Error;
+};
 
 [[noreturn]] void assertFailed(const char* condition, const std::string& message, const char* file, int line);
 void throwIfGlError(const char* call, const char* file, int line);

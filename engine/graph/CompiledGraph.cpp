@@ -39,7 +39,7 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
   for (const auto& tensor : tensors) {
     const std::uint64_t bytes = bytesOf(tensor.shape);
     if (blockLimit > 0 && bytes > blockLimit) {
-      throw Error("tensor " + tensor.name + " " + describe(tensor.shape) + " needs " + std::to_string(bytes) +
+      throw DeviceLimitError("tensor " + tensor.name + " " + describe(tensor.shape) + " needs " + std::to_string(bytes) +
                   " bytes; this device binds at most " + std::to_string(blockLimit) +
                   " bytes as one storage block (GL_MAX_SHADER_STORAGE_BLOCK_SIZE): use a smaller batch or narrower layers");
     }

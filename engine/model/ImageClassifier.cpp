@@ -3,6 +3,7 @@
 #include "gl/Stopwatch.h"
 #include "gl/check.h"
 #include "graph/CompiledGraph.h"
+#include "model/Network.h"
 
 #include <cmath>
 #include <sstream>
@@ -48,7 +49,7 @@ ClassifierPreprocessing ImageClassifier::preprocessing(const std::vector<float>&
   p.channels = shape[1];
   p.height = shape[2];
   p.width = shape[3];
-  p.resize = resize ? *resize : static_cast<std::uint32_t>(std::lround(std::min(p.height, p.width) * 256.0 / 224.0));
+  p.resize = resize ? *resize : defaultPreprocessing({p.channels, p.height, p.width}, true).shorterSide;
   const auto perChannel = [&](const std::vector<float>& given, const char* key, float otherwise, const std::string& flag) {
     std::vector<float> values = given;
     if (values.empty()) {
@@ -72,12 +73,7 @@ bool ImageClassifier::normalisationUnknown(const std::vector<float>& mean) const
 }
 
 std::vector<std::string> ImageClassifier::labels() const {
-  std::vector<std::string> names;
-  const auto found = model_.metadata.find("labels");
-  if (found == model_.metadata.end()) return names;
-  std::istringstream lines(found->second);
-  for (std::string line; std::getline(lines, line);) names.push_back(line);
-  return names;
+  return classNamesOf(model_.metadata, model_.graph.tensor(model_.logits).shape[1], path_);
 }
 
 std::vector<std::vector<double>> ImageClassifier::classify(const Context& context, const std::vector<float>& inputs, InferenceTimes* times) const {

@@ -26,7 +26,7 @@ class ImageClassifier {
   ClassifierPreprocessing preprocessing(const std::vector<float>& mean, const std::vector<float>& std, std::optional<std::uint32_t> resize) const;
   // True when neither the caller nor the model gave a normalisation (the pixels then go in as [0, 1]).
   bool normalisationUnknown(const std::vector<float>& mean) const;
-  // Class names from metadata_props "labels" (one per line), empty when absent.
+  // Class names from metadata_props "labels" (one per line, one per class: classNamesOf), empty when absent.
   std::vector<std::string> labels() const;
   // Probabilities per image (a softmax of the scores unless the model ends in one); `inputs` holds every image's
   // preprocessed values one after the other.

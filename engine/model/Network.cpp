@@ -118,6 +118,105 @@ InputFormat inputFormatOf(const std::map<std::string, std::string>& metadata, co
   return format;
 }
 
+ImagePreprocessing defaultPreprocessing(const Shape& inputShape, bool imported) {
+  ImagePreprocessing p;
+  const std::size_t values = elementCount(inputShape);
+  if (values == std::size_t{mnistSide} * mnistSide && (inputShape.size() == 1 || inputShape[0] == 1)) return p;  // MNIST's digits
+  // The channels and the side of a square image giving these inputs.
+  const auto side = [](std::size_t pixels) { return static_cast<std::uint32_t>(std::lround(std::sqrt(static_cast<double>(pixels)))); };
+  if (inputShape.size() == 3 && (inputShape[0] == 1 || inputShape[0] == 3)) {
+    p.channels = inputShape[0];
+    p.height = inputShape[1];
+    p.width = inputShape[2];
+  } else if (inputShape.size() == 1 && std::size_t{side(values)} * side(values) == values) {
+    p.height = p.width = side(values);
+  } else if (inputShape.size() == 1 && values % 3 == 0 && std::size_t{side(values / 3)} * side(values / 3) == values / 3) {
+    p.channels = 3;
+    p.height = p.width = side(values / 3);
+  } else {
+    p.resize = ImageResize::none;
+    return p;
+  }
+  p.inversion = Inversion::never;
+  if (imported) {
+    p.resize = ImageResize::centreCrop;
+    p.shorterSide = static_cast<std::uint32_t>(std::lround(std::min(p.height, p.width) * 256.0 / 224.0));
+  } else {
+    // glnet_train reads image folders square; a network of other inputs takes no image files.
+    p.resize = p.height == p.width ? ImageResize::stretch : ImageResize::none;
+  }
+  return p;
+}
+
+ImagePreprocessing preprocessingOf(const std::map<std::string, std::string>& metadata, const Shape& inputShape, bool imported,
+                                   const std::string& path) {
+  ImagePreprocessing p = defaultPreprocessing(inputShape, imported);
+  const auto found = metadata.find("image_resize");
+  if (found == metadata.end()) return p;
+  if (p.resize == ImageResize::none) throw Error(path + ": metadata image_resize is given, but the model's input " + describe(inputShape) + " is no image");
+  const std::string& resize = found->second;
+  if (resize == "mnist-digit") {
+    if (p.channels != 1 || p.height != mnistSide || p.width != mnistSide) throw Error(path + ": metadata image_resize mnist-digit needs 28x28 gray inputs");
+    p.resize = ImageResize::mnistDigit;
+  } else if (resize == "stretch") {
+    if (p.height != p.width) throw Error(path + ": metadata image_resize stretch needs square inputs");
+    p.resize = ImageResize::stretch;
+  } else if (resize == "centre-crop") {
+    p.resize = ImageResize::centreCrop;
+    const auto side = metadata.find("image_shorter_side");
+    char* end = nullptr;
+    const long shorter = side == metadata.end() ? 0 : std::strtol(side->second.c_str(), &end, 10);
+    if (side == metadata.end() || *end != '\0' || shorter < std::max(p.height, p.width) || shorter > 65536) {
+      throw Error(path + ": metadata image_resize centre-crop needs image_shorter_side, from the input's side to 65536");
+    }
+    p.shorterSide = static_cast<std::uint32_t>(shorter);
+  } else {
+    throw Error(path + ": metadata image_resize is mnist-digit, stretch or centre-crop, not '" + resize + "'");
+  }
+  if (const auto invert = metadata.find("image_invert"); invert != metadata.end()) {
+    const std::string& how = invert->second;
+    if (how != "automatic" && how != "always" && how != "never") throw Error(path + ": metadata image_invert is automatic, always or never, not '" + how + "'");
+    p.inversion = how == "automatic" ? Inversion::automatic : how == "always" ? Inversion::always : Inversion::never;
+  }
+  return p;
+}
+
+std::vector<std::string> classNamesOf(const std::map<std::string, std::string>& metadata, std::uint32_t classes, const std::string& path) {
+  std::vector<std::string> names;
+  const auto found = metadata.find("labels");
+  if (found == metadata.end()) return names;
+  std::istringstream lines(found->second);
+  for (std::string line; std::getline(lines, line);) names.push_back(line);
+  if (names.size() != classes) {
+    throw Error(path + ": metadata labels names " + std::to_string(names.size()) + " classes; the model has " + std::to_string(classes));
+  }
+  return names;
+}
+
+std::map<std::string, std::string> Network::usageMetadata() const {
+  std::map<std::string, std::string> metadata = {
+      {"architecture", architecture},
+      {"input", "uint8 pixels, (x/255 - input_mean) / input_std (per channel when they are lists)"},
+      {"input_mean", formatValues(input.mean)},
+      {"input_std", formatValues(input.std)}};
+  if (images.resize != ImageResize::none) {
+    static const char* resizes[] = {"none", "mnist-digit", "stretch", "centre-crop"};
+    static const char* inversions[] = {"automatic", "always", "never"};
+    metadata["image_resize"] = resizes[static_cast<int>(images.resize)];
+    metadata["image_invert"] = inversions[static_cast<int>(images.inversion)];
+    // Said for people reading the file; glnet takes the size and channels from the input's shape.
+    metadata["image_size"] = std::to_string(images.width) + "x" + std::to_string(images.height);
+    metadata["image_channels"] = images.channels == 3 ? "rgb" : "gray";
+    if (images.resize == ImageResize::centreCrop) metadata["image_shorter_side"] = std::to_string(images.shorterSide);
+  }
+  if (!classNames.empty()) {
+    std::string lines;
+    for (const std::string& name : classNames) lines += name + "\n";
+    metadata["labels"] = lines;
+  }
+  return metadata;
+}
+
 std::string formatValues(const std::vector<float>& values) {
   std::ostringstream text;
   text.precision(9);
@@ -206,6 +305,8 @@ Network Network::fromOnnx(const std::string& path) {
   network.activationRecorded = true;  // the graph says what it computes
   network.inputFormatRecorded = model.metadata.count("input_mean") && model.metadata.count("input_std");
   network.input = inputFormatOf(model.metadata, path);
+  network.images = preprocessingOf(model.metadata, network.inputShape, true, path);
+  network.classNames = classNamesOf(model.metadata, network.graphClasses, path);
   return network;
 }
 
@@ -227,6 +328,7 @@ Network Network::create(const std::string& architecture, Activation activation, 
     network.inputShape = {static_cast<std::uint32_t>(sizes.front())};
     buildMlp(network, sizes, &random);
   }
+  network.images = defaultPreprocessing(network.inputShape, false);
   return network;
 }
 
@@ -259,6 +361,7 @@ Network Network::fromDescription(const NetDescription& description, std::uint32_
   const Shape& out = graph.tensor(logits).shape;
   if (out.size() != 2) throw Error(source + ": the last layer gives " + describe(out) + " per batch of one, not class scores [N, classes]");
   network.graphClasses = out[1];
+  network.images = defaultPreprocessing(network.inputShape, false);
   return network;
 }
 
@@ -267,6 +370,8 @@ Network Network::fromTensors(const TensorFile& given, const std::string& path) {
     Network network = fromDescription(parseNetDescription(text, path + " (metadata network)"), 0, path);
     network.input = inputFormatOf(given.metadata, path);
     network.inputFormatRecorded = given.metadata.count("input_mean") && given.metadata.count("input_std");
+    network.images = preprocessingOf(given.metadata, network.inputShape, false, path);
+    network.classNames = classNamesOf(given.metadata, network.classes(), path);
     for (const auto& [name, tensor] : given.tensors) {
       const auto expected = network.parameters.find(name);
       if (expected == network.parameters.end()) throw Error(path + ": unexpected tensor " + name + " in a " + network.architecture + " model");
@@ -366,16 +471,18 @@ Network Network::fromTensors(const TensorFile& given, const std::string& path) {
     }
     network.parameters[name] = tensor;
   }
+  network.images = preprocessingOf(file.metadata, network.inputShape, false, path);
+  network.classNames = classNamesOf(file.metadata, network.classes(), path);
   return network;
 }
 
 TensorFile Network::toTensors() const {
   TensorFile file;
   file.tensors = parameters;
-  file.metadata = {{"architecture", architecture}, {"activation", activationName(activation)},
-                   {"input", "uint8 pixels, (x/255 - input_mean) / input_std (per channel when they are lists)"},
-                   {"input_mean", formatValues(input.mean)}, {"input_std", formatValues(input.std)}, {"format", "glnet-model"},
-                   {"glnet_version", GLNET_VERSION}};
+  file.metadata = usageMetadata();
+  file.metadata["activation"] = activationName(activation);
+  file.metadata["format"] = "glnet-model";
+  file.metadata["glnet_version"] = GLNET_VERSION;
   if (description) file.metadata["network"] = toJson(*description);
   return file;
 }
@@ -413,6 +520,44 @@ void Network::setParameterValues(const std::vector<std::vector<float>>& values) 
     GLNET_ASSERT(values[p].size() == tensor.values.size(), "parameter " + parameterNames[p] + " changes size");
     tensor.values = values[p];
   }
+}
+
+Network Network::withClasses(std::uint32_t classes, std::uint32_t seed, const std::string& source) const {
+  if (classes < 2 || classes > 65536) throw UsageError("a classifier has 2 to 65536 classes, not " + std::to_string(classes));
+  if (!importedFrom.empty()) throw Error(importedFrom + ": an imported ONNX model keeps its classes; train it as glnet_train --net MODEL.onnx does");
+  Network replaced;
+  if (description) {
+    NetDescription changed = *description;
+    const auto last = std::find_if(changed.layers.rbegin(), changed.layers.rend(),
+                                   [](const LayerDescription& layer) { return layer.kind == "dense" || layer.kind == "conv"; });
+    if (last == changed.layers.rend()) throw Error(source + ": no dense or convolution layer to replace");
+    last->outputs = classes;
+    replaced = fromDescription(changed, seed, source);
+    if (replaced.classes() != classes) throw Error(source + ": the layers after '" + last->name + "' do not keep its outputs as the classes");
+    // Every parameter of the same shape keeps its value; the replaced layer's (and any it resized) stay fresh.
+    for (auto& [name, tensor] : replaced.parameters) {
+      if (const auto old = parameters.find(name); old != parameters.end() && old->second.shape == tensor.shape) tensor = old->second;
+    }
+  } else {
+    replaced = *this;
+    LayerSpec& last = replaced.layers.back();
+    GLNET_ASSERT(last.kind == LayerSpec::Kind::dense, "an MLP and the CNN end in a dense layer");
+    last.outputs = classes;
+    const std::size_t inputs = static_cast<std::size_t>(parameters.at(last.name + ".weight").shape[1]);
+    std::mt19937 random(seed);
+    for (const char* part : {".weight", ".bias"}) {
+      replaced.parameterNames.erase(std::find(replaced.parameterNames.begin(), replaced.parameterNames.end(), last.name + part));
+    }
+    addParameters(replaced, last.name, {classes, static_cast<std::uint32_t>(inputs)}, &random);
+    if (architecture != "cnn") replaced.architecture = architecture.substr(0, architecture.rfind('-') + 1) + std::to_string(classes);
+  }
+  replaced.activation = activation;
+  replaced.input = input;
+  replaced.inputFormatRecorded = inputFormatRecorded;
+  replaced.activationRecorded = activationRecorded;
+  replaced.images = images;
+  replaced.classNames.clear();
+  return replaced;
 }
 
 NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLoss, float labelSmoothing) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "graph/Graph.h"
+#include "data/Image.h"
 #include "model/NetDescription.h"
 #include "model/Safetensors.h"
 #include "ops/Activation.h"
@@ -26,6 +27,18 @@ std::vector<int> parseArchitecture(const std::string& text);
 InputFormat inputFormatOf(const std::map<std::string, std::string>& metadata, const std::string& path);
 // The same values as metadata writes them: "0.1307", or "0.49,0.48,0.45".
 std::string formatValues(const std::vector<float>& values);
+
+// How images become the input of a network of `inputShape` (per image) when its file does not say: MNIST's digits
+// for 28×28 gray inputs; a square of gray or RGB pixels (an MLP's inputs flattened from one) resized as glnet_train
+// reads an image folder; for an `imported` model (ONNX made elsewhere) torchvision's evaluation transform (the
+// shorter side to H·256/224, the centre cropped); ImageResize::none for other inputs.
+ImagePreprocessing defaultPreprocessing(const Shape& inputShape, bool imported);
+// The preprocessing a file's metadata records (image_resize: mnist-digit, stretch or centre-crop; image_shorter_side;
+// image_invert: automatic, always or never), defaultPreprocessing where it records none; errors name `path`.
+ImagePreprocessing preprocessingOf(const std::map<std::string, std::string>& metadata, const Shape& inputShape, bool imported,
+                                   const std::string& path);
+// Class names from metadata "labels" (one per line), empty when absent; refused when they are not `classes` names.
+std::vector<std::string> classNamesOf(const std::map<std::string, std::string>& metadata, std::uint32_t classes, const std::string& path);
 
 
 struct LayerSpec {
@@ -57,6 +70,10 @@ struct Network {
   std::optional<NetDescription> description;
   // The classes of an imported or described network.
   std::uint32_t graphClasses = 0;
+  // How image files become its input, as its training images were made (recorded in its files).
+  ImagePreprocessing images;
+  // The classes' names (an image folder's sub-folders), recorded in its files; empty: classes are numbers.
+  std::vector<std::string> classNames;
 
   std::size_t inputs() const { return elementCount(inputShape); }
   std::uint32_t classes() const;
@@ -76,6 +93,9 @@ struct Network {
   // pixels, mean and std from its metadata_props) and whose output is class scores [N, classes] (logits or
   // softmax probabilities).
   static Network fromOnnx(const std::string& path);
+  // The file metadata recording what a user of the file needs besides its weights: input scaling, image preprocessing,
+  // class names (safetensors __metadata__ and ONNX metadata_props alike).
+  std::map<std::string, std::string> usageMetadata() const;
   TensorFile toTensors() const;
   void save(const std::string& path) const { writeSafetensors(path, toTensors()); }
 
@@ -84,6 +104,11 @@ struct Network {
   // naming `path` and the first tensor that is missing, shaped otherwise, not finite, or not this network's.
   std::vector<std::vector<float>> valuesIn(const TensorFile& file, const std::string& path) const;
   void setParameterValues(const std::vector<std::vector<float>>& values);
+  // The network with its last layer replaced by one for `classes` classes, freshly initialised from `seed` as
+  // PyTorch initialises a layer (transfer learning); every other parameter is kept, and class names are dropped.
+  // The last layer is the last dense or convolution layer: a description whose later layers do not keep its
+  // channels as the classes is refused, as is an imported ONNX model (fine-tune it through its description).
+  Network withClasses(std::uint32_t classes, std::uint32_t seed, const std::string& source) const;
 };
 
 // The network as a graph for `batch` images: images [batch, inputShape...] → logits; with labels, also the

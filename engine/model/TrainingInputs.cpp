@@ -24,6 +24,9 @@ StartingNetwork startingNetwork(const NetworkChoice& choice) {
     start.network = Network::create(choice.arch, choice.activation, choice.seed);
   }
   if (!choice.init.empty()) start.network.setParameterValues(start.network.valuesIn(readSafetensors(choice.init), choice.init));
+  if (choice.classes && choice.classes != start.network.classes()) {
+    start.network = start.network.withClasses(choice.classes, choice.seed, choice.net.empty() ? choice.arch : choice.net);
+  }
   return start;
 }
 
@@ -55,17 +58,20 @@ std::string directoryOf(const DataChoice& choice) {
 }
 
 ImageFolderData folderData(const DataChoice& choice, const std::string& directory, const Network& network) {
-  const Shape& in = network.inputShape;
-  const std::uint32_t channels = in.size() == 3 ? in[0] : 1;
-  if (channels != 1 && channels != 3) throw UsageError("an image folder gives gray or RGB images; the network takes " + describe(in));
-  const auto side = choice.size ? choice.size : in.size() == 3 ? in[1] : static_cast<std::uint32_t>(std::lround(std::sqrt(static_cast<double>(in[0]))));
+  // The channels and side the network's image files have (an MLP's inputs flattened from a square of gray or RGB pixels).
+  const ImagePreprocessing& images = network.images;
+  if (images.resize == ImageResize::none) {
+    throw UsageError("an image folder gives square gray or RGB images; the network takes " + describe(network.inputShape));
+  }
+  const std::uint32_t channels = images.channels;
+  const auto side = choice.size ? choice.size : images.width;
   if (choice.validationFraction != 0 && !(choice.validationFraction > 0 && choice.validationFraction < 1)) {
     throw UsageError("the validation fraction must be between 0 and 1");
   }
   ImageFolderData folders = readImageFolders(directory, channels, side, choice.validationFraction, choice.seed);
   if (folders.classes.size() != network.classes()) {
     throw Error(directory + ": " + std::to_string(folders.classes.size()) + " class folders for a network of " + std::to_string(network.classes()) +
-                " classes");
+                " classes; to fine-tune it for these, replace its last layer (glnet_train --num-classes " + std::to_string(folders.classes.size()) + ")");
   }
   return folders;
 }
@@ -100,12 +106,13 @@ LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, S
   return set;
 }
 
-DataSets loadDataSets(const DataChoice& choice, const Network& network) {
+DataSets loadDataSets(const DataChoice& choice, Network& network) {
   DataSets sets;
   if (choice.dataset == "folder") {  // both splits from one decoding
     ImageFolderData folders = folderData(choice, directoryOf(choice), network);
     sets.train = std::move(folders.train);
     sets.test = std::move(folders.test);
+    network.classNames = std::move(folders.classes);
     limitAndCheck(sets.test, choice.testLimit, "test", network);
     limitAndCheck(sets.train, choice.trainLimit, "training", network);
     return sets;

@@ -17,6 +17,7 @@ struct NetworkChoice {
   std::string arch = "784-128-10";  // an MLP's sizes, cnn, or a built-in description's name; when net is empty
   std::string net;                  // a description file (.json) or an ONNX model (.onnx) to fine-tune
   std::string init;                 // a safetensors file whose weights replace the initial ones
+  std::uint32_t classes = 0;        // other than 0: the last layer replaced by a fresh one for this many classes (Network::withClasses)
   Activation activation = Activation::relu;
   std::uint32_t seed = 0;
 };
@@ -46,8 +47,9 @@ struct DataSets {
 // Throws UsageError when an option is out of its range, naming it as the front end takes it (optionName).
 void checkTrainingOptions(const TrainingOptions& options);
 
-// The data sets for `network`, whose input they must fit (one line naming the mismatch otherwise).
-DataSets loadDataSets(const DataChoice& choice, const Network& network);
+// The data sets for `network`, whose input they must fit (one line naming the mismatch otherwise). An image folder
+// names the network's classes (Network::classNames: its sub-folders), so that the model file records them.
+DataSets loadDataSets(const DataChoice& choice, Network& network);
 // One of them (glnet_eval).
 LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, Split split);
 

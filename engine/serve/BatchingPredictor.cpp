@@ -10,9 +10,6 @@ namespace glnet {
 BatchingPredictor::BatchingPredictor(const ContextOptions& contextOptions, Network network, const BatchingOptions& options)
     : options_(options), inputs_(network.inputs()) {
   if (options_.maxBatch == 0) throw Error("the largest batch must hold at least one image");
-  for (std::size_t bound = 1; bound < options_.maxBatch; bound *= 2) bounds_.push_back(bound);
-  bounds_.push_back(options_.maxBatch);
-  counts_.assign(bounds_.size(), 0);
   // The worker owns the promise: the constructor may return (and its frame go) while set_value finishes.
   std::promise<void> ready;
   std::future<void> started = ready.get_future();
@@ -110,6 +107,11 @@ void BatchingPredictor::work(const ContextOptions& contextOptions, const Network
     context = std::make_unique<Context>(contextOptions);
     deviceName_ = context->device().renderer;
     classifier = std::make_unique<WarmClassifier>(*context, network, options_.maxBatch);
+    // Set before any request can arrive (the constructor has not returned), so the lock is not needed.
+    options_.maxBatch = classifier->capacity();
+    for (std::size_t bound = 1; bound < options_.maxBatch; bound *= 2) bounds_.push_back(bound);
+    bounds_.push_back(options_.maxBatch);
+    counts_.assign(bounds_.size(), 0);
     ready.set_value();
   } catch (...) {
     ready.set_exception(std::current_exception());

@@ -43,7 +43,8 @@ struct BatchingStats {
 
 class BatchingPredictor {
  public:
-  // Starts the worker, which creates the context and compiles every plan; throws what that throws.
+  // Starts the worker, which creates the context and compiles every plan; throws what that throws. A maxBatch larger
+  // than the device takes for this network is lowered to the largest batch that fits (maxBatch() says which).
   BatchingPredictor(const ContextOptions& contextOptions, Network network, const BatchingOptions& options);
   // Drains the queue, then stops the worker.
   ~BatchingPredictor();
@@ -57,6 +58,7 @@ class BatchingPredictor {
   void drain();
 
   std::size_t inputs() const { return inputs_; }
+  std::size_t maxBatch() const { return options_.maxBatch; }
   const std::string& deviceName() const { return deviceName_; }
   BatchingStats stats() const;
 

@@ -11,8 +11,6 @@
 namespace glnet {
 namespace {
 
-constexpr std::size_t digitPixels = 28 * 28;
-
 // `blank`: the image as sent was blank or nearly uniform.
 void append(PredictRequest& request, const std::vector<std::uint8_t>& pixels, const std::string& name, bool blank) {
   if (request.names.size() >= largestRequestImages) {
@@ -60,12 +58,15 @@ void appendJson(const std::string& body, std::size_t inputs, const std::string& 
   }
 }
 
-void appendImage(const std::string& bytes, std::size_t inputs, const std::string& name, PredictRequest& request) {
-  if (inputs != digitPixels) {
-    throw Error("the model takes " + std::to_string(inputs) + " inputs; images are 28x28 digits, send JSON pixels instead");
+void appendImage(const std::string& bytes, std::size_t inputs, const ImagePreprocessing& images, const std::string& name,
+                 PredictRequest& request) {
+  if (images.resize == ImageResize::none) {
+    throw Error("the model takes " + std::to_string(inputs) + " inputs, which are no image; send JSON pixels instead");
   }
-  const GrayImage image = decodeGrayImage(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), name);
-  append(request, toMnistDigit(image, Inversion::automatic), name, looksBlank(image.pixels.data(), image.pixels.size()));
+  bool blank = false;
+  const std::vector<std::uint8_t> pixels = toModelPixels(reinterpret_cast<const std::uint8_t*>(bytes.data()), bytes.size(), name, images, &blank);
+  GLNET_ASSERT(pixels.size() == inputs, "an image preprocessing gives the model's inputs");
+  append(request, pixels, name, blank);
 }
 
 // The media type alone, lower case: "Application/JSON; charset=utf-8" → "application/json".
@@ -96,10 +97,10 @@ bool isJson(const std::string& type, const std::string& bytes) {
   return type == "application/json" || (type.empty() && !bytes.empty() && bytes.front() == '{');
 }
 
-void appendContent(const std::string& bytes, const std::string& type, std::size_t inputs, const std::string& name,
-                   PredictRequest& request) {
+void appendContent(const std::string& bytes, const std::string& type, std::size_t inputs, const ImagePreprocessing& images,
+                   const std::string& name, PredictRequest& request) {
   if (bytes.empty()) throw Error(name + " is empty: send an image file or JSON pixels");
-  if (!isJson(type, bytes)) return appendImage(bytes, inputs, name, request);
+  if (!isJson(type, bytes)) return appendImage(bytes, inputs, images, name, request);
   if (const char* type = imageType(bytes)) {
     throw Error(name + " is an image sent as application/json; send it with Content-Type " + type);
   }
@@ -108,19 +109,19 @@ void appendContent(const std::string& bytes, const std::string& type, std::size_
 
 }  // namespace
 
-PredictRequest parsePredictRequest(const std::string& body, const std::string& contentType, std::size_t inputs) {
-  if (body.empty()) throw Error("the request has no body: send an image file, JSON pixels, or a multipart/form-data upload");
+PredictRequest parsePredictRequest(const std::string& body, const std::string& contentType, std::size_t inputs, const ImagePreprocessing& images) {
+  if (body.empty()) throw Error(emptyRequestBody);
   PredictRequest request;
-  appendContent(body, mediaType(contentType), inputs, "body", request);
+  appendContent(body, mediaType(contentType), inputs, images, "body", request);
   return request;
 }
 
-PredictRequest parsePredictParts(const std::vector<FormPart>& parts, std::size_t inputs) {
+PredictRequest parsePredictParts(const std::vector<FormPart>& parts, std::size_t inputs, const ImagePreprocessing& images) {
   if (parts.empty()) throw Error("the multipart/form-data upload has no parts: send -F file=@digit.png");
   PredictRequest request;
   for (const FormPart& part : parts) {
     const std::string name = printableName(part.filename.empty() ? part.name : part.filename);
-    appendContent(part.content, mediaType(part.contentType), inputs, name.empty() ? "part" : name, request);
+    appendContent(part.content, mediaType(part.contentType), inputs, images, name.empty() ? "part" : name, request);
   }
   return request;
 }

@@ -1,8 +1,10 @@
 // The body of a prediction request turned into uint8 images: an encoded image (PNG, JPEG, BMP, PGM) made
-// into an MNIST-style digit as glnet_predict does, JSON {"pixels": [...]} / {"images": [[...], ...]} of raw
+// into the model's input as glnet_predict does (toModelPixels, as the model file records its training images were made), JSON {"pixels": [...]} / {"images": [[...], ...]} of raw
 // 0-255 values, or the parts of a multipart/form-data upload (curl -F file=@digit.png). Anything else throws
 // glnet::Error with a one-line message for the caller that quotes no bytes of the request.
 #pragma once
+
+#include "data/Image.h"
 
 #include <cstdint>
 #include <string>
@@ -24,12 +26,17 @@ struct FormPart {
   std::string content;
 };
 
+// What a request without a body is told (also when the HTTP layer refused it before parsing, lacking a Content-Length).
+constexpr const char* emptyRequestBody = "the request has no body: send an image file, JSON pixels, or a multipart/form-data upload";
+
 // Most images one request may carry; a batch beyond it is split by the client.
 constexpr std::size_t largestRequestImages = 4096;
 
-// `inputs` is the model's input count; images need it to be 784 (28×28).
-PredictRequest parsePredictRequest(const std::string& body, const std::string& contentType, std::size_t inputs);
+// `inputs` is the model's input count; `images` how an image file becomes them (Network::images; default: MNIST's
+// digits), which must give `inputs` values.
+PredictRequest parsePredictRequest(const std::string& body, const std::string& contentType, std::size_t inputs,
+                                   const ImagePreprocessing& images = ImagePreprocessing{});
 // The parts of a multipart/form-data upload: each an image file, or JSON pixels when its type says so.
-PredictRequest parsePredictParts(const std::vector<FormPart>& parts, std::size_t inputs);
+PredictRequest parsePredictParts(const std::vector<FormPart>& parts, std::size_t inputs, const ImagePreprocessing& images = ImagePreprocessing{});
 
 }  // namespace glnet

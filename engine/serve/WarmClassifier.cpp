@@ -23,7 +23,14 @@ WarmClassifier::WarmClassifier(const Context& context, const Network& network, s
       probabilities_(answerBuffer(capacity * network.classes() * sizeof(float), "probability buffer")) {
   if (capacity == 0) throw Error("a warm classifier needs a capacity of at least one image");
   for (std::size_t size = 1;; size = std::min(size * 2, capacity)) {
-    auto classifier = std::make_unique<Classifier>(context, network, size, path);
+    std::unique_ptr<Classifier> classifier;
+    try {
+      classifier = std::make_unique<Classifier>(context, network, size, path);
+    } catch (const DeviceLimitError&) {
+      if (size == 1) throw;
+      capacity_ = plans_.rbegin()->first;
+      break;
+    }
     Plan plan = classifier->plan(images_, labels_, &probabilities_);
     plans_.emplace(size, SizedPlan{std::move(classifier), std::move(plan)});
     if (size == capacity) break;

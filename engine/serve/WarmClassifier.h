@@ -14,7 +14,8 @@ namespace glnet {
 
 class WarmClassifier {
  public:
-  // Compiles the plan of every batch size up front, so no call pays a compilation.
+  // Compiles the plan of every batch size up front, so no call pays a compilation. Batch sizes past what the device
+  // takes (DeviceLimitError) are left out: capacity() is then the largest that fits, below `capacity`.
   WarmClassifier(const Context& context, const Network& network, std::size_t capacity,
                  InferencePath path = InferencePath::automatic);
 

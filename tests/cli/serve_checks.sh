@@ -125,6 +125,8 @@ refused 400 "not valid JSON" POST /v1/predict "$work/broken.json" application/js
 refused 400 "an object with" POST /v1/predict "$work/neither.json" application/json
 refused 400 "not a readable image" POST /v1/predict "$work/notimage.bin" image/png
 refused 400 "no body" POST /v1/predict "$work/empty" application/json
+got=$(curl -s -o "$work/body" -w '%{http_code}' -X POST "$url/v1/predict")  # no body and no Content-Length
+[ "$got" = 400 ] && grep -q '^{"error":"the request has no body' "$work/body" || fail "POST without a body: $got $(cat "$work/body")"
 refused 413 "larger than --max-body-bytes" POST /v1/predict "$work/large.bin" image/png
 refused 404 "no such endpoint" GET /v2/nothing "$work/empty" text/plain
 # A bad request did not disturb the server: the next good one is still right.
@@ -136,9 +138,9 @@ seq 0 199 | xargs -P 32 -I{} sh -c "curl -s -o '$work/c{}.answer' -w '%{http_cod
 [ "$(grep -c '^200$' "$work/codes.txt")" = 200 ] || fail "concurrent requests: $(sort "$work/codes.txt" | uniq -c | tr '\n' ' ')"
 compare "$work"/c*.answer || fail "concurrent answers differ from glnet_predict"
 curl -s "$url/metrics" >"$work/metrics.txt"
-for metric in 'glnet_requests_total{path="/v1/predict",code="200"} 206' 'glnet_requests_total{path="/v1/predict",code="400"} 9' \
+for metric in 'glnet_requests_total{path="/v1/predict",code="200"} 206' 'glnet_requests_total{path="/v1/predict",code="400"} 10' \
   'glnet_requests_total{path="/v1/predict",code="413"} 1' 'glnet_images_total 245' 'glnet_batch_size_sum 245' \
-  'glnet_request_duration_seconds_count 215' 'glnet_queue_images 0' 'glnet_request_errors_total 11'; do
+  'glnet_request_duration_seconds_count 215' 'glnet_queue_images 0' 'glnet_request_errors_total 12'; do
   grep -qF "$metric" "$work/metrics.txt" || fail "/metrics lacks '$metric': $(grep -F "${metric%% *}" "$work/metrics.txt")"
 done
 kill -TERM "$pid"

@@ -107,7 +107,7 @@ assert len(answers) == 2 and len(answers[1]['top']) == 3
 expect 2 "error: --size 32: the model takes 64x64 images" -- "$apps/glnet_predict" --model "$work/vision/resnet18.onnx" "$work/photo.png" --size 32
 expect 2 "error: --mean needs 1 or 3 values for this model" -- "$apps/glnet_predict" --model "$work/vision/resnet18.onnx" "$work/photo.png" --mean 1,2
 expect 1 "labels.txt names 1000 classes; the model has 10" -- "$apps/glnet_predict" --model "$work/cnn.onnx" "$work/photo.png" --labels "$work/labels.txt"
-expect 2 "error: --mean is for image classifiers" -- "$apps/glnet_predict" --model "$work/mnist.onnx" --mnist-index 0 --data "$mnist" --mean 0.5
+expect 2 "error: --resize is for image classifiers; this model takes 28x28 digits" -- "$apps/glnet_predict" --model "$work/mnist.onnx" --mnist-index 0 --data "$mnist" --resize 32
 
 # The MNIST classifier through the commands that take --model: glnet_predict's probabilities are PyTorch's.
 "$apps/glnet_predict" --model "$work/mnist.onnx" --data "$mnist" --mnist-index "$(seq -s, 0 49)" --json >"$work/predict.json" 2>"$work/predict.err" \

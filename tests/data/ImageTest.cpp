@@ -208,3 +208,39 @@ TEST_CASE("an image folder that is a file or missing is named so, not as a folde
   CHECK_THROWS_WITH_AS(readImageFolders(file, 3, 32, 0.25, 1), doctest::Contains("net.json: not a directory"), Error);
   CHECK_THROWS_WITH_AS(readImageFolders(directory.file("absent"), 3, 32, 0.25, 1), doctest::Contains((directory.file("absent") + ": no such directory").c_str()), Error);
 }
+
+TEST_CASE("image files become a model's input as its training images were made") {
+  std::vector<std::uint8_t> rgb(6 * 4 * 3);
+  for (std::size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<std::uint8_t>(i * 7 % 256);
+  const std::string png = encode('p', 6, 4, 3, rgb);
+  const auto pixels = [&](const ImagePreprocessing& p) {
+    return toModelPixels(reinterpret_cast<const std::uint8_t*>(png.data()), png.size(), "photo.png", p);
+  };
+  // Stretched as glnet_train reads an image folder: the same bytes as resizeToPlanes of the decoded image.
+  ImagePreprocessing stretch;
+  stretch.resize = ImageResize::stretch;
+  stretch.channels = 3;
+  stretch.width = stretch.height = 3;
+  stretch.inversion = Inversion::never;
+  CHECK(pixels(stretch) == resizeToPlanes(rgb.data(), 6, 4, 3, 3));
+  stretch.inversion = Inversion::always;
+  std::vector<std::uint8_t> inverted = resizeToPlanes(rgb.data(), 6, 4, 3, 3);
+  for (std::uint8_t& v : inverted) v = static_cast<std::uint8_t>(255 - v);
+  CHECK(pixels(stretch) == inverted);
+  // Centre-cropped as torchvision evaluates: toClassifierInput's values on the 0-255 scale.
+  ImagePreprocessing crop = stretch;
+  crop.resize = ImageResize::centreCrop;
+  crop.inversion = Inversion::never;
+  crop.shorterSide = 4;
+  ClassifierPreprocessing reference;
+  reference.width = reference.height = 3;
+  reference.resize = 4;
+  const std::vector<float> expected = toClassifierInput(decodeRgbImage(reinterpret_cast<const std::uint8_t*>(png.data()), png.size(), "photo.png"), reference);
+  const std::vector<std::uint8_t> got = pixels(crop);
+  REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - expected[i] * 255.0f) <= 0.5001f);
+  // A model whose inputs are no image takes none, in one line naming the file.
+  ImagePreprocessing none;
+  none.resize = ImageResize::none;
+  CHECK_THROWS_WITH_AS(pixels(none), doctest::Contains("photo.png: the model takes no images"), Error);
+}

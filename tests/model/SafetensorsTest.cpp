@@ -189,3 +189,59 @@ TEST_CASE("architecture strings parse or fail as usage errors") {
   CHECK_THROWS_WITH_AS(parseArchitecture(deep + "-10"), doctest::Contains("has more than 256 layers"), UsageError);
   CHECK_THROWS_AS(parseActivation("gelu"), UsageError);
 }
+
+TEST_CASE("model files record how images become inputs and the class names; old files get the rule training used") {
+  Network rgb = Network::create("768-8-3", Activation::relu, 1);  // an MLP of 16x16 RGB images, as an image folder gives them
+  CHECK(rgb.images.resize == ImageResize::stretch);
+  CHECK(rgb.images.channels == 3);
+  CHECK(rgb.images.width == 16);
+  rgb.classNames = {"circle", "cross", "square"};
+  TensorFile file = rgb.toTensors();
+  CHECK(file.metadata.at("image_resize") == "stretch");
+  CHECK(file.metadata.at("labels") == "circle\ncross\nsquare\n");
+  const Network loaded = Network::fromTensors(file, "m.safetensors");
+  CHECK(loaded.images.resize == ImageResize::stretch);
+  CHECK(loaded.classNames == rgb.classNames);
+  CHECK(Network::create("784-8-10", Activation::relu, 1).images.resize == ImageResize::mnistDigit);
+  CHECK(Network::create("10-8-2", Activation::relu, 1).images.resize == ImageResize::none);
+  // A file of elsewhere (a PyTorch state_dict, an older glnet file) gets what glnet_train would have made of its images.
+  TensorFile old = file;
+  for (const char* key : {"image_resize", "image_invert", "image_size", "image_channels", "labels"}) old.metadata.erase(key);
+  CHECK(Network::fromTensors(old, "old.safetensors").images.resize == ImageResize::stretch);
+  CHECK(Network::fromTensors(old, "old.safetensors").classNames.empty());
+  // An ONNX model of elsewhere is cropped as torchvision evaluates.
+  const ImagePreprocessing imported = defaultPreprocessing({3, 224, 224}, true);
+  CHECK(imported.resize == ImageResize::centreCrop);
+  CHECK(imported.shorterSide == 256);
+  TensorFile bad = file;
+  bad.metadata["labels"] = "circle\ncross\n";
+  CHECK_THROWS_WITH_AS(Network::fromTensors(bad, "m.safetensors"), doctest::Contains("m.safetensors: metadata labels names 2 classes; the model has 3"), Error);
+  bad = file;
+  bad.metadata["image_resize"] = "fisheye";
+  CHECK_THROWS_WITH_AS(Network::fromTensors(bad, "m.safetensors"), doctest::Contains("image_resize is mnist-digit, stretch or centre-crop"), Error);
+  bad.metadata["image_resize"] = "centre-crop";
+  CHECK_THROWS_WITH_AS(Network::fromTensors(bad, "m.safetensors"), doctest::Contains("needs image_shorter_side"), Error);
+  bad.metadata["image_shorter_side"] = "20";
+  CHECK(Network::fromTensors(bad, "m.safetensors").images.shorterSide == 20);
+}
+
+TEST_CASE("a network's last layer is replaced for other classes, every other weight kept") {
+  const Network mlp = Network::create("784-16-10", Activation::relu, 1);
+  const Network three = mlp.withClasses(3, 7, "784-16-10");
+  CHECK(three.architecture == "784-16-3");
+  CHECK(three.classes() == 3);
+  CHECK(three.parameters.at("fc1.weight").values == mlp.parameters.at("fc1.weight").values);
+  CHECK(three.parameters.at("fc2.weight").shape == std::vector<std::int64_t>{3, 16});
+  CHECK(three.parameterNames == mlp.parameterNames);
+  const Network cnn = Network::create("cnn", Activation::relu, 1).withClasses(4, 7, "cnn");
+  CHECK(cnn.classes() == 4);
+  CHECK(Network::fromTensors(cnn.toTensors(), "cnn.safetensors").classes() == 4);
+  const Network lenet = Network::create("lenet5", Activation::relu, 1);
+  const Network five = lenet.withClasses(5, 7, "lenet5");
+  CHECK(five.classes() == 5);
+  for (const auto& [name, tensor] : lenet.parameters) {
+    if (five.parameters.at(name).shape == tensor.shape) CHECK(five.parameters.at(name).values == tensor.values);
+  }
+  CHECK(Network::fromTensors(five.toTensors(), "five.safetensors").classes() == 5);
+  CHECK_THROWS_AS(mlp.withClasses(1, 7, "784-16-10"), UsageError);
+}

@@ -57,7 +57,9 @@ TEST_CASE("prediction requests: JSON pixels and images parse; everything else is
   refused(R"({"pixels": [NaN, 1, 2]})", "not valid JSON");
   refused("", "no body");
   CHECK_THROWS_WITH_AS(parsePredictRequest("not an image at all", "image/png", 784), doctest::Contains("not a readable image"), Error);
-  CHECK_THROWS_WITH_AS(parsePredictRequest("\x89PNG....", "image/png", 10), doctest::Contains("send JSON pixels instead"), Error);
+  ImagePreprocessing noImages;
+  noImages.resize = ImageResize::none;
+  CHECK_THROWS_WITH_AS(parsePredictRequest("\x89PNG....", "image/png", 10, noImages), doctest::Contains("send JSON pixels instead"), Error);
   // Error messages never quote request bytes: every character is printable ASCII.
   for (const std::string& body : {std::string("{\"pixels\": [\"\xc3\x28\"]}"), std::string("\xff\xd8garbage\xff"), std::string("{\"\xf0\": 1}")}) {
     try {
