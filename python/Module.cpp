@@ -390,7 +390,7 @@ struct TrainSettings {
   std::string arch = "784-128-10", net, init, activation = "relu", dataset = "mnist", data, out, checkpoint, exportOnnx, optimizer = "sgd";
   std::string schedule = "constant";
   int epochs = 3;
-  std::uint32_t batch = 64, seed = 0, size = 0, augmentShift = 0;
+  std::uint32_t batch = 64, seed = 0, size = 0, augmentShift = 0, numClasses = 0;
   double lr = 0.1, weightDecay = 0, clipNorm = 0, warmupEpochs = 0, stepEpochs = 30, stepGamma = 0.1, labelSmoothing = 0, valFraction = 0;
   bool nesterov = false, augmentFlip = false;
   std::size_t trainLimit = 0, testLimit = 0;
@@ -475,6 +475,7 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
   networkChoice.arch = s.arch;
   networkChoice.net = s.net;
   networkChoice.init = s.init;
+  networkChoice.classes = s.numClasses;
   networkChoice.activation = activation;
   networkChoice.seed = s.seed;
   const StartingNetwork start = startingNetwork(networkChoice);
@@ -688,6 +689,7 @@ PYBIND11_MODULE(_glnet, m) {
       .def_readwrite("device", &TrainSettings::device)
       .def_readwrite("api", &TrainSettings::api)
       .def_readwrite("init", &TrainSettings::init)
+      .def_readwrite("num_classes", &TrainSettings::numClasses)
       .def_readwrite("dataset", &TrainSettings::dataset)
       .def_readwrite("export_onnx", &TrainSettings::exportOnnx)
       .def_readwrite("schedule", &TrainSettings::schedule)

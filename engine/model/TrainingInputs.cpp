@@ -71,7 +71,7 @@ ImageFolderData folderData(const DataChoice& choice, const std::string& director
   ImageFolderData folders = readImageFolders(directory, channels, side, choice.validationFraction, choice.seed);
   if (folders.classes.size() != network.classes()) {
     throw Error(directory + ": " + std::to_string(folders.classes.size()) + " class folders for a network of " + std::to_string(network.classes()) +
-                " classes; to fine-tune it for these, replace its last layer (glnet_train --num-classes " + std::to_string(folders.classes.size()) + ")");
+                " classes; to fine-tune it for these, replace its last layer (" + optionSetting("num-classes", std::to_string(folders.classes.size())) + ")");
   }
   return folders;
 }

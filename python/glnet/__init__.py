@@ -212,7 +212,8 @@ class Classifier:
 
 def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = None, epochs: int = 3, *,
           out: Union[str, os.PathLike], net: Optional[Union[str, os.PathLike]] = None,
-          init: Optional[Union[str, os.PathLike]] = None, dataset: str = "mnist", size: Optional[int] = None,
+          init: Optional[Union[str, os.PathLike]] = None, num_classes: Optional[int] = None, dataset: str = "mnist",
+          size: Optional[int] = None,
           val_fraction: Optional[float] = None, batch: int = 64, lr: float = 0.1, optimizer: str = "sgd",
           weight_decay: float = 0.0, nesterov: bool = False, clip_norm: float = 0.0, schedule: str = "constant",
           warmup_epochs: float = 0.0, step_epochs: float = 30.0, step_gamma: float = 0.1, label_smoothing: float = 0.0,
@@ -227,7 +228,8 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
     """Trains as glnet_train does, with its options by the same names (README: Your own network and data): an MLP
     ("784-128-10"), the MNIST CNN ("cnn"), a built-in description ("lenet5", "resnet8"), the network description file
     `net`, or an ONNX model `net` ("model.onnx") fine-tuned from its weights; `init` starts from a safetensors file's
-    weights. Data: `dataset` "mnist" or "fashion" (IDX files in `data`; default data/mnist or Debian's Fashion-MNIST),
+    weights; `num_classes` replaces the last layer by a freshly initialised one for that many classes, keeping every
+    other weight (fine-tuning for other classes). Data: `dataset` "mnist" or "fashion" (IDX files in `data`; default data/mnist or Debian's Fashion-MNIST),
     "cifar10" (its binary files in `data`) or "folder" (one sub-folder of images per class under `data`, resized to
     `size`, split by train/ and test/ or `val_fraction`), resident on the GPU, each step one recorded plan.
     Optimizer: "sgd", "momentum" (with `nesterov`), "adam" or "adamw"; `weight_decay` (weights only), `clip_norm`;
@@ -250,6 +252,7 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
     settings.data = os.fspath(data) if data is not None else ""
     settings.net = os.fspath(net) if net is not None else ""
     settings.init = os.fspath(init) if init is not None else ""
+    settings.num_classes = _count(num_classes, "num_classes") if num_classes is not None else 0
     settings.checkpoint = os.fspath(checkpoint) if checkpoint is not None else ""
     settings.export_onnx = os.fspath(export_onnx) if export_onnx is not None else ""
     settings.dataset, settings.schedule = str(dataset), str(schedule)

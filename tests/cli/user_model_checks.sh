@@ -72,7 +72,7 @@ py "$reference/make_datasets.py" cifar "$work/cifar" || fail "writing the CIFAR-
 sed 's/"input": \[3, 16, 16\]/"input": [3, 32, 32]/; s/"outputs": 3}/"outputs": 10}/' "$work/net.json" >"$work/net10.json"
 "$apps/glnet_train" --dataset cifar10 --data "$work/cifar" --net "$work/net10.json" --epochs 1 --train-limit 100 --out "$work/ten.safetensors" \
   >"$work/ten.txt" 2>&1 || { cat "$work/ten.txt"; fail "training the 10-class model"; }
-expect 1 "error: .*shapes: 3 class folders for a network of 10 classes; to fine-tune it for these, replace its last layer \(glnet_train --num-classes 3\)" -- \
+expect 1 "error: .*shapes: 3 class folders for a network of 10 classes; to fine-tune it for these, replace its last layer \(--num-classes 3\)" -- \
   "$apps/glnet_train" --dataset folder --data "$work/shapes" --net "$work/net10.json" --init "$work/ten.safetensors" --out "$work/tuned.safetensors"
 expect 0 "wrote .*tuned.safetensors" -- "$apps/glnet_train" --dataset folder --data "$work/shapes" --net "$work/net10.json" \
   --init "$work/ten.safetensors" --num-classes 3 --epochs 1 --out "$work/tuned.safetensors"

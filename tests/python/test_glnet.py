@@ -369,6 +369,26 @@ def test_errors_name_the_python_arguments_not_the_commands_flags(work):
         glnet.train("784-16-10", MNIST, 1, out=str(work / "never.safetensors"), label_smoothing=1.5)
 
 
+def test_num_classes_replaces_the_last_layer_for_other_classes(work):
+    ten = str(work / "ten.safetensors")
+    glnet.train("784-16-10", MNIST, 1, out=ten, train_limit=500, test_limit=100, progress=False)
+    shapes = work / "shapes"
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "reference", "make_datasets.py"), "folder", str(shapes)],
+                   check=True)
+    with pytest.raises(glnet.Error, match=r"3 class folders for a network of 10 classes; .*\(num_classes=3\)"):
+        glnet.train("784-16-10", shapes, 1, out=str(work / "never.safetensors"), init=ten, dataset="folder", val_fraction=0.25,
+                    progress=False)
+    tuned = str(work / "tuned.safetensors")
+    history = glnet.train("784-16-10", shapes, 1, out=tuned, init=ten, num_classes=3, dataset="folder", val_fraction=0.25,
+                          progress=False)
+    assert len(history) == 1
+    before, after = glnet.load(ten).weights(), glnet.load(tuned).weights()
+    assert glnet.load(tuned).classes == 3 and after["fc2.weight"].shape == (3, 16)
+    assert after["fc1.weight"].shape == before["fc1.weight"].shape
+    with pytest.raises(glnet.UsageError, match="num_classes must be a whole number of at least 1"):
+        glnet.train("784-16-10", shapes, 1, out=tuned, init=ten, num_classes=0, dataset="folder", val_fraction=0.25)
+
+
 def test_train_takes_a_network_description_and_the_built_in_networks(work):
     net = work / "net.json"
     net.write_text(json.dumps({"input": [1, 28, 28], "layers": [
