@@ -60,10 +60,10 @@ ClassifierPreprocessing ImageClassifier::preprocessing(const std::vector<float>&
     if (values.size() != p.channels) throw UsageError(flag + " needs 1 or " + std::to_string(p.channels) + " values for this model");
     return values;
   };
-  p.mean = perChannel(mean, "input_mean", 0.0f, "--mean");
-  p.std = perChannel(std, "input_std", 1.0f, "--std");
+  p.mean = perChannel(mean, "input_mean", 0.0f, optionName("mean"));
+  p.std = perChannel(std, "input_std", 1.0f, optionName("std"));
   for (const float s : p.std) {
-    if (!(s > 0)) throw UsageError("--std values must be positive");
+    if (!(s > 0)) throw UsageError(optionName("std") + " values must be positive");
   }
   return p;
 }

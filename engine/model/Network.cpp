@@ -524,7 +524,7 @@ void Network::setParameterValues(const std::vector<std::vector<float>>& values) 
 
 Network Network::withClasses(std::uint32_t classes, std::uint32_t seed, const std::string& source) const {
   if (classes < 2 || classes > 65536) throw UsageError("a classifier has 2 to 65536 classes, not " + std::to_string(classes));
-  if (!importedFrom.empty()) throw Error(importedFrom + ": an imported ONNX model keeps its classes; train it as glnet_train --net MODEL.onnx does");
+  if (!importedFrom.empty()) throw Error(importedFrom + ": an imported ONNX model keeps its classes (" + optionName("num-classes") + " replaces the last layer of glnet's own networks)");
   Network replaced;
   if (description) {
     NetDescription changed = *description;
