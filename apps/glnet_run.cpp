@@ -198,9 +198,11 @@ int main(int argc, char** argv) {
       for (std::size_t o = 0; o < outputs.size(); ++o) {
         const std::vector<double>& expected = reference[static_cast<std::size_t>(model.outputs[outputPlaces[o]].second.id)];
         for (std::size_t i = 0; i < expected.size(); ++i) {
-          // NaN on both sides agrees; on one side only it is the largest difference there is (std::max drops a NaN).
-          const bool nanExpected = std::isnan(expected[i]), nanGot = std::isnan(outputs[o].values[i]);
-          worst = std::max(worst, nanExpected || nanGot ? (nanExpected == nanGot ? 0.0 : INFINITY) : std::abs(expected[i] - outputs[o].values[i]));
+          // NaN on both sides agrees, and so do equal infinities (whose difference is NaN); a NaN on one side only is the
+          // largest difference there is (std::max would drop a NaN).
+          const double got = outputs[o].values[i];
+          const bool nanExpected = std::isnan(expected[i]), nanGot = std::isnan(got);
+          worst = std::max(worst, nanExpected || nanGot ? (nanExpected == nanGot ? 0.0 : INFINITY) : expected[i] == got ? 0.0 : std::abs(expected[i] - got));
           if (!nanExpected) largest = std::max(largest, std::abs(expected[i]));
         }
       }

@@ -276,8 +276,9 @@ int main(int argc, char** argv) {
     }
 
     const bool terminal = leader && isatty(STDERR_FILENO) != 0;
-    // Without a terminal (a log file, CI), a plain progress line about every progressSeconds.
-    Stopwatch sinceProgressLine;
+    // Without a terminal (a log file, CI), a plain progress line: the first report at once (a short run on a fast GPU
+    // may end before any interval has passed), then one about every progressSeconds, as glnet.train does.
+    std::optional<Stopwatch> sinceProgressLine;
     nlohmann::json epochs = nlohmann::json::array();
     int checkpointedEpoch = resume ? resume->epochsDone : 0;
     try {
@@ -285,8 +286,8 @@ int main(int argc, char** argv) {
           [&](const TrainingProgress& p) {
             if (!leader) return;
             if (!terminal) {
-              if (sinceProgressLine.seconds() < progressSeconds * 0.75) return;
-              sinceProgressLine.restart();
+              if (sinceProgressLine && sinceProgressLine->seconds() < progressSeconds * 0.75) return;
+              sinceProgressLine.emplace();
               std::fprintf(stderr, "%s\n", progressLine(p).c_str());
               return;
             }

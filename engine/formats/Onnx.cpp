@@ -130,14 +130,16 @@ const Constant* Importer::constantInput(const onnx::NodeProto& node, int index) 
   return &v.host;
 }
 
-Tensor Importer::parameter(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values) {
-  // An empty weight has nothing to run, and one that is not finite makes every answer NaN: a broken file, said at load
-  // by every command alike (glnet_info too, which never runs it).
+Tensor Importer::parameter(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values,
+                           bool infinitiesAllowed) {
+  // An empty weight has nothing to run, and a NaN (or an infinite weight) makes every answer NaN: a broken file, said
+  // at load by every command alike (glnet_info too, which never runs it).
   for (const std::int64_t d : shape) {
     if (d < 1) throw Error(path_ + ": tensor " + name + " has an empty dimension " + describe(shape) + "; glnet runs no empty tensors");
   }
-  if (!std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); })) {
-    throw Error(path_ + ": tensor " + name + " holds NaN or infinite values");
+  if (std::any_of(values.begin(), values.end(), [](double v) { return std::isnan(v); })) throw Error(path_ + ": tensor " + name + " holds NaN values");
+  if (!infinitiesAllowed && !std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); })) {
+    throw Error(path_ + ": tensor " + name + " holds infinite values");
   }
   result_.parameterBytes += values.size() * sizeof(float);
   return graph_.parameter(name, Shape(shape.begin(), shape.end()), std::vector<float>(values.begin(), values.end()));
@@ -273,7 +275,7 @@ Tensor Importer::tensorOrConstant(const onnx::NodeProto& node, int index) {
   if (!v.constant) return v.tensor;
   const std::string& name = node.input(index);
   if (const auto found = uploaded_.find(name); found != uploaded_.end()) return found->second;
-  return uploaded_[name] = parameter(name, v.host.shape, v.host.values);
+  return uploaded_[name] = parameter(name, v.host.shape, v.host.values, true);
 }
 
 void Importer::importProduct(const onnx::NodeProto& node) {

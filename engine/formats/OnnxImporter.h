@@ -64,7 +64,10 @@ class Importer {
   Tensor tensorInput(const onnx::NodeProto& node, int index) const;
   const Constant* constantInput(const onnx::NodeProto& node, int index) const;
 
-  Tensor parameter(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values);
+  // A weight or constant uploaded once; NaN refused, and infinities too unless `infinitiesAllowed` (a constant of
+  // arithmetic, such as an attention mask's -inf; a weight that is not finite makes every answer NaN).
+  Tensor parameter(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values,
+                   bool infinitiesAllowed = false);
 
   void define(const onnx::NodeProto& node, Tensor tensor, const std::string& glnetOp);
   Tensor apply(const onnx::NodeProto& node, std::shared_ptr<const Op> op, const std::vector<Tensor>& inputs, const std::string& glnetOp);

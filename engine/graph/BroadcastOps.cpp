@@ -124,7 +124,7 @@ double combine(BinaryKind kind, double a, double b) {
     case BinaryKind::divide: return a / b;
     case BinaryKind::power: return std::pow(a, b);
     case BinaryKind::maximum: return ref::maxNaN(a, b);
-    case BinaryKind::minimum: return -ref::maxNaN(-a, -b);
+    case BinaryKind::minimum: return ref::minNaN(a, b);
     case BinaryKind::prelu: return a >= 0 ? a : a * b;
   }
   return 0;

@@ -113,6 +113,10 @@ DataSets loadDataSets(const DataChoice& choice, Network& network) {
     sets.train = std::move(folders.train);
     sets.test = std::move(folders.test);
     network.classNames = std::move(folders.classes);
+    // Folder images are stretched to the input as they are, never inverted; the model file records it, so that a
+    // 28x28 gray network is not taken for one of MNIST's digits (centred by mass, inverted by the border) later.
+    network.images.resize = ImageResize::stretch;
+    network.images.inversion = Inversion::never;
     limitAndCheck(sets.test, choice.testLimit, "test", network);
     limitAndCheck(sets.train, choice.trainLimit, "training", network);
     return sets;

@@ -63,6 +63,7 @@ class TrainSettings:
     device: str
     api: str
     init: str
+    num_classes: int
     dataset: str
     export_onnx: str
     schedule: str

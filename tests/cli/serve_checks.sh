@@ -6,30 +6,15 @@ set -u
 apps=$1 data=$2
 here=$(dirname "$0")
 . "$here/common.sh"
+. "$here/server.sh"
 servers=()
 trap 'for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 
 "$apps/glnet_train" --data "$data" --arch 784-32-10 --epochs 1 --train-limit 2000 --out "$work/m.safetensors" >"$work/train.txt" 2>&1 \
   || { cat "$work/train.txt"; fail "training the model to serve"; finish serve; }
 
-# start NAME ARGS...: starts a server on a free port; sets $url and $pid.
-start() {
-  local name=$1
-  shift
-  "$apps/glnet_serve" --model "$work/m.safetensors" --port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  pid=$!
-  servers+=("$pid")
-  url=
-  for _ in $(seq 600); do
-    url=$(sed -n 's/^glnet_serve: listening on \(http:[^ ]*\)$/\1/p' "$work/$name.out")
-    [ -n "$url" ] && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  cat "$work/$name.err"
-  fail "$name: the server did not start"
-  finish serve
-}
+# start NAME ARGS...: a server of the MNIST model on a free port; sets $url and $pid.
+start() { start_server "$1" "$work/m.safetensors" "${@:2}" || finish serve; }
 # status METHOD PATH BODY_FILE CONTENT_TYPE: prints the HTTP status; the body lands in $work/body.
 status() { curl -s -o "$work/body" -w '%{http_code}' -X "$1" -H "Content-Type: $4" --data-binary "@$3" "$url$2"; }
 # refused CODE PATTERN METHOD PATH BODY_FILE CONTENT_TYPE: the answer has this status and a one-line JSON error.

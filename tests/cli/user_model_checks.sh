@@ -8,6 +8,7 @@ set -u
 apps=$1 reference=$2
 here=$(dirname "$0")
 . "$here/common.sh"
+. "$here/server.sh"
 servers=()
 trap 'for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 py() { /usr/bin/python3 "$@"; }
@@ -66,6 +67,21 @@ sys.exit(max(abs(p - q) for x, y in zip(a, b) for p, q in zip(x['probabilities']
   "$work/shapes.safetensors.json" "$work/shapes.onnx.json" || fail "glnet_predict: the ONNX export answers otherwise than the model file"
 expect 0 "^$work/shapes/test/cross/000.png: [0-9] (circle|cross|square)  \(" -- "$apps/glnet_predict" --model "$work/shapes.safetensors" "$work/shapes/test/cross/000.png"
 expect 0 "^      model file \(safetensors, or ONNX" -- "$apps/glnet_predict" --help
+# A 28x28 gray network (an MLP) trained on the folder records the folder's stretch, not MNIST's digit centring and
+# inversion, which its input shape alone would suggest: glnet_predict answers its test images as glnet_eval does.
+"$apps/glnet_train" --dataset folder --data "$work/shapes" --arch 784-32-3 --epochs 2 --batch 12 --lr 0.05 \
+  --out "$work/gray.safetensors" >"$work/gray.txt" 2>&1 || { cat "$work/gray.txt"; fail "training a gray MLP on the image folder"; }
+py - "$work/gray.safetensors" <<'PY' || fail "the gray MLP's file does not record the folder's stretch"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+metadata = json.loads(raw[8:8 + struct.unpack("<Q", raw[:8])[0]])["__metadata__"]
+assert metadata["image_resize"] == "stretch" and metadata["image_invert"] == "never" and metadata["image_channels"] == "gray", metadata
+PY
+"$apps/glnet_eval" --model "$work/gray.safetensors" --dataset folder --data "$work/shapes" --predictions "$work/gray.eval" >/dev/null ||
+  fail "glnet_eval on the gray MLP"
+"$apps/glnet_predict" --model "$work/gray.safetensors" "${tests[@]}" --json 2>/dev/null |
+  py -c "import json,sys; [print(a['class']) for a in json.load(sys.stdin)]" >"$work/gray.predicted"
+cmp -s "$work/gray.predicted" "$work/gray.eval" || fail "glnet_predict disagrees with glnet_eval on the gray MLP's test images"
 
 # Fine-tuning a model of 10 classes (trained on CIFAR-10's format) on the folder's 3: refused with the way out, which works.
 py "$reference/make_datasets.py" cifar "$work/cifar" || fail "writing the CIFAR-10 files"
@@ -79,23 +95,8 @@ expect 0 "wrote .*tuned.safetensors" -- "$apps/glnet_train" --dataset folder --d
 expect 0 "cross/000.png: [0-2] (circle|cross|square)  \(" -- "$apps/glnet_predict" --model "$work/tuned.safetensors" "$work/shapes/test/cross/000.png"
 expect 0 "^  --num-classes N" -- "$apps/glnet_train" --help
 
-# serve NAME MODEL ARGS...: starts glnet_serve on a free port (output in $work/NAME.out and .err); sets $url.
-serve() {
-  local name=$1 model=$2
-  shift 2
-  "$apps/glnet_serve" --model "$work/$model" --port 0 "$@" >"$work/$name.out" 2>"$work/$name.err" &
-  servers+=("$!")
-  url=
-  for _ in $(seq 600); do
-    url=$(sed -n 's/^glnet_serve: listening on \(http:[^ ]*\)$/\1/p' "$work/$name.out")
-    [ -n "$url" ] && return 0
-    kill -0 "${servers[-1]}" 2>/dev/null || break
-    sleep 0.1
-  done
-  cat "$work/$name.err"
-  fail "glnet_serve $model did not start"
-  return 1
-}
+# serve NAME MODEL ARGS...: glnet_serve with $work/MODEL on a free port; sets $url.
+serve() { start_server "$1" "$work/$2" "${@:3}"; }
 stop() { kill "${servers[-1]}"; wait "${servers[-1]}" 2>/dev/null; }
 
 # glnet_serve answers an uploaded image as glnet_predict does, with its class name, for the model file and for an ONNX
