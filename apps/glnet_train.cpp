@@ -276,9 +276,8 @@ int main(int argc, char** argv) {
     }
 
     const bool terminal = leader && isatty(STDERR_FILENO) != 0;
-    // Without a terminal (a log file, CI), a plain progress line: the first report at once (a short run on a fast GPU
-    // may end before any interval has passed), then one about every progressSeconds, as glnet.train does.
-    std::optional<Stopwatch> sinceProgressLine;
+    // Without a terminal (a log file, CI), a plain progress line about every progressSeconds.
+    Stopwatch sinceProgressLine;
     nlohmann::json epochs = nlohmann::json::array();
     int checkpointedEpoch = resume ? resume->epochsDone : 0;
     try {
@@ -286,8 +285,8 @@ int main(int argc, char** argv) {
           [&](const TrainingProgress& p) {
             if (!leader) return;
             if (!terminal) {
-              if (sinceProgressLine && sinceProgressLine->seconds() < progressSeconds * 0.75) return;
-              sinceProgressLine.emplace();
+              if (sinceProgressLine.seconds() < progressSeconds * 0.75) return;
+              sinceProgressLine.restart();
               std::fprintf(stderr, "%s\n", progressLine(p).c_str());
               return;
             }
