@@ -7,8 +7,6 @@ apps=$1 data=$2
 here=$(dirname "$0")
 . "$here/common.sh"
 . "$here/server.sh"
-servers=()
-trap 'for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 
 "$apps/glnet_train" --data "$data" --arch 784-32-10 --epochs 1 --train-limit 2000 --out "$work/m.safetensors" >"$work/train.txt" 2>&1 \
   || { cat "$work/train.txt"; fail "training the model to serve"; finish serve; }

@@ -1,4 +1,8 @@
-# Sourced by the bash check scripts that start glnet_serve, after common.sh (bash: the servers are an array).
+# Sourced by the bash check scripts that start glnet_serve, after common.sh (bash: the servers are an array): every
+# server started is killed on exit, with the scratch directory removed as common.sh does.
+servers=()
+trap 'for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
+
 # start_server NAME MODEL ARGS...: glnet_serve ($apps) with MODEL on a free loopback port, its output in $work/NAME.out
 # and .err; sets $url and $pid and adds the pid to the caller's `servers`. Returns 1, with a failure, if it does not start.
 start_server() {

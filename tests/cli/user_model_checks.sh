@@ -9,8 +9,6 @@ apps=$1 reference=$2
 here=$(dirname "$0")
 . "$here/common.sh"
 . "$here/server.sh"
-servers=()
-trap 'for p in "${servers[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$work"' EXIT
 py() { /usr/bin/python3 "$@"; }
 
 # The folder as train/ and test/: the first 4 images of each class are the test set.
