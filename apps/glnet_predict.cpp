@@ -81,8 +81,10 @@ int classifyPhotographs(const cli::Parser& parser) {
     cli::warn("no --mean/--std and none in the model's metadata_props: pixels go in as values in [0, 1] (ImageNet models want "
               "--mean 0.485,0.456,0.406 --std 0.229,0.224,0.225)");
   }
+  // Checked against the model's classes before any GPU work (the model's own labels already are, by classNamesOf).
+  const std::size_t classes = classifier.model().graph.tensor(classifier.model().logits).shape[1];
   std::vector<std::string> labels = classifier.labels();
-  if (parser.has("labels")) labels = readLabels(parser.text("labels"));
+  if (parser.has("labels")) labels = readLabels(parser.text("labels"), classes);
   std::vector<float> inputs;
   for (const std::string& path : parser.positional()) {
     const std::vector<float> one = toClassifierInput(loadRgbImage(path), preprocessing);
@@ -92,10 +94,6 @@ int classifyPhotographs(const cli::Parser& parser) {
   (json ? std::cerr : std::cout) << "device " << context.device().index << ": " << context.device().renderer << "\n";
   InferenceTimes times;
   const std::vector<std::vector<double>> probabilities = classifier.classify(context, inputs, &times);
-  if (!labels.empty() && labels.size() != probabilities[0].size()) {
-    throw Error((parser.has("labels") ? parser.text("labels") : parser.text("model") + "'s labels") + " names " + std::to_string(labels.size()) +
-                " classes; the model has " + std::to_string(probabilities[0].size()));
-  }
   const auto top = static_cast<std::size_t>(parser.integer("top", 1, 100000));
   nlohmann::json list = nlohmann::json::array();
   for (std::size_t i = 0; i < probabilities.size(); ++i) {
