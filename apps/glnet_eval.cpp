@@ -3,10 +3,10 @@
 #include "common/Cli.h"
 #include "gl/Sync.h"
 #include "data/Idx.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "model/Classifier.h"
-#include "model/Safetensors.h"
-#include "model/TrainingInputs.h"
+#include "formats/Safetensors.h"
+#include "train/TrainingInputs.h"
 
 #include <nlohmann/json.hpp>
 

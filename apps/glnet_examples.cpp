@@ -1,6 +1,6 @@
 // glnet_examples: the small problems of the reference write-ups, trained on the GPU by glnet's graph.
 #include "common/Cli.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "model/SmallProblems.h"
 
 #include <nlohmann/json.hpp>

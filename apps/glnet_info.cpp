@@ -1,7 +1,7 @@
 // glnet_info: lists the EGL devices with what each API offers there, the chosen one's limits and extensions,
 // and runs a self-check.
 #include "common/Cli.h"
-#include "formats/Onnx.h"
+#include "importer/Onnx.h"
 #include "graph/MemoryPlan.h"
 #include "gl/Context.h"
 #include "gl/Sync.h"

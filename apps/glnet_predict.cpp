@@ -3,9 +3,9 @@
 #include "gl/Sync.h"
 #include "data/Idx.h"
 #include "data/Image.h"
-#include "gl/FileInput.h"
-#include "gl/check.h"
-#include "formats/Onnx.h"
+#include "base/FileInput.h"
+#include "base/check.h"
+#include "importer/Onnx.h"
 #include "model/Classifier.h"
 #include "model/ImageClassifier.h"
 

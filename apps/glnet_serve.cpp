@@ -1,9 +1,9 @@
 // glnet_serve: an HTTP server that keeps a model warm on the GPU and batches concurrent requests.
 #include "common/Cli.h"
-#include "gl/Stopwatch.h"
-#include "gl/check.h"
-#include "gl/log.h"
-#include "model/Safetensors.h"
+#include "base/Stopwatch.h"
+#include "base/check.h"
+#include "base/log.h"
+#include "formats/Safetensors.h"
 #include "serve/BatchingPredictor.h"
 #include "serve/PredictRequest.h"
 #include "serve/ServeMetrics.h"

@@ -3,11 +3,11 @@
 #include "common/Cli.h"
 #include "data/Idx.h"
 #include "data/ImageFolder.h"
-#include "formats/OnnxExport.h"
-#include "gl/Stopwatch.h"
-#include "gl/check.h"
-#include "model/Trainer.h"
-#include "model/TrainingInputs.h"
+#include "convert/OnnxExport.h"
+#include "base/Stopwatch.h"
+#include "base/check.h"
+#include "train/Trainer.h"
+#include "train/TrainingInputs.h"
 
 #include <nlohmann/json.hpp>
 

@@ -5,15 +5,15 @@
 // steps and raises KeyboardInterrupt.
 #include "bench/ModelBenchmark.h"
 #include "data/Idx.h"
-#include "formats/OnnxExport.h"
-#include "gl/AtomicFile.h"
+#include "convert/OnnxExport.h"
+#include "base/AtomicFile.h"
 #include "gl/Context.h"
-#include "gl/Stopwatch.h"
-#include "gl/check.h"
+#include "base/Stopwatch.h"
+#include "base/check.h"
 #include "model/OnnxRunner.h"
-#include "model/Safetensors.h"
-#include "model/Trainer.h"
-#include "model/TrainingInputs.h"
+#include "formats/Safetensors.h"
+#include "train/Trainer.h"
+#include "train/TrainingInputs.h"
 #include "serve/WarmClassifier.h"
 
 #include <pybind11/functional.h>

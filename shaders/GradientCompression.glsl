@@ -4,7 +4,7 @@
 // where float would not.
 //   COMPRESSION_MODE 0: v = g + e; words[i] = bf16(v[2i]) | bf16(v[2i + 1]) << 16; e = v − widened(bf16(v))
 //   COMPRESSION_MODE 1: g[2i], g[2i + 1] = the two halves of words[i], widened
-// bf16 is float's upper 16 bits, rounded to nearest with ties to even (engine/dist/Bfloat16.h does the same on the
+// bf16 is float's upper 16 bits, rounded to nearest with ties to even (engine/base/Bfloat16.h does the same on the
 // host); NaN stays NaN.
 // bindings: 0 g; 1 e (mode 0); 2 words (the packed pairs). uniform 0: the count of floats (the last pair's upper half is 0 when odd)
 

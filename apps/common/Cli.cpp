@@ -1,8 +1,8 @@
 #include "common/Cli.h"
 
-#include "gl/check.h"
-#include "formats/Onnx.h"
-#include "gl/log.h"
+#include "base/check.h"
+#include "importer/Onnx.h"
+#include "base/log.h"
 
 #include <cerrno>
 #include <cmath>

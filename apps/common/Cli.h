@@ -2,10 +2,10 @@
 // glnet::Error as one line on stderr (exit 1).
 #pragma once
 
-#include "dist/Communicator.h"
+#include "distributed/Communicator.h"
 #include "gl/Context.h"
 #include "model/Network.h"
-#include "model/TrainingInputs.h"
+#include "train/TrainingInputs.h"
 
 #include <functional>
 #include <map>

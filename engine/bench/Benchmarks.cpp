@@ -1,6 +1,6 @@
 #include "bench/Benchmarks.h"
 
-#include "gl/Stopwatch.h"
+#include "base/Stopwatch.h"
 #include "gl/Sync.h"
 #include "graph/CompiledGraph.h"
 #include "graph/ReferenceGraph.h"

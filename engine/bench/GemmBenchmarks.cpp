@@ -1,6 +1,6 @@
 #include "bench/GemmBenchmarks.h"
 
-#include "gl/Stopwatch.h"
+#include "base/Stopwatch.h"
 #include "gl/Sync.h"
 #include "ops/Gemm.h"
 

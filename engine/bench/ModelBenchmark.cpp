@@ -1,6 +1,6 @@
 #include "bench/ModelBenchmark.h"
 
-#include "gl/Stopwatch.h"
+#include "base/Stopwatch.h"
 
 #include <random>
 

@@ -1,6 +1,6 @@
 #include "data/GpuImages.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <cstring>

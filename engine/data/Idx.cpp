@@ -1,7 +1,7 @@
 #include "data/Idx.h"
 
-#include "gl/FileInput.h"
-#include "gl/check.h"
+#include "base/FileInput.h"
+#include "base/check.h"
 
 #include <cstdio>
 #include <zlib.h>

@@ -1,8 +1,8 @@
 #include "data/Image.h"
 
 #include "data/ImageFolder.h"
-#include "gl/FileInput.h"
-#include "gl/check.h"
+#include "base/FileInput.h"
+#include "base/check.h"
 
 #include <stb/stb_image.h>
 

@@ -1,7 +1,7 @@
 #include "data/ImageFolder.h"
 
 #include "data/Image.h"
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <cmath>

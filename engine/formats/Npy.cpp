@@ -1,9 +1,9 @@
 #include "formats/Npy.h"
 
-#include "formats/Float16.h"
-#include "gl/AtomicFile.h"
-#include "gl/FileInput.h"
-#include "gl/check.h"
+#include "base/Float16.h"
+#include "base/AtomicFile.h"
+#include "base/FileInput.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,7 +1,7 @@
 #include "formats/OnnxProto.h"
 
-#include "gl/FileInput.h"
-#include "gl/check.h"
+#include "base/FileInput.h"
+#include "base/check.h"
 
 #include <onnx/defs/schema.h>
 

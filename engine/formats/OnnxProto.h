@@ -2,7 +2,7 @@
 // protobuf classes, a model file parsed with its opset checked, and its tensors read as numbers.
 #pragma once
 
-#include "formats/Onnx.h"
+#include "formats/OnnxFile.h"
 
 #include <onnx/onnx_pb.h>
 

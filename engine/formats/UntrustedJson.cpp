@@ -1,6 +1,6 @@
 #include "formats/UntrustedJson.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <set>

@@ -1,6 +1,6 @@
 #include "gl/Api.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <atomic>
 

@@ -3,7 +3,7 @@
 #include "gl/Api.h"
 #include "gl/Limits.h"
 #include "gl/Sync.h"
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <glad/gl.h>
 

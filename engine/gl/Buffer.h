@@ -1,7 +1,7 @@
 // A move-only shader storage buffer. Binding points are an implementation detail of its methods.
 #pragma once
 
-#include "gl/ParallelCopy.h"
+#include "base/ParallelCopy.h"
 #include "gl/Sync.h"
 
 #include <cstddef>

@@ -1,7 +1,7 @@
 #include "gl/Context.h"
 
-#include "gl/check.h"
-#include "gl/log.h"
+#include "base/check.h"
+#include "base/log.h"
 
 #include <glad/egl.h>
 #include <glad/gl.h>

@@ -1,6 +1,6 @@
 #include "gl/Limits.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <glad/gl.h>
 

@@ -1,11 +1,11 @@
 #include "gl/Program.h"
 
 #include "gl/Api.h"
-#include "gl/AtomicFile.h"
+#include "base/AtomicFile.h"
 #include "gl/Limits.h"
 #include "gl/ShaderSource.h"
-#include "gl/check.h"
-#include "gl/log.h"
+#include "base/check.h"
+#include "base/log.h"
 
 #include <glad/gl.h>
 

@@ -1,6 +1,6 @@
 #include "gl/ShaderSource.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <cstdlib>
 #include <fstream>

@@ -1,7 +1,7 @@
 #include "gl/Sync.h"
 
 #include "gl/Limits.h"
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <glad/gl.h>
 

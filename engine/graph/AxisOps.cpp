@@ -3,8 +3,8 @@
 #include "graph/InferenceOp.h"
 
 #include "gl/Limits.h"
-#include "gl/check.h"
-#include "ops/Groups.h"
+#include "base/check.h"
+#include "plan/Groups.h"
 #include "ops/StridedCopy.h"
 #include "ref/Reference.h"
 

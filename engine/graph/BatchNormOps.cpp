@@ -1,6 +1,6 @@
-#include "gl/check.h"
+#include "base/check.h"
 #include "graph/Ops.h"
-#include "ops/Groups.h"
+#include "plan/Groups.h"
 
 #include <algorithm>
 #include <cmath>

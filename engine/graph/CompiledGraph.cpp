@@ -1,6 +1,6 @@
 #include "graph/CompiledGraph.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 #include "graph/MemoryPlan.h"
 #include "ops/Elementwise.h"
 

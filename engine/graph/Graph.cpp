@@ -1,6 +1,6 @@
 #include "graph/Graph.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 #include "graph/Ops.h"
 
 namespace glnet {

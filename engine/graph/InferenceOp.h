@@ -3,7 +3,7 @@
 // Internal to engine/graph.
 #pragma once
 
-#include "gl/check.h"
+#include "base/check.h"
 #include "graph/InferenceOps.h"
 
 #include <functional>

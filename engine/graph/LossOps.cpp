@@ -1,4 +1,4 @@
-#include "gl/check.h"
+#include "base/check.h"
 #include "graph/Ops.h"
 #include "ops/Elementwise.h"
 #include "ops/Softmax.h"

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "graph/Op.h"
-#include "ops/Activation.h"
+#include "numbers/Activation.h"
 #include "ops/Pointwise.h"
 
 #include <memory>

@@ -1,6 +1,6 @@
 #include "graph/ReferenceGraph.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <cmath>

@@ -2,9 +2,9 @@
 #include "graph/InferenceOp.h"
 
 #include "gl/Limits.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "ops/Gemm.h"
-#include "ops/Groups.h"
+#include "plan/Groups.h"
 #include "ops/StridedCopy.h"
 #include "ref/Reference.h"
 

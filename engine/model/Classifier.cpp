@@ -1,8 +1,8 @@
 #include "model/Classifier.h"
 
-#include "gl/Stopwatch.h"
+#include "base/Stopwatch.h"
 #include "gl/Sync.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "ops/Normalize.h"
 #include "ops/Softmax.h"
 

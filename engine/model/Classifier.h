@@ -6,7 +6,7 @@
 #include "gl/Context.h"
 #include "graph/CompiledGraph.h"
 #include "model/Network.h"
-#include "ops/WholeMlp.h"
+#include "model/WholeMlp.h"
 
 #include <memory>
 #include <optional>

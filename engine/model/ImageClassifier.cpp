@@ -1,7 +1,7 @@
 #include "model/ImageClassifier.h"
 
-#include "gl/Stopwatch.h"
-#include "gl/check.h"
+#include "base/Stopwatch.h"
+#include "base/check.h"
 #include "graph/CompiledGraph.h"
 #include "model/Network.h"
 

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "data/Image.h"
-#include "formats/Onnx.h"
+#include "importer/Onnx.h"
 #include "gl/Context.h"
 #include "model/Classifier.h"
 

@@ -1,8 +1,8 @@
 #include "model/NetDescription.h"
 
 #include "formats/UntrustedJson.h"
-#include "gl/FileInput.h"
-#include "gl/check.h"
+#include "base/FileInput.h"
+#include "base/check.h"
 #include "graph/InferenceOps.h"
 #include "graph/Ops.h"
 #include "model/EmbeddedNets.h"

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "graph/Graph.h"
-#include "ops/Activation.h"
+#include "numbers/Activation.h"
 
 #include <functional>
 #include <string>

@@ -1,7 +1,7 @@
 #include "model/Network.h"
 
-#include "formats/Onnx.h"
-#include "gl/check.h"
+#include "importer/Onnx.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,8 +7,8 @@
 #include "graph/Graph.h"
 #include "data/Image.h"
 #include "model/NetDescription.h"
-#include "model/Safetensors.h"
-#include "ops/Activation.h"
+#include "formats/Safetensors.h"
+#include "numbers/Activation.h"
 #include "ops/Normalize.h"
 
 #include <cstdint>

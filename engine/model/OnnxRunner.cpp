@@ -1,8 +1,8 @@
 #include "model/OnnxRunner.h"
 
-#include "gl/Stopwatch.h"
-#include "gl/check.h"
-#include "gl/log.h"
+#include "base/Stopwatch.h"
+#include "base/check.h"
+#include "base/log.h"
 #include "plan/Statistics.h"
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 // through it.
 #pragma once
 
-#include "formats/Onnx.h"
+#include "importer/Onnx.h"
 #include "gl/Context.h"
 #include "graph/CompiledGraph.h"
 

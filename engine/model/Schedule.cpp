@@ -1,6 +1,6 @@
 #include "model/Schedule.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <cmath>

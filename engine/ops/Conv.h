@@ -1,7 +1,7 @@
 // Bindings of shaders/Conv2D.glsl (stride-1 convolution and its gradients) and shaders/MaxPool.glsl.
 #pragma once
 
-#include "ops/Activation.h"
+#include "numbers/Activation.h"
 #include "ops/Gemm.h"
 #include "ops/Pointwise.h"
 #include "plan/Plan.h"

@@ -1,6 +1,6 @@
 #include "ops/Dense.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 
 namespace glnet {
 namespace {

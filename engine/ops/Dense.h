@@ -2,7 +2,7 @@
 // and its gradients, the activation (derivative) fused.
 #pragma once
 
-#include "ops/Activation.h"
+#include "numbers/Activation.h"
 #include "ops/Gemm.h"
 #include "ops/Pointwise.h"
 #include "ops/Transpose.h"

@@ -1,7 +1,7 @@
 // Bindings of shaders/Elementwise.glsl, shaders/Loss.glsl (mean squared error) and shaders/Reduce.glsl.
 #pragma once
 
-#include "ops/Activation.h"
+#include "numbers/Activation.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 

@@ -1,6 +1,6 @@
 #include "ops/Gemm.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <cmath>

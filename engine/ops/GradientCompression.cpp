@@ -1,6 +1,6 @@
 #include "ops/GradientCompression.h"
 
-#include "ops/Groups.h"
+#include "plan/Groups.h"
 
 namespace glnet {
 

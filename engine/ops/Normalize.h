@@ -1,6 +1,7 @@
 // Binding of shaders/Normalize.glsl: uint8 pixels → float (x/255 − mean)/std, and the input format it applies.
 #pragma once
 
+#include "numbers/InputFormat.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 
@@ -10,13 +11,6 @@ namespace glnet {
 
 // The most channels an input format scales apart (RGBA); images of more channels take one mean and deviation.
 constexpr std::size_t mostScaledChannels = 4;
-
-// How raw uint8 pixels become the first layer's input: (x/255 − mean)/std, with one mean and deviation for all of an
-// image's values, or one per channel of [C, H, W] images (torchvision's Normalize((r, g, b), (r, g, b))).
-struct InputFormat {
-  std::vector<float> mean{0.0f}, std{1.0f};
-  std::size_t channels() const { return mean.size(); }
-};
 
 // The uniforms both shaders take: the mean and the inverse deviation of each channel at `meanLocation` and
 // meanLocation + 4 (arrays of 4), and the channel planes' size at `planeLocation`. pixelsPerImage must be a multiple of

@@ -1,7 +1,7 @@
 #include "ops/Optimizer.h"
 
-#include "gl/check.h"
-#include "ops/Groups.h"
+#include "base/check.h"
+#include "plan/Groups.h"
 
 namespace glnet {
 

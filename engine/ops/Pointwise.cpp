@@ -1,6 +1,6 @@
 #include "ops/Pointwise.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <cmath>

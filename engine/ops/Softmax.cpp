@@ -1,6 +1,6 @@
 #include "ops/Softmax.h"
 
-#include "ops/Groups.h"
+#include "plan/Groups.h"
 
 namespace glnet {
 namespace {

@@ -1,6 +1,6 @@
 #include "ops/SplitK.h"
 
-#include "ops/Groups.h"
+#include "plan/Groups.h"
 
 namespace glnet {
 

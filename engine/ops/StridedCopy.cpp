@@ -1,7 +1,7 @@
 #include "ops/StridedCopy.h"
 
-#include "gl/check.h"
-#include "ops/Groups.h"
+#include "base/check.h"
+#include "plan/Groups.h"
 
 #include <algorithm>
 

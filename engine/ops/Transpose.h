@@ -2,7 +2,7 @@
 // forward operands and its pre-activation gradient transposed, in the layout where the GEMM core is fastest).
 #pragma once
 
-#include "ops/Activation.h"
+#include "numbers/Activation.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 

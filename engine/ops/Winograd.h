@@ -3,7 +3,7 @@
 // memory.
 #pragma once
 
-#include "ops/Activation.h"
+#include "numbers/Activation.h"
 #include "ops/Conv.h"
 #include "ops/Gemm.h"
 #include "ops/Pointwise.h"

@@ -1,7 +1,7 @@
 #include "plan/Plan.h"
 
 #include "gl/Sync.h"
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <glad/gl.h>
 

@@ -1,9 +1,9 @@
 #include "plan/SelfCheck.h"
 
 #include "gl/Buffer.h"
-#include "gl/Stopwatch.h"
+#include "base/Stopwatch.h"
 #include "gl/Sync.h"
-#include "ops/Groups.h"
+#include "plan/Groups.h"
 #include "plan/Plan.h"
 
 #include <cmath>

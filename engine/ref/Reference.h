@@ -1,8 +1,8 @@
 // Plain C++ references of every op, accumulating in double (DESIGN.md, principle 4).
 #pragma once
 
-#include "ops/Activation.h"
-#include "ops/Normalize.h"
+#include "numbers/Activation.h"
+#include "numbers/InputFormat.h"
 
 #include <cstdint>
 #include <vector>

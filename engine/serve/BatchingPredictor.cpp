@@ -1,6 +1,6 @@
 #include "serve/BatchingPredictor.h"
 
-#include "gl/log.h"
+#include "base/log.h"
 #include "serve/WarmClassifier.h"
 
 #include <algorithm>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "gl/Context.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "model/Classifier.h"
 #include "model/Network.h"
 

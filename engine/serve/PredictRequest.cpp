@@ -2,7 +2,7 @@
 
 #include "data/Image.h"
 #include "formats/UntrustedJson.h"
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <cctype>

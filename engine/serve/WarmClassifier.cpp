@@ -1,6 +1,6 @@
 #include "serve/WarmClassifier.h"
 
-#include "gl/check.h"
+#include "base/check.h"
 
 #include <cstring>
 

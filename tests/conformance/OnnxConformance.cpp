@@ -6,9 +6,9 @@
 // as inputs), every input but the first is. A case the importer refuses is skipped with the importer's one-line
 // reason; one that loads must pass. Prints a table per op (the op types a case's model
 // holds): passed, failed, skipped and the reasons, and exits 1 when any case failed.
-#include "formats/Onnx.h"
+#include "importer/Onnx.h"
 #include "gl/Context.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "graph/CompiledGraph.h"
 
 #include <onnx/onnx_pb.h>

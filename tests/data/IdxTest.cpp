@@ -1,5 +1,5 @@
 #include "data/Idx.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "support/Random.h"
 #include "support/TempDir.h"
 

@@ -1,7 +1,7 @@
 #include "data/Idx.h"
 #include "data/Image.h"
 #include "data/ImageFolder.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "support/TempDir.h"
 
 #include <doctest/doctest.h>

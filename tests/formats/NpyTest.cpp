@@ -1,5 +1,5 @@
 #include "formats/Npy.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "support/TempDir.h"
 
 #include <doctest/doctest.h>

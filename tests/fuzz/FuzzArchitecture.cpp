@@ -1,7 +1,7 @@
 // --arch strings as glnet_train takes them: parsed, and built into a network with its initial weights
 // when the parameters fit the harness's memory budget (larger ones are the business of the size checks,
 // which the bad-input suite covers).
-#include "gl/check.h"
+#include "base/check.h"
 #include "model/Network.h"
 
 #include <numeric>

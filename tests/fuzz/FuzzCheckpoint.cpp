@@ -1,8 +1,8 @@
 // Training checkpoints as glnet_train --resume reads them: the run's settings, then the model and the
 // optimizer state validated against it, for the architecture and optimizer the file's metadata names.
 #include "FuzzInput.h"
-#include "gl/check.h"
-#include "model/Trainer.h"
+#include "base/check.h"
+#include "train/Trainer.h"
 #include "ops/Optimizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

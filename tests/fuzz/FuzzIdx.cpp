@@ -1,7 +1,7 @@
 // MNIST IDX files, plain or gzip (the reader takes either): the first byte chooses images or labels.
 #include "FuzzInput.h"
 #include "data/Idx.h"
-#include "gl/check.h"
+#include "base/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;

@@ -1,7 +1,7 @@
 // Images as glnet_predict and glnet_serve take them: decoded by stb (PNG, JPEG, BMP, PGM, GIF, ...), then
 // made into an MNIST-style digit with each inversion mode.
 #include "data/Image.h"
-#include "gl/check.h"
+#include "base/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

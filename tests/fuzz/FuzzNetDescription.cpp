@@ -1,6 +1,6 @@
 // Network descriptions as glnet_train --net reads them: parsed, and built into a network with its initial weights
 // when every layer is small enough for the harness's memory (the size refusals are tested in NetDescriptionTest).
-#include "gl/check.h"
+#include "base/check.h"
 #include "model/Network.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,7 +1,7 @@
 // NumPy .npy files as glnet_run reads its inputs: magic, version, the header dict, dtype, shape and data size.
 #include "FuzzInput.h"
 #include "formats/Npy.h"
-#include "gl/check.h"
+#include "base/check.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {

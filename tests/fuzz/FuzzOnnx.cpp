@@ -2,9 +2,9 @@
 // shape and every node's op and attributes, built into a graph for a batch of 2, and its memory plan. Then the same
 // bytes as glnet_train --net reads them (a trainable network), built with its weights when its layers are small.
 #include "FuzzInput.h"
-#include "formats/Onnx.h"
-#include "formats/OnnxNetwork.h"
-#include "gl/check.h"
+#include "importer/Onnx.h"
+#include "convert/OnnxNetwork.h"
+#include "base/check.h"
 #include "graph/MemoryPlan.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

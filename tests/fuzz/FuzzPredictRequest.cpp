@@ -1,7 +1,7 @@
 // glnet_serve's request bodies, for a 784-input model: the first byte chooses the Content-Type (JSON, an
 // image type, none) of a body, or a multipart/form-data upload whose parts, as the HTTP layer splits them,
 // are the rest separated by "\n--\n", each "name\nfilename\ncontent type\n" then its content.
-#include "gl/check.h"
+#include "base/check.h"
 #include "serve/PredictRequest.h"
 
 #include <string_view>

@@ -1,7 +1,7 @@
 // Model files: the safetensors header (length, JSON, dtypes, shapes, offsets), the tensors, and the
 // __metadata__ glnet reads (architecture, activation, input mean and std), as glnet_eval loads a model.
 #include "FuzzInput.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "model/Network.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -1,6 +1,6 @@
 #include "data/GpuImages.h"
 #include "gl/Buffer.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "support/GlContext.h"
 #include "support/Random.h"
 

@@ -1,5 +1,5 @@
 #include "gl/Context.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "support/GlContext.h"
 
 #include <doctest/doctest.h>

@@ -1,7 +1,7 @@
 #include "gl/Program.h"
 #include "plan/SelfCheck.h"
 #include "gl/ShaderSource.h"
-#include "gl/check.h"
+#include "base/check.h"
 #include "plan/Plan.h"
 
 #include <glad/gl.h>

@@ -1,4 +1,4 @@
-#include "gl/check.h"
+#include "base/check.h"
 #include "model/NetDescription.h"
 #include "model/Network.h"
 #include "support/TempDir.h"

@@ -1,7 +1,7 @@
 // The input format training records: one mean and deviation per channel of RGB images, one for gray images, and
 // metadata that reads back as written (lists of one per channel).
-#include "gl/check.h"
-#include "model/Trainer.h"
+#include "base/check.h"
+#include "train/Trainer.h"
 
 #include <doctest/doctest.h>
 

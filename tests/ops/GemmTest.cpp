@@ -1,6 +1,6 @@
 // The GEMM core under every configuration, forced one by one, in each operand layout the dense op uses,
 // against float64 at sizes that cross every tile edge; and the rule that picks a configuration.
-#include "gl/check.h"
+#include "base/check.h"
 #include "ops/Dense.h"
 #include "ops/Gemm.h"
 #include "ops/Transpose.h"

@@ -1,4 +1,4 @@
-#include "dist/Bfloat16.h"
+#include "base/Bfloat16.h"
 #include "ops/GradientCompression.h"
 #include "support/Compare.h"
 #include "support/GlContext.h"

@@ -1,4 +1,4 @@
-#include "gl/check.h"
+#include "base/check.h"
 #include "ops/Dense.h"
 #include "ops/Normalize.h"
 #include "plan/Plan.h"

@@ -1,0 +1,441 @@
+#include "convert/OnnxNetwork.h"
+
+#include "formats/OnnxProto.h"
+#include "base/check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+namespace glnet {
+namespace {
+
+using onnxformat::Attributes;
+using onnxformat::describe;
+using onnxformat::integer;
+using onnxformat::integers;
+using onnxformat::real;
+
+constexpr const char* trainableOps =
+    "Conv, Gemm, BatchNormalization, Relu, Tanh, Sigmoid, HardSwish, x*Sigmoid(x), Add, Concat, MaxPool, AveragePool, "
+    "GlobalAveragePool, Flatten, Dropout, Identity, Constant and a last Softmax";
+
+bool endsWith(const std::string& text, const std::string& end) {
+  return text.size() > end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
+}
+
+// Nodes in the order the file lists them (ONNX requires it topological), each made into the layers of a description.
+class Converter {
+ public:
+  explicit Converter(std::string path) : path_(std::move(path)) {}
+
+  OnnxNetwork run() {
+    const onnx::ModelProto model = readOnnxModelProto(path_);
+    opset_ = onnxOpset(model);
+    const onnx::GraphProto& graph = model.graph();
+    readMetadata(model);
+    for (const onnx::TensorProto& initializer : graph.initializer()) constants_[initializer.name()] = readOnnxTensor(initializer, path_);
+    readInput(graph);
+    for (const onnx::NodeProto& node : graph.node()) {
+      for (const std::string& name : node.input()) readers_[name].push_back(&node);
+    }
+    if (graph.output_size() != 1) throw Error(path_ + ": the model has " + std::to_string(graph.output_size()) + " outputs; glnet trains models of one");
+    output_ = graph.output(0).name();
+    findSilu(graph);
+    for (const onnx::NodeProto& node : graph.node()) convert(node);
+    if (result_.description.layers.empty()) throw Error(path_ + ": the model has no layer to train");
+    const auto last = layerOf_.find(output_);
+    if (last == layerOf_.end() || last->second != result_.description.layers.back().name) {
+      throw Error(path_ + ": the output " + output_ + " is not what the last node computes; glnet trains networks whose last layer gives the logits");
+    }
+    const std::string stem = std::filesystem::path(path_).stem().string();
+    result_.description.name = isValidLayerName(graph.name()) ? graph.name() : isValidLayerName(stem) ? stem : "onnx";
+    // The rules every description meets (a model file records it), checked once more on what was made here.
+    result_.description = parseNetDescription(toJson(result_.description), path_);
+    return std::move(result_);
+  }
+
+ private:
+  [[noreturn]] void refuse(const onnx::NodeProto& node, const std::string& why) const {
+    throw Error(path_ + ": node '" + node.name() + "' (" + node.op_type() + "): " + why);
+  }
+
+  void readMetadata(const onnx::ModelProto& model) {
+    std::map<std::string, std::string> metadata;
+    for (const onnx::StringStringEntryProto& entry : model.metadata_props()) metadata[entry.key()] = entry.value();
+    if (metadata.count("input_mean") && metadata.count("input_std")) result_.input = inputFormatOf(metadata, path_);
+  }
+
+  // The one graph input that is no initializer: float, [batch, features] or [batch, channels, height, width].
+  void readInput(const onnx::GraphProto& graph) {
+    const onnx::ValueInfoProto* input = nullptr;
+    for (const onnx::ValueInfoProto& candidate : graph.input()) {
+      if (constants_.count(candidate.name())) continue;  // older exporters list initializers as inputs too
+      if (input) throw Error(path_ + ": the model has more than one input; glnet trains models of one image input");
+      input = &candidate;
+    }
+    if (!input) throw Error(path_ + ": the model has no input");
+    const auto& type = input->type();
+    if (!type.has_tensor_type() || type.tensor_type().elem_type() != onnx::TensorProto::FLOAT || !type.tensor_type().has_shape()) {
+      throw Error(path_ + ": input " + input->name() + " is not a float tensor of known shape");
+    }
+    const auto& dims = type.tensor_type().shape().dim();
+    if (dims.size() != 2 && dims.size() != 4) {
+      throw Error(path_ + ": input " + input->name() + " has " + std::to_string(dims.size()) + " axes; glnet trains on [N, features] or [N, C, H, W]");
+    }
+    for (int i = 1; i < dims.size(); ++i) {
+      if (!dims[i].has_dim_value() || dims[i].dim_value() < 1 || dims[i].dim_value() > (1 << 16)) {
+        throw Error(path_ + ": input " + input->name() + " needs a fixed size from 1 to 65536 on axis " + std::to_string(i));
+      }
+      result_.description.input.push_back(static_cast<std::uint32_t>(dims[i].dim_value()));
+    }
+    layerOf_[input->name()] = "input";
+    rankOf_[input->name()] = static_cast<std::size_t>(dims.size());
+  }
+
+  // A Sigmoid read only by a Mul of its own input and itself is SiLU, as PyTorch exports it before opset 22.
+  void findSilu(const onnx::GraphProto& graph) {
+    for (const onnx::NodeProto& node : graph.node()) {
+      if (node.op_type() != "Sigmoid" || node.input_size() != 1 || node.output_size() != 1 || node.output(0) == output_) continue;
+      const auto& readers = readers_[node.output(0)];
+      if (readers.size() != 1 || readers[0]->op_type() != "Mul" || readers[0]->input_size() != 2) continue;
+      const onnx::NodeProto& mul = *readers[0];
+      const bool pair = (mul.input(0) == node.input(0) && mul.input(1) == node.output(0)) ||
+                        (mul.input(1) == node.input(0) && mul.input(0) == node.output(0));
+      if (!pair) continue;
+      absorbed_.insert(&node);
+      siluInput_[&mul] = node.input(0);
+    }
+  }
+
+  Attributes attributes(const onnx::NodeProto& node, const std::set<std::string>& known) const {
+    Attributes byName;
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (!known.count(attribute.name())) refuse(node, "attribute " + attribute.name() + " is not supported for training");
+      byName[attribute.name()] = &attribute;
+    }
+    return byName;
+  }
+
+  // Input `index`, an initializer or a Constant node's value.
+  const OnnxConstant& constant(const onnx::NodeProto& node, int index) const {
+    const auto found = index < node.input_size() ? constants_.find(node.input(index)) : constants_.end();
+    if (found == constants_.end()) refuse(node, "input " + std::to_string(index) + " must be an initializer (a trained weight)");
+    return found->second;
+  }
+  const OnnxConstant* optionalConstant(const onnx::NodeProto& node, int index) const {
+    if (index >= node.input_size() || node.input(index).empty()) return nullptr;
+    return &constant(node, index);
+  }
+  // The layer that computes input `index`.
+  std::string layerInput(const onnx::NodeProto& node, int index) const {
+    if (index >= node.input_size() || node.input(index).empty()) refuse(node, "input " + std::to_string(index) + " is missing");
+    const auto found = layerOf_.find(node.input(index));
+    if (found == layerOf_.end()) {
+      refuse(node, constants_.count(node.input(index)) ? "input " + std::to_string(index) + " is a constant where glnet trains on computed tensors"
+                                                        : "input '" + node.input(index) + "' is made by no earlier node");
+    }
+    return found->second;
+  }
+  // The axes of input 0, which a layer computes.
+  std::size_t rank(const onnx::NodeProto& node) const {
+    layerInput(node, 0);
+    return rankOf_.at(node.input(0));
+  }
+
+  // A layer's name: its weight's prefix when PyTorch named it (conv1.weight: conv1), else the node's name made one.
+  std::string nameFor(const onnx::NodeProto& node, const std::string& weight) {
+    std::string name = endsWith(weight, ".weight") ? weight.substr(0, weight.size() - 7) : "";
+    if (!isValidLayerName(name) || names_.count(name)) {
+      const std::string& source = node.name().empty() ? node.output(0) : node.name();
+      name.clear();
+      const std::size_t start = std::min(source.find_first_not_of('/'), source.size());  // "/conv1/Conv" → "conv1.Conv"
+      for (const char c : source.substr(start, 100)) {
+        const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
+        name += c == '/' ? '.' : plain ? c : '_';
+      }
+      if (name.empty() || name == "input") name = "layer" + std::to_string(result_.description.layers.size() + 1);
+      const std::string base = name;
+      for (int k = 2; names_.count(name); ++k) name = base + "." + std::to_string(k);
+    }
+    names_.insert(name);
+    return name;
+  }
+
+  void weight(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values) {
+    result_.weights.tensors[name] = HostTensor{shape, std::vector<float>(values.begin(), values.end())};
+  }
+
+  // Adds the layer reading `inputs` (earlier layers' names); node's first output is its output, of `rank` axes.
+  void add(const onnx::NodeProto& node, LayerDescription layer, std::vector<std::string> inputs, std::size_t outputRank) {
+    layer.inputs = std::move(inputs);
+    layerOf_[node.output(0)] = layer.name;
+    rankOf_[node.output(0)] = outputRank;
+    result_.description.layers.push_back(std::move(layer));
+  }
+  // The node's output is its input's value (Identity, a Dropout of rate 0, a last Softmax).
+  void alias(const onnx::NodeProto& node) {
+    const std::string input = layerInput(node, 0);
+    layerOf_[node.output(0)] = input;
+    rankOf_[node.output(0)] = rank(node);
+  }
+
+  // A Relu, Tanh or Sigmoid that alone reads the output of the Conv or Gemm `node` runs inside it.
+  Activation fuseActivation(const onnx::NodeProto& node) {
+    const auto& readers = readers_[node.output(0)];
+    if (node.output(0) == output_ || readers.size() != 1 || absorbed_.count(readers[0])) return Activation::none;
+    const std::string& op = readers[0]->op_type();
+    if (op != "Relu" && op != "Tanh" && op != "Sigmoid") return Activation::none;
+    absorbed_.insert(readers[0]);
+    fusedInto_[readers[0]] = &node;
+    return op == "Relu" ? Activation::relu : op == "Tanh" ? Activation::tanh : Activation::sigmoid;
+  }
+
+  // kernel_shape, strides, pads and dilations of a 2-D window that glnet's layers take: square, one stride and one
+  // padding on every side, no dilation.
+  void window(const onnx::NodeProto& node, const Attributes& a, LayerDescription& layer, std::int64_t defaultKernel) {
+    if (rank(node) != 4) refuse(node, "glnet trains 2-D windows over [N, C, H, W]");
+    const std::string autoPad = a.count("auto_pad") ? a.at("auto_pad")->s() : "NOTSET";
+    if (autoPad != "NOTSET") refuse(node, "auto_pad " + autoPad + " is not supported for training; export with explicit pads");
+    std::vector<std::int64_t> kernel = integers(a, "kernel_shape");
+    if (kernel.empty() && defaultKernel > 0) kernel = {defaultKernel, defaultKernel};
+    const std::vector<std::int64_t> strides = integers(a, "strides"), pads = integers(a, "pads"), dilations = integers(a, "dilations");
+    const auto same = [](const std::vector<std::int64_t>& v) { return std::all_of(v.begin(), v.end(), [&](std::int64_t x) { return x == v[0]; }); };
+    if (kernel.size() != 2 || !same(kernel) || kernel[0] < 1 || kernel[0] > (1 << 16)) refuse(node, "glnet trains square 2-D kernels, not " + describe(kernel));
+    if ((!strides.empty() && (strides.size() != 2 || !same(strides))) || (!pads.empty() && (pads.size() != 4 || !same(pads)))) {
+      refuse(node, "glnet trains one stride and one padding on every side, not strides " + describe(strides) + " and pads " + describe(pads));
+    }
+    if (std::any_of(dilations.begin(), dilations.end(), [](std::int64_t d) { return d != 1; })) refuse(node, "dilated windows are not supported for training");
+    layer.kernel = static_cast<std::uint32_t>(kernel[0]);
+    const std::int64_t stride = strides.empty() ? 1 : strides[0], padding = pads.empty() ? 0 : pads[0];
+    if (stride < 1 || stride > (1 << 16) || padding < 0 || padding > (1 << 16)) refuse(node, "a stride or padding out of range");
+    layer.stride = static_cast<std::uint32_t>(stride);
+    layer.padding = static_cast<std::uint32_t>(padding);
+  }
+
+  void conv(const onnx::NodeProto& node) {
+    const Attributes a = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
+    const OnnxConstant& w = constant(node, 1);
+    if (w.shape.size() != 4 || w.shape[0] < 1 || w.shape[0] > (1 << 16)) refuse(node, "the weight must be [outputs, channels/groups, kernel, kernel], not " + describe(w.shape));
+    LayerDescription layer;
+    layer.kind = "conv";
+    window(node, a, layer, w.shape[2]);
+    if (w.shape[2] != layer.kernel || w.shape[3] != layer.kernel) refuse(node, "the weight " + describe(w.shape) + " does not match kernel_shape");
+    const std::int64_t groups = integer(a, "group", 1);
+    if (groups < 1 || w.shape[0] % groups != 0) refuse(node, "group " + std::to_string(groups) + " does not divide the outputs");
+    layer.groups = static_cast<std::uint32_t>(groups);
+    layer.outputs = static_cast<std::uint32_t>(w.shape[0]);
+    layer.name = nameFor(node, node.input(1));
+    const std::string input = layerInput(node, 0);
+    layer.activation = fuseActivation(node);
+    weight(layer.name + ".weight", w.shape, w.values);
+    biasOf(node, 2, layer);
+    add(node, layer, {input}, 4);
+  }
+
+  void biasOf(const onnx::NodeProto& node, int index, const LayerDescription& layer) {
+    const OnnxConstant* b = optionalConstant(node, index);
+    if (b && b->elements() != layer.outputs) refuse(node, "the bias holds " + std::to_string(b->elements()) + " values for " + std::to_string(layer.outputs) + " outputs");
+    const std::int64_t outputs = layer.outputs;
+    weight(layer.name + ".bias", {outputs}, b ? b->values : std::vector<double>(layer.outputs, 0.0));
+  }
+
+  void gemm(const onnx::NodeProto& node) {
+    const Attributes a = attributes(node, {"alpha", "beta", "transA", "transB"});
+    if (real(a, "alpha", 1.0) != 1.0 || real(a, "beta", 1.0) != 1.0 || integer(a, "transA", 0) != 0) {
+      refuse(node, "glnet trains Gemm as PyTorch's Linear exports it (alpha and beta 1, A not transposed)");
+    }
+    if (rank(node) != 2) refuse(node, "A must be [N, features]");
+    const OnnxConstant& b = constant(node, 1);
+    if (b.shape.size() != 2 || b.shape[0] < 1 || b.shape[1] < 1) refuse(node, "B must be a matrix of weights, not " + describe(b.shape));
+    const bool transposed = integer(a, "transB", 0) != 0;
+    const std::int64_t outputs = transposed ? b.shape[0] : b.shape[1], features = transposed ? b.shape[1] : b.shape[0];
+    std::vector<double> values = b.values;
+    if (!transposed) {  // glnet's dense weight is [outputs, features], as PyTorch's
+      for (std::int64_t o = 0; o < outputs; ++o) {
+        for (std::int64_t f = 0; f < features; ++f) values[static_cast<std::size_t>(o * features + f)] = b.values[static_cast<std::size_t>(f * outputs + o)];
+      }
+    }
+    if (outputs > (1 << 16)) refuse(node, "more than 65536 outputs");
+    LayerDescription layer;
+    layer.kind = "dense";
+    layer.outputs = static_cast<std::uint32_t>(outputs);
+    layer.name = nameFor(node, node.input(1));
+    const std::string input = layerInput(node, 0);
+    layer.activation = fuseActivation(node);
+    weight(layer.name + ".weight", {outputs, features}, values);
+    biasOf(node, 2, layer);
+    add(node, layer, {input}, 2);
+  }
+
+  void batchNorm(const onnx::NodeProto& node) {
+    const Attributes a = attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
+    if (integer(a, "spatial", 1) != 1) refuse(node, "spatial 0 is not supported");
+    const double epsilon = real(a, "epsilon", 1e-5), momentum = real(a, "momentum", 0.9);
+    if (!(epsilon > 0 && epsilon < 1)) refuse(node, "epsilon must be in (0, 1)");
+    // ONNX weighs the running value by momentum, PyTorch the batch's.
+    if (!(momentum >= 0 && momentum < 1)) refuse(node, "momentum must be in [0, 1)");
+    if (rank(node) < 2) refuse(node, "batch normalization reads [N, C, ...]");
+    LayerDescription layer;
+    layer.kind = "batchnorm";
+    layer.epsilon = static_cast<float>(epsilon);
+    layer.momentum = static_cast<float>(1.0 - momentum);
+    layer.name = nameFor(node, node.input(1));
+    const std::string input = layerInput(node, 0);
+    const char* suffixes[] = {".weight", ".bias", ".running_mean", ".running_var"};
+    for (int k = 0; k < 4; ++k) {
+      const OnnxConstant& value = constant(node, k + 1);
+      if (value.shape.size() != 1) refuse(node, "input " + std::to_string(k + 1) + " must hold one value per channel, not " + describe(value.shape));
+      if (k == 3) {
+        if (const std::string problem = onnxformat::varianceProblem(value.values, epsilon); !problem.empty()) refuse(node, problem);
+      }
+      weight(layer.name + suffixes[k], value.shape, value.values);
+    }
+    add(node, layer, {input}, rank(node));
+  }
+
+  void pool(const onnx::NodeProto& node, bool average) {
+    const Attributes a = average ? attributes(node, {"kernel_shape", "strides", "pads", "ceil_mode", "count_include_pad", "auto_pad"})
+                                 : attributes(node, {"kernel_shape", "strides", "pads", "ceil_mode", "dilations", "auto_pad", "storage_order"});
+    LayerDescription layer;
+    layer.kind = average ? "avgpool" : "maxpool";
+    window(node, a, layer, 0);
+    if (integer(a, "ceil_mode", 0) != 0) refuse(node, "ceil_mode 1 is not supported for training");
+    if (integer(a, "storage_order", 0) != 0) refuse(node, "storage_order 1 is not supported");
+    if (average && layer.padding > 0 && integer(a, "count_include_pad", 0) != 0) {
+      refuse(node, "glnet's average pooling leaves padding out of the average (count_include_pad 0)");
+    }
+    if (2 * layer.padding > layer.kernel) refuse(node, "padding must be at most half the kernel");
+    layer.name = nameFor(node, "");
+    add(node, layer, {layerInput(node, 0)}, 4);
+  }
+
+  void simple(const onnx::NodeProto& node, const std::string& kind, std::vector<std::string> inputs, std::size_t outputRank) {
+    attributes(node, {});
+    LayerDescription layer;
+    layer.kind = kind;
+    layer.name = nameFor(node, "");
+    add(node, layer, std::move(inputs), outputRank);
+  }
+
+  void convert(const onnx::NodeProto& node) {
+    if (!node.domain().empty() && node.domain() != "ai.onnx") refuse(node, "the domain " + node.domain() + " is not supported");
+    if (node.output_size() < 1) refuse(node, "it has no output");
+    const std::string& op = node.op_type();
+    // Second outputs (a training-mode BatchNormalization's running statistics, Dropout's mask, MaxPool's indices)
+    // are glnet's own business while training; nothing may read them.
+    for (int k = 1; k < node.output_size(); ++k) {
+      if (!node.output(k).empty() && (readers_.count(node.output(k)) || node.output(k) == output_)) {
+        refuse(node, "its output " + std::to_string(k) + " is read; glnet trains with the first output alone");
+      }
+    }
+    if (absorbed_.count(&node)) {
+      const auto fused = fusedInto_.find(&node);
+      if (fused != fusedInto_.end()) {
+        const auto layer = layerOf_.find(fused->second->output(0));
+        if (layer == layerOf_.end()) refuse(node, "it comes before the node whose output it reads");
+        layerOf_[node.output(0)] = layer->second;
+        rankOf_[node.output(0)] = rankOf_.at(fused->second->output(0));
+      }
+      return;
+    }
+    if (op == "Constant") {
+      const Attributes a = attributes(node, {"value"});
+      if (!a.count("value")) refuse(node, "glnet reads Constant nodes with a tensor value");
+      constants_[node.output(0)] = readOnnxTensor(a.at("value")->t(), path_);
+    } else if (op == "Conv") {
+      conv(node);
+    } else if (op == "Gemm") {
+      gemm(node);
+    } else if (op == "BatchNormalization") {
+      batchNorm(node);
+    } else if (op == "Relu" || op == "Tanh" || op == "Sigmoid" || op == "HardSwish") {
+      simple(node, op == "HardSwish" ? "hardswish" : op == "Relu" ? "relu" : op == "Tanh" ? "tanh" : "sigmoid", {layerInput(node, 0)}, rank(node));
+    } else if (op == "Mul" && siluInput_.count(&node)) {
+      const auto at = std::find(node.input().begin(), node.input().end(), siluInput_.at(&node)) - node.input().begin();
+      simple(node, "silu", {layerInput(node, static_cast<int>(at))}, rank(node));
+    } else if (op == "Add") {
+      if (node.input_size() != 2) refuse(node, "Add takes two inputs");
+      simple(node, "add", {layerInput(node, 0), layerInput(node, 1)}, rank(node));
+    } else if (op == "Concat") {
+      const Attributes a = attributes(node, {"axis"});
+      const std::int64_t axis = integer(a, "axis", 1);
+      if (axis != 1 && axis != 1 - static_cast<std::int64_t>(rank(node))) refuse(node, "glnet trains concatenations of channels (axis 1)");
+      if (node.input_size() < 2 || node.input_size() > 32) refuse(node, "glnet trains concatenations of 2 to 32 tensors");
+      std::vector<std::string> inputs;
+      for (int k = 0; k < node.input_size(); ++k) inputs.push_back(layerInput(node, k));
+      LayerDescription layer;
+      layer.kind = "concat";
+      layer.name = nameFor(node, "");
+      add(node, layer, inputs, rank(node));
+    } else if (op == "MaxPool" || op == "AveragePool") {
+      pool(node, op == "AveragePool");
+    } else if (op == "GlobalAveragePool") {
+      if (rank(node) != 4) refuse(node, "glnet trains global pooling of [N, C, H, W]");
+      simple(node, "globalavgpool", {layerInput(node, 0)}, 4);
+    } else if (op == "Flatten") {
+      const Attributes a = attributes(node, {"axis"});
+      if (integer(a, "axis", 1) != 1) refuse(node, "glnet trains Flatten with axis 1 (torch.flatten(x, 1))");
+      if (rank(node) == 2) {
+        alias(node);
+      } else {
+        LayerDescription layer;
+        layer.kind = "flatten";
+        layer.name = nameFor(node, "");
+        add(node, layer, {layerInput(node, 0)}, 2);
+      }
+    } else if (op == "Dropout") {
+      dropout(node);
+    } else if (op == "Identity") {
+      alias(node);
+    } else if ((op == "Softmax" || op == "LogSoftmax") && node.output(0) == output_) {
+      // The loss applies its own softmax to the logits.
+      const Attributes a = attributes(node, {"axis"});
+      const std::int64_t axis = integer(a, "axis", opset_ < 13 ? 1 : -1);
+      if (rank(node) != 2 || (axis != 1 && axis != -1)) refuse(node, "glnet trains a last softmax over the classes of [N, classes]");
+      alias(node);
+    } else {
+      refuse(node, std::string("glnet trains ") + trainableOps + (op == "Reshape" || op == "Shape" ? "; flatten with torch.flatten(x, 1) rather than view or reshape" : ""));
+    }
+  }
+
+  void dropout(const onnx::NodeProto& node) {
+    const Attributes a = attributes(node, {"ratio", "is_test", "seed"});
+    double rate = real(a, "ratio", 0.5);
+    if (const OnnxConstant* ratio = opset_ >= 12 ? optionalConstant(node, 1) : nullptr) {
+      if (ratio->elements() != 1) refuse(node, "the ratio must be one number");
+      rate = ratio->values[0];
+    }
+    if (!(rate >= 0 && rate < 1)) refuse(node, "the ratio must be in [0, 1)");
+    if (rate == 0) {
+      alias(node);
+      return;
+    }
+    LayerDescription layer;
+    layer.kind = "dropout";
+    layer.rate = static_cast<float>(rate);
+    layer.name = nameFor(node, "");
+    add(node, layer, {layerInput(node, 0)}, rank(node));
+  }
+
+  std::string path_;
+  std::int64_t opset_ = 0;
+  std::string output_;
+  std::map<std::string, OnnxConstant> constants_;
+  std::map<std::string, std::string> layerOf_;  // a tensor's layer ("input" for the graph's input)
+  std::map<std::string, std::size_t> rankOf_;   // its axes, the batch's included
+  std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;
+  std::set<const onnx::NodeProto*> absorbed_;  // activations run by the layer before them, and SiLU's Sigmoid
+  std::map<const onnx::NodeProto*, const onnx::NodeProto*> fusedInto_;
+  std::map<const onnx::NodeProto*, std::string> siluInput_;  // SiLU's Mul: its x
+  std::set<std::string> names_;
+  OnnxNetwork result_;
+};
+
+}  // namespace
+
+OnnxNetwork readOnnxNetwork(const std::string& path) { return Converter(path).run(); }
+
+}  // namespace glnet

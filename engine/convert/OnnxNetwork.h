@@ -1,0 +1,35 @@
+// An ONNX model read as a trainable network (glnet_train --net MODEL.onnx): its nodes become the layers of a network
+// description and its initializers those layers' parameters, so that a model exported from PyTorch (or by glnet)
+// fine-tunes on the same trainable ops as a described network, and saves, resumes and exports like one.
+//
+// Read: Conv (square kernels, one stride and padding on every side, any groups), Gemm (PyTorch's Linear),
+// BatchNormalization (a training-mode export keeps it; an eval-mode export has folded it into the Conv), Relu, Tanh
+// and Sigmoid (fused into the Conv or Gemm they follow), HardSwish, x·Sigmoid(x) (SiLU), Add, Concat along the
+// channels, MaxPool, AveragePool, GlobalAveragePool, Flatten, Dropout, Identity, Constant, and a Softmax or LogSoftmax
+// that gives the output (the loss takes the logits before it). Any other node is refused in one line naming it: such
+// models run (glnet_eval, glnet_run) but do not train.
+#pragma once
+
+#include "model/NetDescription.h"
+#include "model/Network.h"
+#include "formats/Safetensors.h"
+
+#include <optional>
+#include <string>
+
+namespace glnet {
+
+struct OnnxNetwork {
+  NetDescription description;
+  // The parameters by the description's names (conv1.weight, bn1.running_mean, ...): a Conv or Gemm without a bias
+  // gets zeros, which then train.
+  TensorFile weights;
+  // The model's metadata input_mean and input_std, when it has them (glnet's own exports): the normalization its
+  // weights were trained with.
+  std::optional<InputFormat> input;
+};
+
+// Throws glnet::Error naming the file and, where one is at fault, the node, its op and what glnet cannot train.
+OnnxNetwork readOnnxNetwork(const std::string& path);
+
+}  // namespace glnet

@@ -1,0 +1,952 @@
+#include "importer/Onnx.h"
+
+#include "importer/OnnxImporter.h"
+#include "base/FileInput.h"
+#include "base/check.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+namespace glnet::onnximport {
+
+OnnxModel Importer::run() {
+  const onnx::ModelProto model = readOnnxModelProto(path_);
+  result_.opset = onnxOpset(model);
+  for (const onnx::StringStringEntryProto& entry : model.metadata_props()) result_.metadata[entry.key()] = entry.value();
+  result_.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
+  const onnx::GraphProto& graph = model.graph();
+  for (const onnx::NodeProto& node : graph.node()) {
+    for (const std::string& name : node.input()) {
+      ++consumers_[name];
+      if (readers_[name].empty() || readers_[name].back() != &node) readers_[name].push_back(&node);
+    }
+  }
+  for (const onnx::ValueInfoProto& output : graph.output()) ++consumers_[output.name()];
+  for (const onnx::TensorProto& initializer : graph.initializer()) values_[initializer.name()] = {true, readTensor(initializer), {}};
+  readInputs(graph);
+  // Constant nodes first: they read nothing, and a Clip's bounds must be known when the Conv before it decides
+  // whether to fuse it.
+  for (const onnx::NodeProto& node : graph.node()) {
+    if (node.op_type() == "Constant" && node.input_size() == 0 && (node.domain().empty() || node.domain() == "ai.onnx")) importNode(node);
+  }
+  for (const onnx::NodeProto& node : graph.node()) {
+    if (node.op_type() != "Constant" || node.input_size() != 0 || !(node.domain().empty() || node.domain() == "ai.onnx")) importNode(node);
+  }
+  if (graph.output_size() < 1) throw Error(path_ + ": the model has no output");
+  for (const onnx::ValueInfoProto& port : graph.output()) {
+    const Value& output = value(port.name(), "the graph output");
+    if (output.constant) throw Error(path_ + ": the output " + port.name() + " is a constant; nothing to run");
+    Tensor tensor = output.tensor;
+    // A graph output that is an input (Identity) or another output gets a copy of its own.
+    const bool taken = std::any_of(result_.outputs.begin(), result_.outputs.end(), [&](const auto& o) { return o.second.id == tensor.id; });
+    if (graph_.tensor(tensor).role != TensorRole::computed || taken) tensor = graph_.apply(expandOp(graph_.tensor(tensor).shape), {tensor}, port.name());
+    result_.outputs.push_back({port.name(), tensor});
+  }
+  result_.outputName = result_.outputs[0].first;
+  result_.output = result_.outputs[0].second;
+  const auto softmax = softmaxInputs_.find(result_.output.id);
+  result_.logits = softmax == softmaxInputs_.end() ? result_.output : softmax->second;
+  result_.graph = std::move(graph_);
+  return std::move(result_);
+}
+
+void Importer::refuse(const onnx::NodeProto& node, const std::string& why) const {
+  throw Error(path_ + ": node '" + node.name() + "' (" + node.op_type() + ", opset " + std::to_string(result_.opset) + "): " + why);
+}
+
+void Importer::readInputs(const onnx::GraphProto& graph) {
+  for (const onnx::ValueInfoProto& input : graph.input()) {
+    if (values_.count(input.name())) continue;  // older exporters list initializers as inputs too
+    const int type = input.type().has_tensor_type() ? input.type().tensor_type().elem_type() : 0;
+    if (type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::UINT8) {
+      throw Error(path_ + ": input " + input.name() + " is neither a float nor a uint8 tensor");
+    }
+    if (!input.type().tensor_type().has_shape()) throw Error(path_ + ": input " + input.name() + " has no shape");
+    const bool first = result_.inputs.empty();
+    bool batched = false;
+    Shape shape;
+    const auto& dims = input.type().tensor_type().shape().dim();
+    // The first input's first dimension is the batch, which a scalar does not have.
+    if (first && dims.empty()) throw Error(path_ + ": the first input " + input.name() + " is a scalar (shape []); its first dimension must be the batch");
+    for (int i = 0; i < dims.size(); ++i) {
+      if (dims[i].has_dim_value()) {
+        const std::int64_t d = dims[i].dim_value();
+        if (d < 1 || d > (1 << 24)) throw Error(path_ + ": input " + input.name() + " has dimension " + std::to_string(d));
+        shape.push_back(static_cast<std::uint32_t>(d));
+      } else if (i == 0) {
+        shape.push_back(batch_ == 0 ? 1 : batch_);
+        result_.dynamicBatch = result_.dynamicBatch || first;
+        batched = true;
+      } else {
+        throw Error(path_ + ": input " + input.name() + " has a symbolic dimension " + std::to_string(i) + "; only the batch may be");
+      }
+    }
+    if (first && batch_ != 0 && shape[0] != batch_) {
+      throw Error(path_ + ": the model's batch is fixed at " + std::to_string(shape[0]) + ", not " + std::to_string(batch_));
+    }
+    const Tensor tensor = graph_.input(input.name(), shape);
+    result_.inputs.push_back({input.name(), tensor});
+    result_.batchedInputs.push_back(batched);
+    result_.byteInputs.push_back(type == onnx::TensorProto::UINT8);
+    values_[input.name()] = {false, {}, tensor};
+  }
+  if (result_.inputs.empty()) throw Error(path_ + ": the model has no input");
+  result_.inputName = result_.inputs[0].first;
+  result_.input = result_.inputs[0].second;
+}
+
+const Value& Importer::value(const std::string& name, const std::string& user) const {
+  const auto found = values_.find(name);
+  if (found == values_.end()) throw Error(path_ + ": " + user + " reads '" + name + "', which no node or initializer makes");
+  return found->second;
+}
+
+std::map<std::string, const onnx::AttributeProto*> Importer::attributes(const onnx::NodeProto& node, const std::set<std::string>& known) const {
+  std::map<std::string, const onnx::AttributeProto*> byName;
+  for (const onnx::AttributeProto& attribute : node.attribute()) {
+    if (!known.count(attribute.name())) refuse(node, "attribute " + attribute.name() + " is not supported");
+    byName[attribute.name()] = &attribute;
+  }
+  return byName;
+}
+
+const Value& Importer::operand(const onnx::NodeProto& node, int index) const {
+  if (index >= node.input_size() || node.input(index).empty()) refuse(node, "input " + std::to_string(index) + " is missing");
+  return value(node.input(index), "node '" + node.name() + "'");
+}
+
+Tensor Importer::tensorInput(const onnx::NodeProto& node, int index) const {
+  const Value& v = operand(node, index);
+  if (v.constant) refuse(node, "input " + std::to_string(index) + " is a constant where glnet computes a tensor");
+  return v.tensor;
+}
+
+const Constant* Importer::constantInput(const onnx::NodeProto& node, int index) const {
+  if (index >= node.input_size() || node.input(index).empty()) return nullptr;
+  const Value& v = value(node.input(index), "node '" + node.name() + "'");
+  if (!v.constant) refuse(node, "input " + std::to_string(index) + " must be a constant (an initializer) for glnet so far");
+  return &v.host;
+}
+
+Tensor Importer::parameter(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values,
+                           bool infinitiesAllowed) {
+  // An empty weight has nothing to run, and a NaN (or an infinite weight) makes every answer NaN: a broken file, said
+  // at load by every command alike (glnet_info too, which never runs it).
+  for (const std::int64_t d : shape) {
+    if (d < 1) throw Error(path_ + ": tensor " + name + " has an empty dimension " + describe(shape) + "; glnet runs no empty tensors");
+  }
+  if (std::any_of(values.begin(), values.end(), [](double v) { return std::isnan(v); })) throw Error(path_ + ": tensor " + name + " holds NaN values");
+  if (!infinitiesAllowed && !std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); })) {
+    throw Error(path_ + ": tensor " + name + " holds infinite values");
+  }
+  result_.parameterBytes += values.size() * sizeof(float);
+  return graph_.parameter(name, Shape(shape.begin(), shape.end()), std::vector<float>(values.begin(), values.end()));
+}
+
+void Importer::define(const onnx::NodeProto& node, Tensor tensor, const std::string& glnetOp) {
+  values_[node.output(0)] = {false, {}, tensor};
+  result_.nodes.push_back({node.name(), node.op_type(), glnetOp, graph_.tensor(tensor).shape});
+}
+
+Tensor Importer::apply(const onnx::NodeProto& node, std::shared_ptr<const Op> op, const std::vector<Tensor>& inputs, const std::string& glnetOp) {
+  try {
+    const Tensor out = graph_.apply(std::move(op), inputs, node.name());
+    define(node, out, glnetOp);
+    return out;
+  } catch (const Error& error) {
+    refuse(node, error.what());
+  }
+}
+
+void Importer::importNode(const onnx::NodeProto& node) {
+  if (!node.domain().empty() && node.domain() != "ai.onnx") refuse(node, "the domain " + node.domain() + " is not supported");
+  if (node.output_size() < 1) refuse(node, "it has no output");
+  if (fused_.count(&node)) {
+    // Its function runs inside the op that computes its input (see fusedPointwise), or that of the node named in
+    // aliases_ (SiLU's Mul).
+    const auto alias = aliases_.find(&node);
+    const Value& in = alias == aliases_.end() ? operand(node, 0) : value(alias->second, "node '" + node.name() + "'");
+    values_[node.output(0)] = in;
+    result_.nodes.push_back({node.name(), node.op_type(), "fused", graph_.tensor(in.tensor).shape});
+    return;
+  }
+  if (foldable(node)) {
+    values_[node.output(0)] = {true, fold(node), {}};
+    result_.nodes.push_back({node.name(), node.op_type(), "folded", {}});
+    return;
+  }
+  const std::string& op = node.op_type();
+  if (op == "Constant") {
+    const auto a = attributes(node, {"value"});
+    if (!a.count("value")) refuse(node, "only the value attribute is supported");
+    values_[node.output(0)] = {true, readTensor(a.at("value")->t()), {}};
+    result_.nodes.push_back({node.name(), op, "folded", {}});
+  } else if (op == "Identity" || op == "Dropout" || op == "Cast") {
+    const auto a = attributes(node, {"seed", "ratio", "training_mode", "to", "saturate"});
+    if (op == "Cast" && integer(a, "to", 0) != onnx::TensorProto::FLOAT) refuse(node, "a tensor computed on the GPU stays float; casts to other types are not supported");
+    if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty() && scalar(node, 2) != 0) refuse(node, "training mode is not supported");
+    if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the mask output is not supported (inference only)");
+    const Value& in = operand(node, 0);
+    values_[node.output(0)] = in;
+    // Of a constant (PyTorch's Identity on a shared weight), it is folded like any constant node.
+    result_.nodes.push_back({node.name(), op, in.constant ? "folded" : "identity", in.constant ? Shape{} : graph_.tensor(in.tensor).shape});
+  } else if (op == "Gemm" || op == "MatMul") {
+    importProduct(node);
+  } else if (const std::optional<Pointwise> function = pointwiseOf(node)) {
+    // x·sigmoid(x) (SiLU, EfficientNet's activation) as one op: the sigmoid's tensor is never made.
+    const onnx::NodeProto* product = function->kind == PointwiseKind::sigmoid ? soleReader(node.output(0)) : nullptr;
+    const bool silu = product && multiplies(*product, node.input(0), node.output(0));
+    if (silu) {
+      fused_.insert(product);
+      aliases_[product] = node.output(0);
+    }
+    const Pointwise applied = silu ? Pointwise{PointwiseKind::silu} : *function;
+    apply(node, pointwiseOp(applied), {tensorInput(node, 0)}, applied.name());
+  } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "PRelu" ||
+             ((op == "Max" || op == "Min") && node.input_size() == 2)) {
+    importBinary(node);
+  } else if (op == "Sum" || op == "Mean" || op == "Max" || op == "Min") {
+    importVariadic(node);
+  } else if (op == "Conv") {
+    importConv(node);
+  } else if (op == "BatchNormalization") {
+    importBatchNormalization(node);
+  } else if (op == "MaxPool" || op == "AveragePool") {
+    importPool(node);
+  } else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    attributes(node, {});
+    const Tensor x = tensorInput(node, 0);
+    const auto rank = static_cast<std::uint32_t>(shapeOf(x).size());
+    if (rank < 3) refuse(node, "the input must be [N, C, spatial...]");
+    apply(node, axisOp(op == "GlobalAveragePool" ? AxisKind::mean : AxisKind::max, 2, rank, true), {x}, "global pool");
+  } else if (op == "Softmax" || op == "LogSoftmax") {
+    importSoftmax(node);
+  } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceL1" || op == "ReduceL2" ||
+             op == "ReduceSumSquare" || op == "ReduceLogSum" || op == "ReduceLogSumExp" || op == "ReduceProd") {
+    importReduce(node);
+  } else if (op == "LayerNormalization") {
+    importLayerNormalization(node);
+  } else if (op == "Flatten" || op == "Reshape" || op == "Squeeze" || op == "Unsqueeze") {
+    importReshape(node);
+  } else if (op == "Transpose") {
+    const auto a = attributes(node, {"perm"});
+    const Tensor x = tensorInput(node, 0);
+    const std::size_t rank = shapeOf(x).size();
+    std::vector<std::uint32_t> permutation;
+    for (const std::int64_t p : integers(a, "perm")) permutation.push_back(static_cast<std::uint32_t>(std::clamp<std::int64_t>(p, 0, 1 << 20)));
+    if (!a.count("perm")) {
+      for (std::size_t i = rank; i-- > 0;) permutation.push_back(static_cast<std::uint32_t>(i));
+    }
+    apply(node, transposeOp(permutation), {x}, "transpose");
+  } else if (op == "Slice") {
+    importSlice(node);
+  } else if (op == "Split") {
+    importSplit(node);
+  } else if (op == "Concat") {
+    const auto a = attributes(node, {"axis"});
+    std::vector<Tensor> parts;
+    for (int i = 0; i < node.input_size(); ++i) parts.push_back(tensorOrConstant(node, i));
+    const std::int64_t axis = normalizedAxis(node, integer(a, "axis", 0), shapeOf(parts[0]).size());
+    apply(node, concatOp(static_cast<std::uint32_t>(axis)), parts, "concat");
+  } else if (op == "Gather") {
+    importGather(node);
+  } else if (op == "Pad") {
+    importPad(node);
+  } else if (op == "Expand") {
+    attributes(node, {});
+    const Tensor x = tensorInput(node, 0);
+    const std::vector<std::int64_t> shape = foldedShape(node, input(node, 1).values);
+    apply(node, expandOp(Shape(shape.begin(), shape.end())), {x}, "expand");
+  } else {
+    refuse(node, "the op " + op + " is not supported yet");
+  }
+}
+
+std::int64_t Importer::normalizedAxis(const onnx::NodeProto& node, std::int64_t axis, std::size_t rank, bool inclusiveEnd) const {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (axis < -r || axis > r - (inclusiveEnd ? 0 : 1)) refuse(node, "axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
+  return axis < 0 ? axis + r : axis;
+}
+
+Tensor Importer::tensorOrConstant(const onnx::NodeProto& node, int index) {
+  const Value& v = operand(node, index);
+  if (!v.constant) return v.tensor;
+  const std::string& name = node.input(index);
+  if (const auto found = uploaded_.find(name); found != uploaded_.end()) return found->second;
+  return uploaded_[name] = parameter(name, v.host.shape, v.host.values, true);
+}
+
+void Importer::importProduct(const onnx::NodeProto& node) {
+  const bool gemm = node.op_type() == "Gemm";
+  const auto a = attributes(node, gemm ? std::set<std::string>{"alpha", "beta", "transA", "transB"} : std::set<std::string>{});
+  const Value& right = operand(node, 1);
+  if (!gemm && (!right.constant || right.host.shape.size() != 2)) {
+    const Tensor x = tensorOrConstant(node, 0), y = tensorOrConstant(node, 1);
+    if (shapeOf(x).size() < 2 || shapeOf(y).size() < 2) refuse(node, "products of 1-D tensors are not supported");
+    apply(node, batchedMatMulOp(), {x, y}, "batched matmul");
+    return;
+  }
+  if (integer(a, "transA", 0) != 0) refuse(node, "transA = 1 is not supported");
+  const Tensor x = tensorInput(node, 0);
+  const Shape xShape = shapeOf(x);
+  if (xShape.size() < 2 || (gemm && xShape.size() != 2)) refuse(node, "A must be a matrix, not " + glnet::describe(xShape));
+  const Constant* b = constantInput(node, 1);
+  if (!b || b->shape.size() != 2) refuse(node, "B must be a constant matrix");
+  const bool transposed = integer(a, "transB", 0) != 0;
+  const std::int64_t inputs = transposed ? b->shape[1] : b->shape[0], outputs = transposed ? b->shape[0] : b->shape[1];
+  if (inputs != xShape.back()) refuse(node, "A has " + std::to_string(xShape.back()) + " columns but B takes " + std::to_string(inputs));
+  if (outputs < 1) refuse(node, "B has no columns");
+  const double alpha = real(a, "alpha", 1.0), beta = real(a, "beta", 1.0);
+  std::vector<double> weight(static_cast<std::size_t>(outputs * inputs));  // [out, in], as glnet's dense layer takes it
+  for (std::int64_t o = 0; o < outputs; ++o) {
+    for (std::int64_t i = 0; i < inputs; ++i) {
+      weight[static_cast<std::size_t>(o * inputs + i)] = alpha * b->values[static_cast<std::size_t>(transposed ? o * inputs + i : i * outputs + o)];
+    }
+  }
+  std::vector<double> bias(static_cast<std::size_t>(outputs), 0.0);
+  if (const Constant* c = gemm ? constantInput(node, 2) : nullptr) {
+    const std::size_t count = c->elements();
+    if ((count != 1 && count != bias.size()) || (!c->shape.empty() && c->shape.back() != static_cast<std::int64_t>(count))) {
+      refuse(node, "C must broadcast along the rows ([N] or a scalar), not " + describe(c->shape));
+    }
+    for (std::size_t o = 0; o < bias.size(); ++o) bias[o] = beta * c->values[count == 1 ? 0 : o];
+  }
+  const std::string name = nameOf(node);
+  const Tensor weightTensor = parameter(name + ".weight", {outputs, inputs}, weight);
+  const Tensor biasTensor = parameter(name + ".bias", {outputs}, bias);
+  const std::uint32_t rows = static_cast<std::uint32_t>(elementCount(xShape) / xShape.back());
+  const Tensor rowsView = xShape.size() == 2 ? x : graph_.apply(reshapeOp({rows, xShape.back()}), {x});
+  const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }, xShape.size() == 2));
+  Tensor out = graph_.apply(denseOp(activation), {rowsView, weightTensor, biasTensor}, name);
+  layers_[out.id] = {weightTensor, biasTensor};
+  if (xShape.size() != 2) {
+    Shape shape(xShape.begin(), xShape.end() - 1);
+    shape.push_back(static_cast<std::uint32_t>(outputs));
+    out = graph_.apply(reshapeOp(shape), {out});
+  }
+  define(node, out, "dense");
+}
+
+void Importer::importBinary(const onnx::NodeProto& node) {
+  attributes(node, {});
+  const std::string& op = node.op_type();
+  if (node.input_size() != 2) refuse(node, "only two inputs are supported");
+  const Value& left = operand(node, 0);
+  const Value& right = operand(node, 1);
+  if (op == "Add" && (left.constant != right.constant)) {
+    const Tensor x = left.constant ? right.tensor : left.tensor;
+    const Constant& c = left.constant ? left.host : right.host;
+    const auto layer = layers_.find(x.id);
+    const Shape shape = shapeOf(x);
+    if (layer != layers_.end() && shape.size() == 2 && consumers_[node.input(left.constant ? 1 : 0)] == 1 && c.elements() == shape[1] &&
+        !c.shape.empty() && c.shape.back() == shape[1]) {
+      std::vector<float> bias = graph_.tensor(layer->second.second).initial;
+      for (std::size_t o = 0; o < bias.size(); ++o) bias[o] = static_cast<float>(bias[o] + c.values[o]);
+      graph_.setInitial(layer->second.second, std::move(bias));
+      layers_[x.id] = layer->second;
+      values_[node.output(0)] = {false, {}, x};
+      result_.nodes.push_back({node.name(), op, "folded", shape});
+      return;
+    }
+  }
+  if (op == "Mul") {
+    for (const int side : {0, 1}) {
+      if (!channelScale(node, side)) continue;
+      const Tensor x = tensorOrConstant(node, 1 - side), scale = tensorOrConstant(node, side);
+      if (scalesConvolutionInput(node, side)) {
+        values_[node.output(0)] = operand(node, 1 - side);
+        scaledInputs_[node.output(0)] = scale;
+        result_.nodes.push_back({node.name(), op, "fused into the convolution reading it", shapeOf(x)});
+        return;
+      }
+      const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
+      apply(node, channelAffineOp(false, after), {x, scale}, "channel scale");
+      return;
+    }
+  }
+  static const std::map<std::string, BinaryKind> kinds{{"Add", BinaryKind::add}, {"Sub", BinaryKind::subtract}, {"Mul", BinaryKind::multiply},
+                                                       {"Div", BinaryKind::divide}, {"Pow", BinaryKind::power}, {"Max", BinaryKind::maximum},
+                                                       {"Min", BinaryKind::minimum}, {"PRelu", BinaryKind::prelu}};
+  const Tensor a = tensorOrConstant(node, 0), b = tensorOrConstant(node, 1);
+  const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
+  apply(node, broadcastOp(kinds.at(op), after), {a, b}, op == "Add" ? "add" : "broadcast");
+}
+
+void Importer::importVariadic(const onnx::NodeProto& node) {
+  attributes(node, {});
+  const std::string& op = node.op_type();
+  const BinaryKind kind = op == "Max" ? BinaryKind::maximum : op == "Min" ? BinaryKind::minimum : BinaryKind::add;
+  Tensor total = tensorOrConstant(node, 0);
+  try {
+    for (int i = 1; i < node.input_size(); ++i) total = graph_.apply(broadcastOp(kind), {total, tensorOrConstant(node, i)}, nameOf(node));
+    if (op == "Mean" && node.input_size() > 1) {
+      const Tensor scale = parameter(nameOf(node) + ".scale", {1}, {1.0 / node.input_size()});
+      total = graph_.apply(broadcastOp(BinaryKind::multiply), {total, scale}, nameOf(node));
+    } else if (node.input_size() == 1) {
+      total = graph_.apply(expandOp(shapeOf(total)), {total}, nameOf(node));  // a copy
+    }
+  } catch (const Error& error) {
+    refuse(node, error.what());
+  }
+  define(node, total, "broadcast");
+}
+
+std::array<std::uint32_t, 4> Importer::windowPads(const onnx::NodeProto& node, const std::map<std::string, const onnx::AttributeProto*>& a,
+                                                  const Shape& x, const std::array<std::uint32_t, 2>& kernel,
+                                                  const std::array<std::uint32_t, 2>& strides,
+                                                  const std::array<std::uint32_t, 2>& dilations) const {
+  const std::string autoPad = a.count("auto_pad") ? a.at("auto_pad")->s() : "NOTSET";
+  std::array<std::uint32_t, 4> pads{0, 0, 0, 0};
+  if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (int k = 0; k < 2; ++k) {
+      const std::int64_t size = x[2 + k], out = (size + strides[k] - 1) / strides[k];
+      const std::int64_t total = std::max<std::int64_t>((out - 1) * strides[k] + (std::int64_t{kernel[k]} - 1) * dilations[k] + 1 - size, 0);
+      const auto small = static_cast<std::uint32_t>(total / 2), large = static_cast<std::uint32_t>(total - total / 2);
+      pads[k] = autoPad == "SAME_UPPER" ? small : large;
+      pads[2 + k] = autoPad == "SAME_UPPER" ? large : small;
+    }
+    return pads;
+  }
+  if (autoPad != "NOTSET" && autoPad != "VALID") refuse(node, "auto_pad " + autoPad + " is not supported");
+  const std::vector<std::int64_t> given = integers(a, "pads");
+  if (autoPad == "VALID" || given.empty()) return pads;
+  if (given.size() != 4) refuse(node, "pads must hold 4 values for a 2-D window");
+  for (int k = 0; k < 4; ++k) {
+    if (given[k] < 0 || given[k] > (1 << 16)) refuse(node, "a pad of " + std::to_string(given[k]) + " is not supported");
+    pads[k] = static_cast<std::uint32_t>(given[k]);
+  }
+  return pads;
+}
+
+std::array<std::uint32_t, 2> Importer::pair(const onnx::NodeProto& node, const std::map<std::string, const onnx::AttributeProto*>& a,
+                                            const std::string& name, std::uint32_t otherwise) const {
+  const std::vector<std::int64_t> given = integers(a, name);
+  if (given.empty()) return {otherwise, otherwise};
+  if (given.size() != 2) refuse(node, name + " must hold 2 values: glnet runs 2-D windows");
+  for (const std::int64_t v : given) {
+    if (v < 1 || v > (1 << 16)) refuse(node, name + " holds " + std::to_string(v));
+  }
+  return {static_cast<std::uint32_t>(given[0]), static_cast<std::uint32_t>(given[1])};
+}
+
+std::map<std::string, onnx::AttributeProto> Importer::widened(const std::map<std::string, const onnx::AttributeProto*>& a) {
+  std::map<std::string, onnx::AttributeProto> result;
+  for (const auto& [name, attribute] : a) {
+    onnx::AttributeProto copy = *attribute;
+    if (name == "kernel_shape" || name == "strides" || name == "dilations") {
+      copy.clear_ints();
+      copy.add_ints(1);
+      for (const std::int64_t v : attribute->ints()) copy.add_ints(v);
+    } else if (name == "pads" && attribute->ints_size() == 2) {
+      copy.clear_ints();
+      for (const std::int64_t v : {std::int64_t{0}, attribute->ints(0), std::int64_t{0}, attribute->ints(1)}) copy.add_ints(v);
+    }
+    result[name] = copy;
+  }
+  return result;
+}
+
+std::map<std::string, const onnx::AttributeProto*> Importer::pointers(const std::map<std::string, onnx::AttributeProto>& a) {
+  std::map<std::string, const onnx::AttributeProto*> result;
+  for (const auto& [name, attribute] : a) result[name] = &attribute;
+  return result;
+}
+
+Tensor Importer::asImage(const onnx::NodeProto& node, Tensor x) {
+  const Shape shape = shapeOf(x);
+  if (shape.size() == 4) return x;
+  if (shape.size() != 3) refuse(node, "X must be [N, C, L] or [N, C, H, W]: glnet runs 1-D and 2-D windows");
+  return graph_.apply(reshapeOp({shape[0], shape[1], 1, shape[2]}), {x});
+}
+
+void Importer::defineWindow(const onnx::NodeProto& node, Tensor input, Tensor out, const std::string& glnetOp) {
+  const Shape shape = shapeOf(out);
+  if (shapeOf(input).size() == 3) out = graph_.apply(reshapeOp({shape[0], shape[1], shape[3]}), {out});
+  define(node, out, glnetOp);
+}
+
+void Importer::importExpansion(const onnx::NodeProto& node, const Expansion& e) {
+  const Constant& point = *constantInput(*e.point, 1);
+  const Constant& wide = *constantInput(*e.wide, 1);
+  const std::int64_t k = wide.shape[2], channels = wide.shape[1], pointOut = point.shape[0], wideOut = wide.shape[0];
+  if (point.shape[1] != channels) refuse(node, "the two expansions read different channel counts");
+  std::vector<double> weights, bias;
+  for (const bool pointPart : {e.pointFirst, !e.pointFirst}) {
+    const onnx::NodeProto& conv = pointPart ? *e.point : *e.wide;
+    const std::int64_t outputs = pointPart ? pointOut : wideOut;
+    for (std::int64_t o = 0; o < outputs; ++o) {
+      for (std::int64_t c = 0; c < channels; ++c) {
+        for (std::int64_t t = 0; t < k * k; ++t) {
+          weights.push_back(pointPart ? (t == k * k / 2 ? point.values[static_cast<std::size_t>(o * channels + c)] : 0.0)
+                                      : wide.values[static_cast<std::size_t>((o * channels + c) * k * k + t)]);
+        }
+      }
+    }
+    const Constant* b = constantInput(conv, 2);
+    if (b && b->elements() != static_cast<std::size_t>(outputs)) refuse(conv, "B must be [" + std::to_string(outputs) + "]");
+    for (std::int64_t o = 0; o < outputs; ++o) bias.push_back(b ? b->values[static_cast<std::size_t>(o)] : 0.0);
+  }
+  const std::string name = nameOf(*e.concat);
+  const Tensor weight = parameter(name + ".weight", {pointOut + wideOut, channels, k, k}, weights);
+  const Tensor b = parameter(name + ".bias", {pointOut + wideOut}, bias);
+  const std::optional<Activation> activation = asActivation(e.function);
+  const Tensor out = apply(node, conv2dOp(activation.value_or(Activation::none), static_cast<std::uint32_t>(k / 2), 1,
+                                          activation ? Pointwise{} : e.function),
+                           {tensorInput(node, 0), weight, b}, "joined conv");
+  values_[e.concat->output(0)] = {false, {}, out};
+  for (const onnx::NodeProto* joined : {e.point, e.wide, e.concat}) {
+    if (joined == &node) continue;
+    fused_.insert(joined);
+    aliases_[joined] = e.concat->output(0);
+  }
+  for (const onnx::NodeProto* function : e.functionNodes) {
+    fused_.insert(function);
+    aliases_[function] = e.concat->output(0);
+  }
+}
+
+void Importer::importConv(const onnx::NodeProto& node) {
+  if (const std::optional<Expansion> expansion = expandsTogether(node)) {
+    importExpansion(node, *expansion);
+    return;
+  }
+  const auto given = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
+  const Tensor input = tensorInput(node, 0);
+  const Constant* w = constantInput(node, 1);
+  if (!w || (w->shape.size() != 4 && w->shape.size() != 3)) refuse(node, "W must be a constant [out_c, in_c/group, (kh,) kw]: glnet runs 1-D and 2-D convolutions");
+  if (shapeOf(input).size() != w->shape.size()) refuse(node, "X and W differ in rank");
+  if (std::any_of(w->shape.begin(), w->shape.end(), [](std::int64_t d) { return d < 1; })) refuse(node, "W " + describe(w->shape) + " is empty");
+  const std::map<std::string, onnx::AttributeProto> wide = w->shape.size() == 3 ? widened(given) : std::map<std::string, onnx::AttributeProto>{};
+  const auto a = w->shape.size() == 3 ? pointers(wide) : given;
+  std::vector<std::int64_t> wShape = w->shape;
+  if (wShape.size() == 3) wShape.insert(wShape.begin() + 2, 1);
+  const Tensor x = asImage(node, input);
+  ConvSettings settings;
+  settings.strides = pair(node, a, "strides", 1);
+  settings.dilations = pair(node, a, "dilations", 1);
+  const std::int64_t groups = integer(a, "group", 1);
+  if (groups < 1 || groups > (1 << 20)) refuse(node, "group = " + std::to_string(groups));
+  settings.groups = static_cast<std::uint32_t>(groups);
+  const std::array<std::uint32_t, 2> kernel{static_cast<std::uint32_t>(wShape[2]), static_cast<std::uint32_t>(wShape[3])};
+  if (a.count("kernel_shape") && pair(node, a, "kernel_shape", 1) != kernel) {
+    refuse(node, "kernel_shape " + describe(integers(given, "kernel_shape")) + " differs from the weight " + describe(w->shape));
+  }
+  settings.pads = windowPads(node, a, shapeOf(x), kernel, settings.strides, settings.dilations);
+  std::vector<double> bias(static_cast<std::size_t>(w->shape[0]), 0.0);
+  if (const Constant* b = constantInput(node, 2)) {
+    if (b->elements() != bias.size()) refuse(node, "B must be [" + std::to_string(bias.size()) + "]");
+    bias = b->values;
+  }
+  const std::string name = nameOf(node);
+  const Tensor weight = parameter(name + ".weight", wShape, w->values), b = parameter(name + ".bias", {w->shape[0]}, bias);
+  const bool evenPadding = std::adjacent_find(settings.pads.begin(), settings.pads.end(), std::not_equal_to<>()) == settings.pads.end() &&
+                           settings.pads[0] < std::min(kernel[0], kernel[1]);
+  const bool implicitGemm = settings.groups == 1 && settings.strides[0] == settings.strides[1] &&
+                            settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding;
+  // A squeeze-excite gate this convolution applies as it reads X (scalesConvolutionInput).
+  const auto scaled = scaledInputs_.find(node.input(0));
+  const std::optional<Tensor> inputScale = scaled == scaledInputs_.end() ? std::nullopt : std::optional<Tensor>(scaled->second);
+  const auto withScale = [&](std::vector<Tensor> inputs) {
+    if (inputScale) inputs.push_back(*inputScale);
+    return inputs;
+  };
+  Tensor out;
+  bool pooled = false, residual = false;
+  try {
+    const Shape xShape = shapeOf(x);
+    const std::uint32_t pad = settings.pads[0], stride = settings.strides[0];
+    const auto residualAdd = implicitGemm && w->shape.size() == 4 && xShape[2] + 2 * pad >= kernel[0] && xShape[3] + 2 * pad >= kernel[1]
+                                 ? fusableResidual(node, {xShape[0], static_cast<std::uint32_t>(wShape[0]), (xShape[2] + 2 * pad - kernel[0]) / stride + 1,
+                                                          (xShape[3] + 2 * pad - kernel[1]) / stride + 1})
+                                 : std::nullopt;
+    if (residualAdd) {
+      const Pointwise after = fusedPointwise(*residualAdd->first, [](const Pointwise&) { return true; });
+      out = graph_.apply(conv2dResidualOp(pad, stride, after, inputScale.has_value()), withScale({x, weight, b, residualAdd->second}), name);
+      residual = true;
+    } else if (implicitGemm) {
+      const Pointwise function = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
+      const std::optional<Activation> activation = asActivation(function);
+      const onnx::NodeProto* pool = activation && !inputScale && w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
+      const bool poolable = pool && xShape[2] + 2 * settings.pads[0] >= kernel[0] + 1 && xShape[3] + 2 * settings.pads[0] >= kernel[1] + 1;
+      if (poolable) {
+        out = graph_.apply(conv2dMaxPoolOp(*activation, settings.pads[0]), {x, weight, b}, name);
+        fused_.insert(pool);
+        pooled = true;
+      } else {
+        out = graph_.apply(conv2dOp(activation.value_or(Activation::none), settings.pads[0], settings.strides[0],
+                                    activation ? Pointwise{} : function, inputScale.has_value()),
+                           withScale({x, weight, b}), name);
+      }
+    } else {
+      GLNET_ASSERT(!inputScale, "a scaled input is fused only into a convolution the implicit GEMM runs");
+      const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
+      out = graph_.apply(groupedConvOp(settings, after), {x, weight, b}, name);
+    }
+  } catch (const Error& error) {
+    refuse(node, error.what());
+  }
+  // A BatchNormalization after the pooling cannot fold into the weights (a negative scale would turn max into min),
+  // nor after a residual (it would scale the residual too).
+  if (!pooled && !residual) layers_[out.id] = {weight, b};
+  defineWindow(node, input, out, pooled ? "conv + max pool" : residual ? "conv + residual" : implicitGemm ? "conv" : settings.groups > 1 ? "grouped conv" : "direct conv");
+  if (shapeOf(input).size() == 3) layers_[values_[node.output(0)].tensor.id] = {weight, b};
+}
+
+void Importer::importBatchNormalization(const onnx::NodeProto& node) {
+  const auto a = attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
+  if (integer(a, "training_mode", 0) != 0) refuse(node, "training mode is not supported (export the model in eval mode)");
+  if (integer(a, "spatial", 1) != 1) refuse(node, "spatial = 0 is not supported");
+  if (node.output_size() > 1 && std::any_of(node.output().begin() + 1, node.output().end(), [](const std::string& o) { return !o.empty(); })) {
+    refuse(node, "the running-statistics outputs are for training; export the model in eval mode");
+  }
+  const Tensor x = tensorInput(node, 0);
+  const Shape shape = shapeOf(x);
+  if (shape.size() < 2) refuse(node, "X must be [N, C, ...]");
+  const std::size_t channels = shape[1];
+  const double epsilon = real(a, "epsilon", 1e-5);
+  std::vector<const Constant*> constants;
+  for (int i = 1; i <= 4; ++i) {
+    const Constant* c = constantInput(node, i);
+    if (!c || c->elements() != channels) refuse(node, "scale, B, mean and var must be constants of " + std::to_string(channels) + " values");
+    constants.push_back(c);
+  }
+  if (const std::string problem = onnxformat::varianceProblem(constants[3]->values, epsilon); !problem.empty()) refuse(node, problem);
+  std::vector<double> factor(channels), shift(channels);
+  for (std::size_t c = 0; c < channels; ++c) {
+    factor[c] = constants[0]->values[c] / std::sqrt(constants[3]->values[c] + epsilon);
+    shift[c] = constants[1]->values[c] - constants[2]->values[c] * factor[c];
+  }
+  const auto layer = layers_.find(x.id);
+  if (layer != layers_.end() && consumers_[node.input(0)] == 1) {
+    const auto [weightTensor, biasTensor] = layer->second;
+    std::vector<float> weight = graph_.tensor(weightTensor).initial, bias = graph_.tensor(biasTensor).initial;
+    const std::size_t perChannel = weight.size() / channels;
+    for (std::size_t c = 0; c < channels; ++c) {
+      for (std::size_t i = 0; i < perChannel; ++i) weight[c * perChannel + i] = static_cast<float>(weight[c * perChannel + i] * factor[c]);
+      bias[c] = static_cast<float>(bias[c] * factor[c] + shift[c]);
+    }
+    graph_.setInitial(weightTensor, std::move(weight));
+    graph_.setInitial(biasTensor, std::move(bias));
+    values_[node.output(0)] = {false, {}, x};
+    result_.nodes.push_back({node.name(), node.op_type(), "folded", shape});
+    return;
+  }
+  const std::string name = nameOf(node);
+  const std::vector<std::int64_t> perChannel{static_cast<std::int64_t>(channels)};
+  const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
+  apply(node, channelAffineOp(true, after), {x, parameter(name + ".factor", perChannel, factor), parameter(name + ".shift", perChannel, shift)},
+        "channel affine");
+}
+
+void Importer::importPool(const onnx::NodeProto& node) {
+  const bool average = node.op_type() == "AveragePool";
+  const auto given = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "storage_order", "count_include_pad"});
+  if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the indices output is not supported");
+  const Tensor input = tensorInput(node, 0);
+  const bool line = shapeOf(input).size() == 3;
+  const std::map<std::string, onnx::AttributeProto> wide = line ? widened(given) : std::map<std::string, onnx::AttributeProto>{};
+  const auto a = line ? pointers(wide) : given;
+  const Tensor x = asImage(node, input);
+  PoolSettings s;
+  s.average = average;
+  if (!a.count("kernel_shape")) refuse(node, "kernel_shape is missing");
+  s.kernel = pair(node, a, "kernel_shape", 1);
+  s.strides = pair(node, a, "strides", 1);
+  s.dilations = pair(node, a, "dilations", 1);
+  if (average && s.dilations != std::array<std::uint32_t, 2>{1, 1}) refuse(node, "dilations in average pooling are not supported");
+  s.pads = windowPads(node, a, shapeOf(x), s.kernel, s.strides, s.dilations);
+  s.ceilMode = integer(a, "ceil_mode", 0) != 0;
+  s.countIncludePad = integer(a, "count_include_pad", 0) != 0;
+  // A 1x1 window with stride 1 and no padding copies its input (vgg's AdaptiveAvgPool2d(7) on a 7x7 map).
+  if (s.kernel == std::array<std::uint32_t, 2>{1, 1} && s.strides == std::array<std::uint32_t, 2>{1, 1} &&
+      s.pads == std::array<std::uint32_t, 4>{0, 0, 0, 0}) {
+    values_[node.output(0)] = operand(node, 0);
+    result_.nodes.push_back({node.name(), node.op_type(), "identity", shapeOf(input)});
+    return;
+  }
+  try {
+    defineWindow(node, input, graph_.apply(poolOp(s), {x}, nameOf(node)), average ? "average pool" : "max pool");
+  } catch (const Error& error) {
+    refuse(node, error.what());
+  }
+}
+
+void Importer::importSoftmax(const onnx::NodeProto& node) {
+  const auto a = attributes(node, {"axis"});
+  const Tensor x = tensorInput(node, 0);
+  const std::size_t rank = shapeOf(x).size();
+  const bool single = result_.opset >= 13;
+  const auto axis = static_cast<std::uint32_t>(normalizedAxis(node, integer(a, "axis", single ? -1 : 1), rank));
+  const bool log = node.op_type() == "LogSoftmax";
+  const Tensor out = apply(node, axisOp(log ? AxisKind::logSoftmax : AxisKind::softmax, axis, single ? axis + 1 : static_cast<std::uint32_t>(rank)),
+                           {x}, log ? "log-softmax" : "softmax");
+  if (!log && rank == 2 && axis == 1) softmaxInputs_[out.id] = x;
+}
+
+void Importer::importReduce(const onnx::NodeProto& node) {
+  const auto a = attributes(node, {"axes", "keepdims", "noop_with_empty_axes"});
+  const Tensor x = tensorInput(node, 0);
+  const auto rank = static_cast<std::int64_t>(shapeOf(x).size());
+  std::vector<std::int64_t> list = axes(node, a, 1, rank);
+  if (list.empty()) {
+    if (integer(a, "noop_with_empty_axes", 0) != 0) {
+      values_[node.output(0)] = {false, {}, x};
+      result_.nodes.push_back({node.name(), node.op_type(), "identity", shapeOf(x)});
+      return;
+    }
+    for (std::int64_t i = 0; i < rank; ++i) list.push_back(i);
+  }
+  std::sort(list.begin(), list.end());
+  if (list.back() - list.front() + 1 != static_cast<std::int64_t>(list.size())) refuse(node, "only reductions over adjacent axes are supported");
+  static const std::map<std::string, AxisKind> kinds{
+      {"ReduceMean", AxisKind::mean}, {"ReduceSum", AxisKind::sum}, {"ReduceMax", AxisKind::max}, {"ReduceMin", AxisKind::min},
+      {"ReduceL1", AxisKind::l1}, {"ReduceL2", AxisKind::l2}, {"ReduceSumSquare", AxisKind::sumSquare}, {"ReduceLogSum", AxisKind::logSum},
+      {"ReduceLogSumExp", AxisKind::logSumExp}, {"ReduceProd", AxisKind::product}};
+  apply(node, axisOp(kinds.at(node.op_type()), static_cast<std::uint32_t>(list.front()), static_cast<std::uint32_t>(list.back() + 1),
+                     integer(a, "keepdims", 1) != 0),
+        {x}, "reduce");
+}
+
+void Importer::importLayerNormalization(const onnx::NodeProto& node) {
+  const auto a = attributes(node, {"axis", "epsilon", "stash_type"});
+  const Tensor x = tensorInput(node, 0);
+  const Shape shape = shapeOf(x);
+  const auto axis = static_cast<std::uint32_t>(normalizedAxis(node, integer(a, "axis", -1), shape.size()));
+  const std::size_t count = elementCount(Shape(shape.begin() + axis, shape.end()));
+  const Constant* scale = constantInput(node, 1);
+  const Constant* bias = constantInput(node, 2);
+  if (!scale || scale->elements() != count || (bias && bias->elements() != count)) {
+    refuse(node, "Scale and B must be constants of the normalized axes' " + std::to_string(count) + " values");
+  }
+  const std::string name = nameOf(node);
+  const Tensor gamma = parameter(name + ".scale", {static_cast<std::int64_t>(count)}, scale->values);
+  const Tensor beta = parameter(name + ".bias", {static_cast<std::int64_t>(count)}, bias ? bias->values : std::vector<double>(count, 0.0));
+  const auto rank = static_cast<std::uint32_t>(shape.size());
+  const auto epsilon = static_cast<float>(real(a, "epsilon", 1e-5));
+  apply(node, axisOp(AxisKind::layerNormalization, axis, rank, true, epsilon), {x, gamma, beta}, "layer normalization");
+  // The optional Mean and InvStdDev outputs, the normalized axes kept as 1.
+  for (int i = 1; i < std::min(node.output_size(), 3); ++i) {
+    if (node.output(i).empty()) continue;
+    try {
+      const Tensor statistic = graph_.apply(axisOp(i == 1 ? AxisKind::mean : AxisKind::inverseDeviation, axis, rank, true, epsilon), {x}, node.output(i));
+      values_[node.output(i)] = {false, {}, statistic};
+    } catch (const Error& error) {
+      refuse(node, error.what());
+    }
+  }
+}
+
+void Importer::importReshape(const onnx::NodeProto& node) {
+  const std::string& op = node.op_type();
+  const auto a = attributes(node, {"axis", "axes", "allowzero"});
+  const Tensor x = tensorInput(node, 0);
+  const Shape in = shapeOf(x);
+  const auto rank = static_cast<std::int64_t>(in.size());
+  Shape out;
+  if (op == "Flatten") {
+    const auto axis = static_cast<std::size_t>(normalizedAxis(node, integer(a, "axis", 1), in.size(), true));
+    out = {static_cast<std::uint32_t>(elementCount(Shape(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(axis)))),
+           static_cast<std::uint32_t>(elementCount(Shape(in.begin() + static_cast<std::ptrdiff_t>(axis), in.end())))};
+  } else if (op == "Squeeze") {
+    std::vector<std::int64_t> list = axes(node, a, 1, rank);
+    for (std::int64_t i = 0; i < rank; ++i) {
+      const bool listed = std::find(list.begin(), list.end(), i) != list.end();
+      if (listed && in[static_cast<std::size_t>(i)] != 1) refuse(node, "squeezed axis " + std::to_string(i) + " is not 1");
+      if (!(listed || (list.empty() && in[static_cast<std::size_t>(i)] == 1))) out.push_back(in[static_cast<std::size_t>(i)]);
+    }
+  } else if (op == "Unsqueeze") {
+    const std::int64_t added = static_cast<std::int64_t>(integers(a, "axes").size() + (node.input_size() > 1 ? input(node, 1).values.size() : 0));
+    std::vector<std::int64_t> list = axes(node, a, 1, rank + added);
+    std::sort(list.begin(), list.end());
+    out = in;
+    for (const std::int64_t axis : list) {
+      if (axis > static_cast<std::int64_t>(out.size())) refuse(node, "axis " + std::to_string(axis) + " is outside the result");
+      out.insert(out.begin() + axis, 1);
+    }
+  } else {
+    const Constant& target = input(node, 1);
+    if (target.values.size() > largestRank) refuse(node, "a shape of rank " + std::to_string(target.values.size()) + " is not supported");
+    std::int64_t inferred = -1;
+    std::size_t known = 1;
+    for (std::size_t i = 0; i < target.values.size(); ++i) {
+      std::int64_t d = whole(node, target.values[i]);
+      if (d == 0 && integer(a, "allowzero", 0) == 0) {
+        if (i >= in.size()) refuse(node, "dimension " + std::to_string(i) + " copies an axis the input does not have");
+        d = in[i];
+      }
+      if (d == -1) {
+        if (inferred >= 0) refuse(node, "two dimensions are -1");
+        inferred = static_cast<std::int64_t>(i);
+        out.push_back(1);
+        continue;
+      }
+      if (d < 1 || d > static_cast<std::int64_t>(elementCount(in))) refuse(node, "a dimension of " + std::to_string(d) + " for " + glnet::describe(in));
+      out.push_back(static_cast<std::uint32_t>(d));
+      known *= static_cast<std::size_t>(d);
+      if (known > elementCount(in)) refuse(node, "the new shape holds more elements than " + glnet::describe(in));
+    }
+    if (inferred >= 0) out[static_cast<std::size_t>(inferred)] = static_cast<std::uint32_t>(elementCount(in) / known);
+  }
+  if (elementCount(out) != elementCount(in)) refuse(node, "the new shape " + glnet::describe(out) + " holds a different number of elements than " + glnet::describe(in));
+  apply(node, reshapeOp(out), {x}, "view");
+}
+
+Importer::AxisSlice Importer::clampedSlice(std::int64_t dimension, std::int64_t start, std::int64_t end, std::int64_t step) {
+  if (start < 0) start += dimension;
+  if (end < 0) end += dimension;
+  if (step > 0) {
+    start = std::clamp<std::int64_t>(start, 0, dimension);
+    end = std::clamp<std::int64_t>(end, 0, dimension);
+  } else {
+    start = std::clamp<std::int64_t>(start, -1, dimension - 1);
+    end = std::clamp<std::int64_t>(end, -1, dimension - 1);
+  }
+  const std::int64_t count = step > 0 ? (end - start + step - 1) / step : (start - end - step - 1) / -step;
+  return {start, step, static_cast<std::uint32_t>(std::max<std::int64_t>(count, 0))};
+}
+
+Tensor Importer::sliceTensor(const onnx::NodeProto& node, Tensor x, const std::vector<AxisSlice>& slices, const std::string& name) {
+  std::vector<std::int64_t> starts, steps;
+  Shape size;
+  for (const AxisSlice& s : slices) {
+    if (s.count == 0) refuse(node, "the slice is empty; glnet does not run empty tensors");
+    starts.push_back(s.start);
+    steps.push_back(s.step);
+    size.push_back(s.count);
+  }
+  try {
+    return graph_.apply(sliceOp(starts, steps, size), {x}, name);
+  } catch (const Error& error) {
+    refuse(node, error.what());
+  }
+}
+
+void Importer::importSlice(const onnx::NodeProto& node) {
+  const auto a = attributes(node, {"starts", "ends", "axes"});
+  const Tensor x = tensorInput(node, 0);
+  const Shape shape = shapeOf(x);
+  const auto rank = static_cast<std::int64_t>(shape.size());
+  const auto list = [&](int index, const std::string& attribute) {
+    std::vector<std::int64_t> values;
+    if (result_.opset < 10) return integers(a, attribute);
+    if (index < node.input_size() && !node.input(index).empty()) {
+      for (const double v : input(node, index).values) values.push_back(static_cast<std::int64_t>(std::clamp(v, -9.0e15, 9.0e15)));
+    }
+    return values;
+  };
+  const std::vector<std::int64_t> starts = list(1, "starts"), ends = list(2, "ends");
+  std::vector<std::int64_t> sliceAxes = list(3, "axes"), steps = list(4, "steps");
+  if (sliceAxes.empty()) {
+    for (std::size_t i = 0; i < starts.size(); ++i) sliceAxes.push_back(static_cast<std::int64_t>(i));
+  }
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (starts.size() != ends.size() || starts.size() != sliceAxes.size() || starts.size() != steps.size()) refuse(node, "starts, ends, axes and steps differ in length");
+  std::vector<AxisSlice> slices;
+  for (const std::uint32_t d : shape) slices.push_back({0, 1, d});
+  std::set<std::int64_t> sliced;
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    const std::int64_t axis = normalizedAxis(node, sliceAxes[i], shape.size());
+    if (!sliced.insert(axis).second) refuse(node, "axis " + std::to_string(axis) + " is listed twice");
+    if (steps[i] == 0) refuse(node, "a step of 0");
+    slices[static_cast<std::size_t>(axis)] = clampedSlice(shape[static_cast<std::size_t>(axis)], starts[i], ends[i], steps[i]);
+  }
+  (void)rank;
+  define(node, sliceTensor(node, x, slices, nameOf(node)), "slice");
+}
+
+void Importer::importSplit(const onnx::NodeProto& node) {
+  const auto a = attributes(node, {"axis", "split", "num_outputs"});
+  const Tensor x = tensorInput(node, 0);
+  const Shape shape = shapeOf(x);
+  const auto axis = static_cast<std::size_t>(normalizedAxis(node, integer(a, "axis", 0), shape.size()));
+  std::vector<std::int64_t> sizes = integers(a, "split");
+  if (node.input_size() > 1 && !node.input(1).empty()) {
+    sizes.clear();
+    for (const double v : input(node, 1).values) sizes.push_back(whole(node, v));
+  }
+  const auto outputs = static_cast<std::int64_t>(node.output_size());
+  if (sizes.empty()) {
+    const std::int64_t each = (shape[axis] + outputs - 1) / outputs;
+    for (std::int64_t i = 0; i < outputs; ++i) sizes.push_back(std::min<std::int64_t>(each, shape[axis] - i * each));
+  }
+  if (static_cast<std::int64_t>(sizes.size()) != outputs) refuse(node, "split sizes do not match the outputs");
+  std::int64_t start = 0;
+  for (int i = 0; i < node.output_size(); ++i) {
+    if (sizes[static_cast<std::size_t>(i)] < 1 || start + sizes[static_cast<std::size_t>(i)] > shape[axis]) refuse(node, "split sizes do not fit axis " + std::to_string(axis));
+    std::vector<AxisSlice> slices;
+    for (const std::uint32_t d : shape) slices.push_back({0, 1, d});
+    slices[axis] = {start, 1, static_cast<std::uint32_t>(sizes[static_cast<std::size_t>(i)])};
+    start += sizes[static_cast<std::size_t>(i)];
+    const Tensor part = sliceTensor(node, x, slices, nameOf(node) + "." + std::to_string(i));
+    values_[node.output(i)] = {false, {}, part};
+    result_.nodes.push_back({node.name(), node.op_type(), "slice", shapeOf(part)});
+  }
+  // The parts must cover the axis: ONNX's split sizes sum to its length, and a shorter sum would drop values.
+  if (start != shape[axis]) refuse(node, "split sizes " + describe(sizes) + " sum to " + std::to_string(start) + ", not axis " + std::to_string(axis) + "'s " + std::to_string(shape[axis]));
+}
+
+void Importer::importGather(const onnx::NodeProto& node) {
+  const auto a = attributes(node, {"axis"});
+  const Tensor x = tensorInput(node, 0);
+  const Constant* indices = constantInput(node, 1);
+  const Shape shape = shapeOf(x);
+  const auto axis = static_cast<std::size_t>(normalizedAxis(node, integer(a, "axis", 0), shape.size()));
+  if (!indices) refuse(node, "the indices must be a constant (an initializer) for glnet so far");
+  if (indices->shape.size() > 1) refuse(node, "indices shaped " + describe(indices->shape) + " are not supported: give a scalar or a list of indices");
+  if (indices->values.empty() || indices->values.size() > 64) refuse(node, std::to_string(indices->values.size()) + " indices; glnet gathers 1 to 64");
+  std::vector<Tensor> parts;
+  for (const double raw : indices->values) {
+    std::int64_t index = whole(node, raw);
+    if (index < -static_cast<std::int64_t>(shape[axis]) || index >= shape[axis]) refuse(node, "index " + std::to_string(index) + " is outside axis " + std::to_string(axis));
+    if (index < 0) index += shape[axis];
+    std::vector<AxisSlice> slices;
+    for (const std::uint32_t d : shape) slices.push_back({0, 1, d});
+    slices[axis] = {index, 1, 1};
+    parts.push_back(sliceTensor(node, x, slices, nameOf(node)));
+  }
+  Shape out(shape);
+  if (indices->shape.empty()) {
+    out.erase(out.begin() + static_cast<std::ptrdiff_t>(axis));
+    apply(node, reshapeOp(out), {parts[0]}, "slice");
+    return;
+  }
+  if (parts.size() == 1) {
+    define(node, parts[0], "slice");
+    return;
+  }
+  apply(node, concatOp(static_cast<std::uint32_t>(axis)), parts, "gather");
+}
+
+void Importer::importPad(const onnx::NodeProto& node) {
+  const auto a = attributes(node, {"mode", "pads", "value"});
+  const std::string mode = a.count("mode") ? a.at("mode")->s() : "constant";
+  if (mode != "constant") refuse(node, "mode " + mode + " is not supported (constant only)");
+  const Tensor x = tensorInput(node, 0);
+  const Shape shape = shapeOf(x);
+  std::vector<std::int64_t> pads = integers(a, "pads");
+  float value = static_cast<float>(real(a, "value", 0.0));
+  if (result_.opset >= 11) {
+    pads.clear();
+    for (const double v : input(node, 1).values) pads.push_back(whole(node, v));
+    if (node.input_size() > 2 && !node.input(2).empty()) value = static_cast<float>(scalar(node, 2));
+    if (node.input_size() > 3 && !node.input(3).empty()) refuse(node, "the axes input is not supported");
+  }
+  if (pads.size() != 2 * shape.size()) refuse(node, "pads must hold 2 values per axis");
+  std::vector<std::uint32_t> before, after;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (pads[i] < 0 || pads[i + shape.size()] < 0 || pads[i] > (1 << 16) || pads[i + shape.size()] > (1 << 16)) refuse(node, "negative or huge pads are not supported");
+    before.push_back(static_cast<std::uint32_t>(pads[i]));
+    after.push_back(static_cast<std::uint32_t>(pads[i + shape.size()]));
+  }
+  apply(node, padOp(before, after, value), {x}, "pad");
+}
+
+}  // namespace glnet::onnximport
+
+namespace glnet {
+
+OnnxModel readOnnx(const std::string& path, std::uint32_t batch) { return onnximport::Importer(path, batch).run(); }
+
+}  // namespace glnet

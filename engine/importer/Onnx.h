@@ -1,0 +1,61 @@
+// ONNX models, as torch.onnx.export writes them, read with ONNX's own protobuf classes (Debian libonnx-dev)
+// and made into a glnet inference graph for a bound batch size. The whole model is checked at load, before
+// any GPU work: the graph must meet ONNX's rules (as onnx.checker checks them) and every node's op, opset and
+// attributes must be ones glnet runs, or the load fails in one line naming the node, its op, the opset and what is
+// wrong or not supported. Weights must be finite and non-empty, and external data must lie in the model's folder. Constants (initializers, Constant nodes) stay
+// on the host and are folded into the ops that take them (weights, biases, target shapes).
+//
+// Supported: the ops of exported vision networks and transformer blocks (Conv with strides, dilations, groups
+// and any padding; Gemm, MatMul, broadcast Add/Sub/Mul/Div/Pow/Max/Min; the activations Relu, Clip, Sigmoid,
+// Tanh, HardSigmoid, HardSwish, LeakyRelu, Elu, Softplus, Erf, Gelu, Sqrt, Exp, Log, Neg, Abs, Reciprocal;
+// Softmax, LogSoftmax, ReduceMean/Sum/Max/Min over adjacent axes, LayerNormalization, BatchNormalization
+// (folded into the Conv or Gemm before it where it can be), MaxPool, AveragePool, GlobalAveragePool,
+// GlobalMaxPool, Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Slice, Split, Gather with constant
+// indices, Pad, Expand, Identity, Dropout, Constant), float inputs and outputs; shape arithmetic on constants
+// (Shape, Gather, Unsqueeze, Squeeze, Concat, Cast, Slice, Add, Sub, Mul, Div, Equal, Where, Range, Expand,
+// ConstantOfShape, Reshape) is folded at load for the bound batch. A pointwise function read only by the Conv,
+// Gemm or elementwise op before it runs inside that op's kernel.
+#pragma once
+
+#include "formats/OnnxFile.h"
+#include "graph/Graph.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+struct OnnxNodeSummary {
+  std::string name, opType;
+  std::string glnetOp;  // what it became: an op name, "folded" (a constant), "view" or "identity"
+  Shape outputShape;    // empty for folded constants
+};
+
+struct OnnxModel {
+  Graph graph;
+  // Every input and output by name, in the model's order; inputName/input and outputName/output are the first.
+  std::vector<std::pair<std::string, Tensor>> inputs, outputs;
+  std::string inputName, outputName;
+  Tensor input, output;
+  std::int64_t opset = 0;
+  std::string producer;             // e.g. "pytorch 2.1"
+  bool dynamicBatch = false;        // the input's first dimension is symbolic
+  std::vector<bool> batchedInputs;  // per input: its first dimension is symbolic (takes the bound batch)
+  // Per input: uint8 in the file (images that the model's own Cast and arithmetic convert); glnet holds their values as
+  // floats 0 to 255.
+  std::vector<bool> byteInputs;
+  std::vector<OnnxNodeSummary> nodes;
+  std::size_t parameterBytes = 0;
+  std::map<std::string, std::string> metadata;  // the model's metadata_props (input_mean, input_std, labels, ...)
+  // When the graph ends in a row Softmax: the tensor it takes (the logits), else the output itself.
+  Tensor logits;
+};
+
+// Reads `path` and builds the graph for `batch` images (where the model's batch dimension is symbolic; a fixed
+// batch must equal it). Batch 0 takes the model's own: its fixed batch, or 1 where it is symbolic. Throws
+// glnet::Error naming the file and node.
+OnnxModel readOnnx(const std::string& path, std::uint32_t batch);
+
+}  // namespace glnet

@@ -1,0 +1,258 @@
+// The ONNX importer (readOnnx): one class whose work three files share. Onnx.cpp reads the graph and imports each
+// op, OnnxFusion.cpp holds the lookaheads that run a node inside the kernel before it (functions, residual Adds,
+// pooling, squeeze-excite gates, a fire module's expansions), and OnnxFolding.cpp folds constants at load.
+// Internal to engine/formats.
+#pragma once
+
+#include "importer/Onnx.h"
+#include "formats/OnnxProto.h"
+#include "graph/InferenceOps.h"
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace glnet::onnximport {
+
+// A constant on the host: an initializer, a Constant node's value, or a folded result.
+using Constant = OnnxConstant;
+// Folded constants are shapes and small tables; anything larger is no shape arithmetic.
+constexpr std::size_t largestFolded = std::size_t{1} << 22;
+
+// A tensor name's value while the graph is built: a constant on the host, or a tensor of the glnet graph.
+struct Value {
+  bool constant = false;
+  Constant host;
+  Tensor tensor;
+};
+
+using onnxformat::describe;
+using onnxformat::integer;
+using onnxformat::integers;
+using onnxformat::real;
+
+class Importer {
+ public:
+  Importer(std::string path, std::uint32_t batch) : path_(std::move(path)), batch_(batch) {}
+
+  OnnxModel run();
+
+ private:
+  [[noreturn]] void refuse(const onnx::NodeProto& node, const std::string& why) const;
+
+  Constant readTensor(const onnx::TensorProto& tensor) const { return readOnnxTensor(tensor, path_); }
+
+  // Every graph input that is no initializer: float tensors whose only symbolic dimension is the first (the
+  // batch), which takes the bound batch.
+  void readInputs(const onnx::GraphProto& graph);
+
+  const Value& value(const std::string& name, const std::string& user) const;
+
+  // The node's attributes by name, each checked against those the op takes.
+  std::map<std::string, const onnx::AttributeProto*> attributes(const onnx::NodeProto& node, const std::set<std::string>& known) const;
+
+  // Input `index` of a node, which must be given (a node's input list is the file's to get wrong).
+  const Value& operand(const onnx::NodeProto& node, int index) const;
+
+  Tensor tensorInput(const onnx::NodeProto& node, int index) const;
+  const Constant* constantInput(const onnx::NodeProto& node, int index) const;
+
+  // A weight or constant uploaded once; NaN refused, and infinities too unless `infinitiesAllowed` (a constant of
+  // arithmetic, such as an attention mask's -inf; a weight that is not finite makes every answer NaN).
+  Tensor parameter(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values,
+                   bool infinitiesAllowed = false);
+
+  void define(const onnx::NodeProto& node, Tensor tensor, const std::string& glnetOp);
+  Tensor apply(const onnx::NodeProto& node, std::shared_ptr<const Op> op, const std::vector<Tensor>& inputs, const std::string& glnetOp);
+
+  void importNode(const onnx::NodeProto& node);
+
+  const Shape& shapeOf(Tensor t) const { return graph_.tensor(t).shape; }
+  static std::string nameOf(const onnx::NodeProto& node) { return node.name().empty() ? node.output(0) : node.name(); }
+
+  std::int64_t normalizedAxis(const onnx::NodeProto& node, std::int64_t axis, std::size_t rank, bool inclusiveEnd = false) const;
+
+  // A node's input as a GPU tensor: computed, or a constant uploaded as a parameter (once per name).
+  Tensor tensorOrConstant(const onnx::NodeProto& node, int index);
+
+  // The node that alone reads `name` (no other node, not a graph output), if any.
+  const onnx::NodeProto* soleReader(const std::string& name) const;
+
+  // The pointwise function a node computes, when it is one (Clip's bounds and Pow's exponent must be constants).
+  std::optional<Pointwise> pointwiseOf(const onnx::NodeProto& node) const;
+
+  // The pointwise node that alone reads the output of `producer` (after a BatchNormalization that folds into it, if
+  // `absorbsBatchNorm`: a layer importBatchNormalization folds into), or the Sigmoid and Mul of x·sigmoid(x) (SiLU)
+  // that alone read it, marked to run inside the producer's kernel; `accepts` says which functions the kernel can
+  // apply. Past a BatchNormalization that does not fold, the function would run before it.
+  Pointwise fusedPointwise(const onnx::NodeProto& producer, const std::function<bool(const Pointwise&)>& accepts, bool absorbsBatchNorm = false);
+  // The Add that alone reads `producer`'s output and adds to it a tensor already computed and shaped as that output
+  // (`shape`), with that tensor: the convolution adds it as it stores (a residual connection), marked fused.
+  std::optional<std::pair<const onnx::NodeProto*, Tensor>> fusableResidual(const onnx::NodeProto& producer, const Shape& shape);
+  // Whether `node` is a Mul of exactly a and b, in either order.
+  static bool multiplies(const onnx::NodeProto& node, const std::string& a, const std::string& b);
+  // The Sigmoid and the Mul that compute value·sigmoid(value) when they are value's only readers.
+  std::pair<const onnx::NodeProto*, const onnx::NodeProto*> siluOf(const std::string& value) const;
+  // Whether every integer of an ints attribute (pads, dilations, ...) is v.
+  static bool allInts(const onnx::AttributeProto& a, std::int64_t v);
+  // A MaxPool that alone reads `producer`'s output (or that of the activation fused into it), with a 2×2 window,
+  // stride 2, no padding, no dilation and floor rounding: a stride-1 convolution pools as it stores its output (or as
+  // it sums its split), which saves the pooling's pass and the convolution's full-size output (vgg11 has five).
+  const onnx::NodeProto* fusablePool(const onnx::NodeProto& producer);
+  static std::optional<Activation> asActivation(const Pointwise& f);
+
+  // Gemm (Y = alpha·A·op(B) + beta·C) and MatMul (Y = A·B). A constant B makes a dense layer on the GEMM core
+  // (A of any rank: its leading axes are rows); two computed operands make a batched product.
+  void importProduct(const onnx::NodeProto& node);
+
+  // Add, Sub, Mul, Div, Pow, Max and Min with NumPy broadcasting; constant operands become parameters. A constant
+  // row added to a dense layer's output (PyTorch's MatMul + Add) joins the layer's bias instead.
+  void importBinary(const onnx::NodeProto& node);
+
+  // Whether a channel-scaling Mul (channelScale) is a squeeze-excite gate, [N, C, 1, 1] computed per image, whose
+  // output only a 1x1 convolution without padding, which the implicit GEMM runs, reads: that convolution then scales
+  // X as it reads it (conv2dOp's inputScaled), which saves the scaled tensor's pass and a dependent dispatch
+  // (mobilenet_v3_small has 9 such gates, efficientnet_b0 16).
+  bool scalesConvolutionInput(const onnx::NodeProto& node, int side) const;
+
+  // SqueezeNet's fire module at a batch of up to 4 (expandsTogether): a 1x1 convolution and a k x k one with "same"
+  // padding of the same tensor, each followed by the same function or none, whose results only one Concat along the
+  // channels reads.
+  struct Expansion {
+    const onnx::NodeProto* point;   // the 1x1 convolution
+    const onnx::NodeProto* wide;    // the k x k one
+    const onnx::NodeProto* concat;
+    bool pointFirst;                // the 1x1 convolution's channels come first in the Concat
+    Pointwise function;
+    std::vector<const onnx::NodeProto*> functionNodes;
+  };
+  // A convolution's kernel size when it has one group, stride 1, no dilation, a constant weight [O, C, k, k] with k
+  // odd and "same" padding ((k - 1) / 2 on every side); 0 otherwise.
+  std::int64_t sameKernel(const onnx::NodeProto& conv) const;
+  std::optional<Expansion> expandsTogether(const onnx::NodeProto& node) const;
+
+  // Whether input `side` of a Mul scales the other, computed, input [N, C, spatial...] per channel or per image and
+  // channel: shaped [C, 1...], [1, C, 1...] or [N, C, 1...] (a squeeze-excite gate; BatchNorm exported as Mul).
+  bool channelScale(const onnx::NodeProto& node, int side);
+
+  // Sum, Mean, Max and Min of any number of inputs, broadcast: a chain of binary ops (Mean scaled at the end).
+  void importVariadic(const onnx::NodeProto& node);
+
+  // Pads from explicit pads or auto_pad (SAME_UPPER puts the odd one at the end, SAME_LOWER at the start), as
+  // [top, left, bottom, right].
+  std::array<std::uint32_t, 4> windowPads(const onnx::NodeProto& node, const std::map<std::string, const onnx::AttributeProto*>& a,
+                                          const Shape& x, const std::array<std::uint32_t, 2>& kernel, const std::array<std::uint32_t, 2>& strides,
+                                          const std::array<std::uint32_t, 2>& dilations) const;
+  std::array<std::uint32_t, 2> pair(const onnx::NodeProto& node, const std::map<std::string, const onnx::AttributeProto*>& a,
+                                    const std::string& name, std::uint32_t otherwise) const;
+
+  // A 1-D window (Conv1d, MaxPool1d, ...) runs as 2-D over a view [N, C, 1, L]: its attributes gain a leading 1
+  // (pads: 0 before and after the new axis).
+  static std::map<std::string, onnx::AttributeProto> widened(const std::map<std::string, const onnx::AttributeProto*>& a);
+  static std::map<std::string, const onnx::AttributeProto*> pointers(const std::map<std::string, onnx::AttributeProto>& a);
+  Tensor asImage(const onnx::NodeProto& node, Tensor x);
+  // The output of a window op on asImage's view, back to [N, C, L] when the input was.
+  void defineWindow(const onnx::NodeProto& node, Tensor input, Tensor out, const std::string& glnetOp);
+
+  // An Expansion as one k x k convolution into the Concat's tensor: the 1x1 kernel's weights at the centre tap with
+  // zeros around it. One dispatch and no copy for each fire module, at k² times the 1x1 layer's multiplies, which
+  // a batch this small does not notice.
+  void importExpansion(const onnx::NodeProto& node, const Expansion& e);
+
+  // Conv: one group, the same stride along both axes and the same padding on every side run as an implicit GEMM
+  // (Conv2D.glsl; split along its sum where it has too few tiles for the GPU); anything else (dilations, groups,
+  // depthwise, uneven padding or strides) directly (GroupedConv.glsl).
+  void importConv(const onnx::NodeProto& node);
+
+  // Inference BatchNormalization, y = scale·(x − mean)/sqrt(var + epsilon) + B per channel: folded into the
+  // convolution or dense layer that computes x when nothing else reads it (weights scaled per output channel,
+  // bias shifted), else a per-channel multiply and add.
+  void importBatchNormalization(const onnx::NodeProto& node);
+
+  void importPool(const onnx::NodeProto& node);
+
+  // Softmax and LogSoftmax: from opset 13 along one axis; before, over the axes from `axis` on (the input
+  // coerced to 2-D).
+  void importSoftmax(const onnx::NodeProto& node);
+
+  // ReduceMean, ReduceSum, ReduceMax, ReduceMin over adjacent axes (attribute axes, or from opset 18, and 13 for
+  // ReduceSum, a constant input).
+  void importReduce(const onnx::NodeProto& node);
+
+  void importLayerNormalization(const onnx::NodeProto& node);
+
+  // Flatten, Reshape, Squeeze and Unsqueeze of a computed tensor: views of the same memory.
+  void importReshape(const onnx::NodeProto& node);
+
+  // A slice of each axis: start, count and step, clamped as NumPy does.
+  struct AxisSlice {
+    std::int64_t start = 0, step = 1;
+    std::uint32_t count = 0;
+  };
+  static AxisSlice clampedSlice(std::int64_t dimension, std::int64_t start, std::int64_t end, std::int64_t step);
+
+  Tensor sliceTensor(const onnx::NodeProto& node, Tensor x, const std::vector<AxisSlice>& slices, const std::string& name);
+
+  void importSlice(const onnx::NodeProto& node);
+
+  void importSplit(const onnx::NodeProto& node);
+
+  // Gather on a computed tensor with constant indices: each index a slice of the axis (joined when several).
+  void importGather(const onnx::NodeProto& node);
+
+  void importPad(const onnx::NodeProto& node);
+
+  // Shape arithmetic and other work on constants runs here, at load: a node whose inputs are all constants
+  // (or, for Shape, a tensor whose shape is known for the bound batch) becomes a constant itself.
+  bool foldable(const onnx::NodeProto& node) const;
+
+  // A constant input (a shape, axes, indices, a folded operand): a computed tensor there is refused, never read as empty.
+  const Constant& input(const onnx::NodeProto& node, int index) const;
+  // A constant's value used as an integer (an index, axis or dimension): refused unless whole and in range,
+  // never converted with undefined behaviour.
+  std::int64_t whole(const onnx::NodeProto& node, double v) const;
+  // A folded constant's shape from values, each dimension from 0 to 2^24, at most largestFolded elements.
+  std::vector<std::int64_t> foldedShape(const onnx::NodeProto& node, const std::vector<double>& values) const;
+
+  // The product of some dimensions of a constant, which may be large where another dimension is 0 (no elements,
+  // yet loops over the rest would run for ever): refused beyond largestFolded.
+  std::size_t boundedProduct(const onnx::NodeProto& node, std::vector<std::int64_t>::const_iterator begin,
+                             std::vector<std::int64_t>::const_iterator end) const;
+
+  // The first value of a constant input that must hold at least one.
+  double scalar(const onnx::NodeProto& node, int index) const;
+  // Axis values, from an attribute (older opsets) or a constant input (newer ones), made non-negative for `rank`.
+  std::vector<std::int64_t> axes(const onnx::NodeProto& node, const std::map<std::string, const onnx::AttributeProto*>& a,
+                                 int inputIndex, std::int64_t rank) const;
+
+  static std::vector<std::size_t> strides(const std::vector<std::int64_t>& shape);
+
+  // NumPy broadcasting of constants: `combine` over the elements of the broadcast shape.
+  Constant broadcast(const onnx::NodeProto& node, const std::vector<const Constant*>& operands,
+                     const std::function<double(const std::vector<double>&)>& combine) const;
+
+  Constant fold(const onnx::NodeProto& node);
+
+  std::string path_;
+  std::uint32_t batch_;
+  Graph graph_;
+  OnnxModel result_;
+  std::map<std::string, Value> values_;
+  std::map<int, Tensor> softmaxInputs_;                  // softmax output tensor id → its input
+  std::map<std::string, int> consumers_;                 // readers of each name: nodes and graph outputs
+  std::map<int, std::pair<Tensor, Tensor>> layers_;      // output tensor id → weight, bias of the dense or conv computing it
+  std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;  // the nodes reading each name
+  std::set<const onnx::NodeProto*> fused_;               // pointwise nodes run inside the kernel before them
+  std::map<const onnx::NodeProto*, std::string> aliases_;  // a fused node whose result is another name's value
+  std::map<std::string, Tensor> scaledInputs_;             // a gate's Mul output -> its scale, applied by the convolution reading it
+  std::map<std::string, Tensor> uploaded_;               // constants made parameters, by name
+};
+
+}  // namespace glnet::onnximport

@@ -1,0 +1,595 @@
+#include "train/Trainer.h"
+
+#include "base/Stopwatch.h"
+#include "gl/Sync.h"
+#include "base/check.h"
+#include "ops/GradientCompression.h"
+#include "ops/Optimizer.h"
+#include "ops/StridedCopy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+namespace glnet {
+
+InputFormat standardization(const ImageSet& images) {
+  const std::size_t channels = images.channels >= 2 && images.channels <= mostScaledChannels ? images.channels : 1;
+  const std::size_t plane = images.pixelsPerImage() / channels;
+  std::vector<double> sums(channels, 0.0), squares(channels, 0.0);
+  for (std::size_t i = 0; i < images.pixels.size(); ++i) {
+    const double x = images.pixels[i] / 255.0;
+    const std::size_t channel = (i % images.pixelsPerImage()) / plane;
+    sums[channel] += x;
+    squares[channel] += x * x;
+  }
+  InputFormat format{{}, {}};
+  const double count = static_cast<double>(images.pixels.size() / channels);
+  for (std::size_t c = 0; c < channels; ++c) {
+    const double mean = sums[c] / count;
+    format.mean.push_back(static_cast<float>(mean));
+    format.std.push_back(static_cast<float>(std::sqrt(std::max(squares[c] / count - mean * mean, 1e-12))));
+  }
+  return format;
+}
+
+std::string defaultCheckpointPath(const std::string& out) {
+  const std::string suffix = ".safetensors";
+  const bool hasSuffix = out.size() > suffix.size() && out.compare(out.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return (hasSuffix ? out.substr(0, out.size() - suffix.size()) : out) + ".checkpoint.safetensors";
+}
+
+std::string progressLine(const TrainingProgress& p) {
+  const long eta = std::lround(p.etaSeconds);
+  char text[160];
+  std::snprintf(text, sizeof text, "epoch %d/%d  step %zu/%zu  loss %.4f  %.0f samples/s  ETA %ld:%02ld", p.epoch, p.epochs, p.step, p.steps,
+                p.loss, p.samplesPerSecond, eta / 60, eta % 60);
+  return text;
+}
+
+std::string epochLine(const EpochResult& e, int epochs, bool fullBatch) {
+  char text[200];
+  std::snprintf(text, sizeof text, "%s %d/%d: train loss %.4f, train accuracy %.2f%%, test accuracy %.2f%%, %.2f s (%.0f samples/s)",
+                fullBatch ? "iteration" : "epoch", e.epoch, epochs, e.trainLoss, 100 * e.trainAccuracy, 100 * e.testAccuracy, e.seconds,
+                e.samplesPerSecond);
+  return text;
+}
+
+std::string filesWrittenLine(const std::string& out, const std::string& checkpoint, const std::string& onnx) {
+  return "wrote " + out + " (checkpoint " + checkpoint + ")" + (onnx.empty() ? "" : " and " + onnx);
+}
+
+namespace {
+
+// A plan of one dispatch: to = from, or to += from (`add`), over every float of `from`.
+Plan copyPlan(const Context& context, ProgramCache& programs, const BufferView& from, const BufferView& to, bool add) {
+  Plan plan(context.limits());
+  const auto floats = static_cast<std::uint32_t>(from.room() / sizeof(float));
+  plan.record(regionCopy(programs, add ? "accumulated gradients +=" : "accumulated gradients =", from, to, RegionCopy{{floats}, 0, 0, {1}, {1}}, add));
+  return plan;
+}
+
+// The gradient arena in buckets for sums that overlap the backward pass. A parameter's gradient is complete
+// after the last step of `plan` that writes it; in that order, gradients next to each other in the arena
+// (apart from alignment padding that stays zero on every rank) share a bucket up to `bucketBytes`, as PyTorch DDP
+// groups them.
+std::vector<GradientBucket> gradientBuckets(CompiledGraph& graph, const Plan& plan, std::size_t bucketBytes) {
+  // `parameter`: the piece's place in the arena, so that pieces p and p + 1 are neighbours there.
+  struct Piece {
+    std::size_t parameter, begin, end, ready;
+  };
+  std::vector<Piece> pieces;
+  const std::vector<Tensor>& parameters = graph.graph().parameters();
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    // State lies after the trained parameters in the arena, and its gradient stays zero.
+    if (!graph.graph().tensor(parameters[p]).needsGradient) continue;
+    const BufferView view = graph.view(parameters[p]);  // the parameter arena: same offsets as the gradients'
+    const std::size_t end = view.offset + view.bytes;
+    pieces.push_back({0, view.offset, end, plan.lastStepWriting(graph.gradientArena(), view.offset, view.bytes).value_or(0)});
+  }
+  std::sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.begin < b.begin; });
+  for (std::size_t p = 0; p < pieces.size(); ++p) pieces[p].parameter = p;
+  std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& a, const Piece& b) { return a.ready < b.ready; });
+  std::vector<GradientBucket> buckets;
+  std::size_t first = 0, last = 0;  // the parameters of the open bucket
+  for (const Piece& piece : pieces) {
+    if (!buckets.empty()) {
+      GradientBucket& open = buckets.back();
+      const bool before = piece.parameter + 1 == first, after = piece.parameter == last + 1;
+      const std::size_t begin = before ? piece.begin : open.offset, end = after ? piece.end : open.offset + open.bytes;
+      if ((before || after) && end - begin <= bucketBytes) {
+        open = {begin, end - begin, piece.ready};
+        first = std::min(first, piece.parameter);
+        last = std::max(last, piece.parameter);
+        continue;
+      }
+    }
+    buckets.push_back({piece.begin, piece.end - piece.begin, piece.ready});
+    first = last = piece.parameter;
+  }
+  return buckets;
+}
+
+Shard batchShareOf(std::size_t globalRows, const Communicator& ranks) {
+  const Shard share = shardOf(globalRows, ranks.rank(), ranks.size());
+  if (share.count == 0) {
+    throw Error("a batch of " + std::to_string(globalRows) + " images cannot be shared by " + std::to_string(ranks.size()) +
+                " ranks: use " + optionName("batch") + " of at least the number of ranks");
+  }
+  return share;
+}
+
+const std::string settingPrefix = "setting.";
+
+const char* stateName(OptimizerKind kind, std::size_t index) {
+  if (kind == OptimizerKind::momentum) return "velocity";
+  return index == 0 ? "m" : "v";
+}
+
+}  // namespace
+
+void Checkpoint::save(const std::string& path) const {
+  TensorFile file = network.toTensors();
+  for (std::size_t s = 0; s < optimizerState.size(); ++s) {
+    for (std::size_t p = 0; p < network.parameterNames.size(); ++p) {
+      const std::string& name = network.parameterNames[p];
+      file.tensors["optimizer." + std::string(stateName(optimizer, s)) + "." + name] = {network.parameters.at(name).shape,
+                                                                                       optimizerState[s][p]};
+    }
+  }
+  for (const auto& [flag, value] : settings) file.metadata[settingPrefix + flag] = value;
+  file.metadata["format"] = "glnet-checkpoint";
+  file.metadata["optimizer"] = optimizerName(optimizer);
+  file.metadata["epochs_done"] = std::to_string(epochsDone);
+  file.metadata["steps_done"] = std::to_string(stepsDone);
+  writeSafetensors(path, file);
+}
+
+std::map<std::string, std::string> Checkpoint::readSettings(const std::string& path) {
+  const TensorFile file = readSafetensors(path);
+  const auto format = file.metadata.find("format");
+  if (format == file.metadata.end() || format->second != "glnet-checkpoint") {
+    throw Error(path + ": not a glnet checkpoint (glnet_train writes them beside " + optionName("out") + ", as NAME.checkpoint.safetensors)");
+  }
+  std::map<std::string, std::string> settings;
+  for (const auto& [key, value] : file.metadata) {
+    if (key.rfind(settingPrefix, 0) == 0) settings[key.substr(settingPrefix.size())] = value;
+  }
+  return settings;
+}
+
+Checkpoint Checkpoint::load(const std::string& path, const std::string& architecture, OptimizerKind optimizer) {
+  TensorFile file = readSafetensors(path);
+  const auto meta = [&](const std::string& key) {
+    const auto found = file.metadata.find(key);
+    if (found == file.metadata.end()) throw Error(path + ": not a glnet checkpoint (no " + key + " in its metadata)");
+    return found->second;
+  };
+  if (meta("format") != "glnet-checkpoint") throw Error(path + ": not a glnet checkpoint (format " + meta("format") + ")");
+  if (meta("architecture") != architecture) {
+    throw Error(path + ": the checkpoint is architecture " + meta("architecture") + ", not " + architecture +
+                "; resume with " + optionSetting("arch", meta("architecture")));
+  }
+  if (meta("optimizer") != optimizerName(optimizer)) {
+    throw Error(path + ": the checkpoint was trained with " + optionSetting("optimizer", meta("optimizer")) + ", not " + optimizerName(optimizer));
+  }
+  Checkpoint checkpoint;
+  checkpoint.optimizer = optimizer;
+  const auto count = [&](const std::string& key, std::uint64_t largest) {
+    const std::string text = meta(key);
+    const bool digits = !text.empty() && text.size() <= 19 && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || std::stoull(text) > largest) throw Error(path + ": the checkpoint's " + key + " is not a count (" + text.substr(0, 20) + ")");
+    return std::stoull(text);
+  };
+  checkpoint.epochsDone = static_cast<int>(count("epochs_done", 1000000));
+  checkpoint.stepsDone = count("steps_done", std::uint64_t{1} << 62);
+  TensorFile modelFile;
+  std::map<std::string, HostTensor> state;
+  for (auto& [key, value] : file.metadata) {
+    (key.rfind(settingPrefix, 0) == 0 ? checkpoint.settings[key.substr(settingPrefix.size())] : modelFile.metadata[key]) = value;
+  }
+  for (auto& [name, tensor] : file.tensors) {
+    (name.rfind("optimizer.", 0) == 0 ? state : modelFile.tensors)[name] = std::move(tensor);
+  }
+  checkpoint.network = Network::fromTensors(modelFile, path);
+  // Every optimizer tensor must be the state of one parameter, shaped like it: the GPU buffers are sized
+  // from the network, so anything else would write past them.
+  checkpoint.optimizerState.resize(OptimizerOp::stateBuffers(optimizer));
+  for (std::size_t s = 0; s < checkpoint.optimizerState.size(); ++s) {
+    for (const std::string& parameter : checkpoint.network.parameterNames) {
+      const std::string name = "optimizer." + std::string(stateName(optimizer, s)) + "." + parameter;
+      const auto found = state.find(name);
+      if (found == state.end()) throw Error(path + ": the checkpoint lacks " + name);
+      if (found->second.shape != checkpoint.network.parameters.at(parameter).shape) {
+        throw Error(path + ": tensor " + name + " is not shaped like " + parameter + "; the checkpoint is damaged");
+      }
+      checkpoint.optimizerState[s].push_back(std::move(found->second.values));
+      state.erase(found);
+    }
+  }
+  if (!state.empty()) {
+    throw Error(path + ": unexpected tensor " + state.begin()->first + " in a checkpoint of " + checkpoint.network.architecture +
+                " trained with " + optimizerName(optimizer));
+  }
+  return checkpoint;
+}
+
+Trainer::Trainer(const Context& context, const Network& initial, const LabelledImages& train, const LabelledImages& test,
+                 const TrainingOptions& options, const Communicator& ranks)
+    : context_(context),
+      ranks_(ranks),
+      shape_(initial),
+      options_(options),
+      trainCount_(train.images.count),
+      stepsPerEpoch_(options.fullBatch ? 1 : train.images.count / (std::size_t{options.batch} * options.accumulate)),
+      globalRows_(options.fullBatch ? static_cast<std::uint32_t>(train.images.count) : options.batch),
+      batchShare_(batchShareOf(globalRows_, ranks)),
+      testShare_(shardOf(test.images.count, ranks.rank(), ranks.size())),
+      trainImages_(uploadImages(train.images)),
+      testImages_(uploadImages(test.images, testShare_.first, testShare_.count)),
+      trainLabels_(train.labels.size(), 1),
+      indices_(train.images.count * sizeof(std::uint32_t)),
+      augment_(options.augment.enabled() ? train.images.count * sizeof(std::uint32_t) : sizeof(std::uint32_t)),
+      testLabels_(test.labels.begin() + static_cast<std::ptrdiff_t>(testShare_.first),
+                  test.labels.begin() + static_cast<std::ptrdiff_t>(testShare_.first + testShare_.count)),
+      nodes_(buildGraph(initial, static_cast<std::uint32_t>(batchShare_.count), true, options.labelSmoothing)),
+      graph_(context, nodes_.graph, nodes_.loss, {nodes_.correct}, options.optimizer),
+      plan_(context.limits()) {
+  if (train.images.pixelsPerImage() != initial.inputs()) {
+    throw Error("the model takes " + std::to_string(initial.inputs()) + " inputs but the training images have " +
+                std::to_string(train.images.pixelsPerImage()) + " pixels");
+  }
+  if (stepsPerEpoch_ == 0) {
+    const std::string batch = optionSetting("batch", std::to_string(options.batch));
+    throw Error((options.accumulate > 1 ? batch + " x " + optionSetting("accumulate", std::to_string(options.accumulate)) : batch) +
+                " is larger than the " + std::to_string(trainCount_) + " training images");
+  }
+  const std::uint32_t rows = graph_.rows();
+  const auto pixels = static_cast<std::uint32_t>(initial.inputs());
+  trainLabels_.upload(train.labels);
+  const GatherOp gather(feedPrograms_);
+  const CompiledGraph::Feed feed = [&](Plan& plan) {
+    firstRowParameter_ = plan.addParameter(0);
+    if (options.augment.enabled()) {
+      plan.record(gather.augmentedImages(trainImages_.pixels, indices_, augment_, graph_.view(nodes_.images), rows, pixels,
+                                         static_cast<std::uint32_t>(train.images.rows), static_cast<std::uint32_t>(train.images.columns),
+                                         firstRowParameter_, initial.input));
+    } else {
+      plan.record(gather.images(trainImages_.pixels, indices_, graph_.view(nodes_.images), rows, pixels, firstRowParameter_, initial.input));
+    }
+    plan.record(gather.labels(trainLabels_.pixels, indices_, graph_.view(nodes_.labels), rows, firstRowParameter_));
+  };
+  options_.schedule.peak = options.optimizer.learningRate;
+  options_.schedule.totalSteps = std::max<std::uint64_t>(static_cast<std::uint64_t>(options.epochs) * stepsPerEpoch_, 1);
+  options_.schedule.warmupSteps = static_cast<std::uint64_t>(std::llround(options.warmupEpochs * static_cast<double>(stepsPerEpoch_)));
+  options_.schedule.stepSize = std::max<std::uint64_t>(static_cast<std::uint64_t>(std::llround(options.stepEpochs * static_cast<double>(stepsPerEpoch_))), 1);
+  if (!ranks.distributed() && options.accumulate == 1) {
+    plan_ = graph_.trainingPlan(feed);
+    return;
+  }
+  graph_.averageOver(globalRows_ * options.accumulate);
+  plan_ = graph_.gradientPlan(feed);
+  updatePlan_.emplace(graph_.updatePlan());
+  if (options.accumulate > 1) {
+    const BufferView gradients(graph_.gradientArena());
+    accumulation_.emplace(Accumulation{Buffer(gradients.room()), Plan(context.limits()), Plan(context.limits()), Plan(context.limits())});
+    const BufferView summed(accumulation_->sum);  // once the buffer is in place: a view holds its address
+    accumulation_->keep = copyPlan(context, feedPrograms_, gradients, summed, false);
+    accumulation_->add = copyPlan(context, feedPrograms_, gradients, summed, true);
+    accumulation_->restore = copyPlan(context, feedPrograms_, summed, gradients, true);
+  }
+  if (!ranks.distributed()) return;
+  // The window itself is made by run(): it is collective, and a rank may still fail here before the ranks agree
+  // that all is well.
+  sumsThroughSharedMemory_ = options.allReduce == TrainingOptions::AllReduce::sharedMemory ||
+                             (options.allReduce == TrainingOptions::AllReduce::automatic && ranks.allOnOneHost());
+  if (options.compressGradients) {
+    Buffer& arena = graph_.gradientArena();
+    const std::size_t floats = arena.bytes() / sizeof(float), packedBytes = GradientCompressionOp::packedBytes(floats);
+    const std::vector<float> zeros(floats, 0.0f);
+    compression_.emplace(Compression{Buffer(arena.bytes(), zeros.data()), Buffer(packedBytes), HostMirror(packedBytes), Plan(context.limits()),
+                                     Plan(context.limits())});
+    const GradientCompressionOp compression(feedPrograms_);
+    compression_->compress.record(compression.compress(arena, compression_->residuals, compression_->packed, static_cast<std::uint32_t>(floats)));
+    compression_->expand.record(compression.expand(compression_->packed, arena, static_cast<std::uint32_t>(floats)));
+    return;
+  }
+  gradientMirror_.emplace(graph_.gradientArena().bytes());
+  // Buckets overlap the sum with the backward pass of the step's one batch; accumulated gradients are complete only
+  // after the last batch's.
+  if (options.allReduceBucketBytes > 0 && ranks.callableFromSeveralThreads() && options.accumulate == 1) {
+    buckets_ = gradientBuckets(graph_, plan_, options.allReduceBucketBytes);
+    sumThread_ = std::make_unique<TaskThread>();
+  }
+}
+
+std::uint32_t Trainer::firstRow(std::size_t step, std::uint32_t batch) const {
+  return static_cast<std::uint32_t>(((step - 1) * options_.accumulate + batch) * globalRows_ + batchShare_.first);
+}
+
+void Trainer::runAndSumGradients(std::size_t step, const Stopwatch& stepClock, StepTiming& timing, EpochResult& result) {
+  if (TimerQuery::measuresGpu()) stepStarted_.record();
+  for (std::uint32_t batch = 0; batch < options_.accumulate; ++batch) {
+    plan_.setParameter(firstRowParameter_, firstRow(step, batch));
+    if (!buckets_.empty()) return sumGradientsInBuckets(stepClock, timing, result);
+    plan_.run();
+    if (!accumulation_) continue;
+    const bool last = batch + 1 == options_.accumulate;
+    (last ? accumulation_->restore : batch == 0 ? accumulation_->keep : accumulation_->add).run();
+  }
+  if (TimerQuery::measuresGpu()) backwardDone_.record();
+  if (ranks_.distributed()) {
+    sumGradients(stepClock, timing);
+    result.allReduceBuckets = 1;
+  }
+  timing.gpuMs = gpuMilliseconds();
+}
+
+double Trainer::gpuMilliseconds() const {
+  return TimerQuery::measuresGpu() ? glnet::gpuMilliseconds(stepStarted_, backwardDone_) : 0.0;
+}
+
+void Trainer::sumOverRanks(float* values, std::size_t count) const {
+  if (hostSum_) return hostSum_->sum(values, count);
+  ranks_.sum(values, count);
+}
+
+void Trainer::sumGradients(const Stopwatch& stepClock, StepTiming& timing) {
+  if (compression_) return sumCompressedGradients(stepClock, timing);
+  Fence(/*after the backward pass: what follows is communication only*/).wait();
+  timing.backwardDoneMs = stepClock.milliseconds();
+  sumInPieces(graph_.gradientArena(), *gradientMirror_, timing,
+              [this](void* values, std::size_t bytes) { sumOverRanks(static_cast<float*>(values), bytes / sizeof(float)); });
+}
+
+void Trainer::sumCompressedGradients(const Stopwatch& stepClock, StepTiming& timing) {
+  Compression& compression = *compression_;
+  compression.compress.run();
+  Fence(/*after the backward pass and the packing*/).wait();
+  timing.backwardDoneMs = stepClock.milliseconds();
+  const auto sum = [this](void* values, std::size_t bytes) {
+    auto* packed = static_cast<std::uint16_t*>(values);
+    if (hostSum_) return hostSum_->sumBfloat16(packed, bytes / sizeof(std::uint16_t));
+    ranks_.sumBfloat16(packed, bytes / sizeof(std::uint16_t));
+  };
+  sumInPieces(compression.packed, compression.mirror, timing, sum, &compression.expand);
+}
+
+void Trainer::sumInPieces(Buffer& buffer, HostMirror& mirror, StepTiming& timing,
+                          const std::function<void(void* values, std::size_t bytes)>& sum, Plan* then) {
+  const Stopwatch total;
+  // About 1 MB a piece, at most 8: enough to overlap, few enough that the sums' fixed costs stay small. Multiples
+  // of 64 bytes keep every piece whole in floats and bfloat16 values.
+  const std::size_t bytes = buffer.bytes();
+  const std::size_t pieces = std::clamp<std::size_t>(bytes >> 20, 1, 8);
+  const std::size_t pieceBytes = (bytes / pieces + 63) / 64 * 64;
+  std::vector<Fence> pulled;
+  for (std::size_t offset = 0; offset < bytes; offset += pieceBytes) {
+    pulled.push_back(mirror.startPull(buffer, offset, std::min(pieceBytes, bytes - offset)));
+  }
+  auto* host = static_cast<std::uint8_t*>(mirror.data());
+  for (std::size_t p = 0; p < pulled.size(); ++p) {
+    const std::size_t offset = p * pieceBytes, length = std::min(pieceBytes, bytes - offset);
+    Stopwatch clock;
+    pulled[p].wait();
+    timing.readMs += clock.restart();
+    sum(host + offset, length);
+    timing.allReduceMs += clock.restart();
+    mirror.push(buffer, offset, length);  // flushed: the GPU copies this piece back while the host sums the next
+  }
+  // The update waits for the last piece anyway, so count it here.
+  const Stopwatch clock;
+  if (then) then->run();
+  Fence().wait();
+  timing.writeMs = clock.milliseconds();
+  timing.exposedMs = total.milliseconds();
+}
+
+void Trainer::sumGradientsInBuckets(const Stopwatch& stepClock, StepTiming& timing, EpochResult& result) {
+  Buffer& arena = graph_.gradientArena();
+  std::vector<Fence> copied;
+  copied.reserve(buckets_.size());
+  std::size_t next = 0;
+  plan_.run([&](std::size_t step) {
+    for (; next < buckets_.size() && buckets_[next].readyAfterStep == step; ++next) {
+      copied.push_back(gradientMirror_->startPull(arena, buckets_[next].offset, buckets_[next].bytes));
+    }
+  });
+  if (TimerQuery::measuresGpu()) backwardDone_.record();
+  const Fence computed;
+  auto* gradients = static_cast<std::uint8_t*>(gradientMirror_->data());
+  const Stopwatch clock;
+  double firstSum = -1;
+  for (std::size_t b = 0; b < buckets_.size(); ++b) {
+    copied[b].wait();
+    if (firstSum < 0) firstSum = clock.milliseconds();
+    const GradientBucket bucket = buckets_[b];
+    sumThread_->add([this, gradients, bucket] {
+      sumOverRanks(reinterpret_cast<float*>(gradients + bucket.offset), bucket.bytes / sizeof(float));
+    });
+  }
+  // From here the GPU has nothing left of the step but the update, which waits for the sums.
+  computed.wait();
+  timing.backwardDoneMs = stepClock.milliseconds();
+  const double backwardDone = clock.milliseconds();
+  sumThread_->finish();
+  const double summed = clock.milliseconds();
+  gradientMirror_->push(arena);
+  Fence().wait();
+  const double written = clock.milliseconds();
+  timing.allReduceMs = summed - firstSum;
+  timing.writeMs = written - summed;
+  timing.exposedMs = written - backwardDone;
+  timing.gpuMs = gpuMilliseconds();
+  result.allReduceBuckets = buckets_.size();
+}
+
+std::vector<double> Trainer::totalsOverRanks(int epoch, std::size_t fromStep, std::size_t toStep) const {
+  std::vector<double> totals = graph_.readTotals();
+  ranks_.sum(totals.data(), totals.size());
+  if (!std::isfinite(totals[0])) {
+    throw SharedError("the loss became " + std::string(std::isnan(totals[0]) ? "NaN" : "infinite") + " in epoch " +
+                      std::to_string(epoch) + " between steps " + std::to_string(fromStep) + " and " + std::to_string(toStep) +
+                      "; training stopped and the last checkpoint is intact (try a lower " + optionName("lr") + ")");
+  }
+  return totals;
+}
+
+double Trainer::testAccuracy() const {
+  std::uint64_t correctAndCount[2] = {0, testImages_.count};
+  if (testImages_.count) correctAndCount[0] = evaluate(context_, network(), testImages_, testLabels_, 1000).correct;
+  ranks_.sum(correctAndCount, 2);
+  return correctAndCount[1] ? static_cast<double>(correctAndCount[0]) / static_cast<double>(correctAndCount[1]) : 0.0;
+}
+
+// Each rank moved its running statistics by its own share of every batch; their mean over the ranks is, to first
+// order, what one rank seeing the whole batches would hold (PyTorch's DistributedDataParallel broadcasts rank 0's).
+void Trainer::averageStateOverRanks() {
+  if (!ranks_.distributed()) return;
+  const Graph& graph = graph_.graph();
+  const std::vector<Tensor> parameters = graph.parameters();
+  std::vector<std::vector<float>> values = graph_.readParameters();
+  std::vector<float> state;
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    if (!graph.tensor(parameters[p]).needsGradient) state.insert(state.end(), values[p].begin(), values[p].end());
+  }
+  if (state.empty()) return;
+  ranks_.sum(state.data(), state.size());
+  const float share = 1.0f / static_cast<float>(ranks_.size());
+  std::size_t at = 0;
+  for (std::size_t p = 0; p < parameters.size(); ++p) {
+    if (graph.tensor(parameters[p]).needsGradient) continue;
+    for (float& value : values[p]) value = state[at++] * share;
+  }
+  graph_.writeParameters(values);
+}
+
+void Trainer::restore(const Checkpoint& checkpoint) {
+  graph_.writeParameters(checkpoint.network.parameterValues());
+  graph_.writeOptimizerState(checkpoint.optimizerState);
+  epochsDone_ = checkpoint.epochsDone;
+  stepsDone_ = checkpoint.stepsDone;
+}
+
+std::vector<std::uint32_t> Trainer::epochOrder(int epoch) const {
+  std::vector<std::uint32_t> order(trainCount_);
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::uint32_t>(i);
+  if (options_.fullBatch) return order;
+  // Fisher-Yates with mt19937 (not std::shuffle, whose algorithm varies by library): the same seed and
+  // epoch give the same order everywhere.
+  std::mt19937 random(options_.seed * 1000003u + static_cast<std::uint32_t>(epoch));
+  for (std::size_t i = order.size() - 1; i > 0; --i) {
+    const std::size_t j = random() % (i + 1);
+    std::swap(order[i], order[j]);
+  }
+  return order;
+}
+
+std::vector<std::uint32_t> Trainer::epochAugmentation(int epoch) const {
+  // Its own stream (not the shuffle's), drawn with plain modulo arithmetic so that every library gives the same.
+  std::mt19937 random(options_.seed * 2654435761u + static_cast<std::uint32_t>(epoch) * 40503u + 12345u);
+  const std::uint32_t span = 2 * options_.augment.shift + 1;
+  std::vector<std::uint32_t> packed(trainCount_);
+  for (std::uint32_t& value : packed) {
+    const int dx = static_cast<int>(random() % span) - static_cast<int>(options_.augment.shift);
+    const int dy = static_cast<int>(random() % span) - static_cast<int>(options_.augment.shift);
+    const bool flip = options_.augment.flip && (random() & 1u) != 0;
+    value = GatherOp::packAugmentation(dx, dy, flip);
+  }
+  return packed;
+}
+
+void Trainer::run(const std::function<void(const TrainingProgress&)>& progress,
+                  const std::function<void(const EpochResult&)>& epochDone) {
+  if (sumsThroughSharedMemory_ && !hostSum_) {
+    const std::size_t sumBytes = compression_ ? compression_->packed.bytes() : graph_.gradientArena().bytes();
+    hostSum_ = std::make_unique<HostSum>(ranks_, sumBytes, HostSum::threadsPerRank(ranks_));
+  }
+  const Stopwatch runClock;
+  const std::size_t totalSteps = static_cast<std::size_t>(options_.epochs - epochsDone_) * stepsPerEpoch_;
+  std::size_t stepsThisRun = 0;
+  for (int epoch = epochsDone_ + 1; epoch <= options_.epochs; ++epoch) {
+    const Stopwatch epochClock;
+    indices_.upload(epochOrder(epoch));
+    if (options_.augment.enabled()) augment_.upload(epochAugmentation(epoch));
+    graph_.resetTotals();
+    double epochLoss = 0, epochCorrect = 0, previousLoss = 0;
+    EpochResult result;
+    std::size_t reportedStep = 0;
+    Stopwatch sinceReport;
+    for (std::size_t step = 1; step <= stepsPerEpoch_; ++step) {
+      plan_.setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(++stepsDone_));
+      CompiledGraph::setLearningRate(updatePlan_ ? *updatePlan_ : plan_, static_cast<float>(options_.schedule.at(stepsDone_)));
+      if (updatePlan_) {
+        StepTiming timing;
+        timing.startMs = epochClock.milliseconds();
+        const Stopwatch stepClock;
+        runAndSumGradients(step, stepClock, timing, result);
+        updatePlan_->setParameter(CompiledGraph::stepParameter, static_cast<std::uint32_t>(stepsDone_));
+        updatePlan_->run();
+        timing.stepMs = stepClock.milliseconds();
+        result.timeline.push_back(timing);
+      } else {
+        plan_.setParameter(firstRowParameter_, firstRow(step, 0));
+        plan_.run();
+      }
+      ++stepsThisRun;
+      const bool last = step == stepsPerEpoch_;
+      // A report on time costs a sync; on one rank only, since every rank must reach the sum over ranks together.
+      const bool due = options_.reportSeconds > 0 && !ranks_.distributed() && sinceReport.seconds() >= options_.reportSeconds;
+      if (!last && step % options_.logEvery != 0 && !due) continue;
+      sinceReport.restart();
+      const std::vector<double> totals = totalsOverRanks(epoch, reportedStep + 1, step);
+      TrainingProgress report;
+      report.epoch = epoch;
+      report.epochs = options_.epochs;
+      report.step = step;
+      report.steps = stepsPerEpoch_;
+      report.loss = (totals[0] - previousLoss) / static_cast<double>((step - reportedStep) * globalRows_ * options_.accumulate);
+      const double elapsed = runClock.seconds();
+      report.samplesPerSecond = static_cast<double>(stepsThisRun * globalRows_ * options_.accumulate) / elapsed;
+      report.etaSeconds = elapsed / static_cast<double>(stepsThisRun) * static_cast<double>(totalSteps - stepsThisRun);
+      previousLoss = totals[0];
+      reportedStep = step;
+      epochLoss = totals[0];
+      epochCorrect = totals[1];
+      if (progress) progress(report);
+    }
+    ++epochsDone_;
+    result.epoch = epoch;
+    result.seconds = epochClock.seconds();
+    const double samples = static_cast<double>(stepsPerEpoch_ * globalRows_ * options_.accumulate);
+    result.trainLoss = epochLoss / samples;
+    result.trainAccuracy = epochCorrect / samples;
+    result.samplesPerSecond = samples / result.seconds;
+    if (updatePlan_) {
+      const auto steps = static_cast<double>(stepsPerEpoch_);
+      for (const StepTiming& timing : result.timeline) {
+        result.gradientReadMsPerStep += timing.readMs / steps;
+        result.allReduceMsPerStep += timing.allReduceMs / steps;
+        result.gradientWriteMsPerStep += timing.writeMs / steps;
+        result.exposedCommunicationMsPerStep += timing.exposedMs / steps;
+        result.gpuMsPerStep += timing.gpuMs / steps;
+      }
+      result.computeMsPerStep = result.seconds * 1e3 / steps - result.exposedCommunicationMsPerStep;
+      result.sharedMemorySum = hostSum_ != nullptr;
+    }
+    result.evaluated = epoch % options_.evaluateEvery == 0 || epoch == options_.epochs;
+    averageStateOverRanks();
+    if (result.evaluated) result.testAccuracy = testAccuracy();
+    if (epochDone) epochDone(result);
+  }
+}
+
+Network Trainer::network() const {
+  Network trained = shape_;
+  trained.setParameterValues(graph_.readParameters());
+  return trained;
+}
+
+Checkpoint Trainer::checkpoint() const {
+  return {network(), options_.optimizer.kind, graph_.readOptimizerState(), epochsDone_, stepsDone_, {}};
+}
+
+}  // namespace glnet

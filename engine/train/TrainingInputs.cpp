@@ -1,0 +1,129 @@
+#include "train/TrainingInputs.h"
+
+#include "data/ImageFolder.h"
+#include "importer/Onnx.h"
+#include "convert/OnnxNetwork.h"
+#include "base/check.h"
+#include "model/NetDescription.h"
+
+#include <cmath>
+
+namespace glnet {
+
+StartingNetwork startingNetwork(const NetworkChoice& choice) {
+  StartingNetwork start;
+  if (!choice.net.empty() && isOnnxPath(choice.net)) {
+    OnnxNetwork onnx = readOnnxNetwork(choice.net);
+    start.network = Network::fromDescription(onnx.description, choice.seed, choice.net);
+    start.network.setParameterValues(start.network.valuesIn(onnx.weights, choice.net));
+    start.recordedInput = onnx.input;
+  } else if (!choice.net.empty()) {
+    start.network = Network::fromDescription(readNetDescription(choice.net), choice.seed, choice.net);
+  } else {
+    if (choice.arch != "cnn" && !builtinNet(choice.arch)) parseArchitecture(choice.arch);
+    start.network = Network::create(choice.arch, choice.activation, choice.seed);
+  }
+  if (!choice.init.empty()) start.network.setParameterValues(start.network.valuesIn(readSafetensors(choice.init), choice.init));
+  if (choice.classes && choice.classes != start.network.classes()) {
+    start.network = start.network.withClasses(choice.classes, choice.seed, choice.net.empty() ? choice.arch : choice.net);
+  }
+  return start;
+}
+
+void checkTrainingOptions(const TrainingOptions& o) {
+  const auto refuse = [](const std::string& option, const std::string& why) { return UsageError(optionName(option) + " " + why); };
+  if (!(o.optimizer.learningRate > 0 && std::isfinite(o.optimizer.learningRate))) throw refuse("lr", "must be a positive number within float range");
+  if (!(o.optimizer.weightDecay >= 0 && o.optimizer.weightDecay < 1)) throw refuse("weight-decay", "must be from 0 to below 1");
+  if (o.optimizer.nesterov && o.optimizer.kind != OptimizerKind::momentum) throw refuse("nesterov", "needs the momentum optimizer");
+  if (!(o.optimizer.clipNorm >= 0 && std::isfinite(o.optimizer.clipNorm))) throw refuse("clip-norm", "must be 0 or a positive number");
+  if (!(o.warmupEpochs >= 0 && o.warmupEpochs <= 1e6)) throw refuse("warmup-epochs", "must be from 0 to 1000000");
+  if (o.warmupEpochs > 0 && o.schedule.kind == ScheduleKind::onecycle) throw refuse("warmup-epochs", "does not apply to onecycle, which warms up itself");
+  if (!(o.stepEpochs >= 1 && o.stepEpochs <= 1e6)) throw refuse("step-epochs", "must be from 1 to 1000000");
+  if (!(o.schedule.gamma > 0 && o.schedule.gamma <= 1)) throw refuse("step-gamma", "must be in (0, 1]");
+  if (o.augment.shift > 64) throw refuse("augment-shift", "must be from 0 to 64");
+  if (!(o.labelSmoothing >= 0 && o.labelSmoothing < 1)) throw refuse("label-smoothing", "must be from 0 to below 1");
+  if (o.accumulate < 1 || o.accumulate > 65536) throw refuse("accumulate", "must be from 1 to 65536");
+  if (o.accumulate > 1 && o.fullBatch) throw refuse("accumulate", "sums several batches per step; a full batch is one");
+}
+
+namespace {
+
+std::string directoryOf(const DataChoice& choice) {
+  const std::string& dataset = choice.dataset;
+  if (dataset != "mnist" && dataset != "fashion" && dataset != "cifar10" && dataset != "folder") {
+    throw UsageError("the dataset is mnist, fashion, cifar10 or folder, not '" + dataset + "'");
+  }
+  if ((dataset == "cifar10" || dataset == "folder") && choice.directory.empty()) throw UsageError("the " + dataset + " dataset needs its directory");
+  return !choice.directory.empty() ? choice.directory : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
+}
+
+ImageFolderData folderData(const DataChoice& choice, const std::string& directory, const Network& network) {
+  // The channels and side the network's image files have (an MLP's inputs flattened from a square of gray or RGB pixels).
+  const ImagePreprocessing& images = network.images;
+  if (images.resize == ImageResize::none) {
+    throw UsageError("an image folder gives square gray or RGB images; the network takes " + describe(network.inputShape));
+  }
+  const std::uint32_t channels = images.channels;
+  const auto side = choice.size ? choice.size : images.width;
+  if (choice.validationFraction != 0 && !(choice.validationFraction > 0 && choice.validationFraction < 1)) {
+    throw UsageError("the validation fraction must be between 0 and 1");
+  }
+  ImageFolderData folders = readImageFolders(directory, channels, side, choice.validationFraction, choice.seed);
+  if (folders.classes.size() != network.classes()) {
+    throw Error(directory + ": " + std::to_string(folders.classes.size()) + " class folders for a network of " + std::to_string(network.classes()) +
+                " classes; to fine-tune it for these, replace its last layer (" + optionSetting("num-classes", std::to_string(folders.classes.size())) + ")");
+  }
+  return folders;
+}
+
+// The first `count` images (0: all), and a check that they fit the network.
+void limitAndCheck(LabelledImages& set, std::size_t count, const char* which, const Network& network) {
+  if (count > set.images.count) {
+    throw UsageError(std::string("the ") + which + " limit " + std::to_string(count) + " is more than the " + std::to_string(set.images.count) + " " +
+                     which + " images");
+  }
+  if (count) keepFirst(set, count);
+  if (network.inputs() != set.images.pixelsPerImage()) {
+    throw UsageError("the network '" + network.architecture + "' takes " + describe(network.inputShape) + " inputs (" + std::to_string(network.inputs()) +
+                     " values) but the images have " + std::to_string(set.images.pixelsPerImage()) + " pixels");
+  }
+}
+
+}  // namespace
+
+LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, Split split) {
+  const std::string directory = directoryOf(choice);
+  LabelledImages set;
+  if (choice.dataset == "folder") {
+    ImageFolderData folders = folderData(choice, directory, network);
+    set = std::move(split == Split::train ? folders.train : folders.test);
+  } else if (choice.dataset == "cifar10") {
+    set = readCifar10Split(directory, split, static_cast<int>(network.classes()));
+  } else {
+    set = readMnistSplit(directory, split, static_cast<int>(network.classes()));
+  }
+  limitAndCheck(set, split == Split::train ? choice.trainLimit : choice.testLimit, split == Split::train ? "training" : "test", network);
+  return set;
+}
+
+DataSets loadDataSets(const DataChoice& choice, Network& network) {
+  DataSets sets;
+  if (choice.dataset == "folder") {  // both splits from one decoding
+    ImageFolderData folders = folderData(choice, directoryOf(choice), network);
+    sets.train = std::move(folders.train);
+    sets.test = std::move(folders.test);
+    network.classNames = std::move(folders.classes);
+    // Folder images are stretched to the input as they are, never inverted; the model file records it, so that a
+    // 28x28 gray network is not taken for one of MNIST's digits (centred by mass, inverted by the border) later.
+    network.images.resize = ImageResize::stretch;
+    network.images.inversion = Inversion::never;
+    limitAndCheck(sets.test, choice.testLimit, "test", network);
+    limitAndCheck(sets.train, choice.trainLimit, "training", network);
+    return sets;
+  }
+  sets.train = loadDataSplit(choice, network, Split::train);
+  sets.test = loadDataSplit(choice, network, Split::test);
+  return sets;
+}
+
+}  // namespace glnet

@@ -1,0 +1,56 @@
+// What glnet_train and the Python package's glnet.train share before training starts: the network to start from
+// (an architecture string, a built-in or described network, or an ONNX model to fine-tune, then --init's weights),
+// the options' ranges, and the training and test sets (IDX, CIFAR-10 or an image folder) checked against the network;
+// glnet_eval reads its split the same way.
+#pragma once
+
+#include "data/Idx.h"
+#include "model/Network.h"
+#include "train/Trainer.h"
+
+#include <optional>
+#include <string>
+
+namespace glnet {
+
+struct NetworkChoice {
+  std::string arch = "784-128-10";  // an MLP's sizes, cnn, or a built-in description's name; when net is empty
+  std::string net;                  // a description file (.json) or an ONNX model (.onnx) to fine-tune
+  std::string init;                 // a safetensors file whose weights replace the initial ones
+  std::uint32_t classes = 0;        // other than 0: the last layer replaced by a fresh one for this many classes (Network::withClasses)
+  Activation activation = Activation::relu;
+  std::uint32_t seed = 0;
+};
+
+struct StartingNetwork {
+  Network network;
+  // The input normalization an ONNX model records (glnet's exports), which its weights expect.
+  std::optional<InputFormat> recordedInput;
+};
+
+// Throws glnet::Error (or UsageError for a bad choice) naming the file and what is wrong.
+StartingNetwork startingNetwork(const NetworkChoice& choice);
+
+struct DataChoice {
+  std::string dataset = "mnist";  // mnist, fashion, cifar10 or folder
+  std::string directory;          // empty: data/mnist, or Debian's Fashion-MNIST
+  std::uint32_t size = 0;         // folder: the images' side (0: the network's)
+  double validationFraction = 0;  // folder: held out of each class when there is no train/ and test/
+  std::uint32_t seed = 0;         // folder: which images are held out
+  std::size_t trainLimit = 0, testLimit = 0;  // 0: all
+};
+
+struct DataSets {
+  LabelledImages train, test;
+};
+
+// Throws UsageError when an option is out of its range, naming it as the front end takes it (optionName).
+void checkTrainingOptions(const TrainingOptions& options);
+
+// The data sets for `network`, whose input they must fit (one line naming the mismatch otherwise). An image folder
+// names the network's classes (Network::classNames: its sub-folders), so that the model file records them.
+DataSets loadDataSets(const DataChoice& choice, Network& network);
+// One of them (glnet_eval).
+LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, Split split);
+
+}  // namespace glnet
