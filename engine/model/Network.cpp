@@ -293,13 +293,15 @@ std::vector<int> parseArchitecture(const std::string& text) {
 std::uint32_t Network::classes() const { return importedFrom.empty() && !description ? layers.back().outputs : graphClasses; }
 
 Network Network::fromOnnx(const std::string& path) {
-  const OnnxModel model = readOnnx(path, 0);
+  ParsedOnnx parsed(path);
+  const OnnxModel model = readOnnx(parsed, 0);
   const Shape& in = model.graph.tensor(model.input).shape;
   const Shape& out = model.graph.tensor(model.logits).shape;
   if (out.size() != 2) throw Error(path + ": the output " + model.outputName + " is " + describe(out) + ", not class scores [batch, classes]");
   Network network;
   network.architecture = "onnx";
   network.importedFrom = path;
+  network.imported = std::move(parsed);
   network.graphClasses = out[1];
   network.inputShape.assign(in.begin() + 1, in.end());
   network.activationRecorded = true;  // the graph says what it computes
@@ -564,7 +566,7 @@ NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLo
   NetworkGraph result;
   if (!network.importedFrom.empty()) {
     if (withLoss) throw Error(network.importedFrom + ": training an imported ONNX model is not supported yet");
-    OnnxModel model = readOnnx(network.importedFrom, batch);
+    OnnxModel model = readOnnx(network.imported.value(), batch);
     result.graph = std::move(model.graph);
     result.images = model.input;
     result.logits = model.logits;

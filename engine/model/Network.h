@@ -8,6 +8,7 @@
 #include "data/Image.h"
 #include "model/NetDescription.h"
 #include "formats/Safetensors.h"
+#include "importer/Onnx.h"
 #include "numbers/Activation.h"
 #include "ops/Normalize.h"
 
@@ -63,9 +64,10 @@ struct Network {
   // without glnet's metadata gets the defaults (x/255, ReLU), which callers should point out.
   bool inputFormatRecorded = true;
   bool activationRecorded = true;
-  // An imported ONNX classifier: its graph is read from this file for each batch size (layers and parameters
-  // stay empty).
+  // An imported ONNX classifier: its file, and the model parsed from it once (fromOnnx sets both), whose graph
+  // buildGraph binds to each batch size without reading the file again (layers and parameters stay empty).
   std::string importedFrom;
+  std::optional<ParsedOnnx> imported;
   // A described network (--net NET.json, --arch resnet8): its graph is built from the description (layers stay empty).
   std::optional<NetDescription> description;
   // The classes of an imported or described network.
