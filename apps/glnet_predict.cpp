@@ -58,15 +58,16 @@ std::vector<std::string> readLabels(const std::string& path, std::size_t classes
 }
 
 // An imported image classifier (ResNet, MobileNet, ...) on photographs: top-k classes with their names.
-int classifyPhotographs(const cli::Parser& parser) {
+// `own` is `parsed` at its own batch.
+int classifyPhotographs(const cli::Parser& parser, const ParsedOnnx& parsed, const OnnxModel& own) {
   const bool json = parser.has("json");
   if (parser.has("mnist-index") || parser.has("invert") || parser.has("no-invert")) {
     throw UsageError("--mnist-index, --invert and --no-invert are for MNIST digit models; " + parser.text("model") + " takes " +
-                     describe(readOnnx(parser.text("model"), 0).graph.tensor(readOnnx(parser.text("model"), 0).input).shape) + " images");
+                     describe(own.graph.tensor(own.input).shape) + " images");
   }
   if (parser.positional().empty()) throw UsageError("give image files to classify");
   const auto images = static_cast<std::uint32_t>(parser.positional().size());
-  const ImageClassifier classifier(parser.text("model"), images);
+  const ImageClassifier classifier(parsed, images);
   const std::vector<float> mean = parser.has("mean") ? parseFloatList(parser.text("mean"), "--mean") : std::vector<float>{};
   const std::vector<float> std = parser.has("std") ? parseFloatList(parser.text("std"), "--std") : std::vector<float>{};
   std::optional<std::uint32_t> resize;
@@ -157,8 +158,9 @@ int main(int argc, char** argv) {
     // An ONNX image classifier made elsewhere (no glnet preprocessing recorded) runs on float inputs, as torchvision's
     // evaluation makes them; every other model takes uint8 planes made as its training images were.
     if (isOnnxPath(parser.text("model"))) {
-      const OnnxModel onnx = readOnnx(parser.text("model"), 0);
-      if (takesPhotographs(onnx) && !onnx.metadata.count("image_resize")) return classifyPhotographs(parser);
+      const ParsedOnnx parsed(parser.text("model"));
+      const OnnxModel onnx = readOnnx(parsed, 0);
+      if (takesPhotographs(onnx) && !onnx.metadata.count("image_resize")) return classifyPhotographs(parser, parsed, onnx);
     }
     const bool json = parser.has("json");
     const ContextOptions contextOptions = parser.contextOptions();

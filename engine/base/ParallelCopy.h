@@ -1,6 +1,6 @@
 // A host memcpy spread over several threads. One thread copies about 10 GB/s on the H100 machine's CPU,
 // below what PCIe 5 carries, so a staging ring filled by one thread bounds uploads at that rate. Other passes
-// over a byte range (the sums of dist/HostSum) share the threads through forEachStripe.
+// over a byte range (the sums of distributed/HostSum) share the threads through forEachStripe.
 #pragma once
 
 #include <condition_variable>

@@ -1,4 +1,4 @@
-// Error handling in three tiers (DESIGN.md): GLNET_ASSERT for programmer errors, glnet::Error for
+// Error handling in three tiers: GLNET_ASSERT for programmer errors, glnet::Error for
 // environment and input failures a user can fix, GL_CHECK for GL calls whose failure must be named.
 #pragma once
 

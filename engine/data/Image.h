@@ -58,7 +58,7 @@ std::vector<std::uint8_t> toMnistDigit(const GrayImage& image, Inversion inversi
 
 // How an image file becomes a model's input: uint8 planes [channels, height, width] (the model's input_mean and
 // input_std normalise them later, on the GPU), made as its training images were made. Model files record it
-// (model/Network.h), so that glnet_predict, glnet_eval and glnet_serve see images as training saw them.
+// (model/ImagePreprocessing.h), so that glnet_predict, glnet_eval and glnet_serve see images as training saw them.
 enum class ImageResize {
   none,        // the model takes no images (its inputs are no square of gray or RGB pixels)
   mnistDigit,  // toMnistDigit: 28×28 gray, cropped to the digit and centred by mass, inverted as `inversion` says

@@ -35,7 +35,7 @@ class Communicator {
   int size() const { return size_; }
   // This process's place among the ranks of its host (picks the GPU).
   int localRank() const { return localRank_; }
-  // Whether every rank of the job runs on this host (so that they can share memory: dist/HostSum).
+  // Whether every rank of the job runs on this host (so that they can share memory: distributed/HostSum).
   bool allOnOneHost() const { return hostSize_ == size_; }
   // The ranks of this host, ordered as in the job; MPI_COMM_NULL when started alone.
   MPI_Comm hostCommunicator() const { return host_; }
@@ -45,7 +45,7 @@ class Communicator {
   void sum(float* values, std::size_t count) const;
   void sum(double* values, std::size_t count) const;
   void sum(std::uint64_t* values, std::size_t count) const;
-  // bfloat16 values (dist/Bfloat16.h), added in float: half the bytes of a sum of floats.
+  // bfloat16 values (base/Bfloat16.h), added in float: half the bytes of a sum of floats.
   void sumBfloat16(std::uint16_t* values, std::size_t count) const;
   // Whether one thread may call these while another does (MPI_THREAD_MULTIPLE), as the sums of gradient
   // buckets do while the GL thread waits on the GPU.

@@ -29,7 +29,7 @@ class HostSum {
 
   // In place; every rank gets the same values, summed in the same order for every element of a slice.
   void sum(float* values, std::size_t count);
-  // bfloat16 values (dist/Bfloat16.h), added in float as Communicator::sumBfloat16 adds them.
+  // bfloat16 values (base/Bfloat16.h), added in float as Communicator::sumBfloat16 adds them.
   void sumBfloat16(std::uint16_t* values, std::size_t count);
 
  private:

@@ -12,7 +12,7 @@
 namespace glnet::onnximport {
 
 OnnxModel Importer::run() {
-  const onnx::ModelProto model = readOnnxModelProto(path_);
+  const onnx::ModelProto& model = model_;
   result_.opset = onnxOpset(model);
   for (const onnx::StringStringEntryProto& entry : model.metadata_props()) result_.metadata[entry.key()] = entry.value();
   result_.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
@@ -947,6 +947,11 @@ void Importer::importPad(const onnx::NodeProto& node) {
 
 namespace glnet {
 
-OnnxModel readOnnx(const std::string& path, std::uint32_t batch) { return onnximport::Importer(path, batch).run(); }
+ParsedOnnx::ParsedOnnx(std::string path)
+    : path_(std::move(path)), proto_(std::make_shared<const onnx::ModelProto>(readOnnxModelProto(path_))) {}
+
+OnnxModel readOnnx(const ParsedOnnx& model, std::uint32_t batch) { return onnximport::Importer(model, batch).run(); }
+
+OnnxModel readOnnx(const std::string& path, std::uint32_t batch) { return readOnnx(ParsedOnnx(path), batch); }
 
 }  // namespace glnet

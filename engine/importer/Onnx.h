@@ -22,8 +22,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace onnx {
+class ModelProto;
+}
 
 namespace glnet {
 
@@ -53,9 +58,26 @@ struct OnnxModel {
   Tensor logits;
 };
 
-// Reads `path` and builds the graph for `batch` images (where the model's batch dimension is symbolic; a fixed
-// batch must equal it). Batch 0 takes the model's own: its fixed batch, or 1 where it is symbolic. Throws
-// glnet::Error naming the file and node.
+// An ONNX file read, parsed and checked once (readOnnxModelProto); readOnnx binds it to any batch size without reading
+// the file again, so a runner, a classifier or a network that meets a new batch size needs no second parse (and a file
+// replaced meanwhile cannot change the model halfway; weights kept as external data beside it are read at each binding).
+// Copies share the parsed model. Throws glnet::Error naming the file.
+class ParsedOnnx {
+ public:
+  explicit ParsedOnnx(std::string path);
+  const std::string& path() const { return path_; }
+  const onnx::ModelProto& proto() const { return *proto_; }
+
+ private:
+  std::string path_;
+  std::shared_ptr<const onnx::ModelProto> proto_;
+};
+
+// Builds the graph of `model` for `batch` images (where the model's batch dimension is symbolic; a fixed batch must
+// equal it). Batch 0 takes the model's own: its fixed batch, or 1 where it is symbolic. Throws glnet::Error naming the
+// file and node.
+OnnxModel readOnnx(const ParsedOnnx& model, std::uint32_t batch);
+// The same for the file at `path`, read and parsed for this one batch size.
 OnnxModel readOnnx(const std::string& path, std::uint32_t batch);
 
 }  // namespace glnet

@@ -1,7 +1,7 @@
 // The ONNX importer (readOnnx): one class whose work three files share. Onnx.cpp reads the graph and imports each
 // op, OnnxFusion.cpp holds the lookaheads that run a node inside the kernel before it (functions, residual Adds,
 // pooling, squeeze-excite gates, a fire module's expansions), and OnnxFolding.cpp folds constants at load.
-// Internal to engine/formats.
+// Internal to engine/importer.
 #pragma once
 
 #include "importer/Onnx.h"
@@ -40,7 +40,7 @@ using onnxformat::real;
 
 class Importer {
  public:
-  Importer(std::string path, std::uint32_t batch) : path_(std::move(path)), batch_(batch) {}
+  Importer(const ParsedOnnx& model, std::uint32_t batch) : model_(model.proto()), path_(model.path()), batch_(batch) {}
 
   OnnxModel run();
 
@@ -240,6 +240,7 @@ class Importer {
 
   Constant fold(const onnx::NodeProto& node);
 
+  const onnx::ModelProto& model_;  // parsed once by ParsedOnnx, bound here to one batch size
   std::string path_;
   std::uint32_t batch_;
   Graph graph_;

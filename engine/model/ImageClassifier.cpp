@@ -28,17 +28,17 @@ std::vector<float> parseFloatList(const std::string& text, const std::string& fl
   return values;
 }
 
-ImageClassifier::ImageClassifier(const std::string& path, std::uint32_t images) : path_(path), model_(readOnnx(path, 0)) {
+ImageClassifier::ImageClassifier(const ParsedOnnx& parsed, std::uint32_t images) : path_(parsed.path()), model_(readOnnx(parsed, 0)) {
   const Shape& shape = model_.graph.tensor(model_.input).shape;
   if (shape.size() != 4 || (shape[1] != 1 && shape[1] != 3)) {
-    throw Error(path + ": the model's input is " + describe(shape) + "; an image classifier takes [N, 1 or 3, H, W]");
+    throw Error(path_ + ": the model's input is " + describe(shape) + "; an image classifier takes [N, 1 or 3, H, W]");
   }
   if (shape[0] != images) {
-    if (!model_.dynamicBatch) throw Error(path + ": the model's batch is fixed at " + std::to_string(shape[0]) + ", not " + std::to_string(images) + " images");
-    model_ = readOnnx(path, images);
+    if (!model_.dynamicBatch) throw Error(path_ + ": the model's batch is fixed at " + std::to_string(shape[0]) + ", not " + std::to_string(images) + " images");
+    model_ = readOnnx(parsed, images);
   }
   if (model_.graph.tensor(model_.logits).shape.size() != 2) {
-    throw Error(path + ": the model's output is " + describe(model_.graph.tensor(model_.logits).shape) + "; an image classifier gives [N, classes]");
+    throw Error(path_ + ": the model's output is " + describe(model_.graph.tensor(model_.logits).shape) + "; an image classifier gives [N, classes]");
   }
 }
 

@@ -18,8 +18,8 @@ bool takesPhotographs(const OnnxModel& model);
 
 class ImageClassifier {
  public:
-  // `path` bound to `images` images (its batch must be dynamic, or equal).
-  ImageClassifier(const std::string& path, std::uint32_t images);
+  // `model` bound to `images` images (its batch must be dynamic, or equal).
+  ImageClassifier(const ParsedOnnx& model, std::uint32_t images);
   const OnnxModel& model() const { return model_; }
   // The input's channels, height and width; mean and std from metadata_props input_mean/input_std (one value or one
   // per channel, comma-separated) where `mean`/`std` are empty, else 0 and 1; resize: height·256/224 unless given.

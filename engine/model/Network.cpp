@@ -13,8 +13,6 @@
 namespace glnet {
 namespace {
 
-constexpr std::uint32_t mnistSide = 28;
-
 std::string metadataOf(const TensorFile& file, const std::string& key) {
   const auto found = file.metadata.find(key);
   return found == file.metadata.end() ? std::string() : found->second;
@@ -118,69 +116,6 @@ InputFormat inputFormatOf(const std::map<std::string, std::string>& metadata, co
   return format;
 }
 
-ImagePreprocessing defaultPreprocessing(const Shape& inputShape, bool imported) {
-  ImagePreprocessing p;
-  const std::size_t values = elementCount(inputShape);
-  if (values == std::size_t{mnistSide} * mnistSide && (inputShape.size() == 1 || inputShape[0] == 1)) return p;  // MNIST's digits
-  // The channels and the side of a square image giving these inputs.
-  const auto side = [](std::size_t pixels) { return static_cast<std::uint32_t>(std::lround(std::sqrt(static_cast<double>(pixels)))); };
-  if (inputShape.size() == 3 && (inputShape[0] == 1 || inputShape[0] == 3)) {
-    p.channels = inputShape[0];
-    p.height = inputShape[1];
-    p.width = inputShape[2];
-  } else if (inputShape.size() == 1 && std::size_t{side(values)} * side(values) == values) {
-    p.height = p.width = side(values);
-  } else if (inputShape.size() == 1 && values % 3 == 0 && std::size_t{side(values / 3)} * side(values / 3) == values / 3) {
-    p.channels = 3;
-    p.height = p.width = side(values / 3);
-  } else {
-    p.resize = ImageResize::none;
-    return p;
-  }
-  p.inversion = Inversion::never;
-  if (imported) {
-    p.resize = ImageResize::centreCrop;
-    p.shorterSide = static_cast<std::uint32_t>(std::lround(std::min(p.height, p.width) * 256.0 / 224.0));
-  } else {
-    // glnet_train reads image folders square; a network of other inputs takes no image files.
-    p.resize = p.height == p.width ? ImageResize::stretch : ImageResize::none;
-  }
-  return p;
-}
-
-ImagePreprocessing preprocessingOf(const std::map<std::string, std::string>& metadata, const Shape& inputShape, bool imported,
-                                   const std::string& path) {
-  ImagePreprocessing p = defaultPreprocessing(inputShape, imported);
-  const auto found = metadata.find("image_resize");
-  if (found == metadata.end()) return p;
-  if (p.resize == ImageResize::none) throw Error(path + ": metadata image_resize is given, but the model's input " + describe(inputShape) + " is no image");
-  const std::string& resize = found->second;
-  if (resize == "mnist-digit") {
-    if (p.channels != 1 || p.height != mnistSide || p.width != mnistSide) throw Error(path + ": metadata image_resize mnist-digit needs 28x28 gray inputs");
-    p.resize = ImageResize::mnistDigit;
-  } else if (resize == "stretch") {
-    if (p.height != p.width) throw Error(path + ": metadata image_resize stretch needs square inputs");
-    p.resize = ImageResize::stretch;
-  } else if (resize == "centre-crop") {
-    p.resize = ImageResize::centreCrop;
-    const auto side = metadata.find("image_shorter_side");
-    char* end = nullptr;
-    const long shorter = side == metadata.end() ? 0 : std::strtol(side->second.c_str(), &end, 10);
-    if (side == metadata.end() || *end != '\0' || shorter < std::max(p.height, p.width) || shorter > 65536) {
-      throw Error(path + ": metadata image_resize centre-crop needs image_shorter_side, from the input's side to 65536");
-    }
-    p.shorterSide = static_cast<std::uint32_t>(shorter);
-  } else {
-    throw Error(path + ": metadata image_resize is mnist-digit, stretch or centre-crop, not '" + resize + "'");
-  }
-  if (const auto invert = metadata.find("image_invert"); invert != metadata.end()) {
-    const std::string& how = invert->second;
-    if (how != "automatic" && how != "always" && how != "never") throw Error(path + ": metadata image_invert is automatic, always or never, not '" + how + "'");
-    p.inversion = how == "automatic" ? Inversion::automatic : how == "always" ? Inversion::always : Inversion::never;
-  }
-  return p;
-}
-
 std::vector<std::string> classNamesOf(const std::map<std::string, std::string>& metadata, std::uint32_t classes, const std::string& path) {
   std::vector<std::string> names;
   const auto found = metadata.find("labels");
@@ -199,16 +134,7 @@ std::map<std::string, std::string> Network::usageMetadata() const {
       {"input", "uint8 pixels, (x/255 - input_mean) / input_std (per channel when they are lists)"},
       {"input_mean", formatValues(input.mean)},
       {"input_std", formatValues(input.std)}};
-  if (images.resize != ImageResize::none) {
-    static const char* resizes[] = {"none", "mnist-digit", "stretch", "centre-crop"};
-    static const char* inversions[] = {"automatic", "always", "never"};
-    metadata["image_resize"] = resizes[static_cast<int>(images.resize)];
-    metadata["image_invert"] = inversions[static_cast<int>(images.inversion)];
-    // Said for people reading the file; glnet takes the size and channels from the input's shape.
-    metadata["image_size"] = std::to_string(images.width) + "x" + std::to_string(images.height);
-    metadata["image_channels"] = images.channels == 3 ? "rgb" : "gray";
-    if (images.resize == ImageResize::centreCrop) metadata["image_shorter_side"] = std::to_string(images.shorterSide);
-  }
+  recordPreprocessing(images, metadata);
   if (!classNames.empty()) {
     std::string lines;
     for (const std::string& name : classNames) lines += name + "\n";
@@ -293,13 +219,15 @@ std::vector<int> parseArchitecture(const std::string& text) {
 std::uint32_t Network::classes() const { return importedFrom.empty() && !description ? layers.back().outputs : graphClasses; }
 
 Network Network::fromOnnx(const std::string& path) {
-  const OnnxModel model = readOnnx(path, 0);
+  ParsedOnnx parsed(path);
+  const OnnxModel model = readOnnx(parsed, 0);
   const Shape& in = model.graph.tensor(model.input).shape;
   const Shape& out = model.graph.tensor(model.logits).shape;
   if (out.size() != 2) throw Error(path + ": the output " + model.outputName + " is " + describe(out) + ", not class scores [batch, classes]");
   Network network;
   network.architecture = "onnx";
   network.importedFrom = path;
+  network.imported = std::move(parsed);
   network.graphClasses = out[1];
   network.inputShape.assign(in.begin() + 1, in.end());
   network.activationRecorded = true;  // the graph says what it computes
@@ -564,7 +492,7 @@ NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLo
   NetworkGraph result;
   if (!network.importedFrom.empty()) {
     if (withLoss) throw Error(network.importedFrom + ": training an imported ONNX model is not supported yet");
-    OnnxModel model = readOnnx(network.importedFrom, batch);
+    OnnxModel model = readOnnx(network.imported.value(), batch);
     result.graph = std::move(model.graph);
     result.images = model.input;
     result.logits = model.logits;

@@ -8,6 +8,8 @@
 #include "data/Image.h"
 #include "model/NetDescription.h"
 #include "formats/Safetensors.h"
+#include "importer/Onnx.h"
+#include "model/ImagePreprocessing.h"
 #include "numbers/Activation.h"
 #include "ops/Normalize.h"
 
@@ -28,15 +30,6 @@ InputFormat inputFormatOf(const std::map<std::string, std::string>& metadata, co
 // The same values as metadata writes them: "0.1307", or "0.49,0.48,0.45".
 std::string formatValues(const std::vector<float>& values);
 
-// How images become the input of a network of `inputShape` (per image) when its file does not say: MNIST's digits
-// for 28×28 gray inputs; a square of gray or RGB pixels (an MLP's inputs flattened from one) resized as glnet_train
-// reads an image folder; for an `imported` model (ONNX made elsewhere) torchvision's evaluation transform (the
-// shorter side to H·256/224, the centre cropped); ImageResize::none for other inputs.
-ImagePreprocessing defaultPreprocessing(const Shape& inputShape, bool imported);
-// The preprocessing a file's metadata records (image_resize: mnist-digit, stretch or centre-crop; image_shorter_side;
-// image_invert: automatic, always or never), defaultPreprocessing where it records none; errors name `path`.
-ImagePreprocessing preprocessingOf(const std::map<std::string, std::string>& metadata, const Shape& inputShape, bool imported,
-                                   const std::string& path);
 // Class names from metadata "labels" (one per line), empty when absent; refused when they are not `classes` names.
 std::vector<std::string> classNamesOf(const std::map<std::string, std::string>& metadata, std::uint32_t classes, const std::string& path);
 
@@ -63,9 +56,10 @@ struct Network {
   // without glnet's metadata gets the defaults (x/255, ReLU), which callers should point out.
   bool inputFormatRecorded = true;
   bool activationRecorded = true;
-  // An imported ONNX classifier: its graph is read from this file for each batch size (layers and parameters
-  // stay empty).
+  // An imported ONNX classifier: its file, and the model parsed from it once (fromOnnx sets both), whose graph
+  // buildGraph binds to each batch size without reading the file again (layers and parameters stay empty).
   std::string importedFrom;
+  std::optional<ParsedOnnx> imported;
   // A described network (--net NET.json, --arch resnet8): its graph is built from the description (layers stay empty).
   std::optional<NetDescription> description;
   // The classes of an imported or described network.

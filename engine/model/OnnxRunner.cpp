@@ -33,8 +33,8 @@ OnnxRunner::Bound::Bound(const Context& context, std::uint32_t batch, OnnxModel 
       compiled(context, model.graph, CompiledGraph::Memory::reused, tensorsOf(model.outputs)),
       plan(compiled.forwardPlan([](Plan&) {})) {}
 
-OnnxRunner::OnnxRunner(const Context& context, std::string path) : context_(context), path_(std::move(path)) {
-  OnnxModel model = readOnnx(path_, 0);
+OnnxRunner::OnnxRunner(const Context& context, std::string path) : context_(context), parsed_(std::move(path)) {
+  OnnxModel model = readOnnx(parsed_, 0);
   inputs_ = portsOf(model, model.inputs);
   outputs_ = portsOf(model, model.outputs);
   for (std::size_t i = 0; i < inputs_.size(); ++i) {
@@ -43,7 +43,7 @@ OnnxRunner::OnnxRunner(const Context& context, std::string path) : context_(cont
   }
   if (model.dynamicBatch) {
     // Which outputs follow the batch: their first dimension at another batch size (the shapes alone, no GPU work).
-    const OnnxModel twice = readOnnx(path_, 2);
+    const OnnxModel twice = readOnnx(parsed_, 2);
     for (std::size_t o = 0; o < outputs_.size(); ++o) {
       const Shape& other = twice.graph.tensor(twice.outputs[o].second).shape;
       outputs_[o].batched = !other.empty() && !outputs_[o].shape.empty() && other[0] != outputs_[o].shape[0];
@@ -63,9 +63,9 @@ OnnxRunner::Bound& OnnxRunner::bound(std::uint32_t batch) {
   }
   if (batch == 0) throw UsageError("a batch of 0 rows: give at least one");
   if (!dynamicBatch_ && batch != ownBatch()) {
-    throw UsageError(path_ + ": the model's batch is fixed at " + std::to_string(ownBatch()) + " rows, not " + std::to_string(batch));
+    throw UsageError(path() + ": the model's batch is fixed at " + std::to_string(ownBatch()) + " rows, not " + std::to_string(batch));
   }
-  OnnxModel model = own_ && batch == ownBatch() ? std::move(*own_) : readOnnx(path_, batch);
+  OnnxModel model = own_ && batch == ownBatch() ? std::move(*own_) : readOnnx(parsed_, batch);
   if (batch == ownBatch()) own_.reset();
   if (bound_.size() >= keptBatchPlans) bound_.pop_back();
   bound_.push_front(std::make_unique<Bound>(context_, batch, std::move(model)));
@@ -111,8 +111,8 @@ std::vector<std::vector<float>> OnnxRunner::run(const std::vector<const float*>&
   if (times) *times = {uploadMs, issueMs, clock.restart()};
   for (std::size_t o = 0; o < outputs.size(); ++o) {
     if (std::all_of(outputs[o].begin(), outputs[o].end(), [](float v) { return std::isfinite(v); })) continue;
-    if (nonFinite.empty()) throw Error("output " + b.model.outputs[o].first + " of " + path_ + " holds NaN or infinite values");
-    log::warn(path_ + ": " + nonFinite + "; output " + b.model.outputs[o].first + " holds NaN or infinite values too");
+    if (nonFinite.empty()) throw Error("output " + b.model.outputs[o].first + " of " + path() + " holds NaN or infinite values");
+    log::warn(path() + ": " + nonFinite + "; output " + b.model.outputs[o].first + " holds NaN or infinite values too");
   }
   return outputs;
 }

@@ -1,7 +1,7 @@
-// An ONNX model on the GPU at any batch size its file allows: the graph is built and compiled once per batch
-// size and its plan kept (the few most recent sizes), float32 inputs uploaded, the plan replayed, the outputs
-// read back with one synchronisation. glnet_run, glnet_bench --model M.onnx and the Python package run models
-// through it.
+// An ONNX model on the GPU at any batch size its file allows: the file is parsed once, the graph built from it and
+// compiled once per batch size and its plan kept (the few most recent sizes), float32 inputs uploaded, the plan
+// replayed, the outputs read back with one synchronisation. glnet_run, glnet_bench --model M.onnx and the Python
+// package run models through it.
 #pragma once
 
 #include "importer/Onnx.h"
@@ -44,12 +44,13 @@ struct NodeTime {
 
 class OnnxRunner {
  public:
-  // Reads and checks the model (at its own batch) before any GPU work.
+  // Reads and checks the model (at its own batch) before any GPU work. The file is not read again: a new batch size
+  // binds the model parsed here.
   OnnxRunner(const Context& context, std::string path);
   OnnxRunner(const OnnxRunner&) = delete;
   OnnxRunner& operator=(const OnnxRunner&) = delete;
 
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return parsed_.path(); }
   const std::vector<OnnxPort>& inputs() const { return inputs_; }
   const std::vector<OnnxPort>& outputs() const { return outputs_; }
   bool dynamicBatch() const { return dynamicBatch_; }
@@ -88,7 +89,7 @@ class OnnxRunner {
   Bound& bound(std::uint32_t batch);
 
   const Context& context_;
-  std::string path_;
+  ParsedOnnx parsed_;
   std::vector<OnnxPort> inputs_, outputs_;
   bool dynamicBatch_ = false;
   std::int64_t opset_ = 0;

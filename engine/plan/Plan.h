@@ -1,6 +1,7 @@
 // A recorded sequence of compute dispatches (one batch of inference, one training step), replayed with no
-// host round trip. Barriers are decided at record time from buffer hazards (DESIGN.md, principle 3); a whole plan's
-// independent steps may then be grouped to share them (groupIndependentSteps).
+// host round trip. Barriers are decided at record time from buffer hazards (a step reads or writes a buffer written, or
+// writes one read, since the last barrier), so replay costs no host checks; a whole plan's independent steps may then
+// be grouped to share them (groupIndependentSteps).
 #pragma once
 
 #include "gl/Buffer.h"

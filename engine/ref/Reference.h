@@ -1,4 +1,4 @@
-// Plain C++ references of every op, accumulating in double (DESIGN.md, principle 4).
+// Plain C++ references of every op, accumulating in double: what the tests hold each shader's float32 results to.
 #pragma once
 
 #include "numbers/Activation.h"

@@ -54,7 +54,7 @@ struct TrainingOptions {
   // as soon as the backward pass has written it (while the GPU computes the rest); 0: one sum of every
   // gradient after the backward pass.
   std::size_t allReduceBucketBytes = std::size_t{25} << 20;
-  // Data-parallel runs: how the host sums the ranks' gradients. automatic: through shared memory (dist/HostSum)
+  // Data-parallel runs: how the host sums the ranks' gradients. automatic: through shared memory (distributed/HostSum)
   // when every rank is on one host, else MPI_Allreduce.
   enum class AllReduce { automatic, mpi, sharedMemory };
   AllReduce allReduce = AllReduce::automatic;
@@ -99,7 +99,7 @@ struct EpochResult {
   double exposedCommunicationMsPerStep = 0;
   std::size_t allReduceBuckets = 0;  // sums per step; 1 when unbucketed
   double gpuMsPerStep = 0;           // StepTiming::gpuMs on average
-  bool sharedMemorySum = false;      // the sums went through dist/HostSum rather than MPI_Allreduce
+  bool sharedMemorySum = false;      // the sums went through distributed/HostSum rather than MPI_Allreduce
   std::vector<StepTiming> timeline;  // every step, in order
 };
 

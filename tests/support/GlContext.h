@@ -1,4 +1,4 @@
-// The one headless context shared by every GL test in this process (DESIGN.md, Testing).
+// The one headless context shared by every GL test in this process (docs/ARCHITECTURE.md, "Testing principles").
 #pragma once
 
 #include "gl/Context.h"
