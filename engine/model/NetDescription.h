@@ -16,9 +16,10 @@
 namespace glnet {
 
 // The kinds of trainable layers. Each has one row in each of three tables, which fail to compile without it (each
-// checks that it holds one row per kind, in this order): NetDescription.cpp's (its name in descriptions, the
-// attributes it takes, the inputs it reads, how it is parsed and built), convert/OnnxNetwork.cpp's (the ONNX op read
-// as it) and convert/OnnxExport.cpp's (the ONNX nodes written for it).
+// checks that it holds one row per kind, in this order): kindRows in NetDescription.cpp (its name in descriptions, the
+// attributes it takes, the inputs it reads, its parse and build functions), Converter::readings() in
+// convert/OnnxNetwork.cpp (the ONNX op read as it, and its reader) and writings in convert/OnnxExport.cpp (its
+// writer of ONNX nodes); tests/convert/LayerKindTest.cpp takes an example of each through all three.
 enum class LayerKind { conv, dense, batchnorm, relu, tanh, sigmoid, hardswish, silu, gelu, add, concat, maxpool, avgpool, globalavgpool, flatten, dropout, count };
 constexpr std::size_t layerKindCount = static_cast<std::size_t>(LayerKind::count);
 // Whether a table of kinds holds one row per LayerKind, in its order (each such table static_asserts it): a row left
