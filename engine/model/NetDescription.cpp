@@ -392,8 +392,9 @@ std::string toJson(const NetDescription& description) {
   nlohmann::json layers = nlohmann::json::array();
   for (const LayerDescription& layer : description.layers) {
     nlohmann::json entry = {{"name", layer.name}, {"kind", layer.kind}, {"inputs", layer.inputs}};
+    const unsigned taken = rowOf(layerKindOf(layer)).attributes;
     for (const AttributeRow& attribute : attributeRows) {
-      if (rowOf(layerKindOf(layer)).attributes & attribute.attribute) entry[attribute.name] = attribute.print(layer);
+      if (taken & attribute.attribute) entry[attribute.name] = attribute.print(layer);
     }
     layers.push_back(entry);
   }
