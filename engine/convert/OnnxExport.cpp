@@ -5,6 +5,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <array>
 #include <map>
 #include <sstream>
 
@@ -112,6 +113,114 @@ class Exporter {
   onnx::GraphProto& graph_;
 };
 
+// How each kind of described layer is written: its nodes from `inputs` (the tensors of the layer's inputs), named after
+// the layer; returns the tensor holding its output, and sets `rank` (the input's) to the output's.
+using Inputs = std::vector<std::string>;
+
+std::string writeConv(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  return e.conv(layer.name, inputs[0], layer.kernel, layer.stride, layer.padding, layer.groups, layer.activation, layer.name);
+}
+
+std::string writeDense(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t& rank) {
+  const std::string out = e.dense(layer.name, inputs[0], rank > 2, layer.activation, layer.name);
+  rank = 2;
+  return out;
+}
+
+std::string writeBatchnorm(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  for (const char* suffix : {".weight", ".bias", ".running_mean", ".running_var"}) e.initializer(layer.name + suffix);
+  onnx::NodeProto& n = e.node("BatchNormalization", {inputs[0], layer.name + ".weight", layer.name + ".bias", layer.name + ".running_mean",
+                                                     layer.name + ".running_var"}, layer.name);
+  Exporter::real(n, "epsilon", layer.epsilon);
+  Exporter::real(n, "momentum", 1.0f - layer.momentum);  // ONNX weighs the running value, PyTorch the batch's
+  return layer.name;
+}
+
+// relu, tanh and sigmoid: Relu, Tanh and Sigmoid.
+std::string writeActivation(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  return e.activation(parseActivation(layer.kind), inputs[0], layer.name);
+}
+
+std::string writeHardswish(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  return e.node("HardSwish", {inputs[0]}, layer.name).output(0);
+}
+
+// No SiLU op before opset 22: x·sigmoid(x), as PyTorch exports it.
+std::string writeSilu(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  e.node("Sigmoid", {inputs[0]}, layer.name + ".sigmoid");
+  return e.node("Mul", {inputs[0], layer.name + ".sigmoid"}, layer.name).output(0);
+}
+
+// Gelu is opset 20: x·(1 + erf(x/√2))/2, as PyTorch exports it at 17.
+std::string writeGelu(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  e.constant(layer.name + ".sqrt2", 1.41421356f);
+  e.constant(layer.name + ".one", 1.0f);
+  e.constant(layer.name + ".half", 0.5f);
+  e.node("Div", {inputs[0], layer.name + ".sqrt2"}, layer.name + ".scaled");
+  e.node("Erf", {layer.name + ".scaled"}, layer.name + ".erf");
+  e.node("Add", {layer.name + ".erf", layer.name + ".one"}, layer.name + ".shifted");
+  e.node("Mul", {inputs[0], layer.name + ".shifted"}, layer.name + ".product");
+  return e.node("Mul", {layer.name + ".product", layer.name + ".half"}, layer.name).output(0);
+}
+
+std::string writeAdd(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  return e.node("Add", {inputs[0], inputs[1]}, layer.name).output(0);
+}
+
+std::string writeConcat(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  Exporter::integer(e.node("Concat", inputs, layer.name), "axis", 1);
+  return layer.name;
+}
+
+std::string writeMaxpool(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  return e.pool("MaxPool", inputs[0], layer.kernel, layer.stride, layer.padding, layer.name);
+}
+
+std::string writeAvgpool(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  return e.pool("AveragePool", inputs[0], layer.kernel, layer.stride, layer.padding, layer.name);
+}
+
+std::string writeGlobalavgpool(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  return e.node("GlobalAveragePool", {inputs[0]}, layer.name).output(0);
+}
+
+std::string writeFlatten(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t& rank) {
+  Exporter::integer(e.node("Flatten", {inputs[0]}, layer.name), "axis", 1);
+  rank = 2;
+  return layer.name;
+}
+
+// training_mode defaults to false: the identity when run.
+std::string writeDropout(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  e.constant(layer.name + ".ratio", layer.rate);
+  return e.node("Dropout", {inputs[0], layer.name + ".ratio"}, layer.name).output(0);
+}
+
+// One row per LayerKind, in its order: how a layer of the kind is written.
+struct Writing {
+  LayerKind kind;
+  std::string (*write)(Exporter& exporter, const LayerDescription& layer, const Inputs& inputs, std::size_t& rank);
+};
+constexpr std::array<Writing, layerKindCount> writings{{
+    {LayerKind::conv, writeConv},
+    {LayerKind::dense, writeDense},
+    {LayerKind::batchnorm, writeBatchnorm},
+    {LayerKind::relu, writeActivation},
+    {LayerKind::tanh, writeActivation},
+    {LayerKind::sigmoid, writeActivation},
+    {LayerKind::hardswish, writeHardswish},
+    {LayerKind::silu, writeSilu},
+    {LayerKind::gelu, writeGelu},
+    {LayerKind::add, writeAdd},
+    {LayerKind::concat, writeConcat},
+    {LayerKind::maxpool, writeMaxpool},
+    {LayerKind::avgpool, writeAvgpool},
+    {LayerKind::globalavgpool, writeGlobalavgpool},
+    {LayerKind::flatten, writeFlatten},
+    {LayerKind::dropout, writeDropout},
+}};
+static_assert(oneRowPerKind(writings), "writings holds one row per LayerKind, in its order");
+
 void setShape(onnx::ValueInfoProto& value, const std::vector<std::int64_t>& dims) {
   value.mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
   onnx::TensorShapeProto* shape = value.mutable_type()->mutable_tensor_type()->mutable_shape();
@@ -145,57 +254,10 @@ void writeOnnx(const Network& network, const std::string& path) {
     std::map<std::string, std::size_t> rank{{"images", network.inputShape.size() + 1}};
     std::map<std::string, std::string> outputOf{{"input", "images"}};
     for (const LayerDescription& layer : network.description->layers) {
-      const std::string input = outputOf.at(layer.inputs[0]);
-      std::size_t outputRank = rank.at(input);
-      std::string out;
-      if (layer.kind == "conv") {
-        out = exporter.conv(layer.name, input, layer.kernel, layer.stride, layer.padding, layer.groups, layer.activation, layer.name);
-      } else if (layer.kind == "dense") {
-        out = exporter.dense(layer.name, input, outputRank > 2, layer.activation, layer.name);
-        outputRank = 2;
-      } else if (layer.kind == "batchnorm") {
-        for (const char* suffix : {".weight", ".bias", ".running_mean", ".running_var"}) exporter.initializer(layer.name + suffix);
-        onnx::NodeProto& n = exporter.node("BatchNormalization", {input, layer.name + ".weight", layer.name + ".bias",
-                                                                  layer.name + ".running_mean", layer.name + ".running_var"}, layer.name);
-        Exporter::real(n, "epsilon", layer.epsilon);
-        Exporter::real(n, "momentum", 1.0f - layer.momentum);  // ONNX weighs the running value, PyTorch the batch's
-        out = layer.name;
-      } else if (layer.kind == "relu" || layer.kind == "tanh" || layer.kind == "sigmoid") {
-        out = exporter.activation(parseActivation(layer.kind), input, layer.name);
-      } else if (layer.kind == "silu") {  // no SiLU op before opset 22: x·sigmoid(x), as PyTorch exports it
-        exporter.node("Sigmoid", {input}, layer.name + ".sigmoid");
-        out = exporter.node("Mul", {input, layer.name + ".sigmoid"}, layer.name).output(0);
-      } else if (layer.kind == "gelu") {  // Gelu is opset 20: x·(1 + erf(x/√2))/2, as PyTorch exports it at 17
-        exporter.constant(layer.name + ".sqrt2", 1.41421356f);
-        exporter.constant(layer.name + ".one", 1.0f);
-        exporter.constant(layer.name + ".half", 0.5f);
-        exporter.node("Div", {input, layer.name + ".sqrt2"}, layer.name + ".scaled");
-        exporter.node("Erf", {layer.name + ".scaled"}, layer.name + ".erf");
-        exporter.node("Add", {layer.name + ".erf", layer.name + ".one"}, layer.name + ".shifted");
-        exporter.node("Mul", {input, layer.name + ".shifted"}, layer.name + ".product");
-        out = exporter.node("Mul", {layer.name + ".product", layer.name + ".half"}, layer.name).output(0);
-      } else if (layer.kind == "hardswish") {
-        out = exporter.node("HardSwish", {input}, layer.name).output(0);
-      } else if (layer.kind == "add") {
-        out = exporter.node("Add", {input, outputOf.at(layer.inputs[1])}, layer.name).output(0);
-      } else if (layer.kind == "concat") {
-        std::vector<std::string> inputs;
-        for (const std::string& name : layer.inputs) inputs.push_back(outputOf.at(name));
-        Exporter::integer(exporter.node("Concat", inputs, layer.name), "axis", 1);
-        out = layer.name;
-      } else if (layer.kind == "dropout") {  // training_mode defaults to false: the identity when run
-        exporter.constant(layer.name + ".ratio", layer.rate);
-        out = exporter.node("Dropout", {input, layer.name + ".ratio"}, layer.name).output(0);
-      } else if (layer.kind == "maxpool" || layer.kind == "avgpool") {
-        out = exporter.pool(layer.kind == "maxpool" ? "MaxPool" : "AveragePool", input, layer.kernel, layer.stride, layer.padding, layer.name);
-      } else if (layer.kind == "globalavgpool") {
-        out = exporter.node("GlobalAveragePool", {input}, layer.name).output(0);
-      } else {
-        GLNET_ASSERT(layer.kind == "flatten", "every kind of layer is exported");
-        Exporter::integer(exporter.node("Flatten", {input}, layer.name), "axis", 1);
-        out = layer.name;
-        outputRank = 2;
-      }
+      Inputs inputs;
+      for (const std::string& name : layer.inputs) inputs.push_back(outputOf.at(name));
+      std::size_t outputRank = rank.at(inputs[0]);
+      const std::string out = writings[static_cast<std::size_t>(layerKindOf(layer))].write(exporter, layer, inputs, outputRank);
       outputOf[layer.name] = out;
       rank[out] = outputRank;
       last = out;

@@ -4,6 +4,7 @@
 #include "base/check.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -17,10 +18,6 @@ using onnxformat::describe;
 using onnxformat::integer;
 using onnxformat::integers;
 using onnxformat::real;
-
-constexpr const char* trainableOps =
-    "Conv, Gemm, BatchNormalization, Relu, Tanh, Sigmoid, HardSwish, x*Sigmoid(x), Add, Concat, MaxPool, AveragePool, "
-    "GlobalAveragePool, Flatten, Dropout, Identity, Constant and a last Softmax";
 
 bool endsWith(const std::string& text, const std::string& end) {
   return text.size() > end.size() && text.compare(text.size() - end.size(), end.size(), end) == 0;
@@ -215,12 +212,12 @@ class Converter {
     layer.padding = static_cast<std::uint32_t>(padding);
   }
 
-  void conv(const onnx::NodeProto& node) {
+  void conv(const onnx::NodeProto& node, LayerKind kind) {
     const Attributes a = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
     const OnnxConstant& w = constant(node, 1);
     if (w.shape.size() != 4 || w.shape[0] < 1 || w.shape[0] > (1 << 16)) refuse(node, "the weight must be [outputs, channels/groups, kernel, kernel], not " + describe(w.shape));
     LayerDescription layer;
-    layer.kind = "conv";
+    layer.kind = layerKindName(kind);
     window(node, a, layer, w.shape[2]);
     if (w.shape[2] != layer.kernel || w.shape[3] != layer.kernel) refuse(node, "the weight " + describe(w.shape) + " does not match kernel_shape");
     const std::int64_t groups = integer(a, "group", 1);
@@ -242,7 +239,7 @@ class Converter {
     weight(layer.name + ".bias", {outputs}, b ? b->values : std::vector<double>(layer.outputs, 0.0));
   }
 
-  void gemm(const onnx::NodeProto& node) {
+  void gemm(const onnx::NodeProto& node, LayerKind kind) {
     const Attributes a = attributes(node, {"alpha", "beta", "transA", "transB"});
     if (real(a, "alpha", 1.0) != 1.0 || real(a, "beta", 1.0) != 1.0 || integer(a, "transA", 0) != 0) {
       refuse(node, "glnet trains Gemm as PyTorch's Linear exports it (alpha and beta 1, A not transposed)");
@@ -260,7 +257,7 @@ class Converter {
     }
     if (outputs > (1 << 16)) refuse(node, "more than 65536 outputs");
     LayerDescription layer;
-    layer.kind = "dense";
+    layer.kind = layerKindName(kind);
     layer.outputs = static_cast<std::uint32_t>(outputs);
     layer.name = nameFor(node, node.input(1));
     const std::string input = layerInput(node, 0);
@@ -270,7 +267,7 @@ class Converter {
     add(node, layer, {input}, 2);
   }
 
-  void batchNorm(const onnx::NodeProto& node) {
+  void batchNorm(const onnx::NodeProto& node, LayerKind kind) {
     const Attributes a = attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
     if (integer(a, "spatial", 1) != 1) refuse(node, "spatial 0 is not supported");
     const double epsilon = real(a, "epsilon", 1e-5), momentum = real(a, "momentum", 0.9);
@@ -279,7 +276,7 @@ class Converter {
     if (!(momentum >= 0 && momentum < 1)) refuse(node, "momentum must be in [0, 1)");
     if (rank(node) < 2) refuse(node, "batch normalization reads [N, C, ...]");
     LayerDescription layer;
-    layer.kind = "batchnorm";
+    layer.kind = layerKindName(kind);
     layer.epsilon = static_cast<float>(epsilon);
     layer.momentum = static_cast<float>(1.0 - momentum);
     layer.name = nameFor(node, node.input(1));
@@ -296,11 +293,12 @@ class Converter {
     add(node, layer, {input}, rank(node));
   }
 
-  void pool(const onnx::NodeProto& node, bool average) {
+  void pool(const onnx::NodeProto& node, LayerKind kind) {
+    const bool average = kind == LayerKind::avgpool;
     const Attributes a = average ? attributes(node, {"kernel_shape", "strides", "pads", "ceil_mode", "count_include_pad", "auto_pad"})
                                  : attributes(node, {"kernel_shape", "strides", "pads", "ceil_mode", "dilations", "auto_pad", "storage_order"});
     LayerDescription layer;
-    layer.kind = average ? "avgpool" : "maxpool";
+    layer.kind = layerKindName(kind);
     window(node, a, layer, 0);
     if (integer(a, "ceil_mode", 0) != 0) refuse(node, "ceil_mode 1 is not supported for training");
     if (integer(a, "storage_order", 0) != 0) refuse(node, "storage_order 1 is not supported");
@@ -312,10 +310,10 @@ class Converter {
     add(node, layer, {layerInput(node, 0)}, 4);
   }
 
-  void simple(const onnx::NodeProto& node, const std::string& kind, std::vector<std::string> inputs, std::size_t outputRank) {
+  void simple(const onnx::NodeProto& node, LayerKind kind, std::vector<std::string> inputs, std::size_t outputRank) {
     attributes(node, {});
     LayerDescription layer;
-    layer.kind = kind;
+    layer.kind = layerKindName(kind);
     layer.name = nameFor(node, "");
     add(node, layer, std::move(inputs), outputRank);
   }
@@ -345,49 +343,6 @@ class Converter {
       const Attributes a = attributes(node, {"value"});
       if (!a.count("value")) refuse(node, "glnet reads Constant nodes with a tensor value");
       constants_[node.output(0)] = readOnnxTensor(a.at("value")->t(), path_);
-    } else if (op == "Conv") {
-      conv(node);
-    } else if (op == "Gemm") {
-      gemm(node);
-    } else if (op == "BatchNormalization") {
-      batchNorm(node);
-    } else if (op == "Relu" || op == "Tanh" || op == "Sigmoid" || op == "HardSwish") {
-      simple(node, op == "HardSwish" ? "hardswish" : op == "Relu" ? "relu" : op == "Tanh" ? "tanh" : "sigmoid", {layerInput(node, 0)}, rank(node));
-    } else if (op == "Mul" && siluInput_.count(&node)) {
-      const auto at = std::find(node.input().begin(), node.input().end(), siluInput_.at(&node)) - node.input().begin();
-      simple(node, "silu", {layerInput(node, static_cast<int>(at))}, rank(node));
-    } else if (op == "Add") {
-      if (node.input_size() != 2) refuse(node, "Add takes two inputs");
-      simple(node, "add", {layerInput(node, 0), layerInput(node, 1)}, rank(node));
-    } else if (op == "Concat") {
-      const Attributes a = attributes(node, {"axis"});
-      const std::int64_t axis = integer(a, "axis", 1);
-      if (axis != 1 && axis != 1 - static_cast<std::int64_t>(rank(node))) refuse(node, "glnet trains concatenations of channels (axis 1)");
-      if (node.input_size() < 2 || node.input_size() > 32) refuse(node, "glnet trains concatenations of 2 to 32 tensors");
-      std::vector<std::string> inputs;
-      for (int k = 0; k < node.input_size(); ++k) inputs.push_back(layerInput(node, k));
-      LayerDescription layer;
-      layer.kind = "concat";
-      layer.name = nameFor(node, "");
-      add(node, layer, inputs, rank(node));
-    } else if (op == "MaxPool" || op == "AveragePool") {
-      pool(node, op == "AveragePool");
-    } else if (op == "GlobalAveragePool") {
-      if (rank(node) != 4) refuse(node, "glnet trains global pooling of [N, C, H, W]");
-      simple(node, "globalavgpool", {layerInput(node, 0)}, 4);
-    } else if (op == "Flatten") {
-      const Attributes a = attributes(node, {"axis"});
-      if (integer(a, "axis", 1) != 1) refuse(node, "glnet trains Flatten with axis 1 (torch.flatten(x, 1))");
-      if (rank(node) == 2) {
-        alias(node);
-      } else {
-        LayerDescription layer;
-        layer.kind = "flatten";
-        layer.name = nameFor(node, "");
-        add(node, layer, {layerInput(node, 0)}, 2);
-      }
-    } else if (op == "Dropout") {
-      dropout(node);
     } else if (op == "Identity") {
       alias(node);
     } else if ((op == "Softmax" || op == "LogSoftmax") && node.output(0) == output_) {
@@ -397,11 +352,73 @@ class Converter {
       if (rank(node) != 2 || (axis != 1 && axis != -1)) refuse(node, "glnet trains a last softmax over the classes of [N, classes]");
       alias(node);
     } else {
-      refuse(node, std::string("glnet trains ") + trainableOps + (op == "Reshape" || op == "Shape" ? "; flatten with torch.flatten(x, 1) rather than view or reshape" : ""));
+      const auto& rows = readings();
+      const auto row = std::find_if(rows.begin(), rows.end(), [&](const Reading& r) { return r.op && op == r.op; });
+      if (row == rows.end()) unsupported(node);
+      (this->*row->read)(node, row->kind);
     }
   }
 
-  void dropout(const onnx::NodeProto& node) {
+  // The refusal of a node that is no trainable layer, listing the ops that are.
+  [[noreturn]] void unsupported(const onnx::NodeProto& node) const {
+    static const std::string trainable = [] {
+      std::string list;
+      for (const Reading& row : readings()) {
+        if (row.op) list += std::string(row.shown) + ", ";
+      }
+      return list + "Identity, Constant and a last Softmax";
+    }();
+    const std::string& op = node.op_type();
+    refuse(node, "glnet trains " + trainable + (op == "Reshape" || op == "Shape" ? "; flatten with torch.flatten(x, 1) rather than view or reshape" : ""));
+  }
+
+  // Relu, Tanh, Sigmoid and HardSwish that no Conv or Gemm runs.
+  void pointwise(const onnx::NodeProto& node, LayerKind kind) { simple(node, kind, {layerInput(node, 0)}, rank(node)); }
+
+  // The Mul of SiLU's x·Sigmoid(x) (findSilu); any other Mul is refused.
+  void silu(const onnx::NodeProto& node, LayerKind kind) {
+    if (!siluInput_.count(&node)) unsupported(node);
+    const auto at = std::find(node.input().begin(), node.input().end(), siluInput_.at(&node)) - node.input().begin();
+    simple(node, kind, {layerInput(node, static_cast<int>(at))}, rank(node));
+  }
+
+  void sum(const onnx::NodeProto& node, LayerKind kind) {
+    if (node.input_size() != 2) refuse(node, "Add takes two inputs");
+    simple(node, kind, {layerInput(node, 0), layerInput(node, 1)}, rank(node));
+  }
+
+  void concat(const onnx::NodeProto& node, LayerKind kind) {
+    const Attributes a = attributes(node, {"axis"});
+    const std::int64_t axis = integer(a, "axis", 1);
+    if (axis != 1 && axis != 1 - static_cast<std::int64_t>(rank(node))) refuse(node, "glnet trains concatenations of channels (axis 1)");
+    if (node.input_size() < 2 || node.input_size() > 32) refuse(node, "glnet trains concatenations of 2 to 32 tensors");
+    std::vector<std::string> inputs;
+    for (int k = 0; k < node.input_size(); ++k) inputs.push_back(layerInput(node, k));
+    LayerDescription layer;
+    layer.kind = layerKindName(kind);
+    layer.name = nameFor(node, "");
+    add(node, layer, inputs, rank(node));
+  }
+
+  void globalPool(const onnx::NodeProto& node, LayerKind kind) {
+    if (rank(node) != 4) refuse(node, "glnet trains global pooling of [N, C, H, W]");
+    simple(node, kind, {layerInput(node, 0)}, 4);
+  }
+
+  void flatten(const onnx::NodeProto& node, LayerKind kind) {
+    const Attributes a = attributes(node, {"axis"});
+    if (integer(a, "axis", 1) != 1) refuse(node, "glnet trains Flatten with axis 1 (torch.flatten(x, 1))");
+    if (rank(node) == 2) {
+      alias(node);
+      return;
+    }
+    LayerDescription layer;
+    layer.kind = layerKindName(kind);
+    layer.name = nameFor(node, "");
+    add(node, layer, {layerInput(node, 0)}, 2);
+  }
+
+  void dropout(const onnx::NodeProto& node, LayerKind kind) {
     const Attributes a = attributes(node, {"ratio", "is_test", "seed"});
     double rate = real(a, "ratio", 0.5);
     if (const OnnxConstant* ratio = opset_ >= 12 ? optionalConstant(node, 1) : nullptr) {
@@ -414,10 +431,41 @@ class Converter {
       return;
     }
     LayerDescription layer;
-    layer.kind = "dropout";
+    layer.kind = layerKindName(kind);
     layer.rate = static_cast<float>(rate);
     layer.name = nameFor(node, "");
     add(node, layer, {layerInput(node, 0)}, rank(node));
+  }
+
+  // One row per LayerKind, in its order: the ONNX op read as a layer of the kind (null: none is), its name in errors,
+  // and its reader.
+  struct Reading {
+    LayerKind kind;
+    const char* op;
+    const char* shown;
+    void (Converter::*read)(const onnx::NodeProto& node, LayerKind kind);
+  };
+  static const std::array<Reading, layerKindCount>& readings() {
+    static constexpr std::array<Reading, layerKindCount> rows{{
+        {LayerKind::conv, "Conv", "Conv", &Converter::conv},
+        {LayerKind::dense, "Gemm", "Gemm", &Converter::gemm},
+        {LayerKind::batchnorm, "BatchNormalization", "BatchNormalization", &Converter::batchNorm},
+        {LayerKind::relu, "Relu", "Relu", &Converter::pointwise},
+        {LayerKind::tanh, "Tanh", "Tanh", &Converter::pointwise},
+        {LayerKind::sigmoid, "Sigmoid", "Sigmoid", &Converter::pointwise},
+        {LayerKind::hardswish, "HardSwish", "HardSwish", &Converter::pointwise},
+        {LayerKind::silu, "Mul", "x*Sigmoid(x)", &Converter::silu},
+        {LayerKind::gelu, nullptr, nullptr, nullptr},  // PyTorch's erf form is not recognised yet
+        {LayerKind::add, "Add", "Add", &Converter::sum},
+        {LayerKind::concat, "Concat", "Concat", &Converter::concat},
+        {LayerKind::maxpool, "MaxPool", "MaxPool", &Converter::pool},
+        {LayerKind::avgpool, "AveragePool", "AveragePool", &Converter::pool},
+        {LayerKind::globalavgpool, "GlobalAveragePool", "GlobalAveragePool", &Converter::globalPool},
+        {LayerKind::flatten, "Flatten", "Flatten", &Converter::flatten},
+        {LayerKind::dropout, "Dropout", "Dropout", &Converter::dropout},
+    }};
+    static_assert(oneRowPerKind(rows), "readings() holds one row per LayerKind, in its order");
+    return rows;
   }
 
   std::string path_;

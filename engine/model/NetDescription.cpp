@@ -8,6 +8,7 @@
 #include "model/EmbeddedNets.h"
 
 #include <algorithm>
+#include <array>
 #include <iomanip>
 #include <map>
 #include <set>
@@ -26,35 +27,6 @@ constexpr std::uint32_t largestKernel = 64;
 // Multiply-adds of one layer for one image: VGG-16's largest does 1.85 billion at 224x224.
 constexpr std::uint64_t largestLayerWork = std::uint64_t{1} << 34;
 
-const std::map<std::string, std::set<std::string>>& attributesOfKind() {
-  static const std::map<std::string, std::set<std::string>> kinds = {
-      {"conv", {"outputs", "kernel", "stride", "padding", "groups", "activation"}},
-      {"dense", {"outputs", "activation"}},
-      {"batchnorm", {"momentum", "epsilon"}},
-      {"relu", {}},
-      {"tanh", {}},
-      {"sigmoid", {}},
-      {"silu", {}},
-      {"gelu", {}},
-      {"hardswish", {}},
-      {"add", {}},
-      {"concat", {}},
-      {"dropout", {"rate"}},
-      {"maxpool", {"kernel", "stride", "padding"}},
-      {"avgpool", {"kernel", "stride", "padding"}},
-      {"globalavgpool", {}},
-      {"flatten", {}},
-  };
-  return kinds;
-}
-
-std::string kindList() {
-  std::string list;
-  for (const auto& [kind, attributes] : attributesOfKind()) list += (list.empty() ? "" : ", ") + kind;
-  return list;
-}
-
-
 std::uint32_t count(const nlohmann::json& value, const std::string& field, std::uint32_t least, const std::function<Error(const std::string&)>& refuse,
                     std::uint32_t most = largestAttribute) {
   if (!value.is_number_integer() || value.get<std::int64_t>() < least || value.get<std::int64_t>() > most) {
@@ -62,6 +34,249 @@ std::uint32_t count(const nlohmann::json& value, const std::string& field, std::
                  describeJsonValue(value));
   }
   return static_cast<std::uint32_t>(value.get<std::int64_t>());
+}
+
+// A layer entry's attributes as its kind's parse function reads them; errors name the layer.
+class Fields {
+ public:
+  Fields(const nlohmann::json& entry, const LayerDescription& layer, std::function<Error(const std::string&)> refuse)
+      : entry_(entry), layer_(layer), refuse_(std::move(refuse)) {}
+
+  Error refuse(const std::string& why) const { return refuse_(why); }
+  const nlohmann::json* find(const char* key) const {
+    const auto found = entry_.find(key);
+    return found == entry_.end() ? nullptr : &*found;
+  }
+  std::uint32_t required(const char* key, std::uint32_t least, std::uint32_t most = largestAttribute) const {
+    if (!find(key)) throw refuse("a " + layer_.kind + " layer needs \"" + key + "\"");
+    return count(*find(key), key, least, refuse_, most);
+  }
+  std::uint32_t optional(const char* key, std::uint32_t least, std::uint32_t fallback) const {
+    return find(key) ? count(*find(key), key, least, refuse_) : fallback;
+  }
+  Activation activation() const {
+    const nlohmann::json* given = find("activation");
+    if (!given) return Activation::none;
+    const std::string text = given->is_string() ? given->get<std::string>() : "";
+    if (text != "relu" && text != "tanh" && text != "sigmoid" && text != "none") throw refuse("\"activation\" must be relu, tanh, sigmoid or none");
+    return parseActivation(text);
+  }
+  // A number in (0, 1) when `open`, else in (0, 1].
+  float fraction(const char* key, float fallback, bool open) const {
+    const nlohmann::json* given = find(key);
+    if (!given) return fallback;
+    const double number = given->is_number() ? given->get<double>() : -1.0;
+    if (!(number > 0 && (open ? number < 1 : number <= 1))) {
+      throw refuse(std::string(key) + " must be a number in (0, " + (open ? "1)" : "1]") + ", not " + describeJsonValue(*given));
+    }
+    return static_cast<float>(number);
+  }
+
+ private:
+  const nlohmann::json& entry_;
+  const LayerDescription& layer_;
+  std::function<Error(const std::string&)> refuse_;
+};
+
+// What a kind's build function needs: the layer, its inputs' tensors (the shape of the first) and where parameters
+// come from. Shape errors name the layer.
+struct LayerBuild {
+  const LayerDescription& layer;
+  Graph& graph;
+  const std::vector<Tensor>& inputs;
+  const Shape& shape;
+  bool training;
+  const ParameterSource& parameter;
+  std::function<Error(const std::string&)> refuse;
+
+  std::vector<Tensor> weightAndBias(const Shape& weight) const {
+    const std::size_t fanIn = elementCount(weight) / weight[0];
+    return {parameter(layer.name + ".weight", weight, false, Initialisation::uniformFanIn, fanIn),
+            parameter(layer.name + ".bias", {weight[0]}, false, Initialisation::uniformFanIn, fanIn)};
+  }
+};
+
+// The attributes a layer may give, each a LayerDescription field of the same name, and how model files record it.
+namespace takes {
+enum : unsigned { outputs = 1, kernel = 2, stride = 4, padding = 8, groups = 16, activation = 32, momentum = 64, epsilon = 128, rate = 256 };
+constexpr unsigned window = kernel | stride | padding;
+}  // namespace takes
+struct AttributeRow {
+  unsigned attribute;
+  const char* name;
+  nlohmann::json (*print)(const LayerDescription& layer);
+};
+const AttributeRow attributeRows[] = {
+    {takes::outputs, "outputs", [](const LayerDescription& l) { return nlohmann::json(l.outputs); }},
+    {takes::kernel, "kernel", [](const LayerDescription& l) { return nlohmann::json(l.kernel); }},
+    {takes::stride, "stride", [](const LayerDescription& l) { return nlohmann::json(l.stride); }},
+    {takes::padding, "padding", [](const LayerDescription& l) { return nlohmann::json(l.padding); }},
+    {takes::groups, "groups", [](const LayerDescription& l) { return nlohmann::json(l.groups); }},
+    {takes::activation, "activation", [](const LayerDescription& l) { return nlohmann::json(activationName(l.activation)); }},
+    {takes::momentum, "momentum", [](const LayerDescription& l) { return nlohmann::json(l.momentum); }},
+    {takes::epsilon, "epsilon", [](const LayerDescription& l) { return nlohmann::json(l.epsilon); }},
+    {takes::rate, "rate", [](const LayerDescription& l) { return nlohmann::json(l.rate); }},
+};
+
+// How each kind reads its attributes (in the order their errors are checked).
+void parseNothing(LayerDescription&, const Fields&) {}
+
+void parseConv(LayerDescription& layer, const Fields& fields) {
+  layer.outputs = fields.required("outputs", 1);
+  layer.kernel = fields.required("kernel", 1, largestKernel);
+  layer.stride = fields.optional("stride", 1, 1);
+  layer.padding = fields.optional("padding", 0, (layer.kernel - 1) / 2);
+  layer.groups = fields.optional("groups", 1, 1);
+  if (layer.outputs % layer.groups != 0) throw fields.refuse("outputs (" + std::to_string(layer.outputs) + ") must be a multiple of groups");
+  layer.activation = fields.activation();
+}
+
+void parseDense(LayerDescription& layer, const Fields& fields) {
+  layer.outputs = fields.required("outputs", 1);
+  layer.activation = fields.activation();
+}
+
+void parseBatchnorm(LayerDescription& layer, const Fields& fields) {
+  layer.momentum = fields.fraction("momentum", layer.momentum, false);
+  layer.epsilon = fields.fraction("epsilon", layer.epsilon, true);
+}
+
+void parsePool(LayerDescription& layer, const Fields& fields) {
+  layer.kernel = fields.required("kernel", 1, largestKernel);
+  layer.stride = fields.optional("stride", 1, layer.kernel);
+  layer.padding = fields.optional("padding", 0, 0);
+  if (2 * layer.padding > layer.kernel) throw fields.refuse("padding must be at most half the kernel");
+}
+
+void parseDropout(LayerDescription& layer, const Fields& fields) {
+  if (const nlohmann::json* rate = fields.find("rate")) {
+    const double number = rate->is_number() ? rate->get<double>() : -1.0;
+    if (!(number >= 0 && number < 1)) throw fields.refuse("rate must be a number in [0, 1), not " + describeJsonValue(*rate));
+    layer.rate = static_cast<float>(number);
+  }
+}
+
+// A dropout layer's own masks: FNV-1a of its name, so that two dropout layers never drop the same positions.
+std::uint32_t saltOf(const std::string& name) {
+  std::uint32_t hash = 2166136261u;
+  for (const char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 16777619u;
+  return hash;
+}
+
+// How each kind becomes ops.
+Tensor buildConv(const LayerBuild& b) {
+  const LayerDescription& layer = b.layer;
+  if (b.shape.size() != 4) throw b.refuse("a convolution reads [N, C, H, W], not " + describe(b.shape));
+  if (b.shape[1] % layer.groups != 0) throw b.refuse("its " + std::to_string(b.shape[1]) + " input channels are not a multiple of groups");
+  const std::vector<Tensor> wb = b.weightAndBias({layer.outputs, b.shape[1] / layer.groups, layer.kernel, layer.kernel});
+  if (layer.groups == 1) return b.graph.apply(conv2dOp(layer.activation, layer.padding, layer.stride), {b.inputs[0], wb[0], wb[1]}, layer.name);
+  // Grouped and depthwise convolutions run GroupedConv.glsl, which fuses no activation when trained.
+  ConvSettings settings;
+  settings.strides = {layer.stride, layer.stride};
+  settings.pads = {layer.padding, layer.padding, layer.padding, layer.padding};
+  settings.groups = layer.groups;
+  const Tensor x = b.graph.apply(groupedConvOp(settings), {b.inputs[0], wb[0], wb[1]}, layer.name);
+  if (layer.activation == Activation::none) return x;
+  return b.graph.apply(activationOp(layer.activation), {x}, layer.name + ".activation");
+}
+
+Tensor buildDense(const LayerBuild& b) {
+  Tensor x = b.inputs[0];
+  if (b.shape.size() > 2) x = b.graph.apply(flattenOp(), {x}, b.layer.name + ".flatten");
+  const std::uint32_t features = b.graph.tensor(x).shape[1];
+  const std::vector<Tensor> wb = b.weightAndBias({b.layer.outputs, features});
+  return b.graph.dense(x, wb[0], wb[1], b.layer.activation);
+}
+
+Tensor buildBatchnorm(const LayerBuild& b) {
+  const std::string& name = b.layer.name;
+  if (b.shape.size() < 2) throw b.refuse("batch normalization reads [N, C, ...], not " + describe(b.shape));
+  const Shape channels{b.shape[1]};
+  const Tensor gamma = b.parameter(name + ".weight", channels, false, Initialisation::ones, 0);
+  const Tensor beta = b.parameter(name + ".bias", channels, false, Initialisation::zeros, 0);
+  const Tensor mean = b.parameter(name + ".running_mean", channels, true, Initialisation::zeros, 0);
+  const Tensor variance = b.parameter(name + ".running_var", channels, true, Initialisation::ones, 0);
+  return b.graph.apply(batchNormOp(b.training, b.layer.momentum, b.layer.epsilon), {b.inputs[0], gamma, beta, mean, variance}, name);
+}
+
+// relu, tanh and sigmoid: the activations dense and conv layers fuse, by the same names.
+Tensor buildActivation(const LayerBuild& b) { return b.graph.apply(activationOp(parseActivation(b.layer.kind)), {b.inputs[0]}, b.layer.name); }
+
+template <PointwiseKind kind>
+Tensor buildPointwise(const LayerBuild& b) {
+  return b.graph.apply(pointwiseOp({kind}), {b.inputs[0]}, b.layer.name);
+}
+
+Tensor buildAdd(const LayerBuild& b) { return b.graph.apply(addOp(), b.inputs, b.layer.name); }
+
+Tensor buildConcat(const LayerBuild& b) {
+  if (b.shape.size() < 2) throw b.refuse("concatenation joins channels of [N, C, ...], not " + describe(b.shape));
+  return b.graph.apply(concatOp(1), b.inputs, b.layer.name);
+}
+
+Tensor buildPool(const LayerBuild& b) {
+  const LayerDescription& layer = b.layer;
+  if (b.shape.size() != 4) throw b.refuse("pooling reads [N, C, H, W], not " + describe(b.shape));
+  PoolSettings settings;
+  settings.average = layerKindOf(layer) != LayerKind::maxpool;
+  if (layerKindOf(layer) == LayerKind::globalavgpool) {
+    settings.kernel = {b.shape[2], b.shape[3]};
+  } else {
+    settings.kernel = {layer.kernel, layer.kernel};
+    settings.strides = {layer.stride, layer.stride};
+    settings.pads = {layer.padding, layer.padding, layer.padding, layer.padding};
+  }
+  return b.graph.apply(poolOp(settings), {b.inputs[0]}, layer.name);
+}
+
+Tensor buildFlatten(const LayerBuild& b) { return b.graph.apply(flattenOp(), {b.inputs[0]}, b.layer.name); }
+
+Tensor buildDropout(const LayerBuild& b) {
+  // Inference keeps every value: PyTorch's inverted dropout scales while training instead.
+  if (!b.training || b.layer.rate == 0) return b.inputs[0];
+  return b.graph.apply(dropoutOp(b.layer.rate, saltOf(b.layer.name)), {b.inputs[0]}, b.layer.name);
+}
+
+// One row per LayerKind, in its order: the name in descriptions, the attributes a layer may give (outputs and kernel
+// it must give when it may), how many inputs it reads, and how it is parsed and built.
+struct KindRow {
+  LayerKind kind;
+  const char* name;
+  unsigned attributes;
+  std::size_t leastInputs, mostInputs;
+  void (*parse)(LayerDescription& layer, const Fields& fields);
+  Tensor (*build)(const LayerBuild& build);
+};
+constexpr std::array<KindRow, layerKindCount> kindRows{{
+    {LayerKind::conv, "conv", takes::outputs | takes::window | takes::groups | takes::activation, 1, 1, parseConv, buildConv},
+    {LayerKind::dense, "dense", takes::outputs | takes::activation, 1, 1, parseDense, buildDense},
+    {LayerKind::batchnorm, "batchnorm", takes::momentum | takes::epsilon, 1, 1, parseBatchnorm, buildBatchnorm},
+    {LayerKind::relu, "relu", 0, 1, 1, parseNothing, buildActivation},
+    {LayerKind::tanh, "tanh", 0, 1, 1, parseNothing, buildActivation},
+    {LayerKind::sigmoid, "sigmoid", 0, 1, 1, parseNothing, buildActivation},
+    {LayerKind::hardswish, "hardswish", 0, 1, 1, parseNothing, buildPointwise<PointwiseKind::hardSwish>},
+    {LayerKind::silu, "silu", 0, 1, 1, parseNothing, buildPointwise<PointwiseKind::silu>},
+    {LayerKind::gelu, "gelu", 0, 1, 1, parseNothing, buildPointwise<PointwiseKind::gelu>},
+    {LayerKind::add, "add", 0, 2, 2, parseNothing, buildAdd},
+    {LayerKind::concat, "concat", 0, 2, 32, parseNothing, buildConcat},
+    {LayerKind::maxpool, "maxpool", takes::window, 1, 1, parsePool, buildPool},
+    {LayerKind::avgpool, "avgpool", takes::window, 1, 1, parsePool, buildPool},
+    {LayerKind::globalavgpool, "globalavgpool", 0, 1, 1, parseNothing, buildPool},
+    {LayerKind::flatten, "flatten", 0, 1, 1, parseNothing, buildFlatten},
+    {LayerKind::dropout, "dropout", takes::rate, 1, 1, parseDropout, buildDropout},
+}};
+static_assert(oneRowPerKind(kindRows), "kindRows holds one row per LayerKind, in its order");
+
+const KindRow& rowOf(LayerKind kind) { return kindRows[static_cast<std::size_t>(kind)]; }
+
+// The kinds' names in alphabetical order, as errors list them.
+std::string kindList() {
+  std::vector<std::string> names;
+  for (const KindRow& row : kindRows) names.push_back(row.name);
+  std::sort(names.begin(), names.end());
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  return list;
 }
 
 LayerDescription parseLayer(const nlohmann::json& entry, std::size_t index, const std::set<std::string>& earlier, const std::string& previous,
@@ -78,13 +293,14 @@ LayerDescription parseLayer(const nlohmann::json& entry, std::size_t index, cons
   if (layer.name == "input") throw refuse("the name 'input' stands for the network's input");
   if (earlier.count(layer.name)) throw refuse("a second layer of this name");
   const auto kindField = entry.find("kind");
-  if (kindField == entry.end() || !kindField->is_string() || !attributesOfKind().count(kindField->get<std::string>())) {
-    throw refuse("\"kind\" must be one of " + kindList());
-  }
-  layer.kind = kindField->get<std::string>();
-  const std::set<std::string>& allowed = attributesOfKind().at(layer.kind);
+  const std::optional<LayerKind> kind = kindField != entry.end() && kindField->is_string() ? findLayerKind(kindField->get<std::string>()) : std::nullopt;
+  if (!kind) throw refuse("\"kind\" must be one of " + kindList());
+  const KindRow& row = rowOf(*kind);
+  layer.kind = row.name;
   for (const auto& [key, value] : entry.items()) {
-    if (key == "name" || key == "kind" || key == "inputs" || allowed.count(key)) continue;
+    if (key == "name" || key == "kind" || key == "inputs") continue;
+    const auto taken = std::find_if(std::begin(attributeRows), std::end(attributeRows), [&](const AttributeRow& a) { return a.name == key; });
+    if (taken != std::end(attributeRows) && (row.attributes & taken->attribute)) continue;
     throw refuse("a " + layer.kind + " layer has no attribute \"" + (isValidLayerName(key) ? key : std::string("(unprintable)")) + "\"");
   }
   if (const auto inputs = entry.find("inputs"); inputs != entry.end()) {
@@ -100,61 +316,17 @@ LayerDescription parseLayer(const nlohmann::json& entry, std::size_t index, cons
   } else {
     layer.inputs = {previous};
   }
-  const std::size_t wanted = layer.kind == "add" ? 2 : 1;
-  if (layer.kind == "concat") {
-    if (layer.inputs.size() < 2 || layer.inputs.size() > 32) throw refuse("a concat layer reads 2 to 32 inputs, not " + std::to_string(layer.inputs.size()));
-  } else if (layer.inputs.size() != wanted) {
-    throw refuse("a " + layer.kind + " layer reads " + std::to_string(wanted) + " input" + (wanted > 1 ? "s" : "") + ", not " +
+  if (row.leastInputs != row.mostInputs) {
+    if (layer.inputs.size() < row.leastInputs || layer.inputs.size() > row.mostInputs) {
+      throw refuse("a " + layer.kind + " layer reads " + std::to_string(row.leastInputs) + " to " + std::to_string(row.mostInputs) + " inputs, not " +
+                   std::to_string(layer.inputs.size()));
+    }
+  } else if (layer.inputs.size() != row.leastInputs) {
+    throw refuse("a " + layer.kind + " layer reads " + std::to_string(row.leastInputs) + " input" + (row.leastInputs > 1 ? "s" : "") + ", not " +
                  std::to_string(layer.inputs.size()));
   }
-  const auto field = [&](const char* key) -> const nlohmann::json* {
-    const auto found = entry.find(key);
-    return found == entry.end() ? nullptr : &*found;
-  };
-  const bool needsOutputs = layer.kind == "conv" || layer.kind == "dense";
-  const bool needsKernel = layer.kind == "conv" || layer.kind == "maxpool" || layer.kind == "avgpool";
-  if (needsOutputs) {
-    if (!field("outputs")) throw refuse("a " + layer.kind + " layer needs \"outputs\"");
-    layer.outputs = count(*field("outputs"), "outputs", 1, refuse);
-  }
-  if (needsKernel) {
-    if (!field("kernel")) throw refuse("a " + layer.kind + " layer needs \"kernel\"");
-    layer.kernel = count(*field("kernel"), "kernel", 1, refuse, largestKernel);
-    layer.stride = field("stride") ? count(*field("stride"), "stride", 1, refuse) : layer.kind == "conv" ? 1 : layer.kernel;
-    layer.padding = field("padding") ? count(*field("padding"), "padding", 0, refuse) : layer.kind == "conv" ? (layer.kernel - 1) / 2 : 0;
-    if (layer.kind != "conv" && 2 * layer.padding > layer.kernel) throw refuse("padding must be at most half the kernel");
-    if (field("groups")) layer.groups = count(*field("groups"), "groups", 1, refuse);
-    if (layer.outputs % layer.groups != 0) throw refuse("outputs (" + std::to_string(layer.outputs) + ") must be a multiple of groups");
-  }
-  if (const nlohmann::json* activation = field("activation")) {
-    const std::string text = activation->is_string() ? activation->get<std::string>() : "";
-    if (text != "relu" && text != "tanh" && text != "sigmoid" && text != "none") throw refuse("\"activation\" must be relu, tanh, sigmoid or none");
-    layer.activation = parseActivation(text);
-  }
-  const auto fraction = [&](const char* key, float& value, bool open) {
-    if (const nlohmann::json* given = field(key)) {
-      const double number = given->is_number() ? given->get<double>() : -1.0;
-      if (!(number > 0 && (open ? number < 1 : number <= 1))) {
-        throw refuse(std::string(key) + " must be a number in (0, " + (open ? "1)" : "1]") + ", not " + describeJsonValue(*given));
-      }
-      value = static_cast<float>(number);
-    }
-  };
-  fraction("momentum", layer.momentum, false);
-  fraction("epsilon", layer.epsilon, true);
-  if (const nlohmann::json* rate = field("rate")) {
-    const double number = rate->is_number() ? rate->get<double>() : -1.0;
-    if (!(number >= 0 && number < 1)) throw refuse("rate must be a number in [0, 1), not " + describeJsonValue(*rate));
-    layer.rate = static_cast<float>(number);
-  }
+  row.parse(layer, Fields(entry, layer, refuse));
   return layer;
-}
-
-// A dropout layer's own masks: FNV-1a of its name, so that two dropout layers never drop the same positions.
-std::uint32_t saltOf(const std::string& name) {
-  std::uint32_t hash = 2166136261u;
-  for (const char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 16777619u;
-  return hash;
 }
 
 }  // namespace
@@ -163,6 +335,21 @@ bool isValidLayerName(const std::string& name) {
   return !name.empty() && name.size() <= longestName && std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
   });
+}
+
+const char* layerKindName(LayerKind kind) { return rowOf(kind).name; }
+
+std::optional<LayerKind> findLayerKind(const std::string& name) {
+  for (const KindRow& row : kindRows) {
+    if (name == row.name) return row.kind;
+  }
+  return std::nullopt;
+}
+
+LayerKind layerKindOf(const LayerDescription& layer) {
+  const std::optional<LayerKind> kind = findLayerKind(layer.kind);
+  GLNET_ASSERT(kind, "layer '" + layer.name + "' is of no kind: " + layer.kind);
+  return *kind;
 }
 
 NetDescription parseNetDescription(const std::string& text, const std::string& source) {
@@ -205,21 +392,10 @@ std::string toJson(const NetDescription& description) {
   nlohmann::json layers = nlohmann::json::array();
   for (const LayerDescription& layer : description.layers) {
     nlohmann::json entry = {{"name", layer.name}, {"kind", layer.kind}, {"inputs", layer.inputs}};
-    if (layer.kind == "conv" || layer.kind == "dense") {
-      entry["outputs"] = layer.outputs;
-      entry["activation"] = activationName(layer.activation);
+    const unsigned taken = rowOf(layerKindOf(layer)).attributes;
+    for (const AttributeRow& attribute : attributeRows) {
+      if (taken & attribute.attribute) entry[attribute.name] = attribute.print(layer);
     }
-    if (layer.kernel) {
-      entry["kernel"] = layer.kernel;
-      entry["stride"] = layer.stride;
-      entry["padding"] = layer.padding;
-    }
-    if (layer.kind == "conv") entry["groups"] = layer.groups;
-    if (layer.kind == "batchnorm") {
-      entry["momentum"] = layer.momentum;
-      entry["epsilon"] = layer.epsilon;
-    }
-    if (layer.kind == "dropout") entry["rate"] = layer.rate;
     layers.push_back(entry);
   }
   nlohmann::json root = {{"input", description.input}, {"layers", layers}};
@@ -257,72 +433,12 @@ Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor image
     Tensor x = inputs[0];
     const Shape shape = graph.tensor(x).shape;  // a copy: applying ops grows the graph's tensors
     try {
-      const auto weightAndBias = [&](const Shape& weight) {
-        const std::size_t fanIn = elementCount(weight) / weight[0];
-        return std::vector<Tensor>{parameter(layer.name + ".weight", weight, false, Initialisation::uniformFanIn, fanIn),
-                                   parameter(layer.name + ".bias", {weight[0]}, false, Initialisation::uniformFanIn, fanIn)};
-      };
-      if (layer.kind == "conv") {
-        if (shape.size() != 4) throw refuse("a convolution reads [N, C, H, W], not " + describe(shape));
-        if (shape[1] % layer.groups != 0) throw refuse("its " + std::to_string(shape[1]) + " input channels are not a multiple of groups");
-        const std::vector<Tensor> wb = weightAndBias({layer.outputs, shape[1] / layer.groups, layer.kernel, layer.kernel});
-        if (layer.groups == 1) {
-          x = graph.apply(conv2dOp(layer.activation, layer.padding, layer.stride), {x, wb[0], wb[1]}, layer.name);
-        } else {
-          // Grouped and depthwise convolutions run GroupedConv.glsl, which fuses no activation when trained.
-          ConvSettings settings;
-          settings.strides = {layer.stride, layer.stride};
-          settings.pads = {layer.padding, layer.padding, layer.padding, layer.padding};
-          settings.groups = layer.groups;
-          x = graph.apply(groupedConvOp(settings), {x, wb[0], wb[1]}, layer.name);
-          if (layer.activation != Activation::none) x = graph.apply(activationOp(layer.activation), {x}, layer.name + ".activation");
-        }
-      } else if (layer.kind == "dense") {
-        if (shape.size() > 2) x = graph.apply(flattenOp(), {x}, layer.name + ".flatten");
-        const std::uint32_t features = graph.tensor(x).shape[1];
-        const std::vector<Tensor> wb = weightAndBias({layer.outputs, features});
-        x = graph.dense(x, wb[0], wb[1], layer.activation);
-      } else if (layer.kind == "batchnorm") {
-        if (shape.size() < 2) throw refuse("batch normalization reads [N, C, ...], not " + describe(shape));
-        const Shape channels{shape[1]};
-        const Tensor gamma = parameter(layer.name + ".weight", channels, false, Initialisation::ones, 0);
-        const Tensor beta = parameter(layer.name + ".bias", channels, false, Initialisation::zeros, 0);
-        const Tensor mean = parameter(layer.name + ".running_mean", channels, true, Initialisation::zeros, 0);
-        const Tensor variance = parameter(layer.name + ".running_var", channels, true, Initialisation::ones, 0);
-        x = graph.apply(batchNormOp(training, layer.momentum, layer.epsilon), {x, gamma, beta, mean, variance}, layer.name);
-      } else if (layer.kind == "relu" || layer.kind == "tanh" || layer.kind == "sigmoid") {
-        x = graph.apply(activationOp(parseActivation(layer.kind)), {x}, layer.name);
-      } else if (layer.kind == "silu" || layer.kind == "gelu" || layer.kind == "hardswish") {
-        const PointwiseKind kind = layer.kind == "silu" ? PointwiseKind::silu : layer.kind == "gelu" ? PointwiseKind::gelu : PointwiseKind::hardSwish;
-        x = graph.apply(pointwiseOp({kind}), {x}, layer.name);
-      } else if (layer.kind == "add") {
-        x = graph.apply(addOp(), inputs, layer.name);
-      } else if (layer.kind == "concat") {
-        if (shape.size() < 2) throw refuse("concatenation joins channels of [N, C, ...], not " + describe(shape));
-        x = graph.apply(concatOp(1), inputs, layer.name);
-      } else if (layer.kind == "dropout") {
-        // Inference keeps every value: PyTorch's inverted dropout scales while training instead.
-        if (training && layer.rate > 0) x = graph.apply(dropoutOp(layer.rate, saltOf(layer.name)), {x}, layer.name);
-      } else if (layer.kind == "maxpool" || layer.kind == "avgpool" || layer.kind == "globalavgpool") {
-        if (shape.size() != 4) throw refuse("pooling reads [N, C, H, W], not " + describe(shape));
-        PoolSettings settings;
-        settings.average = layer.kind != "maxpool";
-        if (layer.kind == "globalavgpool") {
-          settings.kernel = {shape[2], shape[3]};
-        } else {
-          settings.kernel = {layer.kernel, layer.kernel};
-          settings.strides = {layer.stride, layer.stride};
-          settings.pads = {layer.padding, layer.padding, layer.padding, layer.padding};
-        }
-        x = graph.apply(poolOp(settings), {x}, layer.name);
-      } else {
-        GLNET_ASSERT(layer.kind == "flatten", "every kind the parser admits is built");
-        x = graph.apply(flattenOp(), {x}, layer.name);
-      }
+      const LayerKind kind = layerKindOf(layer);
+      x = rowOf(kind).build(LayerBuild{layer, graph, inputs, shape, training, parameter, refuse});
       if (layer.kernel) {
         // Sides, channels and padding each pass their own bound, their product not; in double, which cannot overflow.
         const Shape out = graph.tensor(x).shape;
-        const double work = static_cast<double>(out[1]) * out[2] * out[3] * layer.kernel * layer.kernel * (layer.kind == "conv" ? shape[1] / layer.groups : 1);
+        const double work = static_cast<double>(out[1]) * out[2] * out[3] * layer.kernel * layer.kernel * (kind == LayerKind::conv ? shape[1] / layer.groups : 1);
         if (work > static_cast<double>(largestLayerWork)) {
           std::ostringstream text;
           text << std::setprecision(3) << work / 1e9 << " billion multiply-adds per image (output " << describe(out) << ", kernel "

@@ -6,16 +6,35 @@
 #include "graph/Graph.h"
 #include "numbers/Activation.h"
 
+#include <array>
+#include <cstddef>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace glnet {
 
+// The kinds of trainable layers. Each has one row in each of three tables, which fail to compile without it (each
+// checks that it holds one row per kind, in this order): kindRows in NetDescription.cpp (its name in descriptions, the
+// attributes it takes, the inputs it reads, its parse and build functions), Converter::readings() in
+// convert/OnnxNetwork.cpp (the ONNX op read as it, and its reader) and writings in convert/OnnxExport.cpp (its
+// writer of ONNX nodes); tests/convert/LayerKindTest.cpp takes an example of each through all three.
+enum class LayerKind { conv, dense, batchnorm, relu, tanh, sigmoid, hardswish, silu, gelu, add, concat, maxpool, avgpool, globalavgpool, flatten, dropout, count };
+constexpr std::size_t layerKindCount = static_cast<std::size_t>(LayerKind::count);
+// Whether a table of kinds holds one row per LayerKind, in its order (each such table static_asserts it): a row left
+// out leaves a default row of the wrong kind, one too many does not compile.
+template <typename Row>
+constexpr bool oneRowPerKind(const std::array<Row, layerKindCount>& rows) {
+  for (std::size_t k = 0; k < layerKindCount; ++k) {
+    if (rows[k].kind != static_cast<LayerKind>(k)) return false;
+  }
+  return true;
+}
+
 struct LayerDescription {
   std::string name;
-  std::string kind;  // conv, dense, batchnorm, relu, tanh, sigmoid, silu, gelu, hardswish, add, concat, maxpool,
-                     // avgpool, globalavgpool, flatten, dropout
+  std::string kind;  // a LayerKind's name: conv, dense, batchnorm, relu, ...
   std::vector<std::string> inputs;  // earlier layers' names, or "input"; the previous layer when not given
   std::uint32_t outputs = 0;        // conv, dense
   std::uint32_t kernel = 0;         // conv, maxpool, avgpool
@@ -32,6 +51,11 @@ struct NetDescription {
   Shape input;  // per image: [channels, height, width] or [features]
   std::vector<LayerDescription> layers;
 };
+
+// The kind's name in descriptions ("conv"); the kind of a name, or nothing; the kind of a layer that the parser admitted.
+const char* layerKindName(LayerKind kind);
+std::optional<LayerKind> findLayerKind(const std::string& name);
+LayerKind layerKindOf(const LayerDescription& layer);
 
 // Letters, digits, '_', '.' and '-', at most 128 of them: the names of layers, and of descriptions.
 bool isValidLayerName(const std::string& name);

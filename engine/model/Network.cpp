@@ -457,7 +457,7 @@ Network Network::withClasses(std::uint32_t classes, std::uint32_t seed, const st
   if (description) {
     NetDescription changed = *description;
     const auto last = std::find_if(changed.layers.rbegin(), changed.layers.rend(),
-                                   [](const LayerDescription& layer) { return layer.kind == "dense" || layer.kind == "conv"; });
+                                   [](const LayerDescription& layer) { return layerKindOf(layer) == LayerKind::dense || layerKindOf(layer) == LayerKind::conv; });
     if (last == changed.layers.rend()) throw Error(source + ": no dense or convolution layer to replace");
     last->outputs = classes;
     replaced = fromDescription(changed, seed, source);
