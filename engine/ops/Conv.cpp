@@ -8,7 +8,7 @@ namespace {
 
 std::vector<ShaderDefine> convDefines(Activation activation, int mode, std::vector<ShaderDefine> layout = {}) {
   layout.push_back({"CONV_MODE", std::to_string(mode)});
-  layout.push_back({"ACTIVATION", std::to_string(static_cast<int>(activation))});
+  layout.push_back(kindDefine(activation));
   return layout;
 }
 
@@ -63,7 +63,7 @@ ConvOp::ConvOp(ProgramCache& programs, Activation activation, const Pointwise& a
       weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2)),
       weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2, {{"CONV_BIAS_COLUMN", "1"}})),
       splitSum_(programs),
-      finishForward_(programs, static_cast<int>(activation), after, residual) {}
+      finishForward_(programs, activation, after, residual) {}
 
 Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                           const ConvShape& s, bool accumulate, std::array<std::uint32_t, 3> groups) const {

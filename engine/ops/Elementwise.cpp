@@ -6,16 +6,13 @@ namespace glnet {
 
 ElementwiseOp::ElementwiseOp(ProgramCache& programs, ElementwiseKind kind, Activation activation)
     : kind_(kind),
-      program_(programs.get("Elementwise.glsl", {{"ELEMENTWISE_OP", std::to_string(static_cast<int>(kind))},
-                                                 {"ACTIVATION", std::to_string(static_cast<int>(activation))}})) {}
+      program_(programs.get("Elementwise.glsl", {kindDefine(kind), kindDefine(activation)})) {}
 
 Dispatch ElementwiseOp::operator()(const BufferView& a, const BufferView& b, const BufferView& out, std::uint32_t count,
                                    bool accumulate, std::uint32_t columns, float scale) const {
-  static const char* const labels[] = {"activation", "activation gradient", "add",   "multiply",
-                                       "bias add",   "copy",                "scale", "scale-weigh-activate"};
   Dispatch dispatch;
   dispatch.program = &program_;
-  dispatch.label = labels[static_cast<int>(kind_)];
+  dispatch.label = kindName(kind_);
   dispatch.buffers = {{0, a, Access::read}, {1, b, Access::read}, {2, out, accumulate ? Access::readWrite : Access::write}};
   dispatch.uniforms = {Uniform::u32(0, count), Uniform::u32(1, columns), Uniform::u32(2, accumulate ? 1u : 0u),
                        Uniform::f32(3, scale)};

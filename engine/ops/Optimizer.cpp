@@ -13,19 +13,11 @@ OptimizerKind parseOptimizer(const std::string& name) {
   throw UsageError("unknown optimizer '" + name + "' (sgd, momentum, adam or adamw)");
 }
 
-const char* optimizerName(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::sgd: return "sgd";
-    case OptimizerKind::momentum: return "momentum";
-    case OptimizerKind::adam: return "adam";
-    case OptimizerKind::adamw: return "adamw";
-  }
-  return "sgd";
-}
+const char* optimizerName(OptimizerKind kind) { return kindName(kind); }
 
 OptimizerOp::OptimizerOp(ProgramCache& programs, const OptimizerSettings& settings)
     : settings_(settings),
-      program_(programs.get("Optimizer.glsl", {{"OPTIMIZER", std::to_string(static_cast<int>(settings.kind))},
+      program_(programs.get("Optimizer.glsl", {kindDefine(settings.kind),
                                                {"NESTEROV", settings.nesterov ? "1" : "0"},
                                                {"CLIP", settings.clipNorm > 0 ? "1" : "0"}})) {}
 

@@ -2,6 +2,7 @@
 // a training step.
 #pragma once
 
+#include "numbers/OptimizerKinds.h"
 #include "ops/Normalize.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
@@ -10,7 +11,6 @@
 
 namespace glnet {
 
-enum class OptimizerKind { sgd = 0, momentum = 1, adam = 2, adamw = 3 };
 OptimizerKind parseOptimizer(const std::string& name);  // throws UsageError
 const char* optimizerName(OptimizerKind kind);
 

@@ -158,7 +158,7 @@ std::vector<Dispatch> WinogradConvOp::forward(const BufferView& x, const BufferV
   const Program& productProgram = products_.get(*gemm.config, vec4Readable(inputs.offset, stride),
                                                 vec4Readable(weights.offset, s.outChannels), false, geometry(s, 2));
   std::vector<ShaderDefine> defines = geometry(s, 3);
-  defines.push_back({"ACTIVATION", std::to_string(static_cast<int>(activation_))});
+  defines.push_back(kindDefine(activation_));
   if (pooled) defines.push_back({"WINOGRAD_POOL", "1"});
   if (residual_) defines.push_back({"WINOGRAD_RESIDUAL", "1"});
   for (ShaderDefine& define : after_.fusedDefines()) defines.push_back(std::move(define));
