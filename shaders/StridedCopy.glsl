@@ -1,9 +1,9 @@
 // Rearranges floats between layouts: Transpose, Slice, Split, Concat, Pad, Expand and Gather on a constant
 // index are each a copy of a region, whose coordinates index the source and the destination through their own
 // strides (negative for a reversed slice, 0 for a broadcast axis).
-//   COPY_MODE 0 copy: y[yOffset + Σ c·yStrides] = x[xOffset + Σ c·xStrides] for every coordinate c of the region
-//   COPY_MODE 1 fill: y[i] = value for i < count (Pad's border, before the copy of the interior)
-//   COPY_MODE 2 concat of up to 32 inputs that live in one buffer, in one dispatch: y is rows of `row` elements,
+//   COPY_MODE_COPY: y[yOffset + Σ c·yStrides] = x[xOffset + Σ c·xStrides] for every coordinate c of the region
+//   COPY_MODE_FILL: y[i] = value for i < count (Pad's border, before the copy of the interior)
+//   COPY_MODE_CONCAT: a concat of up to 32 inputs that live in one buffer, in one dispatch: y is rows of `row` elements,
 //              each the inputs' pieces one after another (input s: segmentEnd[s] − segmentEnd[s − 1] elements, from
 //              element segmentOffset[s] of the buffer, one piece per row)
 //   RANK: the region's rank (1 to 6; modes 0 and 1)
@@ -21,7 +21,7 @@ layout(std430, binding = 1) buffer Result { float y[]; };
 layout(std430, binding = 1) writeonly buffer Result { float y[]; };
 #endif
 layout(location = 0) uniform uint count;
-#if COPY_MODE == 2
+#if COPY_MODE == COPY_MODE_CONCAT
 #define MAX_SEGMENTS 32
 layout(location = 1) uniform uint row;
 layout(location = 2) uniform uint segments;
@@ -46,7 +46,7 @@ layout(location = 16) uniform int yStrides[6];
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= count) return;
-#if COPY_MODE == 1
+#if COPY_MODE == COPY_MODE_FILL
   y[i] = value;
 #else
   uint rest = i;

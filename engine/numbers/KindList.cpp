@@ -6,6 +6,7 @@
 #include "numbers/ElementwiseKinds.h"
 #include "numbers/OptimizerKinds.h"
 #include "numbers/PointwiseKinds.h"
+#include "numbers/ShaderModes.h"
 
 namespace glnet {
 namespace {
@@ -27,6 +28,18 @@ const std::string& allKindDefines() {
     appendDefines<ElementwiseKind>(lines);
     appendDefines<OptimizerKind>(lines);
     appendDefines<PointwiseKind>(lines);
+    appendDefines<SoftmaxMode>(lines);
+    appendDefines<ConvMode>(lines);
+    appendDefines<WinogradMode>(lines);
+    appendDefines<BatchNormMode>(lines);
+    appendDefines<GatherMode>(lines);
+    appendDefines<LossMode>(lines);
+    appendDefines<MaxPoolMode>(lines);
+    appendDefines<PoolKind>(lines);
+    appendDefines<CopyMode>(lines);
+    appendDefines<CompressionMode>(lines);
+    appendDefines<BackwardMode>(lines);
+    appendDefines<GroupedConvGradient>(lines);
     return lines;
   }();
   return text;

@@ -1,4 +1,5 @@
 #include "ops/Dense.h"
+#include "numbers/ShaderModes.h"
 
 #include "base/check.h"
 
@@ -67,15 +68,15 @@ DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
       transpose_(programs),
       finishForward_(programs, activation),
       inputGradient_(programs, "BackwardPass.glsl",
-                     {kindDefine(activation), {"BACKWARD_MODE", "0"}, {"GEMM_B_ALONG_COLUMNS", "1"}}),
+                     {kindDefine(activation), kindDefine(BackwardMode::inputGradient), {"GEMM_B_ALONG_COLUMNS", "1"}}),
       inputGradientTransposed_(programs, "BackwardPass.glsl",
-                               {kindDefine(Activation::none), {"BACKWARD_MODE", "0"}, {"TRANSPOSED_OUTPUT_GRADIENT", "1"},
+                               {kindDefine(Activation::none), kindDefine(BackwardMode::inputGradient), {"TRANSPOSED_OUTPUT_GRADIENT", "1"},
                                 {"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}}),
       weightGradient_(programs, "BackwardPass.glsl",
-                      {kindDefine(activation), {"BACKWARD_MODE", "1"}, {"GEMM_A_ALONG_ROWS", "1"},
+                      {kindDefine(activation), kindDefine(BackwardMode::weightGradient), {"GEMM_A_ALONG_ROWS", "1"},
                        {"GEMM_B_ALONG_COLUMNS", "1"}}),
       splitSum_(programs),
-      biasGradient_(programs.get("BackwardPass.glsl", {kindDefine(activation), {"BACKWARD_MODE", "2"}})) {}
+      biasGradient_(programs.get("BackwardPass.glsl", {kindDefine(activation), kindDefine(BackwardMode::biasGradient)})) {}
 
 bool DenseOp::transposesOperands(const DenseShape& shape) {
   return shape.rows >= transposeFrom && shape.inputs >= transposeFrom && shape.outputs >= transposeFrom &&

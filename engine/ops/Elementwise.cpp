@@ -1,4 +1,5 @@
 #include "ops/Elementwise.h"
+#include "numbers/ShaderModes.h"
 
 #include "plan/Groups.h"
 
@@ -22,8 +23,8 @@ Dispatch ElementwiseOp::operator()(const BufferView& a, const BufferView& b, con
 }
 
 MeanSquaredErrorOp::MeanSquaredErrorOp(ProgramCache& programs)
-    : loss_(programs.get("Loss.glsl", {{"LOSS_MODE", "0"}, {"LOCAL_SIZE_X", "64"}})),
-      gradient_(programs.get("Loss.glsl", {{"LOSS_MODE", "1"}})) {}
+    : loss_(programs.get("Loss.glsl", {kindDefine(LossMode::loss), {"LOCAL_SIZE_X", "64"}})),
+      gradient_(programs.get("Loss.glsl", {kindDefine(LossMode::gradient)})) {}
 
 Dispatch MeanSquaredErrorOp::loss(const BufferView& y, const BufferView& target, const BufferView& loss,
                                   std::uint32_t rows, std::uint32_t columns) const {

@@ -1,4 +1,5 @@
 #include "ops/Optimizer.h"
+#include "numbers/ShaderModes.h"
 
 #include "base/check.h"
 #include "plan/Groups.h"
@@ -43,9 +44,9 @@ Dispatch OptimizerOp::update(const BufferView& parameters, const BufferView& gra
 }
 
 GatherOp::GatherOp(ProgramCache& programs)
-    : images_(programs.get("Gather.glsl", {{"GATHER_MODE", "0"}})),
-      labels_(programs.get("Gather.glsl", {{"GATHER_MODE", "1"}})),
-      augmented_(programs.get("Gather.glsl", {{"GATHER_MODE", "2"}})) {}
+    : images_(programs.get("Gather.glsl", {kindDefine(GatherMode::images)})),
+      labels_(programs.get("Gather.glsl", {kindDefine(GatherMode::labels)})),
+      augmented_(programs.get("Gather.glsl", {kindDefine(GatherMode::augmented)})) {}
 
 Dispatch GatherOp::images(const BufferView& pixels, const BufferView& indices, const BufferView& out, std::uint32_t rows,
                           std::uint32_t pixelsPerImage, int firstRow, const InputFormat& format) const {
