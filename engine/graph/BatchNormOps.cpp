@@ -1,6 +1,6 @@
 #include "base/check.h"
-#include "numbers/ShaderModes.h"
 #include "graph/Ops.h"
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 #include <algorithm>

@@ -1,12 +1,12 @@
 // The layout operators of imported models (InferenceOps.h): transpose, slice, concat, pad, expand and reshape, as
 // region copies or views.
 #include "graph/InferenceOp.h"
-#include "numbers/ShaderModes.h"
 
-#include "gl/Limits.h"
 #include "base/check.h"
-#include "plan/Groups.h"
+#include "gl/Limits.h"
+#include "numbers/ShaderModes.h"
 #include "ops/StridedCopy.h"
+#include "plan/Groups.h"
 
 #include <algorithm>
 #include <cmath>

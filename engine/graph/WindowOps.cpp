@@ -1,12 +1,12 @@
 // Pooling of any geometry and grouped, strided and dilated convolution of imported models (InferenceOps.h).
 #include "graph/InferenceOp.h"
-#include "numbers/ShaderModes.h"
 
-#include "gl/Limits.h"
 #include "base/check.h"
+#include "gl/Limits.h"
+#include "numbers/ShaderModes.h"
 #include "ops/Gemm.h"
-#include "plan/Groups.h"
 #include "ops/StridedCopy.h"
+#include "plan/Groups.h"
 #include "ref/Reference.h"
 
 #include <algorithm>

@@ -1,6 +1,5 @@
 // The parameter updates of shaders/Optimizer.glsl (its OPTIMIZER define; ops/Optimizer.cpp binds it). A row:
-// X(cppName, GLSL_SUFFIX, "name", as --optimizer takes it). OptimizerOp::stateBuffers counts on sgd, momentum and
-// adam keeping the numbers 0, 1 and 2 (their state buffers).
+// X(cppName, GLSL_SUFFIX, "name", as --optimizer takes it).
 #pragma once
 
 #include "numbers/KindList.h"

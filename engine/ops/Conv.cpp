@@ -1,7 +1,7 @@
 #include "ops/Conv.h"
-#include "numbers/ShaderModes.h"
 
 #include "base/check.h"
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 namespace glnet {

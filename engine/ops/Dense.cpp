@@ -1,12 +1,12 @@
 #include "ops/Dense.h"
-#include "numbers/ShaderModes.h"
 
 #include "base/check.h"
+#include "numbers/ShaderModes.h"
 
 namespace glnet {
 namespace {
 
-constexpr std::uint32_t biasGradientColumns = 16;  // one group's strip in BackwardPass.glsl, mode 2
+constexpr std::uint32_t biasGradientColumns = 16;  // one group's strip in BackwardPass.glsl's BACKWARD_MODE_BIAS_GRADIENT
 
 // y: the forward output (for act'), null where binding 0 holds dZᵀ already.
 Dispatch gradient(const Program& program, const std::string& label, const BufferView& dy, const BufferView* y,

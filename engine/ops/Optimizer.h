@@ -37,7 +37,7 @@ class OptimizerOp {
   Dispatch update(const BufferView& parameters, const BufferView& gradients, const std::vector<BufferView>& state,
                   std::uint32_t count, std::uint32_t decayed, int step, int learningRate,
                   const std::optional<BufferView>& squaredNorm = std::nullopt) const;
-  static std::size_t stateBuffers(OptimizerKind kind) { return kind == OptimizerKind::adamw ? 2 : static_cast<std::size_t>(kind); }
+  static std::size_t stateBuffers(OptimizerKind kind) { return kind == OptimizerKind::sgd ? 0 : kind == OptimizerKind::momentum ? 1 : 2; }
 
  private:
   OptimizerSettings settings_;

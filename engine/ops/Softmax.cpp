@@ -1,6 +1,6 @@
 #include "ops/Softmax.h"
-#include "numbers/ShaderModes.h"
 
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 namespace glnet {

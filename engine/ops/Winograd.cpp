@@ -1,7 +1,7 @@
 #include "ops/Winograd.h"
-#include "numbers/ShaderModes.h"
 
 #include "base/check.h"
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 #include <algorithm>
