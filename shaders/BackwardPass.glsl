@@ -2,13 +2,13 @@
 //   BACKWARD_MODE_INPUT_GRADIENT:  dX [M×K] = dZ·W         (tiled GEMM, Gemm.glsl)
 //   BACKWARD_MODE_WEIGHT_GRADIENT: dW [N×K] = dZᵀ·X        (tiled GEMM, Gemm.glsl)
 //   BACKWARD_MODE_BIAS_GRADIENT:   db [N]   = Σ_rows dZ    (a 16-column strip per group, partial sums down each column)
-// bindings: 0 dY [M×N] read, 1 Y [M×N] read (the forward output), 2 W [N×K] (mode 0) or X [M×K] (mode 1)
+// bindings: 0 dY [M×N] read, 1 Y [M×N] read (the forward output), 2 W [N×K] (INPUT_GRADIENT) or X [M×K] (WEIGHT_GRADIENT)
 //           read, 3 the gradient, written or, with accumulate, added to
 // uniforms: 0 M (rows), 1 N (outputs), 2 K (inputs), 3 accumulate (0 overwrite, 1 add)
-// defines: ACTIVATION, BACKWARD_MODE, the GEMM configuration; SPLIT_K (mode 1): binding 3 is the partial-sum
+// defines: ACTIVATION, BACKWARD_MODE, the GEMM configuration; SPLIT_K (WEIGHT_GRADIENT): binding 3 is the partial-sum
 // workspace instead. GEMM_A_VEC4 (N a multiple of 4) reads dY and Y as vec4s; GEMM_B_VEC4 (K a multiple of 4)
 // the operand.
-// TRANSPOSED_OUTPUT_GRADIENT (mode 0, with GEMM_A_ALONG_ROWS): binding 0 holds dZᵀ [N×M] instead of dY
+// TRANSPOSED_OUTPUT_GRADIENT (INPUT_GRADIENT, with GEMM_A_ALONG_ROWS): binding 0 holds dZᵀ [N×M] instead of dY
 // (Transpose.glsl), so that both operands run along the tile, the core's fastest layout; Y is not read;
 // GEMM_A_VEC4 then asks for M a multiple of 4.
 

@@ -9,11 +9,11 @@
 //   BN_MODE_INFERENCE: y = (x − running mean)/sqrt(running var + ε)·gamma + beta
 //   BN_MODE_BACKWARD_PARTIALS: each chunk's Σdy and Σdy·x̂, x̂ = (x − mean)·invstd
 //   BN_MODE_BACKWARD_TOTALS, one invocation per channel: dgamma = Σdy·x̂, dbeta = Σdy (written or added), and both sums
-//            kept in the workspace for mode 6
+//            kept in the workspace for BACKWARD
 //   BN_MODE_BACKWARD: dx = gamma·invstd·(dy − Σdy/M − x̂·Σ(dy·x̂)/M), written or added
-// bindings (at most 8, OpenGL ES 3.1's minimum): 0 x, 1 partials [chunks·C pairs], 2 running mean (modes 1, 3) or
-//   totals [2C] (written in mode 5, read in 6), 3 running var (read-write in mode 1) or dgamma (mode 5), 4 stats [2C]
-//   (written in mode 1), 5 gamma or dbeta (mode 5), 6 beta or dy (modes 4, 6), 7 y or dx (mode 6)
+// bindings (at most 8, OpenGL ES 3.1's minimum): 0 x, 1 partials [chunks·C pairs], 2 running mean (FORWARD_STATISTICS, INFERENCE) or
+//   totals [2C] (written in BACKWARD_TOTALS, read in BACKWARD), 3 running var (read-write in FORWARD_STATISTICS) or dgamma (BACKWARD_TOTALS), 4 stats [2C]
+//   (written in FORWARD_STATISTICS), 5 gamma or dbeta (BACKWARD_TOTALS), 6 beta or dy (BACKWARD_PARTIALS, BACKWARD), 7 y or dx (BACKWARD)
 // uniforms: 0 N, 1 C, 2 S, 3 ε, 4 momentum, 5 chunk, 6 chunks, 7 what is added rather than written (bit 0 dx, bit 1
 //   dgamma, bit 2 dbeta), 8 what is wanted at all (same bits)
 #ifndef BN_GROUP

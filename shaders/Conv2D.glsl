@@ -3,14 +3,14 @@
 //   X [N, C, H, W], Wt [OC, C, KH, KW], b [OC], Y [N, OC, OH, OW], OH = (H + 2·PAD − KH) / STRIDE + 1 (STRIDE:
 //   the forward pass only; the gradients take stride 1)
 //   CONV_MODE_FORWARD: Y = act(conv(X, Wt) + b)                     R = N·OH·OW, S = OC, T = C·KH·KW
-//                        with the weights transposed by mode 4 first, [C·KH·KW, OC], so that both GEMM
+//                        with the weights transposed by TRANSPOSE_WEIGHTS first, [C·KH·KW, OC], so that both GEMM
 //                        operands run along the tile (10.4 -> 8.9 ms for the MNIST CNN's conv2 at batch
 //                        10 000 on the H100, bench/NOTES-gemm.md row 12)
 //                        CONV_POOL: followed by 2×2 max pooling (stride 2, odd edges dropped), Y [N, OC, OH/2, OW/2]:
 //                        the rows come in runs of 4, one pooling window each (R = N·(OH/2)·(OW/2)·4), and the
 //                        GEMM stores each run's maximum (GEMM_STORE_RUNS)
 //   CONV_MODE_INPUT_GRADIENT (dX): dX = conv_transpose(dZ, Wt)                    R = N·H·W,  S = C,  T = OC·KH·KW
-//                        with the weights rearranged by mode 5 first, [OC·KH·KW, C], so that B runs along the tile
+//                        with the weights rearranged by WEIGHTS_FOR_INPUT_GRADIENT first, [OC·KH·KW, C], so that B runs along the tile
 //                        as in the forward pass
 //   CONV_MODE_WEIGHT_GRADIENT (dW): dW = Σ_{n,oh,ow} dZ · X window                 R = OC,     S = C·KH·KW, T = N·OH·OW
 //                        with CONV_BIAS_COLUMN (and SPLIT_K) one more column, of ones, gives db as well: its
@@ -18,24 +18,24 @@
 //   CONV_MODE_BIAS_GRADIENT (db): db = Σ_{n,oh,ow} dZ, one group per output channel
 //   CONV_MODE_TRANSPOSE_WEIGHTS (Wᵀ): result[t·OC + oc] = Wt[oc·C·KH·KW + t], one invocation per weight
 //   CONV_MODE_WEIGHTS_FOR_INPUT_GRADIENT (W for dX): result[(oc·KH·KW + k)·C + c] = Wt[(oc·C + c)·KH·KW + k], one invocation per weight
-//   CONV_MODE_OUTPUT_GRADIENT (dZ): dY ⊙= act'(Y) in place, one invocation per output: modes 1-3 read dZ, the gradient of
+//   CONV_MODE_OUTPUT_GRADIENT (dZ): dY ⊙= act'(Y) in place, one invocation per output: INPUT_GRADIENT, WEIGHT_GRADIENT and BIAS_GRADIENT read dZ, the gradient of
 //                        the pre-activation, so that their gathers load one value per element
-// bindings: forward 0 X, 1 Wᵀ, 2 b, 3 Y; dX 0 dZ, 2 W from mode 5, 3 dX; dW 0 dZ, 2 X, 3 dW; db 0 dZ, 3 db;
-//           modes 4 and 5: 1 Wt, 3 the rearranged weights; mode 6: 1 Y, 3 dY
-// uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
+// bindings: forward 0 X, 1 Wᵀ, 2 b, 3 Y; dX 0 dZ, 2 W from WEIGHTS_FOR_INPUT_GRADIENT, 3 dX; dW 0 dZ, 2 X, 3 dW; db 0 dZ, 3 db;
+//           TRANSPOSE_WEIGHTS and WEIGHTS_FOR_INPUT_GRADIENT: 1 Wt, 3 the rearranged weights; OUTPUT_GRADIENT: 1 Y, 3 dY
+// uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (FORWARD and INPUT_GRADIENT)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
-// literals), CONV_PADDING (int literal), CONV_STRIDE (int literal, 1 in modes 1-3 and 6); CONV_MODE, ACTIVATION (modes 0 and 6), POINTWISE (mode 0 unpooled, inference: a function after the
-// activation, Pointwise.glsl included), CONV_RESIDUAL (mode 0 unpooled, inference: binding 4, shaped as Y, added
-// before the activation: a residual connection), CONV_INPUT_SCALE (mode 0 unpooled, inference, no padding: binding 5,
-// [N, C], X's channels scaled per image as they are read: a squeeze-excite gate); modes 0-2 include Gemm.glsl and take its
-// configuration (modes 0 and 1 with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
-// im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 0, 1 and
-// 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
-// 4): the rearranged weights are also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dZ too;
-// GEMM_B_GATHER (mode 2): runs of 4 pixels of the implicit im2col matrix computed together; CONV_POOL with
-// GEMM_STORE_RUNS (mode 0): pooled output; CONV_PLAIN_ROWS instead of GEMM_A_GATHER (mode 0 unpooled, a 1x1 kernel
+// literals), CONV_PADDING (int literal), CONV_STRIDE (int literal, 1 in INPUT_GRADIENT, WEIGHT_GRADIENT, BIAS_GRADIENT and OUTPUT_GRADIENT); CONV_MODE, ACTIVATION (FORWARD and OUTPUT_GRADIENT), POINTWISE (FORWARD unpooled, inference: a function after the
+// activation, Pointwise.glsl included), CONV_RESIDUAL (FORWARD unpooled, inference: binding 4, shaped as Y, added
+// before the activation: a residual connection), CONV_INPUT_SCALE (FORWARD unpooled, inference, no padding: binding 5,
+// [N, C], X's channels scaled per image as they are read: a squeeze-excite gate); FORWARD, INPUT_GRADIENT and WEIGHT_GRADIENT include Gemm.glsl and take its
+// configuration (FORWARD and INPUT_GRADIENT with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
+// im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (FORWARD, INPUT_GRADIENT and
+// WEIGHT_GRADIENT): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (FORWARD with OC, INPUT_GRADIENT with C a multiple of
+// 4): the rearranged weights are also read as vec4s; GEMM_A_VEC4 (WEIGHT_GRADIENT with OH·OW a multiple of 4): dZ too;
+// GEMM_B_GATHER (WEIGHT_GRADIENT): runs of 4 pixels of the implicit im2col matrix computed together; CONV_POOL with
+// GEMM_STORE_RUNS (FORWARD): pooled output; CONV_PLAIN_ROWS instead of GEMM_A_GATHER (FORWARD unpooled, a 1x1 kernel
 // at stride 1 without padding): A read as X's planes, with GEMM_A_VEC4 (H·W a multiple of 4) in vec4 runs;
-// GEMM_STORE_RUNS without CONV_POOL (mode 0, OH·OW a multiple of 4, Y, its slices and the residual 16-byte
+// GEMM_STORE_RUNS without CONV_POOL (FORWARD, OH·OW a multiple of 4, Y, its slices and the residual 16-byte
 // aligned): Y stored in vec4 runs of pixels
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
@@ -50,7 +50,7 @@ layout(std430, binding = 4) readonly buffer Residual { float residual[]; };
 #endif
 layout(location = 0) uniform uint N;
 layout(location = 10) uniform uint accumulate;
-// The GEMM's sum length for modes 0 and 1 (C·KH·KW, OC·KH·KW): a constant of the geometry, passed as a uniform
+// The GEMM's sum length for FORWARD and INPUT_GRADIENT (C·KH·KW, OC·KH·KW): a constant of the geometry, passed as a uniform
 // all the same, because Gemm.glsl asks the compiler to unroll every loop and a stage loop with a constant trip
 // count would be unrolled whole (minutes of compilation on NVIDIA).
 layout(location = 11) uniform uint gemmDepth;
@@ -99,7 +99,7 @@ void nextPixel(inout uint n, inout uint row, inout uint column, uint height, uin
 #if (CONV_MODE == CONV_MODE_FORWARD || CONV_MODE == CONV_MODE_INPUT_GRADIENT) && defined(GEMM_A_GATHER)
 // Both take A as an implicit im2col matrix, gathered in runs (GEMM_A_GATHER): row r is a pixel of planes
 // ROWS_HEIGHT × ROWS_WIDTH, depth t a (channel, kh, kw) of the SOURCE planes in `first` (X for the forward
-// pass, dZ for dX), over which the kernel runs forward (mode 0) or mirrored (mode 1).
+// pass, dZ for dX), over which the kernel runs forward (FORWARD) or mirrored (INPUT_GRADIENT).
 #if CONV_MODE == CONV_MODE_FORWARD
 #define ROWS_HEIGHT OH
 #define ROWS_WIDTH OW

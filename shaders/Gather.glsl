@@ -6,9 +6,9 @@
 //                 the shift uncovers it, after a horizontal flip: augment[firstRow + r] packs dx + 128 (bits 0-7),
 //                 dy + 128 (bits 8-15) and the flip (bit 16), drawn on the host for each epoch from the seed
 // bindings: 0 bytes (uint8 pixels or labels, packed four to a uint) read, 1 indices [uint] read, 2 out write,
-//   3 augment [uint] read (mode 2)
-// uniforms: 0 count (floats in modes 0 and 2, rows in mode 1), 1 firstRow, 2 P (pixels per image), 3 planeSize
-//   (pixels per channel plane), 4-7 mean[4], 8-11 inverseStd[4] (one channel: the four the same), 12 H, 13 W (mode 2)
+//   3 augment [uint] read (AUGMENTED)
+// uniforms: 0 count (floats in IMAGES and AUGMENTED, rows in LABELS), 1 firstRow, 2 P (pixels per image), 3 planeSize
+//   (pixels per channel plane), 4-7 mean[4], 8-11 inverseStd[4] (one channel: the four the same), 12 H, 13 W (AUGMENTED)
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Bytes { uint packedBytes[]; };

@@ -6,7 +6,7 @@
 //   COMPRESSION_MODE_EXPAND: g[2i], g[2i + 1] = the two halves of words[i], widened
 // bf16 is float's upper 16 bits, rounded to nearest with ties to even (engine/base/Bfloat16.h does the same on the
 // host); NaN stays NaN.
-// bindings: 0 g; 1 e (mode 0); 2 words (the packed pairs). uniform 0: the count of floats (the last pair's upper half is 0 when odd)
+// bindings: 0 g; 1 e (COMPRESS); 2 words (the packed pairs). uniform 0: the count of floats (the last pair's upper half is 0 when odd)
 
 layout(local_size_x = GLNET_GROUP_SIZE) in;
 layout(std430, binding = 0) buffer Gradients { float gradients[]; };

@@ -5,9 +5,9 @@
 //                                    smoothing ε; 0: −log softmax(Z)[r, label[r]]) = max + log Σ exp(Z − max) − Σ q·Z
 //   SOFTMAX_MODE_CROSS_ENTROPY_GRADIENT: dZ [M×N] = g[r] · (softmax(Z)[r] − q), written or added
 //   SOFTMAX_MODE_CORRECT:          correct[r] = 1.0 when argmax equals label[r], else 0.0
-// bindings: 0 Z read, 1 the output written (added to in mode 3 with accumulate), 2 labels [M] uint read
-//           (modes 2-4), 3 g [M] read (mode 3)
-// uniforms: 0 M (rows), 1 N (columns), 2 firstRow (mode 1), 3 accumulate (mode 3), 4 ε (modes 2 and 3)
+// bindings: 0 Z read, 1 the output written (added to in CROSS_ENTROPY_GRADIENT with accumulate), 2 labels [M] uint read
+//           (CROSS_ENTROPY, CROSS_ENTROPY_GRADIENT and CORRECT), 3 g [M] read (CROSS_ENTROPY_GRADIENT)
+// uniforms: 0 M (rows), 1 N (columns), 2 firstRow (ARGMAX), 3 accumulate (CROSS_ENTROPY_GRADIENT), 4 ε (CROSS_ENTROPY and CROSS_ENTROPY_GRADIENT)
 // defines: SOFTMAX_MODE
 layout(local_size_x = LOCAL_SIZE_X) in;
 

@@ -6,10 +6,10 @@
 //   COPY_MODE_CONCAT: a concat of up to 32 inputs that live in one buffer, in one dispatch: y is rows of `row` elements,
 //              each the inputs' pieces one after another (input s: segmentEnd[s] − segmentEnd[s − 1] elements, from
 //              element segmentOffset[s] of the buffer, one piece per row)
-//   RANK: the region's rank (1 to 6; modes 0 and 1)
-//   ACCUMULATE 1 (mode 0): y[...] += x[...] (a concatenation's gradient into an input that other ops also read)
-// bindings: 0 x read (modes 0 and 2: in mode 2 the buffer that holds every input), 1 y write
-// uniforms: 0 count (the region's elements; mode 2: y's), 1 xOffset, 2 yOffset (elements), 3 value (mode 1); 4-9
+//   RANK: the region's rank (1 to 6; COPY and FILL)
+//   ACCUMULATE 1 (COPY): y[...] += x[...] (a concatenation's gradient into an input that other ops also read)
+// bindings: 0 x read (COPY and CONCAT: in CONCAT the buffer that holds every input), 1 y write
+// uniforms: 0 count (the region's elements; CONCAT: y's), 1 xOffset, 2 yOffset (elements), 3 value (FILL); 4-9
 // the region's own strides; 10-15 x's strides; 16-21 y's strides. Mode 2: 1 row, 2 segments, 4-35 segmentEnd,
 // 36-67 segmentOffset
 layout(local_size_x = LOCAL_SIZE_X) in;

@@ -13,15 +13,15 @@
 //   WINOGRAD_MODE_OUTPUT:  Y = finishOutput(Aᵀ M A + b [+ residual]) per tile, one invocation per (n, oc, th, tw);
 //                            WINOGRAD_POOL: Y [N, OC, OH/2, OW/2], the largest output of each 2×2 window of the tile
 //                            (2×2 max pooling with stride 2; the odd edges are dropped)
-// bindings: mode 0: 1 Wt, 3 U; mode 1: 0 X, 3 V; mode 2: 0 V, 1 U, 3 M; mode 3: 0 M, 2 b, 3 Y, 4 residual
+// bindings: WEIGHTS: 1 Wt, 3 U; INPUT: 0 X, 3 V; GEMMS: 0 V, 1 U, 3 M; OUTPUT: 0 M, 2 b, 3 Y, 4 residual
 //           (WINOGRAD_RESIDUAL)
-// Scratch memory bounds the images a run of the modes 1-3 takes: the op runs the batch in chunks of N images from
+// Scratch memory bounds the images a run of INPUT, GEMMS and OUTPUT takes: the op runs the batch in chunks of N images from
 // image `firstImage` of X and Y, V and M holding one chunk.
-// uniforms: 0 N (the images of this chunk), 1 firstImage (modes 1 and 3); 11 the GEMM depth C (mode 2: Gemm.glsl
+// uniforms: 0 N (the images of this chunk), 1 firstImage (INPUT and OUTPUT); 11 the GEMM depth C (GEMMS: Gemm.glsl
 // unrolls every loop, so its stage loop's trip count must stay a run-time value)
 // defines: the convolution geometry of engine/ops/Conv.h (CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS,
-// CONV_PADDING; the kernel and stride ones are 3 and 1), WINOGRAD_TILE, WINOGRAD_MODE; mode 2: Gemm.glsl's
-// configuration, GEMM_A_VEC4 and GEMM_B_VEC4 (OC a multiple of 4); mode 3: ACTIVATION, POINTWISE (Pointwise.glsl
+// CONV_PADDING; the kernel and stride ones are 3 and 1), WINOGRAD_TILE, WINOGRAD_MODE; GEMMS: Gemm.glsl's
+// configuration, GEMM_A_VEC4 and GEMM_B_VEC4 (OC a multiple of 4); OUTPUT: ACTIVATION, POINTWISE (Pointwise.glsl
 // included), WINOGRAD_RESIDUAL, WINOGRAD_POOL
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
