@@ -1,10 +1,11 @@
 // Functions along one axis of a tensor seen as [outer, axis, inner]: one work group per line (outer, inner),
 // its invocations striding along the axis and combining through shared memory.
-//   AXIS_OP 0 softmax, 1 log-softmax, 2 layer normalization (y = (x − mean)/sqrt(var + epsilon)·gamma + beta,
-//   gamma and beta along the axis): y has x's shape; 3 mean, 4 sum, 5 max, 6 min, 7 1/sqrt(var + epsilon), 8 Σ|x|,
-//   9 sqrt(Σx²), 10 Σx², 11 log Σx, 12 log Σ exp x, 13 Πx: y [outer, inner]
-// bindings: 0 x read, 1 gamma read (op 2; x again otherwise), 2 beta read (op 2; x again otherwise), 3 y write
-// uniforms: 0 lines (outer·inner), 1 axis length, 2 inner, 3 epsilon (op 2)
+//   AXIS_OP (engine/numbers/AxisKinds.h): SOFTMAX, LOG_SOFTMAX, LAYER_NORMALIZATION (y = (x − mean)/sqrt(var +
+//   epsilon)·gamma + beta, gamma and beta along the axis): y has x's shape; MEAN, SUM, MAX, MIN, INVERSE_DEVIATION
+//   1/sqrt(var + epsilon), L1 Σ|x|, L2 sqrt(Σx²), SUM_SQUARE Σx², LOG_SUM log Σx, LOG_SUM_EXP log Σ exp x, PRODUCT Πx:
+//   y [outer, inner]
+// bindings: 0 x read, 1 gamma read (LAYER_NORMALIZATION; x again otherwise), 2 beta read (LAYER_NORMALIZATION; x again otherwise), 3 y write
+// uniforms: 0 lines (outer·inner), 1 axis length, 2 inner, 3 epsilon (LAYER_NORMALIZATION, INVERSE_DEVIATION)
 // defines: LINE_GROUP, the invocations per line (a power of two up to GLNET_GROUP_SIZE, its default): short axes
 // take small groups, so that most invocations have elements to read (a global pool over 7x7 ran at a tenth of
 // the memory's speed with 256 invocations per line).
@@ -75,57 +76,57 @@ void main() {
   if (line >= lines) return;
   uint local = gl_LocalInvocationID.x, step = uint(LINE_GROUP);
   uint base = (line / inner) * axis * inner + line % inner;
-#if AXIS_OP <= 1
+#if AXIS_OP <= AXIS_OP_LOG_SOFTMAX
   float largest;
   float sum = exponentSum(base, local, step, largest);
-#if AXIS_OP == 0
+#if AXIS_OP == AXIS_OP_SOFTMAX
   for (uint k = local; k < axis; k += step) y[base + k * inner] = exp(x[base + k * inner] - largest) / sum;
 #else
   float logSum = log(sum);
   for (uint k = local; k < axis; k += step) y[base + k * inner] = x[base + k * inner] - largest - logSum;
 #endif
-#elif AXIS_OP == 2
+#elif AXIS_OP == AXIS_OP_LAYER_NORMALIZATION
   float mean;
   float scale = inverseDeviation(base, local, step, mean);
   for (uint k = local; k < axis; k += step) y[base + k * inner] = (x[base + k * inner] - mean) * scale * gamma[k] + beta[k];
-#elif AXIS_OP == 7
+#elif AXIS_OP == AXIS_OP_INVERSE_DEVIATION
   float mean;
   float value = inverseDeviation(base, local, step, mean);
   if (local == 0u) y[line] = value;
-#elif AXIS_OP == 12
+#elif AXIS_OP == AXIS_OP_LOG_SUM_EXP
   float largest;
   float sum = exponentSum(base, local, step, largest);
   if (local == 0u) y[line] = largest + log(sum);
-#elif AXIS_OP == 13
+#elif AXIS_OP == AXIS_OP_PRODUCT
   float value = 1.0;
   for (uint k = local; k < axis; k += step) value *= x[base + k * inner];
   value = combineGroup(value, 3, 0);
   if (local == 0u) y[line] = value;
-#elif AXIS_OP >= 8
+#elif AXIS_OP >= AXIS_OP_L1
   float value = 0.0;
   for (uint k = local; k < axis; k += step) {
     float v = x[base + k * inner];
-#if AXIS_OP == 8
+#if AXIS_OP == AXIS_OP_L1
     value += abs(v);
-#elif AXIS_OP == 11
+#elif AXIS_OP == AXIS_OP_LOG_SUM
     value += v;
 #else
     value += v * v;
 #endif
   }
   value = combineGroup(value, 0, 0);
-#if AXIS_OP == 9
+#if AXIS_OP == AXIS_OP_L2
   value = sqrt(value);
-#elif AXIS_OP == 11
+#elif AXIS_OP == AXIS_OP_LOG_SUM
   value = log(value);
 #endif
   if (local == 0u) y[line] = value;
 #else
-#if AXIS_OP == 5
+#if AXIS_OP == AXIS_OP_MAX
   float value = uintBitsToFloat(0xff800000u);
   for (uint k = local; k < axis; k += step) value = maxNaN(value, x[base + k * inner]);
   value = combineGroup(value, 1, 0);
-#elif AXIS_OP == 6
+#elif AXIS_OP == AXIS_OP_MIN
   float value = uintBitsToFloat(0x7f800000u);
   for (uint k = local; k < axis; k += step) value = minNaN(value, x[base + k * inner]);
   value = combineGroup(value, 2, 0);
@@ -133,7 +134,7 @@ void main() {
   float value = 0.0;
   for (uint k = local; k < axis; k += step) value += x[base + k * inner];
   value = combineGroup(value, 0, 0);
-#if AXIS_OP == 3
+#if AXIS_OP == AXIS_OP_MEAN
   value /= float(axis);
 #endif
 #endif

@@ -1,14 +1,14 @@
 // Gradients of the dense layer Y = act(X·Wᵀ + b), the activation derivative fused: with dZ = dY ⊙ act'(Y),
-//   BACKWARD_MODE 0: dX [M×K] = dZ·W         (tiled GEMM, Gemm.glsl)
-//   BACKWARD_MODE 1: dW [N×K] = dZᵀ·X        (tiled GEMM, Gemm.glsl)
-//   BACKWARD_MODE 2: db [N]   = Σ_rows dZ    (a 16-column strip per group, partial sums down each column)
-// bindings: 0 dY [M×N] read, 1 Y [M×N] read (the forward output), 2 W [N×K] (mode 0) or X [M×K] (mode 1)
+//   BACKWARD_MODE_INPUT_GRADIENT:  dX [M×K] = dZ·W         (tiled GEMM, Gemm.glsl)
+//   BACKWARD_MODE_WEIGHT_GRADIENT: dW [N×K] = dZᵀ·X        (tiled GEMM, Gemm.glsl)
+//   BACKWARD_MODE_BIAS_GRADIENT:   db [N]   = Σ_rows dZ    (a 16-column strip per group, partial sums down each column)
+// bindings: 0 dY [M×N] read, 1 Y [M×N] read (the forward output), 2 W [N×K] (INPUT_GRADIENT) or X [M×K] (WEIGHT_GRADIENT)
 //           read, 3 the gradient, written or, with accumulate, added to
 // uniforms: 0 M (rows), 1 N (outputs), 2 K (inputs), 3 accumulate (0 overwrite, 1 add)
-// defines: ACTIVATION, BACKWARD_MODE, the GEMM configuration; SPLIT_K (mode 1): binding 3 is the partial-sum
+// defines: ACTIVATION, BACKWARD_MODE, the GEMM configuration; SPLIT_K (WEIGHT_GRADIENT): binding 3 is the partial-sum
 // workspace instead. GEMM_A_VEC4 (N a multiple of 4) reads dY and Y as vec4s; GEMM_B_VEC4 (K a multiple of 4)
 // the operand.
-// TRANSPOSED_OUTPUT_GRADIENT (mode 0, with GEMM_A_ALONG_ROWS): binding 0 holds dZᵀ [N×M] instead of dY
+// TRANSPOSED_OUTPUT_GRADIENT (INPUT_GRADIENT, with GEMM_A_ALONG_ROWS): binding 0 holds dZᵀ [N×M] instead of dY
 // (Transpose.glsl), so that both operands run along the tile, the core's fastest layout; Y is not read;
 // GEMM_A_VEC4 then asks for M a multiple of 4.
 
@@ -45,7 +45,7 @@ vec4 dZ4(uint row, uint n) {
 layout(std430, binding = 2) readonly buffer OperandRuns { vec4 operand4[]; };
 #endif
 
-#if BACKWARD_MODE == 0
+#if BACKWARD_MODE == BACKWARD_MODE_INPUT_GRADIENT
 #ifdef TRANSPOSED_OUTPUT_GRADIENT
 layout(std430, binding = 0) readonly buffer TransposedGradient { float dZT[]; };
 float gemmA(uint row, uint n) { return dZT[n * M + row]; }
@@ -63,7 +63,7 @@ float gemmB(uint n, uint k) { return operand[n * K + k]; }
 #ifdef GEMM_B_VEC4
 vec4 gemmB4(uint n, uint k) { return operand4[(n * K + k) / 4u]; }
 #endif
-#elif BACKWARD_MODE == 1
+#elif BACKWARD_MODE == BACKWARD_MODE_WEIGHT_GRADIENT
 float gemmA(uint n, uint row) { return dZ(row, n); }
 float gemmB(uint row, uint k) { return operand[row * K + k]; }
 #ifdef GEMM_A_VEC4
@@ -74,9 +74,9 @@ vec4 gemmB4(uint row, uint k) { return operand4[(row * K + k) / 4u]; }
 #endif
 #endif
 
-#if BACKWARD_MODE == 0 || BACKWARD_MODE == 1
+#if BACKWARD_MODE == BACKWARD_MODE_INPUT_GRADIENT || BACKWARD_MODE == BACKWARD_MODE_WEIGHT_GRADIENT
 void gemmStore(uint r, uint s, float value) {
-#if BACKWARD_MODE == 0
+#if BACKWARD_MODE == BACKWARD_MODE_INPUT_GRADIENT
   uint R = M, S = K;
 #else
   uint R = N, S = K;
@@ -89,7 +89,7 @@ void gemmStore(uint r, uint s, float value) {
 }
 
 void main() {
-#if BACKWARD_MODE == 0
+#if BACKWARD_MODE == BACKWARD_MODE_INPUT_GRADIENT
   gemmRun(M, K, N);
 #else
   gemmRun(N, K, M);

@@ -1,61 +1,61 @@
 // Batch normalization over x [N, C, S] (S the spatial size, 1 for [N, C]), per channel c over its M = N·S values,
 // which the training modes split into `chunks` runs of `chunk` values each (the last shorter), one work group per
 // (chunk, channel), so that a few channels of many values still fill the GPU:
-//   BN_MODE 0 forward partials: each chunk's mean and Σ(x − mean)² (two passes: a large mean does not cancel)
-//   BN_MODE 1 forward statistics, one invocation per channel: the chunks combined (Chan et al.'s rule), stats[c] = mean
+//   BN_MODE_FORWARD_PARTIALS: each chunk's mean and Σ(x − mean)² (two passes: a large mean does not cancel)
+//   BN_MODE_FORWARD_STATISTICS, one invocation per channel: the chunks combined (Chan et al.'s rule), stats[c] = mean
 //            and stats[C + c] = 1/sqrt(var + ε) (biased) kept for the backward pass, and the running statistics moved
 //            towards the batch's (PyTorch's rule: the variance unbiased, M/(M − 1))
-//   BN_MODE 2 forward: y = (x − mean)·invstd·gamma + beta with the batch's statistics
-//   BN_MODE 3 inference: y = (x − running mean)/sqrt(running var + ε)·gamma + beta
-//   BN_MODE 4 backward partials: each chunk's Σdy and Σdy·x̂, x̂ = (x − mean)·invstd
-//   BN_MODE 5 backward totals, one invocation per channel: dgamma = Σdy·x̂, dbeta = Σdy (written or added), and both sums
-//            kept in the workspace for mode 6
-//   BN_MODE 6 backward: dx = gamma·invstd·(dy − Σdy/M − x̂·Σ(dy·x̂)/M), written or added
-// bindings (at most 8, OpenGL ES 3.1's minimum): 0 x, 1 partials [chunks·C pairs], 2 running mean (modes 1, 3) or
-//   totals [2C] (written in mode 5, read in 6), 3 running var (read-write in mode 1) or dgamma (mode 5), 4 stats [2C]
-//   (written in mode 1), 5 gamma or dbeta (mode 5), 6 beta or dy (modes 4, 6), 7 y or dx (mode 6)
+//   BN_MODE_FORWARD: y = (x − mean)·invstd·gamma + beta with the batch's statistics
+//   BN_MODE_INFERENCE: y = (x − running mean)/sqrt(running var + ε)·gamma + beta
+//   BN_MODE_BACKWARD_PARTIALS: each chunk's Σdy and Σdy·x̂, x̂ = (x − mean)·invstd
+//   BN_MODE_BACKWARD_TOTALS, one invocation per channel: dgamma = Σdy·x̂, dbeta = Σdy (written or added), and both sums
+//            kept in the workspace for BACKWARD
+//   BN_MODE_BACKWARD: dx = gamma·invstd·(dy − Σdy/M − x̂·Σ(dy·x̂)/M), written or added
+// bindings (at most 8, OpenGL ES 3.1's minimum): 0 x, 1 partials [chunks·C pairs], 2 running mean (FORWARD_STATISTICS, INFERENCE) or
+//   totals [2C] (written in BACKWARD_TOTALS, read in BACKWARD), 3 running var (read-write in FORWARD_STATISTICS) or dgamma (BACKWARD_TOTALS), 4 stats [2C]
+//   (written in FORWARD_STATISTICS), 5 gamma or dbeta (BACKWARD_TOTALS), 6 beta or dy (BACKWARD_PARTIALS, BACKWARD), 7 y or dx (BACKWARD)
 // uniforms: 0 N, 1 C, 2 S, 3 ε, 4 momentum, 5 chunk, 6 chunks, 7 what is added rather than written (bit 0 dx, bit 1
 //   dgamma, bit 2 dbeta), 8 what is wanted at all (same bits)
 #ifndef BN_GROUP
 #define BN_GROUP 256
 #endif
-#if BN_MODE == 0 || BN_MODE == 4
+#if BN_MODE == BN_MODE_FORWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_PARTIALS
 layout(local_size_x = BN_GROUP) in;
 #else
 layout(local_size_x = LOCAL_SIZE_X) in;
 #endif
 
-#if BN_MODE != 1 && BN_MODE != 5
+#if BN_MODE != BN_MODE_FORWARD_STATISTICS && BN_MODE != BN_MODE_BACKWARD_TOTALS
 layout(std430, binding = 0) readonly buffer Source { float x[]; };
 #endif
-#if BN_MODE == 0 || BN_MODE == 1 || BN_MODE == 4 || BN_MODE == 5
+#if BN_MODE == BN_MODE_FORWARD_PARTIALS || BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_TOTALS
 layout(std430, binding = 1) buffer Partials { vec2 partials[]; };
 #endif
-#if BN_MODE == 1 || BN_MODE == 3
+#if BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_INFERENCE
 layout(std430, binding = 2) buffer RunningMean { float runningMean[]; };
 layout(std430, binding = 3) buffer RunningVar { float runningVar[]; };
 #endif
-#if BN_MODE == 5 || BN_MODE == 6
+#if BN_MODE == BN_MODE_BACKWARD_TOTALS || BN_MODE == BN_MODE_BACKWARD
 layout(std430, binding = 2) buffer Totals { float totals[]; };
 #endif
-#if BN_MODE == 5
+#if BN_MODE == BN_MODE_BACKWARD_TOTALS
 layout(std430, binding = 3) buffer GammaGradient { float dgamma[]; };
 layout(std430, binding = 5) buffer BetaGradient { float dbeta[]; };
 #endif
-#if BN_MODE == 1 || BN_MODE == 2 || BN_MODE == 4 || BN_MODE == 6
+#if BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD
 layout(std430, binding = 4) buffer Stats { float stats[]; };
 #endif
-#if BN_MODE == 2 || BN_MODE == 3 || BN_MODE == 6
+#if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_INFERENCE || BN_MODE == BN_MODE_BACKWARD
 layout(std430, binding = 5) readonly buffer Gamma { float gamma[]; };
 #endif
-#if BN_MODE == 2 || BN_MODE == 3
+#if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_INFERENCE
 layout(std430, binding = 6) readonly buffer Beta { float beta[]; };
 layout(std430, binding = 7) writeonly buffer Result { float y[]; };
 #endif
-#if BN_MODE == 4 || BN_MODE == 6
+#if BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD
 layout(std430, binding = 6) readonly buffer OutputGradient { float dy[]; };
 #endif
-#if BN_MODE == 6
+#if BN_MODE == BN_MODE_BACKWARD
 layout(std430, binding = 7) buffer InputGradient { float dx[]; };
 #endif
 layout(location = 0) uniform uint N;
@@ -71,7 +71,7 @@ layout(location = 8) uniform uint wanted;
 // Element k (of M) of channel c.
 uint at(uint c, uint k) { return ((k / S) * C + c) * S + k % S; }
 
-#if BN_MODE == 0 || BN_MODE == 4
+#if BN_MODE == BN_MODE_FORWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_PARTIALS
 // A row per sum a group makes (the mean, then the squared deviations; or the two gradient sums), never written again
 // once read: NVIDIA's compiler may re-read a summed value from shared memory after later barriers (AxisReduce.glsl).
 shared float partial[2][BN_GROUP];
@@ -93,7 +93,7 @@ float groupSum(float value, int row) {
 void main() {
   uint piece = gl_WorkGroupID.x, c = gl_WorkGroupID.y, local = gl_LocalInvocationID.x;
   uint first = piece * chunk, last = min(first + chunk, N * S);
-#if BN_MODE == 0
+#if BN_MODE == BN_MODE_FORWARD_PARTIALS
   float sum = 0.0;
   for (uint k = first + local; k < last; k += uint(BN_GROUP)) sum += x[at(c, k)];
   float mean = groupSum(sum, 0) / float(last - first);
@@ -117,12 +117,12 @@ void main() {
   if (local == 0u) partials[c * chunks + piece] = vec2(sumDy, sumDyXhat);
 #endif
 }
-#elif BN_MODE == 1 || BN_MODE == 5
+#elif BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_BACKWARD_TOTALS
 void main() {
   uint c = LINEAR_INVOCATION_INDEX;
   if (c >= C) return;
   uint M = N * S;
-#if BN_MODE == 1
+#if BN_MODE == BN_MODE_FORWARD_STATISTICS
   float count = 0.0, mean = 0.0, squares = 0.0;
   for (uint piece = 0u; piece < chunks; ++piece) {
     float n = float(min(chunk, M - piece * chunk));
@@ -152,10 +152,10 @@ void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= N * C * S) return;
   uint c = (i / S) % C;
-#if BN_MODE == 2
+#if BN_MODE == BN_MODE_FORWARD
   float scale = stats[C + c] * gamma[c];
   y[i] = (x[i] - stats[c]) * scale + beta[c];
-#elif BN_MODE == 3
+#elif BN_MODE == BN_MODE_INFERENCE
   y[i] = (x[i] - runningMean[c]) * inversesqrt(runningVar[c] + epsilon) * gamma[c] + beta[c];
 #else
   float M = float(N * S), invstd = stats[C + c];

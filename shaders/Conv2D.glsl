@@ -2,40 +2,40 @@
 // core (the im2col matrix is never stored: gemmA/gemmB compute its elements).
 //   X [N, C, H, W], Wt [OC, C, KH, KW], b [OC], Y [N, OC, OH, OW], OH = (H + 2·PAD − KH) / STRIDE + 1 (STRIDE:
 //   the forward pass only; the gradients take stride 1)
-//   CONV_MODE 0 forward: Y = act(conv(X, Wt) + b)                     R = N·OH·OW, S = OC, T = C·KH·KW
-//                        with the weights transposed by mode 4 first, [C·KH·KW, OC], so that both GEMM
+//   CONV_MODE_FORWARD: Y = act(conv(X, Wt) + b)                     R = N·OH·OW, S = OC, T = C·KH·KW
+//                        with the weights transposed by TRANSPOSE_WEIGHTS first, [C·KH·KW, OC], so that both GEMM
 //                        operands run along the tile (10.4 -> 8.9 ms for the MNIST CNN's conv2 at batch
 //                        10 000 on the H100, bench/NOTES-gemm.md row 12)
 //                        CONV_POOL: followed by 2×2 max pooling (stride 2, odd edges dropped), Y [N, OC, OH/2, OW/2]:
 //                        the rows come in runs of 4, one pooling window each (R = N·(OH/2)·(OW/2)·4), and the
 //                        GEMM stores each run's maximum (GEMM_STORE_RUNS)
-//   CONV_MODE 1 dX:      dX = conv_transpose(dZ, Wt)                    R = N·H·W,  S = C,  T = OC·KH·KW
-//                        with the weights rearranged by mode 5 first, [OC·KH·KW, C], so that B runs along the tile
+//   CONV_MODE_INPUT_GRADIENT (dX): dX = conv_transpose(dZ, Wt)                    R = N·H·W,  S = C,  T = OC·KH·KW
+//                        with the weights rearranged by WEIGHTS_FOR_INPUT_GRADIENT first, [OC·KH·KW, C], so that B runs along the tile
 //                        as in the forward pass
-//   CONV_MODE 2 dW:      dW = Σ_{n,oh,ow} dZ · X window                 R = OC,     S = C·KH·KW, T = N·OH·OW
+//   CONV_MODE_WEIGHT_GRADIENT (dW): dW = Σ_{n,oh,ow} dZ · X window                 R = OC,     S = C·KH·KW, T = N·OH·OW
 //                        with CONV_BIAS_COLUMN (and SPLIT_K) one more column, of ones, gives db as well: its
 //                        partial sums follow dW's in each slice, [OC·C·KH·KW | OC]; SplitSum.glsl's TAIL adds them
-//   CONV_MODE 3 db:      db = Σ_{n,oh,ow} dZ, one group per output channel
-//   CONV_MODE 4 Wᵀ:      result[t·OC + oc] = Wt[oc·C·KH·KW + t], one invocation per weight
-//   CONV_MODE 5 W for dX: result[(oc·KH·KW + k)·C + c] = Wt[(oc·C + c)·KH·KW + k], one invocation per weight
-//   CONV_MODE 6 dZ:      dY ⊙= act'(Y) in place, one invocation per output: modes 1-3 read dZ, the gradient of
+//   CONV_MODE_BIAS_GRADIENT (db): db = Σ_{n,oh,ow} dZ, one group per output channel
+//   CONV_MODE_TRANSPOSE_WEIGHTS (Wᵀ): result[t·OC + oc] = Wt[oc·C·KH·KW + t], one invocation per weight
+//   CONV_MODE_WEIGHTS_FOR_INPUT_GRADIENT (W for dX): result[(oc·KH·KW + k)·C + c] = Wt[(oc·C + c)·KH·KW + k], one invocation per weight
+//   CONV_MODE_OUTPUT_GRADIENT (dZ): dY ⊙= act'(Y) in place, one invocation per output: INPUT_GRADIENT, WEIGHT_GRADIENT and BIAS_GRADIENT read dZ, the gradient of
 //                        the pre-activation, so that their gathers load one value per element
-// bindings: forward 0 X, 1 Wᵀ, 2 b, 3 Y; dX 0 dZ, 2 W from mode 5, 3 dX; dW 0 dZ, 2 X, 3 dW; db 0 dZ, 3 db;
-//           modes 4 and 5: 1 Wt, 3 the rearranged weights; mode 6: 1 Y, 3 dY
-// uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (modes 0 and 1)
+// bindings: forward 0 X, 1 Wᵀ, 2 b, 3 Y; dX 0 dZ, 2 W from WEIGHTS_FOR_INPUT_GRADIENT, 3 dX; dW 0 dZ, 2 X, 3 dW; db 0 dZ, 3 db;
+//           TRANSPOSE_WEIGHTS and WEIGHTS_FOR_INPUT_GRADIENT: 1 Wt, 3 the rearranged weights; OUTPUT_GRADIENT: 1 Y, 3 dY
+// uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (FORWARD and INPUT_GRADIENT)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
-// literals), CONV_PADDING (int literal), CONV_STRIDE (int literal, 1 in modes 1-3 and 6); CONV_MODE, ACTIVATION (modes 0 and 6), POINTWISE (mode 0 unpooled, inference: a function after the
-// activation, Pointwise.glsl included), CONV_RESIDUAL (mode 0 unpooled, inference: binding 4, shaped as Y, added
-// before the activation: a residual connection), CONV_INPUT_SCALE (mode 0 unpooled, inference, no padding: binding 5,
-// [N, C], X's channels scaled per image as they are read: a squeeze-excite gate); modes 0-2 include Gemm.glsl and take its
-// configuration (modes 0 and 1 with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
-// im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (modes 0, 1 and
-// 2): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (mode 0 with OC, mode 1 with C a multiple of
-// 4): the rearranged weights are also read as vec4s; GEMM_A_VEC4 (mode 2 with OH·OW a multiple of 4): dZ too;
-// GEMM_B_GATHER (mode 2): runs of 4 pixels of the implicit im2col matrix computed together; CONV_POOL with
-// GEMM_STORE_RUNS (mode 0): pooled output; CONV_PLAIN_ROWS instead of GEMM_A_GATHER (mode 0 unpooled, a 1x1 kernel
+// literals), CONV_PADDING (int literal), CONV_STRIDE (int literal, 1 in INPUT_GRADIENT, WEIGHT_GRADIENT, BIAS_GRADIENT and OUTPUT_GRADIENT); CONV_MODE, ACTIVATION (FORWARD and OUTPUT_GRADIENT), POINTWISE (FORWARD unpooled, inference: a function after the
+// activation, Pointwise.glsl included), CONV_RESIDUAL (FORWARD unpooled, inference: binding 4, shaped as Y, added
+// before the activation: a residual connection), CONV_INPUT_SCALE (FORWARD unpooled, inference, no padding: binding 5,
+// [N, C], X's channels scaled per image as they are read: a squeeze-excite gate); FORWARD, INPUT_GRADIENT and WEIGHT_GRADIENT include Gemm.glsl and take its
+// configuration (FORWARD and INPUT_GRADIENT with GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS and GEMM_A_GATHER: A, the implicit
+// im2col matrix, only in runs of 4 pixels whose positions each invocation works out once); SPLIT_K (FORWARD, INPUT_GRADIENT and
+// WEIGHT_GRADIENT): binding 3 is the partial-sum workspace instead; GEMM_B_VEC4 (FORWARD with OC, INPUT_GRADIENT with C a multiple of
+// 4): the rearranged weights are also read as vec4s; GEMM_A_VEC4 (WEIGHT_GRADIENT with OH·OW a multiple of 4): dZ too;
+// GEMM_B_GATHER (WEIGHT_GRADIENT): runs of 4 pixels of the implicit im2col matrix computed together; CONV_POOL with
+// GEMM_STORE_RUNS (FORWARD): pooled output; CONV_PLAIN_ROWS instead of GEMM_A_GATHER (FORWARD unpooled, a 1x1 kernel
 // at stride 1 without padding): A read as X's planes, with GEMM_A_VEC4 (H·W a multiple of 4) in vec4 runs;
-// GEMM_STORE_RUNS without CONV_POOL (mode 0, OH·OW a multiple of 4, Y, its slices and the residual 16-byte
+// GEMM_STORE_RUNS without CONV_POOL (FORWARD, OH·OW a multiple of 4, Y, its slices and the residual 16-byte
 // aligned): Y stored in vec4 runs of pixels
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
@@ -50,7 +50,7 @@ layout(std430, binding = 4) readonly buffer Residual { float residual[]; };
 #endif
 layout(location = 0) uniform uint N;
 layout(location = 10) uniform uint accumulate;
-// The GEMM's sum length for modes 0 and 1 (C·KH·KW, OC·KH·KW): a constant of the geometry, passed as a uniform
+// The GEMM's sum length for FORWARD and INPUT_GRADIENT (C·KH·KW, OC·KH·KW): a constant of the geometry, passed as a uniform
 // all the same, because Gemm.glsl asks the compiler to unroll every loop and a stage loop with a constant trip
 // count would be unrolled whole (minutes of compilation on NVIDIA).
 layout(location = 11) uniform uint gemmDepth;
@@ -64,7 +64,7 @@ layout(location = 11) uniform uint gemmDepth;
 #define KW CONV_KERNEL_WIDTH
 #define PAD CONV_PADDING
 #define STRIDE uint(CONV_STRIDE)
-#if (CONV_MODE == 1 || CONV_MODE == 2 || CONV_MODE == 3) && CONV_STRIDE != 1
+#if (CONV_MODE == CONV_MODE_INPUT_GRADIENT || CONV_MODE == CONV_MODE_WEIGHT_GRADIENT || CONV_MODE == CONV_MODE_BIAS_GRADIENT) && CONV_STRIDE != 1
 #error the gradients of a convolution take stride 1
 #endif
 #define OH ((H + 2u * uint(PAD) - KH) / STRIDE + 1u)
@@ -72,12 +72,12 @@ layout(location = 11) uniform uint gemmDepth;
 
 void store(uint index, float value) { result[index] = accumulate != 0u ? result[index] + value : value; }
 
-#if CONV_MODE == 3
+#if CONV_MODE == CONV_MODE_BIAS_GRADIENT
 // dZ at output (n, oc, oh, ow).
 float dZ(uint n, uint oc, uint oh, uint ow) { return first[((n * OC + oc) * OH + oh) * OW + ow]; }
 #endif
 
-#if CONV_MODE == 2
+#if CONV_MODE == CONV_MODE_WEIGHT_GRADIENT
 // X at (n, c, ih, iw), zero in the padding.
 float inputAt(uint n, uint c, int ih, int iw) {
   if (ih < 0 || iw < 0 || ih >= int(H) || iw >= int(W)) return 0.0;
@@ -96,11 +96,11 @@ void nextPixel(inout uint n, inout uint row, inout uint column, uint height, uin
   }
 }
 
-#if (CONV_MODE == 0 || CONV_MODE == 1) && defined(GEMM_A_GATHER)
+#if (CONV_MODE == CONV_MODE_FORWARD || CONV_MODE == CONV_MODE_INPUT_GRADIENT) && defined(GEMM_A_GATHER)
 // Both take A as an implicit im2col matrix, gathered in runs (GEMM_A_GATHER): row r is a pixel of planes
 // ROWS_HEIGHT × ROWS_WIDTH, depth t a (channel, kh, kw) of the SOURCE planes in `first` (X for the forward
-// pass, dZ for dX), over which the kernel runs forward (mode 0) or mirrored (mode 1).
-#if CONV_MODE == 0
+// pass, dZ for dX), over which the kernel runs forward (FORWARD) or mirrored (INPUT_GRADIENT).
+#if CONV_MODE == CONV_MODE_FORWARD
 #define ROWS_HEIGHT OH
 #define ROWS_WIDTH OW
 #define SOURCE_CHANNELS C
@@ -179,7 +179,7 @@ vec4 gemmAGather(ivec4 base, ivec4 y, ivec4 x, uint t) {
 }
 #endif
 
-#if CONV_MODE == 0 && defined(CONV_PLAIN_ROWS)
+#if CONV_MODE == CONV_MODE_FORWARD && defined(CONV_PLAIN_ROWS)
 #ifdef CONV_POOL
 #error pooling takes its rows gathered, one window per run
 #endif
@@ -200,19 +200,19 @@ vec4 gemmA4(uint r, uint t) { return first4[plainRowIndex(r, t) / 4u] * rowScale
 #endif
 #endif
 
-#if CONV_MODE == 0
+#if CONV_MODE == CONV_MODE_FORWARD
 float gemmB(uint t, uint s) { return second[t * OC + s]; }
 #ifdef GEMM_B_VEC4
 layout(std430, binding = 1) readonly buffer SecondRuns { vec4 second4[]; };
 vec4 gemmB4(uint t, uint s) { return second4[(t * OC + s) / 4u]; }
 #endif
-#elif CONV_MODE == 1
+#elif CONV_MODE == CONV_MODE_INPUT_GRADIENT
 float gemmB(uint t, uint s) { return third[t * C + s]; }
 #ifdef GEMM_B_VEC4
 layout(std430, binding = 2) readonly buffer ThirdRuns { vec4 third4[]; };
 vec4 gemmB4(uint t, uint s) { return third4[(t * C + s) / 4u]; }
 #endif
-#elif CONV_MODE == 2
+#elif CONV_MODE == CONV_MODE_WEIGHT_GRADIENT
 float gemmA(uint oc, uint t) { return first[((t / (OH * OW)) * OC + oc) * OH * OW + t % (OH * OW)]; }
 #ifdef GEMM_A_VEC4
 // The op asks for it when OH·OW is a multiple of 4: a run of 4 pixels from t (a multiple of 4) is then one
@@ -247,12 +247,12 @@ vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
 }
 #endif
 
-#if CONV_MODE <= 2
-#if CONV_MODE == 0 && defined(CONV_POOL)
+#if CONV_MODE <= CONV_MODE_WEIGHT_GRADIENT
+#if CONV_MODE == CONV_MODE_FORWARD && defined(CONV_POOL)
 #define GEMM_SHAPE N * POOLED_HEIGHT * POOLED_WIDTH * 4u, OC, gemmDepth
-#elif CONV_MODE == 0
+#elif CONV_MODE == CONV_MODE_FORWARD
 #define GEMM_SHAPE N * OH * OW, OC, gemmDepth
-#elif CONV_MODE == 1
+#elif CONV_MODE == CONV_MODE_INPUT_GRADIENT
 #define GEMM_SHAPE N * H * W, C, gemmDepth
 #elif defined(CONV_BIAS_COLUMN)
 #if !defined(SPLIT_K)
@@ -291,11 +291,11 @@ void gemmStoreRun(uint r, uint s, vec4 values) {
 }
 #else
 void gemmStore(uint r, uint s, float value) {
-#if defined(SPLIT_K) && CONV_MODE == 0
+#if defined(SPLIT_K) && CONV_MODE == CONV_MODE_FORWARD
   // Slice z of the workspace in Y's layout, before bias and activation (SplitSum.glsl's BIAS_ACTIVATION adds them).
   uint n = r / (OH * OW), pixel = r % (OH * OW);
   result[gl_WorkGroupID.z * N * OC * OH * OW + (n * OC + s) * OH * OW + pixel] = value;
-#elif defined(SPLIT_K) && CONV_MODE == 1
+#elif defined(SPLIT_K) && CONV_MODE == CONV_MODE_INPUT_GRADIENT
   // Slice z of the workspace in dX's own layout, so SplitSum.glsl adds slices element by element.
   uint n = r / (H * W), pixel = r % (H * W);
   result[gl_WorkGroupID.z * N * C * H * W + (n * C + s) * H * W + pixel] = value;
@@ -304,14 +304,14 @@ void gemmStore(uint r, uint s, float value) {
   result[slice + (s < C * KH * KW ? r * C * KH * KW + s : OC * C * KH * KW + r)] = value;
 #elif defined(SPLIT_K)
   result[gemmPartialIndex(r, s, OC, C * KH * KW)] = value;
-#elif CONV_MODE == 0
+#elif CONV_MODE == CONV_MODE_FORWARD
   uint n = r / (OH * OW), pixel = r % (OH * OW);
 #ifdef CONV_RESIDUAL
   result[(n * OC + s) * OH * OW + pixel] = finishOutput(value + third[s] + residual[(n * OC + s) * OH * OW + pixel]);
 #else
   result[(n * OC + s) * OH * OW + pixel] = finishOutput(value + third[s]);
 #endif
-#elif CONV_MODE == 1
+#elif CONV_MODE == CONV_MODE_INPUT_GRADIENT
   uint n = r / (H * W), pixel = r % (H * W);
   store((n * C + s) * H * W + pixel, value);
 #else
@@ -321,20 +321,20 @@ void gemmStore(uint r, uint s, float value) {
 #endif
 
 void main() { gemmRun(GEMM_SHAPE); }
-#elif CONV_MODE == 6
+#elif CONV_MODE == CONV_MODE_OUTPUT_GRADIENT
 layout(local_size_x = GLNET_GROUP_SIZE) in;
 
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i < N * OC * OH * OW) result[i] *= activationDerivative(second[i]);
 }
-#elif CONV_MODE == 4 || CONV_MODE == 5
+#elif CONV_MODE == CONV_MODE_TRANSPOSE_WEIGHTS || CONV_MODE == CONV_MODE_WEIGHTS_FOR_INPUT_GRADIENT
 layout(local_size_x = GLNET_GROUP_SIZE) in;
 
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= OC * C * KH * KW) return;
-#if CONV_MODE == 4
+#if CONV_MODE == CONV_MODE_TRANSPOSE_WEIGHTS
   uint oc = i / (C * KH * KW), t = i % (C * KH * KW);
   result[t * OC + oc] = second[i];
 #else

@@ -1,15 +1,15 @@
 // Elementwise operations over count floats, written or (accumulate) added to out.
-//   ELEMENTWISE_OP 0 activation:          out = act(a)
-//   ELEMENTWISE_OP 1 activation gradient: out = a ⊙ act'(b)   (a = dY, b = the forward output Y)
-//   ELEMENTWISE_OP 2 add:                 out = a + b
-//   ELEMENTWISE_OP 3 multiply:            out = a ⊙ b
-//   ELEMENTWISE_OP 4 bias add:            out = a + b[i mod columns]   (b broadcast over rows)
-//   ELEMENTWISE_OP 5 copy:                out = a
-//   ELEMENTWISE_OP 6 scale:               out = a · scale
-//   ELEMENTWISE_OP 7 scale, weigh, act:   out = act(a · scale ⊙ b)   (the three above fused)
+//   ELEMENTWISE_OP_ACTIVATION:              out = act(a)
+//   ELEMENTWISE_OP_ACTIVATION_GRADIENT:     out = a ⊙ act'(b)   (a = dY, b = the forward output Y)
+//   ELEMENTWISE_OP_ADD:                     out = a + b
+//   ELEMENTWISE_OP_MULTIPLY:                out = a ⊙ b
+//   ELEMENTWISE_OP_BIAS_ADD:                out = a + b[i mod columns]   (b broadcast over rows)
+//   ELEMENTWISE_OP_COPY:                    out = a
+//   ELEMENTWISE_OP_SCALE:                   out = a · scale
+//   ELEMENTWISE_OP_SCALE_MULTIPLY_ACTIVATE: out = act(a · scale ⊙ b)   (the three above fused)
 // bindings: 0 a read, 1 b read (a again when unused), 2 out read-write
 // uniforms: 0 count, 1 columns (bias add), 2 accumulate (0 overwrite, 1 add), 3 scale
-// defines: ELEMENTWISE_OP, ACTIVATION (ops 0 and 1)
+// defines: ELEMENTWISE_OP, ACTIVATION (the two activation kinds and SCALE_MULTIPLY_ACTIVATE)
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer First { float a[]; };
@@ -23,22 +23,24 @@ layout(location = 3) uniform float scale;
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= count) return;
-#if ELEMENTWISE_OP == 0
+#if ELEMENTWISE_OP == ELEMENTWISE_OP_ACTIVATION
   float value = activate(a[i]);
-#elif ELEMENTWISE_OP == 1
+#elif ELEMENTWISE_OP == ELEMENTWISE_OP_ACTIVATION_GRADIENT
   float value = a[i] * activationDerivative(b[i]);
-#elif ELEMENTWISE_OP == 2
+#elif ELEMENTWISE_OP == ELEMENTWISE_OP_ADD
   float value = a[i] + b[i];
-#elif ELEMENTWISE_OP == 3
+#elif ELEMENTWISE_OP == ELEMENTWISE_OP_MULTIPLY
   float value = a[i] * b[i];
-#elif ELEMENTWISE_OP == 4
+#elif ELEMENTWISE_OP == ELEMENTWISE_OP_BIAS_ADD
   float value = a[i] + b[i % columns];
-#elif ELEMENTWISE_OP == 5
+#elif ELEMENTWISE_OP == ELEMENTWISE_OP_COPY
   float value = a[i];
-#elif ELEMENTWISE_OP == 6
+#elif ELEMENTWISE_OP == ELEMENTWISE_OP_SCALE
   float value = a[i] * scale;
-#else
+#elif ELEMENTWISE_OP == ELEMENTWISE_OP_SCALE_MULTIPLY_ACTIVATE
   float value = activate(a[i] * scale * b[i]);
+#else
+#error unknown ELEMENTWISE_OP
 #endif
   result[i] = accumulate != 0u ? result[i] + value : value;
 }

@@ -2,15 +2,15 @@
 // what rounding loses from one step's gradient is added to the next step's before it is rounded, so that it is sent
 // in a later step instead of lost. bfloat16 keeps float's exponent, so scaled gradients neither underflow nor overflow
 // where float would not.
-//   COMPRESSION_MODE 0: v = g + e; words[i] = bf16(v[2i]) | bf16(v[2i + 1]) << 16; e = v − widened(bf16(v))
-//   COMPRESSION_MODE 1: g[2i], g[2i + 1] = the two halves of words[i], widened
+//   COMPRESSION_MODE_COMPRESS: v = g + e; words[i] = bf16(v[2i]) | bf16(v[2i + 1]) << 16; e = v − widened(bf16(v))
+//   COMPRESSION_MODE_EXPAND: g[2i], g[2i + 1] = the two halves of words[i], widened
 // bf16 is float's upper 16 bits, rounded to nearest with ties to even (engine/base/Bfloat16.h does the same on the
 // host); NaN stays NaN.
-// bindings: 0 g; 1 e (mode 0); 2 words (the packed pairs). uniform 0: the count of floats (the last pair's upper half is 0 when odd)
+// bindings: 0 g; 1 e (COMPRESS); 2 words (the packed pairs). uniform 0: the count of floats (the last pair's upper half is 0 when odd)
 
 layout(local_size_x = GLNET_GROUP_SIZE) in;
 layout(std430, binding = 0) buffer Gradients { float gradients[]; };
-#if COMPRESSION_MODE == 0
+#if COMPRESSION_MODE == COMPRESSION_MODE_COMPRESS
 layout(std430, binding = 1) buffer Residuals { float residuals[]; };
 layout(std430, binding = 2) writeonly buffer Packed { uint words[]; };
 #else
@@ -29,7 +29,7 @@ void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   uint first = 2u * i;
   if (first >= floats) return;
-#if COMPRESSION_MODE == 0
+#if COMPRESSION_MODE == COMPRESSION_MODE_COMPRESS
   uint halves = 0u;
   for (uint k = 0u; k < 2u && first + k < floats; ++k) {
     float value = gradients[first + k] + residuals[first + k];

@@ -1,13 +1,13 @@
 // The gradients of GroupedConv.glsl's convolution (any stride, dilation, padding and groups; depthwise included) from
 // dZ, the gradient of its output (it fuses no function when trained):
-//   GRADIENT_MODE 0 dX, one invocation per input element: Σ over its group's output channels and the taps whose window
+//   GRADIENT_MODE_INPUT_GRADIENT (dX), one invocation per input element: Σ over its group's output channels and the taps whose window
 //                   holds it of dZ · W
-//   GRADIENT_MODE 1 dW, one work group per weight (oc, ci, kh, kw): Σ over the batch and output pixels of dZ · X
-//   GRADIENT_MODE 2 db, one work group per output channel: Σ dZ
+//   GRADIENT_MODE_WEIGHT_GRADIENT (dW), one work group per weight (oc, ci, kh, kw): Σ over the batch and output pixels of dZ · X
+//   GRADIENT_MODE_BIAS_GRADIENT (db), one work group per output channel: Σ dZ
 // bindings: 0 X [N, C, H, W], 1 W [OC, C/groups, KH, KW], 2 dZ [N, OC, OH, OW], 3 the gradient written (or added)
 // uniforms: 0 N, 1 accumulate
 // defines: GroupedConv.glsl's geometry (CONV_*, named by GroupedConvGeometry.glsl)
-#if GRADIENT_MODE == 0
+#if GRADIENT_MODE == GRADIENT_MODE_INPUT_GRADIENT
 layout(local_size_x = LOCAL_SIZE_X) in;
 #else
 layout(local_size_x = GLNET_GROUP_SIZE) in;
@@ -22,7 +22,7 @@ layout(location = 1) uniform uint accumulate;
 
 void store(uint index, float value) { result[index] = (accumulate != 0u ? result[index] : 0.0) + value; }
 
-#if GRADIENT_MODE == 0
+#if GRADIENT_MODE == GRADIENT_MODE_INPUT_GRADIENT
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= N * C * H * W) return;
@@ -51,7 +51,7 @@ shared float partial[GLNET_GROUP_SIZE];
 
 void main() {
   uint local = gl_LocalInvocationID.x;
-#if GRADIENT_MODE == 1
+#if GRADIENT_MODE == GRADIENT_MODE_WEIGHT_GRADIENT
   uint weight = gl_WorkGroupID.x;
   uint oc = weight / (GROUP_IN * KH * KW), ci = (weight / (KH * KW)) % GROUP_IN;
   int kh = int((weight / KW) % KH), kw = int(weight % KW);
@@ -63,7 +63,7 @@ void main() {
   for (uint k = local; k < N * OH * OW; k += uint(GLNET_GROUP_SIZE)) {
     uint n = k / (OH * OW), oh = (k / OW) % OH, ow = k % OW;
     float gradient = dz[((n * OC + oc) * OH + oh) * OW + ow];
-#if GRADIENT_MODE == 1
+#if GRADIENT_MODE == GRADIENT_MODE_WEIGHT_GRADIENT
     int ih = int(oh) * CONV_STRIDE_H - CONV_PAD_TOP + kh * CONV_DILATION_H;
     int iw = int(ow) * CONV_STRIDE_W - CONV_PAD_LEFT + kw * CONV_DILATION_W;
     if (ih >= 0 && iw >= 0 && ih < int(H) && iw < int(W)) sum += gradient * x[((n * C + c) * H + uint(ih)) * W + uint(iw)];

@@ -1,8 +1,8 @@
 // Mean squared error per row of predictions Y [M×N] against targets T [M×N]:
-//   LOSS_MODE 0: loss[r] = (1/N) Σ_c (Y − T)²
-//   LOSS_MODE 1: dY [M×N] = g[r] · 2(Y − T)/N, written or added
-// bindings: 0 Y read, 1 T read, 2 the output (loss [M] or dY), 3 g [M] read (mode 1)
-// uniforms: 0 M, 1 N, 2 accumulate (mode 1)
+//   LOSS_MODE_LOSS: loss[r] = (1/N) Σ_c (Y − T)²
+//   LOSS_MODE_GRADIENT: dY [M×N] = g[r] · 2(Y − T)/N, written or added
+// bindings: 0 Y read, 1 T read, 2 the output (loss [M] or dY), 3 g [M] read (GRADIENT)
+// uniforms: 0 M, 1 N, 2 accumulate (GRADIENT)
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Prediction { float Y[]; };
@@ -15,7 +15,7 @@ layout(location = 2) uniform uint accumulate;
 
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
-#if LOSS_MODE == 0
+#if LOSS_MODE == LOSS_MODE_LOSS
   if (i >= M) return;
   float sum = 0.0;
   for (uint c = 0u; c < N; ++c) {

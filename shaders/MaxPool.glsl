@@ -1,7 +1,7 @@
 // 2×2 max pooling with stride 2 over NCHW planes (odd edges dropped, as PyTorch's floor mode does).
-//   POOL_MODE 0 forward:  Y[p, oh, ow] = max of the window; argmax[...] = the input index of its first maximum
+//   POOL_MODE_FORWARD:  Y[p, oh, ow] = max of the window; argmax[...] = the input index of its first maximum
 //                        (or first NaN, which the window's output then is, as in PyTorch)
-//   POOL_MODE 1 backward: dX[i] = dY[o] where argmax[o] == i for the window o holding i, else 0 (or added)
+//   POOL_MODE_BACKWARD: dX[i] = dY[o] where argmax[o] == i for the window o holding i, else 0 (or added)
 // bindings: forward 0 X read, 1 Y write, 2 argmax write; backward 0 dY read, 2 argmax read, 3 dX read-write
 // uniforms: 0 planes (N·C), 1 H, 2 W, 3 OH, 4 OW, 5 accumulate (backward)
 layout(local_size_x = LOCAL_SIZE_X) in;
@@ -19,7 +19,7 @@ layout(location = 5) uniform uint accumulate;
 
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
-#if POOL_MODE == 0
+#if POOL_MODE == POOL_MODE_FORWARD
   if (i >= planes * OH * OW) return;
   uint plane = i / (OH * OW), oh = (i % (OH * OW)) / OW, ow = i % OW;
   uint base = (plane * H + 2u * oh) * W + 2u * ow;

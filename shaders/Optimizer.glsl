@@ -1,11 +1,11 @@
 // One update of every trained parameter of a model, which live in one buffer (the parameter arena), the ones that
 // decay first. With g the gradient, scaled by min(1, clip / (‖all gradients‖ + 1e-6)) when clipping (PyTorch's
 // clip_grad_norm_), and λ the weight decay of this parameter (0 past the decayed ones: biases, normalization):
-//   OPTIMIZER 0 SGD:            g += λ·p; p −= lr·g
-//   OPTIMIZER 1 SGD + momentum: g += λ·p; v = μ·v + g; p −= lr·v, or with NESTEROV p −= lr·(g + μ·v)   (PyTorch's form)
-//   OPTIMIZER 2 Adam:           g += λ·p; m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²;
+//   OPTIMIZER_SGD:              g += λ·p; p −= lr·g
+//   OPTIMIZER_MOMENTUM:         g += λ·p; v = μ·v + g; p −= lr·v, or with NESTEROV p −= lr·(g + μ·v)   (PyTorch's form)
+//   OPTIMIZER_ADAM:             g += λ·p; m = β1·m + (1−β1)·g; v = β2·v + (1−β2)·g²;
 //                               p −= lr · (m / (1 − β1^t)) / (sqrt(v / (1 − β2^t)) + ε)
-//   OPTIMIZER 3 AdamW:          p −= lr·λ·p (decoupled), then Adam's step without λ in g
+//   OPTIMIZER_ADAMW:            p −= lr·λ·p (decoupled), then Adam's step without λ in g
 // bindings: 0 parameters read-write, 1 gradients read, 2 first state (v or m) read-write, 3 second (Adam v), 4 the sum
 // of the squared gradients (CLIP)
 // uniforms: 0 count, 1 lr (float bits: a plan parameter, so that a schedule changes it per step), 2 μ or β1, 3 β2,
@@ -44,14 +44,14 @@ void main() {
 #if CLIP
   gradient *= min(1.0, clip / (sqrt(squaredNorm[0]) + 1e-6));
 #endif
-#if OPTIMIZER == 3
+#if OPTIMIZER == OPTIMIZER_ADAMW
   p[i] -= lr * decay * p[i];
 #else
   gradient += decay * p[i];
 #endif
-#if OPTIMIZER == 0
+#if OPTIMIZER == OPTIMIZER_SGD
   p[i] -= lr * gradient;
-#elif OPTIMIZER == 1
+#elif OPTIMIZER == OPTIMIZER_MOMENTUM
   float v = beta1 * s1[i] + gradient;
   s1[i] = v;
 #if NESTEROV

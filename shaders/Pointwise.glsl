@@ -1,9 +1,10 @@
 // The pointwise functions of imported models' activations, for the shaders that apply one (Unary.glsl) or fuse one
 // after their own result (Broadcast.glsl, GroupedConv.glsl). Included after the injected defines:
-//   POINTWISE: the function (the numbers of engine/graph/Pointwise.h); POINTWISE_ALPHA, POINTWISE_BETA: its
+//   POINTWISE: the function (POINTWISE_RELU, ...: the list engine/numbers/PointwiseKinds.h, whose defines every
+//   program's prologue holds); POINTWISE_ALPHA, POINTWISE_BETA: its
 //   constants, as exact bit patterns (uintBitsToFloat(0x...u)), which also carry ±inf (an unbounded Clip).
 #ifndef POINTWISE
-#define POINTWISE 0
+#define POINTWISE POINTWISE_IDENTITY
 #endif
 #ifndef POINTWISE_ALPHA
 #define POINTWISE_ALPHA 0.0
@@ -40,33 +41,33 @@ float preciseAtan(float x) {
 
 float pointwise(float x) {
   float alpha = POINTWISE_ALPHA, beta = POINTWISE_BETA;
-#if POINTWISE == 0
+#if POINTWISE == POINTWISE_IDENTITY
   return x;
-#elif POINTWISE == 1
+#elif POINTWISE == POINTWISE_RELU
   return maxNaN(x, 0.0);
-#elif POINTWISE == 2
+#elif POINTWISE == POINTWISE_SIGMOID
   return 1.0 / (1.0 + exp(-x));
-#elif POINTWISE == 3
+#elif POINTWISE == POINTWISE_TANH
   // Some drivers compute tanh as (e^2x - 1)/(e^2x + 1), NaN for large x; tanh(±15) rounds to ±1 in fp32.
   return isNaN(x) ? x : tanh(clamp(x, -15.0, 15.0));  // llvmpipe's tanh(NaN) is a number
-#elif POINTWISE == 4
+#elif POINTWISE == POINTWISE_CLIP
   return minNaN(maxNaN(x, alpha), beta);  // Clip: alpha min, beta max
-#elif POINTWISE == 5
+#elif POINTWISE == POINTWISE_HARD_SIGMOID
   return clampNaN(alpha * x + beta, 0.0, 1.0);  // HardSigmoid
-#elif POINTWISE == 6
+#elif POINTWISE == POINTWISE_HARD_SWISH
   return x * clamp(x / 6.0 + 0.5, 0.0, 1.0);  // HardSwish
-#elif POINTWISE == 7
+#elif POINTWISE == POINTWISE_LEAKY_RELU
   return x >= 0.0 ? x : alpha * x;  // LeakyRelu
-#elif POINTWISE == 8
+#elif POINTWISE == POINTWISE_ERF
   return erfApproximation(x);
-#elif POINTWISE == 9
+#elif POINTWISE == POINTWISE_GELU
   return 0.5 * x * (1.0 + erfApproximation(x * 0.70710678118654752));  // Gelu, exact
-#elif POINTWISE == 10
+#elif POINTWISE == POINTWISE_GELU_TANH
   float inner = 0.7978845608028654 * (x + 0.044715 * x * x * x);  // Gelu, tanh approximation
   return 0.5 * x * (1.0 + tanh(clamp(inner, -15.0, 15.0)));
-#elif POINTWISE == 11
+#elif POINTWISE == POINTWISE_SQRT
   return sqrt(x);
-#elif POINTWISE == 12
+#elif POINTWISE == POINTWISE_POW
   // Pow with a constant exponent alpha: integral exponents by multiplication, so negative bases stay defined.
   if (alpha == 2.0) return x * x;
   if (alpha == 3.0) return x * x * x;
@@ -75,73 +76,73 @@ float pointwise(float x) {
   if (alpha == -1.0) return 1.0 / x;
   if (alpha == floor(alpha) && x < 0.0) return (mod(alpha, 2.0) == 0.0 ? 1.0 : -1.0) * pow(-x, alpha);
   return pow(x, alpha);
-#elif POINTWISE == 13
+#elif POINTWISE == POINTWISE_EXP
   return exp(x);
-#elif POINTWISE == 14
+#elif POINTWISE == POINTWISE_LOG
   return log(x);
-#elif POINTWISE == 15
+#elif POINTWISE == POINTWISE_NEGATE
   return -x;
-#elif POINTWISE == 16
+#elif POINTWISE == POINTWISE_ABS
   return abs(x);
-#elif POINTWISE == 17
+#elif POINTWISE == POINTWISE_RECIPROCAL
   return 1.0 / x;
-#elif POINTWISE == 18
+#elif POINTWISE == POINTWISE_ELU
   return x >= 0.0 ? x : alpha * (exp(x) - 1.0);  // Elu
-#elif POINTWISE == 19
+#elif POINTWISE == POINTWISE_SOFTPLUS
   return x > 20.0 ? x : log(1.0 + exp(x));  // Softplus
-#elif POINTWISE == 20
+#elif POINTWISE == POINTWISE_SILU
   return x / (1.0 + exp(-x));  // SiLU (Sigmoid then Mul by the same tensor)
-#elif POINTWISE == 21
+#elif POINTWISE == POINTWISE_CEIL
   return ceil(x);
-#elif POINTWISE == 22
+#elif POINTWISE == POINTWISE_FLOOR
   return floor(x);
-#elif POINTWISE == 23
+#elif POINTWISE == POINTWISE_ROUND
   return roundEven(x);  // ONNX rounds halves to even
-#elif POINTWISE == 24
+#elif POINTWISE == POINTWISE_SIGN
   return sign(x);
-#elif POINTWISE == 25
+#elif POINTWISE == POINTWISE_SIN
   return sin(x);
-#elif POINTWISE == 26
+#elif POINTWISE == POINTWISE_COS
   return cos(x);
-#elif POINTWISE == 27
+#elif POINTWISE == POINTWISE_TAN
   return tan(x);
-#elif POINTWISE == 28
+#elif POINTWISE == POINTWISE_ASIN
   return preciseAtan(x * inversesqrt((1.0 - x) * (1.0 + x)));  // asin
-#elif POINTWISE == 29
+#elif POINTWISE == POINTWISE_ACOS
   return 2.0 * preciseAtan(sqrt((1.0 - x) / (1.0 + x)));  // acos
-#elif POINTWISE == 30
+#elif POINTWISE == POINTWISE_ATAN
   return preciseAtan(x);
-#elif POINTWISE == 31
+#elif POINTWISE == POINTWISE_SINH
   return 0.5 * (exp(x) - exp(-x));  // sinh: GLSL's may lose precision near 0 on some drivers; this one too, alike
-#elif POINTWISE == 32
+#elif POINTWISE == POINTWISE_COSH
   return 0.5 * (exp(x) + exp(-x));
-#elif POINTWISE == 33
+#elif POINTWISE == POINTWISE_ASINH
   return asinh(x);
-#elif POINTWISE == 34
+#elif POINTWISE == POINTWISE_ACOSH
   return acosh(x);
-#elif POINTWISE == 35
+#elif POINTWISE == POINTWISE_ATANH
   return atanh(x);
-#elif POINTWISE == 36
+#elif POINTWISE == POINTWISE_THRESHOLDED_RELU
   return x > alpha || isNaN(x) ? x : 0.0;  // ThresholdedRelu (PyTorch's Threshold keeps a NaN)
-#elif POINTWISE == 37
+#elif POINTWISE == POINTWISE_SHRINK
   return x < -beta ? x + alpha : x > beta || isNaN(x) ? x - alpha : 0.0;  // Shrink: alpha bias, beta lambd
-#elif POINTWISE == 38
+#elif POINTWISE == POINTWISE_CELU
   return maxNaN(x, 0.0) + min(0.0, alpha * (exp(x / alpha) - 1.0));  // Celu
-#elif POINTWISE == 39
+#elif POINTWISE == POINTWISE_SELU
   return beta * (x > 0.0 ? x : alpha * (exp(x) - 1.0));  // Selu: alpha, beta gamma
-#elif POINTWISE == 40
+#elif POINTWISE == POINTWISE_SOFTSIGN
   return x / (1.0 + abs(x));  // Softsign
 #else
 #error unknown POINTWISE
 #endif
 }
 
-#if POINTWISE == 6 || POINTWISE == 9 || POINTWISE == 20
+#if POINTWISE == POINTWISE_HARD_SWISH || POINTWISE == POINTWISE_GELU || POINTWISE == POINTWISE_SILU
 // The derivative of the functions that train (HardSwish, exact Gelu, SiLU).
 float pointwiseDerivative(float x) {
-#if POINTWISE == 6
+#if POINTWISE == POINTWISE_HARD_SWISH
   return x < -3.0 ? 0.0 : x > 3.0 ? 1.0 : x / 3.0 + 0.5;
-#elif POINTWISE == 9
+#elif POINTWISE == POINTWISE_GELU
   return 0.5 * (1.0 + erfApproximation(x * 0.70710678118654752)) + x * 0.3989422804014327 * exp(-0.5 * x * x);
 #else
   float s = 1.0 / (1.0 + exp(-x));

@@ -1,6 +1,6 @@
 // 2-D max or average pooling over NCHW planes with any kernel, stride, dilation and padding (ONNX MaxPool and
 // AveragePool; ceil_mode only changes OH and OW, which the engine works out). One invocation per output.
-//   POOL_KIND 0 max (padding never wins; a NaN in the window is the output, as in PyTorch), 1 average: the divisor counts the padding when count_include_pad
+//   POOL_KIND_MAX (padding never wins; a NaN in the window is the output, as in PyTorch), POOL_KIND_AVERAGE: the divisor counts the padding when count_include_pad
 //   (window cells beyond the padded input, which ceil_mode adds, never count), else only the cells inside
 //   POOL_GRADIENT 1: the backward pass instead, one invocation per input element: dx = Σ over the windows that hold
 //   it of dy/divisor (average) or dy where it is the window's first maximum (max: the windows are searched again)
@@ -41,7 +41,7 @@ layout(location = 15) uniform uint countPadding;
 // Window (oh, ow)'s divisor (average) or whether input (ih, iw) is its first maximum (max: 1.0 or 0.0), as a factor of dy.
 float share(uint base, int oh, int ow, int ih, int iw) {
   int top = oh * strideH - padTop, left = ow * strideW - padLeft;
-#if POOL_KIND == 0
+#if POOL_KIND == POOL_KIND_MAX
   float best = uintBitsToFloat(0xff800000u);
   int bestH = -1, bestW = -1;
   for (int kh = 0; kh < KH; ++kh) {
@@ -79,7 +79,7 @@ void main() {
   float sum = 0.0;
   // The windows whose cell (kh, kw) is this input: oh·strideH − padTop + kh·dilation = ih with 0 ≤ oh < OH, so kh
   // runs over [(ih + padTop − (OH − 1)·strideH)/dilation, (ih + padTop)/dilation] only (one cell of a global pool).
-  int dh = POOL_KIND == 0 ? dilationH : 1, dw = POOL_KIND == 0 ? dilationW : 1;
+  int dh = POOL_KIND == POOL_KIND_MAX ? dilationH : 1, dw = POOL_KIND == POOL_KIND_MAX ? dilationW : 1;
   int khFirst = max(0, (ih + padTop - (int(OH) - 1) * strideH + dh - 1) / dh), khLast = min(KH - 1, (ih + padTop) / dh);
   int kwFirst = max(0, (iw + padLeft - (int(OW) - 1) * strideW + dw - 1) / dw), kwLast = min(KW - 1, (iw + padLeft) / dw);
   for (int kh = khFirst; kh <= khLast; ++kh) {
@@ -101,7 +101,7 @@ void main() {
   uint plane = i / (OH * OW), oh = (i % (OH * OW)) / OW, ow = i % OW;
   int top = int(oh) * strideH - padTop, left = int(ow) * strideW - padLeft;
   uint base = plane * uint(H * W);
-#if POOL_KIND == 0
+#if POOL_KIND == POOL_KIND_MAX
   float best = uintBitsToFloat(0xff800000u);  // -inf
   for (int kh = 0; kh < KH; ++kh) {
     int ih = top + kh * dilationH;

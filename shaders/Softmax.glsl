@@ -1,18 +1,18 @@
 // Row-wise operations on logits Z [M×N], one invocation per row (classifier widths, N up to a few thousand):
-//   SOFTMAX_MODE 0 softmax:          P [M×N] = softmax(Z) (stable: exponents of Z − max)
-//   SOFTMAX_MODE 1 argmax:           classes[firstRow + r] = the first index of the row's maximum (uint)
-//   SOFTMAX_MODE 2 cross-entropy:    loss[r] = −Σ q log softmax(Z)[r] with q = (1 − ε)·onehot(label[r]) + ε/N (label
+//   SOFTMAX_MODE_SOFTMAX:          P [M×N] = softmax(Z) (stable: exponents of Z − max)
+//   SOFTMAX_MODE_ARGMAX:           classes[firstRow + r] = the first index of the row's maximum (uint)
+//   SOFTMAX_MODE_CROSS_ENTROPY:    loss[r] = −Σ q log softmax(Z)[r] with q = (1 − ε)·onehot(label[r]) + ε/N (label
 //                                    smoothing ε; 0: −log softmax(Z)[r, label[r]]) = max + log Σ exp(Z − max) − Σ q·Z
-//   SOFTMAX_MODE 3 its gradient:     dZ [M×N] = g[r] · (softmax(Z)[r] − q), written or added
-//   SOFTMAX_MODE 4 correct:          correct[r] = 1.0 when argmax equals label[r], else 0.0
-// bindings: 0 Z read, 1 the output written (added to in mode 3 with accumulate), 2 labels [M] uint read
-//           (modes 2-4), 3 g [M] read (mode 3)
-// uniforms: 0 M (rows), 1 N (columns), 2 firstRow (mode 1), 3 accumulate (mode 3), 4 ε (modes 2 and 3)
+//   SOFTMAX_MODE_CROSS_ENTROPY_GRADIENT: dZ [M×N] = g[r] · (softmax(Z)[r] − q), written or added
+//   SOFTMAX_MODE_CORRECT:          correct[r] = 1.0 when argmax equals label[r], else 0.0
+// bindings: 0 Z read, 1 the output written (added to in CROSS_ENTROPY_GRADIENT with accumulate), 2 labels [M] uint read
+//           (CROSS_ENTROPY, CROSS_ENTROPY_GRADIENT and CORRECT), 3 g [M] read (CROSS_ENTROPY_GRADIENT)
+// uniforms: 0 M (rows), 1 N (columns), 2 firstRow (ARGMAX), 3 accumulate (CROSS_ENTROPY_GRADIENT), 4 ε (CROSS_ENTROPY and CROSS_ENTROPY_GRADIENT)
 // defines: SOFTMAX_MODE
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Logits { float Z[]; };
-#if SOFTMAX_MODE == 1
+#if SOFTMAX_MODE == SOFTMAX_MODE_ARGMAX
 layout(std430, binding = 1) writeonly buffer Classes { uint classes[]; };
 #else
 layout(std430, binding = 1) buffer Result { float result[]; };
@@ -23,7 +23,7 @@ layout(location = 0) uniform uint M;
 layout(location = 1) uniform uint N;
 layout(location = 2) uniform uint firstRow;
 layout(location = 3) uniform uint accumulate;
-#if SOFTMAX_MODE == 2 || SOFTMAX_MODE == 3
+#if SOFTMAX_MODE == SOFTMAX_MODE_CROSS_ENTROPY || SOFTMAX_MODE == SOFTMAX_MODE_CROSS_ENTROPY_GRADIENT
 layout(location = 4) uniform float smoothing;
 #endif
 
@@ -40,17 +40,17 @@ void main() {
       best = j;
     }
   }
-#if SOFTMAX_MODE == 1
+#if SOFTMAX_MODE == SOFTMAX_MODE_ARGMAX
   classes[firstRow + row] = best;
-#elif SOFTMAX_MODE == 4
+#elif SOFTMAX_MODE == SOFTMAX_MODE_CORRECT
   result[row] = best == labels[row] ? 1.0 : 0.0;
 #else
   float total = 0.0;
   for (uint j = 0u; j < N; ++j) total += exp(Z[base + j] - largest);
-#if SOFTMAX_MODE == 0
+#if SOFTMAX_MODE == SOFTMAX_MODE_SOFTMAX
   float inverse = 1.0 / total;
   for (uint j = 0u; j < N; ++j) result[base + j] = exp(Z[base + j] - largest) * inverse;
-#elif SOFTMAX_MODE == 2
+#elif SOFTMAX_MODE == SOFTMAX_MODE_CROSS_ENTROPY
   float sumZ = 0.0;
   for (uint j = 0u; j < N; ++j) sumZ += Z[base + j];
   result[row] = largest + log(total) - (1.0 - smoothing) * Z[base + labels[row]] - smoothing / float(N) * sumZ;

@@ -6,22 +6,22 @@
 // sum's; F(4×4)'s reach 8 and 1/24, and its error is larger (the tests state each bound).
 //   X [N, C, H, W], Wt [OC, C, 3, 3], b [OC], Y [N, OC, OH, OW], OH = H + 2·PAD − 2; the tiles cover Y in
 //   TH = ⌈OH/m⌉ rows of TW = ⌈OW/m⌉, T = N·TH·TW of them, t = (n·TH + th)·TW + tw, stored TP = T rounded up to 4 apart
-//   WINOGRAD_MODE 0 weights: U[p][c][oc] = (G g Gᵀ)[p] for g = Wt[oc][c], one invocation per (oc, c)
-//   WINOGRAD_MODE 1 input:   V[p][c][t] = (Bᵀ d B)[p], one invocation per (c, t)
-//   WINOGRAD_MODE 2 GEMMs:   M[p][oc][t] = Σ_c V[p][c][t]·U[p][c][oc], the position p along z: R = T, S = OC, depth C,
+//   WINOGRAD_MODE_WEIGHTS: U[p][c][oc] = (G g Gᵀ)[p] for g = Wt[oc][c], one invocation per (oc, c)
+//   WINOGRAD_MODE_INPUT:   V[p][c][t] = (Bᵀ d B)[p], one invocation per (c, t)
+//   WINOGRAD_MODE_GEMMS:   M[p][oc][t] = Σ_c V[p][c][t]·U[p][c][oc], the position p along z: R = T, S = OC, depth C,
 //                            both operands contiguous along the tile (GEMM_A_ALONG_ROWS, GEMM_B_ALONG_COLUMNS)
-//   WINOGRAD_MODE 3 output:  Y = finishOutput(Aᵀ M A + b [+ residual]) per tile, one invocation per (n, oc, th, tw);
+//   WINOGRAD_MODE_OUTPUT:  Y = finishOutput(Aᵀ M A + b [+ residual]) per tile, one invocation per (n, oc, th, tw);
 //                            WINOGRAD_POOL: Y [N, OC, OH/2, OW/2], the largest output of each 2×2 window of the tile
 //                            (2×2 max pooling with stride 2; the odd edges are dropped)
-// bindings: mode 0: 1 Wt, 3 U; mode 1: 0 X, 3 V; mode 2: 0 V, 1 U, 3 M; mode 3: 0 M, 2 b, 3 Y, 4 residual
+// bindings: WEIGHTS: 1 Wt, 3 U; INPUT: 0 X, 3 V; GEMMS: 0 V, 1 U, 3 M; OUTPUT: 0 M, 2 b, 3 Y, 4 residual
 //           (WINOGRAD_RESIDUAL)
-// Scratch memory bounds the images a run of the modes 1-3 takes: the op runs the batch in chunks of N images from
+// Scratch memory bounds the images a run of INPUT, GEMMS and OUTPUT takes: the op runs the batch in chunks of N images from
 // image `firstImage` of X and Y, V and M holding one chunk.
-// uniforms: 0 N (the images of this chunk), 1 firstImage (modes 1 and 3); 11 the GEMM depth C (mode 2: Gemm.glsl
+// uniforms: 0 N (the images of this chunk), 1 firstImage (INPUT and OUTPUT); 11 the GEMM depth C (GEMMS: Gemm.glsl
 // unrolls every loop, so its stage loop's trip count must stay a run-time value)
 // defines: the convolution geometry of engine/ops/Conv.h (CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS,
-// CONV_PADDING; the kernel and stride ones are 3 and 1), WINOGRAD_TILE, WINOGRAD_MODE; mode 2: Gemm.glsl's
-// configuration, GEMM_A_VEC4 and GEMM_B_VEC4 (OC a multiple of 4); mode 3: ACTIVATION, POINTWISE (Pointwise.glsl
+// CONV_PADDING; the kernel and stride ones are 3 and 1), WINOGRAD_TILE, WINOGRAD_MODE; GEMMS: Gemm.glsl's
+// configuration, GEMM_A_VEC4 and GEMM_B_VEC4 (OC a multiple of 4); OUTPUT: ACTIVATION, POINTWISE (Pointwise.glsl
 // included), WINOGRAD_RESIDUAL, WINOGRAD_POOL
 
 layout(std430, binding = 0) readonly buffer First { float first[]; };
@@ -32,7 +32,7 @@ layout(std430, binding = 3) writeonly buffer Result { float result[]; };
 layout(std430, binding = 4) readonly buffer Residual { float residual[]; };
 #endif
 layout(location = 0) uniform uint N;
-#if WINOGRAD_MODE == 1 || WINOGRAD_MODE == 3
+#if WINOGRAD_MODE == WINOGRAD_MODE_INPUT || WINOGRAD_MODE == WINOGRAD_MODE_OUTPUT
 layout(location = 1) uniform uint firstImage;
 #endif
 
@@ -51,7 +51,7 @@ layout(location = 1) uniform uint firstImage;
 #define TILES (N * TH * TW)
 #define TP ((TILES + 3u) & ~3u)
 
-#if WINOGRAD_MODE == 2
+#if WINOGRAD_MODE == WINOGRAD_MODE_GEMMS
 layout(location = 11) uniform uint gemmDepth;
 
 float gemmA(uint r, uint t) { return first[(gl_WorkGroupID.z * C + t) * TP + r]; }
@@ -101,7 +101,7 @@ const float outputTransform[24] = float[24](1.0, 1.0, 1.0, 1.0, 1.0, 0.0,
 // compiler (0·x is not 0 for an infinite x, so it may keep them).
 float scaled(float coefficient, float x) { return coefficient == 0.0 ? 0.0 : coefficient * x; }
 
-#if WINOGRAD_MODE == 0
+#if WINOGRAD_MODE == WINOGRAD_MODE_WEIGHTS
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= OC * C) return;
@@ -123,7 +123,7 @@ void main() {
     }
   }
 }
-#elif WINOGRAD_MODE == 1
+#elif WINOGRAD_MODE == WINOGRAD_MODE_INPUT
 float inputAt(uint n, uint c, int ih, int iw) {
   if (ih < 0 || iw < 0 || ih >= int(H) || iw >= int(W)) return 0.0;
   return first[(((firstImage + n) * C + c) * H + uint(ih)) * W + uint(iw)];

@@ -30,11 +30,8 @@ float maxNaN(float a, float b) { return beats(b, a) ? b : a; }
 float minNaN(float a, float b) { return -maxNaN(-a, -b); }
 float clampNaN(float x, float low, float high) { return isNaN(x) ? x : clamp(x, low, high); }
 
-// Activations, chosen by the ACTIVATION define of the shaders that fuse one.
-#define ACTIVATION_NONE 0
-#define ACTIVATION_RELU 1
-#define ACTIVATION_TANH 2
-#define ACTIVATION_SIGMOID 3
+// Activations, chosen by the ACTIVATION define of the shaders that fuse one (ACTIVATION_RELU, ...: the list
+// engine/numbers/Activation.h, whose defines every program's prologue holds).
 
 #ifdef ACTIVATION
 float activate(float x) {

@@ -163,7 +163,7 @@ std::vector<SourcePiece> sourcePieces(const std::string& file, const std::vector
   // ES has no default float precision in compute shaders, and mediump would silently break fp32 results.
   prologue << (api == Api::gles ? "#version 310 es\nprecision highp float;\nprecision highp int;\n#define GLNET_ES 1\n"
                                 : "#version 430 core\n");
-  prologue << "#define GLNET_GROUP_SIZE " << currentLimits().groupSize() << "\n";
+  prologue << "#define GLNET_GROUP_SIZE " << currentLimits().groupSize() << "\n" << allKindDefines();
   for (const ShaderDefine& define : defines) {
     GLNET_ASSERT(isIdentifier(define.name), "shader define names must be identifiers: " + define.name);
     GLNET_ASSERT(define.value.find('\n') == std::string::npos, "shader define values are one line");

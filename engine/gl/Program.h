@@ -1,6 +1,8 @@
 // A move-only compute program built from shaders/<file> behind a prologue of injected #defines.
 #pragma once
 
+#include "numbers/KindList.h"
+
 #include <array>
 #include <string>
 #include <vector>
@@ -11,6 +13,13 @@ struct ShaderDefine {
   std::string name;
   std::string value;
 };
+
+// The define that tells a shader which kind of a list (numbers/KindList.h) to compile: POINTWISE, AXIS_OP, ... with
+// the kind's number, which the shader compares with the list's names (`#if POINTWISE == POINTWISE_ERF`).
+template <class Kind>
+ShaderDefine kindDefine(Kind kind) {
+  return {KindList<Kind>::define, std::to_string(kindNumber(kind))};
+}
 
 class Program {
  public:

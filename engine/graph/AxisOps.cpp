@@ -23,10 +23,7 @@ class AxisOp : public InferenceOp {
   AxisOp(AxisKind kind, std::uint32_t first, std::uint32_t last, bool keepDims, float epsilon)
       : kind_(kind), first_(first), last_(last), keepDims_(keepDims), epsilon_(epsilon) {}
   std::string name() const override {
-    static const char* const names[] = {"softmax",    "log-softmax", "layer normalization", "reduce mean", "reduce sum",
-                                        "reduce max", "reduce min",  "inverse deviation",   "reduce l1",   "reduce l2",
-                                        "reduce sum of squares", "reduce log-sum", "reduce log-sum-exp", "reduce product"};
-    return names[static_cast<int>(kind_)];
+    return kindName(kind_);
   }
   bool reduces() const { return kind_ >= AxisKind::mean; }
   bool takesEpsilon() const { return kind_ == AxisKind::layerNormalization || kind_ == AxisKind::inverseDeviation; }
@@ -53,7 +50,7 @@ class AxisOp : public InferenceOp {
     // About 4 elements per invocation, 32 invocations at least (a warp on NVIDIA, half a wavefront on AMD).
     std::uint32_t lineGroup = 32;
     while (lineGroup < static_cast<std::uint32_t>(currentLimits().groupSize()) && std::uint64_t{lineGroup} * 4 < axis) lineGroup *= 2;
-    const Program& program = programs.get("AxisReduce.glsl", {{"AXIS_OP", std::to_string(static_cast<int>(kind_))}, {"LINE_GROUP", std::to_string(lineGroup)}});
+    const Program& program = programs.get("AxisReduce.glsl", {kindDefine(kind_), {"LINE_GROUP", std::to_string(lineGroup)}});
     Dispatch dispatch;
     dispatch.program = &program;
     dispatch.label = name();

@@ -1,5 +1,6 @@
 #include "base/check.h"
 #include "graph/Ops.h"
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 #include <algorithm>
@@ -35,7 +36,7 @@ class BatchNorm : public Op {
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     const Layout l = layoutOf(in[0].shape);
     if (!training_) {
-      Dispatch apply = elementwise(programs, "3", l, name());
+      Dispatch apply = elementwise(programs, BatchNormMode::inference, l, name());
       apply.buffers = {{0, in[0].view, Access::read}, {2, in[3].view, Access::read}, {3, in[4].view, Access::read},
                        {5, in[1].view, Access::read}, {6, in[2].view, Access::read}, {7, out.view, Access::write}};
       plan.record(apply);
@@ -43,14 +44,14 @@ class BatchNorm : public Op {
     }
     GLNET_ASSERT(out.workspace.has_value(), "batch normalization keeps its statistics in its workspace");
     const Workspace w(l, *out.workspace);
-    Dispatch partials = chunked(programs, "0", l, name() + " partial statistics");
+    Dispatch partials = chunked(programs, BatchNormMode::forwardPartials, l, name() + " partial statistics");
     partials.buffers = {{0, in[0].view, Access::read}, {1, w.partials, Access::write}};
     plan.record(partials);
-    Dispatch statistics = perChannel(programs, "1", l, name() + " statistics");
+    Dispatch statistics = perChannel(programs, BatchNormMode::forwardStatistics, l, name() + " statistics");
     statistics.buffers = {{1, w.partials, Access::read}, {2, in[3].view, Access::readWrite}, {3, in[4].view, Access::readWrite},
                           {4, w.stats, Access::write}};
     plan.record(statistics);
-    Dispatch apply = elementwise(programs, "2", l, name());
+    Dispatch apply = elementwise(programs, BatchNormMode::forward, l, name());
     apply.buffers = {{0, in[0].view, Access::read}, {4, w.stats, Access::read}, {5, in[1].view, Access::read},
                      {6, in[2].view, Access::read}, {7, out.view, Access::write}};
     plan.record(apply);
@@ -69,19 +70,19 @@ class BatchNorm : public Op {
     const Layout l = layoutOf(in[0].shape);
     const Workspace w(l, *out.workspace);
     const std::vector<Uniform> flags{Uniform::u32(7, added), Uniform::u32(8, wanted)};
-    Dispatch partials = chunked(programs, "4", l, name() + " backward partial sums");
+    Dispatch partials = chunked(programs, BatchNormMode::backwardPartials, l, name() + " backward partial sums");
     partials.buffers = {{0, in[0].view, Access::read}, {1, w.partials, Access::write}, {4, w.stats, Access::read},
                         {6, dOut.view, Access::read}};
     plan.record(partials);
     // A gradient nobody wants binds the totals in its place, never written (the shader checks `wanted`).
-    Dispatch totals = perChannel(programs, "5", l, name() + " backward sums");
+    Dispatch totals = perChannel(programs, BatchNormMode::backwardTotals, l, name() + " backward sums");
     totals.buffers = {{1, w.partials, Access::read}, {2, w.totals, Access::write},
                       {3, targets[1] ? targets[1]->view : w.totals, Access::readWrite},
                       {5, targets[2] ? targets[2]->view : w.totals, Access::readWrite}};
     totals.uniforms.insert(totals.uniforms.end(), flags.begin(), flags.end());
     plan.record(totals);
     if (!targets[0]) return;
-    Dispatch dx = elementwise(programs, "6", l, name() + " backward");
+    Dispatch dx = elementwise(programs, BatchNormMode::backward, l, name() + " backward");
     dx.buffers = {{0, in[0].view, Access::read}, {2, w.totals, Access::read}, {4, w.stats, Access::read}, {5, in[1].view, Access::read},
                   {6, dOut.view, Access::read}, {7, targets[0]->view, targets[0]->accumulate ? Access::readWrite : Access::write}};
     dx.uniforms.insert(dx.uniforms.end(), flags.begin(), flags.end());
@@ -158,26 +159,26 @@ class BatchNorm : public Op {
     return {Uniform::u32(0, l.batch), Uniform::u32(1, l.channels), Uniform::u32(2, l.spatial), Uniform::f32(3, epsilon_),
             Uniform::f32(4, momentum_), Uniform::u32(5, l.chunk), Uniform::u32(6, l.chunks)};
   }
-  Dispatch dispatchOf(ProgramCache& programs, const char* mode, const Layout& l, const std::string& label) const {
+  Dispatch dispatchOf(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
     Dispatch dispatch;
-    dispatch.program = &programs.get("BatchNorm.glsl", {{"BN_MODE", mode}});
+    dispatch.program = &programs.get("BatchNorm.glsl", {kindDefine(mode)});
     dispatch.label = label;
     dispatch.uniforms = uniforms(l);
     return dispatch;
   }
   // One work group per (chunk, channel).
-  Dispatch chunked(ProgramCache& programs, const char* mode, const Layout& l, const std::string& label) const {
+  Dispatch chunked(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
     Dispatch dispatch = dispatchOf(programs, mode, l, label);
     dispatch.groups = {l.chunks, l.channels, 1};
     return dispatch;
   }
-  Dispatch perChannel(ProgramCache& programs, const char* mode, const Layout& l, const std::string& label) const {
+  Dispatch perChannel(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
     Dispatch dispatch = dispatchOf(programs, mode, l, label);
     dispatch.groups = linearGroups(l.channels, *dispatch.program);
     dispatch.linear = true;
     return dispatch;
   }
-  Dispatch elementwise(ProgramCache& programs, const char* mode, const Layout& l, const std::string& label) const {
+  Dispatch elementwise(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
     Dispatch dispatch = dispatchOf(programs, mode, l, label);
     dispatch.groups = linearGroups(std::uint64_t{l.batch} * l.channels * l.spatial, *dispatch.program);
     dispatch.linear = true;

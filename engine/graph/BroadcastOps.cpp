@@ -134,8 +134,7 @@ class BroadcastOp : public InferenceOp {
  public:
   BroadcastOp(BinaryKind kind, Pointwise after) : kind_(kind), after_(after) {}
   std::string name() const override {
-    static const char* const names[] = {"add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "prelu"};
-    return std::string(names[static_cast<int>(kind_)]) + (after_.kind == PointwiseKind::identity ? "" : " + " + after_.name());
+    return std::string(kindName(kind_)) + (after_.kind == PointwiseKind::identity ? "" : " + " + after_.name());
   }
   Shape outputShape(const std::vector<Shape>& in) const override {
     if (in.size() != 2) throw Error(name() + " takes two inputs");
@@ -145,7 +144,7 @@ class BroadcastOp : public InferenceOp {
   }
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     std::vector<ShaderDefine> defines = after_.defines();
-    defines.push_back({"BINARY_OP", std::to_string(static_cast<int>(kind_))});
+    defines.push_back(kindDefine(kind_));
     defines.push_back({"RANK", std::to_string(std::max<std::size_t>(out.shape.size(), 1))});
     const Program& program = programs.get("Broadcast.glsl", defines, {"Pointwise.glsl"});
     Dispatch dispatch = linearDispatch(program, name(), elementCount(out.shape));

@@ -7,6 +7,8 @@
 
 #include "gl/Program.h"
 #include "graph/Op.h"
+#include "numbers/AxisKinds.h"
+#include "numbers/BinaryKinds.h"
 #include "ops/Pointwise.h"
 #include "ops/StridedCopy.h"
 
@@ -18,9 +20,6 @@ namespace glnet {
 
 // The most axes a tensor of these ops may have (ONNX vision and transformer models use up to 5 or 6).
 constexpr std::size_t largestRank = largestCopyRank;
-
-// prelu: a where a ≥ 0, else a·b (PRelu's slope b).
-enum class BinaryKind { add = 0, subtract, multiply, divide, power, maximum, minimum, prelu };
 
 struct PoolSettings {
   bool average = false;
@@ -35,10 +34,6 @@ struct ConvSettings {
   std::array<std::uint32_t, 4> pads{0, 0, 0, 0};  // top, left, bottom, right
   std::uint32_t groups = 1;
 };
-
-// The reductions after min: 1/sqrt(variance + epsilon) (LayerNormalization's InvStdDev), Σ|x|, sqrt(Σx²), Σx²,
-// log Σx, log Σ exp x, Πx.
-enum class AxisKind { softmax = 0, logSoftmax, layerNormalization, mean, sum, max, min, inverseDeviation, l1, l2, sumSquare, logSum, logSumExp, product };
 
 // y = f(x); trainable for HardSwish, exact Gelu and SiLU.
 std::shared_ptr<const Op> pointwiseOp(Pointwise function);

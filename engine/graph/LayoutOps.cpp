@@ -2,10 +2,11 @@
 // region copies or views.
 #include "graph/InferenceOp.h"
 
-#include "gl/Limits.h"
 #include "base/check.h"
-#include "plan/Groups.h"
+#include "gl/Limits.h"
+#include "numbers/ShaderModes.h"
 #include "ops/StridedCopy.h"
+#include "plan/Groups.h"
 
 #include <algorithm>
 #include <cmath>
@@ -173,7 +174,7 @@ class ConcatOp : public LayoutOp {
     }
     const auto alignment = static_cast<std::size_t>(std::max(currentLimits().storageBufferOffsetAlignment, 4));
     begin -= begin % alignment;
-    const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "2"}, {"ACCUMULATE", "0"}});
+    const Program& program = programs.get("StridedCopy.glsl", {kindDefine(CopyMode::concat), {"ACCUMULATE", "0"}});
     Dispatch dispatch = linearDispatch(program, name() + " of " + std::to_string(in.size()), elementCount(out.shape));
     dispatch.buffers = {{0, BufferView(*in[0].view.buffer, begin, end - begin), Access::read}, {1, out.view, Access::write}};
     std::uint64_t outer = 1;

@@ -1,11 +1,12 @@
 // Pooling of any geometry and grouped, strided and dilated convolution of imported models (InferenceOps.h).
 #include "graph/InferenceOp.h"
 
-#include "gl/Limits.h"
 #include "base/check.h"
+#include "gl/Limits.h"
+#include "numbers/ShaderModes.h"
 #include "ops/Gemm.h"
-#include "plan/Groups.h"
 #include "ops/StridedCopy.h"
+#include "plan/Groups.h"
 #include "ref/Reference.h"
 
 #include <algorithm>
@@ -53,7 +54,7 @@ class PoolOp : public InferenceOp {
     return {in[0][0], in[0][1], oh, ow};
   }
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
-    const Program& program = programs.get("Pooling.glsl", {{"POOL_KIND", s_.average ? "1" : "0"}});
+    const Program& program = programs.get("Pooling.glsl", {kindDefine(s_.average ? PoolKind::average : PoolKind::max)});
     Dispatch dispatch = linearDispatch(program, name(), elementCount(out.shape));
     dispatch.buffers = {{0, in[0].view, Access::read}, {1, out.view, Access::write}};
     dispatch.uniforms = uniforms(in[0].shape, out.shape);
@@ -62,7 +63,7 @@ class PoolOp : public InferenceOp {
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
     if (!targets[0]) return;
-    const Program& program = programs.get("Pooling.glsl", {{"POOL_KIND", s_.average ? "1" : "0"}, {"POOL_GRADIENT", "1"}});
+    const Program& program = programs.get("Pooling.glsl", {kindDefine(s_.average ? PoolKind::average : PoolKind::max), {"POOL_GRADIENT", "1"}});
     Dispatch dispatch = linearDispatch(program, name() + " backward", elementCount(in[0].shape));
     dispatch.buffers = {{0, in[0].view, Access::read}, {2, dOut.view, Access::read}, {3, targets[0]->view, Access::readWrite}};
     dispatch.uniforms = uniforms(in[0].shape, out.shape);
@@ -200,24 +201,26 @@ class GroupedConvOp : public InferenceOp {
     const Shape& x = in[0].shape;
     const Shape& w = in[1].shape;
     const std::vector<ShaderDefine> geometry = geometryDefines(x, w, out.shape);
-    static const char* const labels[] = {" dX", " dW", " db"};
-    for (std::uint32_t mode = 0; mode < 3; ++mode) {
-      if (!targets[mode]) continue;
+    // Each gradient's number is its input's index: x, w, b.
+    for (const GroupedConvGradient gradient :
+         {GroupedConvGradient::inputGradient, GroupedConvGradient::weightGradient, GroupedConvGradient::biasGradient}) {
+      const std::optional<GradientTarget>& target = targets[kindNumber(gradient)];
+      if (!target) continue;
       std::vector<ShaderDefine> defines = geometry;
-      defines.push_back({"GRADIENT_MODE", std::to_string(mode)});
+      defines.push_back(kindDefine(gradient));
       const Program& program = programs.get("GroupedConvGradient.glsl", defines, {"GroupedConvGeometry.glsl"});
       Dispatch dispatch;
-      if (mode == 0) {
-        dispatch = linearDispatch(program, name() + labels[mode], elementCount(x));
+      if (gradient == GroupedConvGradient::inputGradient) {
+        dispatch = linearDispatch(program, name() + kindName(gradient), elementCount(x));
       } else {
         dispatch.program = &program;
-        dispatch.label = name() + labels[mode];
-        dispatch.groups = {static_cast<std::uint32_t>(mode == 1 ? elementCount(w) : w[0]), 1, 1};
+        dispatch.label = name() + kindName(gradient);
+        dispatch.groups = {static_cast<std::uint32_t>(gradient == GroupedConvGradient::weightGradient ? elementCount(w) : w[0]), 1, 1};
         dispatch.linear = true;
       }
       dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, dOut.view, Access::read},
-                          {3, targets[mode]->view, targets[mode]->accumulate ? Access::readWrite : Access::write}};
-      dispatch.uniforms = {Uniform::u32(0, x[0]), Uniform::u32(1, targets[mode]->accumulate ? 1 : 0)};
+                          {3, target->view, target->accumulate ? Access::readWrite : Access::write}};
+      dispatch.uniforms = {Uniform::u32(0, x[0]), Uniform::u32(1, target->accumulate ? 1 : 0)};
       plan.record(dispatch);
     }
   }

@@ -14,14 +14,15 @@ const onnx::NodeProto* Importer::soleReader(const std::string& name) const {
 
 std::optional<Pointwise> Importer::pointwiseOf(const onnx::NodeProto& node) const {
   const std::string& op = node.op_type();
-  static const std::map<std::string, PointwiseKind> plain{
-      {"Relu", PointwiseKind::relu}, {"Sigmoid", PointwiseKind::sigmoid}, {"Tanh", PointwiseKind::tanh}, {"HardSwish", PointwiseKind::hardSwish},
-      {"Erf", PointwiseKind::erf}, {"Sqrt", PointwiseKind::sqrt}, {"Exp", PointwiseKind::exp}, {"Log", PointwiseKind::log},
-      {"Neg", PointwiseKind::negate}, {"Abs", PointwiseKind::abs}, {"Reciprocal", PointwiseKind::reciprocal}, {"Softplus", PointwiseKind::softplus},
-      {"Ceil", PointwiseKind::ceil}, {"Floor", PointwiseKind::floor}, {"Round", PointwiseKind::round}, {"Sign", PointwiseKind::sign},
-      {"Sin", PointwiseKind::sin}, {"Cos", PointwiseKind::cos}, {"Tan", PointwiseKind::tan}, {"Asin", PointwiseKind::asin},
-      {"Acos", PointwiseKind::acos}, {"Atan", PointwiseKind::atan}, {"Sinh", PointwiseKind::sinh}, {"Cosh", PointwiseKind::cosh},
-      {"Asinh", PointwiseKind::asinh}, {"Acosh", PointwiseKind::acosh}, {"Atanh", PointwiseKind::atanh}, {"Softsign", PointwiseKind::softsign}};
+  // The kinds with an ONNX op type of their own and no attributes (numbers/PointwiseKinds.h's ONNX column).
+  static const std::map<std::string, PointwiseKind> plain = [] {
+    std::map<std::string, PointwiseKind> kinds;
+#define GLNET_PLAIN_ONNX(cpp, glsl, name, onnx, ...) \
+  if (*onnx) kinds.emplace(onnx, PointwiseKind::cpp);
+    GLNET_POINTWISE_KINDS(GLNET_PLAIN_ONNX)
+#undef GLNET_PLAIN_ONNX
+    return kinds;
+  }();
   if (const auto found = plain.find(op); found != plain.end()) {
     attributes(node, {});
     return Pointwise{found->second};

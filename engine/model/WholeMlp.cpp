@@ -97,7 +97,7 @@ WholeMlpOp::WholeMlpOp(ProgramCache& programs, const Network& network, const Lim
               {"MLP_MAX_WIDTH", std::to_string(widestActivation(network))},
               {"MLP_SLICES", std::to_string(slices_)},
               {"MLP_SLICE_WIDTH", std::to_string(sliceWidth_)},
-              {"ACTIVATION", std::to_string(static_cast<int>(network.activation))}};
+              kindDefine(network.activation)};
 }
 
 Dispatch WholeMlpOp::operator()(const BufferView& pixels, const BufferView& classes, const BufferView* probabilities,

@@ -12,14 +12,6 @@ Activation parseActivation(const std::string& name) {
   throw UsageError("unknown activation '" + name + "' (relu, tanh, sigmoid or none)");
 }
 
-const char* activationName(Activation activation) {
-  switch (activation) {
-    case Activation::relu: return "relu";
-    case Activation::tanh: return "tanh";
-    case Activation::sigmoid: return "sigmoid";
-    case Activation::none: return "none";
-  }
-  return "none";
-}
+const char* activationName(Activation activation) { return kindName(activation); }
 
 }  // namespace glnet

@@ -1,14 +1,15 @@
 #include "ops/Conv.h"
 
 #include "base/check.h"
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 namespace glnet {
 namespace {
 
-std::vector<ShaderDefine> convDefines(Activation activation, int mode, std::vector<ShaderDefine> layout = {}) {
-  layout.push_back({"CONV_MODE", std::to_string(mode)});
-  layout.push_back({"ACTIVATION", std::to_string(static_cast<int>(activation))});
+std::vector<ShaderDefine> convDefines(Activation activation, ConvMode mode, std::vector<ShaderDefine> layout = {}) {
+  layout.push_back(kindDefine(mode));
+  layout.push_back(kindDefine(activation));
   return layout;
 }
 
@@ -27,7 +28,7 @@ std::vector<ShaderDefine> weightGradientDefines(const ConvShape& s, const GemmCo
 // The defines of the GEMMs whose A is the implicit im2col matrix (forward and dX): gathered in runs, or for a
 // pointwise forward pass (ConvOp::readsPlainRows) read as a plain matrix, X's planes.
 enum class RowSource { gathered, plain };
-std::vector<ShaderDefine> rowDefines(RowSource source, Activation activation, int mode, const Pointwise& after = {}, bool residual = false,
+std::vector<ShaderDefine> rowDefines(RowSource source, Activation activation, ConvMode mode, const Pointwise& after = {}, bool residual = false,
                                      bool inputScaled = false) {
   std::vector<ShaderDefine> defines = convDefines(activation, mode, {{"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}});
   defines.push_back(source == RowSource::gathered ? ShaderDefine{"GEMM_A_GATHER", "1"} : ShaderDefine{"CONV_PLAIN_ROWS", "1"});
@@ -56,14 +57,14 @@ ConvOp::ConvOp(ProgramCache& programs, Activation activation, const Pointwise& a
       residual_(residual),
       inputScaled_(inputScaled),
       programs_(&programs),
-      forward_(programs, "Conv2D.glsl", rowDefines(RowSource::gathered, activation, 0, after, residual, inputScaled), after.fusedIncludes()),
-      plainRowsForward_(programs, "Conv2D.glsl", rowDefines(RowSource::plain, activation, 0, after, residual, inputScaled),
+      forward_(programs, "Conv2D.glsl", rowDefines(RowSource::gathered, activation, ConvMode::forward, after, residual, inputScaled), after.fusedIncludes()),
+      plainRowsForward_(programs, "Conv2D.glsl", rowDefines(RowSource::plain, activation, ConvMode::forward, after, residual, inputScaled),
                         after.fusedIncludes()),
-      inputGradient_(programs, "Conv2D.glsl", rowDefines(RowSource::gathered, Activation::none, 1)),
-      weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2)),
-      weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, 2, {{"CONV_BIAS_COLUMN", "1"}})),
+      inputGradient_(programs, "Conv2D.glsl", rowDefines(RowSource::gathered, Activation::none, ConvMode::inputGradient)),
+      weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, ConvMode::weightGradient)),
+      weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, ConvMode::weightGradient, {{"CONV_BIAS_COLUMN", "1"}})),
       splitSum_(programs),
-      finishForward_(programs, static_cast<int>(activation), after, residual) {}
+      finishForward_(programs, activation, after, residual) {}
 
 Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                           const ConvShape& s, bool accumulate, std::array<std::uint32_t, 3> groups) const {
@@ -76,10 +77,10 @@ Dispatch ConvOp::dispatch(const Program& program, const std::string& label, std:
   return d;
 }
 
-Dispatch ConvOp::rearrangeWeights(int mode, const char* label, const BufferView& weight, const BufferView& target,
+Dispatch ConvOp::rearrangeWeights(ConvMode mode, const char* label, const BufferView& weight, const BufferView& target,
                                   const ConvShape& s) const {
   std::vector<ShaderDefine> defines = convGeometryDefines(s);
-  defines.push_back({"CONV_MODE", std::to_string(mode)});
+  defines.push_back(kindDefine(mode));
   const Program& program = programs_->get("Conv2D.glsl", defines);
   Dispatch d = dispatch(program, label, {{1, weight, Access::read}, {3, target, Access::write}}, s, false,
                         linearGroups(std::uint64_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth, program));
@@ -99,7 +100,7 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
   GLNET_ASSERT(workspace.room() >= transposedWeightBytes(s), "the transposed conv weights need their own space");
   const BufferView transposedWeight(*workspace.buffer, workspace.offset, transposedWeightBytes(s));
-  const Dispatch t = rearrangeWeights(4, "conv weights transposed", weight, transposedWeight, s);
+  const Dispatch t = rearrangeWeights(ConvMode::transposeWeights, "conv weights transposed", weight, transposedWeight, s);
   const bool splittable = workspace.room() >= forwardWorkspaceBytes(s);
   const bool plainRows = !pooled && readsPlainRows(s);
   const GemmChoice split = forwardGemm(s, pooled, splittable);
@@ -149,7 +150,7 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
                "the convolution's input gradient needs workspace for its weights and partial sums");
   const BufferView rearranged(*workspace.buffer, workspace.offset, weightBytes);
   const BufferView partials(*workspace.buffer, workspace.offset + weightBytes, gemm.split.workspaceBytes(rows, s.channels));
-  const Dispatch r = rearrangeWeights(5, "conv weights rearranged for dX", weight, rearranged, s);
+  const Dispatch r = rearrangeWeights(ConvMode::weightsForInputGradient, "conv weights rearranged for dX", weight, rearranged, s);
   const Program& program =
       inputGradient_.get(*gemm.config, false, vec4Readable(rearranged.offset, s.channels), splitting, convGeometryDefines(s));
   const std::string label = std::string("conv dX ") + gemm.config->name;
@@ -206,7 +207,7 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferV
 
 std::optional<Dispatch> ConvOp::activationGradientInPlace(const BufferView& dy, const BufferView& y, const ConvShape& s) const {
   if (activation_ == Activation::none) return std::nullopt;
-  const Program& program = programs_->get("Conv2D.glsl", convDefines(activation_, 6, convGeometryDefines(s)));
+  const Program& program = programs_->get("Conv2D.glsl", convDefines(activation_, ConvMode::outputGradient, convGeometryDefines(s)));
   Dispatch d = dispatch(program, std::string("conv ") + activationName(activation_) + " gradient, in place",
                         {{1, y, Access::read}, {3, dy, Access::readWrite}}, s, false,
                         linearGroups(std::uint64_t{s.batch} * s.outChannels * s.outHeight() * s.outWidth(), program));
@@ -215,13 +216,13 @@ std::optional<Dispatch> ConvOp::activationGradientInPlace(const BufferView& dy, 
 }
 
 Dispatch ConvOp::biasGradient(const BufferView& dz, const BufferView& db, const ConvShape& s, bool accumulate) const {
-  return dispatch(programs_->get("Conv2D.glsl", convDefines(Activation::none, 3, convGeometryDefines(s))), "conv db",
+  return dispatch(programs_->get("Conv2D.glsl", convDefines(Activation::none, ConvMode::biasGradient, convGeometryDefines(s))), "conv db",
                   {{0, dz, Access::read}, {2, dz, Access::read}, {3, db, accumulate ? Access::readWrite : Access::write}}, s,
                   accumulate, {s.outChannels, 1, 1});
 }
 
 MaxPoolOp::MaxPoolOp(ProgramCache& programs)
-    : forward_(programs.get("MaxPool.glsl", {{"POOL_MODE", "0"}})), backward_(programs.get("MaxPool.glsl", {{"POOL_MODE", "1"}})) {}
+    : forward_(programs.get("MaxPool.glsl", {kindDefine(MaxPoolMode::forward)})), backward_(programs.get("MaxPool.glsl", {kindDefine(MaxPoolMode::backward)})) {}
 
 Dispatch MaxPoolOp::forward(const BufferView& x, const BufferView& y, const BufferView& argmax, std::uint32_t planes,
                             std::uint32_t height, std::uint32_t width) const {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "numbers/Activation.h"
+#include "numbers/ShaderModes.h"
 #include "ops/Gemm.h"
 #include "ops/Pointwise.h"
 #include "plan/Plan.h"
@@ -108,8 +109,8 @@ class ConvOp {
   Dispatch biasGradient(const BufferView& dz, const BufferView& db, const ConvShape& shape, bool accumulate) const;
 
  private:
-  // Conv2D.glsl mode 4 or 5: the weights rearranged into `target`, one invocation per weight.
-  Dispatch rearrangeWeights(int mode, const char* label, const BufferView& weight, const BufferView& target,
+  // Conv2D.glsl's transposeWeights or weightsForInputGradient: the weights rearranged into `target`, one invocation per weight.
+  Dispatch rearrangeWeights(ConvMode mode, const char* label, const BufferView& weight, const BufferView& target,
                             const ConvShape& shape) const;
   Dispatch dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                     const ConvShape& shape, bool accumulate, std::array<std::uint32_t, 3> groups) const;

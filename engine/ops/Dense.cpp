@@ -1,15 +1,12 @@
 #include "ops/Dense.h"
 
 #include "base/check.h"
+#include "numbers/ShaderModes.h"
 
 namespace glnet {
 namespace {
 
-constexpr std::uint32_t biasGradientColumns = 16;  // one group's strip in BackwardPass.glsl, mode 2
-
-ShaderDefine activationDefine(Activation activation) {
-  return {"ACTIVATION", std::to_string(static_cast<int>(activation))};
-}
+constexpr std::uint32_t biasGradientColumns = 16;  // one group's strip in BackwardPass.glsl's BACKWARD_MODE_BIAS_GRADIENT
 
 // y: the forward output (for act'), null where binding 0 holds dZᵀ already.
 Dispatch gradient(const Program& program, const std::string& label, const BufferView& dy, const BufferView* y,
@@ -64,22 +61,22 @@ DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
     : programs_(&programs),
       activation_(activation),
       hasBias_(hasBias),
-      forward_(programs, "ForwardPass.glsl", {activationDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}}),
+      forward_(programs, "ForwardPass.glsl", {kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}}),
       forwardTransposed_(programs, "ForwardPass.glsl",
-                         {activationDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}, {"TRANSPOSED_OPERANDS", "1"},
+                         {kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}, {"TRANSPOSED_OPERANDS", "1"},
                           {"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}}),
       transpose_(programs),
-      finishForward_(programs, static_cast<int>(activation)),
+      finishForward_(programs, activation),
       inputGradient_(programs, "BackwardPass.glsl",
-                     {activationDefine(activation), {"BACKWARD_MODE", "0"}, {"GEMM_B_ALONG_COLUMNS", "1"}}),
+                     {kindDefine(activation), kindDefine(BackwardMode::inputGradient), {"GEMM_B_ALONG_COLUMNS", "1"}}),
       inputGradientTransposed_(programs, "BackwardPass.glsl",
-                               {activationDefine(Activation::none), {"BACKWARD_MODE", "0"}, {"TRANSPOSED_OUTPUT_GRADIENT", "1"},
+                               {kindDefine(Activation::none), kindDefine(BackwardMode::inputGradient), {"TRANSPOSED_OUTPUT_GRADIENT", "1"},
                                 {"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}}),
       weightGradient_(programs, "BackwardPass.glsl",
-                      {activationDefine(activation), {"BACKWARD_MODE", "1"}, {"GEMM_A_ALONG_ROWS", "1"},
+                      {kindDefine(activation), kindDefine(BackwardMode::weightGradient), {"GEMM_A_ALONG_ROWS", "1"},
                        {"GEMM_B_ALONG_COLUMNS", "1"}}),
       splitSum_(programs),
-      biasGradient_(programs.get("BackwardPass.glsl", {activationDefine(activation), {"BACKWARD_MODE", "2"}})) {}
+      biasGradient_(programs.get("BackwardPass.glsl", {kindDefine(activation), kindDefine(BackwardMode::biasGradient)})) {}
 
 bool DenseOp::transposesOperands(const DenseShape& shape) {
   return shape.rows >= transposeFrom && shape.inputs >= transposeFrom && shape.outputs >= transposeFrom &&
@@ -129,7 +126,7 @@ Dispatch DenseOp::fewRowsForward(ProgramCache& programs, Activation activation, 
   GLNET_ASSERT(fewRows(shape), "the few-rows dense kernel takes 1 to 4 rows");
   const std::uint32_t outputsPerGroup = 8 / shape.rows;
   const bool vec4 = vec4Readable(x.offset, shape.inputs) && vec4Readable(weight.offset, shape.inputs);
-  std::vector<ShaderDefine> defines{activationDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"},
+  std::vector<ShaderDefine> defines{kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"},
                                     {"ROWS", std::to_string(shape.rows)}, {"FEW_OUTPUTS", std::to_string(outputsPerGroup)}};
   if (vec4) defines.push_back({"VEC4", "1"});
   for (ShaderDefine& define : after.fusedDefines()) defines.push_back(std::move(define));

@@ -1,21 +1,19 @@
 #include "ops/Elementwise.h"
 
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 namespace glnet {
 
 ElementwiseOp::ElementwiseOp(ProgramCache& programs, ElementwiseKind kind, Activation activation)
     : kind_(kind),
-      program_(programs.get("Elementwise.glsl", {{"ELEMENTWISE_OP", std::to_string(static_cast<int>(kind))},
-                                                 {"ACTIVATION", std::to_string(static_cast<int>(activation))}})) {}
+      program_(programs.get("Elementwise.glsl", {kindDefine(kind), kindDefine(activation)})) {}
 
 Dispatch ElementwiseOp::operator()(const BufferView& a, const BufferView& b, const BufferView& out, std::uint32_t count,
                                    bool accumulate, std::uint32_t columns, float scale) const {
-  static const char* const labels[] = {"activation", "activation gradient", "add",   "multiply",
-                                       "bias add",   "copy",                "scale", "scale-weigh-activate"};
   Dispatch dispatch;
   dispatch.program = &program_;
-  dispatch.label = labels[static_cast<int>(kind_)];
+  dispatch.label = kindName(kind_);
   dispatch.buffers = {{0, a, Access::read}, {1, b, Access::read}, {2, out, accumulate ? Access::readWrite : Access::write}};
   dispatch.uniforms = {Uniform::u32(0, count), Uniform::u32(1, columns), Uniform::u32(2, accumulate ? 1u : 0u),
                        Uniform::f32(3, scale)};
@@ -25,8 +23,8 @@ Dispatch ElementwiseOp::operator()(const BufferView& a, const BufferView& b, con
 }
 
 MeanSquaredErrorOp::MeanSquaredErrorOp(ProgramCache& programs)
-    : loss_(programs.get("Loss.glsl", {{"LOSS_MODE", "0"}, {"LOCAL_SIZE_X", "64"}})),
-      gradient_(programs.get("Loss.glsl", {{"LOSS_MODE", "1"}})) {}
+    : loss_(programs.get("Loss.glsl", {kindDefine(LossMode::loss), {"LOCAL_SIZE_X", "64"}})),
+      gradient_(programs.get("Loss.glsl", {kindDefine(LossMode::gradient)})) {}
 
 Dispatch MeanSquaredErrorOp::loss(const BufferView& y, const BufferView& target, const BufferView& loss,
                                   std::uint32_t rows, std::uint32_t columns) const {

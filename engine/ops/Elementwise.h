@@ -2,21 +2,11 @@
 #pragma once
 
 #include "numbers/Activation.h"
+#include "numbers/ElementwiseKinds.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 
 namespace glnet {
-
-enum class ElementwiseKind {
-  activation = 0,
-  activationGradient = 1,
-  add = 2,
-  multiply = 3,
-  biasAdd = 4,
-  copy = 5,
-  scale = 6,
-  scaleMultiplyActivate = 7
-};
 
 class ElementwiseOp {
  public:

@@ -1,12 +1,13 @@
 #include "ops/GradientCompression.h"
 
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 namespace glnet {
 
 GradientCompressionOp::GradientCompressionOp(ProgramCache& programs)
-    : compress_(programs.get("GradientCompression.glsl", {{"COMPRESSION_MODE", "0"}})),
-      expand_(programs.get("GradientCompression.glsl", {{"COMPRESSION_MODE", "1"}})) {}
+    : compress_(programs.get("GradientCompression.glsl", {kindDefine(CompressionMode::compress)})),
+      expand_(programs.get("GradientCompression.glsl", {kindDefine(CompressionMode::expand)})) {}
 
 Dispatch GradientCompressionOp::compress(const BufferView& gradients, const BufferView& residuals, const BufferView& packed,
                                          std::uint32_t floats) const {

@@ -1,6 +1,7 @@
 #include "ops/Optimizer.h"
 
 #include "base/check.h"
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 namespace glnet {
@@ -13,19 +14,11 @@ OptimizerKind parseOptimizer(const std::string& name) {
   throw UsageError("unknown optimizer '" + name + "' (sgd, momentum, adam or adamw)");
 }
 
-const char* optimizerName(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::sgd: return "sgd";
-    case OptimizerKind::momentum: return "momentum";
-    case OptimizerKind::adam: return "adam";
-    case OptimizerKind::adamw: return "adamw";
-  }
-  return "sgd";
-}
+const char* optimizerName(OptimizerKind kind) { return kindName(kind); }
 
 OptimizerOp::OptimizerOp(ProgramCache& programs, const OptimizerSettings& settings)
     : settings_(settings),
-      program_(programs.get("Optimizer.glsl", {{"OPTIMIZER", std::to_string(static_cast<int>(settings.kind))},
+      program_(programs.get("Optimizer.glsl", {kindDefine(settings.kind),
                                                {"NESTEROV", settings.nesterov ? "1" : "0"},
                                                {"CLIP", settings.clipNorm > 0 ? "1" : "0"}})) {}
 
@@ -51,9 +44,9 @@ Dispatch OptimizerOp::update(const BufferView& parameters, const BufferView& gra
 }
 
 GatherOp::GatherOp(ProgramCache& programs)
-    : images_(programs.get("Gather.glsl", {{"GATHER_MODE", "0"}})),
-      labels_(programs.get("Gather.glsl", {{"GATHER_MODE", "1"}})),
-      augmented_(programs.get("Gather.glsl", {{"GATHER_MODE", "2"}})) {}
+    : images_(programs.get("Gather.glsl", {kindDefine(GatherMode::images)})),
+      labels_(programs.get("Gather.glsl", {kindDefine(GatherMode::labels)})),
+      augmented_(programs.get("Gather.glsl", {kindDefine(GatherMode::augmented)})) {}
 
 Dispatch GatherOp::images(const BufferView& pixels, const BufferView& indices, const BufferView& out, std::uint32_t rows,
                           std::uint32_t pixelsPerImage, int firstRow, const InputFormat& format) const {

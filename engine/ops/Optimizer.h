@@ -2,6 +2,7 @@
 // a training step.
 #pragma once
 
+#include "numbers/OptimizerKinds.h"
 #include "ops/Normalize.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
@@ -10,7 +11,6 @@
 
 namespace glnet {
 
-enum class OptimizerKind { sgd = 0, momentum = 1, adam = 2, adamw = 3 };
 OptimizerKind parseOptimizer(const std::string& name);  // throws UsageError
 const char* optimizerName(OptimizerKind kind);
 
@@ -37,7 +37,7 @@ class OptimizerOp {
   Dispatch update(const BufferView& parameters, const BufferView& gradients, const std::vector<BufferView>& state,
                   std::uint32_t count, std::uint32_t decayed, int step, int learningRate,
                   const std::optional<BufferView>& squaredNorm = std::nullopt) const;
-  static std::size_t stateBuffers(OptimizerKind kind) { return kind == OptimizerKind::adamw ? 2 : static_cast<std::size_t>(kind); }
+  static std::size_t stateBuffers(OptimizerKind kind) { return kind == OptimizerKind::sgd ? 0 : kind == OptimizerKind::momentum ? 1 : 2; }
 
  private:
   OptimizerSettings settings_;

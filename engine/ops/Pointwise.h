@@ -1,20 +1,15 @@
-// The pointwise functions of imported models (ONNX activations and elementwise functions): the numbers of
-// shaders/Pointwise.glsl, their float64 reference, and the defines that select one in a shader that applies it
+// The pointwise functions of imported models (ONNX activations and elementwise functions; their list is
+// numbers/PointwiseKinds.h): their float64 reference, and the defines that select one in a shader that applies it
 // after its own result.
 #pragma once
 
 #include "gl/Program.h"
+#include "numbers/PointwiseKinds.h"
 
 #include <string>
 #include <vector>
 
 namespace glnet {
-
-enum class PointwiseKind {
-  identity = 0, relu, sigmoid, tanh, clip, hardSigmoid, hardSwish, leakyRelu, erf, gelu, geluTanh, sqrt, pow, exp, log,
-  negate, abs, reciprocal, elu, softplus, silu, ceil, floor, round, sign, sin, cos, tan, asin, acos, atan, sinh, cosh,
-  asinh, acosh, atanh, thresholdedRelu, shrink, celu, selu, softsign
-};
 
 // A pointwise function with its constants (Clip's min and max, HardSigmoid's alpha and beta, LeakyRelu's, Elu's,
 // Celu's and ThresholdedRelu's alpha, Selu's alpha and gamma, Shrink's bias and lambd, Pow's exponent as alpha); the

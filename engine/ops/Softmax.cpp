@@ -1,20 +1,21 @@
 #include "ops/Softmax.h"
 
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 namespace glnet {
 namespace {
-const Program& mode(ProgramCache& programs, int value) {
-  return programs.get("Softmax.glsl", {{"SOFTMAX_MODE", std::to_string(value)}, {"LOCAL_SIZE_X", "64"}});
+const Program& mode(ProgramCache& programs, SoftmaxMode value) {
+  return programs.get("Softmax.glsl", {kindDefine(value), {"LOCAL_SIZE_X", "64"}});
 }
 }  // namespace
 
 SoftmaxOp::SoftmaxOp(ProgramCache& programs)
-    : softmax_(mode(programs, 0)),
-      argmax_(mode(programs, 1)),
-      crossEntropy_(mode(programs, 2)),
-      crossEntropyGradient_(mode(programs, 3)),
-      correct_(mode(programs, 4)) {}
+    : softmax_(mode(programs, SoftmaxMode::softmax)),
+      argmax_(mode(programs, SoftmaxMode::argmax)),
+      crossEntropy_(mode(programs, SoftmaxMode::crossEntropy)),
+      crossEntropyGradient_(mode(programs, SoftmaxMode::crossEntropyGradient)),
+      correct_(mode(programs, SoftmaxMode::correct)) {}
 
 Dispatch SoftmaxOp::rowwise(const Program& program, const char* label, std::vector<StorageBinding> buffers,
                             std::uint32_t rows, std::uint32_t columns, const Uniform& firstRow, bool accumulate) const {

@@ -32,8 +32,8 @@ Dispatch SplitSumOp::operator()(const BufferView& partial, const BufferView& out
 
 namespace {
 
-std::vector<ShaderDefine> finishDefines(int activation, const Pointwise& after, bool residual) {
-  std::vector<ShaderDefine> defines{{"BIAS_ACTIVATION", "1"}, {"ACTIVATION", std::to_string(activation)}};
+std::vector<ShaderDefine> finishDefines(Activation activation, const Pointwise& after, bool residual) {
+  std::vector<ShaderDefine> defines{{"BIAS_ACTIVATION", "1"}, kindDefine(activation)};
   if (residual) defines.push_back({"RESIDUAL", "1"});
   for (ShaderDefine& define : after.fusedDefines()) defines.push_back(std::move(define));
   return defines;
@@ -41,9 +41,9 @@ std::vector<ShaderDefine> finishDefines(int activation, const Pointwise& after, 
 
 }  // namespace
 
-SplitBiasActivationOp::SplitBiasActivationOp(ProgramCache& programs, int activation, const Pointwise& after, bool residual)
+SplitBiasActivationOp::SplitBiasActivationOp(ProgramCache& programs, Activation activation, const Pointwise& after, bool residual)
     : program_(programs.get("SplitSum.glsl", finishDefines(activation, after, residual), after.fusedIncludes())),
-      pooledProgram_(programs.get("SplitSum.glsl", {{"BIAS_ACTIVATION", "1"}, {"POOL", "1"}, {"ACTIVATION", std::to_string(activation)}})) {}
+      pooledProgram_(programs.get("SplitSum.glsl", {{"BIAS_ACTIVATION", "1"}, {"POOL", "1"}, kindDefine(activation)})) {}
 
 Dispatch SplitBiasActivationOp::pooled(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t images,
                                        std::uint32_t channels, std::uint32_t height, std::uint32_t width, std::uint32_t splits) const {

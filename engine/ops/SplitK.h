@@ -3,6 +3,7 @@
 // them. Portable: no float atomics.
 #pragma once
 
+#include "numbers/Activation.h"
 #include "ops/Pointwise.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
@@ -38,7 +39,7 @@ class SplitSumOp {
 class SplitBiasActivationOp {
  public:
   // `residual`: out[i] = after(act(Σ + bias + residual[i])), residual given to operator().
-  SplitBiasActivationOp(ProgramCache& programs, int activation, const Pointwise& after = {}, bool residual = false);
+  SplitBiasActivationOp(ProgramCache& programs, Activation activation, const Pointwise& after = {}, bool residual = false);
   Dispatch operator()(const BufferView& partial, const BufferView& bias, const BufferView& out, std::uint32_t count,
                       std::uint32_t columns, std::uint32_t splits, std::uint32_t plane = 1,
                       const BufferView* residual = nullptr) const;

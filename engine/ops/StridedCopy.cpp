@@ -1,6 +1,7 @@
 #include "ops/StridedCopy.h"
 
 #include "base/check.h"
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 #include <algorithm>
@@ -11,7 +12,7 @@ Dispatch regionCopy(ProgramCache& programs, const std::string& label, const Buff
                     bool accumulate) {
   GLNET_ASSERT(copy.region.size() <= largestCopyRank && copy.xStrides.size() == copy.region.size() && copy.yStrides.size() == copy.region.size(),
                "a region copy has one stride per axis, at most 6 axes");
-  const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "0"},
+  const Program& program = programs.get("StridedCopy.glsl", {kindDefine(CopyMode::copy),
                                                                 {"RANK", std::to_string(std::max<std::size_t>(copy.region.size(), 1))},
                                                                 {"ACCUMULATE", accumulate ? "1" : "0"}});
   std::uint64_t count = 1;
@@ -32,7 +33,7 @@ Dispatch regionCopy(ProgramCache& programs, const std::string& label, const Buff
 }
 
 Dispatch fill(ProgramCache& programs, const std::string& label, const BufferView& y, std::uint64_t count, float value) {
-  const Program& program = programs.get("StridedCopy.glsl", {{"COPY_MODE", "1"}, {"RANK", "1"}, {"ACCUMULATE", "0"}});
+  const Program& program = programs.get("StridedCopy.glsl", {kindDefine(CopyMode::fill), {"RANK", "1"}, {"ACCUMULATE", "0"}});
   Dispatch dispatch = linearDispatch(program, label, count);
   // The fill reads nothing; binding 0 must still hold a buffer.
   dispatch.buffers = {{0, y, Access::read}, {1, y, Access::write}};

@@ -29,7 +29,7 @@ Dispatch TransposeOp::preActivationGradient(const BufferView& dy, const BufferVi
                                             std::string label) const {
   if (activation == Activation::none) return (*this)(dy, target, rows, columns, std::move(label));
   const Program& program =
-      programs_->get("Transpose.glsl", {{"ACTIVATION", std::to_string(static_cast<int>(activation))}});
+      programs_->get("Transpose.glsl", {kindDefine(activation)});
   Dispatch d = transposeDispatch(program, dy, target, rows, columns, std::move(label));
   d.buffers = {{0, dy, Access::readWrite}, {1, y, Access::read}, {3, target, Access::write}};
   return d;

@@ -1,6 +1,7 @@
 #include "ops/Winograd.h"
 
 #include "base/check.h"
+#include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
 #include <algorithm>
@@ -46,10 +47,10 @@ std::size_t chunkScratchBytes(const ConvShape& s, std::uint32_t images) {
   return roundedTo256(positions * s.channels * perPosition) + positions * s.outChannels * perPosition;
 }
 
-std::vector<ShaderDefine> geometry(const ConvShape& s, int mode) {
+std::vector<ShaderDefine> geometry(const ConvShape& s, WinogradMode mode) {
   std::vector<ShaderDefine> defines = convGeometryDefines(s);
   defines.push_back({"WINOGRAD_TILE", std::to_string(WinogradConvOp::outputTile(s))});
-  defines.push_back({"WINOGRAD_MODE", std::to_string(mode)});
+  defines.push_back(kindDefine(mode));
   return defines;
 }
 
@@ -135,7 +136,7 @@ Dispatch WinogradConvOp::linear(const Program& program, const std::string& label
 Dispatch WinogradConvOp::transformWeights(const BufferView& weight, const BufferView& transformed, const ConvShape& s) const {
   GLNET_ASSERT(fits(s), "Winograd's convolutions take 3x3 kernels at stride 1");
   GLNET_ASSERT(transformed.room() >= transformedWeightBytes(s), "the transformed weights need their own space");
-  return linear(programs_->get("Winograd.glsl", geometry(s, 0)), "conv winograd F" + std::to_string(outputTile(s)) + " weights",
+  return linear(programs_->get("Winograd.glsl", geometry(s, WinogradMode::weights)), "conv winograd F" + std::to_string(outputTile(s)) + " weights",
                 {{1, weight, Access::read}, {3, transformed, Access::write}}, s, std::uint64_t{s.outChannels} * s.channels);
 }
 
@@ -152,13 +153,13 @@ std::vector<Dispatch> WinogradConvOp::forward(const BufferView& x, const BufferV
   const BufferView inputs(*scratch.buffer, scratch.offset, positions * s.channels * stride * sizeof(float));
   const BufferView products(*scratch.buffer, scratch.offset + roundedTo256(inputs.bytes), positions * s.outChannels * stride * sizeof(float));
   const BufferView weights(*transformed.buffer, transformed.offset, std::size_t{positions} * s.channels * s.outChannels * sizeof(float));
-  const Program& inputProgram = programs_->get("Winograd.glsl", geometry(s, 1));
+  const Program& inputProgram = programs_->get("Winograd.glsl", geometry(s, WinogradMode::input));
   // Each position's GEMM has T rows, OC columns and a sum over C; the rule sees the P of them as one of P·T rows.
   const GemmChoice gemm = chooseGemm(positions * stride, s.outChannels, s.channels, false);
   const Program& productProgram = products_.get(*gemm.config, vec4Readable(inputs.offset, stride),
-                                                vec4Readable(weights.offset, s.outChannels), false, geometry(s, 2));
-  std::vector<ShaderDefine> defines = geometry(s, 3);
-  defines.push_back({"ACTIVATION", std::to_string(static_cast<int>(activation_))});
+                                                vec4Readable(weights.offset, s.outChannels), false, geometry(s, WinogradMode::gemms));
+  std::vector<ShaderDefine> defines = geometry(s, WinogradMode::output);
+  defines.push_back(kindDefine(activation_));
   if (pooled) defines.push_back({"WINOGRAD_POOL", "1"});
   if (residual_) defines.push_back({"WINOGRAD_RESIDUAL", "1"});
   for (ShaderDefine& define : after_.fusedDefines()) defines.push_back(std::move(define));

@@ -1,0 +1,38 @@
+#include "numbers/Activation.h"
+#include "numbers/AxisKinds.h"
+#include "numbers/PointwiseKinds.h"
+
+#include <doctest/doctest.h>
+
+#include <set>
+#include <sstream>
+#include <string>
+
+using namespace glnet;
+
+// A row whose GLSL suffix repeats another's would define one name twice in every program; one whose ONNX op type
+// repeats another's would leave that op type mapping to whichever row came first.
+TEST_CASE("the kind lists give shaders one define per kind, numbered in list order, and each ONNX op type one kind") {
+  std::istringstream lines(allKindDefines());
+  std::set<std::string> defined;
+  std::string line;
+  while (std::getline(lines, line)) {
+    CAPTURE(line);
+    std::istringstream words(line);
+    std::string directive, name, number;
+    REQUIRE((words >> directive >> name >> number));
+    CHECK(directive == "#define");
+    CHECK(defined.insert(name).second);
+  }
+  CHECK(defined.count("POINTWISE_ERF"));
+  CHECK(allKindDefines().find("#define POINTWISE_ERF " + std::to_string(kindNumber(PointwiseKind::erf)) + "\n") != std::string::npos);
+  CHECK(allKindDefines().find("#define AXIS_OP_PRODUCT " + std::to_string(kindCount<AxisKind>() - 1) + "\n") != std::string::npos);
+  CHECK(std::string(kindName(PointwiseKind::geluTanh)) == "gelu (tanh)");
+
+  std::set<std::string> onnxTypes;
+#define GLNET_CHECK_ONNX(cpp, glsl, name, onnx, ...) \
+  if (*onnx) CHECK_MESSAGE(onnxTypes.insert(onnx).second, onnx);
+  GLNET_POINTWISE_KINDS(GLNET_CHECK_ONNX)
+#undef GLNET_CHECK_ONNX
+  CHECK(onnxTypes.count("Relu"));
+}
