@@ -6,11 +6,8 @@
 
 namespace glnet::onnximport {
 
-bool Importer::foldable(const onnx::NodeProto& node) const {
-  static const std::set<std::string> folded = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice", "Add", "Sub",
-                                               "Mul", "Div", "ConstantOfShape", "Reshape", "Equal", "Where", "Range", "Expand"};
-  if (!folded.count(node.op_type())) return false;
-  if (node.op_type() == "Shape") return true;
+bool Importer::foldable(const onnx::NodeProto& node, const OnnxOp& op) const {
+  if (op.folding != OnnxFolding::constantInputs) return op.folding == OnnxFolding::always;
   for (const std::string& name : node.input()) {
     if (!name.empty() && !value(name, "node '" + node.name() + "'").constant) return false;
   }

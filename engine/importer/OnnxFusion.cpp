@@ -12,8 +12,7 @@ const onnx::NodeProto* Importer::soleReader(const std::string& name) const {
   return found->second[0];
 }
 
-std::optional<Pointwise> Importer::pointwiseOf(const onnx::NodeProto& node) const {
-  const std::string& op = node.op_type();
+const std::map<std::string, PointwiseKind>& Importer::plainPointwise() {
   static const std::map<std::string, PointwiseKind> plain{
       {"Relu", PointwiseKind::relu}, {"Sigmoid", PointwiseKind::sigmoid}, {"Tanh", PointwiseKind::tanh}, {"HardSwish", PointwiseKind::hardSwish},
       {"Erf", PointwiseKind::erf}, {"Sqrt", PointwiseKind::sqrt}, {"Exp", PointwiseKind::exp}, {"Log", PointwiseKind::log},
@@ -22,6 +21,12 @@ std::optional<Pointwise> Importer::pointwiseOf(const onnx::NodeProto& node) cons
       {"Sin", PointwiseKind::sin}, {"Cos", PointwiseKind::cos}, {"Tan", PointwiseKind::tan}, {"Asin", PointwiseKind::asin},
       {"Acos", PointwiseKind::acos}, {"Atan", PointwiseKind::atan}, {"Sinh", PointwiseKind::sinh}, {"Cosh", PointwiseKind::cosh},
       {"Asinh", PointwiseKind::asinh}, {"Acosh", PointwiseKind::acosh}, {"Atanh", PointwiseKind::atanh}, {"Softsign", PointwiseKind::softsign}};
+  return plain;
+}
+
+std::optional<Pointwise> Importer::pointwiseOf(const onnx::NodeProto& node) const {
+  const std::string& op = node.op_type();
+  const std::map<std::string, PointwiseKind>& plain = plainPointwise();
   if (const auto found = plain.find(op); found != plain.end()) {
     attributes(node, {});
     return Pointwise{found->second};
