@@ -178,14 +178,15 @@ void Importer::importNode(const onnx::NodeProto& node) {
   if (result_.opset < row->firstOpset || result_.opset > row->lastOpset) {
     refuse(node, "glnet reads " + op + " at opsets " + std::to_string(row->firstOpset) + " to " + std::to_string(row->lastOpset));
   }
+  const Attributes a = attributes(node, row->attributes);
   if (foldable(node, *row)) {
-    values_[node.output(0)] = {true, fold(node), {}};
+    values_[node.output(0)] = {true, fold(node, a), {}};
     result_.nodes.push_back({node.name(), op, "folded", {}});
     return;
   }
   // An op folded only, of an input that is no constant.
   if (!row->import) refuse(node, "the op " + op + " is not supported yet");
-  (this->*row->import)(node, attributes(node, row->attributes));
+  (this->*row->import)(node, a);
 }
 
 void Importer::importConstant(const onnx::NodeProto& node, const Attributes& a) {

@@ -260,7 +260,8 @@ class Importer {
   Constant broadcast(const onnx::NodeProto& node, const std::vector<const Constant*>& operands,
                      const std::function<double(const std::vector<double>&)>& combine) const;
 
-  Constant fold(const onnx::NodeProto& node);
+  // A foldable node's value; `a`: its attributes, checked against its row's.
+  Constant fold(const onnx::NodeProto& node, const Attributes& a);
 
   std::string path_;
   std::uint32_t batch_;

@@ -34,13 +34,12 @@ enum class OnnxFolding {
 
 struct OnnxOp {
   using Attributes = std::map<std::string, const onnx::AttributeProto*>;
-  // Builds the node's graph op, with its attributes checked against `attributes`.
+  // Builds the node's graph op from the node and its attributes (checked against `attributes`).
   using Import = void (onnximport::Importer::*)(const onnx::NodeProto&, const Attributes&);
 
   std::string type;
   int firstOpset = 6, lastOpset = 18;  // glnet reads opsets 6 to 18; a row may take fewer
-  // The attributes the import takes (a constant fold checks its own in OnnxFolding.cpp's fold(); an op only folded
-  // lists none here).
+  // The attributes the op takes, imported or folded; any other is refused.
   std::set<std::string> attributes;
   Import import = nullptr;  // none: the op is only folded
   OnnxFolding folding = OnnxFolding::never;
