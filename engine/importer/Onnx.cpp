@@ -172,8 +172,8 @@ void Importer::importNode(const onnx::NodeProto& node) {
     result_.nodes.push_back({node.name(), node.op_type(), "fused", graph_.tensor(in.tensor).shape});
     return;
   }
-  const OnnxOp* row = findOnnxOp(node.op_type());
   const std::string& op = node.op_type();
+  const OnnxOp* row = findOnnxOp(op);
   if (!row) refuse(node, "the op " + op + " is not supported yet");
   if (result_.opset < row->firstOpset || result_.opset > row->lastOpset) {
     refuse(node, "glnet reads " + op + " at opsets " + std::to_string(row->firstOpset) + " to " + std::to_string(row->lastOpset));
