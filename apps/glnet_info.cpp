@@ -2,6 +2,7 @@
 // and runs a self-check.
 #include "common/Cli.h"
 #include "importer/Onnx.h"
+#include "importer/OnnxOps.h"
 #include "graph/MemoryPlan.h"
 #include "gl/Context.h"
 #include "gl/Sync.h"
@@ -212,8 +213,15 @@ int main(int argc, char** argv) {
         .option("model", "FILE", "instead: describe an ONNX model as glnet will run it (inputs, outputs, every node with "
                                  "the op it becomes and its output shape, multiply-adds, parameter and activation bytes)")
         .option("batch", "N", "with --model: the batch size to describe it at, for a model whose batch is dynamic (default: 1, "
-                              "or the model's fixed batch)");
+                              "or the model's fixed batch)")
+        .flag("ops", "instead: list the ONNX operators glnet imports (opsets, run or folded at load, fine-tuned, what runs)")
+        .flag("markdown", "with --ops: as README's Markdown table");
     parser.parse(argc, argv);
+    if (parser.has("markdown") && !parser.has("ops")) throw UsageError("--markdown goes with --ops");
+    if (parser.has("ops")) {
+      std::cout << onnxOpsTable(parser.has("markdown"));
+      return 0;
+    }
     if (parser.has("model")) {
       const auto batch = parser.has("batch") ? static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20)) : 0u;
       return describeModel(parser.text("model"), batch, parser.has("json"));

@@ -172,96 +172,86 @@ void Importer::importNode(const onnx::NodeProto& node) {
     result_.nodes.push_back({node.name(), node.op_type(), "fused", graph_.tensor(in.tensor).shape});
     return;
   }
-  if (foldable(node)) {
-    values_[node.output(0)] = {true, fold(node), {}};
-    result_.nodes.push_back({node.name(), node.op_type(), "folded", {}});
+  const std::string& op = node.op_type();
+  const OnnxOp* row = findOnnxOp(op);
+  if (!row) refuse(node, "the op " + op + " is not supported yet");
+  if (result_.opset < row->firstOpset || result_.opset > row->lastOpset) {
+    refuse(node, "glnet reads " + op + " at opsets " + std::to_string(row->firstOpset) + " to " + std::to_string(row->lastOpset));
+  }
+  const Attributes a = attributes(node, row->attributes);
+  if (foldable(node, *row)) {
+    values_[node.output(0)] = {true, fold(node, a), {}};
+    result_.nodes.push_back({node.name(), op, "folded", {}});
     return;
   }
+  // An op folded only, of an input that is no constant.
+  if (!row->import) refuse(node, "the op " + op + " is not supported yet");
+  (this->*row->import)(node, a);
+}
+
+void Importer::importConstant(const onnx::NodeProto& node, const Attributes& a) {
+  if (!a.count("value")) refuse(node, "only the value attribute is supported");
+  values_[node.output(0)] = {true, readTensor(a.at("value")->t()), {}};
+  result_.nodes.push_back({node.name(), node.op_type(), "folded", {}});
+}
+
+void Importer::importIdentity(const onnx::NodeProto& node, const Attributes& a) {
   const std::string& op = node.op_type();
-  if (op == "Constant") {
-    const auto a = attributes(node, {"value"});
-    if (!a.count("value")) refuse(node, "only the value attribute is supported");
-    values_[node.output(0)] = {true, readTensor(a.at("value")->t()), {}};
-    result_.nodes.push_back({node.name(), op, "folded", {}});
-  } else if (op == "Identity" || op == "Dropout" || op == "Cast") {
-    const auto a = attributes(node, {"seed", "ratio", "training_mode", "to", "saturate"});
-    if (op == "Cast" && integer(a, "to", 0) != onnx::TensorProto::FLOAT) refuse(node, "a tensor computed on the GPU stays float; casts to other types are not supported");
-    if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty() && scalar(node, 2) != 0) refuse(node, "training mode is not supported");
-    if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the mask output is not supported (inference only)");
-    const Value& in = operand(node, 0);
-    values_[node.output(0)] = in;
-    // Of a constant (PyTorch's Identity on a shared weight), it is folded like any constant node.
-    result_.nodes.push_back({node.name(), op, in.constant ? "folded" : "identity", in.constant ? Shape{} : graph_.tensor(in.tensor).shape});
-  } else if (op == "Gemm" || op == "MatMul") {
-    importProduct(node);
-  } else if (const std::optional<Pointwise> function = pointwiseOf(node)) {
-    // x·sigmoid(x) (SiLU, EfficientNet's activation) as one op: the sigmoid's tensor is never made.
-    const onnx::NodeProto* product = function->kind == PointwiseKind::sigmoid ? soleReader(node.output(0)) : nullptr;
-    const bool silu = product && multiplies(*product, node.input(0), node.output(0));
-    if (silu) {
-      fused_.insert(product);
-      aliases_[product] = node.output(0);
-    }
-    const Pointwise applied = silu ? Pointwise{PointwiseKind::silu} : *function;
-    apply(node, pointwiseOp(applied), {tensorInput(node, 0)}, applied.name());
-  } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "PRelu" ||
-             ((op == "Max" || op == "Min") && node.input_size() == 2)) {
-    importBinary(node);
-  } else if (op == "Sum" || op == "Mean" || op == "Max" || op == "Min") {
-    importVariadic(node);
-  } else if (op == "Conv") {
-    importConv(node);
-  } else if (op == "BatchNormalization") {
-    importBatchNormalization(node);
-  } else if (op == "MaxPool" || op == "AveragePool") {
-    importPool(node);
-  } else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
-    attributes(node, {});
-    const Tensor x = tensorInput(node, 0);
-    const auto rank = static_cast<std::uint32_t>(shapeOf(x).size());
-    if (rank < 3) refuse(node, "the input must be [N, C, spatial...]");
-    apply(node, axisOp(op == "GlobalAveragePool" ? AxisKind::mean : AxisKind::max, 2, rank, true), {x}, "global pool");
-  } else if (op == "Softmax" || op == "LogSoftmax") {
-    importSoftmax(node);
-  } else if (op == "ReduceMean" || op == "ReduceSum" || op == "ReduceMax" || op == "ReduceMin" || op == "ReduceL1" || op == "ReduceL2" ||
-             op == "ReduceSumSquare" || op == "ReduceLogSum" || op == "ReduceLogSumExp" || op == "ReduceProd") {
-    importReduce(node);
-  } else if (op == "LayerNormalization") {
-    importLayerNormalization(node);
-  } else if (op == "Flatten" || op == "Reshape" || op == "Squeeze" || op == "Unsqueeze") {
-    importReshape(node);
-  } else if (op == "Transpose") {
-    const auto a = attributes(node, {"perm"});
-    const Tensor x = tensorInput(node, 0);
-    const std::size_t rank = shapeOf(x).size();
-    std::vector<std::uint32_t> permutation;
-    for (const std::int64_t p : integers(a, "perm")) permutation.push_back(static_cast<std::uint32_t>(std::clamp<std::int64_t>(p, 0, 1 << 20)));
-    if (!a.count("perm")) {
-      for (std::size_t i = rank; i-- > 0;) permutation.push_back(static_cast<std::uint32_t>(i));
-    }
-    apply(node, transposeOp(permutation), {x}, "transpose");
-  } else if (op == "Slice") {
-    importSlice(node);
-  } else if (op == "Split") {
-    importSplit(node);
-  } else if (op == "Concat") {
-    const auto a = attributes(node, {"axis"});
-    std::vector<Tensor> parts;
-    for (int i = 0; i < node.input_size(); ++i) parts.push_back(tensorOrConstant(node, i));
-    const std::int64_t axis = normalizedAxis(node, integer(a, "axis", 0), shapeOf(parts[0]).size());
-    apply(node, concatOp(static_cast<std::uint32_t>(axis)), parts, "concat");
-  } else if (op == "Gather") {
-    importGather(node);
-  } else if (op == "Pad") {
-    importPad(node);
-  } else if (op == "Expand") {
-    attributes(node, {});
-    const Tensor x = tensorInput(node, 0);
-    const std::vector<std::int64_t> shape = foldedShape(node, input(node, 1).values);
-    apply(node, expandOp(Shape(shape.begin(), shape.end())), {x}, "expand");
-  } else {
-    refuse(node, "the op " + op + " is not supported yet");
+  if (op == "Cast" && integer(a, "to", 0) != onnx::TensorProto::FLOAT) refuse(node, "a tensor computed on the GPU stays float; casts to other types are not supported");
+  if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty() && scalar(node, 2) != 0) refuse(node, "training mode is not supported");
+  if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the mask output is not supported (inference only)");
+  const Value& in = operand(node, 0);
+  values_[node.output(0)] = in;
+  // Of a constant (PyTorch's Identity on a shared weight), it is folded like any constant node.
+  result_.nodes.push_back({node.name(), op, in.constant ? "folded" : "identity", in.constant ? Shape{} : graph_.tensor(in.tensor).shape});
+}
+
+void Importer::importPointwise(const onnx::NodeProto& node, const Attributes& a) {
+  const std::optional<Pointwise> function = pointwiseOf(node);
+  if (!function) {  // Pow of a computed exponent, or of a constant base
+    importBinary(node, a);
+    return;
   }
+  // x·sigmoid(x) (SiLU, EfficientNet's activation) as one op: the sigmoid's tensor is never made.
+  const onnx::NodeProto* product = function->kind == PointwiseKind::sigmoid ? soleReader(node.output(0)) : nullptr;
+  const bool silu = product && multiplies(*product, node.input(0), node.output(0));
+  if (silu) {
+    fused_.insert(product);
+    aliases_[product] = node.output(0);
+  }
+  const Pointwise applied = silu ? Pointwise{PointwiseKind::silu} : *function;
+  apply(node, pointwiseOp(applied), {tensorInput(node, 0)}, applied.name());
+}
+
+void Importer::importGlobalPool(const onnx::NodeProto& node, const Attributes&) {
+  const Tensor x = tensorInput(node, 0);
+  const auto rank = static_cast<std::uint32_t>(shapeOf(x).size());
+  if (rank < 3) refuse(node, "the input must be [N, C, spatial...]");
+  apply(node, axisOp(node.op_type() == "GlobalAveragePool" ? AxisKind::mean : AxisKind::max, 2, rank, true), {x}, "global pool");
+}
+
+void Importer::importTranspose(const onnx::NodeProto& node, const Attributes& a) {
+  const Tensor x = tensorInput(node, 0);
+  const std::size_t rank = shapeOf(x).size();
+  std::vector<std::uint32_t> permutation;
+  for (const std::int64_t p : integers(a, "perm")) permutation.push_back(static_cast<std::uint32_t>(std::clamp<std::int64_t>(p, 0, 1 << 20)));
+  if (!a.count("perm")) {
+    for (std::size_t i = rank; i-- > 0;) permutation.push_back(static_cast<std::uint32_t>(i));
+  }
+  apply(node, transposeOp(permutation), {x}, "transpose");
+}
+
+void Importer::importConcat(const onnx::NodeProto& node, const Attributes& a) {
+  std::vector<Tensor> parts;
+  for (int i = 0; i < node.input_size(); ++i) parts.push_back(tensorOrConstant(node, i));
+  const std::int64_t axis = normalizedAxis(node, integer(a, "axis", 0), shapeOf(parts[0]).size());
+  apply(node, concatOp(static_cast<std::uint32_t>(axis)), parts, "concat");
+}
+
+void Importer::importExpand(const onnx::NodeProto& node, const Attributes&) {
+  const Tensor x = tensorInput(node, 0);
+  const std::vector<std::int64_t> shape = foldedShape(node, input(node, 1).values);
+  apply(node, expandOp(Shape(shape.begin(), shape.end())), {x}, "expand");
 }
 
 std::int64_t Importer::normalizedAxis(const onnx::NodeProto& node, std::int64_t axis, std::size_t rank, bool inclusiveEnd) const {
@@ -278,9 +268,8 @@ Tensor Importer::tensorOrConstant(const onnx::NodeProto& node, int index) {
   return uploaded_[name] = parameter(name, v.host.shape, v.host.values, true);
 }
 
-void Importer::importProduct(const onnx::NodeProto& node) {
+void Importer::importProduct(const onnx::NodeProto& node, const Attributes& a) {
   const bool gemm = node.op_type() == "Gemm";
-  const auto a = attributes(node, gemm ? std::set<std::string>{"alpha", "beta", "transA", "transB"} : std::set<std::string>{});
   const Value& right = operand(node, 1);
   if (!gemm && (!right.constant || right.host.shape.size() != 2)) {
     const Tensor x = tensorOrConstant(node, 0), y = tensorOrConstant(node, 1);
@@ -329,8 +318,7 @@ void Importer::importProduct(const onnx::NodeProto& node) {
   define(node, out, "dense");
 }
 
-void Importer::importBinary(const onnx::NodeProto& node) {
-  attributes(node, {});
+void Importer::importBinary(const onnx::NodeProto& node, const Attributes&) {
   const std::string& op = node.op_type();
   if (node.input_size() != 2) refuse(node, "only two inputs are supported");
   const Value& left = operand(node, 0);
@@ -374,9 +362,12 @@ void Importer::importBinary(const onnx::NodeProto& node) {
   apply(node, broadcastOp(kinds.at(op), after), {a, b}, op == "Add" ? "add" : "broadcast");
 }
 
-void Importer::importVariadic(const onnx::NodeProto& node) {
-  attributes(node, {});
+void Importer::importVariadic(const onnx::NodeProto& node, const Attributes& a) {
   const std::string& op = node.op_type();
+  if ((op == "Max" || op == "Min") && node.input_size() == 2) {  // with a function after it fused, as Add's
+    importBinary(node, a);
+    return;
+  }
   const BinaryKind kind = op == "Max" ? BinaryKind::maximum : op == "Min" ? BinaryKind::minimum : BinaryKind::add;
   Tensor total = tensorOrConstant(node, 0);
   try {
@@ -507,12 +498,11 @@ void Importer::importExpansion(const onnx::NodeProto& node, const Expansion& e) 
   }
 }
 
-void Importer::importConv(const onnx::NodeProto& node) {
+void Importer::importConv(const onnx::NodeProto& node, const Attributes& given) {
   if (const std::optional<Expansion> expansion = expandsTogether(node)) {
     importExpansion(node, *expansion);
     return;
   }
-  const auto given = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad"});
   const Tensor input = tensorInput(node, 0);
   const Constant* w = constantInput(node, 1);
   if (!w || (w->shape.size() != 4 && w->shape.size() != 3)) refuse(node, "W must be a constant [out_c, in_c/group, (kh,) kw]: glnet runs 1-D and 2-D convolutions");
@@ -594,8 +584,7 @@ void Importer::importConv(const onnx::NodeProto& node) {
   if (shapeOf(input).size() == 3) layers_[values_[node.output(0)].tensor.id] = {weight, b};
 }
 
-void Importer::importBatchNormalization(const onnx::NodeProto& node) {
-  const auto a = attributes(node, {"epsilon", "momentum", "training_mode", "spatial"});
+void Importer::importBatchNormalization(const onnx::NodeProto& node, const Attributes& a) {
   if (integer(a, "training_mode", 0) != 0) refuse(node, "training mode is not supported (export the model in eval mode)");
   if (integer(a, "spatial", 1) != 1) refuse(node, "spatial = 0 is not supported");
   if (node.output_size() > 1 && std::any_of(node.output().begin() + 1, node.output().end(), [](const std::string& o) { return !o.empty(); })) {
@@ -640,9 +629,8 @@ void Importer::importBatchNormalization(const onnx::NodeProto& node) {
         "channel affine");
 }
 
-void Importer::importPool(const onnx::NodeProto& node) {
+void Importer::importPool(const onnx::NodeProto& node, const Attributes& given) {
   const bool average = node.op_type() == "AveragePool";
-  const auto given = attributes(node, {"kernel_shape", "strides", "pads", "dilations", "ceil_mode", "auto_pad", "storage_order", "count_include_pad"});
   if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the indices output is not supported");
   const Tensor input = tensorInput(node, 0);
   const bool line = shapeOf(input).size() == 3;
@@ -673,8 +661,7 @@ void Importer::importPool(const onnx::NodeProto& node) {
   }
 }
 
-void Importer::importSoftmax(const onnx::NodeProto& node) {
-  const auto a = attributes(node, {"axis"});
+void Importer::importSoftmax(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
   const std::size_t rank = shapeOf(x).size();
   const bool single = result_.opset >= 13;
@@ -685,8 +672,7 @@ void Importer::importSoftmax(const onnx::NodeProto& node) {
   if (!log && rank == 2 && axis == 1) softmaxInputs_[out.id] = x;
 }
 
-void Importer::importReduce(const onnx::NodeProto& node) {
-  const auto a = attributes(node, {"axes", "keepdims", "noop_with_empty_axes"});
+void Importer::importReduce(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
   const auto rank = static_cast<std::int64_t>(shapeOf(x).size());
   std::vector<std::int64_t> list = axes(node, a, 1, rank);
@@ -709,8 +695,7 @@ void Importer::importReduce(const onnx::NodeProto& node) {
         {x}, "reduce");
 }
 
-void Importer::importLayerNormalization(const onnx::NodeProto& node) {
-  const auto a = attributes(node, {"axis", "epsilon", "stash_type"});
+void Importer::importLayerNormalization(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
   const Shape shape = shapeOf(x);
   const auto axis = static_cast<std::uint32_t>(normalizedAxis(node, integer(a, "axis", -1), shape.size()));
@@ -738,9 +723,8 @@ void Importer::importLayerNormalization(const onnx::NodeProto& node) {
   }
 }
 
-void Importer::importReshape(const onnx::NodeProto& node) {
+void Importer::importReshape(const onnx::NodeProto& node, const Attributes& a) {
   const std::string& op = node.op_type();
-  const auto a = attributes(node, {"axis", "axes", "allowzero"});
   const Tensor x = tensorInput(node, 0);
   const Shape in = shapeOf(x);
   const auto rank = static_cast<std::int64_t>(in.size());
@@ -823,8 +807,7 @@ Tensor Importer::sliceTensor(const onnx::NodeProto& node, Tensor x, const std::v
   }
 }
 
-void Importer::importSlice(const onnx::NodeProto& node) {
-  const auto a = attributes(node, {"starts", "ends", "axes"});
+void Importer::importSlice(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
   const Shape shape = shapeOf(x);
   const auto rank = static_cast<std::int64_t>(shape.size());
@@ -856,8 +839,7 @@ void Importer::importSlice(const onnx::NodeProto& node) {
   define(node, sliceTensor(node, x, slices, nameOf(node)), "slice");
 }
 
-void Importer::importSplit(const onnx::NodeProto& node) {
-  const auto a = attributes(node, {"axis", "split", "num_outputs"});
+void Importer::importSplit(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
   const Shape shape = shapeOf(x);
   const auto axis = static_cast<std::size_t>(normalizedAxis(node, integer(a, "axis", 0), shape.size()));
@@ -887,8 +869,7 @@ void Importer::importSplit(const onnx::NodeProto& node) {
   if (start != shape[axis]) refuse(node, "split sizes " + describe(sizes) + " sum to " + std::to_string(start) + ", not axis " + std::to_string(axis) + "'s " + std::to_string(shape[axis]));
 }
 
-void Importer::importGather(const onnx::NodeProto& node) {
-  const auto a = attributes(node, {"axis"});
+void Importer::importGather(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
   const Constant* indices = constantInput(node, 1);
   const Shape shape = shapeOf(x);
@@ -919,8 +900,7 @@ void Importer::importGather(const onnx::NodeProto& node) {
   apply(node, concatOp(static_cast<std::uint32_t>(axis)), parts, "gather");
 }
 
-void Importer::importPad(const onnx::NodeProto& node) {
-  const auto a = attributes(node, {"mode", "pads", "value"});
+void Importer::importPad(const onnx::NodeProto& node, const Attributes& a) {
   const std::string mode = a.count("mode") ? a.at("mode")->s() : "constant";
   if (mode != "constant") refuse(node, "mode " + mode + " is not supported (constant only)");
   const Tensor x = tensorInput(node, 0);

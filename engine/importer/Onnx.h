@@ -5,16 +5,9 @@
 // wrong or not supported. Weights must be finite and non-empty, and external data must lie in the model's folder. Constants (initializers, Constant nodes) stay
 // on the host and are folded into the ops that take them (weights, biases, target shapes).
 //
-// Supported: the ops of exported vision networks and transformer blocks (Conv with strides, dilations, groups
-// and any padding; Gemm, MatMul, broadcast Add/Sub/Mul/Div/Pow/Max/Min; the activations Relu, Clip, Sigmoid,
-// Tanh, HardSigmoid, HardSwish, LeakyRelu, Elu, Softplus, Erf, Gelu, Sqrt, Exp, Log, Neg, Abs, Reciprocal;
-// Softmax, LogSoftmax, ReduceMean/Sum/Max/Min over adjacent axes, LayerNormalization, BatchNormalization
-// (folded into the Conv or Gemm before it where it can be), MaxPool, AveragePool, GlobalAveragePool,
-// GlobalMaxPool, Concat, Flatten, Reshape, Transpose, Squeeze, Unsqueeze, Slice, Split, Gather with constant
-// indices, Pad, Expand, Identity, Dropout, Constant), float inputs and outputs; shape arithmetic on constants
-// (Shape, Gather, Unsqueeze, Squeeze, Concat, Cast, Slice, Add, Sub, Mul, Div, Equal, Where, Range, Expand,
-// ConstantOfShape, Reshape) is folded at load for the bound batch. A pointwise function read only by the Conv,
-// Gemm or elementwise op before it runs inside that op's kernel.
+// The ops glnet imports, with their opsets, attributes, import, folding and fine-tuning, are the rows of one table,
+// importer/OnnxOps.h (`glnet_info --ops` prints it; README's op table is its Markdown). A pointwise function read only
+// by the Conv, Gemm or elementwise op before it runs inside that op's kernel.
 #pragma once
 
 #include "formats/OnnxFile.h"

@@ -6,11 +6,8 @@
 
 namespace glnet::onnximport {
 
-bool Importer::foldable(const onnx::NodeProto& node) const {
-  static const std::set<std::string> folded = {"Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice", "Add", "Sub",
-                                               "Mul", "Div", "ConstantOfShape", "Reshape", "Equal", "Where", "Range", "Expand"};
-  if (!folded.count(node.op_type())) return false;
-  if (node.op_type() == "Shape") return true;
+bool Importer::foldable(const onnx::NodeProto& node, const OnnxOp& op) const {
+  if (op.folding != OnnxFolding::constantInputs) return op.folding == OnnxFolding::always;
   for (const std::string& name : node.input()) {
     if (!name.empty() && !value(name, "node '" + node.name() + "'").constant) return false;
   }
@@ -116,10 +113,9 @@ Constant Importer::broadcast(const onnx::NodeProto& node, const std::vector<cons
   return result;
 }
 
-Constant Importer::fold(const onnx::NodeProto& node) {
+Constant Importer::fold(const onnx::NodeProto& node, const Attributes& a) {
   const std::string& op = node.op_type();
   if (op == "Shape") {
-    const auto a = attributes(node, {"start", "end"});
     const Value& in = operand(node, 0);
     std::vector<std::int64_t> dims;
     if (in.constant) {
@@ -135,7 +131,6 @@ Constant Importer::fold(const onnx::NodeProto& node) {
     return result;
   }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal") {
-    attributes(node, {});
     const Constant& x = input(node, 0);
     const Constant& y = input(node, 1);
     const bool integral = x.integer && y.integer;
@@ -151,14 +146,12 @@ Constant Importer::fold(const onnx::NodeProto& node) {
     return result;
   }
   if (op == "Where") {
-    attributes(node, {});
     Constant result = broadcast(node, {&input(node, 0), &input(node, 1), &input(node, 2)},
                                 [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; });
     result.integer = input(node, 1).integer && input(node, 2).integer;
     return result;
   }
   if (op == "Cast") {
-    const auto a = attributes(node, {"to", "saturate"});
     Constant result = input(node, 0);
     const std::int64_t to = integer(a, "to", 0);
     const bool integral = to == onnx::TensorProto::INT64 || to == onnx::TensorProto::INT32 || to == onnx::TensorProto::INT8 ||
@@ -175,7 +168,6 @@ Constant Importer::fold(const onnx::NodeProto& node) {
     return result;
   }
   if (op == "Unsqueeze" || op == "Squeeze") {
-    const auto a = attributes(node, {"axes"});
     Constant result = input(node, 0);
     const auto rank = static_cast<std::int64_t>(result.shape.size());
     if (op == "Unsqueeze") {
@@ -198,7 +190,6 @@ Constant Importer::fold(const onnx::NodeProto& node) {
     return result;
   }
   if (op == "Concat") {
-    const auto a = attributes(node, {"axis"});
     const Constant& first = input(node, 0);
     const auto rank = static_cast<std::int64_t>(first.shape.size());
     std::int64_t axis = integer(a, "axis", 0);
@@ -227,7 +218,6 @@ Constant Importer::fold(const onnx::NodeProto& node) {
     return result;
   }
   if (op == "Gather") {
-    const auto a = attributes(node, {"axis"});
     const Constant& data = input(node, 0);
     const Constant& indices = input(node, 1);
     const auto rank = static_cast<std::int64_t>(data.shape.size());
@@ -257,7 +247,6 @@ Constant Importer::fold(const onnx::NodeProto& node) {
     return result;
   }
   if (op == "Slice") {
-    attributes(node, {});
     if (result_.opset < 10) refuse(node, "Slice before opset 10 is not supported");
     const Constant& data = input(node, 0);
     if (data.shape.size() != 1) refuse(node, "only slices of 1-D constants (shapes) are folded");
@@ -273,7 +262,6 @@ Constant Importer::fold(const onnx::NodeProto& node) {
     return result;
   }
   if (op == "ConstantOfShape") {
-    const auto a = attributes(node, {"value"});
     const Constant& shape = input(node, 0);
     Constant result{foldedShape(node, shape.values), {}, false};
     double fill = 0;
@@ -287,7 +275,6 @@ Constant Importer::fold(const onnx::NodeProto& node) {
     return result;
   }
   if (op == "Range") {
-    attributes(node, {});
     const double start = scalar(node, 0), limit = scalar(node, 1), delta = scalar(node, 2);
     if (delta == 0) refuse(node, "delta is 0");
     const double count = std::max(std::ceil((limit - start) / delta), 0.0);
@@ -297,7 +284,6 @@ Constant Importer::fold(const onnx::NodeProto& node) {
     return result;
   }
   if (op == "Expand") {
-    attributes(node, {});
     Constant target;
     target.shape = foldedShape(node, input(node, 1).values);
     target.values.assign(target.elements(), 0.0);
@@ -306,7 +292,6 @@ Constant Importer::fold(const onnx::NodeProto& node) {
     return result;
   }
   // Reshape of a constant.
-  attributes(node, {"allowzero"});
   Constant result = input(node, 0);
   const Constant& target = input(node, 1);
   std::vector<std::int64_t> shape;

@@ -12,8 +12,7 @@ const onnx::NodeProto* Importer::soleReader(const std::string& name) const {
   return found->second[0];
 }
 
-std::optional<Pointwise> Importer::pointwiseOf(const onnx::NodeProto& node) const {
-  const std::string& op = node.op_type();
+const std::map<std::string, PointwiseKind>& Importer::plainPointwise() {
   // The kinds with an ONNX op type of their own and no attributes (numbers/PointwiseKinds.h's ONNX column).
   static const std::map<std::string, PointwiseKind> plain = [] {
     std::map<std::string, PointwiseKind> kinds;
@@ -23,6 +22,12 @@ std::optional<Pointwise> Importer::pointwiseOf(const onnx::NodeProto& node) cons
 #undef GLNET_PLAIN_ONNX
     return kinds;
   }();
+  return plain;
+}
+
+std::optional<Pointwise> Importer::pointwiseOf(const onnx::NodeProto& node) const {
+  const std::string& op = node.op_type();
+  const std::map<std::string, PointwiseKind>& plain = plainPointwise();
   if (const auto found = plain.find(op); found != plain.end()) {
     attributes(node, {});
     return Pointwise{found->second};

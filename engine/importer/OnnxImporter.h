@@ -1,10 +1,11 @@
 // The ONNX importer (readOnnx): one class whose work three files share. Onnx.cpp reads the graph and imports each
 // op, OnnxFusion.cpp holds the lookaheads that run a node inside the kernel before it (functions, residual Adds,
 // pooling, squeeze-excite gates, a fire module's expansions), and OnnxFolding.cpp folds constants at load.
-// Internal to engine/importer.
+// The ops it imports are the rows of OnnxOps.h's table, which names the import members here. Internal to engine/importer.
 #pragma once
 
 #include "importer/Onnx.h"
+#include "importer/OnnxOps.h"
 #include "formats/OnnxProto.h"
 #include "graph/InferenceOps.h"
 
@@ -33,6 +34,7 @@ struct Value {
   Tensor tensor;
 };
 
+using Attributes = OnnxOp::Attributes;
 using onnxformat::describe;
 using onnxformat::integer;
 using onnxformat::integers;
@@ -45,6 +47,9 @@ class Importer {
   OnnxModel run();
 
  private:
+  // The table names the import members.
+  friend const std::vector<OnnxOp>& glnet::onnxOps();
+
   [[noreturn]] void refuse(const onnx::NodeProto& node, const std::string& why) const;
 
   Constant readTensor(const onnx::TensorProto& tensor) const { return readOnnxTensor(tensor, path_); }
@@ -72,7 +77,20 @@ class Importer {
   void define(const onnx::NodeProto& node, Tensor tensor, const std::string& glnetOp);
   Tensor apply(const onnx::NodeProto& node, std::shared_ptr<const Op> op, const std::vector<Tensor>& inputs, const std::string& glnetOp);
 
+  // A node by its row of the table (onnxOps): folded, or made a graph op by the row's import member.
   void importNode(const onnx::NodeProto& node);
+
+  // A Constant node's value attribute, held on the host.
+  void importConstant(const onnx::NodeProto& node, const Attributes& a);
+  // Identity, Dropout (inference) and Cast to float: the input itself.
+  void importIdentity(const onnx::NodeProto& node, const Attributes& a);
+  // A pointwise function (pointwiseOf), x·sigmoid(x) as one SiLU op; Pow with an exponent that is no constant scalar
+  // is a broadcast power (importBinary).
+  void importPointwise(const onnx::NodeProto& node, const Attributes& a);
+  void importGlobalPool(const onnx::NodeProto& node, const Attributes& a);
+  void importTranspose(const onnx::NodeProto& node, const Attributes& a);
+  void importConcat(const onnx::NodeProto& node, const Attributes& a);
+  void importExpand(const onnx::NodeProto& node, const Attributes& a);
 
   const Shape& shapeOf(Tensor t) const { return graph_.tensor(t).shape; }
   static std::string nameOf(const onnx::NodeProto& node) { return node.name().empty() ? node.output(0) : node.name(); }
@@ -87,6 +105,8 @@ class Importer {
 
   // The pointwise function a node computes, when it is one (Clip's bounds and Pow's exponent must be constants).
   std::optional<Pointwise> pointwiseOf(const onnx::NodeProto& node) const;
+  // The op types pointwiseOf maps to a function without attributes (the table's rows for them).
+  static const std::map<std::string, PointwiseKind>& plainPointwise();
 
   // The pointwise node that alone reads the output of `producer` (after a BatchNormalization that folds into it, if
   // `absorbsBatchNorm`: a layer importBatchNormalization folds into), or the Sigmoid and Mul of x·sigmoid(x) (SiLU)
@@ -110,11 +130,11 @@ class Importer {
 
   // Gemm (Y = alpha·A·op(B) + beta·C) and MatMul (Y = A·B). A constant B makes a dense layer on the GEMM core
   // (A of any rank: its leading axes are rows); two computed operands make a batched product.
-  void importProduct(const onnx::NodeProto& node);
+  void importProduct(const onnx::NodeProto& node, const Attributes& a);
 
   // Add, Sub, Mul, Div, Pow, Max and Min with NumPy broadcasting; constant operands become parameters. A constant
   // row added to a dense layer's output (PyTorch's MatMul + Add) joins the layer's bias instead.
-  void importBinary(const onnx::NodeProto& node);
+  void importBinary(const onnx::NodeProto& node, const Attributes& a);
 
   // Whether a channel-scaling Mul (channelScale) is a squeeze-excite gate, [N, C, 1, 1] computed per image, whose
   // output only a 1x1 convolution without padding, which the implicit GEMM runs, reads: that convolution then scales
@@ -142,8 +162,9 @@ class Importer {
   // channel: shaped [C, 1...], [1, C, 1...] or [N, C, 1...] (a squeeze-excite gate; BatchNorm exported as Mul).
   bool channelScale(const onnx::NodeProto& node, int side);
 
-  // Sum, Mean, Max and Min of any number of inputs, broadcast: a chain of binary ops (Mean scaled at the end).
-  void importVariadic(const onnx::NodeProto& node);
+  // Sum, Mean, Max and Min of any number of inputs, broadcast: a chain of binary ops (Mean scaled at the end); Max and
+  // Min of two are importBinary's.
+  void importVariadic(const onnx::NodeProto& node, const Attributes& a);
 
   // Pads from explicit pads or auto_pad (SAME_UPPER puts the odd one at the end, SAME_LOWER at the start), as
   // [top, left, bottom, right].
@@ -169,27 +190,27 @@ class Importer {
   // Conv: one group, the same stride along both axes and the same padding on every side run as an implicit GEMM
   // (Conv2D.glsl; split along its sum where it has too few tiles for the GPU); anything else (dilations, groups,
   // depthwise, uneven padding or strides) directly (GroupedConv.glsl).
-  void importConv(const onnx::NodeProto& node);
+  void importConv(const onnx::NodeProto& node, const Attributes& a);
 
   // Inference BatchNormalization, y = scale·(x − mean)/sqrt(var + epsilon) + B per channel: folded into the
   // convolution or dense layer that computes x when nothing else reads it (weights scaled per output channel,
   // bias shifted), else a per-channel multiply and add.
-  void importBatchNormalization(const onnx::NodeProto& node);
+  void importBatchNormalization(const onnx::NodeProto& node, const Attributes& a);
 
-  void importPool(const onnx::NodeProto& node);
+  void importPool(const onnx::NodeProto& node, const Attributes& a);
 
   // Softmax and LogSoftmax: from opset 13 along one axis; before, over the axes from `axis` on (the input
   // coerced to 2-D).
-  void importSoftmax(const onnx::NodeProto& node);
+  void importSoftmax(const onnx::NodeProto& node, const Attributes& a);
 
   // ReduceMean, ReduceSum, ReduceMax, ReduceMin over adjacent axes (attribute axes, or from opset 18, and 13 for
   // ReduceSum, a constant input).
-  void importReduce(const onnx::NodeProto& node);
+  void importReduce(const onnx::NodeProto& node, const Attributes& a);
 
-  void importLayerNormalization(const onnx::NodeProto& node);
+  void importLayerNormalization(const onnx::NodeProto& node, const Attributes& a);
 
   // Flatten, Reshape, Squeeze and Unsqueeze of a computed tensor: views of the same memory.
-  void importReshape(const onnx::NodeProto& node);
+  void importReshape(const onnx::NodeProto& node, const Attributes& a);
 
   // A slice of each axis: start, count and step, clamped as NumPy does.
   struct AxisSlice {
@@ -200,18 +221,19 @@ class Importer {
 
   Tensor sliceTensor(const onnx::NodeProto& node, Tensor x, const std::vector<AxisSlice>& slices, const std::string& name);
 
-  void importSlice(const onnx::NodeProto& node);
+  void importSlice(const onnx::NodeProto& node, const Attributes& a);
 
-  void importSplit(const onnx::NodeProto& node);
+  void importSplit(const onnx::NodeProto& node, const Attributes& a);
 
   // Gather on a computed tensor with constant indices: each index a slice of the axis (joined when several).
-  void importGather(const onnx::NodeProto& node);
+  void importGather(const onnx::NodeProto& node, const Attributes& a);
 
-  void importPad(const onnx::NodeProto& node);
+  void importPad(const onnx::NodeProto& node, const Attributes& a);
 
   // Shape arithmetic and other work on constants runs here, at load: a node whose inputs are all constants
   // (or, for Shape, a tensor whose shape is known for the bound batch) becomes a constant itself.
-  bool foldable(const onnx::NodeProto& node) const;
+  // Which ops fold, and when, is the table's (OnnxOp::folding).
+  bool foldable(const onnx::NodeProto& node, const OnnxOp& op) const;
 
   // A constant input (a shape, axes, indices, a folded operand): a computed tensor there is refused, never read as empty.
   const Constant& input(const onnx::NodeProto& node, int index) const;
@@ -238,7 +260,8 @@ class Importer {
   Constant broadcast(const onnx::NodeProto& node, const std::vector<const Constant*>& operands,
                      const std::function<double(const std::vector<double>&)>& combine) const;
 
-  Constant fold(const onnx::NodeProto& node);
+  // A foldable node's value; `a`: its attributes, checked against its row's.
+  Constant fold(const onnx::NodeProto& node, const Attributes& a);
 
   const onnx::ModelProto& model_;  // parsed once by ParsedOnnx, bound here to one batch size
   std::string path_;

@@ -1,0 +1,37 @@
+// The table of ONNX operators the importer dispatches on (importer/OnnxOps.h).
+#include "importer/OnnxOps.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <set>
+
+using namespace glnet;
+
+TEST_CASE("ONNX op table: one row per op type, each imported or folded, at opsets glnet reads") {
+  const std::vector<OnnxOp>& ops = onnxOps();
+  REQUIRE(ops.size() > 80);
+  std::set<std::string> folded;
+  for (const OnnxOp& op : ops) {
+    CAPTURE(op.type);
+    CHECK(findOnnxOp(op.type) == &op);  // sorted, no type twice
+    CHECK(op.firstOpset >= 6);
+    CHECK(op.firstOpset <= op.lastOpset);
+    CHECK(op.lastOpset <= 18);
+    CHECK((op.import != nullptr || op.folding != OnnxFolding::never));
+    CHECK(!op.description.empty());
+    if (op.folding == OnnxFolding::constantInputs || op.folding == OnnxFolding::always) folded.insert(op.type);
+  }
+  // The shape arithmetic that folds at load: what fold() computes.
+  CHECK(folded == std::set<std::string>{"Add", "Cast", "Concat", "ConstantOfShape", "Div", "Equal", "Expand", "Gather", "Mul", "Range",
+                                        "Reshape", "Shape", "Slice", "Squeeze", "Sub", "Unsqueeze", "Where"});
+  CHECK(findOnnxOp("Resize") == nullptr);
+  CHECK(findOnnxOp("relu") == nullptr);  // op types are case-sensitive
+  const OnnxOp* relu = findOnnxOp("Relu");  // a row of pointwiseOf's functions
+  REQUIRE(relu);
+  CHECK(relu->import != nullptr);
+  CHECK(relu->trains);
+  const std::string markdown = onnxOpsTable(true);
+  CHECK(static_cast<std::size_t>(std::count(markdown.begin(), markdown.end(), '\n')) == ops.size() + 2);
+  CHECK(markdown.find("| `Relu` | 6-18 | runs | yes | pointwise relu |\n") != std::string::npos);
+}
