@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     if (!parser.has("model")) throw UsageError("--model is required");
     const std::string splitName = parser.text("split");
     if (splitName != "test" && splitName != "train") throw UsageError("--split is test or train, not '" + splitName + "'");
-    DataChoice choice = cli::dataChoice(parser, static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX)));
+    DataChoice choice = dataChoice(parser, static_cast<std::uint32_t>(parser.integer("seed", 0, UINT32_MAX)));
     const std::size_t limit = parser.has("limit") ? static_cast<std::size_t>(parser.integer("limit", 1, 1L << 40)) : 0;
     (splitName == "test" ? choice.testLimit : choice.trainLimit) = limit;
     const auto batch = static_cast<std::size_t>(parser.integer("batch", 1, 1 << 20));

@@ -5,15 +5,13 @@
 // steps and raises KeyboardInterrupt.
 #include "bench/ModelBenchmark.h"
 #include "data/Idx.h"
-#include "convert/OnnxExport.h"
 #include "base/AtomicFile.h"
 #include "gl/Context.h"
 #include "base/Stopwatch.h"
 #include "base/check.h"
 #include "model/OnnxRunner.h"
 #include "formats/Safetensors.h"
-#include "train/Trainer.h"
-#include "train/TrainingInputs.h"
+#include "train/TrainingRun.h"
 #include "serve/WarmClassifier.h"
 
 #include <pybind11/functional.h>
@@ -385,18 +383,24 @@ py::tuple readMnist(const std::string& directory, const std::string& split) {
 // Thrown on the device thread when the caller asked training to stop (Ctrl-C, or an exception in a callback).
 struct Stopped {};
 
-// glnet_train's options, by the names glnet.train takes.
-struct TrainSettings {
-  std::string arch = "784-128-10", net, init, activation = "relu", dataset = "mnist", data, out, checkpoint, exportOnnx, optimizer = "sgd";
-  std::string schedule = "constant";
-  int epochs = 3;
-  std::uint32_t batch = 64, seed = 0, size = 0, augmentShift = 0, numClasses = 0;
-  double lr = 0.1, weightDecay = 0, clipNorm = 0, warmupEpochs = 0, stepEpochs = 30, stepGamma = 0.1, labelSmoothing = 0, valFraction = 0;
-  bool nesterov = false, augmentFlip = false;
-  std::size_t trainLimit = 0, testLimit = 0;
-  bool standardize = true;
-  std::string device, api;
-};
+// glnet.train's keyword arguments as the run's options by their flag names (trainingFlags): a number as the shortest
+// text that reads back as the same double, True as a switch given; None and False leave an option out.
+std::map<std::string, std::string> trainingOptions(const py::dict& keywords) {
+  std::map<std::string, std::string> given;
+  for (const auto& [keyword, value] : keywords) {
+    std::string name = py::str(keyword);
+    std::replace(name.begin(), name.end(), '_', '-');
+    if (value.is_none()) continue;
+    if (py::isinstance<py::bool_>(value)) {
+      if (value.cast<bool>()) given[name] = "1";
+    } else if (py::isinstance<py::float_>(value)) {
+      given[name] = number(value.cast<double>());
+    } else {
+      given[name] = py::str(value);
+    }
+  }
+  return given;
+}
 
 // What glnet_train shows of a run, written through Python's sys.stderr (progress) and sys.stdout (epochs, the files
 // written) so that notebooks and redirections see it: on a terminal one progress line rewritten in place, otherwise
@@ -442,69 +446,20 @@ class ProgressPrinter {
   std::optional<Stopwatch> sinceLine_;
 };
 
-py::list train(const TrainSettings& s, const py::object& onEpoch, const py::object& onProgress, double progressSeconds, bool showProgress) {
-  if (s.out.empty()) throw UsageError("out: the file to write the trained model to is required");
-  if (s.epochs < 1) throw UsageError("epochs must be at least 1");
-  if (s.batch < 1) throw UsageError("batch must be at least 1");
-  const Activation activation = parseActivation(s.activation);
-  if (activation == Activation::none) throw UsageError("activation none would make the MLP linear; use relu, tanh or sigmoid");
-  TrainingOptions options;
-  options.epochs = s.epochs;
-  options.batch = s.batch;
-  options.seed = s.seed;
-  options.optimizer.kind = parseOptimizer(s.optimizer);
-  options.optimizer.learningRate = static_cast<float>(s.lr);
-  options.optimizer.weightDecay = static_cast<float>(s.weightDecay);
-  options.optimizer.nesterov = s.nesterov;
-  options.optimizer.clipNorm = static_cast<float>(s.clipNorm);
-  options.schedule.kind = parseSchedule(s.schedule);
-  options.schedule.gamma = s.stepGamma;
-  options.warmupEpochs = s.warmupEpochs;
-  options.stepEpochs = s.stepEpochs;
-  options.augment.shift = s.augmentShift;
-  options.augment.flip = s.augmentFlip;
-  options.labelSmoothing = static_cast<float>(s.labelSmoothing);
-  options.reportSeconds = progressSeconds;
-  checkTrainingOptions(options);
-  const std::string checkpointPath = s.checkpoint.empty() ? defaultCheckpointPath(s.out) : s.checkpoint;
-  checkWritable(s.out);
-  checkWritable(checkpointPath);
-  if (!s.exportOnnx.empty()) checkWritable(s.exportOnnx);
-
-  NetworkChoice networkChoice;
-  networkChoice.arch = s.arch;
-  networkChoice.net = s.net;
-  networkChoice.init = s.init;
-  networkChoice.classes = s.numClasses;
-  networkChoice.activation = activation;
-  networkChoice.seed = s.seed;
-  const StartingNetwork start = startingNetwork(networkChoice);
-  Network initial = start.network;
-  DataChoice dataChoice;
-  dataChoice.dataset = s.dataset;
-  dataChoice.directory = s.data;
-  dataChoice.size = s.size;
-  dataChoice.validationFraction = s.valFraction;
-  dataChoice.seed = s.seed;
-  dataChoice.trainLimit = s.trainLimit;
-  dataChoice.testLimit = s.testLimit;
-  const DataSets sets = loadDataSets(dataChoice, initial);
-  const LabelledImages& trainSet = sets.train;
-  const LabelledImages& testSet = sets.test;
-  if (start.recordedInput && s.standardize) {
-    initial.input = *start.recordedInput;
-  } else if (s.standardize) {
-    initial.input = standardization(trainSet.images);
-  }
+py::list train(const py::dict& keywords, const py::object& onEpoch, const py::object& onProgress, double progressSeconds, bool showProgress,
+               const std::string& deviceName, const std::string& api) {
+  const Communicator single;
+  TrainingRun run(trainingOptions(keywords), single);
+  run.reportEvery(progressSeconds);
+  run.load();
+  const TrainingOptions& options = run.settings().options;
 
   // Events from the device thread, handed to the Python callbacks on the caller's thread.
   std::mutex mutex;
-  std::deque<std::pair<bool, py::dict>> events;  // (is an epoch, its fields): built under the GIL below
   std::deque<EpochResult> epochs;
   std::deque<TrainingProgress> progress;
   std::atomic<bool> stopRequested{false};
-  std::shared_ptr<Device> device = openDevice(s.device, s.api);
-  const Communicator single;
+  std::shared_ptr<Device> device = openDevice(deviceName, api);
   std::optional<py::error_already_set> callerError;
   py::list history;
   ProgressPrinter printer(showProgress);
@@ -533,7 +488,7 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
         }
       }
       for (const EpochResult& e : doneEpochs) {
-        if (e.evaluated && !callerError) printer.line(epochLine(e, s.epochs, false));
+        if (e.evaluated && !callerError) printer.line(epochLine(e, options.epochs, options.fullBatch));
         history.append(epochDict(e));
         if (!onEpoch.is_none() && !callerError) onEpoch(history[py::len(history) - 1]);
       }
@@ -544,31 +499,14 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
     }
   };
 
-  // glnet_train's flags, so that `glnet_train --resume CHECKPOINT` continues the same run.
-  std::map<std::string, std::string> settings = {
-      {"arch", s.arch}, {"activation", s.activation}, {"epochs", std::to_string(s.epochs)}, {"batch", std::to_string(s.batch)},
-      {"lr", number(s.lr)}, {"optimizer", s.optimizer}, {"dataset", s.dataset}, {"seed", std::to_string(s.seed)},
-      {"weight-decay", number(s.weightDecay)}, {"clip-norm", number(s.clipNorm)}, {"schedule", s.schedule},
-      {"warmup-epochs", number(s.warmupEpochs)}, {"step-epochs", number(s.stepEpochs)}, {"step-gamma", number(s.stepGamma)},
-      {"augment-shift", std::to_string(s.augmentShift)}, {"label-smoothing", number(s.labelSmoothing)}};
-  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{"net", &s.net}, {"init", &s.init}, {"data", &s.data},
-                                    {"export-onnx", &s.exportOnnx}}) {
-    if (!value->empty()) settings[flag] = *value;
-  }
-  if (s.size) settings["size"] = std::to_string(s.size);
-  if (s.valFraction > 0) settings["val-fraction"] = number(s.valFraction);
-  if (s.nesterov) settings["nesterov"] = "1";
-  if (s.augmentFlip) settings["augment-flip"] = "1";
-  if (s.trainLimit) settings["train-limit"] = std::to_string(s.trainLimit);
-  if (s.testLimit) settings["test-limit"] = std::to_string(s.testLimit);
-  if (!s.standardize) settings["no-standardize"] = "1";
-  std::unique_ptr<Trainer> trainer;
+  bool started = false;
   std::exception_ptr failure;
   try {
     device->call(
         [&] {
-          trainer = std::make_unique<Trainer>(device->context(), initial, trainSet, testSet, options, single);
-          trainer->run(
+          started = true;
+          run.start(device->context());
+          run.run(
               [&](const TrainingProgress& p) {
                 if (stopRequested) throw Stopped{};
                 std::lock_guard<std::mutex> lock(mutex);
@@ -576,19 +514,10 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
               },
               [&](const EpochResult& e) {
                 if (stopRequested) throw Stopped{};
-                if (e.evaluated) {
-                  Checkpoint checkpoint = trainer->checkpoint();
-                  checkpoint.settings = settings;
-                  checkpoint.save(checkpointPath);
-                  trainer->network().save(s.out);
-                  if (!s.exportOnnx.empty()) writeOnnx(trainer->network(), s.exportOnnx);
-                }
-                {
-                  std::lock_guard<std::mutex> lock(mutex);
-                  epochs.push_back(e);
-                }
+                std::lock_guard<std::mutex> lock(mutex);
+                epochs.push_back(e);
               });
-          trainer.reset();
+          run.stop();
         },
         [&] {
           py::gil_scoped_acquire acquire;
@@ -599,12 +528,12 @@ py::list train(const TrainSettings& s, const py::object& onEpoch, const py::obje
   } catch (...) {
     failure = std::current_exception();
   }
-  if (trainer) device->call([&] { trainer.reset(); });
+  if (started) device->call([&] { run.stop(); });
   deliver();
   printer.closeProgress();
   if (callerError) throw *callerError;
   if (failure) std::rethrow_exception(failure);
-  printer.line(filesWrittenLine(s.out, checkpointPath, s.exportOnnx));
+  printer.line(run.filesWritten());
   return history;
 }
 
@@ -670,39 +599,16 @@ PYBIND11_MODULE(_glnet, m) {
       .def("weights", &ClassifierHandle::weights)
       .def("predict", &ClassifierHandle::predict, py::arg("images"));
 
-  py::class_<TrainSettings>(m, "TrainSettings")
-      .def(py::init<>())
-      .def_readwrite("arch", &TrainSettings::arch)
-      .def_readwrite("net", &TrainSettings::net)
-      .def_readwrite("activation", &TrainSettings::activation)
-      .def_readwrite("data", &TrainSettings::data)
-      .def_readwrite("out", &TrainSettings::out)
-      .def_readwrite("checkpoint", &TrainSettings::checkpoint)
-      .def_readwrite("optimizer", &TrainSettings::optimizer)
-      .def_readwrite("epochs", &TrainSettings::epochs)
-      .def_readwrite("batch", &TrainSettings::batch)
-      .def_readwrite("seed", &TrainSettings::seed)
-      .def_readwrite("lr", &TrainSettings::lr)
-      .def_readwrite("train_limit", &TrainSettings::trainLimit)
-      .def_readwrite("test_limit", &TrainSettings::testLimit)
-      .def_readwrite("standardize", &TrainSettings::standardize)
-      .def_readwrite("device", &TrainSettings::device)
-      .def_readwrite("api", &TrainSettings::api)
-      .def_readwrite("init", &TrainSettings::init)
-      .def_readwrite("num_classes", &TrainSettings::numClasses)
-      .def_readwrite("dataset", &TrainSettings::dataset)
-      .def_readwrite("export_onnx", &TrainSettings::exportOnnx)
-      .def_readwrite("schedule", &TrainSettings::schedule)
-      .def_readwrite("size", &TrainSettings::size)
-      .def_readwrite("augment_shift", &TrainSettings::augmentShift)
-      .def_readwrite("weight_decay", &TrainSettings::weightDecay)
-      .def_readwrite("clip_norm", &TrainSettings::clipNorm)
-      .def_readwrite("warmup_epochs", &TrainSettings::warmupEpochs)
-      .def_readwrite("step_epochs", &TrainSettings::stepEpochs)
-      .def_readwrite("step_gamma", &TrainSettings::stepGamma)
-      .def_readwrite("label_smoothing", &TrainSettings::labelSmoothing)
-      .def_readwrite("val_fraction", &TrainSettings::valFraction)
-      .def_readwrite("nesterov", &TrainSettings::nesterov)
-      .def_readwrite("augment_flip", &TrainSettings::augmentFlip);
-  m.def("train", &train, py::arg("settings"), py::arg("on_epoch"), py::arg("on_progress"), py::arg("progress_seconds"), py::arg("progress"));
+  m.def("training_options", [] {
+    py::list options;
+    for (const TrainingFlag& flag : trainingFlags()) {
+      std::string keyword = flag.name;
+      std::replace(keyword.begin(), keyword.end(), '-', '_');
+      options.append(py::dict(py::arg("keyword") = keyword, py::arg("switch") = flag.value.empty(), py::arg("default") = flag.defaultValue,
+                              py::arg("help") = flag.help, py::arg("recorded") = flag.recorded));
+    }
+    return options;
+  });
+  m.def("train", &train, py::arg("options"), py::arg("on_epoch"), py::arg("on_progress"), py::arg("progress_seconds"), py::arg("progress"),
+        py::arg("device"), py::arg("api"));
 }

@@ -4,8 +4,6 @@
 #include "importer/Onnx.h"
 #include "base/log.h"
 
-#include <cerrno>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -137,26 +135,6 @@ std::string Parser::text(const std::string& name) const {
   return found != given_.end() ? found->second : options_.at(name).defaultValue;
 }
 
-long Parser::integer(const std::string& name, long minimum, long maximum) const {
-  const std::string value = text(name);
-  char* end = nullptr;
-  errno = 0;
-  const long parsed = std::strtol(value.c_str(), &end, 10);
-  if (value.empty() || *end != '\0' || errno == ERANGE || parsed < minimum || parsed > maximum) {
-    throw UsageError("--" + name + " must be an integer from " + std::to_string(minimum) + " to " +
-                     std::to_string(maximum) + ", not '" + value + "'");
-  }
-  return parsed;
-}
-
-double Parser::number(const std::string& name) const {
-  const std::string value = text(name);
-  char* end = nullptr;
-  const double parsed = std::strtod(value.c_str(), &end);
-  if (value.empty() || *end != '\0' || !std::isfinite(parsed)) throw UsageError("--" + name + " must be a finite number, not '" + value + "'");
-  return parsed;
-}
-
 ContextOptions Parser::contextOptions() const {
   log::readEnvironment();
   if (options_.count("verbose") && has("verbose")) log::setLevel(log::Level::debug);
@@ -191,25 +169,6 @@ void warn(const std::string& text) { pendingWarnings().push_back(text); }
 void printWarnings(const char* program) {
   for (const std::string& text : pendingWarnings()) std::fprintf(stderr, "%s: warning: %s\n", program, text.c_str());
   pendingWarnings().clear();
-}
-
-DataChoice dataChoice(const Parser& parser, std::uint32_t seed) {
-  DataChoice choice;
-  choice.dataset = parser.text("dataset");
-  if (choice.dataset != "mnist" && choice.dataset != "fashion" && choice.dataset != "cifar10" && choice.dataset != "folder") {
-    throw UsageError("--dataset is mnist, fashion, cifar10 or folder, not '" + choice.dataset + "'");
-  }
-  if ((choice.dataset == "cifar10" || choice.dataset == "folder") && !parser.has("data")) {
-    throw UsageError("--dataset " + choice.dataset + " needs --data DIR");
-  }
-  choice.directory = parser.text("data");
-  choice.size = parser.has("size") ? static_cast<std::uint32_t>(parser.integer("size", 1, 4096)) : 0;
-  if (parser.has("val-fraction")) {
-    choice.validationFraction = parser.number("val-fraction");
-    if (!(choice.validationFraction > 0 && choice.validationFraction < 1)) throw UsageError("--val-fraction must be between 0 and 1");
-  }
-  choice.seed = seed;
-  return choice;
 }
 
 Network loadModel(const Parser& parser, TensorFile* file) {

@@ -2,6 +2,7 @@
 // glnet::Error as one line on stderr (exit 1).
 #pragma once
 
+#include "base/OptionValues.h"
 #include "distributed/Communicator.h"
 #include "gl/Context.h"
 #include "model/Network.h"
@@ -14,7 +15,7 @@
 
 namespace glnet::cli {
 
-class Parser {
+class Parser : public OptionValues {
  public:
   Parser(std::string program, std::string summary, std::string usage);
   // A boolean switch such as --json.
@@ -39,12 +40,9 @@ class Parser {
   // is set by "1". Returns false, changing nothing, when the command line gave it.
   bool preset(const std::string& name, const std::string& value);
 
-  bool has(const std::string& name) const;
-  std::string text(const std::string& name) const;
+  bool has(const std::string& name) const override;
+  std::string text(const std::string& name) const override;
   std::vector<std::string> texts(const std::string& name) const;
-  long integer(const std::string& name, long minimum, long maximum) const;
-  // A finite number (inf, nan and out-of-range values such as 1e999 are usage errors).
-  double number(const std::string& name) const;
   const std::vector<std::string>& positional() const { return positional_; }
 
   // --device/GLNET_DEVICE and --verbose/GLNET_DEBUG as context options; also sets the log level. With
@@ -78,10 +76,6 @@ void printWarnings(const char* program);
 // The model of --model with the overrides of modelOptions applied; warns when a safetensors file does not record its
 // input scaling or activation and no flag gives them (an ONNX graph says what it computes). `file`, when given, gets the file's contents.
 Network loadModel(const Parser& parser, TensorFile* file = nullptr);
-
-// The data set that --dataset, --data, --size and --val-fraction name (glnet_train and glnet_eval take them alike),
-// `seed` drawing a folder's held-out images; bad flags are usage errors before anything is read.
-DataChoice dataChoice(const Parser& parser, std::uint32_t seed);
 
 // Runs `body` as an app's main: returns its exit code, or prints `program: error: ...` and returns 1
 // (glnet::Error) or 2 (UsageError).

@@ -30,6 +30,25 @@ StartingNetwork startingNetwork(const NetworkChoice& choice) {
   return start;
 }
 
+DataChoice dataChoice(const OptionValues& options, std::uint32_t seed) {
+  DataChoice choice;
+  choice.dataset = options.text("dataset");
+  if (choice.dataset != "mnist" && choice.dataset != "fashion" && choice.dataset != "cifar10" && choice.dataset != "folder") {
+    throw UsageError(optionName("dataset") + " is mnist, fashion, cifar10 or folder, not '" + choice.dataset + "'");
+  }
+  if ((choice.dataset == "cifar10" || choice.dataset == "folder") && !options.has("data")) {
+    throw UsageError(optionSetting("dataset", choice.dataset) + " needs " + optionName("data") + " DIR");
+  }
+  choice.directory = options.text("data");
+  choice.size = options.has("size") ? static_cast<std::uint32_t>(options.integer("size", 1, 4096)) : 0;
+  if (options.has("val-fraction")) {
+    choice.validationFraction = options.number("val-fraction");
+    if (!(choice.validationFraction > 0 && choice.validationFraction < 1)) throw UsageError(optionName("val-fraction") + " must be between 0 and 1");
+  }
+  choice.seed = seed;
+  return choice;
+}
+
 void checkTrainingOptions(const TrainingOptions& o) {
   const auto refuse = [](const std::string& option, const std::string& why) { return UsageError(optionName(option) + " " + why); };
   if (!(o.optimizer.learningRate > 0 && std::isfinite(o.optimizer.learningRate))) throw refuse("lr", "must be a positive number within float range");

@@ -4,6 +4,7 @@
 // glnet_eval reads its split the same way.
 #pragma once
 
+#include "base/OptionValues.h"
 #include "data/Idx.h"
 #include "model/Network.h"
 #include "train/Trainer.h"
@@ -43,6 +44,10 @@ struct DataChoice {
 struct DataSets {
   LabelledImages train, test;
 };
+
+// The data set that the options dataset, data, size and val-fraction name (glnet_train, glnet.train and glnet_eval
+// take them alike), `seed` drawing a folder's held-out images; bad options are usage errors before anything is read.
+DataChoice dataChoice(const OptionValues& options, std::uint32_t seed);
 
 // Throws UsageError when an option is out of its range, naming it as the front end takes it (optionName).
 void checkTrainingOptions(const TrainingOptions& options);

@@ -210,6 +210,10 @@ class Classifier:
         return f"glnet.Classifier({self.path!r}, architecture={self.architecture!r}, classes={self.classes})"
 
 
+# glnet.train's own arguments: how it reports and where it runs; the rest are the run's options.
+_TRAIN_FRONT_END = frozenset({"on_epoch", "on_progress", "progress_seconds", "progress", "device", "api"})
+
+
 def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = None, epochs: int = 3, *,
           out: Union[str, os.PathLike], net: Optional[Union[str, os.PathLike]] = None,
           init: Optional[Union[str, os.PathLike]] = None, num_classes: Optional[int] = None, dataset: str = "mnist",
@@ -247,32 +251,24 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
     samples_per_second, eta_seconds). Both run on the calling thread; an exception in one stops training
     and is raised. Ctrl-C stops training within about progress_seconds and raises KeyboardInterrupt; the
     model and checkpoint of the last finished epoch stay intact. Returns the epochs' dicts."""
-    settings = _glnet.TrainSettings()
-    settings.arch, settings.out = arch, os.fspath(out)
-    settings.data = os.fspath(data) if data is not None else ""
-    settings.net = os.fspath(net) if net is not None else ""
-    settings.init = os.fspath(init) if init is not None else ""
-    settings.num_classes = _count(num_classes, "num_classes") if num_classes is not None else 0
-    settings.checkpoint = os.fspath(checkpoint) if checkpoint is not None else ""
-    settings.export_onnx = os.fspath(export_onnx) if export_onnx is not None else ""
-    settings.dataset, settings.schedule = str(dataset), str(schedule)
-    settings.size = _count(size, "size") if size is not None else 0
-    settings.val_fraction = float(val_fraction) if val_fraction is not None else 0.0
-    if val_fraction is not None and not (0 < settings.val_fraction < 1):
+    # Every other argument is one of glnet_train's options by its keyword name (_glnet.training_options, the engine's
+    # one list of them): the engine reads and checks them as the command reads its flags. None and False leave one out.
+    options = {name: value for name, value in locals().items() if name not in _TRAIN_FRONT_END}
+    options["no_standardize"] = not standardize
+    options.pop("standardize")
+    for name in ("out", "data", "net", "init", "checkpoint", "export_onnx"):
+        options[name] = os.fspath(options[name]) if options[name] is not None else None
+    for name in ("num_classes", "size", "train_limit", "test_limit"):
+        options[name] = _count(options[name], name) if options[name] is not None else None
+    if val_fraction is not None and not (0 < float(val_fraction) < 1):
         raise UsageError("val_fraction must be between 0 and 1")
-    settings.epochs, settings.batch, settings.lr = _count(epochs, "epochs"), _count(batch, "batch"), float(lr)
-    settings.optimizer, settings.activation, settings.seed = optimizer, activation, _count(seed, "seed", 0)
-    settings.weight_decay, settings.clip_norm, settings.nesterov = float(weight_decay), float(clip_norm), bool(nesterov)
-    settings.warmup_epochs, settings.step_epochs, settings.step_gamma = float(warmup_epochs), float(step_epochs), float(step_gamma)
-    settings.label_smoothing = float(label_smoothing)
-    settings.augment_shift, settings.augment_flip = _count(augment_shift, "augment_shift", 0), bool(augment_flip)
-    settings.train_limit = _count(train_limit, "train_limit") if train_limit is not None else 0
-    settings.test_limit = _count(test_limit, "test_limit") if test_limit is not None else 0
-    settings.standardize = bool(standardize)
-    settings.device, settings.api = _device_name(device), _api_name(api)
-    if not (0.01 <= progress_seconds <= 86400):
-        raise UsageError("progress_seconds is from 0.01 to 86400")
-    return _glnet.train(settings, on_epoch, on_progress, float(progress_seconds), bool(progress))
+    options["epochs"], options["batch"] = _count(epochs, "epochs"), _count(batch, "batch")
+    options["seed"], options["augment_shift"] = _count(seed, "seed", 0), _count(augment_shift, "augment_shift", 0)
+    for name in ("lr", "weight_decay", "clip_norm", "warmup_epochs", "step_epochs", "step_gamma", "label_smoothing", "val_fraction"):
+        options[name] = float(options[name]) if options[name] is not None else None
+    for name in ("nesterov", "augment_flip"):
+        options[name] = bool(options[name])
+    return _glnet.train(options, on_epoch, on_progress, float(progress_seconds), bool(progress), _device_name(device), _api_name(api))
 
 
 def bench(model: Model, batches: Sequence[int] = (1, 64), runs: int = 20, warmup: int = 3) -> Dict[str, Any]:

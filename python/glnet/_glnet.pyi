@@ -45,40 +45,7 @@ class Classifier:
     def weights(self) -> Dict[str, np.ndarray]: ...
     def predict(self, images: np.ndarray) -> Tuple[np.ndarray, np.ndarray]: ...
 
-class TrainSettings:
-    arch: str
-    net: str
-    activation: str
-    data: str
-    out: str
-    checkpoint: str
-    optimizer: str
-    epochs: int
-    batch: int
-    seed: int
-    lr: float
-    train_limit: int
-    test_limit: int
-    standardize: bool
-    device: str
-    api: str
-    init: str
-    num_classes: int
-    dataset: str
-    export_onnx: str
-    schedule: str
-    size: int
-    augment_shift: int
-    weight_decay: float
-    clip_norm: float
-    warmup_epochs: float
-    step_epochs: float
-    step_gamma: float
-    label_smoothing: float
-    val_fraction: float
-    nesterov: bool
-    augment_flip: bool
-    def __init__(self) -> None: ...
-
-def train(settings: TrainSettings, on_epoch: Optional[Callable[[Dict[str, Any]], Any]],
-          on_progress: Optional[Callable[[Dict[str, Any]], Any]], progress_seconds: float, progress: bool) -> List[Dict[str, Any]]: ...
+def training_options() -> List[Dict[str, Any]]: ...
+def train(options: Dict[str, Any], on_epoch: Optional[Callable[[Dict[str, Any]], Any]],
+          on_progress: Optional[Callable[[Dict[str, Any]], Any]], progress_seconds: float, progress: bool, device: str,
+          api: str) -> List[Dict[str, Any]]: ...

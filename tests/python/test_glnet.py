@@ -2,6 +2,7 @@
 (ctest runs this file once per API). The environment gives GLNET_TEST_APPS (the glnet_* commands) and
 GLNET_TEST_MNIST (MNIST's IDX files)."""
 import gc
+import inspect
 import io
 import json
 import os
@@ -429,8 +430,33 @@ def test_train_takes_glnet_trains_options_and_fine_tunes_its_onnx_export(work):
         glnet.train(out=out, net=net, weight_decay=2.0)
     with pytest.raises(glnet.UsageError, match="^nesterov needs the momentum optimizer"):
         glnet.train(out=out, net=net, nesterov=True)
-    with pytest.raises(glnet.UsageError, match="the dataset is mnist, fashion, cifar10 or folder"):
+    with pytest.raises(glnet.UsageError, match="^dataset is mnist, fashion, cifar10 or folder, not 'imagenet'$"):
         glnet.train(out=out, net=net, dataset="imagenet")
+
+
+def test_train_takes_the_commands_options_by_their_keyword_names_and_defaults():
+    # The engine's one list of a run's options (glnet_train's flags) against glnet.train's signature: every keyword but
+    # those of reporting and the device is one of them, with the command's default.
+    options = {option["keyword"]: option for option in glnet._glnet.training_options()}
+    front_end = {"on_epoch", "on_progress", "progress_seconds", "progress", "device", "api"}
+    for name, parameter in inspect.signature(glnet.train).parameters.items():
+        if name in front_end:
+            continue
+        default = parameter.default
+        if name == "standardize":  # standardize=False is --no-standardize
+            name, default = "no_standardize", not default
+        assert name in options, f"glnet.train's {name} is no option of glnet_train"
+        option = options[name]
+        if name == "epochs":  # fewer by default in a notebook (3) than the command's 5
+            continue
+        if option["switch"]:
+            assert default is False and option["default"] == "", name
+        elif default in (None, inspect.Parameter.empty):
+            assert option["default"] == "", name
+        elif isinstance(default, str):
+            assert default == option["default"], name
+        else:
+            assert default == float(option["default"]), name
 
 
 def test_ctrl_c_stops_training_and_keeps_the_last_checkpoint(work):
