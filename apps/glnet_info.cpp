@@ -2,6 +2,7 @@
 // and runs a self-check.
 #include "common/Cli.h"
 #include "importer/Onnx.h"
+#include "convert/OnnxNetwork.h"
 #include "importer/OnnxOps.h"
 #include "graph/MemoryPlan.h"
 #include "gl/Context.h"
@@ -219,7 +220,7 @@ int main(int argc, char** argv) {
     parser.parse(argc, argv);
     if (parser.has("markdown") && !parser.has("ops")) throw UsageError("--markdown goes with --ops");
     if (parser.has("ops")) {
-      std::cout << onnxOpsTable(parser.has("markdown"));
+      std::cout << onnxOpsTable(parser.has("markdown"), fineTunedOnnxOp);
       return 0;
     }
     if (parser.has("model")) {

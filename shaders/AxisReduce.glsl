@@ -76,7 +76,7 @@ void main() {
   if (line >= lines) return;
   uint local = gl_LocalInvocationID.x, step = uint(LINE_GROUP);
   uint base = (line / inner) * axis * inner + line % inner;
-#if AXIS_OP <= AXIS_OP_LOG_SOFTMAX
+#if AXIS_OP == AXIS_OP_SOFTMAX || AXIS_OP == AXIS_OP_LOG_SOFTMAX
   float largest;
   float sum = exponentSum(base, local, step, largest);
 #if AXIS_OP == AXIS_OP_SOFTMAX
@@ -102,7 +102,7 @@ void main() {
   for (uint k = local; k < axis; k += step) value *= x[base + k * inner];
   value = combineGroup(value, 3, 0);
   if (local == 0u) y[line] = value;
-#elif AXIS_OP >= AXIS_OP_L1
+#elif AXIS_OP == AXIS_OP_L1 || AXIS_OP == AXIS_OP_L2 || AXIS_OP == AXIS_OP_SUM_SQUARE || AXIS_OP == AXIS_OP_LOG_SUM
   float value = 0.0;
   for (uint k = local; k < axis; k += step) {
     float v = x[base + k * inner];
@@ -121,7 +121,7 @@ void main() {
   value = log(value);
 #endif
   if (local == 0u) y[line] = value;
-#else
+#elif AXIS_OP == AXIS_OP_MAX || AXIS_OP == AXIS_OP_MIN || AXIS_OP == AXIS_OP_SUM || AXIS_OP == AXIS_OP_MEAN
 #if AXIS_OP == AXIS_OP_MAX
   float value = uintBitsToFloat(0xff800000u);
   for (uint k = local; k < axis; k += step) value = maxNaN(value, x[base + k * inner]);
@@ -139,5 +139,7 @@ void main() {
 #endif
 #endif
   if (local == 0u) y[line] = value;
+#else
+#error unknown AXIS_OP
 #endif
 }

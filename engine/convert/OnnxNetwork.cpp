@@ -445,6 +445,8 @@ class Converter {
     const char* shown;
     void (Converter::*read)(const onnx::NodeProto& node, LayerKind kind);
   };
+
+ public:
   static const std::array<Reading, layerKindCount>& readings() {
     static constexpr std::array<Reading, layerKindCount> rows{{
         {LayerKind::conv, "Conv", "Conv", &Converter::conv},
@@ -485,5 +487,15 @@ class Converter {
 }  // namespace
 
 OnnxNetwork readOnnxNetwork(const std::string& path) { return Converter(path).run(); }
+
+bool fineTunedOnnxOp(const std::string& type) {
+  // The ops the converter takes apart from its readings (aliases, constants, the last softmax), and the readings
+  // that are layers of their own (a Mul only as SiLU's).
+  if (type == "Identity" || type == "Constant" || type == "Softmax" || type == "LogSoftmax") return true;
+  for (const auto& row : Converter::readings()) {
+    if (row.op && type == row.op && std::string(row.shown) == row.op) return true;
+  }
+  return false;
+}
 
 }  // namespace glnet

@@ -25,7 +25,7 @@ class AxisOp : public InferenceOp {
   std::string name() const override {
     return kindName(kind_);
   }
-  bool reduces() const { return kind_ >= AxisKind::mean; }
+  bool reduces() const { return axisKindReduces(kind_); }
   bool takesEpsilon() const { return kind_ == AxisKind::layerNormalization || kind_ == AxisKind::inverseDeviation; }
   Shape outputShape(const std::vector<Shape>& in) const override {
     const std::size_t inputs = kind_ == AxisKind::layerNormalization ? 3 : 1;

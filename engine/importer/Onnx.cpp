@@ -661,15 +661,22 @@ void Importer::importPool(const onnx::NodeProto& node, const Attributes& given) 
   }
 }
 
-void Importer::importSoftmax(const onnx::NodeProto& node, const Attributes& a) {
+AxisKind Importer::axisKindOf(const onnx::NodeProto& node) {
+  for (const AxisOnnxOp& op : axisOnnxOps()) {
+    if (node.op_type() == op.type) return op.kind;
+  }
+  GLNET_ASSERT(false, "the importer's table sent " + node.op_type() + ", which names no axis kind");
+  return AxisKind::softmax;
+}
+
+void Importer::importAlongAxis(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
   const std::size_t rank = shapeOf(x).size();
   const bool single = result_.opset >= 13;
   const auto axis = static_cast<std::uint32_t>(normalizedAxis(node, integer(a, "axis", single ? -1 : 1), rank));
-  const bool log = node.op_type() == "LogSoftmax";
-  const Tensor out = apply(node, axisOp(log ? AxisKind::logSoftmax : AxisKind::softmax, axis, single ? axis + 1 : static_cast<std::uint32_t>(rank)),
-                           {x}, log ? "log-softmax" : "softmax");
-  if (!log && rank == 2 && axis == 1) softmaxInputs_[out.id] = x;
+  const AxisKind kind = axisKindOf(node);
+  const Tensor out = apply(node, axisOp(kind, axis, single ? axis + 1 : static_cast<std::uint32_t>(rank)), {x}, kindName(kind));
+  if (kind == AxisKind::softmax && rank == 2 && axis == 1) softmaxInputs_[out.id] = x;
 }
 
 void Importer::importReduce(const onnx::NodeProto& node, const Attributes& a) {
@@ -686,11 +693,7 @@ void Importer::importReduce(const onnx::NodeProto& node, const Attributes& a) {
   }
   std::sort(list.begin(), list.end());
   if (list.back() - list.front() + 1 != static_cast<std::int64_t>(list.size())) refuse(node, "only reductions over adjacent axes are supported");
-  static const std::map<std::string, AxisKind> kinds{
-      {"ReduceMean", AxisKind::mean}, {"ReduceSum", AxisKind::sum}, {"ReduceMax", AxisKind::max}, {"ReduceMin", AxisKind::min},
-      {"ReduceL1", AxisKind::l1}, {"ReduceL2", AxisKind::l2}, {"ReduceSumSquare", AxisKind::sumSquare}, {"ReduceLogSum", AxisKind::logSum},
-      {"ReduceLogSumExp", AxisKind::logSumExp}, {"ReduceProd", AxisKind::product}};
-  apply(node, axisOp(kinds.at(node.op_type()), static_cast<std::uint32_t>(list.front()), static_cast<std::uint32_t>(list.back() + 1),
+  apply(node, axisOp(axisKindOf(node), static_cast<std::uint32_t>(list.front()), static_cast<std::uint32_t>(list.back() + 1),
                      integer(a, "keepdims", 1) != 0),
         {x}, "reduce");
 }

@@ -199,12 +199,14 @@ class Importer {
 
   void importPool(const onnx::NodeProto& node, const Attributes& a);
 
-  // Softmax and LogSoftmax: from opset 13 along one axis; before, over the axes from `axis` on (the input
-  // coerced to 2-D).
-  void importSoftmax(const onnx::NodeProto& node, const Attributes& a);
+  // The axis kind whose row in numbers/AxisKinds.h names the node's op type.
+  static AxisKind axisKindOf(const onnx::NodeProto& node);
+  // The axis kinds of AxisOnnxForm::axis (Softmax, LogSoftmax, ...): from opset 13 along one axis; before, over the
+  // axes from `axis` on (the input coerced to 2-D).
+  void importAlongAxis(const onnx::NodeProto& node, const Attributes& a);
 
-  // ReduceMean, ReduceSum, ReduceMax, ReduceMin over adjacent axes (attribute axes, or from opset 18, and 13 for
-  // ReduceSum, a constant input).
+  // The axis kinds of AxisOnnxForm::axes (ReduceMean, ReduceSum, ...) over adjacent axes (attribute axes, or from
+  // opset 18, and 13 for ReduceSum, a constant input).
   void importReduce(const onnx::NodeProto& node, const Attributes& a);
 
   void importLayerNormalization(const onnx::NodeProto& node, const Attributes& a);

@@ -1,13 +1,15 @@
 // The ONNX operators glnet imports, in one table (OnnxOps.cpp): one row per op type with the opsets glnet reads it at,
-// the attributes it takes, the Importer member that makes it a graph op, whether it folds at load, whether it
-// fine-tunes, and a line of description. Importer::importNode looks nodes up here (an op type with no row is refused
-// by name), Importer::foldable takes its op list from here, and `glnet_info --ops` prints it (README's op table is
-// `glnet_info --ops --markdown`, checked by ctest 'cli.ops_readme').
+// the attributes it takes, the Importer member that makes it a graph op, whether it folds at load, and a line of
+// description. Importer::importNode looks nodes up here (an op type with no row is refused by name),
+// Importer::foldable takes its op list from here, and `glnet_info --ops` prints it (README's op table is
+// `glnet_info --ops --markdown`, checked by ctest 'cli.ops_readme'). The rows of pointwise functions without
+// attributes and of axis functions come from their kind lists (numbers/PointwiseKinds.h, numbers/AxisKinds.h).
 //
-// Adding an op: a row here (and its import member in OnnxImporter.h / Onnx.cpp; a constant fold in
+// Adding an op of its own: a row here (and its import member in OnnxImporter.h / Onnx.cpp; a constant fold in
 // OnnxFolding.cpp's fold() when it folds), then regenerate README's table.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -43,7 +45,6 @@ struct OnnxOp {
   std::set<std::string> attributes;
   Import import = nullptr;  // none: the op is only folded
   OnnxFolding folding = OnnxFolding::never;
-  bool trains = false;  // glnet_train --net fine-tunes a model holding it (convert/OnnxNetwork)
   std::string description;
 };
 
@@ -51,7 +52,9 @@ struct OnnxOp {
 const std::vector<OnnxOp>& onnxOps();
 // The row of an op type, nullptr when glnet does not import it.
 const OnnxOp* findOnnxOp(const std::string& type);
-// The table as text (op type, opsets, folded/runs, trains, description), or as README's Markdown table.
-std::string onnxOpsTable(bool markdown);
+// The table as text (op type, opsets, folded/runs, whether glnet_train --net fine-tunes a model holding it,
+// description), or as README's Markdown table. Fine-tuning is the trainable-network reader's (convert/OnnxNetwork's
+// fineTunedOnnxOp, a layer above), so the caller says it.
+std::string onnxOpsTable(bool markdown, const std::function<bool(const std::string&)>& fineTunes);
 
 }  // namespace glnet
