@@ -132,6 +132,10 @@ float pointwise(float x) {
   return beta * (x > 0.0 ? x : alpha * (exp(x) - 1.0));  // Selu: alpha, beta gamma
 #elif POINTWISE == POINTWISE_SOFTSIGN
   return x / (1.0 + abs(x));  // Softsign
+#elif POINTWISE == POINTWISE_MISH
+  // x·tanh(softplus(x)) with tanh(log(1 + n)) = n(n + 2)/(n(n + 2) + 2), n = e^x: no log(1 + tiny) to lose digits.
+  float n = exp(x), m = n * (n + 2.0);
+  return x > 20.0 ? x : x * m / (m + 2.0);  // Mish
 #else
 #error unknown POINTWISE
 #endif

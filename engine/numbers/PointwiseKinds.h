@@ -51,7 +51,8 @@ namespace glnet {
   X(shrink, SHRINK, "shrink", "", x < -beta ? x + alpha : x > beta || std::isnan(x) ? x - alpha : 0.0)                 \
   X(celu, CELU, "celu", "", std::max(x, 0.0) + std::min(0.0, alpha * (std::exp(x / alpha) - 1)))                      \
   X(selu, SELU, "selu", "", beta * (x > 0 ? x : alpha * (std::exp(x) - 1)))                                           \
-  X(softsign, SOFTSIGN, "softsign", "Softsign", x / (1 + std::abs(x)))
+  X(softsign, SOFTSIGN, "softsign", "Softsign", x / (1 + std::abs(x)))                                              \
+  X(mish, MISH, "mish", "Mish", x * std::tanh(std::log1p(std::exp(x))))
 // clang-format on
 
 GLNET_KIND_LIST(PointwiseKind, GLNET_POINTWISE_KINDS, "POINTWISE");

@@ -90,7 +90,7 @@ TEST_SUITE("gl") {
                                            {PointwiseKind::gelu},        {PointwiseKind::geluTanh},   {PointwiseKind::exp},
                                            {PointwiseKind::negate},      {PointwiseKind::abs},        {PointwiseKind::elu, 1.0f},
                                            {PointwiseKind::softplus},    {PointwiseKind::silu},       {PointwiseKind::pow, 3.0f},
-                                           {PointwiseKind::pow, 2.0f}};
+                                           {PointwiseKind::pow, 2.0f},   {PointwiseKind::mish}};
     for (const Pointwise& f : functions) {
       // Across erf's two approximations (|x| = 0.5) and out where exp saturates.
       checkAgainstReference({pointwiseOp(f), {{3, 5, 7}}, -7.0f, 7.0f, 3e-7, 3e-6}, stream++);
