@@ -3,7 +3,8 @@
 //   AXIS_OP (engine/numbers/AxisKinds.h): SOFTMAX, LOG_SOFTMAX, LAYER_NORMALIZATION (y = (x − mean)/sqrt(var +
 //   epsilon)·gamma + beta, gamma and beta along the axis): y has x's shape; MEAN, SUM, MAX, MIN, INVERSE_DEVIATION
 //   1/sqrt(var + epsilon), L1 Σ|x|, L2 sqrt(Σx²), SUM_SQUARE Σx², LOG_SUM log Σx, LOG_SUM_EXP log Σ exp x, PRODUCT Πx:
-//   y [outer, inner]
+//   y [outer, inner]; HARDMAX (1 at the line's first largest value, 0 elsewhere; NaN throughout a line holding one):
+//   y has x's shape
 // bindings: 0 x read, 1 gamma read (LAYER_NORMALIZATION; x again otherwise), 2 beta read (LAYER_NORMALIZATION; x again otherwise), 3 y write
 // uniforms: 0 lines (outer·inner), 1 axis length, 2 inner, 3 epsilon (LAYER_NORMALIZATION, INVERSE_DEVIATION)
 // defines: LINE_GROUP, the invocations per line (a power of two up to GLNET_GROUP_SIZE, its default): short axes
@@ -85,6 +86,15 @@ void main() {
   float logSum = log(sum);
   for (uint k = local; k < axis; k += step) y[base + k * inner] = x[base + k * inner] - largest - logSum;
 #endif
+#elif AXIS_OP == AXIS_OP_HARDMAX
+  float largest = uintBitsToFloat(0xff800000u);
+  for (uint k = local; k < axis; k += step) largest = maxNaN(largest, x[base + k * inner]);
+  largest = combineGroup(largest, 1, 0);
+  // The first index holding it, as a float (exact below 2^24 values along the axis).
+  float first = float(axis);
+  for (uint k = local; k < axis; k += step) first = x[base + k * inner] == largest ? min(first, float(k)) : first;
+  first = combineGroup(first, 2, 1);
+  for (uint k = local; k < axis; k += step) y[base + k * inner] = isNaN(largest) ? largest : float(k) == first ? 1.0 : 0.0;
 #elif AXIS_OP == AXIS_OP_LAYER_NORMALIZATION
   float mean;
   float scale = inverseDeviation(base, local, step, mean);

@@ -92,6 +92,12 @@ class AxisOp : public InferenceOp {
             }
             break;
           }
+          case AxisKind::hardmax: {
+            std::size_t first = 0;
+            while (first + 1 < axis && x[at(first)] != largest) ++first;
+            for (std::size_t k = 0; k < axis; ++k) y[at(k)] = std::isnan(largest) ? largest : k == first ? 1.0 : 0.0;
+            break;
+          }
           case AxisKind::layerNormalization: {
             const double mean = sum / static_cast<double>(axis), scale = inverseDeviation(mean);
             for (std::size_t k = 0; k < axis; ++k) y[at(k)] = (x[at(k)] - mean) * scale * (*in[1].values)[k] + (*in[2].values)[k];

@@ -34,7 +34,8 @@ enum class AxisOnnxForm { none, axis, axes };
   X(sumSquare, SUM_SQUARE, "reduce sum of squares", true, "ReduceSumSquare", axes, "Σx² over adjacent axes")                                           \
   X(logSum, LOG_SUM, "reduce log-sum", true, "ReduceLogSum", axes, "log Σx over adjacent axes")                                                        \
   X(logSumExp, LOG_SUM_EXP, "reduce log-sum-exp", true, "ReduceLogSumExp", axes, "log Σ exp x over adjacent axes")                                     \
-  X(product, PRODUCT, "reduce product", true, "ReduceProd", axes, "Πx over adjacent axes")
+  X(product, PRODUCT, "reduce product", true, "ReduceProd", axes, "Πx over adjacent axes")                                                             \
+  X(hardmax, HARDMAX, "hardmax", false, "Hardmax", axis, "1 at the first largest value, 0 elsewhere (opset 13 on: along one axis; before: over the axes from axis on)")
 // clang-format on
 
 GLNET_KIND_LIST(AxisKind, GLNET_AXIS_KINDS, "AXIS_OP");

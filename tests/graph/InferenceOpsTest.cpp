@@ -173,6 +173,7 @@ TEST_SUITE("gl") {
       }
     }
     checkAgainstReference(withNans(axisOp(AxisKind::max, 2, 4), {{2, 3, 5, 5}}, 29), stream++);
+    checkAgainstReference(withNans(axisOp(AxisKind::hardmax, 1, 2), {{4, 9}}), stream++);  // NaN throughout its line
   }
 
   TEST_CASE("broadcast arithmetic matches float64 over NumPy's broadcasting rules") {
@@ -556,6 +557,8 @@ TEST_SUITE("gl") {
     }
     checkAgainstReference({axisOp(AxisKind::logSum, 1, 2, true), {{3, 37}}, 0.1f, 2.0f, 1e-6, 1e-5}, stream++);
     checkAgainstReference({axisOp(AxisKind::product, 0, 1, false), {{19, 4}}, 0.6f, 1.4f, 1e-7, 1e-5}, stream++);
+    checkAgainstReference({axisOp(AxisKind::hardmax, 1, 2), {{2, 5, 3}}}, stream++);
+    checkAgainstReference({axisOp(AxisKind::hardmax, 1, 2), {{3, 37}}, 1.0f, 1.0f}, stream++);  // all equal: the first wins
   }
 
   // The kernel picks its invocations per line from the axis length (32 up to the device's group size): every op of
