@@ -14,6 +14,8 @@ std::atomic<OptionSpelling> spelling{OptionSpelling::flags};
 
 void setOptionSpelling(OptionSpelling chosen) { spelling = chosen; }
 
+OptionSpelling optionSpelling() { return spelling; }
+
 std::string optionName(const std::string& option) {
   if (spelling == OptionSpelling::flags) return "--" + option;
   std::string keyword = option;

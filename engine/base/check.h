@@ -40,6 +40,7 @@ std::string printable(const std::string& bytes);
 // api="gles"), which its module chooses when it loads. Options are given by their flag names without dashes.
 enum class OptionSpelling { flags, keywords };
 void setOptionSpelling(OptionSpelling spelling);
+OptionSpelling optionSpelling();
 std::string optionName(const std::string& option);                             // "--val-fraction" | "val_fraction"
 std::string optionSetting(const std::string& option, const std::string& value);  // "--api gl" | "api=\"gl\""
 // Work larger than the device takes (a tensor over the storage-block limit): the same work in smaller pieces (a
