@@ -290,7 +290,7 @@ int main(int argc, char** argv) {
       }
       std::fprintf(out, ", host memcpy %.2f GB/s\n", rate("host memcpy of the same bytes"));
     }
-    if (model.importedFrom.empty()) {
+    if (!model.imported) {
       std::fprintf(out, "training step: %zu dispatches, %zu barriers\n", report.trainingDispatches, report.trainingBarriers);
     } else {
       std::fprintf(out, "training step: not measured (an imported model runs inference only)\n");

@@ -1,7 +1,5 @@
 #include "base/check.h"
 
-#include <glad/gl.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -15,6 +13,8 @@ std::atomic<OptionSpelling> spelling{OptionSpelling::flags};
 }  // namespace
 
 void setOptionSpelling(OptionSpelling chosen) { spelling = chosen; }
+
+OptionSpelling optionSpelling() { return spelling; }
 
 std::string optionName(const std::string& option) {
   if (spelling == OptionSpelling::flags) return "--" + option;
@@ -48,27 +48,6 @@ std::string printable(const std::string& bytes) {
     }
   }
   return text;
-}
-
-const char* glErrorName(unsigned error) {
-  switch (error) {
-    case GL_INVALID_ENUM: return "GL_INVALID_ENUM";
-    case GL_INVALID_VALUE: return "GL_INVALID_VALUE";
-    case GL_INVALID_OPERATION: return "GL_INVALID_OPERATION";
-    case GL_INVALID_FRAMEBUFFER_OPERATION: return "GL_INVALID_FRAMEBUFFER_OPERATION";
-    case GL_OUT_OF_MEMORY: return "GL_OUT_OF_MEMORY";
-    case GL_STACK_OVERFLOW: return "GL_STACK_OVERFLOW";
-    case GL_STACK_UNDERFLOW: return "GL_STACK_UNDERFLOW";
-    default: return "unknown GL error";
-  }
-}
-
-void throwIfGlError(const char* call, const char* file, int line) {
-  const GLenum error = glGetError();
-  if (error == GL_NO_ERROR) return;
-  while (glGetError() != GL_NO_ERROR) {
-  }
-  throw Error(std::string(glErrorName(error)) + " from " + call + " at " + file + ":" + std::to_string(line));
 }
 
 }  // namespace glnet

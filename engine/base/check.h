@@ -1,5 +1,5 @@
 // Error handling in three tiers: GLNET_ASSERT for programmer errors, glnet::Error for
-// environment and input failures a user can fix, GL_CHECK for GL calls whose failure must be named.
+// environment and input failures a user can fix, GL_CHECK (gl/GlCheck.h) for GL calls whose failure must be named.
 #pragma once
 
 #include <stdexcept>
@@ -40,6 +40,7 @@ std::string printable(const std::string& bytes);
 // api="gles"), which its module chooses when it loads. Options are given by their flag names without dashes.
 enum class OptionSpelling { flags, keywords };
 void setOptionSpelling(OptionSpelling spelling);
+OptionSpelling optionSpelling();
 std::string optionName(const std::string& option);                             // "--val-fraction" | "val_fraction"
 std::string optionSetting(const std::string& option, const std::string& value);  // "--api gl" | "api=\"gl\""
 // Work larger than the device takes (a tensor over the storage-block limit): the same work in smaller pieces (a
@@ -50,18 +51,10 @@ class DeviceLimitError : public Error {
 };
 
 [[noreturn]] void assertFailed(const char* condition, const std::string& message, const char* file, int line);
-void throwIfGlError(const char* call, const char* file, int line);
-const char* glErrorName(unsigned error);
 
 }  // namespace glnet
 
 #define GLNET_ASSERT(condition, message)                                        \
   do {                                                                          \
     if (!(condition)) ::glnet::assertFailed(#condition, message, __FILE__, __LINE__); \
-  } while (false)
-
-#define GL_CHECK(call)                                       \
-  do {                                                       \
-    call;                                                    \
-    ::glnet::throwIfGlError(#call, __FILE__, __LINE__);      \
   } while (false)

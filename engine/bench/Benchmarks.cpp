@@ -320,7 +320,7 @@ BenchReport runBenchmarks(const Context& context, const Network& network, const 
   report.persistentMaps = Buffer::hostVisibleAvailable();
   report.coldStart.emplace_back("context creation", context.creationMilliseconds());
   // Imported models run inference only: their cold start is the inference graph's, and no training step is measured.
-  const bool trains = network.importedFrom.empty();
+  const bool trains = !network.imported;
   {
     // A training graph compiles every kind of program inference and training use (the driver's own shader
     // cache may still shorten a second start).

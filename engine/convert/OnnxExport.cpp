@@ -231,7 +231,7 @@ void setShape(onnx::ValueInfoProto& value, const std::vector<std::int64_t>& dims
 }  // namespace
 
 void writeOnnx(const Network& network, const std::string& path) {
-  if (!network.importedFrom.empty()) throw Error(network.importedFrom + ": an imported ONNX model is exported as it was read; copy the file");
+  if (network.imported) throw Error(network.imported->path() + ": an imported ONNX model is exported as it was read; copy the file");
   onnx::ModelProto model;
   model.set_ir_version(8);
   model.set_producer_name("glnet");

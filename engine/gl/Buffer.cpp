@@ -4,6 +4,7 @@
 #include "gl/Limits.h"
 #include "gl/Sync.h"
 #include "base/check.h"
+#include "gl/GlCheck.h"
 
 #include <glad/gl.h>
 

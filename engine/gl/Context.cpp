@@ -1,6 +1,7 @@
 #include "gl/Context.h"
 
 #include "base/check.h"
+#include "gl/GlCheck.h"
 #include "base/log.h"
 
 #include <glad/egl.h>

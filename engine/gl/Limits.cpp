@@ -1,6 +1,7 @@
 #include "gl/Limits.h"
 
 #include "base/check.h"
+#include "gl/GlCheck.h"
 
 #include <glad/gl.h>
 

@@ -5,6 +5,7 @@
 #include "gl/Limits.h"
 #include "gl/ShaderSource.h"
 #include "base/check.h"
+#include "gl/GlCheck.h"
 #include "base/log.h"
 
 #include <glad/gl.h>

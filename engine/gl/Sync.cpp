@@ -2,6 +2,7 @@
 
 #include "gl/Limits.h"
 #include "base/check.h"
+#include "gl/GlCheck.h"
 
 #include <glad/gl.h>
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <utility>
 
 namespace glnet {
 namespace inference {
@@ -201,10 +202,11 @@ class GroupedConvOp : public InferenceOp {
     const Shape& x = in[0].shape;
     const Shape& w = in[1].shape;
     const std::vector<ShaderDefine> geometry = geometryDefines(x, w, out.shape);
-    // Each gradient's number is its input's index: x, w, b.
-    for (const GroupedConvGradient gradient :
-         {GroupedConvGradient::inputGradient, GroupedConvGradient::weightGradient, GroupedConvGradient::biasGradient}) {
-      const std::optional<GradientTarget>& target = targets[kindNumber(gradient)];
+    // Each gradient and the input it is of: x, w, b.
+    const std::pair<GroupedConvGradient, std::size_t> gradients[] = {
+        {GroupedConvGradient::inputGradient, 0}, {GroupedConvGradient::weightGradient, 1}, {GroupedConvGradient::biasGradient, 2}};
+    for (const auto& [gradient, input] : gradients) {
+      const std::optional<GradientTarget>& target = targets[input];
       if (!target) continue;
       std::vector<ShaderDefine> defines = geometry;
       defines.push_back(kindDefine(gradient));

@@ -11,6 +11,7 @@
 #include <array>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -57,9 +58,9 @@ class Fields {
   Activation activation() const {
     const nlohmann::json* given = find("activation");
     if (!given) return Activation::none;
-    const std::string text = given->is_string() ? given->get<std::string>() : "";
-    if (text != "relu" && text != "tanh" && text != "sigmoid" && text != "none") throw refuse("\"activation\" must be relu, tanh, sigmoid or none");
-    return parseActivation(text);
+    const std::optional<Activation> activation = given->is_string() ? findKind<Activation>(given->get<std::string>()) : std::nullopt;
+    if (!activation) throw refuse("\"activation\" must be " + kindChoices<Activation>());
+    return *activation;
   }
   // A number in (0, 1) when `open`, else in (0, 1].
   float fraction(const char* key, float fallback, bool open) const {

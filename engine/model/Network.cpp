@@ -216,7 +216,7 @@ std::vector<int> parseArchitecture(const std::string& text) {
   return sizes;
 }
 
-std::uint32_t Network::classes() const { return importedFrom.empty() && !description ? layers.back().outputs : graphClasses; }
+std::uint32_t Network::classes() const { return !imported && !description ? layers.back().outputs : graphClasses; }
 
 Network Network::fromOnnx(const std::string& path) {
   ParsedOnnx parsed(path);
@@ -226,7 +226,6 @@ Network Network::fromOnnx(const std::string& path) {
   if (out.size() != 2) throw Error(path + ": the output " + model.outputName + " is " + describe(out) + ", not class scores [batch, classes]");
   Network network;
   network.architecture = "onnx";
-  network.importedFrom = path;
   network.imported = std::move(parsed);
   network.graphClasses = out[1];
   network.inputShape.assign(in.begin() + 1, in.end());
@@ -452,7 +451,7 @@ void Network::setParameterValues(const std::vector<std::vector<float>>& values) 
 
 Network Network::withClasses(std::uint32_t classes, std::uint32_t seed, const std::string& source) const {
   if (classes < 2 || classes > 65536) throw UsageError("a classifier has 2 to 65536 classes, not " + std::to_string(classes));
-  if (!importedFrom.empty()) throw Error(importedFrom + ": an imported ONNX model keeps its classes (" + optionName("num-classes") + " replaces the last layer of glnet's own networks)");
+  if (imported) throw Error(imported->path() + ": an imported ONNX model keeps its classes (" + optionName("num-classes") + " replaces the last layer of glnet's own networks)");
   Network replaced;
   if (description) {
     NetDescription changed = *description;
@@ -490,9 +489,9 @@ Network Network::withClasses(std::uint32_t classes, std::uint32_t seed, const st
 
 NetworkGraph buildGraph(const Network& network, std::uint32_t batch, bool withLoss, float labelSmoothing) {
   NetworkGraph result;
-  if (!network.importedFrom.empty()) {
-    if (withLoss) throw Error(network.importedFrom + ": training an imported ONNX model is not supported yet");
-    OnnxModel model = readOnnx(network.imported.value(), batch);
+  if (network.imported) {
+    if (withLoss) throw Error(network.imported->path() + ": training an imported ONNX model is not supported yet");
+    OnnxModel model = readOnnx(*network.imported, batch);
     result.graph = std::move(model.graph);
     result.images = model.input;
     result.logits = model.logits;

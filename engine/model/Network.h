@@ -56,9 +56,8 @@ struct Network {
   // without glnet's metadata gets the defaults (x/255, ReLU), which callers should point out.
   bool inputFormatRecorded = true;
   bool activationRecorded = true;
-  // An imported ONNX classifier: its file, and the model parsed from it once (fromOnnx sets both), whose graph
-  // buildGraph binds to each batch size without reading the file again (layers and parameters stay empty).
-  std::string importedFrom;
+  // An imported ONNX classifier: the model parsed once from its file (imported->path()), whose graph buildGraph
+  // binds to each batch size without reading the file again (layers and parameters stay empty).
   std::optional<ParsedOnnx> imported;
   // A described network (--net NET.json, --arch resnet8): its graph is built from the description (layers stay empty).
   std::optional<NetDescription> description;

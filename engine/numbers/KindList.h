@@ -8,6 +8,7 @@
 #include "base/check.h"
 
 #include <cstddef>
+#include <optional>
 #include <string>
 
 namespace glnet {
@@ -52,6 +53,32 @@ int kindNumber(Kind kind) {
 template <class Kind>
 const char* kindName(Kind kind) {
   return KindList<Kind>::names[kindNumber(kind)];
+}
+
+// The kind a list names `name` ("relu", "adamw"), if it has one.
+template <class Kind>
+std::optional<Kind> findKind(const std::string& name) {
+  for (std::size_t number = 0; number < KindList<Kind>::count; ++number) {
+    if (name == KindList<Kind>::names[number]) return static_cast<Kind>(number);
+  }
+  return std::nullopt;
+}
+
+// A list's names as a message offers them, in the list's order: "sgd, momentum, adam or adamw".
+template <class Kind>
+std::string kindChoices() {
+  std::string choices;
+  for (std::size_t number = 0; number < KindList<Kind>::count; ++number) {
+    choices += std::string(number == 0 ? "" : number + 1 == KindList<Kind>::count ? " or " : ", ") + KindList<Kind>::names[number];
+  }
+  return choices;
+}
+
+// The kind named `name`; else a UsageError "unknown WHAT 'NAME' (its choices)".
+template <class Kind>
+Kind parseKind(const std::string& name, const char* what) {
+  if (const std::optional<Kind> kind = findKind<Kind>(name)) return *kind;
+  throw UsageError(std::string("unknown ") + what + " '" + name + "' (" + kindChoices<Kind>() + ")");
 }
 
 // Every list's `#define <DEFINE>_<GLSL_SUFFIX> <number>` lines, for the programs' prologue.

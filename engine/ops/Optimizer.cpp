@@ -6,13 +6,7 @@
 
 namespace glnet {
 
-OptimizerKind parseOptimizer(const std::string& name) {
-  if (name == "sgd") return OptimizerKind::sgd;
-  if (name == "momentum") return OptimizerKind::momentum;
-  if (name == "adam") return OptimizerKind::adam;
-  if (name == "adamw") return OptimizerKind::adamw;
-  throw UsageError("unknown optimizer '" + name + "' (sgd, momentum, adam or adamw)");
-}
+OptimizerKind parseOptimizer(const std::string& name) { return parseKind<OptimizerKind>(name, "optimizer"); }
 
 const char* optimizerName(OptimizerKind kind) { return kindName(kind); }
 

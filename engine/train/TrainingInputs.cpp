@@ -34,7 +34,9 @@ DataChoice dataChoice(const OptionValues& options, std::uint32_t seed) {
   DataChoice choice;
   choice.dataset = options.text("dataset");
   if (choice.dataset != "mnist" && choice.dataset != "fashion" && choice.dataset != "cifar10" && choice.dataset != "folder") {
-    throw UsageError(optionName("dataset") + " is mnist, fashion, cifar10 or folder, not '" + choice.dataset + "'");
+    // The commands name their flag; in Python the keyword reads as what it is ("the dataset is ..."), as glnet.train said.
+    const std::string subject = optionSpelling() == OptionSpelling::flags ? optionName("dataset") : "the dataset";
+    throw UsageError(subject + " is mnist, fashion, cifar10 or folder, not '" + choice.dataset + "'");
   }
   if ((choice.dataset == "cifar10" || choice.dataset == "folder") && !options.has("data")) {
     throw UsageError(optionSetting("dataset", choice.dataset) + " needs " + optionName("data") + " DIR");
@@ -68,12 +70,8 @@ void checkTrainingOptions(const TrainingOptions& o) {
 namespace {
 
 std::string directoryOf(const DataChoice& choice) {
-  const std::string& dataset = choice.dataset;
-  if (dataset != "mnist" && dataset != "fashion" && dataset != "cifar10" && dataset != "folder") {
-    throw UsageError("the dataset is mnist, fashion, cifar10 or folder, not '" + dataset + "'");
-  }
-  if ((dataset == "cifar10" || dataset == "folder") && choice.directory.empty()) throw UsageError("the " + dataset + " dataset needs its directory");
-  return !choice.directory.empty() ? choice.directory : dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
+  // dataChoice has checked the dataset and that cifar10 and folder have their directory.
+  return !choice.directory.empty() ? choice.directory : choice.dataset == "mnist" ? "data/mnist" : "/usr/share/datasets/fashion-mnist";
 }
 
 ImageFolderData folderData(const DataChoice& choice, const std::string& directory, const Network& network) {
@@ -84,9 +82,6 @@ ImageFolderData folderData(const DataChoice& choice, const std::string& director
   }
   const std::uint32_t channels = images.channels;
   const auto side = choice.size ? choice.size : images.width;
-  if (choice.validationFraction != 0 && !(choice.validationFraction > 0 && choice.validationFraction < 1)) {
-    throw UsageError("the validation fraction must be between 0 and 1");
-  }
   ImageFolderData folders = readImageFolders(directory, channels, side, choice.validationFraction, choice.seed);
   if (folders.classes.size() != network.classes()) {
     throw Error(directory + ": " + std::to_string(folders.classes.size()) + " class folders for a network of " + std::to_string(network.classes()) +

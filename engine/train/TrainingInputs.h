@@ -32,6 +32,7 @@ struct StartingNetwork {
 // Throws glnet::Error (or UsageError for a bad choice) naming the file and what is wrong.
 StartingNetwork startingNetwork(const NetworkChoice& choice);
 
+// Made by dataChoice, which checks it.
 struct DataChoice {
   std::string dataset = "mnist";  // mnist, fashion, cifar10 or folder
   std::string directory;          // empty: data/mnist, or Debian's Fashion-MNIST

@@ -34,6 +34,9 @@ std::string format(const char* pattern, ...) {
   return text;
 }
 
+// A report interval a run takes, in seconds: from a hundredth of a second to a day.
+bool reportIntervalOk(double seconds) { return seconds >= 0.01 && seconds <= 86400; }
+
 }  // namespace
 
 std::string TrainingValues::text(const std::string& name) const {
@@ -169,7 +172,7 @@ const std::vector<TrainingFlag>& trainingFlags() {
        std::to_string(static_cast<int>(progressLineSeconds)), false,
        [](V v, S s) {
          s.progressSeconds = v.number("progress-every");
-         if (!(s.progressSeconds >= 0.01 && s.progressSeconds <= 86400)) {
+         if (!reportIntervalOk(s.progressSeconds)) {
            throw UsageError(optionName("progress-every") + " must be from 0.01 to 86400 seconds");
          }
          // The trainer reports at least twice per interval, so that a line is never much later than promised.
@@ -212,6 +215,11 @@ const std::vector<TrainingFlag>& trainingFlags() {
   return flags;
 }
 
+std::string resumeHint(const std::string& checkpoint, const std::string& out) {
+  if (optionSpelling() == OptionSpelling::flags) return "continue with " + optionSetting("resume", checkpoint);
+  return "continue with glnet_train --resume " + checkpoint + " --out " + out;
+}
+
 TrainingRun::TrainingRun(std::map<std::string, std::string> given, const Communicator& ranks)
     : ranks_(ranks), values_(std::move(given), ranks.size()) {
   for (const auto& [name, value] : values_.given_) {
@@ -243,6 +251,11 @@ TrainingRun::TrainingRun(std::map<std::string, std::string> given, const Communi
 }
 
 TrainingRun::~TrainingRun() = default;
+
+void TrainingRun::reportEvery(double seconds) {
+  if (!reportIntervalOk(seconds)) throw UsageError("progress_seconds is from 0.01 to 86400");
+  settings_.options.reportSeconds = seconds;
+}
 
 void TrainingRun::load() {
   const StartingNetwork start = startingNetwork(settings_.network);
@@ -334,8 +347,8 @@ void TrainingRun::run(const std::function<void(const TrainingProgress&)>& progre
     const std::string from = checkpointedEpoch > resumedAfter ? settings_.checkpoint : settings_.resume;
     throw GpuFailure(std::string(failure.what()) +
                      (from.empty() ? "; no checkpoint was written yet, so start again"
-                                   : "; the checkpoint after epoch " + std::to_string(checkpointedEpoch) + " is intact: continue with " +
-                                         optionSetting("resume", from)));
+                                   : "; the checkpoint after epoch " + std::to_string(checkpointedEpoch) + " is intact: " +
+                                         resumeHint(from, settings_.out)));
   }
 }
 

@@ -59,6 +59,11 @@ struct TrainingFlag {
 // Every option of a run, in the order of glnet_train --help.
 const std::vector<TrainingFlag>& trainingFlags();
 
+// How to continue a run that stopped (a GPU failure) from its checkpoint, which writes the model to `out`: glnet_train
+// "continue with --resume CHECKPOINT"; glnet.train cannot resume (init= takes the weights alone, not the optimizer's
+// state and the epochs done), so Python is pointed at the command.
+std::string resumeHint(const std::string& checkpoint, const std::string& out);
+
 class TrainingRun {
  public:
   // Reads the options given (by flag name; a switch as "1") and checks them and the output files; with resume, the
@@ -68,8 +73,9 @@ class TrainingRun {
   ~TrainingRun();
 
   const TrainingSettings& settings() const { return settings_; }
-  // The front end's own report cadence (glnet.train's progress_seconds) instead of a fraction of progressSeconds.
-  void reportEvery(double seconds) { settings_.options.reportSeconds = seconds; }
+  // The front end's own report cadence (glnet.train's progress_seconds) instead of a fraction of progressSeconds;
+  // throws UsageError outside 0.01 to 86400 seconds (NaN too).
+  void reportEvery(double seconds);
 
   // Builds the starting network and reads the data sets and the checkpoint to resume (no GL work).
   void load();

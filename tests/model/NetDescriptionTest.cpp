@@ -48,6 +48,8 @@ TEST_CASE("a network description that is wrong is refused in one line naming the
       {withLayers(R"({"name": "a", "kind": "conv", "outputs": -4, "kernel": 3})"), "net.json: layer 'a': outputs must be a whole number from 1"},
       {withLayers(R"({"name": "a", "kind": "conv", "outputs": 2.5, "kernel": 3})"), "net.json: layer 'a': outputs must be a whole number"},
       {withLayers(R"({"name": "a", "kind": "dense", "outputs": 3, "activation": "gelu"})"), "net.json: layer 'a': \"activation\" must be"},
+      {withLayers(R"({"name": "a", "kind": "dense", "outputs": 3, "activation": 1})"),
+       "net.json: layer 'a': \"activation\" must be none, relu, tanh or sigmoid"},
       // The work of one layer is bounded: its kernel, then its multiply-adds once the shapes are known.
       {withLayers(R"({"name": "a", "kind": "conv", "outputs": 4, "kernel": 1000})"), "net.json: layer 'a': kernel must be a whole number from 1 to 64, not 1000"},
       {withLayers(R"({"name": "a", "kind": "maxpool", "kernel": 65})"), "net.json: layer 'a': kernel must be a whole number from 1 to 64, not 65"},

@@ -21,6 +21,11 @@ TEST_CASE("an imported ONNX network builds its graph for a new batch size from t
   const NetworkGraph graph = buildGraph(network, 4, false);
   CHECK(graph.graph.tensor(graph.images).shape == Shape{4, 6});
   CHECK(graph.graph.tensor(graph.logits).shape == Shape{4, 3});
+  // What an imported network cannot do is refused naming the file it was parsed from (the one record of it).
+  CHECK_THROWS_WITH_AS(buildGraph(network, 4, true), (path + ": training an imported ONNX model is not supported yet").c_str(), Error);
+  CHECK_THROWS_WITH_AS(writeOnnx(network, directory.file("again.onnx")),
+                       (path + ": an imported ONNX model is exported as it was read; copy the file").c_str(), Error);
+  CHECK_THROWS_WITH_AS(network.withClasses(2, 0, path), doctest::Contains((path + ": an imported ONNX model keeps its classes").c_str()), Error);
 }
 
 TEST_SUITE("gl") {

@@ -1,5 +1,6 @@
 #include "numbers/Activation.h"
 #include "numbers/AxisKinds.h"
+#include "numbers/OptimizerKinds.h"
 #include "numbers/PointwiseKinds.h"
 
 #include <doctest/doctest.h>
@@ -35,4 +36,17 @@ TEST_CASE("the kind lists give shaders one define per kind, numbered in list ord
   GLNET_POINTWISE_KINDS(GLNET_CHECK_ONNX)
 #undef GLNET_CHECK_ONNX
   CHECK(onnxTypes.count("Relu"));
+}
+
+// Names are read back through the lists themselves, so a new row is parsed and offered without a second list to update.
+TEST_CASE("a kind is parsed by its list's name, and a wrong name gets the list's choices") {
+  for (std::size_t number = 0; number < kindCount<OptimizerKind>(); ++number) {
+    const auto kind = static_cast<OptimizerKind>(number);
+    CHECK(parseKind<OptimizerKind>(kindName(kind), "optimizer") == kind);
+  }
+  CHECK(parseActivation("sigmoid") == Activation::sigmoid);
+  CHECK(findKind<Activation>("Relu") == std::nullopt);
+  CHECK_THROWS_WITH_AS(parseKind<OptimizerKind>("rmsprop", "optimizer"), "unknown optimizer 'rmsprop' (sgd, momentum, adam or adamw)",
+                       UsageError);
+  CHECK_THROWS_WITH_AS(parseActivation("gelu"), "unknown activation 'gelu' (none, relu, tanh or sigmoid)", UsageError);
 }

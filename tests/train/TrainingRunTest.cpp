@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 using namespace glnet;
@@ -53,8 +54,31 @@ TEST_CASE("a training run refuses bad options before it reads anything, naming t
   CHECK(usageError({{"out", out}, {"weights", "x"}}) == "unknown option --weights");
   setOptionSpelling(OptionSpelling::keywords);
   const std::string keywords = usageError({{"out", out}, {"label-smoothing", "1.5"}});
+  const std::string dataset = usageError({{"out", out}, {"dataset", "imagenet"}});
   setOptionSpelling(OptionSpelling::flags);
   CHECK(keywords == "label_smoothing must be from 0 to below 1");
+  CHECK(dataset == "the dataset is mnist, fashion, cifar10 or folder, not 'imagenet'");
+}
+
+TEST_CASE("a training run takes a report interval from 0.01 to 86400 seconds, not 0, a negative one or NaN") {
+  const test::TempDir dir;
+  const Communicator one;
+  TrainingRun run({{"out", dir.file("m.safetensors")}}, one);
+  for (const double seconds : {0.0, -1.0, 0.009, 86401.0, std::nan("")}) {
+    CHECK_THROWS_WITH_AS(run.reportEvery(seconds), "progress_seconds is from 0.01 to 86400", UsageError);
+  }
+  run.reportEvery(0.01);
+  CHECK(run.settings().options.reportSeconds == 0.01);
+  run.reportEvery(86400);
+  CHECK(run.settings().options.reportSeconds == 86400);
+}
+
+TEST_CASE("a run stopped by the GPU says how to continue from its checkpoint as the front end can") {
+  CHECK(resumeHint("m.checkpoint.safetensors", "m.safetensors") == "continue with --resume m.checkpoint.safetensors");
+  setOptionSpelling(OptionSpelling::keywords);  // glnet.train has no resume: the command does it
+  const std::string python = resumeHint("m.checkpoint.safetensors", "m.safetensors");
+  setOptionSpelling(OptionSpelling::flags);
+  CHECK(python == "continue with glnet_train --resume m.checkpoint.safetensors --out m.safetensors");
 }
 
 TEST_CASE("a training run resumed from a checkpoint takes the settings it records unless given, and records its own") {
