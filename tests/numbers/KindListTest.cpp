@@ -27,7 +27,10 @@ TEST_CASE("the kind lists give shaders one define per kind, numbered in list ord
   }
   CHECK(defined.count("POINTWISE_ERF"));
   CHECK(allKindDefines().find("#define POINTWISE_ERF " + std::to_string(kindNumber(PointwiseKind::erf)) + "\n") != std::string::npos);
-  CHECK(allKindDefines().find("#define AXIS_OP_PRODUCT " + std::to_string(kindCount<AxisKind>() - 1) + "\n") != std::string::npos);
+  for (std::size_t number = 0; number < kindCount<AxisKind>(); ++number) {
+    const std::string define = std::string("#define AXIS_OP_") + KindList<AxisKind>::glsl[number] + " " + std::to_string(number) + "\n";
+    CHECK_MESSAGE(allKindDefines().find(define) != std::string::npos, define);
+  }
   CHECK(std::string(kindName(PointwiseKind::geluTanh)) == "gelu (tanh)");
 
   std::set<std::string> onnxTypes;
@@ -35,7 +38,11 @@ TEST_CASE("the kind lists give shaders one define per kind, numbered in list ord
   if (*onnx) CHECK_MESSAGE(onnxTypes.insert(onnx).second, onnx);
   GLNET_POINTWISE_KINDS(GLNET_CHECK_ONNX)
 #undef GLNET_CHECK_ONNX
+  for (const AxisOnnxOp& op : axisOnnxOps()) {
+    if (*op.type) CHECK_MESSAGE(onnxTypes.insert(op.type).second, op.type);
+  }
   CHECK(onnxTypes.count("Relu"));
+  CHECK(onnxTypes.count("Hardmax"));
 }
 
 // Names are read back through the lists themselves, so a new row is parsed and offered without a second list to update.
