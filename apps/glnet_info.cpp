@@ -220,6 +220,7 @@ int main(int argc, char** argv) {
     parser.parse(argc, argv);
     if (parser.has("markdown") && !parser.has("ops")) throw UsageError("--markdown goes with --ops");
     if (parser.has("ops")) {
+      if (parser.has("model")) throw UsageError("--ops and --model are two different listings; give one");
       std::cout << onnxOpsTable(parser.has("markdown"), fineTunedOnnxOp);
       return 0;
     }
