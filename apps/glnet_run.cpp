@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
   return cli::run("glnet_run", [&] {
     cli::Parser parser("glnet_run",
                        "Runs an ONNX model (as torch.onnx.export writes it) on the GPU: its inputs from NumPy .npy files\n"
-                       "(float32, float64 or float16, C order), its outputs written as float32 .npy. The whole model is checked when\n"
+                       "(float32, float64 or float16; uint8 pixels; int64, int32 or bool token ids and masks; C order), each\n"
+                       "symbolic dimension (batch, sequence) taking the file's length; its outputs written as float32 .npy. The whole model is checked when\n"
                        "it loads; an op, attribute or shape glnet cannot run yet is refused in one line naming the node.",
                        "--model M.onnx --input [NAME=]X.npy --output [NAME=]Y.npy [options]");
     parser.option("model", "FILE", "the ONNX model")
@@ -107,28 +108,37 @@ int main(int argc, char** argv) {
     if (batch != rows && !runner.dynamicBatch()) {
       throw UsageError("--batch " + std::to_string(batch) + " differs from the input's " + std::to_string(rows) + " rows, and the model's batch is fixed");
     }
-    Stopwatch compileClock;
-    const OnnxModel& model = runner.model(batch);
-    const double compileMs = compileClock.milliseconds();
-    const std::vector<std::size_t> outputPlaces = match(runner.outputs(), outputFiles, "output");
-    // Per input: its values for the bound batch (rows repeated when the batch exceeds the file's).
-    std::vector<std::vector<float>> values(model.inputs.size());
+    // Per input: its shape (the file's, each symbolic dimension taking the file's length, the batch --batch's) and its
+    // values (rows repeated when the batch exceeds the file's).
+    InputShapes shapes(runner.inputs().size());
+    std::vector<std::vector<float>> values(runner.inputs().size());
     for (std::size_t f = 0; f < inputFiles.size(); ++f) {
-      const auto& [name, tensor] = model.inputs[inputPlaces[f]];
-      const Shape& shape = model.graph.tensor(tensor).shape;
+      const OnnxPort& port = runner.inputs()[inputPlaces[f]];
+      const std::string& name = port.name;
       const NpyArray& array = arrays[f];
       const std::string& path = inputFiles[f].second;
-      const bool bytes = runner.inputs()[inputPlaces[f]].bytes;
-      if (bytes != (array.dtype == "uint8")) {
-        throw Error(path + ": input " + name + (bytes ? " is uint8 (the model converts its pixels itself); this file holds " + array.dtype
-                                                       : " takes float32; this file holds uint8 (the model does not convert pixels: "
-                                                         "give float32 with its preprocessing applied)"));
+      const bool integerFile = array.dtype != "float32" && array.dtype != "float64" && array.dtype != "float16";
+      if (port.dtype == "uint8" && array.dtype != "uint8") {
+        throw Error(path + ": input " + name + " is uint8 (the model converts its pixels itself); this file holds " + array.dtype);
       }
-      const std::vector<std::int64_t> perRow(array.shape.begin() + 1, array.shape.end());
-      std::vector<std::int64_t> wantedRow;
-      if (!shape.empty()) wantedRow.assign(shape.begin() + 1, shape.end());
-      if (shape.empty() || perRow != wantedRow) {
-        // Both shapes whole, the batch as N where it is dynamic, so that a missing batch axis shows.
+      if (port.dtype == "float32" && integerFile) {
+        throw Error(path + ": input " + name + " takes float32; this file holds " + array.dtype +
+                    (array.dtype == "uint8" ? " (the model does not convert pixels: give float32 with its preprocessing applied)" : ""));
+      }
+      if ((port.dtype == "int64" || port.dtype == "int32") && (!integerFile || array.dtype == "bool")) {
+        throw Error(path + ": input " + name + " takes " + port.dtype + " (token ids, indices); this file holds " + array.dtype +
+                    " (save it with .astype(np.int64))");
+      }
+      if (port.dtype == "bool" && !integerFile) {
+        throw Error(path + ": input " + name + " takes bool; this file holds " + array.dtype + " (save it with .astype(bool))");
+      }
+      if (port.dtype == "bool" && std::any_of(array.values.begin(), array.values.end(), [](float v) { return v != 0 && v != 1; })) {
+        throw Error(path + ": input " + name + " takes bool; this file holds " + array.dtype + " values other than 0 and 1");
+      }
+      // The file's shape against the input's, each symbolic dimension shown by its name, so that a missing axis shows.
+      bool fits = array.shape.size() == port.shape.size();
+      for (std::size_t i = 0; fits && i < port.shape.size(); ++i) fits = !port.symbols[i].empty() || array.shape[i] == port.shape[i];
+      if (!fits) {
         const auto list = [](const std::vector<std::string>& dimensions) {
           std::string text;
           for (const std::string& d : dimensions) text += (text.empty() ? "" : ", ") + d;
@@ -136,17 +146,21 @@ int main(int argc, char** argv) {
         };
         std::vector<std::string> got, wanted;
         for (const std::int64_t d : array.shape) got.push_back(std::to_string(d));
-        for (std::size_t i = 0; i < shape.size(); ++i) {
-          wanted.push_back(i == 0 && runner.inputs()[inputPlaces[f]].batched ? "N" : std::to_string(shape[i]));
+        for (std::size_t i = 0; i < port.shape.size(); ++i) {
+          wanted.push_back(port.symbols[i].empty() ? std::to_string(port.shape[i]) : i == 0 && port.batched ? "N" : port.symbols[i]);
         }
-        const bool noBatchAxis = array.shape == wantedRow;
+        const bool noBatchAxis = port.batched && array.shape.size() + 1 == port.shape.size() &&
+                                 std::equal(array.shape.begin(), array.shape.end(), port.shape.begin() + 1, [&](std::int64_t d, std::uint32_t p) { return d == p; });
         throw Error(path + ": got " + list(got) + "; expected " + list(wanted) + " for input " + name +
                     (noBatchAxis ? " (the batch axis is missing: save x[np.newaxis])" : ""));
       }
-      const auto fileRows = static_cast<std::size_t>(array.shape[0]);
-      if (fileRows != shape[0] && !(runner.dynamicBatch() && shape[0] == batch)) {
-        throw Error(path + ": " + std::to_string(fileRows) + " rows; input " + name + " takes " + std::to_string(shape[0]));
+      Shape& shape = shapes[inputPlaces[f]];
+      for (const std::int64_t d : array.shape) {
+        if (d < 1 || d > (1 << 24)) throw Error(path + ": a dimension of " + std::to_string(d) + " in input " + name);
+        shape.push_back(static_cast<std::uint32_t>(d));
       }
+      const auto fileRows = static_cast<std::size_t>(array.shape[0]);
+      if (port.batched && parser.has("batch")) shape[0] = batch;
       const std::size_t rowValues = array.values.size() / fileRows;
       values[inputPlaces[f]].resize(std::size_t{shape[0]} * rowValues);
       for (std::size_t r = 0; r < shape[0]; ++r) {
@@ -154,15 +168,19 @@ int main(int argc, char** argv) {
                     values[inputPlaces[f]].begin() + static_cast<std::ptrdiff_t>(r * rowValues));
       }
     }
+    Stopwatch compileClock;
+    const OnnxModel& model = runner.model(shapes);
+    const double compileMs = compileClock.milliseconds();
+    const std::vector<std::size_t> outputPlaces = match(runner.outputs(), outputFiles, "output");
     std::vector<const float*> feeds;
     for (const std::vector<float>& v : values) feeds.push_back(v.data());
     std::vector<std::vector<float>> results;
     std::vector<double> uploadMs, runMs, readMs;
-    for (int w = 0; w < warmup; ++w) runner.run(feeds, batch);
+    for (int w = 0; w < warmup; ++w) runner.run(feeds, shapes);
     for (int r = 0; r < repeat; ++r) {
       RunTimes times;
       try {
-        results = runner.run(feeds, batch, &times);
+        results = runner.run(feeds, shapes, &times);
       } catch (const GpuFailure&) {
         throw;
       } catch (const Error& e) {
@@ -185,11 +203,11 @@ int main(int argc, char** argv) {
     const std::string outputPath = written;
     const NpyArray& output = outputs[0];
     nlohmann::json report = {{"device", context.device().renderer}, {"model", parser.text("model")}, {"batch", batch},
-                             {"output", outputPath}, {"output_shape", output.shape}, {"activation_bytes", runner.activationBytes(batch)}};
+                             {"output", outputPath}, {"output_shape", output.shape}, {"activation_bytes", runner.activationBytes(shapes)}};
     std::fprintf(info, "ran %s (%zu nodes, opset %lld) on %u rows; wrote %s\n", parser.text("model").c_str(), runner.nodeCount(),
                  static_cast<long long>(runner.opset()), batch, outputPath.c_str());
     std::fprintf(info, "activation memory: %.1f MiB (intermediate tensors sharing memory by liveness, and the ops' scratch)\n",
-                 static_cast<double>(runner.activationBytes(batch)) / (1 << 20));
+                 static_cast<double>(runner.activationBytes(shapes)) / (1 << 20));
     if (parser.has("check")) {
       std::map<int, std::vector<double>> references;
       for (std::size_t i = 0; i < model.inputs.size(); ++i) references[model.inputs[i].second.id] = std::vector<double>(values[i].begin(), values[i].end());
@@ -218,7 +236,7 @@ int main(int argc, char** argv) {
                    repeat, compileMs, median(uploadMs), median(runMs), median(readMs));
     }
     if (parser.has("profile")) {
-      const OnnxRunner::Profile profile = runner.profile(batch, repeat);
+      const OnnxRunner::Profile profile = runner.profile(shapes, repeat);
       report["profile"] = cli::nodeTimesJson(profile);
       cli::printNodeTimes(info, profile, repeat, parser.has("verbose"));
     }

@@ -9,6 +9,7 @@
 #include "gl/Context.h"
 #include "base/Stopwatch.h"
 #include "base/check.h"
+#include "base/ExactInteger.h"
 #include "model/OnnxRunner.h"
 #include "formats/Safetensors.h"
 #include "train/TrainingRun.h"
@@ -179,7 +180,7 @@ class OnnxModelHandle {
     for (const OnnxPort& port : ports) {
       py::list shape;
       for (std::size_t i = 0; i < port.shape.size(); ++i) {
-        shape.append(i == 0 && port.batched ? py::object(py::none()) : py::object(py::int_(port.shape[i])));
+        shape.append(!port.symbols[i].empty() ? py::object(py::none()) : py::object(py::int_(port.shape[i])));
       }
       list.append(py::make_tuple(port.name, py::tuple(shape)));
     }
@@ -188,38 +189,38 @@ class OnnxModelHandle {
   py::list inputs() const { return ports(runner_->inputs()); }
   py::list inputDtypes() const {
     py::list list;
-    for (const OnnxPort& port : runner_->inputs()) list.append(port.bytes ? "uint8" : "float32");
+    for (const OnnxPort& port : runner_->inputs()) list.append(port.dtype);
     return list;
   }
   py::list outputs() const { return ports(runner_->outputs()); }
   py::dict device() const { return describeDevice(device_->context()); }
 
-  // `inputs`: C-contiguous float32 arrays in the model's order, each [batch, row...] (checked by the caller).
-  py::list run(const std::vector<py::array_t<float, py::array::c_style>>& inputs, std::uint32_t batch) {
+  // `inputs`: C-contiguous float32 arrays in the model's order, of `shapes` (checked by the caller against the model's).
+  py::list run(const std::vector<py::array_t<float, py::array::c_style>>& inputs, const InputShapes& shapes) {
     if (inputs.size() != runner_->inputs().size()) {
       throw UsageError("the model takes " + std::to_string(runner_->inputs().size()) + " inputs, not " + std::to_string(inputs.size()));
     }
     std::vector<const float*> feeds;
     for (const auto& input : inputs) feeds.push_back(input.data());
     std::vector<std::vector<float>> results;
-    std::vector<std::vector<std::size_t>> shapes;
+    std::vector<std::vector<std::size_t>> outputShapes;
     device_->call([&] {
-      const std::vector<std::size_t> sizes = runner_->inputSizes(batch);
+      if (shapes.size() != inputs.size()) throw UsageError("one shape per input");
       for (std::size_t i = 0; i < inputs.size(); ++i) {
-        if (static_cast<std::size_t>(inputs[i].size()) != sizes[i]) {
+        if (static_cast<std::size_t>(inputs[i].size()) != elementCount(shapes[i])) {
           throw UsageError("input " + runner_->inputs()[i].name + " holds " + std::to_string(inputs[i].size()) + " values, not " +
-                           std::to_string(sizes[i]) + " for a batch of " + std::to_string(batch));
+                           std::to_string(elementCount(shapes[i])) + " for its shape " + describe(shapes[i]));
         }
       }
-      results = runner_->run(feeds, batch);
-      const OnnxModel& model = runner_->model(batch);
+      results = runner_->run(feeds, shapes);
+      const OnnxModel& model = runner_->model(shapes);
       for (const auto& output : model.outputs) {
         const Shape& shape = model.graph.tensor(output.second).shape;
-        shapes.emplace_back(shape.begin(), shape.end());
+        outputShapes.emplace_back(shape.begin(), shape.end());
       }
     });
     py::list outputs;
-    for (std::size_t o = 0; o < results.size(); ++o) outputs.append(toArray(results[o], shapes[o]));
+    for (std::size_t o = 0; o < results.size(); ++o) outputs.append(toArray(results[o], outputShapes[o]));
     return outputs;
   }
 
@@ -553,6 +554,7 @@ PYBIND11_MODULE(_glnet, m) {
       py::make_tuple(error, py::handle(PyExc_FileNotFoundError)).ptr(), nullptr));
   m.attr("Error") = error;
   m.attr("UsageError") = usageError;
+  m.attr("largest_exact_integer") = largestExactInteger;
   m.attr("GpuError") = gpuError;
   m.attr("FileNotFoundError") = fileNotFound;
   // The engine's messages name options as glnet.train's keyword arguments (weight_decay), not as flags.
@@ -586,7 +588,7 @@ PYBIND11_MODULE(_glnet, m) {
       .def_property_readonly("outputs", &OnnxModelHandle::outputs)
       .def_property_readonly("input_dtypes", &OnnxModelHandle::inputDtypes)
       .def_property_readonly("device", &OnnxModelHandle::device)
-      .def("run", &OnnxModelHandle::run, py::arg("inputs"), py::arg("batch"))
+      .def("run", &OnnxModelHandle::run, py::arg("inputs"), py::arg("shapes"))
       .def("bench", &OnnxModelHandle::bench, py::arg("batches"), py::arg("runs"), py::arg("warmup"));
 
   py::class_<ClassifierHandle>(m, "Classifier")

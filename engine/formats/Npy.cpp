@@ -1,5 +1,7 @@
 #include "formats/Npy.h"
 
+#include "base/ExactInteger.h"
+
 #include "base/Float16.h"
 #include "base/AtomicFile.h"
 #include "base/FileInput.h"
@@ -132,11 +134,28 @@ NpyArray readNpy(const std::string& path) {
   const NpyHeader header = parseHeader(bytes.substr(dataStart, headerLength), path);
   dataStart += headerLength;
   if (*header.fortranOrder) throw refuse("Fortran order; save a C-ordered array (np.ascontiguousarray)");
-  const std::string& type = *header.descr;
-  const std::size_t elementBytes = type == "<f4" ? 4 : type == "<f8" ? 8 : type == "<f2" ? 2 : type == "|u1" ? 1 : 0;
-  if (!elementBytes) throw refuse("dtype " + printable(type.substr(0, 10)) + "; glnet reads float32 (<f4), float64 (<f8), float16 (<f2) and uint8 (|u1)");
+  // NumPy's descr of each dtype glnet reads: float, pixels, and the integers and booleans of token ids and masks.
+  struct Dtype {
+    const char* descr;
+    const char* name;
+    std::size_t bytes;
+    bool integer;
+  };
+  static constexpr Dtype dtypes[] = {{"<f4", "float32", 4, false}, {"<f8", "float64", 8, false}, {"<f2", "float16", 2, false},
+                                     {"|u1", "uint8", 1, true},    {"|b1", "bool", 1, true},     {"|i1", "int8", 1, true},
+                                     {"<i2", "int16", 2, true},    {"<u2", "uint16", 2, true},   {"<i4", "int32", 4, true},
+                                     {"<u4", "uint32", 4, true},   {"<i8", "int64", 8, true},    {"<u8", "uint64", 8, true}};
+  const Dtype* dtype = nullptr;
+  for (const Dtype& d : dtypes) {
+    if (*header.descr == d.descr) dtype = &d;
+  }
+  if (!dtype) {
+    throw refuse("dtype " + printable(header.descr->substr(0, 10)) +
+                 "; glnet reads float32 (<f4), float64 (<f8), float16 (<f2), uint8 (|u1), bool (|b1) and little-endian signed and unsigned integers");
+  }
+  const std::size_t elementBytes = dtype->bytes;
   NpyArray array;
-  array.dtype = elementBytes == 4 ? "float32" : elementBytes == 8 ? "float64" : elementBytes == 2 ? "float16" : "uint8";
+  array.dtype = dtype->name;
   std::size_t count = 1;
   for (const std::int64_t d : *header.shape) {
     if (d != 0 && count > (std::size_t{1} << 32) / static_cast<std::size_t>(d)) throw refuse("too many elements");
@@ -147,18 +166,34 @@ NpyArray readNpy(const std::string& path) {
     throw refuse("shape needs " + std::to_string(count * elementBytes) + " bytes of data, the file holds " + std::to_string(bytes.size() - dataStart));
   }
   array.values.resize(count);
+  const char* data = bytes.data() + dataStart;
+  // A whole number as it is stored, little-endian, of `elementBytes`, signed or not.
+  const auto wholeNumber = [&](std::size_t i) -> std::int64_t {
+    std::uint64_t raw = 0;
+    std::memcpy(&raw, data + elementBytes * i, elementBytes);
+    const bool signedType = dtype->name[0] == 'i';
+    if (signedType && elementBytes < 8 && (raw >> (8 * elementBytes - 1)) != 0) raw |= ~std::uint64_t{0} << (8 * elementBytes);
+    if (!signedType && raw > static_cast<std::uint64_t>(largestExactInteger)) return largestExactInteger + 1;
+    return static_cast<std::int64_t>(raw);
+  };
   for (std::size_t i = 0; i < count; ++i) {
-    if (elementBytes == 4) {
-      std::memcpy(&array.values[i], bytes.data() + dataStart + 4 * i, 4);
-    } else if (elementBytes == 1) {
-      array.values[i] = static_cast<unsigned char>(bytes[dataStart + i]);
+    if (dtype->integer) {
+      const std::int64_t v = wholeNumber(i);
+      if (!exactAsFloat(v)) {
+        throw Error(path + ": the " + array.dtype + " value at element " + std::to_string(i) + " is beyond ±" + std::to_string(largestExactInteger) +
+                    " (glnet holds integers as float32, exact only up to that)");
+      }
+      if (array.dtype == "bool" && v > 1) throw refuse("a bool element " + std::to_string(i) + " that is neither 0 nor 1");
+      array.values[i] = static_cast<float>(v);
+    } else if (elementBytes == 4) {
+      std::memcpy(&array.values[i], data + 4 * i, 4);
     } else if (elementBytes == 2) {
       std::uint16_t half;
-      std::memcpy(&half, bytes.data() + dataStart + 2 * i, 2);
+      std::memcpy(&half, data + 2 * i, 2);
       array.values[i] = halfToFloat(half);
     } else {
       double wide;
-      std::memcpy(&wide, bytes.data() + dataStart + 8 * i, 8);
+      std::memcpy(&wide, data + 8 * i, 8);
       array.values[i] = static_cast<float>(wide);
       // A finite value float32 cannot hold would become infinite here, and later seem to be the model's doing.
       if (std::isfinite(wide) && !std::isfinite(array.values[i])) {

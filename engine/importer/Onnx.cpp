@@ -56,43 +56,91 @@ void Importer::refuse(const onnx::NodeProto& node, const std::string& why) const
   throw Error(path_ + ": node '" + node.name() + "' (" + node.op_type() + ", opset " + std::to_string(result_.opset) + "): " + why);
 }
 
+namespace {
+
+// The NumPy name of the ONNX element types an input may have; empty for the others.
+std::string inputTypeName(int type) {
+  switch (type) {
+    case onnx::TensorProto::FLOAT: return "float32";
+    case onnx::TensorProto::UINT8: return "uint8";
+    case onnx::TensorProto::INT64: return "int64";
+    case onnx::TensorProto::INT32: return "int32";
+    case onnx::TensorProto::BOOL: return "bool";
+    default: return "";
+  }
+}
+
+}  // namespace
+
+Shape Importer::boundShape(const onnx::ValueInfoProto& input, std::size_t index, std::map<std::string, std::uint32_t>& symbols) {
+  const auto& dims = input.type().tensor_type().shape().dim();
+  const bool first = index == 0;
+  // The first input's first dimension is the batch, which a scalar does not have.
+  if (first && dims.empty() && !shapes_) throw Error(path_ + ": the first input " + input.name() + " is a scalar (shape []); its first dimension must be the batch");
+  if (shapes_ && (index >= shapes_->size() || (*shapes_)[index].size() != static_cast<std::size_t>(dims.size()))) {
+    throw Error(path_ + ": input " + input.name() + " has " + std::to_string(dims.size()) + " axes" +
+                (index < shapes_->size() ? ", not " + std::to_string((*shapes_)[index].size()) : "; no shape was given for it"));
+  }
+  Shape shape;
+  std::vector<std::string>& inputSymbols = result_.inputSymbols.emplace_back();
+  for (int i = 0; i < dims.size(); ++i) {
+    std::uint32_t bound = 0;
+    if (dims[i].has_dim_value()) {
+      const std::int64_t d = dims[i].dim_value();
+      if (d < 1 || d > (1 << 24)) throw Error(path_ + ": input " + input.name() + " has dimension " + std::to_string(d));
+      bound = static_cast<std::uint32_t>(d);
+      if (shapes_ && (*shapes_)[index][static_cast<std::size_t>(i)] != bound) {
+        throw Error(path_ + ": input " + input.name() + "'s dimension " + std::to_string(i) + " is fixed at " + std::to_string(d) + ", not " +
+                    std::to_string((*shapes_)[index][static_cast<std::size_t>(i)]));
+      }
+      inputSymbols.emplace_back();
+    } else {
+      const std::string symbol = dims[i].dim_param().empty() ? "?" : dims[i].dim_param();
+      inputSymbols.push_back(symbol);
+      if (shapes_) {
+        bound = (*shapes_)[index][static_cast<std::size_t>(i)];
+        if (bound < 1 || bound > (1 << 24)) throw Error(path_ + ": input " + input.name() + "'s dimension " + std::to_string(i) + " bound to " + std::to_string(bound));
+      } else {
+        bound = i == 0 && batch_ != 0 ? batch_ : 1;
+      }
+      if (i == 0) result_.dynamicBatch = result_.dynamicBatch || first;
+      // A named dimension is one length (input_ids' and attention_mask's "sequence"), whose shape arithmetic the
+      // export shares.
+      if (symbol != "?") {
+        const auto [known, added] = symbols.emplace(symbol, bound);
+        if (!added && known->second != bound) {
+          throw Error(path_ + ": input " + input.name() + "'s dimension " + std::to_string(i) + " (" + symbol + ") is " + std::to_string(bound) +
+                      ", but another input's " + symbol + " is " + std::to_string(known->second));
+        }
+      }
+    }
+    shape.push_back(bound);
+  }
+  if (first && !shapes_ && batch_ != 0 && !shape.empty() && shape[0] != batch_) {
+    throw Error(path_ + ": the model's batch is fixed at " + std::to_string(shape[0]) + ", not " + std::to_string(batch_));
+  }
+  return shape;
+}
+
 void Importer::readInputs(const onnx::GraphProto& graph) {
+  std::map<std::string, std::uint32_t> symbols;
   for (const onnx::ValueInfoProto& input : graph.input()) {
     if (values_.count(input.name())) continue;  // older exporters list initializers as inputs too
     const int type = input.type().has_tensor_type() ? input.type().tensor_type().elem_type() : 0;
-    if (type != onnx::TensorProto::FLOAT && type != onnx::TensorProto::UINT8) {
-      throw Error(path_ + ": input " + input.name() + " is neither a float nor a uint8 tensor");
-    }
+    const std::string typeName = inputTypeName(type);
+    if (typeName.empty()) throw Error(path_ + ": input " + input.name() + " is no float32, uint8, int64, int32 or bool tensor");
     if (!input.type().tensor_type().has_shape()) throw Error(path_ + ": input " + input.name() + " has no shape");
-    const bool first = result_.inputs.empty();
-    bool batched = false;
-    Shape shape;
-    const auto& dims = input.type().tensor_type().shape().dim();
-    // The first input's first dimension is the batch, which a scalar does not have.
-    if (first && dims.empty()) throw Error(path_ + ": the first input " + input.name() + " is a scalar (shape []); its first dimension must be the batch");
-    for (int i = 0; i < dims.size(); ++i) {
-      if (dims[i].has_dim_value()) {
-        const std::int64_t d = dims[i].dim_value();
-        if (d < 1 || d > (1 << 24)) throw Error(path_ + ": input " + input.name() + " has dimension " + std::to_string(d));
-        shape.push_back(static_cast<std::uint32_t>(d));
-      } else if (i == 0) {
-        shape.push_back(batch_ == 0 ? 1 : batch_);
-        result_.dynamicBatch = result_.dynamicBatch || first;
-        batched = true;
-      } else {
-        throw Error(path_ + ": input " + input.name() + " has a symbolic dimension " + std::to_string(i) + "; only the batch may be");
-      }
-    }
-    if (first && batch_ != 0 && shape[0] != batch_) {
-      throw Error(path_ + ": the model's batch is fixed at " + std::to_string(shape[0]) + ", not " + std::to_string(batch_));
-    }
-    const Tensor tensor = graph_.input(input.name(), shape);
+    const Tensor tensor = graph_.input(input.name(), boundShape(input, result_.inputs.size(), symbols));
     result_.inputs.push_back({input.name(), tensor});
-    result_.batchedInputs.push_back(batched);
-    result_.byteInputs.push_back(type == onnx::TensorProto::UINT8);
-    values_[input.name()] = {false, {}, tensor};
+    result_.inputTypes.push_back(typeName);
+    const Element element = type == onnx::TensorProto::BOOL ? Element::boolean
+                            : type == onnx::TensorProto::FLOAT || type == onnx::TensorProto::UINT8 ? Element::real : Element::integer;
+    values_[input.name()] = {false, {}, tensor, element};
   }
   if (result_.inputs.empty()) throw Error(path_ + ": the model has no input");
+  if (shapes_ && shapes_->size() != result_.inputs.size()) {
+    throw Error(path_ + ": the model has " + std::to_string(result_.inputs.size()) + " inputs, not " + std::to_string(shapes_->size()));
+  }
   result_.inputName = result_.inputs[0].first;
   result_.input = result_.inputs[0].second;
 }
@@ -146,7 +194,7 @@ Tensor Importer::parameter(const std::string& name, const std::vector<std::int64
 }
 
 void Importer::define(const onnx::NodeProto& node, Tensor tensor, const std::string& glnetOp) {
-  values_[node.output(0)] = {false, {}, tensor};
+  values_[node.output(0)] = {false, {}, tensor, resultElement(node)};
   result_.nodes.push_back({node.name(), node.op_type(), glnetOp, graph_.tensor(tensor).shape});
 }
 
@@ -195,12 +243,58 @@ void Importer::importConstant(const onnx::NodeProto& node, const Attributes& a) 
   result_.nodes.push_back({node.name(), node.op_type(), "folded", {}});
 }
 
+namespace {
+
+Element elementOfType(std::int64_t type) {
+  switch (type) {
+    case onnx::TensorProto::BOOL: return Element::boolean;
+    case onnx::TensorProto::FLOAT: case onnx::TensorProto::DOUBLE: case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16:
+      return Element::real;
+    default: return Element::integer;
+  }
+}
+
+}  // namespace
+
+Element Importer::resultElement(const onnx::NodeProto& node) const {
+  static const std::set<std::string> booleans{"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Not", "IsNaN", "IsInf"};
+  static const std::set<std::string> integers{"Shape", "Size", "ArgMax", "ArgMin", "NonZero"};
+  const std::string& op = node.op_type();
+  if (booleans.count(op)) return Element::boolean;
+  if (integers.count(op)) return Element::integer;
+  if (op == "Cast") {
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.name() == "to") return elementOfType(attribute.i());
+    }
+  }
+  const int first = op == "Where" ? 1 : 0;
+  if (node.input_size() <= first || node.input(first).empty()) return Element::real;
+  const auto found = values_.find(node.input(first));
+  if (found == values_.end()) return Element::real;
+  return found->second.constant ? (found->second.host.integer ? Element::integer : Element::real) : found->second.element;
+}
+
 void Importer::importIdentity(const onnx::NodeProto& node, const Attributes& a) {
   const std::string& op = node.op_type();
-  if (op == "Cast" && integer(a, "to", 0) != onnx::TensorProto::FLOAT) refuse(node, "a tensor computed on the GPU stays float; casts to other types are not supported");
   if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty() && scalar(node, 2) != 0) refuse(node, "training mode is not supported");
   if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the mask output is not supported (inference only)");
   const Value& in = operand(node, 0);
+  if (op == "Cast" && !in.constant) {
+    const std::int64_t to = integer(a, "to", 0);
+    if (to == onnx::TensorProto::STRING || to == 0) refuse(node, "a cast to type " + std::to_string(to) + " is not supported");
+    const Element target = elementOfType(to);
+    // Every element is a float32 on the GPU: only a real made an integer (truncated) or a number made a boolean
+    // (whether it is not zero) changes a value; narrower integer types wrap in ONNX, which token ids and masks never do.
+    const bool truncates = target == Element::integer && in.element == Element::real;
+    const bool tests = target == Element::boolean && in.element != Element::boolean;
+    if (truncates || tests) {
+      apply(node, pointwiseOp({truncates ? PointwiseKind::trunc : PointwiseKind::nonZero}), {in.tensor}, truncates ? "trunc" : "not zero");
+      return;
+    }
+    values_[node.output(0)] = {false, {}, in.tensor, target};
+    result_.nodes.push_back({node.name(), op, "identity", graph_.tensor(in.tensor).shape});
+    return;
+  }
   values_[node.output(0)] = in;
   // Of a constant (PyTorch's Identity on a shared weight), it is folded like any constant node.
   result_.nodes.push_back({node.name(), op, in.constant ? "folded" : "identity", in.constant ? Shape{} : graph_.tensor(in.tensor).shape});
@@ -358,7 +452,10 @@ void Importer::importBinary(const onnx::NodeProto& node, const Attributes&) {
                                                        {"Div", BinaryKind::divide}, {"Pow", BinaryKind::power}, {"Max", BinaryKind::maximum},
                                                        {"Min", BinaryKind::minimum}, {"PRelu", BinaryKind::prelu}};
   const Tensor a = tensorOrConstant(node, 0), b = tensorOrConstant(node, 1);
-  const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; });
+  // A quotient of integers (an index computed on the GPU) is truncated toward zero, as ONNX and C divide, in the same
+  // kernel.
+  const bool integerDivision = op == "Div" && resultElement(node) == Element::integer;
+  const Pointwise after = integerDivision ? Pointwise{PointwiseKind::trunc} : fusedPointwise(node, [](const Pointwise&) { return true; });
   apply(node, broadcastOp(kinds.at(op), after), {a, b}, op == "Add" ? "add" : "broadcast");
 }
 
@@ -685,7 +782,7 @@ void Importer::importReduce(const onnx::NodeProto& node, const Attributes& a) {
   std::vector<std::int64_t> list = axes(node, a, 1, rank);
   if (list.empty()) {
     if (integer(a, "noop_with_empty_axes", 0) != 0) {
-      values_[node.output(0)] = {false, {}, x};
+      values_[node.output(0)] = {false, {}, x, resultElement(node)};
       result_.nodes.push_back({node.name(), node.op_type(), "identity", shapeOf(x)});
       return;
     }
@@ -865,7 +962,7 @@ void Importer::importSplit(const onnx::NodeProto& node, const Attributes& a) {
     slices[axis] = {start, 1, static_cast<std::uint32_t>(sizes[static_cast<std::size_t>(i)])};
     start += sizes[static_cast<std::size_t>(i)];
     const Tensor part = sliceTensor(node, x, slices, nameOf(node) + "." + std::to_string(i));
-    values_[node.output(i)] = {false, {}, part};
+    values_[node.output(i)] = {false, {}, part, resultElement(node)};
     result_.nodes.push_back({node.name(), node.op_type(), "slice", shapeOf(part)});
   }
   // The parts must cover the axis: ONNX's split sizes sum to its length, and a shorter sum would drop values.
@@ -934,6 +1031,8 @@ ParsedOnnx::ParsedOnnx(std::string path)
     : path_(std::move(path)), proto_(std::make_shared<const onnx::ModelProto>(readOnnxModelProto(path_))) {}
 
 OnnxModel readOnnx(const ParsedOnnx& model, std::uint32_t batch) { return onnximport::Importer(model, batch).run(); }
+
+OnnxModel readOnnx(const ParsedOnnx& model, const InputShapes& shapes) { return onnximport::Importer(model, shapes).run(); }
 
 OnnxModel readOnnx(const std::string& path, std::uint32_t batch) { return readOnnx(ParsedOnnx(path), batch); }
 

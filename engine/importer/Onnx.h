@@ -40,10 +40,13 @@ struct OnnxModel {
   std::int64_t opset = 0;
   std::string producer;             // e.g. "pytorch 2.1"
   bool dynamicBatch = false;        // the input's first dimension is symbolic
-  std::vector<bool> batchedInputs;  // per input: its first dimension is symbolic (takes the bound batch)
-  // Per input: uint8 in the file (images that the model's own Cast and arithmetic convert); glnet holds their values as
-  // floats 0 to 255.
-  std::vector<bool> byteInputs;
+  // Per input and axis: the name the file gives a symbolic dimension ("batch", "sequence"; "?" where it gives none),
+  // empty for a fixed one. Each symbolic dimension takes the value bound to it.
+  std::vector<std::vector<std::string>> inputSymbols;
+  // Per input: its element type as NumPy names it (onnxElementName): float32; uint8 (images that the model's own Cast
+  // and arithmetic convert); int64, int32 or bool (token ids, masks). The GPU holds every value as a float32: integers
+  // exactly up to largestExactInteger (narrowed where they are read, and refused beyond), booleans as 0 and 1.
+  std::vector<std::string> inputTypes;
   std::vector<OnnxNodeSummary> nodes;
   std::size_t parameterBytes = 0;
   std::map<std::string, std::string> metadata;  // the model's metadata_props (input_mean, input_std, labels, ...)
@@ -66,9 +69,17 @@ class ParsedOnnx {
   std::shared_ptr<const onnx::ModelProto> proto_;
 };
 
-// Builds the graph of `model` for `batch` images (where the model's batch dimension is symbolic; a fixed batch must
-// equal it). Batch 0 takes the model's own: its fixed batch, or 1 where it is symbolic. Throws glnet::Error naming the
-// file and node.
+// One shape per graph input (initializers aside), in the model's order.
+using InputShapes = std::vector<Shape>;
+
+// Builds the graph of `model` for inputs of `shapes`: each the input's rank, its fixed dimensions as the file gives
+// them, and a symbolic dimension named twice (a batch, a sequence length) the same wherever it appears. Shape
+// arithmetic on them folds at load, so the graph holds only the tensor work of these shapes. Throws glnet::Error
+// naming the file and input or node.
+OnnxModel readOnnx(const ParsedOnnx& model, const InputShapes& shapes);
+// The same for `batch` images (where the model's batch dimension is symbolic; a fixed batch must equal it): every
+// symbolic first dimension takes `batch`, every other symbolic dimension 1. Batch 0 takes the model's own: its fixed
+// batch, or 1 where it is symbolic.
 OnnxModel readOnnx(const ParsedOnnx& model, std::uint32_t batch);
 // The same for the file at `path`, read and parsed for this one batch size.
 OnnxModel readOnnx(const std::string& path, std::uint32_t batch);

@@ -27,11 +27,16 @@ using Constant = OnnxConstant;
 // Folded constants are shapes and small tables; anything larger is no shape arithmetic.
 constexpr std::size_t largestFolded = std::size_t{1} << 22;
 
+// What a computed tensor's float32 values stand for (ONNX's element type): casts and integer division on the GPU
+// depend on it.
+enum class Element { real, integer, boolean };
+
 // A tensor name's value while the graph is built: a constant on the host, or a tensor of the glnet graph.
 struct Value {
   bool constant = false;
   Constant host;
   Tensor tensor;
+  Element element = Element::real;  // of a tensor
 };
 
 using Attributes = OnnxOp::Attributes;
@@ -43,6 +48,7 @@ using onnxformat::real;
 class Importer {
  public:
   Importer(const ParsedOnnx& model, std::uint32_t batch) : model_(model.proto()), path_(model.path()), batch_(batch) {}
+  Importer(const ParsedOnnx& model, InputShapes shapes) : model_(model.proto()), path_(model.path()), shapes_(std::move(shapes)) {}
 
   OnnxModel run();
 
@@ -54,9 +60,12 @@ class Importer {
 
   Constant readTensor(const onnx::TensorProto& tensor) const { return readOnnxTensor(tensor, path_); }
 
-  // Every graph input that is no initializer: float tensors whose only symbolic dimension is the first (the
-  // batch), which takes the bound batch.
+  // Every graph input that is no initializer: float32, uint8, int64, int32 or bool tensors, whose symbolic dimensions
+  // take the bound shapes (or the bound batch).
   void readInputs(const onnx::GraphProto& graph);
+  // The bound shape of input `index` (the `index`th that is no initializer), whose dimensions the file gives as `dims`;
+  // `symbols` gathers the value of each named symbolic dimension, the same wherever it appears.
+  Shape boundShape(const onnx::ValueInfoProto& input, std::size_t index, std::map<std::string, std::uint32_t>& symbols);
 
   const Value& value(const std::string& name, const std::string& user) const;
 
@@ -82,8 +91,12 @@ class Importer {
 
   // A Constant node's value attribute, held on the host.
   void importConstant(const onnx::NodeProto& node, const Attributes& a);
-  // Identity, Dropout (inference) and Cast to float: the input itself.
+  // Identity, Dropout (inference) and Cast: the input itself, but for a cast to an integer (of a real: truncated) or
+  // to a boolean (of a number: whether it is not zero).
   void importIdentity(const onnx::NodeProto& node, const Attributes& a);
+  // The element type of what `node` computes: a boolean for comparisons and logic, Cast's target, that of the
+  // selected values for Where, else that of its first input (ONNX's ops keep their input's type).
+  Element resultElement(const onnx::NodeProto& node) const;
   // A pointwise function (pointwiseOf), x·sigmoid(x) as one SiLU op; Pow with an exponent that is no constant scalar
   // is a broadcast power (importBinary).
   void importPointwise(const onnx::NodeProto& node, const Attributes& a);
@@ -267,7 +280,8 @@ class Importer {
 
   const onnx::ModelProto& model_;  // parsed once by ParsedOnnx, bound here to one batch size
   std::string path_;
-  std::uint32_t batch_;
+  std::uint32_t batch_ = 0;
+  std::optional<InputShapes> shapes_;  // bound input shapes; without them, the batch
   Graph graph_;
   OnnxModel result_;
   std::map<std::string, Value> values_;

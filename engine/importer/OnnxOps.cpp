@@ -46,7 +46,7 @@ const std::vector<OnnxOp>& onnxOps() {
         row("AveragePool", window, &Importer::importPool, never, "1-D and 2-D average pooling: pads, ceil mode, dilations, count_include_pad"),
         row("BatchNormalization", {"epsilon", "momentum", "training_mode", "spatial"}, &Importer::importBatchNormalization, never,
             "inference batch normalization, folded into the Conv or Gemm before it where it can be"),
-        row("Cast", {"to", "saturate"}, &Importer::importIdentity, constants, "to float on the GPU (the identity); any type when folded"),
+        row("Cast", {"to", "saturate"}, &Importer::importIdentity, constants, "the identity on the GPU, but a real cast to an integer truncates and a number cast to bool tests for nonzero; any type when folded"),
         row("Celu", {"alpha"}, &Importer::importPointwise, never, "pointwise celu"),
         row("Clip", {"min", "max"}, &Importer::importPointwise, never, "pointwise clip; bounds as attributes (opset < 11) or constant inputs"),
         row("Concat", {"axis"}, &Importer::importConcat, constants, "tensors joined along an axis"),

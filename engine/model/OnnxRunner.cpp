@@ -15,8 +15,17 @@ namespace {
 
 std::vector<OnnxPort> portsOf(const OnnxModel& model, const std::vector<std::pair<std::string, Tensor>>& ports) {
   std::vector<OnnxPort> result;
-  for (const auto& [name, tensor] : ports) result.push_back({name, model.graph.tensor(tensor).shape});
+  for (const auto& [name, tensor] : ports) {
+    const Shape& shape = model.graph.tensor(tensor).shape;
+    result.push_back({name, shape, std::vector<std::string>(shape.size())});
+  }
   return result;
+}
+
+InputShapes shapesOf(const OnnxModel& model) {
+  InputShapes shapes;
+  for (const auto& input : model.inputs) shapes.push_back(model.graph.tensor(input.second).shape);
+  return shapes;
 }
 
 std::vector<Tensor> tensorsOf(const std::vector<std::pair<std::string, Tensor>>& ports) {
@@ -27,8 +36,8 @@ std::vector<Tensor> tensorsOf(const std::vector<std::pair<std::string, Tensor>>&
 
 }  // namespace
 
-OnnxRunner::Bound::Bound(const Context& context, std::uint32_t batch, OnnxModel bound)
-    : batch(batch),
+OnnxRunner::Bound::Bound(const Context& context, InputShapes shapes, OnnxModel bound)
+    : shapes(std::move(shapes)),
       model(std::move(bound)),
       compiled(context, model.graph, CompiledGraph::Memory::reused, tensorsOf(model.outputs)),
       plan(compiled.forwardPlan([](Plan&) {})) {}
@@ -37,16 +46,28 @@ OnnxRunner::OnnxRunner(const Context& context, std::string path) : context_(cont
   OnnxModel model = readOnnx(parsed_, 0);
   inputs_ = portsOf(model, model.inputs);
   outputs_ = portsOf(model, model.outputs);
+  bool symbolic = false;
+  InputShapes grown = shapesOf(model);
   for (std::size_t i = 0; i < inputs_.size(); ++i) {
-    inputs_[i].batched = model.batchedInputs[i];
-    inputs_[i].bytes = model.byteInputs[i];
+    inputs_[i].symbols = model.inputSymbols[i];
+    inputs_[i].batched = !inputs_[i].symbols.empty() && !inputs_[i].symbols[0].empty();
+    inputs_[i].dtype = model.inputTypes[i];
+    for (std::size_t axis = 0; axis < grown[i].size(); ++axis) {
+      if (!inputs_[i].symbols[axis].empty()) grown[i][axis] += 1;
+    }
+    symbolic = symbolic || std::any_of(inputs_[i].symbols.begin(), inputs_[i].symbols.end(), [](const std::string& s) { return !s.empty(); });
   }
-  if (model.dynamicBatch) {
-    // Which outputs follow the batch: their first dimension at another batch size (the shapes alone, no GPU work).
-    const OnnxModel twice = readOnnx(parsed_, 2);
+  if (symbolic) {
+    // Which output axes follow the inputs' symbolic dimensions: those that change when every one grows by 1 (the
+    // shapes alone, no GPU work).
+    const OnnxModel other = readOnnx(parsed_, grown);
     for (std::size_t o = 0; o < outputs_.size(); ++o) {
-      const Shape& other = twice.graph.tensor(twice.outputs[o].second).shape;
-      outputs_[o].batched = !other.empty() && !outputs_[o].shape.empty() && other[0] != outputs_[o].shape[0];
+      const Shape& otherShape = other.graph.tensor(other.outputs[o].second).shape;
+      if (otherShape.size() != outputs_[o].shape.size()) continue;
+      for (std::size_t axis = 0; axis < otherShape.size(); ++axis) {
+        if (otherShape[axis] != outputs_[o].shape[axis]) outputs_[o].symbols[axis] = axis == 0 && model.dynamicBatch ? inputs_[0].symbols[0] : "?";
+      }
+      outputs_[o].batched = model.dynamicBatch && !otherShape.empty() && !outputs_[o].symbols[0].empty();
     }
   }
   dynamicBatch_ = model.dynamicBatch;
@@ -55,24 +76,34 @@ OnnxRunner::OnnxRunner(const Context& context, std::string path) : context_(cont
   own_ = std::move(model);
 }
 
-OnnxRunner::Bound& OnnxRunner::bound(std::uint32_t batch) {
-  const auto found = std::find_if(bound_.begin(), bound_.end(), [&](const auto& b) { return b->batch == batch; });
-  if (found != bound_.end()) {
-    bound_.splice(bound_.begin(), bound_, found);
-    return *bound_.front();
-  }
+InputShapes OnnxRunner::batchShapes(std::uint32_t batch) const {
   if (batch == 0) throw UsageError("a batch of 0 rows: give at least one");
   if (!dynamicBatch_ && batch != ownBatch()) {
     throw UsageError(path() + ": the model's batch is fixed at " + std::to_string(ownBatch()) + " rows, not " + std::to_string(batch));
   }
-  OnnxModel model = own_ && batch == ownBatch() ? std::move(*own_) : readOnnx(parsed_, batch);
-  if (batch == ownBatch()) own_.reset();
+  InputShapes shapes;
+  for (const OnnxPort& input : inputs_) {
+    shapes.push_back(input.shape);
+    if (input.batched) shapes.back()[0] = batch;
+  }
+  return shapes;
+}
+
+OnnxRunner::Bound& OnnxRunner::bound(const InputShapes& shapes) {
+  const auto found = std::find_if(bound_.begin(), bound_.end(), [&](const auto& b) { return b->shapes == shapes; });
+  if (found != bound_.end()) {
+    bound_.splice(bound_.begin(), bound_, found);
+    return *bound_.front();
+  }
+  const bool own = own_ && shapes == shapesOf(*own_);
+  OnnxModel model = own ? std::move(*own_) : readOnnx(parsed_, shapes);
+  if (own) own_.reset();
   if (bound_.size() >= keptBatchPlans) bound_.pop_back();
-  bound_.push_front(std::make_unique<Bound>(context_, batch, std::move(model)));
+  bound_.push_front(std::make_unique<Bound>(context_, shapes, std::move(model)));
   return *bound_.front();
 }
 
-const OnnxModel& OnnxRunner::model(std::uint32_t batch) { return bound(batch).model; }
+const OnnxModel& OnnxRunner::model(const InputShapes& shapes) { return bound(shapes).model; }
 
 std::vector<std::size_t> OnnxRunner::inputSizes(std::uint32_t batch) {
   const OnnxModel& bound = model(batch);
@@ -81,11 +112,11 @@ std::vector<std::size_t> OnnxRunner::inputSizes(std::uint32_t batch) {
   return sizes;
 }
 
-std::size_t OnnxRunner::activationBytes(std::uint32_t batch) { return bound(batch).compiled.activationBytes(); }
+std::size_t OnnxRunner::activationBytes(const InputShapes& shapes) { return bound(shapes).compiled.activationBytes(); }
 
-std::vector<std::vector<float>> OnnxRunner::run(const std::vector<const float*>& inputs, std::uint32_t batch, RunTimes* times) {
+std::vector<std::vector<float>> OnnxRunner::run(const std::vector<const float*>& inputs, const InputShapes& shapes, RunTimes* times) {
   GLNET_ASSERT(inputs.size() == inputs_.size(), "one value pointer per input");
-  Bound& b = bound(batch);
+  Bound& b = bound(shapes);
   // NaN in gives NaN out: an input that is not finite is the caller's to give, and the outputs it reaches are not
   // finite either. Only where every input is finite does an output that is not say the model itself overflowed.
   std::string nonFinite;
@@ -117,9 +148,9 @@ std::vector<std::vector<float>> OnnxRunner::run(const std::vector<const float*>&
   return outputs;
 }
 
-OnnxRunner::Profile OnnxRunner::profile(std::uint32_t batch, int runs) {
+OnnxRunner::Profile OnnxRunner::profile(const InputShapes& shapes, int runs) {
   GLNET_ASSERT(runs > 0, "at least one run");
-  Bound& b = bound(batch);
+  Bound& b = bound(shapes);
   Profile profile;
   std::vector<std::vector<double>> perStep;
   for (int r = 0; r < runs; ++r) {

@@ -17,13 +17,19 @@
 
 namespace glnet {
 
-// An input or output of the model: its name and its shape at the model's own batch (1 where it is dynamic).
+// An input or output of the model: its name and its shape at the model's own binding (1 for each symbolic dimension
+// but a fixed batch).
 struct OnnxPort {
   std::string name;
   Shape shape;
+  // Per axis: the name of a symbolic dimension ("batch", "sequence"; "?" where the file names none), empty where fixed.
+  // An output's axis is symbolic where it changes with the inputs' symbolic dimensions.
+  std::vector<std::string> symbols;
   // Its first dimension is the batch: an input's is symbolic in the file; an output's changes with the batch.
   bool batched = false;
-  bool bytes = false;  // an input the file declares uint8 (its values are given as floats 0 to 255)
+  // An input's element type as NumPy names it: float32, uint8 (pixels, given as floats 0 to 255), int64, int32 or
+  // bool (given as exact floats: see base/ExactInteger.h).
+  std::string dtype = "float32";
 };
 
 struct RunTimes {
@@ -59,34 +65,44 @@ class OnnxRunner {
   std::int64_t opset() const { return opset_; }
   std::size_t nodeCount() const { return nodeCount_; }
 
-  // The model bound to `batch` rows; throws a UsageError when the batch is fixed and different.
-  const OnnxModel& model(std::uint32_t batch);
-  std::size_t activationBytes(std::uint32_t batch);
+  // The input shapes at `batch` rows: each symbolic first dimension takes `batch`, the other symbolic dimensions
+  // their own (1). Throws a UsageError when the batch is fixed and different.
+  InputShapes batchShapes(std::uint32_t batch) const;
+
+  // The model bound to input shapes (a plan per shape set, like a batch size: see keptBatchPlans).
+  const OnnxModel& model(const InputShapes& shapes);
+  const OnnxModel& model(std::uint32_t batch) { return model(batchShapes(batch)); }
+  std::size_t activationBytes(const InputShapes& shapes);
+  std::size_t activationBytes(std::uint32_t batch) { return activationBytes(batchShapes(batch)); }
 
   // The number of floats of each input at `batch`.
   std::vector<std::size_t> inputSizes(std::uint32_t batch);
-  // One value pointer per input in the model's order, each holding inputSizes(batch) floats; returns the
+  // One value pointer per input in the model's order, each holding its shape's count of floats; returns the
   // outputs in the model's order. Throws glnet::Error when an output is not finite.
-  std::vector<std::vector<float>> run(const std::vector<const float*>& inputs, std::uint32_t batch, RunTimes* times = nullptr);
+  std::vector<std::vector<float>> run(const std::vector<const float*>& inputs, const InputShapes& shapes, RunTimes* times = nullptr);
+  std::vector<std::vector<float>> run(const std::vector<const float*>& inputs, std::uint32_t batch, RunTimes* times = nullptr) {
+    return run(inputs, batchShapes(batch), times);
+  }
 
-  // Runs the plan of `batch` (on the inputs the last run uploaded) `runs` times with a timestamp after every
+  // Runs the plan of `shapes` (on the inputs the last run uploaded) `runs` times with a timestamp after every
   // dispatch.
   struct Profile {
     std::vector<NodeTime> nodes;  // by median GPU time, largest first
     std::vector<double> runMs;    // per run, the GPU time of all its dispatches
     std::size_t barriers = 0;     // the barriers one run issues: what orders its dependent dispatches
   };
-  Profile profile(std::uint32_t batch, int runs);
+  Profile profile(const InputShapes& shapes, int runs);
+  Profile profile(std::uint32_t batch, int runs) { return profile(batchShapes(batch), runs); }
 
  private:
   struct Bound {
-    std::uint32_t batch;
+    InputShapes shapes;
     OnnxModel model;
     CompiledGraph compiled;
     Plan plan;
-    Bound(const Context& context, std::uint32_t batch, OnnxModel model);
+    Bound(const Context& context, InputShapes shapes, OnnxModel model);
   };
-  Bound& bound(std::uint32_t batch);
+  Bound& bound(const InputShapes& shapes);
 
   const Context& context_;
   ParsedOnnx parsed_;
@@ -94,11 +110,11 @@ class OnnxRunner {
   bool dynamicBatch_ = false;
   std::int64_t opset_ = 0;
   std::size_t nodeCount_ = 0;
-  std::optional<OnnxModel> own_;              // the model at its own batch, until a plan is built for it
+  std::optional<OnnxModel> own_;              // the model at its own shapes, until a plan is built for them
   std::list<std::unique_ptr<Bound>> bound_;   // most recently used first
 };
 
-// The largest number of batch sizes whose plans an OnnxRunner keeps at once.
+// The largest number of batch sizes (input shape sets) whose plans an OnnxRunner keeps at once.
 constexpr std::size_t keptBatchPlans = 4;
 
 }  // namespace glnet

@@ -34,6 +34,9 @@ namespace glnet {
   X(ceil, CEIL, "ceil", "Ceil", std::ceil(x))                                                                         \
   X(floor, FLOOR, "floor", "Floor", std::floor(x))                                                                    \
   X(round, ROUND, "round", "Round", std::nearbyint(x))                                                                \
+  /* a cast to an integer type, and to bool: glnet's GPU holds both as floats (importer/Onnx.cpp's importIdentity) */  \
+  X(trunc, TRUNC, "trunc", "", std::trunc(x))                                                                         \
+  X(nonZero, NONZERO, "not zero", "", x != 0 ? 1.0 : 0.0)                                                             \
   X(sign, SIGN, "sign", "Sign", x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0)                                                      \
   X(sin, SIN, "sin", "Sin", std::sin(x))                                                                              \
   X(cos, COS, "cos", "Cos", std::cos(x))                                                                              \

@@ -60,10 +60,13 @@ class Model:
     """An ONNX model on the GPU. Call it with NumPy arrays: model(x), model(a, b), model(a=..., b=...) or
     model({"a": ..., "b": ...}); one output comes back as an array, several as a dict by output name.
 
-    Inputs are float32 [N, ...] arrays with the model's shape apart from N (any N where the model's batch is
-    dynamic); other floating dtypes are converted once, anything else is refused with a UsageError naming
-    the expected dtype and shape. An input the model declares uint8 (images it converts itself) takes uint8. Outputs are new float32 arrays the caller owns. Each batch size is compiled
-    once (the first call of a size pays it) and its plan kept."""
+    Inputs are float32 [N, ...] arrays with the model's shape apart from its symbolic dimensions (None in
+    `inputs`: a batch, a sequence length), which take the arrays' lengths; other floating dtypes are converted once,
+    anything else is refused with a UsageError naming the expected dtype and shape. An input the model declares uint8
+    (images it converts itself) takes uint8; one it declares int64 or int32 (token ids) takes integers, and bool
+    (masks) takes booleans or integers 0 and 1: the GPU holds them as float32, exact up to 2**24, and larger ones are
+    refused. Outputs are new float32 arrays the caller owns. Each set of input shapes is compiled once (the first call
+    of a shape pays it) and its plan kept."""
 
     def __init__(self, path: Union[str, os.PathLike], device: Optional[Union[int, str]] = None,
                  api: Optional[str] = None) -> None:
@@ -72,17 +75,19 @@ class Model:
 
     @property
     def inputs(self) -> List[Tuple[str, Shape]]:
-        """(name, shape) of every input, in the model's order; a dynamic batch dimension is None."""
+        """(name, shape) of every input, in the model's order; a symbolic dimension (batch, sequence) is None."""
         return [(name, tuple(shape)) for name, shape in self._handle.inputs]
 
     @property
     def input_dtypes(self) -> List[str]:
-        """Per input, in the model's order: "float32", or "uint8" where the model converts its pixels itself."""
+        """Per input, in the model's order: "float32"; "uint8" where the model converts its pixels itself; "int64",
+        "int32" or "bool" for token ids and masks."""
         return list(self._handle.input_dtypes)
 
     @property
     def outputs(self) -> List[Tuple[str, Shape]]:
-        """(name, shape) of every output, in the model's order; a dynamic batch dimension is None."""
+        """(name, shape) of every output, in the model's order; a dimension that follows a symbolic input dimension
+        is None."""
         return [(name, tuple(shape)) for name, shape in self._handle.outputs]
 
     @property
@@ -115,19 +120,10 @@ class Model:
         missing = [name for name, _ in expected if name not in inputs]
         if missing:
             raise UsageError(f"input {missing[0]} is missing; the model's inputs are {', '.join(n for n, _ in expected)}")
-        arrays = [_pixels(inputs[name], name, shape) if dtype == "uint8" else _float32(inputs[name], name, shape)
-                  for (name, shape), dtype in zip(expected, self.input_dtypes)]
-        # The batch: the first dimension of the first input that has a dynamic one, else the model's own.
-        batched = [array for (_, shape), array in zip(expected, arrays) if shape and shape[0] is None]
-        if batched:
-            batch = batched[0].shape[0] if batched[0].ndim else 0
-            if batch < 1:
-                raise UsageError(f"input {expected[0][0]} needs a batch dimension of at least 1, not {list(batched[0].shape)}")
-        else:
-            batch = expected[0][1][0] if expected[0][1] else 1
+        arrays = [_INPUT_CONVERSIONS[dtype](inputs[name], name, shape) for (name, shape), dtype in zip(expected, self.input_dtypes)]
         for (name, shape), array in zip(expected, arrays):
-            _check_shape(array, name, shape, batch)
-        results = self._handle.run(arrays, batch)
+            _check_shape(array, name, shape)
+        results = self._handle.run(arrays, [list(array.shape) for array in arrays])
         return {name: result for (name, _), result in zip(self.outputs, results)}
 
     def bench(self, batches: Sequence[int] = (1, 64), runs: int = 20, warmup: int = 3) -> Dict[str, Any]:
@@ -366,8 +362,24 @@ def _pixels(value: Any, name: str, shape: Shape) -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.float32)
 
 
-def _check_shape(array: np.ndarray, name: str, shape: Shape, batch: int) -> None:
-    wanted = tuple(batch if size is None else size for size in shape)
-    if array.shape != wanted:
-        raise UsageError(f"input {name} must be {_describe(shape)}, not {list(array.shape)}"
-                         + (f" (its batch must be {batch}, as the first input's)" if array.shape[1:] == wanted[1:] else ""))
+def _integers(value: Any, name: str, shape: Shape, dtype: str) -> np.ndarray:
+    array = np.asarray(value)
+    if array.dtype.kind not in "iu" and not (dtype == "bool" and array.dtype == np.bool_):
+        raise UsageError(f"input {name} must be {dtype} {_describe(shape)}, not {array.dtype} {list(array.shape)}")
+    if dtype == "bool" and array.size and not np.isin(array, (0, 1)).all():
+        raise UsageError(f"input {name} is bool: its values must be 0 and 1")
+    largest = _glnet.largest_exact_integer
+    if array.size and array.dtype.kind in "iu" and (array.max() > largest or array.min() < -largest):
+        raise UsageError(f"input {name} holds integers beyond ±{largest} (glnet holds integers as float32, exact only up to that)")
+    return np.ascontiguousarray(array, dtype=np.float32)
+
+
+_INPUT_CONVERSIONS = {"float32": _float32, "uint8": _pixels,
+                      "int64": lambda v, n, s: _integers(v, n, s, "int64"), "int32": lambda v, n, s: _integers(v, n, s, "int32"),
+                      "bool": lambda v, n, s: _integers(v, n, s, "bool")}
+
+
+def _check_shape(array: np.ndarray, name: str, shape: Shape) -> None:
+    fits = array.ndim == len(shape) and all(size is None or size == got for size, got in zip(shape, array.shape))
+    if not fits or 0 in array.shape:
+        raise UsageError(f"input {name} must be {_describe(shape)}, not {list(array.shape)}")

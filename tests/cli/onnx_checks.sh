@@ -197,6 +197,34 @@ save("identity", [helper.make_node("Identity", ["w1"], ["shared"], name="/shared
                   helper.make_node("Identity", ["x"], ["i"], name="/features_block_with_a_long_name/ident/Identity"),
                   helper.make_node("Gemm", ["i", "shared", "b1"], ["y"], name="/fc1/Gemm", transB=1)], ["N", 29], ["N", 37], {"w1": w1, "b1": b1})
 np.save(os.path.join(work, "int-x.npy"), np.zeros((2, 29), np.int64))
+# Token ids (int64) and a mask (bool), both [batch, sequence]: held as exact floats on the GPU, where a real cast to an
+# integer truncates (toward zero), integers divide truncating, and a number cast to bool tests for nonzero.
+graph = helper.make_graph([helper.make_node("Cast", ["ids"], ["f"], name="/ids/Cast", to=TensorProto.FLOAT),
+                           helper.make_node("Cast", ["mask"], ["m"], name="/mask/Cast", to=TensorProto.FLOAT),
+                           helper.make_node("Mul", ["f", "m"], ["fm"], name="/masked"),
+                           helper.make_node("Mul", ["fm", "three_quarters"], ["p"], name="/scaled"),
+                           helper.make_node("Cast", ["p"], ["i"], name="/truncated", to=TensorProto.INT64),
+                           helper.make_node("Div", ["i", "two"], ["q"], name="/halved"),
+                           helper.make_node("Cast", ["q"], ["qf"], name="/q/Cast", to=TensorProto.FLOAT),
+                           helper.make_node("Cast", ["fm"], ["b"], name="/nonzero", to=TensorProto.BOOL),
+                           helper.make_node("Cast", ["b"], ["bf"], name="/b/Cast", to=TensorProto.FLOAT),
+                           helper.make_node("Add", ["qf", "bf"], ["y"], name="/sum")],
+                          "tokens", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "sequence"]),
+                                     helper.make_tensor_value_info("mask", TensorProto.BOOL, ["batch", "sequence"])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "sequence"])],
+                          [numpy_helper.from_array(np.array(0.75, np.float32), "three_quarters"), numpy_helper.from_array(np.array(2, np.int64), "two")])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(work, "tokens.onnx"))
+for rows, length in (2, 7), (1, 12):
+    ids = rng.integers(-50, 50, (rows, length), dtype=np.int64)
+    mask = rng.integers(0, 2, (rows, length)).astype(bool)
+    name = f"tokens{rows}x{length}"
+    np.save(os.path.join(work, name + "-ids.npy"), ids)
+    np.save(os.path.join(work, name + "-mask.npy"), mask)
+    masked = ids * mask
+    np.save(os.path.join(work, name + "-y.npy"), np.trunc(np.trunc(masked * 0.75) / 2) + (masked != 0))
+np.save(os.path.join(work, "tokens-long-mask.npy"), np.ones((2, 9), bool))
+np.save(os.path.join(work, "tokens-huge-ids.npy"), np.full((2, 7), 1 << 25, np.int64))
+np.save(os.path.join(work, "tokens-float-ids.npy"), np.zeros((2, 7), np.float32))
 # uint8 pixels that the model converts itself (Cast, Div), read from a uint8 .npy.
 graph = helper.make_graph([helper.make_node("Cast", ["x"], ["f"], name="/cast", to=TensorProto.FLOAT),
                            helper.make_node("Div", ["f", "scale"], ["y"], name="/div")],
@@ -375,7 +403,21 @@ expect 1 "unbatched-x.npy: got \[1, 13, 13\]; expected \[N, 1, 13, 13\] for inpu
   -- "$apps/glnet_run" --model "$work/cnn.onnx" --input "$work/unbatched-x.npy" --output "$work/o.npy"
 expect 0 "ran .*mlp.onnx .* on 3 rows" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/half-x.npy" --output "$work/half-out.npy"
 compare half
-expect 1 "int-x.npy: not a NumPy array glnet reads \(dtype <i8" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/int-x.npy" --output "$work/o.npy"
+expect 1 "int-x.npy: input x takes float32; this file holds int64" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/int-x.npy" --output "$work/o.npy"
+# int64 and bool inputs, each symbolic dimension (batch, sequence) taking the files' lengths: one file, two shapes.
+for shape in 2x7 1x12; do
+  expect 0 "wrote" -- "$apps/glnet_run" --model "$work/tokens.onnx" --input "$work/tokens$shape-ids.npy" --input "mask=$work/tokens$shape-mask.npy" \
+    --output "$work/tokens$shape-out.npy"
+  compare "tokens$shape"
+done
+expect 1 "tokens.onnx: input mask's dimension 1 \(sequence\) is 9, but another input's sequence is 7" \
+  -- "$apps/glnet_run" --model "$work/tokens.onnx" --input "$work/tokens2x7-ids.npy" --input "$work/tokens-long-mask.npy" --output "$work/o.npy"
+expect 1 "tokens-huge-ids.npy: the int64 value at element 0 is beyond ±16777216 \(glnet holds integers as float32" \
+  -- "$apps/glnet_run" --model "$work/tokens.onnx" --input "$work/tokens-huge-ids.npy" --input "$work/tokens2x7-mask.npy" --output "$work/o.npy"
+expect 1 "tokens-float-ids.npy: input ids takes int64 \(token ids, indices\); this file holds float32" \
+  -- "$apps/glnet_run" --model "$work/tokens.onnx" --input "$work/tokens-float-ids.npy" --input "$work/tokens2x7-mask.npy" --output "$work/o.npy"
+expect 1 "tokens2x7-ids.npy: input mask takes bool; this file holds int64 values other than 0 and 1" \
+  -- "$apps/glnet_run" --model "$work/tokens.onnx" --input "$work/tokens2x7-ids.npy" --input "mask=$work/tokens2x7-ids.npy" --output "$work/o.npy"
 expect 2 "error: the model's input is named x, not images" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "images=$work/mlp-x.npy" --output "$work/o.npy"
 expect 2 "error: --input: empty input name before '='" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "=$work/mlp-x.npy" --output "$work/o.npy"
 expect 2 "error: --output: empty output name before '='" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/mlp-x.npy" --output "=$work/o.npy"

@@ -26,6 +26,7 @@ struct Case {
   float low = -2.0f, high = 2.0f;
   double atol = 1e-6, rtol = 1e-5;
   std::size_t nanEvery = 0;  // not 0: a NaN in every nanEvery-th element of the first input, out where the reference has it
+  bool wholeNumbers = false;  // inputs rounded to whole numbers, as integer and boolean tensors hold (zeros among them)
 };
 
 std::shared_ptr<const Op> groupedConv(std::array<std::uint32_t, 2> strides, std::array<std::uint32_t, 4> pads, std::uint32_t groups,
@@ -51,6 +52,7 @@ std::vector<std::string> checkAgainstReference(const Case& c, std::uint32_t stre
   const auto isParameter = [&](std::size_t i) { return std::find(parameters.begin(), parameters.end(), i) != parameters.end(); };
   for (std::size_t i = 0; i < c.inputs.size(); ++i) {
     values.push_back(test::uniformFloats(random, elementCount(c.inputs[i]), c.low, c.high));
+    if (c.wholeNumbers) std::transform(values.back().begin(), values.back().end(), values.back().begin(), [](float v) { return std::round(v); });
     for (std::size_t k = 3; c.nanEvery > 0 && i == 0 && k < values.back().size(); k += c.nanEvery) values.back()[k] = NAN;
     inputs.push_back(isParameter(i) ? graph.parameter("p" + std::to_string(i), c.inputs[i], values.back())
                                     : graph.input("x" + std::to_string(i), c.inputs[i]));
@@ -106,6 +108,10 @@ TEST_SUITE("gl") {
       checkAgainstReference({pointwiseOp(f), {{31}}, -0.9f, 0.9f, 3e-7, 3e-6}, stream++);
     }
     checkAgainstReference({pointwiseOp({PointwiseKind::acosh}), {{31}}, 1.1f, 9.0f, 3e-7, 3e-6}, stream++);
+    // The casts of computed tensors to integers and booleans: exact, and NaN kept by trunc (a cast to bool makes it
+    // true, as NumPy's astype(bool) does: a boolean has no NaN).
+    checkAgainstReference({pointwiseOp({PointwiseKind::trunc}), {{5, 13}}, -3.5f, 3.5f, 0, 0, 7}, stream++);
+    checkAgainstReference({pointwiseOp({PointwiseKind::nonZero}), {{5, 13}}, -1.6f, 1.6f, 0, 0, 0, true}, stream++);
     // Functions defined for positive inputs only.
     for (const Pointwise& f : std::vector<Pointwise>{{PointwiseKind::sqrt}, {PointwiseKind::log}, {PointwiseKind::reciprocal}, {PointwiseKind::pow, 0.7f}}) {
       checkAgainstReference({pointwiseOp(f), {{67}}, 0.1f, 9.0f, 1e-7, 3e-6}, stream++);

@@ -157,6 +157,33 @@ def test_uint8_inputs_of_a_model_that_converts_its_pixels(work):
         model(x.astype(np.float32))
 
 
+def test_token_ids_and_masks_at_any_sequence_length(work):
+    # ids int64 and mask bool, both [batch, sequence]: y = ids · mask + 0.5, one plan per shape.
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["ids"], ["f"], name="/ids", to=TensorProto.FLOAT), helper.make_node("Cast", ["mask"], ["m"], name="/mask", to=TensorProto.FLOAT),
+         helper.make_node("Mul", ["f", "m"], ["p"], name="/mul"), helper.make_node("Add", ["p", "half"], ["y"], name="/add")],
+        "tokens", [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "sequence"]),
+                   helper.make_tensor_value_info("mask", TensorProto.BOOL, ["batch", "sequence"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "sequence"])], [numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+    path = str(work / "tokens.onnx")
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    model = glnet.load(path)
+    assert model.input_dtypes == ["int64", "bool"]
+    assert model.inputs == [("ids", (None, None)), ("mask", (None, None))] and model.outputs == [("y", (None, None))]
+    for shape in (2, 7), (1, 12), (3, 1):
+        ids, mask = RNG.integers(-1000, 1000, shape), RNG.integers(0, 2, shape).astype(bool)
+        np.testing.assert_array_equal(model(ids, mask), ids * mask + 0.5)
+        np.testing.assert_array_equal(model(ids.astype(np.int32), mask.astype(np.int64)), ids * mask + 0.5)
+    with pytest.raises(glnet.UsageError, match=r"input ids holds integers beyond ±16777216"):
+        model(np.full((1, 3), 1 << 25), np.ones((1, 3), bool))
+    with pytest.raises(glnet.UsageError, match=r"input ids must be int64 \[N, N\], not float32"):
+        model(np.zeros((1, 3), np.float32), np.ones((1, 3), bool))
+    with pytest.raises(glnet.UsageError, match=r"input mask is bool: its values must be 0 and 1"):
+        model(np.zeros((1, 3), np.int64), np.full((1, 3), 2))
+    with pytest.raises(glnet.Error, match=r"input mask's dimension 1 \(sequence\) is 4, but another input's sequence is 3"):
+        model(np.zeros((1, 3), np.int64), np.ones((1, 4), bool))
+
+
 def test_errors_are_glnet_exceptions(work, cnn):
     # A missing file is also Python's FileNotFoundError, whatever reads it.
     for missing in ("no-such.onnx", "no-such.safetensors"):
