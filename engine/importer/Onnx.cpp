@@ -232,13 +232,7 @@ void Importer::importGlobalPool(const onnx::NodeProto& node, const Attributes&) 
 
 void Importer::importTranspose(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
-  const std::size_t rank = shapeOf(x).size();
-  std::vector<std::uint32_t> permutation;
-  for (const std::int64_t p : integers(a, "perm")) permutation.push_back(static_cast<std::uint32_t>(std::clamp<std::int64_t>(p, 0, 1 << 20)));
-  if (!a.count("perm")) {
-    for (std::size_t i = rank; i-- > 0;) permutation.push_back(static_cast<std::uint32_t>(i));
-  }
-  apply(node, transposeOp(permutation), {x}, "transpose");
+  apply(node, transposeOp(permutation(a, shapeOf(x).size())), {x}, "transpose");
 }
 
 void Importer::importConcat(const onnx::NodeProto& node, const Attributes& a) {

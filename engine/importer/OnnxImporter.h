@@ -229,7 +229,7 @@ class Importer {
 
   void importPad(const onnx::NodeProto& node, const Attributes& a);
 
-  // ---- Indexing (OnnxIndexing.cpp): Gather, GatherND, ScatterND, Trilu, Einsum, and Slice's fold. ----
+  // ---- Indexing (OnnxIndexing.cpp): Gather, GatherND, ScatterND, Trilu, Einsum, and the folds of Slice and Transpose. ----
   // Gather: one constant index of a computed tensor is a slice; otherwise a gather op on the GPU with the data or
   // indices that are constants uploaded (an embedding lookup: a constant table at computed token ids).
   void importGather(const onnx::NodeProto& node, const Attributes& a);
@@ -239,7 +239,7 @@ class Importer {
   void importTrilu(const onnx::NodeProto& node, const Attributes& a);
   // Einsum of two operands as a batched product between transposes and views; other equations refused naming them.
   void importEinsum(const onnx::NodeProto& node, const Attributes& a);
-  // The fold of these ops and of Slice when all inputs are constants; nullopt for another op.
+  // The fold of these ops and of Slice and Transpose when all inputs are constants; nullopt for another op.
   std::optional<Constant> foldIndexing(const onnx::NodeProto& node, const Attributes& a);
   // The value of `op` on constants, by its float64 reference (shapes refused as the graph op refuses them).
   Constant foldWithReference(const onnx::NodeProto& node, const std::shared_ptr<const Op>& op, const std::vector<const Constant*>& in,
@@ -258,6 +258,8 @@ class Importer {
   // Slice's starts, ends, axes and steps (attributes before opset 10, constant inputs after) for `shape`, clamped.
   std::vector<AxisSlice> sliceSpec(const onnx::NodeProto& node, const Attributes& a, const std::vector<std::int64_t>& shape) const;
   Constant foldSlice(const onnx::NodeProto& node, const Attributes& a) const;
+  // Transpose's perm attribute, or the axes reversed.
+  static std::vector<std::uint32_t> permutation(const Attributes& a, std::size_t rank);
   // An Einsum equation without spaces: its input terms and output (the letters seen once, sorted, when implicit).
   struct Einsum {
     std::vector<std::string> inputs;

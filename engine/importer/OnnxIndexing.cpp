@@ -1,4 +1,5 @@
-// The importer's indexing ops (OnnxImporter.h): Gather, GatherND, ScatterND, Trilu, Einsum and the fold of Slice, on
+// The importer's indexing ops (OnnxImporter.h): Gather, GatherND, ScatterND, Trilu, Einsum and the folds of Slice and
+// Transpose, on
 // the GPU where an input is computed (graph/IndexingOps.cpp) and folded where all are constants. A folded op computes
 // its value with the graph op's own float64 reference, so the two cannot disagree.
 #include "importer/OnnxImporter.h"
@@ -109,6 +110,15 @@ Constant Importer::foldSlice(const onnx::NodeProto& node, const Attributes& a) c
   return result;
 }
 
+std::vector<std::uint32_t> Importer::permutation(const Attributes& a, std::size_t rank) {
+  std::vector<std::uint32_t> list;
+  for (const std::int64_t p : integers(a, "perm")) list.push_back(static_cast<std::uint32_t>(std::clamp<std::int64_t>(p, 0, 1 << 20)));
+  if (!a.count("perm")) {
+    for (std::size_t i = rank; i-- > 0;) list.push_back(static_cast<std::uint32_t>(i));
+  }
+  return list;
+}
+
 std::optional<Constant> Importer::foldIndexing(const onnx::NodeProto& node, const Attributes& a) {
   const std::string& op = node.op_type();
   if (op == "Slice") return foldSlice(node, a);
@@ -134,6 +144,11 @@ std::optional<Constant> Importer::foldIndexing(const onnx::NodeProto& node, cons
     return foldWithReference(node, triluOp(integer(a, "upper", 1) != 0, triluDiagonal(node)), {&data}, data.integer);
   }
   if (op == "Einsum") return foldEinsum(node, a);
+  // A layout change of a constant (Swin's attention mask in torch.export's graph is sliced and transposed).
+  if (op == "Transpose") {
+    const Constant& data = input(node, 0);
+    return foldWithReference(node, transposeOp(permutation(a, data.shape.size())), {&data}, data.integer);
+  }
   return std::nullopt;
 }
 

@@ -105,7 +105,7 @@ const std::vector<OnnxOp>& onnxOps() {
         row("Sub", {}, &Importer::importBinary, constants, "a - b, broadcast"),
         row("Sum", {}, &Importer::importVariadic, never, "the sum of any number of inputs, broadcast"),
         row("ThresholdedRelu", {"alpha"}, &Importer::importPointwise, never, "pointwise thresholded relu"),
-        row("Transpose", {"perm"}, &Importer::importTranspose, never, "axes permuted"),
+        row("Transpose", {"perm"}, &Importer::importTranspose, constants, "axes permuted"),
         since(14, row("Trilu", {"upper"}, &Importer::importTrilu, constants, "the upper or lower triangle of the last two axes from diagonal k, zeros elsewhere")),
         row("Unsqueeze", {"axes"}, &Importer::importReshape, constants, "a view with axes of 1 inserted"),
         row("Where", {}, nullptr, constants, "c ? a : b of constants"),

@@ -264,7 +264,7 @@ TEST_SUITE("gl") {
     CHECK(refusal(ellipsis).find("equation '...ij,...jk->...ik': glnet reads letters only (no ellipsis)") != std::string::npos);
   }
 
-  TEST_CASE("Slice folds constants of any rank, with every start, end, axis and step") {
+  TEST_CASE("Slice folds constants of any rank, with every start, end, axis and step, and Transpose folds constants") {
     // BERT's position_ids buffer [1, 8] sliced to the sequence, then every second id.
     Model m;
     m.input("x", {1, 3}).constant("ids", {1, 8}, {0, 1, 2, 3, 4, 5, 6, 7}).constant("starts", {2}, {0, 2}).constant("ends", {2}, {1, 7});
@@ -284,5 +284,10 @@ TEST_SUITE("gl") {
     outside.node("Slice", {"c", "starts", "ends"}, "part");
     outside.node("Add", {"x", "part"}, "y");
     CHECK(refusal(outside).find("axis 1 is outside rank 1") != std::string::npos);
+    Model transposed;
+    transposed.input("x", {3, 2}).constant("c", {2, 3}, {1, 2, 3, 4, 5, 6}, false);
+    transposed.node("Transpose", {"c"}, "t");  // no perm: the axes reversed
+    transposed.node("Add", {"x", "t"}, "y");
+    CHECK(run(transposed, {{0, 0, 0, 0, 0, 0}}) == std::vector<float>{1, 4, 2, 5, 3, 6});
   }
 }
