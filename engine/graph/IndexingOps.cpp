@@ -5,6 +5,7 @@
 #include "base/check.h"
 #include "ops/StridedCopy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 

@@ -262,6 +262,7 @@ class Importer {
   static std::vector<std::uint32_t> permutation(const Attributes& a, std::size_t rank);
   // An Einsum equation without spaces: its input terms and output (the letters seen once, sorted, when implicit).
   struct Einsum {
+    std::string equation;  // as given, for refusals
     std::vector<std::string> inputs;
     std::string output;
   };

@@ -230,6 +230,7 @@ Importer::Einsum Importer::parseEinsum(const onnx::NodeProto& node, const Attrib
   }
   const auto refuseEquation = [&](const std::string& why) { refuse(node, "equation '" + given + "': " + why); };
   Einsum e;
+  e.equation = given;
   const std::size_t arrow = text.find("->");
   std::string left = text.substr(0, arrow);
   std::size_t start = 0;
@@ -319,8 +320,7 @@ Constant Importer::foldEinsum(const onnx::NodeProto& node, const Attributes& a) 
 // sizes and transposed to the output's order.
 void Importer::importEinsum(const onnx::NodeProto& node, const Attributes& a) {
   const Einsum e = parseEinsum(node, a);
-  const std::string equation = a.at("equation")->s();
-  const auto refuseEquation = [&](const std::string& why) { refuse(node, "equation '" + equation + "' " + why); };
+  const auto refuseEquation = [&](const std::string& why) { refuse(node, "equation '" + e.equation + "' " + why); };
   if (e.inputs.size() != 2) refuseEquation("is not supported on the GPU: glnet runs products of two operands");
   const Tensor operands[2] = {tensorOrConstant(node, 0), tensorOrConstant(node, 1)};
   std::map<char, std::uint32_t> sizes;
