@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -243,6 +244,37 @@ TEST_SUITE("gl") {
       }
     }
     test::checkClose(run(values, {p, v}), want, 1e-6, 1e-6);
+    // Attention's and plain products (and an outer product, and a sum over batches of rows) on the GPU against the same
+    // equation folded on constants, which sums over every letter directly.
+    const std::map<char, std::int64_t> sizes{{'b', 2}, {'h', 3}, {'i', 4}, {'j', 5}, {'d', 3}, {'k', 2}};
+    for (const std::string equation : {"bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij,jk->ik", "bij,bjk->bik", "i,j->ij", "bij,bij->bi"}) {
+      CAPTURE(equation);
+      const std::size_t comma = equation.find(','), arrow = equation.find("->");
+      const std::string terms[2] = {equation.substr(0, comma), equation.substr(comma + 1, arrow - comma - 1)};
+      std::vector<std::int64_t> shapes[2], out;
+      std::vector<float> operands[2];
+      for (int t = 0; t < 2; ++t) {
+        std::size_t count = 1;
+        for (const char c : terms[t]) {
+          shapes[t].push_back(sizes.at(c));
+          count *= static_cast<std::size_t>(sizes.at(c));
+        }
+        for (std::size_t n = 0; n < count; ++n) operands[t].push_back(static_cast<float>((n * 7 + static_cast<std::size_t>(t) * 3) % 11) / 4 - 1);
+      }
+      for (const char c : equation.substr(arrow + 2)) out.push_back(sizes.at(c));
+      Model gpu;
+      gpu.input("a", shapes[0]).input("b", shapes[1]);
+      attribute(gpu.node("Einsum", {"a", "b"}, "y"), "equation", equation);
+      Model folded;
+      folded.input("x", out).constant("a", shapes[0], {operands[0].begin(), operands[0].end()}, false);
+      folded.constant("b", shapes[1], {operands[1].begin(), operands[1].end()}, false);
+      attribute(folded.node("Einsum", {"a", "b"}, "e"), "equation", equation);
+      folded.node("Add", {"x", "e"}, "y");
+      std::size_t outCount = 1;
+      for (const std::int64_t d : out) outCount *= static_cast<std::size_t>(d);
+      const std::vector<float> want = run(folded, {std::vector<float>(outCount, 0.0f)});
+      test::checkClose(run(gpu, {operands[0], operands[1]}), std::vector<double>(want.begin(), want.end()), 1e-6, 1e-6);
+    }
     // An output in another order than the product's: 'ij,jk->ki' with a constant right operand.
     Model transposed;
     transposed.input("a", {2, 3}).constant("b", {3, 2}, {1, 2, 3, 4, 5, 6}, false);
