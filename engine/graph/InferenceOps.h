@@ -1,5 +1,5 @@
 // The general tensor operators of imported models (ONNX): pointwise functions, NumPy-broadcast arithmetic,
-// layout changes (transpose, slice, concat, pad, expand, reshape), pooling of any geometry, grouped and strided
+// layout changes (transpose, slice, concat, pad, expand, reshape), indexing (gather, scatter, triangles), pooling of any geometry, grouped and strided
 // convolution, functions along an axis (softmax, reductions, layer normalization) and products of two computed
 // tensors. Inference only, but for pooling, grouped convolution, concatenation and three pointwise functions. Each has its
 // shader and a float64 reference.
@@ -63,6 +63,19 @@ std::shared_ptr<const Op> groupedConvOp(ConvSettings settings, Pointwise after =
 std::shared_ptr<const Op> axisOp(AxisKind kind, std::uint32_t first, std::uint32_t last, bool keepDims = true, float epsilon = 1e-5f);
 // Y = A·B over the last two axes of two computed tensors, their leading axes broadcast (up to 4).
 std::shared_ptr<const Op> batchedMatMulOp();
+
+// Indexing (IndexingOps.cpp). Indices are floats holding integers, as glnet holds integer tensors; a negative one counts
+// from the end of its axis. An index outside its axis, fractional or NaN reads nothing and gives NaN for the elements it
+// would have read (a GPU cannot raise an error).
+// Gather along `axis`: inputs data and indices; y = data[:axis] + indices + data[axis + 1:] (an embedding lookup at 0).
+std::shared_ptr<const Op> gatherOp(std::uint32_t axis);
+// GatherND: inputs data and indices [batch..., rows..., depth]; y [batch..., rows..., data[batch + depth:]...].
+std::shared_ptr<const Op> gatherNdOp(std::uint32_t batchDims);
+// ScatterND, reduction none: inputs data, indices [rows..., depth], updates; y = data with each row's update written at
+// its index. Rows that share an index, or a bad index, are the caller's to refuse (the GPU writes them in any order).
+std::shared_ptr<const Op> scatterNdOp();
+// Trilu: the upper (column − row ≥ k) or lower (column − row ≤ k) triangle of the last two axes, zeros elsewhere.
+std::shared_ptr<const Op> triluOp(bool upper, std::int64_t k);
 
 // The shape two shapes broadcast to; throws glnet::Error when they do not.
 Shape broadcastShapes(const Shape& a, const Shape& b);

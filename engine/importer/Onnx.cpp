@@ -326,13 +326,7 @@ void Importer::importGlobalPool(const onnx::NodeProto& node, const Attributes&) 
 
 void Importer::importTranspose(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
-  const std::size_t rank = shapeOf(x).size();
-  std::vector<std::uint32_t> permutation;
-  for (const std::int64_t p : integers(a, "perm")) permutation.push_back(static_cast<std::uint32_t>(std::clamp<std::int64_t>(p, 0, 1 << 20)));
-  if (!a.count("perm")) {
-    for (std::size_t i = rank; i-- > 0;) permutation.push_back(static_cast<std::uint32_t>(i));
-  }
-  apply(node, transposeOp(permutation), {x}, "transpose");
+  apply(node, transposeOp(permutation(a, shapeOf(x).size())), {x}, "transpose");
 }
 
 void Importer::importConcat(const onnx::NodeProto& node, const Attributes& a) {
@@ -909,34 +903,8 @@ Tensor Importer::sliceTensor(const onnx::NodeProto& node, Tensor x, const std::v
 
 void Importer::importSlice(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
-  const Shape shape = shapeOf(x);
-  const auto rank = static_cast<std::int64_t>(shape.size());
-  const auto list = [&](int index, const std::string& attribute) {
-    std::vector<std::int64_t> values;
-    if (result_.opset < 10) return integers(a, attribute);
-    if (index < node.input_size() && !node.input(index).empty()) {
-      for (const double v : input(node, index).values) values.push_back(static_cast<std::int64_t>(std::clamp(v, -9.0e15, 9.0e15)));
-    }
-    return values;
-  };
-  const std::vector<std::int64_t> starts = list(1, "starts"), ends = list(2, "ends");
-  std::vector<std::int64_t> sliceAxes = list(3, "axes"), steps = list(4, "steps");
-  if (sliceAxes.empty()) {
-    for (std::size_t i = 0; i < starts.size(); ++i) sliceAxes.push_back(static_cast<std::int64_t>(i));
-  }
-  if (steps.empty()) steps.assign(starts.size(), 1);
-  if (starts.size() != ends.size() || starts.size() != sliceAxes.size() || starts.size() != steps.size()) refuse(node, "starts, ends, axes and steps differ in length");
-  std::vector<AxisSlice> slices;
-  for (const std::uint32_t d : shape) slices.push_back({0, 1, d});
-  std::set<std::int64_t> sliced;
-  for (std::size_t i = 0; i < starts.size(); ++i) {
-    const std::int64_t axis = normalizedAxis(node, sliceAxes[i], shape.size());
-    if (!sliced.insert(axis).second) refuse(node, "axis " + std::to_string(axis) + " is listed twice");
-    if (steps[i] == 0) refuse(node, "a step of 0");
-    slices[static_cast<std::size_t>(axis)] = clampedSlice(shape[static_cast<std::size_t>(axis)], starts[i], ends[i], steps[i]);
-  }
-  (void)rank;
-  define(node, sliceTensor(node, x, slices, nameOf(node)), "slice");
+  const Shape& shape = shapeOf(x);
+  define(node, sliceTensor(node, x, sliceSpec(node, a, {shape.begin(), shape.end()}), nameOf(node)), "slice");
 }
 
 void Importer::importSplit(const onnx::NodeProto& node, const Attributes& a) {
@@ -967,37 +935,6 @@ void Importer::importSplit(const onnx::NodeProto& node, const Attributes& a) {
   }
   // The parts must cover the axis: ONNX's split sizes sum to its length, and a shorter sum would drop values.
   if (start != shape[axis]) refuse(node, "split sizes " + describe(sizes) + " sum to " + std::to_string(start) + ", not axis " + std::to_string(axis) + "'s " + std::to_string(shape[axis]));
-}
-
-void Importer::importGather(const onnx::NodeProto& node, const Attributes& a) {
-  const Tensor x = tensorInput(node, 0);
-  const Constant* indices = constantInput(node, 1);
-  const Shape shape = shapeOf(x);
-  const auto axis = static_cast<std::size_t>(normalizedAxis(node, integer(a, "axis", 0), shape.size()));
-  if (!indices) refuse(node, "the indices must be a constant (an initializer) for glnet so far");
-  if (indices->shape.size() > 1) refuse(node, "indices shaped " + describe(indices->shape) + " are not supported: give a scalar or a list of indices");
-  if (indices->values.empty() || indices->values.size() > 64) refuse(node, std::to_string(indices->values.size()) + " indices; glnet gathers 1 to 64");
-  std::vector<Tensor> parts;
-  for (const double raw : indices->values) {
-    std::int64_t index = whole(node, raw);
-    if (index < -static_cast<std::int64_t>(shape[axis]) || index >= shape[axis]) refuse(node, "index " + std::to_string(index) + " is outside axis " + std::to_string(axis));
-    if (index < 0) index += shape[axis];
-    std::vector<AxisSlice> slices;
-    for (const std::uint32_t d : shape) slices.push_back({0, 1, d});
-    slices[axis] = {index, 1, 1};
-    parts.push_back(sliceTensor(node, x, slices, nameOf(node)));
-  }
-  Shape out(shape);
-  if (indices->shape.empty()) {
-    out.erase(out.begin() + static_cast<std::ptrdiff_t>(axis));
-    apply(node, reshapeOp(out), {parts[0]}, "slice");
-    return;
-  }
-  if (parts.size() == 1) {
-    define(node, parts[0], "slice");
-    return;
-  }
-  apply(node, concatOp(static_cast<std::uint32_t>(axis)), parts, "gather");
 }
 
 void Importer::importPad(const onnx::NodeProto& node, const Attributes& a) {

@@ -115,6 +115,7 @@ Constant Importer::broadcast(const onnx::NodeProto& node, const std::vector<cons
 
 Constant Importer::fold(const onnx::NodeProto& node, const Attributes& a) {
   const std::string& op = node.op_type();
+  if (std::optional<Constant> folded = foldIndexing(node, a)) return *std::move(folded);
   if (op == "Shape") {
     const Value& in = operand(node, 0);
     std::vector<std::int64_t> dims;
@@ -215,50 +216,6 @@ Constant Importer::fold(const onnx::NodeProto& node, const Attributes& a) {
     }
     result.values.clear();
     for (const auto& piece : pieces) result.values.insert(result.values.end(), piece.begin(), piece.end());
-    return result;
-  }
-  if (op == "Gather") {
-    const Constant& data = input(node, 0);
-    const Constant& indices = input(node, 1);
-    const auto rank = static_cast<std::int64_t>(data.shape.size());
-    std::int64_t axis = integer(a, "axis", 0);
-    if (rank == 0 || axis < -rank || axis >= rank) refuse(node, "axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
-    if (axis < 0) axis += rank;
-    const auto ax = static_cast<std::size_t>(axis);
-    const std::size_t outer = boundedProduct(node, data.shape.begin(), data.shape.begin() + axis);
-    const std::size_t inner = boundedProduct(node, data.shape.begin() + axis + 1, data.shape.end());
-    if (outer * inner * indices.values.size() > largestFolded) refuse(node, "a folded constant is too large");
-    const std::int64_t extent = data.shape[ax];
-    Constant result;
-    result.integer = data.integer;
-    result.shape.assign(data.shape.begin(), data.shape.begin() + axis);
-    result.shape.insert(result.shape.end(), indices.shape.begin(), indices.shape.end());
-    result.shape.insert(result.shape.end(), data.shape.begin() + axis + 1, data.shape.end());
-    for (std::size_t o = 0; o < outer; ++o) {
-      for (const double raw : indices.values) {
-        std::int64_t index = whole(node, raw);
-        if (index < -extent || index >= extent) refuse(node, "index " + std::to_string(index) + " is outside " + std::to_string(extent));
-        if (index < 0) index += extent;
-        const std::size_t base = (o * static_cast<std::size_t>(extent) + static_cast<std::size_t>(index)) * inner;
-        result.values.insert(result.values.end(), data.values.begin() + static_cast<std::ptrdiff_t>(base),
-                             data.values.begin() + static_cast<std::ptrdiff_t>(base + inner));
-      }
-    }
-    return result;
-  }
-  if (op == "Slice") {
-    if (result_.opset < 10) refuse(node, "Slice before opset 10 is not supported");
-    const Constant& data = input(node, 0);
-    if (data.shape.size() != 1) refuse(node, "only slices of 1-D constants (shapes) are folded");
-    const auto extent = static_cast<std::int64_t>(data.shape[0]);
-    const auto startValue = static_cast<std::int64_t>(std::clamp(scalar(node, 1), -1e18, 1e18));
-    const auto endValue = static_cast<std::int64_t>(std::clamp(scalar(node, 2), -1e18, 1e18));
-    const std::int64_t step = node.input_size() > 4 && !node.input(4).empty() ? static_cast<std::int64_t>(std::clamp(scalar(node, 4), -1e18, 1e18)) : 1;
-    if (step != 1) refuse(node, "steps other than 1 are not folded");
-    const auto clamp = [extent](std::int64_t i) { return std::clamp(i < 0 ? i + extent : i, std::int64_t{0}, extent); };
-    Constant result{{0}, {}, data.integer};
-    for (std::int64_t i = clamp(startValue); i < clamp(endValue); ++i) result.values.push_back(data.values[static_cast<std::size_t>(i)]);
-    result.shape[0] = static_cast<std::int64_t>(result.values.size());
     return result;
   }
   if (op == "ConstantOfShape") {

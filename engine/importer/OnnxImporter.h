@@ -240,10 +240,47 @@ class Importer {
 
   void importSplit(const onnx::NodeProto& node, const Attributes& a);
 
-  // Gather on a computed tensor with constant indices: each index a slice of the axis (joined when several).
-  void importGather(const onnx::NodeProto& node, const Attributes& a);
-
   void importPad(const onnx::NodeProto& node, const Attributes& a);
+
+  // ---- Indexing (OnnxIndexing.cpp): Gather, GatherND, ScatterND, Trilu, Einsum, and the folds of Slice and Transpose. ----
+  // Gather: one constant index of a computed tensor is a slice; otherwise a gather op on the GPU with the data or
+  // indices that are constants uploaded (an embedding lookup: a constant table at computed token ids).
+  void importGather(const onnx::NodeProto& node, const Attributes& a);
+  void importGatherND(const onnx::NodeProto& node, const Attributes& a);
+  // ScatterND with constant indices (checked at load, each place once) into computed data or of computed updates.
+  void importScatterND(const onnx::NodeProto& node, const Attributes& a);
+  void importTrilu(const onnx::NodeProto& node, const Attributes& a);
+  // Einsum of two operands as a batched product between transposes and views; other equations refused naming them.
+  void importEinsum(const onnx::NodeProto& node, const Attributes& a);
+  // The fold of these ops and of Slice and Transpose when all inputs are constants; nullopt for another op.
+  std::optional<Constant> foldIndexing(const onnx::NodeProto& node, const Attributes& a);
+  // The value of `op` on constants, by its float64 reference (shapes refused as the graph op refuses them).
+  Constant foldWithReference(const onnx::NodeProto& node, const std::shared_ptr<const Op>& op, const std::vector<const Constant*>& in,
+                             bool integer) const;
+  // Constant indices, read `dims.size()` to a row (index k of a row along an axis of dims[k]): refused unless whole and
+  // within their axis; made non-negative.
+  std::vector<std::vector<std::int64_t>> checkedIndices(const onnx::NodeProto& node, const Constant& indices,
+                                                        const std::vector<std::int64_t>& dims) const;
+  // The dimensions GatherND's index rows run over, its shapes checked.
+  std::vector<std::int64_t> gatherNdDims(const onnx::NodeProto& node, const std::vector<std::int64_t>& data,
+                                         const std::vector<std::int64_t>& indices, std::int64_t batchDims) const;
+  // ScatterND's reduction, and its indices: constant and in range (distinct too where `onGpu`).
+  void checkScatterNd(const onnx::NodeProto& node, const Attributes& a, bool onGpu) const;
+  // Trilu's k input (0 when absent).
+  std::int64_t triluDiagonal(const onnx::NodeProto& node) const;
+  // Slice's starts, ends, axes and steps (attributes before opset 10, constant inputs after) for `shape`, clamped.
+  std::vector<AxisSlice> sliceSpec(const onnx::NodeProto& node, const Attributes& a, const std::vector<std::int64_t>& shape) const;
+  Constant foldSlice(const onnx::NodeProto& node, const Attributes& a) const;
+  // Transpose's perm attribute, or the axes reversed.
+  static std::vector<std::uint32_t> permutation(const Attributes& a, std::size_t rank);
+  // An Einsum equation without spaces: its input terms and output (the letters seen once, sorted, when implicit).
+  struct Einsum {
+    std::string equation;  // as given, for refusals
+    std::vector<std::string> inputs;
+    std::string output;
+  };
+  Einsum parseEinsum(const onnx::NodeProto& node, const Attributes& a) const;
+  Constant foldEinsum(const onnx::NodeProto& node, const Attributes& a) const;
 
   // Shape arithmetic and other work on constants runs here, at load: a node whose inputs are all constants
   // (or, for Shape, a tensor whose shape is known for the bound batch) becomes a constant itself.

@@ -22,6 +22,12 @@ OnnxOp row(std::string type, std::set<std::string> attributes, OnnxOp::Import im
   return op;
 }
 
+// A row of an op that ONNX added after opset 6.
+OnnxOp since(int opset, OnnxOp op) {
+  op.firstOpset = opset;
+  return op;
+}
+
 std::string opsets(const OnnxOp& op) { return std::to_string(op.firstOpset) + "-" + std::to_string(op.lastOpset); }
 
 std::string load(const OnnxOp& op) {
@@ -56,11 +62,17 @@ const std::vector<OnnxOp>& onnxOps() {
             "1-D and 2-D convolution: strides, dilations, groups, depthwise, any padding, auto_pad"),
         row("Div", {}, &Importer::importBinary, constants, "a / b, broadcast"),
         row("Dropout", {"seed", "ratio", "training_mode"}, &Importer::importIdentity, never, "the identity (inference; no mask output)"),
+        since(12, row("Einsum", {"equation"}, &Importer::importEinsum, constants,
+                       "products of two operands (each letter once per term; 'bhid,bhjd->bhij', 'bij,bjk->bik', ...) as a batched matmul "
+                       "between transposes; any equation when folded")),
         row("Elu", {"alpha"}, &Importer::importPointwise, never, "pointwise elu"),
         row("Equal", {}, nullptr, constants, "a == b of constants"),
         row("Expand", {}, &Importer::importExpand, constants, "broadcast to a constant shape"),
         row("Flatten", {"axis"}, &Importer::importReshape, never, "a 2-D view"),
-        row("Gather", {"axis"}, &Importer::importGather, constants, "with constant indices: slices of an axis"),
+        row("Gather", {"axis"}, &Importer::importGather, constants,
+            "along any axis, indices computed or constant (an embedding lookup); a computed index outside its axis gives NaN"),
+        since(11, row("GatherND", {"batch_dims"}, &Importer::importGatherND, constants,
+                      "index rows into the leading axes, with batch axes; a computed index outside its axis gives NaN")),
         row("Gelu", {"approximate"}, &Importer::importPointwise, never, "pointwise gelu, exact or tanh (ONNX's opset 20 op, read at any opset)"),
         row("Gemm", {"alpha", "beta", "transA", "transB"}, &Importer::importProduct, never, "a dense layer: Y = alpha·A·op(B) + beta·C, B constant"),
         row("GlobalAveragePool", {}, &Importer::importGlobalPool, never, "the mean over the spatial axes"),
@@ -82,16 +94,19 @@ const std::vector<OnnxOp>& onnxOps() {
         row("PRelu", {}, &Importer::importBinary, never, "x < 0 ? slope·x : x, slope broadcast"),
         row("Range", {}, nullptr, constants, "a range of constants"),
         row("Reshape", {"allowzero"}, &Importer::importReshape, constants, "a view in a constant shape"),
+        since(11, row("ScatterND", {"reduction"}, &Importer::importScatterND, constants,
+                      "updates written at constant index rows (reduction none; each place once on the GPU)")),
         row("Selu", {"alpha", "gamma"}, &Importer::importPointwise, never, "pointwise selu"),
         row("Shape", {"start", "end"}, nullptr, OnnxFolding::always, "the shape, known for the bound batch"),
         row("Shrink", {"bias", "lambd"}, &Importer::importPointwise, never, "pointwise shrink"),
-        row("Slice", {"starts", "ends", "axes"}, &Importer::importSlice, constants, "constant starts, ends, axes and steps, clamped as NumPy does"),
+        row("Slice", {"starts", "ends", "axes"}, &Importer::importSlice, constants, "constant starts, ends, axes and steps, clamped as NumPy does; any rank when folded"),
         row("Split", {"axis", "split", "num_outputs"}, &Importer::importSplit, never, "slices along an axis"),
         row("Squeeze", {"axes"}, &Importer::importReshape, constants, "a view without axes of 1"),
         row("Sub", {}, &Importer::importBinary, constants, "a - b, broadcast"),
         row("Sum", {}, &Importer::importVariadic, never, "the sum of any number of inputs, broadcast"),
         row("ThresholdedRelu", {"alpha"}, &Importer::importPointwise, never, "pointwise thresholded relu"),
-        row("Transpose", {"perm"}, &Importer::importTranspose, never, "axes permuted"),
+        row("Transpose", {"perm"}, &Importer::importTranspose, constants, "axes permuted"),
+        since(14, row("Trilu", {"upper"}, &Importer::importTrilu, constants, "the upper or lower triangle of the last two axes from diagonal k, zeros elsewhere")),
         row("Unsqueeze", {"axes"}, &Importer::importReshape, constants, "a view with axes of 1 inserted"),
         row("Where", {}, nullptr, constants, "c ? a : b of constants"),
     };

@@ -72,10 +72,13 @@ GLNET_KIND_LIST(MaxPoolMode, GLNET_MAX_POOL_MODES, "POOL_MODE");
 GLNET_KIND_LIST(PoolKind, GLNET_POOL_KINDS, "POOL_KIND");
 
 // shaders/StridedCopy.glsl (ops/StridedCopy.cpp, graph/LayoutOps.cpp).
-#define GLNET_COPY_MODES(X) \
-  X(copy, COPY, "copy")     \
-  X(fill, FILL, "fill")     \
-  X(concat, CONCAT, "concat")
+#define GLNET_COPY_MODES(X)     \
+  X(copy, COPY, "copy")           \
+  X(fill, FILL, "fill")           \
+  X(concat, CONCAT, "concat")     \
+  X(gather, GATHER, "gather")     \
+  X(scatter, SCATTER, "scatter")  \
+  X(trilu, TRILU, "trilu")
 GLNET_KIND_LIST(CopyMode, GLNET_COPY_MODES, "COPY_MODE");
 
 // shaders/GradientCompression.glsl (ops/GradientCompression.cpp).

@@ -32,6 +32,47 @@ Dispatch regionCopy(ProgramCache& programs, const std::string& label, const Buff
   return dispatch;
 }
 
+namespace {
+
+Dispatch indexedCopy(ProgramCache& programs, CopyMode mode, const std::string& label, const BufferView& x, const BufferView& indices,
+                     const BufferView& y, const IndexedCopy& copy) {
+  GLNET_ASSERT(!copy.dims.empty() && copy.dims.size() <= largestCopyRank && copy.strides.size() == copy.dims.size(),
+               "an indexed copy has 1 to 6 indices per row, each with its axis's size and stride");
+  const Program& program = programs.get("StridedCopy.glsl", {kindDefine(mode), {"RANK", "1"}, {"ACCUMULATE", "0"}});
+  Dispatch dispatch = linearDispatch(program, label, copy.count);
+  dispatch.buffers = {{0, x, Access::read}, {1, y, mode == CopyMode::scatter ? Access::readWrite : Access::write}, {2, indices, Access::read}};
+  dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(copy.count)), Uniform::u32(1, copy.inner), Uniform::u32(2, copy.rows),
+                       Uniform::u32(3, static_cast<std::uint32_t>(copy.dims.size())),
+                       Uniform::i32(16, static_cast<std::int32_t>(copy.dataOuterStride)), Uniform::i32(17, static_cast<std::int32_t>(copy.indexOuterStride))};
+  for (std::size_t k = 0; k < largestCopyRank; ++k) {
+    const bool used = k < copy.dims.size();
+    dispatch.uniforms.push_back(Uniform::i32(4 + static_cast<int>(k), used ? static_cast<std::int32_t>(copy.dims[k]) : 1));
+    dispatch.uniforms.push_back(Uniform::i32(10 + static_cast<int>(k), used ? static_cast<std::int32_t>(copy.strides[k]) : 0));
+  }
+  return dispatch;
+}
+
+}  // namespace
+
+Dispatch gatherCopy(ProgramCache& programs, const std::string& label, const BufferView& x, const BufferView& indices, const BufferView& y,
+                    const IndexedCopy& copy) {
+  return indexedCopy(programs, CopyMode::gather, label, x, indices, y, copy);
+}
+
+Dispatch scatterCopy(ProgramCache& programs, const std::string& label, const BufferView& updates, const BufferView& indices, const BufferView& y,
+                     const IndexedCopy& copy) {
+  return indexedCopy(programs, CopyMode::scatter, label, updates, indices, y, copy);
+}
+
+Dispatch triluCopy(ProgramCache& programs, const std::string& label, const BufferView& x, const BufferView& y, std::uint64_t count,
+                   std::uint32_t rows, std::uint32_t cols, std::int32_t k, bool upper) {
+  const Program& program = programs.get("StridedCopy.glsl", {kindDefine(CopyMode::trilu), {"RANK", "1"}, {"ACCUMULATE", "0"}, {"UPPER", upper ? "1" : "0"}});
+  Dispatch dispatch = linearDispatch(program, label, count);
+  dispatch.buffers = {{0, x, Access::read}, {1, y, Access::write}};
+  dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(count)), Uniform::u32(1, rows), Uniform::u32(2, cols), Uniform::i32(3, k)};
+  return dispatch;
+}
+
 Dispatch fill(ProgramCache& programs, const std::string& label, const BufferView& y, std::uint64_t count, float value) {
   const Program& program = programs.get("StridedCopy.glsl", {kindDefine(CopyMode::fill), {"RANK", "1"}, {"ACCUMULATE", "0"}});
   Dispatch dispatch = linearDispatch(program, label, count);

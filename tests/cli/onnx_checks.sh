@@ -277,7 +277,9 @@ hostile("inf-weight", [helper.make_node("Gemm", ["x", "w"], ["y"], name="/fc", t
 hostile("mask", [helper.make_node("Add", ["x", "m"], ["s"], name="/mask"), helper.make_node("Softmax", ["s"], ["y"], name="/softmax", axis=1)],
         {"m": np.array([0, -np.inf, 0, 0], np.float32)}.items())
 hostile("pool-pads", [helper.make_node("MaxPool", ["x"], ["y"], name="/pool", kernel_shape=[2, 2], pads=[2, 2, 2, 2])], inputs=image(1))
-hostile("gather", [helper.make_node("Gather", ["x", "i"], ["y"], name="/gather", axis=1)], {"i": np.array([[0, 1], [2, 3]], np.int64)}.items())
+hostile("gather", [helper.make_node("Gather", ["x", "i"], ["y"], name="/gather", axis=1)], {"i": np.array([[0, 1], [2, 4]], np.int64)}.items())
+# Indices of any shape gather on the GPU (negatives from the end).
+hostile("gather2d", [helper.make_node("Gather", ["x", "i"], ["y"], name="/gather", axis=1)], {"i": np.array([[3, 1], [0, -4]], np.int64)}.items())
 # External data named as a file beside the model, which is a symbolic link to a file elsewhere.
 linked = numpy_helper.from_array(np.zeros(4, np.float32), "b")
 linked.ClearField("raw_data")
@@ -288,6 +290,7 @@ for key, value in (("location", "link_passwd"), ("offset", "0"), ("length", "16"
 hostile("link", [helper.make_node("Add", ["x", "b"], ["y"], name="/add")], [linked])
 os.symlink("/etc/passwd", os.path.join(work, "link_passwd"))
 np.save(os.path.join(work, "x4.npy"), np.ones((2, 4), np.float32))
+np.save(os.path.join(work, "ramp4.npy"), np.arange(8, dtype=np.float32).reshape(2, 4))
 np.save(os.path.join(work, "x5.npy"), np.ones((2, 5), np.float32))
 np.save(os.path.join(work, "x1.npy"), np.ones((2, 1, 5, 5), np.float32))
 np.save(os.path.join(work, "x2.npy"), np.ones((2, 2, 5, 5), np.float32))
@@ -455,7 +458,13 @@ y = np.load(sys.argv[1])
 assert (y[:, 1] == 0).all() and np.allclose(y[:, [0, 2, 3]], 1 / 3), y
 " "$work/mask-y.npy" || fail "an attention mask's -inf does not mask"
 hostile pool-pads x1.npy "node '/pool' \(MaxPool, opset 17\): max pool 2x2: pads 2 and 2 must be smaller than the kernel"
-hostile gather x4.npy "node '/gather' \(Gather, opset 17\): indices shaped \[2, 2\] are not supported: give a scalar or a list of indices"
+hostile gather x4.npy "node '/gather' \(Gather, opset 17\): index 4 is outside an axis of 4"
+expect 0 "wrote .*gather2d-y.npy" -- "$apps/glnet_run" --model "$work/hostile-gather2d.onnx" --input "$work/ramp4.npy" --output "$work/gather2d-y.npy" --check
+/usr/bin/python3 -c "
+import numpy as np, sys
+x, y = np.load(sys.argv[1]), np.load(sys.argv[2])
+assert y.shape == (x.shape[0], 2, 2) and (y == x[:, [[3, 1], [0, 0]]]).all(), y
+" "$work/ramp4.npy" "$work/gather2d-y.npy" || fail "Gather with 2-D indices does not gather"
 hostile link x4.npy "tensor b names external data 'link_passwd', which leads outside the model's folder"
 # Fine-tuning reads through the same checks: a cycle would lose its nodes, a negative variance would train and export.
 for name in cycle two-producers batchnorm no-outputs; do

@@ -214,6 +214,15 @@ put("Onnx", "trainable", onnx_model([
     {"cw": ramp(2, 1, 3, 3), "g": ramp(2), "bb": ramp(2), "m": ramp(2), "v": np.ones(2, np.float32), "ratio": np.float32(0.25),
      "fw": ramp(3, 12), "fb": ramp(3)}))
 put("Onnx", "softmax", onnx_model([helper.make_node("Softmax", ["x"], ["y"], name="softmax")], ["N", 3], ["N", 3], {}))
+# Indexing: Gather at constant indices (a GPU gather), a slice of a constant folded, Einsum as a batched product, Trilu.
+put("Onnx", "indexing", onnx_model([
+    helper.make_node("Gather", ["x", "i"], ["g"], name="gather", axis=1),
+    helper.make_node("Slice", ["c", "starts", "ends", "axes"], ["s"], name="slice"),
+    helper.make_node("Add", ["g", "s"], ["a"], name="add"),
+    helper.make_node("Einsum", ["a", "a"], ["e"], name="einsum", equation="nij, njk -> nik"),
+    helper.make_node("Trilu", ["e"], ["y"], name="trilu", upper=0)], ["N", 3], ["N", 2, 2],
+    {"i": np.array([[2, 0], [1, -1]], np.int64), "c": ramp(1, 2, 4), "starts": np.array([1], np.int64),
+     "ends": np.array([3], np.int64), "axes": np.array([-1], np.int64)}))
 # Graphs ONNX's rules refuse, each with one defect, so that mutations start at the reader's graph checks: a cycle, a
 # value made twice, an attribute of the wrong type.
 put("Onnx", "cycle", onnx_model([helper.make_node("Relu", ["b"], ["a"], name="r1"), helper.make_node("Relu", ["a"], ["b"], name="r2"),

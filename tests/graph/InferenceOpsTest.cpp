@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 using namespace glnet;
 
@@ -26,8 +27,21 @@ struct Case {
   float low = -2.0f, high = 2.0f;
   double atol = 1e-6, rtol = 1e-5;
   std::size_t nanEvery = 0;  // not 0: a NaN in every nanEvery-th element of the first input, out where the reference has it
-  bool wholeNumbers = false;  // inputs rounded to whole numbers, as integer and boolean tensors hold (zeros among them)
+  // Changes input i's random values after they are drawn (indices made whole numbers, some out of range).
+  std::function<void(std::size_t i, std::vector<float>& values)> adjust = nullptr;
+  float poison = NAN;  // what the output holds before the run: a number where NaN is an answer (a bad index's)
+  bool expectsNan = false;  // NaN answers expected (checked as with nanEvery)
 };
+
+// Case::adjust for indices: input `input`'s values made whole numbers from `low` to `high` (negatives count from the end).
+std::function<void(std::size_t, std::vector<float>&)> wholeIndices(std::size_t input, int low, int high, std::uint32_t stream) {
+  return [=](std::size_t i, std::vector<float>& values) {
+    if (i != input) return;
+    std::mt19937 random = test::generator(stream);
+    std::uniform_int_distribution<int> uniform(low, high);
+    for (float& v : values) v = static_cast<float>(uniform(random));
+  };
+}
 
 std::shared_ptr<const Op> groupedConv(std::array<std::uint32_t, 2> strides, std::array<std::uint32_t, 4> pads, std::uint32_t groups,
                                       std::array<std::uint32_t, 2> dilations = {1, 1}, Pointwise after = {}) {
@@ -52,8 +66,8 @@ std::vector<std::string> checkAgainstReference(const Case& c, std::uint32_t stre
   const auto isParameter = [&](std::size_t i) { return std::find(parameters.begin(), parameters.end(), i) != parameters.end(); };
   for (std::size_t i = 0; i < c.inputs.size(); ++i) {
     values.push_back(test::uniformFloats(random, elementCount(c.inputs[i]), c.low, c.high));
-    if (c.wholeNumbers) std::transform(values.back().begin(), values.back().end(), values.back().begin(), [](float v) { return std::round(v); });
     for (std::size_t k = 3; c.nanEvery > 0 && i == 0 && k < values.back().size(); k += c.nanEvery) values.back()[k] = NAN;
+    if (c.adjust) c.adjust(i, values.back());
     inputs.push_back(isParameter(i) ? graph.parameter("p" + std::to_string(i), c.inputs[i], values.back())
                                     : graph.input("x" + std::to_string(i), c.inputs[i]));
     if (!isParameter(i)) feeds[inputs.back().id] = test::widen(values.back());
@@ -66,13 +80,13 @@ std::vector<std::string> checkAgainstReference(const Case& c, std::uint32_t stre
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     if (!isParameter(i)) compiled.upload(inputs[i], values[i].data(), values[i].size() * sizeof(float));
   }
-  std::vector<float> result(elementCount(graph.tensor(y).shape), NAN);
+  std::vector<float> result(elementCount(graph.tensor(y).shape), c.poison);
   if (!c.op->isView()) compiled.upload(y, result.data(), result.size() * sizeof(float));  // poisoned: an unwritten element fails
   plan.run();
   const BufferView out = compiled.view(y);
   plan.read(*out.buffer, result.data(), result.size() * sizeof(float), out.offset);
   const std::vector<double> reference = referenceValues(graph, feeds)[static_cast<std::size_t>(y.id)];
-  if (c.nanEvery > 0) {
+  if (c.nanEvery > 0 || c.expectsNan) {
     test::checkNanPropagated(result, reference, c.atol, c.rtol);
   } else {
     test::checkClose(result, reference, c.atol, c.rtol);
@@ -111,7 +125,7 @@ TEST_SUITE("gl") {
     // The casts of computed tensors to integers and booleans: exact, and NaN kept by trunc (a cast to bool makes it
     // true, as NumPy's astype(bool) does: a boolean has no NaN).
     checkAgainstReference({pointwiseOp({PointwiseKind::trunc}), {{5, 13}}, -3.5f, 3.5f, 0, 0, 7}, stream++);
-    checkAgainstReference({pointwiseOp({PointwiseKind::nonZero}), {{5, 13}}, -1.6f, 1.6f, 0, 0, 0, true}, stream++);
+    checkAgainstReference({pointwiseOp({PointwiseKind::nonZero}), {{5, 13}}, -1.6f, 1.6f, 0, 0, 0, wholeIndices(0, -1, 1, stream)}, stream++);
     // Functions defined for positive inputs only.
     for (const Pointwise& f : std::vector<Pointwise>{{PointwiseKind::sqrt}, {PointwiseKind::log}, {PointwiseKind::reciprocal}, {PointwiseKind::pow, 0.7f}}) {
       checkAgainstReference({pointwiseOp(f), {{67}}, 0.1f, 9.0f, 1e-7, 3e-6}, stream++);
@@ -213,6 +227,58 @@ TEST_SUITE("gl") {
     checkAgainstReference({reshapeOp({6, 5}), {{2, 3, 5}}}, stream++);
     Graph graph;
     CHECK_THROWS_WITH(graph.apply(sliceOp({0}, {1}, {4}), {graph.input("x", {3})}), "slice runs outside [3]");
+  }
+
+  TEST_CASE("gather, gather nd, scatter nd and trilu, with indices held as floats, match float64") {
+    std::uint32_t stream = 400;
+    const auto gather = [&](std::shared_ptr<const Op> op, std::vector<Shape> shapes, int low, int high, std::vector<std::size_t> parameters = {}) {
+      Case c{std::move(op), std::move(shapes)};
+      c.adjust = wholeIndices(1, low, high, stream);
+      checkAgainstReference(c, stream++, parameters);
+    };
+    // An embedding lookup: a table [V, D] (a parameter) at token ids [B, S], negatives from the end.
+    gather(gatherOp(0), {{37, 13}, {3, 7}}, -37, 36, {0});
+    gather(gatherOp(1), {{3, 5, 4}, {2, 3}}, -5, 4);
+    gather(gatherOp(3), {{2, 3, 2, 5}, {1}}, -5, 4);
+    gather(gatherOp(2), {{2, 3, 5, 3}, {}}, -5, 4);  // a scalar index drops the axis
+    gather(gatherNdOp(0), {{4, 5, 3}, {2, 3, 2}}, -4, 3);
+    gather(gatherNdOp(0), {{2, 3, 4}, {5, 3}}, -2, 1);
+    gather(gatherNdOp(1), {{3, 5, 2}, {3, 4, 1}}, -5, 4);
+    gather(gatherNdOp(2), {{2, 3, 7, 2}, {2, 3, 5, 1}}, -7, 6);
+    // An index outside its axis, fractional or NaN gives NaN for what it would have read, and reads nothing.
+    for (std::shared_ptr<const Op> op : {gatherOp(1), gatherNdOp(1)}) {
+      Case c{op, {{3, 6, 2}, {3, 5, 1}}};
+      c.adjust = [](std::size_t i, std::vector<float>& values) {
+        if (i != 1) return;
+        for (std::size_t k = 0; k < values.size(); ++k) values[k] = static_cast<float>(static_cast<int>(k % 12) - 6);  // -6 to 5
+        values[1] = 6, values[4] = -7, values[7] = 2.5f, values[9] = NAN, values[13] = 1e9f;
+      };
+      c.poison = 7777.0f;
+      c.expectsNan = true;
+      checkAgainstReference(c, stream++);
+    }
+    // Scatter: distinct rows, negatives from the end.
+    const auto scatter = [&](std::vector<Shape> shapes, std::vector<float> indices) {
+      Case c{scatterNdOp(), std::move(shapes)};
+      c.adjust = [indices](std::size_t i, std::vector<float>& values) {
+        if (i == 1) values = indices;
+      };
+      c.poison = 7777.0f;
+      checkAgainstReference(c, stream++);
+    };
+    scatter({{5, 4, 3}, {3, 1}, {3, 4, 3}}, {0, -1, 2});
+    scatter({{4, 6}, {2, 3, 2}, {2, 3}}, {0, 1, 3, -1, 2, 2, 1, 1, -4, 0, 3, 5});
+    scatter({{3, 7}, {1, 2}, {1}}, {2, 6});
+    for (const auto& [upper, k] : std::vector<std::pair<bool, std::int64_t>>{{true, 0}, {false, -1}, {true, 2}, {false, 10}, {true, -100}, {false, 0}}) {
+      checkAgainstReference({triluOp(upper, k), {{2, 5, 7}}}, stream++);
+      checkAgainstReference({triluOp(upper, k), {{6, 3}}}, stream++);
+    }
+    // NaN stays where the triangle keeps it; where it zeroes, 0 (as numpy.triu and torch.triu).
+    checkAgainstReference({triluOp(true, 1), {{3, 5, 4}}, -2.0f, 2.0f, 1e-6, 1e-5, 2}, stream++);
+    Graph graph;
+    CHECK_THROWS_WITH(graph.apply(gatherNdOp(1), {graph.input("d", {3, 4}), graph.input("i", {2, 1})}), "gather nd's batch axes differ: [3, 4] and [2, 1]");
+    CHECK_THROWS_WITH(graph.apply(scatterNdOp(), {graph.input("d", {3, 4}), graph.input("i", {2, 1}), graph.input("u", {2, 3})}),
+                      "scatter nd's updates are [2, 3], not [2, 4]");
   }
 
   TEST_CASE("pooling of any geometry matches float64") {

@@ -1,0 +1,325 @@
+// The importer's indexing ops on small hand-made ONNX graphs: Gather (an embedding lookup at computed ids), GatherND,
+// ScatterND, Trilu, Einsum and Slice, folded where their inputs are constants and run on the GPU where one is computed,
+// against values worked out here; and their refusals, one line naming the node.
+#include "graph/CompiledGraph.h"
+#include "importer/Onnx.h"
+#include "support/Compare.h"
+#include "support/GlContext.h"
+#include "support/TempDir.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+using namespace glnet;
+
+namespace {
+
+// A model of float inputs with fixed shapes, int64 or float initializers and one float output "y".
+class Model {
+ public:
+  explicit Model(int opset = 17) {
+    model_.set_ir_version(8);
+    model_.add_opset_import()->set_version(opset);
+    graph_ = model_.mutable_graph();
+    graph_->set_name("indexing");
+    onnx::ValueInfoProto& y = *graph_->add_output();
+    y.set_name("y");
+    y.mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  Model(const Model&) = delete;  // graph_ points into model_
+  Model& operator=(const Model&) = delete;
+  Model& input(const std::string& name, const std::vector<std::int64_t>& shape) {
+    onnx::ValueInfoProto& x = *graph_->add_input();
+    x.set_name(name);
+    x.mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+    for (const std::int64_t d : shape) x.mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+    return *this;
+  }
+  Model& constant(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values, bool integer = true) {
+    onnx::TensorProto& t = *graph_->add_initializer();
+    t.set_name(name);
+    t.set_data_type(integer ? onnx::TensorProto::INT64 : onnx::TensorProto::FLOAT);
+    for (const std::int64_t d : shape) t.add_dims(d);
+    for (const double v : values) {
+      if (integer) t.add_int64_data(static_cast<std::int64_t>(v));
+      else t.add_float_data(static_cast<float>(v));
+    }
+    return *this;
+  }
+  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs, const std::string& output) {
+    onnx::NodeProto& n = *graph_->add_node();
+    n.set_op_type(op);
+    n.set_name("/" + op + "_" + std::to_string(graph_->node_size()));
+    for (const std::string& i : inputs) n.add_input(i);
+    n.add_output(output);
+    return n;
+  }
+  std::string save(const test::TempDir& dir) const { return dir.write("model.onnx", model_.SerializeAsString()); }
+
+ private:
+  onnx::ModelProto model_;
+  onnx::GraphProto* graph_;
+};
+
+void attribute(onnx::NodeProto& node, const std::string& name, std::int64_t value) {
+  onnx::AttributeProto& a = *node.add_attribute();
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::INT);
+  a.set_i(value);
+}
+
+void attribute(onnx::NodeProto& node, const std::string& name, const std::string& value) {
+  onnx::AttributeProto& a = *node.add_attribute();
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::STRING);
+  a.set_s(value);
+}
+
+// Loads the model, runs it on the inputs (in order) and returns y, poisoned with 7777 before the run; `shape` gets y's.
+std::vector<float> run(const Model& model, const std::vector<std::vector<float>>& inputs, Shape* shape = nullptr) {
+  test::TempDir dir;
+  OnnxModel m = readOnnx(model.save(dir), 0);
+  CompiledGraph compiled(test::glContext(), m.graph, CompiledGraph::Memory::kept, {m.output});
+  Plan plan = compiled.forwardPlan([](Plan&) {});
+  REQUIRE(inputs.size() == m.inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) compiled.upload(m.inputs[i].second, inputs[i].data(), inputs[i].size() * sizeof(float));
+  std::vector<float> y(elementCount(m.graph.tensor(m.output).shape), 7777.0f);
+  const bool view = std::any_of(m.graph.ops().begin(), m.graph.ops().end(), [&](const OpNode& op) { return op.output == m.output.id && op.op->isView(); });
+  if (!view) compiled.upload(m.output, y.data(), y.size() * sizeof(float));  // a view's memory is its input's
+  plan.run();
+  const BufferView out = compiled.view(m.output);
+  plan.read(*out.buffer, y.data(), y.size() * sizeof(float), out.offset);
+  if (shape) *shape = m.graph.tensor(m.output).shape;
+  return y;
+}
+
+std::string refusal(const Model& model) {
+  test::TempDir dir;
+  try {
+    readOnnx(model.save(dir), 0);
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "loaded";
+}
+
+std::vector<float> iota(std::size_t n, float start = 0) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
+  return v;
+}
+
+}  // namespace
+
+TEST_SUITE("gl") {
+  TEST_CASE("an embedding lookup at computed ids, and Gather along any axis, run on the GPU; an id outside the table gives NaN") {
+    std::vector<double> table;
+    for (int i = 0; i < 20; ++i) table.push_back(0.5 * i - 3);
+    Model m;
+    m.input("ids", {2, 3}).constant("table", {5, 4}, table, false);
+    attribute(m.node("Gather", {"table", "ids"}, "y"), "axis", 0);
+    Shape shape;
+    const std::vector<float> y = run(m, {{0, 4, -1, 2, 5, -6}}, &shape);
+    CHECK(shape == Shape{2, 3, 4});
+    const int rows[6] = {0, 4, 4, 2, -1, -1};  // -1 wraps to 4; 5 and -6 are outside the table
+    for (int r = 0; r < 6; ++r) {
+      for (int d = 0; d < 4; ++d) {
+        if (rows[r] < 0) CHECK(std::isnan(y[r * 4 + d]));
+        else CHECK(y[r * 4 + d] == static_cast<float>(table[rows[r] * 4 + d]));
+      }
+    }
+    // Along axis 1 of a computed tensor, at computed indices [2].
+    Model g;
+    g.input("x", {2, 3, 2}).input("i", {2});
+    attribute(g.node("Gather", {"x", "i"}, "y"), "axis", -2);
+    CHECK(run(g, {iota(12), {2, -3}}, &shape) == std::vector<float>{4, 5, 0, 1, 10, 11, 6, 7});
+    CHECK(shape == Shape{2, 2, 2});
+    // Several constant indices of a computed tensor: one gather, not a slice per index.
+    Model c;
+    c.input("x", {2, 3}).constant("i", {2, 2}, {2, 0, 1, -1});
+    attribute(c.node("Gather", {"x", "i"}, "y"), "axis", 1);
+    CHECK(run(c, {iota(6)}) == std::vector<float>{2, 0, 1, 2, 5, 3, 4, 5});
+    Model bad;
+    bad.input("x", {2, 3}).constant("i", {2}, {0, 3});
+    attribute(bad.node("Gather", {"x", "i"}, "y"), "axis", 1);
+    CHECK(refusal(bad).find("index 3 is outside an axis of 3") != std::string::npos);
+  }
+
+  TEST_CASE("GatherND and ScatterND run on the GPU with computed data and fold on constants") {
+    // BERT's torch.export mask: a computed [B, S] tensor at constant (b, s) pairs.
+    Model m;
+    m.input("mask", {2, 3}).constant("i", {2, 2, 2}, {0, 2, 1, 0, 1, 1, -1, -1});
+    m.node("GatherND", {"mask", "i"}, "y");
+    CHECK(run(m, {{1, 2, 3, 4, 5, 6}}) == std::vector<float>{3, 4, 5, 6});
+    Model batched;
+    batched.input("x", {2, 3, 2}).input("i", {2, 1, 1});
+    attribute(batched.node("GatherND", {"x", "i"}, "y"), "batch_dims", 1);
+    Shape shape;
+    const std::vector<float> y = run(batched, {iota(12), {2, 3}}, &shape);
+    CHECK(shape == Shape{2, 1, 2});
+    CHECK(y[0] == 4);
+    CHECK(y[1] == 5);
+    CHECK(std::isnan(y[2]));  // index 3 of an axis of 3
+    CHECK(std::isnan(y[3]));
+    // Swin's mask: ConstantOfShape, then ScatterND of constants, folded; added to x to read it.
+    Model folded;
+    folded.input("x", {3, 2}).constant("shape", {2}, {3, 2}).constant("i", {2, 1}, {2, 0}).constant("u", {2, 2}, {1, 2, 3, 4}, false);
+    folded.node("ConstantOfShape", {"shape"}, "zeros");
+    folded.node("ScatterND", {"zeros", "i", "u"}, "mask");
+    folded.node("Add", {"x", "mask"}, "y");
+    CHECK(run(folded, {{0, 0, 0, 0, 0, 0}}) == std::vector<float>{3, 4, 0, 0, 1, 2});
+    Model gpu;
+    gpu.input("x", {3, 2}).constant("i", {2, 1}, {2, 0}).constant("u", {2, 2}, {1, 2, 3, 4}, false);
+    gpu.node("ScatterND", {"x", "i", "u"}, "y");
+    CHECK(run(gpu, {iota(6, 10)}) == std::vector<float>{3, 4, 12, 13, 1, 2});
+    Model twice;
+    twice.input("x", {3, 2}).constant("i", {2, 1}, {2, -1}).constant("u", {2, 2}, {1, 2, 3, 4}, false);
+    twice.node("ScatterND", {"x", "i", "u"}, "y");
+    CHECK(refusal(twice).find("two index rows name the same place") != std::string::npos);
+    Model computed;
+    computed.input("x", {3, 2}).input("i", {2, 1}).constant("u", {2, 2}, {1, 2, 3, 4}, false);
+    computed.node("ScatterND", {"x", "i", "u"}, "y");
+    CHECK(refusal(computed).find("the indices must be constants") != std::string::npos);
+  }
+
+  TEST_CASE("Trilu runs on the GPU and folds on constants") {
+    Model m(14);
+    m.input("x", {2, 3}).constant("k", {}, {1});
+    attribute(m.node("Trilu", {"x", "k"}, "y"), "upper", 0);
+    CHECK(run(m, {{1, 2, 3, 4, 5, 6}}) == std::vector<float>{1, 2, 0, 4, 5, 6});
+    Model folded(14);
+    folded.input("x", {3, 3}).constant("shape", {2}, {3, 3});
+    onnx::NodeProto& ones = folded.node("ConstantOfShape", {"shape"}, "ones");
+    onnx::AttributeProto& value = *ones.add_attribute();
+    value.set_name("value");
+    value.set_type(onnx::AttributeProto::TENSOR);
+    value.mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    value.mutable_t()->add_dims(1);
+    value.mutable_t()->add_float_data(1.0f);
+    folded.node("Trilu", {"ones"}, "causal");  // upper, k = 0
+    folded.node("Add", {"x", "causal"}, "y");
+    CHECK(run(folded, {std::vector<float>(9, 0.0f)}) == std::vector<float>{1, 1, 1, 0, 1, 1, 0, 0, 1});
+  }
+
+  TEST_CASE("Einsum runs MaxViT's and attention's equations as batched products, folds any, and refuses others naming them") {
+    // 'B G H I D, B G H J D -> B G H I J' (MaxViT's spelling, spaces and capitals) and its partner.
+    const std::uint32_t B = 1, G = 2, H = 2, I = 3, J = 4, D = 5;
+    Model scores;
+    scores.input("q", {B, G, H, I, D}).input("k", {B, G, H, J, D});
+    attribute(scores.node("Einsum", {"q", "k"}, "y"), "equation", std::string("B G H I D, B G H J D -> B G H I J"));
+    const std::vector<float> q = iota(B * G * H * I * D, -7), k = iota(B * G * H * J * D, -30);
+    std::vector<double> want;
+    for (std::uint32_t bgh = 0; bgh < B * G * H; ++bgh) {
+      for (std::uint32_t i = 0; i < I; ++i) {
+        for (std::uint32_t j = 0; j < J; ++j) {
+          double sum = 0;
+          for (std::uint32_t d = 0; d < D; ++d) sum += q[(bgh * I + i) * D + d] * k[(bgh * J + j) * D + d];
+          want.push_back(sum);
+        }
+      }
+    }
+    Shape shape;
+    test::checkClose(run(scores, {q, k}, &shape), want, 1e-6, 1e-6);
+    CHECK(shape == Shape{B, G, H, I, J});
+    Model values;
+    values.input("p", {B, G, H, I, J}).input("v", {B, G, H, J, D});
+    attribute(values.node("Einsum", {"p", "v"}, "y"), "equation", std::string("bghij,bghjd->bghid"));
+    const std::vector<float> p = iota(B * G * H * I * J, -5), v = iota(B * G * H * J * D, -11);
+    want.clear();
+    for (std::uint32_t bgh = 0; bgh < B * G * H; ++bgh) {
+      for (std::uint32_t i = 0; i < I; ++i) {
+        for (std::uint32_t d = 0; d < D; ++d) {
+          double sum = 0;
+          for (std::uint32_t j = 0; j < J; ++j) sum += p[(bgh * I + i) * J + j] * v[(bgh * J + j) * D + d];
+          want.push_back(sum);
+        }
+      }
+    }
+    test::checkClose(run(values, {p, v}), want, 1e-6, 1e-6);
+    // Attention's and plain products (and an outer product, and a sum over batches of rows) on the GPU against the same
+    // equation folded on constants, which sums over every letter directly.
+    const std::map<char, std::int64_t> sizes{{'b', 2}, {'h', 3}, {'i', 4}, {'j', 5}, {'d', 3}, {'k', 2}};
+    for (const std::string equation : {"bhid,bhjd->bhij", "bhij,bhjd->bhid", "ij,jk->ik", "bij,bjk->bik", "i,j->ij", "bij,bij->bi"}) {
+      CAPTURE(equation);
+      const std::size_t comma = equation.find(','), arrow = equation.find("->");
+      const std::string terms[2] = {equation.substr(0, comma), equation.substr(comma + 1, arrow - comma - 1)};
+      std::vector<std::int64_t> shapes[2], out;
+      std::vector<float> operands[2];
+      for (int t = 0; t < 2; ++t) {
+        std::size_t count = 1;
+        for (const char c : terms[t]) {
+          shapes[t].push_back(sizes.at(c));
+          count *= static_cast<std::size_t>(sizes.at(c));
+        }
+        for (std::size_t n = 0; n < count; ++n) operands[t].push_back(static_cast<float>((n * 7 + static_cast<std::size_t>(t) * 3) % 11) / 4 - 1);
+      }
+      for (const char c : equation.substr(arrow + 2)) out.push_back(sizes.at(c));
+      Model gpu;
+      gpu.input("a", shapes[0]).input("b", shapes[1]);
+      attribute(gpu.node("Einsum", {"a", "b"}, "y"), "equation", equation);
+      Model folded;
+      folded.input("x", out).constant("a", shapes[0], {operands[0].begin(), operands[0].end()}, false);
+      folded.constant("b", shapes[1], {operands[1].begin(), operands[1].end()}, false);
+      attribute(folded.node("Einsum", {"a", "b"}, "e"), "equation", equation);
+      folded.node("Add", {"x", "e"}, "y");
+      std::size_t outCount = 1;
+      for (const std::int64_t d : out) outCount *= static_cast<std::size_t>(d);
+      const std::vector<float> want = run(folded, {std::vector<float>(outCount, 0.0f)});
+      test::checkClose(run(gpu, {operands[0], operands[1]}), std::vector<double>(want.begin(), want.end()), 1e-6, 1e-6);
+    }
+    // An output in another order than the product's: 'ij,jk->ki' with a constant right operand.
+    Model transposed;
+    transposed.input("a", {2, 3}).constant("b", {3, 2}, {1, 2, 3, 4, 5, 6}, false);
+    attribute(transposed.node("Einsum", {"a", "b"}, "y"), "equation", std::string("ij,jk->ki"));
+    CHECK(run(transposed, {{1, 0, 2, 0, 1, -1}}) == std::vector<float>{11, -2, 14, -2});
+    // Folded: a trace-like sum over a diagonal ('ii->i'), which the GPU path refuses.
+    Model folded;
+    folded.input("x", {2}).constant("m", {2, 2}, {1, 2, 3, 4}, false);
+    attribute(folded.node("Einsum", {"m"}, "diagonal"), "equation", std::string("ii->i"));
+    folded.node("Add", {"x", "diagonal"}, "y");
+    CHECK(run(folded, {{0, 0}}) == std::vector<float>{1, 4});
+    Model diagonal;
+    diagonal.input("x", {2, 2});
+    attribute(diagonal.node("Einsum", {"x"}, "y"), "equation", std::string("ii->i"));
+    CHECK(refusal(diagonal).find("equation 'ii->i' is not supported on the GPU: glnet runs products of two operands") != std::string::npos);
+    Model ellipsis;
+    ellipsis.input("x", {2, 2}).input("z", {2, 2});
+    attribute(ellipsis.node("Einsum", {"x", "z"}, "y"), "equation", std::string("...ij,...jk->...ik"));
+    CHECK(refusal(ellipsis).find("equation '...ij,...jk->...ik': glnet reads letters only (no ellipsis)") != std::string::npos);
+  }
+
+  TEST_CASE("Slice folds constants of any rank, with every start, end, axis and step, and Transpose folds constants") {
+    // BERT's position_ids buffer [1, 8] sliced to the sequence, then every second id.
+    Model m;
+    m.input("x", {1, 3}).constant("ids", {1, 8}, {0, 1, 2, 3, 4, 5, 6, 7}).constant("starts", {2}, {0, 2}).constant("ends", {2}, {1, 7});
+    m.constant("axes", {2}, {0, -1}).constant("steps", {2}, {1, 2});
+    m.node("Slice", {"ids", "starts", "ends", "axes", "steps"}, "positions");
+    m.node("Add", {"x", "positions"}, "y");
+    CHECK(run(m, {{0, 0, 0}}) == std::vector<float>{2, 4, 6});
+    // A 1-D constant with a negative step along axis -1 (once refused, its axis and step once ignored).
+    Model reversed;
+    reversed.input("x", {3}).constant("c", {10}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}).constant("starts", {1}, {8}).constant("ends", {1}, {0});
+    reversed.constant("axes", {1}, {-1}).constant("steps", {1}, {-3});
+    reversed.node("Slice", {"c", "starts", "ends", "axes", "steps"}, "part");
+    reversed.node("Add", {"x", "part"}, "y");
+    CHECK(run(reversed, {{0, 0, 0}}) == std::vector<float>{8, 5, 2});
+    Model outside;
+    outside.input("x", {3}).constant("c", {10}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}).constant("starts", {2}, {0, 0}).constant("ends", {2}, {3, 3});
+    outside.node("Slice", {"c", "starts", "ends"}, "part");
+    outside.node("Add", {"x", "part"}, "y");
+    CHECK(refusal(outside).find("axis 1 is outside rank 1") != std::string::npos);
+    Model transposed;
+    transposed.input("x", {3, 2}).constant("c", {2, 3}, {1, 2, 3, 4, 5, 6}, false);
+    transposed.node("Transpose", {"c"}, "t");  // no perm: the axes reversed
+    transposed.node("Add", {"x", "t"}, "y");
+    CHECK(run(transposed, {{0, 0, 0, 0, 0, 0}}) == std::vector<float>{1, 4, 2, 5, 3, 6});
+  }
+}
