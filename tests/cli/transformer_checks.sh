@@ -5,7 +5,8 @@
 # glnet_run with their int64 token ids, attention masks and token types at two shapes from one file (batch 2 x
 # sequence 7 with padding in the second row, batch 1 x sequence 12) and the ViT on a batch of images, against
 # PyTorch's float64 outputs: max |diff| <= 1e-4 max |output|, the same argmax for classifiers. The attention mask
-# is honoured: changing a padded token's id changes no real position's output, changing a real token's does.
+# is honoured: changing a padded token's id changes no real position's output, changing a real token's does. And
+# torchvision's ViT, Swin and MaxViT in small configs (tests/reference/transformer_models.py, TorchScript) likewise.
 set -u
 apps=$1
 here=$(dirname "$0")
@@ -18,7 +19,7 @@ input_names() {
   case $1 in
     bert|bert_cls) echo input_ids attention_mask token_type_ids ;;
     gpt2) echo input_ids attention_mask ;;
-    vit) echo pixel_values ;;
+    vit|tv_*) echo pixel_values ;;
   esac
 }
 
@@ -52,6 +53,14 @@ for model in bert bert_cls gpt2; do
   done
 done
 run_and_compare vit 2 1
+# torchvision's own vision transformers (Debian's torchvision 0.14), tiny configs of the same graphs, batch 2.
+/usr/bin/python3 "$here/../reference/transformer_models.py" "$work" --exporter torchscript tv_vit_b_16 tv_swin_t tv_maxvit_t >/dev/null \
+  || fail "exporting torchvision's vision transformers"
+for model in tv_vit_b_16 tv_swin_t tv_maxvit_t; do
+  mv "$work/$model-ts-pixel_values.npy" "$work/$model-ts-2-pixel_values.npy" && mv "$work/$model-ts-y.npy" "$work/$model-ts-2-y.npy" \
+    || { fail "$model was not exported"; continue; }
+  run_and_compare $model-ts 2 1
+done
 
 # The padding: the second row of the 2x7 inputs (padded at positions 5 and 6; gpt2, padded on the left, at 0 and 1)
 # three times, as given, with a padded token's id changed and with a real token's id changed. The first row must be

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """transformer_modules.py OUT_DIR [--shapes BxS,...] [--images B,...] [MODEL ...]: the architectures of
-transformer_models.py as small PyTorch modules written here (Debian's PyTorch 1.13 has no transformers package and
-no torchvision vision transformers), with random weights (seeded) in eval mode, exported by torch.onnx.export
-(TorchScript, opset 17) with a dynamic batch (and sequence, for text) as MODEL.onnx:
+transformer_models.py as small PyTorch modules written here (Debian's PyTorch 1.13 has no transformers package),
+with random weights (seeded) in eval mode, exported by torch.onnx.export (TorchScript, opset 17) with a dynamic
+batch (and sequence, for text) as MODEL.onnx:
 
   bert      a BERT encoder as Hugging Face writes it: word, position (a buffer of ids sliced to the sequence) and
             token-type embeddings gathered by int64 ids, LayerNorm, 2 post-norm layers of multi-head self-attention
@@ -38,7 +38,7 @@ parser.add_argument("out")
 parser.add_argument("models", nargs="*", default=TEXT + ["vit"])
 parser.add_argument("--shapes", default="2x7,1x12", help="text batch x sequence, comma-separated")
 parser.add_argument("--images", default="2", help="image batches, comma-separated")
-args = parser.parse_args()
+args = parser.parse_intermixed_args()
 
 
 def padding_mask(mask, dtype):
