@@ -188,7 +188,7 @@ def table(out, names):
             bench = {}
             if os.path.exists(os.path.join(out, f"{name}-{batch}-bench.json")):
                 bench = json.load(open(os.path.join(out, f"{name}-{batch}-bench.json")))["batches"][0]
-            elif read(f"{name}-{batch}-bench.txt"):
+            elif diff and read(f"{name}-{batch}-bench.txt"):  # (where glnet_run failed, glnet_bench did for the same reason)
                 notes.append(read(f"{name}-{batch}-bench.txt").splitlines()[-1])
             end = bench.get("end_to_end_ms", {}).get("median")
             gpu = bench.get("gpu_ms", {}).get("median")
