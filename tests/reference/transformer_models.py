@@ -6,14 +6,16 @@ NAME.onnx with its inputs NAME-INPUT.npy (int64 token ids, a padding attention m
 token type ids; or float images) and PyTorch's float64 CPU output for them, NAME-y.npy. NAME is MODEL, the exporter
 (ts: TorchScript at opset 17, dynamo: torch.export at opset 18) and, for Hugging Face models, the attention
 implementation. `tiny` builds each architecture from a small config (same graph structure, a few hundred kB);
-`full` the published sizes. Needs torchvision and transformers (the GPU machine has both; Debian's PyTorch has
-neither transformers nor these torchvision models, so CI uses transformer_modules.py). Writes OUT_DIR/export.json:
-per model, the exported files or why the export failed.
+`full` the published sizes. Needs torchvision and transformers (the GPU machine has both). Debian's PyTorch 1.13
+has no transformers (CI checks Hugging Face's architectures as transformer_modules.py writes them) and its
+torchvision 0.14 no Swin V2, but exports tv_vit_b_16, tv_vit_b_32, tv_swin_t and tv_maxvit_t by TorchScript
+(tests/cli/transformer_checks.sh). Writes OUT_DIR/export.json: per model, the exported files or why the export failed.
 """
 import argparse, json, os, time, traceback, warnings
 
 import numpy as np
 import torch
+from torch_export import export_torchscript
 
 warnings.filterwarnings("ignore")
 TEXT = ["hf_bert", "hf_bert_cls", "hf_distilbert", "hf_gpt2", "hf_gpt2_lm"]
@@ -27,10 +29,16 @@ parser.add_argument("--attention", choices=["eager", "sdpa", "both"], default="b
 parser.add_argument("--batch", type=int, default=2)
 parser.add_argument("--sequence", type=int, default=7)
 parser.add_argument("--image", type=int, default=0, help="image size (default: 32 tiny, 224 full)")
-args = parser.parse_args()
-tiny = args.size == "tiny"
-image = args.image or (32 if tiny else 224)
-vocabulary = 100 if tiny else None
+
+
+def configure(argv=None):
+    """The command line (or argv) as the settings the builders below read: bench/transformer_peer.py builds the
+    same models by importing this file."""
+    global args, tiny, image, vocabulary
+    args = parser.parse_intermixed_args(argv)
+    tiny = args.size == "tiny"
+    image = args.image or (32 if tiny else 224)
+    vocabulary = 100 if tiny else None
 
 
 class FirstOutput(torch.nn.Module):
@@ -47,6 +55,15 @@ class FirstOutput(torch.nn.Module):
 
 
 def torchvision_model(name):
+    """torchvision's model NAME; ViT's head, which torchvision initialises to zeros (every logit 0: nothing to compare),
+    gets nn.Linear's default random initialisation instead."""
+    model = torchvision_architecture(name)
+    if name.startswith("tv_vit"):
+        model.heads.head.reset_parameters()
+    return model
+
+
+def torchvision_architecture(name):
     import torchvision
     from torchvision.models import maxvit, swin_transformer, vision_transformer
     if not tiny:
@@ -112,38 +129,44 @@ def export(model, inputs, path, exporter, text):
         axes = {0: "batch", 1: "sequence"} if text else {0: "batch"}
         dynamic = {n: axes for n in names}
         dynamic["y"] = {0: "batch"}
-        torch.onnx.export(model, values, path, dynamo=False, opset_version=17, input_names=names, output_names=["y"], dynamic_axes=dynamic)
+        export_torchscript(model, values, path, opset_version=17, input_names=names, output_names=["y"], dynamic_axes=dynamic)
 
 
-os.makedirs(args.out, exist_ok=True)
-report = {}
-exporters = ["torchscript", "dynamo"] if args.exporter == "both" else [args.exporter]
-for model_name in args.models:
-    attentions = [None] if model_name.startswith("tv_") else (["eager", "sdpa"] if args.attention == "both" else [args.attention])
-    for attention in attentions:
-        for exporter in exporters:
-            name = "-".join([model_name, "ts" if exporter == "torchscript" else "dynamo"] + ([attention] if attention else []))
-            torch.manual_seed(7)
-            start = time.time()
-            try:
-                base = torchvision_model(model_name) if attention is None else hugging_face_model(model_name, attention)
-                inputs = inputs_of(model_name, base)
-                model = FirstOutput(base.eval(), None if attention is None else list(inputs)).eval()
-                path = os.path.join(args.out, name + ".onnx")
-                export(model, inputs, path, exporter, model_name in TEXT)
-                for key, value in inputs.items():
-                    np.save(os.path.join(args.out, f"{name}-{key}.npy"), value.numpy())
-                with torch.no_grad():
-                    double = {k: (v.double() if v.is_floating_point() else v) for k, v in inputs.items()}
-                    y = model.double()(*double.values()).numpy()
-                np.save(os.path.join(args.out, name + "-y.npy"), y)
-                import onnx
-                ops = sorted({node.op_type for node in onnx.load(path).graph.node})
-                report[name] = {"inputs": list(inputs), "output": list(y.shape), "seconds": round(time.time() - start, 1), "ops": ops}
-                print(f"{name}: exported in {time.time() - start:.1f} s", flush=True)
-            except Exception as e:  # the report says which exports fail, and why
-                report[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:400],
-                                "trace": traceback.format_exc()[-1500:]}
-                print(f"{name}: FAILED {report[name]['error']}", flush=True)
-with open(os.path.join(args.out, "export.json"), "w") as f:
-    json.dump(report, f, indent=1)
+def main():
+    os.makedirs(args.out, exist_ok=True)
+    report = {}
+    exporters = ["torchscript", "dynamo"] if args.exporter == "both" else [args.exporter]
+    for model_name in args.models:
+        attentions = [None] if model_name.startswith("tv_") else (["eager", "sdpa"] if args.attention == "both" else [args.attention])
+        for attention in attentions:
+            for exporter in exporters:
+                name = "-".join([model_name, "ts" if exporter == "torchscript" else "dynamo"] + ([attention] if attention else []))
+                torch.manual_seed(7)
+                start = time.time()
+                try:
+                    base = torchvision_model(model_name) if attention is None else hugging_face_model(model_name, attention)
+                    inputs = inputs_of(model_name, base)
+                    model = FirstOutput(base.eval(), None if attention is None else list(inputs)).eval()
+                    path = os.path.join(args.out, name + ".onnx")
+                    export(model, inputs, path, exporter, model_name in TEXT)
+                    for key, value in inputs.items():
+                        np.save(os.path.join(args.out, f"{name}-{key}.npy"), value.numpy())
+                    with torch.no_grad():
+                        double = {k: (v.double() if v.is_floating_point() else v) for k, v in inputs.items()}
+                        y = model.double()(*double.values()).numpy()
+                    np.save(os.path.join(args.out, name + "-y.npy"), y)
+                    import onnx
+                    ops = sorted({node.op_type for node in onnx.load(path).graph.node})
+                    report[name] = {"inputs": list(inputs), "output": list(y.shape), "seconds": round(time.time() - start, 1), "ops": ops}
+                    print(f"{name}: exported in {time.time() - start:.1f} s", flush=True)
+                except Exception as e:  # the report says which exports fail, and why
+                    report[name] = {"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:400],
+                                    "trace": traceback.format_exc()[-1500:]}
+                    print(f"{name}: FAILED {report[name]['error']}", flush=True)
+    with open(os.path.join(args.out, "export.json"), "w") as f:
+        json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    configure()
+    main()
