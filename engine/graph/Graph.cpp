@@ -68,4 +68,31 @@ std::vector<Tensor> Graph::parameters() const {
   return result;
 }
 
+Graph Graph::pruned(const std::vector<Tensor>& kept, std::vector<int>& renumbered) const {
+  std::vector<bool> needed(tensors_.size(), false);
+  for (const Tensor& t : kept) needed.at(static_cast<std::size_t>(t.id)) = true;
+  // Ops are in the order they were applied, each after its inputs' producers: one pass backwards finds them all.
+  for (std::size_t n = ops_.size(); n-- > 0;) {
+    if (!needed[static_cast<std::size_t>(ops_[n].output)]) continue;
+    for (const int id : ops_[n].inputs) needed[static_cast<std::size_t>(id)] = true;
+  }
+  Graph copy;
+  renumbered.assign(tensors_.size(), -1);
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    const TensorRole role = tensors_[i].role;
+    if (!needed[i] && role != TensorRole::input && role != TensorRole::indexInput) continue;
+    renumbered[i] = static_cast<int>(copy.tensors_.size());
+    copy.tensors_.push_back(tensors_[i]);
+  }
+  for (const OpNode& node : ops_) {
+    const auto output = static_cast<std::size_t>(node.output);
+    if (!needed[output]) continue;
+    std::vector<int> inputs;
+    for (const int id : node.inputs) inputs.push_back(renumbered[static_cast<std::size_t>(id)]);
+    copy.tensors_[static_cast<std::size_t>(renumbered[output])].producer = static_cast<int>(copy.ops_.size());
+    copy.ops_.push_back({node.op, std::move(inputs), renumbered[output]});
+  }
+  return copy;
+}
+
 }  // namespace glnet

@@ -57,6 +57,11 @@ class Graph {
   // Trained parameters and state, in the order they were added.
   std::vector<Tensor> parameters() const;
 
+  // A copy without the ops and parameters that no tensor of `kept` depends on (what an importer built before a fused
+  // op made it redundant: the transposes a fused attention reads through), every input kept; `renumbered[id]` is each
+  // tensor's id in the copy, -1 where it was dropped.
+  Graph pruned(const std::vector<Tensor>& kept, std::vector<int>& renumbered) const;
+
  private:
   Tensor add(TensorNode node);
   std::vector<TensorNode> tensors_;

@@ -18,6 +18,7 @@ OnnxModel Importer::run() {
   result_.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
   const onnx::GraphProto& graph = model.graph();
   for (const onnx::NodeProto& node : graph.node()) {
+    for (const std::string& name : node.output()) producers_[name] = &node;
     for (const std::string& name : node.input()) {
       ++consumers_[name];
       if (readers_[name].empty() || readers_[name].back() != &node) readers_[name].push_back(&node);
@@ -48,7 +49,15 @@ OnnxModel Importer::run() {
   result_.output = result_.outputs[0].second;
   const auto softmax = softmaxInputs_.find(result_.output.id);
   result_.logits = softmax == softmaxInputs_.end() ? result_.output : softmax->second;
-  result_.graph = std::move(graph_);
+  // Ops that a fused kernel made redundant (the Transposes a fused attention reads through) never run.
+  std::vector<Tensor> kept{result_.logits};
+  for (const auto& output : result_.outputs) kept.push_back(output.second);
+  std::vector<int> renumbered;
+  result_.graph = graph_.pruned(kept, renumbered);
+  const auto renumber = [&](Tensor& t) { t.id = renumbered.at(static_cast<std::size_t>(t.id)); };
+  for (auto& port : result_.inputs) renumber(port.second);
+  for (auto& port : result_.outputs) renumber(port.second);
+  for (Tensor* t : {&result_.input, &result_.output, &result_.logits}) renumber(*t);
   return std::move(result_);
 }
 
@@ -360,9 +369,13 @@ void Importer::importProduct(const onnx::NodeProto& node, const Attributes& a) {
   const bool gemm = node.op_type() == "Gemm";
   const Value& right = operand(node, 1);
   if (!gemm && (!right.constant || right.host.shape.size() != 2)) {
+    const std::string unfused = !gemm && !operand(node, 0).constant && !right.constant ? importAttention(node) : "no attention";
+    if (unfused.empty()) return;
     const Tensor x = tensorOrConstant(node, 0), y = tensorOrConstant(node, 1);
     if (shapeOf(x).size() < 2 || shapeOf(y).size() < 2) refuse(node, "products of 1-D tensors are not supported");
-    apply(node, batchedMatMulOp(), {x, y}, "batched matmul");
+    // Where Q·Kᵀ was found but the rest differs, glnet_info says why the attention runs op by op.
+    const bool softmaxFollows = unfused != "no attention" && unfused.rfind("no Softmax", 0) != 0;
+    apply(node, batchedMatMulOp(), {x, y}, softmaxFollows ? "batched matmul (attention unfused: " + unfused + ")" : "batched matmul");
     return;
   }
   if (integer(a, "transA", 0) != 0) refuse(node, "transA = 1 is not supported");

@@ -141,6 +141,18 @@ class Importer {
   const onnx::NodeProto* fusablePool(const onnx::NodeProto& producer);
   static std::optional<Activation> asActivation(const Pointwise& f);
 
+  // --- Attention (OnnxAttention.cpp) ---
+  // A MatMul of two computed tensors that is Q·Kᵀ of scaled dot-product attention as PyTorch exports it (an optional
+  // scale, an optional additive mask, Softmax over the keys, SDPA's Where(IsNaN(p), 0, p), the product with V):
+  // imported as one fused attentionOp reading Q, K and V in place through the Transposes and scales that made them and
+  // writing the heads' merge order where a Transpose follows. Returns why not where the graph differs (empty when
+  // fused); the caller then imports the ops one by one.
+  std::string importAttention(const onnx::NodeProto& product);
+  // The value of a one-element constant.
+  std::optional<double> scalarConstant(const std::string& name) const;
+  // A Mul or Div of a computed tensor by a one-element constant: that tensor's name and the factor.
+  std::optional<std::pair<std::string, double>> scaledBy(const onnx::NodeProto& node) const;
+
   // Gemm (Y = alpha·A·op(B) + beta·C) and MatMul (Y = A·B). A constant B makes a dense layer on the GEMM core
   // (A of any rank: its leading axes are rows); two computed operands make a batched product.
   void importProduct(const onnx::NodeProto& node, const Attributes& a);
@@ -326,6 +338,7 @@ class Importer {
   std::map<std::string, int> consumers_;                 // readers of each name: nodes and graph outputs
   std::map<int, std::pair<Tensor, Tensor>> layers_;      // output tensor id → weight, bias of the dense or conv computing it
   std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;  // the nodes reading each name
+  std::map<std::string, const onnx::NodeProto*> producers_;             // the node writing each name
   std::set<const onnx::NodeProto*> fused_;               // pointwise nodes run inside the kernel before them
   std::map<const onnx::NodeProto*, std::string> aliases_;  // a fused node whose result is another name's value
   std::map<std::string, Tensor> scaledInputs_;             // a gate's Mul output -> its scale, applied by the convolution reading it

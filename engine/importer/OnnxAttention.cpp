@@ -1,0 +1,162 @@
+// Scaled dot-product attention as PyTorch exports it, recognised and run as one fused kernel (attentionOp): see
+// importAttention in OnnxImporter.h.
+#include "importer/OnnxImporter.h"
+
+#include <cmath>
+
+namespace glnet::onnximport {
+
+namespace {
+
+bool isRowSoftmax(const onnx::NodeProto& node, std::int64_t opset) {
+  if (node.op_type() != "Softmax") return false;
+  std::int64_t axis = opset >= 13 ? -1 : 1;
+  for (const onnx::AttributeProto& attribute : node.attribute()) {
+    if (attribute.name() == "axis") axis = attribute.i();
+  }
+  // Before opset 13 Softmax coerces to 2-D from `axis` on: over the last axis of a rank-4 tensor only for axis 3.
+  return axis == -1 || axis == 3 || (opset < 13 && axis == -1);
+}
+
+}  // namespace
+
+std::optional<double> Importer::scalarConstant(const std::string& name) const {
+  const auto found = values_.find(name);
+  if (found == values_.end() || !found->second.constant || found->second.host.elements() != 1) return std::nullopt;
+  return found->second.host.values[0];
+}
+
+std::optional<std::pair<std::string, double>> Importer::scaledBy(const onnx::NodeProto& node) const {
+  if ((node.op_type() != "Mul" && node.op_type() != "Div") || node.input_size() != 2) return std::nullopt;
+  for (const int side : {0, 1}) {
+    if (node.op_type() == "Div" && side == 0) continue;  // c / x is no scaling
+    const std::optional<double> c = scalarConstant(node.input(side));
+    if (!c || !std::isfinite(*c) || *c == 0) continue;
+    return std::pair{node.input(1 - side), node.op_type() == "Mul" ? *c : 1 / *c};
+  }
+  return std::nullopt;
+}
+
+std::string Importer::importAttention(const onnx::NodeProto& product) {
+  // Forward from Q·Kᵀ: an optional scale, an optional additive mask, Softmax over the keys, SDPA's Where(IsNaN(p), 0,
+  // p), then P·V. Each step's result read by the next alone, so that nothing else needs the scores.
+  std::vector<const onnx::NodeProto*> chain;
+  double scale = 1;
+  std::string current = product.output(0);
+  const onnx::NodeProto* next = soleReader(current);
+  if (next && scaledBy(*next) && scaledBy(*next)->first == current) {
+    scale *= scaledBy(*next)->second;
+    chain.push_back(next);
+    current = next->output(0);
+    next = soleReader(current);
+  }
+  std::string mask;
+  if (next && next->op_type() == "Add" && next->input_size() == 2) {
+    mask = next->input(next->input(0) == current ? 1 : 0);
+    if (mask == current) return "the scores are added to themselves";
+    chain.push_back(next);
+    current = next->output(0);
+    next = soleReader(current);
+  }
+  if (!next || !isRowSoftmax(*next, result_.opset)) return "no Softmax over the keys reads the scores alone";
+  const onnx::NodeProto& softmax = *next;
+  chain.push_back(next);
+  current = softmax.output(0);
+  const auto readers = readers_.find(current);
+  if (readers == readers_.end()) return "nothing reads the softmax";
+  if (readers->second.size() == 2 && consumers_.at(current) == 3) {
+    // SDPA's export: Where(IsNaN(p), 0, p) zeroes the rows that saw no key (fused attention writes 0 there).
+    const onnx::NodeProto* isNan = readers->second[0]->op_type() == "IsNaN" ? readers->second[0] : readers->second[1];
+    const onnx::NodeProto* where = isNan == readers->second[0] ? readers->second[1] : readers->second[0];
+    const std::optional<double> zero = where->input_size() == 3 ? scalarConstant(where->input(1)) : std::nullopt;
+    if (isNan->op_type() != "IsNaN" || where->op_type() != "Where" || soleReader(isNan->output(0)) != where ||
+        where->input(0) != isNan->output(0) || where->input(2) != current || !zero || *zero != 0) {
+      return "the softmax has readers other than the product with V";
+    }
+    chain.push_back(isNan);
+    chain.push_back(where);
+    current = where->output(0);
+  } else if (consumers_.at(current) != 1) {
+    return "the softmax has readers other than the product with V";
+  }
+  next = soleReader(current);
+  if (!next || next->op_type() != "MatMul" || next->input(0) != current || next->input(1) == current) return "no MatMul with V reads the softmax";
+  const onnx::NodeProto& valueProduct = *next;
+  chain.push_back(next);
+  // Every operand must be computed by now: V and the mask come before Q·Kᵀ in the file's order, as PyTorch writes it.
+  for (const std::string& name : {valueProduct.input(1), mask}) {
+    if (!name.empty() && !values_.count(name)) return "V or the mask is computed after Q·Kᵀ";
+  }
+  const Value& queryValue = operand(product, 0);
+  const Value& keyValue = operand(product, 1);
+  const Value& valueValue = value(valueProduct.input(1), "the attention");
+  if (queryValue.constant || keyValue.constant || valueValue.constant) return "Q, K or V is a constant";
+
+  // Each operand read in place through the layout of the Transpose (and the scale of the Mul) that made it.
+  AttentionSettings settings;
+  const auto source = [&](const std::string& name, AttentionSettings::Layout& layout, bool transposed) {
+    std::string at = name;
+    const auto producer = producers_.find(at);
+    if (producer != producers_.end() && scaledBy(*producer->second) && !values_.at(scaledBy(*producer->second)->first).constant) {
+      scale *= scaledBy(*producer->second)->second;
+      at = scaledBy(*producer->second)->first;
+    }
+    std::array<std::uint32_t, 4> perm{0, 1, 2, 3};
+    const auto transpose = producers_.find(at);
+    if (transpose != producers_.end() && transpose->second->op_type() == "Transpose" && !values_.at(transpose->second->input(0)).constant &&
+        shapeOf(values_.at(transpose->second->input(0)).tensor).size() == 4) {
+      const onnx::AttributeProto* permAttribute = nullptr;
+      for (const onnx::AttributeProto& attribute : transpose->second->attribute()) {
+        if (attribute.name() == "perm") permAttribute = &attribute;
+      }
+      if (permAttribute && permAttribute->ints_size() == 4) {
+        for (int k = 0; k < 4; ++k) perm[static_cast<std::size_t>(k)] = static_cast<std::uint32_t>(permAttribute->ints(k));
+        at = transpose->second->input(0);
+      }
+    }
+    // K arrives as Kᵀ: its logical axes [B, H, S, D] are Kᵀ's axes 0, 1, 3, 2.
+    layout = transposed ? AttentionSettings::Layout{perm[0], perm[1], perm[3], perm[2]} : AttentionSettings::Layout{perm[0], perm[1], perm[2], perm[3]};
+    return values_.at(at).tensor;
+  };
+  const Tensor query = source(product.input(0), settings.query, false);
+  const Tensor key = source(product.input(1), settings.key, true);
+  const Tensor valueTensor = source(valueProduct.input(1), settings.value, false);
+  for (const Tensor t : {query, key, valueTensor}) {
+    if (shapeOf(t).size() != 4) return "Q, K and V are not rank 4 [batch, heads, sequence, features]";
+  }
+  // A Transpose back to [B, S, H, D] after the product, as the heads' merge begins: written in that order at once.
+  std::vector<const onnx::NodeProto*> merged;
+  const onnx::NodeProto* after = soleReader(valueProduct.output(0));
+  if (after && after->op_type() == "Transpose") {
+    for (const onnx::AttributeProto& attribute : after->attribute()) {
+      if (attribute.name() == "perm" && attribute.ints_size() == 4 && attribute.ints(0) == 0 && attribute.ints(1) == 2 && attribute.ints(2) == 1 &&
+          attribute.ints(3) == 3) {
+        settings.output = AttentionSettings::sequenceBeforeHeads;
+        merged.push_back(after);
+      }
+    }
+  }
+  settings.scale = static_cast<float>(scale);
+  std::vector<Tensor> inputs{query, key, valueTensor};
+  if (!mask.empty()) inputs.push_back(tensorOrConstant(*chain[scaledBy(*chain[0]) ? 1 : 0], chain[scaledBy(*chain[0]) ? 1 : 0]->input(0) == mask ? 0 : 1));
+  Tensor out;
+  try {
+    out = graph_.apply(attentionOp(settings), inputs, nameOf(valueProduct));
+  } catch (const Error& error) {
+    return error.what();
+  }
+  values_[product.output(0)] = {false, {}, out};
+  result_.nodes.push_back({product.name(), product.op_type(), "attention (fused: " + std::to_string(chain.size() + merged.size()) + " nodes after it)", shapeOf(out)});
+  // The nodes after Q·Kᵀ take its value: the fused attention's output (read in their place by the heads' merge).
+  for (const onnx::NodeProto* node : chain) {
+    fused_.insert(node);
+    aliases_[node] = product.output(0);
+  }
+  for (const onnx::NodeProto* node : merged) {
+    fused_.insert(node);
+    aliases_[node] = product.output(0);
+  }
+  return "";
+}
+
+}  // namespace glnet::onnximport
