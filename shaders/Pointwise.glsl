@@ -98,6 +98,10 @@ float pointwise(float x) {
   return floor(x);
 #elif POINTWISE == POINTWISE_ROUND
   return roundEven(x);  // ONNX rounds halves to even
+#elif POINTWISE == POINTWISE_TRUNC
+  return trunc(x);
+#elif POINTWISE == POINTWISE_NONZERO
+  return x == 0.0 ? 0.0 : 1.0;  // NaN is not zero
 #elif POINTWISE == POINTWISE_SIGN
   return sign(x);
 #elif POINTWISE == POINTWISE_SIN
