@@ -140,6 +140,12 @@ float pointwise(float x) {
   // x·tanh(softplus(x)) with tanh(log(1 + n)) = n(n + 2)/(n(n + 2) + 2), n = e^x: no log(1 + tiny) to lose digits.
   float n = exp(x), m = n * (n + 2.0);
   return x > 20.0 ? x : x * m / (m + 2.0);  // Mish
+#elif POINTWISE == POINTWISE_NOT
+  return truth(x) ? 0.0 : 1.0;
+#elif POINTWISE == POINTWISE_IS_NAN
+  return isNaN(x) ? 1.0 : 0.0;
+#elif POINTWISE == POINTWISE_IS_INF
+  return isInf(x) && (x < 0.0 ? alpha != 0.0 : beta != 0.0) ? 1.0 : 0.0;  // IsInf: alpha detect_negative, beta detect_positive
 #else
 #error unknown POINTWISE
 #endif

@@ -23,6 +23,9 @@
 // NaN in gives NaN out, as in PyTorch: GLSL's max, min and clamp may return the other operand of a NaN. isNaN reads the
 // bits, since a compiler that assumes finite math (NVIDIA's) may fold isnan(x) and x != x to false.
 bool isNaN(float x) { return (floatBitsToUint(x) & 0x7fffffffu) > 0x7f800000u; }
+bool isInf(float x) { return (floatBitsToUint(x) & 0x7fffffffu) == 0x7f800000u; }
+// A boolean read as ONNX's ops read one (held as a float): any nonzero value, NaN included, is true.
+bool truth(float x) { return x != 0.0 || isNaN(x); }
 // Whether `value` replaces `best` in a search for the first maximum: a larger number, or the first NaN (max pooling
 // and its argmax, so that a backward pass searching again picks the forward pass's element).
 bool beats(float value, float best) { return !isNaN(best) && (value > best || isNaN(value)); }

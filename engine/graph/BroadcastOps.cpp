@@ -116,18 +116,45 @@ class ChannelAffineOp : public InferenceOp {
 };
 
 
-double combine(BinaryKind kind, double a, double b) {
-  switch (kind) {
-    case BinaryKind::add: return a + b;
-    case BinaryKind::subtract: return a - b;
-    case BinaryKind::multiply: return a * b;
-    case BinaryKind::divide: return a / b;
-    case BinaryKind::power: return std::pow(a, b);
-    case BinaryKind::maximum: return ref::maxNaN(a, b);
-    case BinaryKind::minimum: return ref::minNaN(a, b);
-    case BinaryKind::prelu: return a >= 0 ? a : a * b;
+// Broadcast.glsl over operands broadcast to `out`: a and b at bindings 0 and 1, and with SELECT the condition c
+// (`condition`, binding 3); each operand's strides in its uniforms.
+void recordBroadcast(ProgramCache& programs, Plan& plan, const std::string& name, std::vector<ShaderDefine> defines,
+                     const GpuTensor& a, const GpuTensor& b, const GpuTensor* condition, const GpuTensor& out) {
+  defines.push_back({"RANK", std::to_string(std::max<std::size_t>(out.shape.size(), 1))});
+  if (condition) defines.push_back({"SELECT", "1"});
+  const Program& program = programs.get("Broadcast.glsl", defines, {"Pointwise.glsl"});
+  Dispatch dispatch = linearDispatch(program, name, elementCount(out.shape));
+  dispatch.buffers = {{0, a.view, Access::read}, {1, b.view, Access::read}, {2, out.view, Access::write}};
+  if (condition) dispatch.buffers.push_back({3, condition->view, Access::read});
+  dispatch.uniforms = {Uniform::u32(0, count32(out.shape))};
+  const std::vector<std::int64_t> outStrides = stridesOf(out.shape);
+  std::vector<std::pair<int, std::vector<std::int64_t>>> operands{{7, broadcastStrides(a.shape, out.shape)}, {13, broadcastStrides(b.shape, out.shape)}};
+  if (condition) operands.emplace_back(19, broadcastStrides(condition->shape, out.shape));
+  for (std::size_t k = 0; k < largestRank; ++k) {
+    const bool used = k < out.shape.size();
+    dispatch.uniforms.push_back(Uniform::u32(1 + static_cast<int>(k), used ? static_cast<std::uint32_t>(outStrides[k]) : 1));
+    for (const auto& [location, strides] : operands) {
+      dispatch.uniforms.push_back(Uniform::u32(location + static_cast<int>(k), used ? static_cast<std::uint32_t>(strides[k]) : 0));
+    }
   }
-  return 0;
+  plan.record(dispatch);
+}
+
+// The float64 values of `combine` over the operands' elements, broadcast to `out` as NumPy does.
+std::vector<double> broadcastReference(const std::vector<HostTensor64>& in, const Shape& out,
+                                       const std::function<double(const std::vector<double>&)>& combine) {
+  std::vector<double> y, operands(in.size());
+  y.reserve(elementCount(out));
+  forEachCoordinate(out, [&](const std::vector<std::uint32_t>& c) {
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      const HostTensor64& t = in[k];
+      std::size_t index = 0;
+      for (std::size_t i = 0; i < t.shape.size(); ++i) index = index * t.shape[i] + (t.shape[i] == 1 ? 0 : c[out.size() - t.shape.size() + i]);
+      operands[k] = (*t.values)[index];
+    }
+    y.push_back(combine(operands));
+  });
+  return y;
 }
 
 class BroadcastOp : public InferenceOp {
@@ -145,32 +172,10 @@ class BroadcastOp : public InferenceOp {
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     std::vector<ShaderDefine> defines = after_.defines();
     defines.push_back(kindDefine(kind_));
-    defines.push_back({"RANK", std::to_string(std::max<std::size_t>(out.shape.size(), 1))});
-    const Program& program = programs.get("Broadcast.glsl", defines, {"Pointwise.glsl"});
-    Dispatch dispatch = linearDispatch(program, name(), elementCount(out.shape));
-    dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, out.view, Access::write}};
-    dispatch.uniforms = {Uniform::u32(0, count32(out.shape))};
-    const std::vector<std::int64_t> outStrides = stridesOf(out.shape), a = broadcastStrides(in[0].shape, out.shape),
-                                    b = broadcastStrides(in[1].shape, out.shape);
-    for (std::size_t k = 0; k < largestRank; ++k) {
-      const bool used = k < out.shape.size();
-      dispatch.uniforms.push_back(Uniform::u32(1 + static_cast<int>(k), used ? static_cast<std::uint32_t>(outStrides[k]) : 1));
-      dispatch.uniforms.push_back(Uniform::u32(7 + static_cast<int>(k), used ? static_cast<std::uint32_t>(a[k]) : 0));
-      dispatch.uniforms.push_back(Uniform::u32(13 + static_cast<int>(k), used ? static_cast<std::uint32_t>(b[k]) : 0));
-    }
-    plan.record(dispatch);
+    recordBroadcast(programs, plan, name(), defines, in[0], in[1], nullptr, out);
   }
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
-    const Shape out = outputShape(shapesOf(in));
-    std::vector<double> y;
-    y.reserve(elementCount(out));
-    const auto at = [&](const HostTensor64& t, const std::vector<std::uint32_t>& c) {
-      std::size_t index = 0;
-      for (std::size_t i = 0; i < t.shape.size(); ++i) index = index * t.shape[i] + (t.shape[i] == 1 ? 0 : c[out.size() - t.shape.size() + i]);
-      return (*t.values)[index];
-    };
-    forEachCoordinate(out, [&](const std::vector<std::uint32_t>& c) { y.push_back(after_(combine(kind_, at(in[0], c), at(in[1], c)))); });
-    return y;
+    return broadcastReference(in, outputShape(shapesOf(in)), [&](const std::vector<double>& v) { return after_(ref::combine(kind_, v[0], v[1])); });
   }
 
  private:
@@ -178,11 +183,30 @@ class BroadcastOp : public InferenceOp {
   Pointwise after_;
 };
 
+// ONNX's Where: y = c ? x : y over the three inputs (c, x, y) broadcast together; c any nonzero value, NaN included.
+class WhereOp : public InferenceOp {
+ public:
+  std::string name() const override { return "where"; }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    if (in.size() != 3) throw Error("where takes a condition and two tensors");
+    const Shape out = broadcastShapes(broadcastShapes(in[0], in[1]), in[2]);
+    checkRank(name(), out);
+    return out;
+  }
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    recordBroadcast(programs, plan, name(), {}, in[1], in[2], &in[0], out);
+  }
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    return broadcastReference(in, outputShape(shapesOf(in)), [](const std::vector<double>& v) { return v[0] != 0 ? v[1] : v[2]; });
+  }
+};
+
 }  // namespace
 }  // namespace inference
 
 std::shared_ptr<const Op> pointwiseOp(Pointwise function) { return std::make_shared<inference::PointwiseOp>(function); }
 std::shared_ptr<const Op> broadcastOp(BinaryKind kind, Pointwise after) { return std::make_shared<inference::BroadcastOp>(kind, after); }
+std::shared_ptr<const Op> whereOp() { return std::make_shared<inference::WhereOp>(); }
 std::shared_ptr<const Op> channelAffineOp(bool shift, Pointwise after) { return std::make_shared<inference::ChannelAffineOp>(shift, after); }
 
 }  // namespace glnet

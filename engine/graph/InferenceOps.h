@@ -39,6 +39,9 @@ struct ConvSettings {
 std::shared_ptr<const Op> pointwiseOp(Pointwise function);
 // y = after(a ∘ b), shapes broadcast as NumPy does.
 std::shared_ptr<const Op> broadcastOp(BinaryKind kind, Pointwise after = {});
+// ONNX's Where: inputs (condition, x, y) broadcast together as NumPy does; y = condition ? x : y, where any nonzero
+// condition (NaN included) is true. Only the chosen side is read, so a NaN there passes through.
+std::shared_ptr<const Op> whereOp();
 // x [N, C, spatial...], scale, (shift): y = after(x · scale[c] + shift[c]) with scale and shift of C values, or without
 // shift y = after(x · scale[n, c]) with a scale of C or N·C values (a squeeze-excite gate).
 std::shared_ptr<const Op> channelAffineOp(bool shift, Pointwise after = {});

@@ -419,7 +419,7 @@ void Importer::importProduct(const onnx::NodeProto& node, const Attributes& a) {
   define(node, out, "dense");
 }
 
-void Importer::importBinary(const onnx::NodeProto& node, const Attributes&) {
+void Importer::importBinary(const onnx::NodeProto& node, const Attributes& options) {
   const std::string& op = node.op_type();
   if (node.input_size() != 2) refuse(node, "only two inputs are supported");
   const Value& left = operand(node, 0);
@@ -455,15 +455,12 @@ void Importer::importBinary(const onnx::NodeProto& node, const Attributes&) {
       return;
     }
   }
-  static const std::map<std::string, BinaryKind> kinds{{"Add", BinaryKind::add}, {"Sub", BinaryKind::subtract}, {"Mul", BinaryKind::multiply},
-                                                       {"Div", BinaryKind::divide}, {"Pow", BinaryKind::power}, {"Max", BinaryKind::maximum},
-                                                       {"Min", BinaryKind::minimum}, {"PRelu", BinaryKind::prelu}};
   const Tensor a = tensorOrConstant(node, 0), b = tensorOrConstant(node, 1);
   // A quotient of integers (an index computed on the GPU) is truncated toward zero, as ONNX and C divide, in the same
   // kernel.
   const bool integerDivision = op == "Div" && resultElement(node) == Element::integer;
   const Pointwise after = integerDivision ? Pointwise{PointwiseKind::trunc} : fusedPointwise(node, [](const Pointwise&) { return true; });
-  apply(node, broadcastOp(kinds.at(op), after), {a, b}, op == "Add" ? "add" : "broadcast");
+  apply(node, broadcastOp(binaryKindOf(node, options), after), {a, b}, op == "Add" ? "add" : "broadcast");
 }
 
 void Importer::importVariadic(const onnx::NodeProto& node, const Attributes& a) {

@@ -131,7 +131,8 @@ Constant Importer::fold(const onnx::NodeProto& node, const Attributes& a) {
     for (std::int64_t i = start; i < end; ++i) result.values.push_back(static_cast<double>(dims[static_cast<std::size_t>(i)]));
     return result;
   }
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Equal") {
+  if (std::optional<Constant> logic = foldLogic(node, a)) return std::move(*logic);
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     const Constant& x = input(node, 0);
     const Constant& y = input(node, 1);
     const bool integral = x.integer && y.integer;
@@ -139,11 +140,10 @@ Constant Importer::fold(const onnx::NodeProto& node, const Attributes& a) {
       if (op == "Add") return v[0] + v[1];
       if (op == "Sub") return v[0] - v[1];
       if (op == "Mul") return v[0] * v[1];
-      if (op == "Equal") return v[0] == v[1] ? 1.0 : 0.0;
       if (integral && v[1] == 0) refuse(node, "integer division by zero");
       return integral ? std::trunc(v[0] / v[1]) : v[0] / v[1];
     });
-    result.integer = integral || op == "Equal";
+    result.integer = integral;
     return result;
   }
   if (op == "Where") {

@@ -77,6 +77,14 @@ std::optional<Pointwise> Importer::pointwiseOf(const onnx::NodeProto& node) cons
     }
     return Pointwise{PointwiseKind::clip, low, high};
   }
+  if (op == "Not" || op == "IsNaN") {
+    attributes(node, {});
+    return Pointwise{op == "Not" ? PointwiseKind::logicalNot : PointwiseKind::isNan};
+  }
+  if (op == "IsInf") {
+    const auto a = attributes(node, {"detect_negative", "detect_positive"});
+    return Pointwise{PointwiseKind::isInf, integer(a, "detect_negative", 1) != 0 ? 1.0f : 0.0f, integer(a, "detect_positive", 1) != 0 ? 1.0f : 0.0f};
+  }
   if (op == "Pow" && node.input_size() == 2) {
     const Value& exponent = operand(node, 1);
     if (exponent.constant && exponent.host.values.size() == 1 && !operand(node, 0).constant) {

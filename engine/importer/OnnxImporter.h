@@ -1,6 +1,7 @@
-// The ONNX importer (readOnnx): one class whose work three files share. Onnx.cpp reads the graph and imports each
+// The ONNX importer (readOnnx): one class whose work four files share. Onnx.cpp reads the graph and imports each
 // op, OnnxFusion.cpp holds the lookaheads that run a node inside the kernel before it (functions, residual Adds,
-// pooling, squeeze-excite gates, a fire module's expansions), and OnnxFolding.cpp folds constants at load.
+// pooling, squeeze-excite gates, a fire module's expansions), OnnxFolding.cpp folds constants at load, and
+// OnnxLogic.cpp holds the logic ops (comparisons, And, Or, Xor, Not, IsNaN, IsInf, Mod, Where).
 // The ops it imports are the rows of OnnxOps.h's table, which names the import members here. Internal to engine/importer.
 #pragma once
 
@@ -157,7 +158,8 @@ class Importer {
   // (A of any rank: its leading axes are rows); two computed operands make a batched product.
   void importProduct(const onnx::NodeProto& node, const Attributes& a);
 
-  // Add, Sub, Mul, Div, Pow, Max and Min with NumPy broadcasting; constant operands become parameters. A constant
+  // Add, Sub, Mul, Div, Pow, Max, Min, PRelu, the comparisons, And, Or, Xor and Mod (binaryKindOf) with NumPy
+  // broadcasting; constant operands become parameters. A constant
   // row added to a dense layer's output (PyTorch's MatMul + Add) joins the layer's bias instead.
   void importBinary(const onnx::NodeProto& node, const Attributes& a);
 
@@ -293,6 +295,16 @@ class Importer {
   };
   Einsum parseEinsum(const onnx::NodeProto& node, const Attributes& a) const;
   Constant foldEinsum(const onnx::NodeProto& node, const Attributes& a) const;
+  // ---- Logic: comparisons, And, Or, Xor, Not, IsNaN, IsInf, Mod and Where (OnnxLogic.cpp) ----
+  // Booleans are floats 0 and 1 on the GPU and on the host; any nonzero value reads as true.
+  // The broadcast kind of a binary op type of importBinary (Add ... PRelu, the comparisons, And, Or, Xor, and Mod by its
+  // fmod attribute).
+  static BinaryKind binaryKindOf(const onnx::NodeProto& node, const Attributes& a);
+  // Where of computed tensors (constants among its inputs uploaded): c ? x : y, broadcast three ways.
+  void importWhere(const onnx::NodeProto& node, const Attributes& a);
+  // The comparisons, And, Or, Xor, Mod, Not, IsNaN and IsInf of constants (fold()'s part for them), in float64 by the
+  // references the GPU ops are tested against; nullopt for any other op.
+  std::optional<Constant> foldLogic(const onnx::NodeProto& node, const Attributes& a) const;
 
   // Shape arithmetic and other work on constants runs here, at load: a node whose inputs are all constants
   // (or, for Shape, a tensor whose shape is known for the bound batch) becomes a constant itself.

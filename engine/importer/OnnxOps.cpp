@@ -12,8 +12,10 @@ using onnximport::Importer;
 
 namespace {
 
-OnnxOp row(std::string type, std::set<std::string> attributes, OnnxOp::Import import, OnnxFolding folding, std::string description) {
+OnnxOp row(std::string type, std::set<std::string> attributes, OnnxOp::Import import, OnnxFolding folding, std::string description,
+           int firstOpset = 6) {
   OnnxOp op;
+  op.firstOpset = firstOpset;
   op.type = std::move(type);
   op.attributes = std::move(attributes);
   op.import = import;
@@ -49,6 +51,7 @@ const std::vector<OnnxOp>& onnxOps() {
     std::vector<OnnxOp> ops{
         row("Add", {}, &Importer::importBinary, constants,
             "a + b, broadcast as NumPy does; a constant row after a dense layer joins its bias, a residual runs in the convolution before it"),
+        row("And", {}, &Importer::importBinary, constants, "a and b of booleans (nonzero is true), broadcast: 0 or 1"),
         row("AveragePool", window, &Importer::importPool, never, "1-D and 2-D average pooling: pads, ceil mode, dilations, count_include_pad"),
         row("BatchNormalization", {"epsilon", "momentum", "training_mode", "spatial"}, &Importer::importBatchNormalization, never,
             "inference batch normalization, folded into the Conv or Gemm before it where it can be"),
@@ -66,7 +69,7 @@ const std::vector<OnnxOp>& onnxOps() {
                        "products of two operands (each letter once per term; 'bhid,bhjd->bhij', 'bij,bjk->bik', ...) as a batched matmul "
                        "between transposes; any equation when folded")),
         row("Elu", {"alpha"}, &Importer::importPointwise, never, "pointwise elu"),
-        row("Equal", {}, nullptr, constants, "a == b of constants"),
+        row("Equal", {}, &Importer::importBinary, constants, "a == b, broadcast: 0 or 1 (false where either is NaN)"),
         row("Expand", {}, &Importer::importExpand, constants, "broadcast to a constant shape"),
         row("Flatten", {"axis"}, &Importer::importReshape, never, "a 2-D view"),
         row("Gather", {"axis"}, &Importer::importGather, constants,
@@ -77,18 +80,28 @@ const std::vector<OnnxOp>& onnxOps() {
         row("Gemm", {"alpha", "beta", "transA", "transB"}, &Importer::importProduct, never, "a dense layer: Y = alpha·A·op(B) + beta·C, B constant"),
         row("GlobalAveragePool", {}, &Importer::importGlobalPool, never, "the mean over the spatial axes"),
         row("GlobalMaxPool", {}, &Importer::importGlobalPool, never, "the maximum over the spatial axes"),
+        row("Greater", {}, &Importer::importBinary, constants, "a > b, broadcast: 0 or 1 (false where either is NaN)"),
+        row("GreaterOrEqual", {}, &Importer::importBinary, constants, "a >= b, broadcast: 0 or 1 (false where either is NaN)", 12),
         row("HardSigmoid", {"alpha", "beta"}, &Importer::importPointwise, never, "pointwise hard sigmoid"),
         row("Identity", {}, &Importer::importIdentity, never, "the identity"),
+        row("IsInf", {"detect_negative", "detect_positive"}, &Importer::importPointwise, constants, "1 where x is an infinity it detects, else 0", 10),
+        row("IsNaN", {}, &Importer::importPointwise, constants, "1 where x is NaN, else 0", 9),
         row("LayerNormalization", {"axis", "epsilon", "stash_type"}, &Importer::importLayerNormalization, never,
             "layer normalization over the axes from axis on"),
         row("LeakyRelu", {"alpha"}, &Importer::importPointwise, never, "pointwise leaky relu"),
+        row("Less", {}, &Importer::importBinary, constants, "a < b, broadcast: 0 or 1 (false where either is NaN)"),
+        row("LessOrEqual", {}, &Importer::importBinary, constants, "a <= b, broadcast: 0 or 1 (false where either is NaN)", 12),
         row("MatMul", {}, &Importer::importProduct, never, "a dense layer when B is a constant matrix, else a batched, broadcast product"),
         row("Max", {}, &Importer::importVariadic, never, "the maximum of any number of inputs, broadcast"),
         row("MaxPool", window, &Importer::importPool, never, "1-D and 2-D max pooling: pads, ceil mode, dilations (no indices output)"),
         row("Mean", {}, &Importer::importVariadic, never, "the mean of any number of inputs, broadcast"),
         row("Min", {}, &Importer::importVariadic, never, "the minimum of any number of inputs, broadcast"),
+        row("Mod", {"fmod"}, &Importer::importBinary, constants,
+            "the remainder, broadcast: fmod = 0 with the divisor's sign (Python's %; integers), fmod = 1 with the dividend's (C's fmod)", 10),
         row("Mul", {}, &Importer::importBinary, constants,
             "a · b, broadcast; a per-channel gate scales the convolution's input; x·sigmoid(x) is one SiLU op (and fine-tunes)"),
+        row("Not", {}, &Importer::importPointwise, constants, "not x of booleans (nonzero is true): 0 or 1"),
+        row("Or", {}, &Importer::importBinary, constants, "a or b of booleans (nonzero is true), broadcast: 0 or 1"),
         row("Pad", {"mode", "pads", "value"}, &Importer::importPad, never, "constant padding"),
         row("Pow", {}, &Importer::importPointwise, never, "pointwise pow with a constant scalar exponent, else broadcast"),
         row("PRelu", {}, &Importer::importBinary, never, "x < 0 ? slope·x : x, slope broadcast"),
@@ -108,7 +121,8 @@ const std::vector<OnnxOp>& onnxOps() {
         row("Transpose", {"perm"}, &Importer::importTranspose, constants, "axes permuted"),
         since(14, row("Trilu", {"upper"}, &Importer::importTrilu, constants, "the upper or lower triangle of the last two axes from diagonal k, zeros elsewhere")),
         row("Unsqueeze", {"axes"}, &Importer::importReshape, constants, "a view with axes of 1 inserted"),
-        row("Where", {}, nullptr, constants, "c ? a : b of constants"),
+        row("Where", {}, &Importer::importWhere, constants, "c ? a : b, broadcast three ways (c nonzero is true); a NaN passes where chosen", 9),
+        row("Xor", {}, &Importer::importBinary, constants, "a xor b of booleans (nonzero is true), broadcast: 0 or 1"),
     };
     // The pointwise functions without attributes, as pointwiseOf maps them, and the axis functions with an ONNX op
     // type: rows of their kind lists (numbers/PointwiseKinds.h, numbers/AxisKinds.h).

@@ -1,6 +1,9 @@
 // The pointwise functions of imported models (ONNX activations and elementwise functions), in shaders/Pointwise.glsl's
 // POINTWISE define. A row: X(cppName, GLSL_SUFFIX, "printable name", "ONNX op type" that maps to it with no attribute
-// (empty where attributes decide: importer/OnnxFusion.cpp), float64 reference of x with the constants alpha and beta).
+// (empty where attributes decide, or where its own row in importer/OnnxOps.cpp folds it on constants:
+// importer/OnnxFusion.cpp), float64 reference of x with the constants alpha and beta).
+// Not, IsNaN and IsInf write exactly 0 or 1 (ONNX's booleans, held as floats), a number for a NaN: NaN in gives NaN
+// out does not apply to them. Not takes any nonzero value, NaN included, as true.
 // Adding one: its row here, its case in shaders/Pointwise.glsl's pointwise(), a test row (tests/graph).
 #pragma once
 
@@ -55,7 +58,11 @@ namespace glnet {
   X(celu, CELU, "celu", "", std::max(x, 0.0) + std::min(0.0, alpha * (std::exp(x / alpha) - 1)))                      \
   X(selu, SELU, "selu", "", beta * (x > 0 ? x : alpha * (std::exp(x) - 1)))                                           \
   X(softsign, SOFTSIGN, "softsign", "Softsign", x / (1 + std::abs(x)))                                              \
-  X(mish, MISH, "mish", "Mish", x * std::tanh(std::log1p(std::exp(x))))
+  X(mish, MISH, "mish", "Mish", x * std::tanh(std::log1p(std::exp(x))))                                              \
+  X(logicalNot, NOT, "not", "", x == 0 ? 1.0 : 0.0)                                                                   \
+  X(isNan, IS_NAN, "is nan", "", std::isnan(x) ? 1.0 : 0.0)                                                           \
+  /* alpha: detect_negative, beta: detect_positive */                                                                 \
+  X(isInf, IS_INF, "is inf", "", std::isinf(x) && (x < 0 ? alpha != 0 : beta != 0) ? 1.0 : 0.0)
 // clang-format on
 
 GLNET_KIND_LIST(PointwiseKind, GLNET_POINTWISE_KINDS, "POINTWISE");

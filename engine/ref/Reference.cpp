@@ -21,6 +21,34 @@ double maxNaN(double a, double b) { return beats(b, a) ? b : a; }
 
 double minNaN(double a, double b) { return -maxNaN(-a, -b); }
 
+double combine(BinaryKind kind, double a, double b) {
+  const bool left = a != 0, right = b != 0;  // NaN is nonzero: true
+  switch (kind) {
+    case BinaryKind::add: return a + b;
+    case BinaryKind::subtract: return a - b;
+    case BinaryKind::multiply: return a * b;
+    case BinaryKind::divide: return a / b;
+    case BinaryKind::power: return std::pow(a, b);
+    case BinaryKind::maximum: return maxNaN(a, b);
+    case BinaryKind::minimum: return minNaN(a, b);
+    case BinaryKind::prelu: return a >= 0 ? a : a * b;
+    case BinaryKind::equal: return a == b ? 1.0 : 0.0;
+    case BinaryKind::less: return a < b ? 1.0 : 0.0;
+    case BinaryKind::lessOrEqual: return a <= b ? 1.0 : 0.0;
+    case BinaryKind::greater: return a > b ? 1.0 : 0.0;
+    case BinaryKind::greaterOrEqual: return a >= b ? 1.0 : 0.0;
+    case BinaryKind::logicalAnd: return left && right ? 1.0 : 0.0;
+    case BinaryKind::logicalOr: return left || right ? 1.0 : 0.0;
+    case BinaryKind::logicalXor: return left != right ? 1.0 : 0.0;
+    case BinaryKind::mod: {
+      const double r = std::fmod(a, b);  // exact; then moved to the divisor's side, as NumPy's mod
+      return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+    }
+    case BinaryKind::fmod: return std::fmod(a, b);
+  }
+  return 0;
+}
+
 double activate(Activation activation, double x) {
   switch (activation) {
     case Activation::relu: return maxNaN(x, 0.0);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "numbers/Activation.h"
+#include "numbers/BinaryKinds.h"
 #include "numbers/InputFormat.h"
 
 #include <cstdint>
@@ -18,6 +19,8 @@ std::vector<double> normalize(const std::vector<std::uint8_t>& pixels, std::size
 bool beats(double value, double best);
 double maxNaN(double a, double b);
 double minNaN(double a, double b);
+// a ∘ b of a binary kind (numbers/BinaryKinds.h): the broadcast op's reference and the importer's fold of constants.
+double combine(BinaryKind kind, double a, double b);
 double activate(Activation activation, double x);
 // The derivative expressed through the activation's output y, as the shaders compute it (ReLU: 0 at the kink).
 double activationDerivative(Activation activation, double y);

@@ -1,7 +1,7 @@
 // onnx_conformance DATA_DIR [--table FILE] [--filter TEXT]: ONNX's own backend test cases (Debian's
 // libonnx-testdata: node/, pytorch-converted/, pytorch-operator/, simple/), each model.onnx with
 // test_data_set_*/input_N.pb and output_N.pb, run through glnet's importer and GPU graph and compared at ONNX's
-// tolerance (|glnet − expected| ≤ 1e-7 + 1e-3·|expected|, as float32). Inputs that are not float (shapes, axes,
+// tolerance (|glnet − expected| ≤ 1e-7 + 1e-3·|expected|, as float32; bool outputs as 0 and 1). Inputs that are not float (shapes, axes,
 // indices) are bound as constants, as glnet folds them at load; when the importer asks for constants (weights fed
 // as inputs), every input but the first is. A case the importer refuses is skipped with the importer's one-line
 // reason; one that loads must pass. Prints a table per op (the op types a case's model
@@ -36,14 +36,16 @@ struct TestTensor {
   std::vector<float> values;
 };
 
-// A test data file: a float TensorProto; anything else is a reason to skip the case.
+// A test data file: a float TensorProto, or a bool one as floats 0 and 1 (glnet's booleans: comparisons, logic,
+// IsNaN); anything else is a reason to skip the case.
 TestTensor readTestTensor(const fs::path& path) {
   std::ifstream file(path, std::ios::binary);
   std::stringstream bytes;
   bytes << file.rdbuf();
   onnx::TensorProto proto;
   if (!proto.ParseFromString(bytes.str())) throw Error(path.string() + ": not a TensorProto");
-  if (proto.data_type() != onnx::TensorProto::FLOAT) throw Error("data of ONNX type " + std::to_string(proto.data_type()) + " (glnet computes float32)");
+  const bool boolean = proto.data_type() == onnx::TensorProto::BOOL;
+  if (proto.data_type() != onnx::TensorProto::FLOAT && !boolean) throw Error("data of ONNX type " + std::to_string(proto.data_type()) + " (glnet computes float32)");
   TestTensor tensor;
   std::size_t count = 1;
   for (const std::int64_t d : proto.dims()) {
@@ -52,7 +54,11 @@ TestTensor readTestTensor(const fs::path& path) {
     count *= static_cast<std::size_t>(d);
   }
   tensor.values.resize(count);
-  if (proto.has_raw_data()) {
+  if (boolean) {
+    const bool raw = proto.has_raw_data();
+    if ((raw ? proto.raw_data().size() : static_cast<std::size_t>(proto.int32_data_size())) != count) throw Error(path.string() + ": the wrong number of values");
+    for (std::size_t i = 0; i < count; ++i) tensor.values[i] = (raw ? proto.raw_data()[i] != 0 : proto.int32_data(static_cast<int>(i)) != 0) ? 1.0f : 0.0f;
+  } else if (proto.has_raw_data()) {
     if (proto.raw_data().size() != count * 4) throw Error(path.string() + ": raw data of the wrong size");
     std::memcpy(tensor.values.data(), proto.raw_data().data(), count * 4);
   } else {
@@ -154,7 +160,9 @@ Result runCase(const Context& context, const fs::path& directory, const fs::path
   for (int o = 0; fs::exists(sets[0] / ("output_" + std::to_string(o) + ".pb")); ++o) {
     onnx::TensorProto tensor;
     if (!tensor.ParseFromString(readBytes(sets[0] / ("output_" + std::to_string(o) + ".pb")))) return {Outcome::skipped, "output " + std::to_string(o) + " is no tensor"};
-    if (tensor.data_type() != onnx::TensorProto::FLOAT) return {Outcome::skipped, "an output of ONNX type " + std::to_string(tensor.data_type()) + " (glnet computes float32)"};
+    if (tensor.data_type() != onnx::TensorProto::FLOAT && tensor.data_type() != onnx::TensorProto::BOOL) {
+      return {Outcome::skipped, "an output of ONNX type " + std::to_string(tensor.data_type()) + " (glnet computes float32 and booleans as 0 and 1)"};
+    }
   }
   std::vector<std::string> kept;  // the inputs fed each run, in order
   std::optional<OnnxModel> loaded;

@@ -211,6 +211,84 @@ TEST_SUITE("gl") {
     CHECK_THROWS_WITH(broadcastShapes({2, 3}, {4}), "shapes [2, 3] and [4] do not broadcast");
   }
 
+  TEST_CASE("comparisons, logical ops, Not, IsNaN, IsInf, Mod and Where match float64 over NumPy's broadcasting") {
+    // Booleans are floats 0 and 1. NaN in gives NaN out does not apply to the comparisons and logical ops by definition
+    // (IEEE, NumPy): a comparison with a NaN is false, a logical op reads a NaN as true (nonzero), IsNaN(NaN) is 1;
+    // their outputs are exactly 0 or 1 (atol 0), never NaN. Mod and Where pass a NaN on as arithmetic does.
+    std::uint32_t stream = 2700;
+    const auto round = [](std::vector<float>& v) {
+      for (float& x : v) x = std::nearbyint(x);
+    };
+    // Whole numbers in [-3, 3] (equal pairs and zeros are frequent), a NaN in every 5th element (a different one per input).
+    const auto wholeWithNans = [&](std::size_t i, std::vector<float>& v) {
+      round(v);
+      for (std::size_t k = i + 2; k < v.size(); k += 5) v[k] = NAN;
+    };
+    const std::vector<std::vector<Shape>> pairs{{{2, 3, 5}, {5}}, {{4, 1, 3}, {1, 7, 1}}, {{1}, {3, 2}}, {{2, 1, 3, 1, 2}, {5, 3, 1, 1}},
+                                                {{3, 1, 1, 2, 1, 3}, {2, 1, 4, 1}}};
+    for (const BinaryKind kind : {BinaryKind::equal, BinaryKind::less, BinaryKind::lessOrEqual, BinaryKind::greater, BinaryKind::greaterOrEqual,
+                                  BinaryKind::logicalAnd, BinaryKind::logicalOr, BinaryKind::logicalXor}) {
+      for (const auto& shapes : pairs) {
+        Case c{broadcastOp(kind), shapes, -3.0f, 3.0f, 0.0, 0.0};
+        c.adjust = wholeWithNans;
+        checkAgainstReference(c, stream++);
+      }
+      checkAgainstReference({broadcastOp(kind), {{3, 5, 7}, {3, 5, 7}}, -1.0f, 1.0f, 0.0, 0.0}, stream++);  // fractions, no NaN
+    }
+    // Not with a comparison before it (fused into its kernel), as exports write a != b.
+    Case notEqual{broadcastOp(BinaryKind::equal, {PointwiseKind::logicalNot}), {{4, 1, 3}, {1, 7, 1}}, -3.0f, 3.0f, 0.0, 0.0};
+    notEqual.adjust = wholeWithNans;
+    checkAgainstReference(notEqual, stream++);
+    // Not, IsNaN and IsInf (each pair of detect_negative, detect_positive) over zeros, numbers, NaN and both infinities.
+    for (const Pointwise& f : std::vector<Pointwise>{{PointwiseKind::logicalNot}, {PointwiseKind::isNan}, {PointwiseKind::isInf, 1, 1},
+                                                     {PointwiseKind::isInf, 1, 0}, {PointwiseKind::isInf, 0, 1}, {PointwiseKind::isInf, 0, 0}}) {
+      Case c{pointwiseOp(f), {{5, 13}}, -2.0f, 2.0f, 0.0, 0.0};
+      c.adjust = [&](std::size_t, std::vector<float>& v) {
+        round(v);
+        for (std::size_t k = 0; k + 6 < v.size(); k += 7) {
+          v[k + 3] = NAN;
+          v[k + 5] = INFINITY;
+          v[k + 6] = -INFINITY;
+        }
+      };
+      checkAgainstReference(c, stream++);
+    }
+    // Mod: integers (Swin's shape arithmetic) exactly, of both signs and up to 2^24 over divisors up to 167, where
+    // a / b may round across a whole number; no divisor is 0.
+    for (const BinaryKind kind : {BinaryKind::mod, BinaryKind::fmod}) {
+      for (const float range : {9.0f, 16777216.0f}) {
+        Case c{broadcastOp(kind), {{3, 1, 7}, {5, 1}}, -range, range, 0.0, 0.0};
+        c.adjust = [&, range](std::size_t i, std::vector<float>& v) {
+          if (i == 1) {
+            for (float& x : v) x = x * std::min(1.0f, 167.0f / range);
+          }
+          round(v);
+          for (float& x : v) x = i == 1 && x == 0 ? 7.0f : x;
+        };
+        checkAgainstReference(c, stream++);
+      }
+      // Of floats (a − b·trunc(a/b) in float32: within a few ulp of |a|), and with NaN in, NaN out.
+      checkAgainstReference({broadcastOp(kind), {{2, 3, 5}, {3, 1}}, -4.0f, 4.0f, 1e-6, 1e-5}, stream++);
+      Case nan{broadcastOp(kind), {{3, 5, 7}, {7}}, -4.0f, 4.0f, 1e-6, 1e-5};
+      nan.nanEvery = 7;
+      checkAgainstReference(nan, stream++);
+    }
+    // Where: conditions of whole numbers (zeros, and nonzero values other than 1, true) with a NaN (true) now and then;
+    // x and y with a NaN in every 4th element, which passes where chosen.
+    for (const std::vector<Shape>& shapes : std::vector<std::vector<Shape>>{{{2, 1, 5}, {3, 5}, {2, 3, 1}}, {{1}, {4, 3}, {3}},
+                                                                            {{3, 1, 1}, {1, 4, 1}, {1, 1, 5}}, {{4, 3}, {4, 3}, {4, 3}},
+                                                                            {{2, 1, 3, 1, 2, 1}, {3, 1, 4, 1, 3}, {1, 1, 2, 1}}}) {
+      Case c{whereOp(), shapes, -2.0f, 2.0f, 0.0, 0.0};
+      c.adjust = [&](std::size_t i, std::vector<float>& v) {
+        if (i == 0) round(v);
+        for (std::size_t k = i == 0 ? 10 : i; k < v.size(); k += i == 0 ? 11 : 4) v[k] = NAN;
+      };
+      c.expectsNan = true;
+      checkAgainstReference(c, stream++);
+    }
+    CHECK_THROWS_WITH(Graph().apply(whereOp(), {}), "where takes a condition and two tensors");
+  }
+
   TEST_CASE("layout operators (transpose, slice, concat, pad, expand, reshape) match float64") {
     std::uint32_t stream = 380;
     checkAgainstReference({transposeOp({0, 2, 3, 1}), {{2, 3, 5, 7}}}, stream++);

@@ -23,9 +23,10 @@ TEST_CASE("ONNX op table: one row per op type, each imported or folded, at opset
     if (op.folding == OnnxFolding::constantInputs || op.folding == OnnxFolding::always) folded.insert(op.type);
   }
   // The shape arithmetic that folds at load: what fold() computes.
-  CHECK(folded == std::set<std::string>{"Add", "Cast", "Concat", "ConstantOfShape", "Div", "Einsum", "Equal", "Expand", "Gather",
-                                        "GatherND", "Mul", "Range", "Reshape", "ScatterND", "Shape", "Slice", "Squeeze", "Sub", "Transpose",
-                                        "Trilu", "Unsqueeze", "Where"});
+  CHECK(folded == std::set<std::string>{"Add", "And", "Cast", "Concat", "ConstantOfShape", "Div", "Einsum", "Equal", "Expand", "Gather",
+                                        "GatherND", "Greater", "GreaterOrEqual", "IsInf", "IsNaN", "Less", "LessOrEqual", "Mod", "Mul", "Not",
+                                        "Or", "Range", "Reshape", "ScatterND", "Shape", "Slice", "Squeeze", "Sub", "Transpose", "Trilu",
+                                        "Unsqueeze", "Where", "Xor"});
   CHECK(findOnnxOp("Resize") == nullptr);
   CHECK(findOnnxOp("relu") == nullptr);  // op types are case-sensitive
   const OnnxOp* relu = findOnnxOp("Relu");  // a row of pointwiseOf's functions
