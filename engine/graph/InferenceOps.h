@@ -64,6 +64,25 @@ std::shared_ptr<const Op> axisOp(AxisKind kind, std::uint32_t first, std::uint32
 // Y = A·B over the last two axes of two computed tensors, their leading axes broadcast (up to 4).
 std::shared_ptr<const Op> batchedMatMulOp();
 
+// Scaled dot-product attention, fused (shaders/Attention.glsl): inputs Q, K, V and optionally an additive mask,
+// O = softmax(scale·Q·Kᵀ + mask)·V per batch and head without writing the scores. Each operand is a rank-4 tensor
+// holding its logical axes [batch, head, sequence, feature] in the order its layout says: logical axis k is the
+// tensor's axis layout[k] (transposeOp's convention, so a Transpose(perm) feeding the op is read in place with
+// layout = perm). Q is logically [B, H, Sq, D], K [B, H, Sk, D], V [B, H, Sk, Dv], the output [B, H, Sq, Dv] (its
+// tensor's axis output[k] holds logical axis k); the mask broadcasts (NumPy) to [B, H, Sq, Sk].
+struct AttentionSettings {
+  float scale = 1.0f;  // applied to Q·Kᵀ before the mask
+  // Key j hidden from query i when j > i + Sk − Sq (a block of queries at the end of a cache); hidden keys are left
+  // out. A query that sees no key (or only −inf) gets 0.
+  bool causal = false;
+  using Layout = std::array<std::uint32_t, 4>;
+  static constexpr Layout contiguous{0, 1, 2, 3};
+  static constexpr Layout swapLastTwo{0, 1, 3, 2};  // K given as Kᵀ [B, H, D, Sk]
+  static constexpr Layout sequenceBeforeHeads{0, 2, 1, 3};  // [B, S, H, D], the head split's reshape before its transpose
+  Layout query = contiguous, key = contiguous, value = contiguous, output = contiguous;
+};
+std::shared_ptr<const Op> attentionOp(AttentionSettings settings);
+
 // The shape two shapes broadcast to; throws glnet::Error when they do not.
 Shape broadcastShapes(const Shape& a, const Shape& b);
 

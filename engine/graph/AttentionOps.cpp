@@ -1,0 +1,204 @@
+// Fused scaled dot-product attention of imported transformers (InferenceOps.h, shaders/Attention.glsl): the importer
+// turns MatMul(Q, Kᵀ) → scale → (+ mask) → Softmax → MatMul(·, V) into this one op.
+#include "graph/InferenceOp.h"
+
+#include "gl/Limits.h"
+#include "ref/Reference.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace glnet {
+namespace inference {
+namespace {
+
+using Layout = AttentionSettings::Layout;
+enum Operand { query, key, value, mask };
+
+// The logical sizes [batch, head, sequence, feature] of a tensor holding them in `layout`'s order.
+Shape logicalShape(const Shape& stored, const Layout& layout) {
+  Shape logical(4);
+  for (std::size_t k = 0; k < 4; ++k) logical[k] = stored[layout[k]];
+  return logical;
+}
+
+// The element strides of the logical axes of a contiguous tensor of shape `stored`.
+std::array<std::uint32_t, 4> logicalStrides(const Shape& stored, const Layout& layout) {
+  const std::vector<std::int64_t> own = stridesOf(stored);
+  std::array<std::uint32_t, 4> strides{};
+  for (std::size_t k = 0; k < 4; ++k) strides[k] = static_cast<std::uint32_t>(own[layout[k]]);
+  return strides;
+}
+
+// The queries of a group and the keys of a tile (Attention.glsl): the largest that fit the device's shared memory,
+// with no more queries per group than the sequence needs (a decode step's single query takes 16).
+struct Blocks {
+  std::uint32_t queries, keys;
+};
+
+std::size_t sharedBytes(Blocks b, std::uint32_t d, std::uint32_t dv) {
+  return sizeof(float) * (std::size_t{b.queries} * (d + 1) + std::size_t{b.keys} * (std::max(d, dv) + 1) +
+                          std::size_t{b.queries} * (b.keys + 1) + 3 * std::size_t{b.queries});
+}
+
+Blocks chooseBlocks(std::uint32_t sq, std::uint32_t d, std::uint32_t dv) {
+  const auto room = static_cast<std::size_t>(currentLimits().maxSharedMemoryBytes);
+  std::uint32_t queries = 16;
+  while (queries < 64 && queries < sq) queries *= 2;
+  for (; queries >= 16; queries /= 2) {
+    for (std::uint32_t keys = 32; keys >= 8; keys /= 2) {
+      if (sharedBytes({queries, keys}, d, dv) <= room) return {queries, keys};
+    }
+  }
+  throw DeviceLimitError("attention over " + std::to_string(d) + " and " + std::to_string(dv) + " features per head needs " +
+                         std::to_string(sharedBytes({16, 8}, d, dv)) + " bytes of shared memory; this device has " +
+                         std::to_string(room) + " (GL_MAX_COMPUTE_SHARED_MEMORY_SIZE)");
+}
+
+std::string layoutText(const Layout& layout) {
+  return "{" + std::to_string(layout[0]) + ", " + std::to_string(layout[1]) + ", " + std::to_string(layout[2]) + ", " +
+         std::to_string(layout[3]) + "}";
+}
+
+class AttentionOp : public InferenceOp {
+ public:
+  explicit AttentionOp(AttentionSettings settings) : s_(settings) {
+    for (const Layout& layout : {s_.query, s_.key, s_.value, s_.output}) {
+      Layout sorted = layout;
+      std::sort(sorted.begin(), sorted.end());
+      if (sorted != AttentionSettings::contiguous) throw Error("attention's layout " + layoutText(layout) + " is no permutation of 4 axes");
+    }
+  }
+  std::string name() const override { return "attention"; }
+
+  // Q's, K's and V's logical shapes, and the output's [B, H, Sq, Dv]; throws when the inputs do not fit together.
+  std::array<Shape, 4> logicalShapes(const std::vector<Shape>& in) const {
+    const auto refuse = [&](const std::string& why) {
+      return Error("attention takes Q [B, H, Sq, D], K [B, H, Sk, D], V [B, H, Sk, Dv] (in their layouts) and a mask "
+                   "broadcasting to [B, H, Sq, Sk]; " + why + ": got " + shapesText(in));
+    };
+    if (in.size() != 3 && in.size() != 4) throw refuse("3 or 4 inputs");
+    for (std::size_t i = 0; i < 3; ++i) {
+      if (in[i].size() != 4) throw refuse("Q, K and V of rank 4");
+    }
+    const Shape q = logicalShape(in[0], s_.query), k = logicalShape(in[1], s_.key), v = logicalShape(in[2], s_.value);
+    if (k[0] != q[0] || v[0] != q[0] || k[1] != q[1] || v[1] != q[1]) throw refuse("the same batch and heads");
+    if (k[3] != q[3]) throw refuse("Q and K with the same features");
+    if (v[2] != k[2]) throw refuse("K and V with the same keys");
+    if (q[3] == 0 || v[3] == 0) throw refuse("features");
+    const Shape out{q[0], q[1], q[2], v[3]};
+    if (in.size() == 4) {
+      const Shape scores{q[0], q[1], q[2], k[2]};
+      bool fits = in[3].size() <= 4;
+      for (std::size_t i = 0; fits && i < in[3].size(); ++i) {
+        const std::uint32_t size = in[3][in[3].size() - 1 - i];
+        fits = size == 1 || size == scores[3 - i];
+      }
+      if (!fits) throw refuse("a mask that broadcasts to " + describe(scores));
+    }
+    return {q, k, v, out};
+  }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    const Shape logical = logicalShapes(in)[3];
+    Shape stored(4);
+    for (std::size_t k = 0; k < 4; ++k) stored[s_.output[k]] = logical[k];
+    return stored;
+  }
+
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    const auto [q, k, v, o] = logicalShapes(shapesOf(in));
+    if (elementCount(o) == 0) return;
+    const std::uint32_t sq = q[2], sk = k[2], d = q[3], dv = v[3];
+    const Blocks blocks = chooseBlocks(sq, d, dv);
+    const bool masked = in.size() == 4;
+    const std::array<std::uint32_t, 4> qs = logicalStrides(in[0].shape, s_.query), ks = logicalStrides(in[1].shape, s_.key),
+                                       vs = logicalStrides(in[2].shape, s_.value), os = logicalStrides(out.shape, s_.output);
+    std::vector<ShaderDefine> defines{{"HEAD_D", std::to_string(d)},
+                                      {"HEAD_DV", std::to_string(dv)},
+                                      {"KV_WIDTH", std::to_string(std::max(d, dv))},
+                                      {"BLOCK_M", std::to_string(blocks.queries)},
+                                      {"BLOCK_N", std::to_string(blocks.keys)}};
+    if (s_.causal) defines.push_back({"CAUSAL", "1"});
+    if (masked) defines.push_back({"HAS_MASK", "1"});
+    // Loads walk the axis with the smaller stride first (a transposed K along its keys).
+    if (qs[2] < qs[3]) defines.push_back({"Q_ALONG_SEQUENCE", "1"});
+    if (ks[2] < ks[3]) defines.push_back({"K_ALONG_SEQUENCE", "1"});
+    if (vs[2] < vs[3]) defines.push_back({"V_ALONG_SEQUENCE", "1"});
+    Dispatch dispatch;
+    dispatch.program = &programs.get("Attention.glsl", defines);
+    dispatch.label = "attention" + std::string(s_.causal ? " causal" : "") + (masked ? " masked" : "") + " D" +
+                     std::to_string(d) + (dv != d ? " Dv" + std::to_string(dv) : "") + " " +
+                     std::to_string(blocks.queries) + "x" + std::to_string(blocks.keys);
+    dispatch.groups = {(sq + blocks.queries - 1) / blocks.queries, q[1], q[0]};
+    dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, in[2].view, Access::read},
+                        {4, out.view, Access::write}};
+    if (masked) dispatch.buffers.push_back({3, in[3].view, Access::read});
+    dispatch.uniforms = {Uniform::u32(0, sq), Uniform::u32(1, sk), Uniform::f32(2, s_.scale)};
+    if (s_.causal) dispatch.uniforms.push_back(Uniform::i32(3, static_cast<std::int32_t>(sk) - static_cast<std::int32_t>(sq)));
+    const auto strides = [&](int location, const std::array<std::uint32_t, 4>& values) {
+      for (int axis = 0; axis < 4; ++axis) dispatch.uniforms.push_back(Uniform::u32(location + axis, values[static_cast<std::size_t>(axis)]));
+    };
+    strides(4, qs);
+    strides(8, ks);
+    strides(12, vs);
+    strides(16, os);
+    if (masked) {
+      const std::vector<std::int64_t> ms = broadcastStrides(in[3].shape, {q[0], q[1], sq, sk});
+      strides(20, {static_cast<std::uint32_t>(ms[0]), static_cast<std::uint32_t>(ms[1]), static_cast<std::uint32_t>(ms[2]),
+                   static_cast<std::uint32_t>(ms[3])});
+    }
+    plan.record(dispatch);
+  }
+
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    const std::vector<Shape> shapes = shapesOf(in);
+    const auto [q, k, v, o] = logicalShapes(shapes);
+    const std::uint32_t sq = q[2], sk = k[2], d = q[3], dv = v[3];
+    const std::array<std::uint32_t, 4> qs = logicalStrides(in[0].shape, s_.query), ks = logicalStrides(in[1].shape, s_.key),
+                                       vs = logicalStrides(in[2].shape, s_.value), os = logicalStrides(outputShape(shapes), s_.output);
+    std::vector<std::int64_t> ms(4, 0);
+    if (in.size() == 4) ms = broadcastStrides(in[3].shape, {q[0], q[1], sq, sk});
+    const auto at = [](const std::array<std::uint32_t, 4>& strides, std::size_t b, std::size_t h, std::size_t s, std::size_t f) {
+      return b * strides[0] + h * strides[1] + s * strides[2] + f * strides[3];
+    };
+    std::vector<double> y(elementCount(o));
+    std::vector<double> scores(sk), weights(sk);
+    for (std::size_t b = 0; b < q[0]; ++b) {
+      for (std::size_t h = 0; h < q[1]; ++h) {
+        for (std::size_t i = 0; i < sq; ++i) {
+          // Keys past the causal limit are left out; a query that sees none gets 0.
+          const std::int64_t limit = s_.causal ? static_cast<std::int64_t>(i) + sk - sq : std::int64_t{sk} - 1;
+          const std::size_t seen = static_cast<std::size_t>(std::clamp<std::int64_t>(limit + 1, 0, sk));
+          double largest = -INFINITY;
+          for (std::size_t j = 0; j < seen; ++j) {
+            double dot = 0;
+            for (std::size_t f = 0; f < d; ++f) dot += (*in[0].values)[at(qs, b, h, i, f)] * (*in[1].values)[at(ks, b, h, j, f)];
+            scores[j] = double{s_.scale} * dot;
+            if (in.size() == 4) scores[j] += (*in[3].values)[b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
+            largest = ref::maxNaN(largest, scores[j]);
+          }
+          // Every seen key −inf: weights 0 (PyTorch's exports turn softmax's NaN into 0), so the output is Σ 0·V.
+          double total = 0;
+          for (std::size_t j = 0; j < seen; ++j) total += weights[j] = largest == -INFINITY ? 0.0 : std::exp(scores[j] - largest);
+          for (std::size_t j = 0; j < seen; ++j) weights[j] = largest == -INFINITY ? 0.0 : weights[j] / total;
+          for (std::size_t f = 0; f < dv; ++f) {
+            double sum = 0;
+            for (std::size_t j = 0; j < seen; ++j) sum += weights[j] * (*in[2].values)[at(vs, b, h, j, f)];
+            y[at(os, b, h, i, f)] = sum;
+          }
+        }
+      }
+    }
+    return y;
+  }
+
+ private:
+  AttentionSettings s_;
+};
+
+}  // namespace
+}  // namespace inference
+
+std::shared_ptr<const Op> attentionOp(AttentionSettings settings) { return std::make_shared<inference::AttentionOp>(settings); }
+
+}  // namespace glnet
