@@ -11,13 +11,15 @@
 //   is plain softmax. NaN in gives NaN out (maxNaN: GLSL's max may drop it).
 // Group (x: query block, y: head, z: batch), 128 invocations (what OpenGL ES guarantees): THREADS_ROW × THREADS_COL,
 // invocation (ty, tx) owning queries ty + i·THREADS_ROW (i < TM), keys tx + j·THREADS_COL of each tile (j < TN) and
-// output features tx + j·THREADS_COL (j < TD); strided so that each shared read below is a broadcast or lands on
-// distinct banks (rows padded by one float).
+// output features in runs of 4 from 4·(tx + j·THREADS_COL) (j < TD4). Q, K and V are staged as runs of 4 features
+// (vec4, zero past D or Dv), rows padded by one vec4, so that the products read 128 bits per shared load and the
+// THREADS_COL rows or runs a warp's load touches lie on distinct banks (NVIDIA's shared memory serves one 128-byte
+// wavefront per cycle, its FMA units 4 warp instructions: scalar loads left the products load-bound).
 // bindings: 0 Q read, 1 K read, 2 V read, 3 mask read (HAS_MASK), 4 O write
 // uniforms: 0 Sq, 1 Sk, 2 scale, 3 the causal offset Sk − Sq (int, CAUSAL), 4-7 Q's strides (batch, head, sequence,
 // feature; elements), 8-11 K's, 12-15 V's, 16-19 O's, 20-23 the mask's (batch, head, query, key; 0 along
 // broadcast axes; HAS_MASK)
-// defines: HEAD_D (D), HEAD_DV (Dv), KV_WIDTH (the larger of the two), BLOCK_M (a multiple of THREADS_ROW), BLOCK_N
+// defines: HEAD_D (D), HEAD_DV (Dv), KV_RUNS (the larger of ⌈D/4⌉ and ⌈Dv/4⌉), BLOCK_M (a multiple of THREADS_ROW), BLOCK_N
 // (a multiple of THREADS_COL), CAUSAL, HAS_MASK, and Q_ALONG_SEQUENCE / K_ALONG_SEQUENCE / V_ALONG_SEQUENCE where the
 // operand's sequence axis has the smaller stride (K given transposed): the order of the global loads, so that
 // neighbouring invocations read neighbouring floats.
@@ -29,7 +31,9 @@
 #define THREADS_COL 8
 #define TM (BLOCK_M / THREADS_ROW)
 #define TN (BLOCK_N / THREADS_COL)
-#define TD ((HEAD_DV + THREADS_COL - 1) / THREADS_COL)
+#define D_RUNS ((HEAD_D + 3) / 4)
+#define DV_RUNS ((HEAD_DV + 3) / 4)
+#define TD4 ((DV_RUNS + THREADS_COL - 1) / THREADS_COL)
 #if BLOCK_M % THREADS_ROW != 0 || BLOCK_N % THREADS_COL != 0
 #error BLOCK_M must be a multiple of THREADS_ROW and BLOCK_N one of THREADS_COL
 #endif
@@ -56,8 +60,8 @@ layout(location = 16) uniform uint oStrides[4];
 layout(location = 20) uniform uint maskStrides[4];
 #endif
 
-shared float queries[BLOCK_M][HEAD_D + 1];  // scale·Q of the group's queries
-shared float keysValues[BLOCK_N][KV_WIDTH + 1];  // the tile's K, then its V
+shared vec4 queries[BLOCK_M][D_RUNS + 1];  // scale·Q of the group's queries
+shared vec4 keysValues[BLOCK_N][KV_RUNS + 1];  // the tile's K, then its V
 shared float scores[BLOCK_M][BLOCK_N + 1];  // the tile's scores, then exp(score − running maximum)
 shared float rowMax[BLOCK_M];
 shared float rowSum[BLOCK_M];
@@ -65,15 +69,24 @@ shared float rowRescale[BLOCK_M];
 
 #define NEGATIVE_INFINITY uintBitsToFloat(0xff800000u)
 
-// The element at (sequence, feature) of an operand whose (batch, head) corner is `base`, as
-// `count` = rows × width elements walked by the group's invocations in the order of its contiguous axis.
-#define OPERAND_INDEX(q, rows, width, alongSequence, row, feature) \
-  if (alongSequence) {                                              \
-    row = (q) % uint(rows);                                         \
-    feature = (q) / uint(rows);                                     \
-  } else {                                                          \
-    row = (q) / uint(width);                                        \
-    feature = (q) % uint(width);                                    \
+// Run (row, run) of `runs` runs of 4 features per row, for the q-th of `rows` × `runs` visited by the group's
+// invocations in turn: consecutive invocations take consecutive runs of a row, or with `alongSequence` (the operand
+// contiguous along its sequence) the same run of consecutive rows, so that their global loads are coalesced.
+#define RUN_AT(q, rows, runs, alongSequence, row, run) \
+  if (alongSequence) {                                 \
+    row = (q) % uint(rows);                            \
+    run = (q) / uint(rows);                            \
+  } else {                                             \
+    row = (q) / uint(runs);                            \
+    run = (q) % uint(runs);                            \
+  }
+// The 4 features from 4·run of row `row` (of `rows` present) of an operand, zero outside; a macro because a buffer's
+// array cannot be passed to a function.
+#define LOAD_RUN(buffer, base, strides, row, rows, run, width, result)                                    \
+  result = vec4(0.0);                                                                                     \
+  if ((row) < (rows)) {                                                                                   \
+    uint at = (base) + (row) * strides[2] + 4u * (run) * strides[3];                                     \
+    for (uint e = 0u; e < 4u; ++e) result[e] = 4u * (run) + e < uint(width) ? buffer[at + e * strides[3]] : 0.0; \
   }
 
 #ifdef Q_ALONG_SEQUENCE
@@ -105,10 +118,12 @@ void main() {
   uint maskBase = batch * maskStrides[0] + head * maskStrides[1];
 #endif
 
-  for (uint q = local; q < uint(BLOCK_M * HEAD_D); q += 128u) {
-    uint r, d;
-    OPERAND_INDEX(q, BLOCK_M, HEAD_D, qAlongSequence, r, d)
-    queries[r][d] = q0 + r < Sq ? scale * Q[qBase + (q0 + r) * qStrides[2] + d * qStrides[3]] : 0.0;
+  for (uint q = local; q < uint(BLOCK_M * D_RUNS); q += 128u) {
+    uint r, run;
+    RUN_AT(q, BLOCK_M, D_RUNS, qAlongSequence, r, run)
+    vec4 v;
+    LOAD_RUN(Q, qBase, qStrides, q0 + r, Sq, run, HEAD_D, v)
+    queries[r][run] = scale * v;
   }
   if (local < uint(BLOCK_M)) {
     rowMax[local] = NEGATIVE_INFINITY;
@@ -123,16 +138,18 @@ void main() {
   keyEnd = uint(clamp(int(min(Sq, q0 + uint(BLOCK_M))) + causalOffset, 0, int(Sk)));
 #endif
 
-  float o[TM][TD];
+  vec4 o[TM][TD4];
   for (uint i = 0u; i < uint(TM); ++i)
-    for (uint j = 0u; j < uint(TD); ++j) o[i][j] = 0.0;
+    for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = vec4(0.0);
 
   for (uint k0 = 0u; k0 < keyEnd; k0 += uint(BLOCK_N)) {
     // K's tile, zero past Sk.
-    for (uint q = local; q < uint(BLOCK_N * HEAD_D); q += 128u) {
-      uint c, d;
-      OPERAND_INDEX(q, BLOCK_N, HEAD_D, kAlongSequence, c, d)
-      keysValues[c][d] = k0 + c < Sk ? K[kBase + (k0 + c) * kStrides[2] + d * kStrides[3]] : 0.0;
+    for (uint q = local; q < uint(BLOCK_N * D_RUNS); q += 128u) {
+      uint c, run;
+      RUN_AT(q, BLOCK_N, D_RUNS, kAlongSequence, c, run)
+      vec4 v;
+      LOAD_RUN(K, kBase, kStrides, k0 + c, Sk, run, HEAD_D, v)
+      keysValues[c][run] = v;
     }
     memoryBarrierShared();
     barrier();
@@ -140,12 +157,13 @@ void main() {
     float s[TM][TN];
     for (uint i = 0u; i < uint(TM); ++i)
       for (uint j = 0u; j < uint(TN); ++j) s[i][j] = 0.0;
-    for (uint d = 0u; d < uint(HEAD_D); ++d) {
-      float a[TM], b[TN];
-      for (uint i = 0u; i < uint(TM); ++i) a[i] = queries[ty + i * uint(THREADS_ROW)][d];
-      for (uint j = 0u; j < uint(TN); ++j) b[j] = keysValues[tx + j * uint(THREADS_COL)][d];
+    for (uint run = 0u; run < uint(D_RUNS); ++run) {
+      vec4 a[TM], b[TN];
+      for (uint i = 0u; i < uint(TM); ++i) a[i] = queries[ty + i * uint(THREADS_ROW)][run];
+      for (uint j = 0u; j < uint(TN); ++j) b[j] = keysValues[tx + j * uint(THREADS_COL)][run];
       for (uint i = 0u; i < uint(TM); ++i)
-        for (uint j = 0u; j < uint(TN); ++j) s[i][j] = fma(a[i], b[j], s[i][j]);
+        for (uint j = 0u; j < uint(TN); ++j)
+          s[i][j] = fma(a[i].w, b[j].w, fma(a[i].z, b[j].z, fma(a[i].y, b[j].y, fma(a[i].x, b[j].x, s[i][j]))));
     }
     for (uint i = 0u; i < uint(TM); ++i) {
       uint r = ty + i * uint(THREADS_ROW), row = q0 + r;
@@ -184,17 +202,19 @@ void main() {
       rowMax[r] = largest;
       rowRescale[r] = rescale;
     }
-    for (uint q = local; q < uint(BLOCK_N * HEAD_DV); q += 128u) {
-      uint c, d;
-      OPERAND_INDEX(q, BLOCK_N, HEAD_DV, vAlongSequence, c, d)
-      keysValues[c][d] = k0 + c < Sk ? V[vBase + (k0 + c) * vStrides[2] + d * vStrides[3]] : 0.0;
+    for (uint q = local; q < uint(BLOCK_N * DV_RUNS); q += 128u) {
+      uint c, run;
+      RUN_AT(q, BLOCK_N, DV_RUNS, vAlongSequence, c, run)
+      vec4 v;
+      LOAD_RUN(V, vBase, vStrides, k0 + c, Sk, run, HEAD_DV, v)
+      keysValues[c][run] = v;
     }
     memoryBarrierShared();
     barrier();
 
     for (uint i = 0u; i < uint(TM); ++i) {
       float rescale = rowRescale[ty + i * uint(THREADS_ROW)];
-      for (uint j = 0u; j < uint(TD); ++j) o[i][j] *= rescale;
+      for (uint j = 0u; j < uint(TD4); ++j) o[i][j] *= rescale;
     }
     bool wholeTileVisible = true;
 #ifdef CAUSAL
@@ -203,27 +223,29 @@ void main() {
 #endif
     if (wholeTileVisible) {
       for (uint c = 0u; c < uint(BLOCK_N); ++c) {
-        float p[TM], v[TD];
+        float p[TM];
+        vec4 v[TD4];
         for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c];
-        for (uint j = 0u; j < uint(TD); ++j) {
-          uint d = tx + j * uint(THREADS_COL);
-          v[j] = d < uint(HEAD_DV) ? keysValues[c][d] : 0.0;
+        for (uint j = 0u; j < uint(TD4); ++j) {
+          uint run = tx + j * uint(THREADS_COL);
+          v[j] = DV_RUNS % THREADS_COL == 0 || run < uint(DV_RUNS) ? keysValues[c][run] : vec4(0.0);
         }
         for (uint i = 0u; i < uint(TM); ++i)
-          for (uint j = 0u; j < uint(TD); ++j) o[i][j] = fma(p[i], v[j], o[i][j]);
+          for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = fma(vec4(p[i]), v[j], o[i][j]);
       }
     } else {
 #ifdef CAUSAL
       for (uint c = 0u; c < uint(BLOCK_N); ++c) {
-        float p[TM], v[TD];
+        float p[TM];
+        vec4 v[TD4];
         for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c];
-        for (uint j = 0u; j < uint(TD); ++j) {
-          uint d = tx + j * uint(THREADS_COL);
-          v[j] = d < uint(HEAD_DV) ? keysValues[c][d] : 0.0;
+        for (uint j = 0u; j < uint(TD4); ++j) {
+          uint run = tx + j * uint(THREADS_COL);
+          v[j] = DV_RUNS % THREADS_COL == 0 || run < uint(DV_RUNS) ? keysValues[c][run] : vec4(0.0);
         }
         for (uint i = 0u; i < uint(TM); ++i) {
           bool hidden = int(k0 + c) > int(q0 + ty + i * uint(THREADS_ROW)) + causalOffset;
-          for (uint j = 0u; j < uint(TD); ++j) o[i][j] = hidden ? o[i][j] : fma(p[i], v[j], o[i][j]);
+          for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = hidden ? o[i][j] : fma(vec4(p[i]), v[j], o[i][j]);
         }
       }
 #endif
@@ -238,9 +260,12 @@ void main() {
     // A row whose weights are all 0 keeps its sum of 0·V: 0, or NaN from a NaN in V.
     float total = rowSum[r];
     float inverse = total != 0.0 ? 1.0 / total : 1.0;
-    for (uint j = 0u; j < uint(TD); ++j) {
-      uint d = tx + j * uint(THREADS_COL);
-      if (d < uint(HEAD_DV)) O[oBase + row * oStrides[2] + d * oStrides[3]] = o[i][j] * inverse;
+    for (uint j = 0u; j < uint(TD4); ++j) {
+      uint run = tx + j * uint(THREADS_COL);
+      for (uint e = 0u; e < 4u; ++e) {
+        uint d = 4u * run + e;
+        if (d < uint(HEAD_DV)) O[oBase + row * oStrides[2] + d * oStrides[3]] = o[i][j][e] * inverse;
+      }
     }
   }
 }

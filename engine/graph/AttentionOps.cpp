@@ -30,21 +30,32 @@ std::array<std::uint32_t, 4> logicalStrides(const Shape& stored, const Layout& l
   return strides;
 }
 
-// The queries of a group and the keys of a tile (Attention.glsl): the largest that fit the device's shared memory,
-// with no more queries per group than the sequence needs (a decode step's single query takes 16).
+// The queries of a group and the keys of a tile (Attention.glsl).
 struct Blocks {
   std::uint32_t queries, keys;
 };
 
 std::size_t sharedBytes(Blocks b, std::uint32_t d, std::uint32_t dv) {
-  return sizeof(float) * (std::size_t{b.queries} * (d + 1) + std::size_t{b.keys} * (std::max(d, dv) + 1) +
-                          std::size_t{b.queries} * (b.keys + 1) + 3 * std::size_t{b.queries});
+  const std::size_t runs = (d + 3) / 4, kvRuns = (std::max(d, dv) + 3) / 4;
+  return 4 * sizeof(float) * (b.queries * (runs + 1) + b.keys * (kvRuns + 1)) +
+         sizeof(float) * (std::size_t{b.queries} * (b.keys + 1) + 3 * std::size_t{b.queries});
 }
 
+// Queries per group: fewest padded rows, where each halving of the block is counted as costing a tenth more per row (a
+// group of 64 reads each staged key for 4 queries per invocation, one of 16 for 1: more shared loads per product).
+// Sq 128 or 384 take 64, ViT's 197 takes 32 (224 rows, not 256), a decode step's 1 takes 16. Then the most keys per
+// tile that the device's shared memory holds, else fewer queries.
 Blocks chooseBlocks(std::uint32_t sq, std::uint32_t d, std::uint32_t dv) {
+  std::uint32_t queries = 64;
+  double best = INFINITY;
+  for (const auto& [size, cost] : {std::pair<std::uint32_t, double>{64, 1.0}, {32, 1.1}, {16, 1.25}}) {
+    const double rows = std::ceil(static_cast<double>(sq) / size) * size * cost;
+    if (rows < best) {
+      best = rows;
+      queries = size;
+    }
+  }
   const auto room = static_cast<std::size_t>(currentLimits().maxSharedMemoryBytes);
-  std::uint32_t queries = 16;
-  while (queries < 64 && queries < sq) queries *= 2;
   for (; queries >= 16; queries /= 2) {
     for (std::uint32_t keys = 32; keys >= 8; keys /= 2) {
       if (sharedBytes({queries, keys}, d, dv) <= room) return {queries, keys};
@@ -115,7 +126,7 @@ class AttentionOp : public InferenceOp {
                                        vs = logicalStrides(in[2].shape, s_.value), os = logicalStrides(out.shape, s_.output);
     std::vector<ShaderDefine> defines{{"HEAD_D", std::to_string(d)},
                                       {"HEAD_DV", std::to_string(dv)},
-                                      {"KV_WIDTH", std::to_string(std::max(d, dv))},
+                                      {"KV_RUNS", std::to_string((std::max(d, dv) + 3) / 4)},
                                       {"BLOCK_M", std::to_string(blocks.queries)},
                                       {"BLOCK_N", std::to_string(blocks.keys)}};
     if (s_.causal) defines.push_back({"CAUSAL", "1"});

@@ -186,6 +186,17 @@ TEST_SUITE("gl") {
         test::checkNanPropagated(r.gpu, r.reference, tolerance, relativeTolerance);
       }
     }
+    // A NaN in V at the last key, which the causal flag hides from every query but the last: only that query's
+    // feature is NaN (hidden keys are left out, not weighted by 0), across query blocks of 16, 32 and 64.
+    for (const std::uint32_t n : {13u, 19u, 70u}) {
+      CAPTURE(n);
+      Inputs in = randomInputs(stream++, {{1, 1, n, d}, {1, 1, n, d}, {1, 1, n, d}});
+      in.values[2][(n - 1) * d + 3] = NAN;
+      const Result r = run(attentionOp(scaled(d, true)), in);
+      test::checkNanPropagated(r.gpu, r.reference, tolerance, relativeTolerance);
+      CHECK(std::count_if(r.reference.begin(), r.reference.end(), [](double x) { return std::isnan(x); }) == 1);
+      CHECK(std::isnan(r.reference[(n - 1) * d + 3]));
+    }
   }
 
   TEST_CASE("attention reads transposed and head-split operands in place and writes its output in any layout") {
