@@ -18,7 +18,7 @@
 // bindings: 0 Q read, 1 K read, 2 V read, 3 mask read (HAS_MASK), 4 O write
 // uniforms: 0 Sq, 1 Sk, 2 scale, 3 the causal offset Sk − Sq (int, CAUSAL), 4-7 Q's strides (batch, head, sequence,
 // feature; elements), 8-11 K's, 12-15 V's, 16-19 O's, 20-23 the mask's (batch, head, query, key; 0 along
-// broadcast axes; HAS_MASK)
+// broadcast axes; HAS_MASK), 24-26 Q's, K's and V's first elements
 // defines: HEAD_D (D), HEAD_DV (Dv), KV_RUNS (the larger of ⌈D/4⌉ and ⌈Dv/4⌉), BLOCK_M (a multiple of THREADS_ROW), BLOCK_N
 // (a multiple of THREADS_COL), CAUSAL, HAS_MASK, and Q_ALONG_SEQUENCE / K_ALONG_SEQUENCE / V_ALONG_SEQUENCE where the
 // operand's sequence axis has the smaller stride (K given transposed): the order of the global loads, so that
@@ -59,6 +59,7 @@ layout(location = 16) uniform uint oStrides[4];
 #ifdef HAS_MASK
 layout(location = 20) uniform uint maskStrides[4];
 #endif
+layout(location = 24) uniform uint offsets[3];
 
 shared vec4 queries[BLOCK_M][D_RUNS + 1];  // scale·Q of the group's queries
 shared vec4 keysValues[BLOCK_N][KV_RUNS + 1];  // the tile's K, then its V
@@ -110,9 +111,9 @@ void main() {
   uint ty = local / uint(THREADS_COL), tx = local % uint(THREADS_COL);
   uint head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
   uint q0 = gl_WorkGroupID.x * uint(BLOCK_M);
-  uint qBase = batch * qStrides[0] + head * qStrides[1];
-  uint kBase = batch * kStrides[0] + head * kStrides[1];
-  uint vBase = batch * vStrides[0] + head * vStrides[1];
+  uint qBase = offsets[0] + batch * qStrides[0] + head * qStrides[1];
+  uint kBase = offsets[1] + batch * kStrides[0] + head * kStrides[1];
+  uint vBase = offsets[2] + batch * vStrides[0] + head * vStrides[1];
   uint oBase = batch * oStrides[0] + head * oStrides[1];
 #ifdef HAS_MASK
   uint maskBase = batch * maskStrides[0] + head * maskStrides[1];

@@ -13,21 +13,22 @@ namespace inference {
 namespace {
 
 using Layout = AttentionSettings::Layout;
-enum Operand { query, key, value, mask };
+using View = AttentionSettings::View;
 
-// The logical sizes [batch, head, sequence, feature] of a tensor holding them in `layout`'s order.
-Shape logicalShape(const Shape& stored, const Layout& layout) {
-  Shape logical(4);
-  for (std::size_t k = 0; k < 4; ++k) logical[k] = stored[layout[k]];
-  return logical;
+// A contiguous tensor of shape `stored` holding the logical axes [batch, head, sequence, feature] in `layout`'s order,
+// as a view.
+View viewOf(const Shape& stored, const Layout& layout) {
+  const std::vector<std::int64_t> own = stridesOf(stored);
+  View view;
+  for (std::size_t k = 0; k < 4; ++k) {
+    view.sizes[k] = stored[layout[k]];
+    view.strides[k] = static_cast<std::uint32_t>(own[layout[k]]);
+  }
+  return view;
 }
 
-// The element strides of the logical axes of a contiguous tensor of shape `stored`.
-std::array<std::uint32_t, 4> logicalStrides(const Shape& stored, const Layout& layout) {
-  const std::vector<std::int64_t> own = stridesOf(stored);
-  std::array<std::uint32_t, 4> strides{};
-  for (std::size_t k = 0; k < 4; ++k) strides[k] = static_cast<std::uint32_t>(own[layout[k]]);
-  return strides;
+std::size_t at(const View& view, std::size_t b, std::size_t h, std::size_t s, std::size_t f) {
+  return view.offset + b * view.strides[0] + h * view.strides[1] + s * view.strides[2] + f * view.strides[3];
 }
 
 // The queries of a group and the keys of a tile (Attention.glsl).
@@ -82,22 +83,35 @@ class AttentionOp : public InferenceOp {
   }
   std::string name() const override { return "attention"; }
 
-  // Q's, K's and V's logical shapes, and the output's [B, H, Sq, Dv]; throws when the inputs do not fit together.
-  std::array<Shape, 4> logicalShapes(const std::vector<Shape>& in) const {
+  // How Q, K, V and the output are read and written; throws when the inputs do not fit together.
+  std::array<View, 4> views(const std::vector<Shape>& in) const {
     const auto refuse = [&](const std::string& why) {
       return Error("attention takes Q [B, H, Sq, D], K [B, H, Sk, D], V [B, H, Sk, Dv] (in their layouts) and a mask "
                    "broadcasting to [B, H, Sq, Sk]; " + why + ": got " + shapesText(in));
     };
     if (in.size() != 3 && in.size() != 4) throw refuse("3 or 4 inputs");
+    std::array<View, 4> result;
+    const std::array<const std::optional<View>*, 3> given{&s_.queryView, &s_.keyView, &s_.valueView};
+    const std::array<Layout, 3> layouts{s_.query, s_.key, s_.value};
     for (std::size_t i = 0; i < 3; ++i) {
-      if (in[i].size() != 4) throw refuse("Q, K and V of rank 4");
+      if (!*given[i]) {
+        if (in[i].size() != 4) throw refuse("Q, K and V of rank 4");
+        result[i] = viewOf(in[i], layouts[i]);
+        continue;
+      }
+      result[i] = **given[i];
+      std::uint64_t last = result[i].offset;
+      for (std::size_t k = 0; k < 4; ++k) last += std::uint64_t{result[i].strides[k]} * (result[i].sizes[k] == 0 ? 0 : result[i].sizes[k] - 1);
+      const std::array<std::uint32_t, 4>& n = result[i].sizes;
+      if (elementCount({n[0], n[1], n[2], n[3]}) > 0 && last >= elementCount(in[i])) {
+        throw refuse(std::string("a view of ") + "QKV"[i] + " inside its tensor (it reaches element " + std::to_string(last) + ")");
+      }
     }
-    const Shape q = logicalShape(in[0], s_.query), k = logicalShape(in[1], s_.key), v = logicalShape(in[2], s_.value);
+    const std::array<std::uint32_t, 4>&q = result[0].sizes, &k = result[1].sizes, &v = result[2].sizes;
     if (k[0] != q[0] || v[0] != q[0] || k[1] != q[1] || v[1] != q[1]) throw refuse("the same batch and heads");
     if (k[3] != q[3]) throw refuse("Q and K with the same features");
     if (v[2] != k[2]) throw refuse("K and V with the same keys");
     if (q[3] == 0 || v[3] == 0) throw refuse("features");
-    const Shape out{q[0], q[1], q[2], v[3]};
     if (in.size() == 4) {
       const Shape scores{q[0], q[1], q[2], k[2]};
       bool fits = in[3].size() <= 4;
@@ -107,23 +121,24 @@ class AttentionOp : public InferenceOp {
       }
       if (!fits) throw refuse("a mask that broadcasts to " + describe(scores));
     }
-    return {q, k, v, out};
+    Shape stored(4);
+    for (std::size_t axis = 0; axis < 4; ++axis) stored[s_.output[axis]] = axis == 3 ? v[3] : q[axis];
+    result[3] = viewOf(stored, s_.output);
+    return result;
   }
   Shape outputShape(const std::vector<Shape>& in) const override {
-    const Shape logical = logicalShapes(in)[3];
+    const View out = views(in)[3];
     Shape stored(4);
-    for (std::size_t k = 0; k < 4; ++k) stored[s_.output[k]] = logical[k];
+    for (std::size_t k = 0; k < 4; ++k) stored[s_.output[k]] = out.sizes[k];
     return stored;
   }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
-    const auto [q, k, v, o] = logicalShapes(shapesOf(in));
-    if (elementCount(o) == 0) return;
-    const std::uint32_t sq = q[2], sk = k[2], d = q[3], dv = v[3];
+    const auto [q, k, v, o] = views(shapesOf(in));
+    if (elementCount({o.sizes[0], o.sizes[1], o.sizes[2], o.sizes[3]}) == 0) return;
+    const std::uint32_t sq = q.sizes[2], sk = k.sizes[2], d = q.sizes[3], dv = v.sizes[3];
     const Blocks blocks = chooseBlocks(sq, d, dv);
     const bool masked = in.size() == 4;
-    const std::array<std::uint32_t, 4> qs = logicalStrides(in[0].shape, s_.query), ks = logicalStrides(in[1].shape, s_.key),
-                                       vs = logicalStrides(in[2].shape, s_.value), os = logicalStrides(out.shape, s_.output);
     std::vector<ShaderDefine> defines{{"HEAD_D", std::to_string(d)},
                                       {"HEAD_DV", std::to_string(dv)},
                                       {"KV_RUNS", std::to_string((std::max(d, dv) + 3) / 4)},
@@ -132,15 +147,15 @@ class AttentionOp : public InferenceOp {
     if (s_.causal) defines.push_back({"CAUSAL", "1"});
     if (masked) defines.push_back({"HAS_MASK", "1"});
     // Loads walk the axis with the smaller stride first (a transposed K along its keys).
-    if (qs[2] < qs[3]) defines.push_back({"Q_ALONG_SEQUENCE", "1"});
-    if (ks[2] < ks[3]) defines.push_back({"K_ALONG_SEQUENCE", "1"});
-    if (vs[2] < vs[3]) defines.push_back({"V_ALONG_SEQUENCE", "1"});
+    if (q.strides[2] < q.strides[3]) defines.push_back({"Q_ALONG_SEQUENCE", "1"});
+    if (k.strides[2] < k.strides[3]) defines.push_back({"K_ALONG_SEQUENCE", "1"});
+    if (v.strides[2] < v.strides[3]) defines.push_back({"V_ALONG_SEQUENCE", "1"});
     Dispatch dispatch;
     dispatch.program = &programs.get("Attention.glsl", defines);
     dispatch.label = "attention" + std::string(s_.causal ? " causal" : "") + (masked ? " masked" : "") + " D" +
                      std::to_string(d) + (dv != d ? " Dv" + std::to_string(dv) : "") + " " +
                      std::to_string(blocks.queries) + "x" + std::to_string(blocks.keys);
-    dispatch.groups = {(sq + blocks.queries - 1) / blocks.queries, q[1], q[0]};
+    dispatch.groups = {(sq + blocks.queries - 1) / blocks.queries, q.sizes[1], q.sizes[0]};
     dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, in[2].view, Access::read},
                         {4, out.view, Access::write}};
     if (masked) dispatch.buffers.push_back({3, in[3].view, Access::read});
@@ -149,33 +164,28 @@ class AttentionOp : public InferenceOp {
     const auto strides = [&](int location, const std::array<std::uint32_t, 4>& values) {
       for (int axis = 0; axis < 4; ++axis) dispatch.uniforms.push_back(Uniform::u32(location + axis, values[static_cast<std::size_t>(axis)]));
     };
-    strides(4, qs);
-    strides(8, ks);
-    strides(12, vs);
-    strides(16, os);
+    strides(4, q.strides);
+    strides(8, k.strides);
+    strides(12, v.strides);
+    strides(16, o.strides);
     if (masked) {
-      const std::vector<std::int64_t> ms = broadcastStrides(in[3].shape, {q[0], q[1], sq, sk});
+      const std::vector<std::int64_t> ms = broadcastStrides(in[3].shape, {q.sizes[0], q.sizes[1], sq, sk});
       strides(20, {static_cast<std::uint32_t>(ms[0]), static_cast<std::uint32_t>(ms[1]), static_cast<std::uint32_t>(ms[2]),
                    static_cast<std::uint32_t>(ms[3])});
     }
+    for (const auto& [location, offset] : {std::pair{24, q.offset}, {25, k.offset}, {26, v.offset}}) dispatch.uniforms.push_back(Uniform::u32(location, offset));
     plan.record(dispatch);
   }
 
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
-    const std::vector<Shape> shapes = shapesOf(in);
-    const auto [q, k, v, o] = logicalShapes(shapes);
-    const std::uint32_t sq = q[2], sk = k[2], d = q[3], dv = v[3];
-    const std::array<std::uint32_t, 4> qs = logicalStrides(in[0].shape, s_.query), ks = logicalStrides(in[1].shape, s_.key),
-                                       vs = logicalStrides(in[2].shape, s_.value), os = logicalStrides(outputShape(shapes), s_.output);
+    const auto [q, k, v, o] = views(shapesOf(in));
+    const std::uint32_t sq = q.sizes[2], sk = k.sizes[2], d = q.sizes[3], dv = v.sizes[3];
     std::vector<std::int64_t> ms(4, 0);
-    if (in.size() == 4) ms = broadcastStrides(in[3].shape, {q[0], q[1], sq, sk});
-    const auto at = [](const std::array<std::uint32_t, 4>& strides, std::size_t b, std::size_t h, std::size_t s, std::size_t f) {
-      return b * strides[0] + h * strides[1] + s * strides[2] + f * strides[3];
-    };
-    std::vector<double> y(elementCount(o));
+    if (in.size() == 4) ms = broadcastStrides(in[3].shape, {q.sizes[0], q.sizes[1], sq, sk});
+    std::vector<double> y(elementCount({o.sizes[0], o.sizes[1], o.sizes[2], o.sizes[3]}));
     std::vector<double> scores(sk), weights(sk);
-    for (std::size_t b = 0; b < q[0]; ++b) {
-      for (std::size_t h = 0; h < q[1]; ++h) {
+    for (std::size_t b = 0; b < q.sizes[0]; ++b) {
+      for (std::size_t h = 0; h < q.sizes[1]; ++h) {
         for (std::size_t i = 0; i < sq; ++i) {
           // Keys past the causal limit are left out; a query that sees none gets 0.
           const std::int64_t limit = s_.causal ? static_cast<std::int64_t>(i) + sk - sq : std::int64_t{sk} - 1;
@@ -183,7 +193,7 @@ class AttentionOp : public InferenceOp {
           double largest = -INFINITY;
           for (std::size_t j = 0; j < seen; ++j) {
             double dot = 0;
-            for (std::size_t f = 0; f < d; ++f) dot += (*in[0].values)[at(qs, b, h, i, f)] * (*in[1].values)[at(ks, b, h, j, f)];
+            for (std::size_t f = 0; f < d; ++f) dot += (*in[0].values)[at(q, b, h, i, f)] * (*in[1].values)[at(k, b, h, j, f)];
             scores[j] = double{s_.scale} * dot;
             if (in.size() == 4) scores[j] += (*in[3].values)[b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
             largest = ref::maxNaN(largest, scores[j]);
@@ -194,8 +204,8 @@ class AttentionOp : public InferenceOp {
           for (std::size_t j = 0; j < seen; ++j) weights[j] = largest == -INFINITY ? 0.0 : weights[j] / total;
           for (std::size_t f = 0; f < dv; ++f) {
             double sum = 0;
-            for (std::size_t j = 0; j < seen; ++j) sum += weights[j] * (*in[2].values)[at(vs, b, h, j, f)];
-            y[at(os, b, h, i, f)] = sum;
+            for (std::size_t j = 0; j < seen; ++j) sum += weights[j] * (*in[2].values)[at(v, b, h, j, f)];
+            y[at(o, b, h, i, f)] = sum;
           }
         }
       }

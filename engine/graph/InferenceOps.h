@@ -14,6 +14,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace glnet {
@@ -80,6 +81,14 @@ struct AttentionSettings {
   static constexpr Layout swapLastTwo{0, 1, 3, 2};  // K given as Kᵀ [B, H, D, Sk]
   static constexpr Layout sequenceBeforeHeads{0, 2, 1, 3};  // [B, S, H, D], the head split's reshape before its transpose
   Layout query = contiguous, key = contiguous, value = contiguous, output = contiguous;
+  // An input read as a strided view instead of through its layout (Q, K and V as parts of one fused projection, a
+  // [B, S, 3, H, D] tensor given once for all three): its logical sizes [B, H, S, D], each axis' stride and the first
+  // element, in elements of the input tensor (of any shape), inside which every element of the view must lie.
+  struct View {
+    std::array<std::uint32_t, 4> sizes{}, strides{};
+    std::uint32_t offset = 0;
+  };
+  std::optional<View> queryView, keyView, valueView;
 };
 std::shared_ptr<const Op> attentionOp(AttentionSettings settings);
 

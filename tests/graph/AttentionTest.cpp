@@ -43,8 +43,9 @@ struct Result {
   std::vector<std::string> labels;
 };
 
-// Runs `op` on the inputs through a CompiledGraph's plan, its output poisoned with NaN first.
-Result run(const std::shared_ptr<const Op>& op, const Inputs& in) {
+// Runs `op` on the inputs through a CompiledGraph's plan, its output poisoned with NaN first; `sources` (when given)
+// names the input each of the op's inputs is, so that one tensor may feed several.
+Result run(const std::shared_ptr<const Op>& op, const Inputs& in, std::vector<std::size_t> sources = {}) {
   Context& context = test::glContext();
   Graph graph;
   std::vector<Tensor> tensors;
@@ -53,7 +54,10 @@ Result run(const std::shared_ptr<const Op>& op, const Inputs& in) {
     tensors.push_back(graph.input("x" + std::to_string(i), in.shapes[i]));
     feeds[tensors.back().id] = test::widen(in.values[i]);
   }
-  const Tensor y = graph.apply(op, tensors);
+  std::vector<Tensor> operands;
+  if (sources.empty()) operands = tensors;
+  for (const std::size_t source : sources) operands.push_back(tensors.at(source));
+  const Tensor y = graph.apply(op, operands);
   CompiledGraph compiled(context, graph, CompiledGraph::Memory::kept, {y});
   Plan plan = compiled.forwardPlan([](Plan&) {});
   for (std::size_t i = 0; i < tensors.size(); ++i) compiled.upload(tensors[i], in.values[i].data(), in.values[i].size() * sizeof(float));
@@ -239,6 +243,42 @@ TEST_SUITE("gl") {
           CHECK(transposed.reference[(i * 2 + hh) * 4 + f] == doctest::Approx(plain.reference[(hh * 3 + i) * 4 + f]).epsilon(1e-12));
           CHECK(transposed.gpu[(i * 2 + hh) * 4 + f] == plain.gpu[(hh * 3 + i) * 4 + f]);
         }
+  }
+
+  TEST_CASE("attention reads Q, K and V as strided views of one fused projection") {
+    // GPT-2's c_attn output [B, S, 3·H·D], split in three along its last axis, each part's heads split: Q, K and V
+    // are views of the one tensor at offsets 0, H·D and 2·H·D.
+    std::uint32_t stream = 4760;
+    const std::uint32_t b = 2, h = 3, s = 23, d = 16;
+    const std::uint32_t row = 3 * h * d;
+    const Inputs in = randomInputs(stream++, {{b, s, row}, {1, 1, s, s}}), &fused = in;
+    AttentionSettings settings = scaled(d, true);
+    const auto part = [&](std::uint32_t which) { return AttentionSettings::View{{b, h, s, d}, {s * row, d, row, 1}, which * h * d}; };
+    settings.queryView = part(0);
+    settings.keyView = part(1);
+    settings.valueView = part(2);
+    settings.output = AttentionSettings::sequenceBeforeHeads;
+    const Result r = run(attentionOp(settings), in, {0, 0, 0, 1});  // the one tensor as Q, K and V
+    test::checkClose(r.gpu, r.reference, tolerance, relativeTolerance);
+    // The same numbers copied out into contiguous [B, H, S, D] tensors give the same reference and GPU results.
+    Inputs split = randomInputs(stream++, {{b, h, s, d}, {b, h, s, d}, {b, h, s, d}, {1, 1, s, s}});
+    split.values[3] = fused.values[1];
+    for (std::uint32_t which = 0; which < 3; ++which)
+      for (std::uint32_t i = 0; i < b; ++i)
+        for (std::uint32_t hh = 0; hh < h; ++hh)
+          for (std::uint32_t j = 0; j < s; ++j)
+            for (std::uint32_t f = 0; f < d; ++f)
+              split.values[which][((i * h + hh) * s + j) * d + f] = fused.values[0][(i * s + j) * row + which * h * d + hh * d + f];
+    AttentionSettings plainSettings = scaled(d, true);
+    plainSettings.output = AttentionSettings::sequenceBeforeHeads;
+    const Result plain = run(attentionOp(plainSettings), split);
+    std::size_t differences = 0;
+    for (std::size_t i = 0; i < r.gpu.size(); ++i) differences += r.reference[i] != plain.reference[i] || r.gpu[i] != plain.gpu[i];
+    CHECK(differences == 0u);
+    // A view past its tensor's end is refused.
+    settings.valueView->offset += 1;
+    CHECK_THROWS_WITH(attentionOp(settings)->outputShape({in.shapes[0], in.shapes[0], in.shapes[0]}),
+                      doctest::Contains("a view of V inside its tensor (it reaches element 6624): got [2, 23, 144], [2, 23, 144], [2, 23, 144]"));
   }
 
   TEST_CASE("attention matches the unfused chain of batched matmul, scale, mask and softmax") {
