@@ -15,10 +15,15 @@
 // (vec4, zero past D or Dv), rows padded by one vec4, so that the products read 128 bits per shared load and the
 // THREADS_COL rows or runs a warp's load touches lie on distinct banks (NVIDIA's shared memory serves one 128-byte
 // wavefront per cycle, its FMA units 4 warp instructions: scalar loads left the products load-bound).
-// bindings: 0 Q read, 1 K read, 2 V read, 3 mask read (HAS_MASK), 4 O write
+// With SPLIT_KEYS (few groups over long key ranges: a decode step's one query), group z = batch·splits + split takes
+// only keys [split·keysPerSplit, (split + 1)·keysPerSplit) and writes its unnormalized output and each row's maximum
+// and sum to the workspace (partial [splits, B, H, Sq, Dv], then stats [splits, B, H, Sq, 2]); AttentionCombine.glsl
+// joins the splits.
+// bindings: 0 Q read, 1 K read, 2 V read, 3 mask read (HAS_MASK), 4 O write (5 the workspace with SPLIT_KEYS)
 // uniforms: 0 Sq, 1 Sk, 2 scale, 3 the causal offset Sk − Sq (int, CAUSAL), 4-7 Q's strides (batch, head, sequence,
 // feature; elements), 8-11 K's, 12-15 V's, 16-19 O's, 20-23 the mask's (batch, head, query, key; 0 along
-// broadcast axes; HAS_MASK), 24-26 Q's, K's and V's first elements
+// broadcast axes; HAS_MASK), 24-26 Q's, K's and V's first elements, 27 keysPerSplit (a multiple of BLOCK_N) and
+// 28 splits (SPLIT_KEYS)
 // defines: HEAD_D (D), HEAD_DV (Dv), KV_RUNS (the larger of ⌈D/4⌉ and ⌈Dv/4⌉), BLOCK_M (a multiple of THREADS_ROW), BLOCK_N
 // (a multiple of THREADS_COL), CAUSAL, HAS_MASK, and Q_ALONG_SEQUENCE / K_ALONG_SEQUENCE / V_ALONG_SEQUENCE where the
 // operand's sequence axis has the smaller stride (K given transposed): the order of the global loads, so that
@@ -45,7 +50,11 @@ layout(std430, binding = 2) readonly buffer Values { float V[]; };
 #ifdef HAS_MASK
 layout(std430, binding = 3) readonly buffer Mask { float mask[]; };
 #endif
+#ifdef SPLIT_KEYS
+layout(std430, binding = 5) writeonly buffer Workspace { float partial[]; };
+#else
 layout(std430, binding = 4) writeonly buffer Output { float O[]; };
+#endif
 layout(location = 0) uniform uint Sq;
 layout(location = 1) uniform uint Sk;
 layout(location = 2) uniform float scale;
@@ -60,6 +69,10 @@ layout(location = 16) uniform uint oStrides[4];
 layout(location = 20) uniform uint maskStrides[4];
 #endif
 layout(location = 24) uniform uint offsets[3];
+#ifdef SPLIT_KEYS
+layout(location = 27) uniform uint keysPerSplit;
+layout(location = 28) uniform uint splits;
+#endif
 
 shared vec4 queries[BLOCK_M][D_RUNS + 1];  // scale·Q of the group's queries
 shared vec4 keysValues[BLOCK_N][KV_RUNS + 1];  // the tile's K, then its V
@@ -110,11 +123,17 @@ void main() {
   uint local = gl_LocalInvocationIndex;
   uint ty = local / uint(THREADS_COL), tx = local % uint(THREADS_COL);
   uint head = gl_WorkGroupID.y, batch = gl_WorkGroupID.z;
+#ifdef SPLIT_KEYS
+  uint split = batch % splits;
+  batch /= splits;
+#endif
   uint q0 = gl_WorkGroupID.x * uint(BLOCK_M);
   uint qBase = offsets[0] + batch * qStrides[0] + head * qStrides[1];
   uint kBase = offsets[1] + batch * kStrides[0] + head * kStrides[1];
   uint vBase = offsets[2] + batch * vStrides[0] + head * vStrides[1];
+#ifndef SPLIT_KEYS
   uint oBase = batch * oStrides[0] + head * oStrides[1];
+#endif
 #ifdef HAS_MASK
   uint maskBase = batch * maskStrides[0] + head * maskStrides[1];
 #endif
@@ -134,16 +153,20 @@ void main() {
   barrier();
 
   // The keys any query of the group sees: up to the last one's causal limit.
-  uint keyEnd = Sk;
+  uint keyBegin = 0u, keyEnd = Sk;
 #ifdef CAUSAL
   keyEnd = uint(clamp(int(min(Sq, q0 + uint(BLOCK_M))) + causalOffset, 0, int(Sk)));
+#endif
+#ifdef SPLIT_KEYS
+  keyBegin = split * keysPerSplit;
+  keyEnd = min(keyEnd, keyBegin + keysPerSplit);
 #endif
 
   vec4 o[TM][TD4];
   for (uint i = 0u; i < uint(TM); ++i)
     for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = vec4(0.0);
 
-  for (uint k0 = 0u; k0 < keyEnd; k0 += uint(BLOCK_N)) {
+  for (uint k0 = keyBegin; k0 < keyEnd; k0 += uint(BLOCK_N)) {
     // K's tile, zero past Sk.
     for (uint q = local; q < uint(BLOCK_N * D_RUNS); q += 128u) {
       uint c, run;
@@ -258,6 +281,23 @@ void main() {
   for (uint i = 0u; i < uint(TM); ++i) {
     uint r = ty + i * uint(THREADS_ROW), row = q0 + r;
     if (row >= Sq) continue;
+#ifdef SPLIT_KEYS
+    // This split's share, unnormalized; a split past every key the row sees leaves 0 and (−inf, 0).
+    uint batches = gl_NumWorkGroups.z / splits;
+    uint line = ((split * batches + batch) * gl_NumWorkGroups.y + head) * Sq + row;
+    for (uint j = 0u; j < uint(TD4); ++j) {
+      uint run = tx + j * uint(THREADS_COL);
+      for (uint e = 0u; e < 4u; ++e) {
+        uint d = 4u * run + e;
+        if (d < uint(HEAD_DV)) partial[line * uint(HEAD_DV) + d] = o[i][j][e];
+      }
+    }
+    if (tx == 0u) {
+      uint stats = splits * batches * gl_NumWorkGroups.y * Sq * uint(HEAD_DV) + 2u * line;
+      partial[stats] = rowMax[r];
+      partial[stats + 1u] = rowSum[r];
+    }
+#else
     // A row whose weights are all 0 keeps its sum of 0·V: 0, or NaN from a NaN in V.
     float total = rowSum[r];
     float inverse = total != 0.0 ? 1.0 / total : 1.0;
@@ -268,5 +308,6 @@ void main() {
         if (d < uint(HEAD_DV)) O[oBase + row * oStrides[2] + d * oStrides[3]] = o[i][j][e] * inverse;
       }
     }
+#endif
   }
 }

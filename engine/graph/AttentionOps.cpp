@@ -3,6 +3,7 @@
 #include "graph/InferenceOp.h"
 
 #include "gl/Limits.h"
+#include "plan/Groups.h"
 #include "ref/Reference.h"
 
 #include <algorithm>
@@ -65,6 +66,25 @@ Blocks chooseBlocks(std::uint32_t sq, std::uint32_t d, std::uint32_t dv) {
   throw DeviceLimitError("attention over " + std::to_string(d) + " and " + std::to_string(dv) + " features per head needs " +
                          std::to_string(sharedBytes({16, 8}, d, dv)) + " bytes of shared memory; this device has " +
                          std::to_string(room) + " (GL_MAX_COMPUTE_SHARED_MEMORY_SIZE)");
+}
+
+// Key splits (Attention.glsl's SPLIT_KEYS, joined by AttentionCombine.glsl) where the query blocks alone make too few
+// groups to fill a GPU (a decode step: one query per head) and the keys are many: about 256 groups in all (2 per SM
+// of an H100's 132), each split 2 tiles at least. 1 split: the single pass.
+struct Split {
+  std::uint32_t splits = 1, keysPerSplit = 0;
+};
+
+Split chooseSplit(Blocks blocks, std::uint32_t sq, std::uint32_t sk, std::uint32_t heads, std::uint32_t batch) {
+  const std::uint64_t groups = std::uint64_t{(sq + blocks.queries - 1) / blocks.queries} * heads * batch;
+  const std::uint32_t tiles = (sk + blocks.keys - 1) / blocks.keys;
+  if (groups >= 128 || tiles < 4) return {};
+  const auto splits = static_cast<std::uint32_t>(std::min<std::uint64_t>({(256 + groups - 1) / groups, tiles / 2, 65535 / batch}));
+  if (splits < 2) return {};
+  Split split;
+  split.keysPerSplit = (tiles + splits - 1) / splits * blocks.keys;
+  split.splits = (sk + split.keysPerSplit - 1) / split.keysPerSplit;
+  return split;
 }
 
 std::string layoutText(const Layout& layout) {
@@ -133,11 +153,21 @@ class AttentionOp : public InferenceOp {
     return stored;
   }
 
+  // The partial outputs and row statistics of the key splits, if any.
+  std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
+    const auto [q, k, v, o] = views(in);
+    const std::size_t lines = std::size_t{q.sizes[0]} * q.sizes[1] * q.sizes[2];
+    if (lines == 0) return 0;
+    const Split split = chooseSplit(chooseBlocks(q.sizes[2], q.sizes[3], v.sizes[3]), q.sizes[2], k.sizes[2], q.sizes[1], q.sizes[0]);
+    return split.splits > 1 ? sizeof(float) * split.splits * lines * (v.sizes[3] + 2) : 0;
+  }
+
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     const auto [q, k, v, o] = views(shapesOf(in));
     if (elementCount({o.sizes[0], o.sizes[1], o.sizes[2], o.sizes[3]}) == 0) return;
     const std::uint32_t sq = q.sizes[2], sk = k.sizes[2], d = q.sizes[3], dv = v.sizes[3];
     const Blocks blocks = chooseBlocks(sq, d, dv);
+    const Split split = chooseSplit(blocks, sq, sk, q.sizes[1], q.sizes[0]);
     const bool masked = in.size() == 4;
     std::vector<ShaderDefine> defines{{"HEAD_D", std::to_string(d)},
                                       {"HEAD_DV", std::to_string(dv)},
@@ -150,14 +180,21 @@ class AttentionOp : public InferenceOp {
     if (q.strides[2] < q.strides[3]) defines.push_back({"Q_ALONG_SEQUENCE", "1"});
     if (k.strides[2] < k.strides[3]) defines.push_back({"K_ALONG_SEQUENCE", "1"});
     if (v.strides[2] < v.strides[3]) defines.push_back({"V_ALONG_SEQUENCE", "1"});
+    if (split.splits > 1) defines.push_back({"SPLIT_KEYS", "1"});
     Dispatch dispatch;
     dispatch.program = &programs.get("Attention.glsl", defines);
     dispatch.label = "attention" + std::string(s_.causal ? " causal" : "") + (masked ? " masked" : "") + " D" +
                      std::to_string(d) + (dv != d ? " Dv" + std::to_string(dv) : "") + " " +
-                     std::to_string(blocks.queries) + "x" + std::to_string(blocks.keys);
-    dispatch.groups = {(sq + blocks.queries - 1) / blocks.queries, q.sizes[1], q.sizes[0]};
-    dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, in[2].view, Access::read},
-                        {4, out.view, Access::write}};
+                     std::to_string(blocks.queries) + "x" + std::to_string(blocks.keys) +
+                     (split.splits > 1 ? " split " + std::to_string(split.splits) : "");
+    dispatch.groups = {(sq + blocks.queries - 1) / blocks.queries, q.sizes[1], q.sizes[0] * split.splits};
+    dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, in[2].view, Access::read}};
+    if (split.splits > 1) {
+      GLNET_ASSERT(out.workspace.has_value(), "attention's key splits need the workspace it asked for");
+      dispatch.buffers.push_back({5, *out.workspace, Access::write});
+    } else {
+      dispatch.buffers.push_back({4, out.view, Access::write});
+    }
     if (masked) dispatch.buffers.push_back({3, in[3].view, Access::read});
     dispatch.uniforms = {Uniform::u32(0, sq), Uniform::u32(1, sk), Uniform::f32(2, s_.scale)};
     if (s_.causal) dispatch.uniforms.push_back(Uniform::i32(3, static_cast<std::int32_t>(sk) - static_cast<std::int32_t>(sq)));
@@ -174,7 +211,19 @@ class AttentionOp : public InferenceOp {
                    static_cast<std::uint32_t>(ms[3])});
     }
     for (const auto& [location, offset] : {std::pair{24, q.offset}, {25, k.offset}, {26, v.offset}}) dispatch.uniforms.push_back(Uniform::u32(location, offset));
+    if (split.splits == 1) {
+      plan.record(dispatch);
+      return;
+    }
+    dispatch.uniforms.push_back(Uniform::u32(27, split.keysPerSplit));
+    dispatch.uniforms.push_back(Uniform::u32(28, split.splits));
     plan.record(dispatch);
+    const std::uint32_t count = count32({q.sizes[0], q.sizes[1], sq, dv});
+    Dispatch combine = linearDispatch(programs.get("AttentionCombine.glsl"), "attention combine " + std::to_string(split.splits) + " splits", count);
+    combine.buffers = {{0, *out.workspace, Access::read}, {1, out.view, Access::write}};
+    combine.uniforms = {Uniform::u32(0, count), Uniform::u32(1, split.splits), Uniform::u32(2, q.sizes[1]), Uniform::u32(3, sq), Uniform::u32(4, dv)};
+    for (int axis = 0; axis < 4; ++axis) combine.uniforms.push_back(Uniform::u32(5 + axis, o.strides[static_cast<std::size_t>(axis)]));
+    plan.record(combine);
   }
 
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {

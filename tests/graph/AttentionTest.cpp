@@ -281,6 +281,49 @@ TEST_SUITE("gl") {
                       doctest::Contains("a view of V inside its tensor (it reaches element 6624): got [2, 23, 144], [2, 23, 144], [2, 23, 144]"));
   }
 
+  TEST_CASE("attention splits long key ranges of few queries across groups and joins the splits") {
+    // A decode step (one query per head) over 300 keys: too few groups for a GPU, so the keys are split (5 splits of 64
+    // here) and AttentionCombine.glsl joins them; with masks, causal blocks whose last splits see no key, fully masked
+    // rows and NaN, as the single pass.
+    std::uint32_t stream = 4780;
+    const std::uint32_t b = 2, h = 3, sk = 300, d = 64;
+    const auto splitLabels = [](const std::vector<std::string>& labels) {
+      return std::count_if(labels.begin(), labels.end(), [](const std::string& l) { return l.find(" split ") != std::string::npos; }) == 1 &&
+             std::count_if(labels.begin(), labels.end(), [](const std::string& l) { return l.rfind("attention combine ", 0) == 0; }) == 1;
+    };
+    for (const bool causal : {false, true}) {
+      for (const std::uint32_t sq : {1u, 4u}) {
+        CAPTURE(causal);
+        CAPTURE(sq);
+        Inputs in = randomInputs(stream++, {{b, h, sq, d}, {b, h, sk, d}, {b, h, sk, d}, {b, 1, sq, sk}});
+        // Batch 0's first query sees no key (−inf throughout); batch 1's first query only finfo.min.
+        for (std::uint32_t j = 0; j < sk; ++j) {
+          in.values[3][j] = -INFINITY;
+          in.values[3][sq * sk + j] = std::numeric_limits<float>::lowest();
+        }
+        const Result r = run(attentionOp(scaled(d, causal)), in);
+        CHECK(splitLabels(r.labels));
+        test::checkClose(r.gpu, r.reference, tolerance, relativeTolerance);
+        for (std::uint32_t f = 0; f < d; ++f) CHECK(r.gpu[f] == 0.0f);
+        const Result unmasked = run(attentionOp(scaled(d, causal)), randomInputs(stream++, {{b, h, sq, d}, {b, h, sk, d}, {b, h, sk, d}}));
+        CHECK(splitLabels(unmasked.labels));
+        test::checkClose(unmasked.gpu, unmasked.reference, tolerance, relativeTolerance);
+      }
+    }
+    // Causal square: the first query block's keys all lie in the first split, the second split sees none of them.
+    const Result square = run(attentionOp(scaled(d, true)), randomInputs(stream++, {{1, 1, 130, d}, {1, 1, 130, d}, {1, 1, 130, d}}));
+    CHECK(splitLabels(square.labels));
+    test::checkClose(square.gpu, square.reference, tolerance, relativeTolerance);
+    // NaN in K (every query that sees its key) and in V (that feature), in one split of several.
+    for (std::size_t operand = 1; operand < 3; ++operand) {
+      Inputs in = randomInputs(stream++, {{b, h, 1, d}, {b, h, sk, d}, {b, h, sk, d}});
+      in.values[operand][(sk + 200) * d + 7] = NAN;
+      const Result r = run(attentionOp(scaled(d)), in);
+      CHECK(splitLabels(r.labels));
+      test::checkNanPropagated(r.gpu, r.reference, tolerance, relativeTolerance);
+    }
+  }
+
   TEST_CASE("attention matches the unfused chain of batched matmul, scale, mask and softmax") {
     // What the importer replaces: MatMul(Q, Kᵀ) → Mul(scale) → Add(mask) → Softmax → MatMul(·, V), each a GPU op.
     std::uint32_t stream = 4740;
