@@ -14,6 +14,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace glnet {
@@ -79,6 +80,32 @@ std::shared_ptr<const Op> gatherNdOp(std::uint32_t batchDims);
 std::shared_ptr<const Op> scatterNdOp();
 // Trilu: the upper (column − row ≥ k) or lower (column − row ≤ k) triangle of the last two axes, zeros elsewhere.
 std::shared_ptr<const Op> triluOp(bool upper, std::int64_t k);
+// Scaled dot-product attention, fused (shaders/Attention.glsl): inputs Q, K, V and optionally an additive mask,
+// O = softmax(scale·Q·Kᵀ + mask)·V per batch and head without writing the scores. Each operand is a rank-4 tensor
+// holding its logical axes [batch, head, sequence, feature] in the order its layout says: logical axis k is the
+// tensor's axis layout[k] (transposeOp's convention, so a Transpose(perm) feeding the op is read in place with
+// layout = perm). Q is logically [B, H, Sq, D], K [B, H, Sk, D], V [B, H, Sk, Dv], the output [B, H, Sq, Dv] (its
+// tensor's axis output[k] holds logical axis k); the mask broadcasts (NumPy) to [B, H, Sq, Sk].
+struct AttentionSettings {
+  float scale = 1.0f;  // applied to Q·Kᵀ before the mask
+  // Key j hidden from query i when j > i + Sk − Sq (a block of queries at the end of a cache); hidden keys are left
+  // out. A query that sees no key (or only −inf) gets 0.
+  bool causal = false;
+  using Layout = std::array<std::uint32_t, 4>;
+  static constexpr Layout contiguous{0, 1, 2, 3};
+  static constexpr Layout swapLastTwo{0, 1, 3, 2};  // K given as Kᵀ [B, H, D, Sk]
+  static constexpr Layout sequenceBeforeHeads{0, 2, 1, 3};  // [B, S, H, D], the head split's reshape before its transpose
+  Layout query = contiguous, key = contiguous, value = contiguous, output = contiguous;
+  // An input read as a strided view instead of through its layout (Q, K and V as parts of one fused projection, a
+  // [B, S, 3, H, D] tensor given once for all three): its logical sizes [B, H, S, D], each axis' stride and the first
+  // element, in elements of the input tensor (of any shape), inside which every element of the view must lie.
+  struct View {
+    std::array<std::uint32_t, 4> sizes{}, strides{};
+    std::uint32_t offset = 0;
+  };
+  std::optional<View> queryView, keyView, valueView;
+};
+std::shared_ptr<const Op> attentionOp(AttentionSettings settings);
 
 // The shape two shapes broadcast to; throws glnet::Error when they do not.
 Shape broadcastShapes(const Shape& a, const Shape& b);
