@@ -220,6 +220,14 @@ Tensor Importer::apply(const onnx::NodeProto& node, std::shared_ptr<const Op> op
 void Importer::importNode(const onnx::NodeProto& node) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") refuse(node, "the domain " + node.domain() + " is not supported");
   if (node.output_size() < 1) refuse(node, "it has no output");
+  if (insideAttention_.count(&node)) {
+    result_.nodes.push_back({node.name(), node.op_type(), "fused into the attention", {}});
+    return;
+  }
+  if (const auto pending = pendingAttention_.find(&node); pending != pendingAttention_.end()) {
+    buildAttention(pending->second);
+    return;
+  }
   if (fused_.count(&node)) {
     // Its function runs inside the op that computes its input (see fusedPointwise), or that of the node named in
     // aliases_ (SiLU's Mul).

@@ -2,6 +2,7 @@
 // importAttention in OnnxImporter.h.
 #include "importer/OnnxImporter.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace glnet::onnximport {
@@ -64,7 +65,7 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   current = softmax.output(0);
   const auto readers = readers_.find(current);
   if (readers == readers_.end()) return "nothing reads the softmax";
-  if (readers->second.size() == 2 && consumers_.at(current) == 3) {
+  if (readers->second.size() == 2 && consumers_.at(current) == 2) {
     // SDPA's export: Where(IsNaN(p), 0, p) zeroes the rows that saw no key (fused attention writes 0 there).
     const onnx::NodeProto* isNan = readers->second[0]->op_type() == "IsNaN" ? readers->second[0] : readers->second[1];
     const onnx::NodeProto* where = isNan == readers->second[0] ? readers->second[1] : readers->second[0];
@@ -80,17 +81,55 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
     return "the softmax has readers other than the product with V";
   }
   next = soleReader(current);
+  // The eager GPT-2 export casts the probabilities to the value's type: to float, the identity.
+  while (next && next->op_type() == "Cast" && next->attribute_size() >= 1 && next->attribute(0).name() == "to" &&
+      next->attribute(0).i() == onnx::TensorProto::FLOAT) {
+    chain.push_back(next);
+    current = next->output(0);
+    next = soleReader(current);
+  }
   if (!next || next->op_type() != "MatMul" || next->input(0) != current || next->input(1) == current) return "no MatMul with V reads the softmax";
   const onnx::NodeProto& valueProduct = *next;
   chain.push_back(next);
-  // Every operand must be computed by now: V and the mask come before Q·Kᵀ in the file's order, as PyTorch writes it.
-  for (const std::string& name : {valueProduct.input(1), mask}) {
-    if (!name.empty() && !values_.count(name)) return "V or the mask is computed after Q·Kᵀ";
+  AttentionMatch match{&product, &valueProduct, chain, {}, mask, scale};
+  // A Transpose back to [B, S, H, D] after the product, as the heads' merge begins: written in that order at once.
+  const onnx::NodeProto* after = soleReader(valueProduct.output(0));
+  if (after && after->op_type() == "Transpose") {
+    for (const onnx::AttributeProto& attribute : after->attribute()) {
+      if (attribute.name() == "perm" && attribute.ints_size() == 4 && attribute.ints(0) == 0 && attribute.ints(1) == 2 && attribute.ints(2) == 1 &&
+          attribute.ints(3) == 3) {
+        match.merged.push_back(after);
+      }
+    }
   }
   const Value& queryValue = operand(product, 0);
   const Value& keyValue = operand(product, 1);
+  if (queryValue.constant || keyValue.constant) return "Q or K is a constant";
+  if (shapeOf(queryValue.tensor).size() != 4 || shapeOf(keyValue.tensor).size() != 4) return "Q and Kᵀ are not rank 4 [batch, heads, sequence, features]";
+  for (const std::string& name : {valueProduct.input(1), mask}) {
+    if (!name.empty() && values_.count(name) && values_.at(name).constant && name == valueProduct.input(1)) return "V is a constant";
+  }
+  // The nodes after Q·Kᵀ run inside the fused op; V and the mask may come later in the file (SDPA's export computes the
+  // mask just before it adds it), so the op is made where the product with V is, at the latest.
+  for (const onnx::NodeProto* node : chain) insideAttention_.insert(node);
+  for (const onnx::NodeProto* node : match.merged) {
+    fused_.insert(node);
+    aliases_[node] = valueProduct.output(0);
+  }
+  const bool ready = values_.count(valueProduct.input(1)) && (mask.empty() || values_.count(mask));
+  if (ready) return buildAttention(match);
+  insideAttention_.insert(&product);
+  insideAttention_.erase(&valueProduct);
+  pendingAttention_[&valueProduct] = match;
+  return "";
+}
+
+std::string Importer::buildAttention(const AttentionMatch& match) {
+  const onnx::NodeProto& product = *match.product;
+  const onnx::NodeProto& valueProduct = *match.valueProduct;
+  double scale = match.scale;
   const Value& valueValue = value(valueProduct.input(1), "the attention");
-  if (queryValue.constant || keyValue.constant || valueValue.constant) return "Q, K or V is a constant";
+  if (valueValue.constant) refuse(valueProduct, "V of the attention is a constant");
 
   // Each operand read in place through the layout of the Transpose (and the scale of the Mul) that made it.
   AttentionSettings settings;
@@ -121,41 +160,25 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   const Tensor query = source(product.input(0), settings.query, false);
   const Tensor key = source(product.input(1), settings.key, true);
   const Tensor valueTensor = source(valueProduct.input(1), settings.value, false);
-  for (const Tensor t : {query, key, valueTensor}) {
-    if (shapeOf(t).size() != 4) return "Q, K and V are not rank 4 [batch, heads, sequence, features]";
-  }
-  // A Transpose back to [B, S, H, D] after the product, as the heads' merge begins: written in that order at once.
-  std::vector<const onnx::NodeProto*> merged;
-  const onnx::NodeProto* after = soleReader(valueProduct.output(0));
-  if (after && after->op_type() == "Transpose") {
-    for (const onnx::AttributeProto& attribute : after->attribute()) {
-      if (attribute.name() == "perm" && attribute.ints_size() == 4 && attribute.ints(0) == 0 && attribute.ints(1) == 2 && attribute.ints(2) == 1 &&
-          attribute.ints(3) == 3) {
-        settings.output = AttentionSettings::sequenceBeforeHeads;
-        merged.push_back(after);
-      }
-    }
-  }
+  if (shapeOf(valueTensor).size() != 4) refuse(valueProduct, "V of the attention is not rank 4 [batch, heads, sequence, features]");
+  if (!match.merged.empty()) settings.output = AttentionSettings::sequenceBeforeHeads;
   settings.scale = static_cast<float>(scale);
   std::vector<Tensor> inputs{query, key, valueTensor};
-  if (!mask.empty()) inputs.push_back(tensorOrConstant(*chain[scaledBy(*chain[0]) ? 1 : 0], chain[scaledBy(*chain[0]) ? 1 : 0]->input(0) == mask ? 0 : 1));
+  if (!match.mask.empty()) {
+    const Value& maskValue = value(match.mask, "the attention");
+    const auto add = std::find_if(match.chain.begin(), match.chain.end(), [](const onnx::NodeProto* n) { return n->op_type() == "Add"; });
+    inputs.push_back(maskValue.constant ? tensorOrConstant(**add, (*add)->input(0) == match.mask ? 0 : 1) : maskValue.tensor);
+  }
   Tensor out;
   try {
     out = graph_.apply(attentionOp(settings), inputs, nameOf(valueProduct));
   } catch (const Error& error) {
-    return error.what();
+    refuse(valueProduct, "the fused attention: " + std::string(error.what()));
   }
   values_[product.output(0)] = {false, {}, out};
-  result_.nodes.push_back({product.name(), product.op_type(), "attention (fused: " + std::to_string(chain.size() + merged.size()) + " nodes after it)", shapeOf(out)});
-  // The nodes after Q·Kᵀ take its value: the fused attention's output (read in their place by the heads' merge).
-  for (const onnx::NodeProto* node : chain) {
-    fused_.insert(node);
-    aliases_[node] = product.output(0);
-  }
-  for (const onnx::NodeProto* node : merged) {
-    fused_.insert(node);
-    aliases_[node] = product.output(0);
-  }
+  values_[valueProduct.output(0)] = {false, {}, out};
+  result_.nodes.push_back({valueProduct.name(), valueProduct.op_type(),
+                           "attention (fused: Q·Kᵀ and " + std::to_string(match.chain.size() + match.merged.size()) + " nodes)", shapeOf(out)});
   return "";
 }
 

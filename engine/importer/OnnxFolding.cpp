@@ -132,6 +132,15 @@ Constant Importer::fold(const onnx::NodeProto& node, const Attributes& a) {
     return result;
   }
   if (std::optional<Constant> logic = foldLogic(node, a)) return std::move(*logic);
+  // Functions and products of constants (the scale sqrt(head size) of torchvision's attention, Swin V2's relative
+  // position MLP) by the float64 references their GPU ops are tested against.
+  if (findOnnxOp(op) && findOnnxOp(op)->import == &Importer::importPointwise) {
+    const std::optional<Pointwise> function = pointwiseOf(node);
+    if (function) return foldWithReference(node, pointwiseOp(*function), {&input(node, 0)}, false);
+    // Pow of a base and an exponent that are not one number: broadcast.
+    return broadcast(node, {&input(node, 0), &input(node, 1)}, [](const std::vector<double>& v) { return std::pow(v[0], v[1]); });
+  }
+  if (op == "MatMul") return foldWithReference(node, batchedMatMulOp(), {&input(node, 0), &input(node, 1)}, false);
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     const Constant& x = input(node, 0);
     const Constant& y = input(node, 1);

@@ -149,6 +149,17 @@ class Importer {
   // writing the heads' merge order where a Transpose follows. Returns why not where the graph differs (empty when
   // fused); the caller then imports the ops one by one.
   std::string importAttention(const onnx::NodeProto& product);
+  // What importAttention found: Q·Kᵀ, ·V, the nodes between and after them that the op runs, the mask, the scale.
+  struct AttentionMatch {
+    const onnx::NodeProto* product = nullptr;
+    const onnx::NodeProto* valueProduct = nullptr;
+    std::vector<const onnx::NodeProto*> chain;   // after Q·Kᵀ up to ·V
+    std::vector<const onnx::NodeProto*> merged;  // the Transpose after ·V that the op writes in place
+    std::string mask;
+    double scale = 1;
+  };
+  // The fused op of a match, once V and the mask are computed: defines Q·Kᵀ's and ·V's outputs as its output.
+  std::string buildAttention(const AttentionMatch& match);
   // The value of a one-element constant.
   std::optional<double> scalarConstant(const std::string& name) const;
   // A Mul or Div of a computed tensor by a one-element constant: that tensor's name and the factor.
@@ -351,6 +362,8 @@ class Importer {
   std::map<int, std::pair<Tensor, Tensor>> layers_;      // output tensor id → weight, bias of the dense or conv computing it
   std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;  // the nodes reading each name
   std::map<std::string, const onnx::NodeProto*> producers_;             // the node writing each name
+  std::set<const onnx::NodeProto*> insideAttention_;                     // nodes a fused attention runs: nothing reads them
+  std::map<const onnx::NodeProto*, AttentionMatch> pendingAttention_;    // ·V nodes that make their fused attention
   std::set<const onnx::NodeProto*> fused_;               // pointwise nodes run inside the kernel before them
   std::map<const onnx::NodeProto*, std::string> aliases_;  // a fused node whose result is another name's value
   std::map<std::string, Tensor> scaledInputs_;             // a gate's Mul output -> its scale, applied by the convolution reading it

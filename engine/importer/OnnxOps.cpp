@@ -136,6 +136,10 @@ const std::vector<OnnxOp>& onnxOps() {
         ops.push_back(row(op.type, {"axes", "keepdims", "noop_with_empty_axes"}, &Importer::importReduce, never, op.description));
       }
     }
+    // Every pointwise function and MatMul folds where all its inputs are constants.
+    for (OnnxOp& op : ops) {
+      if (op.import == &Importer::importPointwise || op.type == "MatMul") op.folding = constants;
+    }
     std::sort(ops.begin(), ops.end(), [](const OnnxOp& a, const OnnxOp& b) { return a.type < b.type; });
     return ops;
   }();
