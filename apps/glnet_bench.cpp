@@ -147,14 +147,32 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
     std::fprintf(out, "note: the model's batch is fixed at %u; measuring that alone\n", runner.ownBatch());
     batches = {runner.ownBatch()};
   }
-  std::fprintf(out, "device %d: %s (%s)\nmodel %s (%zu nodes, opset %lld); inputs uniform [0, 1); %d warm-up and %d measured runs; "
+  ModelBenchSetup setup;
+  std::string described;
+  for (const std::string& text : parser.texts("input")) {
+    const std::size_t equals = text.find('=');
+    if (equals == std::string::npos || equals == 0) throw UsageError("--input takes NAME=VALUES (e.g. input_ids=ids:30522), not '" + text + "'");
+    setup.inputs[text.substr(0, equals)] = parseBenchInput(text.substr(equals + 1));
+    described += (described.empty() ? "" : ", ") + text;
+  }
+  for (const std::string& text : parser.texts("dim")) {
+    const std::size_t equals = text.find('=');
+    const std::string length = equals == std::string::npos ? "" : text.substr(equals + 1);
+    if (equals == std::string::npos || equals == 0 || length.empty() || length.size() > 8 ||
+        !std::all_of(length.begin(), length.end(), [](char c) { return c >= '0' && c <= '9'; }) || std::stoul(length) < 1) {
+      throw UsageError("--dim takes NAME=LENGTH with a length of at least 1 (e.g. sequence=128), not '" + text + "'");
+    }
+    setup.dimensions[text.substr(0, equals)] = static_cast<std::uint32_t>(std::stoul(length));
+    described += (described.empty() ? "" : ", ") + text;
+  }
+  std::fprintf(out, "device %d: %s (%s)\nmodel %s (%zu nodes, opset %lld); inputs %s; %d warm-up and %d measured runs; "
                     "times in ms: median [p10, p90]\n",
                context.device().index, context.device().renderer.c_str(), context.device().glVersion.c_str(), parser.text("model").c_str(),
-               runner.nodeCount(), static_cast<long long>(runner.opset()), warmup, runs);
+               runner.nodeCount(), static_cast<long long>(runner.opset()),
+               described.empty() ? "uniform [0, 1), integers and booleans 1" : described.c_str(), warmup, runs);
   std::fflush(out);
-  const std::vector<ModelBenchRow> rows = benchmarkModel(runner, batches, warmup, runs, 1, [](const std::string& step) {
-    std::fprintf(stderr, "glnet_bench: %s\n", step.c_str());
-  });
+  const std::vector<ModelBenchRow> rows = benchmarkModel(
+      runner, batches, warmup, runs, 1, [](const std::string& step) { std::fprintf(stderr, "glnet_bench: %s\n", step.c_str()); }, setup);
   const auto stat = [](const Statistics& s) { return nlohmann::json{{"median", s.median}, {"p10", s.p10}, {"p90", s.p90}, {"runs", s.runs}}; };
   nlohmann::json report = {{"device", context.device().renderer}, {"gl_version", context.device().glVersion}, {"date", todayUtc()},
                            {"model", parser.text("model")}, {"batches", nlohmann::json::array()}};
@@ -162,8 +180,10 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
   std::string device = context.device().renderer;
   std::replace(device.begin(), device.end(), '"', '\'');
   for (const ModelBenchRow& row : rows) {
-    std::fprintf(out, "\nbatch %u: compile %.1f ms, activation memory %.1f MiB, %zu dispatches, %zu barriers\n", row.batch,
-                 row.compileMs, static_cast<double>(row.activationBytes) / (1 << 20), row.dispatches, row.profile.barriers);
+    std::string shapes;
+    for (const Shape& shape : row.shapes) shapes += (shapes.empty() ? "" : ", ") + describe(shape);
+    std::fprintf(out, "\nbatch %u (inputs %s): compile %.1f ms, activation memory %.1f MiB, %zu dispatches, %zu barriers\n", row.batch,
+                 shapes.c_str(), row.compileMs, static_cast<double>(row.activationBytes) / (1 << 20), row.dispatches, row.profile.barriers);
     const std::vector<std::pair<const char*, const Statistics*>> stages = {
         {"upload (float32 inputs)", &row.uploadMs}, {"issue (CPU)", &row.issueMs}, {"readback (waits for the GPU)", &row.readbackMs},
         {"end to end", &row.endToEndMs}, {"GPU (timestamps)", &row.gpuMs}};
@@ -176,7 +196,9 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
     }
     std::fprintf(out, "  images/s end to end: %.0f\n", row.endToEndMs.median > 0 ? 1000.0 * row.batch / row.endToEndMs.median : 0.0);
     cli::printNodeTimes(out, row.profile, runs, parser.has("verbose"));
-    report["batches"].push_back({{"batch", row.batch}, {"compile_ms", row.compileMs}, {"activation_bytes", row.activationBytes},
+    nlohmann::json inputShapes = nlohmann::json::array();
+    for (const Shape& shape : row.shapes) inputShapes.push_back(shape);
+    report["batches"].push_back({{"batch", row.batch}, {"input_shapes", inputShapes}, {"compile_ms", row.compileMs}, {"activation_bytes", row.activationBytes},
                                  {"upload_ms", stat(row.uploadMs)}, {"issue_ms", stat(row.issueMs)}, {"readback_ms", stat(row.readbackMs)},
                                  {"end_to_end_ms", stat(row.endToEndMs)}, {"gpu_ms", stat(row.gpuMs)}, {"profile", cli::nodeTimesJson(row.profile)}});
   }
@@ -201,6 +223,9 @@ int main(int argc, char** argv) {
     parser.modelOptions("model to run (default: a random 784-128-10); an ONNX model (.onnx) is measured as it is, on random inputs:\n"
                         "per batch size upload, issue, readback, end to end, GPU time and the GPU time of every node")
         .option("batches", "N,N,...", "inference batch sizes (an ONNX model: 1,64)", "1,8,64,512,4096,10000")
+        .option("input", "NAME=VALUES", "an ONNX model's input values: uniform (floats' default), ones (integers' and booleans'\n"
+                                        "default), zeros, or ids:V (random whole numbers below V, e.g. input_ids=ids:30522); once per input")
+        .option("dim", "NAME=LENGTH", "an ONNX model's symbolic dimension other than the batch (e.g. sequence=128; default 1); once each")
         .option("runs", "N", "measured runs per stage", "20")
         .option("warmup", "N", "unmeasured runs first", "3")
         .option("elementwise", "N", "floats in the elementwise workload", "1000000")
@@ -215,6 +240,7 @@ int main(int argc, char** argv) {
         .option("gemm-max-gflop", "X", "with --gemm: skip cases of more than X GFLOP (e.g. 5 on a CPU device)")
         .flag("gemm-every-config", "with --gemm: also run each case under every configuration, to check the rule")
         .common(true);
+    parser.repeatable("input").repeatable("dim");
     parser.parse(argc, argv);
     if (parser.has("gemm")) return runGemm(parser);
     const bool onnx = parser.has("model") && isOnnxPath(parser.text("model"));

@@ -1,13 +1,41 @@
 #include "bench/ModelBenchmark.h"
 
 #include "base/Stopwatch.h"
+#include "base/check.h"
 
+#include <algorithm>
 #include <random>
 
 namespace glnet {
 
+BenchInput parseBenchInput(const std::string& text) {
+  if (text == "uniform") return {BenchInput::Kind::uniform};
+  if (text == "ones") return {BenchInput::Kind::ones};
+  if (text == "zeros") return {BenchInput::Kind::zeros};
+  if (text.rfind("ids:", 0) == 0) {
+    const std::string bound = text.substr(4);
+    if (!bound.empty() && bound.size() <= 8 && std::all_of(bound.begin(), bound.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+        std::stoul(bound) >= 1 && std::stoul(bound) <= (1u << 24)) {
+      return {BenchInput::Kind::ids, static_cast<std::uint32_t>(std::stoul(bound))};
+    }
+  }
+  throw UsageError("an input's values are uniform, ones, zeros or ids:V (whole numbers below V, 1 to 16777216), not '" + text + "'");
+}
+
 std::vector<ModelBenchRow> benchmarkModel(OnnxRunner& runner, const std::vector<std::uint32_t>& batches, int warmup, int runs,
-                                          std::uint32_t seed, const std::function<void(const std::string&)>& progress) {
+                                          std::uint32_t seed, const std::function<void(const std::string&)>& progress,
+                                          const ModelBenchSetup& setup) {
+  for (const auto& [name, input] : setup.inputs) {
+    if (std::none_of(runner.inputs().begin(), runner.inputs().end(), [&](const OnnxPort& p) { return p.name == name; })) {
+      throw UsageError(runner.path() + " has no input " + name);
+    }
+  }
+  for (const auto& [symbol, length] : setup.dimensions) {
+    const bool known = std::any_of(runner.inputs().begin(), runner.inputs().end(), [&](const OnnxPort& p) {
+      return std::find(p.symbols.begin(), p.symbols.end(), symbol) != p.symbols.end();
+    });
+    if (!known) throw UsageError(runner.path() + " has no symbolic dimension " + symbol);
+  }
   std::vector<ModelBenchRow> rows;
   std::mt19937 random(seed);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
@@ -15,22 +43,44 @@ std::vector<ModelBenchRow> benchmarkModel(OnnxRunner& runner, const std::vector<
     if (progress) progress("batch " + std::to_string(batch));
     ModelBenchRow row;
     row.batch = batch;
+    row.shapes = runner.batchShapes(batch);
+    for (std::size_t i = 0; i < row.shapes.size(); ++i) {
+      const OnnxPort& port = runner.inputs()[i];
+      for (std::size_t axis = 0; axis < port.symbols.size(); ++axis) {
+        const auto length = setup.dimensions.find(port.symbols[axis]);
+        if (length != setup.dimensions.end() && !(axis == 0 && port.batched)) row.shapes[i][axis] = length->second;
+      }
+    }
+    const InputShapes& shapes = row.shapes;
     Stopwatch compileClock;
-    const OnnxModel& model = runner.model(batch);
+    const OnnxModel& model = runner.model(shapes);
     row.compileMs = compileClock.milliseconds();
-    row.activationBytes = runner.activationBytes(batch);
+    row.activationBytes = runner.activationBytes(shapes);
     std::vector<std::vector<float>> values;
     std::vector<const float*> feeds;
-    for (const auto& input : model.inputs) {
-      values.emplace_back(elementCount(model.graph.tensor(input.second).shape));
-      for (float& v : values.back()) v = uniform(random);
+    for (std::size_t i = 0; i < model.inputs.size(); ++i) {
+      const OnnxPort& port = runner.inputs()[i];
+      const auto given = setup.inputs.find(port.name);
+      const BenchInput input = given != setup.inputs.end() ? given->second : BenchInput{port.dtype == "float32" || port.dtype == "uint8"
+                                                                                             ? BenchInput::Kind::uniform
+                                                                                             : BenchInput::Kind::ones};
+      values.emplace_back(elementCount(model.graph.tensor(model.inputs[i].second).shape));
+      std::uniform_int_distribution<std::uint32_t> ids(0, std::max<std::uint32_t>(input.bound, 1) - 1);
+      for (float& v : values.back()) {
+        switch (input.kind) {
+          case BenchInput::Kind::uniform: v = uniform(random); break;
+          case BenchInput::Kind::ones: v = 1; break;
+          case BenchInput::Kind::zeros: v = 0; break;
+          case BenchInput::Kind::ids: v = static_cast<float>(ids(random)); break;
+        }
+      }
       feeds.push_back(values.back().data());
     }
-    for (int w = 0; w < warmup; ++w) runner.run(feeds, batch);
+    for (int w = 0; w < warmup; ++w) runner.run(feeds, shapes);
     std::vector<double> upload, issue, readback, endToEnd;
     for (int r = 0; r < runs; ++r) {
       RunTimes times;
-      runner.run(feeds, batch, &times);
+      runner.run(feeds, shapes, &times);
       upload.push_back(times.uploadMs);
       issue.push_back(times.issueMs);
       readback.push_back(times.readbackMs);
@@ -40,7 +90,7 @@ std::vector<ModelBenchRow> benchmarkModel(OnnxRunner& runner, const std::vector<
     row.issueMs = summarize(issue);
     row.readbackMs = summarize(readback);
     row.endToEndMs = summarize(endToEnd);
-    row.profile = runner.profile(batch, runs);
+    row.profile = runner.profile(shapes, runs);
     row.gpuMs = summarize(row.profile.runMs);
     for (const NodeTime& node : row.profile.nodes) row.dispatches += node.dispatches;
     rows.push_back(std::move(row));
