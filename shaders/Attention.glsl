@@ -23,7 +23,8 @@
 // uniforms: 0 Sq, 1 Sk, 2 scale, 3 the causal offset Sk − Sq (int, CAUSAL), 4-7 Q's strides (batch, head, sequence,
 // feature; elements), 8-11 K's, 12-15 V's, 16-19 O's, 20-23 the mask's (batch, head, query, key; 0 along
 // broadcast axes; HAS_MASK), 24-26 Q's, K's and V's first elements, 27 keysPerSplit (a multiple of BLOCK_N) and
-// 28 splits (SPLIT_KEYS)
+// 28 splits (SPLIT_KEYS), 29 query heads per K and V head (grouped-query attention; 1: as many), 30 the mask's batch
+// entries, which batch b reads at b mod this (NumPy broadcast: 1 or B; Swin's windows: their count; HAS_MASK)
 // defines: HEAD_D (D), HEAD_DV (Dv), KV_RUNS (the larger of ⌈D/4⌉ and ⌈Dv/4⌉), BLOCK_M (a multiple of THREADS_ROW), BLOCK_N
 // (a multiple of THREADS_COL), CAUSAL, HAS_MASK, and Q_ALONG_SEQUENCE / K_ALONG_SEQUENCE / V_ALONG_SEQUENCE where the
 // operand's sequence axis has the smaller stride (K given transposed): the order of the global loads, so that
@@ -69,6 +70,10 @@ layout(location = 16) uniform uint oStrides[4];
 layout(location = 20) uniform uint maskStrides[4];
 #endif
 layout(location = 24) uniform uint offsets[3];
+layout(location = 29) uniform uint headsPerKvHead;
+#ifdef HAS_MASK
+layout(location = 30) uniform uint maskBatches;
+#endif
 #ifdef SPLIT_KEYS
 layout(location = 27) uniform uint keysPerSplit;
 layout(location = 28) uniform uint splits;
@@ -129,13 +134,13 @@ void main() {
 #endif
   uint q0 = gl_WorkGroupID.x * uint(BLOCK_M);
   uint qBase = offsets[0] + batch * qStrides[0] + head * qStrides[1];
-  uint kBase = offsets[1] + batch * kStrides[0] + head * kStrides[1];
-  uint vBase = offsets[2] + batch * vStrides[0] + head * vStrides[1];
+  uint kBase = offsets[1] + batch * kStrides[0] + head / headsPerKvHead * kStrides[1];
+  uint vBase = offsets[2] + batch * vStrides[0] + head / headsPerKvHead * vStrides[1];
 #ifndef SPLIT_KEYS
   uint oBase = batch * oStrides[0] + head * oStrides[1];
 #endif
 #ifdef HAS_MASK
-  uint maskBase = batch * maskStrides[0] + head * maskStrides[1];
+  uint maskBase = batch % maskBatches * maskStrides[0] + head * maskStrides[1];
 #endif
 
   for (uint q = local; q < uint(BLOCK_M * D_RUNS); q += 128u) {

@@ -324,6 +324,51 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("attention shares K and V heads among query heads and cycles a window mask over the batch") {
+    std::uint32_t stream = 4800;
+    const std::uint32_t sq = 9, sk = 37, d = 16;
+    // Grouped-query attention (6 query heads over 2 K/V heads) and multi-query (over 1), against the same K and V
+    // repeated per query head.
+    for (const std::uint32_t kvHeads : {2u, 1u}) {
+      CAPTURE(kvHeads);
+      const std::uint32_t b = 2, h = 6;
+      const Inputs shared = randomInputs(stream++, {{b, h, sq, d}, {b, kvHeads, sk, d}, {b, kvHeads, sk, d}, {b, 1, 1, sk}});
+      const Result r = run(attentionOp(scaled(d, true)), shared);
+      test::checkClose(r.gpu, r.reference, tolerance, relativeTolerance);
+      Inputs repeated = shared;
+      for (std::size_t operand = 1; operand < 3; ++operand) {
+        repeated.shapes[operand] = {b, h, sk, d};
+        repeated.values[operand].clear();
+        for (std::uint32_t i = 0; i < b; ++i)
+          for (std::uint32_t hh = 0; hh < h; ++hh) {
+            const auto first = shared.values[operand].begin() + (i * kvHeads + hh / (h / kvHeads)) * sk * d;
+            repeated.values[operand].insert(repeated.values[operand].end(), first, first + sk * d);
+          }
+      }
+      const Result plain = run(attentionOp(scaled(d, true)), repeated);
+      std::size_t differences = 0;
+      for (std::size_t i = 0; i < r.gpu.size(); ++i) differences += r.reference[i] != plain.reference[i] || r.gpu[i] != plain.gpu[i];
+      CHECK(differences == 0u);
+    }
+    // Swin's shifted windows: 2 images of 3 windows each (batch image·3 + window), the mask [3, H, N, N] of the windows
+    // (relative position bias and shift mask, −100 where windows must not mix), against it repeated over the images.
+    const std::uint32_t images = 2, windows = 3, h = 2, n = 13;
+    Inputs windowed = randomInputs(stream++, {{images * windows, h, n, d}, {images * windows, h, n, d}, {images * windows, h, n, d}, {windows, h, n, n}});
+    for (std::size_t i = 0; i < windowed.values[3].size(); i += 5) windowed.values[3][i] = -100.0f;
+    AttentionSettings s = scaled(d);
+    s.maskBatchPeriod = windows;
+    const Result r = run(attentionOp(s), windowed);
+    test::checkClose(r.gpu, r.reference, tolerance, relativeTolerance);
+    Inputs expanded = windowed;
+    expanded.shapes[3] = {images * windows, h, n, n};
+    expanded.values[3].clear();
+    for (std::uint32_t i = 0; i < images; ++i) expanded.values[3].insert(expanded.values[3].end(), windowed.values[3].begin(), windowed.values[3].end());
+    const Result plain = run(attentionOp(scaled(d)), expanded);
+    std::size_t differences = 0;
+    for (std::size_t i = 0; i < r.gpu.size(); ++i) differences += r.reference[i] != plain.reference[i] || r.gpu[i] != plain.gpu[i];
+    CHECK(differences == 0u);
+  }
+
   TEST_CASE("attention matches the unfused chain of batched matmul, scale, mask and softmax") {
     // What the importer replaces: MatMul(Q, Kᵀ) → Mul(scale) → Add(mask) → Softmax → MatMul(·, V), each a GPU op.
     std::uint32_t stream = 4740;
@@ -370,7 +415,15 @@ TEST_SUITE("gl") {
     CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 3, 7, 9}, {2, 3, 7, 4}}),
                       doctest::Contains("Q and K with the same features: got [2, 3, 5, 8], [2, 3, 7, 9], [2, 3, 7, 4]"));
     CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 6, 4}}), doctest::Contains("K and V with the same keys"));
-    CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 2, 7, 8}, {2, 2, 7, 4}}), doctest::Contains("the same batch and heads"));
+    CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 2, 7, 8}, {2, 2, 7, 4}}), doctest::Contains("K and V with the same heads, a divisor of Q's"));
+    CHECK_THROWS_WITH(shapeOf({{2, 4, 5, 8}, {2, 2, 7, 8}, {2, 1, 7, 4}}), doctest::Contains("K and V with the same heads, a divisor of Q's"));
+    CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {1, 3, 7, 8}, {1, 3, 7, 4}}), doctest::Contains("the same batch"));
+    AttentionSettings period;
+    period.maskBatchPeriod = 4;
+    CHECK(shapeOf({{8, 3, 5, 8}, {8, 3, 7, 8}, {8, 3, 7, 4}, {4, 3, 5, 7}}, period) == Shape{8, 3, 5, 4});
+    CHECK_THROWS_WITH(shapeOf({{6, 3, 5, 8}, {6, 3, 7, 8}, {6, 3, 7, 4}, {4, 3, 5, 7}}, period), doctest::Contains("a mask [4, ...] for a batch period of 4"));
+    CHECK_THROWS_WITH(shapeOf({{8, 3, 5, 8}, {8, 3, 7, 8}, {8, 3, 7, 4}, {3, 5, 7}}, period), doctest::Contains("a mask [4, ...] for a batch period of 4"));
+    CHECK_THROWS_WITH(shapeOf({{8, 3, 5, 8}, {8, 3, 7, 8}, {8, 3, 7, 4}, {4, 2, 5, 7}}, period), doctest::Contains("a mask that broadcasts to [8, 3, 5, 7]"));
     CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 4}, {5, 6}}), doctest::Contains("a mask that broadcasts to [2, 3, 5, 7]"));
     CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 3, 7, 8}}), doctest::Contains("3 or 4 inputs"));
     CHECK_THROWS_WITH(shapeOf({{3, 5, 8}, {3, 7, 8}, {3, 7, 4}}), doctest::Contains("Q, K and V of rank 4"));
