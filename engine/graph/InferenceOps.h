@@ -79,7 +79,9 @@ struct AttentionSettings {
   bool causal = false;
   using Layout = std::array<std::uint32_t, 4>;
   static constexpr Layout contiguous{0, 1, 2, 3};
-  static constexpr Layout swapLastTwo{0, 1, 3, 2};  // K given as Kᵀ [B, H, D, Sk]
+  // K given as Kᵀ [B, H, D, Sk]. A Kᵀ that is Transpose(P)(T) is T read with layout {P[0], P[1], P[3], P[2]}
+  // (exports' [B, S, H, D] → perm [0, 2, 3, 1] gives sequenceBeforeHeads).
+  static constexpr Layout swapLastTwo{0, 1, 3, 2};
   static constexpr Layout sequenceBeforeHeads{0, 2, 1, 3};  // [B, S, H, D], the head split's reshape before its transpose
   Layout query = contiguous, key = contiguous, value = contiguous, output = contiguous;
   // An input read as a strided view instead of through its layout (Q, K and V as parts of one fused projection, a
