@@ -370,37 +370,47 @@ TEST_SUITE("gl") {
   }
 
   TEST_CASE("attention matches the unfused chain of batched matmul, scale, mask and softmax") {
-    // What the importer replaces: MatMul(Q, Kᵀ) → Mul(scale) → Add(mask) → Softmax → MatMul(·, V), each a GPU op.
+    // What the importer replaces: MatMul(Q, Kᵀ) → Mul(scale) → Add(mask) → Softmax → MatMul(·, V), each a GPU op: on
+    // contiguous Q and V with a Kᵀ tensor, and as exports give them, Q, K and V the [B, S, H, D] reshapes of the
+    // projections, transposed by perm [0, 2, 1, 3] (K by [0, 2, 3, 1]) and the output transposed back by [0, 2, 1, 3]:
+    // the fused op reads and writes those tensors in place.
     std::uint32_t stream = 4740;
     Context& context = test::glContext();
-    for (const auto& size : std::vector<std::array<std::uint32_t, 5>>{{2, 3, 17, 23, 64}, {1, 2, 197, 197, 64}, {3, 1, 1, 40, 80}}) {
-      const std::uint32_t b = size[0], h = size[1], sq = size[2], sk = size[3], d = size[4];
-      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-      const Inputs in = randomInputs(stream++, {{b, h, sq, d}, {b, h, d, sk}, {b, h, sk, d}, {b, 1, 1, sk}});
-      Graph graph;
-      const Tensor q = graph.input("q", in.shapes[0]), kt = graph.input("kt", in.shapes[1]), v = graph.input("v", in.shapes[2]),
-                   mask = graph.input("mask", in.shapes[3]);
-      const Tensor factor = graph.parameter("scale", {1}, {scale});
-      const Tensor scores = graph.apply(broadcastOp(BinaryKind::add),
-                                        {graph.apply(broadcastOp(BinaryKind::multiply), {graph.apply(batchedMatMulOp(), {q, kt}), factor}), mask});
-      const Tensor unfused = graph.apply(batchedMatMulOp(), {graph.apply(axisOp(AxisKind::softmax, 3, 4), {scores}), v});
-      AttentionSettings s;
-      s.scale = scale;
-      s.key = AttentionSettings::swapLastTwo;
-      const Tensor fused = graph.apply(attentionOp(s), {q, kt, v, mask});
-      CompiledGraph compiled(context, graph, CompiledGraph::Memory::kept, {unfused, fused});
-      Plan plan = compiled.forwardPlan([](Plan&) {});
-      const std::vector<Tensor> inputs{q, kt, v, mask};
-      for (std::size_t i = 0; i < 4; ++i) compiled.upload(inputs[i], in.values[i].data(), in.values[i].size() * sizeof(float));
-      std::vector<float> a(elementCount(graph.tensor(unfused).shape), NAN), f(elementCount(graph.tensor(fused).shape), NAN);
-      compiled.upload(fused, f.data(), f.size() * sizeof(float));
-      plan.run();
-      plan.read(*compiled.view(unfused).buffer, a.data(), a.size() * sizeof(float), compiled.view(unfused).offset);
-      plan.read(*compiled.view(fused).buffer, f.data(), f.size() * sizeof(float), compiled.view(fused).offset);
-      CAPTURE(sk);
-      test::checkClose(f, test::widen(a), tolerance, relativeTolerance);
-      const std::vector<std::string> labels = plan.labels();
-      CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& l) { return l.rfind("attention masked D", 0) == 0; }) == 1);
+    for (const bool exported : {false, true}) {
+      for (const auto& size : std::vector<std::array<std::uint32_t, 5>>{{2, 3, 17, 23, 64}, {1, 2, 197, 197, 64}, {3, 1, 1, 40, 80}}) {
+        const std::uint32_t b = size[0], h = size[1], sq = size[2], sk = size[3], d = size[4];
+        CAPTURE(exported);
+        CAPTURE(sk);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+        const Inputs in = exported ? randomInputs(stream++, {{b, sq, h, d}, {b, sk, h, d}, {b, sk, h, d}, {b, 1, 1, sk}})
+                                   : randomInputs(stream++, {{b, h, sq, d}, {b, h, d, sk}, {b, h, sk, d}, {b, 1, 1, sk}});
+        Graph graph;
+        const std::vector<Tensor> inputs{graph.input("q", in.shapes[0]), graph.input("k", in.shapes[1]), graph.input("v", in.shapes[2]),
+                                         graph.input("mask", in.shapes[3])};
+        const auto headsFirst = [&](Tensor t, std::vector<std::uint32_t> perm) { return exported ? graph.apply(transposeOp(std::move(perm)), {t}) : t; };
+        const Tensor q = headsFirst(inputs[0], {0, 2, 1, 3}), kt = headsFirst(inputs[1], {0, 2, 3, 1}), v = headsFirst(inputs[2], {0, 2, 1, 3});
+        const Tensor factor = graph.parameter("scale", {1}, {scale});
+        const Tensor scores = graph.apply(broadcastOp(BinaryKind::add),
+                                          {graph.apply(broadcastOp(BinaryKind::multiply), {graph.apply(batchedMatMulOp(), {q, kt}), factor}), inputs[3]});
+        const Tensor unfused = headsFirst(graph.apply(batchedMatMulOp(), {graph.apply(axisOp(AxisKind::softmax, 3, 4), {scores}), v}), {0, 2, 1, 3});
+        AttentionSettings s;
+        s.scale = scale;
+        s.key = AttentionSettings::swapLastTwo;
+        if (exported) s.query = s.key = s.value = s.output = AttentionSettings::sequenceBeforeHeads;
+        const Tensor fused = graph.apply(attentionOp(s), inputs);
+        CompiledGraph compiled(context, graph, CompiledGraph::Memory::kept, {unfused, fused});
+        Plan plan = compiled.forwardPlan([](Plan&) {});
+        for (std::size_t i = 0; i < 4; ++i) compiled.upload(inputs[i], in.values[i].data(), in.values[i].size() * sizeof(float));
+        CHECK(graph.tensor(fused).shape == graph.tensor(unfused).shape);
+        std::vector<float> a(elementCount(graph.tensor(unfused).shape), NAN), f(elementCount(graph.tensor(fused).shape), NAN);
+        compiled.upload(fused, f.data(), f.size() * sizeof(float));
+        plan.run();
+        plan.read(*compiled.view(unfused).buffer, a.data(), a.size() * sizeof(float), compiled.view(unfused).offset);
+        plan.read(*compiled.view(fused).buffer, f.data(), f.size() * sizeof(float), compiled.view(fused).offset);
+        test::checkClose(f, test::widen(a), tolerance, relativeTolerance);
+        const std::vector<std::string> labels = plan.labels();
+        CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& l) { return l.rfind("attention masked D", 0) == 0; }) == 1);
+      }
     }
   }
 
