@@ -124,6 +124,41 @@ const bool vAlongSequence = true;
 const bool vAlongSequence = false;
 #endif
 
+// The output accumulated over the keys so far, unnormalized: this invocation's rows and runs of features.
+vec4 o[TM][TD4];
+
+// Adds the weighted V of the staged tile (the weights in `scores`) to o; `guarded` (a constant in each call, so that
+// each is compiled on its own): keys hidden by CAUSAL add nothing, not 0·V.
+void accumulateTile(bool guarded, uint k0, uint q0, uint ty, uint tx) {
+  for (uint c = 0u; c < uint(BLOCK_N); ++c) {
+    float p[TM];
+    vec4 v[TD4];
+    for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c];
+    for (uint j = 0u; j < uint(TD4); ++j) {
+      uint run = tx + j * uint(THREADS_COL);
+      v[j] = DV_RUNS % THREADS_COL == 0 || run < uint(DV_RUNS) ? keysValues[c][run] : vec4(0.0);
+    }
+    for (uint i = 0u; i < uint(TM); ++i) {
+      bool hidden = false;
+#ifdef CAUSAL
+      hidden = guarded && int(k0 + c) > int(q0 + ty + i * uint(THREADS_ROW)) + causalOffset;
+#endif
+      for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = hidden ? o[i][j] : fma(vec4(p[i]), v[j], o[i][j]);
+    }
+  }
+}
+
+// K's or V's tile from key k0 into keysValues, zero past Sk; a macro because a buffer's array cannot be passed to a
+// function.
+#define STAGE_TILE(buffer, base, strides, runs, width, alongSequence) \
+  for (uint q = local; q < uint(BLOCK_N * (runs)); q += 128u) {      \
+    uint c, run;                                                     \
+    RUN_AT(q, BLOCK_N, runs, alongSequence, c, run)                  \
+    vec4 v;                                                          \
+    LOAD_RUN(buffer, base, strides, k0 + c, Sk, run, width, v)       \
+    keysValues[c][run] = v;                                          \
+  }
+
 void main() {
   uint local = gl_LocalInvocationIndex;
   uint ty = local / uint(THREADS_COL), tx = local % uint(THREADS_COL);
@@ -167,19 +202,11 @@ void main() {
   keyEnd = min(keyEnd, keyBegin + keysPerSplit);
 #endif
 
-  vec4 o[TM][TD4];
   for (uint i = 0u; i < uint(TM); ++i)
     for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = vec4(0.0);
 
   for (uint k0 = keyBegin; k0 < keyEnd; k0 += uint(BLOCK_N)) {
-    // K's tile, zero past Sk.
-    for (uint q = local; q < uint(BLOCK_N * D_RUNS); q += 128u) {
-      uint c, run;
-      RUN_AT(q, BLOCK_N, D_RUNS, kAlongSequence, c, run)
-      vec4 v;
-      LOAD_RUN(K, kBase, kStrides, k0 + c, Sk, run, HEAD_D, v)
-      keysValues[c][run] = v;
-    }
+    STAGE_TILE(K, kBase, kStrides, D_RUNS, HEAD_D, kAlongSequence)
     memoryBarrierShared();
     barrier();
 
@@ -231,13 +258,7 @@ void main() {
       rowMax[r] = largest;
       rowRescale[r] = rescale;
     }
-    for (uint q = local; q < uint(BLOCK_N * DV_RUNS); q += 128u) {
-      uint c, run;
-      RUN_AT(q, BLOCK_N, DV_RUNS, vAlongSequence, c, run)
-      vec4 v;
-      LOAD_RUN(V, vBase, vStrides, k0 + c, Sk, run, HEAD_DV, v)
-      keysValues[c][run] = v;
-    }
+    STAGE_TILE(V, vBase, vStrides, DV_RUNS, HEAD_DV, vAlongSequence)
     memoryBarrierShared();
     barrier();
 
@@ -245,40 +266,16 @@ void main() {
       float rescale = rowRescale[ty + i * uint(THREADS_ROW)];
       for (uint j = 0u; j < uint(TD4); ++j) o[i][j] *= rescale;
     }
-    bool wholeTileVisible = true;
 #ifdef CAUSAL
     // Some query of the group hides some key of the tile: those keys must add nothing, not 0·V.
-    wholeTileVisible = int(k0) + BLOCK_N - 1 <= int(q0) + causalOffset;
-#endif
-    if (wholeTileVisible) {
-      for (uint c = 0u; c < uint(BLOCK_N); ++c) {
-        float p[TM];
-        vec4 v[TD4];
-        for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c];
-        for (uint j = 0u; j < uint(TD4); ++j) {
-          uint run = tx + j * uint(THREADS_COL);
-          v[j] = DV_RUNS % THREADS_COL == 0 || run < uint(DV_RUNS) ? keysValues[c][run] : vec4(0.0);
-        }
-        for (uint i = 0u; i < uint(TM); ++i)
-          for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = fma(vec4(p[i]), v[j], o[i][j]);
-      }
+    if (int(k0) + BLOCK_N - 1 > int(q0) + causalOffset) {
+      accumulateTile(true, k0, q0, ty, tx);
     } else {
-#ifdef CAUSAL
-      for (uint c = 0u; c < uint(BLOCK_N); ++c) {
-        float p[TM];
-        vec4 v[TD4];
-        for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c];
-        for (uint j = 0u; j < uint(TD4); ++j) {
-          uint run = tx + j * uint(THREADS_COL);
-          v[j] = DV_RUNS % THREADS_COL == 0 || run < uint(DV_RUNS) ? keysValues[c][run] : vec4(0.0);
-        }
-        for (uint i = 0u; i < uint(TM); ++i) {
-          bool hidden = int(k0 + c) > int(q0 + ty + i * uint(THREADS_ROW)) + causalOffset;
-          for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = hidden ? o[i][j] : fma(vec4(p[i]), v[j], o[i][j]);
-        }
-      }
-#endif
+      accumulateTile(false, k0, q0, ty, tx);
     }
+#else
+    accumulateTile(false, k0, q0, ty, tx);
+#endif
     // The next tile overwrites keysValues and scores.
     barrier();
   }
