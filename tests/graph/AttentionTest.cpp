@@ -437,6 +437,12 @@ TEST_SUITE("gl") {
     CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 4}, {5, 6}}), doctest::Contains("a mask that broadcasts to [2, 3, 5, 7]"));
     CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 3, 7, 8}}), doctest::Contains("3 or 4 inputs"));
     CHECK_THROWS_WITH(shapeOf({{3, 5, 8}, {3, 7, 8}, {3, 7, 4}}), doctest::Contains("Q, K and V of rank 4"));
+    // Features past what any device's shared memory holds for one group's blocks: refused when the graph is compiled.
+    Graph graph;
+    const Tensor y = graph.apply(attentionOp({}), {graph.input("q", {1, 1, 4, 1000}), graph.input("k", {1, 1, 4, 1000}), graph.input("v", {1, 1, 4, 1000})});
+    const auto compile = [&] { CompiledGraph(test::glContext(), graph, CompiledGraph::Memory::kept, {y}).forwardPlan([](Plan&) {}); };
+    CHECK_THROWS_AS(compile(), DeviceLimitError);
+    CHECK_THROWS_WITH(compile(), doctest::Contains("attention over 1000 and 1000 features per head needs 97152 bytes of shared memory"));
     AttentionSettings bad;
     bad.key = {0, 1, 1, 3};
     CHECK_THROWS_WITH(attentionOp(bad), "attention's layout {0, 1, 1, 3} is no permutation of 4 axes");
