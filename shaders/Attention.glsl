@@ -81,7 +81,9 @@ layout(location = 28) uniform uint splits;
 
 shared vec4 queries[BLOCK_M][D_RUNS + 1];  // scale·Q of the group's queries
 shared vec4 keysValues[BLOCK_N][KV_RUNS + 1];  // the tile's K, then its V
-shared float scores[BLOCK_M][BLOCK_N + 1];  // the tile's scores, then exp(score − running maximum)
+// The tile's scores, then exp(score − running maximum), in runs of 4 keys: the product with V reads 4 keys' weights
+// per shared load.
+shared vec4 scores[BLOCK_M][BLOCK_N / 4 + 1];
 shared float rowMax[BLOCK_M];
 shared float rowSum[BLOCK_M];
 shared float rowRescale[BLOCK_M];
@@ -130,20 +132,23 @@ vec4 o[TM][TD4];
 // Adds the weighted V of the staged tile (the weights in `scores`) to o; `guarded` (a constant in each call, so that
 // each is compiled on its own): keys hidden by CAUSAL add nothing, not 0·V.
 void accumulateTile(bool guarded, uint k0, uint q0, uint ty, uint tx) {
-  for (uint c = 0u; c < uint(BLOCK_N); ++c) {
-    float p[TM];
-    vec4 v[TD4];
-    for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c];
-    for (uint j = 0u; j < uint(TD4); ++j) {
-      uint run = tx + j * uint(THREADS_COL);
-      v[j] = DV_RUNS % THREADS_COL == 0 || run < uint(DV_RUNS) ? keysValues[c][run] : vec4(0.0);
-    }
-    for (uint i = 0u; i < uint(TM); ++i) {
-      bool hidden = false;
+  for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
+    vec4 p[TM];
+    for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c4];
+    for (uint e = 0u; e < 4u; ++e) {
+      uint c = 4u * c4 + e;
+      vec4 v[TD4];
+      for (uint j = 0u; j < uint(TD4); ++j) {
+        uint run = tx + j * uint(THREADS_COL);
+        v[j] = DV_RUNS % THREADS_COL == 0 || run < uint(DV_RUNS) ? keysValues[c][run] : vec4(0.0);
+      }
+      for (uint i = 0u; i < uint(TM); ++i) {
+        bool hidden = false;
 #ifdef CAUSAL
-      hidden = guarded && int(k0 + c) > int(q0 + ty + i * uint(THREADS_ROW)) + causalOffset;
+        hidden = guarded && int(k0 + c) > int(q0 + ty + i * uint(THREADS_ROW)) + causalOffset;
 #endif
-      for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = hidden ? o[i][j] : fma(vec4(p[i]), v[j], o[i][j]);
+        for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = hidden ? o[i][j] : fma(vec4(p[i][e]), v[j], o[i][j]);
+      }
     }
   }
 }
@@ -233,7 +238,7 @@ void main() {
 #ifdef HAS_MASK
         if (visible && row < Sq) score += mask[maskBase + row * maskStrides[2] + key * maskStrides[3]];
 #endif
-        scores[r][c] = visible ? score : NEGATIVE_INFINITY;
+        scores[r][c >> 2][c & 3u] = visible ? score : NEGATIVE_INFINITY;
       }
     }
     memoryBarrierShared();
@@ -244,15 +249,18 @@ void main() {
     if (local < uint(BLOCK_M)) {
       uint r = local;
       float previous = rowMax[r], largest = previous;
-      for (uint c = 0u; c < uint(BLOCK_N); ++c) largest = maxNaN(largest, scores[r][c]);
+      for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
+        vec4 run = scores[r][c4];
+        largest = maxNaN(maxNaN(largest, run.x), maxNaN(maxNaN(run.y, run.z), run.w));
+      }
       // Nothing but −inf so far: every weight is 0 (exp(−inf − 0)), not NaN (exp(−inf + inf)).
       float shift = largest == NEGATIVE_INFINITY ? 0.0 : largest;
       float rescale = exp(previous - shift);
       float sum = 0.0;
-      for (uint c = 0u; c < uint(BLOCK_N); ++c) {
-        float p = exp(scores[r][c] - shift);
-        scores[r][c] = p;
-        sum += p;
+      for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
+        vec4 p = exp(scores[r][c4] - shift);
+        scores[r][c4] = p;
+        sum += (p.x + p.y) + (p.z + p.w);
       }
       rowSum[r] = rowSum[r] * rescale + sum;
       rowMax[r] = largest;
