@@ -314,6 +314,29 @@ TEST_SUITE("gl") {
     const Result square = run(attentionOp(scaled(d, true)), randomInputs(stream++, {{1, 1, 130, d}, {1, 1, 130, d}, {1, 1, 130, d}}));
     CHECK(splitLabels(square.labels));
     test::checkClose(square.gpu, square.reference, tolerance, relativeTolerance);
+    // Two split attentions in a row in reused memory (as imported models compile): the second reads the first's output
+    // as its queries, and their workspaces are one buffer.
+    {
+      const Inputs in = randomInputs(stream++, {{b, h, 1, d}, {b, h, sk, d}, {b, h, sk, d}});
+      Graph graph;
+      const Tensor q = graph.input("q", in.shapes[0]), k = graph.input("k", in.shapes[1]), v = graph.input("v", in.shapes[2]);
+      const Tensor y = graph.apply(attentionOp(scaled(d)), {graph.apply(attentionOp(scaled(d)), {q, k, v}), k, v});
+      CompiledGraph compiled(test::glContext(), graph, CompiledGraph::Memory::reused, {y});
+      Plan plan = compiled.forwardPlan([](Plan&) {});
+      const std::vector<Tensor> inputs{q, k, v};
+      std::map<int, std::vector<double>> feeds;
+      for (std::size_t i = 0; i < 3; ++i) {
+        compiled.upload(inputs[i], in.values[i].data(), in.values[i].size() * sizeof(float));
+        feeds[inputs[i].id] = test::widen(in.values[i]);
+      }
+      std::vector<float> result(elementCount(graph.tensor(y).shape), NAN);
+      compiled.upload(y, result.data(), result.size() * sizeof(float));
+      plan.run();
+      plan.read(*compiled.view(y).buffer, result.data(), result.size() * sizeof(float), compiled.view(y).offset);
+      const std::vector<std::string> labels = plan.labels();
+      CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& l) { return l.rfind("attention combine ", 0) == 0; }) == 2);
+      test::checkClose(result, referenceValues(graph, feeds)[static_cast<std::size_t>(y.id)], tolerance, relativeTolerance);
+    }
     // NaN in K (every query that sees its key) and in V (that feature), in one split of several.
     for (std::size_t operand = 1; operand < 3; ++operand) {
       Inputs in = randomInputs(stream++, {{b, h, 1, d}, {b, h, sk, d}, {b, h, sk, d}});
