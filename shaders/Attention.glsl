@@ -23,7 +23,8 @@
 // uniforms: 0 Sq, 1 Sk, 2 scale, 3 the causal offset Sk − Sq (int, CAUSAL), 4-7 Q's strides (batch, head, sequence,
 // feature; elements), 8-11 K's, 12-15 V's, 16-19 O's, 20-23 the mask's (batch, head, query, key; 0 along
 // broadcast axes; HAS_MASK), 24-26 Q's, K's and V's first elements, 27 keysPerSplit (a multiple of BLOCK_N) and
-// 28 splits (SPLIT_KEYS)
+// 28 splits (SPLIT_KEYS), 29 query heads per K and V head (grouped-query attention; 1: as many), 30 the mask's batch
+// entries, which batch b reads at b mod this (NumPy broadcast: 1 or B; Swin's windows: their count; HAS_MASK)
 // defines: HEAD_D (D), HEAD_DV (Dv), KV_RUNS (the larger of ⌈D/4⌉ and ⌈Dv/4⌉), BLOCK_M (a multiple of THREADS_ROW), BLOCK_N
 // (a multiple of THREADS_COL), CAUSAL, HAS_MASK, and Q_ALONG_SEQUENCE / K_ALONG_SEQUENCE / V_ALONG_SEQUENCE where the
 // operand's sequence axis has the smaller stride (K given transposed): the order of the global loads, so that
@@ -69,6 +70,10 @@ layout(location = 16) uniform uint oStrides[4];
 layout(location = 20) uniform uint maskStrides[4];
 #endif
 layout(location = 24) uniform uint offsets[3];
+layout(location = 29) uniform uint headsPerKvHead;
+#ifdef HAS_MASK
+layout(location = 30) uniform uint maskBatches;
+#endif
 #ifdef SPLIT_KEYS
 layout(location = 27) uniform uint keysPerSplit;
 layout(location = 28) uniform uint splits;
@@ -76,7 +81,9 @@ layout(location = 28) uniform uint splits;
 
 shared vec4 queries[BLOCK_M][D_RUNS + 1];  // scale·Q of the group's queries
 shared vec4 keysValues[BLOCK_N][KV_RUNS + 1];  // the tile's K, then its V
-shared float scores[BLOCK_M][BLOCK_N + 1];  // the tile's scores, then exp(score − running maximum)
+// The tile's scores, then exp(score − running maximum), in runs of 4 keys: the product with V reads 4 keys' weights
+// per shared load.
+shared vec4 scores[BLOCK_M][BLOCK_N / 4 + 1];
 shared float rowMax[BLOCK_M];
 shared float rowSum[BLOCK_M];
 shared float rowRescale[BLOCK_M];
@@ -119,6 +126,44 @@ const bool vAlongSequence = true;
 const bool vAlongSequence = false;
 #endif
 
+// The output accumulated over the keys so far, unnormalized: this invocation's rows and runs of features.
+vec4 o[TM][TD4];
+
+// Adds the weighted V of the staged tile (the weights in `scores`) to o; `guarded` (a constant in each call, so that
+// each is compiled on its own): keys hidden by CAUSAL add nothing, not 0·V.
+void accumulateTile(bool guarded, uint k0, uint q0, uint ty, uint tx) {
+  for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
+    vec4 p[TM];
+    for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c4];
+    for (uint e = 0u; e < 4u; ++e) {
+      uint c = 4u * c4 + e;
+      vec4 v[TD4];
+      for (uint j = 0u; j < uint(TD4); ++j) {
+        uint run = tx + j * uint(THREADS_COL);
+        v[j] = DV_RUNS % THREADS_COL == 0 || run < uint(DV_RUNS) ? keysValues[c][run] : vec4(0.0);
+      }
+      for (uint i = 0u; i < uint(TM); ++i) {
+        bool hidden = false;
+#ifdef CAUSAL
+        hidden = guarded && int(k0 + c) > int(q0 + ty + i * uint(THREADS_ROW)) + causalOffset;
+#endif
+        for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = hidden ? o[i][j] : fma(vec4(p[i][e]), v[j], o[i][j]);
+      }
+    }
+  }
+}
+
+// K's or V's tile from key k0 into keysValues, zero past Sk; a macro because a buffer's array cannot be passed to a
+// function.
+#define STAGE_TILE(buffer, base, strides, runs, width, alongSequence) \
+  for (uint q = local; q < uint(BLOCK_N * (runs)); q += 128u) {      \
+    uint c, run;                                                     \
+    RUN_AT(q, BLOCK_N, runs, alongSequence, c, run)                  \
+    vec4 v;                                                          \
+    LOAD_RUN(buffer, base, strides, k0 + c, Sk, run, width, v)       \
+    keysValues[c][run] = v;                                          \
+  }
+
 void main() {
   uint local = gl_LocalInvocationIndex;
   uint ty = local / uint(THREADS_COL), tx = local % uint(THREADS_COL);
@@ -129,13 +174,13 @@ void main() {
 #endif
   uint q0 = gl_WorkGroupID.x * uint(BLOCK_M);
   uint qBase = offsets[0] + batch * qStrides[0] + head * qStrides[1];
-  uint kBase = offsets[1] + batch * kStrides[0] + head * kStrides[1];
-  uint vBase = offsets[2] + batch * vStrides[0] + head * vStrides[1];
+  uint kBase = offsets[1] + batch * kStrides[0] + head / headsPerKvHead * kStrides[1];
+  uint vBase = offsets[2] + batch * vStrides[0] + head / headsPerKvHead * vStrides[1];
 #ifndef SPLIT_KEYS
   uint oBase = batch * oStrides[0] + head * oStrides[1];
 #endif
 #ifdef HAS_MASK
-  uint maskBase = batch * maskStrides[0] + head * maskStrides[1];
+  uint maskBase = batch % maskBatches * maskStrides[0] + head * maskStrides[1];
 #endif
 
   for (uint q = local; q < uint(BLOCK_M * D_RUNS); q += 128u) {
@@ -162,19 +207,11 @@ void main() {
   keyEnd = min(keyEnd, keyBegin + keysPerSplit);
 #endif
 
-  vec4 o[TM][TD4];
   for (uint i = 0u; i < uint(TM); ++i)
     for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = vec4(0.0);
 
   for (uint k0 = keyBegin; k0 < keyEnd; k0 += uint(BLOCK_N)) {
-    // K's tile, zero past Sk.
-    for (uint q = local; q < uint(BLOCK_N * D_RUNS); q += 128u) {
-      uint c, run;
-      RUN_AT(q, BLOCK_N, D_RUNS, kAlongSequence, c, run)
-      vec4 v;
-      LOAD_RUN(K, kBase, kStrides, k0 + c, Sk, run, HEAD_D, v)
-      keysValues[c][run] = v;
-    }
+    STAGE_TILE(K, kBase, kStrides, D_RUNS, HEAD_D, kAlongSequence)
     memoryBarrierShared();
     barrier();
 
@@ -201,7 +238,7 @@ void main() {
 #ifdef HAS_MASK
         if (visible && row < Sq) score += mask[maskBase + row * maskStrides[2] + key * maskStrides[3]];
 #endif
-        scores[r][c] = visible ? score : NEGATIVE_INFINITY;
+        scores[r][c >> 2][c & 3u] = visible ? score : NEGATIVE_INFINITY;
       }
     }
     memoryBarrierShared();
@@ -212,27 +249,24 @@ void main() {
     if (local < uint(BLOCK_M)) {
       uint r = local;
       float previous = rowMax[r], largest = previous;
-      for (uint c = 0u; c < uint(BLOCK_N); ++c) largest = maxNaN(largest, scores[r][c]);
+      for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
+        vec4 run = scores[r][c4];
+        largest = maxNaN(maxNaN(largest, run.x), maxNaN(maxNaN(run.y, run.z), run.w));
+      }
       // Nothing but −inf so far: every weight is 0 (exp(−inf − 0)), not NaN (exp(−inf + inf)).
       float shift = largest == NEGATIVE_INFINITY ? 0.0 : largest;
       float rescale = exp(previous - shift);
       float sum = 0.0;
-      for (uint c = 0u; c < uint(BLOCK_N); ++c) {
-        float p = exp(scores[r][c] - shift);
-        scores[r][c] = p;
-        sum += p;
+      for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
+        vec4 p = exp(scores[r][c4] - shift);
+        scores[r][c4] = p;
+        sum += (p.x + p.y) + (p.z + p.w);
       }
       rowSum[r] = rowSum[r] * rescale + sum;
       rowMax[r] = largest;
       rowRescale[r] = rescale;
     }
-    for (uint q = local; q < uint(BLOCK_N * DV_RUNS); q += 128u) {
-      uint c, run;
-      RUN_AT(q, BLOCK_N, DV_RUNS, vAlongSequence, c, run)
-      vec4 v;
-      LOAD_RUN(V, vBase, vStrides, k0 + c, Sk, run, HEAD_DV, v)
-      keysValues[c][run] = v;
-    }
+    STAGE_TILE(V, vBase, vStrides, DV_RUNS, HEAD_DV, vAlongSequence)
     memoryBarrierShared();
     barrier();
 
@@ -240,40 +274,16 @@ void main() {
       float rescale = rowRescale[ty + i * uint(THREADS_ROW)];
       for (uint j = 0u; j < uint(TD4); ++j) o[i][j] *= rescale;
     }
-    bool wholeTileVisible = true;
 #ifdef CAUSAL
     // Some query of the group hides some key of the tile: those keys must add nothing, not 0·V.
-    wholeTileVisible = int(k0) + BLOCK_N - 1 <= int(q0) + causalOffset;
-#endif
-    if (wholeTileVisible) {
-      for (uint c = 0u; c < uint(BLOCK_N); ++c) {
-        float p[TM];
-        vec4 v[TD4];
-        for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c];
-        for (uint j = 0u; j < uint(TD4); ++j) {
-          uint run = tx + j * uint(THREADS_COL);
-          v[j] = DV_RUNS % THREADS_COL == 0 || run < uint(DV_RUNS) ? keysValues[c][run] : vec4(0.0);
-        }
-        for (uint i = 0u; i < uint(TM); ++i)
-          for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = fma(vec4(p[i]), v[j], o[i][j]);
-      }
+    if (int(k0) + BLOCK_N - 1 > int(q0) + causalOffset) {
+      accumulateTile(true, k0, q0, ty, tx);
     } else {
-#ifdef CAUSAL
-      for (uint c = 0u; c < uint(BLOCK_N); ++c) {
-        float p[TM];
-        vec4 v[TD4];
-        for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c];
-        for (uint j = 0u; j < uint(TD4); ++j) {
-          uint run = tx + j * uint(THREADS_COL);
-          v[j] = DV_RUNS % THREADS_COL == 0 || run < uint(DV_RUNS) ? keysValues[c][run] : vec4(0.0);
-        }
-        for (uint i = 0u; i < uint(TM); ++i) {
-          bool hidden = int(k0 + c) > int(q0 + ty + i * uint(THREADS_ROW)) + causalOffset;
-          for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = hidden ? o[i][j] : fma(vec4(p[i]), v[j], o[i][j]);
-        }
-      }
-#endif
+      accumulateTile(false, k0, q0, ty, tx);
     }
+#else
+    accumulateTile(false, k0, q0, ty, tx);
+#endif
     // The next tile overwrites keysValues and scores.
     barrier();
   }

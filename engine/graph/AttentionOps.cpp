@@ -39,8 +39,8 @@ struct Blocks {
 
 std::size_t sharedBytes(Blocks b, std::uint32_t d, std::uint32_t dv) {
   const std::size_t runs = (d + 3) / 4, kvRuns = (std::max(d, dv) + 3) / 4;
-  return 4 * sizeof(float) * (b.queries * (runs + 1) + b.keys * (kvRuns + 1)) +
-         sizeof(float) * (std::size_t{b.queries} * (b.keys + 1) + 3 * std::size_t{b.queries});
+  return 4 * sizeof(float) * (b.queries * (runs + 1) + b.keys * (kvRuns + 1) + b.queries * (b.keys / 4 + 1)) +
+         sizeof(float) * 3 * std::size_t{b.queries};
 }
 
 // Queries per group: fewest padded rows, where each halving of the block is counted as costing a tenth more per row (a
@@ -102,6 +102,8 @@ class AttentionOp : public InferenceOp {
     }
   }
   std::string name() const override { return "attention"; }
+  // The entries of the mask's batch axis (1 where it has none), which batch b reads at b mod this.
+  static std::uint32_t maskBatches(const Shape& mask) { return mask.size() == 4 ? mask[0] : 1; }
 
   // How Q, K, V and the output are read and written; throws when the inputs do not fit together.
   std::array<View, 4> views(const std::vector<Shape>& in) const {
@@ -128,14 +130,19 @@ class AttentionOp : public InferenceOp {
       }
     }
     const std::array<std::uint32_t, 4>&q = result[0].sizes, &k = result[1].sizes, &v = result[2].sizes;
-    if (k[0] != q[0] || v[0] != q[0] || k[1] != q[1] || v[1] != q[1]) throw refuse("the same batch and heads");
+    if (k[0] != q[0] || v[0] != q[0]) throw refuse("the same batch");
+    if (k[1] != v[1] || k[1] == 0 || q[1] % k[1] != 0) throw refuse("K and V with the same heads, a divisor of Q's");
     if (k[3] != q[3]) throw refuse("Q and K with the same features");
     if (v[2] != k[2]) throw refuse("K and V with the same keys");
     if (q[3] == 0 || v[3] == 0) throw refuse("features");
     if (in.size() == 4) {
       const Shape scores{q[0], q[1], q[2], k[2]};
+      const std::uint32_t period = s_.maskBatchPeriod;
+      if (period && (in[3].size() != 4 || in[3][0] != period || q[0] % period != 0)) {
+        throw refuse("a mask [" + std::to_string(period) + ", ...] for a batch period of " + std::to_string(period));
+      }
       bool fits = in[3].size() <= 4;
-      for (std::size_t i = 0; fits && i < in[3].size(); ++i) {
+      for (std::size_t i = 0; fits && i < in[3].size() - (period ? 1 : 0); ++i) {  // from the right; a period's batch axis is checked above
         const std::uint32_t size = in[3][in[3].size() - 1 - i];
         fits = size == 1 || size == scores[3 - i];
       }
@@ -211,6 +218,8 @@ class AttentionOp : public InferenceOp {
                    static_cast<std::uint32_t>(ms[3])});
     }
     for (const auto& [location, offset] : {std::pair{24, q.offset}, {25, k.offset}, {26, v.offset}}) dispatch.uniforms.push_back(Uniform::u32(location, offset));
+    dispatch.uniforms.push_back(Uniform::u32(29, q.sizes[1] / k.sizes[1]));
+    if (masked) dispatch.uniforms.push_back(Uniform::u32(30, maskBatches(in[3].shape)));
     if (split.splits == 1) {
       plan.record(dispatch);
       return;
@@ -237,14 +246,15 @@ class AttentionOp : public InferenceOp {
       for (std::size_t h = 0; h < q.sizes[1]; ++h) {
         for (std::size_t i = 0; i < sq; ++i) {
           // Keys past the causal limit are left out; a query that sees none gets 0.
+          const std::size_t kvHead = h / (q.sizes[1] / k.sizes[1]), maskBatch = in.size() == 4 ? b % maskBatches(in[3].shape) : 0;
           const std::int64_t limit = s_.causal ? static_cast<std::int64_t>(i) + sk - sq : std::int64_t{sk} - 1;
           const std::size_t seen = static_cast<std::size_t>(std::clamp<std::int64_t>(limit + 1, 0, sk));
           double largest = -INFINITY;
           for (std::size_t j = 0; j < seen; ++j) {
             double dot = 0;
-            for (std::size_t f = 0; f < d; ++f) dot += (*in[0].values)[at(q, b, h, i, f)] * (*in[1].values)[at(k, b, h, j, f)];
+            for (std::size_t f = 0; f < d; ++f) dot += (*in[0].values)[at(q, b, h, i, f)] * (*in[1].values)[at(k, b, kvHead, j, f)];
             scores[j] = double{s_.scale} * dot;
-            if (in.size() == 4) scores[j] += (*in[3].values)[b * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
+            if (in.size() == 4) scores[j] += (*in[3].values)[maskBatch * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
             largest = ref::maxNaN(largest, scores[j]);
           }
           // Every seen key −inf: weights 0 (PyTorch's exports turn softmax's NaN into 0), so the output is Σ 0·V.
@@ -253,7 +263,7 @@ class AttentionOp : public InferenceOp {
           for (std::size_t j = 0; j < seen; ++j) weights[j] = largest == -INFINITY ? 0.0 : weights[j] / total;
           for (std::size_t f = 0; f < dv; ++f) {
             double sum = 0;
-            for (std::size_t j = 0; j < seen; ++j) sum += weights[j] * (*in[2].values)[at(v, b, h, j, f)];
+            for (std::size_t j = 0; j < seen; ++j) sum += weights[j] * (*in[2].values)[at(v, b, kvHead, j, f)];
             y[at(o, b, h, i, f)] = sum;
           }
         }

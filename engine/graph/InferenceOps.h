@@ -85,7 +85,8 @@ std::shared_ptr<const Op> triluOp(bool upper, std::int64_t k);
 // holding its logical axes [batch, head, sequence, feature] in the order its layout says: logical axis k is the
 // tensor's axis layout[k] (transposeOp's convention, so a Transpose(perm) feeding the op is read in place with
 // layout = perm). Q is logically [B, H, Sq, D], K [B, H, Sk, D], V [B, H, Sk, Dv], the output [B, H, Sq, Dv] (its
-// tensor's axis output[k] holds logical axis k); the mask broadcasts (NumPy) to [B, H, Sq, Sk].
+// tensor's axis output[k] holds logical axis k); the mask broadcasts (NumPy) to [B, H, Sq, Sk]. K and V may have fewer
+// heads than Q, a divisor Hkv of H (grouped-query attention): query head h reads K and V head h / (H / Hkv).
 struct AttentionSettings {
   float scale = 1.0f;  // applied to Q·Kᵀ before the mask
   // Key j hidden from query i when j > i + Sk − Sq (a block of queries at the end of a cache); hidden keys are left
@@ -93,7 +94,9 @@ struct AttentionSettings {
   bool causal = false;
   using Layout = std::array<std::uint32_t, 4>;
   static constexpr Layout contiguous{0, 1, 2, 3};
-  static constexpr Layout swapLastTwo{0, 1, 3, 2};  // K given as Kᵀ [B, H, D, Sk]
+  // K given as Kᵀ [B, H, D, Sk]. A Kᵀ that is Transpose(P)(T) is T read with layout {P[0], P[1], P[3], P[2]}
+  // (exports' [B, S, H, D] → perm [0, 2, 3, 1] gives sequenceBeforeHeads).
+  static constexpr Layout swapLastTwo{0, 1, 3, 2};
   static constexpr Layout sequenceBeforeHeads{0, 2, 1, 3};  // [B, S, H, D], the head split's reshape before its transpose
   Layout query = contiguous, key = contiguous, value = contiguous, output = contiguous;
   // An input read as a strided view instead of through its layout (Q, K and V as parts of one fused projection, a
@@ -104,6 +107,9 @@ struct AttentionSettings {
     std::uint32_t offset = 0;
   };
   std::optional<View> queryView, keyView, valueView;
+  // Not 0: the mask is [P, H or 1, Sq or 1, Sk or 1] and batch b reads its entry b mod P, P dividing B (Swin's shifted
+  // windows: the batch is image·P + window over P windows, the mask the windows' own).
+  std::uint32_t maskBatchPeriod = 0;
 };
 std::shared_ptr<const Op> attentionOp(AttentionSettings settings);
 

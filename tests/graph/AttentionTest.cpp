@@ -314,6 +314,29 @@ TEST_SUITE("gl") {
     const Result square = run(attentionOp(scaled(d, true)), randomInputs(stream++, {{1, 1, 130, d}, {1, 1, 130, d}, {1, 1, 130, d}}));
     CHECK(splitLabels(square.labels));
     test::checkClose(square.gpu, square.reference, tolerance, relativeTolerance);
+    // Two split attentions in a row in reused memory (as imported models compile): the second reads the first's output
+    // as its queries, and their workspaces are one buffer.
+    {
+      const Inputs in = randomInputs(stream++, {{b, h, 1, d}, {b, h, sk, d}, {b, h, sk, d}});
+      Graph graph;
+      const Tensor q = graph.input("q", in.shapes[0]), k = graph.input("k", in.shapes[1]), v = graph.input("v", in.shapes[2]);
+      const Tensor y = graph.apply(attentionOp(scaled(d)), {graph.apply(attentionOp(scaled(d)), {q, k, v}), k, v});
+      CompiledGraph compiled(test::glContext(), graph, CompiledGraph::Memory::reused, {y});
+      Plan plan = compiled.forwardPlan([](Plan&) {});
+      const std::vector<Tensor> inputs{q, k, v};
+      std::map<int, std::vector<double>> feeds;
+      for (std::size_t i = 0; i < 3; ++i) {
+        compiled.upload(inputs[i], in.values[i].data(), in.values[i].size() * sizeof(float));
+        feeds[inputs[i].id] = test::widen(in.values[i]);
+      }
+      std::vector<float> result(elementCount(graph.tensor(y).shape), NAN);
+      compiled.upload(y, result.data(), result.size() * sizeof(float));
+      plan.run();
+      plan.read(*compiled.view(y).buffer, result.data(), result.size() * sizeof(float), compiled.view(y).offset);
+      const std::vector<std::string> labels = plan.labels();
+      CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& l) { return l.rfind("attention combine ", 0) == 0; }) == 2);
+      test::checkClose(result, referenceValues(graph, feeds)[static_cast<std::size_t>(y.id)], tolerance, relativeTolerance);
+    }
     // NaN in K (every query that sees its key) and in V (that feature), in one split of several.
     for (std::size_t operand = 1; operand < 3; ++operand) {
       Inputs in = randomInputs(stream++, {{b, h, 1, d}, {b, h, sk, d}, {b, h, sk, d}});
@@ -324,38 +347,93 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("attention shares K and V heads among query heads and cycles a window mask over the batch") {
+    std::uint32_t stream = 4800;
+    const std::uint32_t sq = 9, sk = 37, d = 16;
+    // Grouped-query attention (6 query heads over 2 K/V heads) and multi-query (over 1), against the same K and V
+    // repeated per query head.
+    for (const std::uint32_t kvHeads : {2u, 1u}) {
+      CAPTURE(kvHeads);
+      const std::uint32_t b = 2, h = 6;
+      const Inputs shared = randomInputs(stream++, {{b, h, sq, d}, {b, kvHeads, sk, d}, {b, kvHeads, sk, d}, {b, 1, 1, sk}});
+      const Result r = run(attentionOp(scaled(d, true)), shared);
+      test::checkClose(r.gpu, r.reference, tolerance, relativeTolerance);
+      Inputs repeated = shared;
+      for (std::size_t operand = 1; operand < 3; ++operand) {
+        repeated.shapes[operand] = {b, h, sk, d};
+        repeated.values[operand].clear();
+        for (std::uint32_t i = 0; i < b; ++i)
+          for (std::uint32_t hh = 0; hh < h; ++hh) {
+            const auto first = shared.values[operand].begin() + (i * kvHeads + hh / (h / kvHeads)) * sk * d;
+            repeated.values[operand].insert(repeated.values[operand].end(), first, first + sk * d);
+          }
+      }
+      const Result plain = run(attentionOp(scaled(d, true)), repeated);
+      std::size_t differences = 0;
+      for (std::size_t i = 0; i < r.gpu.size(); ++i) differences += r.reference[i] != plain.reference[i] || r.gpu[i] != plain.gpu[i];
+      CHECK(differences == 0u);
+    }
+    // Swin's shifted windows: 2 images of 3 windows each (batch image·3 + window), the mask [3, H, N, N] of the windows
+    // (relative position bias and shift mask, −100 where windows must not mix), against it repeated over the images.
+    const std::uint32_t images = 2, windows = 3, h = 2, n = 13;
+    Inputs windowed = randomInputs(stream++, {{images * windows, h, n, d}, {images * windows, h, n, d}, {images * windows, h, n, d}, {windows, h, n, n}});
+    for (std::size_t i = 0; i < windowed.values[3].size(); i += 5) windowed.values[3][i] = -100.0f;
+    AttentionSettings s = scaled(d);
+    s.maskBatchPeriod = windows;
+    const Result r = run(attentionOp(s), windowed);
+    test::checkClose(r.gpu, r.reference, tolerance, relativeTolerance);
+    Inputs expanded = windowed;
+    expanded.shapes[3] = {images * windows, h, n, n};
+    expanded.values[3].clear();
+    for (std::uint32_t i = 0; i < images; ++i) expanded.values[3].insert(expanded.values[3].end(), windowed.values[3].begin(), windowed.values[3].end());
+    const Result plain = run(attentionOp(scaled(d)), expanded);
+    std::size_t differences = 0;
+    for (std::size_t i = 0; i < r.gpu.size(); ++i) differences += r.reference[i] != plain.reference[i] || r.gpu[i] != plain.gpu[i];
+    CHECK(differences == 0u);
+  }
+
   TEST_CASE("attention matches the unfused chain of batched matmul, scale, mask and softmax") {
-    // What the importer replaces: MatMul(Q, Kᵀ) → Mul(scale) → Add(mask) → Softmax → MatMul(·, V), each a GPU op.
+    // What the importer replaces: MatMul(Q, Kᵀ) → Mul(scale) → Add(mask) → Softmax → MatMul(·, V), each a GPU op: on
+    // contiguous Q and V with a Kᵀ tensor, and as exports give them, Q, K and V the [B, S, H, D] reshapes of the
+    // projections, transposed by perm [0, 2, 1, 3] (K by [0, 2, 3, 1]) and the output transposed back by [0, 2, 1, 3]:
+    // the fused op reads and writes those tensors in place.
     std::uint32_t stream = 4740;
     Context& context = test::glContext();
-    for (const auto& size : std::vector<std::array<std::uint32_t, 5>>{{2, 3, 17, 23, 64}, {1, 2, 197, 197, 64}, {3, 1, 1, 40, 80}}) {
-      const std::uint32_t b = size[0], h = size[1], sq = size[2], sk = size[3], d = size[4];
-      const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-      const Inputs in = randomInputs(stream++, {{b, h, sq, d}, {b, h, d, sk}, {b, h, sk, d}, {b, 1, 1, sk}});
-      Graph graph;
-      const Tensor q = graph.input("q", in.shapes[0]), kt = graph.input("kt", in.shapes[1]), v = graph.input("v", in.shapes[2]),
-                   mask = graph.input("mask", in.shapes[3]);
-      const Tensor factor = graph.parameter("scale", {1}, {scale});
-      const Tensor scores = graph.apply(broadcastOp(BinaryKind::add),
-                                        {graph.apply(broadcastOp(BinaryKind::multiply), {graph.apply(batchedMatMulOp(), {q, kt}), factor}), mask});
-      const Tensor unfused = graph.apply(batchedMatMulOp(), {graph.apply(axisOp(AxisKind::softmax, 3, 4), {scores}), v});
-      AttentionSettings s;
-      s.scale = scale;
-      s.key = AttentionSettings::swapLastTwo;
-      const Tensor fused = graph.apply(attentionOp(s), {q, kt, v, mask});
-      CompiledGraph compiled(context, graph, CompiledGraph::Memory::kept, {unfused, fused});
-      Plan plan = compiled.forwardPlan([](Plan&) {});
-      const std::vector<Tensor> inputs{q, kt, v, mask};
-      for (std::size_t i = 0; i < 4; ++i) compiled.upload(inputs[i], in.values[i].data(), in.values[i].size() * sizeof(float));
-      std::vector<float> a(elementCount(graph.tensor(unfused).shape), NAN), f(elementCount(graph.tensor(fused).shape), NAN);
-      compiled.upload(fused, f.data(), f.size() * sizeof(float));
-      plan.run();
-      plan.read(*compiled.view(unfused).buffer, a.data(), a.size() * sizeof(float), compiled.view(unfused).offset);
-      plan.read(*compiled.view(fused).buffer, f.data(), f.size() * sizeof(float), compiled.view(fused).offset);
-      CAPTURE(sk);
-      test::checkClose(f, test::widen(a), tolerance, relativeTolerance);
-      const std::vector<std::string> labels = plan.labels();
-      CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& l) { return l.rfind("attention masked D", 0) == 0; }) == 1);
+    for (const bool exported : {false, true}) {
+      for (const auto& size : std::vector<std::array<std::uint32_t, 5>>{{2, 3, 17, 23, 64}, {1, 2, 197, 197, 64}, {3, 1, 1, 40, 80}}) {
+        const std::uint32_t b = size[0], h = size[1], sq = size[2], sk = size[3], d = size[4];
+        CAPTURE(exported);
+        CAPTURE(sk);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+        const Inputs in = exported ? randomInputs(stream++, {{b, sq, h, d}, {b, sk, h, d}, {b, sk, h, d}, {b, 1, 1, sk}})
+                                   : randomInputs(stream++, {{b, h, sq, d}, {b, h, d, sk}, {b, h, sk, d}, {b, 1, 1, sk}});
+        Graph graph;
+        const std::vector<Tensor> inputs{graph.input("q", in.shapes[0]), graph.input("k", in.shapes[1]), graph.input("v", in.shapes[2]),
+                                         graph.input("mask", in.shapes[3])};
+        const auto headsFirst = [&](Tensor t, std::vector<std::uint32_t> perm) { return exported ? graph.apply(transposeOp(std::move(perm)), {t}) : t; };
+        const Tensor q = headsFirst(inputs[0], {0, 2, 1, 3}), kt = headsFirst(inputs[1], {0, 2, 3, 1}), v = headsFirst(inputs[2], {0, 2, 1, 3});
+        const Tensor factor = graph.parameter("scale", {1}, {scale});
+        const Tensor scores = graph.apply(broadcastOp(BinaryKind::add),
+                                          {graph.apply(broadcastOp(BinaryKind::multiply), {graph.apply(batchedMatMulOp(), {q, kt}), factor}), inputs[3]});
+        const Tensor unfused = headsFirst(graph.apply(batchedMatMulOp(), {graph.apply(axisOp(AxisKind::softmax, 3, 4), {scores}), v}), {0, 2, 1, 3});
+        AttentionSettings s;
+        s.scale = scale;
+        s.key = AttentionSettings::swapLastTwo;
+        if (exported) s.query = s.key = s.value = s.output = AttentionSettings::sequenceBeforeHeads;
+        const Tensor fused = graph.apply(attentionOp(s), inputs);
+        CompiledGraph compiled(context, graph, CompiledGraph::Memory::kept, {unfused, fused});
+        Plan plan = compiled.forwardPlan([](Plan&) {});
+        for (std::size_t i = 0; i < 4; ++i) compiled.upload(inputs[i], in.values[i].data(), in.values[i].size() * sizeof(float));
+        CHECK(graph.tensor(fused).shape == graph.tensor(unfused).shape);
+        std::vector<float> a(elementCount(graph.tensor(unfused).shape), NAN), f(elementCount(graph.tensor(fused).shape), NAN);
+        compiled.upload(fused, f.data(), f.size() * sizeof(float));
+        plan.run();
+        plan.read(*compiled.view(unfused).buffer, a.data(), a.size() * sizeof(float), compiled.view(unfused).offset);
+        plan.read(*compiled.view(fused).buffer, f.data(), f.size() * sizeof(float), compiled.view(fused).offset);
+        test::checkClose(f, test::widen(a), tolerance, relativeTolerance);
+        const std::vector<std::string> labels = plan.labels();
+        CHECK(std::count_if(labels.begin(), labels.end(), [](const std::string& l) { return l.rfind("attention masked D", 0) == 0; }) == 1);
+      }
     }
   }
 
@@ -370,10 +448,24 @@ TEST_SUITE("gl") {
     CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 3, 7, 9}, {2, 3, 7, 4}}),
                       doctest::Contains("Q and K with the same features: got [2, 3, 5, 8], [2, 3, 7, 9], [2, 3, 7, 4]"));
     CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 6, 4}}), doctest::Contains("K and V with the same keys"));
-    CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 2, 7, 8}, {2, 2, 7, 4}}), doctest::Contains("the same batch and heads"));
+    CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 2, 7, 8}, {2, 2, 7, 4}}), doctest::Contains("K and V with the same heads, a divisor of Q's"));
+    CHECK_THROWS_WITH(shapeOf({{2, 4, 5, 8}, {2, 2, 7, 8}, {2, 1, 7, 4}}), doctest::Contains("K and V with the same heads, a divisor of Q's"));
+    CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {1, 3, 7, 8}, {1, 3, 7, 4}}), doctest::Contains("the same batch"));
+    AttentionSettings period;
+    period.maskBatchPeriod = 4;
+    CHECK(shapeOf({{8, 3, 5, 8}, {8, 3, 7, 8}, {8, 3, 7, 4}, {4, 3, 5, 7}}, period) == Shape{8, 3, 5, 4});
+    CHECK_THROWS_WITH(shapeOf({{6, 3, 5, 8}, {6, 3, 7, 8}, {6, 3, 7, 4}, {4, 3, 5, 7}}, period), doctest::Contains("a mask [4, ...] for a batch period of 4"));
+    CHECK_THROWS_WITH(shapeOf({{8, 3, 5, 8}, {8, 3, 7, 8}, {8, 3, 7, 4}, {3, 5, 7}}, period), doctest::Contains("a mask [4, ...] for a batch period of 4"));
+    CHECK_THROWS_WITH(shapeOf({{8, 3, 5, 8}, {8, 3, 7, 8}, {8, 3, 7, 4}, {4, 2, 5, 7}}, period), doctest::Contains("a mask that broadcasts to [8, 3, 5, 7]"));
     CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 3, 7, 8}, {2, 3, 7, 4}, {5, 6}}), doctest::Contains("a mask that broadcasts to [2, 3, 5, 7]"));
     CHECK_THROWS_WITH(shapeOf({{2, 3, 5, 8}, {2, 3, 7, 8}}), doctest::Contains("3 or 4 inputs"));
     CHECK_THROWS_WITH(shapeOf({{3, 5, 8}, {3, 7, 8}, {3, 7, 4}}), doctest::Contains("Q, K and V of rank 4"));
+    // Features past what any device's shared memory holds for one group's blocks: refused when the graph is compiled.
+    Graph graph;
+    const Tensor y = graph.apply(attentionOp({}), {graph.input("q", {1, 1, 4, 1000}), graph.input("k", {1, 1, 4, 1000}), graph.input("v", {1, 1, 4, 1000})});
+    const auto compile = [&] { CompiledGraph(test::glContext(), graph, CompiledGraph::Memory::kept, {y}).forwardPlan([](Plan&) {}); };
+    CHECK_THROWS_AS(compile(), DeviceLimitError);
+    CHECK_THROWS_WITH(compile(), doctest::Contains("attention over 1000 and 1000 features per head needs 97344 bytes of shared memory"));
     AttentionSettings bad;
     bad.key = {0, 1, 1, 3};
     CHECK_THROWS_WITH(attentionOp(bad), "attention's layout {0, 1, 1, 3} is no permutation of 4 axes");
