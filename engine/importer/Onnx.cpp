@@ -293,8 +293,14 @@ Element Importer::resultElement(const onnx::NodeProto& node) const {
 
 void Importer::importIdentity(const onnx::NodeProto& node, const Attributes& a) {
   const std::string& op = node.op_type();
-  if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty() && scalar(node, 2) != 0) refuse(node, "training mode is not supported");
-  if (node.output_size() > 1 && !node.output(1).empty()) refuse(node, "the mask output is not supported (inference only)");
+  // Training mode drops nothing at ratio 0 (torchvision 0.14's Swin calls F.dropout(p=0.0) in training mode).
+  const bool dropsNothing = node.input_size() > 1 && !node.input(1).empty() ? scalar(node, 1) == 0 : real(a, "ratio", 0.5) == 0;
+  if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty() && scalar(node, 2) != 0 && !dropsNothing) {
+    refuse(node, "training mode is not supported");
+  }
+  if (node.output_size() > 1 && !node.output(1).empty() && consumers_.count(node.output(1))) {
+    refuse(node, "the mask output is not supported (inference only)");
+  }
   const Value& in = operand(node, 0);
   if (op == "Cast" && !in.constant) {
     const std::int64_t to = integer(a, "to", 0);
