@@ -310,7 +310,12 @@ void main() {
 #else
     // A row whose weights are all 0 keeps its sum of 0·V: 0, or NaN from a NaN in V.
     float total = rowSum[r];
+#ifdef EMPTY_ROWS_NAN
+    // A row that sees no key is NaN, as softmax over nothing but −inf is.
+    float inverse = total != 0.0 ? 1.0 / total : uintBitsToFloat(0x7fc00000u);
+#else
     float inverse = total != 0.0 ? 1.0 / total : 1.0;
+#endif
     for (uint j = 0u; j < uint(TD4); ++j) {
       uint run = tx + j * uint(THREADS_COL);
       for (uint e = 0u; e < 4u; ++e) {

@@ -16,6 +16,12 @@ layout(location = 3) uniform uint Sq;
 layout(location = 4) uniform uint Dv;
 layout(location = 5) uniform uint oStrides[4];
 
+#ifdef EMPTY_ROWS_NAN
+#define EMPTY_ROW uintBitsToFloat(0x7fc00000u)  // a row that saw no key: softmax over nothing but −inf is NaN
+#else
+#define EMPTY_ROW sum
+#endif
+
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= count) return;
@@ -33,5 +39,5 @@ void main() {
     sum = fma(partial[at * Dv + d], weight, sum);
   }
   uint row = line % Sq, head = (line / Sq) % heads, batch = line / (Sq * heads);
-  O[batch * oStrides[0] + head * oStrides[1] + row * oStrides[2] + d * oStrides[3]] = total != 0.0 ? sum / total : sum;
+  O[batch * oStrides[0] + head * oStrides[1] + row * oStrides[2] + d * oStrides[3]] = total != 0.0 ? sum / total : EMPTY_ROW;
 }

@@ -50,6 +50,10 @@ float combine(float left, float right) {
   return left * right;
 #elif BINARY_OP == BINARY_OP_DIVIDE
   return left / right;
+#elif BINARY_OP == BINARY_OP_INTEGER_DIVIDE
+  // trunc(a / b) may land one below an exact quotient (division is within 2.5 ulp); a − fmod(a, b) is an exact multiple
+  // of b, whose quotient rounds to the integer it is.
+  return round((left - remainderOf(left, right)) / right);
 #elif BINARY_OP == BINARY_OP_POWER
   if (right == 2.0) return left * left;
   if (right == floor(right) && left < 0.0) return (mod(right, 2.0) == 0.0 ? 1.0 : -1.0) * pow(-left, right);

@@ -26,8 +26,10 @@ std::vector<ModelBenchRow> benchmarkModel(OnnxRunner& runner, const std::vector<
                                           std::uint32_t seed, const std::function<void(const std::string&)>& progress,
                                           const ModelBenchSetup& setup) {
   for (const auto& [name, input] : setup.inputs) {
-    if (std::none_of(runner.inputs().begin(), runner.inputs().end(), [&](const OnnxPort& p) { return p.name == name; })) {
-      throw UsageError(runner.path() + " has no input " + name);
+    const auto port = std::find_if(runner.inputs().begin(), runner.inputs().end(), [&](const OnnxPort& p) { return p.name == name; });
+    if (port == runner.inputs().end()) throw UsageError(runner.path() + " has no input " + name);
+    if (port->dtype == "bool" && input.kind == BenchInput::Kind::ids && input.bound > 2) {
+      throw UsageError("input " + name + " is bool: its values are ones, zeros or ids:2, not ids:" + std::to_string(input.bound));
     }
   }
   for (const auto& [symbol, length] : setup.dimensions) {
@@ -35,6 +37,9 @@ std::vector<ModelBenchRow> benchmarkModel(OnnxRunner& runner, const std::vector<
       return std::find(p.symbols.begin(), p.symbols.end(), symbol) != p.symbols.end();
     });
     if (!known) throw UsageError(runner.path() + " has no symbolic dimension " + symbol);
+    const bool batch = std::any_of(runner.inputs().begin(), runner.inputs().end(),
+                                   [&](const OnnxPort& p) { return p.batched && p.symbols[0] == symbol; });
+    if (batch) throw UsageError(symbol + " is the batch: give it with --batches");
   }
   std::vector<ModelBenchRow> rows;
   std::mt19937 random(seed);

@@ -182,6 +182,7 @@ class AttentionOp : public InferenceOp {
                                       {"BLOCK_M", std::to_string(blocks.queries)},
                                       {"BLOCK_N", std::to_string(blocks.keys)}};
     if (s_.causal) defines.push_back({"CAUSAL", "1"});
+    if (!s_.emptyRowsZero) defines.push_back({"EMPTY_ROWS_NAN", "1"});
     if (masked) defines.push_back({"HAS_MASK", "1"});
     // Loads walk the axis with the smaller stride first (a transposed K along its keys).
     if (q.strides[2] < q.strides[3]) defines.push_back({"Q_ALONG_SEQUENCE", "1"});
@@ -228,7 +229,7 @@ class AttentionOp : public InferenceOp {
     dispatch.uniforms.push_back(Uniform::u32(28, split.splits));
     plan.record(dispatch);
     const std::uint32_t count = count32({q.sizes[0], q.sizes[1], sq, dv});
-    Dispatch combine = linearDispatch(programs.get("AttentionCombine.glsl"), "attention combine " + std::to_string(split.splits) + " splits", count);
+    Dispatch combine = linearDispatch(programs.get("AttentionCombine.glsl", s_.emptyRowsZero ? std::vector<ShaderDefine>{} : std::vector<ShaderDefine>{{"EMPTY_ROWS_NAN", "1"}}), "attention combine " + std::to_string(split.splits) + " splits", count);
     combine.buffers = {{0, *out.workspace, Access::read}, {1, out.view, Access::write}};
     combine.uniforms = {Uniform::u32(0, count), Uniform::u32(1, split.splits), Uniform::u32(2, q.sizes[1]), Uniform::u32(3, sq), Uniform::u32(4, dv)};
     for (int axis = 0; axis < 4; ++axis) combine.uniforms.push_back(Uniform::u32(5 + axis, o.strides[static_cast<std::size_t>(axis)]));
@@ -257,14 +258,16 @@ class AttentionOp : public InferenceOp {
             if (in.size() == 4) scores[j] += (*in[3].values)[maskBatch * ms[0] + h * ms[1] + i * ms[2] + j * ms[3]];
             largest = ref::maxNaN(largest, scores[j]);
           }
-          // Every seen key −inf: weights 0 (PyTorch's exports turn softmax's NaN into 0), so the output is Σ 0·V.
+          // Every seen key −inf: weights 0 where PyTorch's SDPA export turns softmax's NaN into 0 (the output Σ 0·V),
+          // else NaN as softmax gives.
+          const bool empty = largest == -INFINITY;
           double total = 0;
           for (std::size_t j = 0; j < seen; ++j) total += weights[j] = largest == -INFINITY ? 0.0 : std::exp(scores[j] - largest);
           for (std::size_t j = 0; j < seen; ++j) weights[j] = largest == -INFINITY ? 0.0 : weights[j] / total;
           for (std::size_t f = 0; f < dv; ++f) {
             double sum = 0;
             for (std::size_t j = 0; j < seen; ++j) sum += weights[j] * (*in[2].values)[at(v, b, kvHead, j, f)];
-            y[at(o, b, h, i, f)] = sum;
+            y[at(o, b, h, i, f)] = empty && !s_.emptyRowsZero ? NAN : sum;
           }
         }
       }

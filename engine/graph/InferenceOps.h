@@ -92,6 +92,9 @@ struct AttentionSettings {
   // Key j hidden from query i when j > i + Sk − Sq (a block of queries at the end of a cache); hidden keys are left
   // out. A query that sees no key (or only −inf) gets 0.
   bool causal = false;
+  // A query that sees no key gets 0 (PyTorch's SDPA export turns softmax's NaN into 0 with Where(IsNaN(p), 0, p)), or
+  // NaN as a plain Softmax gives.
+  bool emptyRowsZero = true;
   using Layout = std::array<std::uint32_t, 4>;
   static constexpr Layout contiguous{0, 1, 2, 3};
   // K given as Kᵀ [B, H, D, Sk]. A Kᵀ that is Transpose(P)(T) is T read with layout {P[0], P[1], P[3], P[2]}

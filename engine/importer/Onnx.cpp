@@ -1,6 +1,7 @@
 #include "importer/Onnx.h"
 
 #include "importer/OnnxImporter.h"
+#include "base/ExactInteger.h"
 #include "base/FileInput.h"
 #include "base/check.h"
 
@@ -294,8 +295,8 @@ Element Importer::resultElement(const onnx::NodeProto& node) const {
 void Importer::importIdentity(const onnx::NodeProto& node, const Attributes& a) {
   const std::string& op = node.op_type();
   // Training mode drops nothing at ratio 0 (torchvision 0.14's Swin calls F.dropout(p=0.0) in training mode).
-  const bool dropsNothing = node.input_size() > 1 && !node.input(1).empty() ? scalar(node, 1) == 0 : real(a, "ratio", 0.5) == 0;
-  if (op == "Dropout" && node.input_size() > 2 && !node.input(2).empty() && scalar(node, 2) != 0 && !dropsNothing) {
+  const bool training = op == "Dropout" && node.input_size() > 2 && !node.input(2).empty() && scalar(node, 2) != 0;
+  if (training && (node.input_size() > 1 && !node.input(1).empty() ? scalar(node, 1) : real(a, "ratio", 0.5)) != 0) {
     refuse(node, "training mode is not supported");
   }
   if (node.output_size() > 1 && !node.output(1).empty() && consumers_.count(node.output(1))) {
@@ -376,6 +377,12 @@ Tensor Importer::tensorOrConstant(const onnx::NodeProto& node, int index) {
   if (!v.constant) return v.tensor;
   const std::string& name = node.input(index);
   if (const auto found = uploaded_.find(name); found != uploaded_.end()) return found->second;
+  // The GPU holds integers as float32 (base/ExactInteger.h): one it would round is refused, as in an input.
+  if (v.host.integer) {
+    for (const double x : v.host.values) {
+      if (std::abs(x) > static_cast<double>(largestExactInteger)) refuse(node, "the integer constant " + name + " holds a value beyond ±2^24, which the GPU's float32 would round");
+    }
+  }
   return uploaded_[name] = parameter(name, v.host.shape, v.host.values, true);
 }
 
@@ -470,11 +477,10 @@ void Importer::importBinary(const onnx::NodeProto& node, const Attributes& optio
     }
   }
   const Tensor a = tensorOrConstant(node, 0), b = tensorOrConstant(node, 1);
-  // A quotient of integers (an index computed on the GPU) is truncated toward zero, as ONNX and C divide, in the same
-  // kernel.
+  // A quotient of integers (an index computed on the GPU) is truncated toward zero, as ONNX and C divide.
   const bool integerDivision = op == "Div" && resultElement(node) == Element::integer;
-  const Pointwise after = integerDivision ? Pointwise{PointwiseKind::trunc} : fusedPointwise(node, [](const Pointwise&) { return true; });
-  apply(node, broadcastOp(binaryKindOf(node, options), after), {a, b}, op == "Add" ? "add" : "broadcast");
+  const Pointwise after = integerDivision ? Pointwise{} : fusedPointwise(node, [](const Pointwise&) { return true; });
+  apply(node, broadcastOp(integerDivision ? BinaryKind::integerDivide : binaryKindOf(node, options), after), {a, b}, op == "Add" ? "add" : "broadcast");
 }
 
 void Importer::importVariadic(const onnx::NodeProto& node, const Attributes& a) {

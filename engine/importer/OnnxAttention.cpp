@@ -9,6 +9,9 @@ namespace glnet::onnximport {
 
 namespace {
 
+// A node of the default domain, whose input and output counts the file's check has verified.
+bool ofDefaultDomain(const onnx::NodeProto* node) { return node && (node->domain().empty() || node->domain() == "ai.onnx"); }
+
 bool isRowSoftmax(const onnx::NodeProto& node, std::int64_t opset) {
   if (node.op_type() != "Softmax") return false;
   std::int64_t axis = opset >= 13 ? -1 : 1;
@@ -16,7 +19,7 @@ bool isRowSoftmax(const onnx::NodeProto& node, std::int64_t opset) {
     if (attribute.name() == "axis") axis = attribute.i();
   }
   // Before opset 13 Softmax coerces to 2-D from `axis` on: over the last axis of a rank-4 tensor only for axis 3.
-  return axis == -1 || axis == 3 || (opset < 13 && axis == -1);
+  return axis == -1 || axis == 3;
 }
 
 }  // namespace
@@ -28,7 +31,7 @@ std::optional<double> Importer::scalarConstant(const std::string& name) const {
 }
 
 std::optional<std::pair<std::string, double>> Importer::scaledBy(const onnx::NodeProto& node) const {
-  if ((node.op_type() != "Mul" && node.op_type() != "Div") || node.input_size() != 2) return std::nullopt;
+  if ((node.op_type() != "Mul" && node.op_type() != "Div") || node.input_size() != 2 || !ofDefaultDomain(&node)) return std::nullopt;
   for (const int side : {0, 1}) {
     if (node.op_type() == "Div" && side == 0) continue;  // c / x is no scaling
     const std::optional<double> c = scalarConstant(node.input(side));
@@ -39,6 +42,12 @@ std::optional<std::pair<std::string, double>> Importer::scaledBy(const onnx::Nod
 }
 
 std::string Importer::importAttention(const onnx::NodeProto& product) {
+  // Only nodes of the default domain join the chain: their input and output counts are checked (a node of another
+  // domain is refused later, when it is imported).
+  const auto soleReader = [this](const std::string& name) -> const onnx::NodeProto* {
+    const onnx::NodeProto* reader = Importer::soleReader(name);
+    return ofDefaultDomain(reader) ? reader : nullptr;
+  };
   // Forward from Q·Kᵀ: an optional scale, an optional additive mask, Softmax over the keys, SDPA's Where(IsNaN(p), 0,
   // p), then P·V. Each step's result read by the next alone, so that nothing else needs the scores.
   std::vector<const onnx::NodeProto*> chain;
@@ -52,9 +61,11 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
     next = soleReader(current);
   }
   std::string mask;
+  bool zeroesEmptyRows = false;
   if (next && next->op_type() == "Add" && next->input_size() == 2) {
     mask = next->input(next->input(0) == current ? 1 : 0);
     if (mask == current) return "the scores are added to themselves";
+    if (mask.empty()) return "the mask's name is empty";
     chain.push_back(next);
     current = next->output(0);
     next = soleReader(current);
@@ -69,6 +80,7 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
     // SDPA's export: Where(IsNaN(p), 0, p) zeroes the rows that saw no key (fused attention writes 0 there).
     const onnx::NodeProto* isNan = readers->second[0]->op_type() == "IsNaN" ? readers->second[0] : readers->second[1];
     const onnx::NodeProto* where = isNan == readers->second[0] ? readers->second[1] : readers->second[0];
+    if (!ofDefaultDomain(isNan) || !ofDefaultDomain(where)) return "the softmax has readers of another domain";
     const std::optional<double> zero = where->input_size() == 3 ? scalarConstant(where->input(1)) : std::nullopt;
     if (isNan->op_type() != "IsNaN" || where->op_type() != "Where" || soleReader(isNan->output(0)) != where ||
         where->input(0) != isNan->output(0) || where->input(2) != current || !zero || *zero != 0) {
@@ -77,6 +89,7 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
     chain.push_back(isNan);
     chain.push_back(where);
     current = where->output(0);
+    zeroesEmptyRows = true;
   } else if (consumers_.at(current) != 1) {
     return "the softmax has readers other than the product with V";
   }
@@ -91,7 +104,7 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   if (!next || next->op_type() != "MatMul" || next->input(0) != current || next->input(1) == current) return "no MatMul with V reads the softmax";
   const onnx::NodeProto& valueProduct = *next;
   chain.push_back(next);
-  AttentionMatch match{&product, &valueProduct, chain, {}, mask, scale};
+  AttentionMatch match{&product, &valueProduct, chain, {}, mask, scale, zeroesEmptyRows};
   // A Transpose back to [B, S, H, D] after the product, as the heads' merge begins: written in that order at once.
   const onnx::NodeProto* after = soleReader(valueProduct.output(0));
   if (after && after->op_type() == "Transpose") {
@@ -110,14 +123,19 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
     if (!name.empty() && values_.count(name) && values_.at(name).constant && name == valueProduct.input(1)) return "V is a constant";
   }
   // The nodes after Q·Kᵀ run inside the fused op; V and the mask may come later in the file (SDPA's export computes the
-  // mask just before it adds it), so the op is made where the product with V is, at the latest.
+  // mask just before it adds it), so the op is made where the product with V is, at the latest. Made now, a shape the
+  // op does not take leaves the ops to run one by one; made later, it refuses the model.
+  const bool ready = values_.count(valueProduct.input(1)) && (mask.empty() || values_.count(mask));
+  if (ready) {
+    const std::string why = buildAttention(match);
+    if (!why.empty()) return why;
+  }
   for (const onnx::NodeProto* node : chain) insideAttention_.insert(node);
   for (const onnx::NodeProto* node : match.merged) {
     fused_.insert(node);
     aliases_[node] = valueProduct.output(0);
   }
-  const bool ready = values_.count(valueProduct.input(1)) && (mask.empty() || values_.count(mask));
-  if (ready) return buildAttention(match);
+  if (ready) return "";
   insideAttention_.insert(&product);
   insideAttention_.erase(&valueProduct);
   pendingAttention_[&valueProduct] = match;
@@ -128,15 +146,22 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
   const onnx::NodeProto& product = *match.product;
   const onnx::NodeProto& valueProduct = *match.valueProduct;
   double scale = match.scale;
+  const bool pending = pendingAttention_.count(&valueProduct) > 0;
+  // A fused op that cannot be made: a reason where the ops can still run one by one, else a refusal.
+  const auto fail = [&](const std::string& why) {
+    if (pending) refuse(valueProduct, "the fused attention: " + why);
+    return why;
+  };
   const Value& valueValue = value(valueProduct.input(1), "the attention");
-  if (valueValue.constant) refuse(valueProduct, "V of the attention is a constant");
+  if (valueValue.constant) return fail("V is a constant");
 
   // Each operand read in place through the layout of the Transpose (and the scale of the Mul) that made it.
   AttentionSettings settings;
-  const auto source = [&](const std::string& name, AttentionSettings::Layout& layout, bool transposed) {
+  // Q and Kᵀ may arrive scaled (the scale joins the op's); V's scale is V's own.
+  const auto source = [&](const std::string& name, AttentionSettings::Layout& layout, bool transposed, bool scalable) {
     std::string at = name;
     const auto producer = producers_.find(at);
-    if (producer != producers_.end() && scaledBy(*producer->second) && !values_.at(scaledBy(*producer->second)->first).constant) {
+    if (scalable && producer != producers_.end() && scaledBy(*producer->second) && !values_.at(scaledBy(*producer->second)->first).constant) {
       scale *= scaledBy(*producer->second)->second;
       at = scaledBy(*producer->second)->first;
     }
@@ -157,12 +182,13 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
     layout = transposed ? AttentionSettings::Layout{perm[0], perm[1], perm[3], perm[2]} : AttentionSettings::Layout{perm[0], perm[1], perm[2], perm[3]};
     return values_.at(at).tensor;
   };
-  const Tensor query = source(product.input(0), settings.query, false);
-  const Tensor key = source(product.input(1), settings.key, true);
-  const Tensor valueTensor = source(valueProduct.input(1), settings.value, false);
-  if (shapeOf(valueTensor).size() != 4) refuse(valueProduct, "V of the attention is not rank 4 [batch, heads, sequence, features]");
+  const Tensor query = source(product.input(0), settings.query, false, true);
+  const Tensor key = source(product.input(1), settings.key, true, true);
+  const Tensor valueTensor = source(valueProduct.input(1), settings.value, false, false);
+  if (shapeOf(valueTensor).size() != 4) return fail("V is not rank 4 [batch, heads, sequence, features]");
   if (!match.merged.empty()) settings.output = AttentionSettings::sequenceBeforeHeads;
   settings.scale = static_cast<float>(scale);
+  settings.emptyRowsZero = match.zeroesEmptyRows;
   std::vector<Tensor> inputs{query, key, valueTensor};
   if (!match.mask.empty()) {
     const Value& maskValue = value(match.mask, "the attention");
@@ -173,7 +199,7 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
   try {
     out = graph_.apply(attentionOp(settings), inputs, nameOf(valueProduct));
   } catch (const Error& error) {
-    refuse(valueProduct, "the fused attention: " + std::string(error.what()));
+    return fail(error.what());
   }
   values_[product.output(0)] = {false, {}, out};
   values_[valueProduct.output(0)] = {false, {}, out};

@@ -136,11 +136,20 @@ Constant Importer::fold(const onnx::NodeProto& node, const Attributes& a) {
   // position MLP) by the float64 references their GPU ops are tested against.
   if (findOnnxOp(op) && findOnnxOp(op)->import == &Importer::importPointwise) {
     const std::optional<Pointwise> function = pointwiseOf(node);
-    if (function) return foldWithReference(node, pointwiseOp(*function), {&input(node, 0)}, false);
+    // ONNX's functions keep their input's type (Neg, Abs, Relu, Sign of a shape's integers stay integers).
+    if (function) return foldWithReference(node, pointwiseOp(*function), {&input(node, 0)}, input(node, 0).integer);
     // Pow of a base and an exponent that are not one number: broadcast.
     return broadcast(node, {&input(node, 0), &input(node, 1)}, [](const std::vector<double>& v) { return std::pow(v[0], v[1]); });
   }
-  if (op == "MatMul") return foldWithReference(node, batchedMatMulOp(), {&input(node, 0), &input(node, 1)}, false);
+  if (op == "MatMul") {
+    const Constant& x = input(node, 0);
+    const Constant& y = input(node, 1);
+    // Its float64 reference costs a multiply-add per element of A and column of B: bounded like a folded constant's size.
+    if (!y.shape.empty() && static_cast<double>(x.elements()) * static_cast<double>(y.shape.back()) > static_cast<double>(largestFolded) * 64) {
+      refuse(node, "a product of constants too large to fold at load");
+    }
+    return foldWithReference(node, batchedMatMulOp(), {&x, &y}, x.integer && y.integer);
+  }
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     const Constant& x = input(node, 0);
     const Constant& y = input(node, 1);

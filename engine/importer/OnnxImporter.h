@@ -157,8 +157,10 @@ class Importer {
     std::vector<const onnx::NodeProto*> merged;  // the Transpose after ·V that the op writes in place
     std::string mask;
     double scale = 1;
+    bool zeroesEmptyRows = false;  // SDPA's Where(IsNaN(p), 0, p): a row that sees no key gives 0, not NaN
   };
-  // The fused op of a match, once V and the mask are computed: defines Q·Kᵀ's and ·V's outputs as its output.
+  // The fused op of a match, once V and the mask are computed: defines Q·Kᵀ's and ·V's outputs as its output. Returns
+  // why not where the op does not take the shapes (a refusal where the ops before it were already skipped).
   std::string buildAttention(const AttentionMatch& match);
   // The value of a one-element constant.
   std::optional<double> scalarConstant(const std::string& name) const;

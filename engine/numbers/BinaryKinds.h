@@ -16,6 +16,8 @@ namespace glnet {
   X(subtract, SUBTRACT, "subtract")                     \
   X(multiply, MULTIPLY, "multiply")                     \
   X(divide, DIVIDE, "divide")                           \
+  /* the quotient of integers truncated toward zero (ONNX's Div of integer tensors), exact up to 2^24 */ \
+  X(integerDivide, INTEGER_DIVIDE, "integer divide")    \
   X(power, POWER, "power")                              \
   X(maximum, MAXIMUM, "maximum")                        \
   X(minimum, MINIMUM, "minimum")                        \

@@ -28,6 +28,7 @@ double combine(BinaryKind kind, double a, double b) {
     case BinaryKind::subtract: return a - b;
     case BinaryKind::multiply: return a * b;
     case BinaryKind::divide: return a / b;
+    case BinaryKind::integerDivide: return std::trunc(a / b);
     case BinaryKind::power: return std::pow(a, b);
     case BinaryKind::maximum: return maxNaN(a, b);
     case BinaryKind::minimum: return minNaN(a, b);

@@ -223,6 +223,24 @@ for rows, length in (2, 7), (1, 12):
     masked = ids * mask
     np.save(os.path.join(work, name + "-y.npy"), np.trunc(np.trunc(masked * 0.75) / 2) + (masked != 0))
 np.save(os.path.join(work, "tokens-long-mask.npy"), np.ones((2, 9), bool))
+# Attention as exports write it, fused into one op: Q·Kᵀ (K transposed by a Transpose), a scale, Softmax, ·V, where V
+# itself is scaled (its scale is V's own, never the softmax's).
+graph = helper.make_graph([helper.make_node("Transpose", ["k"], ["kt"], name="/kt", perm=[0, 1, 3, 2]),
+                           helper.make_node("MatMul", ["q", "kt"], ["s"], name="/scores"),
+                           helper.make_node("Mul", ["s", "scale"], ["ss"], name="/scaled"),
+                           helper.make_node("Softmax", ["ss"], ["p"], name="/softmax", axis=-1),
+                           helper.make_node("Mul", ["v", "quarter"], ["vs"], name="/v_scaled"),
+                           helper.make_node("MatMul", ["p", "vs"], ["y"], name="/weighted")],
+                          "attention", [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["N", 2, 5, 4]) for n in "qkv"],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 5, 4])],
+                          [numpy_helper.from_array(np.array(0.5, np.float32), "scale"), numpy_helper.from_array(np.array(0.25, np.float32), "quarter")])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(work, "attention.onnx"))
+q, k, v = (rng.standard_normal((3, 2, 5, 4)).astype(np.float32) for _ in range(3))
+for n, a in zip("qkv", (q, k, v)):
+    np.save(os.path.join(work, f"attention-{n}.npy"), a)
+scores = 0.5 * q.astype(np.float64) @ k.astype(np.float64).transpose(0, 1, 3, 2)
+weights = np.exp(scores - scores.max(-1, keepdims=True))
+np.save(os.path.join(work, "attention-y.npy"), (weights / weights.sum(-1, keepdims=True)) @ (0.25 * v.astype(np.float64)))
 np.save(os.path.join(work, "tokens-huge-ids.npy"), np.full((2, 7), 1 << 25, np.int64))
 np.save(os.path.join(work, "tokens-float-ids.npy"), np.zeros((2, 7), np.float32))
 # uint8 pixels that the model converts itself (Cast, Div), read from a uint8 .npy.
@@ -407,6 +425,10 @@ expect 1 "unbatched-x.npy: got \[1, 13, 13\]; expected \[N, 1, 13, 13\] for inpu
 expect 0 "ran .*mlp.onnx .* on 3 rows" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/half-x.npy" --output "$work/half-out.npy"
 compare half
 expect 1 "int-x.npy: input x takes float32; this file holds int64" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/int-x.npy" --output "$work/o.npy"
+expect 0 "attention \(fused" -- "$apps/glnet_info" --model "$work/attention.onnx"
+expect 0 "wrote" -- "$apps/glnet_run" --model "$work/attention.onnx" --input "$work/attention-q.npy" --input "$work/attention-k.npy" \
+  --input "$work/attention-v.npy" --output "$work/attention-out.npy"
+compare attention
 # int64 and bool inputs, each symbolic dimension (batch, sequence) taking the files' lengths: one file, two shapes.
 for shape in 2x7 1x12; do
   expect 0 "wrote" -- "$apps/glnet_run" --model "$work/tokens.onnx" --input "$work/tokens$shape-ids.npy" --input "mask=$work/tokens$shape-mask.npy" \

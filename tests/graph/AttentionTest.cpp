@@ -172,6 +172,22 @@ TEST_SUITE("gl") {
         }
       }
     }
+    // Without SDPA's guard (a plain Softmax before ·V) a row that sees no key is NaN, as softmax of nothing but −inf is;
+    // the others are unchanged. Also through the key splits (Sk long enough, one group).
+    for (const std::uint32_t keys : {sk, 600u}) {
+      Inputs plain = randomInputs(stream++, {{1, 1, 2, d}, {1, 1, keys, d}, {1, 1, keys, d}, {1, 1, 2, keys}});
+      for (std::uint32_t j = 0; j < keys; ++j) plain.values[3][j] = -INFINITY;
+      AttentionSettings settings = scaled(d);
+      settings.emptyRowsZero = false;
+      const Result r = run(attentionOp(settings), plain);
+      for (std::uint32_t f = 0; f < d; ++f) {
+        CHECK(std::isnan(r.reference[f]));
+        CHECK(std::isnan(r.gpu[f]));
+        CHECK(!std::isnan(r.gpu[d + f]));
+      }
+      test::checkClose(std::vector<float>(r.gpu.begin() + d, r.gpu.end()), std::vector<double>(r.reference.begin() + d, r.reference.end()), tolerance,
+                       relativeTolerance);
+    }
   }
 
   TEST_CASE("NaN in Q, K, V or the mask gives NaN out of attention where PyTorch's gives it") {

@@ -255,7 +255,8 @@ TEST_SUITE("gl") {
     }
     // Mod: integers (Swin's shape arithmetic) exactly, of both signs and up to 2^24 over divisors up to 167, where
     // a / b may round across a whole number; no divisor is 0.
-    for (const BinaryKind kind : {BinaryKind::mod, BinaryKind::fmod}) {
+    // Integer division likewise (ONNX's Div of integer tensors), truncated toward zero.
+    for (const BinaryKind kind : {BinaryKind::mod, BinaryKind::fmod, BinaryKind::integerDivide}) {
       for (const float range : {9.0f, 16777216.0f}) {
         Case c{broadcastOp(kind), {{3, 1, 7}, {5, 1}}, -range, range, 0.0, 0.0};
         c.adjust = [&, range](std::size_t i, std::vector<float>& v) {
@@ -267,6 +268,7 @@ TEST_SUITE("gl") {
         };
         checkAgainstReference(c, stream++);
       }
+      if (kind == BinaryKind::integerDivide) continue;  // of integers only
       // Of floats (a − b·trunc(a/b) in float32: within a few ulp of |a|), and with NaN in, NaN out.
       checkAgainstReference({broadcastOp(kind), {{2, 3, 5}, {3, 1}}, -4.0f, 4.0f, 1e-6, 1e-5}, stream++);
       Case nan{broadcastOp(kind), {{3, 5, 7}, {7}}, -4.0f, 4.0f, 1e-6, 1e-5};
