@@ -67,7 +67,21 @@ TEST_CASE("npy files: float32 written and read back, float64 read, everything el
     CHECK_THROWS_WITH_AS(readNpy(directory.write(name, bytes)), doctest::Contains(reason), Error);
   };
   refused("magic", "not numpy at all", "no .npy magic");
-  refused("int", npy("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }", data), "dtype <i8");
+  // Integers and booleans (token ids, masks) read exactly; beyond float32's exact range, refused (never rounded).
+  const std::int64_t ids[2] = {-16777216, 30521};
+  std::string idData(16, '\0');
+  std::memcpy(idData.data(), ids, 16);
+  CHECK(readNpy(directory.write("ids.npy", npy("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }", idData))).values ==
+        std::vector<float>{-16777216.0f, 30521.0f});
+  CHECK(readNpy(directory.write("ids32.npy", npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", idData.substr(8)))).values ==
+        std::vector<float>{30521.0f, 0.0f});
+  const NpyArray mask = readNpy(directory.write("mask.npy", npy("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", std::string("\1\0", 2))));
+  CHECK(mask.dtype == "bool");
+  CHECK(mask.values == std::vector<float>{1.0f, 0.0f});
+  refused("int", npy("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }", data), "the int64 value at element 0 is beyond ±16777216");
+  refused("uint", npy("{'descr': '<u8', 'fortran_order': False, 'shape': (2,), }", data), "the uint64 value at element 0 is beyond");
+  refused("bool", npy("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", std::string("\1\2", 2)), "a bool element 1 that is neither 0 nor 1");
+  refused("int-big-endian", npy("{'descr': '>i8', 'fortran_order': False, 'shape': (2,), }", data), "dtype >i8");
   refused("big-endian", npy("{'descr': '>f4', 'fortran_order': False, 'shape': (4,), }", data), "dtype >f4");
   refused("fortran", npy("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", data), "Fortran order");
   refused("short", npy("{'descr': '<f4', 'fortran_order': False, 'shape': (5,), }", data), "shape needs 20 bytes of data, the file holds 16");
