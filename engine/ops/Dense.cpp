@@ -50,6 +50,12 @@ Dispatch forwardGemm(const Program& program, std::string label, const BufferView
   return dispatch;
 }
 
+// The defines of a program, then those of the function after it.
+std::vector<ShaderDefine> withDefines(std::vector<ShaderDefine> defines, std::vector<ShaderDefine> more) {
+  for (ShaderDefine& define : more) defines.push_back(std::move(define));
+  return defines;
+}
+
 // dZ = dY ⊙ act'(Y), rows of N outputs: vec4 runs when both are aligned.
 bool outputGradientVec4(const BufferView& dy, const BufferView& y, const DenseShape& shape) {
   return vec4Readable(dy.offset, shape.outputs) && vec4Readable(y.offset, shape.outputs);
@@ -57,16 +63,20 @@ bool outputGradientVec4(const BufferView& dy, const BufferView& y, const DenseSh
 
 }  // namespace
 
-DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
+DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias, const Pointwise& after)
     : programs_(&programs),
       activation_(activation),
       hasBias_(hasBias),
-      forward_(programs, "ForwardPass.glsl", {kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}}),
+      after_(after),
+      forward_(programs, "ForwardPass.glsl", withDefines({kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}}, after.fusedDefines()),
+               after.fusedIncludes()),
       forwardTransposed_(programs, "ForwardPass.glsl",
-                         {kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}, {"TRANSPOSED_OPERANDS", "1"},
-                          {"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}}),
+                         withDefines({kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}, {"TRANSPOSED_OPERANDS", "1"},
+                                      {"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}},
+                                     after.fusedDefines()),
+                         after.fusedIncludes()),
       transpose_(programs),
-      finishForward_(programs, activation),
+      finishForward_(programs, activation, after),
       inputGradient_(programs, "BackwardPass.glsl",
                      {kindDefine(activation), kindDefine(BackwardMode::inputGradient), {"GEMM_B_ALONG_COLUMNS", "1"}}),
       inputGradientTransposed_(programs, "BackwardPass.glsl",
@@ -77,6 +87,10 @@ DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
                        {"GEMM_B_ALONG_COLUMNS", "1"}}),
       splitSum_(programs),
       biasGradient_(programs.get("BackwardPass.glsl", {kindDefine(activation), kindDefine(BackwardMode::biasGradient)})) {}
+
+std::string DenseOp::functionName() const {
+  return after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_);
+}
 
 bool DenseOp::transposesOperands(const DenseShape& shape) {
   return shape.rows >= transposeFrom && shape.inputs >= transposeFrom && shape.outputs >= transposeFrom &&
@@ -94,7 +108,7 @@ std::size_t DenseOp::forwardWorkspaceBytes(const DenseShape& shape, bool hasBias
 std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias,
                                        const BufferView& y, const DenseShape& shape,
                                        const std::optional<BufferView>& workspace) const {
-  if (fewRows(shape)) return {fewRowsForward(*programs_, activation_, hasBias_, {}, x, weight, bias, y, shape)};
+  if (fewRows(shape)) return {fewRowsForward(*programs_, activation_, hasBias_, after_, x, weight, bias, y, shape)};
   if (workspace && transposesOperands(shape)) {
     GLNET_ASSERT(workspace->room() >= forwardWorkspaceBytes(shape, hasBias_),
                  "a large dense layer's forward pass needs workspace for its transposed operands");
@@ -105,7 +119,7 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
         forwardTransposed_.get(*gemm.config, vec4Readable(xT.offset, shape.rows), vec4Readable(wT.offset, shape.outputs), false);
     return {transpose_(x, xT, shape.rows, shape.inputs, "dense X transposed"),
             transpose_(weight, wT, shape.outputs, shape.inputs, "dense weights transposed"),
-            forwardGemm(program, std::string("dense ") + activationName(activation_) + " " + gemm.config->name + " on transposes",
+            forwardGemm(program, "dense " + functionName() + " " + gemm.config->name + " on transposes",
                         xT, wT, bias, y, shape, gemm.groups)};
   }
   const GemmChoice gemm = chooseGemm(shape.rows, shape.outputs, shape.inputs, workspace && hasBias_);
@@ -113,7 +127,7 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
   const Program& program =
       forward_.get(*gemm.config, vec4Readable(x.offset, shape.inputs), vec4Readable(weight.offset, shape.inputs), splitting);
   Dispatch dispatch =
-      forwardGemm(program, std::string("dense ") + activationName(activation_) + " " + gemm.config->name + (splitting ? " split-K" : ""),
+      forwardGemm(program, "dense " + functionName() + " " + gemm.config->name + (splitting ? " split-K" : ""),
                   x, weight, bias, splitting ? *workspace : y, shape, gemm.groups);
   if (!splitting) return {dispatch};
   dispatch.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));

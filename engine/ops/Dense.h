@@ -21,7 +21,8 @@ struct DenseShape {
 
 class DenseOp {
  public:
-  DenseOp(ProgramCache& programs, Activation activation, bool hasBias = true);
+  // `after`: an imported model's function applied after the activation (inference only: the gradients take none).
+  DenseOp(ProgramCache& programs, Activation activation, bool hasBias = true, const Pointwise& after = {});
   // With a workspace of forwardWorkspaceBytes: a large layer (transposesOperands) transposes X and W into it and
   // runs its GEMM on the transposes (three dispatches); a layer with bias splits along K (two dispatches) when the
   // rule says so. Otherwise, or with no workspace, one dispatch; a few rows (fewRows) one of DenseFewRows.glsl.
@@ -69,9 +70,12 @@ class DenseOp {
   Activation activation() const { return activation_; }
 
  private:
+  // The function the forward pass applies last, as its dispatches' labels name it.
+  std::string functionName() const;
   ProgramCache* programs_;
   Activation activation_;
   bool hasBias_;
+  Pointwise after_;
   GemmPrograms forward_;
   GemmPrograms forwardTransposed_;
   TransposeOp transpose_;

@@ -596,6 +596,20 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("dense layers with an imported function fused after them (GELU), few rows, one GEMM or split, match float64") {
+    std::uint32_t stream = 610;
+    // Few rows (DenseFewRows.glsl), the GEMM storing it, and the sum of a split GEMM (6 rows, a sum of 4096) applying it.
+    // Tolerance: fp32 sums of up to 4096 products.
+    REQUIRE(chooseGemm(6, 8, 4096).split.splits > 1);
+    for (const Pointwise after : {Pointwise{PointwiseKind::gelu}, Pointwise{PointwiseKind::geluTanh}}) {
+      CAPTURE(after.name());
+      checkAgainstReference({denseOp(Activation::none, after), {{3, 20}, {9, 20}, {9}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({denseOp(Activation::none, after), {{37, 21}, {11, 21}, {11}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({denseOp(Activation::relu, after), {{37, 21}, {11, 21}, {11}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({denseOp(Activation::none, after), {{6, 4096}, {8, 4096}, {8}}, -1, 1, 1e-5, 1e-4}, stream++);
+    }
+  }
+
   TEST_CASE("convolutions adding a residual before their function, split or not, strided or not, match float64") {
     std::uint32_t stream = 490;
     REQUIRE(ConvOp::forwardSplit({1, 96, 3, 3, 24, 3, 3, 1, 1}).splits > 1);
