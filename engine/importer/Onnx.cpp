@@ -237,6 +237,7 @@ void Importer::importNode(const onnx::NodeProto& node) {
     result_.nodes.push_back({node.name(), node.op_type(), "fused", graph_.tensor(in.tensor).shape});
     return;
   }
+  if (importsGelu(node)) return;
   const std::string& op = node.op_type();
   const OnnxOp* row = findOnnxOp(op);
   if (!row) refuse(node, "the op " + op + " is not supported yet");
@@ -411,20 +412,27 @@ void Importer::importProduct(const onnx::NodeProto& node, const Attributes& a) {
     }
     for (std::size_t o = 0; o < bias.size(); ++o) bias[o] = beta * c->values[count == 1 ? 0 : o];
   }
+  // A bias Add after the product (nn.Linear as MatMul + Add), of any rank of A, joins the layer's bias: no broadcast add.
+  const auto biasAdd = fusableBias(node, outputs, xShape.size());
+  if (biasAdd) {
+    for (std::size_t o = 0; o < bias.size(); ++o) bias[o] += biasAdd->second->values[o];
+  }
   const std::string name = nameOf(node);
   const Tensor weightTensor = parameter(name + ".weight", {outputs, inputs}, weight);
   const Tensor biasTensor = parameter(name + ".bias", {outputs}, bias);
   const std::uint32_t rows = static_cast<std::uint32_t>(elementCount(xShape) / xShape.back());
   const Tensor rowsView = xShape.size() == 2 ? x : graph_.apply(reshapeOp({rows, xShape.back()}), {x});
-  const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }, xShape.size() == 2));
-  Tensor out = graph_.apply(denseOp(activation), {rowsView, weightTensor, biasTensor}, name);
-  layers_[out.id] = {weightTensor, biasTensor};
+  const Pointwise function = fusedPointwise(biasAdd ? *biasAdd->first : node, [](const Pointwise&) { return true; }, xShape.size() == 2);
+  const std::optional<Activation> activation = asActivation(function);
+  Tensor out = graph_.apply(denseOp(activation.value_or(Activation::none), activation ? Pointwise{} : function), {rowsView, weightTensor, biasTensor}, name);
+  // A later constant Add or BatchNormalization folds into the weights only where no function comes between.
+  if (activation == Activation::none) layers_[out.id] = {weightTensor, biasTensor};
   if (xShape.size() != 2) {
     Shape shape(xShape.begin(), xShape.end() - 1);
     shape.push_back(static_cast<std::uint32_t>(outputs));
     out = graph_.apply(reshapeOp(shape), {out});
   }
-  define(node, out, "dense");
+  define(node, out, function.kind == PointwiseKind::identity ? "dense" : "dense + " + function.name());
 }
 
 void Importer::importBinary(const onnx::NodeProto& node, const Attributes& options) {

@@ -142,6 +142,37 @@ class Importer {
   const onnx::NodeProto* fusablePool(const onnx::NodeProto& producer);
   static std::optional<Activation> asActivation(const Pointwise& f);
 
+  // --- Transformer layers' fusions (OnnxLayerFusion.cpp) ---
+  // The Add that alone reads a dense layer's product and adds a finite constant row of its `outputs` values, of rank
+  // up to the product's `rank` (nn.Linear on [B, S, H] exported as MatMul + Add), with that row: the layer adds it as
+  // its bias, the Add marked fused.
+  std::optional<std::pair<const onnx::NodeProto*, const Constant*>> fusableBias(const onnx::NodeProto& product, std::int64_t outputs,
+                                                                                 std::size_t rank);
+  // The nodes of GELU of x written out as exporters write it (x·0.5·(1 + erf(x/√2)) or GPT-2's
+  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the three products in any order), when they alone read x and each
+  // other: the kind, the nodes, and the one whose output is GELU(x).
+  struct GeluMatch {
+    PointwiseKind kind = PointwiseKind::gelu;
+    std::vector<const onnx::NodeProto*> nodes;
+    const onnx::NodeProto* result = nullptr;
+  };
+  std::optional<GeluMatch> geluOf(const std::string& x) const;
+  // Marks a match's nodes fused, each taking the value of `value` (GELU's result, computed by the kernel that makes it).
+  void fuseGelu(const GeluMatch& match, const std::string& value);
+  // A Div, Mul or Pow that begins a GELU chain no kernel took (geluOf of one of its inputs): imported as one pointwise
+  // op, the chain's other nodes fused into it. False for any other node.
+  bool importsGelu(const onnx::NodeProto& node);
+  // The node that alone reads the single output of `node`, itself of one output.
+  const onnx::NodeProto* soleSingleReader(const onnx::NodeProto& node) const;
+  // A one-element constant's value, also of a Constant node not imported yet (a lookahead runs before the nodes it
+  // reads, and exporters put a function's Constant nodes just before it).
+  std::optional<double> scalarAhead(const std::string& name) const;
+  // Whether `node` (of one output) is x times the one-element constant `factor`, or x divided by 1/factor, in
+  // float32's rounding.
+  bool scales(const onnx::NodeProto* node, const std::string& x, double factor) const;
+  // Whether `node` is an Add of x and a one-element constant 1.
+  bool addsOne(const onnx::NodeProto* node, const std::string& x) const;
+
   // --- Attention (OnnxAttention.cpp) ---
   // A MatMul of two computed tensors that is Q·Kᵀ of scaled dot-product attention as PyTorch exports it (an optional
   // scale, an optional additive mask, Softmax over the keys, SDPA's Where(IsNaN(p), 0, p), the product with V):
