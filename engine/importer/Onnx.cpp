@@ -438,6 +438,7 @@ void Importer::importProduct(const onnx::NodeProto& node, const Attributes& a) {
 void Importer::importBinary(const onnx::NodeProto& node, const Attributes& options) {
   const std::string& op = node.op_type();
   if (node.input_size() != 2) refuse(node, "only two inputs are supported");
+  if (sumsIntoNormalization(node)) return;
   const Value& left = operand(node, 0);
   const Value& right = operand(node, 1);
   if (op == "Add" && (left.constant != right.constant)) {
@@ -830,7 +831,14 @@ void Importer::importLayerNormalization(const onnx::NodeProto& node, const Attri
   const Tensor beta = parameter(name + ".bias", {static_cast<std::int64_t>(count)}, bias ? bias->values : std::vector<double>(count, 0.0));
   const auto rank = static_cast<std::uint32_t>(shape.size());
   const auto epsilon = static_cast<float>(real(a, "epsilon", 1e-5));
-  apply(node, axisOp(AxisKind::layerNormalization, axis, rank, true, epsilon), {x, gamma, beta}, "layer normalization");
+  // X a residual Add's sum that only this node reads (sumsIntoNormalization): summed as it is read.
+  const auto sum = residualSums_.find(node.input(0));
+  if (sum != residualSums_.end()) {
+    apply(node, layerNormalizationResidualOp(axis, rank, epsilon), {sum->second.first, gamma, beta, sum->second.second},
+          "layer normalization + residual");
+  } else {
+    apply(node, axisOp(AxisKind::layerNormalization, axis, rank, true, epsilon), {x, gamma, beta}, "layer normalization");
+  }
   // The optional Mean and InvStdDev outputs, the normalized axes kept as 1.
   for (int i = 1; i < std::min(node.output_size(), 3); ++i) {
     if (node.output(i).empty()) continue;

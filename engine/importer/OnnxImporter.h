@@ -172,6 +172,11 @@ class Importer {
   bool scales(const onnx::NodeProto* node, const std::string& x, double factor) const;
   // Whether `node` is an Add of x and a one-element constant 1.
   bool addsOne(const onnx::NodeProto* node, const std::string& x) const;
+  // An Add of two computed tensors of one shape (a residual connection) that only a LayerNormalization reads, as its
+  // X: recorded in residualSums_ and summed as the normalization reads it (layerNormalizationResidualOp), so that the
+  // sum is never stored. False, and nothing done, for any other Add.
+  bool sumsIntoNormalization(const onnx::NodeProto& add);
+  std::map<std::string, std::pair<Tensor, Tensor>> residualSums_;  // such an Add's output -> its two operands
 
   // --- Attention (OnnxAttention.cpp) ---
   // A MatMul of two computed tensors that is Q·Kᵀ of scaled dot-product attention as PyTorch exports it (an optional

@@ -150,4 +150,19 @@ bool Importer::importsGelu(const onnx::NodeProto& node) {
   return false;
 }
 
+bool Importer::sumsIntoNormalization(const onnx::NodeProto& add) {
+  if (add.op_type() != "Add" || add.input_size() != 2 || add.output_size() != 1) return false;
+  const onnx::NodeProto* norm = soleReader(add.output(0));
+  if (!norm || norm->op_type() != "LayerNormalization" || norm->input_size() < 1 || norm->input(0) != add.output(0)) return false;
+  // Its Mean and InvStdDev outputs (training's) would be of the one operand the sum's name stands for.
+  if (std::any_of(norm->output().begin() + 1, norm->output().end(), [](const std::string& o) { return !o.empty(); })) return false;
+  const Value& a = operand(add, 0);
+  const Value& b = operand(add, 1);
+  if (a.constant || b.constant || shapeOf(a.tensor) != shapeOf(b.tensor)) return false;
+  residualSums_[add.output(0)] = {a.tensor, b.tensor};
+  values_[add.output(0)] = a;  // its shape for the normalization; the sum itself is residualSums_'
+  result_.nodes.push_back({add.name(), add.op_type(), "fused into the layer normalization reading it", shapeOf(a.tensor)});
+  return true;
+}
+
 }  // namespace glnet::onnximport

@@ -701,6 +701,15 @@ TEST_SUITE("gl") {
     checkAgainstReference({conv2dOp(Activation::tanh, 1), {{2, 3, 5, 7}, {4, 3, 3, 3}, {4}}, -1, 1, 1e-5, 1e-4}, stream++);
   }
 
+  TEST_CASE("layer normalization of a residual sum (x + r summed as it is read) matches float64, along one axis or several") {
+    std::uint32_t stream = 620;
+    checkAgainstReference({layerNormalizationResidualOp(2, 3, 1e-5f), {{2, 3, 37}, {37}, {37}, {2, 3, 37}}, -2, 2, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({layerNormalizationResidualOp(2, 3, 1e-5f), {{1, 2, 1001}, {1001}, {1001}, {1, 2, 1001}}, -2, 2, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({layerNormalizationResidualOp(1, 3, 1e-6f), {{3, 4, 5}, {4, 5}, {20}, {3, 4, 5}}, -2, 2, 1e-5, 1e-4}, stream++);
+    CHECK_THROWS_WITH(layerNormalizationResidualOp(2, 3, 1e-5f)->outputShape({{2, 3, 4}, {4}, {4}, {1, 3, 4}}),
+                      "layer normalization + residual over axes does not fit [2, 3, 4], [4], [4], [1, 3, 4]");
+  }
+
   TEST_CASE("functions along an axis (softmax, log-softmax, layer normalization, reductions) match float64") {
     std::uint32_t stream = 500;
     checkAgainstReference({axisOp(AxisKind::softmax, 1, 2), {{3, 1001}}, -6, 6}, stream++);

@@ -1,6 +1,7 @@
 // The importer's fusions of transformer layers on small hand-made ONNX graphs: a MatMul's bias Add of any rank of A
-// and GELU (written out as exporters write it, or ONNX's Gelu) run inside the dense layer, GELU alone as one op;
-// against float64 worked out here, with what each node became.
+// and GELU (written out as exporters write it, or ONNX's Gelu) run inside the dense layer, GELU alone as one op, a
+// residual Add read only by LayerNormalization summed as it reads it; against float64 worked out here, with what each
+// node became.
 #include "importer/Onnx.h"
 #include "support/Compare.h"
 #include "support/OnnxTestModel.h"
@@ -202,6 +203,38 @@ TEST_SUITE("gl") {
       test::checkClose(run(m, {x}), want, 1e-6, 1e-5);
       CHECK(summaries(m).at(named("Add", 2)) == (row ? "fused" : "add"));
       CHECK(opsRun(m) == (row ? 1u : 2u));
+    }
+  }
+
+  TEST_CASE("a residual Add read only by LayerNormalization is summed as the normalization reads it; read elsewhere too, it is stored") {
+    std::mt19937 random = test::generator(50);
+    const std::vector<float> x = test::uniformFloats(random, 2 * 3 * 6, -2, 2), r = test::uniformFloats(random, 2 * 3 * 6, -2, 2);
+    const std::vector<double> gamma = test::widen(test::uniformFloats(random, 6)), beta = test::widen(test::uniformFloats(random, 6));
+    std::vector<double> normalized(x.size());
+    for (std::size_t row = 0; row < 6; ++row) {
+      double mean = 0, variance = 0;
+      for (std::size_t k = 0; k < 6; ++k) mean += (double{x[row * 6 + k]} + r[row * 6 + k]) / 6;
+      for (std::size_t k = 0; k < 6; ++k) variance += std::pow(double{x[row * 6 + k]} + r[row * 6 + k] - mean, 2) / 6;
+      for (std::size_t k = 0; k < 6; ++k) {
+        normalized[row * 6 + k] = (double{x[row * 6 + k]} + r[row * 6 + k] - mean) / std::sqrt(variance + 1e-5) * gamma[k] + beta[k];
+      }
+    }
+    for (const bool alsoRead : {false, true}) {
+      CAPTURE(alsoRead);
+      Model m;
+      m.input("x", {2, 3, 6}).input("r", {2, 3, 6}).constant("gamma", {6}, gamma, false).constant("beta", {6}, beta, false);
+      m.node("Add", {"x", "r"}, "sum");
+      m.node("LayerNormalization", {"sum", "gamma", "beta"}, alsoRead ? "n" : "y");
+      std::vector<double> want = normalized;
+      if (alsoRead) {  // the next residual connection of a pre-LN layer (GPT-2, ViT) reads the sum too
+        m.node("Add", {"n", "sum"}, "y");
+        for (std::size_t i = 0; i < want.size(); ++i) want[i] += double{x[i]} + r[i];
+      }
+      test::checkClose(run(m, {x, r}), want, 1e-5, 1e-4);
+      const std::map<std::string, std::string> became = summaries(m);
+      CHECK(became.at(named("Add", 1)) == (alsoRead ? "add" : "fused into the layer normalization reading it"));
+      CHECK(became.at(named("LayerNormalization", 2)) == (alsoRead ? "layer normalization" : "layer normalization + residual"));
+      CHECK(opsRun(m) == (alsoRead ? 3u : 1u));
     }
   }
 }
