@@ -422,17 +422,25 @@ void Importer::importProduct(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor biasTensor = parameter(name + ".bias", {outputs}, bias);
   const std::uint32_t rows = static_cast<std::uint32_t>(elementCount(xShape) / xShape.back());
   const Tensor rowsView = xShape.size() == 2 ? x : graph_.apply(reshapeOp({rows, xShape.back()}), {x});
-  const Pointwise function = fusedPointwise(biasAdd ? *biasAdd->first : node, [](const Pointwise&) { return true; }, xShape.size() == 2);
+  Shape outShape(xShape.begin(), xShape.end() - 1);
+  outShape.push_back(static_cast<std::uint32_t>(outputs));
+  // A residual Add that alone reads the result (a transformer's skip connection) is added as the layer stores it.
+  const onnx::NodeProto& biased = biasAdd ? *biasAdd->first : node;
+  const auto residual = fusableResidual(biased, outShape);
+  const Pointwise function =
+      fusedPointwise(residual ? *residual->first : biased, [](const Pointwise&) { return true; }, xShape.size() == 2 && !residual);
   const std::optional<Activation> activation = asActivation(function);
-  Tensor out = graph_.apply(denseOp(activation.value_or(Activation::none), activation ? Pointwise{} : function), {rowsView, weightTensor, biasTensor}, name);
-  // A later constant Add or BatchNormalization folds into the weights only where no function comes between.
-  if (activation == Activation::none) layers_[out.id] = {weightTensor, biasTensor};
-  if (xShape.size() != 2) {
-    Shape shape(xShape.begin(), xShape.end() - 1);
-    shape.push_back(static_cast<std::uint32_t>(outputs));
-    out = graph_.apply(reshapeOp(shape), {out});
+  Tensor out;
+  if (residual) {
+    const Tensor residualRows = xShape.size() == 2 ? residual->second : graph_.apply(reshapeOp({rows, static_cast<std::uint32_t>(outputs)}), {residual->second});
+    out = graph_.apply(denseResidualOp(function), {rowsView, weightTensor, biasTensor, residualRows}, name);
+  } else {
+    out = graph_.apply(denseOp(activation.value_or(Activation::none), activation ? Pointwise{} : function), {rowsView, weightTensor, biasTensor}, name);
+    // A later constant Add or BatchNormalization folds into the weights only where nothing comes between.
+    if (activation == Activation::none) layers_[out.id] = {weightTensor, biasTensor};
   }
-  define(node, out, function.kind == PointwiseKind::identity ? "dense" : "dense + " + function.name());
+  if (xShape.size() != 2) out = graph_.apply(reshapeOp(outShape), {out});
+  define(node, out, std::string("dense") + (residual ? " + residual" : "") + (function.kind == PointwiseKind::identity ? "" : " + " + function.name()));
 }
 
 void Importer::importBinary(const onnx::NodeProto& node, const Attributes& options) {

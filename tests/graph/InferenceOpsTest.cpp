@@ -596,7 +596,7 @@ TEST_SUITE("gl") {
     }
   }
 
-  TEST_CASE("dense layers with an imported function fused after them (GELU), few rows, one GEMM or split, match float64") {
+  TEST_CASE("dense layers with an imported function (GELU) or a residual fused, few rows, one GEMM or split, match float64") {
     std::uint32_t stream = 610;
     // Few rows (DenseFewRows.glsl), the GEMM storing it, and the sum of a split GEMM (6 rows, a sum of 4096) applying it.
     // Tolerance: fp32 sums of up to 4096 products.
@@ -608,6 +608,15 @@ TEST_SUITE("gl") {
       checkAgainstReference({denseOp(Activation::relu, after), {{37, 21}, {11, 21}, {11}}, -1, 1, 1e-5, 1e-4}, stream++);
       checkAgainstReference({denseOp(Activation::none, after), {{6, 4096}, {8, 4096}, {8}}, -1, 1, 1e-5, 1e-4}, stream++);
     }
+    // A residual added before the function (or none), on each path.
+    for (const Pointwise after : {Pointwise{}, Pointwise{PointwiseKind::gelu}}) {
+      CAPTURE(after.name());
+      checkAgainstReference({denseResidualOp(after), {{3, 20}, {9, 20}, {9}, {3, 9}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({denseResidualOp(after), {{37, 21}, {11, 21}, {11}, {37, 11}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({denseResidualOp(after), {{6, 4096}, {8, 4096}, {8}, {6, 8}}, -1, 1, 1e-5, 1e-4}, stream++);
+    }
+    CHECK_THROWS_WITH(denseResidualOp()->outputShape({{3, 20}, {9, 20}, {9}, {9, 3}}),
+                      "dense + residual none takes X [rows, in], W [out, in], b [out], R [rows, out]; got [3, 20] [9, 20] [9] [9, 3]");
   }
 
   TEST_CASE("convolutions adding a residual before their function, split or not, strided or not, match float64") {

@@ -10,6 +10,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -235,6 +236,34 @@ TEST_SUITE("gl") {
       CHECK(became.at(named("Add", 1)) == (alsoRead ? "add" : "fused into the layer normalization reading it"));
       CHECK(became.at(named("LayerNormalization", 2)) == (alsoRead ? "layer normalization" : "layer normalization + residual"));
       CHECK(opsRun(m) == (alsoRead ? 3u : 1u));
+    }
+  }
+
+  TEST_CASE("a residual Add after a MatMul and its bias is added by the dense layer; its sum may have other readers (pre-LN layers)") {
+    std::mt19937 random = test::generator(51);
+    const std::vector<float> x = test::uniformFloats(random, 2 * 3 * 5), r = test::uniformFloats(random, 2 * 3 * 7);
+    const std::vector<double> w = test::widen(test::uniformFloats(random, 5 * 7)), b = test::widen(test::uniformFloats(random, 7));
+    for (const bool broadcast : {false, true}) {
+      CAPTURE(broadcast);
+      Model m;
+      m.input("x", {2, 3, 5}).input("r", {broadcast ? 1 : 2, 3, 7}).constant("w", {5, 7}, w, false).constant("b", {7}, b, false);
+      m.node("MatMul", {"x", "w"}, "xw");
+      m.node("Add", {"xw", "b"}, "z");
+      m.node("Add", {"r", "z"}, "sum");
+      m.node("Sigmoid", {"sum"}, "s");
+      m.node("Add", {"s", "sum"}, "y");  // the sum read twice, as a pre-LN layer's LayerNorm and next residual read it
+      std::vector<float> residual = r;
+      if (broadcast) std::copy(r.begin(), r.begin() + 21, residual.begin() + 21);  // [1, 3, 7] read for both batches
+      std::vector<double> want = affine(x, w, b, 5);
+      for (std::size_t i = 0; i < want.size(); ++i) {
+        const double v = want[i] + residual[i];
+        want[i] = 1 / (1 + std::exp(-v)) + v;
+      }
+      test::checkClose(run(m, {x, broadcast ? std::vector<float>(r.begin(), r.begin() + 21) : r}), want, 1e-5, 1e-5);
+      const std::map<std::string, std::string> became = summaries(m);
+      CHECK(became.at(named("MatMul", 1)) == (broadcast ? "dense" : "dense + residual"));
+      CHECK(became.at(named("Add", 3)) == (broadcast ? "add" : "fused"));
+      CHECK(opsRun(m) == (broadcast ? 4u : 3u));
     }
   }
 }
