@@ -128,7 +128,7 @@ class Importer {
   // apply. Past a BatchNormalization that does not fold, the function would run before it.
   Pointwise fusedPointwise(const onnx::NodeProto& producer, const std::function<bool(const Pointwise&)>& accepts, bool absorbsBatchNorm = false);
   // The Add that alone reads `producer`'s output and adds to it a tensor already computed and shaped as that output
-  // (`shape`), with that tensor: the convolution adds it as it stores (a residual connection), marked fused.
+  // (`shape`), with that tensor: the convolution or dense layer adds it as it stores (a residual connection), marked fused.
   std::optional<std::pair<const onnx::NodeProto*, Tensor>> fusableResidual(const onnx::NodeProto& producer, const Shape& shape);
   // Whether `node` is a Mul of exactly a and b, in either order.
   static bool multiplies(const onnx::NodeProto& node, const std::string& a, const std::string& b);
