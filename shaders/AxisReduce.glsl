@@ -5,7 +5,8 @@
 //   1/sqrt(var + epsilon), L1 Σ|x|, L2 sqrt(Σx²), SUM_SQUARE Σx², LOG_SUM log Σx, LOG_SUM_EXP log Σ exp x, PRODUCT Πx:
 //   y [outer, inner]; HARDMAX (1 at the line's first largest value, 0 elsewhere; NaN throughout a line holding one):
 //   y has x's shape
-// bindings: 0 x read, 1 gamma read (LAYER_NORMALIZATION; x again otherwise), 2 beta read (LAYER_NORMALIZATION; x again otherwise), 3 y write
+// bindings: 0 x read, 1 gamma read (LAYER_NORMALIZATION; x again otherwise), 2 beta read (LAYER_NORMALIZATION; x again otherwise), 3 y write,
+//   4 r read (RESIDUAL: LAYER_NORMALIZATION of x + r, a residual connection's sum that is never stored)
 // uniforms: 0 lines (outer·inner), 1 axis length, 2 inner, 3 epsilon (LAYER_NORMALIZATION, INVERSE_DEVIATION)
 // defines: LINE_GROUP, the invocations per line (a power of two up to GLNET_GROUP_SIZE, its default): short axes
 // take small groups, so that most invocations have elements to read (a global pool over 7x7 ran at a tenth of
@@ -19,6 +20,12 @@ layout(std430, binding = 0) readonly buffer Source { float x[]; };
 layout(std430, binding = 1) readonly buffer Gamma { float gamma[]; };
 layout(std430, binding = 2) readonly buffer Beta { float beta[]; };
 layout(std430, binding = 3) writeonly buffer Result { float y[]; };
+#ifdef RESIDUAL
+layout(std430, binding = 4) readonly buffer Residual { float r[]; };
+float source(uint i) { return x[i] + r[i]; }
+#else
+float source(uint i) { return x[i]; }
+#endif
 layout(location = 0) uniform uint lines;
 layout(location = 1) uniform uint axis;
 layout(location = 2) uniform uint inner;
@@ -61,11 +68,11 @@ float exponentSum(uint base, uint local, uint step, out float largest) {
 // The line's mean (two passes: the mean, then the squared deviations from it) and 1/sqrt(variance + epsilon).
 float inverseDeviation(uint base, uint local, uint step, out float mean) {
   float sum = 0.0;
-  for (uint k = local; k < axis; k += step) sum += x[base + k * inner];
+  for (uint k = local; k < axis; k += step) sum += source(base + k * inner);
   mean = combineGroup(sum, 0, 0) / float(axis);
   float squares = 0.0;
   for (uint k = local; k < axis; k += step) {
-    float d = x[base + k * inner] - mean;
+    float d = source(base + k * inner) - mean;
     squares += d * d;
   }
   return inversesqrt(combineGroup(squares, 0, 1) / float(axis) + epsilon);
@@ -98,7 +105,7 @@ void main() {
 #elif AXIS_OP == AXIS_OP_LAYER_NORMALIZATION
   float mean;
   float scale = inverseDeviation(base, local, step, mean);
-  for (uint k = local; k < axis; k += step) y[base + k * inner] = (x[base + k * inner] - mean) * scale * gamma[k] + beta[k];
+  for (uint k = local; k < axis; k += step) y[base + k * inner] = (source(base + k * inner) - mean) * scale * gamma[k] + beta[k];
 #elif AXIS_OP == AXIS_OP_INVERSE_DEVIATION
   float mean;
   float value = inverseDeviation(base, local, step, mean);

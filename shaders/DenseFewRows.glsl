@@ -3,7 +3,8 @@
 // row, its invocations splitting the sum and reading W's rows (PyTorch's [out, in], contiguous along K) in
 // coalesced runs, then adding their partial sums in shared memory. The layer is bound by reading W once.
 // X [ROWS×K], W [N×K], b [N], Y [ROWS×N], all row-major float.
-// bindings: 0 X read, 1 W read, 2 b read (unused without HAS_BIAS), 3 Y write
+// bindings: 0 X read, 1 W read, 2 b read (unused without HAS_BIAS), 3 Y write, 4 R read (RESIDUAL: [M×N] added
+// before the activation, a residual connection)
 // uniforms: 0 M (rows, at most ROWS), 1 N (outputs), 2 K (inputs)
 // defines: ROWS (1 to 4), FEW_OUTPUTS (ROWS·FEW_OUTPUTS ≤ 8: the sums each invocation keeps), ACTIVATION
 // (common.glsl), POINTWISE (a function after it, Pointwise.glsl included), HAS_BIAS 0|1, VEC4 (K a multiple of 4,
@@ -14,6 +15,9 @@ layout(std430, binding = 0) readonly buffer Input { float X[]; };
 layout(std430, binding = 1) readonly buffer Weight { float W[]; };
 layout(std430, binding = 2) readonly buffer Bias { float b[]; };
 layout(std430, binding = 3) writeonly buffer Output { float Y[]; };
+#ifdef RESIDUAL
+layout(std430, binding = 4) readonly buffer Residual { float R[]; };
+#endif
 #ifdef VEC4
 layout(std430, binding = 0) readonly buffer InputRuns { vec4 X4[]; };
 layout(std430, binding = 1) readonly buffer WeightRuns { vec4 W4[]; };
@@ -69,6 +73,9 @@ void main() {
       float value = partial[lane][0];
 #if HAS_BIAS
       value += b[column];
+#endif
+#ifdef RESIDUAL
+      value += R[row * N + column];
 #endif
       Y[row * N + column] = finishOutput(value);
     }

@@ -20,16 +20,19 @@ namespace {
 
 class AxisOp : public InferenceOp {
  public:
-  AxisOp(AxisKind kind, std::uint32_t first, std::uint32_t last, bool keepDims, float epsilon)
-      : kind_(kind), first_(first), last_(last), keepDims_(keepDims), epsilon_(epsilon) {}
+  // `residual`: layer normalization of x + r, r (x's shape) its fourth input (a residual Add read by nothing else).
+  AxisOp(AxisKind kind, std::uint32_t first, std::uint32_t last, bool keepDims, float epsilon, bool residual = false)
+      : kind_(kind), first_(first), last_(last), keepDims_(keepDims), epsilon_(epsilon), residual_(residual) {}
   std::string name() const override {
-    return kindName(kind_);
+    return std::string(kindName(kind_)) + (residual_ ? " + residual" : "");
   }
   bool reduces() const { return axisKindReduces(kind_); }
   bool takesEpsilon() const { return kind_ == AxisKind::layerNormalization || kind_ == AxisKind::inverseDeviation; }
   Shape outputShape(const std::vector<Shape>& in) const override {
-    const std::size_t inputs = kind_ == AxisKind::layerNormalization ? 3 : 1;
-    if (in.size() != inputs || first_ >= last_ || last_ > in[0].size()) throw Error(name() + " over axes does not fit " + shapesText(in));
+    const std::size_t inputs = kind_ == AxisKind::layerNormalization ? (residual_ ? 4 : 3) : 1;
+    if (in.size() != inputs || first_ >= last_ || last_ > in[0].size() || (residual_ && in[3] != in[0])) {
+      throw Error(name() + " over axes does not fit " + shapesText(in));
+    }
     if (inputs == 3) {
       const std::size_t axis = elementCount(Shape(in[0].begin() + first_, in[0].begin() + last_));
       if (elementCount(in[1]) != axis || elementCount(in[2]) != axis) throw Error(name() + "'s scale and bias must hold " + std::to_string(axis) + " values");
@@ -50,7 +53,9 @@ class AxisOp : public InferenceOp {
     // About 4 elements per invocation, 32 invocations at least (a warp on NVIDIA, half a wavefront on AMD).
     std::uint32_t lineGroup = 32;
     while (lineGroup < static_cast<std::uint32_t>(currentLimits().groupSize()) && std::uint64_t{lineGroup} * 4 < axis) lineGroup *= 2;
-    const Program& program = programs.get("AxisReduce.glsl", {kindDefine(kind_), {"LINE_GROUP", std::to_string(lineGroup)}});
+    std::vector<ShaderDefine> defines{kindDefine(kind_), {"LINE_GROUP", std::to_string(lineGroup)}};
+    if (residual_) defines.push_back({"RESIDUAL", "1"});
+    const Program& program = programs.get("AxisReduce.glsl", defines);
     Dispatch dispatch;
     dispatch.program = &program;
     dispatch.label = name();
@@ -59,6 +64,7 @@ class AxisOp : public InferenceOp {
     const bool normalize = kind_ == AxisKind::layerNormalization;
     dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[normalize ? 1 : 0].view, Access::read},
                         {2, in[normalize ? 2 : 0].view, Access::read}, {3, out.view, Access::write}};
+    if (residual_) dispatch.buffers.push_back({4, in[3].view, Access::read});
     dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(outer * inner)), Uniform::u32(1, static_cast<std::uint32_t>(axis)),
                          Uniform::u32(2, static_cast<std::uint32_t>(inner)), Uniform::f32(3, epsilon_)};
     plan.record(dispatch);
@@ -66,7 +72,10 @@ class AxisOp : public InferenceOp {
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
     const std::array<std::size_t, 3> line = lines(in[0].shape);
     const std::size_t outer = line[0], axis = line[1], inner = line[2];
-    const std::vector<double>& x = *in[0].values;
+    std::vector<double> x = *in[0].values;
+    if (residual_) {
+      for (std::size_t i = 0; i < x.size(); ++i) x[i] += (*in[3].values)[i];
+    }
     std::vector<double> y(reduces() ? outer * inner : x.size());
     for (std::size_t o = 0; o < outer; ++o) {
       for (std::size_t i = 0; i < inner; ++i) {
@@ -136,6 +145,7 @@ class AxisOp : public InferenceOp {
   std::uint32_t first_, last_;
   bool keepDims_;
   float epsilon_;
+  bool residual_;
 };
 
 class BatchedMatMulOp : public InferenceOp {
@@ -199,6 +209,9 @@ class BatchedMatMulOp : public InferenceOp {
 
 std::shared_ptr<const Op> axisOp(AxisKind kind, std::uint32_t first, std::uint32_t last, bool keepDims, float epsilon) {
   return std::make_shared<inference::AxisOp>(kind, first, last, keepDims, epsilon);
+}
+std::shared_ptr<const Op> layerNormalizationResidualOp(std::uint32_t first, std::uint32_t last, float epsilon) {
+  return std::make_shared<inference::AxisOp>(AxisKind::layerNormalization, first, last, true, epsilon, true);
 }
 std::shared_ptr<const Op> batchedMatMulOp() { return std::make_shared<inference::BatchedMatMulOp>(); }
 

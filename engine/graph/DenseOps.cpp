@@ -25,22 +25,28 @@ std::uint32_t columnsOf(const Shape& shape) {
   return shape.empty() ? 1 : static_cast<std::uint32_t>(elementCount(shape) / shape[0]);
 }
 
-// Dense with or without bias: inputs X [rows, in], W [out, in] and, with bias, b [out].
+// Dense with or without bias: inputs X [rows, in], W [out, in] and, with bias, b [out]; `after` (an imported model's
+// function) applied after the activation, and `residual` (a fourth input R [rows, out] added before it), inference only.
 class Dense : public Op {
  public:
-  Dense(Activation activation, bool hasBias) : activation_(activation), hasBias_(hasBias) {}
+  Dense(Activation activation, bool hasBias, Pointwise after = {}, bool residual = false)
+      : activation_(activation), hasBias_(hasBias), after_(after), residual_(residual) {}
 
   std::string name() const override {
-    return hasBias_ ? std::string("dense ") + activationName(activation_) : std::string("matmul");
+    if (!hasBias_) return "matmul";
+    return std::string("dense ") + (residual_ ? "+ residual " : "") +
+           (after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_));
   }
 
   Shape outputShape(const std::vector<Shape>& in) const override {
-    const bool fits = in.size() == (hasBias_ ? 3u : 2u) && in[0].size() == 2 && in[1].size() == 2 &&
-                      in[0][1] == in[1][1] && (!hasBias_ || (in[2].size() == 1 && in[2][0] == in[1][0]));
+    const bool fits = in.size() == (hasBias_ ? 3u : 2u) + (residual_ ? 1u : 0u) && in[0].size() == 2 && in[1].size() == 2 &&
+                      in[0][1] == in[1][1] && (!hasBias_ || (in[2].size() == 1 && in[2][0] == in[1][0])) &&
+                      (!residual_ || in.back() == Shape{in[0][0], in[1][0]});
     if (!fits) {
       std::string shapes;
       for (const Shape& shape : in) shapes += " " + describe(shape);
-      throw Error(name() + " takes X [rows, in], W [out, in]" + (hasBias_ ? ", b [out]" : "") + "; got" + shapes);
+      throw Error(name() + " takes X [rows, in], W [out, in]" + (hasBias_ ? ", b [out]" : "") + (residual_ ? ", R [rows, out]" : "") +
+                  "; got" + shapes);
     }
     return {in[0][0], in[1][0]};
   }
@@ -54,12 +60,14 @@ class Dense : public Op {
   }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
-    const DenseOp op(programs, activation_, hasBias_);
-    plan.record(op.forward(in[0].view, in[1].view, hasBias_ ? in[2].view : in[1].view, out.view, shape(in), out.workspace));
+    const DenseOp op(programs, activation_, hasBias_, after_, residual_);
+    plan.record(op.forward(in[0].view, in[1].view, hasBias_ ? in[2].view : in[1].view, out.view, shape(in), out.workspace,
+                           residual_ ? &in.back().view : nullptr));
   }
 
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
+    GLNET_ASSERT(after_.kind == PointwiseKind::identity && !residual_, "a dense layer with a fused function or residual runs in forward-only graphs");
     const DenseShape s = shape(in);
     std::optional<BufferView> weightWorkspace = out.workspace;
     // A large layer: dY becomes dZ in place (the output's gradient is read by this op alone) beside dZᵀ in the
@@ -87,9 +95,9 @@ class Dense : public Op {
     std::vector<double> y(rows * outputs);
     for (std::size_t r = 0; r < rows; ++r) {
       for (std::size_t o = 0; o < outputs; ++o) {
-        double sum = hasBias_ ? (*in[2].values)[o] : 0.0;
+        double sum = (hasBias_ ? (*in[2].values)[o] : 0.0) + (residual_ ? (*in.back().values)[r * outputs + o] : 0.0);
         for (std::size_t i = 0; i < inputs; ++i) sum += (*in[0].values)[r * inputs + i] * (*in[1].values)[o * inputs + i];
-        y[r * outputs + o] = ref::activate(activation_, sum);
+        y[r * outputs + o] = after_(ref::activate(activation_, sum));
       }
     }
     return y;
@@ -121,6 +129,8 @@ class Dense : public Op {
   static DenseShape shape(const std::vector<GpuTensor>& in) { return {in[0].shape[0], in[0].shape[1], in[1].shape[0]}; }
   Activation activation_;
   bool hasBias_;
+  Pointwise after_;
+  bool residual_;
 };
 
 class BiasAdd : public Op {
@@ -167,7 +177,8 @@ class BiasAdd : public Op {
 
 }  // namespace
 
-std::shared_ptr<const Op> denseOp(Activation activation) { return std::make_shared<Dense>(activation, true); }
+std::shared_ptr<const Op> denseOp(Activation activation, Pointwise after) { return std::make_shared<Dense>(activation, true, after); }
+std::shared_ptr<const Op> denseResidualOp(Pointwise after) { return std::make_shared<Dense>(Activation::none, true, after, true); }
 std::shared_ptr<const Op> matMulOp() { return std::make_shared<Dense>(Activation::none, false); }
 std::shared_ptr<const Op> biasAddOp() { return std::make_shared<BiasAdd>(); }
 

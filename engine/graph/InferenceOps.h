@@ -65,6 +65,9 @@ std::shared_ptr<const Op> groupedConvOp(ConvSettings settings, Pointwise after =
 // Along axes [first, last) of x (merged into one): softmax, log-softmax and layer normalization keep the shape
 // (layer normalization takes gamma and beta shaped like those axes); reductions drop the axes, or keep them as 1.
 std::shared_ptr<const Op> axisOp(AxisKind kind, std::uint32_t first, std::uint32_t last, bool keepDims = true, float epsilon = 1e-5f);
+// Layer normalization of x + r along axes [first, last): inputs x, gamma, beta and r shaped as x (a residual Add
+// that nothing else reads, summed as the normalization reads it).
+std::shared_ptr<const Op> layerNormalizationResidualOp(std::uint32_t first, std::uint32_t last, float epsilon);
 // Y = A·B over the last two axes of two computed tensors, their leading axes broadcast (up to 4).
 std::shared_ptr<const Op> batchedMatMulOp();
 

@@ -10,8 +10,11 @@
 
 namespace glnet {
 
-// Y = act(X·Wᵀ + b), X [rows, in], W [out, in], b [out]; the MLP layer, fused into one GEMM each way.
-std::shared_ptr<const Op> denseOp(Activation activation);
+// Y = act(X·Wᵀ + b), X [rows, in], W [out, in], b [out]; the MLP layer, fused into one GEMM each way. `after`: an
+// imported model's function of act(...), forward-only (an imported GELU).
+std::shared_ptr<const Op> denseOp(Activation activation, Pointwise after = {});
+// Y = after(X·Wᵀ + b + R), R [rows, out] a fourth input (a transformer's residual connection), forward-only.
+std::shared_ptr<const Op> denseResidualOp(Pointwise after = {});
 // Y = X·Wᵀ, W [out, in].
 std::shared_ptr<const Op> matMulOp();
 // Y = X + b, b [columns] broadcast over rows.

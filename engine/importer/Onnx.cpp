@@ -238,6 +238,7 @@ void Importer::importNode(const onnx::NodeProto& node) {
     result_.nodes.push_back({node.name(), node.op_type(), "fused", graph_.tensor(in.tensor).shape});
     return;
   }
+  if (importsGelu(node)) return;
   const std::string& op = node.op_type();
   const OnnxOp* row = findOnnxOp(op);
   if (!row) refuse(node, "the op " + op + " is not supported yet");
@@ -424,25 +425,41 @@ void Importer::importProduct(const onnx::NodeProto& node, const Attributes& a) {
     }
     for (std::size_t o = 0; o < bias.size(); ++o) bias[o] = beta * c->values[count == 1 ? 0 : o];
   }
+  // A bias Add after the product (nn.Linear as MatMul + Add), of any rank of A, joins the layer's bias: no broadcast add.
+  const auto biasAdd = fusableBias(node, outputs, xShape.size());
+  if (biasAdd) {
+    for (std::size_t o = 0; o < bias.size(); ++o) bias[o] += biasAdd->second->values[o];
+  }
   const std::string name = nameOf(node);
   const Tensor weightTensor = parameter(name + ".weight", {outputs, inputs}, weight);
   const Tensor biasTensor = parameter(name + ".bias", {outputs}, bias);
   const std::uint32_t rows = static_cast<std::uint32_t>(elementCount(xShape) / xShape.back());
   const Tensor rowsView = xShape.size() == 2 ? x : graph_.apply(reshapeOp({rows, xShape.back()}), {x});
-  const Activation activation = *asActivation(fusedPointwise(node, [](const Pointwise& f) { return asActivation(f).has_value(); }, xShape.size() == 2));
-  Tensor out = graph_.apply(denseOp(activation), {rowsView, weightTensor, biasTensor}, name);
-  layers_[out.id] = {weightTensor, biasTensor};
-  if (xShape.size() != 2) {
-    Shape shape(xShape.begin(), xShape.end() - 1);
-    shape.push_back(static_cast<std::uint32_t>(outputs));
-    out = graph_.apply(reshapeOp(shape), {out});
+  Shape outShape(xShape.begin(), xShape.end() - 1);
+  outShape.push_back(static_cast<std::uint32_t>(outputs));
+  // A residual Add that alone reads the result (a transformer's skip connection) is added as the layer stores it.
+  const onnx::NodeProto& biased = biasAdd ? *biasAdd->first : node;
+  const auto residual = fusableResidual(biased, outShape);
+  const Pointwise function =
+      fusedPointwise(residual ? *residual->first : biased, [](const Pointwise&) { return true; }, xShape.size() == 2 && !residual);
+  const std::optional<Activation> activation = asActivation(function);
+  Tensor out;
+  if (residual) {
+    const Tensor residualRows = xShape.size() == 2 ? residual->second : graph_.apply(reshapeOp({rows, static_cast<std::uint32_t>(outputs)}), {residual->second});
+    out = graph_.apply(denseResidualOp(function), {rowsView, weightTensor, biasTensor, residualRows}, name);
+  } else {
+    out = graph_.apply(denseOp(activation.value_or(Activation::none), activation ? Pointwise{} : function), {rowsView, weightTensor, biasTensor}, name);
+    // A later constant Add or BatchNormalization folds into the weights only where nothing comes between.
+    if (activation == Activation::none) layers_[out.id] = {weightTensor, biasTensor};
   }
-  define(node, out, "dense");
+  if (xShape.size() != 2) out = graph_.apply(reshapeOp(outShape), {out});
+  define(node, out, std::string("dense") + (residual ? " + residual" : "") + (function.kind == PointwiseKind::identity ? "" : " + " + function.name()));
 }
 
 void Importer::importBinary(const onnx::NodeProto& node, const Attributes& options) {
   const std::string& op = node.op_type();
   if (node.input_size() != 2) refuse(node, "only two inputs are supported");
+  if (sumsIntoNormalization(node)) return;
   const Value& left = operand(node, 0);
   const Value& right = operand(node, 1);
   if (op == "Add" && (left.constant != right.constant)) {
@@ -834,7 +851,14 @@ void Importer::importLayerNormalization(const onnx::NodeProto& node, const Attri
   const Tensor beta = parameter(name + ".bias", {static_cast<std::int64_t>(count)}, bias ? bias->values : std::vector<double>(count, 0.0));
   const auto rank = static_cast<std::uint32_t>(shape.size());
   const auto epsilon = static_cast<float>(real(a, "epsilon", 1e-5));
-  apply(node, axisOp(AxisKind::layerNormalization, axis, rank, true, epsilon), {x, gamma, beta}, "layer normalization");
+  // X a residual Add's sum that only this node reads (sumsIntoNormalization): summed as it is read.
+  const auto sum = residualSums_.find(node.input(0));
+  if (sum != residualSums_.end()) {
+    apply(node, layerNormalizationResidualOp(axis, rank, epsilon), {sum->second.first, gamma, beta, sum->second.second},
+          "layer normalization + residual");
+  } else {
+    apply(node, axisOp(AxisKind::layerNormalization, axis, rank, true, epsilon), {x, gamma, beta}, "layer normalization");
+  }
   // The optional Mean and InvStdDev outputs, the normalized axes kept as 1.
   for (int i = 1; i < std::min(node.output_size(), 3); ++i) {
     if (node.output(i).empty()) continue;

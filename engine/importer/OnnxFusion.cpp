@@ -102,7 +102,20 @@ Pointwise Importer::fusedPointwise(const onnx::NodeProto& producer, const std::f
     value = next->output(0);
     next = soleReader(value);
   }
+  // A function commutes with a view: it runs before a Reshape (GPT-2's Gemm, then its [B, S, O] view, then GELU).
+  if (next && next->op_type() == "Reshape" && next->output_size() == 1 && next->input(0) == value) {
+    const onnx::NodeProto* after = soleReader(next->output(0));
+    if ((after && pointwiseOf(*after)) || (!after && geluOf(next->output(0)))) {
+      value = next->output(0);
+      next = after;
+    }
+  }
   if (!next) {
+    if (const std::optional<GeluMatch> gelu = geluOf(value)) {
+      if (!accepts(Pointwise{gelu->kind})) return {};
+      fuseGelu(*gelu, value);
+      return Pointwise{gelu->kind};
+    }
     const auto [sigmoid, product] = siluOf(value);
     if (!sigmoid || !accepts(Pointwise{PointwiseKind::silu})) return {};
     fused_.insert({sigmoid, product});

@@ -128,7 +128,7 @@ class Importer {
   // apply. Past a BatchNormalization that does not fold, the function would run before it.
   Pointwise fusedPointwise(const onnx::NodeProto& producer, const std::function<bool(const Pointwise&)>& accepts, bool absorbsBatchNorm = false);
   // The Add that alone reads `producer`'s output and adds to it a tensor already computed and shaped as that output
-  // (`shape`), with that tensor: the convolution adds it as it stores (a residual connection), marked fused.
+  // (`shape`), with that tensor: the convolution or dense layer adds it as it stores (a residual connection), marked fused.
   std::optional<std::pair<const onnx::NodeProto*, Tensor>> fusableResidual(const onnx::NodeProto& producer, const Shape& shape);
   // Whether `node` is a Mul of exactly a and b, in either order.
   static bool multiplies(const onnx::NodeProto& node, const std::string& a, const std::string& b);
@@ -141,6 +141,42 @@ class Importer {
   // it sums its split), which saves the pooling's pass and the convolution's full-size output (vgg11 has five).
   const onnx::NodeProto* fusablePool(const onnx::NodeProto& producer);
   static std::optional<Activation> asActivation(const Pointwise& f);
+
+  // --- Transformer layers' fusions (OnnxLayerFusion.cpp) ---
+  // The Add that alone reads a dense layer's product and adds a finite constant row of its `outputs` values, of rank
+  // up to the product's `rank` (nn.Linear on [B, S, H] exported as MatMul + Add), with that row: the layer adds it as
+  // its bias, the Add marked fused.
+  std::optional<std::pair<const onnx::NodeProto*, const Constant*>> fusableBias(const onnx::NodeProto& product, std::int64_t outputs,
+                                                                                 std::size_t rank);
+  // The nodes of GELU of x written out as exporters write it (x·0.5·(1 + erf(x/√2)) or GPT-2's
+  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), the three products in any order), when they alone read x and each
+  // other: the kind, the nodes, and the one whose output is GELU(x).
+  struct GeluMatch {
+    PointwiseKind kind = PointwiseKind::gelu;
+    std::vector<const onnx::NodeProto*> nodes;
+    const onnx::NodeProto* result = nullptr;
+  };
+  std::optional<GeluMatch> geluOf(const std::string& x) const;
+  // Marks a match's nodes fused, each taking the value of `value` (GELU's result, computed by the kernel that makes it).
+  void fuseGelu(const GeluMatch& match, const std::string& value);
+  // A Div, Mul or Pow that begins a GELU chain no kernel took (geluOf of one of its inputs): imported as one pointwise
+  // op, the chain's other nodes fused into it. False for any other node.
+  bool importsGelu(const onnx::NodeProto& node);
+  // The node that alone reads the single output of `node`, itself of one output.
+  const onnx::NodeProto* soleSingleReader(const onnx::NodeProto& node) const;
+  // A one-element constant's value, also of a Constant node not imported yet (a lookahead runs before the nodes it
+  // reads, and exporters put a function's Constant nodes just before it).
+  std::optional<double> scalarAhead(const std::string& name) const;
+  // Whether `node` (of one output) is x times the one-element constant `factor`, or x divided by 1/factor, in
+  // float32's rounding.
+  bool scales(const onnx::NodeProto* node, const std::string& x, double factor) const;
+  // Whether `node` is an Add of x and a one-element constant 1.
+  bool addsOne(const onnx::NodeProto* node, const std::string& x) const;
+  // An Add of two computed tensors of one shape (a residual connection) that only a LayerNormalization reads, as its
+  // X: recorded in residualSums_ and summed as the normalization reads it (layerNormalizationResidualOp), so that the
+  // sum is never stored. False, and nothing done, for any other Add.
+  bool sumsIntoNormalization(const onnx::NodeProto& add);
+  std::map<std::string, std::pair<Tensor, Tensor>> residualSums_;  // such an Add's output -> its two operands
 
   // --- Attention (OnnxAttention.cpp) ---
   // A MatMul of two computed tensors that is Q·Kᵀ of scaled dot-product attention as PyTorch exports it (an optional

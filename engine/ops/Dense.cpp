@@ -50,6 +50,17 @@ Dispatch forwardGemm(const Program& program, std::string label, const BufferView
   return dispatch;
 }
 
+// The defines of a program, then those of the function after it.
+std::vector<ShaderDefine> withDefines(std::vector<ShaderDefine> defines, std::vector<ShaderDefine> more) {
+  for (ShaderDefine& define : more) defines.push_back(std::move(define));
+  return defines;
+}
+
+// The defines of the function after the forward pass and of its residual.
+std::vector<ShaderDefine> forwardDefines(const Pointwise& after, bool residual) {
+  return withDefines(residual ? std::vector<ShaderDefine>{{"RESIDUAL", "1"}} : std::vector<ShaderDefine>{}, after.fusedDefines());
+}
+
 // dZ = dY ⊙ act'(Y), rows of N outputs: vec4 runs when both are aligned.
 bool outputGradientVec4(const BufferView& dy, const BufferView& y, const DenseShape& shape) {
   return vec4Readable(dy.offset, shape.outputs) && vec4Readable(y.offset, shape.outputs);
@@ -57,16 +68,21 @@ bool outputGradientVec4(const BufferView& dy, const BufferView& y, const DenseSh
 
 }  // namespace
 
-DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
+DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias, const Pointwise& after, bool residual)
     : programs_(&programs),
       activation_(activation),
       hasBias_(hasBias),
-      forward_(programs, "ForwardPass.glsl", {kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}}),
+      after_(after),
+      residual_(residual),
+      forward_(programs, "ForwardPass.glsl",
+               withDefines({kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}}, forwardDefines(after, residual)), after.fusedIncludes()),
       forwardTransposed_(programs, "ForwardPass.glsl",
-                         {kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}, {"TRANSPOSED_OPERANDS", "1"},
-                          {"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}}),
+                         withDefines({kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"}, {"TRANSPOSED_OPERANDS", "1"},
+                                      {"GEMM_A_ALONG_ROWS", "1"}, {"GEMM_B_ALONG_COLUMNS", "1"}},
+                                     forwardDefines(after, residual)),
+                         after.fusedIncludes()),
       transpose_(programs),
-      finishForward_(programs, activation),
+      finishForward_(programs, activation, after, residual),
       inputGradient_(programs, "BackwardPass.glsl",
                      {kindDefine(activation), kindDefine(BackwardMode::inputGradient), {"GEMM_B_ALONG_COLUMNS", "1"}}),
       inputGradientTransposed_(programs, "BackwardPass.glsl",
@@ -77,6 +93,10 @@ DenseOp::DenseOp(ProgramCache& programs, Activation activation, bool hasBias)
                        {"GEMM_B_ALONG_COLUMNS", "1"}}),
       splitSum_(programs),
       biasGradient_(programs.get("BackwardPass.glsl", {kindDefine(activation), kindDefine(BackwardMode::biasGradient)})) {}
+
+std::string DenseOp::functionName() const {
+  return after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_);
+}
 
 bool DenseOp::transposesOperands(const DenseShape& shape) {
   return shape.rows >= transposeFrom && shape.inputs >= transposeFrom && shape.outputs >= transposeFrom &&
@@ -93,8 +113,9 @@ std::size_t DenseOp::forwardWorkspaceBytes(const DenseShape& shape, bool hasBias
 
 std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& weight, const BufferView& bias,
                                        const BufferView& y, const DenseShape& shape,
-                                       const std::optional<BufferView>& workspace) const {
-  if (fewRows(shape)) return {fewRowsForward(*programs_, activation_, hasBias_, {}, x, weight, bias, y, shape)};
+                                       const std::optional<BufferView>& workspace, const BufferView* residual) const {
+  GLNET_ASSERT((residual != nullptr) == residual_, "a dense layer made for a residual is given one, and only that layer");
+  if (fewRows(shape)) return {fewRowsForward(*programs_, activation_, hasBias_, after_, x, weight, bias, y, shape, residual)};
   if (workspace && transposesOperands(shape)) {
     GLNET_ASSERT(workspace->room() >= forwardWorkspaceBytes(shape, hasBias_),
                  "a large dense layer's forward pass needs workspace for its transposed operands");
@@ -103,37 +124,41 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
     const GemmChoice gemm = chooseGemm(shape.rows, shape.outputs, shape.inputs, false);
     const Program& program =
         forwardTransposed_.get(*gemm.config, vec4Readable(xT.offset, shape.rows), vec4Readable(wT.offset, shape.outputs), false);
+    Dispatch product = forwardGemm(program, "dense " + functionName() + " " + gemm.config->name + " on transposes", xT, wT, bias, y, shape, gemm.groups);
+    if (residual) product.buffers.push_back({4, *residual, Access::read});
     return {transpose_(x, xT, shape.rows, shape.inputs, "dense X transposed"),
-            transpose_(weight, wT, shape.outputs, shape.inputs, "dense weights transposed"),
-            forwardGemm(program, std::string("dense ") + activationName(activation_) + " " + gemm.config->name + " on transposes",
-                        xT, wT, bias, y, shape, gemm.groups)};
+            transpose_(weight, wT, shape.outputs, shape.inputs, "dense weights transposed"), product};
   }
   const GemmChoice gemm = chooseGemm(shape.rows, shape.outputs, shape.inputs, workspace && hasBias_);
   const bool splitting = gemm.split.splits > 1;
   const Program& program =
       forward_.get(*gemm.config, vec4Readable(x.offset, shape.inputs), vec4Readable(weight.offset, shape.inputs), splitting);
   Dispatch dispatch =
-      forwardGemm(program, std::string("dense ") + activationName(activation_) + " " + gemm.config->name + (splitting ? " split-K" : ""),
+      forwardGemm(program, "dense " + functionName() + " " + gemm.config->name + (splitting ? " split-K" : ""),
                   x, weight, bias, splitting ? *workspace : y, shape, gemm.groups);
-  if (!splitting) return {dispatch};
+  if (!splitting) {
+    if (residual) dispatch.buffers.push_back({4, *residual, Access::read});
+    return {dispatch};
+  }
   dispatch.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
-  return {dispatch, finishForward_(*workspace, bias, y, shape.rows * shape.outputs, shape.outputs, gemm.split.splits)};
+  return {dispatch, finishForward_(*workspace, bias, y, shape.rows * shape.outputs, shape.outputs, gemm.split.splits, 1, residual)};
 }
 
 Dispatch DenseOp::fewRowsForward(ProgramCache& programs, Activation activation, bool hasBias, const Pointwise& after,
                                  const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                                 const DenseShape& shape) {
+                                 const DenseShape& shape, const BufferView* residual) {
   GLNET_ASSERT(fewRows(shape), "the few-rows dense kernel takes 1 to 4 rows");
   const std::uint32_t outputsPerGroup = 8 / shape.rows;
   const bool vec4 = vec4Readable(x.offset, shape.inputs) && vec4Readable(weight.offset, shape.inputs);
   std::vector<ShaderDefine> defines{kindDefine(activation), {"HAS_BIAS", hasBias ? "1" : "0"},
                                     {"ROWS", std::to_string(shape.rows)}, {"FEW_OUTPUTS", std::to_string(outputsPerGroup)}};
   if (vec4) defines.push_back({"VEC4", "1"});
-  for (ShaderDefine& define : after.fusedDefines()) defines.push_back(std::move(define));
+  for (ShaderDefine& define : forwardDefines(after, residual != nullptr)) defines.push_back(std::move(define));
   const Program& program = programs.get("DenseFewRows.glsl", defines, after.fusedIncludes());
   const std::string function = after.kind != PointwiseKind::identity ? after.name() : activationName(activation);
   Dispatch dispatch = forwardGemm(program, "dense " + function + " few rows", x, weight, bias, y, shape,
                                   {(shape.outputs + outputsPerGroup - 1) / outputsPerGroup, 1, 1});
+  if (residual) dispatch.buffers.push_back({4, *residual, Access::read});
   dispatch.linear = true;
   return dispatch;
 }

@@ -21,12 +21,15 @@ struct DenseShape {
 
 class DenseOp {
  public:
-  DenseOp(ProgramCache& programs, Activation activation, bool hasBias = true);
+  // `after`: an imported model's function applied after the activation; `residual`: forward reads a tensor shaped as
+  // Y added before the activation (a residual connection). Both inference only: the gradients take neither.
+  DenseOp(ProgramCache& programs, Activation activation, bool hasBias = true, const Pointwise& after = {}, bool residual = false);
   // With a workspace of forwardWorkspaceBytes: a large layer (transposesOperands) transposes X and W into it and
   // runs its GEMM on the transposes (three dispatches); a layer with bias splits along K (two dispatches) when the
   // rule says so. Otherwise, or with no workspace, one dispatch; a few rows (fewRows) one of DenseFewRows.glsl.
   std::vector<Dispatch> forward(const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                                const DenseShape& shape, const std::optional<BufferView>& workspace = std::nullopt) const;
+                                const DenseShape& shape, const std::optional<BufferView>& workspace = std::nullopt,
+                                const BufferView* residual = nullptr) const;
   static std::size_t forwardWorkspaceBytes(const DenseShape& shape, bool hasBias);
   // A batch of 1 to 4 rows: the forward pass reads the weights once in coalesced runs (DenseFewRows.glsl) instead of
   // through a GEMM's tiles (on the H100, vgg11's 25088 -> 4096 layer at batch 1: 0.51 ms as a split GEMM).
@@ -35,7 +38,7 @@ class DenseOp {
   // convolution of 1x1 planes at a batch of 1 to 4 runs as (a squeeze-excite block's two layers).
   static Dispatch fewRowsForward(ProgramCache& programs, Activation activation, bool hasBias, const Pointwise& after,
                                  const BufferView& x, const BufferView& weight, const BufferView& bias, const BufferView& y,
-                                 const DenseShape& shape);
+                                 const DenseShape& shape, const BufferView* residual = nullptr);
   // Whether the forward pass reads X and W transposed (Xᵀ [K×M], Wᵀ [K×N]): the layout in which the GEMM core
   // runs both operands along its tile, its fastest (on the H100, 4096³: 24 TFLOP/s on X·Wᵀ, 40 with the
   // transposes), for two copies that cost little beside a GEMM of at least 512 in every dimension and 2^31
@@ -69,9 +72,13 @@ class DenseOp {
   Activation activation() const { return activation_; }
 
  private:
+  // The function the forward pass applies last, as its dispatches' labels name it.
+  std::string functionName() const;
   ProgramCache* programs_;
   Activation activation_;
   bool hasBias_;
+  Pointwise after_;
+  bool residual_;
   GemmPrograms forward_;
   GemmPrograms forwardTransposed_;
   TransposeOp transpose_;

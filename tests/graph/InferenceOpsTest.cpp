@@ -598,6 +598,29 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("dense layers with an imported function (GELU) or a residual fused, few rows, one GEMM or split, match float64") {
+    std::uint32_t stream = 610;
+    // Few rows (DenseFewRows.glsl), the GEMM storing it, and the sum of a split GEMM (6 rows, a sum of 4096) applying it.
+    // Tolerance: fp32 sums of up to 4096 products.
+    REQUIRE(chooseGemm(6, 8, 4096).split.splits > 1);
+    for (const Pointwise after : {Pointwise{PointwiseKind::gelu}, Pointwise{PointwiseKind::geluTanh}}) {
+      CAPTURE(after.name());
+      checkAgainstReference({denseOp(Activation::none, after), {{3, 20}, {9, 20}, {9}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({denseOp(Activation::none, after), {{37, 21}, {11, 21}, {11}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({denseOp(Activation::relu, after), {{37, 21}, {11, 21}, {11}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({denseOp(Activation::none, after), {{6, 4096}, {8, 4096}, {8}}, -1, 1, 1e-5, 1e-4}, stream++);
+    }
+    // A residual added before the function (or none), on each path.
+    for (const Pointwise after : {Pointwise{}, Pointwise{PointwiseKind::gelu}}) {
+      CAPTURE(after.name());
+      checkAgainstReference({denseResidualOp(after), {{3, 20}, {9, 20}, {9}, {3, 9}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({denseResidualOp(after), {{37, 21}, {11, 21}, {11}, {37, 11}}, -1, 1, 1e-5, 1e-4}, stream++);
+      checkAgainstReference({denseResidualOp(after), {{6, 4096}, {8, 4096}, {8}, {6, 8}}, -1, 1, 1e-5, 1e-4}, stream++);
+    }
+    CHECK_THROWS_WITH(denseResidualOp()->outputShape({{3, 20}, {9, 20}, {9}, {9, 3}}),
+                      "dense + residual none takes X [rows, in], W [out, in], b [out], R [rows, out]; got [3, 20] [9, 20] [9] [9, 3]");
+  }
+
   TEST_CASE("convolutions adding a residual before their function, split or not, strided or not, match float64") {
     std::uint32_t stream = 490;
     REQUIRE(ConvOp::forwardSplit({1, 96, 3, 3, 24, 3, 3, 1, 1}).splits > 1);
@@ -687,6 +710,15 @@ TEST_SUITE("gl") {
     checkAgainstReference({conv2dOp(Activation::none, 1, 2, {PointwiseKind::hardSwish}), {{3, 4, 8, 7}, {5, 4, 3, 3}, {5}}, -1, 1, 1e-5, 1e-4}, stream++);
     checkAgainstReference({conv2dResidualOp(1, 1), {{1, 96, 4, 4}, {24, 96, 3, 3}, {24}, {1, 24, 4, 4}}, -1, 1, 1e-5, 1e-4}, stream++);
     checkAgainstReference({conv2dOp(Activation::tanh, 1), {{2, 3, 5, 7}, {4, 3, 3, 3}, {4}}, -1, 1, 1e-5, 1e-4}, stream++);
+  }
+
+  TEST_CASE("layer normalization of a residual sum (x + r summed as it is read) matches float64, along one axis or several") {
+    std::uint32_t stream = 620;
+    checkAgainstReference({layerNormalizationResidualOp(2, 3, 1e-5f), {{2, 3, 37}, {37}, {37}, {2, 3, 37}}, -2, 2, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({layerNormalizationResidualOp(2, 3, 1e-5f), {{1, 2, 1001}, {1001}, {1001}, {1, 2, 1001}}, -2, 2, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({layerNormalizationResidualOp(1, 3, 1e-6f), {{3, 4, 5}, {4, 5}, {20}, {3, 4, 5}}, -2, 2, 1e-5, 1e-4}, stream++);
+    CHECK_THROWS_WITH(layerNormalizationResidualOp(2, 3, 1e-5f)->outputShape({{2, 3, 4}, {4}, {4}, {1, 3, 4}}),
+                      "layer normalization + residual over axes does not fit [2, 3, 4], [4], [4], [1, 3, 4]");
   }
 
   TEST_CASE("functions along an axis (softmax, log-softmax, layer normalization, reductions) match float64") {

@@ -5,6 +5,7 @@
 #include "importer/Onnx.h"
 #include "support/Compare.h"
 #include "support/GlContext.h"
+#include "support/OnnxTestModel.h"
 #include "support/TempDir.h"
 
 #include <onnx/onnx_pb.h>
@@ -20,104 +21,11 @@
 
 using namespace glnet;
 
-namespace {
-
-// A model of float inputs with fixed shapes, int64 or float initializers and one float output "y".
-class Model {
- public:
-  explicit Model(int opset = 17) {
-    model_.set_ir_version(8);
-    model_.add_opset_import()->set_version(opset);
-    graph_ = model_.mutable_graph();
-    graph_->set_name("indexing");
-    onnx::ValueInfoProto& y = *graph_->add_output();
-    y.set_name("y");
-    y.mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-  }
-  Model(const Model&) = delete;  // graph_ points into model_
-  Model& operator=(const Model&) = delete;
-  Model& input(const std::string& name, const std::vector<std::int64_t>& shape) {
-    onnx::ValueInfoProto& x = *graph_->add_input();
-    x.set_name(name);
-    x.mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-    for (const std::int64_t d : shape) x.mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
-    return *this;
-  }
-  Model& constant(const std::string& name, const std::vector<std::int64_t>& shape, const std::vector<double>& values, bool integer = true) {
-    onnx::TensorProto& t = *graph_->add_initializer();
-    t.set_name(name);
-    t.set_data_type(integer ? onnx::TensorProto::INT64 : onnx::TensorProto::FLOAT);
-    for (const std::int64_t d : shape) t.add_dims(d);
-    for (const double v : values) {
-      if (integer) t.add_int64_data(static_cast<std::int64_t>(v));
-      else t.add_float_data(static_cast<float>(v));
-    }
-    return *this;
-  }
-  onnx::NodeProto& node(const std::string& op, const std::vector<std::string>& inputs, const std::string& output) {
-    onnx::NodeProto& n = *graph_->add_node();
-    n.set_op_type(op);
-    n.set_name("/" + op + "_" + std::to_string(graph_->node_size()));
-    for (const std::string& i : inputs) n.add_input(i);
-    n.add_output(output);
-    return n;
-  }
-  std::string save(const test::TempDir& dir) const { return dir.write("model.onnx", model_.SerializeAsString()); }
-
- private:
-  onnx::ModelProto model_;
-  onnx::GraphProto* graph_;
-};
-
-void attribute(onnx::NodeProto& node, const std::string& name, std::int64_t value) {
-  onnx::AttributeProto& a = *node.add_attribute();
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::INT);
-  a.set_i(value);
-}
-
-void attribute(onnx::NodeProto& node, const std::string& name, const std::string& value) {
-  onnx::AttributeProto& a = *node.add_attribute();
-  a.set_name(name);
-  a.set_type(onnx::AttributeProto::STRING);
-  a.set_s(value);
-}
-
-// Loads the model, runs it on the inputs (in order) and returns y, poisoned with 7777 before the run; `shape` gets y's.
-std::vector<float> run(const Model& model, const std::vector<std::vector<float>>& inputs, Shape* shape = nullptr) {
-  test::TempDir dir;
-  OnnxModel m = readOnnx(model.save(dir), 0);
-  CompiledGraph compiled(test::glContext(), m.graph, CompiledGraph::Memory::kept, {m.output});
-  Plan plan = compiled.forwardPlan([](Plan&) {});
-  REQUIRE(inputs.size() == m.inputs.size());
-  for (std::size_t i = 0; i < inputs.size(); ++i) compiled.upload(m.inputs[i].second, inputs[i].data(), inputs[i].size() * sizeof(float));
-  std::vector<float> y(elementCount(m.graph.tensor(m.output).shape), 7777.0f);
-  const bool view = std::any_of(m.graph.ops().begin(), m.graph.ops().end(), [&](const OpNode& op) { return op.output == m.output.id && op.op->isView(); });
-  if (!view) compiled.upload(m.output, y.data(), y.size() * sizeof(float));  // a view's memory is its input's
-  plan.run();
-  const BufferView out = compiled.view(m.output);
-  plan.read(*out.buffer, y.data(), y.size() * sizeof(float), out.offset);
-  if (shape) *shape = m.graph.tensor(m.output).shape;
-  return y;
-}
-
-std::string refusal(const Model& model) {
-  test::TempDir dir;
-  try {
-    readOnnx(model.save(dir), 0);
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "loaded";
-}
-
-std::vector<float> iota(std::size_t n, float start = 0) {
-  std::vector<float> v(n);
-  for (std::size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
-  return v;
-}
-
-}  // namespace
+using test::attribute;
+using test::iota;
+using test::refusal;
+using test::run;
+using Model = test::OnnxTestModel;
 
 TEST_SUITE("gl") {
   TEST_CASE("an embedding lookup at computed ids, and Gather along any axis, run on the GPU; an id outside the table gives NaN") {
