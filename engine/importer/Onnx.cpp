@@ -682,6 +682,10 @@ void Importer::importConv(const onnx::NodeProto& node, const Attributes& given) 
   };
   Tensor out;
   bool pooled = false, residual = false;
+  // A function fused right after the convolution (not past a BatchNormalization that folds into it first).
+  bool functionAfter = false;
+  const onnx::NodeProto* reader = soleReader(node.output(0));
+  const bool batchNormFirst = reader && reader->op_type() == "BatchNormalization";
   try {
     const Shape xShape = shapeOf(x);
     const std::uint32_t pad = settings.pads[0], stride = settings.strides[0];
@@ -695,6 +699,7 @@ void Importer::importConv(const onnx::NodeProto& node, const Attributes& given) 
       residual = true;
     } else if (implicitGemm) {
       const Pointwise function = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
+      functionAfter = function.kind != PointwiseKind::identity && !batchNormFirst;
       const std::optional<Activation> activation = asActivation(function);
       const onnx::NodeProto* pool = activation && !inputScale && w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
       const bool poolable = pool && xShape[2] + 2 * settings.pads[0] >= kernel[0] + 1 && xShape[3] + 2 * settings.pads[0] >= kernel[1] + 1;
@@ -710,16 +715,19 @@ void Importer::importConv(const onnx::NodeProto& node, const Attributes& given) 
     } else {
       GLNET_ASSERT(!inputScale, "a scaled input is fused only into a convolution the implicit GEMM runs");
       const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
+      functionAfter = after.kind != PointwiseKind::identity && !batchNormFirst;
       out = graph_.apply(groupedConvOp(settings, after), {x, weight, b}, name);
     }
   } catch (const Error& error) {
     refuse(node, error.what());
   }
   // A BatchNormalization after the pooling cannot fold into the weights (a negative scale would turn max into min),
-  // nor after a residual (it would scale the residual too).
-  if (!pooled && !residual) layers_[out.id] = {weight, b};
+  // nor after a residual (it would scale the residual too), nor after a function the kernel applies (Conv, Relu,
+  // BatchNormalization: folded, it would act before the function).
+  const bool foldsLater = !pooled && !residual && !functionAfter;
+  if (foldsLater) layers_[out.id] = {weight, b};
   defineWindow(node, input, out, pooled ? "conv + max pool" : residual ? "conv + residual" : implicitGemm ? "conv" : settings.groups > 1 ? "grouped conv" : "direct conv");
-  if (shapeOf(input).size() == 3) layers_[values_[node.output(0)].tensor.id] = {weight, b};
+  if (foldsLater && shapeOf(input).size() == 3) layers_[values_[node.output(0)].tensor.id] = {weight, b};
 }
 
 void Importer::importBatchNormalization(const onnx::NodeProto& node, const Attributes& a) {

@@ -223,6 +223,24 @@ for rows, length in (2, 7), (1, 12):
     masked = ids * mask
     np.save(os.path.join(work, name + "-y.npy"), np.trunc(np.trunc(masked * 0.75) / 2) + (masked != 0))
 np.save(os.path.join(work, "tokens-long-mask.npy"), np.ones((2, 9), bool))
+# Conv, Relu, BatchNormalization: the ReLU runs in the convolution's kernel, so the normalization must not fold into the
+# convolution's weights (it would act before the ReLU).
+cw, cb = weights(3, 2, 3, 3), weights(3)
+bn = {"g": np.array([1.5, -0.5, 2.0], np.float32), "beta": np.array([0.1, 0.2, -0.3], np.float32),
+      "mu": np.array([0.05, -0.1, 0.2], np.float32), "var": np.array([0.5, 2.0, 1.0], np.float32)}
+save("conv_relu_bn", [helper.make_node("Conv", ["x", "cw", "cb"], ["c"], name="/conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                      helper.make_node("Relu", ["c"], ["r"], name="/relu"),
+                      helper.make_node("BatchNormalization", ["r", "g", "beta", "mu", "var"], ["y"], name="/bn", epsilon=1e-5)],
+     ["N", 2, 6, 6], ["N", 3, 6, 6], {"cw": cw, "cb": cb, **bn})
+x = rng.standard_normal((2, 2, 6, 6)).astype(np.float32)
+np.save(os.path.join(work, "conv_relu_bn-x.npy"), x)
+padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+conv = np.zeros((2, 3, 6, 6)) + cb.astype(np.float64)[None, :, None, None]
+for i in range(3):
+    for j in range(3):
+        conv += np.einsum("nchw,oc->nohw", padded[:, :, i:i + 6, j:j + 6], cw[:, :, i, j].astype(np.float64))
+shaped = lambda a: a.astype(np.float64)[None, :, None, None]
+np.save(os.path.join(work, "conv_relu_bn-y.npy"), (relu(conv) - shaped(bn["mu"])) / np.sqrt(shaped(bn["var"]) + 1e-5) * shaped(bn["g"]) + shaped(bn["beta"]))
 # Attention as exports write it, fused into one op: Q·Kᵀ (K transposed by a Transpose), a scale, Softmax, ·V, where V
 # itself is scaled (its scale is V's own, never the softmax's).
 graph = helper.make_graph([helper.make_node("Transpose", ["k"], ["kt"], name="/kt", perm=[0, 1, 3, 2]),
@@ -425,6 +443,8 @@ expect 1 "unbatched-x.npy: got \[1, 13, 13\]; expected \[N, 1, 13, 13\] for inpu
 expect 0 "ran .*mlp.onnx .* on 3 rows" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/half-x.npy" --output "$work/half-out.npy"
 compare half
 expect 1 "int-x.npy: input x takes float32; this file holds int64" -- "$apps/glnet_run" --model "$work/mlp.onnx" --input "$work/int-x.npy" --output "$work/o.npy"
+expect 0 "wrote" -- "$apps/glnet_run" --model "$work/conv_relu_bn.onnx" --input "$work/conv_relu_bn-x.npy" --output "$work/conv_relu_bn-out.npy"
+compare conv_relu_bn
 expect 0 "attention \(fused" -- "$apps/glnet_info" --model "$work/attention.onnx"
 expect 0 "wrote" -- "$apps/glnet_run" --model "$work/attention.onnx" --input "$work/attention-q.npy" --input "$work/attention-k.npy" \
   --input "$work/attention-v.npy" --output "$work/attention-out.npy"
