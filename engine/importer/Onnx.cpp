@@ -449,8 +449,11 @@ void Importer::importProduct(const onnx::NodeProto& node, const Attributes& a) {
     out = graph_.apply(denseResidualOp(function), {rowsView, weightTensor, biasTensor, residualRows}, name);
   } else {
     out = graph_.apply(denseOp(activation.value_or(Activation::none), activation ? Pointwise{} : function), {rowsView, weightTensor, biasTensor}, name);
-    // A later constant Add or BatchNormalization folds into the weights only where nothing comes between.
-    if (activation == Activation::none) layers_[out.id] = {weightTensor, biasTensor};
+    // A later constant Add or BatchNormalization folds into the weights only where nothing comes between, or where the
+    // function was found past a BatchNormalization that alone reads the layer (it must fold, coming first).
+    const onnx::NodeProto* reader = soleReader(biased.output(0));
+    const bool batchNormFirst = reader && reader->op_type() == "BatchNormalization";
+    if (activation == Activation::none || batchNormFirst) layers_[out.id] = {weightTensor, biasTensor};
   }
   if (xShape.size() != 2) out = graph_.apply(reshapeOp(outShape), {out});
   define(node, out, std::string("dense") + (residual ? " + residual" : "") + (function.kind == PointwiseKind::identity ? "" : " + " + function.name()));

@@ -347,7 +347,7 @@ TEST_SUITE("gl") {
       checkAgainstReference(c, stream++);
     };
     scatter({{5, 4, 3}, {3, 1}, {3, 4, 3}}, {0, -1, 2});
-    scatter({{4, 6}, {2, 3, 2}, {2, 3}}, {0, 1, 3, -1, 2, 2, 1, 1, -4, 0, 3, 5});
+    scatter({{4, 6}, {2, 3, 2}, {2, 3}}, {0, 1, 3, -1, 2, 2, 1, 1, -4, 0, 3, 4});
     scatter({{3, 7}, {1, 2}, {1}}, {2, 6});
     for (const auto& [upper, k] : std::vector<std::pair<bool, std::int64_t>>{{true, 0}, {false, -1}, {true, 2}, {false, 10}, {true, -100}, {false, 0}}) {
       checkAgainstReference({triluOp(upper, k), {{2, 5, 7}}}, stream++);
