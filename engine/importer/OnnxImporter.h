@@ -27,6 +27,8 @@ namespace glnet::onnximport {
 using Constant = OnnxConstant;
 // Folded constants are shapes and small tables; anything larger is no shape arithmetic.
 constexpr std::size_t largestFolded = std::size_t{1} << 22;
+// A Transpose of a constant moves a weight (a tied embedding read as an LM head): folded up to a large model's table.
+constexpr std::size_t largestTransposedConstant = std::size_t{1} << 27;
 
 // What a computed tensor's float32 values stand for (ONNX's element type): casts and integer division on the GPU
 // depend on it.
@@ -319,7 +321,7 @@ class Importer {
   std::optional<Constant> foldIndexing(const onnx::NodeProto& node, const Attributes& a);
   // The value of `op` on constants, by its float64 reference (shapes refused as the graph op refuses them).
   Constant foldWithReference(const onnx::NodeProto& node, const std::shared_ptr<const Op>& op, const std::vector<const Constant*>& in,
-                             bool integer) const;
+                             bool integer, std::size_t largest = largestFolded) const;
   // Constant indices, read `dims.size()` to a row (index k of a row along an axis of dims[k]): refused unless whole and
   // within their axis; made non-negative.
   std::vector<std::vector<std::int64_t>> checkedIndices(const onnx::NodeProto& node, const Constant& indices,

@@ -18,7 +18,7 @@ Shape shapeOfConstant(const Constant& c) { return Shape(c.shape.begin(), c.shape
 }  // namespace
 
 Constant Importer::foldWithReference(const onnx::NodeProto& node, const std::shared_ptr<const Op>& op, const std::vector<const Constant*>& in,
-                                     bool integer) const {
+                                     bool integer, std::size_t largest) const {
   std::vector<HostTensor64> tensors;
   std::vector<Shape> shapes;
   for (const Constant* c : in) {
@@ -28,7 +28,7 @@ Constant Importer::foldWithReference(const onnx::NodeProto& node, const std::sha
   Constant result;
   try {
     const Shape out = op->outputShape(shapes);
-    if (elementCount(out) > largestFolded) refuse(node, "a folded constant of more than " + std::to_string(largestFolded) + " elements");
+    if (elementCount(out) > largest) refuse(node, "a folded constant of more than " + std::to_string(largest) + " elements");
     result.shape.assign(out.begin(), out.end());
     result.values = op->referenceForward(tensors);
   } catch (const Error& error) {
@@ -144,10 +144,11 @@ std::optional<Constant> Importer::foldIndexing(const onnx::NodeProto& node, cons
     return foldWithReference(node, triluOp(integer(a, "upper", 1) != 0, triluDiagonal(node)), {&data}, data.integer);
   }
   if (op == "Einsum") return foldEinsum(node, a);
-  // A layout change of a constant (Swin's attention mask in torch.export's graph is sliced and transposed).
+  // A layout change of a constant (Swin's attention mask in torch.export's graph is sliced and transposed; GPT-2's
+  // tied embedding transposed as its LM head's weight, the size of a weight).
   if (op == "Transpose") {
     const Constant& data = input(node, 0);
-    return foldWithReference(node, transposeOp(permutation(a, data.shape.size())), {&data}, data.integer);
+    return foldWithReference(node, transposeOp(permutation(a, data.shape.size())), {&data}, data.integer, largestTransposedConstant);
   }
   return std::nullopt;
 }
