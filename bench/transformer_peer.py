@@ -17,6 +17,8 @@ import json, os, re, sys, time, warnings
 
 import numpy as np
 
+from cuda_timing import captured, median_ms
+
 warnings.filterwarnings("ignore")
 BATCHES = (1, 64)
 TOLERANCE = 1e-4
@@ -68,34 +70,6 @@ def timed(run):
     once = max((time.perf_counter() - start) * 1e3 / 3, 1e-3)
     warmup, runs = int(min(100, max(5, 1000 / once))), int(min(300, max(20, 2000 / once)))
     return median_ms(run, warmup, runs), warmup, runs
-
-
-def median_ms(run, warmup, runs):
-    import torch
-    for _ in range(warmup):
-        run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(times))
-
-
-def captured(run):
-    import torch
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            run()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run()
-    return graph
 
 
 def build(name, inputs):

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 import torchvision
 
+from cuda_timing import captured, median_ms
+
 warnings.filterwarnings("ignore")
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -100,33 +102,6 @@ def table(out, names):
                   f"{target} | {float(memory.group(1)) if memory else float('nan'):.1f} | {t['peak_activation_bytes'] / 2**20:.1f} |")
 
 
-def median_ms(run):
-    """Median wall time of RUNS calls of run() after WARMUP unmeasured ones, a synchronize after each (ms)."""
-    for _ in range(WARMUP):
-        run()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(RUNS):
-        start = time.perf_counter()
-        run()
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(times))
-
-
-def captured(run):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(3):
-            run()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        run()
-    return graph
-
-
 def kernels(names):
     from torch.profiler import profile, ProfilerActivity
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
@@ -136,7 +111,7 @@ def kernels(names):
     def dependent():
         for _ in range(chain):
             x.add_(1)
-    result["dependent_kernel_chain"] = {"kernels": chain, "graph_ms_per_kernel": median_ms(captured(dependent).replay) / chain}
+    result["dependent_kernel_chain"] = {"kernels": chain, "graph_ms_per_kernel": median_ms(captured(dependent).replay, WARMUP, RUNS) / chain}
     for name in names:
         model = build(name).cuda()
         image = torch.randn(1, 3, 224, 224, device="cuda")
@@ -149,7 +124,7 @@ def kernels(names):
                 torch.cuda.synchronize()
             launched = [e for e in trace.events() if e.device_type == torch.autograd.DeviceType.CUDA
                         and not e.name.startswith(("Memcpy", "Memset"))]
-            graph_ms = median_ms(captured(lambda: model(image)).replay)
+            graph_ms = median_ms(captured(lambda: model(image)).replay, WARMUP, RUNS)
         result[name] = {"kernels": len(launched), "graph_ms": graph_ms, "graph_ms_per_kernel": graph_ms / max(1, len(launched))}
     print(json.dumps(result, indent=1))
 
@@ -161,9 +136,9 @@ def timings(names):
         for batch in (1, 64):
             x = torch.randn(batch, 3, 224, 224, device="cuda")
             with torch.no_grad():
-                eager = median_ms(lambda: model(x))
+                eager = median_ms(lambda: model(x), WARMUP, RUNS)
                 graph = captured(lambda: model(x))
-                graphed = median_ms(graph.replay)
+                graphed = median_ms(graph.replay, WARMUP, RUNS)
             torch.cuda.reset_peak_memory_stats()
             base = torch.cuda.memory_allocated()
             with torch.no_grad():
