@@ -1,13 +1,15 @@
 // Functions along one axis of a tensor seen as [outer, axis, inner]: one work group per line (outer, inner),
 // its invocations striding along the axis and combining through shared memory.
 //   AXIS_OP (engine/numbers/AxisKinds.h): SOFTMAX, LOG_SOFTMAX, LAYER_NORMALIZATION (y = (x − mean)/sqrt(var +
-//   epsilon)·gamma + beta, gamma and beta along the axis): y has x's shape; MEAN, SUM, MAX, MIN, INVERSE_DEVIATION
+//   epsilon)·gamma + beta, gamma and beta along the axis), RMS_NORMALIZATION (y = x/sqrt(mean(x²) + epsilon)·gamma,
+//   Llama's RMSNorm): y has x's shape; MEAN, SUM, MAX, MIN, INVERSE_DEVIATION
 //   1/sqrt(var + epsilon), L1 Σ|x|, L2 sqrt(Σx²), SUM_SQUARE Σx², LOG_SUM log Σx, LOG_SUM_EXP log Σ exp x, PRODUCT Πx:
 //   y [outer, inner]; HARDMAX (1 at the line's first largest value, 0 elsewhere; NaN throughout a line holding one):
 //   y has x's shape
-// bindings: 0 x read, 1 gamma read (LAYER_NORMALIZATION; x again otherwise), 2 beta read (LAYER_NORMALIZATION; x again otherwise), 3 y write,
+// bindings: 0 x read, 1 gamma read (LAYER_NORMALIZATION, RMS_NORMALIZATION; x again otherwise), 2 beta read (LAYER_NORMALIZATION; x
+//   again otherwise), 3 y write,
 //   4 r read (RESIDUAL: LAYER_NORMALIZATION of x + r, a residual connection's sum that is never stored)
-// uniforms: 0 lines (outer·inner), 1 axis length, 2 inner, 3 epsilon (LAYER_NORMALIZATION, INVERSE_DEVIATION)
+// uniforms: 0 lines (outer·inner), 1 axis length, 2 inner, 3 epsilon (LAYER_NORMALIZATION, RMS_NORMALIZATION, INVERSE_DEVIATION)
 // defines: LINE_GROUP, the invocations per line (a power of two up to GLNET_GROUP_SIZE, its default): short axes
 // take small groups, so that most invocations have elements to read (a global pool over 7x7 ran at a tenth of
 // the memory's speed with 256 invocations per line).
@@ -106,6 +108,11 @@ void main() {
   float mean;
   float scale = inverseDeviation(base, local, step, mean);
   for (uint k = local; k < axis; k += step) y[base + k * inner] = (source(base + k * inner) - mean) * scale * gamma[k] + beta[k];
+#elif AXIS_OP == AXIS_OP_RMS_NORMALIZATION
+  float squares = 0.0;
+  for (uint k = local; k < axis; k += step) squares = fma(source(base + k * inner), source(base + k * inner), squares);
+  float scale = inversesqrt(combineGroup(squares, 0, 0) / float(axis) + epsilon);
+  for (uint k = local; k < axis; k += step) y[base + k * inner] = source(base + k * inner) * scale * gamma[k];
 #elif AXIS_OP == AXIS_OP_INVERSE_DEVIATION
   float mean;
   float value = inverseDeviation(base, local, step, mean);

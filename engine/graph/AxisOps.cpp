@@ -27,15 +27,19 @@ class AxisOp : public InferenceOp {
     return std::string(kindName(kind_)) + (residual_ ? " + residual" : "");
   }
   bool reduces() const { return axisKindReduces(kind_); }
-  bool takesEpsilon() const { return kind_ == AxisKind::layerNormalization || kind_ == AxisKind::inverseDeviation; }
+  bool takesEpsilon() const {
+    return kind_ == AxisKind::layerNormalization || kind_ == AxisKind::rmsNormalization || kind_ == AxisKind::inverseDeviation;
+  }
   Shape outputShape(const std::vector<Shape>& in) const override {
-    const std::size_t inputs = kind_ == AxisKind::layerNormalization ? (residual_ ? 4 : 3) : 1;
+    const std::size_t inputs = kind_ == AxisKind::layerNormalization ? (residual_ ? 4 : 3) : kind_ == AxisKind::rmsNormalization ? 2 : 1;
     if (in.size() != inputs || first_ >= last_ || last_ > in[0].size() || (residual_ && in[3] != in[0])) {
       throw Error(name() + " over axes does not fit " + shapesText(in));
     }
-    if (inputs == 3) {
+    if (inputs > 1) {
       const std::size_t axis = elementCount(Shape(in[0].begin() + first_, in[0].begin() + last_));
-      if (elementCount(in[1]) != axis || elementCount(in[2]) != axis) throw Error(name() + "'s scale and bias must hold " + std::to_string(axis) + " values");
+      if (elementCount(in[1]) != axis || (inputs > 2 && elementCount(in[2]) != axis)) {
+        throw Error(name() + "'s scale" + (inputs > 2 ? " and bias" : "") + " must hold " + std::to_string(axis) + " values");
+      }
     }
     if (!reduces()) return in[0];
     Shape out(in[0].begin(), in[0].begin() + first_);
@@ -61,9 +65,9 @@ class AxisOp : public InferenceOp {
     dispatch.label = name();
     dispatch.groups = {static_cast<std::uint32_t>(outer * inner), 1, 1};
     dispatch.linear = true;
-    const bool normalize = kind_ == AxisKind::layerNormalization;
-    dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[normalize ? 1 : 0].view, Access::read},
-                        {2, in[normalize ? 2 : 0].view, Access::read}, {3, out.view, Access::write}};
+    const bool scaled = in.size() > 1, shifted = kind_ == AxisKind::layerNormalization;
+    dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[scaled ? 1 : 0].view, Access::read},
+                        {2, in[shifted ? 2 : 0].view, Access::read}, {3, out.view, Access::write}};
     if (residual_) dispatch.buffers.push_back({4, in[3].view, Access::read});
     dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(outer * inner)), Uniform::u32(1, static_cast<std::uint32_t>(axis)),
                          Uniform::u32(2, static_cast<std::uint32_t>(inner)), Uniform::f32(3, epsilon_)};
@@ -110,6 +114,13 @@ class AxisOp : public InferenceOp {
           case AxisKind::layerNormalization: {
             const double mean = sum / static_cast<double>(axis), scale = inverseDeviation(mean);
             for (std::size_t k = 0; k < axis; ++k) y[at(k)] = (x[at(k)] - mean) * scale * (*in[1].values)[k] + (*in[2].values)[k];
+            break;
+          }
+          case AxisKind::rmsNormalization: {
+            double squares = 0;
+            for (std::size_t k = 0; k < axis; ++k) squares += x[at(k)] * x[at(k)];
+            const double scale = 1 / std::sqrt(squares / static_cast<double>(axis) + epsilon_);
+            for (std::size_t k = 0; k < axis; ++k) y[at(k)] = x[at(k)] * scale * (*in[1].values)[k];
             break;
           }
           case AxisKind::mean: y[o * inner + i] = sum / static_cast<double>(axis); break;

@@ -23,6 +23,7 @@ enum class AxisOnnxForm { none, axis, axes };
   X(softmax, SOFTMAX, "softmax", false, "Softmax", axis, "softmax (opset 13 on: along one axis; before: over the axes from axis on)")                  \
   X(logSoftmax, LOG_SOFTMAX, "log-softmax", false, "LogSoftmax", axis, "log-softmax (opset 13 on: along one axis; before: over the axes from axis on)") \
   X(layerNormalization, LAYER_NORMALIZATION, "layer normalization", false, "", none, "(x − mean)/sqrt(var + epsilon)·gamma + beta")                    \
+  X(rmsNormalization, RMS_NORMALIZATION, "rms normalization", false, "", none, "x/sqrt(mean(x²) + epsilon)·gamma")                                \
   X(mean, MEAN, "reduce mean", true, "ReduceMean", axes, "the mean over adjacent axes")                                                                \
   X(sum, SUM, "reduce sum", true, "ReduceSum", axes, "Σx over adjacent axes (axes as an input from opset 13)")                                         \
   X(max, MAX, "reduce max", true, "ReduceMax", axes, "the maximum over adjacent axes")                                                                 \

@@ -182,10 +182,12 @@ TEST_SUITE("gl") {
     checkAgainstReference(withNans(poolOp(s), {{1, 2, 10, 13}}), stream++);
     // Along an axis: ReduceMax/Min, a global max pool, softmax and the sums, with lines that hold a NaN and lines that
     // do not (a NaN every 11th value of lines of 7, and of 300 so that it meets other values in the group's combination).
-    for (const AxisKind kind : {AxisKind::max, AxisKind::min, AxisKind::softmax, AxisKind::logSumExp, AxisKind::sum, AxisKind::layerNormalization}) {
+    for (const AxisKind kind : {AxisKind::max, AxisKind::min, AxisKind::softmax, AxisKind::logSumExp, AxisKind::sum, AxisKind::layerNormalization,
+                                AxisKind::rmsNormalization}) {
       for (const std::uint32_t axis : {7u, 300u}) {
         std::vector<Shape> inputs{{5, axis}};
         if (kind == AxisKind::layerNormalization) inputs = {{5, axis}, {axis}, {axis}};
+        if (kind == AxisKind::rmsNormalization) inputs = {{5, axis}, {axis}};
         Case c = withNans(axisOp(kind, 1, 2), inputs, axis == 7u ? 11 : 401);
         c.atol = 1e-6;
         c.rtol = 2e-5;
@@ -728,6 +730,7 @@ TEST_SUITE("gl") {
     checkAgainstReference({axisOp(AxisKind::logSoftmax, 2, 3), {{2, 3, 17}}, -6, 6}, stream++);
     checkAgainstReference({axisOp(AxisKind::layerNormalization, 2, 3, true, 1e-5f), {{1, 1, 5}, {1, 5}, {5}}, -2, 2, 1e-5, 1e-4}, stream++);
     checkAgainstReference({axisOp(AxisKind::layerNormalization, 2, 3, true, 1e-5f), {{2, 3, 300}, {300}, {300}}, -2, 2, 1e-5, 1e-4}, stream++);
+    checkAgainstReference({axisOp(AxisKind::rmsNormalization, 1, 2, true, 1e-6f), {{3, 77}, {77}}, -2, 2, 1e-6, 1e-5}, stream++);
     // Global average pooling: 7x7 (32 invocations per line) and 50x50 (the largest group, ~10 elements each).
     checkAgainstReference({axisOp(AxisKind::mean, 2, 4, true), {{2, 3, 7, 7}}}, stream++);
     checkAgainstReference({axisOp(AxisKind::mean, 2, 4, true), {{1, 2, 50, 50}}}, stream++);
@@ -759,6 +762,7 @@ TEST_SUITE("gl") {
         const float low = k == AxisKind::product ? 0.999f : positive ? 0.1f : -4.0f, high = k == AxisKind::product ? 1.001f : positive ? 2.0f : 4.0f;
         std::vector<Shape> inputs{{2, axis}};
         if (k == AxisKind::layerNormalization) inputs = {{2, axis}, {axis}, {axis}};
+        if (k == AxisKind::rmsNormalization) inputs = {{2, axis}, {axis}};
         checkAgainstReference({axisOp(k, 1, 2, true, 1e-5f), inputs, low, high, 1e-6, 2e-5}, stream++);
       }
       // Along a strided axis (inner 3): each invocation's reads are 3 floats apart.

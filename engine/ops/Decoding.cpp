@@ -1,0 +1,86 @@
+#include "ops/Decoding.h"
+
+#include "base/check.h"
+#include "plan/Groups.h"
+
+namespace glnet {
+namespace {
+
+// The uniform at `location` that `value` describes (a constant or a plan parameter).
+Uniform at(int location, Uniform value) {
+  value.location = location;
+  return value;
+}
+
+}  // namespace
+
+Dispatch tokenEmbedding(ProgramCache& programs, const BufferView& ids, const BufferView& tokens, const BufferView& positions,
+                        std::uint32_t positionRows, const BufferView& y, std::uint32_t rows, std::uint32_t columns,
+                        std::uint32_t vocabulary, const Uniform& firstPosition) {
+  const bool withPositions = positionRows > 0;
+  const std::uint64_t count = std::uint64_t{rows} * columns;
+  Dispatch dispatch = linearDispatch(programs.get("TokenEmbedding.glsl", withPositions ? std::vector<ShaderDefine>{{"HAS_POSITIONS", "1"}}
+                                                                                         : std::vector<ShaderDefine>{}),
+                                     withPositions ? "token + position embedding" : "token embedding", count);
+  dispatch.buffers = {{0, ids, Access::read}, {1, tokens, Access::read}, {3, y, Access::write}};
+  if (withPositions) dispatch.buffers.push_back({2, positions, Access::read});
+  dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(count)), Uniform::u32(1, columns), Uniform::u32(2, vocabulary)};
+  if (withPositions) {
+    dispatch.uniforms.push_back(at(3, firstPosition));
+    dispatch.uniforms.push_back(Uniform::u32(4, positionRows));
+  }
+  return dispatch;
+}
+
+Dispatch appendToCache(ProgramCache& programs, const BufferView& qkv, const BufferView& cache, bool rotary, const BufferView& cosines,
+                       const BufferView& sines, const CacheShape& shape, std::uint32_t rows, const Uniform& firstPosition) {
+  GLNET_ASSERT(!rotary || shape.headSize % 2 == 0, "rotary positions take an even head size");
+  const std::uint64_t copies = std::uint64_t{rows} * shape.kvHeads * shape.headSize;
+  const std::uint64_t pairs = rotary ? std::uint64_t{rows} * (shape.heads + shape.kvHeads) * (shape.headSize / 2) : 0;
+  Dispatch dispatch = linearDispatch(programs.get("RotaryCache.glsl", rotary ? std::vector<ShaderDefine>{{"ROTARY", "1"}} : std::vector<ShaderDefine>{}),
+                                     rotary ? "rotary + cache append" : "cache append", pairs + copies);
+  dispatch.buffers = {{0, qkv, rotary ? Access::readWrite : Access::read}, {1, cache, Access::write}};
+  if (rotary) {
+    dispatch.buffers.push_back({2, cosines, Access::read});
+    dispatch.buffers.push_back({3, sines, Access::read});
+  }
+  dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(pairs + copies)), Uniform::u32(1, rows), Uniform::u32(2, shape.heads),
+                       Uniform::u32(3, shape.kvHeads), Uniform::u32(4, shape.headSize), at(5, firstPosition),
+                       Uniform::u32(6, shape.context)};
+  return dispatch;
+}
+
+Dispatch swiGlu(ProgramCache& programs, const BufferView& x, const BufferView& y, std::uint32_t rows, std::uint32_t inner) {
+  const std::uint64_t count = std::uint64_t{rows} * inner;
+  Dispatch dispatch = linearDispatch(programs.get("SwiGlu.glsl"), "swiglu", count);
+  dispatch.buffers = {{0, x, Access::read}, {1, y, Access::write}};
+  dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(count)), Uniform::u32(1, inner)};
+  return dispatch;
+}
+
+std::size_t DecodeAttention::workspaceBytes(const CacheShape& shape) {
+  return sizeof(float) * std::size_t{splits(shape.context)} * shape.heads * (shape.headSize + 2);
+}
+
+std::vector<Dispatch> DecodeAttention::record(ProgramCache& programs, const BufferView& qkv, const BufferView& cache,
+                                              const BufferView& workspace, const BufferView& y, const CacheShape& shape, float scale,
+                                              const Uniform& keys, const Uniform& splitCount) {
+  const std::uint32_t groupHeads = shape.heads / shape.kvHeads;
+  Dispatch attend;
+  attend.program = &programs.get("DecodeAttention.glsl", {{"HEAD_D", std::to_string(shape.headSize)},
+                                                          {"GROUP_HEADS", std::to_string(groupHeads)},
+                                                          {"KEYS_PER_SPLIT", std::to_string(keysPerSplit)}});
+  attend.label = "decode attention D" + std::to_string(shape.headSize) + (groupHeads > 1 ? " GQA " + std::to_string(groupHeads) : "");
+  attend.groups = {splits(shape.context), shape.kvHeads, 1};
+  attend.buffers = {{0, qkv, Access::read}, {1, cache, Access::read}, {2, workspace, Access::write}};
+  attend.uniforms = {at(0, keys), at(1, splitCount), Uniform::u32(2, shape.heads), Uniform::u32(3, shape.context), Uniform::f32(4, scale)};
+  const std::uint32_t count = shape.heads * shape.headSize;
+  Dispatch combine = linearDispatch(programs.get("AttentionCombine.glsl"), "attention combine", count);
+  combine.buffers = {{0, workspace, Access::read}, {1, y, Access::write}};
+  // AttentionCombine.glsl's output strides (batch, head, query, feature) for heads after one another.
+  combine.uniforms = {Uniform::u32(0, count), at(1, splitCount), Uniform::u32(2, shape.heads), Uniform::u32(3, 1), Uniform::u32(4, shape.headSize),
+                      Uniform::u32(5, count), Uniform::u32(6, shape.headSize), Uniform::u32(7, count), Uniform::u32(8, 1)};
+  return {attend, combine};
+}
+
+}  // namespace glnet

@@ -1,0 +1,48 @@
+// Bindings of the kernels only a language model's decoder runs (engine/decoder/): token embedding, rotary positions
+// with the KV cache append, the SwiGLU gate, and a decode step's attention over the cache with its key splits. Each
+// position a decode step depends on is a Uniform, so that a plan recorded once replays at every position with the
+// position as a plan parameter.
+#pragma once
+
+#include "plan/Plan.h"
+#include "plan/ProgramCache.h"
+
+#include <cstdint>
+
+namespace glnet {
+
+// The sizes of a decoder's attention and its KV cache (RotaryCache.glsl's layout).
+struct CacheShape {
+  std::uint32_t heads = 0, kvHeads = 0, headSize = 0;
+  std::uint32_t context = 0;  // positions per head
+  std::uint32_t qkvWidth() const { return (heads + 2 * kvHeads) * headSize; }
+  // Floats of one layer's cache: K then V.
+  std::size_t layerFloats() const { return std::size_t{2} * kvHeads * context * headSize; }
+};
+
+// y [rows, C] = tokens[ids] (+ positions[first + r]: pass a positions view with `positionRows` > 0).
+Dispatch tokenEmbedding(ProgramCache& programs, const BufferView& ids, const BufferView& tokens, const BufferView& positions,
+                        std::uint32_t positionRows, const BufferView& y, std::uint32_t rows, std::uint32_t columns,
+                        std::uint32_t vocabulary, const Uniform& firstPosition);
+
+// The rows' keys and values of `qkv` into a layer's cache at positions first, first + 1, ...; with cosine and sine
+// tables ([context, headSize / 2], `rotary`) the queries (in place) and keys rotated first.
+Dispatch appendToCache(ProgramCache& programs, const BufferView& qkv, const BufferView& cache, bool rotary, const BufferView& cosines,
+                       const BufferView& sines, const CacheShape& shape, std::uint32_t rows, const Uniform& firstPosition);
+
+// y [rows, I] = silu(x[:, :I])·x[:, I:].
+Dispatch swiGlu(ProgramCache& programs, const BufferView& x, const BufferView& y, std::uint32_t rows, std::uint32_t inner);
+
+// A decode step's attention: the one query row of `qkv` against keys [0, keys) of `cache`, y [H·D] (heads after one
+// another, as the output projection reads them). `keys` and `splits` are Uniforms (plan parameters: the position + 1
+// and decodeSplits of it); `workspace` holds decodeWorkspaceBytes.
+struct DecodeAttention {
+  static constexpr std::uint32_t keysPerSplit = 32;
+  static std::uint32_t splits(std::uint32_t keys) { return (keys + keysPerSplit - 1) / keysPerSplit; }
+  static std::size_t workspaceBytes(const CacheShape& shape);
+  static std::vector<Dispatch> record(ProgramCache& programs, const BufferView& qkv, const BufferView& cache, const BufferView& workspace,
+                                      const BufferView& y, const CacheShape& shape, float scale, const Uniform& keys,
+                                      const Uniform& splits);
+};
+
+}  // namespace glnet

@@ -1,0 +1,181 @@
+// The decoder's own kernels (ops/Decoding.h) against float64: token and position embedding with bad ids, rotary
+// positions with the KV cache append, the SwiGLU gate, and a decode step's attention replayed from one recorded plan at
+// key counts on both sides of every split edge, with grouped-query heads and NaN.
+#include "ops/Decoding.h"
+#include "support/Compare.h"
+#include "support/GlContext.h"
+#include "support/Random.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+using namespace glnet;
+
+namespace {
+
+Buffer poisoned(std::size_t floats) {
+  Buffer buffer(std::max<std::size_t>(floats, 1) * sizeof(float));
+  buffer.fill(test::nanPoison);
+  return buffer;
+}
+
+}  // namespace
+
+TEST_SUITE("gl") {
+  TEST_CASE("token and position embedding gathers rows, NaN for an id or position outside its table") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    std::mt19937 random = test::generator(900);
+    const std::uint32_t vocabulary = 37, columns = 13, positions = 9, rows = 5;
+    const std::vector<float> tokens = test::uniformFloats(random, vocabulary * columns), table = test::uniformFloats(random, positions * columns);
+    const std::vector<float> ids{0.0f, 36.0f, 37.0f, 2.5f, NAN};  // the last three are no ids
+    const Buffer idBuffer = Buffer::of(ids), tokenBuffer = Buffer::of(tokens), positionBuffer = Buffer::of(table);
+    for (const std::uint32_t first : {0u, 3u, 6u}) {
+      for (const bool withPositions : {false, true}) {
+        CAPTURE(first);
+        CAPTURE(withPositions);
+        Buffer y = poisoned(rows * columns);
+        Plan plan(context.limits());
+        plan.record(tokenEmbedding(programs, idBuffer, tokenBuffer, positionBuffer, withPositions ? positions : 0, y, rows, columns, vocabulary,
+                                   Uniform::u32(0, first)));
+        plan.run();
+        const std::vector<float> got = y.read<float>();
+        std::vector<double> expected(got.size());
+        for (std::uint32_t r = 0; r < rows; ++r) {
+          const bool valid = r < 2;
+          for (std::uint32_t c = 0; c < columns; ++c) {
+            double value = valid ? tokens[static_cast<std::size_t>(ids[r]) * columns + c] : NAN;
+            if (withPositions) value += first + r < positions ? table[(first + r) * columns + c] : NAN;
+            expected[r * columns + c] = value;
+          }
+        }
+        test::checkNanPropagated(got, expected, 1e-7, 1e-7);
+      }
+    }
+  }
+
+  TEST_CASE("rotary positions rotate queries in place and keys into the cache; values (and GPT-2's keys) are copied") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    std::mt19937 random = test::generator(901);
+    const CacheShape shape{6, 2, 10, 23};
+    const std::uint32_t rows = 4, first = 5, half = shape.headSize / 2;
+    const std::vector<float> qkv = test::uniformFloats(random, rows * shape.qkvWidth());
+    std::vector<float> cosines(shape.context * half), sines(cosines.size());
+    for (std::size_t i = 0; i < cosines.size(); ++i) {
+      cosines[i] = static_cast<float>(std::cos(0.37 * i));
+      sines[i] = static_cast<float>(std::sin(0.37 * i));
+    }
+    const Buffer cosineBuffer = Buffer::of(cosines), sineBuffer = Buffer::of(sines);
+    for (const bool rotary : {true, false}) {
+      CAPTURE(rotary);
+      Buffer projections = Buffer::of(qkv);
+      // Positions the rows do not reach keep what the cache held.
+      Buffer cache = Buffer::of(std::vector<float>(shape.layerFloats(), 7.0f));
+      Plan plan(context.limits());
+      plan.record(appendToCache(programs, projections, cache, rotary, cosineBuffer, sineBuffer, shape, rows, Uniform::u32(0, first)));
+      plan.run();
+      std::vector<double> expectedQkv(qkv.begin(), qkv.end()), expectedCache(shape.layerFloats(), 7.0);
+      const auto rotated = [&](std::uint32_t row, std::uint32_t head, std::uint32_t f) {
+        const std::size_t base = std::size_t{row} * shape.qkvWidth() + head * shape.headSize;
+        if (!rotary) return double{qkv[base + f]};
+        const std::uint32_t k = f % half, position = first + row;
+        const double c = cosines[position * half + k], s = sines[position * half + k];
+        const double low = qkv[base + k], high = qkv[base + k + half];
+        return f < half ? low * c - high * s : high * c + low * s;
+      };
+      for (std::uint32_t r = 0; r < rows; ++r) {
+        for (std::uint32_t h = 0; h < shape.heads; ++h) {
+          for (std::uint32_t f = 0; f < shape.headSize; ++f) expectedQkv[r * shape.qkvWidth() + h * shape.headSize + f] = rotated(r, h, f);
+        }
+        for (std::uint32_t h = 0; h < shape.kvHeads; ++h) {
+          for (std::uint32_t f = 0; f < shape.headSize; ++f) {
+            const std::size_t slot = (std::size_t{h} * shape.context + first + r) * shape.headSize + f;
+            expectedCache[slot] = rotated(r, shape.heads + h, f);
+            expectedCache[std::size_t{shape.kvHeads} * shape.context * shape.headSize + slot] =
+                qkv[r * shape.qkvWidth() + (shape.heads + shape.kvHeads + h) * shape.headSize + f];
+          }
+        }
+      }
+      test::checkClose(projections.read<float>(), expectedQkv, 1e-6, 1e-6);
+      test::checkClose(cache.read<float>(), expectedCache, 1e-6, 1e-6);
+    }
+  }
+
+  TEST_CASE("the SwiGLU gate is silu(gate)·up, 0 for a large negative gate, NaN in gives NaN out") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    std::mt19937 random = test::generator(902);
+    const std::uint32_t rows = 3, inner = 29;
+    std::vector<float> x = test::uniformFloats(random, rows * 2 * inner, -6.0f, 6.0f);
+    x[4] = -200.0f;
+    x[2 * inner + 7] = NAN;
+    const Buffer input = Buffer::of(x);
+    Buffer y = poisoned(rows * inner);
+    Plan plan(context.limits());
+    plan.record(swiGlu(programs, input, y, rows, inner));
+    plan.run();
+    std::vector<double> expected(rows * inner);
+    for (std::uint32_t r = 0; r < rows; ++r) {
+      for (std::uint32_t i = 0; i < inner; ++i) {
+        const double gate = x[r * 2 * inner + i];
+        expected[r * inner + i] = gate / (1 + std::exp(-gate)) * x[r * 2 * inner + inner + i];
+      }
+    }
+    test::checkNanPropagated(y.read<float>(), expected, 1e-6, 1e-5);
+  }
+
+  TEST_CASE("a decode step's attention matches float64 at every key count of one recorded plan, grouped heads, NaN") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    std::mt19937 random = test::generator(903);
+    const CacheShape shape{6, 2, 10, 100};
+    const std::vector<float> qkv = test::uniformFloats(random, shape.qkvWidth(), -2.0f, 2.0f);
+    std::vector<float> cache = test::uniformFloats(random, shape.layerFloats(), -2.0f, 2.0f);
+    // A NaN in the second KV head's value at key 40: its three query heads turn NaN once they see key 40.
+    const std::size_t values = std::size_t{shape.kvHeads} * shape.context * shape.headSize;
+    cache[values + (std::size_t{1} * shape.context + 40) * shape.headSize + 3] = NAN;
+    const Buffer projections = Buffer::of(qkv), cacheBuffer = Buffer::of(cache);
+    Buffer workspace(DecodeAttention::workspaceBytes(shape));
+    Buffer y = poisoned(shape.heads * shape.headSize);
+    const float scale = 0.3f;
+    Plan plan(context.limits());
+    const int keys = plan.addParameter(), splits = plan.addParameter();
+    plan.record(DecodeAttention::record(programs, projections, cacheBuffer, workspace, y, shape, scale, Uniform::fromParameter(0, keys),
+                                        Uniform::fromParameter(0, splits)));
+    for (const std::uint32_t seen : {1u, 2u, 31u, 32u, 33u, 41u, 64u, 65u, 99u, 100u}) {
+      CAPTURE(seen);
+      y.fill(test::nanPoison);
+      plan.setParameter(keys, seen);
+      plan.setParameter(splits, DecodeAttention::splits(seen));
+      plan.run();
+      std::vector<double> expected(shape.heads * shape.headSize);
+      for (std::uint32_t h = 0; h < shape.heads; ++h) {
+        const std::uint32_t kvHead = h / (shape.heads / shape.kvHeads);
+        std::vector<double> scores(seen);
+        double largest = -INFINITY, total = 0;
+        for (std::uint32_t j = 0; j < seen; ++j) {
+          double dot = 0;
+          for (std::uint32_t f = 0; f < shape.headSize; ++f) {
+            dot += double{qkv[h * shape.headSize + f]} * cache[(std::size_t{kvHead} * shape.context + j) * shape.headSize + f];
+          }
+          scores[j] = scale * dot;
+          largest = std::max(largest, scores[j]);
+        }
+        for (double& score : scores) total += score = std::exp(score - largest);
+        for (std::uint32_t d = 0; d < shape.headSize; ++d) {
+          double sum = 0;
+          for (std::uint32_t j = 0; j < seen; ++j) sum += scores[j] / total * cache[values + (std::size_t{kvHead} * shape.context + j) * shape.headSize + d];
+          expected[h * shape.headSize + d] = sum;
+        }
+      }
+      const std::vector<float> got = y.read<float>();
+      if (seen > 40) {
+        test::checkNanPropagated(got, expected, 1e-6, 1e-5);
+      } else {
+        test::checkClose(got, expected, 1e-6, 1e-5);
+      }
+    }
+  }
+}
