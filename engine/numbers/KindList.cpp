@@ -29,6 +29,7 @@ const std::string& allKindDefines() {
     appendDefines<OptimizerKind>(lines);
     appendDefines<PointwiseKind>(lines);
     appendDefines<SoftmaxMode>(lines);
+    appendDefines<NextTokenMode>(lines);
     appendDefines<ConvMode>(lines);
     appendDefines<WinogradMode>(lines);
     appendDefines<BatchNormMode>(lines);

@@ -16,6 +16,13 @@ namespace glnet {
   X(correct, CORRECT, "correct")
 GLNET_KIND_LIST(SoftmaxMode, GLNET_SOFTMAX_MODES, "SOFTMAX_MODE");
 
+// shaders/NextToken.glsl (ops/NextToken.cpp): the next token of each row of logits.
+#define GLNET_NEXT_TOKEN_MODES(X)                          \
+  X(argmaxBlocks, ARGMAX_BLOCKS, "argmax of blocks")       \
+  X(argmaxFinal, ARGMAX_FINAL, "argmax of block maxima")   \
+  X(sample, SAMPLE, "sample")
+GLNET_KIND_LIST(NextTokenMode, GLNET_NEXT_TOKEN_MODES, "NEXT_TOKEN_MODE");
+
 // shaders/Conv2D.glsl (ops/Conv.cpp).
 #define GLNET_CONV_MODES(X)                                                          \
   X(forward, FORWARD, "forward")                                                     \

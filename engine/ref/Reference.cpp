@@ -1,6 +1,8 @@
 #include "ref/Reference.h"
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
 
 namespace glnet::ref {
 
@@ -120,6 +122,59 @@ std::vector<std::uint32_t> argmax(const std::vector<double>& logits, std::size_t
     classes[r] = best;
   }
   return classes;
+}
+
+std::vector<std::uint32_t> nextTokens(const std::vector<float>& logits, std::size_t rows, std::size_t vocabulary,
+                                      const SamplingSettings& settings, const std::vector<double>& draws) {
+  const auto invalid = static_cast<std::uint32_t>(vocabulary);
+  std::vector<std::uint32_t> ids(rows, invalid);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::vector<double> z(logits.begin() + r * vocabulary, logits.begin() + (r + 1) * vocabulary);
+    if (std::any_of(z.begin(), z.end(), [](double value) { return std::isnan(value); })) continue;
+    const auto largest = std::max_element(z.begin(), z.end());  // the first of the largest
+    if (settings.greedy()) {
+      ids[r] = static_cast<std::uint32_t>(largest - z.begin());
+      continue;
+    }
+    if (!std::isfinite(*largest)) continue;
+    // Top-k: the k-th largest logit and every logit equal to it or above.
+    double lowestKept = -INFINITY;
+    if (settings.topK > 0 && settings.topK < vocabulary) {
+      std::vector<double> sorted = z;
+      std::nth_element(sorted.begin(), sorted.begin() + (settings.topK - 1), sorted.end(), std::greater<double>());
+      lowestKept = sorted[settings.topK - 1];
+    }
+    std::vector<double> weight(vocabulary, 0.0);
+    double total = 0;
+    for (std::size_t i = 0; i < vocabulary; ++i) {
+      if (z[i] >= lowestKept) total += weight[i] = std::exp((z[i] - *largest) / settings.temperature);
+    }
+    // Top-p: a logit stays while the probability of the logits above it is below p.
+    if (settings.topP < 1) {
+      std::vector<std::size_t> order(vocabulary);
+      for (std::size_t i = 0; i < vocabulary; ++i) order[i] = i;
+      std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return z[a] > z[b]; });
+      double above = 0;
+      for (std::size_t n = 0; n < vocabulary;) {
+        std::size_t end = n;  // the tokens of equal logits, kept or left together
+        double mass = 0;
+        for (; end < vocabulary && z[order[end]] == z[order[n]]; ++end) mass += weight[order[end]];
+        if (!(above < settings.topP * total)) lowestKept = std::max(lowestKept, std::nextafter(z[order[n]], INFINITY));
+        above += mass;
+        n = end;
+      }
+      total = 0;
+      for (std::size_t i = 0; i < vocabulary; ++i) total += weight[i] = z[i] >= lowestKept ? weight[i] : 0.0;
+    }
+    double running = 0;
+    for (std::size_t i = 0; i < vocabulary; ++i) {
+      if (weight[i] == 0) continue;
+      ids[r] = static_cast<std::uint32_t>(i);  // the last kept token, should rounding leave the draw past the sum
+      running += weight[i] / total;
+      if (running > draws[r]) break;
+    }
+  }
+  return ids;
 }
 
 }  // namespace glnet::ref

@@ -4,6 +4,7 @@
 #include "numbers/Activation.h"
 #include "numbers/BinaryKinds.h"
 #include "numbers/InputFormat.h"
+#include "numbers/Sampling.h"
 
 #include <cstdint>
 #include <vector>
@@ -36,5 +37,10 @@ std::vector<double> gemm(const std::vector<float>& a, OperandLayout aLayout, con
                          std::size_t rows, std::size_t columns, std::size_t depth);
 std::vector<double> softmax(const std::vector<double>& logits, std::size_t rows, std::size_t columns);
 std::vector<std::uint32_t> argmax(const std::vector<double>& logits, std::size_t rows, std::size_t columns);
+// Each row's next token as shaders/NextToken.glsl chooses it (numbers/Sampling.h), row r drawing draws[r] in [0, 1):
+// the first index whose running sum of the kept tokens' probabilities, in index order, exceeds it. A row holding a NaN
+// gets V, and so does a sampled row whose largest logit is not finite (no distribution to draw from).
+std::vector<std::uint32_t> nextTokens(const std::vector<float>& logits, std::size_t rows, std::size_t vocabulary,
+                                      const SamplingSettings& settings, const std::vector<double>& draws);
 
 }  // namespace glnet::ref

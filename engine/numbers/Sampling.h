@@ -1,0 +1,45 @@
+// How the next token is chosen from logits (shaders/NextToken.glsl, ops/NextToken, the float64 reference ref::nextTokens),
+// and the uniform number each row draws: one definition, compiled as C++ here and as GLSL in the shader.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace glnet {
+
+// Hugging Face generate's semantics: logits / temperature, then top-k keeps the k largest (and every one equal to the
+// k-th), then top-p keeps the smallest set of the most probable whose probability sum reaches p (tokens of equal
+// logits kept or left together; always at least one), then a draw from the renormalised distribution.
+struct SamplingSettings {
+  float temperature = 0;  // 0: greedy (the first largest logit)
+  std::uint32_t topK = 0;  // 0: off
+  float topP = 1;          // 1: off
+  std::uint64_t seed = 0;
+  bool greedy() const { return temperature == 0; }
+  // A UsageError naming the option (--temperature, --top-p) for a negative or NaN temperature, a top-p outside (0, 1].
+  void check() const;
+};
+
+// The draw of one row at one decode step: 32 bits from a counter-based hash of (seed, step, row) (Chris Wellons'
+// lowbias32 mix, three rounds), so that a run is reproducible and each step draws afresh. u = bits / 2^32 in [0, 1).
+// GLNET_DRAW_BITS is the hash as an expression over uint32 `h` (a scratch variable), seedLow, seedHigh, step and row,
+// valid C++ and GLSL alike: drawBits below compiles it, and ops/NextToken gives the shader its text (drawBitsGlsl).
+#define GLNET_DRAW_MIX (h ^= h >> 16, h *= 0x7feb352dU, h ^= h >> 15, h *= 0x846ca68bU, h ^= h >> 16)
+#define GLNET_DRAW_BITS                                                                                       \
+  (h = row * 0x9e3779b9U ^ step, GLNET_DRAW_MIX, h ^= seedLow, GLNET_DRAW_MIX, h ^= seedHigh, GLNET_DRAW_MIX, \
+   h)
+
+inline std::uint32_t drawBits(std::uint64_t seed, std::uint32_t step, std::uint32_t row) {
+  const auto seedLow = static_cast<std::uint32_t>(seed), seedHigh = static_cast<std::uint32_t>(seed >> 32);
+  std::uint32_t h = 0;
+  return GLNET_DRAW_BITS;
+}
+
+inline double drawUniform(std::uint64_t seed, std::uint32_t step, std::uint32_t row) {
+  return drawBits(seed, step, row) / 4294967296.0;
+}
+
+// GLNET_DRAW_BITS's text, for the shader's DRAW_BITS define.
+std::string drawBitsGlsl();
+
+}  // namespace glnet

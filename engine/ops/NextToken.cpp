@@ -1,0 +1,79 @@
+#include "ops/NextToken.h"
+
+#include "base/ExactInteger.h"
+#include "numbers/ShaderModes.h"
+
+#include <algorithm>
+
+namespace glnet {
+namespace {
+
+const Program& mode(ProgramCache& programs, NextTokenMode value) { return programs.get("NextToken.glsl", {kindDefine(value)}); }
+
+// Groups a greedy search aims at when rows are few: enough to keep a large GPU's multiprocessors reading (an H100 has
+// 132), since a decode step waits for this tail. Each invocation reads at least a few logits, so that the block maxima
+// stay few for the final pass.
+constexpr std::uint64_t greedyGroups = 256;
+constexpr std::uint64_t logitsPerInvocation = 4;
+
+}  // namespace
+
+NextTokenOp::NextTokenOp(ProgramCache& programs)
+    : argmaxBlocks_(mode(programs, NextTokenMode::argmaxBlocks)), argmaxFinal_(mode(programs, NextTokenMode::argmaxFinal)) {}
+
+NextTokenOp::Blocks NextTokenOp::argmaxBlocks(const NextTokenShape& shape) const {
+  const std::uint64_t perBlock = std::uint64_t{static_cast<std::uint32_t>(argmaxBlocks_.localSize()[0])} * logitsPerInvocation;
+  const std::uint64_t most = (shape.vocabulary + perBlock - 1) / perBlock;
+  const std::uint64_t wanted = (greedyGroups + shape.rows - 1) / shape.rows;
+  const auto count = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min(most, wanted)));
+  const std::uint32_t chunk = (shape.vocabulary + count - 1) / count;
+  return {(shape.vocabulary + chunk - 1) / chunk, chunk};
+}
+
+std::size_t NextTokenOp::workspaceBytes(const NextTokenShape& shape) const {
+  return std::size_t{shape.rows} * argmaxBlocks(shape).count * 2 * sizeof(std::uint32_t);
+}
+
+std::vector<Dispatch> NextTokenOp::operator()(const BufferView& logits, const BufferView& ids, const BufferView& idFloats,
+                                              const BufferView& workspace, const NextTokenShape& shape,
+                                              const SamplingSettings& settings, const Uniform& step) const {
+  settings.check();
+  if (shape.vocabulary == 0 || !exactAsFloat(shape.vocabulary))
+    throw Error("a vocabulary of " + std::to_string(shape.vocabulary) + " tokens: the next token is chosen among 1 to 2^24");
+  // A group per row along y: GL guarantees 65535.
+  if (shape.rows == 0 || shape.rows > 65535)
+    throw DeviceLimitError("the next token is chosen for 1 to 65535 rows at once, not " + std::to_string(shape.rows));
+  const std::uint32_t stride = shape.logitsStride ? shape.logitsStride : shape.vocabulary;
+  GLNET_ASSERT(stride >= shape.vocabulary, "a row of logits overlaps the next");
+  GLNET_ASSERT(logits.room() / sizeof(float) >= std::uint64_t{shape.rows - 1} * stride + shape.vocabulary, "logits too small");
+  GLNET_ASSERT(ids.room() / sizeof(std::uint32_t) >= shape.rows, "ids too small");
+  GLNET_ASSERT(idFloats.room() / sizeof(float) > shape.floatOffset + std::uint64_t{shape.rows - 1} * shape.floatStride,
+               "id floats too small");
+  GLNET_ASSERT(workspace.room() >= workspaceBytes(shape), "next-token workspace too small");
+  if (!settings.greedy()) throw Error("sampling on the GPU is not built yet: use temperature 0 (greedy)");
+  (void)step;
+
+  const Blocks blocks = argmaxBlocks(shape);
+  Dispatch search;
+  search.program = &argmaxBlocks_;
+  search.label = "argmax (blocks)";
+  search.buffers = {{0, logits, Access::read},
+                    {1, ids, Access::write},
+                    {2, idFloats, Access::write},
+                    {3, workspace, Access::write}};
+  search.uniforms = {Uniform::u32(0, shape.vocabulary), Uniform::u32(1, stride),          Uniform::u32(2, blocks.count),
+                     Uniform::u32(3, blocks.chunk),     Uniform::u32(4, shape.floatOffset), Uniform::u32(5, shape.floatStride)};
+  search.groups = {blocks.count, shape.rows, 1};
+  if (blocks.count == 1) {
+    search.label = "argmax";
+    return {search};
+  }
+  Dispatch final = search;
+  final.program = &argmaxFinal_;
+  final.label = "argmax (final)";
+  final.buffers[3] = {3, workspace, Access::read};
+  final.groups = {1, shape.rows, 1};
+  return {search, final};
+}
+
+}  // namespace glnet
