@@ -34,12 +34,14 @@ class Fields {
     if (!has(name)) fail(name, "is missing");
   }
 
-  // A count: an integer from `least` to 2^31 (every size glnet multiplies stays far from overflow).
+  // A count: an integer from `least` to 2^28 (far above any model's sizes; 4 n_embd and the products of sizes glnet
+  // forms stay far from overflow).
   std::uint32_t count(const char* name, std::uint32_t least = 1) const {
     require(name);
     const nlohmann::json& value = at(name);
-    if (!value.is_number_integer() || value.get<std::int64_t>() < least || value.get<std::int64_t>() > (std::int64_t{1} << 31)) {
-      fail(name, "is " + describeJsonValue(value) + "; it must be an integer of at least " + std::to_string(least));
+    constexpr std::int64_t most = std::int64_t{1} << 28;
+    if (!value.is_number_integer() || value.get<std::int64_t>() < least || value.get<std::int64_t>() > most) {
+      fail(name, "is " + describeJsonValue(value) + "; it must be an integer from " + std::to_string(least) + " to " + std::to_string(most));
     }
     return static_cast<std::uint32_t>(value.get<std::int64_t>());
   }

@@ -172,9 +172,10 @@ TEST_CASE("config.json variants that change the computation are read or refused,
   CHECK(config.maxPositions == 32768);
 
   refuse("gpt2", [](nlohmann::json& c) { c.erase("n_embd"); }, "config.json: field n_embd is missing");
-  refuse("gpt2", [](nlohmann::json& c) { c["n_head"] = "4"; }, "field n_head is a JSON string; it must be an integer of at least 1");
-  refuse("gpt2", [](nlohmann::json& c) { c["n_layer"] = 0; }, "field n_layer is 0; it must be an integer of at least 1");
+  refuse("gpt2", [](nlohmann::json& c) { c["n_head"] = "4"; }, "field n_head is a JSON string; it must be an integer from 1 to 268435456");
+  refuse("gpt2", [](nlohmann::json& c) { c["n_layer"] = 0; }, "field n_layer is 0; it must be an integer from 1 to 268435456");
   refuse("gpt2", [](nlohmann::json& c) { c["n_layer"] = 2.5; }, "field n_layer is 2.5");
+  refuse("gpt2", [](nlohmann::json& c) { c["n_embd"] = 1u << 30; }, "field n_embd is 1073741824");
   refuse("gpt2", [](nlohmann::json& c) { c["n_head"] = 5; }, "field n_embd (64) is not a multiple of n_head (5)");
   refuse("gpt2", [](nlohmann::json& c) { c["activation_function"] = "relu"; },
          "field activation_function is 'relu'; glnet runs GPT-2 with gelu_new only");
