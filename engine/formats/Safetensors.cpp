@@ -1,5 +1,6 @@
 #include "formats/Safetensors.h"
 
+#include "base/Bfloat16.h"
 #include "base/Float16.h"
 #include "formats/UntrustedJson.h"
 #include "base/AtomicFile.h"
@@ -13,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include <unistd.h>
 
@@ -20,33 +22,70 @@ namespace glnet {
 namespace {
 
 constexpr std::uint64_t maxHeaderBytes = 100u << 20;
+constexpr std::uint64_t largestIndexBytes = 64u << 20;
 
-std::size_t dtypeBytes(const std::string& dtype) {
-  if (dtype == "F32") return 4;
-  if (dtype == "F16") return 2;
-  if (dtype == "F64") return 8;
+// The dtype a header names, or false when glnet does not read it.
+bool parseDtype(const std::string& name, StoredDtype& dtype) {
+  for (const StoredDtype candidate : {StoredDtype::f32, StoredDtype::f16, StoredDtype::bf16, StoredDtype::f64}) {
+    if (name == storedDtypeName(candidate)) {
+      dtype = candidate;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::size_t dtypeBytes(StoredDtype dtype) {
+  switch (dtype) {
+    case StoredDtype::f32: return 4;
+    case StoredDtype::f16:
+    case StoredDtype::bf16: return 2;
+    case StoredDtype::f64: return 8;
+  }
   return 0;
 }
 
-std::vector<float> convert(const std::string& dtype, const std::uint8_t* data, std::size_t count) {
+// `count` elements of `dtype` from `file` at `offset` as floats. F32 is read straight into the result; the others
+// through a bounded buffer, so no tensor's bytes are held whole beside its floats.
+std::vector<float> readValues(RegularFile& file, std::uint64_t offset, StoredDtype dtype, std::size_t count) {
   std::vector<float> values(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    if (dtype == "F32") {
-      std::memcpy(&values[i], data + 4 * i, 4);
-    } else if (dtype == "F16") {
-      std::uint16_t half;
-      std::memcpy(&half, data + 2 * i, 2);
-      values[i] = halfToFloat(half);
-    } else {
-      double wide;
-      std::memcpy(&wide, data + 8 * i, 8);
-      values[i] = static_cast<float>(wide);
+  if (dtype == StoredDtype::f32) {
+    file.read(offset, reinterpret_cast<char*>(values.data()), count * 4);
+    return values;
+  }
+  const std::size_t elementBytes = dtypeBytes(dtype);
+  constexpr std::size_t chunkElements = std::size_t{1} << 18;
+  std::vector<std::uint8_t> chunk(std::min(count, chunkElements) * elementBytes);
+  for (std::size_t first = 0; first < count; first += chunkElements) {
+    const std::size_t n = std::min(chunkElements, count - first);
+    file.read(offset + first * elementBytes, reinterpret_cast<char*>(chunk.data()), n * elementBytes);
+    float* out = values.data() + first;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (dtype == StoredDtype::f64) {
+        double wide;
+        std::memcpy(&wide, chunk.data() + 8 * i, 8);
+        out[i] = static_cast<float>(wide);
+      } else {
+        std::uint16_t half;
+        std::memcpy(&half, chunk.data() + 2 * i, 2);
+        out[i] = dtype == StoredDtype::f16 ? halfToFloat(half) : fromBfloat16(half);
+      }
     }
   }
   return values;
 }
 
 }  // namespace
+
+const char* storedDtypeName(StoredDtype dtype) {
+  switch (dtype) {
+    case StoredDtype::f32: return "F32";
+    case StoredDtype::f16: return "F16";
+    case StoredDtype::bf16: return "BF16";
+    case StoredDtype::f64: return "F64";
+  }
+  return "?";
+}
 
 std::size_t HostTensor::elements() const {
   std::size_t count = 1;
@@ -55,22 +94,33 @@ std::size_t HostTensor::elements() const {
 }
 
 TensorFile readSafetensors(const std::string& path) {
-  const std::string bytes = readRegularFile(path, largestSafetensorsBytes);
-  if (bytes.size() < 8) throw Error(path + ": too short to be a safetensors file");
+  RegularFile input(path, largestSafetensorsBytes);
+  const std::uint64_t fileBytes = input.size();
+  if (fileBytes < 8) throw Error(path + ": too short to be a safetensors file");
+  unsigned char lengthBytes[8];
+  input.read(0, reinterpret_cast<char*>(lengthBytes), 8);
   std::uint64_t headerLength = 0;
-  for (int i = 7; i >= 0; --i) headerLength = (headerLength << 8) | static_cast<unsigned char>(bytes[i]);
-  if (headerLength > maxHeaderBytes || headerLength > bytes.size() - 8) {
+  for (int i = 7; i >= 0; --i) headerLength = (headerLength << 8) | lengthBytes[i];
+  if (headerLength > maxHeaderBytes || headerLength > fileBytes - 8) {
     throw Error(path + ": not a safetensors file (header length " + std::to_string(headerLength) +
-                " does not fit in the file of " + std::to_string(bytes.size()) + " bytes)");
+                " does not fit in the file of " + std::to_string(fileBytes) + " bytes)");
   }
-  const nlohmann::json header =
-      parseUntrustedJson(std::string_view(bytes).substr(8, headerLength), path + ": the safetensors header");
+  std::string headerText(static_cast<std::size_t>(headerLength), '\0');
+  input.read(8, headerText.data(), headerLength);
+  const nlohmann::json header = parseUntrustedJson(headerText, path + ": the safetensors header");
   if (!header.is_object()) throw Error(path + ": safetensors header is not a JSON object");
-  const std::size_t dataStart = 8 + headerLength;
-  const std::size_t dataBytes = bytes.size() - dataStart;
+  const std::uint64_t dataStart = 8 + headerLength;
+  const std::uint64_t dataBytes = fileBytes - dataStart;
 
   TensorFile file;
-  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  struct Pending {
+    std::string name;
+    std::uint64_t begin;
+    std::size_t count;
+  };
+  // Every entry is checked, and the ranges against each other, before any tensor data is read.
+  std::vector<Pending> pending;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) throw Error(path + ": __metadata__ is not an object");
@@ -85,10 +135,10 @@ TensorFile readSafetensors(const std::string& path) {
       throw Error(where + " lacks dtype, shape or data_offsets");
     }
     if (!entry["dtype"].is_string()) throw Error(where + ": dtype is not a string");
-    const std::string dtype = entry["dtype"].get<std::string>();
-    const std::size_t elementBytes = dtypeBytes(dtype);
-    if (elementBytes == 0) throw Error(where + " has dtype " + dtype + "; glnet reads F32, F16 and F64");
+    const std::string dtypeText = entry["dtype"].get<std::string>();
     HostTensor tensor;
+    if (!parseDtype(dtypeText, tensor.stored)) throw Error(where + " has dtype " + dtypeText + "; glnet reads F32, F16, BF16 and F64");
+    const std::size_t elementBytes = dtypeBytes(tensor.stored);
     std::size_t count = 1;
     if (!entry["shape"].is_array()) throw Error(where + ": shape is not a list");
     for (const auto& dimension : entry["shape"]) {
@@ -113,17 +163,17 @@ TensorFile readSafetensors(const std::string& path) {
                   "] run past the end of the data (" + std::to_string(dataBytes) + " bytes)");
     }
     if (end - begin != count * elementBytes) {
-      throw Error(where + ": shape needs " + std::to_string(count * elementBytes) + " bytes of " + dtype + ", data_offsets give " +
-                  std::to_string(end - begin));
+      throw Error(where + ": shape needs " + std::to_string(count * elementBytes) + " bytes of " + dtypeText +
+                  ", data_offsets give " + std::to_string(end - begin));
     }
     ranges.emplace_back(begin, end);
-    tensor.values = convert(dtype, reinterpret_cast<const std::uint8_t*>(bytes.data()) + dataStart + begin, count);
+    pending.push_back({name, begin, count});
     file.tensors.emplace(name, std::move(tensor));
   }
   // The format's rule: the tensors' byte ranges tile the data section, which ends at the end of the file. A
   // header length off by a few bytes shifts every tensor, and shows here as a gap or trailing bytes.
   std::sort(ranges.begin(), ranges.end());
-  std::size_t covered = 0;
+  std::uint64_t covered = 0;
   for (const auto& [begin, end] : ranges) {
     if (begin < covered) throw Error(path + ": tensors overlap in the data section");
     if (begin > covered) {
@@ -133,11 +183,51 @@ TensorFile readSafetensors(const std::string& path) {
     covered = end;
   }
   if (covered != dataBytes) {
-    const std::size_t left = dataBytes - covered;
+    const std::uint64_t left = dataBytes - covered;
     throw Error(path + ": " + std::to_string(left) + (left == 1 ? " byte" : " bytes") + " after the last tensor belong" +
                 (left == 1 ? "s" : "") + " to no tensor (a wrong header length, or a damaged file)");
   }
+  for (const Pending& tensor : pending) {
+    HostTensor& target = file.tensors.at(tensor.name);
+    target.values = readValues(input, dataStart + tensor.begin, target.stored, tensor.count);
+  }
+  if (input.grewSinceOpened()) throw Error(path + ": changed size while being read");
   return file;
+}
+
+TensorFile readShardedSafetensors(const std::string& indexPath) {
+  const nlohmann::json index = parseUntrustedJson(readRegularFile(indexPath, largestIndexBytes), indexPath);
+  if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
+    throw Error(indexPath + ": no weight_map object (the map from tensor names to shard files)");
+  }
+  const std::filesystem::path folder = std::filesystem::path(indexPath).parent_path();
+  std::map<std::string, std::set<std::string>> shards;  // shard file -> the names the index puts there
+  for (const auto& [name, shard] : index["weight_map"].items()) {
+    if (!shard.is_string()) throw Error(indexPath + ": weight_map entry of " + name + " is " + describeJsonValue(shard) + ", not a file name");
+    const std::string file = shard.get<std::string>();
+    // Shards are files beside the index: a path elsewhere would let an index read any file.
+    if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..") {
+      throw Error(indexPath + ": weight_map entry of " + name + " is not a file name in the index's folder");
+    }
+    shards[file].insert(name);
+  }
+  if (shards.empty()) throw Error(indexPath + ": weight_map names no tensor");
+  TensorFile result;
+  for (auto& [shardName, names] : shards) {
+    const std::string shardPath = (folder / shardName).string();
+    TensorFile shard = readSafetensors(shardPath);
+    for (auto& [name, tensor] : shard.tensors) {
+      if (names.erase(name) == 0) {
+        const bool elsewhere = result.tensors.count(name) != 0 || index["weight_map"].contains(name);
+        throw Error(shardPath + ": tensor " + name +
+                    (elsewhere ? " is mapped to another shard by " : " is not in the weight_map of ") + indexPath);
+      }
+      result.tensors.emplace(name, std::move(tensor));
+    }
+    if (!names.empty()) throw Error(shardPath + ": lacks tensor " + *names.begin() + ", which " + indexPath + " maps to it");
+    for (auto& [key, value] : shard.metadata) result.metadata.emplace(key, std::move(value));
+  }
+  return result;
 }
 
 void writeSafetensors(const std::string& path, const TensorFile& file) {

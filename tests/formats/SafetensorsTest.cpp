@@ -1,3 +1,4 @@
+#include "base/Bfloat16.h"
 #include "base/check.h"
 #include "model/Network.h"
 #include "formats/Safetensors.h"
@@ -46,20 +47,95 @@ TEST_CASE("safetensors round trip keeps names, shapes, values and metadata") {
   CHECK(std::distance(std::filesystem::directory_iterator(directory.path()), std::filesystem::directory_iterator()) == 1);
 }
 
-TEST_CASE("F16 and F64 tensors convert to float on load") {
+TEST_CASE("F16, BF16 and F64 tensors convert to float on load and record what the file stored") {
   const test::TempDir directory;
-  std::string data(2 * 2 + 8, '\0');
+  std::string data(2 * 2 + 8 + 3 * 2 + 4, '\0');
   const std::uint16_t halves[2] = {0x3c00, 0xc100};  // 1.0, -2.5
   const double wide = 0.125;
+  const std::uint16_t brains[3] = {0x3f80, 0xc0a0, 0x7fc0};  // 1.0, -5.0, NaN
+  const float single = 3.5f;
   std::memcpy(data.data(), halves, 4);
   std::memcpy(data.data() + 4, &wide, 8);
+  std::memcpy(data.data() + 12, brains, 6);
+  std::memcpy(data.data() + 18, &single, 4);
   const std::string path = directory.write(
       "mixed.safetensors", safetensors(R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
-                                       R"("d":{"dtype":"F64","shape":[1],"data_offsets":[4,12]}})",
+                                       R"("d":{"dtype":"F64","shape":[1],"data_offsets":[4,12]},)"
+                                       R"("b":{"dtype":"BF16","shape":[3],"data_offsets":[12,18]},)"
+                                       R"("f":{"dtype":"F32","shape":[1],"data_offsets":[18,22]}})",
                                        data));
   const TensorFile file = readSafetensors(path);
   CHECK(file.tensors.at("h").values == std::vector<float>{1.0f, -2.5f});
   CHECK(file.tensors.at("d").values == std::vector<float>{0.125f});
+  CHECK(file.tensors.at("b").values[0] == 1.0f);
+  CHECK(file.tensors.at("b").values[1] == -5.0f);
+  CHECK(std::isnan(file.tensors.at("b").values[2]));
+  CHECK(file.tensors.at("f").values == std::vector<float>{3.5f});
+  CHECK(file.tensors.at("h").stored == StoredDtype::f16);
+  CHECK(file.tensors.at("d").stored == StoredDtype::f64);
+  CHECK(file.tensors.at("b").stored == StoredDtype::bf16);
+  CHECK(file.tensors.at("f").stored == StoredDtype::f32);
+  CHECK(std::string(storedDtypeName(StoredDtype::bf16)) == "BF16");
+}
+
+TEST_CASE("a tensor larger than the read chunk converts whole") {
+  const test::TempDir directory;
+  const std::size_t count = (std::size_t{1} << 18) + 3;  // a chunk of readValues and 3 elements more
+  std::string data(count * 2, '\0');
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint16_t value = toBfloat16(static_cast<float>(i % 256));
+    std::memcpy(data.data() + 2 * i, &value, 2);
+  }
+  const std::string path = directory.write(
+      "long.safetensors", safetensors(R"({"t":{"dtype":"BF16","shape":[)" + std::to_string(count) + R"(],"data_offsets":[0,)" +
+                                          std::to_string(data.size()) + "]}}",
+                                      data));
+  const std::vector<float> values = readSafetensors(path).tensors.at("t").values;
+  REQUIRE(values.size() == count);
+  bool same = true;
+  for (std::size_t i = 0; i < count; ++i) same = same && values[i] == static_cast<float>(i % 256);
+  CHECK(same);
+}
+
+TEST_CASE("sharded checkpoints: every shard read, every tensor exactly where the index says") {
+  const test::TempDir directory;
+  const auto shard = [&](const std::string& name, const std::vector<std::pair<std::string, float>>& tensors) {
+    std::string header = "{", data;
+    for (const auto& [tensor, value] : tensors) {
+      header += (header.size() > 1 ? "," : "") + ("\"" + tensor + "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[") +
+                std::to_string(data.size()) + "," + std::to_string(data.size() + 4) + "]}";
+      data += floats({value});
+    }
+    directory.write(name, safetensors(header + "}", data));
+  };
+  shard("a.safetensors", {{"x", 1.0f}, {"y", 2.0f}});
+  shard("b.safetensors", {{"z", 3.0f}});
+  const std::string index = directory.write(
+      "model.safetensors.index.json",
+      R"({"metadata":{"total_size":12},"weight_map":{"x":"a.safetensors","y":"a.safetensors","z":"b.safetensors"}})");
+  const TensorFile file = readShardedSafetensors(index);
+  CHECK(file.tensors.size() == 3);
+  CHECK(file.tensors.at("z").values == std::vector<float>{3.0f});
+  const auto refuse = [&](const std::string& text, const std::string& reason) {
+    CAPTURE(text);
+    const std::string path = directory.write("index.json", text);
+    CHECK_THROWS_WITH_AS(readShardedSafetensors(path), doctest::Contains(reason.c_str()), Error);
+  };
+  refuse(R"({"weight_map":{"x":"a.safetensors"}})", "a.safetensors: tensor y is not in the weight_map of");
+  refuse(R"({"weight_map":{"x":"a.safetensors","y":"b.safetensors","z":"b.safetensors"}})", "tensor y is mapped to another shard by");
+  refuse(R"({"weight_map":{"x":"a.safetensors","y":"a.safetensors","z":"b.safetensors","w":"b.safetensors"}})",
+         "b.safetensors: lacks tensor w, which");
+  refuse(R"({"weight_map":{"x":"a.safetensors","y":"a.safetensors","z":"c.safetensors"}})", "c.safetensors: no such file");
+  refuse(R"({"weight_map":{"x":"../a.safetensors"}})", "weight_map entry of x is not a file name in the index's folder");
+  refuse(R"({"weight_map":{"x":"/etc/passwd"}})", "weight_map entry of x is not a file name in the index's folder");
+  refuse(R"({"weight_map":{"x":7}})", "weight_map entry of x is 7, not a file name");
+  refuse(R"({"weight_map":{}})", "weight_map names no tensor");
+  refuse(R"({"metadata":{}})", "no weight_map object");
+  refuse(R"({"weight_map":{"x":"a.safetensors","x":"a.safetensors"}})", "\"x\" appears twice in one object");
+  refuse("[", "not valid JSON");
+  // A name in two shards: the second shard's copy is mapped to the first.
+  shard("c.safetensors", {{"y", 5.0f}});
+  refuse(R"({"weight_map":{"x":"a.safetensors","y":"a.safetensors","z":"c.safetensors"}})", "tensor y is mapped to another shard");
 }
 
 TEST_CASE("malformed safetensors files are refused with the reason and the tensor") {

@@ -30,6 +30,8 @@ def safetensors(tensors, metadata=None):
 
 
 def floats(count, fmt="f", size=4):
+    if fmt == "bf16":  # bfloat16: float32's upper two bytes (truncated; any bit pattern is a valid seed)
+        return b"".join(struct.pack("<f", (i % 7 - 3) / 10)[2:] for i in range(count))
     return b"".join(struct.pack("<" + fmt, (i % 7 - 3) / 10) for i in range(count)) if fmt != "e" else \
         b"".join(struct.pack("<e", (i % 7 - 3) / 10) for i in range(count))
 
@@ -45,6 +47,7 @@ put("Safetensors", "mlp-f32", mlp(784, 2, 10, metadata={"architecture": "784-2-1
                                                         "input_mean": "0.1307", "input_std": "0.3081"}))
 put("Safetensors", "mlp-f16", mlp(16, 3, 4, "F16", "e"))
 put("Safetensors", "mlp-f64", mlp(16, 3, 4, "F64", "d"))
+put("Safetensors", "mlp-bf16", mlp(16, 3, 4, "BF16", "bf16"))
 put("Safetensors", "bad-metadata", mlp(16, 3, 4, metadata={"input_std": "-1", "activation": "swish"}))
 put("Safetensors", "truncated", mlp(16, 3, 4)[:-9])
 put("Safetensors", "huge-header-length", struct.pack("<Q", 1 << 40) + b"{}")
