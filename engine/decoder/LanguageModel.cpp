@@ -1,0 +1,108 @@
+#include "decoder/LanguageModel.h"
+
+#include "base/Stopwatch.h"
+#include "base/check.h"
+
+#include <algorithm>
+
+namespace glnet {
+
+LanguageModel::LanguageModel(const Context& context, const std::string& folder, std::uint32_t contextPositions)
+    : LanguageModel(context, folder, readDecoderConfig(folder), contextPositions) {}
+
+LanguageModel::LanguageModel(const Context& context, const std::string& folder, DecoderConfig config, std::uint32_t contextPositions)
+    : tokenizer_(ByteLevelBpe::fromFile(folder + "/tokenizer.json")),
+      decoder_([&] {
+        if (tokenizer_.vocabularySize() > config.vocabulary) {
+          throw Error(folder + "/tokenizer.json has ids up to " + std::to_string(tokenizer_.vocabularySize() - 1) +
+                      ", beyond the model's vocabulary of " + std::to_string(config.vocabulary) + " (config.json's vocab_size)");
+        }
+        Stopwatch loading;
+        Decoder decoder(context, config, readDecoderWeights(folder, config), contextPositions);
+        loadSeconds_ = loading.seconds();
+        return decoder;
+      }()) {}
+
+Generation::Generation(LanguageModel& model, const std::string& prompt, const GenerationSettings& settings)
+    : model_(model), settings_(settings), stream_(model.tokenizer(), true) {
+  if (settings.maxNewTokens == 0) throw UsageError("generation needs " + optionName("max-new-tokens") + " of at least 1");
+  for (const std::string& stop : settings.stops) {
+    if (stop.empty()) throw UsageError(optionName("stop") + " needs a non-empty text");
+  }
+  const std::vector<std::uint32_t> ids = model.tokenizer().encode(prompt);
+  Decoder& decoder = model.decoder();
+  if (ids.size() >= decoder.context()) {
+    throw Error("the prompt's " + std::to_string(ids.size()) + " tokens leave no room in a context of " + std::to_string(decoder.context()) +
+                " positions (" + optionName("max-context") + ")");
+  }
+  stats_.promptTokens = ids.size();
+  Stopwatch prefill;
+  token_ = decoder.start(ids, settings.sampling);
+  stats_.prefillSeconds = prefill.seconds();
+}
+
+std::string Generation::filtered(const std::string& piece) {
+  held_ += piece;
+  std::size_t firstStop = std::string::npos;
+  for (const std::string& stop : settings_.stops) firstStop = std::min(firstStop, held_.find(stop));
+  if (firstStop != std::string::npos) {
+    stats_.stopReason = "stop text";
+    std::string out = held_.substr(0, firstStop);
+    held_.clear();
+    return out;
+  }
+  // The longest tail that begins some stop text stays back.
+  std::size_t keep = 0;
+  for (const std::string& stop : settings_.stops) {
+    for (std::size_t length = std::min(stop.size() - 1, held_.size()); length > keep; --length) {
+      if (held_.compare(held_.size() - length, length, stop, 0, length) == 0) {
+        keep = length;
+        break;
+      }
+    }
+  }
+  std::string out = held_.substr(0, held_.size() - keep);
+  held_.erase(0, held_.size() - keep);
+  return out;
+}
+
+std::string Generation::finish() {
+  ended_ = true;
+  if (stats_.stopReason == "stop text") return "";
+  std::string out = filtered(stream_.finish());
+  if (stats_.stopReason == "stop text") return out;
+  out += held_;
+  held_.clear();
+  return out;
+}
+
+std::optional<std::string> Generation::next() {
+  if (ended_) return std::nullopt;
+  Decoder& decoder = model_.decoder();
+  if (!token_) {
+    if (stats_.generatedIds.size() == settings_.maxNewTokens) {
+      stats_.stopReason = "length";
+      return finish();
+    }
+    if (decoder.position() == decoder.context()) {
+      stats_.stopReason = "context full";
+      return finish();
+    }
+    Stopwatch step;
+    token_ = decoder.next();
+    stats_.decodeSeconds += step.seconds();
+  }
+  const std::uint32_t token = *token_;
+  token_.reset();
+  const std::vector<std::uint32_t>& ends = model_.config().eosTokenIds;
+  if (std::find(ends.begin(), ends.end(), token) != ends.end()) {
+    stats_.stopReason = "end of text";
+    return finish();
+  }
+  stats_.generatedIds.push_back(token);
+  std::string piece = filtered(stream_.push(token));
+  if (stats_.stopReason == "stop text") ended_ = true;
+  return piece;
+}
+
+}  // namespace glnet

@@ -1,0 +1,71 @@
+// A language model from a Hugging Face folder (config.json, the safetensors weights, tokenizer.json) on the GPU, and
+// text generation with it: the one engine API that glnet_generate, glnet_serve and Python's glnet.load use.
+#pragma once
+
+#include "decoder/Decoder.h"
+#include "text/ByteLevelBpe.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+class LanguageModel {
+ public:
+  // `contextPositions` 0: the config's, at most Decoder::defaultContextLimit. Throws glnet::Error (FileNotFound for a
+  // missing file) naming the file and what is wrong with it.
+  LanguageModel(const Context& context, const std::string& folder, std::uint32_t contextPositions = 0);
+  const ByteLevelBpe& tokenizer() const { return tokenizer_; }
+  Decoder& decoder() { return decoder_; }
+  const DecoderConfig& config() const { return decoder_.config(); }
+  double loadSeconds() const { return loadSeconds_; }
+
+ private:
+  LanguageModel(const Context& context, const std::string& folder, DecoderConfig config, std::uint32_t contextPositions);
+  ByteLevelBpe tokenizer_;
+  double loadSeconds_ = 0;  // set while decoder_ loads: declared before it
+  Decoder decoder_;
+};
+
+struct GenerationSettings {
+  std::uint32_t maxNewTokens = 64;
+  SamplingSettings sampling;
+  // Generation stops before any of these texts (none of it is returned); the config's end-of-text tokens always stop it.
+  std::vector<std::string> stops;
+};
+
+struct GenerationStats {
+  std::size_t promptTokens = 0;
+  std::vector<std::uint32_t> generatedIds;  // the end-of-text token that stopped it excluded
+  double prefillSeconds = 0, decodeSeconds = 0;
+  std::string stopReason;  // "length", "end of text", "stop text", "context full"; empty while running
+  double prefillTokensPerSecond() const { return prefillSeconds > 0 ? promptTokens / prefillSeconds : 0; }
+  // The first generated token comes from the prompt's pass; decode steps make the rest.
+  double decodeTokensPerSecond() const {
+    return generatedIds.size() > 1 && decodeSeconds > 0 ? (generatedIds.size() - 1) / decodeSeconds : 0;
+  }
+};
+
+// One generation, a piece of text at a time: the constructor runs the prompt; each next() returns the text that the
+// next token completes (empty while a character spans tokens or might begin a stop text), or nothing once generation
+// has ended. The model serves one generation at a time.
+class Generation {
+ public:
+  Generation(LanguageModel& model, const std::string& prompt, const GenerationSettings& settings);
+  std::optional<std::string> next();
+  const GenerationStats& stats() const { return stats_; }
+
+ private:
+  std::string filtered(const std::string& piece);
+  std::string finish();
+  LanguageModel& model_;
+  GenerationSettings settings_;
+  TextStream stream_;
+  GenerationStats stats_;
+  std::string held_;  // text that might begin a stop text
+  std::optional<std::uint32_t> token_;  // chosen, not yet returned
+  bool ended_ = false;
+};
+
+}  // namespace glnet

@@ -1,0 +1,105 @@
+// The GPU decoder against the tiny models' float64 outputs (tests/reference/tiny_decoders.py: GPT-2, a sharded Llama
+// with grouped-query attention and llama3 rope scaling, a BF16 Qwen2 with q/k/v biases): the logits at every prompt
+// position from one batched pass, and the greedy continuation of 32 tokens through the replayed decode plan (every step
+// reading the KV cache the prompt and the earlier steps wrote).
+#include "base/check.h"
+#include "decoder/Decoder.h"
+#include "formats/Npy.h"
+#include "support/GlContext.h"
+#include "support/TinyDecoders.h"
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+
+using namespace glnet;
+
+namespace {
+
+struct Expected {
+  std::vector<std::uint32_t> prompt, greedy;
+  NpyArray logits;
+};
+
+Expected expected(const std::string& folder) {
+  std::ifstream file(folder + "/expected.json");
+  const nlohmann::json json = nlohmann::json::parse(file);
+  return {json.at("prompt").get<std::vector<std::uint32_t>>(), json.at("greedy").get<std::vector<std::uint32_t>>(),
+          readNpy(folder + "/expected-logits.npy")};
+}
+
+Decoder load(const std::string& folder, std::uint32_t context = 0) {
+  const DecoderConfig config = readDecoderConfig(folder);
+  return Decoder(test::glContext(), config, readDecoderWeights(folder, config), context);
+}
+
+}  // namespace
+
+TEST_SUITE("gl") {
+  TEST_CASE("a decoder's prompt logits and greedy continuation match the model in float64 (GPT-2, Llama, Qwen2)") {
+    for (const char* model : {"gpt2", "llama", "qwen2"}) {
+      CAPTURE(model);
+      const std::string folder = test::tinyDecoder(model);
+      const Expected want = expected(folder);
+      Decoder decoder = load(folder);
+      const std::vector<float> logits = decoder.logits(want.prompt);
+      REQUIRE(logits.size() == want.logits.values.size());
+      double largest = 0, worst = 0;
+      for (std::size_t i = 0; i < logits.size(); ++i) {
+        largest = std::max(largest, std::abs(double{want.logits.values[i]}));
+        worst = std::max(worst, std::abs(double{logits[i]} - want.logits.values[i]));
+      }
+      CAPTURE(largest);
+      CHECK(worst <= 1e-4 * largest);
+      CHECK(decoder.position() == want.prompt.size());
+
+      std::vector<std::uint32_t> greedy{decoder.start(want.prompt, SamplingSettings{})};
+      while (greedy.size() < want.greedy.size()) greedy.push_back(decoder.next());
+      CHECK(greedy == want.greedy);
+      CHECK(decoder.position() == want.prompt.size() + want.greedy.size() - 1);
+      // A second generation from the same prompt refills the cache from position 0 and gives the same tokens.
+      CHECK(decoder.start(want.prompt, SamplingSettings{}) == want.greedy[0]);
+      CHECK(decoder.next() == want.greedy[1]);
+    }
+  }
+
+  TEST_CASE("sampled continuations repeat with their seed and differ between seeds") {
+    const std::string folder = test::tinyDecoder("llama");
+    const Expected want = expected(folder);
+    Decoder decoder = load(folder);
+    const auto sample = [&](std::uint64_t seed) {
+      SamplingSettings sampling;
+      sampling.temperature = 1.5f;
+      sampling.topP = 0.95f;
+      sampling.seed = seed;
+      std::vector<std::uint32_t> ids{decoder.start(want.prompt, sampling)};
+      while (ids.size() < 16) ids.push_back(decoder.next());
+      return ids;
+    };
+    const std::vector<std::uint32_t> first = sample(7);
+    CHECK(sample(7) == first);
+    CHECK(sample(8) != first);
+    CHECK(std::all_of(first.begin(), first.end(), [&](std::uint32_t id) { return id < decoder.config().vocabulary; }));
+  }
+
+  TEST_CASE("a decoder refuses ids outside its vocabulary, prompts longer than its context, and steps past it") {
+    const std::string folder = test::tinyDecoder("gpt2");
+    Decoder decoder = load(folder, 12);
+    CHECK(decoder.context() == 12);
+    CHECK_THROWS_WITH(decoder.logits({1, 2, decoder.config().vocabulary}), doctest::Contains("outside the model's vocabulary"));
+    CHECK_THROWS_WITH(decoder.logits(std::vector<std::uint32_t>(13, 1)), doctest::Contains("do not fit the context of 12 positions"));
+    CHECK_THROWS_WITH(decoder.logits({}), doctest::Contains("no token"));
+    decoder.start(std::vector<std::uint32_t>(10, 1), SamplingSettings{});
+    decoder.next();
+    decoder.next();
+    CHECK(decoder.position() == 12);
+    CHECK_THROWS_WITH(decoder.next(), doctest::Contains("is full"));
+    // GPT-2's learned positions end at the config's.
+    const DecoderConfig config = readDecoderConfig(folder);
+    CHECK_THROWS_WITH(Decoder(test::glContext(), config, readDecoderWeights(folder, config), config.maxPositions + 1),
+                      doctest::Contains("learned positions"));
+  }
+}
