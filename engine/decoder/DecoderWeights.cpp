@@ -1,6 +1,7 @@
 #include "decoder/DecoderWeights.h"
 
 #include "base/check.h"
+#include "formats/OnnxProto.h"
 
 #include <filesystem>
 #include <set>
@@ -9,12 +10,7 @@ namespace glnet {
 namespace {
 
 using Shape = std::vector<std::int64_t>;
-
-std::string shapeText(const Shape& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
+using onnxformat::describe;  // "[64, 192]"
 
 // Takes tensors out of a checkpoint by name, each checked against the shape the config makes; what is left at the end
 // is what the model does not have.
@@ -26,9 +22,9 @@ class Checkpoint {
 
   HostTensor take(const std::string& name, const Shape& shape) {
     const auto found = tensors_.find(name);
-    if (found == tensors_.end()) throw Error(where_ + ": tensor " + name + " " + shapeText(shape) + " is missing");
+    if (found == tensors_.end()) throw Error(where_ + ": tensor " + name + " " + describe(shape) + " is missing");
     if (found->second.shape != shape) {
-      throw Error(where_ + ": tensor " + name + " has shape " + shapeText(found->second.shape) + "; config.json makes it " + shapeText(shape));
+      throw Error(where_ + ": tensor " + name + " has shape " + describe(found->second.shape) + "; config.json makes it " + describe(shape));
     }
     HostTensor tensor = std::move(found->second);
     tensors_.erase(found);

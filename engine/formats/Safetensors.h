@@ -43,7 +43,8 @@ TensorFile readSafetensors(const std::string& path);
 // shards). The result holds every tensor; metadata of the shards is merged (the first shard's value wins).
 TensorFile readShardedSafetensors(const std::string& indexPath);
 
-// Writes F32 tensors to `path` through a temporary file renamed into place, so a crash never leaves a torn file.
+// Writes every tensor as F32 (whatever its `stored` type) to `path` through a temporary file renamed into place, so a
+// crash never leaves a torn file.
 void writeSafetensors(const std::string& path, const TensorFile& file);
 
 }  // namespace glnet
