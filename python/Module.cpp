@@ -10,6 +10,7 @@
 #include "base/Stopwatch.h"
 #include "base/check.h"
 #include "base/ExactInteger.h"
+#include "decoder/LanguageModel.h"
 #include "model/OnnxRunner.h"
 #include "formats/Safetensors.h"
 #include "train/TrainingRun.h"
@@ -163,6 +164,85 @@ py::dict statistics(const Statistics& s) {
 }
 
 // An ONNX model: numpy float32 arrays in, float32 arrays out, one plan per batch size.
+// A language model folder on a device, with the one generation it runs at a time (each generate() replaces the last).
+class LanguageModelHandle {
+ public:
+  LanguageModelHandle(const std::string& folder, const std::string& device, const std::string& api, std::uint32_t maxContext)
+      : device_(openDevice(device, api)) {
+    device_->call([&] { model_ = std::make_unique<LanguageModel>(device_->context(), folder, maxContext); });
+  }
+  ~LanguageModelHandle() {
+    try {
+      device_->call([&] {
+        generation_.reset();
+        model_.reset();
+      });
+    } catch (...) {  // a destructor must not throw; the context goes with the device
+    }
+  }
+  // Runs the prompt; returns the generation's number, which next() names.
+  std::uint64_t start(const std::string& prompt, std::uint32_t maxNewTokens, float temperature, std::uint32_t topK, float topP,
+                      std::uint64_t seed, const std::vector<std::string>& stops) {
+    GenerationSettings settings;
+    settings.maxNewTokens = maxNewTokens;
+    settings.sampling = {temperature, topK, topP, seed};
+    settings.stops = stops;
+    device_->call([&] {
+      generation_.reset();
+      generation_ = std::make_unique<Generation>(*model_, prompt, settings);
+    });
+    return ++generations_;
+  }
+  // The next piece of text of generation `number`, or None once it has ended.
+  py::object next(std::uint64_t number) {
+    if (number != generations_ || !generation_) throw Error("a later generate() on this model replaced this generation (one runs at a time)");
+    std::optional<std::string> piece;
+    device_->call([&] { piece = generation_->next(); });
+    if (!piece) return py::none();
+    return py::str(*piece);
+  }
+  py::dict stats(std::uint64_t number) const {
+    if (number != generations_ || !generation_) throw Error("a later generate() on this model replaced this generation (one runs at a time)");
+    const GenerationStats& s = generation_->stats();
+    py::dict d;
+    d["prompt_tokens"] = s.promptTokens;
+    d["generated_ids"] = s.generatedIds;
+    d["stop_reason"] = s.stopReason;
+    d["prefill_tokens_per_second"] = s.prefillTokensPerSecond();
+    d["decode_tokens_per_second"] = s.decodeTokensPerSecond();
+    return d;
+  }
+  py::array_t<float> logits(const std::vector<std::uint32_t>& ids) {
+    generation_.reset();
+    std::vector<float> values;
+    device_->call([&] { values = model_->decoder().logits(ids); });
+    py::array_t<float> array({ids.size(), std::size_t{model_->config().vocabulary}});
+    std::copy(values.begin(), values.end(), array.mutable_data());
+    return array;
+  }
+  std::vector<std::uint32_t> encode(const std::string& text) const { return model_->tokenizer().encode(text); }
+  py::str decode(const std::vector<std::uint32_t>& ids) const { return py::str(model_->tokenizer().decode(ids)); }
+  py::dict config() const {
+    const DecoderConfig& c = model_->config();
+    py::dict d;
+    d["architecture"] = c.architecture;
+    d["layers"] = c.layers;
+    d["hidden"] = c.hidden;
+    d["heads"] = c.heads;
+    d["kv_heads"] = c.kvHeads;
+    d["vocabulary"] = c.vocabulary;
+    d["context"] = model_->decoder().context();
+    return d;
+  }
+  py::dict device() const { return describeDevice(device_->context()); }
+
+ private:
+  std::shared_ptr<Device> device_;
+  std::unique_ptr<LanguageModel> model_;
+  std::unique_ptr<Generation> generation_;
+  std::uint64_t generations_ = 0;
+};
+
 class OnnxModelHandle {
  public:
   OnnxModelHandle(const std::string& path, const std::string& device, const std::string& api) : device_(openDevice(device, api)) {
@@ -581,6 +661,19 @@ PYBIND11_MODULE(_glnet, m) {
   m.def("load_safetensors", &loadSafetensors, py::arg("path"));
   m.def("is_onnx_path", &isOnnxPath, py::arg("path"));
   m.attr("version") = GLNET_VERSION;
+
+  py::class_<LanguageModelHandle>(m, "LanguageModel")
+      .def(py::init<const std::string&, const std::string&, const std::string&, std::uint32_t>(), py::arg("folder"), py::arg("device"),
+           py::arg("api"), py::arg("max_context"))
+      .def("start", &LanguageModelHandle::start, py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature"), py::arg("top_k"),
+           py::arg("top_p"), py::arg("seed"), py::arg("stops"))
+      .def("next", &LanguageModelHandle::next, py::arg("number"))
+      .def("stats", &LanguageModelHandle::stats, py::arg("number"))
+      .def("logits", &LanguageModelHandle::logits, py::arg("ids"))
+      .def("encode", &LanguageModelHandle::encode, py::arg("text"))
+      .def("decode", &LanguageModelHandle::decode, py::arg("ids"))
+      .def_property_readonly("config", &LanguageModelHandle::config)
+      .def_property_readonly("device", &LanguageModelHandle::device);
 
   py::class_<OnnxModelHandle>(m, "OnnxModel")
       .def(py::init<const std::string&, const std::string&, const std::string&>(), py::arg("path"), py::arg("device"), py::arg("api"))

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from . import _glnet
 from ._glnet import Error, FileNotFoundError, GpuError, UsageError
 
 __version__: str = _glnet.version
-__all__ = ["devices", "load", "Model", "Classifier", "Predictions", "train", "bench", "read_mnist", "save_safetensors",
+__all__ = ["devices", "load", "Model", "Classifier", "LanguageModel", "Predictions", "train", "bench", "read_mnist", "save_safetensors",
            "load_safetensors",
            "Error", "UsageError", "FileNotFoundError", "GpuError", "__version__"]
 
@@ -45,15 +45,75 @@ def devices(api: Optional[str] = None) -> List[Dict[str, Any]]:
 
 
 def load(path: Union[str, os.PathLike], device: Optional[Union[int, str]] = None,
-         api: Optional[str] = None) -> Union["Model", "Classifier"]:
+         api: Optional[str] = None, max_context: int = 0) -> Union["Model", "Classifier", "LanguageModel"]:
     """Loads a model onto the GPU: an ONNX file (.onnx) as a Model, a safetensors classifier (an MLP or the
-    MNIST CNN that glnet_train writes, or a PyTorch state_dict with the same names) as a Classifier.
+    MNIST CNN that glnet_train writes, or a PyTorch state_dict with the same names) as a Classifier, a Hugging Face
+    language model folder (config.json, model.safetensors, tokenizer.json) as a LanguageModel.
 
-    device: an index from devices() or part of a renderer's name; api: "gl" or "gles"."""
+    device: an index from devices() or part of a renderer's name; api: "gl" or "gles"; max_context: a language
+    model's KV cache positions (0: the config's, at most 8192)."""
     path = os.fspath(path)
+    if os.path.isdir(path):
+        return LanguageModel(path, device=device, api=api, max_context=max_context)
     if _glnet.is_onnx_path(path):
         return Model(path, device=device, api=api)
     return Classifier(path, device=device, api=api)
+
+
+class LanguageModel:
+    """A decoder language model from a Hugging Face folder on the GPU (GPT-2 and the Llama family), with its
+    tokenizer. generate() streams text; logits() gives the model's output for token ids. One generation runs at a
+    time: a new generate() (or logits()) ends the previous one, whose iterator then raises glnet.Error."""
+
+    def __init__(self, path: Union[str, os.PathLike], device: Optional[Union[int, str]] = None,
+                 api: Optional[str] = None, max_context: int = 0) -> None:
+        self._handle = _glnet.LanguageModel(os.fspath(path), _device_name(device), _api_name(api),
+                                            _count(max_context, "max_context", 0))
+        self.path: str = os.fspath(path)
+        self.last_stats: Optional[Dict[str, Any]] = None
+
+    @property
+    def config(self) -> Dict[str, Any]:
+        """architecture, layers, hidden, heads, kv_heads, vocabulary and context (the KV cache's positions)."""
+        return self._handle.config
+
+    @property
+    def device(self) -> Dict[str, Any]:
+        """The device the model runs on: index, renderer, api, version."""
+        return self._handle.device
+
+    def encode(self, text: str) -> List[int]:
+        """The token ids of `text`, special tokens added as the tokenizer's post-processor says (a Llama's BOS)."""
+        return list(self._handle.encode(text))
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._handle.decode([_count(i, "token id", 0) for i in ids])
+
+    def generate(self, prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
+                 top_p: float = 1.0, seed: int = 0, stop: Optional[Union[str, Sequence[str]]] = None) -> Iterator[str]:
+        """Continues `prompt`, yielding text as it is generated (greedy at temperature 0; sampling with top_k,
+        top_p and a seed otherwise, reproducible). Stops after max_new_tokens, at the config's end-of-text token, or
+        before any `stop` text; then last_stats holds prompt_tokens, generated_ids, stop_reason and the speeds."""
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        number = self._handle.start(prompt, _count(max_new_tokens, "max_new_tokens"), float(temperature),
+                                    _count(top_k, "top_k", 0), float(top_p), _count(seed, "seed", 0), stops)
+        return self._pieces(number)
+
+    def _pieces(self, number: int) -> Iterator[str]:
+        while True:
+            piece = self._handle.next(number)
+            if piece is None:
+                self.last_stats = self._handle.stats(number)
+                return
+            if piece:
+                yield piece
+
+    def logits(self, token_ids: Sequence[int]) -> np.ndarray:
+        """The logits [len(token_ids), vocabulary] after each token, from position 0 (float32)."""
+        return self._handle.logits([_count(i, "token id", 0) for i in token_ids])
+
+    def __repr__(self) -> str:
+        return f"glnet.LanguageModel({self.path!r}, {self.config['architecture']})"
 
 
 class Model:
