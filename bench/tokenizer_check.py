@@ -4,13 +4,14 @@
 Trains byte-level BPE tokenizers with `tokenizers` itself on a varied text made here (over 10 000 characters:
 Latin, Greek, Cyrillic, Arabic, Hebrew, Devanagari, Chinese, Japanese, Korean, emoji with skin tones and ZWJ
 sequences, combining marks, numbers, code, contractions in mixed case, runs of spaces, tabs, CR LF and the odd
-Unicode spaces), in three styles, saves each as tokenizer.json and compares, on the whole text, on each of its
+Unicode spaces), in four styles, saves each as tokenizer.json and compares, on the whole text, on each of its
 lines and on hostile snippets, the ids of `glnet_info --tokenizer FILE --encode TEXTFILE` (the command's hidden
 inspection option) with `Tokenizer.encode(text).ids`, and its decoding with `Tokenizer.decode(ids)`:
   gpt2         ByteLevel pre-tokenizer (GPT-2's regex), specials <|endoftext|> and <|user|>, ByteLevel post-processor
   gpt2-prefix  the same with add_prefix_space
   llama3       Sequence[Split(Llama 3's regex, Isolated), ByteLevel(use_regex false)], ignore_merges true,
                TemplateProcessing prepending <|begin_of_text|>
+  qwen2        normalizer NFC, Sequence[Split(Qwen2's regex, Isolated), ByteLevel(use_regex false)]
 Any tokenizer.json given with --extra (a real model's, say) is compared on the same texts.
 Usage: bench/tokenizer_check.py GLNET_INFO [--work DIR] [--extra tokenizer.json ...]
 Needs Python's `tokenizers` (pip install tokenizers; not in Debian). Exit 0 when every id and decoding agrees.
@@ -24,10 +25,12 @@ import sys
 import tempfile
 
 try:
-    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 except ImportError:
     sys.exit("tokenizer_check.py: error: needs Python's `tokenizers` package (pip install tokenizers)")
 
+QWEN2_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
                   r"\s*[\r\n]+|\s+(?!\S)|\s+")
 
@@ -54,7 +57,7 @@ CODE = ["def encode(self, text):\n    ids = []\n    for word in text.split():\n 
         "if x == 0x1F and y != 42:\n\tprint(f\"{x:>8} -> {y}\")\r\n"]
 SPACES = [" ", "  ", "   ", "\t", "\t\t", "\n", "\n\n", "\r\n", " \n ", "    \n\n\t", "\u00a0", "\u3000", "\u2003", "\u0085"]
 SNIPPETS = ["", " ", "\n", "   trailing   ", "a<|endoftext|>b<|user|>", "<|endoftext|>", "<|endoftext <|endoftext|>|",
-            "x<|begin_of_text|>y", "😀" * 40, " " * 500, "q" * 3000, "\t\n\r\n \u0085\u00a0x", "I'M We'LL THEY'RE"]
+            "x<|begin_of_text|>y", "😀" * 40, " " * 500, "q" * 3000, "\t\n\r\n \u0085\u00a0x", "I'M We'LL THEY'RE", "cafe\u0301 \u212b q\u0307\u0323"]
 
 
 def varied_text(seed=7, characters=12000):
@@ -77,10 +80,12 @@ def varied_text(seed=7, characters=12000):
 def train(style, text):
     specials = ["<|begin_of_text|>", "<|end_of_text|>"] if style == "llama3" else ["<|endoftext|>", "<|user|>"]
     tokenizer = Tokenizer(models.BPE())
-    if style == "llama3":
+    if style in ("llama3", "qwen2"):
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated", invert=False),
+            pre_tokenizers.Split(Regex(LLAMA3_PATTERN if style == "llama3" else QWEN2_PATTERN), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        if style == "qwen2":
+            tokenizer.normalizer = normalizers.NFC()
     else:
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=style == "gpt2-prefix", use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
@@ -144,7 +149,7 @@ def main():
     texts = [text] + [line for line in text.splitlines(keepends=True) if line.strip()][:150] + SNIPPETS
     print(f"{len(text)} characters of training text; {len(texts)} texts compared per tokenizer; files in {work}")
     failures = 0
-    for style in ("gpt2", "gpt2-prefix", "llama3"):
+    for style in ("gpt2", "gpt2-prefix", "llama3", "qwen2"):
         path = os.path.join(work, f"{style}.json")
         train(style, text).save(path)
         if style == "llama3":  # as Llama 3 ships it: whole words of the vocabulary taken before any merge

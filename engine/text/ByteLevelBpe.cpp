@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <queue>
 #include <unordered_map>
@@ -235,10 +236,11 @@ struct ByteLevelBpe::State {
   std::array<std::int64_t, 256> byteId{};                    // each single byte's token, -1 for none
   std::unordered_map<std::uint64_t, Merge> merges;
   bool ignoreMerges = false;
+  bool nfc = false;  // the normalizer: NFC, or none
   std::optional<std::uint32_t> unknownId;
   std::vector<PreStep> preSteps;
   std::vector<AddedToken> addedRaw;         // matched on the input as given (normalized false)
-  std::vector<AddedToken> addedNormalized;  // matched after normalization, which is none here
+  std::vector<AddedToken> addedNormalized;  // matched after normalization
   std::vector<std::uint32_t> prefix, suffix;  // the post-processor's template around the text
   std::uint32_t size = 0;
 
@@ -350,7 +352,13 @@ ByteLevelBpe ByteLevelBpe::fromJson(std::string_view json, const std::string& na
 
   read.expect(root, "truncation", "truncation", nullptr, "only null: encode gives every token");
   read.expect(root, "padding", "padding", nullptr, "only null: encode gives every token");
-  read.expect(root, "normalizer", "normalizer", nullptr, "only null");
+  const auto normalizer = root.find("normalizer");
+  if (normalizer != root.end() && !normalizer->is_null()) {
+    if (!normalizer->is_object() || normalizer->size() != 1 || !normalizer->contains("type") || (*normalizer)["type"] != "NFC") {
+      read.unsupported("normalizer", *normalizer, "only null or NFC");
+    }
+    s.nfc = true;
+  }
 
   // The model: vocabulary and merges.
   const Json& model = read.object(root, "model", "model");
@@ -445,6 +453,10 @@ ByteLevelBpe ByteLevelBpe::fromJson(std::string_view json, const std::string& na
     s.special[id] = special;
     s.idOfKey[content] = id;
     if (!content.empty()) (normalized ? s.addedNormalized : s.addedRaw).push_back({content, id});
+  }
+  // Hugging Face matches the normalized tokens by their normalized content.
+  if (s.nfc) {
+    for (AddedToken& token : s.addedNormalized) token.content = normalizeNfc(token.content);
   }
   for (auto* list : {&s.addedRaw, &s.addedNormalized}) {
     std::stable_sort(list->begin(), list->end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
@@ -557,7 +569,17 @@ std::vector<std::uint32_t> ByteLevelBpe::encode(std::string_view text, bool addS
   }
   std::vector<std::uint32_t> ids;
   if (addSpecialTokens) ids = s.prefix;
-  const std::vector<Segment> segments = splitOnAdded(splitOnAdded({{text, std::nullopt}}, s.addedRaw), s.addedNormalized);
+  // As Hugging Face: tokens with normalized false are found in the text as given, the rest in the normalized text.
+  std::vector<Segment> segments = splitOnAdded({{text, std::nullopt}}, s.addedRaw);
+  std::deque<std::string> normalized;  // owns the normalized pieces the segments view (a deque never moves them)
+  if (s.nfc) {
+    for (Segment& segment : segments) {
+      if (segment.id) continue;
+      normalized.push_back(normalizeNfc(segment.text));
+      segment.text = normalized.back();
+    }
+  }
+  segments = splitOnAdded(segments, s.addedNormalized);
   std::vector<std::string> words, next;
   for (const Segment& segment : segments) {
     if (segment.id) {

@@ -260,7 +260,7 @@ put("Npy", "control-bytes", npy_header("{'descr': '<f\x00\x1b[2J', 'fortran_orde
 print("corpus written to", root)
 
 # Tokenizers: the tokenizer.json files of tests/data/tokenizer (tests/reference/make_tokenizer.py) and variants that
-# each break one rule; for encoding, texts of every kind (scripts, emoji, whitespace runs, special tokens, bad UTF-8).
+# each change or break one rule; for encoding, texts of every kind (scripts, emoji, whitespace runs, special tokens, bad UTF-8).
 tokenizer_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "tokenizer")
 for name in ("tokenizer.json", "llama3-tokenizer.json"):
     with open(os.path.join(tokenizer_dir, name), "rb") as f:
@@ -276,6 +276,7 @@ def variant(name, edit):
 
 
 variant("nfc", lambda t: t.update(normalizer={"type": "NFC"}))
+variant("nfkc", lambda t: t.update(normalizer={"type": "NFKC"}))
 variant("metaspace", lambda t: t.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}))
 variant("bad-regex", lambda t: t["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex="(?<=a+)b|[\\p{Nope}]"))
 variant("string-split", lambda t: t["pre_tokenizer"]["pretokenizers"][0].update(pattern={"String": " "}))
