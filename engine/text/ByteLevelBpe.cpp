@@ -434,7 +434,11 @@ ByteLevelBpe ByteLevelBpe::fromJson(std::string_view json, const std::string& na
     s.unknownId = found->second;
   }
 
-  // Added tokens, found in the text before anything else.
+  // Added tokens, found in the text before anything else. Hugging Face does not take their ids from the file: one
+  // already in the vocabulary keeps its id there, a new one gets the next id after the vocabulary and the earlier
+  // added tokens (it warns of a file that says otherwise). A file whose ids are not those is refused, not read
+  // differently from Hugging Face.
+  std::optional<std::uint32_t> largestAdded;
   for (std::size_t i = 0; i < addedList.size(); ++i) {
     const Json& token = addedList[i];
     const std::string path = "added_tokens[" + std::to_string(i) + "]";
@@ -445,6 +449,17 @@ ByteLevelBpe ByteLevelBpe::fromJson(std::string_view json, const std::string& na
     }
     const bool special = read.flag(token, "special", path + ".special", false);
     const bool normalized = read.flag(token, "normalized", path + ".normalized", !special);
+    const auto known = s.idOfKey.find(content);
+    const std::uint64_t vocabCount = vocab.size();
+    const std::uint64_t expectedId = known != s.idOfKey.end() ? known->second
+                                     : !largestAdded                                       ? vocabCount
+                                     : (*largestAdded >= vocabCount || vocabCount == 0) ? *largestAdded + std::uint64_t{1}
+                                                                                          : vocabCount;
+    if (id != expectedId) {
+      read.fail(path + ".id", "is " + std::to_string(id) + ", but Hugging Face gives this token id " + std::to_string(expectedId) +
+                                  " (an added token keeps its id in model.vocab, or continues the ids after the vocabulary)");
+    }
+    largestAdded = std::max(largestAdded.value_or(0), id);
     // An added token that is also in the vocabulary keeps its id; decoding gives its content either way.
     bool mapped = false;
     s.decoded[id] = keyBytes(content, &mapped);

@@ -184,6 +184,9 @@ TEST_CASE("byte-level BPE: a tokenizer.json outside what is implemented is refus
   CHECK(refusal([](auto& f) { f["model"]["dropout"] = 0.1; }).find("t.json: model.dropout 0.1 is not supported") == 0);
   CHECK(refusal([](auto& f) { f["added_tokens"][0]["lstrip"] = true; }) == "t.json: added_tokens[0].lstrip true is not supported (only false)");
   CHECK(refusal([](auto& f) { f["added_tokens"][0].erase("id"); }) == "t.json: added_tokens[0].id is a JSON null, not a token id from 0 to 4194303");
+  CHECK(refusal([](auto& f) { f["added_tokens"][1]["id"] = 3; }) ==
+        "t.json: added_tokens[1].id is 3, but Hugging Face gives this token id 557 (an added token keeps its id in model.vocab, or continues the ids after the vocabulary)");
+  CHECK(refusal([](auto& f) { f["added_tokens"][0]["content"] = "Ġ"; }).find("t.json: added_tokens[0].id is 556, but Hugging Face gives this token id 32 ") == 0);
   CHECK(refusal([](auto& f) { f["decoder"] = nullptr; }) == "t.json: decoder is a JSON null, not an object");
   CHECK(refusal([](auto& f) { f["decoder"]["type"] = "WordPiece"; }) == "t.json: decoder.type 'WordPiece' is not supported (only ByteLevel)");
   CHECK(refusal([](auto& f) { f["post_processor"] = {{"type", "BertProcessing"}}; }).find("t.json: post_processor.type 'BertProcessing' is not supported") == 0);
@@ -194,7 +197,8 @@ TEST_CASE("byte-level BPE: a tokenizer.json outside what is implemented is refus
   CHECK(refusal([](auto& f) { f["model"]["type"] = "\x1b[31mred"; }) == "t.json: model.type '\\x1b[31mred' is not supported (only BPE)");
   // A vocabulary without a byte's token cannot encode that byte: refused at encode time, not dropped.
   nlohmann::json file = readJson(dataDir + "/tokenizer.json");
-  file["model"]["vocab"].erase("Ã");  // byte 0xC3, which é needs
+  file["model"]["vocab"]["<unused>"] = file["model"]["vocab"]["Ã"];  // byte 0xC3's id, which é needs, for another token
+  file["model"]["vocab"].erase("Ã");
   file["model"]["merges"] = nlohmann::json::array();
   const ByteLevelBpe partial = ByteLevelBpe::fromJson(file.dump(), "t.json");
   CHECK_THROWS_WITH_AS(partial.encode("café"), "t.json: the text has byte 0xC3, which no token of model.vocab stands for, and model.unk_token is null", Error);
