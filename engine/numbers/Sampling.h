@@ -22,21 +22,21 @@ struct SamplingSettings {
 
 // The draw of one row at one decode step: 32 bits from a counter-based hash of (seed, step, row) (Chris Wellons'
 // lowbias32 mix, three rounds), so that a run is reproducible and each step draws afresh. u = bits / 2^32 in [0, 1).
-// GLNET_DRAW_BITS is the hash as an expression over uint32 `h` (a scratch variable), seedLow, seedHigh, step and row,
+// GLNET_DRAW_BITS is the hash as an expression over uint32 `h` (a scratch variable), seedLow, seedHigh, decodeStep and row,
 // valid C++ and GLSL alike: drawBits below compiles it, and ops/NextToken gives the shader its text (drawBitsGlsl).
 #define GLNET_DRAW_MIX (h ^= h >> 16, h *= 0x7feb352dU, h ^= h >> 15, h *= 0x846ca68bU, h ^= h >> 16)
 #define GLNET_DRAW_BITS                                                                                       \
-  (h = row * 0x9e3779b9U ^ step, GLNET_DRAW_MIX, h ^= seedLow, GLNET_DRAW_MIX, h ^= seedHigh, GLNET_DRAW_MIX, \
+  (h = row * 0x9e3779b9U ^ decodeStep, GLNET_DRAW_MIX, h ^= seedLow, GLNET_DRAW_MIX, h ^= seedHigh, GLNET_DRAW_MIX, \
    h)
 
-inline std::uint32_t drawBits(std::uint64_t seed, std::uint32_t step, std::uint32_t row) {
+inline std::uint32_t drawBits(std::uint64_t seed, std::uint32_t decodeStep, std::uint32_t row) {
   const auto seedLow = static_cast<std::uint32_t>(seed), seedHigh = static_cast<std::uint32_t>(seed >> 32);
   std::uint32_t h = 0;
   return GLNET_DRAW_BITS;
 }
 
-inline double drawUniform(std::uint64_t seed, std::uint32_t step, std::uint32_t row) {
-  return drawBits(seed, step, row) / 4294967296.0;
+inline double drawUniform(std::uint64_t seed, std::uint32_t decodeStep, std::uint32_t row) {
+  return drawBits(seed, decodeStep, row) / 4294967296.0;
 }
 
 // GLNET_DRAW_BITS's text, for the shader's DRAW_BITS define.

@@ -19,7 +19,9 @@ constexpr std::uint64_t logitsPerInvocation = 4;
 }  // namespace
 
 NextTokenOp::NextTokenOp(ProgramCache& programs)
-    : argmaxBlocks_(mode(programs, NextTokenMode::argmaxBlocks)), argmaxFinal_(mode(programs, NextTokenMode::argmaxFinal)) {}
+    : argmaxBlocks_(mode(programs, NextTokenMode::argmaxBlocks)),
+      argmaxFinal_(mode(programs, NextTokenMode::argmaxFinal)),
+      sample_(programs.get("NextToken.glsl", {kindDefine(NextTokenMode::sample), {"DRAW_BITS", drawBitsGlsl()}})) {}
 
 NextTokenOp::Blocks NextTokenOp::argmaxBlocks(const NextTokenShape& shape) const {
   const std::uint64_t perBlock = std::uint64_t{static_cast<std::uint32_t>(argmaxBlocks_.localSize()[0])} * logitsPerInvocation;
@@ -50,9 +52,29 @@ std::vector<Dispatch> NextTokenOp::operator()(const BufferView& logits, const Bu
   GLNET_ASSERT(idFloats.room() / sizeof(float) > shape.floatOffset + std::uint64_t{shape.rows - 1} * shape.floatStride,
                "id floats too small");
   GLNET_ASSERT(workspace.room() >= workspaceBytes(shape), "next-token workspace too small");
-  if (!settings.greedy()) throw Error("sampling on the GPU is not built yet: use temperature 0 (greedy)");
-  (void)step;
+  GLNET_ASSERT(step.location == stepLocation, "the step's uniform is at NextTokenOp::stepLocation");
 
+  if (!settings.greedy()) {
+    Dispatch sample;
+    sample.program = &sample_;
+    sample.label = "sample";
+    sample.buffers = {{0, logits, Access::read},
+                      {1, ids, Access::write},
+                      {2, idFloats, Access::write},
+                      {3, workspace, Access::read}};  // unused: every mode binds the same buffers
+    sample.uniforms = {Uniform::u32(0, shape.vocabulary),
+                       Uniform::u32(1, stride),
+                       Uniform::u32(4, shape.floatOffset),
+                       Uniform::u32(5, shape.floatStride),
+                       Uniform::f32(6, settings.temperature),
+                       Uniform::u32(7, settings.topK),
+                       Uniform::f32(8, settings.topP),
+                       Uniform::u32(9, static_cast<std::uint32_t>(settings.seed)),
+                       Uniform::u32(10, static_cast<std::uint32_t>(settings.seed >> 32)),
+                       step};
+    sample.groups = {1, shape.rows, 1};
+    return {sample};
+  }
   const Blocks blocks = argmaxBlocks(shape);
   Dispatch search;
   search.program = &argmaxBlocks_;

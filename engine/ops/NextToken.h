@@ -39,6 +39,7 @@ class NextTokenOp {
   Blocks argmaxBlocks(const NextTokenShape& shape) const;
   const Program& argmaxBlocks_;
   const Program& argmaxFinal_;
+  const Program& sample_;
 };
 
 }  // namespace glnet
