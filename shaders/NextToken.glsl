@@ -6,9 +6,9 @@
 //   NEXT_TOKEN_MODE_SAMPLE: groups (1, rows); a row's token drawn as numbers/Sampling.h defines it, in passes over the row
 //     by one group: its largest logit M (a NaN, or an M that is not finite, gives V); top-k's k-th largest logit by a
 //     radix search over the logits' bits, 8 bits a pass, counting in shared memory (4 passes); top-p's threshold by the
-//     same search over the kept tokens' weights w = exp((z − M)/T) (4 passes); then the draw: every invocation sums the
-//     kept weights of a contiguous run of columns, and the one whose run holds the target u·Σw finds the token (2
-//     passes). Weights are summed as 64-bit fixed point (w·2^31 rounded, uvec2 with carries), so sums are exact and
+//     same search summing the kept tokens' weights w = exp((z − M)/T) (4 passes); then the draw: every invocation sums
+//     the kept weights of a contiguous run of columns, and the one whose run holds the target u·Σw finds the token (2
+//     passes; u = bits/2^32, bits = DRAW_BITS of (seed, step, row)). Weights are summed as 64-bit fixed point (w·2^31 rounded, uvec2 with carries), so sums are exact and
 //     the same in any order: a seed gives the same tokens on every run, and atomics add them in shared memory.
 //     Cost per row: up to 11 reads of V logits, 7 of them with an exp, by one group.
 // The id goes to ids[r] (uint) and idFloats[floatOffset + r·floatStride] (the same number as an exact float: the next
@@ -104,93 +104,76 @@ bool less64(uvec2 a, uvec2 b) { return a.y < b.y || (a.y == b.y && a.x < b.x); }
 // A kept token's weight exp((z − M)/T) ≤ 1 in units of 2^-31, rounded.
 uint fixedWeight(float z, float largest) { return uint(exp((z - largest) / temperature) * 2147483648.0 + 0.5); }
 
-// The radix searches' histogram of one 8-bit digit: counts (top-k) or weight sums (top-p, 64 bits: low and high
-// words), and the key prefix its walk chose, one entry per search and level (never rewritten: see AxisReduce.glsl).
-// The walks run on invocation 0, which alone keeps their running sums.
+// The radix search's histogram of one 8-bit digit (64-bit sums: low and high words), its sums by sixteen digits, and
+// the key prefix each pass chose (one entry per search and pass, never rewritten: see AxisReduce.glsl). Its walks run
+// on invocation 0, which alone keeps their running sums.
 shared uint digitLow[256];
 shared uint digitHigh[256];
+shared uvec2 sixteenDigits[16];
 shared uint chosenPrefix[8];
-// The draw's runs of columns: each invocation's kept weight and where its run starts; the total; the target.
+// The draw's runs of columns: each invocation's kept weight, their sums by sixteen runs, the run holding the target and
+// where that run starts.
 shared uvec2 runWeight[LOCAL_SIZE_X];
-shared uvec2 runStart[LOCAL_SIZE_X];
+shared uvec2 sixteenRuns[LOCAL_SIZE_X / 16];
+shared uint targetRun;
+shared uvec2 targetRunStart;
 shared uvec2 drawTarget;
 
-void clearDigits() {
-  for (uint d = gl_LocalInvocationID.x; d < 256u; d += uint(LOCAL_SIZE_X)) {
-    digitLow[d] = 0u;
-    digitHigh[d] = 0u;
-  }
-  memoryBarrierShared();
-  barrier();
-}
+uvec2 digitSum(uint d) { return uvec2(digitLow[d], digitHigh[d]); }
 
-// The key of the k-th largest logit of the row (ties counted one by one), 8 bits a pass from the top.
-uint topKKey(uint base) {
-  uint prefix = 0u, rest = topK;
-  for (int level = 0; level < 4; ++level) {
-    clearDigits();
-    uint shift = uint(24 - 8 * level);
-    uint mask = level == 0 ? 0u : 0xffffffffu << (shift + 8u);
-    for (uint column = gl_LocalInvocationID.x; column < V; column += uint(LOCAL_SIZE_X)) {
-      uint key = orderedKey(Z[base + column]);
-      if ((key & mask) == prefix) atomicAdd(digitLow[(key >> shift) & 255u], 1u);
+// The key of the smallest logit among those of keys ≥ lowestKey at which a running sum from the largest logit down
+// first reaches `target`: of counts (WEIGHTED false: top-k, target k, the k-th largest counting ties one by one), or
+// of weights (top-p: target p·Σw rounded up, computed in the first pass; a logit stays while the weight of those above
+// it is below p·Σw). 8 bits of the key a pass, from the top: 4 passes over the row.
+uint searchKey(uint base, float largest, uint lowestKey, bool weighted, uint search) {
+  uint local = gl_LocalInvocationID.x, prefix = 0u;
+  uvec2 above = uvec2(0u), target = uvec2(topK, 0u);
+  for (uint pass = 0u; pass < 4u; ++pass) {
+    for (uint d = local; d < 256u; d += uint(LOCAL_SIZE_X)) {
+      digitLow[d] = 0u;
+      digitHigh[d] = 0u;
     }
     memoryBarrierShared();
     barrier();
-    if (gl_LocalInvocationID.x == 0u) {
-      uint above = 0u, d = 255u;
-      for (; d > 0u && above + digitLow[d] < rest; --d) above += digitLow[d];
-      chosenPrefix[level] = prefix | (d << shift);
-      rest -= above;
-    }
-    memoryBarrierShared();
-    barrier();
-    prefix = chosenPrefix[level];
-  }
-  return prefix;
-}
-
-// The key of the smallest logit that top-p keeps among those of keys ≥ lowestKey: the one at which the weight of the
-// logits above it, plus its own, first reaches p·Σw (a logit stays while the weight above it is below p·Σw).
-uint topPKey(uint base, float largest, uint lowestKey) {
-  uint prefix = 0u;
-  uvec2 above = uvec2(0u), target = uvec2(0u);
-  for (int level = 0; level < 4; ++level) {
-    clearDigits();
-    uint shift = uint(24 - 8 * level);
-    uint mask = level == 0 ? 0u : 0xffffffffu << (shift + 8u);
-    for (uint column = gl_LocalInvocationID.x; column < V; column += uint(LOCAL_SIZE_X)) {
+    uint shift = 24u - 8u * pass;
+    uint mask = pass == 0u ? 0u : 0xffffffffu << (shift + 8u);
+    for (uint column = local; column < V; column += uint(LOCAL_SIZE_X)) {
       float z = Z[base + column];
       uint key = orderedKey(z);
       if (key >= lowestKey && (key & mask) == prefix) {
-        uint d = (key >> shift) & 255u, weight = fixedWeight(z, largest);
+        uint d = (key >> shift) & 255u, weight = weighted ? fixedWeight(z, largest) : 1u;
         if (atomicAdd(digitLow[d], weight) > 0xffffffffu - weight) atomicAdd(digitHigh[d], 1u);
       }
     }
     memoryBarrierShared();
     barrier();
-    if (gl_LocalInvocationID.x == 0u) {
-      if (level == 0) {
-        // p·Σw rounded up (a weight above it is an integer), at least 1 so that a chosen digit holds some weight.
-        uvec2 total = uvec2(0u);
-        for (uint d = 0u; d < 256u; ++d) total = add64(total, uvec2(digitLow[d], digitHigh[d]));
-        float wanted = ceil(topP * (float(total.y) * 4294967296.0 + float(total.x)));
-        float high = floor(wanted / 4294967296.0);
-        target = uvec2(uint(wanted - high * 4294967296.0), uint(high));
-        if (less64(total, target)) target = total;
-        if (target == uvec2(0u)) target = uvec2(1u, 0u);
-      }
-      uint d = 255u;
-      for (; d > 0u; --d) {
-        uvec2 reached = add64(above, uvec2(digitLow[d], digitHigh[d]));
-        if (!less64(reached, target)) break;
-        above = reached;
-      }
-      chosenPrefix[4 + level] = prefix | (d << shift);
+    if (local < 16u) {
+      uvec2 sum = uvec2(0u);
+      for (uint d = 16u * local; d < 16u * local + 16u; ++d) sum = add64(sum, digitSum(d));
+      sixteenDigits[local] = sum;
     }
     memoryBarrierShared();
     barrier();
-    prefix = chosenPrefix[4 + level];
+    if (local == 0u) {
+      if (weighted && pass == 0u) {
+        uvec2 total = uvec2(0u);
+        for (uint g = 0u; g < 16u; ++g) total = add64(total, sixteenDigits[g]);
+        // At least 1, so that the digit chosen holds some weight (a device that flushes a denormal p to 0 would give 0).
+        float wanted = max(ceil(topP * (float(total.y) * 4294967296.0 + float(total.x))), 1.0);
+        float high = floor(wanted / 4294967296.0);
+        target = uvec2(uint(wanted - high * 4294967296.0), uint(high));
+        if (less64(total, target)) target = total;
+      }
+      // From the top, sixteen digits at a time, then digit by digit; the last digit holds the target if none above does.
+      uint g = 15u;
+      for (; g > 0u && less64(add64(above, sixteenDigits[g]), target); --g) above = add64(above, sixteenDigits[g]);
+      uint d = 16u * g + 15u;
+      for (; d > 16u * g && less64(add64(above, digitSum(d)), target); --d) above = add64(above, digitSum(d));
+      chosenPrefix[4u * search + pass] = prefix | (d << shift);
+    }
+    memoryBarrierShared();
+    barrier();
+    prefix = chosenPrefix[4u * search + pass];
   }
   return prefix;
 }
@@ -243,8 +226,8 @@ void main() {
     if (local == 0u) writeId(row, V);
     return;
   }
-  uint lowestKey = topK > 0u && topK < V ? topKKey(base) : 0u;
-  if (topP < 1.0) lowestKey = topPKey(base, largest, lowestKey);
+  uint lowestKey = topK > 0u && topK < V ? searchKey(base, largest, 0u, false, 0u) : 0u;
+  if (topP < 1.0) lowestKey = searchKey(base, largest, lowestKey, true, 1u);
   // The draw: runs of contiguous columns, so that their sums in invocation order are sums in column order.
   uint run = (V + uint(LOCAL_SIZE_X) - 1u) / uint(LOCAL_SIZE_X);
   uint begin = min(local * run, V), end = min(begin + run, V);
@@ -256,23 +239,35 @@ void main() {
   runWeight[local] = own;
   memoryBarrierShared();
   barrier();
+  if (local < uint(LOCAL_SIZE_X / 16)) {
+    uvec2 sum = uvec2(0u);
+    for (uint i = 16u * local; i < 16u * local + 16u; ++i) sum = add64(sum, runWeight[i]);
+    sixteenRuns[local] = sum;
+  }
+  memoryBarrierShared();
+  barrier();
   if (local == 0u) {
     uvec2 total = uvec2(0u);
-    for (uint i = 0u; i < uint(LOCAL_SIZE_X); ++i) {
-      runStart[i] = total;
-      total = add64(total, runWeight[i]);
-    }
+    for (uint g = 0u; g < uint(LOCAL_SIZE_X / 16); ++g) total = add64(total, sixteenRuns[g]);
     // floor(Σw · bits / 2^32): below Σw, exact.
     uint bits = drawBits(row), lowCarry, lowProduct, high, highLow;
     umulExtended(total.x, bits, lowCarry, lowProduct);
     umulExtended(total.y, bits, high, highLow);
-    drawTarget = add64(uvec2(highLow, high), uvec2(lowCarry, 0u));
+    uvec2 target = add64(uvec2(highLow, high), uvec2(lowCarry, 0u)), start = uvec2(0u);
+    // The run holding it: sixteen runs at a time, then run by run.
+    uint g = 0u;
+    for (; g + 1u < uint(LOCAL_SIZE_X / 16) && !less64(target, add64(start, sixteenRuns[g])); ++g) start = add64(start, sixteenRuns[g]);
+    uint i = 16u * g;
+    for (; i + 1u < 16u * g + 16u && !less64(target, add64(start, runWeight[i])); ++i) start = add64(start, runWeight[i]);
+    drawTarget = target;
+    targetRun = i;
+    targetRunStart = start;
   }
   memoryBarrierShared();
   barrier();
-  uvec2 target = drawTarget, running = runStart[local];
-  // The one run holding the target finds the first column whose running sum passes it.
-  if (!less64(target, running) && less64(target, add64(running, own))) {
+  // The run holding the target finds the first column whose running sum passes it.
+  if (local == targetRun) {
+    uvec2 target = drawTarget, running = targetRunStart;
     for (uint column = begin; column < end; ++column) {
       float z = Z[base + column];
       if (orderedKey(z) < lowestKey) continue;

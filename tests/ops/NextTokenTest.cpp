@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 using namespace glnet;
@@ -140,6 +141,16 @@ TEST_SUITE("gl") {
     const std::vector<std::uint32_t> greedy = run(context, op, logits, SamplingSettings{});
     CHECK(run(context, op, logits, SamplingSettings{1.5f, 1, 1.0f, 7}) == greedy);
     CHECK(run(context, op, logits, SamplingSettings{1.5f, 0, 1e-9f, 7}) == greedy);
+    CHECK(run(context, op, logits, SamplingSettings{1.5f, 0, 1e-40f, 7}) == greedy);  // a denormal p, 0 where flushed
+
+    // Top-k keeps every logit equal to the k-th, −0 as equal to +0: top-k 1 draws either zero.
+    std::vector<float> zeros;
+    for (std::uint32_t r = 0; r < run.rows; ++r) zeros.insert(zeros.end(), {-1.0f, -0.0f, 0.0f, -2.0f});
+    const SamplingSettings topOne{1.0f, 1, 1.0f, 11};
+    const std::vector<std::uint32_t> zeroIds = NextTokenRun{run.rows, 4}(context, op, zeros, topOne);
+    CHECK(zeroIds == ref::nextTokens(zeros, run.rows, 4, topOne, draws(topOne, 0, run.rows)));
+    CHECK(std::count(zeroIds.begin(), zeroIds.end(), 1u) > 16);
+    CHECK(std::count(zeroIds.begin(), zeroIds.end(), 2u) > 16);
 
     // A NaN, a row of −inf, an +inf: V.
     std::vector<float> broken = logits;
