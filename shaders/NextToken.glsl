@@ -38,7 +38,8 @@ layout(location = 10) uniform uint seedHigh;
 layout(location = 11) uniform uint decodeStep;
 #endif
 
-const float negativeInfinity = uintBitsToFloat(0xff800000u);
+// A macro: a global const may not be initialised by a function call in GLSL 4.30 or ESSL 3.10.
+#define NEGATIVE_INFINITY uintBitsToFloat(0xff800000u)
 
 void writeId(uint row, uint id) {
   ids[row] = id;
@@ -184,7 +185,7 @@ void main() {
 #if NEXT_TOKEN_MODE == NEXT_TOKEN_MODE_ARGMAX_BLOCKS
   uint block = gl_WorkGroupID.x;
   uint begin = block * chunk, end = min(begin + chunk, V);
-  float best = negativeInfinity;
+  float best = NEGATIVE_INFINITY;
   uint bestColumn = 0xffffffffu;  // loses every tie, so a block of −inf values chooses its first
   for (uint column = begin + local; column < end; column += uint(LOCAL_SIZE_X)) {
     float value = Z[row * stride + column];
@@ -199,7 +200,7 @@ void main() {
     else partial[row * blocks + block] = choice;
   }
 #elif NEXT_TOKEN_MODE == NEXT_TOKEN_MODE_ARGMAX_FINAL
-  float best = negativeInfinity;
+  float best = NEGATIVE_INFINITY;
   uint bestColumn = 0xffffffffu;
   for (uint block = local; block < blocks; block += uint(LOCAL_SIZE_X)) {
     uvec2 candidate = partial[row * blocks + block];
@@ -212,7 +213,7 @@ void main() {
   if (local == 0u) writeId(row, chosenId(choice));
 #elif NEXT_TOKEN_MODE == NEXT_TOKEN_MODE_SAMPLE
   uint base = row * stride;
-  float best = negativeInfinity;
+  float best = NEGATIVE_INFINITY;
   uint bestColumn = 0xffffffffu;
   for (uint column = local; column < V; column += uint(LOCAL_SIZE_X)) {
     float value = Z[base + column];
