@@ -1,4 +1,5 @@
-// The next token of each row of logits Z [rows × V] (row r at Z[r·stride]), chosen on the GPU so that a decode step
+// The next token of each row of logits Z [rows × V] (row r at Z[logitsOffset + r·stride]: a step's logits or the last
+// position's of each sequence after a prefill), chosen on the GPU so that a decode step
 // reads back only the ids. A row holding a NaN gets id V, which no token has: the host refuses it.
 //   NEXT_TOKEN_MODE_ARGMAX_BLOCKS: groups (blocks, rows); block b of row r takes the columns [b·chunk, (b+1)·chunk)
 //     and writes its first largest (value bits, column) to partial[r·blocks + b], or with one block per row the id.
@@ -14,7 +15,7 @@
 // The id goes to ids[r] (uint) and idFloats[floatOffset + r·floatStride] (the same number as an exact float: the next
 // step's input, glnet's integer tensors being floats).
 // bindings: 0 Z read, 1 ids write, 2 idFloats write, 3 partial (uvec2 per block) written (BLOCKS) or read (FINAL)
-// uniforms: 0 V, 1 stride, 2 blocks, 3 chunk, 4 floatOffset, 5 floatStride; SAMPLE: 6 temperature, 7 top-k (0 off), 8 top-p
+// uniforms: 0 V, 1 stride, 2 blocks, 3 chunk, 4 floatOffset, 5 floatStride, 12 logitsOffset; SAMPLE: 6 temperature, 7 top-k (0 off), 8 top-p
 //   (1 off), 9 and 10 the seed's low and high 32 bits, 11 the step
 // defines: NEXT_TOKEN_MODE; SAMPLE: DRAW_BITS (numbers/Sampling.h's GLNET_DRAW_BITS)
 layout(local_size_x = LOCAL_SIZE_X) in;
@@ -29,6 +30,7 @@ layout(location = 2) uniform uint blocks;
 layout(location = 3) uniform uint chunk;
 layout(location = 4) uniform uint floatOffset;
 layout(location = 5) uniform uint floatStride;
+layout(location = 12) uniform uint logitsOffset;
 #if NEXT_TOKEN_MODE == NEXT_TOKEN_MODE_SAMPLE
 layout(location = 6) uniform float temperature;
 layout(location = 7) uniform uint topK;
@@ -188,7 +190,7 @@ void main() {
   float best = NEGATIVE_INFINITY;
   uint bestColumn = 0xffffffffu;  // loses every tie, so a block of −inf values chooses its first
   for (uint column = begin + local; column < end; column += uint(LOCAL_SIZE_X)) {
-    float value = Z[row * stride + column];
+    float value = Z[logitsOffset + row * stride + column];
     if (replaces(value, column, best, bestColumn)) {
       best = value;
       bestColumn = column;
@@ -212,7 +214,7 @@ void main() {
   uvec2 choice = combineGroup(best, bestColumn);
   if (local == 0u) writeId(row, chosenId(choice));
 #elif NEXT_TOKEN_MODE == NEXT_TOKEN_MODE_SAMPLE
-  uint base = row * stride;
+  uint base = logitsOffset + row * stride;
   float best = NEGATIVE_INFINITY;
   uint bestColumn = 0xffffffffu;
   for (uint column = local; column < V; column += uint(LOCAL_SIZE_X)) {

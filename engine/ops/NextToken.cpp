@@ -47,7 +47,9 @@ std::vector<Dispatch> NextTokenOp::operator()(const BufferView& logits, const Bu
     throw DeviceLimitError("the next token is chosen for 1 to 65535 rows at once, not " + std::to_string(shape.rows));
   const std::uint32_t stride = shape.logitsStride ? shape.logitsStride : shape.vocabulary;
   GLNET_ASSERT(stride >= shape.vocabulary, "a row of logits overlaps the next");
-  GLNET_ASSERT(logits.room() / sizeof(float) >= std::uint64_t{shape.rows - 1} * stride + shape.vocabulary, "logits too small");
+  const std::uint64_t logitsEnd = shape.logitsOffset + std::uint64_t{shape.rows - 1} * stride + shape.vocabulary;
+  GLNET_ASSERT(logits.room() / sizeof(float) >= logitsEnd, "logits too small");
+  GLNET_ASSERT(logitsEnd <= std::uint64_t{1} << 32, "logits indexed by uint");
   GLNET_ASSERT(ids.room() / sizeof(std::uint32_t) >= shape.rows, "ids too small");
   GLNET_ASSERT(idFloats.room() / sizeof(float) > shape.floatOffset + std::uint64_t{shape.rows - 1} * shape.floatStride,
                "id floats too small");
@@ -66,6 +68,7 @@ std::vector<Dispatch> NextTokenOp::operator()(const BufferView& logits, const Bu
                        Uniform::u32(1, stride),
                        Uniform::u32(4, shape.floatOffset),
                        Uniform::u32(5, shape.floatStride),
+                       Uniform::u32(12, shape.logitsOffset),
                        Uniform::f32(6, settings.temperature),
                        Uniform::u32(7, settings.topK),
                        Uniform::f32(8, settings.topP),
@@ -84,7 +87,8 @@ std::vector<Dispatch> NextTokenOp::operator()(const BufferView& logits, const Bu
                     {2, idFloats, Access::write},
                     {3, workspace, Access::write}};
   search.uniforms = {Uniform::u32(0, shape.vocabulary), Uniform::u32(1, stride),          Uniform::u32(2, blocks.count),
-                     Uniform::u32(3, blocks.chunk),     Uniform::u32(4, shape.floatOffset), Uniform::u32(5, shape.floatStride)};
+                     Uniform::u32(3, blocks.chunk),     Uniform::u32(4, shape.floatOffset), Uniform::u32(5, shape.floatStride),
+                     Uniform::u32(12, shape.logitsOffset)};
   search.groups = {blocks.count, shape.rows, 1};
   if (blocks.count == 1) {
     search.label = "argmax";

@@ -13,7 +13,9 @@ namespace glnet {
 struct NextTokenShape {
   std::uint32_t rows = 1;
   std::uint32_t vocabulary = 0;  // V: a row's logits; a row holding a NaN gets the id V
-  std::uint32_t logitsStride = 0;  // floats from one row's logits to the next; 0: V
+  // Row r's logits start at logits[logitsOffset + r·logitsStride] (floats; logitsStride 0: V): a decode step's [rows × V],
+  // or the last position of each of a prefill's sequences.
+  std::uint32_t logitsOffset = 0, logitsStride = 0;
   // Where row r's id goes as a float: idFloats[floatOffset + r·floatStride].
   std::uint32_t floatOffset = 0, floatStride = 1;
 };

@@ -18,17 +18,17 @@ constexpr std::uint32_t poisonId = 0xdeadbeefu;
 // One problem: rows of logits, the ids read back as uint32 and as floats (checked to agree, at their places in a strided
 // buffer whose other elements stay untouched).
 struct NextTokenRun {
-  std::uint32_t rows, vocabulary, logitsStride = 0, floatOffset = 0, floatStride = 1;
+  std::uint32_t rows, vocabulary, logitsOffset = 0, logitsStride = 0, floatOffset = 0, floatStride = 1;
   mutable std::size_t dispatches = 0;  // in the last run
 
   std::vector<std::uint32_t> operator()(Context& context, const NextTokenOp& op, const std::vector<float>& logits,
                                         const SamplingSettings& settings, std::uint32_t step = 0) const {
-    const NextTokenShape shape{rows, vocabulary, logitsStride, floatOffset, floatStride};
-    // The logits laid out at `logitsStride`, the gaps NaN: a read past a row's end would show.
+    const NextTokenShape shape{rows, vocabulary, logitsOffset, logitsStride, floatOffset, floatStride};
+    // The logits laid out from `logitsOffset` at `logitsStride`, the gaps NaN: a read outside the rows would show.
     const std::uint32_t stride = logitsStride ? logitsStride : vocabulary;
-    std::vector<float> strided(std::size_t{rows} * stride, NAN);
+    std::vector<float> strided(logitsOffset + std::size_t{rows} * stride, NAN);
     for (std::size_t r = 0; r < rows; ++r)
-      std::copy_n(logits.begin() + r * vocabulary, vocabulary, strided.begin() + r * stride);
+      std::copy_n(logits.begin() + r * vocabulary, vocabulary, strided.begin() + logitsOffset + r * stride);
     Buffer logitsBuffer = Buffer::of(strided);
     Buffer ids(rows * sizeof(std::uint32_t));
     ids.fill(poisonId);
@@ -76,8 +76,8 @@ TEST_SUITE("gl") {
       bool twoPasses;
     };
     // Few rows of a long vocabulary search in blocks, then a final pass; many rows one group each.
-    for (const Case& c : {Case{{1, 1}, false}, Case{{3, 7, 9, 5, 3}, false}, Case{{1, 50257}, true},
-                          Case{{2, 128256, 128260, 1, 2}, true}, Case{{300, 33}, false}, Case{{5, 4099, 0, 3, 1}, true}}) {
+    for (const Case& c : {Case{{1, 1}, false}, Case{{3, 7, 2, 9, 5, 3}, false}, Case{{1, 50257}, true},
+                          Case{{2, 128256, 0, 128260, 1, 2}, true}, Case{{300, 33}, false}, Case{{5, 4099, 4099 * 3, 4099 * 4, 3, 1}, true}}) {
       const NextTokenRun& run = c.run;
       CAPTURE(run.rows);
       CAPTURE(run.vocabulary);
@@ -108,7 +108,7 @@ TEST_SUITE("gl") {
     // p so small that one token survives; k beyond V (off); both together.
     const std::vector<Case> cases = {{1.0f, 0, 1.0f}, {0.7f, 50, 1.0f}, {1.3f, 0, 0.9f}, {0.8f, 20, 0.5f},
                                      {1.0f, 0, 1e-6f}, {2.0f, 5, 0.95f}, {0.5f, 100000, 0.3f}};
-    for (const NextTokenRun& run : {NextTokenRun{16, 7}, NextTokenRun{8, 1000, 1003, 2, 3}, NextTokenRun{2, 50257}}) {
+    for (const NextTokenRun& run : {NextTokenRun{16, 7}, NextTokenRun{8, 1000, 5, 1003, 2, 3}, NextTokenRun{2, 50257}}) {
       for (const bool ties : {false, true}) {
         // Logits of a real model's spread; with ties, few distinct values, so that top-k and top-p cut through them.
         std::vector<float> logits = test::uniformFloats(random, std::size_t{run.rows} * run.vocabulary, -8.0f, 8.0f);
