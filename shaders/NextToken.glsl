@@ -6,12 +6,14 @@
 //   NEXT_TOKEN_MODE_ARGMAX_FINAL: groups (1, rows); the row's `blocks` partials combined into its id.
 //   NEXT_TOKEN_MODE_SAMPLE: groups (1, rows); a row's token drawn as numbers/Sampling.h defines it, in passes over the row
 //     by one group: its largest logit M (a NaN, or an M that is not finite, gives V); top-k's k-th largest logit by a
-//     radix search over the logits' bits, 8 bits a pass, counting in shared memory (4 passes); top-p's threshold by the
-//     same search summing the kept tokens' weights w = exp((z − M)/T) (4 passes); then the draw: every invocation sums
-//     the kept weights of a contiguous run of columns, and the one whose run holds the target u·Σw finds the token (2
-//     passes; u = bits/2^32, bits = DRAW_BITS of (seed, step, row)). Weights are summed as 64-bit fixed point (w·2^31 rounded, uvec2 with carries), so sums are exact and
+//     radix search over the logits' bits, 8 bits a pass, counting in shared memory (its first pass in M's, then up to 3);
+//     top-p's threshold by the same search summing the kept tokens' weights w = exp((z − M)/T) (up to 4 passes); then
+//     the draw: every invocation sums the kept weights of a contiguous run of columns, and the one whose run holds the
+//     target u·Σw finds the token (1 pass and one run; u = bits/2^32, bits = DRAW_BITS of (seed, step, row)). Weights are summed as 64-bit fixed point (w·2^31 rounded, uvec2 with carries), so sums are exact and
 //     the same in any order: a seed gives the same tokens on every run, and atomics add them in shared memory.
-//     Cost per row: up to 11 reads of V logits, 7 of them with an exp, by one group.
+//     Cost per row: 2 to 9 reads of V logits (M's pass and the draw's; top-k adds up to 3, top-p up to 4, the searches often
+//     stopping a pass early), the top-p passes and the draw with an exp per logit they weigh, all by one group: a
+//     batch of rows fills the GPU, a single row one multiprocessor.
 // The id goes to ids[r] (uint) and idFloats[floatOffset + r·floatStride] (the same number as an exact float: the next
 // step's input, glnet's integer tensors being floats).
 // bindings: 0 Z read, 1 ids write, 2 idFloats write, 3 partial (uvec2 per block) written (BLOCKS) or read (FINAL)
@@ -107,13 +109,15 @@ bool less64(uvec2 a, uvec2 b) { return a.y < b.y || (a.y == b.y && a.x < b.x); }
 // A kept token's weight exp((z − M)/T) ≤ 1 in units of 2^-31, rounded.
 uint fixedWeight(float z, float largest) { return uint(exp((z - largest) / temperature) * 2147483648.0 + 0.5); }
 
-// The radix search's histogram of one 8-bit digit (64-bit sums: low and high words), its sums by sixteen digits, and
-// the key prefix each pass chose (one entry per search and pass, never rewritten: see AxisReduce.glsl). Its walks run
-// on invocation 0, which alone keeps their running sums.
+// The radix search's histogram of one 8-bit digit (64-bit sums: low and high words; counts too where the sums are
+// weights), its sums by sixteen digits, and per search and pass the key prefix chosen and whether the search is done
+// (never rewritten: see AxisReduce.glsl). Its walks run on invocation 0, which alone keeps their running sums.
 shared uint digitLow[256];
 shared uint digitHigh[256];
+shared uint digitCount[256];
 shared uvec2 sixteenDigits[16];
 shared uint chosenPrefix[8];
+shared bool searchDone[8];
 // The draw's runs of columns: each invocation's kept weight, their sums by sixteen runs, the run holding the target and
 // where that run starts.
 shared uvec2 runWeight[LOCAL_SIZE_X];
@@ -124,32 +128,43 @@ shared uvec2 drawTarget;
 
 uvec2 digitSum(uint d) { return uvec2(digitLow[d], digitHigh[d]); }
 
+void clearDigits() {
+  for (uint d = gl_LocalInvocationID.x; d < 256u; d += uint(LOCAL_SIZE_X)) {
+    digitLow[d] = 0u;
+    digitHigh[d] = 0u;
+    digitCount[d] = 0u;
+  }
+  memoryBarrierShared();
+  barrier();
+}
+
 // The key of the smallest logit among those of keys ≥ lowestKey at which a running sum from the largest logit down
 // first reaches `target`: of counts (WEIGHTED false: top-k, target k, the k-th largest counting ties one by one), or
 // of weights (top-p: target p·Σw rounded up, computed in the first pass; a logit stays while the weight of those above
-// it is below p·Σw). 8 bits of the key a pass, from the top: 4 passes over the row.
-uint searchKey(uint base, float largest, uint lowestKey, bool weighted, uint search) {
+// it is below p·Σw). 8 bits of the key a pass, from the top, up to 4 passes over the row; it stops early where every
+// logit of the digit chosen is kept (top-k: the count reaches k exactly; top-p: the digit holds one logit), the key's
+// lower bits then 0. `counted`: the first pass's counts are in the histogram already (main's first pass made them).
+uint searchKey(uint base, float largest, uint lowestKey, bool weighted, uint search, bool counted) {
   uint local = gl_LocalInvocationID.x, prefix = 0u;
   uvec2 above = uvec2(0u), target = uvec2(topK, 0u);
   for (uint pass = 0u; pass < 4u; ++pass) {
-    for (uint d = local; d < 256u; d += uint(LOCAL_SIZE_X)) {
-      digitLow[d] = 0u;
-      digitHigh[d] = 0u;
-    }
-    memoryBarrierShared();
-    barrier();
     uint shift = 24u - 8u * pass;
-    uint mask = pass == 0u ? 0u : 0xffffffffu << (shift + 8u);
-    for (uint column = local; column < V; column += uint(LOCAL_SIZE_X)) {
-      float z = Z[base + column];
-      uint key = orderedKey(z);
-      if (key >= lowestKey && (key & mask) == prefix) {
-        uint d = (key >> shift) & 255u, weight = weighted ? fixedWeight(z, largest) : 1u;
-        if (atomicAdd(digitLow[d], weight) > 0xffffffffu - weight) atomicAdd(digitHigh[d], 1u);
+    if (pass > 0u || !counted) {
+      clearDigits();
+      uint mask = pass == 0u ? 0u : 0xffffffffu << (shift + 8u);
+      for (uint column = local; column < V; column += uint(LOCAL_SIZE_X)) {
+        float z = Z[base + column];
+        uint key = orderedKey(z);
+        if (key >= lowestKey && (key & mask) == prefix) {
+          uint d = (key >> shift) & 255u, weight = weighted ? fixedWeight(z, largest) : 1u;
+          if (atomicAdd(digitLow[d], weight) > 0xffffffffu - weight) atomicAdd(digitHigh[d], 1u);
+          // Counts for the early stop, after the first pass, which would pay a second atomic for every logit.
+          if (weighted && pass > 0u) atomicAdd(digitCount[d], 1u);
+        }
       }
+      memoryBarrierShared();
+      barrier();
     }
-    memoryBarrierShared();
-    barrier();
     if (local < 16u) {
       uvec2 sum = uvec2(0u);
       for (uint d = 16u * local; d < 16u * local + 16u; ++d) sum = add64(sum, digitSum(d));
@@ -173,10 +188,12 @@ uint searchKey(uint base, float largest, uint lowestKey, bool weighted, uint sea
       uint d = 16u * g + 15u;
       for (; d > 16u * g && less64(add64(above, digitSum(d)), target); --d) above = add64(above, digitSum(d));
       chosenPrefix[4u * search + pass] = prefix | (d << shift);
+      searchDone[4u * search + pass] = weighted ? digitCount[d] == 1u : add64(above, digitSum(d)) == target;
     }
     memoryBarrierShared();
     barrier();
     prefix = chosenPrefix[4u * search + pass];
+    if (searchDone[4u * search + pass]) break;
   }
   return prefix;
 }
@@ -215,6 +232,9 @@ void main() {
   if (local == 0u) writeId(row, chosenId(choice));
 #elif NEXT_TOKEN_MODE == NEXT_TOKEN_MODE_SAMPLE
   uint base = logitsOffset + row * stride;
+  // The largest logit, and with top-k the counts of its search's first pass, which need no M.
+  bool searchTopK = topK > 0u && topK < V;
+  if (searchTopK) clearDigits();
   float best = NEGATIVE_INFINITY;
   uint bestColumn = 0xffffffffu;
   for (uint column = local; column < V; column += uint(LOCAL_SIZE_X)) {
@@ -223,14 +243,15 @@ void main() {
       best = value;
       bestColumn = column;
     }
+    if (searchTopK) atomicAdd(digitLow[orderedKey(value) >> 24], 1u);
   }
-  float largest = uintBitsToFloat(combineGroup(best, bestColumn).x);
+  float largest = uintBitsToFloat(combineGroup(best, bestColumn).x);  // its barriers complete the counts too
   if (isNaN(largest) || isInf(largest)) {
     if (local == 0u) writeId(row, V);
     return;
   }
-  uint lowestKey = topK > 0u && topK < V ? searchKey(base, largest, 0u, false, 0u) : 0u;
-  if (topP < 1.0) lowestKey = searchKey(base, largest, lowestKey, true, 1u);
+  uint lowestKey = searchTopK ? searchKey(base, largest, 0u, false, 0u, true) : 0u;
+  if (topP < 1.0) lowestKey = searchKey(base, largest, lowestKey, true, 1u, false);
   // The draw: runs of contiguous columns, so that their sums in invocation order are sums in column order.
   uint run = (V + uint(LOCAL_SIZE_X) - 1u) / uint(LOCAL_SIZE_X);
   uint begin = min(local * run, V), end = min(begin + run, V);
