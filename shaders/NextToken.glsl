@@ -1,24 +1,25 @@
-// The next token of each row of logits Z [rows × V] (row r at Z[logitsOffset + r·stride]: a step's logits or the last
-// position's of each sequence after a prefill), chosen on the GPU so that a decode step
-// reads back only the ids. A row holding a NaN gets id V, which no token has: the host refuses it.
+// The next token of each row of logits Z [rows × V] (row r at Z[logitsOffset + r·stride]: a decode step's logits, or the
+// last position's of each sequence after a prefill), chosen on the GPU so that a decode step reads back only the ids.
+// A row holding a NaN gets id V, which no token has: the host refuses it.
 //   NEXT_TOKEN_MODE_ARGMAX_BLOCKS: groups (blocks, rows); block b of row r takes the columns [b·chunk, (b+1)·chunk)
 //     and writes its first largest (value bits, column) to partial[r·blocks + b], or with one block per row the id.
 //   NEXT_TOKEN_MODE_ARGMAX_FINAL: groups (1, rows); the row's `blocks` partials combined into its id.
-//   NEXT_TOKEN_MODE_SAMPLE: groups (1, rows); a row's token drawn as numbers/Sampling.h defines it, in passes over the row
-//     by one group: its largest logit M (a NaN, or an M that is not finite, gives V); top-k's k-th largest logit by a
-//     radix search over the logits' bits, 8 bits a pass, counting in shared memory (its first pass in M's, then up to 3);
-//     top-p's threshold by the same search summing the kept tokens' weights w = exp((z − M)/T) (up to 4 passes); then
-//     the draw: every invocation sums the kept weights of a contiguous run of columns, and the one whose run holds the
-//     target u·Σw finds the token (1 pass and one run; u = bits/2^32, bits = DRAW_BITS of (seed, step, row)). Weights are summed as 64-bit fixed point (w·2^31 rounded, uvec2 with carries), so sums are exact and
-//     the same in any order: a seed gives the same tokens on every run, and atomics add them in shared memory.
-//     Cost per row: 2 to 9 reads of V logits (M's pass and the draw's; top-k adds up to 3, top-p up to 4, the searches often
-//     stopping a pass early), the top-p passes and the draw with an exp per logit they weigh, all by one group: a
-//     batch of rows fills the GPU, a single row one multiprocessor.
+//   NEXT_TOKEN_MODE_SAMPLE: groups (1, rows); a row's token drawn as numbers/Sampling.h defines it, in passes over the
+//     row by one group: its largest logit M (a NaN, or an M that is not finite, gives V); top-k's k-th largest logit by
+//     a radix search over the logits' bits, 8 bits a pass, counting in shared memory (its first pass in M's, then up to
+//     3); top-p's threshold by the same search summing the kept tokens' weights w = exp((z − M)/T) (up to 4 passes);
+//     then the draw: every invocation sums the kept weights of a contiguous run of columns, and the one whose run holds
+//     the target u·Σw finds the token (1 pass and one run; u = bits/2^32, bits = DRAW_BITS of (seed, step, row)).
+//     Weights are summed as 64-bit fixed point (w·2^31 rounded, uvec2 with carries), so sums are exact and the same in
+//     any order: a seed gives the same tokens on every run, and atomics add them in shared memory.
+//     Cost per row: 2 to 9 reads of V logits (M's pass and the draw's; top-k adds up to 3, top-p up to 4, the searches
+//     often stopping a pass early), the top-p passes and the draw with an exp per logit they weigh, all by one group:
+//     a batch of rows fills the GPU, a single row one multiprocessor.
 // The id goes to ids[r] (uint) and idFloats[floatOffset + r·floatStride] (the same number as an exact float: the next
 // step's input, glnet's integer tensors being floats).
 // bindings: 0 Z read, 1 ids write, 2 idFloats write, 3 partial (uvec2 per block) written (BLOCKS) or read (FINAL)
-// uniforms: 0 V, 1 stride, 2 blocks, 3 chunk, 4 floatOffset, 5 floatStride, 12 logitsOffset; SAMPLE: 6 temperature, 7 top-k (0 off), 8 top-p
-//   (1 off), 9 and 10 the seed's low and high 32 bits, 11 the step
+// uniforms: 0 V, 1 stride, 2 blocks, 3 chunk, 4 floatOffset, 5 floatStride, 12 logitsOffset; SAMPLE: 6 temperature,
+//   7 top-k (0 off), 8 top-p (1 off), 9 and 10 the seed's low and high 32 bits, 11 the step
 // defines: NEXT_TOKEN_MODE; SAMPLE: DRAW_BITS (numbers/Sampling.h's GLNET_DRAW_BITS)
 layout(local_size_x = LOCAL_SIZE_X) in;
 

@@ -41,7 +41,7 @@ std::vector<Dispatch> NextTokenOp::operator()(const BufferView& logits, const Bu
                                               const SamplingSettings& settings, const Uniform& step) const {
   settings.check();
   if (shape.vocabulary == 0 || !exactAsFloat(shape.vocabulary))
-    throw Error("a vocabulary of " + std::to_string(shape.vocabulary) + " tokens: the next token is chosen among 1 to 2^24");
+    throw Error("the next token is chosen among 1 to 2^24 tokens (ids exact as floats), not " + std::to_string(shape.vocabulary));
   // A group per row along y: GL guarantees 65535.
   if (shape.rows == 0 || shape.rows > 65535)
     throw DeviceLimitError("the next token is chosen for 1 to 65535 rows at once, not " + std::to_string(shape.rows));

@@ -95,6 +95,23 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("NextTokenOp refuses an empty or too large vocabulary, no rows or more than a dispatch takes, bad settings") {
+    test::glContext();
+    ProgramCache programs;
+    const NextTokenOp op(programs);
+    Buffer small(64);
+    const auto choose = [&](std::uint32_t rows, std::uint32_t vocabulary, const SamplingSettings& settings) {
+      return op(small, small, small, small, {rows, vocabulary}, settings, Uniform::u32(NextTokenOp::stepLocation, 0));
+    };
+    CHECK_THROWS_WITH_AS(choose(1, 0, {}), "the next token is chosen among 1 to 2^24 tokens (ids exact as floats), not 0", Error);
+    CHECK_THROWS_WITH_AS(choose(1, (1u << 24) + 1, {}),
+                         "the next token is chosen among 1 to 2^24 tokens (ids exact as floats), not 16777217", Error);
+    CHECK_THROWS_WITH_AS(choose(0, 4, {}), "the next token is chosen for 1 to 65535 rows at once, not 0", DeviceLimitError);
+    CHECK_THROWS_WITH_AS(choose(65536, 4, {}), "the next token is chosen for 1 to 65535 rows at once, not 65536", DeviceLimitError);
+    CHECK_THROWS_AS(choose(1, 4, SamplingSettings{1.0f, 0, 2.0f}), UsageError);
+    CHECK(choose(2, 4, SamplingSettings{1.0f, 2, 0.5f}).size() == 1u);
+  }
+
   TEST_CASE("NextToken.glsl sampling matches the reference's choice for the same draws: temperature, top-k, top-p, ties") {
     Context& context = test::glContext();
     auto random = test::generator(48);
