@@ -217,7 +217,7 @@ TEST_SUITE("gl") {
     Context& context = test::glContext();
     ProgramCache programs;
     const NextTokenOp op(programs);
-    const NextTokenRun run{4096, 6};
+    const NextTokenRun run{2048, 6};
     const std::vector<float> row = {1.0f, -0.5f, 2.0f, 0.0f, 2.0f, -3.0f};
     std::vector<float> logits;
     for (std::uint32_t r = 0; r < run.rows; ++r) logits.insert(logits.end(), row.begin(), row.end());
@@ -240,7 +240,7 @@ TEST_SUITE("gl") {
       CHECK(frequency[row.size()] == 0.0);
       for (std::size_t i = 0; i < row.size(); ++i) {
         CAPTURE(i);
-        // Five standard deviations of a frequency over 4096 independent draws: a false failure about once in 10^6.
+        // Five standard deviations of a frequency over 2048 independent draws: a false failure about once in 10^6.
         const double p = probability[i] / total;
         CHECK(std::abs(frequency[i] - p) <= 5 * std::sqrt(p * (1 - p) / run.rows));
       }
