@@ -9,7 +9,11 @@ namespace glnet {
 
 // Hugging Face generate's semantics: logits / temperature, then top-k keeps the k largest (and every one equal to the
 // k-th), then top-p keeps the smallest set of the most probable whose probability sum reaches p (tokens of equal
-// logits kept or left together; always at least one), then a draw from the renormalised distribution.
+// logits kept or left together; always at least one), then a draw from the renormalised distribution: the first token,
+// in id order, at which the running sum of the kept probabilities passes the row's uniform number u. The GPU sums
+// weights exp((z − max)/T) as fixed point in units of 2^-31 of the largest's (exact sums, so a seed gives the same
+// tokens on every run): a token whose logit lies more than 22·T below the largest is never drawn (together such
+// tokens hold at most V·2^-32 of the probability: 3·10^-5 at V = 128 256).
 struct SamplingSettings {
   float temperature = 0;  // 0: greedy (the first largest logit)
   std::uint32_t topK = 0;  // 0: off
