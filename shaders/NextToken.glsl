@@ -52,10 +52,9 @@ void writeId(uint row, uint id) {
 }
 
 // Whether (value, column) replaces (best, bestColumn) as a row's choice: a larger value or an equal one further left, and
-// any NaN over every number (a NaN once chosen stays, so that the row's id becomes V).
+// any NaN over every number (common.glsl's beats: a NaN once chosen stays, so that the row's id becomes V).
 bool replaces(float value, uint column, float best, uint bestColumn) {
-  if (isNaN(best)) return false;
-  return isNaN(value) || value > best || (value == best && column < bestColumn);
+  return beats(value, best) || (value == best && column < bestColumn);
 }
 
 // One row per quantity; see AxisReduce.glsl on why a combined value is read once, before anything rewrites its row.

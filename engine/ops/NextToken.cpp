@@ -56,49 +56,32 @@ std::vector<Dispatch> NextTokenOp::operator()(const BufferView& logits, const Bu
   GLNET_ASSERT(workspace.room() >= workspaceBytes(shape), "next-token workspace too small");
   GLNET_ASSERT(step.location == stepLocation, "the step's uniform is at NextTokenOp::stepLocation");
 
+  // Every mode binds the same buffers (the workspace unused when sampling) and reads the same shape.
+  const auto dispatch = [&](const Program& program, const char* label, Access workspaceAccess, std::uint32_t groupsPerRow) {
+    Dispatch d;
+    d.program = &program;
+    d.label = label;
+    d.buffers = {{0, logits, Access::read}, {1, ids, Access::write}, {2, idFloats, Access::write}, {3, workspace, workspaceAccess}};
+    d.uniforms = {Uniform::u32(0, shape.vocabulary), Uniform::u32(1, stride), Uniform::u32(4, shape.floatOffset),
+                  Uniform::u32(5, shape.floatStride), Uniform::u32(12, shape.logitsOffset)};
+    d.groups = {groupsPerRow, shape.rows, 1};
+    return d;
+  };
   if (!settings.greedy()) {
-    Dispatch sample;
-    sample.program = &sample_;
-    sample.label = "sample";
-    sample.buffers = {{0, logits, Access::read},
-                      {1, ids, Access::write},
-                      {2, idFloats, Access::write},
-                      {3, workspace, Access::read}};  // unused: every mode binds the same buffers
-    sample.uniforms = {Uniform::u32(0, shape.vocabulary),
-                       Uniform::u32(1, stride),
-                       Uniform::u32(4, shape.floatOffset),
-                       Uniform::u32(5, shape.floatStride),
-                       Uniform::u32(12, shape.logitsOffset),
-                       Uniform::f32(6, settings.temperature),
-                       Uniform::u32(7, settings.topK),
-                       Uniform::f32(8, settings.topP),
-                       Uniform::u32(9, static_cast<std::uint32_t>(settings.seed)),
-                       Uniform::u32(10, static_cast<std::uint32_t>(settings.seed >> 32)),
-                       step};
-    sample.groups = {1, shape.rows, 1};
+    Dispatch sample = dispatch(sample_, "sample", Access::read, 1);
+    sample.uniforms.insert(sample.uniforms.end(), {Uniform::f32(6, settings.temperature), Uniform::u32(7, settings.topK),
+                                                   Uniform::f32(8, settings.topP),
+                                                   Uniform::u32(9, static_cast<std::uint32_t>(settings.seed)),
+                                                   Uniform::u32(10, static_cast<std::uint32_t>(settings.seed >> 32)), step});
     return {sample};
   }
   const Blocks blocks = argmaxBlocks(shape);
-  Dispatch search;
-  search.program = &argmaxBlocks_;
-  search.label = "argmax (blocks)";
-  search.buffers = {{0, logits, Access::read},
-                    {1, ids, Access::write},
-                    {2, idFloats, Access::write},
-                    {3, workspace, Access::write}};
-  search.uniforms = {Uniform::u32(0, shape.vocabulary), Uniform::u32(1, stride),          Uniform::u32(2, blocks.count),
-                     Uniform::u32(3, blocks.chunk),     Uniform::u32(4, shape.floatOffset), Uniform::u32(5, shape.floatStride),
-                     Uniform::u32(12, shape.logitsOffset)};
-  search.groups = {blocks.count, shape.rows, 1};
-  if (blocks.count == 1) {
-    search.label = "argmax";
-    return {search};
-  }
-  Dispatch final = search;
-  final.program = &argmaxFinal_;
-  final.label = "argmax (final)";
-  final.buffers[3] = {3, workspace, Access::read};
-  final.groups = {1, shape.rows, 1};
+  const std::vector<Uniform> searchShape = {Uniform::u32(2, blocks.count), Uniform::u32(3, blocks.chunk)};
+  Dispatch search = dispatch(argmaxBlocks_, blocks.count == 1 ? "argmax" : "argmax (blocks)", Access::write, blocks.count);
+  search.uniforms.insert(search.uniforms.end(), searchShape.begin(), searchShape.end());
+  if (blocks.count == 1) return {search};
+  Dispatch final = dispatch(argmaxFinal_, "argmax (final)", Access::read, 1);
+  final.uniforms.insert(final.uniforms.end(), searchShape.begin(), searchShape.end());
   return {search, final};
 }
 
