@@ -20,18 +20,18 @@ struct SamplingSettings {
   float topP = 1;          // 1: off
   std::uint64_t seed = 0;
   bool greedy() const { return temperature == 0; }
-  // A UsageError naming the option (--temperature, --top-p) for a negative or NaN temperature, a top-p outside (0, 1].
+  // A UsageError naming the option (--temperature, --top-p) for a negative, infinite, NaN or denormal temperature, a
+  // top-p outside (0, 1].
   void check() const;
 };
 
 // The draw of one row at one decode step: 32 bits from a counter-based hash of (seed, step, row) (Chris Wellons'
 // lowbias32 mix, three rounds), so that a run is reproducible and each step draws afresh. u = bits / 2^32 in [0, 1).
-// GLNET_DRAW_BITS is the hash as an expression over uint32 `h` (a scratch variable), seedLow, seedHigh, decodeStep and row,
-// valid C++ and GLSL alike: drawBits below compiles it, and ops/NextToken gives the shader its text (drawBitsGlsl).
+// GLNET_DRAW_BITS is the hash as an expression over uint32 `h` (a scratch variable), seedLow, seedHigh, decodeStep and
+// row, valid C++ and GLSL alike: drawBits below compiles it, and ops/NextToken gives the shader its text (drawBitsGlsl).
 #define GLNET_DRAW_MIX (h ^= h >> 16, h *= 0x7feb352dU, h ^= h >> 15, h *= 0x846ca68bU, h ^= h >> 16)
-#define GLNET_DRAW_BITS                                                                                       \
-  (h = row * 0x9e3779b9U ^ decodeStep, GLNET_DRAW_MIX, h ^= seedLow, GLNET_DRAW_MIX, h ^= seedHigh, GLNET_DRAW_MIX, \
-   h)
+#define GLNET_DRAW_BITS \
+  (h = row * 0x9e3779b9U ^ decodeStep, GLNET_DRAW_MIX, h ^= seedLow, GLNET_DRAW_MIX, h ^= seedHigh, GLNET_DRAW_MIX, h)
 
 inline std::uint32_t drawBits(std::uint64_t seed, std::uint32_t decodeStep, std::uint32_t row) {
   const auto seedLow = static_cast<std::uint32_t>(seed), seedHigh = static_cast<std::uint32_t>(seed >> 32);
