@@ -251,7 +251,8 @@ void main() {
     return;
   }
   uint lowestKey = searchTopK ? searchKey(base, largest, 0u, false, 0u, true) : 0u;
-  if (topP < 1.0) lowestKey = searchKey(base, largest, lowestKey, true, 1u, false);
+  // max: a top-p search that stops early gives its digit's lowest key, which may lie below top-k's.
+  if (topP < 1.0) lowestKey = max(lowestKey, searchKey(base, largest, lowestKey, true, 1u, false));
   // The draw: runs of contiguous columns, so that their sums in invocation order are sums in column order.
   uint run = (V + uint(LOCAL_SIZE_X) - 1u) / uint(LOCAL_SIZE_X);
   uint begin = min(local * run, V), end = min(begin + run, V);
