@@ -125,7 +125,8 @@ TEST_SUITE("gl") {
     // p so small that one token survives; k beyond V (off); both together.
     const std::vector<Case> cases = {{1.0f, 0, 1.0f}, {0.7f, 50, 1.0f}, {1.3f, 0, 0.9f}, {0.8f, 20, 0.5f},
                                      {1.0f, 0, 1e-6f}, {2.0f, 5, 0.95f}, {0.5f, 100000, 0.3f}};
-    for (const NextTokenRun& run : {NextTokenRun{16, 7}, NextTokenRun{32, 1000, 5, 1003, 2, 3}, NextTokenRun{2, 50257}}) {
+    for (const NextTokenRun& run :
+         {NextTokenRun{3, 1}, NextTokenRun{16, 7}, NextTokenRun{32, 1000, 5, 1003, 2, 3}, NextTokenRun{2, 50257}}) {
       for (const bool ties : {false, true}) {
         // Logits of a real model's spread; with ties, few distinct values, so that top-k and top-p cut through them.
         std::vector<float> logits = test::uniformFloats(random, std::size_t{run.rows} * run.vocabulary, -8.0f, 8.0f);
