@@ -248,8 +248,9 @@ struct ByteLevelBpe::State {
   mutable std::unordered_map<std::string, std::vector<std::uint32_t>> cache;
 
   void encodeWord(const std::string& word, std::vector<std::uint32_t>& ids) const;
+  bool holds(std::uint32_t id) const { return id < present.size() && present[id]; }
   const std::string& decodedOf(std::uint32_t id) const {
-    if (id >= present.size() || !present[id]) {
+    if (!holds(id)) {
       throw Error(name + ": token id " + std::to_string(id) + " is not in the vocabulary (ids below " + std::to_string(size) + " that it holds)");
     }
     return decoded[id];
@@ -624,8 +625,7 @@ std::vector<std::uint32_t> ByteLevelBpe::encode(std::string_view text, bool addS
 std::string ByteLevelBpe::decode(const std::vector<std::uint32_t>& ids, bool skipSpecialTokens) const {
   std::string bytes;
   for (const std::uint32_t id : ids) {
-    const std::string& token = state_->decodedOf(id);
-    if (!(skipSpecialTokens && state_->special[id])) bytes += token;
+    if (state_->holds(id) && !(skipSpecialTokens && state_->special[id])) bytes += state_->decoded[id];
   }
   std::string text;
   appendLossyUtf8(text, bytes);
@@ -651,9 +651,8 @@ TextStream::TextStream(const ByteLevelBpe& tokenizer, bool skipSpecialTokens)
     : tokenizer_(&tokenizer), skipSpecialTokens_(skipSpecialTokens) {}
 
 std::string TextStream::push(std::uint32_t id) {
-  const std::string& token = tokenizer_->state_->decodedOf(id);
-  if (skipSpecialTokens_ && tokenizer_->isSpecial(id)) return {};
-  pending_ += token;
+  if (!tokenizer_->state_->holds(id) || (skipSpecialTokens_ && tokenizer_->isSpecial(id))) return {};
+  pending_ += tokenizer_->state_->decoded[id];
   const std::size_t complete = completeUtf8Prefix(pending_);
   std::string text;
   appendLossyUtf8(text, std::string_view(pending_).substr(0, complete));

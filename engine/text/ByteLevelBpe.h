@@ -35,8 +35,9 @@ class ByteLevelBpe {
   // With addSpecialTokens the post-processor's template applies (Hugging Face's default). Special tokens written
   // in the text become their ids either way, as in Hugging Face. Throws glnet::Error when `text` is not UTF-8.
   std::vector<std::uint32_t> encode(std::string_view text, bool addSpecialTokens = true) const;
-  // The tokens' bytes joined, invalid UTF-8 in them replaced by U+FFFD as Hugging Face does; throws glnet::Error
-  // on an id that is no token.
+  // The tokens' bytes joined, invalid UTF-8 in them replaced by U+FFFD as Hugging Face does. An id that is no token
+  // adds nothing, as in Hugging Face: a model's vocabulary may be larger than its tokenizer's (Llama 3's reserved ids,
+  // a model padded to a multiple of 64), and a sampled one must not end a generation.
   std::string decode(const std::vector<std::uint32_t>& ids, bool skipSpecialTokens = false) const;
   // The largest id over the vocabulary and the added tokens, plus one.
   std::uint32_t vocabularySize() const;
