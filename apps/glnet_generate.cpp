@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <limits>
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
         .option("seed", "S", "seed of the sampling draws: the same seed, prompt and options give the same text", "0")
         .option("stop", "TEXT", "stop before this text (as many as wanted); the config's end-of-text tokens always stop")
         .option("logits", "FILE.npy", "also write the prompt's logits [prompt tokens, vocabulary] as float32 .npy (a check against another engine)")
+        .flag("profile", "after generating, time one more decode step dispatch by dispatch on the GPU and list where its time goes (stderr; with --json, in the answer)")
         .option("max-context", "N", "positions of the KV cache (default: the config's, at most " + std::to_string(Decoder::defaultContextLimit) + ")")
         .common(true);
     parser.repeatable("stop");
@@ -71,7 +73,28 @@ int main(int argc, char** argv) {
       }
     }
     const GenerationStats& stats = generation.stats();
-    const Decoder& decoder = model.decoder();
+    Decoder& decoder = model.decoder();
+    // One more step, timed: its dispatches' GPU times summed by label (the kernel and its shape).
+    nlohmann::json profile = nlohmann::json::array();
+    if (parser.has("profile") && decoder.position() < decoder.context()) {
+      std::vector<std::pair<std::string, double>> dispatches;
+      decoder.profiledNext(dispatches);
+      std::vector<std::pair<std::string, std::pair<double, int>>> byLabel;
+      double total = 0;
+      for (const auto& [label, milliseconds] : dispatches) {
+        total += milliseconds;
+        auto found = std::find_if(byLabel.begin(), byLabel.end(), [&](const auto& entry) { return entry.first == label; });
+        if (found == byLabel.end()) found = byLabel.insert(byLabel.end(), {label, {0.0, 0}});
+        found->second.first += milliseconds;
+        ++found->second.second;
+      }
+      std::sort(byLabel.begin(), byLabel.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+      for (const auto& [label, entry] : byLabel) {
+        profile.push_back({{"dispatch", label}, {"count", entry.second}, {"milliseconds", entry.first}});
+        if (!json) std::fprintf(stderr, "%9.3f ms %5.1f%% %4dx %s\n", entry.first, 100 * entry.first / total, entry.second, label.c_str());
+      }
+      if (!json) std::fprintf(stderr, "%9.3f ms in all: one decode step at position %u, %zu dispatches\n", total, decoder.position() - 1, dispatches.size());
+    }
     if (json) {
       const nlohmann::json out{{"text", text},
                                {"prompt_tokens", stats.promptTokens},
@@ -84,7 +107,8 @@ int main(int argc, char** argv) {
                                {"decode_step_dispatches", decoder.stepDispatches()},
                                {"decode_step_barriers", decoder.stepBarriers()},
                                {"weight_bytes", decoder.weightBytes()},
-                               {"device", context.device().renderer}};
+                               {"device", context.device().renderer},
+                               {"profile", profile}};
       std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       std::fputs("\n", stdout);

@@ -300,6 +300,28 @@ struct Decoder::State {
     }
   }
 
+  std::uint32_t decodeStep(std::vector<std::pair<std::string, double>>* timed) {
+    GLNET_ASSERT(stepPlan.has_value() && position > 0, "a decode step follows start()");
+    if (position >= contextPositions) {
+      throw Error("the context of " + std::to_string(contextPositions) + " positions is full (" + optionName("max-context") + ")");
+    }
+    Plan& plan = *stepPlan;
+    plan.setParameter(drawParameterOf(plan), ++draws);
+    plan.setParameter(positionParameter, position);
+    plan.setParameter(keysParameter, position + 1);
+    plan.setParameter(splitsParameter, DecodeAttention::splits(position + 1));
+    if (timed) {
+      const std::vector<double> milliseconds = plan.runTimed();
+      const std::vector<std::string> labels = plan.labels();
+      timed->clear();
+      for (std::size_t i = 0; i < milliseconds.size(); ++i) timed->emplace_back(labels[i], milliseconds[i]);
+    } else {
+      plan.run();
+    }
+    ++position;
+    return readChosen();
+  }
+
   void runPrompt(const std::vector<std::uint32_t>& ids, bool allLogits) {
     checkIds(ids);
     const auto rows = static_cast<std::uint32_t>(ids.size());
@@ -391,20 +413,10 @@ std::uint32_t Decoder::start(const std::vector<std::uint32_t>& prompt, const Sam
   return s.readChosen();
 }
 
-std::uint32_t Decoder::next() {
-  State& s = *state_;
-  GLNET_ASSERT(s.stepPlan.has_value() && s.position > 0, "next() follows start()");
-  if (s.position >= s.contextPositions) {
-    throw Error("the context of " + std::to_string(s.contextPositions) + " positions is full (--max-context)");
-  }
-  Plan& plan = *s.stepPlan;
-  plan.setParameter(State::drawParameterOf(plan), ++s.draws);
-  plan.setParameter(s.positionParameter, s.position);
-  plan.setParameter(s.keysParameter, s.position + 1);
-  plan.setParameter(s.splitsParameter, DecodeAttention::splits(s.position + 1));
-  plan.run();
-  ++s.position;
-  return s.readChosen();
+std::uint32_t Decoder::next() { return state_->decodeStep(nullptr); }
+
+std::uint32_t Decoder::profiledNext(std::vector<std::pair<std::string, double>>& dispatchMilliseconds) {
+  return state_->decodeStep(&dispatchMilliseconds);
 }
 
 std::size_t Decoder::stepDispatches() const { return state_->stepPlan ? state_->stepPlan->dispatchCount() : 0; }

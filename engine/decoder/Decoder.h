@@ -43,6 +43,9 @@ class Decoder {
   // chosen last and chooses the one after it. Throws glnet::Error when the cache is full or the logits are NaN.
   std::uint32_t start(const std::vector<std::uint32_t>& prompt, const SamplingSettings& sampling);
   std::uint32_t next();
+  // next() with every dispatch of the step timed on the GPU (timestamp queries; waits for each): the token, and per
+  // dispatch its label and milliseconds in issue order.
+  std::uint32_t profiledNext(std::vector<std::pair<std::string, double>>& dispatchMilliseconds);
 
   // What a decode step issues, for reports: dispatches, barriers, and the bytes of weights it reads.
   std::size_t stepDispatches() const;
