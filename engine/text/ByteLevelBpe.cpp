@@ -89,7 +89,8 @@ class Reader {
     throw Error(name_ + ": " + path + " " + problem);
   }
   [[noreturn]] void unsupported(const std::string& path, const Json& value, const std::string& supported) const {
-    fail(path, shown(value) + " is not supported (" + supported + ")");
+    const bool named = !value.is_structured() || (value.is_object() && value.contains("type") && value["type"].is_string());
+    fail(path, (named ? shown(value) + " is" : "is " + shown(value) + ", which is") + " not supported (" + supported + ")");
   }
   const Json& object(const Json& parent, const std::string& key, const std::string& path) const {
     const Json& value = member(parent, key, path);
