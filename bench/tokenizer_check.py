@@ -4,13 +4,14 @@
 Trains byte-level BPE tokenizers with `tokenizers` itself on a varied text made here (over 10 000 characters:
 Latin, Greek, Cyrillic, Arabic, Hebrew, Devanagari, Chinese, Japanese, Korean, emoji with skin tones and ZWJ
 sequences, combining marks, numbers, code, contractions in mixed case, runs of spaces, tabs, CR LF and the odd
-Unicode spaces), in four styles, saves each as tokenizer.json and compares, on the whole text, on each of its
+Unicode spaces), in five styles, saves each as tokenizer.json and compares, on the whole text, on each of its
 lines and on hostile snippets, the ids of `glnet_info --tokenizer FILE --encode TEXTFILE` (the command's hidden
 inspection option) with `Tokenizer.encode(text).ids`, and its decoding with `Tokenizer.decode(ids)`:
   gpt2         ByteLevel pre-tokenizer (GPT-2's regex), specials <|endoftext|> and <|user|>, ByteLevel post-processor
   gpt2-prefix  the same with add_prefix_space
   llama3       Sequence[Split(Llama 3's regex, Isolated), ByteLevel(use_regex false)], ignore_merges true,
                TemplateProcessing prepending <|begin_of_text|>
+  smollm       Sequence[Digits(individual_digits), ByteLevel(GPT-2's regex)]
   qwen2        normalizer NFC, Sequence[Split(Qwen2's regex, Isolated), ByteLevel(use_regex false)]
 Any tokenizer.json given with --extra (a real model's, say) is compared on the same texts.
 Usage: bench/tokenizer_check.py GLNET_INFO [--work DIR] [--extra tokenizer.json ...]
@@ -86,6 +87,9 @@ def train(style, text):
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         if style == "qwen2":
             tokenizer.normalizer = normalizers.NFC()
+    elif style == "smollm":
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                           pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
     else:
         tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=style == "gpt2-prefix", use_regex=True)
     tokenizer.decoder = decoders.ByteLevel()
@@ -149,7 +153,7 @@ def main():
     texts = [text] + [line for line in text.splitlines(keepends=True) if line.strip()][:150] + SNIPPETS
     print(f"{len(text)} characters of training text; {len(texts)} texts compared per tokenizer; files in {work}")
     failures = 0
-    for style in ("gpt2", "gpt2-prefix", "llama3", "qwen2"):
+    for style in ("gpt2", "gpt2-prefix", "smollm", "llama3", "qwen2"):
         path = os.path.join(work, f"{style}.json")
         train(style, text).save(path)
         if style == "llama3":  # as Llama 3 ships it: whole words of the vocabulary taken before any merge

@@ -89,7 +89,8 @@ class Reader {
     throw Error(name_ + ": " + path + " " + problem);
   }
   [[noreturn]] void unsupported(const std::string& path, const Json& value, const std::string& supported) const {
-    fail(path, shown(value) + " is not supported (" + supported + ")");
+    const bool named = !value.is_structured() || (value.is_object() && value.contains("type") && value["type"].is_string());
+    fail(path, (named ? shown(value) + " is" : "is " + shown(value) + ", which is") + " not supported (" + supported + ")");
   }
   const Json& object(const Json& parent, const std::string& key, const std::string& path) const {
     const Json& value = member(parent, key, path);
@@ -478,7 +479,7 @@ ByteLevelBpe ByteLevelBpe::fromJson(std::string_view json, const std::string& na
     std::stable_sort(list->begin(), list->end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
   }
 
-  // The pre-tokenizer: ByteLevel alone, or Split steps ending in a ByteLevel without its regex.
+  // The pre-tokenizer: ByteLevel alone, or Split and Digits steps ending in a ByteLevel.
   const Json& pre = read.object(root, "pre_tokenizer", "pre_tokenizer");
   std::vector<std::pair<const Json*, std::string>> steps;
   const std::string preType = read.string(pre, "type", "pre_tokenizer.type");
@@ -513,8 +514,12 @@ ByteLevelBpe ByteLevelBpe::fromJson(std::string_view json, const std::string& na
       const std::string behavior = read.string(step, "behavior", path + ".behavior");
       if (behavior != "Isolated") read.unsupported(path + ".behavior", step["behavior"], "only Isolated");
       if (read.flag(step, "invert", path + ".invert", false)) read.fail(path + ".invert", "true is not supported (only false)");
+    } else if (type == "Digits") {
+      // Hugging Face splits on Rust's char::is_numeric (categories Nd, Nl, No: \p{N}), each digit alone or in runs.
+      const bool individual = read.flag(step, "individual_digits", path + ".individual_digits", false);
+      made.regex = std::make_unique<Regex>(individual ? "\\p{N}" : "\\p{N}+", name + ": " + path);
     } else {
-      read.unsupported(path + ".type", step["type"], "byte-level BPE: ByteLevel, or a Sequence of Split and ByteLevel");
+      read.unsupported(path + ".type", step["type"], "byte-level BPE: ByteLevel, or a Sequence of Split, Digits and ByteLevel");
     }
     if (type == "ByteLevel" || i + 1 != steps.size()) {
       s.preSteps.push_back(std::move(made));

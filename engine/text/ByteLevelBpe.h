@@ -2,8 +2,9 @@
 // them, giving the ids Hugging Face's `tokenizers` gives. What a file may hold (anything else is refused in one
 // line naming the field and its value):
 //   normalizer      null
-//   pre_tokenizer   ByteLevel (add_prefix_space, use_regex: GPT-2's pattern), or Sequence of Split (a Regex or
-//                   String pattern, behavior Isolated, invert false) and ByteLevel (use_regex false, as Llama 3)
+//   pre_tokenizer   ByteLevel (add_prefix_space, use_regex: GPT-2's pattern), or a Sequence of Split (a Regex or
+//                   String pattern, behavior Isolated, invert false; Llama 3, Qwen2) or Digits (SmolLM) steps ending
+//                   in ByteLevel
 //   model           BPE: vocab, merges ("a b" strings or [a, b] pairs), ignore_merges, unk_token; no dropout,
 //                   no byte_fallback, no subword prefix or suffix
 //   added_tokens    matched in the text before pre-tokenization, leftmost-longest (lstrip, rstrip and

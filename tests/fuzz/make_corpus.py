@@ -3,7 +3,8 @@
 
 Each seed is a small valid input, or one with a single known defect, so that libFuzzer starts from the
 formats' structure: safetensors with each dtype and with metadata, IDX images and labels plain and gzip,
-images in each format stb decodes, --arch strings, and glnet_serve request bodies.
+images in each format stb decodes, --arch strings, glnet_serve request bodies, tokenizer.json files and texts to
+encode.
 Usage: tests/fuzz/make_corpus.py [CORPUS_DIR]
 """
 import gzip, json, math, os, struct, subprocess, sys, tempfile, zlib

@@ -17,6 +17,7 @@ How they are made (pure Python, standard library only; rerunning gives the same 
     tokenizer-prefix.json  the same with add_prefix_space true.
     nfc-tokenizer.json     the same with normalizer NFC (as Qwen2) and one more non-special added token written
                            decomposed, "cafe\u0301", which Hugging Face matches by its normalized form.
+    smollm-tokenizer.json  SmolLM style: the GPT-2 style file with Sequence[Digits(individual_digits), ByteLevel].
     llama3-tokenizer.json  Llama 3 style: Sequence[Split(Llama 3's regex, Isolated), ByteLevel(use_regex false)],
                            merges as [a, b] pairs, ignore_merges true (with one extra whole word, "Ġquokka", that no
                            merge makes), <|begin_of_text|> prepended by a TemplateProcessing in a Sequence, as
@@ -199,8 +200,9 @@ def bpe(word, ranks):
 
 
 class Tokenizer:
-    def __init__(self, style, merges, vocab, added, prefix_space=False, template=None, ignore_merges=False, nfc=False):
-        self.style, self.merges, self.vocab, self.added, self.nfc = style, merges, vocab, added, nfc
+    def __init__(self, style, merges, vocab, added, prefix_space=False, template=None, ignore_merges=False, nfc=False,
+                 digits=False):
+        self.style, self.merges, self.vocab, self.added, self.nfc, self.digits = style, merges, vocab, added, nfc, digits
         self.prefix_space, self.template, self.ignore_merges = prefix_space, template, ignore_merges
         self.ranks = {pair: rank for rank, pair in enumerate(merges)}
 
@@ -209,9 +211,14 @@ class Tokenizer:
 
     def pre_tokenize(self, text):
         if self.style == "gpt2":
-            if self.prefix_space and not text.startswith(" "):
-                text = " " + text
-            return split_with(gpt2_match, text)
+            # Digits first: each number character alone (Rust's char::is_numeric), then ByteLevel on every piece.
+            pieces = split_with(lambda t, i: i + 1 if is_number(t[i]) else None, text) if self.digits else [text]
+            words = []
+            for piece in pieces:
+                if self.prefix_space and not piece.startswith(" "):
+                    piece = " " + piece
+                words += split_with(gpt2_match, piece)
+            return words
         return split_with(llama3_match, text)
 
     def encode(self, text, add_special=True):
@@ -243,6 +250,8 @@ class Tokenizer:
         if self.style == "gpt2":
             model["merges"] = [f"{a} {b}" for a, b in self.merges]
             pre = byte_level_step
+            if self.digits:
+                pre = {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, byte_level_step]}
             post = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
         else:
             model["merges"] = [[a, b] for a, b in self.merges]
@@ -343,6 +352,7 @@ def main():
         "tokenizer.json": Tokenizer("gpt2", merges, vocab, added),
         "tokenizer-prefix.json": Tokenizer("gpt2", merges, vocab, added, prefix_space=True),
     }
+    tokenizers["smollm-tokenizer.json"] = Tokenizer("gpt2", merges, vocab, added, digits=True)
     merges, vocab, added = build("gpt2", gpt2_specials + [("cafe\u0301", False, True)])
     tokenizers["nfc-tokenizer.json"] = Tokenizer("gpt2", merges, vocab, added, nfc=True)
     llama_specials = [("<|begin_of_text|>", True, False), ("<|end_of_text|>", True, False), ("<|eot_id|>", True, False)]
