@@ -47,7 +47,7 @@ TEST_CASE("config.json of GPT-2, Llama and Qwen2 folders as save_pretrained writ
   CHECK(gpt2.kvHeads == 4);
   CHECK(gpt2.headDim == 16);
   CHECK(gpt2.intermediate == 256);  // n_inner null: 4 n_embd
-  CHECK(gpt2.vocabulary == 320);
+  CHECK(gpt2.vocabulary == 576);
   CHECK(gpt2.maxPositions == 64);
   CHECK(gpt2.normEpsilon == 1e-5);
   CHECK(gpt2.tiedEmbeddings);  // absent: GPT-2's default
@@ -190,7 +190,7 @@ TEST_CASE("config.json variants that change the computation are read or refused,
   refuse("gpt2", [](nlohmann::json& c) { c.erase("model_type"); }, "field model_type is missing; glnet runs GPT2LMHeadModel");
   refuse("gpt2", [](nlohmann::json& c) { c["architectures"] = {"GPT2Model"}; }, "field architectures names 'GPT2Model'; with model_type gpt2 glnet runs GPT2LMHeadModel");
   refuse("gpt2", [](nlohmann::json& c) { c["architectures"] = "GPT2LMHeadModel"; }, "field architectures is not a list of one name");
-  refuse("gpt2", [](nlohmann::json& c) { c["eos_token_id"] = 320; }, "field eos_token_id holds 320, past the vocabulary of 320");
+  refuse("gpt2", [](nlohmann::json& c) { c["eos_token_id"] = 576; }, "field eos_token_id holds 576, past the vocabulary of 576");
   refuse("gpt2", [](nlohmann::json& c) { c["eos_token_id"] = {1, "2"}; }, "field eos_token_id holds a JSON string; token ids are non-negative integers");
   refuse("gpt2", [](nlohmann::json& c) { c["bos_token_id"] = -1; }, "field bos_token_id holds -1");
   refuse("llama", [](nlohmann::json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; },

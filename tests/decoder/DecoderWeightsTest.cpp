@@ -96,7 +96,7 @@ TEST_CASE("a sharded Llama with grouped-query attention and an untied head") {
   REQUIRE(weights.layers.size() == 3);
   checkAgainstReference("llama", weights);
   CHECK(weights.layers[2].key.shape == std::vector<std::int64_t>{32, 64});
-  CHECK(weights.lmHead.shape == std::vector<std::int64_t>{320, 64});
+  CHECK(weights.lmHead.shape == std::vector<std::int64_t>{576, 64});
   CHECK(weights.positionEmbedding.values.empty());
   CHECK(weights.finalNormBias.values.empty());
   CHECK(weights.layers[0].attentionNormBias.values.empty());

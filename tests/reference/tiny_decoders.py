@@ -17,11 +17,11 @@ that a state_dict here is what save_pretrained writes there:
           embeddings, eos_token_id a list. Stored as BF16 (the weights are rounded to bfloat16 first, so the float64
           outputs are those of the stored values).
 
-Sizes are tiny for CI on llvmpipe: hidden 64, 4 heads of 16, MLP 176, vocabulary 320, 64 positions, 2 or 3 layers.
+Sizes are tiny for CI on llvmpipe: hidden 64, 4 heads of 16, MLP 176, vocabulary 576, 64 positions, 2 or 3 layers.
 Weights are random (seeded) with scales that keep activations of order 1 and make the logits peaked, so that the
 greedy choices are clear (their margins are recorded). For each model the folder holds, besides config.json and the
 weights:
-  expected-logits.npy     float64 [11, 320]: the logits of the model in float64 (model.double()) for PROMPT
+  expected-logits.npy     float64 [11, 576]: the logits of the model in float64 (model.double()) for PROMPT
   expected.json           {"prompt": ids, "greedy": 32 ids, "margins": top-1 minus top-2 logit at each greedy step,
                            "first_eos": index in greedy of the first EOS id or null (the continuation does not stop
                            there), "inverse_frequencies": the rotary frequencies (Llama family), "stored_dtype"}
@@ -31,13 +31,16 @@ weights:
 Greedy decoding recomputes the whole sequence at each step (no cache), the plainest form of the model.
 tests/CMakeLists.txt runs this into the build tree (ctest decoder.tiny_models) before the tests that read it.
 """
-import json, math, os, struct, sys
+import json, math, os, shutil, struct, sys
 
 import numpy as np
 import torch
 from torch import nn
 
-VOCABULARY, HIDDEN, HEADS, KV_HEADS, INTERMEDIATE, POSITIONS = 320, 64, 4, 2, 176, 64
+# The vocabulary covers the project's test tokenizer (tests/data/tokenizer/tokenizer.json, 559 ids), which every folder
+# gets a copy of, so that the folders run as they are through glnet_generate and the server.
+VOCABULARY, HIDDEN, HEADS, KV_HEADS, INTERMEDIATE, POSITIONS = 576, 64, 4, 2, 176, 64
+TOKENIZER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "tokenizer", "tokenizer.json")
 HEAD = HIDDEN // HEADS
 # With tied embeddings, an embedding as large as the layers' outputs makes the next token the last one again and again;
 # a quarter of that (and a final norm 4 times larger, so the logits stay peaked) gives varied continuations.
@@ -304,6 +307,7 @@ def save(folder, model, config, dtype="F32", shards=1):
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2, sort_keys=True)
+    shutil.copyfile(TOKENIZER, os.path.join(folder, "tokenizer.json"))
     state = model.state_dict()
     if shards == 1:
         write(os.path.join(folder, "model.safetensors"), safetensors_bytes(state, dtype))
