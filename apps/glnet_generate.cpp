@@ -52,7 +52,6 @@ int main(int argc, char** argv) {
     const std::string prompt = parser.has("prompt-file") ? readRegularFile(parser.text("prompt-file"), std::uint64_t{64} << 20) : parser.text("prompt");
 
     const Context context(parser.contextOptions());
-    std::fprintf(stderr, "device %d: %s\n", context.device().index, context.device().renderer.c_str());
     if (parser.has("logits")) checkWritable(parser.text("logits"));
     LanguageModel model(context, parser.text("model"), maxContext);
     if (parser.has("logits")) {
@@ -84,13 +83,14 @@ int main(int argc, char** argv) {
                                {"decode_tokens_per_second", stats.decodeTokensPerSecond()},
                                {"decode_step_dispatches", decoder.stepDispatches()},
                                {"decode_step_barriers", decoder.stepBarriers()},
-                               {"weight_bytes", decoder.weightBytes()}};
+                               {"weight_bytes", decoder.weightBytes()},
+                               {"device", context.device().renderer}};
       std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       std::fputs("\n", stdout);
-      std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generated: %zu tokens, %.1f tokens/s (stopped: %s); %zu dispatches per step\n",
+      std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generated: %zu tokens, %.1f tokens/s (stopped: %s); %zu dispatches per step on %s\n",
                    stats.promptTokens, stats.prefillTokensPerSecond(), stats.generatedIds.size(), stats.decodeTokensPerSecond(),
-                   stats.stopReason.c_str(), decoder.stepDispatches());
+                   stats.stopReason.c_str(), decoder.stepDispatches(), context.device().renderer.c_str());
     }
     return 0;
   });

@@ -8,6 +8,8 @@
 #include "gl/Context.h"
 #include "gl/Sync.h"
 #include "plan/SelfCheck.h"
+#include "base/FileInput.h"
+#include "text/ByteLevelBpe.h"
 
 #include <nlohmann/json.hpp>
 
@@ -201,6 +203,22 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json) {
   return 0;
 }
 
+// glnet_info --tokenizer FILE --encode TEXTFILE, left out of --help (bench/tokenizer_check.py and tests/cli/tokenizer_checks.sh
+// use it): the text's ids as encode gives them (special tokens added as the file's template says) and their decoding,
+// as one line of JSON, for comparison with Hugging Face's `tokenizers`.
+int encodeText(const std::string& tokenizerPath, const std::string& textPath) {
+  const ByteLevelBpe tokenizer = ByteLevelBpe::fromFile(tokenizerPath);
+  const std::string text = readRegularFile(textPath, std::uint64_t{64} << 20);
+  std::vector<std::uint32_t> ids;
+  try {
+    ids = tokenizer.encode(text);
+  } catch (const Error& e) {
+    throw Error(textPath + ": " + e.what());  // which file holds the text the tokenizer refused
+  }
+  std::cout << nlohmann::json{{"ids", ids}, {"decoded", tokenizer.decode(ids)}}.dump() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -216,8 +234,14 @@ int main(int argc, char** argv) {
         .option("batch", "N", "with --model: the batch size to describe it at, for a model whose batch is dynamic (default: 1, "
                               "or the model's fixed batch)")
         .flag("ops", "instead: list the ONNX operators glnet imports (opsets, run or folded at load, fine-tuned, what runs)")
-        .flag("markdown", "with --ops: as README's Markdown table");
+        .flag("markdown", "with --ops: as README's Markdown table")
+        .option("tokenizer", "FILE", "with --encode: a Hugging Face tokenizer.json (byte-level BPE)")
+        .option("encode", "TEXTFILE", "instead: print the ids of the UTF-8 text in TEXTFILE and their decoding as JSON")
+        .hidden("tokenizer")
+        .hidden("encode");
     parser.parse(argc, argv);
+    if (parser.has("tokenizer") != parser.has("encode")) throw UsageError("--tokenizer and --encode go together");
+    if (parser.has("encode")) return encodeText(parser.text("tokenizer"), parser.text("encode"));
     if (parser.has("markdown") && !parser.has("ops")) throw UsageError("--markdown goes with --ops");
     if (parser.has("ops")) {
       if (parser.has("model")) throw UsageError("--ops and --model are two different listings; give one");

@@ -30,6 +30,11 @@ Parser& Parser::option(const std::string& name, const std::string& value, const 
   return *this;
 }
 
+Parser& Parser::hidden(const std::string& name) {
+  options_.at(name).hidden = true;
+  return *this;
+}
+
 Parser& Parser::modelOptions(const std::string& help) {
   option("model", "FILE", help);
   option("input-mean", "M", "inputs are (x/255 - M) / S: override the model file's input_mean (default there: 0)");
@@ -59,6 +64,7 @@ std::string Parser::help() const {
   if (!positionalName_.empty()) text += "  " + positionalName_ + "\n      " + positionalHelp_ + "\n";
   for (const std::string& name : order_) {
     const Option& option = options_.at(name);
+    if (option.hidden) continue;
     text += "  --" + name + (option.value.empty() ? "" : " " + option.value) + "\n      " + option.help;
     if (!option.defaultValue.empty()) text += " (default: " + option.defaultValue + ")";
     text += "\n";

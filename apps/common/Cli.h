@@ -23,6 +23,8 @@ class Parser : public OptionValues {
   // A --name VALUE option; an empty default means "not given".
   Parser& option(const std::string& name, const std::string& value, const std::string& help,
                  const std::string& defaultValue = "");
+  // Leaves --name out of --help: inspection for the project's own checks, documented where they use it.
+  Parser& hidden(const std::string& name);
   // Lets --name be given several times (texts() returns every value; text() the last).
   Parser& repeatable(const std::string& name);
   // Adds --model FILE (safetensors, or ONNX by its .onnx name) and the overrides of what a model file may lack:
@@ -57,6 +59,7 @@ class Parser : public OptionValues {
     std::string help;
     std::string defaultValue;
     bool repeatable = false;
+    bool hidden = false;
   };
   std::map<std::string, std::vector<std::string>> repeated_;
   std::string program_, summary_, usage_;

@@ -3,6 +3,8 @@
 #include "base/check.h"
 
 #include <cmath>
+#include <limits>
+#include <sstream>
 
 namespace glnet {
 
@@ -11,11 +13,21 @@ namespace glnet {
 
 std::string drawBitsGlsl() { return GLNET_EXPANDED_TEXT(GLNET_DRAW_BITS); }
 
+namespace {
+std::string text(float value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+}  // namespace
+
 void SamplingSettings::check() const {
   if (!(temperature >= 0) || std::isinf(temperature))
-    throw UsageError(optionName("temperature") + " must be a finite number ≥ 0 (0: greedy), not " + std::to_string(temperature));
-  if (!(topP > 0 && topP <= 1))
-    throw UsageError(optionName("top-p") + " must be in (0, 1] (1: off), not " + std::to_string(topP));
+    throw UsageError(optionName("temperature") + " must be a finite number ≥ 0 (0: greedy), not " + text(temperature));
+  // A denormal one is 0 where the GPU flushes denormals, and (z − M)/0 is NaN for the largest logit.
+  if (temperature > 0 && temperature < std::numeric_limits<float>::min())
+    throw UsageError(optionName("temperature") + " " + text(temperature) + " is too small to divide by on a GPU: give 0 for greedy");
+  if (!(topP > 0 && topP <= 1)) throw UsageError(optionName("top-p") + " must be in (0, 1] (1: off), not " + text(topP));
 }
 
 }  // namespace glnet

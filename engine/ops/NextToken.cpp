@@ -19,7 +19,9 @@ constexpr std::uint64_t logitsPerInvocation = 4;
 }  // namespace
 
 NextTokenOp::NextTokenOp(ProgramCache& programs)
-    : argmaxBlocks_(mode(programs, NextTokenMode::argmaxBlocks)), argmaxFinal_(mode(programs, NextTokenMode::argmaxFinal)) {}
+    : argmaxBlocks_(mode(programs, NextTokenMode::argmaxBlocks)),
+      argmaxFinal_(mode(programs, NextTokenMode::argmaxFinal)),
+      sample_(programs.get("NextToken.glsl", {kindDefine(NextTokenMode::sample), {"DRAW_BITS", drawBitsGlsl()}})) {}
 
 NextTokenOp::Blocks NextTokenOp::argmaxBlocks(const NextTokenShape& shape) const {
   const std::uint64_t perBlock = std::uint64_t{static_cast<std::uint32_t>(argmaxBlocks_.localSize()[0])} * logitsPerInvocation;
@@ -39,40 +41,47 @@ std::vector<Dispatch> NextTokenOp::operator()(const BufferView& logits, const Bu
                                               const SamplingSettings& settings, const Uniform& step) const {
   settings.check();
   if (shape.vocabulary == 0 || !exactAsFloat(shape.vocabulary))
-    throw Error("a vocabulary of " + std::to_string(shape.vocabulary) + " tokens: the next token is chosen among 1 to 2^24");
+    throw Error("the next token is chosen among 1 to 2^24 tokens (ids exact as floats), not " + std::to_string(shape.vocabulary));
   // A group per row along y: GL guarantees 65535.
   if (shape.rows == 0 || shape.rows > 65535)
     throw DeviceLimitError("the next token is chosen for 1 to 65535 rows at once, not " + std::to_string(shape.rows));
   const std::uint32_t stride = shape.logitsStride ? shape.logitsStride : shape.vocabulary;
   GLNET_ASSERT(stride >= shape.vocabulary, "a row of logits overlaps the next");
-  GLNET_ASSERT(logits.room() / sizeof(float) >= std::uint64_t{shape.rows - 1} * stride + shape.vocabulary, "logits too small");
+  const std::uint64_t logitsEnd = shape.logitsOffset + std::uint64_t{shape.rows - 1} * stride + shape.vocabulary;
+  GLNET_ASSERT(logits.room() / sizeof(float) >= logitsEnd, "logits too small");
+  GLNET_ASSERT(logitsEnd <= std::uint64_t{1} << 32, "logits indexed by uint");
   GLNET_ASSERT(ids.room() / sizeof(std::uint32_t) >= shape.rows, "ids too small");
   GLNET_ASSERT(idFloats.room() / sizeof(float) > shape.floatOffset + std::uint64_t{shape.rows - 1} * shape.floatStride,
                "id floats too small");
   GLNET_ASSERT(workspace.room() >= workspaceBytes(shape), "next-token workspace too small");
-  if (!settings.greedy()) throw Error("sampling on the GPU is not built yet: use temperature 0 (greedy)");
-  (void)step;
+  GLNET_ASSERT(step.location == stepLocation, "the step's uniform is at NextTokenOp::stepLocation");
 
-  const Blocks blocks = argmaxBlocks(shape);
-  Dispatch search;
-  search.program = &argmaxBlocks_;
-  search.label = "argmax (blocks)";
-  search.buffers = {{0, logits, Access::read},
-                    {1, ids, Access::write},
-                    {2, idFloats, Access::write},
-                    {3, workspace, Access::write}};
-  search.uniforms = {Uniform::u32(0, shape.vocabulary), Uniform::u32(1, stride),          Uniform::u32(2, blocks.count),
-                     Uniform::u32(3, blocks.chunk),     Uniform::u32(4, shape.floatOffset), Uniform::u32(5, shape.floatStride)};
-  search.groups = {blocks.count, shape.rows, 1};
-  if (blocks.count == 1) {
-    search.label = "argmax";
-    return {search};
+  // Every mode binds the same buffers (the workspace unused when sampling) and reads the same shape.
+  const auto dispatch = [&](const Program& program, const char* label, Access workspaceAccess, std::uint32_t groupsPerRow) {
+    Dispatch d;
+    d.program = &program;
+    d.label = label;
+    d.buffers = {{0, logits, Access::read}, {1, ids, Access::write}, {2, idFloats, Access::write}, {3, workspace, workspaceAccess}};
+    d.uniforms = {Uniform::u32(0, shape.vocabulary), Uniform::u32(1, stride), Uniform::u32(4, shape.floatOffset),
+                  Uniform::u32(5, shape.floatStride), Uniform::u32(12, shape.logitsOffset)};
+    d.groups = {groupsPerRow, shape.rows, 1};
+    return d;
+  };
+  if (!settings.greedy()) {
+    Dispatch sample = dispatch(sample_, "sample", Access::read, 1);
+    sample.uniforms.insert(sample.uniforms.end(), {Uniform::f32(6, settings.temperature), Uniform::u32(7, settings.topK),
+                                                   Uniform::f32(8, settings.topP),
+                                                   Uniform::u32(9, static_cast<std::uint32_t>(settings.seed)),
+                                                   Uniform::u32(10, static_cast<std::uint32_t>(settings.seed >> 32)), step});
+    return {sample};
   }
-  Dispatch final = search;
-  final.program = &argmaxFinal_;
-  final.label = "argmax (final)";
-  final.buffers[3] = {3, workspace, Access::read};
-  final.groups = {1, shape.rows, 1};
+  const Blocks blocks = argmaxBlocks(shape);
+  const std::vector<Uniform> searchShape = {Uniform::u32(2, blocks.count), Uniform::u32(3, blocks.chunk)};
+  Dispatch search = dispatch(argmaxBlocks_, blocks.count == 1 ? "argmax" : "argmax (blocks)", Access::write, blocks.count);
+  search.uniforms.insert(search.uniforms.end(), searchShape.begin(), searchShape.end());
+  if (blocks.count == 1) return {search};
+  Dispatch final = dispatch(argmaxFinal_, "argmax (final)", Access::read, 1);
+  final.uniforms.insert(final.uniforms.end(), searchShape.begin(), searchShape.end());
   return {search, final};
 }
 

@@ -12,8 +12,11 @@ namespace glnet {
 
 struct NextTokenShape {
   std::uint32_t rows = 1;
-  std::uint32_t vocabulary = 0;  // V: a row's logits; a row holding a NaN gets the id V
-  std::uint32_t logitsStride = 0;  // floats from one row's logits to the next; 0: V
+  // V: a row's logits. A row holding a NaN gets the id V, and so does a sampled row whose largest logit is not finite.
+  std::uint32_t vocabulary = 0;
+  // Row r's logits start at logits[logitsOffset + r·logitsStride] (floats; logitsStride 0: V): a decode step's
+  // [rows × V], or the last position of each of a prefill's sequences.
+  std::uint32_t logitsOffset = 0, logitsStride = 0;
   // Where row r's id goes as a float: idFloats[floatOffset + r·floatStride].
   std::uint32_t floatOffset = 0, floatStride = 1;
 };
@@ -39,6 +42,7 @@ class NextTokenOp {
   Blocks argmaxBlocks(const NextTokenShape& shape) const;
   const Program& argmaxBlocks_;
   const Program& argmaxFinal_;
+  const Program& sample_;
 };
 
 }  // namespace glnet

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <deque>
 #include <mutex>
 #include <queue>
 #include <unordered_map>
@@ -235,10 +236,11 @@ struct ByteLevelBpe::State {
   std::array<std::int64_t, 256> byteId{};                    // each single byte's token, -1 for none
   std::unordered_map<std::uint64_t, Merge> merges;
   bool ignoreMerges = false;
+  bool nfc = false;  // the normalizer: NFC, or none
   std::optional<std::uint32_t> unknownId;
   std::vector<PreStep> preSteps;
   std::vector<AddedToken> addedRaw;         // matched on the input as given (normalized false)
-  std::vector<AddedToken> addedNormalized;  // matched after normalization, which is none here
+  std::vector<AddedToken> addedNormalized;  // matched after normalization
   std::vector<std::uint32_t> prefix, suffix;  // the post-processor's template around the text
   std::uint32_t size = 0;
 
@@ -350,7 +352,13 @@ ByteLevelBpe ByteLevelBpe::fromJson(std::string_view json, const std::string& na
 
   read.expect(root, "truncation", "truncation", nullptr, "only null: encode gives every token");
   read.expect(root, "padding", "padding", nullptr, "only null: encode gives every token");
-  read.expect(root, "normalizer", "normalizer", nullptr, "only null");
+  const auto normalizer = root.find("normalizer");
+  if (normalizer != root.end() && !normalizer->is_null()) {
+    if (!normalizer->is_object() || normalizer->size() != 1 || !normalizer->contains("type") || (*normalizer)["type"] != "NFC") {
+      read.unsupported("normalizer", *normalizer, "only null or NFC");
+    }
+    s.nfc = true;
+  }
 
   // The model: vocabulary and merges.
   const Json& model = read.object(root, "model", "model");
@@ -426,7 +434,11 @@ ByteLevelBpe ByteLevelBpe::fromJson(std::string_view json, const std::string& na
     s.unknownId = found->second;
   }
 
-  // Added tokens, found in the text before anything else.
+  // Added tokens, found in the text before anything else. Hugging Face does not take their ids from the file: one
+  // already in the vocabulary keeps its id there, a new one gets the next id after the vocabulary and the earlier
+  // added tokens (it warns of a file that says otherwise). A file whose ids are not those is refused, not read
+  // differently from Hugging Face.
+  std::optional<std::uint32_t> largestAdded;
   for (std::size_t i = 0; i < addedList.size(); ++i) {
     const Json& token = addedList[i];
     const std::string path = "added_tokens[" + std::to_string(i) + "]";
@@ -437,6 +449,17 @@ ByteLevelBpe ByteLevelBpe::fromJson(std::string_view json, const std::string& na
     }
     const bool special = read.flag(token, "special", path + ".special", false);
     const bool normalized = read.flag(token, "normalized", path + ".normalized", !special);
+    const auto known = s.idOfKey.find(content);
+    const std::uint64_t vocabCount = vocab.size();
+    const std::uint64_t expectedId = known != s.idOfKey.end() ? known->second
+                                     : !largestAdded                                       ? vocabCount
+                                     : (*largestAdded >= vocabCount || vocabCount == 0) ? *largestAdded + std::uint64_t{1}
+                                                                                          : vocabCount;
+    if (id != expectedId) {
+      read.fail(path + ".id", "is " + std::to_string(id) + ", but Hugging Face gives this token id " + std::to_string(expectedId) +
+                                  " (an added token keeps its id in model.vocab, or continues the ids after the vocabulary)");
+    }
+    largestAdded = std::max(largestAdded.value_or(0), id);
     // An added token that is also in the vocabulary keeps its id; decoding gives its content either way.
     bool mapped = false;
     s.decoded[id] = keyBytes(content, &mapped);
@@ -445,6 +468,10 @@ ByteLevelBpe ByteLevelBpe::fromJson(std::string_view json, const std::string& na
     s.special[id] = special;
     s.idOfKey[content] = id;
     if (!content.empty()) (normalized ? s.addedNormalized : s.addedRaw).push_back({content, id});
+  }
+  // Hugging Face matches the normalized tokens by their normalized content.
+  if (s.nfc) {
+    for (AddedToken& token : s.addedNormalized) token.content = normalizeNfc(token.content);
   }
   for (auto* list : {&s.addedRaw, &s.addedNormalized}) {
     std::stable_sort(list->begin(), list->end(), [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
@@ -557,7 +584,17 @@ std::vector<std::uint32_t> ByteLevelBpe::encode(std::string_view text, bool addS
   }
   std::vector<std::uint32_t> ids;
   if (addSpecialTokens) ids = s.prefix;
-  const std::vector<Segment> segments = splitOnAdded(splitOnAdded({{text, std::nullopt}}, s.addedRaw), s.addedNormalized);
+  // As Hugging Face: tokens with normalized false are found in the text as given, the rest in the normalized text.
+  std::vector<Segment> segments = splitOnAdded({{text, std::nullopt}}, s.addedRaw);
+  std::deque<std::string> normalized;  // owns the normalized pieces the segments view (a deque never moves them)
+  if (s.nfc) {
+    for (Segment& segment : segments) {
+      if (segment.id) continue;
+      normalized.push_back(normalizeNfc(segment.text));
+      segment.text = normalized.back();
+    }
+  }
+  segments = splitOnAdded(segments, s.addedNormalized);
   std::vector<std::string> words, next;
   for (const Segment& segment : segments) {
     if (segment.id) {

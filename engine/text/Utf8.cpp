@@ -1,5 +1,10 @@
 #include "text/Utf8.h"
 
+#include "base/check.h"
+
+#include <unicode/bytestream.h>
+#include <unicode/normalizer2.h>
+
 namespace glnet {
 
 namespace {
@@ -74,6 +79,20 @@ std::size_t completeUtf8Prefix(std::string_view bytes) {
     if (s.valid < s.length && i + s.valid == bytes.size()) return i;
   }
   return bytes.size();
+}
+
+std::string normalizeNfc(std::string_view text) {
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* nfc = icu::Normalizer2::getNFCInstance(status);
+  if (U_FAILURE(status)) throw Error(std::string("Unicode normalization (ICU) is unavailable: ") + u_errorName(status));
+  const icu::StringPiece piece(text.data(), static_cast<std::int32_t>(text.size()));
+  if (nfc->isNormalizedUTF8(piece, status) && U_SUCCESS(status)) return std::string(text);
+  status = U_ZERO_ERROR;
+  std::string normalized;
+  icu::StringByteSink<std::string> sink(&normalized, static_cast<std::int32_t>(text.size()));
+  nfc->normalizeUTF8(0, piece, sink, nullptr, status);
+  if (U_FAILURE(status)) throw Error(std::string("Unicode normalization (ICU) failed: ") + u_errorName(status));
+  return normalized;
 }
 
 }  // namespace glnet

@@ -21,4 +21,7 @@ void appendLossyUtf8(std::string& out, std::string_view bytes);
 // remaining bytes may still come): what a stream can emit now without changing the lossy result later.
 std::size_t completeUtf8Prefix(std::string_view bytes);
 
+// `text` (valid UTF-8) in Unicode Normalization Form C, through ICU: what a tokenizer.json normalizer NFC (Qwen2's) does.
+std::string normalizeNfc(std::string_view text);
+
 }  // namespace glnet

@@ -54,8 +54,8 @@ TEST_CASE("config.json of GPT-2, Llama and Qwen2 folders as save_pretrained writ
   CHECK(gpt2.attentionBias);
   CHECK(gpt2.attentionOutputBias);
   CHECK(gpt2.mlpBias);
-  CHECK(gpt2.bosTokenId == 319u);
-  CHECK(gpt2.eosTokenIds == std::vector<std::uint32_t>{319});
+  CHECK(gpt2.bosTokenId == 575u);
+  CHECK(gpt2.eosTokenIds == std::vector<std::uint32_t>{575});
   CHECK(gpt2.storedDtype == "float32");
 
   const DecoderConfig llama = readDecoderConfig(test::tinyDecoder("llama"));
@@ -91,7 +91,7 @@ TEST_CASE("config.json of GPT-2, Llama and Qwen2 folders as save_pretrained writ
   CHECK_FALSE(qwen2.mlpBias);
   CHECK(qwen2.ropeTheta == 1e6);
   CHECK(qwen2.ropeScaling.type == RopeScaling::Type::none);
-  CHECK(qwen2.eosTokenIds == std::vector<std::uint32_t>{318, 319});
+  CHECK(qwen2.eosTokenIds == std::vector<std::uint32_t>{574, 575});
   CHECK(qwen2.storedDtype == "bfloat16");
 }
 

@@ -261,3 +261,35 @@ put("Npy", "shape-negative", npy_header("{'descr': '<f4', 'fortran_order': False
 put("Npy", "shape-float", npy_header("{'descr': '<f4', 'fortran_order': False, 'shape': (1.0, 4), }", bytes(16)))
 put("Npy", "control-bytes", npy_header("{'descr': '<f\x00\x1b[2J', 'fortran_order': False, 'shape': (4,), }", bytes(16)))
 print("corpus written to", root)
+
+# Tokenizers: the tokenizer.json files of tests/data/tokenizer (tests/reference/make_tokenizer.py) and variants that
+# each change or break one rule; for encoding, texts of every kind (scripts, emoji, whitespace runs, special tokens, bad UTF-8).
+tokenizer_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "tokenizer")
+for name in ("tokenizer.json", "llama3-tokenizer.json"):
+    with open(os.path.join(tokenizer_dir, name), "rb") as f:
+        put("Tokenizer", name.replace(".json", ""), f.read())
+with open(os.path.join(tokenizer_dir, "llama3-tokenizer.json"), encoding="utf-8") as f:
+    llama = json.load(f)
+
+
+def variant(name, edit):
+    changed = json.loads(json.dumps(llama))
+    edit(changed)
+    put("Tokenizer", name, json.dumps(changed, ensure_ascii=False).encode())
+
+
+variant("nfc", lambda t: t.update(normalizer={"type": "NFC"}))
+variant("nfkc", lambda t: t.update(normalizer={"type": "NFKC"}))
+variant("metaspace", lambda t: t.update(pre_tokenizer={"type": "Metaspace", "replacement": "▁"}))
+variant("bad-regex", lambda t: t["pre_tokenizer"]["pretokenizers"][0]["pattern"].update(Regex="(?<=a+)b|[\\p{Nope}]"))
+variant("string-split", lambda t: t["pre_tokenizer"]["pretokenizers"][0].update(pattern={"String": " "}))
+variant("merge-unknown", lambda t: t["model"]["merges"].append(["Ġ", "nosuch"]))
+variant("merge-strings", lambda t: t["model"].update(merges=[" ".join(m) for m in t["model"]["merges"]]))
+variant("template-missing", lambda t: t["post_processor"]["processors"][1].update(special_tokens={}))
+variant("huge-id", lambda t: t["added_tokens"][0].update(id=4294967295))
+put("TokenizerEncode", "english", b"The quick brown fox, it's 2024; I'M HERE.\n")
+put("TokenizerEncode", "scripts", "中文 日本語 한국어 Ελληνικά русский e\u0301 😀👍🏽 👨‍👩‍👧 🇫🇷".encode())
+put("TokenizerEncode", "whitespace", b"  \t\t\n\n \r\n   x    \n" + b" " * 300)
+put("TokenizerEncode", "specials", b"a<|endoftext|>b<|user|>[[note]]<|begin_of_text|><|eot_id|><|end")
+put("TokenizerEncode", "bad-utf8", b"ok \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xe4\xb8")
+put("TokenizerEncode", "digits", b"1234567890 3.14159 1,000,000 \xd9\xa3\xd9\xa4")

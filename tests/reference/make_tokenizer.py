@@ -15,6 +15,8 @@ How they are made (pure Python, standard library only; rerunning gives the same 
                            <|endoftext|> and <|user|>, one non-special added token [[note]] (normalized: true), a
                            ByteLevel post-processor.
     tokenizer-prefix.json  the same with add_prefix_space true.
+    nfc-tokenizer.json     the same with normalizer NFC (as Qwen2) and one more non-special added token written
+                           decomposed, "cafe\u0301", which Hugging Face matches by its normalized form.
     llama3-tokenizer.json  Llama 3 style: Sequence[Split(Llama 3's regex, Isolated), ByteLevel(use_regex false)],
                            merges as [a, b] pairs, ignore_merges true (with one extra whole word, "Ġquokka", that no
                            merge makes), <|begin_of_text|> prepended by a TemplateProcessing in a Sequence, as
@@ -197,10 +199,13 @@ def bpe(word, ranks):
 
 
 class Tokenizer:
-    def __init__(self, style, merges, vocab, added, prefix_space=False, template=None, ignore_merges=False):
-        self.style, self.merges, self.vocab, self.added = style, merges, vocab, added
+    def __init__(self, style, merges, vocab, added, prefix_space=False, template=None, ignore_merges=False, nfc=False):
+        self.style, self.merges, self.vocab, self.added, self.nfc = style, merges, vocab, added, nfc
         self.prefix_space, self.template, self.ignore_merges = prefix_space, template, ignore_merges
         self.ranks = {pair: rank for rank, pair in enumerate(merges)}
+
+    def normalize(self, text):
+        return unicodedata.normalize("NFC", text) if self.nfc else text
 
     def pre_tokenize(self, text):
         if self.style == "gpt2":
@@ -212,8 +217,9 @@ class Tokenizer:
     def encode(self, text, add_special=True):
         pieces = [text]
         for normalized in (False, True):  # tokens matched on the raw text first, as Hugging Face does
-            tokens = {t["content"]: t["id"] for t in self.added if t["normalized"] == normalized}
+            tokens = {self.normalize(t["content"]): t["id"] for t in self.added if t["normalized"] == normalized}
             pieces = split_added(pieces, tokens)
+            pieces = [self.normalize(p) if isinstance(p, str) else p for p in pieces]
         ids = list(self.template) if add_special and self.template else []
         for piece in pieces:
             if isinstance(piece, int):
@@ -250,7 +256,8 @@ class Tokenizer:
                  "pair": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
                           {"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
                  "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [bos["id"]], "tokens": ["<|begin_of_text|>"]}}}]}
-        return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+        return {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+                "normalizer": {"type": "NFC"} if self.nfc else None,
                 "pre_tokenizer": pre, "post_processor": post,
                 "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}, "model": model}
 
@@ -319,6 +326,7 @@ TEXTS = [
     "symbols ~!@#$%^&*()_+`-={}|[]\\:\";'<>?,./ ¡¿ «» § ¶ • ° ± × ÷",
     "control\x01\x02\x7f chars and \u00a0nbsp\u2003em\u3000ideographic",
     "nel\u0085line",
+    "café, cafe\u0301, CAFE\u0301 and e\u0301\u0323 q\u0307\u0323 \u212b \u1e9b\u0323 [[note]]",
 ]
 
 
@@ -335,6 +343,8 @@ def main():
         "tokenizer.json": Tokenizer("gpt2", merges, vocab, added),
         "tokenizer-prefix.json": Tokenizer("gpt2", merges, vocab, added, prefix_space=True),
     }
+    merges, vocab, added = build("gpt2", gpt2_specials + [("cafe\u0301", False, True)])
+    tokenizers["nfc-tokenizer.json"] = Tokenizer("gpt2", merges, vocab, added, nfc=True)
     llama_specials = [("<|begin_of_text|>", True, False), ("<|end_of_text|>", True, False), ("<|eot_id|>", True, False)]
     merges, vocab, added = build("llama3", llama_specials, extra_words=[" quokka"])
     bos = added[0]["id"]

@@ -42,7 +42,7 @@ std::vector<std::uint32_t> ids(std::initializer_list<std::uint32_t> list) { retu
 
 TEST_CASE("byte-level BPE: GPT-2 and Llama 3 style files give the reference encoder's ids, and decode gives the text back") {
   const nlohmann::json expected = readJson(dataDir + "/expected.json");
-  REQUIRE(expected.size() == 3);
+  REQUIRE(expected.size() == 4);
   for (const auto& [file, cases] : expected.items()) {
     const ByteLevelBpe tokenizer = ByteLevelBpe::fromFile(dataDir + "/" + file);
     for (const auto& item : cases) {
@@ -53,8 +53,8 @@ TEST_CASE("byte-level BPE: GPT-2 and Llama 3 style files give the reference enco
       CHECK(tokenizer.encode(text) == item["ids"].get<std::vector<std::uint32_t>>());
       CHECK(tokenizer.encode(text, false) == plain);
       // Byte-level BPE loses nothing: special tokens written in the text decode to their content. (With
-      // add_prefix_space, each stretch between added tokens gains a space, as in Hugging Face.)
-      if (file != "tokenizer-prefix.json") CHECK(tokenizer.decode(plain) == text);
+      // add_prefix_space, each stretch between added tokens gains a space, as in Hugging Face; NFC composes.)
+      if (file != "tokenizer-prefix.json" && file != "nfc-tokenizer.json") CHECK(tokenizer.decode(plain) == text);
     }
   }
 }
@@ -82,7 +82,11 @@ TEST_CASE("byte-level BPE: Llama 3 style template, ignore_merges, specials and t
   const ByteLevelBpe prefixed = ByteLevelBpe::fromFile(dataDir + "/tokenizer-prefix.json");
   CHECK(prefixed.decode(prefixed.encode("Hello<|endoftext|>world")) == " Hello<|endoftext|> world");
   CHECK(prefixed.decode(prefixed.encode(" Hello")) == " Hello");
+  const ByteLevelBpe nfc = ByteLevelBpe::fromFile(dataDir + "/nfc-tokenizer.json");
+  CHECK(nfc.decode(nfc.encode("e\u0301 \u212b")) == "\u00e9 \u00c5");
+  CHECK(nfc.encode("x cafe\u0301") == nfc.encode("x caf\u00e9"));
   const ByteLevelBpe gpt2 = ByteLevelBpe::fromFile(dataDir + "/tokenizer.json");
+  CHECK(gpt2.decode(gpt2.encode("e\u0301")) == "e\u0301");
   CHECK(gpt2.encode("x<|endoftext|>", true) == gpt2.encode("x<|endoftext|>", false));  // ByteLevel post-processor adds nothing
   CHECK(!gpt2.isSpecial(gpt2.tokenId("[[note]]").value()));
   CHECK(gpt2.decode(gpt2.encode("a<|user|>[[note]]b"), true) == "a[[note]]b");
@@ -159,7 +163,7 @@ TEST_CASE("byte-level BPE: a tokenizer.json outside what is implemented is refus
   CHECK_THROWS_WITH_AS(ByteLevelBpe::fromJson("{\"model\": ", "t.json"), doctest::Contains("t.json is not valid JSON"), Error);
   CHECK(refusal([](auto& f) { f.erase("model"); }) == "t.json: model is missing");
   CHECK(refusal([](auto& f) { f["model"]["type"] = "WordPiece"; }) == "t.json: model.type 'WordPiece' is not supported (only BPE)");
-  CHECK(refusal([](auto& f) { f["normalizer"] = {{"type", "NFC"}}; }) == "t.json: normalizer of type 'NFC' is not supported (only null)");
+  CHECK(refusal([](auto& f) { f["normalizer"] = {{"type", "NFKC"}}; }) == "t.json: normalizer of type 'NFKC' is not supported (only null or NFC)");
   CHECK(refusal([](auto& f) { f["truncation"] = {{"max_length", 8}}; }).find("t.json: truncation") == 0);
   CHECK(refusal([](auto& f) { f["pre_tokenizer"] = {{"type", "Metaspace"}}; }) ==
         "t.json: pre_tokenizer.type 'Metaspace' is not supported (byte-level BPE: ByteLevel, or a Sequence of Split and ByteLevel)");
@@ -180,6 +184,9 @@ TEST_CASE("byte-level BPE: a tokenizer.json outside what is implemented is refus
   CHECK(refusal([](auto& f) { f["model"]["dropout"] = 0.1; }).find("t.json: model.dropout 0.1 is not supported") == 0);
   CHECK(refusal([](auto& f) { f["added_tokens"][0]["lstrip"] = true; }) == "t.json: added_tokens[0].lstrip true is not supported (only false)");
   CHECK(refusal([](auto& f) { f["added_tokens"][0].erase("id"); }) == "t.json: added_tokens[0].id is a JSON null, not a token id from 0 to 4194303");
+  CHECK(refusal([](auto& f) { f["added_tokens"][1]["id"] = 3; }) ==
+        "t.json: added_tokens[1].id is 3, but Hugging Face gives this token id 557 (an added token keeps its id in model.vocab, or continues the ids after the vocabulary)");
+  CHECK(refusal([](auto& f) { f["added_tokens"][0]["content"] = "Ġ"; }).find("t.json: added_tokens[0].id is 556, but Hugging Face gives this token id 32 ") == 0);
   CHECK(refusal([](auto& f) { f["decoder"] = nullptr; }) == "t.json: decoder is a JSON null, not an object");
   CHECK(refusal([](auto& f) { f["decoder"]["type"] = "WordPiece"; }) == "t.json: decoder.type 'WordPiece' is not supported (only ByteLevel)");
   CHECK(refusal([](auto& f) { f["post_processor"] = {{"type", "BertProcessing"}}; }).find("t.json: post_processor.type 'BertProcessing' is not supported") == 0);
@@ -190,7 +197,8 @@ TEST_CASE("byte-level BPE: a tokenizer.json outside what is implemented is refus
   CHECK(refusal([](auto& f) { f["model"]["type"] = "\x1b[31mred"; }) == "t.json: model.type '\\x1b[31mred' is not supported (only BPE)");
   // A vocabulary without a byte's token cannot encode that byte: refused at encode time, not dropped.
   nlohmann::json file = readJson(dataDir + "/tokenizer.json");
-  file["model"]["vocab"].erase("Ã");  // byte 0xC3, which é needs
+  file["model"]["vocab"]["<unused>"] = file["model"]["vocab"]["Ã"];  // byte 0xC3's id, which é needs, for another token
+  file["model"]["vocab"].erase("Ã");
   file["model"]["merges"] = nlohmann::json::array();
   const ByteLevelBpe partial = ByteLevelBpe::fromJson(file.dump(), "t.json");
   CHECK_THROWS_WITH_AS(partial.encode("café"), "t.json: the text has byte 0xC3, which no token of model.vocab stands for, and model.unk_token is null", Error);
