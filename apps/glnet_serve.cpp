@@ -296,9 +296,8 @@ void routeCompletions(httplib::Server& server, CompletionQueue& queue, ServeMetr
     metrics.count(request.path, response.status);
     const std::string reason = response.status == 404   ? "no such endpoint: " + request.method + " " + request.path
                                : response.status == 413 ? "the body is larger than --max-body-bytes allows"
-                               : response.status == 400 && request.method == "POST" && request.body.empty()
-                                   ? "the request has no body: send a JSON object with a \"prompt\""
-                                   : "the request could not be handled";
+                               : response.status == 400 && request.method == "POST" && request.body.empty() ? emptyCompletionBody
+                                                                                                            : "the request could not be handled";
     sendApiError(response, response.status, reason);
   });
 }
@@ -421,14 +420,10 @@ int main(int argc, char** argv) {
                    warmup.milliseconds());
       routeClassifier(server, *predictor, metrics, stopping, *network, modelJson);
     }
-    server.set_exception_handler([](const httplib::Request&, httplib::Response& response, std::exception_ptr failure) {
-      try {
-        std::rethrow_exception(failure);
-      } catch (const std::exception& error) {
-        sendError(response, 500, error.what());
-      } catch (...) {
-        sendError(response, 500, "an unknown error");
-      }
+    server.set_exception_handler([languageModel](const httplib::Request&, httplib::Response& response, std::exception_ptr failure) {
+      if (!languageModel) return sendError(response, 500, errorMessage(failure));
+      response.status = 500;
+      response.set_content(toJson(apiError(errorMessage(failure), "internal_error")), "application/json");
     });
 
     cli::printWarnings("glnet_serve");

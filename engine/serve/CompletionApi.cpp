@@ -3,6 +3,8 @@
 #include "formats/UntrustedJson.h"
 
 #include <cmath>
+#include <limits>
+#include <random>
 
 namespace glnet {
 namespace {
@@ -34,6 +36,7 @@ void unsupported(const nlohmann::json& document, const std::string& field, const
 }  // namespace
 
 CompletionCall parseCompletionCall(std::string_view body) {
+  if (body.empty()) throw InvalidRequest("", emptyCompletionBody);
   nlohmann::json document;
   try {
     document = parseUntrustedJson(body, "the body");
@@ -67,7 +70,12 @@ CompletionCall parseCompletionCall(std::string_view body) {
   }
   settings.sampling.temperature = 1;
   if (const nlohmann::json* value = given("temperature")) {
-    settings.sampling.temperature = static_cast<float>(number(*value, "temperature", 0, 1e30, false, "a number >= 0 (0: greedy)"));
+    const double temperature = number(*value, "temperature", 0, 1e30, false, "a number >= 0 (0: greedy)");
+    settings.sampling.temperature = static_cast<float>(temperature);
+    // One below a float's normal range is 0 where a GPU flushes denormals, and (z - M) / 0 is NaN.
+    if (temperature > 0 && settings.sampling.temperature < std::numeric_limits<float>::min()) {
+      throw InvalidRequest("temperature", "temperature is too small to divide by on a GPU: give 0 for greedy");
+    }
   }
   if (const nlohmann::json* value = given("top_p")) {
     settings.sampling.topP = static_cast<float>(number(*value, "top_p", 0, 1, false, "a number in (0, 1] (1: off)"));
@@ -77,6 +85,8 @@ CompletionCall parseCompletionCall(std::string_view body) {
     const double k = number(*value, "top_k", -1, 2147483647, true, "an integer >= -1 (0 or -1: off)");
     settings.sampling.topK = k < 0 ? 0 : static_cast<std::uint32_t>(k);
   }
+  // Without a seed every request draws afresh, as OpenAI's do; with one, the same request gives the same text.
+  settings.sampling.seed = std::random_device()() | std::uint64_t{std::random_device()()} << 32;
   if (const nlohmann::json* value = given("seed")) {
     if (!value->is_number_integer()) throw InvalidRequest("seed", "seed is " + describeJsonValue(*value) + ", not an integer");
     // Negative seeds (OpenAI takes any 64-bit integer) are their two's complement.

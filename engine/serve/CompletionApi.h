@@ -2,7 +2,8 @@
 // the answers (a whole completion, streamed chunks, errors) as OpenAI's clients expect them.
 //
 // Fields read: prompt (a string, or an array of one string; required), max_tokens (default 16), temperature (default
-// 1; 0 greedy), top_p, top_k (vLLM's; 0 or -1: off), stop (a string or an array of up to 4), seed, stream,
+// 1; 0 greedy), top_p, top_k (vLLM's; 0 or -1: off), stop (a string or an array of up to 4), seed (none: a random
+// one, so that sampled completions differ as OpenAI's do), stream,
 // stream_options.include_usage, model (must be a string; the server has one model). OpenAI fields that would change
 // the answer and that glnet does not implement (n, best_of, echo, logprobs, suffix, penalties, logit_bias) are refused
 // unless they hold their default; other fields are ignored, as OpenAI does.
@@ -34,6 +35,9 @@ struct CompletionCall {
   bool stream = false;
   bool includeUsage = false;  // streamed: a last chunk with the usage and no choices
 };
+
+// What a request without a body is told (also when the HTTP layer refused it before parsing, lacking a Content-Length).
+constexpr const char* emptyCompletionBody = "the request has no body: send a JSON object with a \"prompt\"";
 
 // Throws InvalidRequest with a one-line message that quotes no bytes of the body.
 CompletionCall parseCompletionCall(std::string_view body);
