@@ -189,16 +189,18 @@ std::string errorMessage(const std::exception_ptr& failure) {
   }
 }
 
+// An error in OpenAI's shape, its type by the status.
+void sendApiError(httplib::Response& response, int status, const std::string& message, const std::string& param = "") {
+  response.status = status;
+  const char* type = status == 503 ? "server_error" : status >= 500 ? "internal_error" : "invalid_request_error";
+  response.set_content(toJson(apiError(message, type, param)), "application/json");
+}
+
 // The routes of a language model's server: OpenAI's completions and model list, health and metrics.
 void routeCompletions(httplib::Server& server, CompletionQueue& queue, ServeMetrics& metrics, const std::atomic<bool>& stopping,
-                      const std::string& modelName) {
+                      const std::string modelName) {
   const std::int64_t started = std::time(nullptr);
-  const auto sendApiError = [](httplib::Response& response, int status, const std::string& message, const std::string& param = "") {
-    response.status = status;
-    const char* type = status == 503 ? "server_error" : status >= 500 ? "internal_error" : "invalid_request_error";
-    response.set_content(toJson(apiError(message, type, param)), "application/json");
-  };
-  server.Post("/v1/completions", [&, started, sendApiError](const httplib::Request& request, httplib::Response& response) {
+  server.Post("/v1/completions", [&queue, &metrics, started, modelName](const httplib::Request& request, httplib::Response& response) {
     // Counted on every way out, once the handler has set the status.
     struct Count {
       ServeMetrics& metrics;
@@ -241,7 +243,7 @@ void routeCompletions(httplib::Server& server, CompletionQueue& queue, ServeMetr
     response.set_header("Cache-Control", "no-cache");
     response.set_chunked_content_provider(
         "text/event-stream",
-        [completion, id, created, includeUsage, &modelName](std::size_t, httplib::DataSink& sink) {
+        [completion, id, created, includeUsage, modelName](std::size_t, httplib::DataSink& sink) {
           auto [piece, outcome] = completion->take();
           std::string events = piece.empty() ? "" : completionEvent(id, created, modelName, piece);
           if (outcome) {
@@ -264,13 +266,13 @@ void routeCompletions(httplib::Server& server, CompletionQueue& queue, ServeMetr
   const std::string models = toJson({{"object", "list"},
                                      {"data", {{{"id", modelName}, {"object", "model"}, {"created", started}, {"owned_by", "glnet"},
                                                 {"max_model_len", queue.contextPositions()}}}}});
-  server.Get("/v1/models", [&, models](const httplib::Request& request, httplib::Response& response) {
+  server.Get("/v1/models", [&metrics, models](const httplib::Request& request, httplib::Response& response) {
     metrics.count(request.path, 200);
     response.set_content(models, "application/json");
   });
   // Other methods on the API's endpoints are the client's mistake, said as HTTP says it.
   for (const auto& [path, allowed] : {std::pair<std::string, std::string>{"/v1/completions", "POST"}, {"/v1/models", "GET"}}) {
-    const auto refuse = [&, path = path, allowed = allowed, sendApiError](const httplib::Request& request, httplib::Response& response) {
+    const auto refuse = [&metrics, path = path, allowed = allowed](const httplib::Request& request, httplib::Response& response) {
       metrics.count(path, 405);
       response.set_header("Allow", allowed);
       sendApiError(response, 405, request.method + " " + path + " is not allowed: use " + allowed);
@@ -281,17 +283,17 @@ void routeCompletions(httplib::Server& server, CompletionQueue& queue, ServeMetr
     server.Patch(path, refuse);
     server.Delete(path, refuse);
   }
-  server.Get("/healthz", [&](const httplib::Request& request, httplib::Response& response) {
+  server.Get("/healthz", [&metrics, &stopping](const httplib::Request& request, httplib::Response& response) {
     metrics.count(request.path, stopping ? 503 : 200);
     if (stopping) return sendApiError(response, 503, "the server is shutting down");
     response.set_content("{\"status\": \"ok\"}\n", "application/json");
   });
-  server.Get("/metrics", [&](const httplib::Request& request, httplib::Response& response) {
+  server.Get("/metrics", [&metrics, &queue](const httplib::Request& request, httplib::Response& response) {
     metrics.count(request.path, 200);
     response.set_content(metrics.prometheus(queue.stats()), "text/plain; version=0.0.4");
   });
   // Called for every answer of 400 or more; those with a body come from a handler and are counted there.
-  server.set_error_handler([&, sendApiError](const httplib::Request& request, httplib::Response& response) {
+  server.set_error_handler([&metrics](const httplib::Request& request, httplib::Response& response) {
     if (!response.body.empty()) return;
     metrics.count(request.path, response.status);
     const std::string reason = response.status == 404   ? "no such endpoint: " + request.method + " " + request.path
