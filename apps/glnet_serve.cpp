@@ -73,6 +73,22 @@ nlohmann::json describeModel(const Network& network, const std::map<std::string,
 }
 
 
+// Answers of 400 or more that httplib makes itself (no route, a body too large, a POST without one), in the mode's
+// error shape `send`; those with a body come from a handler and are counted there. `noBody` is what a POST without
+// a body is told.
+void routeErrors(httplib::Server& server, ServeMetrics& metrics, void (*send)(httplib::Response&, int, const std::string&), const char* noBody) {
+  server.set_error_handler([&metrics, send, noBody](const httplib::Request& request, httplib::Response& response) {
+    if (!response.body.empty()) return;
+    metrics.count(request.path, response.status);
+    const std::string reason = response.status == 404   ? "no such endpoint: " + request.method + " " + request.path
+                               : response.status == 413 ? "the body is larger than --max-body-bytes allows"
+                               // httplib refuses a POST that says nothing of its length (curl -X POST without data)
+                               : response.status == 400 && request.method == "POST" && request.body.empty() ? noBody
+                                                                                                            : "the request could not be handled";
+    send(response, response.status, reason);
+  });
+}
+
 // The routes of a classifier's server: predictions, the model's description, health and metrics.
 void routeClassifier(httplib::Server& server, BatchingPredictor& predictor, ServeMetrics& metrics, const std::atomic<bool>& stopping,
                      const Network& network, const std::string& modelJson) {
@@ -135,17 +151,7 @@ void routeClassifier(httplib::Server& server, BatchingPredictor& predictor, Serv
     metrics.count(request.path, 200);
     response.set_content(metrics.prometheus(predictor.stats()), "text/plain; version=0.0.4");
   });
-  // Called for every answer of 400 or more; those with a body come from a handler and are counted there.
-  server.set_error_handler([&](const httplib::Request& request, httplib::Response& response) {
-    if (!response.body.empty()) return;
-    metrics.count(request.path, response.status);
-    const std::string reason = response.status == 404   ? "no such endpoint: " + request.method + " " + request.path
-                               : response.status == 413 ? "the body is larger than --max-body-bytes allows"
-                               // httplib refuses a POST that says nothing of its length (curl -X POST without data)
-                               : response.status == 400 && request.method == "POST" && request.body.empty() ? emptyRequestBody
-                                                        : "the request could not be handled";
-    sendError(response, response.status, reason);
-  });
+  routeErrors(server, metrics, sendError, emptyRequestBody);
 }
 
 // The name of a model folder for answers: its last component ("models/gpt2/" → "gpt2").
@@ -248,7 +254,7 @@ void routeCompletions(httplib::Server& server, CompletionQueue& queue, ServeMetr
           std::string events = piece.empty() ? "" : completionEvent(id, created, modelName, piece);
           if (outcome) {
             if (outcome->error) {
-              events += "data: " + toJson(apiError(errorMessage(outcome->error), "internal_error")) + "\n";
+              events += "data: " + toJson(apiError(errorMessage(outcome->error), "internal_error")) + "\n";  // toJson ends one line
             } else {
               events += completionEvent(id, created, modelName, "", &outcome->stats);
               if (includeUsage) events += completionUsageEvent(id, created, modelName, outcome->stats);
@@ -292,16 +298,8 @@ void routeCompletions(httplib::Server& server, CompletionQueue& queue, ServeMetr
     metrics.count(request.path, 200);
     response.set_content(metrics.prometheus(queue.stats()), "text/plain; version=0.0.4");
   });
-  // Called for every answer of 400 or more; those with a body come from a handler and are counted there.
-  server.set_error_handler([&metrics](const httplib::Request& request, httplib::Response& response) {
-    if (!response.body.empty()) return;
-    metrics.count(request.path, response.status);
-    const std::string reason = response.status == 404   ? "no such endpoint: " + request.method + " " + request.path
-                               : response.status == 413 ? "the body is larger than --max-body-bytes allows"
-                               : response.status == 400 && request.method == "POST" && request.body.empty() ? emptyCompletionBody
-                                                                                                            : "the request could not be handled";
-    sendApiError(response, response.status, reason);
-  });
+  routeErrors(server, metrics, [](httplib::Response& response, int status, const std::string& message) { sendApiError(response, status, message); },
+              emptyCompletionBody);
 }
 
 }  // namespace

@@ -238,6 +238,7 @@ assert json.load(open(sys.argv[1]))['choices'][0]['text'] == json.load(open(sys.
 " "$work/last.json" "$work/gpt2-30.json" || fail "the completion running at SIGTERM was not answered in full: $(cat "$work/last.json")"
 
 # --- Start-up errors: one line, non-zero exit; options of the other mode refused.
+expect 0 "POST /v1/completions  OpenAI's text completions" -- "$apps/glnet_serve" --help
 expect 2 "^glnet_serve: error: --max-batch applies to classifier models; .* is a language model folder" -- "$apps/glnet_serve" --model "$models/gpt2" --max-batch 4
 expect 2 "^glnet_serve: error: --no-batching applies to classifier models" -- "$apps/glnet_serve" --model "$models/gpt2" --no-batching
 expect 2 "^glnet_serve: error: --max-context applies to language model folders; .*m.safetensors is a file" -- "$apps/glnet_serve" --model "$work/m.safetensors" --max-context 8
