@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "model/Classifier.h"
 #include "model/Network.h"
+#include "serve/Unavailable.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -23,13 +24,6 @@ struct BatchingOptions {
   std::chrono::microseconds maxDelay{500};    // how long the oldest request may wait for company
   std::size_t maxQueuedImages = 4096;         // beyond this, submit() refuses (Unavailable)
   bool batching = true;                       // false: every request runs alone, in arrival order
-};
-
-// The queue holds as many images as it may, or the predictor is shutting down: the caller should retry later
-// (elsewhere).
-class Unavailable : public Error {
- public:
-  using Error::Error;
 };
 
 struct BatchingStats {

@@ -25,9 +25,7 @@ void ServeMetrics::observePrediction(int status, double seconds, std::size_t ima
   ++latencyCount_;
 }
 
-std::string ServeMetrics::prometheus(const BatchingStats& batching) const {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  std::ostringstream out;
+void ServeMetrics::requests(std::ostream& out) const {
   out << "# HELP glnet_requests_total HTTP requests answered, by path and status.\n"
          "# TYPE glnet_requests_total counter\n";
   for (const auto& [key, count] : requests_) {
@@ -38,6 +36,12 @@ std::string ServeMetrics::prometheus(const BatchingStats& batching) const {
   out << "# HELP glnet_request_errors_total HTTP requests answered with a 4xx or 5xx status.\n"
          "# TYPE glnet_request_errors_total counter\nglnet_request_errors_total "
       << errors << "\n";
+}
+
+std::string ServeMetrics::prometheus(const BatchingStats& batching) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  std::ostringstream out;
+  requests(out);
   out << "# HELP glnet_images_total Images classified.\n# TYPE glnet_images_total counter\nglnet_images_total " << images_ << "\n";
 
   out << "# HELP glnet_request_duration_seconds Time in the /v1/predict handler, from the parsed request to its answer.\n"
@@ -65,6 +69,27 @@ std::string ServeMetrics::prometheus(const BatchingStats& batching) const {
       << batching.queuedImages << "\n";
   out << "# HELP glnet_queue_requests Requests waiting for their answer.\n# TYPE glnet_queue_requests gauge\nglnet_queue_requests "
       << batching.queuedRequests << "\n";
+  return out.str();
+}
+
+std::string ServeMetrics::prometheus(const CompletionStats& completions) const {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  std::ostringstream out;
+  requests(out);
+  out << "# HELP glnet_completions_total Completions by how they ended: completed, failed, cancelled (the client left), or "
+         "refused (the queue was full).\n# TYPE glnet_completions_total counter\n";
+  const std::pair<const char*, std::uint64_t> outcomes[] = {
+      {"completed", completions.completed}, {"failed", completions.failed}, {"cancelled", completions.cancelled}, {"refused", completions.refused}};
+  for (const auto& [outcome, count] : outcomes) out << "glnet_completions_total{outcome=\"" << outcome << "\"} " << count << "\n";
+  out << "# HELP glnet_prompt_tokens_total Prompt tokens of the completions started.\n# TYPE glnet_prompt_tokens_total counter\n"
+         "glnet_prompt_tokens_total "
+      << completions.promptTokens << "\n";
+  out << "# HELP glnet_generated_tokens_total Tokens generated.\n# TYPE glnet_generated_tokens_total counter\nglnet_generated_tokens_total "
+      << completions.generatedTokens << "\n";
+  out << "# HELP glnet_queue_requests Completions waiting to start.\n# TYPE glnet_queue_requests gauge\nglnet_queue_requests "
+      << completions.waiting << "\n";
+  out << "# HELP glnet_running_completions Completions being generated.\n# TYPE glnet_running_completions gauge\nglnet_running_completions "
+      << completions.running << "\n";
   return out.str();
 }
 

@@ -294,3 +294,12 @@ put("TokenizerEncode", "whitespace", b"  \t\t\n\n \r\n   x    \n" + b" " * 300)
 put("TokenizerEncode", "specials", b"a<|endoftext|>b<|user|>[[note]]<|begin_of_text|><|eot_id|><|end")
 put("TokenizerEncode", "bad-utf8", b"ok \xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xe4\xb8")
 put("TokenizerEncode", "digits", b"1234567890 3.14159 1,000,000 \xd9\xa3\xd9\xa4")
+# glnet_serve's /v1/completions bodies: every field OpenAI's clients send, nulls, a stream, and bodies with one defect.
+put("CompletionRequest", "full", json.dumps({"model": "m", "prompt": "Hello, world", "max_tokens": 16, "temperature": 0.7, "top_p": 0.9,
+                                             "top_k": 40, "stop": ["\n", "###"], "seed": -3, "stream": True,
+                                             "stream_options": {"include_usage": True}, "n": 1, "echo": False, "logprobs": None,
+                                             "user": "u"}).encode())
+put("CompletionRequest", "nulls", b'{"prompt": ["text \u00e9\ud83d\ude00"], "max_tokens": null, "temperature": null, "stop": null, "seed": 18446744073709551615}')
+put("CompletionRequest", "wrong-types", b'{"prompt": "a", "max_tokens": 1.5, "stop": [1], "stream": "yes"}')
+put("CompletionRequest", "unsupported", b'{"prompt": "a", "n": 2, "logit_bias": {"1": -100}, "temperature": 1e-40}')
+put("CompletionRequest", "deep", b'{"prompt": ' + b"[" * 40 + b'"a"' + b"]" * 40 + b"}")
