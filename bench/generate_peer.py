@@ -140,8 +140,8 @@ def compare(out, name, glnet_json, logits_path, ids_path):
     ref = json.load(open(os.path.join(folder, "reference.json")))
     ours = json.load(open(glnet_json))
     try:
-        our_text_ids = json.load(open(ids_path))
-    except (OSError, ValueError):
+        our_text_ids = json.load(open(ids_path))["ids"]  # glnet_info --tokenizer --encode: {"ids", "decoded"}
+    except (OSError, ValueError, KeyError, TypeError):
         our_text_ids = None
     want = np.load(os.path.join(folder, "reference-logits.npy"))
     got = np.load(logits_path)
