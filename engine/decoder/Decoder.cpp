@@ -82,7 +82,7 @@ struct Decoder::State {
   };
   Prefill prefill;
   PassBuffers step;
-  std::optional<Plan> stepPlan;
+  std::optional<Plan> shortStep, longStep;  // see buildStep
   int positionParameter = -1, keysParameter = -1, splitsParameter = -1, drawParameter = -1;
   Buffer chosen;  // the chosen token's id (uint32) for the host
   Buffer chooserScratch;
@@ -232,17 +232,6 @@ struct Decoder::State {
     }
   };
 
-  // A decode step's attention over the cache's first `keys` positions (plan parameters).
-  struct StepAttention {
-    State& state;
-    std::size_t scratchBytes() const { return DecodeAttention::workspaceBytes(state.cache); }
-    void operator()(Plan& plan, PassBuffers& b, const Buffer& layerCache) const {
-      plan.record(DecodeAttention::record(state.programs, b.qkv, layerCache, b.scratch, b.attention, state.cache,
-                                          static_cast<float>(1 / std::sqrt(static_cast<double>(state.cache.headSize))),
-                                          Uniform::fromParameter(0, state.keysParameter), Uniform::fromParameter(1, state.splitsParameter)));
-    }
-  };
-
   void buildPrefill(std::uint32_t rows, bool allLogits) {
     prefill = Prefill{};
     prefill.rows = rows;
@@ -269,18 +258,61 @@ struct Decoder::State {
   // Every plan that chooses a token has the draw counter as a parameter, its first.
   static int drawParameterOf(const Plan&) { return 0; }
 
+  // A decode step's pass over its one row: each dense layer one dispatch of Gemv.glsl with the norm or gate before it
+  // fused into its read, the residual added as it writes.
+  void recordStepPass(Plan& plan, const Uniform& position, bool singlePass) {
+    PassBuffers& b = step;
+    const std::uint32_t hidden = config.hidden, inner = config.intermediate, width = cache.qkvWidth();
+    const std::uint32_t attentionWidth = config.heads * config.headDim, upRows = inner * (llama ? 2 : 1);
+    b.scratch = Buffer(std::max(DecodeAttention::workspaceBytes(cache), sizeof(float)));
+    GemvLayer normed, plain, residual, mlp, down;
+    normed.input = llama ? GemvInput::rmsNorm : GemvInput::layerNorm;
+    normed.epsilon = static_cast<float>(config.normEpsilon);
+    residual.residual = true;
+    mlp = normed;
+    if (!llama) mlp.after = Pointwise{PointwiseKind::geluTanh};
+    down = residual;
+    if (llama) down.input = GemvInput::swiGlu;
+    const auto gammaBeta = [&](const Buffer& gamma, const Buffer& beta) { return std::pair<BufferView, BufferView>{gamma, beta}; };
+    plan.record(tokenEmbedding(programs, b.ids, tokenTable, positionTable, llama ? 0 : config.maxPositions, b.x, 1, hidden, config.vocabulary,
+                               position));
+    for (LayerBuffers& layer : layers) {
+      const auto [gamma1, beta1] = gammaBeta(layer.attentionNorm, layer.attentionNormBias);
+      plan.record(gemv(programs, normed, b.x, layer.qkv, layer.qkvBias, b.qkv, width, hidden, nullptr, &gamma1, &beta1));
+      plan.record(appendToCache(programs, b.qkv, layer.cache, llama, cosines, sines, cache, 1, position));
+      plan.record(DecodeAttention::record(programs, b.qkv, layer.cache, b.scratch, b.attention, cache,
+                                          static_cast<float>(1 / std::sqrt(static_cast<double>(cache.headSize))),
+                                          Uniform::fromParameter(0, keysParameter), Uniform::fromParameter(0, splitsParameter), singlePass));
+      const BufferView x = b.x, xAlternate = b.xAlternate;
+      plan.record(gemv(programs, residual, b.attention, layer.output, layer.outputBias, b.xAlternate, hidden, attentionWidth, &x));
+      const auto [gamma2, beta2] = gammaBeta(layer.mlpNorm, layer.mlpNormBias);
+      plan.record(gemv(programs, mlp, b.xAlternate, layer.up, layer.upBias, b.hidden, upRows, hidden, nullptr, &gamma2, &beta2));
+      plan.record(gemv(programs, down, b.hidden, layer.down, layer.downBias, b.x, hidden, inner, &xAlternate));
+    }
+    const auto [gamma, beta] = gammaBeta(finalNorm, finalNormBias);
+    plan.record(gemv(programs, normed, b.x, config.tiedEmbeddings ? tokenTable : lmHead, zeros, b.logits, config.vocabulary, hidden, nullptr,
+                     &gamma, &beta));
+  }
+
+  // Two recordings of the step, alike but for the attention: one pass over the cache while it holds at most
+  // DecodeAttention::keysPerSplit keys, then chunks and their combination. The same parameters in both.
   void buildStep() {
     step = passBuffers(1, 1);
-    Plan plan(context.limits());
-    const int draw = plan.addParameter();
-    GLNET_ASSERT(draw == drawParameterOf(plan), "the draw counter is a decode plan's first parameter");
-    positionParameter = plan.addParameter();
-    keysParameter = plan.addParameter();
-    splitsParameter = plan.addParameter();
-    recordPass(plan, step, 1, 1, Uniform::fromParameter(0, positionParameter), StepAttention{*this});
-    recordChoice(plan, step);
-    stepPlan = std::move(plan);
+    for (const bool singlePass : {true, false}) {
+      if (!singlePass && contextPositions <= DecodeAttention::keysPerSplit) break;
+      Plan plan(context.limits());
+      const int draw = plan.addParameter();
+      GLNET_ASSERT(draw == drawParameterOf(plan), "the draw counter is a decode plan's first parameter");
+      positionParameter = plan.addParameter();
+      keysParameter = plan.addParameter();
+      splitsParameter = plan.addParameter();
+      recordStepPass(plan, Uniform::fromParameter(0, positionParameter), singlePass);
+      recordChoice(plan, step);
+      (singlePass ? shortStep : longStep) = std::move(plan);
+    }
   }
+  Plan& stepPlanAt(std::uint32_t keys) { return keys <= DecodeAttention::keysPerSplit || !longStep ? *shortStep : *longStep; }
+  const Plan& stepPlanAt(std::uint32_t keys) const { return keys <= DecodeAttention::keysPerSplit || !longStep ? *shortStep : *longStep; }
 
   std::uint32_t readChosen() {
     std::uint32_t id = 0;
@@ -301,11 +333,11 @@ struct Decoder::State {
   }
 
   std::uint32_t decodeStep(std::vector<std::pair<std::string, double>>* timed) {
-    GLNET_ASSERT(stepPlan.has_value() && position > 0, "a decode step follows start()");
+    GLNET_ASSERT(shortStep.has_value() && position > 0, "a decode step follows start()");
     if (position >= contextPositions) {
       throw Error("the context of " + std::to_string(contextPositions) + " positions is full (" + optionName("max-context") + ")");
     }
-    Plan& plan = *stepPlan;
+    Plan& plan = stepPlanAt(position + 1);
     plan.setParameter(drawParameterOf(plan), ++draws);
     plan.setParameter(positionParameter, position);
     plan.setParameter(keysParameter, position + 1);
@@ -351,6 +383,9 @@ Decoder::Decoder(const Context& context, DecoderConfig config, const DecoderWeig
     s.cosines = Buffer(sizeof(float));
     s.sines = Buffer(sizeof(float));
   }
+  checkGemvInputs(c.hidden, "config.json's hidden size");
+  checkGemvInputs(c.intermediate, "config.json's intermediate size");
+  checkGemvInputs(c.heads * c.headDim, "config.json's heads times head size");
   const std::size_t qWidth = c.heads * headSize, kvWidth = c.kvHeads * headSize;
   s.zeros = Buffer::of(std::vector<float>(std::max<std::size_t>(c.vocabulary, hidden), 0.0f));
   for (const DecoderLayerWeights& w : weights.layers) {
@@ -403,7 +438,7 @@ std::vector<float> Decoder::logits(const std::vector<std::uint32_t>& ids) {
 std::uint32_t Decoder::start(const std::vector<std::uint32_t>& prompt, const SamplingSettings& sampling) {
   State& s = *state_;
   sampling.check();
-  if (!s.stepPlan || !sameSampling(s.sampling, sampling)) {
+  if (!s.shortStep || !sameSampling(s.sampling, sampling)) {
     s.sampling = sampling;
     s.prefill = State::Prefill{};
     s.buildStep();
@@ -419,7 +454,13 @@ std::uint32_t Decoder::profiledNext(std::vector<std::pair<std::string, double>>&
   return state_->decodeStep(&dispatchMilliseconds);
 }
 
-std::size_t Decoder::stepDispatches() const { return state_->stepPlan ? state_->stepPlan->dispatchCount() : 0; }
-std::size_t Decoder::stepBarriers() const { return state_->stepPlan ? state_->stepPlan->barrierCount() : 0; }
+std::size_t Decoder::stepDispatches() const {
+  const State& s = *state_;
+  return s.shortStep ? s.stepPlanAt(s.position + 1).dispatchCount() : 0;
+}
+std::size_t Decoder::stepBarriers() const {
+  const State& s = *state_;
+  return s.shortStep ? s.stepPlanAt(s.position + 1).barrierCount() : 0;
+}
 
 }  // namespace glnet

@@ -47,7 +47,8 @@ class Decoder {
   // dispatch its label and milliseconds in issue order.
   std::uint32_t profiledNext(std::vector<std::pair<std::string, double>>& dispatchMilliseconds);
 
-  // What a decode step issues, for reports: dispatches, barriers, and the bytes of weights it reads.
+  // What the next decode step issues (at the current position), for reports: dispatches, barriers, and the bytes of
+  // weights it reads.
   std::size_t stepDispatches() const;
   std::size_t stepBarriers() const;
   std::size_t weightBytes() const;

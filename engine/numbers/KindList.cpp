@@ -41,6 +41,7 @@ const std::string& allKindDefines() {
     appendDefines<CompressionMode>(lines);
     appendDefines<BackwardMode>(lines);
     appendDefines<GroupedConvGradient>(lines);
+    appendDefines<GemvInput>(lines);
     return lines;
   }();
   return text;

@@ -108,4 +108,12 @@ GLNET_KIND_LIST(BackwardMode, GLNET_BACKWARD_MODES, "BACKWARD_MODE");
   X(biasGradient, BIAS_GRADIENT, " db")
 GLNET_KIND_LIST(GroupedConvGradient, GLNET_GROUPED_CONV_GRADIENTS, "GRADIENT_MODE");
 
+// shaders/Gemv.glsl (ops/Decoding.cpp): what the decode step's dense layer does to x as it reads it.
+#define GLNET_GEMV_INPUTS(X)                        \
+  X(plain, PLAIN, "plain")                          \
+  X(layerNorm, LAYER_NORM, "layer norm")            \
+  X(rmsNorm, RMS_NORM, "rms norm")                  \
+  X(swiGlu, SWIGLU, "swiglu")
+GLNET_KIND_LIST(GemvInput, GLNET_GEMV_INPUTS, "INPUT");
+
 }  // namespace glnet

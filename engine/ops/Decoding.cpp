@@ -1,6 +1,8 @@
 #include "ops/Decoding.h"
 
 #include "base/check.h"
+#include "gl/Program.h"
+#include "numbers/Activation.h"
 #include "plan/Groups.h"
 
 namespace glnet {
@@ -58,22 +60,61 @@ Dispatch swiGlu(ProgramCache& programs, const BufferView& x, const BufferView& y
   return dispatch;
 }
 
+void checkGemvInputs(std::uint32_t inputs, const std::string& what) {
+  if (inputs % 4 != 0) {
+    throw Error("glnet's decode kernels read rows in runs of 4 floats: " + what + " of " + std::to_string(inputs) + " is not a multiple of 4");
+  }
+}
+
+Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& x, const BufferView& weight, const BufferView& bias,
+              const BufferView& y, std::uint32_t outputs, std::uint32_t inputs, const BufferView* residual, const BufferView* gamma,
+              const BufferView* beta) {
+  checkGemvInputs(inputs, "a layer's input size");
+  const bool normed = layer.input == GemvInput::layerNorm || layer.input == GemvInput::rmsNorm;
+  GLNET_ASSERT(!normed || gamma, "a normed input needs its gamma");
+  GLNET_ASSERT(layer.input != GemvInput::layerNorm || beta, "a layer norm needs its beta");
+  GLNET_ASSERT(!layer.residual || residual, "a residual layer needs its residual");
+  std::vector<ShaderDefine> defines{kindDefine(layer.input), kindDefine(Activation::none)};
+  if (layer.residual) defines.push_back({"RESIDUAL", "1"});
+  for (const ShaderDefine& define : layer.after.fusedDefines()) defines.push_back(define);
+  const Program& program = programs.get("Gemv.glsl", defines, layer.after.fusedIncludes());
+  const std::uint32_t teams = static_cast<std::uint32_t>(program.localSize()[0]) / 32;
+  Dispatch dispatch;
+  dispatch.program = &program;
+  dispatch.label = std::string("gemv") + (layer.input != GemvInput::plain ? std::string(" on ") + kindName(layer.input) : "") +
+                   (layer.after.kind != PointwiseKind::identity ? ", " + layer.after.name() : "") + (layer.residual ? ", + residual" : "") +
+                   " " + std::to_string(outputs) + "x" + std::to_string(inputs);
+  dispatch.groups = {(outputs + teams - 1) / teams, 1, 1};
+  dispatch.linear = true;
+  dispatch.buffers = {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}};
+  if (layer.residual) dispatch.buffers.push_back({4, *residual, Access::read});
+  if (normed) dispatch.buffers.push_back({5, *gamma, Access::read});
+  if (layer.input == GemvInput::layerNorm) dispatch.buffers.push_back({6, *beta, Access::read});
+  dispatch.uniforms = {Uniform::u32(0, outputs), Uniform::u32(1, inputs), Uniform::f32(2, layer.epsilon)};
+  return dispatch;
+}
+
 std::size_t DecodeAttention::workspaceBytes(const CacheShape& shape) {
   return sizeof(float) * std::size_t{splits(shape.context)} * shape.heads * (shape.headSize + 2);
 }
 
 std::vector<Dispatch> DecodeAttention::record(ProgramCache& programs, const BufferView& qkv, const BufferView& cache,
                                               const BufferView& workspace, const BufferView& y, const CacheShape& shape, float scale,
-                                              const Uniform& keys, const Uniform& splitCount) {
+                                              const Uniform& keys, const Uniform& splitCount, bool singlePass) {
   const std::uint32_t groupHeads = shape.heads / shape.kvHeads;
+  std::vector<ShaderDefine> defines{{"HEAD_D", std::to_string(shape.headSize)},
+                                    {"GROUP_HEADS", std::to_string(groupHeads)},
+                                    {"KEYS_PER_SPLIT", std::to_string(keysPerSplit)}};
+  if (singlePass) defines.push_back({"SINGLE_PASS", "1"});
   Dispatch attend;
-  attend.program = &programs.get("DecodeAttention.glsl", {{"HEAD_D", std::to_string(shape.headSize)},
-                                                          {"GROUP_HEADS", std::to_string(groupHeads)},
-                                                          {"KEYS_PER_SPLIT", std::to_string(keysPerSplit)}});
-  attend.label = "decode attention D" + std::to_string(shape.headSize) + (groupHeads > 1 ? " GQA " + std::to_string(groupHeads) : "");
-  attend.groups = {splits(shape.context), shape.kvHeads, 1};
-  attend.buffers = {{0, qkv, Access::read}, {1, cache, Access::read}, {2, workspace, Access::write}};
-  attend.uniforms = {at(0, keys), at(1, splitCount), Uniform::u32(2, shape.heads), Uniform::u32(3, shape.context), Uniform::f32(4, scale)};
+  attend.program = &programs.get("DecodeAttention.glsl", defines);
+  attend.label = "decode attention D" + std::to_string(shape.headSize) + (groupHeads > 1 ? " GQA " + std::to_string(groupHeads) : "") +
+                 (singlePass ? "" : " split");
+  attend.groups = {singlePass ? 1 : splits(shape.context), shape.kvHeads, 1};
+  attend.buffers = {{0, qkv, Access::read}, {1, cache, Access::read}, {2, singlePass ? y : workspace, Access::write}};
+  attend.uniforms = {at(0, keys), singlePass ? Uniform::u32(1, 1) : at(1, splitCount), Uniform::u32(2, shape.heads), Uniform::u32(3, shape.context),
+                     Uniform::f32(4, scale)};
+  if (singlePass) return {attend};
   const std::uint32_t count = shape.heads * shape.headSize;
   Dispatch combine = linearDispatch(programs.get("AttentionCombine.glsl"), "attention combine", count);
   combine.buffers = {{0, workspace, Access::read}, {1, y, Access::write}};

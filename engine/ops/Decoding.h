@@ -4,6 +4,8 @@
 // position as a plan parameter.
 #pragma once
 
+#include "numbers/ShaderModes.h"
+#include "ops/Pointwise.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
 
@@ -33,16 +35,31 @@ Dispatch appendToCache(ProgramCache& programs, const BufferView& qkv, const Buff
 // y [rows, I] = silu(x[:, :I])·x[:, I:].
 Dispatch swiGlu(ProgramCache& programs, const BufferView& x, const BufferView& y, std::uint32_t rows, std::uint32_t inner);
 
+// A decode step's dense layer for one row, y [N] = after(W·x' + b (+ r)), W [N, K], with x' what `input` makes of x
+// as the kernel reads it (Gemv.glsl): x itself, its layer or RMS norm (gamma, beta [K]), or the SwiGLU gate of a
+// [2K] x. K must be a multiple of 4 (checkGemvInputs).
+struct GemvLayer {
+  GemvInput input = GemvInput::plain;
+  Pointwise after;
+  float epsilon = 0;
+  bool residual = false;
+};
+void checkGemvInputs(std::uint32_t inputs, const std::string& what);
+Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& x, const BufferView& weight, const BufferView& bias,
+              const BufferView& y, std::uint32_t outputs, std::uint32_t inputs, const BufferView* residual = nullptr,
+              const BufferView* gamma = nullptr, const BufferView* beta = nullptr);
+
 // A decode step's attention: the one query row of `qkv` against keys [0, keys) of `cache`, y [H·D] (heads after one
 // another, as the output projection reads them). `keys` and `splits` are Uniforms (plan parameters: the position + 1
-// and decodeSplits of it); `workspace` holds decodeWorkspaceBytes.
+// and splits() of it). Single pass (while keys ≤ keysPerSplit): one dispatch that writes y; otherwise the chunks and
+// their combination (two dispatches), `workspace` holding workspaceBytes.
 struct DecodeAttention {
-  static constexpr std::uint32_t keysPerSplit = 32;
+  static constexpr std::uint32_t keysPerSplit = 256;
   static std::uint32_t splits(std::uint32_t keys) { return (keys + keysPerSplit - 1) / keysPerSplit; }
   static std::size_t workspaceBytes(const CacheShape& shape);
   static std::vector<Dispatch> record(ProgramCache& programs, const BufferView& qkv, const BufferView& cache, const BufferView& workspace,
                                       const BufferView& y, const CacheShape& shape, float scale, const Uniform& keys,
-                                      const Uniform& splits);
+                                      const Uniform& splits, bool singlePass);
 };
 
 }  // namespace glnet

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <functional>
 
 using namespace glnet;
 
@@ -64,6 +65,31 @@ TEST_SUITE("gl") {
       CHECK(decoder.start(want.prompt, SamplingSettings{}) == want.greedy[0]);
       CHECK(decoder.next() == want.greedy[1]);
     }
+  }
+
+  // Past DecodeAttention::keysPerSplit keys the step's attention switches to chunks and their combination: every greedy
+  // token of a long continuation is the argmax of the prompt pass's logits over the same tokens (the cache written
+  // step by step against one batched pass).
+  TEST_CASE("a long greedy continuation agrees with one pass over it, across the attention's change to chunks") {
+    const std::string folder = test::tinyDecoder("llama");
+    const Expected want = expected(folder);
+    Decoder decoder = load(folder, 300);
+    std::vector<std::uint32_t> ids = want.prompt;
+    ids.push_back(decoder.start(want.prompt, SamplingSettings{}));
+    while (ids.size() < 300) ids.push_back(decoder.next());
+    const std::uint32_t vocabulary = decoder.config().vocabulary;
+    const std::vector<float> logits = decoder.logits(std::vector<std::uint32_t>(ids.begin(), ids.end() - 1));
+    std::size_t agree = 0, clear = 0;
+    for (std::size_t row = want.prompt.size() - 1; row + 1 < ids.size(); ++row) {
+      const float* line = logits.data() + row * vocabulary;
+      std::vector<float> sorted(line, line + vocabulary);
+      std::partial_sort(sorted.begin(), sorted.begin() + 2, sorted.end(), std::greater<>());
+      if (sorted[0] - sorted[1] < 1e-4f) continue;  // a near tie may go either way in fp32
+      ++clear;
+      agree += static_cast<std::size_t>(std::max_element(line, line + vocabulary) - line) == ids[row + 1] ? 1 : 0;
+    }
+    CHECK(clear > 250);
+    CHECK(agree == clear);
   }
 
   TEST_CASE("sampled continuations repeat with their seed and differ between seeds") {

@@ -130,7 +130,7 @@ TEST_SUITE("gl") {
     Context& context = test::glContext();
     ProgramCache programs;
     std::mt19937 random = test::generator(903);
-    const CacheShape shape{6, 2, 10, 100};
+    const CacheShape shape{6, 2, 10, 700};
     const std::vector<float> qkv = test::uniformFloats(random, shape.qkvWidth(), -2.0f, 2.0f);
     std::vector<float> cache = test::uniformFloats(random, shape.layerFloats(), -2.0f, 2.0f);
     // A NaN in the second KV head's value at key 40: its three query heads turn NaN once they see key 40.
@@ -140,42 +140,112 @@ TEST_SUITE("gl") {
     Buffer workspace(DecodeAttention::workspaceBytes(shape));
     Buffer y = poisoned(shape.heads * shape.headSize);
     const float scale = 0.3f;
-    Plan plan(context.limits());
-    const int keys = plan.addParameter(), splits = plan.addParameter();
-    plan.record(DecodeAttention::record(programs, projections, cacheBuffer, workspace, y, shape, scale, Uniform::fromParameter(0, keys),
-                                        Uniform::fromParameter(0, splits)));
-    for (const std::uint32_t seen : {1u, 2u, 31u, 32u, 33u, 41u, 64u, 65u, 99u, 100u}) {
-      CAPTURE(seen);
-      y.fill(test::nanPoison);
-      plan.setParameter(keys, seen);
-      plan.setParameter(splits, DecodeAttention::splits(seen));
-      plan.run();
-      std::vector<double> expected(shape.heads * shape.headSize);
-      for (std::uint32_t h = 0; h < shape.heads; ++h) {
-        const std::uint32_t kvHead = h / (shape.heads / shape.kvHeads);
-        std::vector<double> scores(seen);
-        double largest = -INFINITY, total = 0;
-        for (std::uint32_t j = 0; j < seen; ++j) {
-          double dot = 0;
-          for (std::uint32_t f = 0; f < shape.headSize; ++f) {
-            dot += double{qkv[h * shape.headSize + f]} * cache[(std::size_t{kvHead} * shape.context + j) * shape.headSize + f];
+    for (const bool single : {true, false}) {
+      Plan plan(context.limits());
+      const int keys = plan.addParameter(), splits = plan.addParameter();
+      plan.record(DecodeAttention::record(programs, projections, cacheBuffer, workspace, y, shape, scale, Uniform::fromParameter(0, keys),
+                                          Uniform::fromParameter(0, splits), single));
+      for (const std::uint32_t seen : {1u, 2u, 31u, 32u, 33u, 41u, 255u, 256u, 257u, 513u, 600u, 700u}) {
+        if (single && seen > DecodeAttention::keysPerSplit) continue;
+        CAPTURE(single);
+        CAPTURE(seen);
+        y.fill(test::nanPoison);
+        plan.setParameter(keys, seen);
+        plan.setParameter(splits, DecodeAttention::splits(seen));
+        plan.run();
+        std::vector<double> expected(shape.heads * shape.headSize);
+        for (std::uint32_t h = 0; h < shape.heads; ++h) {
+          const std::uint32_t kvHead = h / (shape.heads / shape.kvHeads);
+          std::vector<double> scores(seen);
+          double largest = -INFINITY, total = 0;
+          for (std::uint32_t j = 0; j < seen; ++j) {
+            double dot = 0;
+            for (std::uint32_t f = 0; f < shape.headSize; ++f) {
+              dot += double{qkv[h * shape.headSize + f]} * cache[(std::size_t{kvHead} * shape.context + j) * shape.headSize + f];
+            }
+            scores[j] = scale * dot;
+            largest = std::max(largest, scores[j]);
           }
-          scores[j] = scale * dot;
-          largest = std::max(largest, scores[j]);
+          for (double& score : scores) total += score = std::exp(score - largest);
+          for (std::uint32_t d = 0; d < shape.headSize; ++d) {
+            double sum = 0;
+            for (std::uint32_t j = 0; j < seen; ++j) sum += scores[j] / total * cache[values + (std::size_t{kvHead} * shape.context + j) * shape.headSize + d];
+            expected[h * shape.headSize + d] = sum;
+          }
         }
-        for (double& score : scores) total += score = std::exp(score - largest);
-        for (std::uint32_t d = 0; d < shape.headSize; ++d) {
-          double sum = 0;
-          for (std::uint32_t j = 0; j < seen; ++j) sum += scores[j] / total * cache[values + (std::size_t{kvHead} * shape.context + j) * shape.headSize + d];
-          expected[h * shape.headSize + d] = sum;
+        const std::vector<float> got = y.read<float>();
+        if (seen > 40) {
+          test::checkNanPropagated(got, expected, 1e-6, 1e-5);
+        } else {
+          test::checkClose(got, expected, 1e-6, 1e-5);
         }
-      }
-      const std::vector<float> got = y.read<float>();
-      if (seen > 40) {
-        test::checkNanPropagated(got, expected, 1e-6, 1e-5);
-      } else {
-        test::checkClose(got, expected, 1e-6, 1e-5);
       }
     }
+  }
+}
+
+TEST_SUITE("gl") {
+  TEST_CASE("a decode step's dense layer with its norm or gate fused into its read matches float64, NaN in gives NaN out") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    std::mt19937 random = test::generator(904);
+    const std::uint32_t outputs = 37, inputs = 44;
+    for (const GemvInput input : {GemvInput::plain, GemvInput::layerNorm, GemvInput::rmsNorm, GemvInput::swiGlu}) {
+      for (const bool residual : {false, true}) {
+        for (const bool poisoned : {false, true}) {
+          CAPTURE(kindName(input));
+          CAPTURE(residual);
+          CAPTURE(poisoned);
+          const std::uint32_t xSize = input == GemvInput::swiGlu ? 2 * inputs : inputs;
+          std::vector<float> x = test::uniformFloats(random, xSize, -2.0f, 2.0f);
+          if (poisoned) x[5] = NAN;
+          const std::vector<float> w = test::uniformFloats(random, outputs * inputs), b = test::uniformFloats(random, outputs),
+                                   r = test::uniformFloats(random, outputs), gamma = test::uniformFloats(random, inputs, 0.5f, 1.5f),
+                                   beta = test::uniformFloats(random, inputs);
+          GemvLayer layer;
+          layer.input = input;
+          layer.epsilon = 1e-5f;
+          layer.residual = residual;
+          if (!residual) layer.after = Pointwise{PointwiseKind::geluTanh};
+          const Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b), rBuffer = Buffer::of(r),
+                       gammaBuffer = Buffer::of(gamma), betaBuffer = Buffer::of(beta);
+          Buffer y = poisoned ? Buffer::of(std::vector<float>(outputs, 0.0f)) : ::poisoned(outputs);
+          const BufferView rView = rBuffer, gammaView = gammaBuffer, betaView = betaBuffer;
+          Plan plan(context.limits());
+          plan.record(gemv(programs, layer, xBuffer, wBuffer, bBuffer, y, outputs, inputs, &rView, &gammaView, &betaView));
+          plan.run();
+          // x' in float64 as the kernel makes it.
+          std::vector<double> xs(inputs);
+          double mean = 0, squares = 0;
+          if (input == GemvInput::layerNorm) {
+            for (std::uint32_t k = 0; k < inputs; ++k) mean += x[k];
+            mean /= inputs;
+          }
+          for (std::uint32_t k = 0; k < inputs; ++k) squares += (x[k] - mean) * (x[k] - mean);
+          const double scale = 1 / std::sqrt(squares / inputs + 1e-5);
+          for (std::uint32_t k = 0; k < inputs; ++k) {
+            switch (input) {
+              case GemvInput::plain: xs[k] = x[k]; break;
+              case GemvInput::layerNorm: xs[k] = (x[k] - mean) * scale * gamma[k] + beta[k]; break;
+              case GemvInput::rmsNorm: xs[k] = x[k] * scale * gamma[k]; break;
+              case GemvInput::swiGlu: xs[k] = x[k] / (1 + std::exp(-double{x[k]})) * x[inputs + k]; break;
+            }
+          }
+          std::vector<double> expected(outputs);
+          for (std::uint32_t n = 0; n < outputs; ++n) {
+            double sum = b[n] + (residual ? r[n] : 0.0);
+            for (std::uint32_t k = 0; k < inputs; ++k) sum += double{w[n * inputs + k]} * xs[k];
+            expected[n] = residual ? sum : layer.after(sum);
+          }
+          if (poisoned) {
+            // A NaN in x reaches every output (through the norm's statistics, or the one product that reads it).
+            for (const float value : y.read<float>()) CHECK(std::isnan(value));
+          } else {
+            test::checkClose(y.read<float>(), expected, 1e-5, 1e-5);
+          }
+        }
+      }
+    }
+    CHECK_THROWS_WITH(checkGemvInputs(42, "a layer's input size"), doctest::Contains("not a multiple of 4"));
   }
 }

@@ -1,0 +1,109 @@
+// A decode step's dense layer for one row, y[n] = after(Σ_k W[n, k]·x'[k] + b[n] (+ r[n])), with what feeds it fused
+// into its read of x, so that a layer and the norm or gate before it are one dispatch: INPUT (engine/ops/Decoding.cpp)
+//   INPUT_PLAIN        x' = x
+//   INPUT_LAYER_NORM   x' = (x − mean)/sqrt(var + epsilon)·gamma + beta over the K values (GPT-2's LayerNorm)
+//   INPUT_RMS_NORM     x' = x/sqrt(mean(x²) + epsilon)·gamma (Llama's RMSNorm)
+//   INPUT_SWIGLU       x' = silu(x[k])·x[K + k] (Llama's gate and up projections, one fused [2K] row)
+// Each group first computes the norm's statistics over x itself (x is a few thousand floats, read from the cache by
+// every group; two passes, the mean then the squared deviations). Then each of its TEAMS teams of 32 invocations
+// takes one output n and reads W's row in coalesced vec4 runs (PyTorch's [out, in], contiguous along K), the
+// layer's only traffic from memory; the team's 32 partial sums meet in shared memory. K must be a multiple of 4.
+// bindings: 0 x read, 1 W read, 2 b read, 3 y write, 4 r read (RESIDUAL), 5 gamma read (norms), 6 beta read (LAYER_NORM)
+// uniforms: 0 N (outputs), 1 K (inputs), 2 epsilon (norms)
+// defines: INPUT, RESIDUAL, ACTIVATION and POINTWISE (common.glsl's finishOutput)
+#if INPUT != INPUT_PLAIN && INPUT != INPUT_LAYER_NORM && INPUT != INPUT_RMS_NORM && INPUT != INPUT_SWIGLU
+#error unknown INPUT
+#endif
+#define TEAM 32
+#define TEAMS (LOCAL_SIZE_X / TEAM)
+layout(local_size_x = LOCAL_SIZE_X) in;
+
+layout(std430, binding = 0) readonly buffer Input { vec4 x4[]; };
+layout(std430, binding = 1) readonly buffer Weight { vec4 W4[]; };
+layout(std430, binding = 2) readonly buffer Bias { float b[]; };
+layout(std430, binding = 3) writeonly buffer Output { float y[]; };
+#ifdef RESIDUAL
+layout(std430, binding = 4) readonly buffer Residual { float r[]; };
+#endif
+#if INPUT == INPUT_LAYER_NORM || INPUT == INPUT_RMS_NORM
+layout(std430, binding = 5) readonly buffer Gamma { vec4 gamma4[]; };
+#endif
+#if INPUT == INPUT_LAYER_NORM
+layout(std430, binding = 6) readonly buffer Beta { vec4 beta4[]; };
+#endif
+layout(location = 0) uniform uint N;
+layout(location = 1) uniform uint K;
+layout(location = 2) uniform float epsilon;
+
+// One array per combination (see AxisReduce.glsl: NVIDIA's compiler re-reads a combined value after later barriers).
+shared float meanPartial[LOCAL_SIZE_X];
+shared float deviationPartial[LOCAL_SIZE_X];
+shared float teamPartial[LOCAL_SIZE_X];
+
+#if INPUT == INPUT_LAYER_NORM || INPUT == INPUT_RMS_NORM
+float groupSum(float value, bool deviations) {
+  uint local = gl_LocalInvocationID.x;
+  if (deviations) deviationPartial[local] = value; else meanPartial[local] = value;
+  memoryBarrierShared();
+  barrier();
+  for (uint stride = uint(LOCAL_SIZE_X / 2); stride > 0u; stride >>= 1) {
+    if (local < stride) {
+      if (deviations) deviationPartial[local] += deviationPartial[local + stride];
+      else meanPartial[local] += meanPartial[local + stride];
+    }
+    memoryBarrierShared();
+    barrier();
+  }
+  return deviations ? deviationPartial[0] : meanPartial[0];
+}
+#endif
+
+void main() {
+  uint local = gl_LocalInvocationID.x, team = local / uint(TEAM), lane = local % uint(TEAM);
+  uint runs = K / 4u;
+#if INPUT == INPUT_LAYER_NORM || INPUT == INPUT_RMS_NORM
+  float mean = 0.0;
+#if INPUT == INPUT_LAYER_NORM
+  float sum = 0.0;
+  for (uint k = local; k < runs; k += uint(LOCAL_SIZE_X)) sum += dot(x4[k], vec4(1.0));
+  mean = groupSum(sum, false) / float(K);
+#endif
+  float squares = 0.0;
+  for (uint k = local; k < runs; k += uint(LOCAL_SIZE_X)) {
+    vec4 d = x4[k] - mean;
+    squares += dot(d, d);
+  }
+  float scale = inversesqrt(groupSum(squares, true) / float(K) + epsilon);
+#endif
+  // Groups beyond the device's x limit fold into y (a linear dispatch).
+  uint n = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * uint(TEAMS) + team;
+  float total = 0.0;
+  if (n < N) {
+    uint row = n * runs;
+    for (uint k = lane; k < runs; k += uint(TEAM)) {
+#if INPUT == INPUT_LAYER_NORM
+      vec4 value = (x4[k] - mean) * scale * gamma4[k] + beta4[k];
+#elif INPUT == INPUT_RMS_NORM
+      vec4 value = x4[k] * scale * gamma4[k];
+#elif INPUT == INPUT_SWIGLU
+      vec4 gate = x4[k];
+      vec4 value = gate / (1.0 + exp(-gate)) * x4[runs + k];
+#else
+      vec4 value = x4[k];
+#endif
+      total += dot(W4[row + k], value);
+    }
+  }
+  teamPartial[local] = total;
+  memoryBarrierShared();
+  barrier();
+  if (lane == 0u && n < N) {
+    float value = 0.0;
+    for (uint i = 0u; i < uint(TEAM); ++i) value += teamPartial[local + i];
+    value += b[n];
+#ifdef RESIDUAL
+    value += r[n];
+#endif
+    y[n] = finishOutput(value);
+  }
+}
