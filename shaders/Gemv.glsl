@@ -5,12 +5,14 @@
 //   INPUT_RMS_NORM     x' = x/sqrt(mean(x²) + epsilon)·gamma (Llama's RMSNorm)
 //   INPUT_SWIGLU       x' = silu(x[k])·x[K + k] (Llama's gate and up projections, one fused [2K] row)
 // Each group first computes the norm's statistics over x itself (x is a few thousand floats, read from the cache by
-// every group; two passes, the mean then the squared deviations). Then each of its TEAMS teams of 32 invocations
-// takes one output n and reads W's row in coalesced vec4 runs (PyTorch's [out, in], contiguous along K), the
-// layer's only traffic from memory; the team's 32 partial sums meet in shared memory. K must be a multiple of 4.
+// every group; two passes, the mean then the squared deviations). Then each output n is taken by TEAMS_PER_ROW teams
+// of 32 invocations, which read W's row in coalesced vec4 runs (PyTorch's [out, in], contiguous along K), the
+// layer's only traffic from memory, each team every TEAMS_PER_ROW-th run of 32; their partial sums meet in shared
+// memory. Few outputs over a long K (a projection back to the hidden size) take several teams per row, so that the
+// dispatch still has enough groups to keep the memory busy. K must be a multiple of 4.
 // bindings: 0 x read, 1 W read, 2 b read, 3 y write, 4 r read (RESIDUAL), 5 gamma read (norms), 6 beta read (LAYER_NORM)
 // uniforms: 0 N (outputs), 1 K (inputs), 2 epsilon (norms)
-// defines: INPUT, RESIDUAL, ACTIVATION and POINTWISE (common.glsl's finishOutput)
+// defines: INPUT, TEAMS_PER_ROW (1, 2, 4 or 8), RESIDUAL, ACTIVATION and POINTWISE (common.glsl's finishOutput)
 #if INPUT != INPUT_PLAIN && INPUT != INPUT_LAYER_NORM && INPUT != INPUT_RMS_NORM && INPUT != INPUT_SWIGLU
 #error unknown INPUT
 #endif
@@ -76,11 +78,12 @@ void main() {
   float scale = inversesqrt(groupSum(squares, true) / float(K) + epsilon);
 #endif
   // Groups beyond the device's x limit fold into y (a linear dispatch).
-  uint n = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * uint(TEAMS) + team;
+  uint n = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * uint(TEAMS / TEAMS_PER_ROW) + team / uint(TEAMS_PER_ROW);
+  uint part = team % uint(TEAMS_PER_ROW);
   float total = 0.0;
   if (n < N) {
     uint row = n * runs;
-    for (uint k = lane; k < runs; k += uint(TEAM)) {
+    for (uint k = part * uint(TEAM) + lane; k < runs; k += uint(TEAM * TEAMS_PER_ROW)) {
 #if INPUT == INPUT_LAYER_NORM
       vec4 value = (x4[k] - mean) * scale * gamma4[k] + beta4[k];
 #elif INPUT == INPUT_RMS_NORM
@@ -97,9 +100,9 @@ void main() {
   teamPartial[local] = total;
   memoryBarrierShared();
   barrier();
-  if (lane == 0u && n < N) {
+  if (lane == 0u && part == 0u && n < N) {
     float value = 0.0;
-    for (uint i = 0u; i < uint(TEAM); ++i) value += teamPartial[local + i];
+    for (uint i = 0u; i < uint(TEAM * TEAMS_PER_ROW); ++i) value += teamPartial[local + i];
     value += b[n];
 #ifdef RESIDUAL
     value += r[n];

@@ -295,11 +295,11 @@ struct Decoder::State {
   }
 
   // Two recordings of the step, alike but for the attention: one pass over the cache while it holds at most
-  // DecodeAttention::keysPerSplit keys, then chunks and their combination. The same parameters in both.
+  // DecodeAttention::chunk keys, then chunks and their combination. The same parameters in both.
   void buildStep() {
     step = passBuffers(1, 1);
     for (const bool singlePass : {true, false}) {
-      if (!singlePass && contextPositions <= DecodeAttention::keysPerSplit) break;
+      if (!singlePass && contextPositions <= DecodeAttention::chunk(cache)) break;
       Plan plan(context.limits());
       const int draw = plan.addParameter();
       GLNET_ASSERT(draw == drawParameterOf(plan), "the draw counter is a decode plan's first parameter");
@@ -311,8 +311,8 @@ struct Decoder::State {
       (singlePass ? shortStep : longStep) = std::move(plan);
     }
   }
-  Plan& stepPlanAt(std::uint32_t keys) { return keys <= DecodeAttention::keysPerSplit || !longStep ? *shortStep : *longStep; }
-  const Plan& stepPlanAt(std::uint32_t keys) const { return keys <= DecodeAttention::keysPerSplit || !longStep ? *shortStep : *longStep; }
+  Plan& stepPlanAt(std::uint32_t keys) { return keys <= DecodeAttention::chunk(cache) || !longStep ? *shortStep : *longStep; }
+  const Plan& stepPlanAt(std::uint32_t keys) const { return keys <= DecodeAttention::chunk(cache) || !longStep ? *shortStep : *longStep; }
 
   std::uint32_t readChosen() {
     std::uint32_t id = 0;
@@ -341,7 +341,7 @@ struct Decoder::State {
     plan.setParameter(drawParameterOf(plan), ++draws);
     plan.setParameter(positionParameter, position);
     plan.setParameter(keysParameter, position + 1);
-    plan.setParameter(splitsParameter, DecodeAttention::splits(position + 1));
+    plan.setParameter(splitsParameter, DecodeAttention::splits(position + 1, cache));
     if (timed) {
       const std::vector<double> milliseconds = plan.runTimed();
       const std::vector<std::string> labels = plan.labels();

@@ -1,6 +1,7 @@
 #include "ops/Decoding.h"
 
 #include "base/check.h"
+#include "gl/Limits.h"
 #include "gl/Program.h"
 #include "numbers/Activation.h"
 #include "plan/Groups.h"
@@ -74,17 +75,23 @@ Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& 
   GLNET_ASSERT(!normed || gamma, "a normed input needs its gamma");
   GLNET_ASSERT(layer.input != GemvInput::layerNorm || beta, "a layer norm needs its beta");
   GLNET_ASSERT(!layer.residual || residual, "a residual layer needs its residual");
-  std::vector<ShaderDefine> defines{kindDefine(layer.input), kindDefine(Activation::none)};
+  // Teams per output: enough groups (about 1024, several per multiprocessor of a large GPU) for the memory to stay busy,
+  // while each team still has a run of 32 vec4s to read per pass.
+  const std::uint32_t teams = static_cast<std::uint32_t>(currentLimits().groupSize()) / 32;
+  std::uint32_t teamsPerRow = 1;
+  while (teamsPerRow < 8 && teamsPerRow < teams && std::uint64_t{outputs} * teamsPerRow / teams < 1024 && inputs / 4 >= 64 * teamsPerRow) teamsPerRow *= 2;
+  std::vector<ShaderDefine> defines{kindDefine(layer.input), kindDefine(Activation::none), {"TEAMS_PER_ROW", std::to_string(teamsPerRow)}};
   if (layer.residual) defines.push_back({"RESIDUAL", "1"});
   for (const ShaderDefine& define : layer.after.fusedDefines()) defines.push_back(define);
   const Program& program = programs.get("Gemv.glsl", defines, layer.after.fusedIncludes());
-  const std::uint32_t teams = static_cast<std::uint32_t>(program.localSize()[0]) / 32;
+  GLNET_ASSERT(static_cast<std::uint32_t>(program.localSize()[0]) == teams * 32, "Gemv.glsl's group is the device's group size");
+  const std::uint32_t rowsPerGroup = teams / teamsPerRow;
   Dispatch dispatch;
   dispatch.program = &program;
   dispatch.label = std::string("gemv") + (layer.input != GemvInput::plain ? std::string(" on ") + kindName(layer.input) : "") +
                    (layer.after.kind != PointwiseKind::identity ? ", " + layer.after.name() : "") + (layer.residual ? ", + residual" : "") +
                    " " + std::to_string(outputs) + "x" + std::to_string(inputs);
-  dispatch.groups = {(outputs + teams - 1) / teams, 1, 1};
+  dispatch.groups = {(outputs + rowsPerGroup - 1) / rowsPerGroup, 1, 1};
   dispatch.linear = true;
   dispatch.buffers = {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}};
   if (layer.residual) dispatch.buffers.push_back({4, *residual, Access::read});
@@ -94,8 +101,20 @@ Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& 
   return dispatch;
 }
 
+std::uint32_t DecodeAttention::chunk(const CacheShape& shape) {
+  const std::size_t groupHeads = shape.heads / shape.kvHeads, room = static_cast<std::size_t>(currentLimits().maxSharedMemoryBytes);
+  // DecodeAttention.glsl's shared arrays: the queries, the staged chunk, the weights and their reduction, 2 per head.
+  const auto bytes = [&](std::size_t keys) { return sizeof(float) * (groupHeads * shape.headSize + keys * (shape.headSize + 1) + 2 * groupHeads * keys + 2 * groupHeads); };
+  for (std::uint32_t keys = 64; keys >= 8; keys /= 2) {
+    if (bytes(keys) <= room) return keys;
+  }
+  throw DeviceLimitError("decode attention over heads of " + std::to_string(shape.headSize) + " features (" + std::to_string(groupHeads) +
+                         " query heads per KV head) needs " + std::to_string(bytes(8)) + " bytes of shared memory; this device has " +
+                         std::to_string(room) + " (GL_MAX_COMPUTE_SHARED_MEMORY_SIZE)");
+}
+
 std::size_t DecodeAttention::workspaceBytes(const CacheShape& shape) {
-  return sizeof(float) * std::size_t{splits(shape.context)} * shape.heads * (shape.headSize + 2);
+  return sizeof(float) * std::size_t{splits(shape.context, shape)} * shape.heads * (shape.headSize + 2);
 }
 
 std::vector<Dispatch> DecodeAttention::record(ProgramCache& programs, const BufferView& qkv, const BufferView& cache,
@@ -104,13 +123,13 @@ std::vector<Dispatch> DecodeAttention::record(ProgramCache& programs, const Buff
   const std::uint32_t groupHeads = shape.heads / shape.kvHeads;
   std::vector<ShaderDefine> defines{{"HEAD_D", std::to_string(shape.headSize)},
                                     {"GROUP_HEADS", std::to_string(groupHeads)},
-                                    {"KEYS_PER_SPLIT", std::to_string(keysPerSplit)}};
+                                    {"CHUNK", std::to_string(chunk(shape))}};
   if (singlePass) defines.push_back({"SINGLE_PASS", "1"});
   Dispatch attend;
   attend.program = &programs.get("DecodeAttention.glsl", defines);
   attend.label = "decode attention D" + std::to_string(shape.headSize) + (groupHeads > 1 ? " GQA " + std::to_string(groupHeads) : "") +
                  (singlePass ? "" : " split");
-  attend.groups = {singlePass ? 1 : splits(shape.context), shape.kvHeads, 1};
+  attend.groups = {singlePass ? 1 : splits(shape.context, shape), shape.kvHeads, 1};
   attend.buffers = {{0, qkv, Access::read}, {1, cache, Access::read}, {2, singlePass ? y : workspace, Access::write}};
   attend.uniforms = {at(0, keys), singlePass ? Uniform::u32(1, 1) : at(1, splitCount), Uniform::u32(2, shape.heads), Uniform::u32(3, shape.context),
                      Uniform::f32(4, scale)};

@@ -51,11 +51,13 @@ Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& 
 
 // A decode step's attention: the one query row of `qkv` against keys [0, keys) of `cache`, y [H·D] (heads after one
 // another, as the output projection reads them). `keys` and `splits` are Uniforms (plan parameters: the position + 1
-// and splits() of it). Single pass (while keys ≤ keysPerSplit): one dispatch that writes y; otherwise the chunks and
-// their combination (two dispatches), `workspace` holding workspaceBytes.
+// and splits() of it). Single pass (while keys ≤ chunk(D)): one dispatch that writes y; otherwise a group per chunk of
+// keys and their combination (two dispatches), `workspace` holding workspaceBytes.
 struct DecodeAttention {
-  static constexpr std::uint32_t keysPerSplit = 256;
-  static std::uint32_t splits(std::uint32_t keys) { return (keys + keysPerSplit - 1) / keysPerSplit; }
+  // Keys per group: 64, or fewer where the device's shared memory does not hold them staged (D + 1 floats each) with
+  // the group's queries and weights. Throws DeviceLimitError where not even 8 fit.
+  static std::uint32_t chunk(const CacheShape& shape);
+  static std::uint32_t splits(std::uint32_t keys, const CacheShape& shape) { return (keys + chunk(shape) - 1) / chunk(shape); }
   static std::size_t workspaceBytes(const CacheShape& shape);
   static std::vector<Dispatch> record(ProgramCache& programs, const BufferView& qkv, const BufferView& cache, const BufferView& workspace,
                                       const BufferView& y, const CacheShape& shape, float scale, const Uniform& keys,

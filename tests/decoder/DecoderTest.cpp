@@ -67,7 +67,7 @@ TEST_SUITE("gl") {
     }
   }
 
-  // Past DecodeAttention::keysPerSplit keys the step's attention switches to chunks and their combination: every greedy
+  // Past DecodeAttention::chunk keys the step's attention switches to chunks and their combination: every greedy
   // token of a long continuation is the argmax of the prompt pass's logits over the same tokens (the cache written
   // step by step against one batched pass).
   TEST_CASE("a long greedy continuation agrees with one pass over it, across the attention's change to chunks") {

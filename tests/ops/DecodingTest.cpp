@@ -145,13 +145,13 @@ TEST_SUITE("gl") {
       const int keys = plan.addParameter(), splits = plan.addParameter();
       plan.record(DecodeAttention::record(programs, projections, cacheBuffer, workspace, y, shape, scale, Uniform::fromParameter(0, keys),
                                           Uniform::fromParameter(0, splits), single));
-      for (const std::uint32_t seen : {1u, 2u, 31u, 32u, 33u, 41u, 255u, 256u, 257u, 513u, 600u, 700u}) {
-        if (single && seen > DecodeAttention::keysPerSplit) continue;
+      for (const std::uint32_t seen : {1u, 2u, 31u, 33u, 41u, 63u, 64u, 65u, 129u, 600u, 700u}) {
+        if (single && seen > DecodeAttention::chunk(shape)) continue;
         CAPTURE(single);
         CAPTURE(seen);
         y.fill(test::nanPoison);
         plan.setParameter(keys, seen);
-        plan.setParameter(splits, DecodeAttention::splits(seen));
+        plan.setParameter(splits, DecodeAttention::splits(seen, shape));
         plan.run();
         std::vector<double> expected(shape.heads * shape.headSize);
         for (std::uint32_t h = 0; h < shape.heads; ++h) {
@@ -189,13 +189,16 @@ TEST_SUITE("gl") {
     Context& context = test::glContext();
     ProgramCache programs;
     std::mt19937 random = test::generator(904);
-    const std::uint32_t outputs = 37, inputs = 44;
+    // K 44: one team per output; K 1028: several (TEAMS_PER_ROW), some of them past the row's last run.
+    for (const std::uint32_t inputs : {44u, 1028u}) {
+    const std::uint32_t outputs = 37;
     for (const GemvInput input : {GemvInput::plain, GemvInput::layerNorm, GemvInput::rmsNorm, GemvInput::swiGlu}) {
       for (const bool residual : {false, true}) {
         for (const bool poisoned : {false, true}) {
           CAPTURE(kindName(input));
           CAPTURE(residual);
           CAPTURE(poisoned);
+          CAPTURE(inputs);
           const std::uint32_t xSize = input == GemvInput::swiGlu ? 2 * inputs : inputs;
           std::vector<float> x = test::uniformFloats(random, xSize, -2.0f, 2.0f);
           if (poisoned) x[5] = NAN;
@@ -245,6 +248,7 @@ TEST_SUITE("gl") {
           }
         }
       }
+    }
     }
     CHECK_THROWS_WITH(checkGemvInputs(42, "a layer's input size"), doctest::Contains("not a multiple of 4"));
   }
