@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
         .option("stop", "TEXT", "stop before this text (as many as wanted); the config's end-of-text tokens always stop")
         .option("logits", "FILE.npy", "also write the prompt's logits [prompt tokens, vocabulary] as float32 .npy (a check against another engine)")
         .flag("profile", "after generating, time one more decode step dispatch by dispatch on the GPU and list where its time goes (stderr; with --json, in the answer)")
+        .option("weights", "fp32|fp16|bf16", "how the decode step holds its weights: fp16 and bf16 halve the bytes a token reads "
+                                             "(the arithmetic stays fp32; default: as the files store them)")
         .option("max-context", "N", "positions of the KV cache (default: the config's, at most " + std::to_string(Decoder::defaultContextLimit) + ")")
         .common(true);
     parser.repeatable("stop");
@@ -55,7 +57,8 @@ int main(int argc, char** argv) {
 
     const Context context(parser.contextOptions());
     if (parser.has("logits")) checkWritable(parser.text("logits"));
-    LanguageModel model(context, parser.text("model"), maxContext);
+    const std::optional<WeightStorage> storage = parser.has("weights") ? std::optional(weightStorageNamed(parser.text("weights"))) : std::nullopt;
+    LanguageModel model(context, parser.text("model"), maxContext, storage);
     if (parser.has("logits")) {
       const std::vector<std::uint32_t> ids = model.tokenizer().encode(prompt);
       NpyArray logits;
@@ -107,14 +110,15 @@ int main(int argc, char** argv) {
                                {"decode_step_dispatches", decoder.stepDispatches()},
                                {"decode_step_barriers", decoder.stepBarriers()},
                                {"weight_bytes", decoder.weightBytes()},
+                               {"weights", kindName(decoder.weightStorage())},
                                {"device", context.device().renderer},
                                {"profile", profile}};
       std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
       std::fputs("\n", stdout);
-      std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generated: %zu tokens, %.1f tokens/s (stopped: %s); %zu dispatches per step on %s\n",
+      std::fprintf(stderr, "prompt: %zu tokens, %.1f tokens/s; generated: %zu tokens, %.1f tokens/s (stopped: %s); %zu dispatches per step, %s weights, on %s\n",
                    stats.promptTokens, stats.prefillTokensPerSecond(), stats.generatedIds.size(), stats.decodeTokensPerSecond(),
-                   stats.stopReason.c_str(), decoder.stepDispatches(), context.device().renderer.c_str());
+                   stats.stopReason.c_str(), decoder.stepDispatches(), kindName(decoder.weightStorage()), context.device().renderer.c_str());
     }
     return 0;
   });

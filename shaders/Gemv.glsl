@@ -9,10 +9,12 @@
 // of 32 invocations, which read W's row in coalesced vec4 runs (PyTorch's [out, in], contiguous along K), the
 // layer's only traffic from memory, each team every TEAMS_PER_ROW-th run of 32; their partial sums meet in shared
 // memory. Few outputs over a long K (a projection back to the hidden size) take several teams per row, so that the
-// dispatch still has enough groups to keep the memory busy. K must be a multiple of 4.
+// dispatch still has enough groups to keep the memory busy. K must be a multiple of 4. WEIGHTS F16 or BF16: W holds
+// two 16-bit weights per uint (the even-indexed one in the low half), read 4 at a time and widened to float32 (half
+// the bytes of F32, the arithmetic unchanged).
 // bindings: 0 x read, 1 W read, 2 b read, 3 y write, 4 r read (RESIDUAL), 5 gamma read (norms), 6 beta read (LAYER_NORM)
 // uniforms: 0 N (outputs), 1 K (inputs), 2 epsilon (norms)
-// defines: INPUT, TEAMS_PER_ROW (1, 2, 4 or 8), RESIDUAL, ACTIVATION and POINTWISE (common.glsl's finishOutput)
+// defines: INPUT, WEIGHTS (F32, F16, BF16), TEAMS_PER_ROW (1, 2, 4 or 8), RESIDUAL, ACTIVATION and POINTWISE (common.glsl's finishOutput)
 #if INPUT != INPUT_PLAIN && INPUT != INPUT_LAYER_NORM && INPUT != INPUT_RMS_NORM && INPUT != INPUT_SWIGLU
 #error unknown INPUT
 #endif
@@ -21,7 +23,25 @@
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Input { vec4 x4[]; };
+#if WEIGHTS == WEIGHTS_F32
 layout(std430, binding = 1) readonly buffer Weight { vec4 W4[]; };
+vec4 weights(uint run) { return W4[run]; }
+#elif WEIGHTS == WEIGHTS_F16
+layout(std430, binding = 1) readonly buffer Weight { uvec2 W2[]; };
+vec4 weights(uint run) {
+  uvec2 pair = W2[run];
+  return vec4(unpackHalf2x16(pair.x), unpackHalf2x16(pair.y));
+}
+#elif WEIGHTS == WEIGHTS_BF16
+layout(std430, binding = 1) readonly buffer Weight { uvec2 W2[]; };
+vec4 weights(uint run) {
+  uvec2 pair = W2[run];
+  return vec4(uintBitsToFloat(pair.x << 16), uintBitsToFloat(pair.x & 0xffff0000u), uintBitsToFloat(pair.y << 16),
+              uintBitsToFloat(pair.y & 0xffff0000u));
+}
+#else
+#error unknown WEIGHTS
+#endif
 layout(std430, binding = 2) readonly buffer Bias { float b[]; };
 layout(std430, binding = 3) writeonly buffer Output { float y[]; };
 #ifdef RESIDUAL
@@ -94,7 +114,7 @@ void main() {
 #else
       vec4 value = x4[k];
 #endif
-      total += dot(W4[row + k], value);
+      total += dot(weights(row + k), value);
     }
   }
   teamPartial[local] = total;

@@ -50,8 +50,16 @@ bool sameSampling(const SamplingSettings& a, const SamplingSettings& b) {
   return a.temperature == b.temperature && a.topK == b.topK && a.topP == b.topP && a.seed == b.seed;
 }
 
+// A dense layer's weight: float32 for the prompt's pass (the GEMM of graph/), and packed 16-bit for the decode step when
+// the storage is fp16 or bf16 (half the bytes a step reads).
+struct Matrix {
+  Buffer full, packed;
+  const Buffer& forStep() const { return packed.bytes() ? packed : full; }
+};
+
 struct LayerBuffers {
-  Buffer attentionNorm, attentionNormBias, qkv, qkvBias, output, outputBias, mlpNorm, mlpNormBias, up, upBias, down, downBias, cache;
+  Buffer attentionNorm, attentionNormBias, qkvBias, outputBias, mlpNorm, mlpNormBias, upBias, downBias, cache;
+  Matrix qkv, output, up, down;
 };
 
 // The activations of one pass of `rows` rows.
@@ -67,9 +75,12 @@ struct Decoder::State {
   std::uint32_t contextPositions;
   CacheShape cache;
   ProgramCache programs;
-  Buffer tokenTable, positionTable, finalNorm, finalNormBias, lmHead, cosines, sines, zeros;
+  Buffer tokenTable, positionTable, finalNorm, finalNormBias, cosines, sines, zeros;
+  Matrix lmHead;  // the token table's packed copy when the embeddings are tied and the storage 16-bit
   std::vector<LayerBuffers> layers;
-  std::size_t weightBytes = 0;
+  WeightStorage storage;
+  std::size_t gpuWeightBytes = 0;   // every weight buffer
+  std::size_t stepWeightBytes = 0;  // what a decode step reads
   std::uint32_t position = 0;
   bool llama;
 
@@ -89,8 +100,8 @@ struct Decoder::State {
   SamplingSettings sampling;
   std::uint32_t draws = 0;
 
-  State(const Context& context, DecoderConfig given, std::uint32_t positions)
-      : context(context), config(std::move(given)), llama(config.family == DecoderFamily::llama) {
+  State(const Context& context, DecoderConfig given, std::uint32_t positions, WeightStorage weights)
+      : context(context), config(std::move(given)), storage(weights), llama(config.family == DecoderFamily::llama) {
     contextPositions = positions ? positions : std::min(config.maxPositions, defaultContextLimit);
     if (!llama && contextPositions > config.maxPositions) {
       throw Error("a context of " + std::to_string(contextPositions) + " positions is more than this GPT-2 model's " +
@@ -99,11 +110,26 @@ struct Decoder::State {
     cache = {config.heads, config.kvHeads, config.headDim, contextPositions};
   }
 
+  // A norm's or bias's values, which both passes read as float32.
   Buffer upload(const std::vector<float>& values) {
-    weightBytes += floatBytes(values.size());
+    gpuWeightBytes += floatBytes(values.size());
+    stepWeightBytes += floatBytes(values.size());
     return Buffer::of(values);
   }
   Buffer upload(const HostTensor& tensor) { return upload(tensor.values); }
+  Matrix uploadMatrix(const std::vector<float>& values, bool prefillReads = true) {
+    Matrix matrix;
+    if (prefillReads || storage == WeightStorage::fp32) {
+      matrix.full = Buffer::of(values);
+      gpuWeightBytes += floatBytes(values.size());
+    }
+    if (storage != WeightStorage::fp32) {
+      matrix.packed = Buffer::of(packWeights(values, storage));
+      gpuWeightBytes += matrix.packed.bytes();
+    }
+    stepWeightBytes += matrix.forStep().bytes();
+    return matrix;
+  }
 
   // The op's output written into `out`, its inputs `in`; its scratch from `scratch`.
   void apply(Plan& plan, const Op& op, const std::vector<GpuTensor>& in, const BufferView& out, const Buffer& scratch) {
@@ -172,19 +198,19 @@ struct Decoder::State {
                                config.vocabulary, firstPosition));
     for (LayerBuffers& layer : layers) {
       apply(plan, *o.norm, normInputs(b.x, rows, layer.attentionNorm, layer.attentionNormBias), b.normed, b.scratch);
-      apply(plan, *o.projection, {{b.normed, rowsByHidden}, {layer.qkv, {width, hidden}}, {layer.qkvBias, {width}}}, b.qkv, b.scratch);
+      apply(plan, *o.projection, {{b.normed, rowsByHidden}, {layer.qkv.full, {width, hidden}}, {layer.qkvBias, {width}}}, b.qkv, b.scratch);
       plan.record(appendToCache(programs, b.qkv, layer.cache, llama, cosines, sines, cache, rows, firstPosition));
       attend(plan, b, layer.cache);
       apply(plan, *o.residual,
-            {{b.attention, {rows, attentionWidth}}, {layer.output, {hidden, attentionWidth}}, {layer.outputBias, {hidden}}, {b.x, rowsByHidden}},
+            {{b.attention, {rows, attentionWidth}}, {layer.output.full, {hidden, attentionWidth}}, {layer.outputBias, {hidden}}, {b.x, rowsByHidden}},
             b.xAlternate, b.scratch);
       apply(plan, *o.norm, normInputs(b.xAlternate, rows, layer.mlpNorm, layer.mlpNormBias), b.normed, b.scratch);
       const std::uint32_t upRows = inner * (llama ? 2 : 1);
-      apply(plan, llama ? *o.projection : *o.projectionGelu, {{b.normed, rowsByHidden}, {layer.up, {upRows, hidden}}, {layer.upBias, {upRows}}},
+      apply(plan, llama ? *o.projection : *o.projectionGelu, {{b.normed, rowsByHidden}, {layer.up.full, {upRows, hidden}}, {layer.upBias, {upRows}}},
             b.hidden, b.scratch);
       if (llama) plan.record(swiGlu(programs, b.hidden, b.gated, rows, inner));
       apply(plan, *o.residual,
-            {{llama ? b.gated : b.hidden, {rows, inner}}, {layer.down, {hidden, inner}}, {layer.downBias, {hidden}}, {b.xAlternate, rowsByHidden}},
+            {{llama ? b.gated : b.hidden, {rows, inner}}, {layer.down.full, {hidden, inner}}, {layer.downBias, {hidden}}, {b.xAlternate, rowsByHidden}},
             b.x, b.scratch);
     }
     // The final norm and the head on the last row only where that is all generation needs (a prompt's last row, copied
@@ -198,7 +224,7 @@ struct Decoder::State {
     const BufferView lastNormed(b.normed, 0, floatBytes(std::size_t{logitRows} * hidden));
     apply(plan, *o.norm, normInputs(last, logitRows, finalNorm, finalNormBias), lastNormed, b.scratch);
     apply(plan, *o.projection,
-          {{lastNormed, {logitRows, hidden}}, {config.tiedEmbeddings ? tokenTable : lmHead, {config.vocabulary, hidden}},
+          {{lastNormed, {logitRows, hidden}}, {config.tiedEmbeddings ? tokenTable : lmHead.full, {config.vocabulary, hidden}},
            {BufferView(zeros, 0, floatBytes(config.vocabulary)), {config.vocabulary}}},
           b.logits, b.scratch);
   }
@@ -265,7 +291,8 @@ struct Decoder::State {
     const std::uint32_t hidden = config.hidden, inner = config.intermediate, width = cache.qkvWidth();
     const std::uint32_t attentionWidth = config.heads * config.headDim, upRows = inner * (llama ? 2 : 1);
     b.scratch = Buffer(std::max(DecodeAttention::workspaceBytes(cache), sizeof(float)));
-    GemvLayer normed, plain, residual, mlp, down;
+    GemvLayer normed, residual, mlp, down;
+    normed.weights = residual.weights = storage;
     normed.input = llama ? GemvInput::rmsNorm : GemvInput::layerNorm;
     normed.epsilon = static_cast<float>(config.normEpsilon);
     residual.residual = true;
@@ -278,19 +305,19 @@ struct Decoder::State {
                                position));
     for (LayerBuffers& layer : layers) {
       const auto [gamma1, beta1] = gammaBeta(layer.attentionNorm, layer.attentionNormBias);
-      plan.record(gemv(programs, normed, b.x, layer.qkv, layer.qkvBias, b.qkv, width, hidden, nullptr, &gamma1, &beta1));
+      plan.record(gemv(programs, normed, b.x, layer.qkv.forStep(), layer.qkvBias, b.qkv, width, hidden, nullptr, &gamma1, &beta1));
       plan.record(appendToCache(programs, b.qkv, layer.cache, llama, cosines, sines, cache, 1, position));
       plan.record(DecodeAttention::record(programs, b.qkv, layer.cache, b.scratch, b.attention, cache,
                                           static_cast<float>(1 / std::sqrt(static_cast<double>(cache.headSize))),
                                           Uniform::fromParameter(0, keysParameter), Uniform::fromParameter(0, splitsParameter), singlePass));
       const BufferView x = b.x, xAlternate = b.xAlternate;
-      plan.record(gemv(programs, residual, b.attention, layer.output, layer.outputBias, b.xAlternate, hidden, attentionWidth, &x));
+      plan.record(gemv(programs, residual, b.attention, layer.output.forStep(), layer.outputBias, b.xAlternate, hidden, attentionWidth, &x));
       const auto [gamma2, beta2] = gammaBeta(layer.mlpNorm, layer.mlpNormBias);
-      plan.record(gemv(programs, mlp, b.xAlternate, layer.up, layer.upBias, b.hidden, upRows, hidden, nullptr, &gamma2, &beta2));
-      plan.record(gemv(programs, down, b.hidden, layer.down, layer.downBias, b.x, hidden, inner, &xAlternate));
+      plan.record(gemv(programs, mlp, b.xAlternate, layer.up.forStep(), layer.upBias, b.hidden, upRows, hidden, nullptr, &gamma2, &beta2));
+      plan.record(gemv(programs, down, b.hidden, layer.down.forStep(), layer.downBias, b.x, hidden, inner, &xAlternate));
     }
     const auto [gamma, beta] = gammaBeta(finalNorm, finalNormBias);
-    plan.record(gemv(programs, normed, b.x, config.tiedEmbeddings ? tokenTable : lmHead, zeros, b.logits, config.vocabulary, hidden, nullptr,
+    plan.record(gemv(programs, normed, b.x, config.tiedEmbeddings && storage == WeightStorage::fp32 ? tokenTable : lmHead.forStep(), zeros, b.logits, config.vocabulary, hidden, nullptr,
                      &gamma, &beta));
   }
 
@@ -365,16 +392,25 @@ struct Decoder::State {
   }
 };
 
-Decoder::Decoder(const Context& context, DecoderConfig config, const DecoderWeights& weights, std::uint32_t contextPositions)
-    : state_(std::make_unique<State>(context, std::move(config), contextPositions)) {
+Decoder::Decoder(const Context& context, DecoderConfig config, const DecoderWeights& weights, std::uint32_t contextPositions,
+                 WeightStorage storage)
+    : state_(std::make_unique<State>(context, std::move(config), contextPositions, storage)) {
   State& s = *state_;
   const DecoderConfig& c = s.config;
   const std::size_t hidden = c.hidden, inner = c.intermediate, headSize = c.headDim;
-  s.tokenTable = s.upload(weights.tokenEmbedding);
+  s.tokenTable = Buffer::of(weights.tokenEmbedding.values);
+  s.gpuWeightBytes += s.tokenTable.bytes();
   if (!s.llama) s.positionTable = s.upload(weights.positionEmbedding);
   s.finalNorm = s.upload(weights.finalNorm);
   s.finalNormBias = s.llama ? Buffer(sizeof(float)) : s.upload(weights.finalNormBias);
-  if (!c.tiedEmbeddings) s.lmHead = s.upload(weights.lmHead);
+  // Tied: the prompt's pass reads the token table as its head; the step too, or the table's packed copy.
+  if (!c.tiedEmbeddings) {
+    s.lmHead = s.uploadMatrix(weights.lmHead.values);
+  } else if (storage != WeightStorage::fp32) {
+    s.lmHead = s.uploadMatrix(weights.tokenEmbedding.values, false);
+  } else {
+    s.stepWeightBytes += s.tokenTable.bytes();
+  }
   if (s.llama) {
     auto [cosines, sines] = rotaryTables(c, s.contextPositions);
     s.cosines = Buffer::of(cosines);
@@ -392,20 +428,20 @@ Decoder::Decoder(const Context& context, DecoderConfig config, const DecoderWeig
     LayerBuffers layer;
     layer.attentionNorm = s.upload(w.attentionNorm);
     layer.attentionNormBias = s.llama ? Buffer(sizeof(float)) : s.upload(w.attentionNormBias);
-    layer.qkv = s.upload(stacked({{&w.query, qWidth * hidden}, {&w.key, kvWidth * hidden}, {&w.value, kvWidth * hidden}}));
+    layer.qkv = s.uploadMatrix(stacked({{&w.query, qWidth * hidden}, {&w.key, kvWidth * hidden}, {&w.value, kvWidth * hidden}}));
     layer.qkvBias = s.upload(stacked({{&w.queryBias, qWidth}, {&w.keyBias, kvWidth}, {&w.valueBias, kvWidth}}));
-    layer.output = s.upload(w.output);
+    layer.output = s.uploadMatrix(w.output.values);
     layer.outputBias = s.upload(stacked({{&w.outputBias, hidden}}));
     layer.mlpNorm = s.upload(w.mlpNorm);
     layer.mlpNormBias = s.llama ? Buffer(sizeof(float)) : s.upload(w.mlpNormBias);
     if (s.llama) {
-      layer.up = s.upload(stacked({{&w.gate, inner * hidden}, {&w.up, inner * hidden}}));
+      layer.up = s.uploadMatrix(stacked({{&w.gate, inner * hidden}, {&w.up, inner * hidden}}));
       layer.upBias = s.upload(stacked({{&w.gateBias, inner}, {&w.upBias, inner}}));
     } else {
-      layer.up = s.upload(w.up);
+      layer.up = s.uploadMatrix(w.up.values);
       layer.upBias = s.upload(stacked({{&w.upBias, inner}}));
     }
-    layer.down = s.upload(w.down);
+    layer.down = s.uploadMatrix(w.down.values);
     layer.downBias = s.upload(stacked({{&w.downBias, hidden}}));
     layer.cache = Buffer(floatBytes(s.cache.layerFloats()));
     s.layers.push_back(std::move(layer));
@@ -414,8 +450,9 @@ Decoder::Decoder(const Context& context, DecoderConfig config, const DecoderWeig
   NextTokenShape oneRow;
   oneRow.vocabulary = c.vocabulary;
   s.chooserScratch = Buffer(NextTokenOp(s.programs).workspaceBytes(oneRow));
-  log::info("decoder: " + c.architecture + ", " + std::to_string(c.layers) + " layers, " + std::to_string(s.weightBytes >> 20) +
-            " MiB of fp32 weights, a cache of " + std::to_string(s.contextPositions) + " positions (" +
+  log::info("decoder: " + c.architecture + ", " + std::to_string(c.layers) + " layers, " + std::to_string(s.gpuWeightBytes >> 20) +
+            " MiB of weights on the GPU (" + kindName(storage) + " for the decode step: " + std::to_string(s.stepWeightBytes >> 20) +
+            " MiB read per token), a cache of " + std::to_string(s.contextPositions) + " positions (" +
             std::to_string((s.cache.layerFloats() * c.layers * sizeof(float)) >> 20) + " MiB)");
 }
 
@@ -425,7 +462,8 @@ Decoder::Decoder(Decoder&&) noexcept = default;
 const DecoderConfig& Decoder::config() const { return state_->config; }
 std::uint32_t Decoder::context() const { return state_->contextPositions; }
 std::uint32_t Decoder::position() const { return state_->position; }
-std::size_t Decoder::weightBytes() const { return state_->weightBytes; }
+std::size_t Decoder::weightBytes() const { return state_->stepWeightBytes; }
+WeightStorage Decoder::weightStorage() const { return state_->storage; }
 
 std::vector<float> Decoder::logits(const std::vector<std::uint32_t>& ids) {
   State& s = *state_;

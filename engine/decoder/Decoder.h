@@ -23,9 +23,11 @@ class Decoder {
   // The cache's positions when none is asked for: the config's, at most this many (a Llama 3 config's 131 072 would
   // hold gigabytes of cache that a chat never fills); --max-context raises it.
   static constexpr std::uint32_t defaultContextLimit = 8192;
-  // `context` 0: the default above. Throws glnet::Error when the weights do not fit the config, DeviceLimitError when
-  // the device cannot hold them.
-  Decoder(const Context& context, DecoderConfig config, const DecoderWeights& weights, std::uint32_t contextPositions = 0);
+  // `context` 0: the default above. `storage`: how the decode step's dense weights are held (fp16 and bf16 halve the
+  // bytes a step reads, the arithmetic staying fp32; the prompt's pass keeps float32 copies). Throws glnet::Error when
+  // the weights do not fit the config, DeviceLimitError when the device cannot hold them.
+  Decoder(const Context& context, DecoderConfig config, const DecoderWeights& weights, std::uint32_t contextPositions = 0,
+          WeightStorage storage = WeightStorage::fp32);
   ~Decoder();
   Decoder(Decoder&&) noexcept;
   Decoder& operator=(Decoder&&) = delete;
@@ -48,10 +50,11 @@ class Decoder {
   std::uint32_t profiledNext(std::vector<std::pair<std::string, double>>& dispatchMilliseconds);
 
   // What the next decode step issues (at the current position), for reports: dispatches, barriers, and the bytes of
-  // weights it reads.
+  // weights it reads; the step's weight storage.
   std::size_t stepDispatches() const;
   std::size_t stepBarriers() const;
   std::size_t weightBytes() const;
+  WeightStorage weightStorage() const;
 
  private:
   struct State;

@@ -7,10 +7,19 @@
 
 namespace glnet {
 
-LanguageModel::LanguageModel(const Context& context, const std::string& folder, std::uint32_t contextPositions)
-    : LanguageModel(context, folder, readDecoderConfig(folder), contextPositions) {}
+WeightStorage weightStorageNamed(const std::string& name) {
+  for (const WeightStorage storage : {WeightStorage::fp32, WeightStorage::fp16, WeightStorage::bf16}) {
+    if (name == kindName(storage)) return storage;
+  }
+  throw UsageError(optionName("weights") + " takes fp32, fp16 or bf16, not " + name);
+}
 
-LanguageModel::LanguageModel(const Context& context, const std::string& folder, DecoderConfig config, std::uint32_t contextPositions)
+LanguageModel::LanguageModel(const Context& context, const std::string& folder, std::uint32_t contextPositions,
+                             std::optional<WeightStorage> storage)
+    : LanguageModel(context, folder, readDecoderConfig(folder), contextPositions, storage) {}
+
+LanguageModel::LanguageModel(const Context& context, const std::string& folder, DecoderConfig config, std::uint32_t contextPositions,
+                             std::optional<WeightStorage> storage)
     : tokenizer_(ByteLevelBpe::fromFile(folder + "/tokenizer.json")),
       decoder_([&] {
         if (tokenizer_.vocabularySize() > config.vocabulary) {
@@ -18,7 +27,12 @@ LanguageModel::LanguageModel(const Context& context, const std::string& folder, 
                       ", beyond the model's vocabulary of " + std::to_string(config.vocabulary) + " (config.json's vocab_size)");
         }
         Stopwatch loading;
-        Decoder decoder(context, config, readDecoderWeights(folder, config), contextPositions);
+        const DecoderWeights weights = readDecoderWeights(folder, config);
+        const WeightStorage chosen = storage ? *storage
+                                     : weights.storedDtype == "BF16" ? WeightStorage::bf16
+                                     : weights.storedDtype == "F16"  ? WeightStorage::fp16
+                                                                     : WeightStorage::fp32;
+        Decoder decoder(context, config, weights, contextPositions, chosen);
         loadSeconds_ = loading.seconds();
         return decoder;
       }()) {}

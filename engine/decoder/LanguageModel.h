@@ -13,20 +13,26 @@ namespace glnet {
 
 class LanguageModel {
  public:
-  // `contextPositions` 0: the config's, at most Decoder::defaultContextLimit. Throws glnet::Error (FileNotFound for a
-  // missing file) naming the file and what is wrong with it.
-  LanguageModel(const Context& context, const std::string& folder, std::uint32_t contextPositions = 0);
+  // `contextPositions` 0: the config's, at most Decoder::defaultContextLimit. `storage`: the decode step's weights;
+  // none: as the files store them (bf16 or fp16 where every tensor is, else fp32), so that no value is rounded. Throws
+  // glnet::Error (FileNotFound for a missing file) naming the file and what is wrong with it.
+  LanguageModel(const Context& context, const std::string& folder, std::uint32_t contextPositions = 0,
+                std::optional<WeightStorage> storage = std::nullopt);
   const ByteLevelBpe& tokenizer() const { return tokenizer_; }
   Decoder& decoder() { return decoder_; }
   const DecoderConfig& config() const { return decoder_.config(); }
   double loadSeconds() const { return loadSeconds_; }
 
  private:
-  LanguageModel(const Context& context, const std::string& folder, DecoderConfig config, std::uint32_t contextPositions);
+  LanguageModel(const Context& context, const std::string& folder, DecoderConfig config, std::uint32_t contextPositions,
+                std::optional<WeightStorage> storage);
   ByteLevelBpe tokenizer_;
   double loadSeconds_ = 0;  // set while decoder_ loads: declared before it
   Decoder decoder_;
 };
+
+// "fp32", "fp16" or "bf16" (a --weights value); a UsageError naming the option otherwise.
+WeightStorage weightStorageNamed(const std::string& name);
 
 struct GenerationSettings {
   std::uint32_t maxNewTokens = 64;

@@ -42,6 +42,7 @@ const std::string& allKindDefines() {
     appendDefines<BackwardMode>(lines);
     appendDefines<GroupedConvGradient>(lines);
     appendDefines<GemvInput>(lines);
+    appendDefines<WeightStorage>(lines);
     return lines;
   }();
   return text;

@@ -116,4 +116,12 @@ GLNET_KIND_LIST(GroupedConvGradient, GLNET_GROUPED_CONV_GRADIENTS, "GRADIENT_MOD
   X(swiGlu, SWIGLU, "swiglu")
 GLNET_KIND_LIST(GemvInput, GLNET_GEMV_INPUTS, "INPUT");
 
+// How a decode step's weights are stored (shaders/Gemv.glsl): float32, or two halves or bfloat16s packed per 32 bits
+// (the element of even index in the low half), widened to float32 as they are read.
+#define GLNET_WEIGHT_STORAGES(X) \
+  X(fp32, F32, "fp32")           \
+  X(fp16, F16, "fp16")           \
+  X(bf16, BF16, "bf16")
+GLNET_KIND_LIST(WeightStorage, GLNET_WEIGHT_STORAGES, "WEIGHTS");
+
 }  // namespace glnet

@@ -1,10 +1,14 @@
 #include "ops/Decoding.h"
 
+#include "base/Bfloat16.h"
+#include "base/Float16.h"
 #include "base/check.h"
 #include "gl/Limits.h"
 #include "gl/Program.h"
 #include "numbers/Activation.h"
 #include "plan/Groups.h"
+
+#include <cstring>
 
 namespace glnet {
 namespace {
@@ -67,6 +71,28 @@ void checkGemvInputs(std::uint32_t inputs, const std::string& what) {
   }
 }
 
+std::vector<std::uint32_t> packWeights(const std::vector<float>& values, WeightStorage storage) {
+  if (storage == WeightStorage::fp32) {
+    std::vector<std::uint32_t> bits(values.size());
+    std::memcpy(bits.data(), values.data(), values.size() * sizeof(float));
+    return bits;
+  }
+  GLNET_ASSERT(values.size() % 2 == 0, "16-bit weights are packed in pairs (rows of a multiple of 4)");
+  const auto narrow = [storage](float value) -> std::uint32_t { return storage == WeightStorage::fp16 ? floatToHalf(value) : toBfloat16(value); };
+  std::vector<std::uint32_t> packed(values.size() / 2);
+  for (std::size_t i = 0; i < packed.size(); ++i) packed[i] = narrow(values[2 * i]) | narrow(values[2 * i + 1]) << 16;
+  return packed;
+}
+
+float storedWeight(float value, WeightStorage storage) {
+  switch (storage) {
+    case WeightStorage::fp32: return value;
+    case WeightStorage::fp16: return halfToFloat(floatToHalf(value));
+    case WeightStorage::bf16: return fromBfloat16(toBfloat16(value));
+  }
+  return value;
+}
+
 Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& x, const BufferView& weight, const BufferView& bias,
               const BufferView& y, std::uint32_t outputs, std::uint32_t inputs, const BufferView* residual, const BufferView* gamma,
               const BufferView* beta) {
@@ -80,7 +106,8 @@ Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& 
   const std::uint32_t teams = static_cast<std::uint32_t>(currentLimits().groupSize()) / 32;
   std::uint32_t teamsPerRow = 1;
   while (teamsPerRow < 8 && teamsPerRow < teams && std::uint64_t{outputs} * teamsPerRow / teams < 1024 && inputs / 4 >= 64 * teamsPerRow) teamsPerRow *= 2;
-  std::vector<ShaderDefine> defines{kindDefine(layer.input), kindDefine(Activation::none), {"TEAMS_PER_ROW", std::to_string(teamsPerRow)}};
+  std::vector<ShaderDefine> defines{kindDefine(layer.input), kindDefine(layer.weights), kindDefine(Activation::none),
+                                    {"TEAMS_PER_ROW", std::to_string(teamsPerRow)}};
   if (layer.residual) defines.push_back({"RESIDUAL", "1"});
   for (const ShaderDefine& define : layer.after.fusedDefines()) defines.push_back(define);
   const Program& program = programs.get("Gemv.glsl", defines, layer.after.fusedIncludes());
@@ -88,7 +115,7 @@ Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& 
   const std::uint32_t rowsPerGroup = teams / teamsPerRow;
   Dispatch dispatch;
   dispatch.program = &program;
-  dispatch.label = std::string("gemv") + (layer.input != GemvInput::plain ? std::string(" on ") + kindName(layer.input) : "") +
+  dispatch.label = std::string("gemv") + (layer.weights != WeightStorage::fp32 ? std::string(" ") + kindName(layer.weights) : "") + (layer.input != GemvInput::plain ? std::string(" on ") + kindName(layer.input) : "") +
                    (layer.after.kind != PointwiseKind::identity ? ", " + layer.after.name() : "") + (layer.residual ? ", + residual" : "") +
                    " " + std::to_string(outputs) + "x" + std::to_string(inputs);
   dispatch.groups = {(outputs + rowsPerGroup - 1) / rowsPerGroup, 1, 1};

@@ -40,11 +40,16 @@ Dispatch swiGlu(ProgramCache& programs, const BufferView& x, const BufferView& y
 // [2K] x. K must be a multiple of 4 (checkGemvInputs).
 struct GemvLayer {
   GemvInput input = GemvInput::plain;
+  WeightStorage weights = WeightStorage::fp32;  // W packed by packWeights
   Pointwise after;
   float epsilon = 0;
   bool residual = false;
 };
 void checkGemvInputs(std::uint32_t inputs, const std::string& what);
+// W's values as `storage` holds them (rounded to nearest even): float32's bits, or two 16-bit values per uint32.
+std::vector<std::uint32_t> packWeights(const std::vector<float>& values, WeightStorage storage);
+// The values packWeights keeps (for references).
+float storedWeight(float value, WeightStorage storage);
 Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& x, const BufferView& weight, const BufferView& bias,
               const BufferView& y, std::uint32_t outputs, std::uint32_t inputs, const BufferView* residual = nullptr,
               const BufferView* gamma = nullptr, const BufferView* beta = nullptr);

@@ -32,9 +32,9 @@ Expected expected(const std::string& folder) {
           readNpy(folder + "/expected-logits.npy")};
 }
 
-Decoder load(const std::string& folder, std::uint32_t context = 0) {
+Decoder load(const std::string& folder, std::uint32_t context = 0, WeightStorage storage = WeightStorage::fp32) {
   const DecoderConfig config = readDecoderConfig(folder);
-  return Decoder(test::glContext(), config, readDecoderWeights(folder, config), context);
+  return Decoder(test::glContext(), config, readDecoderWeights(folder, config), context, storage);
 }
 
 }  // namespace
@@ -90,6 +90,22 @@ TEST_SUITE("gl") {
     }
     CHECK(clear > 250);
     CHECK(agree == clear);
+  }
+
+  // Qwen2's folder stores bfloat16: held as bf16 or fp16 (which holds every bfloat16 of its range), the decode step reads
+  // the same values and continues as in float32.
+  TEST_CASE("a decode step reading 16-bit weights continues as float32 where the files store bfloat16") {
+    const std::string folder = test::tinyDecoder("qwen2");
+    const Expected want = expected(folder);
+    for (const WeightStorage storage : {WeightStorage::bf16, WeightStorage::fp16}) {
+      CAPTURE(kindName(storage));
+      Decoder decoder = load(folder, 0, storage);
+      CHECK(decoder.weightStorage() == storage);
+      std::vector<std::uint32_t> greedy{decoder.start(want.prompt, SamplingSettings{})};
+      while (greedy.size() < want.greedy.size()) greedy.push_back(decoder.next());
+      CHECK(greedy == want.greedy);
+      CHECK(decoder.weightBytes() < load(folder).weightBytes() * 6 / 10);
+    }
   }
 
   TEST_CASE("sampled continuations repeat with their seed and differ between seeds") {

@@ -252,4 +252,34 @@ TEST_SUITE("gl") {
     }
     CHECK_THROWS_WITH(checkGemvInputs(42, "a layer's input size"), doctest::Contains("not a multiple of 4"));
   }
+
+  TEST_CASE("a decode step's dense layer reads fp16 and bf16 weights as packWeights stores them") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    std::mt19937 random = test::generator(905);
+    const std::uint32_t outputs = 29, inputs = 516;
+    const std::vector<float> x = test::uniformFloats(random, inputs), w = test::uniformFloats(random, outputs * inputs, -3.0f, 3.0f),
+                             b = test::uniformFloats(random, outputs);
+    const Buffer xBuffer = Buffer::of(x), bBuffer = Buffer::of(b);
+    for (const WeightStorage storage : {WeightStorage::fp32, WeightStorage::fp16, WeightStorage::bf16}) {
+      CAPTURE(kindName(storage));
+      const Buffer wBuffer = Buffer::of(packWeights(w, storage));
+      CHECK(wBuffer.bytes() == w.size() * (storage == WeightStorage::fp32 ? 4 : 2));
+      Buffer y = poisoned(outputs);
+      GemvLayer layer;
+      layer.weights = storage;
+      Plan plan(context.limits());
+      plan.record(gemv(programs, layer, xBuffer, wBuffer, bBuffer, y, outputs, inputs));
+      plan.run();
+      std::vector<double> expected(outputs);
+      for (std::uint32_t n = 0; n < outputs; ++n) {
+        double sum = b[n];
+        for (std::uint32_t k = 0; k < inputs; ++k) sum += double{storedWeight(w[n * inputs + k], storage)} * x[k];
+        expected[n] = sum;
+      }
+      test::checkClose(y.read<float>(), expected, 1e-5, 1e-5);
+      // The rounding is real: fp16 and bf16 keep 11 and 8 significant bits.
+      if (storage != WeightStorage::fp32) CHECK(storedWeight(w[0], storage) != w[0]);
+    }
+  }
 }
