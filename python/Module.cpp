@@ -167,9 +167,12 @@ py::dict statistics(const Statistics& s) {
 // A language model folder on a device, with the one generation it runs at a time (each generate() replaces the last).
 class LanguageModelHandle {
  public:
-  LanguageModelHandle(const std::string& folder, const std::string& device, const std::string& api, std::uint32_t maxContext)
+  // `weights` "": as the files store them.
+  LanguageModelHandle(const std::string& folder, const std::string& device, const std::string& api, std::uint32_t maxContext,
+                      const std::string& weights)
       : device_(openDevice(device, api)) {
-    device_->call([&] { model_ = std::make_unique<LanguageModel>(device_->context(), folder, maxContext); });
+    const std::optional<WeightStorage> storage = weights.empty() ? std::nullopt : std::optional(weightStorageNamed(weights));
+    device_->call([&] { model_ = std::make_unique<LanguageModel>(device_->context(), folder, maxContext, storage); });
   }
   ~LanguageModelHandle() {
     try {
@@ -232,6 +235,7 @@ class LanguageModelHandle {
     d["kv_heads"] = c.kvHeads;
     d["vocabulary"] = c.vocabulary;
     d["context"] = model_->decoder().context();
+    d["weights"] = kindName(model_->decoder().weightStorage());
     return d;
   }
   py::dict device() const { return describeDevice(device_->context()); }
@@ -663,8 +667,8 @@ PYBIND11_MODULE(_glnet, m) {
   m.attr("version") = GLNET_VERSION;
 
   py::class_<LanguageModelHandle>(m, "LanguageModel")
-      .def(py::init<const std::string&, const std::string&, const std::string&, std::uint32_t>(), py::arg("folder"), py::arg("device"),
-           py::arg("api"), py::arg("max_context"))
+      .def(py::init<const std::string&, const std::string&, const std::string&, std::uint32_t, const std::string&>(), py::arg("folder"),
+           py::arg("device"), py::arg("api"), py::arg("max_context"), py::arg("weights"))
       .def("start", &LanguageModelHandle::start, py::arg("prompt"), py::arg("max_new_tokens"), py::arg("temperature"), py::arg("top_k"),
            py::arg("top_p"), py::arg("seed"), py::arg("stops"))
       .def("next", &LanguageModelHandle::next, py::arg("number"))

@@ -45,16 +45,17 @@ def devices(api: Optional[str] = None) -> List[Dict[str, Any]]:
 
 
 def load(path: Union[str, os.PathLike], device: Optional[Union[int, str]] = None,
-         api: Optional[str] = None, max_context: int = 0) -> Union["Model", "Classifier", "LanguageModel"]:
+         api: Optional[str] = None, max_context: int = 0, weights: Optional[str] = None) -> Union["Model", "Classifier", "LanguageModel"]:
     """Loads a model onto the GPU: an ONNX file (.onnx) as a Model, a safetensors classifier (an MLP or the
     MNIST CNN that glnet_train writes, or a PyTorch state_dict with the same names) as a Classifier, a Hugging Face
     language model folder (config.json, model.safetensors, tokenizer.json) as a LanguageModel.
 
     device: an index from devices() or part of a renderer's name; api: "gl" or "gles"; max_context: a language
-    model's KV cache positions (0: the config's, at most 8192)."""
+    model's KV cache positions (0: the config's, at most 8192); weights: a language model's decode-step weights, "fp32",
+    "fp16" or "bf16" (None: as the files store them)."""
     path = os.fspath(path)
     if os.path.isdir(path):
-        return LanguageModel(path, device=device, api=api, max_context=max_context)
+        return LanguageModel(path, device=device, api=api, max_context=max_context, weights=weights)
     if _glnet.is_onnx_path(path):
         return Model(path, device=device, api=api)
     return Classifier(path, device=device, api=api)
@@ -66,15 +67,16 @@ class LanguageModel:
     time: a new generate() (or logits()) ends the previous one, whose iterator then raises glnet.Error."""
 
     def __init__(self, path: Union[str, os.PathLike], device: Optional[Union[int, str]] = None,
-                 api: Optional[str] = None, max_context: int = 0) -> None:
+                 api: Optional[str] = None, max_context: int = 0, weights: Optional[str] = None) -> None:
         self._handle = _glnet.LanguageModel(os.fspath(path), _device_name(device), _api_name(api),
-                                            _count(max_context, "max_context", 0))
+                                            _count(max_context, "max_context", 0), weights or "")
         self.path: str = os.fspath(path)
         self.last_stats: Optional[Dict[str, Any]] = None
 
     @property
     def config(self) -> Dict[str, Any]:
-        """architecture, layers, hidden, heads, kv_heads, vocabulary and context (the KV cache's positions)."""
+        """architecture, layers, hidden, heads, kv_heads, vocabulary, context (the KV cache's positions) and weights
+        (the decode step's storage: fp32, fp16 or bf16)."""
         return self._handle.config
 
     @property

@@ -517,3 +517,29 @@ def test_ctrl_c_stops_training_and_keeps_the_last_checkpoint(work):
     resumed = subprocess.run([os.path.join(APPS, "glnet_train"), "--resume", checkpoint, "--out", str(work / "resumed.safetensors"),
                               "--epochs", str(done + 1)], capture_output=True, text=True)
     assert resumed.returncode == 0 and f"resumed from {checkpoint} after epoch {done}" in resumed.stdout, resumed
+
+
+def test_language_model_streams_what_glnet_generate_prints_and_gives_the_models_logits():
+    folder = os.path.join(os.environ["GLNET_TINY_DECODERS"], "llama")
+    model = glnet.load(folder)
+    assert isinstance(model, glnet.LanguageModel)
+    assert model.config["architecture"] == "LlamaForCausalLM" and model.config["weights"] == "fp32"
+    expected = json.load(open(os.path.join(folder, "expected.json")))
+    want = np.load(os.path.join(folder, "expected-logits.npy"))
+    logits = model.logits(expected["prompt"])
+    assert logits.dtype == np.float32 and logits.shape == want.shape
+    assert np.max(np.abs(logits - want)) <= 1e-4 * np.max(np.abs(want))
+    text = "".join(model.generate("The quick brown fox", max_new_tokens=12))
+    answer = json.loads(subprocess.run([os.path.join(os.environ["GLNET_TEST_APPS"], "glnet_generate"), "--model", folder, "--prompt",
+                                        "The quick brown fox", "--max-new-tokens", "12", "--json"],
+                                       check=True, capture_output=True, text=True).stdout)
+    assert text == answer["text"]
+    assert model.last_stats["generated_ids"] == answer["generated_ids"]
+    assert model.decode(model.encode("The quick brown fox")) == "The quick brown fox"
+    # One generation at a time: a new one ends the one before.
+    first = model.generate("one", max_new_tokens=8)
+    model.generate("two", max_new_tokens=8)
+    with pytest.raises(glnet.Error, match="replaced this generation"):
+        next(first)
+    with pytest.raises(glnet.UsageError, match="fp32, fp16 or bf16"):
+        glnet.load(folder, weights="f8")
