@@ -183,30 +183,33 @@ class LanguageModelHandle {
     } catch (...) {  // a destructor must not throw; the context goes with the device
     }
   }
-  // Runs the prompt; returns the generation's number, which next() names.
+  // Runs the prompt; returns the generation's number, which next() names. Every use of the generation and its number
+  // happens on the device's thread, so that calls from several Python threads (the GIL is released while they wait)
+  // take their turns.
   std::uint64_t start(const std::string& prompt, std::uint32_t maxNewTokens, float temperature, std::uint32_t topK, float topP,
                       std::uint64_t seed, const std::vector<std::string>& stops) {
     GenerationSettings settings;
     settings.maxNewTokens = maxNewTokens;
     settings.sampling = {temperature, topK, topP, seed};
     settings.stops = stops;
+    std::uint64_t number = 0;
     device_->call([&] {
       generation_.reset();
+      number = ++generations_;
       generation_ = std::make_unique<Generation>(*model_, prompt, settings);
     });
-    return ++generations_;
+    return number;
   }
   // The next piece of text of generation `number`, or None once it has ended.
   py::object next(std::uint64_t number) {
-    if (number != generations_ || !generation_) throw Error("a later generate() on this model replaced this generation (one runs at a time)");
     std::optional<std::string> piece;
-    device_->call([&] { piece = generation_->next(); });
+    device_->call([&] { piece = current(number).next(); });
     if (!piece) return py::none();
     return py::str(*piece);
   }
-  py::dict stats(std::uint64_t number) const {
-    if (number != generations_ || !generation_) throw Error("a later generate() on this model replaced this generation (one runs at a time)");
-    const GenerationStats& s = generation_->stats();
+  py::dict stats(std::uint64_t number) {
+    GenerationStats s;
+    device_->call([&] { s = current(number).stats(); });
     py::dict d;
     d["prompt_tokens"] = s.promptTokens;
     d["generated_ids"] = s.generatedIds;
@@ -216,9 +219,12 @@ class LanguageModelHandle {
     return d;
   }
   py::array_t<float> logits(const std::vector<std::uint32_t>& ids) {
-    generation_.reset();
     std::vector<float> values;
-    device_->call([&] { values = model_->decoder().logits(ids); });
+    device_->call([&] {
+      generation_.reset();
+      ++generations_;
+      values = model_->decoder().logits(ids);
+    });
     py::array_t<float> array({ids.size(), std::size_t{model_->config().vocabulary}});
     std::copy(values.begin(), values.end(), array.mutable_data());
     return array;
@@ -241,6 +247,12 @@ class LanguageModelHandle {
   py::dict device() const { return describeDevice(device_->context()); }
 
  private:
+  // Generation `number` if it is still the current one (on the device's thread).
+  Generation& current(std::uint64_t number) {
+    if (number != generations_ || !generation_) throw Error("a later generate() or logits() on this model replaced this generation (one runs at a time)");
+    return *generation_;
+  }
+
   std::shared_ptr<Device> device_;
   std::unique_ptr<LanguageModel> model_;
   std::unique_ptr<Generation> generation_;

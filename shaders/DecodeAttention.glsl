@@ -84,7 +84,7 @@ void main() {
   // The values replace the keys while the maxima reduce.
   stage(valueBase, first, seen);
   reduceRows(true, seen);
-  if (local < uint(GROUP_HEADS)) largest[local] = reduced[local][0];
+  for (uint h = local; h < uint(GROUP_HEADS); h += uint(THREADS)) largest[h] = reduced[h][0];
   memoryBarrierShared();
   barrier();
   for (uint i = local; i < uint(GROUP_HEADS * CHUNK); i += uint(THREADS)) {
@@ -94,7 +94,7 @@ void main() {
   memoryBarrierShared();
   barrier();
   reduceRows(false, seen);
-  if (local < uint(GROUP_HEADS)) total[local] = reduced[local][0];
+  for (uint h = local; h < uint(GROUP_HEADS); h += uint(THREADS)) total[h] = reduced[h][0];
   memoryBarrierShared();
   barrier();
   for (uint i = local; i < uint(GROUP_HEADS * HEAD_D); i += uint(THREADS)) {
@@ -108,10 +108,10 @@ void main() {
 #endif
   }
 #ifndef SINGLE_PASS
-  if (local < uint(GROUP_HEADS)) {
-    uint line = kvHead * uint(GROUP_HEADS) + local, stats = splits * H * uint(HEAD_D);
-    partial[stats + 2u * (split * H + line)] = largest[local];
-    partial[stats + 2u * (split * H + line) + 1u] = total[local];
+  for (uint h = local; h < uint(GROUP_HEADS); h += uint(THREADS)) {
+    uint line = kvHead * uint(GROUP_HEADS) + h, stats = splits * H * uint(HEAD_D);
+    partial[stats + 2u * (split * H + line)] = largest[h];
+    partial[stats + 2u * (split * H + line) + 1u] = total[h];
   }
 #endif
 }

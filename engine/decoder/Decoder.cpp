@@ -1,6 +1,7 @@
 #include "decoder/Decoder.h"
 
 #include "base/check.h"
+#include "base/ExactInteger.h"
 #include "base/log.h"
 #include "graph/InferenceOps.h"
 #include "graph/Ops.h"
@@ -99,10 +100,19 @@ struct Decoder::State {
   Buffer chooserScratch;
   SamplingSettings sampling;
   std::uint32_t draws = 0;
+  bool decoding = false;  // start() chose a token that next() may feed
 
   State(const Context& context, DecoderConfig given, std::uint32_t positions, WeightStorage weights)
       : context(context), config(std::move(given)), storage(weights), llama(config.family == DecoderFamily::llama) {
     contextPositions = positions ? positions : std::min(config.maxPositions, defaultContextLimit);
+    if (contextPositions > largestContext) {
+      throw Error("a context of " + std::to_string(contextPositions) + " positions is more than glnet's " + std::to_string(largestContext) +
+                  " (" + optionName("max-context") + ")");
+    }
+    if (config.vocabulary > largestExactInteger) {
+      throw Error("a vocabulary of " + std::to_string(config.vocabulary) + " tokens is more than the " + std::to_string(largestExactInteger) +
+                  " ids glnet holds exactly as floats");
+    }
     if (!llama && contextPositions > config.maxPositions) {
       throw Error("a context of " + std::to_string(contextPositions) + " positions is more than this GPT-2 model's " +
                   std::to_string(config.maxPositions) + " learned positions");
@@ -139,8 +149,6 @@ struct Decoder::State {
     if (op.workspaceBytes(shapes) > 0) output.workspace = BufferView(scratch, 0, op.workspaceBytes(shapes));
     op.forward(programs, plan, in, output);
   }
-
-  std::size_t scratchBytes(const Op& op, const std::vector<Shape>& shapes) const { return op.workspaceBytes(shapes); }
 
   PassBuffers passBuffers(std::uint32_t rows, std::uint32_t logitRows) const {
     const std::size_t hidden = config.hidden, inner = config.intermediate;
@@ -290,7 +298,6 @@ struct Decoder::State {
     PassBuffers& b = step;
     const std::uint32_t hidden = config.hidden, inner = config.intermediate, width = cache.qkvWidth();
     const std::uint32_t attentionWidth = config.heads * config.headDim, upRows = inner * (llama ? 2 : 1);
-    b.scratch = Buffer(std::max(DecodeAttention::workspaceBytes(cache), sizeof(float)));
     GemvLayer normed, residual, mlp, down;
     normed.weights = residual.weights = storage;
     normed.input = llama ? GemvInput::rmsNorm : GemvInput::layerNorm;
@@ -325,6 +332,7 @@ struct Decoder::State {
   // DecodeAttention::chunk keys, then chunks and their combination. The same parameters in both.
   void buildStep() {
     step = passBuffers(1, 1);
+    step.scratch = Buffer(std::max(DecodeAttention::workspaceBytes(cache), sizeof(float)));
     for (const bool singlePass : {true, false}) {
       if (!singlePass && contextPositions <= DecodeAttention::chunk(cache)) break;
       Plan plan(context.limits());
@@ -344,7 +352,9 @@ struct Decoder::State {
   std::uint32_t readChosen() {
     std::uint32_t id = 0;
     chosen.download(&id, sizeof id);
-    if (id >= config.vocabulary) throw Error("the model's logits are NaN at position " + std::to_string(position) + ": no token can be chosen");
+    if (id >= config.vocabulary) {
+      throw Error("the model's logits at position " + std::to_string(position) + " hold a NaN (or, sampling, an infinity): no token can be chosen");
+    }
     return id;
   }
 
@@ -360,7 +370,7 @@ struct Decoder::State {
   }
 
   std::uint32_t decodeStep(std::vector<std::pair<std::string, double>>* timed) {
-    GLNET_ASSERT(shortStep.has_value() && position > 0, "a decode step follows start()");
+    if (!decoding) throw Error("a decode step continues a generation: start() one first (logits() ends the last one)");
     if (position >= contextPositions) {
       throw Error("the context of " + std::to_string(contextPositions) + " positions is full (" + optionName("max-context") + ")");
     }
@@ -467,6 +477,7 @@ WeightStorage Decoder::weightStorage() const { return state_->storage; }
 
 std::vector<float> Decoder::logits(const std::vector<std::uint32_t>& ids) {
   State& s = *state_;
+  s.decoding = false;  // the cache holds these ids now, with no chosen token to feed
   s.runPrompt(ids, true);
   std::vector<float> values(ids.size() * std::size_t{s.config.vocabulary});
   s.prefill.plan->read(s.prefill.buffers.logits, values.data(), floatBytes(values.size()));
@@ -477,13 +488,19 @@ std::uint32_t Decoder::start(const std::vector<std::uint32_t>& prompt, const Sam
   State& s = *state_;
   sampling.check();
   if (!s.shortStep || !sameSampling(s.sampling, sampling)) {
-    s.sampling = sampling;
+    // The plans go first: a recording that fails leaves none bound to buffers it replaced, and the next start() records.
+    s.shortStep.reset();
+    s.longStep.reset();
     s.prefill = State::Prefill{};
+    s.sampling = sampling;
     s.buildStep();
   }
   s.draws = 0;
+  s.decoding = false;
   s.runPrompt(prompt, false);
-  return s.readChosen();
+  const std::uint32_t token = s.readChosen();
+  s.decoding = true;
+  return token;
 }
 
 std::uint32_t Decoder::next() { return state_->decodeStep(nullptr); }

@@ -8,7 +8,6 @@
 #include "decoder/DecoderConfig.h"
 #include "decoder/DecoderWeights.h"
 #include "gl/Context.h"
-#include "graph/Op.h"
 #include "ops/Decoding.h"
 #include "ops/NextToken.h"
 
@@ -23,9 +22,11 @@ class Decoder {
   // The cache's positions when none is asked for: the config's, at most this many (a Llama 3 config's 131 072 would
   // hold gigabytes of cache that a chat never fills); --max-context raises it.
   static constexpr std::uint32_t defaultContextLimit = 8192;
+  // The most positions a cache may hold (2^20: the attention's key chunks stay within a dispatch's groups).
+  static constexpr std::uint32_t largestContext = 1u << 20;
   // `context` 0: the default above. `storage`: how the decode step's dense weights are held (fp16 and bf16 halve the
   // bytes a step reads, the arithmetic staying fp32; the prompt's pass keeps float32 copies). Throws glnet::Error when
-  // the weights do not fit the config, DeviceLimitError when the device cannot hold them.
+  // the weights do not fit the config or the context is more than largestContext.
   Decoder(const Context& context, DecoderConfig config, const DecoderWeights& weights, std::uint32_t contextPositions = 0,
           WeightStorage storage = WeightStorage::fp32);
   ~Decoder();

@@ -89,7 +89,7 @@ class LanguageModel:
         return list(self._handle.encode(text))
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self._handle.decode([_count(i, "token id", 0) for i in ids])
+        return self._handle.decode([_count(i, "token id", 0, 2**32 - 1) for i in ids])
 
     def generate(self, prompt: str, max_new_tokens: int = 64, temperature: float = 0.0, top_k: int = 0,
                  top_p: float = 1.0, seed: int = 0, stop: Optional[Union[str, Sequence[str]]] = None) -> Iterator[str]:
@@ -98,7 +98,7 @@ class LanguageModel:
         before any `stop` text; then last_stats holds prompt_tokens, generated_ids, stop_reason and the speeds."""
         stops = [stop] if isinstance(stop, str) else list(stop or [])
         number = self._handle.start(prompt, _count(max_new_tokens, "max_new_tokens"), float(temperature),
-                                    _count(top_k, "top_k", 0), float(top_p), _count(seed, "seed", 0), stops)
+                                    _count(top_k, "top_k", 0), float(top_p), _count(seed, "seed", 0, 2**63 - 1), stops)
         return self._pieces(number)
 
     def _pieces(self, number: int) -> Iterator[str]:
@@ -112,7 +112,7 @@ class LanguageModel:
 
     def logits(self, token_ids: Sequence[int]) -> np.ndarray:
         """The logits [len(token_ids), vocabulary] after each token, from position 0 (float32)."""
-        return self._handle.logits([_count(i, "token id", 0) for i in token_ids])
+        return self._handle.logits([_count(i, "token id", 0, 2**32 - 1) for i in token_ids])
 
     def __repr__(self) -> str:
         return f"glnet.LanguageModel({self.path!r}, {self.config['architecture']})"
@@ -398,9 +398,9 @@ def _device_name(device: Optional[Union[int, str]]) -> str:
     return str(device)
 
 
-def _count(value: Any, what: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise UsageError(f"{what} must be a whole number of at least {minimum}, not {value!r}")
+def _count(value: Any, what: str, minimum: int = 1, maximum: int = 2**31 - 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not minimum <= value <= maximum:
+        raise UsageError(f"{what} must be a whole number from {minimum} to {maximum}, not {value!r}")
     return int(value)
 
 

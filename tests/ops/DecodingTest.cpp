@@ -12,16 +12,6 @@
 
 using namespace glnet;
 
-namespace {
-
-Buffer poisoned(std::size_t floats) {
-  Buffer buffer(std::max<std::size_t>(floats, 1) * sizeof(float));
-  buffer.fill(test::nanPoison);
-  return buffer;
-}
-
-}  // namespace
-
 TEST_SUITE("gl") {
   TEST_CASE("token and position embedding gathers rows, NaN for an id or position outside its table") {
     Context& context = test::glContext();
@@ -35,7 +25,7 @@ TEST_SUITE("gl") {
       for (const bool withPositions : {false, true}) {
         CAPTURE(first);
         CAPTURE(withPositions);
-        Buffer y = poisoned(rows * columns);
+        Buffer y = test::poisoned(rows * columns);
         Plan plan(context.limits());
         plan.record(tokenEmbedding(programs, idBuffer, tokenBuffer, positionBuffer, withPositions ? positions : 0, y, rows, columns, vocabulary,
                                    Uniform::u32(0, first)));
@@ -112,7 +102,7 @@ TEST_SUITE("gl") {
     x[4] = -200.0f;
     x[2 * inner + 7] = NAN;
     const Buffer input = Buffer::of(x);
-    Buffer y = poisoned(rows * inner);
+    Buffer y = test::poisoned(rows * inner);
     Plan plan(context.limits());
     plan.record(swiGlu(programs, input, y, rows, inner));
     plan.run();
@@ -130,7 +120,9 @@ TEST_SUITE("gl") {
     Context& context = test::glContext();
     ProgramCache programs;
     std::mt19937 random = test::generator(903);
-    const CacheShape shape{6, 2, 10, 700};
+    // Three query heads per KV head; and 130 (more than a group's invocations), over few keys.
+    for (const CacheShape shape : {CacheShape{6, 2, 10, 700}, CacheShape{260, 2, 4, 45}}) {
+    CAPTURE(shape.heads);
     const std::vector<float> qkv = test::uniformFloats(random, shape.qkvWidth(), -2.0f, 2.0f);
     std::vector<float> cache = test::uniformFloats(random, shape.layerFloats(), -2.0f, 2.0f);
     // A NaN in the second KV head's value at key 40: its three query heads turn NaN once they see key 40.
@@ -138,15 +130,15 @@ TEST_SUITE("gl") {
     cache[values + (std::size_t{1} * shape.context + 40) * shape.headSize + 3] = NAN;
     const Buffer projections = Buffer::of(qkv), cacheBuffer = Buffer::of(cache);
     Buffer workspace(DecodeAttention::workspaceBytes(shape));
-    Buffer y = poisoned(shape.heads * shape.headSize);
+    Buffer y = test::poisoned(shape.heads * shape.headSize);
     const float scale = 0.3f;
     for (const bool single : {true, false}) {
       Plan plan(context.limits());
       const int keys = plan.addParameter(), splits = plan.addParameter();
       plan.record(DecodeAttention::record(programs, projections, cacheBuffer, workspace, y, shape, scale, Uniform::fromParameter(0, keys),
                                           Uniform::fromParameter(0, splits), single));
-      for (const std::uint32_t seen : {1u, 2u, 31u, 33u, 41u, 63u, 64u, 65u, 129u, 600u, 700u}) {
-        if (single && seen > DecodeAttention::chunk(shape)) continue;
+      for (const std::uint32_t seen : {1u, 2u, 31u, 33u, 41u, 45u, 63u, 64u, 65u, 129u, 600u, 700u}) {
+        if ((single && seen > DecodeAttention::chunk(shape)) || seen > shape.context) continue;
         CAPTURE(single);
         CAPTURE(seen);
         y.fill(test::nanPoison);
@@ -181,6 +173,7 @@ TEST_SUITE("gl") {
         }
       }
     }
+    }
   }
 }
 
@@ -212,7 +205,7 @@ TEST_SUITE("gl") {
           if (!residual) layer.after = Pointwise{PointwiseKind::geluTanh};
           const Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b), rBuffer = Buffer::of(r),
                        gammaBuffer = Buffer::of(gamma), betaBuffer = Buffer::of(beta);
-          Buffer y = poisoned ? Buffer::of(std::vector<float>(outputs, 0.0f)) : ::poisoned(outputs);
+          Buffer y = poisoned ? Buffer::of(std::vector<float>(outputs, 0.0f)) : test::poisoned(outputs);
           const BufferView rView = rBuffer, gammaView = gammaBuffer, betaView = betaBuffer;
           Plan plan(context.limits());
           plan.record(gemv(programs, layer, xBuffer, wBuffer, bBuffer, y, outputs, inputs, &rView, &gammaView, &betaView));
@@ -265,7 +258,7 @@ TEST_SUITE("gl") {
       CAPTURE(kindName(storage));
       const Buffer wBuffer = Buffer::of(packWeights(w, storage));
       CHECK(wBuffer.bytes() == w.size() * (storage == WeightStorage::fp32 ? 4 : 2));
-      Buffer y = poisoned(outputs);
+      Buffer y = test::poisoned(outputs);
       GemvLayer layer;
       layer.weights = storage;
       Plan plan(context.limits());

@@ -18,12 +18,6 @@ using namespace glnet;
 
 namespace {
 
-Buffer poisoned(std::size_t floats) {
-  Buffer buffer(std::max<std::size_t>(floats, 1) * sizeof(float));
-  buffer.fill(test::nanPoison);
-  return buffer;
-}
-
 Buffer workspaceFor(const SplitK& split, std::uint64_t rows, std::uint64_t columns) {
   return Buffer(std::max<std::size_t>(split.workspaceBytes(rows, columns), 4));
 }
@@ -112,7 +106,7 @@ TEST_SUITE("gl") {
         const auto b = test::uniformFloats(random, n);
         const auto dy = test::uniformFloats(random, m * n);
         Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b), dyBuffer = Buffer::of(dy);
-        Buffer y = poisoned(m * n), dx = poisoned(m * k), dw = poisoned(n * k);
+        Buffer y = test::poisoned(m * n), dx = test::poisoned(m * k), dw = test::poisoned(n * k);
         Buffer forwardWorkspace(std::max<std::size_t>(DenseOp::forwardWorkspaceBytes(shape, true), 4));
         Buffer weightWorkspace = workspaceFor(DenseOp::weightGradientSplit(shape), n, k);
         Plan plan(context.limits());
@@ -147,7 +141,7 @@ TEST_SUITE("gl") {
       Buffer sourceBuffer = Buffer::of(source);
       // The target sits 256 bytes into a larger buffer, poisoned around it: nothing outside may be written.
       const std::size_t count = std::size_t{rows} * columns, margin = 64;
-      Buffer target = poisoned(count + 2 * margin);
+      Buffer target = test::poisoned(count + 2 * margin);
       Plan plan(context.limits());
       plan.record(transpose(sourceBuffer, BufferView(target, margin * sizeof(float), count * sizeof(float)), rows, columns, "t"));
       plan.run();
@@ -174,7 +168,7 @@ TEST_SUITE("gl") {
     Buffer yBuffer = Buffer::of(y);
     for (const Activation activation : {Activation::none, Activation::relu, Activation::tanh, Activation::sigmoid}) {
       CAPTURE(activationName(activation));
-      Buffer dyBuffer = Buffer::of(dy), target = poisoned(dy.size());
+      Buffer dyBuffer = Buffer::of(dy), target = test::poisoned(dy.size());
       Plan plan(context.limits());
       plan.record(transpose.preActivationGradient(dyBuffer, yBuffer, target, rows, columns, activation, "dZ"));
       plan.run();
@@ -240,15 +234,15 @@ TEST_SUITE("gl") {
         for (std::size_t i = 0; i < expectedDx.size(); ++i) expectedDx[i] += priorRows[i];
       }
       Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b), yBuffer = Buffer::of(y32);
-      Buffer workspace = poisoned(DenseOp::forwardWorkspaceBytes(shape, true) / sizeof(float));
-      Buffer gradientWorkspace = poisoned(DenseOp::inputGradientWorkspaceBytes(shape) / sizeof(float));
+      Buffer workspace = test::poisoned(DenseOp::forwardWorkspaceBytes(shape, true) / sizeof(float));
+      Buffer gradientWorkspace = test::poisoned(DenseOp::inputGradientWorkspaceBytes(shape) / sizeof(float));
       for (const GemmConfig* config : gemmConfigsFitting(context.limits())) {
         CAPTURE(config->name);
         CAPTURE(shape.rows);
         ForcedGemmConfig forced(*config);
         const DenseOp dense(programs, Activation::relu);
-        Buffer y = poisoned(m * n);
-        Buffer dx = accumulate ? Buffer::of(priorDx) : poisoned(m * k);
+        Buffer y = test::poisoned(m * n);
+        Buffer dx = accumulate ? Buffer::of(priorDx) : test::poisoned(m * k);
         const std::vector<Dispatch> forward = dense.forward(xBuffer, wBuffer, bBuffer, y, shape, BufferView(workspace));
         REQUIRE(forward.size() == 3);
         CHECK(forward.back().label.find("on transposes") != std::string::npos);

@@ -12,16 +12,6 @@
 
 using namespace glnet;
 
-namespace {
-
-Buffer poisoned(std::size_t floats) {
-  Buffer buffer(floats * sizeof(float));
-  buffer.fill(test::nanPoison);
-  return buffer;
-}
-
-}  // namespace
-
 TEST_SUITE("gl") {
   TEST_CASE("Normalize.glsl matches the reference at odd sizes and offsets, one pixel or four per invocation, per channel") {
     Context& context = test::glContext();
@@ -49,7 +39,7 @@ TEST_SUITE("gl") {
           std::vector<std::uint8_t> padded = pixels;
           padded.resize((pixels.size() + 3) / 4 * 4);
           Buffer input = Buffer::of(padded);
-          Buffer output = poisoned(count);
+          Buffer output = test::poisoned(count);
           const Uniform firstPixel = Uniform::u32(NormalizeOp::firstPixelLocation, static_cast<std::uint32_t>(first));
           const Dispatch dispatch = normalize(input, output, static_cast<std::uint32_t>(count), firstPixel, f.format, f.pixelsPerImage, wordAligned);
           if (wordAligned && count % 4 == 0) {  // four pixels per invocation: a quarter of the invocations
@@ -84,7 +74,7 @@ TEST_SUITE("gl") {
           const auto w = test::uniformFloats(random, std::size_t{outputs} * inputs, -0.5f, 0.5f);
           const auto b = test::uniformFloats(random, outputs);
           Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b);
-          Buffer y = poisoned(std::size_t{rows} * outputs);
+          Buffer y = test::poisoned(std::size_t{rows} * outputs);
           Plan plan(context.limits());
           plan.record(dense.forward(xBuffer, wBuffer, bBuffer, y, {rows, inputs, outputs}));
           plan.run();
@@ -114,7 +104,7 @@ TEST_SUITE("gl") {
           const auto w = test::uniformFloats(random, std::size_t{outputs} * inputs, -0.5f, 0.5f);
           const auto b = hasBias ? test::uniformFloats(random, outputs) : std::vector<float>(outputs, 0.0f);
           Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b);
-          Buffer y = poisoned(std::size_t{rows} * outputs);
+          Buffer y = test::poisoned(std::size_t{rows} * outputs);
           Plan plan(context.limits());
           const std::vector<Dispatch> dispatches = dense.forward(xBuffer, wBuffer, bBuffer, y, {rows, inputs, outputs});
           REQUIRE(dispatches.size() == 1);
@@ -141,7 +131,7 @@ TEST_SUITE("gl") {
         auto logits = test::uniformFloats(random, std::size_t{rows} * columns, -20.0f, 20.0f);
         logits[0] = 500.0f;  // exp overflows without the max shift
         Buffer z = Buffer::of(logits);
-        Buffer p = poisoned(logits.size());
+        Buffer p = test::poisoned(logits.size());
         Buffer classes(std::size_t{rows + 3} * sizeof(std::uint32_t));
         classes.fill(0xffffffffu);
         Plan plan(context.limits());

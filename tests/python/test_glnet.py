@@ -543,3 +543,26 @@ def test_language_model_streams_what_glnet_generate_prints_and_gives_the_models_
         next(first)
     with pytest.raises(glnet.UsageError, match="fp32, fp16 or bf16"):
         glnet.load(folder, weights="f8")
+    with pytest.raises(glnet.UsageError, match="max_new_tokens must be a whole number"):
+        model.generate("x", max_new_tokens=2**40)
+    # Two threads on one model take turns on its device's thread: a generation streaming while logits() ends it is
+    # refused with an error, never a crash.
+    errors = []
+
+    def stream():
+        try:
+            for _ in model.generate("The quick brown fox", max_new_tokens=40):
+                pass
+        except glnet.Error as error:
+            errors.append(error)
+
+    def score():
+        for _ in range(5):
+            model.logits(expected["prompt"])
+
+    threads = [threading.Thread(target=stream), threading.Thread(target=score)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert all("replaced this generation" in str(error) for error in errors)
