@@ -12,8 +12,13 @@
 // dispatch still has enough groups to keep the memory busy. K must be a multiple of 4. WEIGHTS F16 or BF16: W holds
 // two 16-bit weights per uint (the even-indexed one in the low half), read 4 at a time and widened to float32 (half
 // the bytes of F32, the arithmetic unchanged).
-// bindings: 0 x read, 1 W read, 2 b read, 3 y write, 4 r read (RESIDUAL), 5 gamma read (norms), 6 beta read (LAYER_NORM)
-// uniforms: 0 N (outputs), 1 K (inputs), 2 epsilon (norms)
+// CACHE_APPEND (a decode step's q/k/v layer without rotary positions, GPT-2's): outputs [QW, QW + KVW) are also the
+// row's key and [QW + KVW, QW + 2·KVW) its value, written into the KV cache at `position` (RotaryCache.glsl's layout),
+// so that no dispatch of its own appends them.
+// bindings: 0 x read, 1 W read, 2 b read, 3 y write, 4 r read (RESIDUAL), 5 gamma read (norms), 6 beta read (LAYER_NORM),
+//   7 cache write (CACHE_APPEND)
+// uniforms: 0 N (outputs), 1 K (inputs), 2 epsilon (norms); CACHE_APPEND: 3 position (a plan parameter), 4 context,
+//   5 QW (query heads × D), 6 KVW (KV heads × D), 7 D
 // defines: INPUT, WEIGHTS (F32, F16, BF16), TEAMS_PER_ROW (1, 2, 4 or 8), RESIDUAL, ACTIVATION and POINTWISE (common.glsl's finishOutput)
 #if INPUT != INPUT_PLAIN && INPUT != INPUT_LAYER_NORM && INPUT != INPUT_RMS_NORM && INPUT != INPUT_SWIGLU
 #error unknown INPUT
@@ -52,6 +57,14 @@ layout(std430, binding = 5) readonly buffer Gamma { vec4 gamma4[]; };
 #endif
 #if INPUT == INPUT_LAYER_NORM
 layout(std430, binding = 6) readonly buffer Beta { vec4 beta4[]; };
+#endif
+#ifdef CACHE_APPEND
+layout(std430, binding = 7) writeonly buffer Cache { float cache[]; };
+layout(location = 3) uniform uint position;
+layout(location = 4) uniform uint context;
+layout(location = 5) uniform uint queryWidth;
+layout(location = 6) uniform uint kvWidth;
+layout(location = 7) uniform uint headSize;
 #endif
 layout(location = 0) uniform uint N;
 layout(location = 1) uniform uint K;
@@ -127,6 +140,14 @@ void main() {
 #ifdef RESIDUAL
     value += r[n];
 #endif
-    y[n] = finishOutput(value);
+    value = finishOutput(value);
+    y[n] = value;
+#ifdef CACHE_APPEND
+    if (n >= queryWidth) {
+      uint m = n - queryWidth, values = m >= kvWidth ? 1u : 0u;
+      m -= values * kvWidth;
+      cache[values * kvWidth * context + ((m / headSize) * context + position) * headSize + m % headSize] = value;
+    }
+#endif
   }
 }

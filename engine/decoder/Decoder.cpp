@@ -312,8 +312,11 @@ struct Decoder::State {
                                position));
     for (LayerBuffers& layer : layers) {
       const auto [gamma1, beta1] = gammaBeta(layer.attentionNorm, layer.attentionNormBias);
-      plan.record(gemv(programs, normed, b.x, layer.qkv.forStep(), layer.qkvBias, b.qkv, width, hidden, nullptr, &gamma1, &beta1));
-      plan.record(appendToCache(programs, b.qkv, layer.cache, llama, cosines, sines, cache, 1, position));
+      // Without rotary positions the q/k/v layer writes the keys and values into the cache itself.
+      const CacheAppend append{layer.cache, cache, position};
+      plan.record(gemv(programs, normed, b.x, layer.qkv.forStep(), layer.qkvBias, b.qkv, width, hidden, nullptr, &gamma1, &beta1,
+                       llama ? nullptr : &append));
+      if (llama) plan.record(appendToCache(programs, b.qkv, layer.cache, true, cosines, sines, cache, 1, position));
       plan.record(DecodeAttention::record(programs, b.qkv, layer.cache, b.scratch, b.attention, cache,
                                           static_cast<float>(1 / std::sqrt(static_cast<double>(cache.headSize))),
                                           Uniform::fromParameter(0, keysParameter), Uniform::fromParameter(0, splitsParameter), singlePass));

@@ -95,7 +95,7 @@ float storedWeight(float value, WeightStorage storage) {
 
 Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& x, const BufferView& weight, const BufferView& bias,
               const BufferView& y, std::uint32_t outputs, std::uint32_t inputs, const BufferView* residual, const BufferView* gamma,
-              const BufferView* beta) {
+              const BufferView* beta, const CacheAppend* append) {
   checkGemvInputs(inputs, "a layer's input size");
   const bool normed = layer.input == GemvInput::layerNorm || layer.input == GemvInput::rmsNorm;
   GLNET_ASSERT(!normed || gamma, "a normed input needs its gamma");
@@ -109,6 +109,10 @@ Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& 
   std::vector<ShaderDefine> defines{kindDefine(layer.input), kindDefine(layer.weights), kindDefine(Activation::none),
                                     {"TEAMS_PER_ROW", std::to_string(teamsPerRow)}};
   if (layer.residual) defines.push_back({"RESIDUAL", "1"});
+  if (append) {
+    GLNET_ASSERT(outputs == append->shape.qkvWidth(), "a layer that appends to the cache is the q/k/v projection");
+    defines.push_back({"CACHE_APPEND", "1"});
+  }
   for (const ShaderDefine& define : layer.after.fusedDefines()) defines.push_back(define);
   const Program& program = programs.get("Gemv.glsl", defines, layer.after.fusedIncludes());
   GLNET_ASSERT(static_cast<std::uint32_t>(program.localSize()[0]) == teams * 32, "Gemv.glsl's group is the device's group size");
@@ -117,7 +121,7 @@ Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& 
   dispatch.program = &program;
   dispatch.label = std::string("gemv") + (layer.weights != WeightStorage::fp32 ? std::string(" ") + kindName(layer.weights) : "") + (layer.input != GemvInput::plain ? std::string(" on ") + kindName(layer.input) : "") +
                    (layer.after.kind != PointwiseKind::identity ? ", " + layer.after.name() : "") + (layer.residual ? ", + residual" : "") +
-                   " " + std::to_string(outputs) + "x" + std::to_string(inputs);
+                   (append ? ", + cache append" : "") + " " + std::to_string(outputs) + "x" + std::to_string(inputs);
   dispatch.groups = {(outputs + rowsPerGroup - 1) / rowsPerGroup, 1, 1};
   dispatch.linear = true;
   dispatch.buffers = {{0, x, Access::read}, {1, weight, Access::read}, {2, bias, Access::read}, {3, y, Access::write}};
@@ -125,6 +129,14 @@ Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& 
   if (normed) dispatch.buffers.push_back({5, *gamma, Access::read});
   if (layer.input == GemvInput::layerNorm) dispatch.buffers.push_back({6, *beta, Access::read});
   dispatch.uniforms = {Uniform::u32(0, outputs), Uniform::u32(1, inputs), Uniform::f32(2, layer.epsilon)};
+  if (append) {
+    const CacheShape& c = append->shape;
+    dispatch.buffers.push_back({7, append->cache, Access::write});
+    dispatch.uniforms.push_back(at(3, append->position));
+    for (const auto& [location, value] : {std::pair{4, c.context}, {5, c.heads * c.headSize}, {6, c.kvHeads * c.headSize}, {7, c.headSize}}) {
+      dispatch.uniforms.push_back(Uniform::u32(location, value));
+    }
+  }
   return dispatch;
 }
 

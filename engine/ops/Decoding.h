@@ -45,6 +45,13 @@ struct GemvLayer {
   float epsilon = 0;
   bool residual = false;
 };
+// A q/k/v layer's keys and values also written into a layer's cache at `position` (Gemv.glsl's CACHE_APPEND), for
+// models without rotary positions.
+struct CacheAppend {
+  BufferView cache;
+  CacheShape shape;
+  Uniform position;
+};
 void checkGemvInputs(std::uint32_t inputs, const std::string& what);
 // W's values as `storage` holds them (rounded to nearest even): float32's bits, or two 16-bit values per uint32.
 std::vector<std::uint32_t> packWeights(const std::vector<float>& values, WeightStorage storage);
@@ -52,7 +59,7 @@ std::vector<std::uint32_t> packWeights(const std::vector<float>& values, WeightS
 float storedWeight(float value, WeightStorage storage);
 Dispatch gemv(ProgramCache& programs, const GemvLayer& layer, const BufferView& x, const BufferView& weight, const BufferView& bias,
               const BufferView& y, std::uint32_t outputs, std::uint32_t inputs, const BufferView* residual = nullptr,
-              const BufferView* gamma = nullptr, const BufferView* beta = nullptr);
+              const BufferView* gamma = nullptr, const BufferView* beta = nullptr, const CacheAppend* append = nullptr);
 
 // A decode step's attention: the one query row of `qkv` against keys [0, keys) of `cache`, y [H·D] (heads after one
 // another, as the output projection reads them). `keys` and `splits` are Uniforms (plan parameters: the position + 1

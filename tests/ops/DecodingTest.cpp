@@ -246,6 +246,42 @@ TEST_SUITE("gl") {
     CHECK_THROWS_WITH(checkGemvInputs(42, "a layer's input size"), doctest::Contains("not a multiple of 4"));
   }
 
+  TEST_CASE("a q/k/v layer appending to the cache writes each key and value at the position, the rest untouched") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    std::mt19937 random = test::generator(906);
+    const CacheShape shape{6, 2, 8, 13};
+    const std::uint32_t inputs = 20, outputs = shape.qkvWidth();
+    const std::vector<float> x = test::uniformFloats(random, inputs), w = test::uniformFloats(random, outputs * inputs),
+                             b = test::uniformFloats(random, outputs);
+    const Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bBuffer = Buffer::of(b);
+    Buffer cache = Buffer::of(std::vector<float>(shape.layerFloats(), 7.0f));
+    Buffer y = test::poisoned(outputs);
+    Plan plan(context.limits());
+    const int position = plan.addParameter();
+    const CacheAppend append{cache, shape, Uniform::fromParameter(0, position)};
+    plan.record(gemv(programs, GemvLayer{}, xBuffer, wBuffer, bBuffer, y, outputs, inputs, nullptr, nullptr, nullptr, &append));
+    std::vector<double> expectedCache(shape.layerFloats(), 7.0);
+    for (const std::uint32_t at : {5u, 12u}) {
+      plan.setParameter(position, at);
+      plan.run();
+      std::vector<double> expected(outputs);
+      for (std::uint32_t n = 0; n < outputs; ++n) {
+        double sum = b[n];
+        for (std::uint32_t k = 0; k < inputs; ++k) sum += double{w[n * inputs + k]} * x[k];
+        expected[n] = sum;
+      }
+      test::checkClose(y.read<float>(), expected, 1e-5, 1e-5);
+      const std::uint32_t queries = shape.heads * shape.headSize, kv = shape.kvHeads * shape.headSize;
+      for (std::uint32_t m = 0; m < 2 * kv; ++m) {
+        const std::uint32_t part = m / kv, within = m % kv;
+        expectedCache[std::size_t{part} * kv * shape.context + (within / shape.headSize * shape.context + at) * shape.headSize +
+                      within % shape.headSize] = expected[queries + m];
+      }
+      test::checkClose(cache.read<float>(), expectedCache, 1e-5, 1e-5);
+    }
+  }
+
   TEST_CASE("a decode step's dense layer reads fp16 and bf16 weights as packWeights stores them") {
     Context& context = test::glContext();
     ProgramCache programs;
