@@ -163,7 +163,6 @@ py::dict statistics(const Statistics& s) {
   return py::dict(py::arg("median") = s.median, py::arg("p10") = s.p10, py::arg("p90") = s.p90, py::arg("runs") = s.runs);
 }
 
-// An ONNX model: numpy float32 arrays in, float32 arrays out, one plan per batch size.
 // A language model folder on a device, with the one generation it runs at a time (each generate() replaces the last).
 class LanguageModelHandle {
  public:
@@ -259,6 +258,7 @@ class LanguageModelHandle {
   std::uint64_t generations_ = 0;
 };
 
+// An ONNX model: numpy float32 arrays in, float32 arrays out, one plan per batch size.
 class OnnxModelHandle {
  public:
   OnnxModelHandle(const std::string& path, const std::string& device, const std::string& api) : device_(openDevice(device, api)) {
