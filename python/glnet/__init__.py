@@ -400,7 +400,7 @@ def _device_name(device: Optional[Union[int, str]]) -> str:
 
 def _count(value: Any, what: str, minimum: int = 1, maximum: int = 2**31 - 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not minimum <= value <= maximum:
-        raise UsageError(f"{what} must be a whole number from {minimum} to {maximum}, not {value!r}")
+        raise UsageError(f"{what} must be a whole number of at least {minimum} and at most {maximum}, not {value!r}")
     return int(value)
 
 
