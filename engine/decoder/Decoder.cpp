@@ -150,17 +150,18 @@ struct Decoder::State {
     op.forward(programs, plan, in, output);
   }
 
-  PassBuffers passBuffers(std::uint32_t rows, std::uint32_t logitRows) const {
+  // `stepPass`: the decode step's Gemv reads its norm and gate as it reads x, so it needs neither buffer.
+  PassBuffers passBuffers(std::uint32_t rows, std::uint32_t logitRows, bool stepPass = false) const {
     const std::size_t hidden = config.hidden, inner = config.intermediate;
     PassBuffers b;
     b.ids = Buffer(floatBytes(rows));
     b.x = Buffer(floatBytes(rows * hidden));
     b.xAlternate = Buffer(floatBytes(rows * hidden));
-    b.normed = Buffer(floatBytes(rows * hidden));
+    if (!stepPass) b.normed = Buffer(floatBytes(rows * hidden));
     b.qkv = Buffer(floatBytes(std::size_t{rows} * cache.qkvWidth()));
     b.attention = Buffer(floatBytes(std::size_t{rows} * config.heads * config.headDim));
     b.hidden = Buffer(floatBytes(rows * inner * (llama ? 2 : 1)));
-    if (llama) b.gated = Buffer(floatBytes(rows * inner));
+    if (llama && !stepPass) b.gated = Buffer(floatBytes(rows * inner));
     b.logits = Buffer(floatBytes(std::size_t{logitRows} * config.vocabulary));
     return b;
   }
@@ -334,7 +335,7 @@ struct Decoder::State {
   // Two recordings of the step, alike but for the attention: one pass over the cache while it holds at most
   // DecodeAttention::chunk keys, then chunks and their combination. The same parameters in both.
   void buildStep() {
-    step = passBuffers(1, 1);
+    step = passBuffers(1, 1, true);
     step.scratch = Buffer(std::max(DecodeAttention::workspaceBytes(cache), sizeof(float)));
     for (const bool singlePass : {true, false}) {
       if (!singlePass && contextPositions <= DecodeAttention::chunk(cache)) break;
