@@ -15,10 +15,10 @@
 //     Cost per row: 2 to 9 reads of V logits (M's pass and the draw's; top-k adds up to 3, top-p up to 4, the searches
 //     often stopping a pass early), the top-p passes and the draw with an exp per logit they weigh, all by one group:
 //     a batch of rows fills the GPU, a single row one multiprocessor.
-// The id goes to ids[r] (uint) and idFloats[floatOffset + r·floatStride] (the same number as an exact float: the next
+// The id goes to ids[idsOffset + r] (uint) and idFloats[floatOffset + r·floatStride] (the same number as an exact float: the next
 // step's input, glnet's integer tensors being floats).
 // bindings: 0 Z read, 1 ids write, 2 idFloats write, 3 partial (uvec2 per block) written (BLOCKS) or read (FINAL)
-// uniforms: 0 V, 1 stride, 2 blocks, 3 chunk, 4 floatOffset, 5 floatStride, 12 logitsOffset; SAMPLE: 6 temperature,
+// uniforms: 0 V, 1 stride, 2 blocks, 3 chunk, 4 floatOffset, 5 floatStride, 12 logitsOffset, 13 idsOffset; SAMPLE: 6 temperature,
 //   7 top-k (0 off), 8 top-p (1 off), 9 and 10 the seed's low and high 32 bits, 11 the step
 // defines: NEXT_TOKEN_MODE; SAMPLE: DRAW_BITS (numbers/Sampling.h's GLNET_DRAW_BITS)
 layout(local_size_x = LOCAL_SIZE_X) in;
@@ -34,6 +34,7 @@ layout(location = 3) uniform uint chunk;
 layout(location = 4) uniform uint floatOffset;
 layout(location = 5) uniform uint floatStride;
 layout(location = 12) uniform uint logitsOffset;
+layout(location = 13) uniform uint idsOffset;
 #if NEXT_TOKEN_MODE == NEXT_TOKEN_MODE_SAMPLE
 layout(location = 6) uniform float temperature;
 layout(location = 7) uniform uint topK;
@@ -47,7 +48,7 @@ layout(location = 11) uniform uint decodeStep;
 #define NEGATIVE_INFINITY uintBitsToFloat(0xff800000u)
 
 void writeId(uint row, uint id) {
-  ids[row] = id;
+  ids[idsOffset + row] = id;
   idFloats[floatOffset + row * floatStride] = float(id);
 }
 

@@ -50,7 +50,7 @@ std::vector<Dispatch> NextTokenOp::operator()(const BufferView& logits, const Bu
   const std::uint64_t logitsEnd = shape.logitsOffset + std::uint64_t{shape.rows - 1} * stride + shape.vocabulary;
   GLNET_ASSERT(logits.room() / sizeof(float) >= logitsEnd, "logits too small");
   GLNET_ASSERT(logitsEnd <= std::uint64_t{1} << 32, "logits indexed by uint");
-  GLNET_ASSERT(ids.room() / sizeof(std::uint32_t) >= shape.rows, "ids too small");
+  GLNET_ASSERT(ids.room() / sizeof(std::uint32_t) >= std::uint64_t{shape.idsOffset} + shape.rows, "ids too small");
   GLNET_ASSERT(idFloats.room() / sizeof(float) > shape.floatOffset + std::uint64_t{shape.rows - 1} * shape.floatStride,
                "id floats too small");
   GLNET_ASSERT(workspace.room() >= workspaceBytes(shape), "next-token workspace too small");
@@ -63,7 +63,8 @@ std::vector<Dispatch> NextTokenOp::operator()(const BufferView& logits, const Bu
     d.label = label;
     d.buffers = {{0, logits, Access::read}, {1, ids, Access::write}, {2, idFloats, Access::write}, {3, workspace, workspaceAccess}};
     d.uniforms = {Uniform::u32(0, shape.vocabulary), Uniform::u32(1, stride), Uniform::u32(4, shape.floatOffset),
-                  Uniform::u32(5, shape.floatStride), Uniform::u32(12, shape.logitsOffset)};
+                  Uniform::u32(5, shape.floatStride), Uniform::u32(12, shape.logitsOffset),
+                  Uniform::u32(13, shape.idsOffset)};
     d.groups = {groupsPerRow, shape.rows, 1};
     return d;
   };

@@ -17,8 +17,8 @@ struct NextTokenShape {
   // Row r's logits start at logits[logitsOffset + r·logitsStride] (floats; logitsStride 0: V): a decode step's
   // [rows × V], or the last position of each of a prefill's sequences.
   std::uint32_t logitsOffset = 0, logitsStride = 0;
-  // Where row r's id goes as a float: idFloats[floatOffset + r·floatStride].
-  std::uint32_t floatOffset = 0, floatStride = 1;
+  // Where row r's id goes as a float: idFloats[floatOffset + r·floatStride]; as a uint32: ids[idsOffset + r].
+  std::uint32_t floatOffset = 0, floatStride = 1, idsOffset = 0;
 };
 
 class NextTokenOp {
@@ -27,7 +27,7 @@ class NextTokenOp {
   // The workspace operator() needs for `shape` (the greedy search's per-block maxima; at least one, so that its
   // binding always exists).
   std::size_t workspaceBytes(const NextTokenShape& shape) const;
-  // ids[r] (uint32) and idFloats[floatOffset + r·floatStride] = row r's next token under `settings` (checked here).
+  // ids[idsOffset + r] (uint32) and idFloats[floatOffset + r·floatStride] = row r's next token under `settings` (checked here).
   // `step` is the uniform at stepLocation: a plan parameter that a decode loop advances each replay, so that every
   // step draws afresh without recording again (Uniform::fromParameter(stepLocation, id)), or a constant.
   std::vector<Dispatch> operator()(const BufferView& logits, const BufferView& ids, const BufferView& idFloats,
