@@ -319,8 +319,9 @@ int main(int argc, char** argv) {
                        "                     for a blank image\n"
                        "  GET  /v1/model     architecture, inputs, classes and metadata of the model\n"
                        "  GET  /metrics      Prometheus text: requests, errors, latency, batch sizes, queue depth\n\n"
-                       "A language model (--model DIR, a Hugging Face folder as glnet_generate takes): one completion at a\n"
-                       "time, the others waiting in arrival order.\n"
+                       "A language model (--model DIR, a Hugging Face folder as glnet_generate takes): up to --max-batch\n"
+                       "completions decode together, one token each per GPU step; a new one joins at the next step with room,\n"
+                       "the others waiting in arrival order.\n"
                        "  POST /v1/completions  OpenAI's text completions: prompt, max_tokens (16), temperature (1; 0 greedy),\n"
                        "                     top_p, top_k, stop (up to 4), seed, stream (server-sent events), model (ignored);\n"
                        "                     a streamed client that disconnects cancels its completion\n"
@@ -332,7 +333,8 @@ int main(int argc, char** argv) {
     parser.modelOptions("model file (safetensors, or ONNX by its .onnx name) or language model folder to serve")
         .option("host", "ADDRESS", "address to listen on", "127.0.0.1")
         .option("port", "N", "port to listen on (0: any free port, printed at start)", "8080")
-        .option("max-batch", "N", "classifier: most images in one GPU batch (lowered, with a warning, to the most the device takes for the model)", "64")
+        .option("max-batch", "N", "classifier: most images in one GPU batch (default 64; lowered, with a warning, to the most the device takes for the model); language model: most completions decoding together (default 8, at most " +
+                                      std::to_string(Decoder::largestBatch) + "; each holds a KV cache of --max-context positions)")
         .option("max-delay-us", "N", "classifier: how long a request may wait for others to share its batch", "200")
         .flag("no-batching", "classifier: run every request alone, in arrival order")
         .option("max-context", "N", "language model: positions of the KV cache (default: the config's, at most " +
@@ -346,7 +348,7 @@ int main(int argc, char** argv) {
     const std::string modelPath = parser.text("model");
     const bool languageModel = std::filesystem::is_directory(modelPath);
     // An option of the other mode would be silently ignored: refused instead.
-    for (const char* option : {"max-batch", "max-delay-us", "no-batching", "input-mean", "input-std", "activation", "max-context"}) {
+    for (const char* option : {"max-delay-us", "no-batching", "input-mean", "input-std", "activation", "max-context"}) {
       if (parser.has(option) && languageModel == (std::string(option) != "max-context")) {
         throw UsageError("--" + std::string(option) + (languageModel ? " applies to classifier models; " + modelPath + " is a language model folder"
                                                                      : " applies to language model folders; " + modelPath + " is a file"));
@@ -400,13 +402,14 @@ int main(int argc, char** argv) {
       CompletionOptions options;
       options.maxWaiting = static_cast<std::size_t>(parser.has("queue-limit") ? parser.integer("queue-limit", 1, 100'000'000) : 64);
       if (parser.has("max-context")) options.contextPositions = static_cast<std::uint32_t>(parser.integer("max-context", 2, 1 << 24));
+      if (parser.has("max-batch")) options.batch = static_cast<std::uint32_t>(parser.integer("max-batch", 1, Decoder::largestBatch));
       completions = std::make_unique<CompletionQueue>(contextOptions, modelPath, options);
-      std::fprintf(stderr, "glnet_serve: %s on %s, a context of %u positions, warm in %.0f ms\n", modelPath.c_str(),
-                   completions->deviceName().c_str(), completions->contextPositions(), warmup.milliseconds());
+      std::fprintf(stderr, "glnet_serve: %s on %s, %u completions at once, a context of %u positions each, warm in %.0f ms\n",
+                   modelPath.c_str(), completions->deviceName().c_str(), options.batch, completions->contextPositions(), warmup.milliseconds());
       routeCompletions(server, *completions, metrics, stopping, folderName(modelPath));
     } else {
       BatchingOptions options;
-      options.maxBatch = static_cast<std::size_t>(parser.integer("max-batch", 1, 65536));
+      options.maxBatch = static_cast<std::size_t>(parser.has("max-batch") ? parser.integer("max-batch", 1, 65536) : 64);
       options.maxDelay = std::chrono::microseconds(parser.integer("max-delay-us", 0, 60'000'000));
       options.batching = !parser.has("no-batching");
       options.maxQueuedImages = static_cast<std::size_t>(parser.has("queue-limit") ? parser.integer("queue-limit", 1, 100'000'000) : 4096);

@@ -15,11 +15,11 @@ WeightStorage weightStorageNamed(const std::string& name) {
 }
 
 LanguageModel::LanguageModel(const Context& context, const std::string& folder, std::uint32_t contextPositions,
-                             std::optional<WeightStorage> storage)
-    : LanguageModel(context, folder, readDecoderConfig(folder), contextPositions, storage) {}
+                             std::optional<WeightStorage> storage, std::uint32_t sequences)
+    : LanguageModel(context, folder, readDecoderConfig(folder), contextPositions, storage, sequences) {}
 
 LanguageModel::LanguageModel(const Context& context, const std::string& folder, DecoderConfig config, std::uint32_t contextPositions,
-                             std::optional<WeightStorage> storage)
+                             std::optional<WeightStorage> storage, std::uint32_t sequences)
     : tokenizer_(ByteLevelBpe::fromFile(folder + "/tokenizer.json")),
       decoder_([&] {
         if (tokenizer_.vocabularySize() > config.vocabulary) {
@@ -32,13 +32,13 @@ LanguageModel::LanguageModel(const Context& context, const std::string& folder, 
                                      : weights.storedDtype == "BF16" ? WeightStorage::bf16
                                      : weights.storedDtype == "F16"  ? WeightStorage::fp16
                                                                      : WeightStorage::fp32;
-        Decoder decoder(context, config, weights, contextPositions, chosen);
+        Decoder decoder(context, config, weights, contextPositions, chosen, sequences);
         loadSeconds_ = loading.seconds();
         return decoder;
       }()) {}
 
-Generation::Generation(LanguageModel& model, const std::string& prompt, const GenerationSettings& settings)
-    : model_(model), settings_(settings), stream_(model.tokenizer(), true) {
+Generation::Generation(LanguageModel& model, const std::string& prompt, const GenerationSettings& settings, std::uint32_t sequence)
+    : model_(model), sequence_(sequence), settings_(settings), stream_(model.tokenizer(), true) {
   if (settings.maxNewTokens == 0) throw UsageError("generation needs " + optionName("max-new-tokens") + " of at least 1");
   for (const std::string& stop : settings.stops) {
     if (stop.empty()) throw UsageError(optionName("stop") + " needs a non-empty text");
@@ -51,9 +51,11 @@ Generation::Generation(LanguageModel& model, const std::string& prompt, const Ge
   }
   stats_.promptTokens = ids.size();
   Stopwatch prefill;
-  token_ = decoder.start(ids, settings.sampling);
+  token_ = decoder.start(ids, settings.sampling, sequence);
   stats_.prefillSeconds = prefill.seconds();
 }
+
+Generation::~Generation() { model_.decoder().end(sequence_); }
 
 std::string Generation::filtered(const std::string& piece) {
   held_ += piece;
@@ -82,6 +84,7 @@ std::string Generation::filtered(const std::string& piece) {
 
 std::string Generation::finish() {
   ended_ = true;
+  model_.decoder().end(sequence_);
   if (stats_.stopReason == "stop text") return "";
   std::string out = filtered(stream_.finish());
   if (stats_.stopReason == "stop text") return out;
@@ -90,22 +93,20 @@ std::string Generation::finish() {
   return out;
 }
 
-std::optional<std::string> Generation::next() {
-  if (ended_) return std::nullopt;
-  Decoder& decoder = model_.decoder();
-  if (!token_) {
-    if (stats_.generatedIds.size() == settings_.maxNewTokens) {
-      stats_.stopReason = "length";
-      return finish();
-    }
-    if (decoder.position() == decoder.context()) {
-      stats_.stopReason = "context full";
-      return finish();
-    }
-    Stopwatch step;
-    token_ = decoder.next();
-    stats_.decodeSeconds += step.seconds();
+bool Generation::endsBeforeStep() {
+  if (stats_.generatedIds.size() == settings_.maxNewTokens) {
+    stats_.stopReason = "length";
+    return true;
   }
+  if (model_.decoder().position(sequence_) == model_.decoder().context()) {
+    stats_.stopReason = "context full";
+    return true;
+  }
+  return false;
+}
+
+std::string Generation::taken() {
+  GLNET_ASSERT(token_, "a token was chosen");
   const std::uint32_t token = *token_;
   token_.reset();
   const std::vector<std::uint32_t>& ends = model_.config().eosTokenIds;
@@ -115,8 +116,40 @@ std::optional<std::string> Generation::next() {
   }
   stats_.generatedIds.push_back(token);
   std::string piece = filtered(stream_.push(token));
-  if (stats_.stopReason == "stop text") ended_ = true;
+  if (stats_.stopReason == "stop text") {
+    ended_ = true;
+    model_.decoder().end(sequence_);
+  }
   return piece;
+}
+
+std::optional<std::string> Generation::next() {
+  if (ended_) return std::nullopt;
+  if (!token_) {
+    if (endsBeforeStep()) return finish();
+    Stopwatch step;
+    token_ = model_.decoder().next();
+    stats_.decodeSeconds += step.seconds();
+  }
+  return taken();
+}
+
+std::string Generation::advance() {
+  GLNET_ASSERT(!ended_ && token_, "advance() follows the prompt or accept()");
+  std::string piece = taken();
+  if (!ended_ && endsBeforeStep()) piece += finish();
+  return piece;
+}
+
+void Generation::accept(std::uint32_t id, double stepSeconds) {
+  GLNET_ASSERT(!ended_ && !token_, "accept() follows advance()");
+  stats_.decodeSeconds += stepSeconds;
+  if (id >= model_.config().vocabulary) {
+    ended_ = true;
+    throw Error("the model's logits at position " + std::to_string(model_.decoder().position(sequence_) - 1) +
+                " hold a NaN (or, sampling, an infinity): no token can be chosen");
+  }
+  token_ = id;
 }
 
 }  // namespace glnet

@@ -1,7 +1,9 @@
 #include "serve/CompletionQueue.h"
 
+#include "base/Stopwatch.h"
 #include "base/log.h"
 
+#include <algorithm>
 #include <optional>
 
 namespace glnet {
@@ -11,9 +13,12 @@ CompletionQueue::CompletionQueue(const ContextOptions& contextOptions, const std
   // The worker owns the promise: the constructor may return (and its frame go) while set_value finishes.
   std::promise<void> ready;
   std::future<void> started = ready.get_future();
-  worker_ = std::thread([this, contextOptions, folder, contextPositions = options.contextPositions, ready = std::move(ready)]() mutable {
-    work(contextOptions, folder, contextPositions, ready);
-  });
+  if (options.batch == 0 || options.batch > Decoder::largestBatch) {
+    throw UsageError(optionName("batch") + " takes 1 to " + std::to_string(Decoder::largestBatch) + " completions, not " +
+                     std::to_string(options.batch));
+  }
+  running_.assign(options.batch, 0);
+  worker_ = std::thread([this, contextOptions, folder, ready = std::move(ready)]() mutable { work(contextOptions, folder, ready); });
   try {
     started.get();
   } catch (...) {
@@ -65,8 +70,8 @@ void CompletionQueue::cancel(Ticket ticket) {
   DoneCallback onDone;
   {
     const std::lock_guard<std::mutex> lock(mutex_);
-    if (ticket == running_) {
-      cancelRunning_ = true;
+    if (std::find(running_.begin(), running_.end(), ticket) != running_.end()) {
+      cancelled_.push_back(ticket);
       return;
     }
     for (auto job = waiting_.begin(); job != waiting_.end(); ++job) {
@@ -76,7 +81,7 @@ void CompletionQueue::cancel(Ticket ticket) {
       ++stats_.cancelled;
       break;
     }
-    if (waiting_.empty() && running_ == 0) finished_.notify_all();
+    if (waiting_.empty() && !anyRunning()) finished_.notify_all();
   }
   if (onDone) {
     CompletionOutcome outcome;
@@ -88,63 +93,140 @@ void CompletionQueue::cancel(Ticket ticket) {
 void CompletionQueue::drain() {
   std::unique_lock<std::mutex> lock(mutex_);
   draining_ = true;
-  finished_.wait(lock, [&] { return waiting_.empty() && running_ == 0; });
+  finished_.wait(lock, [&] { return waiting_.empty() && !anyRunning(); });
+}
+
+bool CompletionQueue::anyRunning() const {
+  return std::any_of(running_.begin(), running_.end(), [](Ticket ticket) { return ticket != 0; });
 }
 
 CompletionStats CompletionQueue::stats() const {
   const std::lock_guard<std::mutex> lock(mutex_);
   CompletionStats stats = stats_;
   stats.waiting = waiting_.size();
-  stats.running = running_ != 0 ? 1 : 0;
+  stats.running = static_cast<std::size_t>(std::count_if(running_.begin(), running_.end(), [](Ticket ticket) { return ticket != 0; }));
   return stats;
 }
 
-// Runs one completion to its end, its cancellation or its error; the lock is not held.
-void CompletionQueue::run(Job& job) {
+void CompletionQueue::finish(Running& running, std::exception_ptr error, bool cancelled) {
   CompletionOutcome outcome;
-  std::size_t counted = 0;  // generated tokens already in stats_
-  // Counts what `now` adds to stats_ and says whether the completion is cancelled.
-  const auto count = [&](const GenerationStats& now) {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    stats_.generatedTokens += now.generatedIds.size() - counted;
-    counted = now.generatedIds.size();
-    return cancelRunning_;
-  };
-  std::optional<Generation> generation;
-  try {
-    generation.emplace(*model_, job.request.prompt, job.request.settings);
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      stats_.promptTokens += generation->stats().promptTokens;
-    }
-    bool cancelled = count(generation->stats());
-    while (!cancelled) {
-      const std::optional<std::string> piece = generation->next();
-      if (!piece) break;
-      if (!piece->empty()) job.onPiece(*piece);
-      cancelled = count(generation->stats());
-    }
-    outcome.cancelled = cancelled;
-  } catch (...) {
-    outcome.error = std::current_exception();
-    log::error("a completion of " + std::to_string(job.request.prompt.size()) + " prompt bytes failed");
-  }
-  if (generation) outcome.stats = generation->stats();
+  outcome.error = std::move(error);
+  outcome.cancelled = cancelled && !outcome.error;
+  if (outcome.error) log::error("a completion of " + std::to_string(running.job.request.prompt.size()) + " prompt bytes failed");
+  if (running.generation) outcome.stats = running.generation->stats();
+  running.generation.reset();  // its sequence takes no more steps
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     ++(outcome.error ? stats_.failed : outcome.cancelled ? stats_.cancelled : stats_.completed);
+    running_[running.sequence] = 0;
+    cancelled_.erase(std::remove(cancelled_.begin(), cancelled_.end(), running.job.ticket), cancelled_.end());
+    if (waiting_.empty() && !anyRunning()) finished_.notify_all();
   }
-  job.onDone(outcome);
+  running.job.onDone(outcome);
 }
 
-void CompletionQueue::work(const ContextOptions& contextOptions, const std::string& folder, std::uint32_t contextPositions,
-                           std::promise<void>& ready) {
+bool CompletionQueue::handOn(Running& running) {
+  std::string piece;
+  try {
+    piece = running.generation->advance();
+  } catch (...) {
+    finish(running, std::current_exception(), false);
+    return false;
+  }
+  if (!piece.empty()) running.job.onPiece(piece);
+  bool cancelled = false;
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const std::size_t generated = running.generation->stats().generatedIds.size();
+    stats_.generatedTokens += generated - running.counted;
+    running.counted = generated;
+    cancelled = std::find(cancelled_.begin(), cancelled_.end(), running.job.ticket) != cancelled_.end();
+  }
+  if (running.generation->ended() || cancelled) {
+    finish(running, nullptr, cancelled);
+    return false;
+  }
+  return true;
+}
+
+bool CompletionQueue::begin(Running& running, std::uint32_t sequence) {
+  running.sequence = sequence;
+  try {
+    running.generation.emplace(*model_, running.job.request.prompt, running.job.request.settings, sequence);
+  } catch (...) {
+    finish(running, std::current_exception(), false);
+    return false;
+  }
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stats_.promptTokens += running.generation->stats().promptTokens;
+  }
+  return handOn(running);
+}
+
+void CompletionQueue::serve() {
+  std::vector<std::optional<Running>> bySequence(running_.size());
+  const auto anyDecoding = [&] { return std::any_of(bySequence.begin(), bySequence.end(), [](const auto& running) { return running.has_value(); }); };
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    queued_.wait(lock, [&] { return !waiting_.empty() || stopping_ || anyDecoding(); });
+    if (waiting_.empty() && !anyDecoding()) break;  // stopping
+    // Waiting completions take the free sequences, in arrival order.
+    std::vector<std::uint32_t> joining;
+    for (std::uint32_t sequence = 0; sequence < bySequence.size() && !waiting_.empty(); ++sequence) {
+      if (bySequence[sequence]) continue;
+      bySequence[sequence].emplace();
+      bySequence[sequence]->job = std::move(waiting_.front());
+      waiting_.pop_front();
+      running_[sequence] = bySequence[sequence]->job.ticket;
+      joining.push_back(sequence);
+    }
+    lock.unlock();
+    for (const std::uint32_t sequence : joining) {
+      if (!begin(*bySequence[sequence], sequence)) bySequence[sequence].reset();
+    }
+    if (anyDecoding()) {
+      std::vector<std::uint32_t> ids;
+      std::exception_ptr failure;
+      Stopwatch step;
+      try {
+        ids = model_->decoder().step();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      const double seconds = step.seconds();
+      if (!failure) {
+        const std::lock_guard<std::mutex> stepLock(mutex_);
+        ++stats_.decodeSteps;
+      }
+      for (std::optional<Running>& running : bySequence) {
+        if (!running) continue;
+        if (failure) {
+          finish(*running, failure, false);
+          running.reset();
+          continue;
+        }
+        try {
+          running->generation->accept(ids[running->sequence], seconds);
+        } catch (...) {
+          finish(*running, std::current_exception(), false);
+          running.reset();
+          continue;
+        }
+        if (!handOn(*running)) running.reset();
+      }
+    }
+    lock.lock();
+  }
+}
+
+void CompletionQueue::work(const ContextOptions& contextOptions, const std::string& folder, std::promise<void>& ready) {
   std::unique_ptr<Context> context;
   std::unique_ptr<LanguageModel> model;
   try {
     context = std::make_unique<Context>(contextOptions);
     deviceName_ = context->device().renderer;
-    model = std::make_unique<LanguageModel>(*context, folder, contextPositions);
+    model = std::make_unique<LanguageModel>(*context, folder, options_.contextPositions, std::nullopt, options_.batch);
     // Set before any request can arrive (the constructor has not returned), so the lock is not needed.
     model_ = model.get();
     contextPositions_ = model->decoder().context();
@@ -153,21 +235,7 @@ void CompletionQueue::work(const ContextOptions& contextOptions, const std::stri
     ready.set_exception(std::current_exception());
     return;
   }
-
-  std::unique_lock<std::mutex> lock(mutex_);
-  for (;;) {
-    queued_.wait(lock, [&] { return !waiting_.empty() || stopping_; });
-    if (waiting_.empty()) break;
-    Job job = std::move(waiting_.front());
-    waiting_.pop_front();
-    running_ = job.ticket;
-    cancelRunning_ = false;
-    lock.unlock();
-    run(job);
-    lock.lock();
-    running_ = 0;
-    if (waiting_.empty()) finished_.notify_all();
-  }
+  serve();
 }
 
 }  // namespace glnet

@@ -1,8 +1,8 @@
 // Text completions for a server: callers on any thread submit prompts; one worker thread owns the GL context and the
 // LanguageModel (GL calls stay on the context's thread) and runs them, handing each piece of text to the caller's
-// callback as it is generated. This version runs one generation at a time in arrival order (a bounded FIFO); the
-// interface (submit, cancel, stats, a callback per piece) lets generations later advance together, one decode step
-// each per GPU replay, without changing its callers.
+// callback as it is generated. Up to `batch` completions decode together (continuous batching): one decode step, a
+// single GPU replay that reads each weight once, advances every running completion by a token; a waiting completion
+// (a bounded FIFO) joins at the next step that has room, its prompt run first, and a finished one leaves at once.
 #pragma once
 
 #include "decoder/LanguageModel.h"
@@ -17,13 +17,16 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
+#include <vector>
 
 namespace glnet {
 
 struct CompletionOptions {
   std::uint32_t contextPositions = 0;  // the KV cache's positions; 0: the config's, at most Decoder::defaultContextLimit
   std::size_t maxWaiting = 64;         // completions waiting to start beyond which submit() refuses (Unavailable)
+  std::uint32_t batch = 8;             // completions decoding together (1 to Decoder::largestBatch)
 };
 
 struct CompletionRequest {
@@ -44,6 +47,7 @@ struct CompletionStats {
   std::size_t running = 0;
   std::uint64_t completed = 0, failed = 0, cancelled = 0, refused = 0;  // refused: by a full queue
   std::uint64_t promptTokens = 0, generatedTokens = 0;                  // of every completion started
+  std::uint64_t decodeSteps = 0;  // GPU steps, each advancing every running completion: generated tokens per step is the batch
 };
 
 class CompletionQueue {
@@ -83,8 +87,23 @@ class CompletionQueue {
     PieceCallback onPiece;
     DoneCallback onDone;
   };
-  void work(const ContextOptions& contextOptions, const std::string& folder, std::uint32_t contextPositions, std::promise<void>& ready);
-  void run(Job& job);
+  // A completion decoding in one of the model's sequences.
+  struct Running {
+    Job job;
+    std::uint32_t sequence = 0;
+    std::optional<Generation> generation;
+    std::size_t counted = 0;  // generated tokens already in stats_
+  };
+  void work(const ContextOptions& contextOptions, const std::string& folder, std::promise<void>& ready);
+  // The worker's loop: admits waiting completions while sequences are free, steps the running ones together.
+  void serve();
+  // Runs a joining completion's prompt and hands on its first piece; false when it has finished.
+  bool begin(Running& running, std::uint32_t sequence);
+  // Hands on the piece of the token chosen last; false when the completion has finished (its outcome handed on).
+  bool handOn(Running& running);
+  // Hands on its outcome and frees its sequence.
+  void finish(Running& running, std::exception_ptr error, bool cancelled);
+  bool anyRunning() const;  // the lock held
 
   CompletionOptions options_;
   std::string deviceName_;
@@ -95,8 +114,8 @@ class CompletionQueue {
   std::condition_variable queued_, finished_;
   std::deque<Job> waiting_;
   Ticket nextTicket_ = 1;
-  Ticket running_ = 0;               // 0: none
-  bool cancelRunning_ = false;
+  std::vector<Ticket> running_;  // by sequence: 0 where none runs
+  std::vector<Ticket> cancelled_;  // running completions whose cancellation the worker has yet to see
   bool draining_ = false, stopping_ = false;
   CompletionStats stats_;
   std::thread worker_;

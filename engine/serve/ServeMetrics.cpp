@@ -86,6 +86,9 @@ std::string ServeMetrics::prometheus(const CompletionStats& completions) const {
       << completions.promptTokens << "\n";
   out << "# HELP glnet_generated_tokens_total Tokens generated.\n# TYPE glnet_generated_tokens_total counter\nglnet_generated_tokens_total "
       << completions.generatedTokens << "\n";
+  out << "# HELP glnet_decode_steps_total GPU decode steps, each advancing every running completion by a token.\n"
+         "# TYPE glnet_decode_steps_total counter\nglnet_decode_steps_total "
+      << completions.decodeSteps << "\n";
   out << "# HELP glnet_queue_requests Completions waiting to start.\n# TYPE glnet_queue_requests gauge\nglnet_queue_requests "
       << completions.waiting << "\n";
   out << "# HELP glnet_running_completions Completions being generated.\n# TYPE glnet_running_completions gauge\nglnet_running_completions "

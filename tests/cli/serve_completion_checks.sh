@@ -1,7 +1,8 @@
 #!/bin/bash
 # serve_completion_checks.sh APPS_DIR TINY_DECODERS_DIR: glnet_serve --model DIR on the tiny decoder folders
 # (tests/reference/tiny_decoders.py), OpenAI's /v1/completions: greedy answers equal glnet_generate --json's for the
-# same prompt and token count, streamed chunks join to the same text, stop texts, seeds, two clients at once (queued),
+# same prompt and token count, streamed chunks join to the same text, stop texts, seeds, clients at once (decoded
+# together, and queued past --max-batch),
 # a streaming client that leaves cancels its completion, every bad request a 4xx in OpenAI's error shape, /v1/models,
 # /metrics, draining on SIGTERM, and start-up errors. No timing is asserted.
 set -u
@@ -130,18 +131,23 @@ assert len({complete(dict(body, seed=seed))["choices"][0]["text"] for seed in (7
 assert len({complete(body)["choices"][0]["text"] for _ in range(4)}) > 1, "unseeded requests repeat the same text"
 assert complete({"prompt": "$prompt", "max_tokens": 12, "temperature": 0, "seed": 5})["choices"][0]["text"] == generated(12)["text"]
 PY
-# Two clients at once, one of them streaming: each gets its own right answer (the second waits in the queue).
+# Clients at once, one of them streaming, one sampling: each gets the answer glnet_generate gives it alone (decoded
+# together, the server's step reads each weight once for all of them).
 reference gpt2 "Once upon a time" 24
-check "two clients at once" <<PY
+"$apps/glnet_generate" --model "$models/gpt2" --prompt "A sampled story" --max-new-tokens 20 --temperature 1.5 --top-p 0.95 --seed 7 --json \
+  >"$work/sampled.json" 2>"$work/generate.err" || fail "glnet_generate sampling: $(tail -1 "$work/generate.err")"
+check "clients at once" <<PY
 exec(open("$work/client.py").read())
 answers = {}
 def one(name, body):
     answers[name] = complete(body)["choices"][0]["text"] if not body.get("stream") else "".join(e["choices"][0]["text"] for e in events(body)[:-1])
 threads = [threading.Thread(target=one, args=("fox", {"prompt": "$prompt", "max_tokens": 30, "temperature": 0})),
-           threading.Thread(target=one, args=("time", {"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0, "stream": True}))]
+           threading.Thread(target=one, args=("time", {"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0, "stream": True})),
+           threading.Thread(target=one, args=("sampled", {"prompt": "A sampled story", "max_tokens": 20, "temperature": 1.5, "top_p": 0.95, "seed": 7}))]
 for thread in threads: thread.start()
 for thread in threads: thread.join()
-assert answers == {"fox": generated(30)["text"], "time": generated(24)["text"]}, answers
+sampled = json.load(open(f"{work}/sampled.json"))["text"]
+assert answers == {"fox": generated(30)["text"], "time": generated(24)["text"], "sampled": sampled}, answers
 PY
 # Bad requests: 400 naming the field, 404, 405 with Allow, 413; the server answers right after them.
 check "bad requests" <<PY
@@ -239,7 +245,7 @@ assert json.load(open(sys.argv[1]))['choices'][0]['text'] == json.load(open(sys.
 
 # --- Start-up errors: one line, non-zero exit; options of the other mode refused.
 expect 0 "POST /v1/completions  OpenAI's text completions" -- "$apps/glnet_serve" --help
-expect 2 "^glnet_serve: error: --max-batch applies to classifier models; .* is a language model folder" -- "$apps/glnet_serve" --model "$models/gpt2" --max-batch 4
+expect 2 "^glnet_serve: error: --max-batch must be an integer from 1 to 16" -- "$apps/glnet_serve" --model "$models/gpt2" --max-batch 17
 expect 2 "^glnet_serve: error: --no-batching applies to classifier models" -- "$apps/glnet_serve" --model "$models/gpt2" --no-batching
 expect 2 "^glnet_serve: error: --max-context applies to language model folders; .*m.safetensors is a file" -- "$apps/glnet_serve" --model "$work/m.safetensors" --max-context 8
 expect 2 "^glnet_serve: error: --queue-limit must be an integer" -- "$apps/glnet_serve" --model "$models/gpt2" --queue-limit 0

@@ -32,9 +32,9 @@ Expected expected(const std::string& folder) {
           readNpy(folder + "/expected-logits.npy")};
 }
 
-Decoder load(const std::string& folder, std::uint32_t context = 0, WeightStorage storage = WeightStorage::fp32) {
+Decoder load(const std::string& folder, std::uint32_t context = 0, WeightStorage storage = WeightStorage::fp32, std::uint32_t sequences = 1) {
   const DecoderConfig config = readDecoderConfig(folder);
-  return Decoder(test::glContext(), config, readDecoderWeights(folder, config), context, storage);
+  return Decoder(test::glContext(), config, readDecoderWeights(folder, config), context, storage, sequences);
 }
 
 }  // namespace
@@ -105,6 +105,77 @@ TEST_SUITE("gl") {
       while (greedy.size() < want.greedy.size()) greedy.push_back(decoder.next());
       CHECK(greedy == want.greedy);
       CHECK(decoder.weightBytes() < load(folder).weightBytes() * 6 / 10);
+    }
+  }
+
+  // Continuous batching: three sequences of different prompts, lengths and sampling join a running decode between steps
+  // and leave at their own lengths; each continues as a decoder running it alone does (GPT-2: the q/k/v layer appends to
+  // every row's cache; Llama: rotary positions per row, and the attention's change to chunks while others stay short).
+  TEST_CASE("sequences decoded together continue each as it would alone, joining and leaving between steps") {
+    for (const char* model : {"gpt2", "llama"}) {
+      CAPTURE(model);
+      const std::string folder = test::tinyDecoder(model);
+      const Expected want = expected(folder);
+      const bool llama = std::string(model) == "llama";
+      const std::uint32_t context = llama ? 160 : 64;
+      SamplingSettings sampled;
+      sampled.temperature = 1.2f;
+      sampled.topP = 0.9f;
+      sampled.seed = 5;
+      struct Run {
+        std::vector<std::uint32_t> prompt;
+        SamplingSettings sampling;
+        std::size_t length, joinsAtStep;
+      };
+      const std::vector<std::uint32_t> reversed(want.prompt.rbegin(), want.prompt.rend());
+      const std::vector<Run> runs{{want.prompt, SamplingSettings{}, llama ? 120u : 50u, 0},
+                                  {reversed, sampled, 30, 25},
+                                  {std::vector<std::uint32_t>(want.prompt.begin(), want.prompt.begin() + 5), SamplingSettings{}, 40, 8}};
+      std::vector<std::vector<std::uint32_t>> alone;
+      {
+        Decoder decoder = load(folder, context);
+        for (const Run& run : runs) {
+          std::vector<std::uint32_t> ids{decoder.start(run.prompt, run.sampling)};
+          while (ids.size() < run.length) ids.push_back(decoder.next());
+          alone.push_back(ids);
+        }
+      }
+      // Run i in sequence order[i]: the middle one of three stays free until the second run joins.
+      const std::vector<std::uint32_t> order{0, 2, 1};
+      Decoder decoder = load(folder, context, WeightStorage::fp32, 3);
+      CHECK(decoder.sequences() == 3);
+      std::vector<std::vector<std::uint32_t>> together(runs.size());
+      for (std::size_t stepCount = 0;; ++stepCount) {
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+          if (runs[i].joinsAtStep == stepCount) together[i].push_back(decoder.start(runs[i].prompt, runs[i].sampling, order[i]));
+        }
+        bool any = false;
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+          if (!together[i].empty() && together[i].size() == runs[i].length) decoder.end(order[i]);
+          any = any || together[i].empty() || together[i].size() < runs[i].length;
+        }
+        if (!any) break;
+        const std::vector<std::uint32_t> ids = decoder.step();
+        REQUIRE(ids.size() == 3);
+        for (std::size_t i = 0; i < runs.size(); ++i) {
+          const bool running = !together[i].empty() && together[i].size() < runs[i].length;
+          if (running) {
+            together[i].push_back(ids[order[i]]);
+          } else {
+            CHECK(ids[order[i]] == Decoder::noToken);
+          }
+        }
+      }
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        CAPTURE(i);
+        CHECK(together[i] == alone[i]);
+        CHECK(decoder.position(order[i]) == runs[i].prompt.size() + runs[i].length - 1);
+      }
+      CHECK_THROWS_WITH(decoder.step(), doctest::Contains("start() one first"));
+      CHECK_THROWS_WITH(decoder.start(want.prompt, SamplingSettings{}, 3), doctest::Contains("not one of the decoder's 3"));
+      decoder.start(want.prompt, SamplingSettings{}, 0);
+      decoder.start(want.prompt, SamplingSettings{}, 1);
+      CHECK_THROWS_WITH(decoder.next(), doctest::Contains("use step()"));
     }
   }
 

@@ -145,12 +145,13 @@ TEST_CASE("serve metrics of a language model: requests, completions by outcome, 
   stats.refused = 4;
   stats.promptTokens = 70;
   stats.generatedTokens = 123;
+  stats.decodeSteps = 61;
   const std::string text = metrics.prometheus(stats);
   for (const char* line : {"glnet_requests_total{path=\"/v1/completions\",code=\"200\"} 1\n", "glnet_request_errors_total 1\n",
                            "glnet_completions_total{outcome=\"completed\"} 5\n", "glnet_completions_total{outcome=\"failed\"} 0\n",
                            "glnet_completions_total{outcome=\"cancelled\"} 2\n", "glnet_completions_total{outcome=\"refused\"} 4\n",
                            "glnet_prompt_tokens_total 70\n", "glnet_generated_tokens_total 123\n", "glnet_queue_requests 3\n",
-                           "glnet_running_completions 1\n"}) {
+                           "glnet_running_completions 1\n", "glnet_decode_steps_total 61\n"}) {
     CHECK_MESSAGE(text.find(line) != std::string::npos, line);
   }
   CHECK(text.find("glnet_images_total") == std::string::npos);
@@ -251,6 +252,79 @@ TEST_SUITE("gl") {
     CHECK(stats.generatedTokens == cancelled.stats.generatedIds.size() + done.stats.generatedIds.size());
     Collected late;
     CHECK_THROWS_WITH_AS(submit(queue, prompt, 4, late), "the server is shutting down", Unavailable);
+  }
+
+  // The worker is held in the first completion's first piece while two more queue; released, the second joins the
+  // first's decode steps (batch 2) and the third waits for a free sequence: each text is the one Generation gives alone.
+  TEST_CASE("a completion queue decodes completions together, each as Generation alone gives it, the rest queued past its batch") {
+    const std::string folder = test::tinyDecoder("llama");
+    struct Asked {
+      std::string prompt;
+      std::uint32_t tokens;
+      SamplingSettings sampling;
+    };
+    SamplingSettings sampled;
+    sampled.temperature = 1.3f;
+    sampled.seed = 3;
+    const std::vector<Asked> asked{{"The quick brown fox", 40, {}}, {"Once upon a time", 20, sampled}, {"A third one", 25, {}}};
+    std::vector<std::string> alone;
+    std::vector<GenerationStats> aloneStats;
+    {
+      LanguageModel model(test::glContext(), folder);
+      for (const Asked& a : asked) {
+        GenerationSettings settings;
+        settings.maxNewTokens = a.tokens;
+        settings.sampling = a.sampling;
+        Generation generation(model, a.prompt, settings);
+        std::string text;
+        while (const std::optional<std::string> piece = generation.next()) text += *piece;
+        alone.push_back(text);
+        aloneStats.push_back(generation.stats());
+      }
+    }
+    CompletionOptions options;
+    options.batch = 2;
+    CompletionQueue queue(ContextOptions{}, folder, options);
+    std::promise<void> holding, release;
+    std::vector<Collected> collected(asked.size());
+    for (std::size_t i = 0; i < asked.size(); ++i) {
+      CompletionRequest request;
+      request.prompt = asked[i].prompt;
+      request.settings.maxNewTokens = asked[i].tokens;
+      request.settings.sampling = asked[i].sampling;
+      Collected& into = collected[i];
+      queue.submit(
+          request,
+          [&, i, held = false](const std::string& piece) mutable {
+            into.text += piece;
+            if (i == 0 && !held) {
+              held = true;
+              holding.set_value();
+              release.get_future().wait();
+            }
+          },
+          [&into](const CompletionOutcome& outcome) { into.done.set_value(outcome); });
+      if (i == 0) REQUIRE(holding.get_future().wait_for(std::chrono::minutes(2)) == std::future_status::ready);
+    }
+    CHECK(queue.stats().waiting == 2);
+    release.set_value();
+    std::size_t generated = 0;
+    for (std::size_t i = 0; i < asked.size(); ++i) {
+      CAPTURE(i);
+      const CompletionOutcome outcome = collected[i].done.get_future().get();
+      CHECK_FALSE(outcome.error);
+      CHECK(collected[i].text == alone[i]);
+      CHECK(outcome.stats.generatedIds == aloneStats[i].generatedIds);
+      generated += outcome.stats.generatedIds.size();
+    }
+    queue.drain();
+    const CompletionStats stats = queue.stats();
+    CHECK(stats.completed == 3);
+    CHECK(stats.generatedTokens == generated);
+    // Each completion's first token comes from its prompt; steps that advanced two completions make the steps fewer
+    // than the other tokens.
+    CHECK(stats.decodeSteps < generated - asked.size());
+    CHECK(stats.decodeSteps >= aloneStats[0].generatedIds.size() - 1);
   }
 
   TEST_CASE("a completion queue refuses, before queuing, prompts that do not fit and settings out of range") {
