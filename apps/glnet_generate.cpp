@@ -77,10 +77,14 @@ int main(int argc, char** argv) {
     }
     const GenerationStats& stats = generation.stats();
     Decoder& decoder = model.decoder();
-    // One more step, timed: its dispatches' GPU times summed by label (the kernel and its shape).
+    // One more step, timed: its dispatches' GPU times summed by label (the kernel and its shape). The generation has
+    // ended its sequence, so the prompt and the generated text are run again to reach the same position.
     nlohmann::json profile = nlohmann::json::array();
-    if (parser.has("profile") && decoder.position() < decoder.context()) {
+    std::vector<std::uint32_t> ids = model.tokenizer().encode(prompt);
+    ids.insert(ids.end(), stats.generatedIds.begin(), stats.generatedIds.end());
+    if (parser.has("profile") && ids.size() < decoder.context()) {
       std::vector<std::pair<std::string, double>> dispatches;
+      decoder.start(ids, settings.sampling);
       decoder.profiledNext(dispatches);
       std::vector<std::pair<std::string, std::pair<double, int>>> byLabel;
       double total = 0;

@@ -451,13 +451,7 @@ std::uint32_t Decoder::profiledNext(std::vector<std::pair<std::string, double>>&
   return onlyFirst(*this, state_->runStep(&dispatchMilliseconds));
 }
 
-std::size_t Decoder::stepDispatches() const {
-  const Plan* plan = state_->stepPlanFor(state_->singlePassFits());
-  return plan ? plan->dispatchCount() : 0;
-}
-std::size_t Decoder::stepBarriers() const {
-  const Plan* plan = state_->stepPlanFor(state_->singlePassFits());
-  return plan ? plan->barrierCount() : 0;
-}
+std::size_t Decoder::stepDispatches() const { return state_->lastStep ? state_->lastStep->dispatchCount() : 0; }
+std::size_t Decoder::stepBarriers() const { return state_->lastStep ? state_->lastStep->barrierCount() : 0; }
 
 }  // namespace glnet

@@ -68,8 +68,8 @@ class Decoder {
   // dispatch its label and milliseconds in issue order.
   std::uint32_t profiledNext(std::vector<std::pair<std::string, double>>& dispatchMilliseconds);
 
-  // What the next decode step issues (at the current positions), for reports: dispatches, barriers, and the bytes of
-  // weights it reads; the step's weight storage.
+  // What the last decode step issued, for reports (0 before any): dispatches, barriers; the bytes of weights a step
+  // reads; the step's weight storage.
   std::size_t stepDispatches() const;
   std::size_t stepBarriers() const;
   std::size_t weightBytes() const;

@@ -77,6 +77,7 @@ struct Decoder::State {
   };
   Composition composition;
   std::optional<StepPlan> shortStep, longStep;  // the attention in one pass, or in chunks (DecodeAttention)
+  const Plan* lastStep = nullptr;               // the plan of the last step run, for reports
   static constexpr int splitsParameter = 0;
 
   State(const Context& context, DecoderConfig given, std::uint32_t positions, WeightStorage weights, std::uint32_t sequences);
@@ -111,7 +112,6 @@ struct Decoder::State {
   StepPlan buildStep(const Composition& wanted, bool singlePass);
   // One step of every started sequence: ids by row (`noToken` for the others; `vocabulary` where the logits hold a NaN).
   std::vector<std::uint32_t> runStep(std::vector<std::pair<std::string, double>>* timed);
-  const Plan* stepPlanFor(bool singlePass) const;
   bool singlePassFits() const;
   // Throws unless sequence 0 is started and no other (next()'s precondition).
   void checkOnlyFirst() const;

@@ -115,11 +115,6 @@ bool Decoder::State::singlePassFits() const {
   return true;
 }
 
-const Plan* Decoder::State::stepPlanFor(bool singlePass) const {
-  const std::optional<StepPlan>& recorded = singlePass ? shortStep : longStep;
-  return recorded && sameComposition(composition, currentComposition()) ? &recorded->plan : nullptr;
-}
-
 void Decoder::State::checkOnlyFirst() const {
   if (!sequences[0].decoding) throw Error("a decode step continues a generation: start() one first (logits() ends the last one)");
   for (std::uint32_t s = 1; s < sequenceCount; ++s) {
@@ -139,6 +134,7 @@ std::vector<std::uint32_t> Decoder::State::runStep(std::vector<std::pair<std::st
   if (mostKeys == 0) throw Error("a decode step continues a generation: start() one first (logits() ends the last one)");
   const Composition wanted = currentComposition();
   if (!sameComposition(composition, wanted)) {
+    lastStep = nullptr;
     shortStep.reset();
     longStep.reset();
     composition = wanted;
@@ -147,6 +143,7 @@ std::vector<std::uint32_t> Decoder::State::runStep(std::vector<std::pair<std::st
   std::optional<StepPlan>& recorded = singlePass ? shortStep : longStep;
   if (!recorded) recorded = buildStep(composition, singlePass);
   Plan& plan = recorded->plan;
+  lastStep = &plan;
 
   const std::uint32_t rows = composition.rows;
   std::vector<std::uint32_t> rowPositions(rows, 0);

@@ -42,6 +42,17 @@ assert logits.shape == (answer["prompt_tokens"], config["vocab_size"]) and np.is
 PY
 done
 
+# --profile: one more step timed after the text, every dispatch of it in the report.
+"$generate" --model "$models/llama" --prompt "The quick brown fox" --max-new-tokens 6 --profile --json >"$work/profile.json" 2>"$work/profile.err" \
+  || fail "--profile failed: $(tail -1 "$work/profile.err")"
+"$python" - "$work/profile.json" <<'PY' || fail "--profile's report does not hold the step's dispatches"
+import json, sys
+answer = json.load(open(sys.argv[1]))
+assert answer["decode_step_dispatches"] > 0 and answer["profile"], answer
+assert sum(p["count"] for p in answer["profile"]) == answer["decode_step_dispatches"], answer["profile"]
+assert all(p["milliseconds"] >= 0 for p in answer["profile"]), answer["profile"]
+PY
+
 # Stop texts: the text ends before the first stop text, and none of it is printed.
 full=$("$generate" --model "$models/llama" --prompt "The quick brown fox" --max-new-tokens 24 --json 2>/dev/null | "$python" -c "import json,sys; print(json.load(sys.stdin)['text'], end='')")
 if [ ${#full} -ge 6 ]; then
