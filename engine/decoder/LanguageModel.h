@@ -60,7 +60,7 @@ struct GenerationStats {
 class Generation {
  public:
   Generation(LanguageModel& model, const std::string& prompt, const GenerationSettings& settings, std::uint32_t sequence = 0);
-  // Ends the sequence's decoding.
+  // Ends the sequence's decoding: destroy a generation before another starts in its sequence.
   ~Generation();
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
