@@ -26,7 +26,10 @@ try:
     def post(body):
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
         connection.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
-        return connection.getresponse()
+        response = connection.getresponse()
+        if response.status != 200:
+            raise SystemExit(f"glnet_serve answered {response.status}: {response.read().decode()[:300]}")
+        return response
 
     def metric(name):
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -45,9 +48,14 @@ try:
             thread.join()
     chunks = [[] for _ in range(clients)]
 
+    failures = []
+
     def client(index):
-        response = post({"prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": True})
-        assert response.status == 200, response.status
+        try:
+            response = post({"prompt": prompt, "max_tokens": tokens, "temperature": 0, "stream": True})
+        except SystemExit as failure:
+            failures.append(str(failure))
+            return
         for raw in response:
             line = raw.decode().strip()
             if line.startswith("data: {"):
@@ -64,6 +72,8 @@ try:
     for thread in threads:
         thread.join()
     wall = time.perf_counter() - started
+    if failures:
+        raise SystemExit(failures[0])
     steps = metric("glnet_decode_steps_total") - steps_before
     generated = metric("glnet_generated_tokens_total") - generated_before
     # Steady state: from the last client's first chunk to the first client's last chunk.
