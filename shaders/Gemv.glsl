@@ -9,9 +9,10 @@
 // every group; two passes, the mean then the squared deviations). Then each output n is taken by TEAMS_PER_ROW teams
 // of 32 invocations, which read W's row in coalesced vec4 runs (PyTorch's [out, in], contiguous along K), the
 // layer's only traffic from memory, each team every TEAMS_PER_ROW-th run of 32; their partial sums meet in shared
-// memory. Every row is multiplied by each weight as it is read, so that W is read once for all ROWS (the norms take
-// one row: their statistics would be read by every group). Few outputs over a long K (a projection back to the hidden size) take several teams per row, so that the
-// dispatch still has enough groups to keep the memory busy. K must be a multiple of 4. WEIGHTS F16 or BF16: W holds
+// memory (ROWS ≤ 32: a lane per row adds them up). Every row is multiplied by each weight as it is read, so that W is
+// read once for all ROWS (the norms take one row: their statistics would be read by every group). Few outputs over a
+// long K (a projection back to the hidden size) take several teams per row, so that the dispatch still has enough
+// groups to keep the memory busy. K must be a multiple of 4. WEIGHTS F16 or BF16: W holds
 // two 16-bit weights per uint (the even-indexed one in the low half), read 4 at a time and widened to float32 (half
 // the bytes of F32, the arithmetic unchanged).
 // CACHE_APPEND (a decode step's q/k/v layer without rotary positions, GPT-2's): outputs [QW, QW + KVW) are also the
@@ -147,24 +148,34 @@ void main() {
   for (uint r = 0u; r < uint(ROWS); ++r) teamPartial[r][local] = total[r];
   memoryBarrierShared();
   barrier();
-  if (lane == 0u && part == 0u && n < N) {
+  // The output's teams meet in two steps, so that no invocation adds more than 32 partials: each lane of its first
+  // team adds its own lane's partials of the other teams, then lane r adds row r's 32.
+  if (part == 0u) {
     for (uint r = 0u; r < uint(ROWS); ++r) {
-      float value = 0.0;
-      for (uint i = 0u; i < uint(TEAM * TEAMS_PER_ROW); ++i) value += teamPartial[r][local + i];
-      value += b[n];
-#ifdef RESIDUAL
-      value += res[r * N + n];
-#endif
-      value = finishOutput(value);
-      y[r * N + n] = value;
-#ifdef CACHE_APPEND
-      if (n >= queryWidth) {
-        uint m = n - queryWidth, values = m >= kvWidth ? 1u : 0u;
-        m -= values * kvWidth;
-        uint rowCache = r * 2u * kvWidth * context;
-        cache[rowCache + values * kvWidth * context + ((m / headSize) * context + positions[r]) * headSize + m % headSize] = value;
-      }
-#endif
+      float value = teamPartial[r][local];
+      for (uint i = 1u; i < uint(TEAMS_PER_ROW); ++i) value += teamPartial[r][local + i * uint(TEAM)];
+      teamPartial[r][local] = value;
     }
+  }
+  memoryBarrierShared();
+  barrier();
+  if (part == 0u && lane < uint(ROWS) && n < N) {
+    uint r = lane, first = local - lane;
+    float value = 0.0;
+    for (uint i = 0u; i < uint(TEAM); ++i) value += teamPartial[r][first + i];
+    value += b[n];
+#ifdef RESIDUAL
+    value += res[r * N + n];
+#endif
+    value = finishOutput(value);
+    y[r * N + n] = value;
+#ifdef CACHE_APPEND
+    if (n >= queryWidth) {
+      uint m = n - queryWidth, values = m >= kvWidth ? 1u : 0u;
+      m -= values * kvWidth;
+      uint rowCache = r * 2u * kvWidth * context;
+      cache[rowCache + values * kvWidth * context + ((m / headSize) * context + positions[r]) * headSize + m % headSize] = value;
+    }
+#endif
   }
 }
