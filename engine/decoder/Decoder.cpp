@@ -160,8 +160,8 @@ void Decoder::State::apply(Plan& plan, const Op& op, const std::vector<GpuTensor
   op.forward(programs, plan, in, output);
 }
 
-// `stepPass`: a decode step's Gemv reads the norm of one row and the gate as it reads x, so one sequence needs neither
-// buffer, and several only the norm's.
+// `stepPass`: a decode step's Gemv reads the norm and the gate of one row as it reads x, so one sequence needs neither
+// buffer.
 DecoderPassBuffers Decoder::State::passBuffers(std::uint32_t rows, std::uint32_t logitRows, bool stepPass) const {
   const std::size_t hidden = config.hidden, inner = config.intermediate;
   DecoderPassBuffers b;
@@ -172,7 +172,7 @@ DecoderPassBuffers Decoder::State::passBuffers(std::uint32_t rows, std::uint32_t
   b.qkv = Buffer(floatBytes(std::size_t{rows} * cache.qkvWidth()));
   b.attention = Buffer(floatBytes(std::size_t{rows} * config.heads * config.headDim));
   b.hidden = Buffer(floatBytes(rows * inner * (llama ? 2 : 1)));
-  if (llama && !stepPass) b.gated = Buffer(floatBytes(rows * inner));
+  if (llama && (!stepPass || rows > 1)) b.gated = Buffer(floatBytes(rows * inner));
   b.logits = Buffer(floatBytes(std::size_t{logitRows} * config.vocabulary));
   return b;
 }

@@ -18,8 +18,8 @@ void Decoder::State::recordStepPass(Plan& plan, std::uint32_t rows, bool singleP
   GemvLayer plain;
   plain.weights = storage;
   plain.rows = rows;
-  // A normed layer's input: one row's norm is read fused by the Gemv; several rows are normed first (a group would
-  // otherwise read every row's statistics).
+  // A normed layer's input: one row's norm is read fused by the Gemv; several rows are normed first (each group would
+  // otherwise compute every row's statistics).
   const auto normed = [&](const BufferView& x, const Buffer& gamma, const Buffer& beta, GemvLayer& layer) -> BufferView {
     if (rows == 1) {
       layer.input = llama ? GemvInput::rmsNorm : GemvInput::layerNorm;
@@ -53,9 +53,15 @@ void Decoder::State::recordStepPass(Plan& plan, std::uint32_t rows, bool singleP
     const BufferView mlpInput = normed(b.xAlternate, layer.mlpNorm, layer.mlpNormBias, mlp);
     const BufferView gamma2 = layer.mlpNorm, beta2 = layer.mlpNormBias;
     plan.record(gemv(programs, mlp, mlpInput, layer.up.forStep(), layer.upBias, b.hidden, upRows, hidden, nullptr, &gamma2, &beta2));
+    // One row's gate is read fused; several rows' is made first (fused, each of N outputs would recompute it).
     GemvLayer down = residual;
-    if (llama) down.input = GemvInput::swiGlu;
-    plan.record(gemv(programs, down, b.hidden, layer.down.forStep(), layer.downBias, b.x, hidden, inner, &xAlternate));
+    BufferView downInput = b.hidden;
+    if (llama && rows == 1) down.input = GemvInput::swiGlu;
+    if (llama && rows > 1) {
+      plan.record(swiGlu(programs, b.hidden, b.gated, rows, inner));
+      downInput = b.gated;
+    }
+    plan.record(gemv(programs, down, downInput, layer.down.forStep(), layer.downBias, b.x, hidden, inner, &xAlternate));
   }
   GemvLayer head = plain;
   const BufferView headInput = normed(b.x, finalNorm, finalNormBias, head);
