@@ -1,5 +1,5 @@
-// Decoder's GPU state, shared by its files (Decoder.cpp: weights, prompts and the public calls; DecoderStep.cpp: the
-// decode step of every started sequence). Internal to engine/decoder/.
+// Decoder's GPU state, shared by its files (DecoderUpload.cpp: the weights; Decoder.cpp: prompts and the public calls;
+// DecoderStep.cpp: the decode step of every started sequence). Internal to engine/decoder/.
 #pragma once
 
 #include "decoder/Decoder.h"
@@ -82,7 +82,7 @@ struct Decoder::State {
 
   State(const Context& context, DecoderConfig given, std::uint32_t positions, WeightStorage weights, std::uint32_t sequences);
 
-  // Weights (Decoder.cpp).
+  // Weights (DecoderUpload.cpp).
   Buffer upload(const std::vector<float>& values);
   Buffer upload(const HostTensor& tensor) { return upload(tensor.values); }
   DecoderMatrix uploadMatrix(const std::vector<float>& values, bool prefillReads = true);
@@ -118,5 +118,6 @@ struct Decoder::State {
 };
 
 bool sameSampling(const SamplingSettings& a, const SamplingSettings& b);
+inline std::size_t floatBytes(std::size_t count) { return count * sizeof(float); }
 
 }  // namespace glnet

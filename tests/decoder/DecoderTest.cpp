@@ -128,7 +128,7 @@ TEST_SUITE("gl") {
         std::size_t length, joinsAtStep;
       };
       const std::vector<std::uint32_t> reversed(want.prompt.rbegin(), want.prompt.rend());
-      const std::vector<Run> runs{{want.prompt, SamplingSettings{}, llama ? 120u : 50u, 0},
+      const std::vector<Run> runs{{want.prompt, SamplingSettings{}, llama ? 80u : 40u, 0},
                                   {reversed, sampled, 30, 25},
                                   {std::vector<std::uint32_t>(want.prompt.begin(), want.prompt.begin() + 5), SamplingSettings{}, 40, 8}};
       std::vector<std::vector<std::uint32_t>> alone;
