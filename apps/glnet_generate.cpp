@@ -82,7 +82,8 @@ int main(int argc, char** argv) {
     nlohmann::json profile = nlohmann::json::array();
     std::vector<std::uint32_t> ids = model.tokenizer().encode(prompt);
     ids.insert(ids.end(), stats.generatedIds.begin(), stats.generatedIds.end());
-    if (parser.has("profile") && ids.size() < decoder.context()) {
+    if (ids.size() >= decoder.context()) ids.resize(decoder.context() - 1);  // a full context: its last step
+    if (parser.has("profile")) {
       std::vector<std::pair<std::string, double>> dispatches;
       decoder.start(ids, settings.sampling);
       decoder.profiledNext(dispatches);

@@ -405,7 +405,7 @@ int main(int argc, char** argv) {
       if (parser.has("max-batch")) options.batch = static_cast<std::uint32_t>(parser.integer("max-batch", 1, Decoder::largestBatch));
       completions = std::make_unique<CompletionQueue>(contextOptions, modelPath, options);
       std::fprintf(stderr, "glnet_serve: %s on %s, %u completions at once, a context of %u positions each, warm in %.0f ms\n",
-                   modelPath.c_str(), completions->deviceName().c_str(), options.batch, completions->contextPositions(), warmup.milliseconds());
+                   modelPath.c_str(), completions->deviceName().c_str(), completions->batch(), completions->contextPositions(), warmup.milliseconds());
       routeCompletions(server, *completions, metrics, stopping, folderName(modelPath));
     } else {
       BatchingOptions options;

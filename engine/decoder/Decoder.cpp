@@ -15,9 +15,36 @@ bool sameSampling(const SamplingSettings& a, const SamplingSettings& b) {
   return a.temperature == b.temperature && a.topK == b.topK && a.topP == b.topP && a.seed == b.seed;
 }
 
+namespace {
+
+std::uint32_t contextOf(const DecoderConfig& config, std::uint32_t positions) {
+  return positions ? positions : std::min(config.maxPositions, Decoder::defaultContextLimit);
+}
+
+// Each sequence's cache begins on a multiple of 64 positions' bytes, so that a prompt's pass binds its sequence's cache
+// at an offset every device accepts (GL's storage offset alignment is at most 256 bytes).
+CacheShape cacheShapeOf(const DecoderConfig& config, std::uint32_t contextPositions) {
+  return {config.heads, config.kvHeads, config.headDim, (contextPositions + 63) / 64 * 64};
+}
+
+// The most sequences whose caches a decode step binds at once (one buffer per layer, indexed by uint) and whose rows
+// one Gemv dispatch takes.
+std::uint32_t sequencesFitting(const Limits& limits, const CacheShape& cache) {
+  const std::uint64_t bytes = floatBytes(cache.layerFloats());
+  const std::uint64_t byBinding = static_cast<std::uint64_t>(limits.maxStorageBlockBytes) / bytes;
+  const std::uint64_t byIndex = (std::uint64_t{1} << 32) / cache.layerFloats();
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>({Decoder::largestBatch, gemvRowLimit(), byBinding, byIndex}));
+}
+
+}  // namespace
+
+std::uint32_t Decoder::sequencesThatFit(const Limits& limits, const DecoderConfig& config, std::uint32_t contextPositions) {
+  return sequencesFitting(limits, cacheShapeOf(config, contextOf(config, contextPositions)));
+}
+
 Decoder::State::State(const Context& context, DecoderConfig given, std::uint32_t positions, WeightStorage weights, std::uint32_t count)
     : context(context), config(std::move(given)), sequenceCount(count), storage(weights), llama(config.family == DecoderFamily::llama) {
-  contextPositions = positions ? positions : std::min(config.maxPositions, defaultContextLimit);
+  contextPositions = contextOf(config, positions);
   if (contextPositions > largestContext) {
     throw Error("a context of " + std::to_string(contextPositions) + " positions is more than glnet's " + std::to_string(largestContext) +
                 " (" + optionName("max-context") + ")");
@@ -33,13 +60,15 @@ Decoder::State::State(const Context& context, DecoderConfig given, std::uint32_t
   if (count == 0 || count > largestBatch) {
     throw UsageError("a decoder takes 1 to " + std::to_string(largestBatch) + " sequences at once, not " + std::to_string(count));
   }
-  // Each sequence's cache begins on a multiple of 64 positions' bytes, so that a prompt's pass binds its sequence's cache
-  // at an offset every device accepts (GL's storage offset alignment is at most 256 bytes).
-  const std::uint32_t stored = (contextPositions + 63) / 64 * 64;
-  cache = {config.heads, config.kvHeads, config.headDim, stored};
-  if (cache.layerFloats() * count > 0xffffffffu) {
-    throw Error("a cache of " + std::to_string(contextPositions) + " positions for " + std::to_string(count) +
-                " sequences is more floats per layer than a shader indexes (2^32): lower " + optionName("max-context"));
+  cache = cacheShapeOf(config, contextPositions);
+  const std::uint32_t fitting = sequencesFitting(context.limits(), cache);
+  if (count > fitting) {
+    const std::string each = "a KV cache of " + std::to_string(contextPositions) + " positions (" +
+                             std::to_string(floatBytes(cache.layerFloats()) >> 20) + " MiB per layer)";
+    throw DeviceLimitError(fitting == 0 ? "this device cannot bind " + each + ": lower " + optionName("max-context")
+                                        : "this device decodes at most " + std::to_string(fitting) + " sequences of " + each +
+                                              " at once, not " + std::to_string(count) + ": lower " + optionName("max-batch") + " or " +
+                                              optionName("max-context"));
   }
   sequences.resize(count);
 }
@@ -199,18 +228,19 @@ void Decoder::State::buildPrefill(std::uint32_t rows, bool allLogits, std::uint3
   prefill.plan = std::move(plan);
 }
 
-void Decoder::State::recordChoice(Plan& plan, const Buffer& logits, std::uint32_t logitsRow, std::uint32_t row,
-                                  const SamplingSettings& sampling, int drawParameter) {
+void Decoder::State::recordChoice(Plan& plan, const Buffer& logits, std::uint32_t logitsRow, std::uint32_t row, const SamplingSettings& sampling,
+                                  int drawParameter, std::uint32_t rows) {
   NextTokenShape shape;
+  shape.rows = rows;
   shape.vocabulary = config.vocabulary;
   shape.logitsOffset = logitsRow * config.vocabulary;
   shape.idsOffset = row;
   shape.floatOffset = row;
   const NextTokenOp choose(programs);
-  // Each row its own part of the workspace, so that the rows' choices need no barrier between them.
+  // Each row its own part of the workspace.
   const std::size_t part = chooserScratch.bytes() / sequenceCount;
-  GLNET_ASSERT(part >= choose.workspaceBytes(shape), "the chooser's workspace holds one row of logits per sequence");
-  plan.record(choose(logits, chosen, step.ids, BufferView(chooserScratch, part * row, part), shape, sampling,
+  GLNET_ASSERT(part >= choose.workspaceBytes(NextTokenShape{1, config.vocabulary}), "the chooser's workspace holds one row of logits per sequence");
+  plan.record(choose(logits, chosen, step.ids, BufferView(chooserScratch, part * row, part * rows), shape, sampling,
                      Uniform::fromParameter(NextTokenOp::stepLocation, drawParameter)));
 }
 

@@ -31,10 +31,13 @@ class Decoder {
   static constexpr std::uint32_t largestBatch = 16;
   // step()'s id for a sequence not started.
   static constexpr std::uint32_t noToken = 0xffffffffu;
+  // The most sequences of `contextPositions` positions (0: the default) this device decodes together (their caches
+  // bound at once, their rows in one dense-layer dispatch); 0 when not even one cache binds.
+  static std::uint32_t sequencesThatFit(const Limits& limits, const DecoderConfig& config, std::uint32_t contextPositions);
   // `context` 0: the default above. `storage`: how the decode step's dense weights are held (fp16 and bf16 halve the
   // bytes a step reads, the arithmetic staying fp32; the prompt's pass keeps float32 copies). Throws glnet::Error when
   // the weights do not fit the config or the context is more than largestContext. `sequences`: how many decode
-  // together (1 to largestBatch, each with a cache of `context` positions).
+  // together (1 to largestBatch, each with a cache of `context` positions; DeviceLimitError past sequencesThatFit).
   Decoder(const Context& context, DecoderConfig config, const DecoderWeights& weights, std::uint32_t contextPositions = 0,
           WeightStorage storage = WeightStorage::fp32, std::uint32_t sequences = 1);
   ~Decoder();
@@ -68,7 +71,7 @@ class Decoder {
   // dispatch its label and milliseconds in issue order.
   std::uint32_t profiledNext(std::vector<std::pair<std::string, double>>& dispatchMilliseconds);
 
-  // What the last decode step issued, for reports (0 before any): dispatches, barriers; the bytes of weights a step
+  // What the last decode step issued, for reports (0 before any step has run): dispatches, barriers; the bytes of weights a step
   // reads; the step's weight storage.
   std::size_t stepDispatches() const;
   std::size_t stepBarriers() const;

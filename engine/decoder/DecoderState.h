@@ -101,9 +101,10 @@ struct Decoder::State {
   void runPrompt(const std::vector<std::uint32_t>& ids, bool allLogits, std::uint32_t sequence, const SamplingSettings& sampling);
   void checkIds(const std::vector<std::uint32_t>& ids) const;
   void checkSequence(std::uint32_t sequence) const;
-  // Row `row`'s next token from `logits` (its row `logitsRow`), into `chosen` and the decode step's ids.
+  // The next tokens of `rows` rows from row `row` on, from `logits` (from its row `logitsRow`), into `chosen` and the
+  // decode step's ids.
   void recordChoice(Plan& plan, const Buffer& logits, std::uint32_t logitsRow, std::uint32_t row, const SamplingSettings& sampling,
-                    int drawParameter);
+                    int drawParameter, std::uint32_t rows = 1);
   std::uint32_t readChosen(std::uint32_t sequence);
 
   // Decode steps (DecoderStep.cpp).

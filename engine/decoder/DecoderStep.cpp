@@ -108,8 +108,19 @@ Decoder::State::StepPlan Decoder::State::buildStep(const Composition& wanted, bo
     if (wanted.sampling[r]) draws[r] = plan.addParameter();
   }
   recordStepPass(plan, wanted.rows, singlePass);
-  for (std::uint32_t r = 0; r < wanted.rows; ++r) {
-    if (wanted.sampling[r]) recordChoice(plan, step.logits, r, r, *wanted.sampling[r], draws[r]);
+  // Adjacent greedy rows share one choice (its dispatches write the whole id buffers, so each choice waits for the
+  // last); a sampled row draws alone, with its own sequence's counter.
+  for (std::uint32_t r = 0; r < wanted.rows;) {
+    if (!wanted.sampling[r]) {
+      ++r;
+      continue;
+    }
+    std::uint32_t rows = 1;
+    if (wanted.sampling[r]->greedy()) {
+      while (r + rows < wanted.rows && wanted.sampling[r + rows] && wanted.sampling[r + rows]->greedy()) ++rows;
+    }
+    recordChoice(plan, step.logits, r, r, *wanted.sampling[r], draws[r], rows);
+    r += rows;
   }
   return {std::move(plan), std::move(draws)};
 }

@@ -124,6 +124,7 @@ std::string Generation::taken() {
 }
 
 std::optional<std::string> Generation::next() {
+  if (sequence_ != 0) throw Error("next() runs sequence 0 alone; a generation in sequence " + std::to_string(sequence_) + " takes Decoder::step()'s tokens with accept()");
   if (ended_) return std::nullopt;
   if (!token_) {
     if (endsBeforeStep()) return finish();

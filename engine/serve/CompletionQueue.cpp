@@ -14,7 +14,7 @@ CompletionQueue::CompletionQueue(const ContextOptions& contextOptions, const std
   std::promise<void> ready;
   std::future<void> started = ready.get_future();
   if (options.batch == 0 || options.batch > Decoder::largestBatch) {
-    throw UsageError(optionName("batch") + " takes 1 to " + std::to_string(Decoder::largestBatch) + " completions, not " +
+    throw UsageError(optionName("max-batch") + " takes 1 to " + std::to_string(Decoder::largestBatch) + " completions, not " +
                      std::to_string(options.batch));
   }
   running_.assign(options.batch, 0);
@@ -226,6 +226,15 @@ void CompletionQueue::work(const ContextOptions& contextOptions, const std::stri
   try {
     context = std::make_unique<Context>(contextOptions);
     deviceName_ = context->device().renderer;
+    // Fewer completions at once where this device cannot bind so many caches (a warning, as for a classifier's batch).
+    const std::uint32_t fitting = Decoder::sequencesThatFit(context->limits(), readDecoderConfig(folder), options_.contextPositions);
+    if (fitting > 0 && fitting < options_.batch) {
+      log::warn(optionName("max-batch") + " " + std::to_string(options_.batch) + " lowered to " + std::to_string(fitting) +
+                ": this device binds at most that many KV caches of the context at once");
+      options_.batch = fitting;
+      const std::lock_guard<std::mutex> lock(mutex_);
+      running_.assign(fitting, 0);
+    }
     model = std::make_unique<LanguageModel>(*context, folder, options_.contextPositions, std::nullopt, options_.batch);
     // Set before any request can arrive (the constructor has not returned), so the lock is not needed.
     model_ = model.get();

@@ -79,6 +79,8 @@ class CompletionQueue {
   CompletionStats stats() const;
   const std::string& deviceName() const { return deviceName_; }
   std::uint32_t contextPositions() const { return contextPositions_; }
+  // Completions decoding together: CompletionOptions::batch, or fewer where the device binds fewer caches.
+  std::uint32_t batch() const { return options_.batch; }
 
  private:
   struct Job {

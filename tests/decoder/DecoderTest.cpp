@@ -179,6 +179,31 @@ TEST_SUITE("gl") {
     }
   }
 
+  // The caches of a step's sequences are bound at once: a device's storage block limit caps how many decode together.
+  TEST_CASE("a decoder refuses more sequences than the device binds caches of, naming --max-batch and --max-context") {
+    const std::string folder = test::tinyDecoder("llama");
+    const DecoderConfig config = readDecoderConfig(folder);
+    const std::uint64_t perPosition = std::uint64_t{2} * config.kvHeads * config.headDim * sizeof(float);
+    Limits small = test::glContext().limits();
+    small.maxStorageBlockBytes = std::int64_t{1} << 20;
+    // 2048 positions: 512 KiB per layer, two in a 1 MiB binding; 8192: 2 MiB, none.
+    CHECK(Decoder::sequencesThatFit(small, config, 2048) == std::min<std::uint32_t>(2, gemvRowLimit()));
+    CHECK(Decoder::sequencesThatFit(small, config, 8192) == 0);
+    // On this device: a context of a quarter binding per cache takes four sequences, not five.
+    const auto block = static_cast<std::uint64_t>(test::glContext().limits().maxStorageBlockBytes);
+    const std::uint64_t positions = block / 4 / perPosition / 64 * 64;
+    if (positions >= 64 && positions <= Decoder::largestContext) {
+      CHECK(Decoder::sequencesThatFit(test::glContext().limits(), config, static_cast<std::uint32_t>(positions)) == 4);
+      CHECK_THROWS_WITH_AS(Decoder(test::glContext(), config, readDecoderWeights(folder, config), static_cast<std::uint32_t>(positions),
+                                   WeightStorage::fp32, 5),
+                           doctest::Contains("decodes at most 4 sequences"), DeviceLimitError);
+    } else {
+      // A binding larger than the largest context's caches: every batch fits.
+      CHECK(Decoder::sequencesThatFit(test::glContext().limits(), config, Decoder::largestContext) ==
+            std::min<std::uint32_t>(Decoder::largestBatch, gemvRowLimit()));
+    }
+  }
+
   TEST_CASE("sampled continuations repeat with their seed and differ between seeds") {
     const std::string folder = test::tinyDecoder("llama");
     const Expected want = expected(folder);
