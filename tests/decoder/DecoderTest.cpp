@@ -189,18 +189,21 @@ TEST_SUITE("gl") {
     // 2048 positions: 512 KiB per layer, two in a 1 MiB binding; 8192: 2 MiB, none.
     CHECK(Decoder::sequencesThatFit(small, config, 2048) == std::min<std::uint32_t>(2, gemvRowLimit()));
     CHECK(Decoder::sequencesThatFit(small, config, 8192) == 0);
-    // On this device: a context of a quarter binding per cache takes four sequences, not five.
-    const auto block = static_cast<std::uint64_t>(test::glContext().limits().maxStorageBlockBytes);
-    const std::uint64_t positions = block / 4 / perPosition / 64 * 64;
-    if (positions >= 64 && positions <= Decoder::largestContext) {
-      CHECK(Decoder::sequencesThatFit(test::glContext().limits(), config, static_cast<std::uint32_t>(positions)) == 4);
+    // On this device: a context of a quarter binding per cache (or the largest context, where a binding holds more) takes
+    // as many sequences as its binding holds caches, and a decoder of one more is refused before it allocates anything.
+    const Limits& limits = test::glContext().limits();
+    const auto block = static_cast<std::uint64_t>(limits.maxStorageBlockBytes);
+    const std::uint64_t positions = std::min<std::uint64_t>(Decoder::largestContext, block / 4 / perPosition / 64 * 64);
+    REQUIRE(positions >= 64);
+    const auto fitting = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>({Decoder::largestBatch, gemvRowLimit(), block / (positions * perPosition)}));
+    CAPTURE(positions);
+    CHECK(Decoder::sequencesThatFit(limits, config, static_cast<std::uint32_t>(positions)) == fitting);
+    CHECK(fitting >= 4);
+    if (fitting < Decoder::largestBatch) {
       CHECK_THROWS_WITH_AS(Decoder(test::glContext(), config, readDecoderWeights(folder, config), static_cast<std::uint32_t>(positions),
-                                   WeightStorage::fp32, 5),
-                           doctest::Contains("decodes at most 4 sequences"), DeviceLimitError);
-    } else {
-      // A binding larger than the largest context's caches: every batch fits.
-      CHECK(Decoder::sequencesThatFit(test::glContext().limits(), config, Decoder::largestContext) ==
-            std::min<std::uint32_t>(Decoder::largestBatch, gemvRowLimit()));
+                                   WeightStorage::fp32, fitting + 1),
+                           doctest::Contains(("decodes at most " + std::to_string(fitting) + " sequences").c_str()), DeviceLimitError);
     }
   }
 
