@@ -65,14 +65,15 @@ class Decoder {
   std::vector<std::uint32_t> step();
   // The sequence takes no more steps (its cache is left to the next start()).
   void end(std::uint32_t sequence);
-  // step() for sequence 0 alone: its token; throws glnet::Error when the logits are NaN.
+  // step() where sequence 0 alone is started: its token. Throws glnet::Error when it is not started, another one is,
+  // or its logits are NaN.
   std::uint32_t next();
   // next() with every dispatch of the step timed on the GPU (timestamp queries; waits for each): the token, and per
   // dispatch its label and milliseconds in issue order.
   std::uint32_t profiledNext(std::vector<std::pair<std::string, double>>& dispatchMilliseconds);
 
-  // What the last decode step issued, for reports (0 before any step has run): dispatches, barriers; the bytes of weights a step
-  // reads; the step's weight storage.
+  // What the last decode step issued, for reports (0 before any step has run): dispatches, barriers; the bytes of
+  // weights a step reads; the step's weight storage.
   std::size_t stepDispatches() const;
   std::size_t stepBarriers() const;
   std::size_t weightBytes() const;
