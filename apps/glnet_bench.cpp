@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <iostream>
@@ -165,6 +166,7 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
     setup.dimensions[text.substr(0, equals)] = static_cast<std::uint32_t>(std::stoul(length));
     described += (described.empty() ? "" : ", ") + text;
   }
+  setup.tune = parser.has("tune");
   std::fprintf(out, "device %d: %s (%s)\nmodel %s (%zu nodes, opset %lld); inputs %s; %d warm-up and %d measured runs; "
                     "times in ms: median [p10, p90]\n",
                context.device().index, context.device().renderer.c_str(), context.device().glVersion.c_str(), parser.text("model").c_str(),
@@ -195,12 +197,23 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
       csvText += line;
     }
     std::fprintf(out, "  images/s end to end: %.0f\n", row.endToEndMs.median > 0 ? 1000.0 * row.batch / row.endToEndMs.median : 0.0);
+    nlohmann::json tuning;
+    if (row.tuning) {
+      const GemmTuningReport& t = *row.tuning;
+      std::fprintf(out, "  GEMM tuning (before the runs above): %zu shapes under %zu candidates in %.1f s, %zu changed from the rule; "
+                        "their GPU time %.4f ms, tuned %.4f ms; %s\n",
+                   t.shapes, t.candidates, t.seconds, t.changed, t.ruleMs, t.tunedMs,
+                   t.path.empty() ? "kept for this process only (GLNET_CACHE=0)" : ("kept in " + t.path).c_str());
+      tuning = {{"shapes", t.shapes}, {"candidates", t.candidates}, {"changed", t.changed}, {"rule_gemm_ms", t.ruleMs},
+                {"tuned_gemm_ms", t.tunedMs}, {"seconds", t.seconds}, {"path", t.path}};
+    }
     cli::printNodeTimes(out, row.profile, runs, parser.has("verbose"));
     nlohmann::json inputShapes = nlohmann::json::array();
     for (const Shape& shape : row.shapes) inputShapes.push_back(shape);
     report["batches"].push_back({{"batch", row.batch}, {"input_shapes", inputShapes}, {"compile_ms", row.compileMs}, {"activation_bytes", row.activationBytes},
                                  {"upload_ms", stat(row.uploadMs)}, {"issue_ms", stat(row.issueMs)}, {"readback_ms", stat(row.readbackMs)},
-                                 {"end_to_end_ms", stat(row.endToEndMs)}, {"gpu_ms", stat(row.gpuMs)}, {"profile", cli::nodeTimesJson(row.profile)}});
+                                 {"end_to_end_ms", stat(row.endToEndMs)}, {"gpu_ms", stat(row.gpuMs)}, {"profile", cli::nodeTimesJson(row.profile)},
+                                 {"gemm_tuning", tuning}});
   }
   if (!TimerQuery::measuresGpu()) std::fprintf(out, "no GPU timer queries on this device: GPU times are wall time after glFinish\n");
   if (parser.has("csv")) writeFileAtomically(parser.text("csv"), csvText);
@@ -226,6 +239,9 @@ int main(int argc, char** argv) {
         .option("input", "NAME=VALUES", "an ONNX model's input values: uniform (floats' default), ones (integers' and booleans'\n"
                                         "default), zeros, or ids:V (random whole numbers below V, e.g. input_ids=ids:30522); once per input")
         .option("dim", "NAME=LENGTH", "an ONNX model's symbolic dimension other than the batch (e.g. sequence=128; default 1); once each")
+        .flag("tune", "with an ONNX --model: first time each GEMM shape of each batch's plan under every configuration\n"
+                      "this device runs, and keep each shape's fastest in the device's tuning cache (beside the program\n"
+                      "cache), which every later plan on this device reads; GLNET_TUNE=0 ignores it")
         .option("runs", "N", "measured runs per stage", "20")
         .option("warmup", "N", "unmeasured runs first", "3")
         .option("elementwise", "N", "floats in the elementwise workload", "1000000")
@@ -254,6 +270,11 @@ int main(int argc, char** argv) {
     settings.trainingSteps = static_cast<int>(parser.integer("training-steps", 1, 100000));
     for (const char* file : {"csv", "json-out"}) {
       if (parser.has(file)) checkWritable(parser.text(file));
+    }
+    if (parser.has("tune") && !onnx) throw UsageError("--tune takes an ONNX --model (M.onnx): it tunes that model's GEMMs");
+    const char* tuneSetting = std::getenv("GLNET_TUNE");
+    if (parser.has("tune") && tuneSetting && std::string(tuneSetting) == "0") {
+      throw UsageError("--tune with GLNET_TUNE=0: the tuning would be ignored; unset GLNET_TUNE");
     }
     if (onnx) return runModelBench(parser, settings.batches, settings.warmup, settings.runs);
     const bool json = parser.has("json");

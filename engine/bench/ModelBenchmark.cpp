@@ -81,6 +81,14 @@ std::vector<ModelBenchRow> benchmarkModel(OnnxRunner& runner, const std::vector<
       }
       feeds.push_back(values.back().data());
     }
+    if (setup.tune) {
+      row.tuning = tuneGemms(runner, shapes, feeds, runs, [&](const std::string& candidate) {
+        if (progress) progress("batch " + std::to_string(batch) + ": tuning GEMMs, " + candidate);
+      });
+      Stopwatch tunedCompileClock;
+      runner.model(shapes);
+      row.compileMs = tunedCompileClock.milliseconds();
+    }
     for (int w = 0; w < warmup; ++w) runner.run(feeds, shapes);
     std::vector<double> upload, issue, readback, endToEnd;
     for (int r = 0; r < runs; ++r) {

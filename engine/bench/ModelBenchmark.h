@@ -3,10 +3,12 @@
 #pragma once
 
 #include "bench/Benchmarks.h"
+#include "bench/GemmTuner.h"
 #include "model/OnnxRunner.h"
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@ struct ModelBenchRow {
   std::size_t activationBytes = 0;
   std::size_t dispatches = 0;
   OnnxRunner::Profile profile;  // per node, by median GPU time, largest first
+  std::optional<GemmTuningReport> tuning;  // ModelBenchSetup::tune: what tuning this batch's GEMMs did, before the runs
 };
 
 // What an input holds in a benchmark: seeded uniform [0, 1) (the default of float inputs), ones (the default of integer
@@ -36,6 +39,7 @@ BenchInput parseBenchInput(const std::string& text);
 struct ModelBenchSetup {
   std::map<std::string, BenchInput> inputs;           // by input name; the others by their type's default
   std::map<std::string, std::uint32_t> dimensions;    // symbolic dimensions other than the batch by name (sequence=128)
+  bool tune = false;                                  // tune each batch's GEMMs (tuneGemms) before measuring it
 };
 
 // Runs the model on seeded inputs as `setup` says: `warmup` unmeasured runs, then `runs` measured end to end and

@@ -101,11 +101,9 @@ std::filesystem::path binaryCachePath(const std::string& source) {
   GLint formats = 0;
   glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &formats);
   if (directory.empty() || formats <= 0) return {};
-  const std::string identity = glString(GL_VENDOR) + "\n" + glString(GL_RENDERER) + "\n" + glString(GL_VERSION) + "\n";
-  char name[40];
-  std::snprintf(name, sizeof name, "%016llx%016llx.bin", static_cast<unsigned long long>(stableHash(identity)),
-                static_cast<unsigned long long>(stableHash(source)));
-  return std::filesystem::path(directory) / name;
+  char name[24];
+  std::snprintf(name, sizeof name, "%016llx.bin", static_cast<unsigned long long>(stableHash(source)));
+  return std::filesystem::path(directory) / (Program::deviceCacheName() + name);
 }
 
 bool loadBinary(GLuint program, const std::filesystem::path& path) {
@@ -258,6 +256,13 @@ Program Program::compute(const std::string& file, const std::vector<ShaderDefine
   log::debug((program.fromBinaryCache_ ? "loaded the cached binary of " : "compiled ") + file + " in " +
              std::to_string(program.compileMilliseconds_) + " ms");
   return program;
+}
+
+std::string Program::deviceCacheName() {
+  const std::string identity = glString(GL_VENDOR) + "\n" + glString(GL_RENDERER) + "\n" + glString(GL_VERSION) + "\n";
+  char name[20];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(stableHash(identity)));
+  return name;
 }
 
 std::string Program::binaryCacheDirectory() {

@@ -49,6 +49,9 @@ class Program {
   // GLNET_CACHE_DIR, else $XDG_CACHE_HOME/glnet, else $HOME/.cache/glnet; empty when GLNET_CACHE=0 or no
   // location is known.
   static std::string binaryCacheDirectory();
+  // A hash of the current context's vendor, renderer and driver version: what names the files cached for it (program
+  // binaries, GEMM tunings), 16 hexadecimal digits. A context must be current.
+  static std::string deviceCacheName();
 
  private:
   unsigned id_ = 0;

@@ -165,6 +165,7 @@ OnnxRunner::Profile OnnxRunner::profile(const InputShapes& shapes, int runs) {
   }
   const std::vector<int>& stepNodes = b.compiled.forwardStepNodes();
   const std::vector<std::string> labels = b.plan.labels();
+  const std::vector<std::string> tuningKeys = b.plan.tuningKeys();
   const std::vector<std::size_t> recorded = b.plan.recordingOrder();
   std::map<int, NodeTime> perNode;
   for (std::size_t i = 0; i < perStep.size(); ++i) {
@@ -179,7 +180,9 @@ OnnxRunner::Profile OnnxRunner::profile(const InputShapes& shapes, int runs) {
     }
     ++time.dispatches;
     if (i < labels.size()) time.dispatchLabels += (time.dispatchLabels.empty() ? "" : "; ") + labels[i];
-    time.gpuMs += summarize(perStep[i]).median;
+    const double median = summarize(perStep[i]).median;
+    time.gpuMs += median;
+    if (!tuningKeys[i].empty()) profile.gemmMs[tuningKeys[i]] += median;
   }
   for (auto& entry : perNode) profile.nodes.push_back(std::move(entry.second));
   profile.barriers = b.plan.barrierCount();

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,9 +91,13 @@ class OnnxRunner {
     std::vector<NodeTime> nodes;  // by median GPU time, largest first
     std::vector<double> runMs;    // per run, the GPU time of all its dispatches
     std::size_t barriers = 0;     // the barriers one run issues: what orders its dependent dispatches
+    // Per GEMM shape (Dispatch::tuningKey), the median GPU time of the dispatches that run it, summed.
+    std::map<std::string, double> gemmMs;
   };
   Profile profile(const InputShapes& shapes, int runs);
   Profile profile(std::uint32_t batch, int runs) { return profile(batchShapes(batch), runs); }
+  // Drops every plan kept, so that the next run builds its plan afresh (a GEMM tuning plans again under each candidate).
+  void forgetPlans() { bound_.clear(); }
 
  private:
   struct Bound {

@@ -131,11 +131,14 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   if (residual && !splitting) d.buffers.push_back({4, *residual, Access::read});
   if (inputScale) d.buffers.push_back({5, *inputScale, Access::read});
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
-  if (!splitting) return {t, d};
+  if (!splitting) return taggedWith(gemm, {t, d});
   d.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
-  if (pooled) return {t, d, finishForward_.pooled(partials, bias, y, s.batch, s.outChannels, s.outHeight(), s.outWidth(), gemm.split.splits)};
-  return {t, d, finishForward_(partials, bias, y, static_cast<std::uint32_t>(rows * s.outChannels), s.outChannels, gemm.split.splits,
-                               s.outHeight() * s.outWidth(), residual)};
+  if (pooled) {
+    return taggedWith(gemm, {t, d, finishForward_.pooled(partials, bias, y, s.batch, s.outChannels, s.outHeight(), s.outWidth(),
+                                                         gemm.split.splits)});
+  }
+  return taggedWith(gemm, {t, d, finishForward_(partials, bias, y, static_cast<std::uint32_t>(rows * s.outChannels), s.outChannels,
+                                                gemm.split.splits, s.outHeight() * s.outWidth(), residual)});
 }
 
 std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferView& weight, const BufferView& dx, const ConvShape& s, bool accumulate,
@@ -159,9 +162,9 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
                          {3, splitting ? partials : dx, splitting ? Access::write : accumulate ? Access::readWrite : Access::write}},
                         s, splitting ? false : accumulate, gemm.groups);
   d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
-  if (!splitting) return {r, d};
+  if (!splitting) return taggedWith(gemm, {r, d});
   d.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
-  return {r, d, splitSum_(partials, dx, static_cast<std::uint32_t>(rows * s.channels), gemm.split.splits, accumulate)};
+  return taggedWith(gemm, {r, d, splitSum_(partials, dx, static_cast<std::uint32_t>(rows * s.channels), gemm.split.splits, accumulate)});
 }
 
 std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferView& x, const BufferView& dw, const ConvShape& s, bool accumulate,
@@ -180,8 +183,8 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferV
                                   {{0, dz, Access::read}, {2, x, Access::read}, {3, *workspace, Access::write}},
                                   s, false, gemm.groups);
       partial.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
-      return {partial, splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), *db, s.outChannels,
-                                 gemm.split.splits, accumulate)};
+      return taggedWith(gemm, {partial, splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), *db,
+                                                  s.outChannels, gemm.split.splits, accumulate)});
     }
   }
   const GemmChoice gemm = chooseGemm(s.outChannels, columns, depth, splittable, GemmOperand::gathered);
@@ -201,6 +204,7 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferV
     dispatches.push_back(partial);
     dispatches.push_back(splitSum_(*workspace, dw, static_cast<std::uint32_t>(s.outChannels * columns), gemm.split.splits, accumulate));
   }
+  dispatches = taggedWith(gemm, std::move(dispatches));
   if (db) dispatches.push_back(biasGradient(dz, *db, s, accumulate));
   return dispatches;
 }

@@ -49,13 +49,15 @@ class ConvOp {
   }
   // The forward GEMM's configuration and split. Plain rows take the rule's choice for a loaded operand where it has
   // blocks larger than 4x4; otherwise (and for gathered rows) the choice among the 4x4 configurations weighed as
-  // gathered, whose splits fit convolutions of few tiles (at batch 1).
+  // gathered, whose splits fit convolutions of few tiles (at batch 1). A measured choice (forced or tuned) is kept
+  // under the gathered shape.
   static GemmChoice forwardGemm(const ConvShape& s, bool pooled, bool splittable) {
     const std::uint64_t pixels = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
     const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
     const GemmChoice gathered = chooseGemm(pixels, s.outChannels, depth, splittable, GemmOperand::gathered);
-    if (pooled || !readsPlainRows(s)) return gathered;
-    const GemmChoice loaded = chooseGemm(pixels, s.outChannels, depth, splittable, GemmOperand::loaded);
+    if (pooled || !readsPlainRows(s) || gathered.measured) return gathered;
+    GemmChoice loaded = chooseGemm(pixels, s.outChannels, depth, splittable, GemmOperand::loaded);
+    loaded.tuningKey = gathered.tuningKey;  // one shape, one tuning: whichever operand the rule weighs it as
     return loaded.config->gathersRuns() ? gathered : loaded;
   }
   static SplitK forwardSplit(const ConvShape& s, bool pooled = false) { return forwardGemm(s, pooled, true).split; }

@@ -126,8 +126,8 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
         forwardTransposed_.get(*gemm.config, vec4Readable(xT.offset, shape.rows), vec4Readable(wT.offset, shape.outputs), false);
     Dispatch product = forwardGemm(program, "dense " + functionName() + " " + gemm.config->name + " on transposes", xT, wT, bias, y, shape, gemm.groups);
     if (residual) product.buffers.push_back({4, *residual, Access::read});
-    return {transpose_(x, xT, shape.rows, shape.inputs, "dense X transposed"),
-            transpose_(weight, wT, shape.outputs, shape.inputs, "dense weights transposed"), product};
+    return taggedWith(gemm, {transpose_(x, xT, shape.rows, shape.inputs, "dense X transposed"),
+                             transpose_(weight, wT, shape.outputs, shape.inputs, "dense weights transposed"), product});
   }
   const GemmChoice gemm = chooseGemm(shape.rows, shape.outputs, shape.inputs, workspace && hasBias_);
   const bool splitting = gemm.split.splits > 1;
@@ -138,10 +138,10 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
                   x, weight, bias, splitting ? *workspace : y, shape, gemm.groups);
   if (!splitting) {
     if (residual) dispatch.buffers.push_back({4, *residual, Access::read});
-    return {dispatch};
+    return taggedWith(gemm, std::vector<Dispatch>{dispatch});
   }
   dispatch.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
-  return {dispatch, finishForward_(*workspace, bias, y, shape.rows * shape.outputs, shape.outputs, gemm.split.splits, 1, residual)};
+  return taggedWith(gemm, {dispatch, finishForward_(*workspace, bias, y, shape.rows * shape.outputs, shape.outputs, gemm.split.splits, 1, residual)});
 }
 
 Dispatch DenseOp::fewRowsForward(ProgramCache& programs, Activation activation, bool hasBias, const Pointwise& after,
@@ -176,7 +176,7 @@ Dispatch DenseOp::inputGradient(const BufferView& dy, const BufferView& y, const
   const GemmChoice gemm = chooseGemm(shape.rows, shape.inputs, shape.outputs, false);
   const Program& program = inputGradient_.get(*gemm.config, outputGradientVec4(dy, y, shape),
                                               vec4Readable(weight.offset, shape.inputs), false);
-  return gradient(program, std::string("dense dX ") + gemm.config->name, dy, &y, &weight, dx, shape, accumulate, gemm.groups);
+  return taggedWith(gemm, gradient(program, std::string("dense dX ") + gemm.config->name, dy, &y, &weight, dx, shape, accumulate, gemm.groups));
 }
 
 Dispatch DenseOp::preActivationGradient(const BufferView& dy, const BufferView& y, const BufferView& dzT,
@@ -191,8 +191,8 @@ Dispatch DenseOp::inputGradientOnTransposed(const BufferView& dzT, const BufferV
   const GemmChoice gemm = chooseGemm(shape.rows, shape.inputs, shape.outputs, false);
   const Program& program = inputGradientTransposed_.get(*gemm.config, vec4Readable(dzT.offset, shape.rows),
                                                         vec4Readable(weight.offset, shape.inputs), false);
-  return gradient(program, std::string("dense dX ") + gemm.config->name + " on dZ transposed", dzT, nullptr, &weight, dx,
-                  shape, accumulate, gemm.groups);
+  return taggedWith(gemm, gradient(program, std::string("dense dX ") + gemm.config->name + " on dZ transposed", dzT, nullptr,
+                                   &weight, dx, shape, accumulate, gemm.groups));
 }
 
 std::vector<Dispatch> DenseOp::weightGradient(const BufferView& dy, const BufferView& y, const BufferView& x,
@@ -203,10 +203,10 @@ std::vector<Dispatch> DenseOp::weightGradient(const BufferView& dy, const Buffer
   const Program& program = weightGradient_.get(*gemm.config, outputGradientVec4(dy, y, shape),
                                                vec4Readable(x.offset, shape.inputs), splitting);
   const std::string label = std::string("dense dW ") + gemm.config->name;
-  if (!splitting) return {gradient(program, label, dy, &y, &x, dw, shape, accumulate, gemm.groups)};
+  if (!splitting) return taggedWith(gemm, std::vector<Dispatch>{gradient(program, label, dy, &y, &x, dw, shape, accumulate, gemm.groups)});
   Dispatch partial = gradient(program, label + " split-K", dy, &y, &x, *workspace, shape, false, gemm.groups);
   partial.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
-  return {partial, splitSum_(*workspace, dw, shape.outputs * shape.inputs, gemm.split.splits, accumulate)};
+  return taggedWith(gemm, {partial, splitSum_(*workspace, dw, shape.outputs * shape.inputs, gemm.split.splits, accumulate)});
 }
 
 Dispatch DenseOp::biasGradient(const BufferView& dy, const BufferView& y, const BufferView& db, const DenseShape& shape,

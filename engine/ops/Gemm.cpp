@@ -1,10 +1,12 @@
 #include "ops/Gemm.h"
 
 #include "base/check.h"
+#include "ops/GemmTuning.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 namespace glnet {
 namespace {
@@ -31,6 +33,7 @@ constexpr std::uint64_t chunkAlignment = 16;  // a multiple of every tileDepth
 constexpr std::uint64_t minimumChunk = 64;
 
 const GemmConfig* forcedConfig = nullptr;
+bool forcedSplit = true;
 
 const ThreadBlockModel& modelOf(const GemmConfig& c) {
   for (const ThreadBlockModel& model : threadBlockModels) {
@@ -68,7 +71,7 @@ double cost(const GemmConfig& c, std::uint64_t rows, std::uint64_t columns, std:
 GemmChoice finish(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, const SplitK& split) {
   const std::uint64_t rowTiles = ceilDivide(rows, config.tileRows), columnTiles = ceilDivide(columns, config.tileColumns);
   GLNET_ASSERT(rowTiles <= 0xffffffffu && columnTiles <= 0xffffffffu, "GEMM too large for 32-bit group counts");
-  return {&config, split, {static_cast<std::uint32_t>(rowTiles), static_cast<std::uint32_t>(columnTiles), split.splits}};
+  return {&config, split, {static_cast<std::uint32_t>(rowTiles), static_cast<std::uint32_t>(columnTiles), split.splits}, false, {}};
 }
 
 // The cheapest split of the sum for this configuration (none when the groups already fill the GPU).
@@ -150,10 +153,9 @@ GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t 
   return finish(config, rows, columns, splittable ? bestSplit(config, rows, columns, depth, operand) : SplitK{});
 }
 
-GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable, GemmOperand operand) {
-  if (forcedConfig) return gemmWith(fitting(*forcedConfig), rows, columns, depth, splittable, operand);
-  const char* forced = std::getenv("GLNET_GEMM_CONFIG");
-  if (forced && *forced) return gemmWith(fitting(gemmConfigNamed(forced)), rows, columns, depth, splittable, operand);
+namespace {
+
+GemmChoice ruledGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable, GemmOperand operand) {
   const Limits& limits = currentLimits();
   const auto admitted = [&](const GemmConfig& c) { return c.fits(limits) && (operand == GemmOperand::loaded || c.gathersRuns()); };
   const bool measuredFit =
@@ -179,8 +181,47 @@ GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t d
   return finish(*best, rows, columns, bestSplitK);
 }
 
-ForcedGemmConfig::ForcedGemmConfig(const GemmConfig& config) : previous_(forcedConfig) { forcedConfig = &config; }
-ForcedGemmConfig::~ForcedGemmConfig() { forcedConfig = previous_; }
+// The configuration forced or tuned for this shape, if any.
+std::optional<GemmChoice> measuredGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable,
+                                       GemmOperand operand, const std::string& key) {
+  if (forcedConfig) return gemmWith(fitting(*forcedConfig), rows, columns, depth, splittable && forcedSplit, operand);
+  const char* forced = std::getenv("GLNET_GEMM_CONFIG");
+  if (forced && *forced) return gemmWith(fitting(gemmConfigNamed(forced)), rows, columns, depth, splittable, operand);
+  const GemmTuning* tuning = currentGemmTuning();
+  const std::optional<GemmCandidate> tuned = tuning ? tuning->find(key) : std::nullopt;
+  if (!tuned || !tuned->config->fits(currentLimits())) return std::nullopt;
+  return gemmWith(*tuned->config, rows, columns, depth, splittable && tuned->split, operand);
+}
+
+}  // namespace
+
+GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable, GemmOperand operand) {
+  const std::string key = gemmTuningKey(rows, columns, depth, splittable, operand);
+  std::optional<GemmChoice> measured = measuredGemm(rows, columns, depth, splittable, operand, key);
+  GemmChoice choice = measured ? *measured : ruledGemm(rows, columns, depth, splittable, operand);
+  choice.measured = measured.has_value();
+  choice.tuningKey = key;
+  return choice;
+}
+
+ForcedGemmConfig::ForcedGemmConfig(const GemmConfig& config, bool split) : previous_(forcedConfig), previousSplit_(forcedSplit) {
+  forcedConfig = &config;
+  forcedSplit = split;
+}
+ForcedGemmConfig::~ForcedGemmConfig() {
+  forcedConfig = previous_;
+  forcedSplit = previousSplit_;
+}
+
+std::vector<Dispatch> taggedWith(const GemmChoice& gemm, std::vector<Dispatch> dispatches) {
+  for (Dispatch& dispatch : dispatches) dispatch.tuningKey = gemm.tuningKey;
+  return dispatches;
+}
+
+Dispatch taggedWith(const GemmChoice& gemm, Dispatch dispatch) {
+  dispatch.tuningKey = gemm.tuningKey;
+  return dispatch;
+}
 
 GemmPrograms::GemmPrograms(ProgramCache& programs, std::string file, std::vector<ShaderDefine> defines, std::vector<std::string> includes)
     : programs_(&programs), file_(std::move(file)), defines_(std::move(defines)), includes_(std::move(includes)) {

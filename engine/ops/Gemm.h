@@ -48,9 +48,14 @@ struct GemmChoice {
   const GemmConfig* config;
   SplitK split;
   std::array<std::uint32_t, 3> groups;  // row tiles along x, column tiles along y, splits along z
+  // Measured rather than ruled: a forced configuration or the device's tuning (ops/GemmTuning.h).
+  bool measured = false;
+  // The shape a tuning of it is kept under; ops give it to their dispatches (Dispatch::tuningKey).
+  std::string tuningKey;
 };
 // A ForcedGemmConfig in scope, else GLNET_GEMM_CONFIG, names the configuration (an error when it does not fit
-// the current device's limits); otherwise the rule in Gemm.cpp, among the configurations that fit.
+// the current device's limits); else the device's tuning of this shape (ops/GemmTuning.h) where it fits; otherwise
+// the rule in Gemm.cpp, among the configurations that fit.
 // Split-K only when `splittable` (the op has a workspace for partial sums).
 // GemmOperand::gathered: one operand is an implicit im2col matrix gathered in runs, so the rule weighs only the
 // configurations that gather them (gathersRuns); a forced configuration is taken all the same.
@@ -61,17 +66,19 @@ GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t d
 GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth,
                     bool splittable = true, GemmOperand operand = GemmOperand::loaded);
 
-// Makes every GEMM recorded while it lives use `config` (tests and glnet_bench run each configuration in
-// turn); the previous one, if any, comes back when it ends.
+// Makes every GEMM recorded while it lives use `config` (tests, glnet_bench and its tuning run each configuration
+// in turn), with the rule's split of the sum for it or, `split` false, none; the previous one, if any, comes back
+// when it ends.
 class ForcedGemmConfig {
  public:
-  explicit ForcedGemmConfig(const GemmConfig& config);
+  explicit ForcedGemmConfig(const GemmConfig& config, bool split = true);
   ~ForcedGemmConfig();
   ForcedGemmConfig(const ForcedGemmConfig&) = delete;
   ForcedGemmConfig& operator=(const ForcedGemmConfig&) = delete;
 
  private:
   const GemmConfig* previous_;
+  bool previousSplit_;
 };
 
 // The programs of one shader built on Gemm.glsl: the shader's own defines plus the configuration, vec4
@@ -90,6 +97,11 @@ class GemmPrograms {
   std::vector<ShaderDefine> defines_;
   std::vector<std::string> includes_;
 };
+
+// The dispatches of one GEMM (with its operands' preparation and its split-K sum, when it has them) tagged with its
+// tuning key, so that a tuning times them together.
+std::vector<Dispatch> taggedWith(const GemmChoice& gemm, std::vector<Dispatch> dispatches);
+Dispatch taggedWith(const GemmChoice& gemm, Dispatch dispatch);
 
 // Whether a matrix bound at byte `offset` with rows `stride` floats apart can be read as aligned vec4 runs.
 inline bool vec4Readable(std::size_t offset, std::uint64_t stride) { return offset % 16 == 0 && stride % 4 == 0; }

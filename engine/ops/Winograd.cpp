@@ -179,6 +179,7 @@ std::vector<Dispatch> WinogradConvOp::forward(const BufferView& x, const BufferV
     Dispatch product;
     product.program = &productProgram;
     product.label = label + "products " + gemm.config->name;
+    product.tuningKey = gemm.tuningKey;
     product.buffers = {{0, inputs, Access::read}, {1, weights, Access::read}, {3, products, Access::write}};
     product.uniforms = {Uniform::u32(0, part.batch), Uniform::u32(depthLocation, s.channels)};
     product.groups = {static_cast<std::uint32_t>((tiles + gemm.config->tileRows - 1) / gemm.config->tileRows),

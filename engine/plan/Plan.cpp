@@ -72,7 +72,7 @@ void Plan::setParameter(int parameter, std::uint32_t value) {
 
 void Plan::record(const Dispatch& dispatch) {
   GLNET_ASSERT(dispatch.program && dispatch.program->id(), "a dispatch needs a compiled program");
-  Step step{dispatch.program->id(), {}, dispatch.uniforms, {}, dispatch.groups, false, dispatch.label, steps_.size()};
+  Step step{dispatch.program->id(), {}, dispatch.uniforms, {}, dispatch.groups, false, dispatch.label, dispatch.tuningKey, steps_.size()};
   for (const Uniform& uniform : step.uniforms) {
     GLNET_ASSERT(uniform.parameter < static_cast<int>(parameters_.size()), "uniform names an unknown plan parameter");
     const std::pair<unsigned, int> key{step.program, uniform.location};
@@ -293,6 +293,12 @@ std::vector<std::size_t> Plan::recordingOrder() const {
 std::vector<std::string> Plan::labels() const {
   std::vector<std::string> result;
   for (const Step& step : steps_) result.push_back(step.label);
+  return result;
+}
+
+std::vector<std::string> Plan::tuningKeys() const {
+  std::vector<std::string> result;
+  for (const Step& step : steps_) result.push_back(step.tuningKey);
   return result;
 }
 

@@ -71,6 +71,8 @@ struct Dispatch {
   // the device's x limit may fold into y.
   bool linear = false;
   std::string label;
+  // The GEMM shape it runs (GemmChoice::tuningKey), empty for other work: what `glnet_bench --tune` times it under.
+  std::string tuningKey;
 };
 
 class Plan {
@@ -116,6 +118,8 @@ class Plan {
   std::size_t barrierCount() const;
   SyncMode syncMode() const { return mode_; }
   std::vector<std::string> labels() const;
+  // Per step in run order, its Dispatch::tuningKey.
+  std::vector<std::string> tuningKeys() const;
   // Per step in run order, its place in the order of recording (they differ after groupIndependentSteps).
   std::vector<std::size_t> recordingOrder() const;
   // Buffer bindings, uniforms and program switches the last run issued. A run skips those already in place:
@@ -145,6 +149,7 @@ class Plan {
     std::array<std::uint32_t, 3> groups;
     bool barrierBefore;
     std::string label;
+    std::string tuningKey;
     std::size_t recorded;  // its index in the order of recording
   };
   Limits limits_;

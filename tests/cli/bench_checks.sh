@@ -51,6 +51,52 @@ GLNET_GEMM_CONFIG=256x16 "$apps/glnet_bench" --gemm --gemm-filter "dense X.W^T M
   || fail "glnet_bench --gemm with GLNET_GEMM_CONFIG=256x16"
 grep -q "dense none 256x16" "$work/g.txt" || fail "GLNET_GEMM_CONFIG=256x16 was not used"
 GLNET_GEMM_CONFIG=huge "$here/expect" 1 "error: unknown GEMM configuration 'huge'; GLNET_GEMM_CONFIG takes one of 128x128" -- "$apps/glnet_bench" --gemm || failures=$((failures + 1))
+# GEMM tuning (--tune) of an ONNX model's plan: the table written beside the program cache, read by every later plan
+# (a hand-written entry shows in the dispatch labels), results still float64's, bad tables and flags refused or skipped.
+/usr/bin/python3 - "$work" <<'PY' || fail "making the ONNX model for the tuning checks"
+import sys
+import numpy as np
+from onnx import helper, numpy_helper, save, TensorProto
+work, rng = sys.argv[1], np.random.default_rng(5)
+w1, b1, w2 = rng.uniform(-1, 1, (29, 37)).astype(np.float32), rng.uniform(-1, 1, 29).astype(np.float32), rng.uniform(-1, 1, (29, 11)).astype(np.float32)
+nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("MatMul", ["r", "w2"], ["y"])]
+graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 37])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 11])],
+                          [numpy_helper.from_array(a, n) for a, n in ((w1, "w1"), (b1, "b1"), (w2, "w2"))])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), f"{work}/t.onnx")
+x = rng.uniform(-1, 1, (64, 37)).astype(np.float32)
+np.save(f"{work}/tx.npy", x)
+np.save(f"{work}/tref.npy", np.maximum(x.astype(np.float64) @ w1.T.astype(np.float64) + b1, 0) @ w2.astype(np.float64))
+PY
+tuned_close() {  # tuned_close FILE: glnet_run's output within float32 sums' rounding of the float64 reference
+  /usr/bin/python3 -c "import numpy as np, sys; y, r = np.load(sys.argv[1]), np.load(sys.argv[2]); sys.exit(0 if y.shape == r.shape and np.all(np.abs(y - r) <= 1e-5 + 1e-4 * np.abs(r)) else 1)" "$1" "$work/tref.npy"
+}
+GLNET_CACHE_DIR="$work/cache" "$apps/glnet_bench" --model "$work/t.onnx" --batches 64 --runs 2 --warmup 0 --tune --json-out "$work/t.json" >"$work/t.txt" 2>&1 \
+  || { cat "$work/t.txt"; fail "glnet_bench --tune"; }
+grep -q "GEMM tuning (before the runs above): 2 shapes under [0-9]* candidates in .*kept in $work/cache/gemm-tuning-[0-9a-f]*.txt" "$work/t.txt" \
+  || fail "no tuning report: $(grep -i tuning "$work/t.txt")"
+/usr/bin/python3 - "$work/t.json" <<'PY' || fail "tuning JSON content"
+import json, os, sys
+t = json.load(open(sys.argv[1]))["batches"][0]["gemm_tuning"]
+assert t["shapes"] == 2 and t["candidates"] >= 2 and 0 <= t["changed"] <= 2 and t["tuned_gemm_ms"] <= t["rule_gemm_ms"] and os.path.isfile(t["path"]), t
+PY
+table=$(ls "$work/cache"/gemm-tuning-*.txt)
+GLNET_CACHE_DIR="$work/cache" "$apps/glnet_run" --model "$work/t.onnx" --input "$work/tx.npy" --output "$work/ty.npy" >/dev/null 2>&1 || fail "glnet_run after tuning"
+tuned_close "$work/ty.npy" || fail "glnet_run after tuning differs from float64"
+printf '64x29x37 loaded whole = 128x32 whole\n64x11x29 loaded whole = 64x32 whole\n' >"$table"
+GLNET_CACHE_DIR="$work/cache" "$apps/glnet_bench" --model "$work/t.onnx" --batches 64 --runs 1 --warmup 0 --verbose >"$work/t.txt" 2>&1 || fail "glnet_bench on a written table"
+grep -q "dense relu 128x32" "$work/t.txt" && grep -q "dense none 64x32" "$work/t.txt" || fail "the tuning table was not read: $(grep dense "$work/t.txt")"
+GLNET_TUNE=0 GLNET_CACHE_DIR="$work/cache" "$apps/glnet_bench" --model "$work/t.onnx" --batches 64 --runs 1 --warmup 0 --verbose >"$work/t.txt" 2>&1 || fail "glnet_bench with GLNET_TUNE=0"
+grep -q "dense relu 128x32" "$work/t.txt" && fail "GLNET_TUNE=0 still read the tuning table"
+GLNET_CACHE_DIR="$work/cache" "$apps/glnet_run" --model "$work/t.onnx" --input "$work/tx.npy" --output "$work/ty.npy" >/dev/null 2>&1 || fail "glnet_run on a written table"
+tuned_close "$work/ty.npy" || fail "glnet_run under a written tuning differs from float64"
+printf 'garbage\n64x29x37 loaded whole = 999x1 whole\n64x11x29 loaded whole = 64x32 whole\n' >"$table"
+GLNET_CACHE_DIR="$work/cache" "$apps/glnet_run" --model "$work/t.onnx" --input "$work/tx.npy" --output "$work/ty.npy" >/dev/null 2>"$work/t.err" || fail "glnet_run on a damaged table"
+grep -q "warning: .*gemm-tuning-.*: 2 lines are not GEMM tunings; they are ignored" "$work/t.err" || fail "no warning for a damaged table: $(cat "$work/t.err")"
+tuned_close "$work/ty.npy" || fail "glnet_run under a damaged tuning differs from float64"
+expect 2 "error: --tune takes an ONNX --model" -- "$apps/glnet_bench" --tune
+GLNET_TUNE=0 "$here/expect" 2 "error: --tune with GLNET_TUNE=0" -- "$apps/glnet_bench" --model "$work/t.onnx" --tune || failures=$((failures + 1))
 expect 2 "error: no GEMM case matches" -- "$apps/glnet_bench" --gemm --gemm-filter nothing-like-this
 expect 2 "error: --batches takes sizes" -- "$apps/glnet_bench" --batches 0
 expect 2 "error: --training-batch" -- "$apps/glnet_bench" --training-batch 0

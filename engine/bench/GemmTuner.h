@@ -1,0 +1,31 @@
+// `glnet_bench --model M --tune`: the GEMMs of a model's plan timed on this device under every candidate
+// (ops/GemmTuning.h), each shape's fastest kept in the device's tuning table and written to its file.
+#pragma once
+
+#include "model/OnnxRunner.h"
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+struct GemmTuningReport {
+  std::size_t shapes = 0;      // GEMM shapes in the plan
+  std::size_t candidates = 0;  // candidates each was timed under
+  std::size_t changed = 0;     // shapes whose fastest candidate beat the rule's choice
+  double ruleMs = 0;           // the plan's GEMMs, GPU time per run, as the rule chooses them
+  double tunedMs = 0;          // the same with each shape's fastest candidate
+  double seconds = 0;          // the tuning's wall time, plans and programs built included
+  std::string path;            // where the table was written; empty when the cache is off (GLNET_CACHE=0)
+};
+
+// Plans `shapes` under the rule, then under each candidate (every GEMM of the plan forced to it), runs `feeds`
+// through each and times every dispatch `runs` times. A shape keeps a candidate only where it beat the rule by at
+// least 3 % (a smaller difference is within the timing's spread); otherwise any earlier tuning of it is dropped.
+// Leaves the runner with no plan kept, so that the next run plans with the tuning. `progress` names each candidate.
+GemmTuningReport tuneGemms(OnnxRunner& runner, const InputShapes& shapes, const std::vector<const float*>& feeds, int runs,
+                           const std::function<void(const std::string&)>& progress = {});
+
+}  // namespace glnet

@@ -1,0 +1,62 @@
+// Per-device GEMM choices measured by `glnet_bench --tune` (bench/GemmTuner.h): for each GEMM shape a model plans,
+// the candidate (a configuration, with the rule's split of the sum or the whole sum) that ran fastest on this device.
+// chooseGemm reads them before its rule; GLNET_TUNE=0 leaves them unread, and shapes never tuned keep the rule.
+#pragma once
+
+#include "ops/Gemm.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+// What a tuning is kept for: a GEMM's shape, whether it may split its sum, and how it reads its operand.
+std::string gemmTuningKey(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable, GemmOperand operand);
+
+struct GemmCandidate {
+  const GemmConfig* config = nullptr;
+  bool split = true;  // the rule's split of the sum for this configuration (which may be none), or never a split
+  std::string name() const;  // "64x64 split", "128x128 whole"
+};
+// Every configuration that fits `limits`, each with a split and whole.
+std::vector<GemmCandidate> gemmCandidates(const Limits& limits);
+
+class GemmTuning {
+ public:
+  // One line per shape, `KEY = CONFIG split|whole`; a line that does not read so (a damaged or older file) is
+  // skipped with one warning naming `source`.
+  static GemmTuning parse(const std::string& text, const std::string& source);
+  std::string text() const;
+  std::optional<GemmCandidate> find(const std::string& key) const;
+  void set(const std::string& key, const GemmCandidate& candidate);
+  void erase(const std::string& key) { entries_.erase(key); }
+  std::size_t size() const { return entries_.size(); }
+
+ private:
+  std::map<std::string, GemmCandidate> entries_;
+};
+
+// The table of the current context's device, read on first use from currentGemmTuningPath(); null when GLNET_TUNE=0,
+// while an IgnoredGemmTuning lives, or when no device is current.
+GemmTuning* currentGemmTuning();
+// <Program::binaryCacheDirectory()>/gemm-tuning-<Program::deviceCacheName()>.txt; empty when GLNET_CACHE=0 or no
+// cache location is known (a tuning then lasts as long as the process).
+std::string currentGemmTuningPath();
+// Writes the current device's table to its path (atomically); nothing when there is no path.
+void saveCurrentGemmTuning();
+
+// While it lives, chooseGemm uses its rule (or a forced configuration) only: what a tuning measures against.
+class IgnoredGemmTuning {
+ public:
+  IgnoredGemmTuning();
+  ~IgnoredGemmTuning();
+  IgnoredGemmTuning(const IgnoredGemmTuning&) = delete;
+  IgnoredGemmTuning& operator=(const IgnoredGemmTuning&) = delete;
+
+ private:
+  bool previous_;
+};
+
+}  // namespace glnet

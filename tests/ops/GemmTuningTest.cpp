@@ -1,0 +1,114 @@
+// The per-device GEMM tuning table (ops/GemmTuning.h): its file format, and chooseGemm taking a tuned choice before
+// its rule, below a forced configuration, and never while ignored or under GLNET_TUNE=0. glnet_bench --tune (the
+// measurement that fills it) is checked end to end in tests/cli/bench_checks.sh.
+#include "base/check.h"
+#include "ops/Dense.h"
+#include "ops/GemmTuning.h"
+#include "ref/Reference.h"
+#include "support/Compare.h"
+#include "support/GlContext.h"
+#include "support/Random.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+using namespace glnet;
+
+namespace {
+
+// Removes a test's entry from the process's table of this device however the test ends.
+class TunedEntry {
+ public:
+  TunedEntry(std::string key, const GemmCandidate& candidate) : key_(std::move(key)) {
+    GemmTuning* table = currentGemmTuning();
+    REQUIRE(table != nullptr);
+    table->set(key_, candidate);
+  }
+  ~TunedEntry() {
+    if (GemmTuning* table = currentGemmTuning()) table->erase(key_);
+  }
+  TunedEntry(const TunedEntry&) = delete;
+  TunedEntry& operator=(const TunedEntry&) = delete;
+
+ private:
+  std::string key_;
+};
+
+}  // namespace
+
+TEST_CASE("a GEMM tuning table reads back what it writes and skips lines that are not tunings") {
+  GemmTuning table;
+  table.set(gemmTuningKey(8192, 768, 3072, true, GemmOperand::loaded), {&gemmConfigNamed("128x64"), true});
+  table.set(gemmTuningKey(3136, 64, 576, true, GemmOperand::gathered), {&gemmConfigNamed("64x64"), false});
+  // A shape that may not split keeps its candidate whole, as it runs.
+  table.set(gemmTuningKey(10, 11, 12, false, GemmOperand::loaded), {&gemmConfigNamed("64x32"), true});
+  CHECK(gemmTuningKey(8192, 768, 3072, true, GemmOperand::loaded) == "8192x768x3072 loaded splittable");
+  const GemmTuning read = GemmTuning::parse(table.text(), "test");
+  CHECK(read.size() == 3);
+  CHECK(read.text() == table.text());
+  const auto split = read.find("8192x768x3072 loaded splittable");
+  REQUIRE(split.has_value());
+  CHECK(std::string(split->config->name) == "128x64");
+  CHECK(split->split);
+  CHECK_FALSE(read.find("3136x64x576 gathered splittable")->split);
+  CHECK_FALSE(read.find("10x11x12 loaded whole")->split);
+  CHECK_FALSE(read.find("1x1x1 loaded whole").has_value());
+
+  const GemmTuning damaged = GemmTuning::parse(
+      "# a comment\n\ngarbage\n1x2x3 loaded whole = 999x1 whole\n1x2x3 loaded whole = 64x64 sometimes\n"
+      "1x2x3 loaded whole = 64x64 whole trailing\n4x5x6 loaded whole = 64x64 whole\n",
+      "damaged");
+  CHECK(damaged.size() == 1);
+  CHECK(damaged.find("4x5x6 loaded whole").has_value());
+}
+
+TEST_SUITE("gl") {
+  TEST_CASE("chooseGemm takes this device's tuning of a shape, below a forced configuration, never while ignored or with GLNET_TUNE=0") {
+    Context& context = test::glContext();
+    const std::vector<const GemmConfig*> fitting = gemmConfigsFitting(context.limits());
+    const DenseShape shape{67, 45, 131};  // rows, outputs, inputs: odd sizes crossing tile edges
+    const std::string key = gemmTuningKey(shape.rows, shape.outputs, shape.inputs, false, GemmOperand::loaded);
+    const GemmChoice ruled = chooseGemm(shape.rows, shape.outputs, shape.inputs, false);
+    CHECK_FALSE(ruled.measured);
+    CHECK(ruled.tuningKey == key);
+    // Another configuration than the rule's, where the device runs more than one.
+    const GemmConfig& tuned = **std::find_if(fitting.begin(), fitting.end(), [&](const GemmConfig* c) { return c != ruled.config || fitting.size() == 1; });
+    TunedEntry entry(key, {&tuned, false});
+
+    const GemmChoice choice = chooseGemm(shape.rows, shape.outputs, shape.inputs, false);
+    CHECK(choice.config == &tuned);
+    CHECK(choice.measured);
+    CHECK(choice.split.splits == 1);
+    CHECK(choice.tuningKey == key);
+    {
+      IgnoredGemmTuning ignored;
+      CHECK(chooseGemm(shape.rows, shape.outputs, shape.inputs, false).config == ruled.config);
+    }
+    setenv("GLNET_TUNE", "0", 1);
+    const GemmConfig* untuned = chooseGemm(shape.rows, shape.outputs, shape.inputs, false).config;
+    unsetenv("GLNET_TUNE");
+    CHECK(untuned == ruled.config);
+    {
+      ForcedGemmConfig forced(*fitting.back());
+      CHECK(chooseGemm(shape.rows, shape.outputs, shape.inputs, false).config == fitting.back());
+    }
+
+    // The dense layer runs the tuned choice, its dispatch tagged with the shape, and still matches float64.
+    auto random = test::generator(31);
+    ProgramCache programs;
+    const DenseOp dense(programs, Activation::none, false);
+    const std::size_t m = shape.rows, n = shape.outputs, k = shape.inputs;
+    const auto x = test::uniformFloats(random, m * k);
+    const auto w = test::uniformFloats(random, n * k);
+    Buffer xBuffer = Buffer::of(x), wBuffer = Buffer::of(w), bias(4), y = test::poisoned(m * n);
+    Plan plan(context.limits());
+    plan.record(dense.forward(xBuffer, wBuffer, bias, y, shape, std::nullopt));
+    plan.run();
+    CHECK(plan.labels().front().find(tuned.name) != std::string::npos);
+    CHECK(plan.tuningKeys().front() == key);
+    // fp32 sums of 131 products of values in [-1, 1]: rounding well inside 1e-4.
+    test::checkClose(y.read<float>(), ref::gemm(x, {k, 1}, w, {k, 1}, m, n, k), 1e-4, 1e-5);
+  }
+}
