@@ -201,11 +201,13 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
     if (row.tuning) {
       const GemmTuningReport& t = *row.tuning;
       std::fprintf(out, "  GEMM tuning (before the runs above): %zu shapes under %zu candidates in %.1f s, %zu changed from the rule; "
-                        "their GPU time %.4f ms, tuned %.4f ms; %s\n",
-                   t.shapes, t.candidates, t.seconds, t.changed, t.ruleMs, t.tunedMs,
+                        "their GPU time %.4f ms, tuned %.4f ms; the whole plan %.4f ms, tuned %.4f ms%s; %s\n",
+                   t.shapes, t.candidates, t.seconds, t.changed, t.ruleMs, t.tunedMs, t.ruleTotalMs, t.tunedTotalMs,
+                   t.reverted ? " (not faster: the changes were dropped)" : "",
                    t.path.empty() ? "kept for this process only (GLNET_CACHE=0)" : ("kept in " + t.path).c_str());
       tuning = {{"shapes", t.shapes}, {"candidates", t.candidates}, {"changed", t.changed}, {"rule_gemm_ms", t.ruleMs},
-                {"tuned_gemm_ms", t.tunedMs}, {"seconds", t.seconds}, {"path", t.path}};
+                {"tuned_gemm_ms", t.tunedMs}, {"rule_total_ms", t.ruleTotalMs}, {"tuned_total_ms", t.tunedTotalMs},
+                {"reverted", t.reverted}, {"seconds", t.seconds}, {"path", t.path}};
     }
     cli::printNodeTimes(out, row.profile, runs, parser.has("verbose"));
     nlohmann::json inputShapes = nlohmann::json::array();

@@ -3,19 +3,29 @@
 #include "base/Stopwatch.h"
 #include "base/log.h"
 #include "ops/GemmTuning.h"
+#include "plan/Statistics.h"
 
+#include <algorithm>
 #include <map>
+#include <optional>
 
 namespace glnet {
 namespace {
 
 constexpr double requiredGain = 0.97;
+constexpr double requiredTotalGain = 0.99;
 
-// The GPU time of each GEMM shape of the plan of `shapes`, planned afresh under whatever choice is in force.
-std::map<std::string, double> gemmTimes(OnnxRunner& runner, const InputShapes& shapes, const std::vector<const float*>& feeds, int runs) {
+struct PlanTimes {
+  std::map<std::string, double> gemmMs;  // per GEMM shape
+  double totalMs = 0;                    // the whole plan, median per run
+};
+
+// The plan of `shapes` planned afresh under whatever choice is in force, warmed up, then timed dispatch by dispatch.
+PlanTimes planTimes(OnnxRunner& runner, const InputShapes& shapes, const std::vector<const float*>& feeds, int runs) {
   runner.forgetPlans();
-  runner.run(feeds, shapes);
-  return runner.profile(shapes, runs).gemmMs;
+  for (int r = 0; r < runs; ++r) runner.run(feeds, shapes);
+  OnnxRunner::Profile profile = runner.profile(shapes, runs);
+  return {std::move(profile.gemmMs), summarize(profile.runMs).median};
 }
 
 }  // namespace
@@ -24,18 +34,18 @@ GemmTuningReport tuneGemms(OnnxRunner& runner, const InputShapes& shapes, const 
                            const std::function<void(const std::string&)>& progress) {
   Stopwatch clock;
   GemmTuningReport report;
-  std::map<std::string, double> rule;
+  PlanTimes rule;
   std::map<std::string, std::pair<GemmCandidate, double>> fastest;
   {
     IgnoredGemmTuning ruleAndCandidatesOnly;
     if (progress) progress("the rule's choices");
-    rule = gemmTimes(runner, shapes, feeds, runs);
+    rule = planTimes(runner, shapes, feeds, runs);
     for (const GemmCandidate& candidate : gemmCandidates(currentLimits())) {
       if (progress) progress(candidate.name());
       ForcedGemmConfig forced(*candidate.config, candidate.split);
       std::map<std::string, double> times;
       try {
-        times = gemmTimes(runner, shapes, feeds, runs);
+        times = planTimes(runner, shapes, feeds, runs).gemmMs;
       } catch (const GpuFailure&) {
         throw;
       } catch (const Error& error) {
@@ -50,9 +60,9 @@ GemmTuningReport tuneGemms(OnnxRunner& runner, const InputShapes& shapes, const 
       }
     }
   }
-  runner.forgetPlans();
   GemmTuning* table = currentGemmTuning();
-  for (const auto& [key, ruleMs] : rule) {
+  std::map<std::string, std::optional<GemmCandidate>> before;  // what the table held for each shape changed here
+  for (const auto& [key, ruleMs] : rule.gemmMs) {
     ++report.shapes;
     report.ruleMs += ruleMs;
     const auto found = fastest.find(key);
@@ -60,10 +70,27 @@ GemmTuningReport tuneGemms(OnnxRunner& runner, const InputShapes& shapes, const 
     report.tunedMs += better ? found->second.second : ruleMs;
     if (better) ++report.changed;
     if (!table) continue;
+    before[key] = table->find(key);
     if (better) {
       table->set(key, found->second.first);
     } else {
       table->erase(key);
+    }
+  }
+  report.tunedTotalMs = planTimes(runner, shapes, feeds, runs).totalMs;
+  {
+    IgnoredGemmTuning ruleOnly;
+    report.ruleTotalMs = std::min(rule.totalMs, planTimes(runner, shapes, feeds, runs).totalMs);
+  }
+  runner.forgetPlans();
+  if (table && report.changed > 0 && report.tunedTotalMs > requiredTotalGain * report.ruleTotalMs) {
+    report.reverted = true;
+    for (const auto& [key, previous] : before) {
+      if (previous) {
+        table->set(key, *previous);
+      } else {
+        table->erase(key);
+      }
     }
   }
   if (table) {

@@ -17,13 +17,18 @@ struct GemmTuningReport {
   std::size_t changed = 0;     // shapes whose fastest candidate beat the rule's choice
   double ruleMs = 0;           // the plan's GEMMs, GPU time per run, as the rule chooses them
   double tunedMs = 0;          // the same with each shape's fastest candidate
+  double ruleTotalMs = 0;      // the whole plan's GPU time per run under the rule (the faster of two measurements)
+  double tunedTotalMs = 0;     // the same under the tuning as kept
+  bool reverted = false;       // the tuned plan was not faster as a whole, so this tuning's changes were dropped
   double seconds = 0;          // the tuning's wall time, plans and programs built included
   std::string path;            // where the table was written; empty when the cache is off (GLNET_CACHE=0)
 };
 
 // Plans `shapes` under the rule, then under each candidate (every GEMM of the plan forced to it), runs `feeds`
-// through each and times every dispatch `runs` times. A shape keeps a candidate only where it beat the rule by at
-// least 3 % (a smaller difference is within the timing's spread); otherwise any earlier tuning of it is dropped.
+// through each `runs` times unmeasured, then `runs` times timing every dispatch. A shape keeps a candidate only where
+// it beat the rule by at least 3 % (a smaller difference is within the timing's spread); otherwise any earlier tuning
+// of it is dropped. Per-dispatch times of small GEMMs overlap their neighbours' waits, so the whole plan is then timed
+// under the tuning and under the rule again: unless the tuned plan is at least 1 % faster, its changes are dropped.
 // Leaves the runner with no plan kept, so that the next run plans with the tuning. `progress` names each candidate.
 GemmTuningReport tuneGemms(OnnxRunner& runner, const InputShapes& shapes, const std::vector<const float*>& feeds, int runs,
                            const std::function<void(const std::string&)>& progress = {});

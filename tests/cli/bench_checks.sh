@@ -80,6 +80,9 @@ grep -q "GEMM tuning (before the runs above): 2 shapes under [0-9]* candidates i
 import json, os, sys
 t = json.load(open(sys.argv[1]))["batches"][0]["gemm_tuning"]
 assert t["shapes"] == 2 and t["candidates"] >= 2 and 0 <= t["changed"] <= 2 and t["tuned_gemm_ms"] <= t["rule_gemm_ms"] and os.path.isfile(t["path"]), t
+assert t["rule_total_ms"] > 0 and t["tuned_total_ms"] > 0 and t["reverted"] in (True, False), t
+# Dropped changes leave the shapes to the rule: the table then holds none of them.
+assert not t["reverted"] or "64x29x37" not in open(t["path"]).read(), t
 PY
 table=$(ls "$work/cache"/gemm-tuning-*.txt)
 GLNET_CACHE_DIR="$work/cache" "$apps/glnet_run" --model "$work/t.onnx" --input "$work/tx.npy" --output "$work/ty.npy" >/dev/null 2>&1 || fail "glnet_run after tuning"
