@@ -10,6 +10,7 @@
 #include "plan/SelfCheck.h"
 #include "base/FileInput.h"
 #include "text/ByteLevelBpe.h"
+#include "ops/GemmTuning.h"
 
 #include <nlohmann/json.hpp>
 
@@ -69,6 +70,8 @@ nlohmann::json toJson(const Context& context, const Survey& survey, const SelfCh
         {"reset_notification", limits.resetNotification},
         {"group_size", limits.groupSize()}}},
       {"extensions", extensions}};
+  const GemmTuning* tuning = currentGemmTuning();
+  result["gemm_tuning"] = {{"path", currentGemmTuningPath()}, {"shapes", tuning ? tuning->size() : 0}, {"read", tuning != nullptr}};
   if (check) {
     result["self_check"] = {{"elements", check->elements},
                             {"passed", check->passed()},
@@ -125,6 +128,16 @@ void printText(const Context& context, const Survey& survey, const SelfCheckResu
     std::printf("  %-34s %s\n", name.c_str(), present ? "yes" : "no");
   }
   std::printf("context creation: %.1f ms\n", context.creationMilliseconds());
+  const GemmTuning* tuning = currentGemmTuning();
+  const std::string tuningPath = currentGemmTuningPath();
+  if (!tuning) {
+    std::printf("GEMM tuning: not read (GLNET_TUNE=0); the rule chooses every configuration\n");
+  } else if (tuning->size() == 0) {
+    std::printf("GEMM tuning: none for this device yet (glnet_bench --model M.onnx --tune measures a model's GEMMs)\n");
+  } else {
+    std::printf("GEMM tuning: %zu shapes measured on this device (%s)\n", tuning->size(),
+                tuningPath.empty() ? "this process only" : tuningPath.c_str());
+  }
   if (check) {
     std::printf("self-check y = a*x + y on %zu floats: %s (max |error| %.3g, %zu mismatches)\n", check->elements,
                 check->passed() ? "ok" : "FAILED", check->maxAbsoluteError, check->mismatches);
