@@ -1,6 +1,6 @@
 // 2-D convolution, NCHW, PyTorch's weight layout, bias and activation fused; as implicit GEMMs on the Gemm.glsl
 // core (the im2col matrix is never stored: gemmA/gemmB compute its elements).
-//   X [N, C, H, W], Wt [OC, C, KH, KW], b [OC], Y [N, OC, OH, OW], OH = (H + 2·PAD − KH) / STRIDE + 1 (STRIDE:
+//   X [N, C, H, W], Wt [OC, C, KH, KW], b [OC], Y [N, OC, OH, OW], OH = (H + 2·PAD_H − KH) / STRIDE + 1 (STRIDE:
 //   the forward pass only; the gradients take stride 1)
 //   CONV_MODE_FORWARD: Y = act(conv(X, Wt) + b)                     R = N·OH·OW, S = OC, T = C·KH·KW
 //                        with the weights transposed by TRANSPOSE_WEIGHTS first, [C·KH·KW, OC], so that both GEMM
@@ -24,7 +24,7 @@
 //           TRANSPOSE_WEIGHTS and WEIGHTS_FOR_INPUT_GRADIENT: 1 Wt, 3 the rearranged weights; OUTPUT_GRADIENT: 1 Y, 3 dY
 // uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (FORWARD and INPUT_GRADIENT)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
-// literals), CONV_PADDING (int literal), CONV_STRIDE (int literal, 1 in INPUT_GRADIENT, WEIGHT_GRADIENT, BIAS_GRADIENT and OUTPUT_GRADIENT); CONV_MODE, ACTIVATION (FORWARD and OUTPUT_GRADIENT), POINTWISE (FORWARD unpooled, inference: a function after the
+// literals), CONV_PADDING and CONV_PADDING_WIDTH (int literals: top and bottom, left and right), CONV_STRIDE (int literal, 1 in INPUT_GRADIENT, WEIGHT_GRADIENT, BIAS_GRADIENT and OUTPUT_GRADIENT); CONV_MODE, ACTIVATION (FORWARD and OUTPUT_GRADIENT), POINTWISE (FORWARD unpooled, inference: a function after the
 // activation, Pointwise.glsl included), CONV_RESIDUAL (FORWARD unpooled, inference: binding 4, shaped as Y, added
 // before the activation: a residual connection), CONV_INPUT_SCALE (FORWARD unpooled, inference, no padding: binding 5,
 // [N, C], X's channels scaled per image as they are read: a squeeze-excite gate); FORWARD, INPUT_GRADIENT and WEIGHT_GRADIENT include Gemm.glsl and take its
@@ -62,13 +62,14 @@ layout(location = 11) uniform uint gemmDepth;
 #define OC CONV_OUT_CHANNELS
 #define KH CONV_KERNEL_HEIGHT
 #define KW CONV_KERNEL_WIDTH
-#define PAD CONV_PADDING
+#define PAD_H CONV_PADDING
+#define PAD_W CONV_PADDING_WIDTH
 #define STRIDE uint(CONV_STRIDE)
 #if (CONV_MODE == CONV_MODE_INPUT_GRADIENT || CONV_MODE == CONV_MODE_WEIGHT_GRADIENT || CONV_MODE == CONV_MODE_BIAS_GRADIENT) && CONV_STRIDE != 1
 #error the gradients of a convolution take stride 1
 #endif
-#define OH ((H + 2u * uint(PAD) - KH) / STRIDE + 1u)
-#define OW ((W + 2u * uint(PAD) - KW) / STRIDE + 1u)
+#define OH ((H + 2u * uint(PAD_H) - KH) / STRIDE + 1u)
+#define OW ((W + 2u * uint(PAD_W) - KW) / STRIDE + 1u)
 
 void store(uint index, float value) { result[index] = accumulate != 0u ? result[index] + value : value; }
 
@@ -153,7 +154,7 @@ void gemmAGatherRows(uint r, uint R, out ivec4 base, out ivec4 y, out ivec4 x) {
   uint n, row, column;
   firstPixelOfRun(r, n, row, column);
   for (uint i = 0u; i < 4u; ++i) {
-    int top = int(row * STRIDE) - KERNEL_SIGN * PAD, left = int(column * STRIDE) - KERNEL_SIGN * PAD;
+    int top = int(row * STRIDE) - KERNEL_SIGN * PAD_H, left = int(column * STRIDE) - KERNEL_SIGN * PAD_W;
     base[i] = int(n * SOURCE_CHANNELS * SOURCE_HEIGHT * SOURCE_WIDTH) + top * int(SOURCE_WIDTH) + left;
     y[i] = r + i < R ? top : outsideRows;
     x[i] = left;
@@ -225,7 +226,7 @@ float gemmB(uint t, uint s) {
   if (s == C * KH * KW) return 1.0;
 #endif
   uint n = t / (OH * OW), pixel = t % (OH * OW), c = s / (KH * KW), k = s % (KH * KW);
-  return inputAt(n, c, int(pixel / OW + k / KW) - PAD, int(pixel % OW + k % KW) - PAD);
+  return inputAt(n, c, int(pixel / OW + k / KW) - PAD_H, int(pixel % OW + k % KW) - PAD_W);
 }
 // Output pixels t..t+3 for one (c, kh, kw): the divisions once, then a step per pixel.
 vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
@@ -237,7 +238,7 @@ vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
   }
 #endif
   uint c = s / (KH * KW), k = s % (KH * KW);
-  int dh = int(k / KW) - PAD, dw = int(k % KW) - PAD;
+  int dh = int(k / KW) - PAD_H, dw = int(k % KW) - PAD_W;
   uint n = t / (OH * OW), pixel = t % (OH * OW), oh = pixel / OW, ow = pixel % OW;
   for (uint i = 0u; i < 4u; ++i) {
     if (t + i < tEnd) v[i] = inputAt(n, c, int(oh) + dh, int(ow) + dw);

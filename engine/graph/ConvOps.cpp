@@ -15,8 +15,9 @@ class Conv2d : public Op {
   // [N, C] or [N, C, 1, 1] scales X's channels per image (a squeeze-excite gate; 1x1 kernels without padding).
   // Both in forward-only graphs.
   Conv2d(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after = {}, bool residual = false,
-         bool inputScaled = false)
-      : activation_(activation), padding_(padding), stride_(stride), after_(after), residual_(residual), inputScaled_(inputScaled) {}
+         bool inputScaled = false, std::optional<std::uint32_t> widthPadding = std::nullopt)
+      : activation_(activation), padding_(padding), widthPadding_(widthPadding == padding ? std::nullopt : widthPadding), stride_(stride),
+        after_(after), residual_(residual), inputScaled_(inputScaled) {}
   std::string name() const override {
     return std::string("conv2d ") + (inputScaled_ ? "of scaled input " : "") + (residual_ ? "+ residual " : "") +
            (after_.kind != PointwiseKind::identity ? after_.name() : activationName(activation_)) +
@@ -26,10 +27,10 @@ class Conv2d : public Op {
   Shape outputShape(const std::vector<Shape>& in) const override {
     const std::size_t inputs = 3u + (residual_ ? 1u : 0u) + (inputScaled_ ? 1u : 0u);
     const bool fits = in.size() == inputs && in[0].size() == 4 && in[1].size() == 4 && in[2].size() == 1 && in[1][1] == in[0][1] &&
-                      in[2][0] == in[1][0] && in[0][2] + 2 * padding_ >= in[1][2] && in[0][3] + 2 * padding_ >= in[1][3];
+                      in[2][0] == in[1][0] && in[0][2] + 2 * padding_ >= in[1][2] && in[0][3] + 2 * widthPadding_.value_or(padding_) >= in[1][3];
     const ConvShape s = fits ? shape(in) : ConvShape{};
     const Shape out{s.batch, s.outChannels, fits ? s.outHeight() : 0, fits ? s.outWidth() : 0};
-    const bool scaleFits = !inputScaled_ || (fits && s.kernelHeight == 1 && s.kernelWidth == 1 && padding_ == 0 &&
+    const bool scaleFits = !inputScaled_ || (fits && s.kernelHeight == 1 && s.kernelWidth == 1 && padding_ == 0 && s.leftPadding() == 0 &&
                                              (in.back() == Shape{s.batch, s.channels} || in.back() == Shape{s.batch, s.channels, 1, 1}));
     if (!fits || (residual_ && in[3] != out) || !scaleFits) {
       std::string shapes;
@@ -191,6 +192,7 @@ class Conv2d : public Op {
   // weights once, in one dispatch; the implicit GEMM would fill one row of a 64x64 tile and split its sum in two.
   bool runsAsDense(const ConvShape& s) const {
     return !residual_ && !inputScaled_ && s.height == 1 && s.width == 1 && s.kernelHeight == 1 && s.kernelWidth == 1 && s.padding == 0 &&
+           s.leftPadding() == 0 &&
            DenseOp::fewRows({s.batch, s.channels, s.outChannels});
   }
   static std::vector<Shape> shapes(const std::vector<GpuTensor>& in) {
@@ -204,7 +206,7 @@ class Conv2d : public Op {
     return result;
   }
   ConvShape shape(const std::vector<Shape>& in) const {
-    return {in[0][0], in[0][1], in[0][2], in[0][3], in[1][0], in[1][2], in[1][3], padding_, stride_};
+    return {in[0][0], in[0][1], in[0][2], in[0][3], in[1][0], in[1][2], in[1][3], padding_, stride_, widthPadding_};
   }
   static ConvShape stride1(ConvShape s) {
     s.stride = 1;
@@ -222,7 +224,7 @@ class Conv2d : public Op {
     for (std::uint32_t c = 0; c < s.channels; ++c) {
       for (std::uint32_t kh = 0; kh < s.kernelHeight; ++kh) {
         for (std::uint32_t kw = 0; kw < s.kernelWidth; ++kw) {
-          const std::int64_t ih = std::int64_t{oh} * s.stride + kh - s.padding, iw = std::int64_t{ow} * s.stride + kw - s.padding;
+          const std::int64_t ih = std::int64_t{oh} * s.stride + kh - s.padding, iw = std::int64_t{ow} * s.stride + kw - s.leftPadding();
           if (ih < 0 || iw < 0 || ih >= s.height || iw >= s.width) continue;
           visit(((std::size_t{n} * s.channels + c) * s.height + static_cast<std::size_t>(ih)) * s.width + static_cast<std::size_t>(iw),
                 c, kh, kw);
@@ -232,6 +234,7 @@ class Conv2d : public Op {
   }
   Activation activation_;
   std::uint32_t padding_;
+  std::optional<std::uint32_t> widthPadding_;
   std::uint32_t stride_;
   Pointwise after_;
   bool residual_;
@@ -351,13 +354,15 @@ class Flatten : public Op {
 
 }  // namespace
 
-std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after, bool inputScaled) {
+std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride, Pointwise after, bool inputScaled,
+                                   std::optional<std::uint32_t> widthPadding) {
   GLNET_ASSERT(stride >= 1, "a stride of at least 1");
-  return std::make_shared<Conv2d>(activation, padding, stride, after, false, inputScaled);
+  return std::make_shared<Conv2d>(activation, padding, stride, after, false, inputScaled, widthPadding);
 }
-std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride, Pointwise after, bool inputScaled) {
+std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride, Pointwise after, bool inputScaled,
+                                           std::optional<std::uint32_t> widthPadding) {
   GLNET_ASSERT(stride >= 1, "a stride of at least 1");
-  return std::make_shared<Conv2d>(Activation::none, padding, stride, after, true, inputScaled);
+  return std::make_shared<Conv2d>(Activation::none, padding, stride, after, true, inputScaled, widthPadding);
 }
 std::shared_ptr<const Op> maxPoolOp() { return std::make_shared<MaxPool>(); }
 std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t padding) {

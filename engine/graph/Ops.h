@@ -7,6 +7,7 @@
 #include "ops/Pointwise.h"
 
 #include <memory>
+#include <optional>
 
 namespace glnet {
 
@@ -36,12 +37,14 @@ std::shared_ptr<const Op> correctOp();
 // keeps the size ("same") at stride 1.
 // `after`: an imported model's function after the activation (forward-only graphs). `inputScaled`: a last input S
 // [N, C] or [N, C, 1, 1] scales X per image and channel as the convolution reads it, conv(X ⊙ S) (forward-only
-// graphs, 1x1 kernels without padding: the squeeze-excite gate before a block's projection).
+// graphs, 1x1 kernels without padding: the squeeze-excite gate before a block's projection). `widthPadding`: left and
+// right where they differ from `padding` (then top and bottom only), as a 1×k or k×1 kernel's "same" padding.
 std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {},
-                                   bool inputScaled = false);
+                                   bool inputScaled = false, std::optional<std::uint32_t> widthPadding = std::nullopt);
 // X, W, b and a residual R shaped as the output: after(conv(X) + b + R) (forward-only graphs: ResNet's last
-// convolution of a block, its identity added and the ReLU after, as one op); `inputScaled` as conv2dOp's.
-std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {}, bool inputScaled = false);
+// convolution of a block, its identity added and the ReLU after, as one op); `inputScaled` and `widthPadding` as conv2dOp's.
+std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {}, bool inputScaled = false,
+                                           std::optional<std::uint32_t> widthPadding = std::nullopt);
 // x [N, C, ...], gamma, beta, running mean, running variance [C]: y = (x − mean)/sqrt(var + ε)·gamma + beta per
 // channel. Training: the batch's mean and variance, gradients to x, gamma and beta, and the running statistics (state
 // tensors) moved by `momentum` towards the batch's as PyTorch does; otherwise the running statistics (forward only).

@@ -672,8 +672,12 @@ void Importer::importConv(const onnx::NodeProto& node, const Attributes& given) 
   }
   const std::string name = nameOf(node);
   const Tensor weight = parameter(name + ".weight", wShape, w->values), b = parameter(name + ".bias", {w->shape[0]}, bias);
-  const bool evenPadding = std::adjacent_find(settings.pads.begin(), settings.pads.end(), std::not_equal_to<>()) == settings.pads.end() &&
-                           settings.pads[0] < std::min(kernel[0], kernel[1]);
+  // pads are [top, left, bottom, right]: the implicit GEMM takes each axis padded alike on both sides (top and bottom
+  // may differ from left and right, as a 1×k or k×1 kernel's "same" padding), by less than the kernel.
+  const bool evenPadding = settings.pads[0] == settings.pads[2] && settings.pads[1] == settings.pads[3] &&
+                           settings.pads[0] < kernel[0] && settings.pads[1] < kernel[1];
+  const std::optional<std::uint32_t> widthPadding =
+      settings.pads[1] != settings.pads[0] ? std::optional<std::uint32_t>(settings.pads[1]) : std::nullopt;
   const bool implicitGemm = settings.groups == 1 && settings.strides[0] == settings.strides[1] &&
                             settings.dilations == std::array<std::uint32_t, 2>{1, 1} && evenPadding;
   // A squeeze-excite gate this convolution applies as it reads X (scalesConvolutionInput).
@@ -691,20 +695,21 @@ void Importer::importConv(const onnx::NodeProto& node, const Attributes& given) 
   const bool batchNormFirst = reader && reader->op_type() == "BatchNormalization";
   try {
     const Shape xShape = shapeOf(x);
-    const std::uint32_t pad = settings.pads[0], stride = settings.strides[0];
-    const auto residualAdd = implicitGemm && w->shape.size() == 4 && xShape[2] + 2 * pad >= kernel[0] && xShape[3] + 2 * pad >= kernel[1]
+    const std::uint32_t pad = settings.pads[0], padWidth = settings.pads[1], stride = settings.strides[0];
+    const auto residualAdd = implicitGemm && w->shape.size() == 4 && xShape[2] + 2 * pad >= kernel[0] && xShape[3] + 2 * padWidth >= kernel[1]
                                  ? fusableResidual(node, {xShape[0], static_cast<std::uint32_t>(wShape[0]), (xShape[2] + 2 * pad - kernel[0]) / stride + 1,
-                                                          (xShape[3] + 2 * pad - kernel[1]) / stride + 1})
+                                                          (xShape[3] + 2 * padWidth - kernel[1]) / stride + 1})
                                  : std::nullopt;
     if (residualAdd) {
       const Pointwise after = fusedPointwise(*residualAdd->first, [](const Pointwise&) { return true; });
-      out = graph_.apply(conv2dResidualOp(pad, stride, after, inputScale.has_value()), withScale({x, weight, b, residualAdd->second}), name);
+      out = graph_.apply(conv2dResidualOp(pad, stride, after, inputScale.has_value(), widthPadding), withScale({x, weight, b, residualAdd->second}), name);
       residual = true;
     } else if (implicitGemm) {
       const Pointwise function = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
       functionAfter = function.kind != PointwiseKind::identity && !batchNormFirst;
       const std::optional<Activation> activation = asActivation(function);
-      const onnx::NodeProto* pool = activation && !inputScale && w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
+      const onnx::NodeProto* pool =
+          activation && !inputScale && !widthPadding && w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
       const bool poolable = pool && xShape[2] + 2 * settings.pads[0] >= kernel[0] + 1 && xShape[3] + 2 * settings.pads[0] >= kernel[1] + 1;
       if (poolable) {
         out = graph_.apply(conv2dMaxPoolOp(*activation, settings.pads[0]), {x, weight, b}, name);
@@ -712,7 +717,7 @@ void Importer::importConv(const onnx::NodeProto& node, const Attributes& given) 
         pooled = true;
       } else {
         out = graph_.apply(conv2dOp(activation.value_or(Activation::none), settings.pads[0], settings.strides[0],
-                                    activation ? Pointwise{} : function, inputScale.has_value()),
+                                    activation ? Pointwise{} : function, inputScale.has_value(), widthPadding),
                            withScale({x, weight, b}), name);
       }
     } else {

@@ -48,6 +48,7 @@ std::vector<ShaderDefine> convGeometryDefines(const ConvShape& s) {
           {"CONV_KERNEL_HEIGHT", std::to_string(s.kernelHeight) + "u"},
           {"CONV_KERNEL_WIDTH", std::to_string(s.kernelWidth) + "u"},
           {"CONV_PADDING", std::to_string(s.padding)},
+          {"CONV_PADDING_WIDTH", std::to_string(s.leftPadding())},
           {"CONV_STRIDE", std::to_string(s.stride)}};
 }
 
@@ -95,7 +96,7 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   GLNET_ASSERT(!pooled || (after_.kind == PointwiseKind::identity && !residual_), "a function or a residual is not fused with pooling");
   GLNET_ASSERT(residual_ == (residual != nullptr), "a residual convolution's forward pass takes its residual");
   GLNET_ASSERT(inputScaled_ == (inputScale != nullptr), "a convolution of scaled inputs takes their scale");
-  GLNET_ASSERT(!inputScaled_ || (!pooled && s.padding == 0), "scaled inputs are read without padding, unpooled");
+  GLNET_ASSERT(!inputScaled_ || (!pooled && s.padding == 0 && s.leftPadding() == 0), "scaled inputs are read without padding, unpooled");
   const std::uint64_t pixels = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
   GLNET_ASSERT(workspace.room() >= transposedWeightBytes(s), "the transposed conv weights need their own space");

@@ -15,11 +15,15 @@ namespace glnet {
 struct ConvShape {
   std::uint32_t batch, channels, height, width;  // input [N, C, H, W]
   std::uint32_t outChannels, kernelHeight, kernelWidth;
-  std::uint32_t padding;                         // 0: valid; (kernel − 1)/2: same
+  std::uint32_t padding;                         // top and bottom, and left and right unless widthPadding says
+                                                 // otherwise; 0: valid; (kernel − 1)/2: same
   std::uint32_t stride = 1;                      // the forward pass only: gradients take stride 1 (a strided
                                                  // convolution's are the unstrided one's with dZ spread out)
+  // Left and right where they differ from top and bottom: the "same" padding of a 1×k or k×1 kernel.
+  std::optional<std::uint32_t> widthPadding = std::nullopt;
+  std::uint32_t leftPadding() const { return widthPadding.value_or(padding); }
   std::uint32_t outHeight() const { return (height + 2 * padding - kernelHeight) / stride + 1; }
-  std::uint32_t outWidth() const { return (width + 2 * padding - kernelWidth) / stride + 1; }
+  std::uint32_t outWidth() const { return (width + 2 * leftPadding() - kernelWidth) / stride + 1; }
 };
 
 // The layer's geometry as the convolution shaders' defines (CONV_CHANNELS ... CONV_STRIDE), compiled in.
@@ -45,7 +49,8 @@ class ConvOp {
   // at batch 64 that made resnet50's 1x1 layers of 56x56 to 14x14 faster by 5-30 % (with 8x8 blocks); on 7x7 planes
   // (scalar reads) 10-30 % slower (bench/NOTES-conv.md).
   static bool readsPlainRows(const ConvShape& s) {
-    return s.kernelHeight == 1 && s.kernelWidth == 1 && s.stride == 1 && s.padding == 0 && std::uint64_t{s.height} * s.width % 4 == 0;
+    return s.kernelHeight == 1 && s.kernelWidth == 1 && s.stride == 1 && s.padding == 0 && s.leftPadding() == 0 &&
+           std::uint64_t{s.height} * s.width % 4 == 0;
   }
   // The forward GEMM's configuration and split. Plain rows take the rule's choice for a loaded operand where it has
   // blocks larger than 4x4; otherwise (and for gathered rows) the choice among the 4x4 configurations weighed as

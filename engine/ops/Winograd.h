@@ -37,8 +37,10 @@ class WinogradConvOp {
  public:
   // As ConvOp's: `after` applied after the activation, `residual` added before it.
   WinogradConvOp(ProgramCache& programs, Activation activation, const Pointwise& after = {}, bool residual = false);
-  // A 3×3 kernel at stride 1, any padding.
-  static bool fits(const ConvShape& s) { return s.kernelHeight == 3 && s.kernelWidth == 3 && s.stride == 1; }
+  // A 3×3 kernel at stride 1, any padding alike on both axes.
+  static bool fits(const ConvShape& s) {
+    return s.kernelHeight == 3 && s.kernelWidth == 3 && s.stride == 1 && s.leftPadding() == s.padding;
+  }
   // Whether an inference graph whose weights stay put runs the layer this way: the forced algorithm where it
   // fits, else the rule.
   static bool chosen(const ConvShape& s);

@@ -161,6 +161,10 @@ TEST_SUITE("gl") {
     checkAgainstReference(dense, stream++, {1, 2});
     for (const Case& conv : {withNans(conv2dOp(Activation::relu, 1), {{2, 3, 9, 7}, {4, 3, 3, 3}, {4}}, 53),
                              withNans(conv2dResidualOp(1, 1, {PointwiseKind::relu}), {{2, 4, 7, 9}, {4, 4, 3, 3}, {4}, {2, 4, 7, 9}}, 53),
+                             // Inception's 1x7 and 7x1 kernels: each axis padded by its own "same" amount.
+                             withNans(conv2dOp(Activation::relu, 0, 1, {}, false, 3), {{2, 5, 6, 9}, {7, 5, 1, 7}, {7}}, 53),
+                             withNans(conv2dOp(Activation::none, 3, 1, {}, false, 0), {{2, 5, 9, 6}, {7, 5, 7, 1}, {7}}, 53),
+                             withNans(conv2dResidualOp(0, 2, {PointwiseKind::relu}, false, 1), {{2, 4, 7, 9}, {4, 4, 1, 3}, {4}, {2, 4, 4, 5}}, 53),
                              withNans(groupedConv({1, 1}, {1, 1, 1, 1}, 3, {1, 1}, {PointwiseKind::relu}), {{2, 3, 9, 7}, {6, 1, 3, 3}, {6}}, 53),
                              // Fused with 2x2 max pooling: in the GEMM's stores, and summed over a split at a batch of one.
                              withNans(conv2dMaxPoolOp(Activation::relu, 1), {{2, 3, 9, 11}, {4, 3, 3, 3}, {4}}, 97),

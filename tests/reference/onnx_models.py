@@ -9,11 +9,12 @@ and the GPU run (bench/onnx-gpu) take them:
   mnist       an MNIST classifier ending in a softmax, input_mean/input_std in metadata_props; mnist-x.npy holds
               the first 50 MNIST test images scaled as that says, mnist-y.npy PyTorch's probabilities for them
   avgpool     AvgPool2d (torch 1.13 exports a Pad before it)
-  residual, squeeze_excite, fire, transformer, inverted_residual
+  residual, squeeze_excite, fire, transformer, inverted_residual, factorized
               the blocks of modern networks (a ResNet bottleneck with its shortcut, a depthwise convolution with
               squeeze-and-excitation and Hardswish, SqueezeNet's fire module with its Concat, a transformer block with
               multi-head attention, LayerNorm and GELU, two MobileNetV2 blocks: expansion, depthwise convolution and
-              ReLU6, projection, with and without stride and shortcut), dynamic batch, opset 17; their -y.npy is
+              ReLU6, projection, with and without stride and shortcut; Inception's factorized 1x7 and 7x1 convolutions,
+              each axis padded by its own amount, and a strided 1x3 one), dynamic batch, opset 17; their -y.npy is
               PyTorch's float64 output
   upsample    nn.Upsample (Resize), which glnet does not run yet
 """
@@ -144,6 +145,18 @@ class InvertedResidual(torch.nn.Module):
     def forward(self, x):
         return self.second(x + self.first(x))
 
+class Factorized(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        def unit(channels, out, kernel, padding, stride=1):
+            return torch.nn.Sequential(torch.nn.Conv2d(channels, out, kernel, stride=stride, padding=padding, bias=False),
+                                       torch.nn.BatchNorm2d(out), torch.nn.ReLU())
+        self.wide, self.tall = unit(6, 8, (1, 7), (0, 3)), unit(8, 8, (7, 1), (3, 0))
+        self.strided = unit(8, 5, (1, 3), (0, 1), stride=2)
+    def forward(self, x):
+        y = self.tall(self.wide(x))
+        return self.strided(torch.cat([x, x[:, :2]], 1) + y)
+
 class Transformer(torch.nn.Module):
     def __init__(self, width=32, heads=4):
         super().__init__()
@@ -159,8 +172,8 @@ class Transformer(torch.nn.Module):
         x = x + self.out((attention @ v).transpose(1, 2).reshape(b, t, c))
         return x + self.mlp(self.norm2(x))
 
-residual, squeeze_excite, inverted_residual = Residual(), SqueezeExcite(), InvertedResidual()
-for block in (residual, squeeze_excite, inverted_residual):
+residual, squeeze_excite, inverted_residual, factorized = Residual(), SqueezeExcite(), InvertedResidual(), Factorized()
+for block in (residual, squeeze_excite, inverted_residual, factorized):
     for module in block.modules():
         if isinstance(module, torch.nn.BatchNorm2d):  # running statistics that are not the identity
             module.running_mean.uniform_(-0.5, 0.5)
@@ -172,3 +185,4 @@ export64("squeeze_excite", squeeze_excite.eval(), torch.randn(2, 12, 15, 13))
 export64("fire", Fire().eval(), torch.randn(2, 10, 14, 13))
 export64("transformer", Transformer().eval(), torch.randn(3, 7, 32))
 export64("inverted_residual", inverted_residual.eval(), torch.randn(2, 6, 11, 9))
+export64("factorized", factorized.eval(), torch.randn(2, 6, 10, 9))
