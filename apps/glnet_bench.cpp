@@ -11,6 +11,7 @@
 #include "bench/Benchmarks.h"
 #include "bench/GemmBenchmarks.h"
 #include "ops/Gemm.h"
+#include "ops/GemmTuning.h"
 #include "model/Network.h"
 
 #include <nlohmann/json.hpp>
@@ -142,6 +143,7 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
   std::FILE* out = json ? stderr : stdout;
   const Context context(parser.contextOptions());
   OnnxRunner runner(context, parser.text("model"));
+  if (parser.has("tune")) checkCurrentGemmTuningWritable();
   std::vector<std::uint32_t> batches;
   for (const std::size_t batch : batchSizes) batches.push_back(static_cast<std::uint32_t>(batch));
   if (!runner.dynamicBatch() && (batches.size() != 1 || batches[0] != runner.ownBatch())) {
@@ -277,6 +279,10 @@ int main(int argc, char** argv) {
     const char* tuneSetting = std::getenv("GLNET_TUNE");
     if (parser.has("tune") && tuneSetting && std::string(tuneSetting) == "0") {
       throw UsageError("--tune with GLNET_TUNE=0: the tuning would be ignored; unset GLNET_TUNE");
+    }
+    const char* forcedConfig = std::getenv("GLNET_GEMM_CONFIG");
+    if (parser.has("tune") && forcedConfig && *forcedConfig) {
+      throw UsageError("--tune with GLNET_GEMM_CONFIG set: every GEMM would run that configuration; unset GLNET_GEMM_CONFIG");
     }
     if (onnx) return runModelBench(parser, settings.batches, settings.warmup, settings.runs);
     const bool json = parser.has("json");

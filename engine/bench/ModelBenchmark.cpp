@@ -88,6 +88,7 @@ std::vector<ModelBenchRow> benchmarkModel(OnnxRunner& runner, const std::vector<
       Stopwatch tunedCompileClock;
       runner.model(shapes);
       row.compileMs = tunedCompileClock.milliseconds();
+      row.activationBytes = runner.activationBytes(shapes);  // the tuned plan's: its split sums' workspace may differ
     }
     for (int w = 0; w < warmup; ++w) runner.run(feeds, shapes);
     std::vector<double> upload, issue, readback, endToEnd;

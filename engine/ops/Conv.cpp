@@ -110,7 +110,13 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
   // edges none; split, the partials cover every pixel and their sum pools.
   const bool poolInGemm = pooled && !splitting;
   const std::uint64_t rows = poolInGemm ? std::uint64_t{s.batch} * (s.outHeight() / 2) * (s.outWidth() / 2) * 4 : pixels;
-  const GemmChoice gemm = poolInGemm ? chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered) : split;
+  GemmChoice gemm = split;
+  if (poolInGemm) {
+    // Measured (forced or tuned) under the unpooled shape's key: the same configuration, whole, timed under that key.
+    gemm = split.measured ? gemmWith(*split.config, rows, s.outChannels, depth, false, GemmOperand::gathered)
+                          : chooseGemm(rows, s.outChannels, depth, false, GemmOperand::gathered);
+    gemm.tuningKey = split.tuningKey;
+  }
   std::vector<ShaderDefine> defines = convGeometryDefines(s);
   const BufferView partials(*workspace.buffer, workspace.offset + rearrangedWeightBytes(s), gemm.split.workspaceBytes(rows, s.outChannels));
   // Unpooled, planes of a multiple of 4 pixels are stored in vec4 runs where every tensor it stores or adds allows.

@@ -4,6 +4,7 @@
 #include "numbers/Activation.h"
 #include "numbers/ShaderModes.h"
 #include "ops/Gemm.h"
+#include "ops/GemmTuning.h"
 #include "ops/Pointwise.h"
 #include "plan/Plan.h"
 #include "plan/ProgramCache.h"
@@ -61,7 +62,10 @@ class ConvOp {
     const std::uint64_t depth = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
     const GemmChoice gathered = chooseGemm(pixels, s.outChannels, depth, splittable, GemmOperand::gathered);
     if (pooled || !readsPlainRows(s) || gathered.measured) return gathered;
-    GemmChoice loaded = chooseGemm(pixels, s.outChannels, depth, splittable, GemmOperand::loaded);
+    GemmChoice loaded = [&] {
+      const IgnoredGemmTuning ruleOnly;  // a tuning of this key is a dense layer's, never measured for a convolution
+      return chooseGemm(pixels, s.outChannels, depth, splittable, GemmOperand::loaded);
+    }();
     loaded.tuningKey = gathered.tuningKey;  // one shape, one tuning: whichever operand the rule weighs it as
     return loaded.config->gathersRuns() ? gathered : loaded;
   }

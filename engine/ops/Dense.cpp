@@ -129,7 +129,14 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
     return taggedWith(gemm, {transpose_(x, xT, shape.rows, shape.inputs, "dense X transposed"),
                              transpose_(weight, wT, shape.outputs, shape.inputs, "dense weights transposed"), product});
   }
-  const GemmChoice gemm = chooseGemm(shape.rows, shape.outputs, shape.inputs, workspace && hasBias_);
+  // The shape's key says whether the layer may split (a bias to add after the sum), whatever workspace this plan gave
+  // it: a plan made under a whole-sum choice has none, and its timing must count for the same shape.
+  GemmChoice gemm = chooseGemm(shape.rows, shape.outputs, shape.inputs, hasBias_);
+  if (gemm.split.splits > 1 && !workspace) {
+    const std::string key = gemm.tuningKey;
+    gemm = gemmWith(*gemm.config, shape.rows, shape.outputs, shape.inputs, false);
+    gemm.tuningKey = key;
+  }
   const bool splitting = gemm.split.splits > 1;
   const Program& program =
       forward_.get(*gemm.config, vec4Readable(x.offset, shape.inputs), vec4Readable(weight.offset, shape.inputs), splitting);

@@ -6,23 +6,30 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <fstream>
 #include <sstream>
 
 namespace glnet {
 namespace {
 
-bool ignored = false;
+// Per thread: a tuning measures on the thread that plans, while another (a Python module's GL thread for another
+// device) may plan with the table.
+thread_local bool ignored = false;
 
 bool tuningOff() {
   const char* value = std::getenv("GLNET_TUNE");
   return value && std::string(value) == "0";
 }
 
-// Tables read so far, by device: a process may use several.
+// Tables read so far, by device: a process may use several, each from its own thread. Entries never move once made.
 std::map<std::string, GemmTuning>& tables() {
   static std::map<std::string, GemmTuning> loaded;
   return loaded;
+}
+std::mutex& tablesMutex() {
+  static std::mutex mutex;
+  return mutex;
 }
 
 }  // namespace
@@ -97,6 +104,7 @@ std::string currentGemmTuningPath() {
 GemmTuning* currentGemmTuning() {
   if (ignored || tuningOff() || currentLimits().maxWorkGroupInvocations <= 0) return nullptr;
   const std::string device = Program::deviceCacheName();
+  const std::lock_guard<std::mutex> lock(tablesMutex());
   auto found = tables().find(device);
   if (found != tables().end()) return &found->second;
   GemmTuning table;
@@ -108,12 +116,19 @@ GemmTuning* currentGemmTuning() {
   return &tables().emplace(device, std::move(table)).first->second;
 }
 
+void checkCurrentGemmTuningWritable() {
+  const std::string path = currentGemmTuningPath();
+  if (path.empty()) return;
+  std::error_code ignoredError;  // checkWritable names the path if the folder is still missing
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ignoredError);
+  checkWritable(path);
+}
+
 void saveCurrentGemmTuning() {
   const std::string path = currentGemmTuningPath();
   GemmTuning* table = currentGemmTuning();
   if (path.empty() || !table) return;
-  std::error_code ignoredError;  // writeFileAtomically names the path if the folder is still missing
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ignoredError);
+  checkCurrentGemmTuningWritable();
   writeFileAtomically(path, table->text());
 }
 

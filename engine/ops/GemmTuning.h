@@ -46,6 +46,9 @@ GemmTuning* currentGemmTuning();
 std::string currentGemmTuningPath();
 // Writes the current device's table to its path (atomically); nothing when there is no path.
 void saveCurrentGemmTuning();
+// Throws glnet::Error naming the path when the table could not be written there, so that a tuning refuses before it
+// measures rather than after (its folder is made first).
+void checkCurrentGemmTuningWritable();
 
 // While it lives, chooseGemm uses its rule (or a forced configuration) only: what a tuning measures against.
 class IgnoredGemmTuning {

@@ -87,7 +87,7 @@ PY
 table=$(ls "$work/cache"/gemm-tuning-*.txt)
 GLNET_CACHE_DIR="$work/cache" "$apps/glnet_run" --model "$work/t.onnx" --input "$work/tx.npy" --output "$work/ty.npy" >/dev/null 2>&1 || fail "glnet_run after tuning"
 tuned_close "$work/ty.npy" || fail "glnet_run after tuning differs from float64"
-printf '64x29x37 loaded whole = 128x32 whole\n64x11x29 loaded whole = 64x32 whole\n' >"$table"
+printf '64x29x37 loaded splittable = 128x32 whole\n64x11x29 loaded splittable = 64x32 whole\n' >"$table"
 GLNET_CACHE_DIR="$work/cache" "$apps/glnet_bench" --model "$work/t.onnx" --batches 64 --runs 1 --warmup 0 --verbose >"$work/t.txt" 2>&1 || fail "glnet_bench on a written table"
 grep -q "dense relu 128x32" "$work/t.txt" && grep -q "dense none 64x32" "$work/t.txt" || fail "the tuning table was not read: $(grep dense "$work/t.txt")"
 GLNET_CACHE_DIR="$work/cache" "$apps/glnet_info" 2>/dev/null | grep -q "^GEMM tuning: 2 shapes measured on this device ($table)" || fail "glnet_info does not show the tuning"
@@ -96,12 +96,16 @@ GLNET_TUNE=0 GLNET_CACHE_DIR="$work/cache" "$apps/glnet_bench" --model "$work/t.
 grep -q "dense relu 128x32" "$work/t.txt" && fail "GLNET_TUNE=0 still read the tuning table"
 GLNET_CACHE_DIR="$work/cache" "$apps/glnet_run" --model "$work/t.onnx" --input "$work/tx.npy" --output "$work/ty.npy" >/dev/null 2>&1 || fail "glnet_run on a written table"
 tuned_close "$work/ty.npy" || fail "glnet_run under a written tuning differs from float64"
-printf 'garbage\n64x29x37 loaded whole = 999x1 whole\n64x11x29 loaded whole = 64x32 whole\n' >"$table"
+printf 'garbage\n64x29x37 loaded splittable = 999x1 whole\n64x11x29 loaded splittable = 64x32 whole\n' >"$table"
 GLNET_CACHE_DIR="$work/cache" "$apps/glnet_run" --model "$work/t.onnx" --input "$work/tx.npy" --output "$work/ty.npy" >/dev/null 2>"$work/t.err" || fail "glnet_run on a damaged table"
 grep -q "warning: .*gemm-tuning-.*: 2 lines are not GEMM tunings; they are ignored" "$work/t.err" || fail "no warning for a damaged table: $(cat "$work/t.err")"
 tuned_close "$work/ty.npy" || fail "glnet_run under a damaged tuning differs from float64"
 expect 2 "error: --tune takes an ONNX --model" -- "$apps/glnet_bench" --tune
 GLNET_TUNE=0 "$here/expect" 2 "error: --tune with GLNET_TUNE=0" -- "$apps/glnet_bench" --model "$work/t.onnx" --tune || failures=$((failures + 1))
+GLNET_GEMM_CONFIG=64x64 "$here/expect" 2 "error: --tune with GLNET_GEMM_CONFIG set" -- "$apps/glnet_bench" --model "$work/t.onnx" --tune || failures=$((failures + 1))
+# A cache folder that cannot be made is refused before any measuring.
+GLNET_CACHE_DIR="$work/t.onnx/cache" "$here/expect" 1 "error: .*t.onnx/cache/gemm-tuning-[0-9a-f]*.txt: cannot write \\(no directory" -- \
+  "$apps/glnet_bench" --model "$work/t.onnx" --batches 64 --tune || failures=$((failures + 1))
 expect 2 "error: no GEMM case matches" -- "$apps/glnet_bench" --gemm --gemm-filter nothing-like-this
 expect 2 "error: --batches takes sizes" -- "$apps/glnet_bench" --batches 0
 expect 2 "error: --training-batch" -- "$apps/glnet_bench" --training-batch 0

@@ -13,10 +13,34 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
+#include <string>
 
 using namespace glnet;
 
 namespace {
+
+// Sets GLNET_TUNE while it lives (tests/main.cpp sets it to 0 for the other tests), the previous value back after.
+class TuneSetting {
+ public:
+  explicit TuneSetting(const char* value) {
+    const char* previous = std::getenv("GLNET_TUNE");
+    if (previous) previous_ = previous;
+    setenv("GLNET_TUNE", value, 1);
+  }
+  ~TuneSetting() {
+    if (previous_) {
+      setenv("GLNET_TUNE", previous_->c_str(), 1);
+    } else {
+      unsetenv("GLNET_TUNE");
+    }
+  }
+  TuneSetting(const TuneSetting&) = delete;
+  TuneSetting& operator=(const TuneSetting&) = delete;
+
+ private:
+  std::optional<std::string> previous_;
+};
 
 // Removes a test's entry from the process's table of this device however the test ends.
 class TunedEntry {
@@ -67,10 +91,14 @@ TEST_CASE("a GEMM tuning table reads back what it writes and skips lines that ar
 TEST_SUITE("gl") {
   TEST_CASE("chooseGemm takes this device's tuning of a shape, below a forced configuration, never while ignored or with GLNET_TUNE=0") {
     Context& context = test::glContext();
+    const TuneSetting tuningOn("1");
     const std::vector<const GemmConfig*> fitting = gemmConfigsFitting(context.limits());
     const DenseShape shape{67, 45, 131};  // rows, outputs, inputs: odd sizes crossing tile edges
     const std::string key = gemmTuningKey(shape.rows, shape.outputs, shape.inputs, false, GemmOperand::loaded);
-    const GemmChoice ruled = chooseGemm(shape.rows, shape.outputs, shape.inputs, false);
+    const GemmChoice ruled = [&] {
+      const IgnoredGemmTuning ruleOnly;
+      return chooseGemm(shape.rows, shape.outputs, shape.inputs, false);
+    }();
     CHECK_FALSE(ruled.measured);
     CHECK(ruled.tuningKey == key);
     // Another configuration than the rule's, where the device runs more than one.
@@ -86,10 +114,10 @@ TEST_SUITE("gl") {
       IgnoredGemmTuning ignored;
       CHECK(chooseGemm(shape.rows, shape.outputs, shape.inputs, false).config == ruled.config);
     }
-    setenv("GLNET_TUNE", "0", 1);
-    const GemmConfig* untuned = chooseGemm(shape.rows, shape.outputs, shape.inputs, false).config;
-    unsetenv("GLNET_TUNE");
-    CHECK(untuned == ruled.config);
+    {
+      const TuneSetting tuningOff("0");
+      CHECK(chooseGemm(shape.rows, shape.outputs, shape.inputs, false).config == ruled.config);
+    }
     {
       ForcedGemmConfig forced(*fitting.back());
       CHECK(chooseGemm(shape.rows, shape.outputs, shape.inputs, false).config == fitting.back());
