@@ -36,7 +36,7 @@ a, b = np.load(sys.argv[1]), np.load(sys.argv[2])
 assert a.shape == (7, 4) and np.abs(a[:3] - b).max() <= 1e-5 and np.abs(a[3:6] - b).max() <= 1e-5
 " "$work/n7.npy" "$work/normalized-y.npy" || fail "the normalized model at batch 7"
 # The blocks of modern networks against PyTorch in float64: float32 rounding only.
-for model in residual squeeze_excite fire transformer inverted_residual factorized; do run_and_compare "$work" $model 1e-5 0; done
+for model in residual squeeze_excite fire transformer inverted_residual factorized conv1d; do run_and_compare "$work" $model 1e-5 0; done
 # Inception's 1xk and kx1 kernels run as implicit GEMMs (each axis padded by its own amount), not the direct kernel.
 "$apps/glnet_info" --model "$work/factorized.onnx" >"$work/factorized.txt" 2>&1 || fail "glnet_info --model factorized.onnx"
 grep -q "direct conv" "$work/factorized.txt" && fail "a factorized convolution runs on the direct kernel: $(grep "direct conv" "$work/factorized.txt" | head -1)"

@@ -9,12 +9,13 @@ and the GPU run (bench/onnx-gpu) take them:
   mnist       an MNIST classifier ending in a softmax, input_mean/input_std in metadata_props; mnist-x.npy holds
               the first 50 MNIST test images scaled as that says, mnist-y.npy PyTorch's probabilities for them
   avgpool     AvgPool2d (torch 1.13 exports a Pad before it)
-  residual, squeeze_excite, fire, transformer, inverted_residual, factorized
+  residual, squeeze_excite, fire, transformer, inverted_residual, factorized, conv1d
               the blocks of modern networks (a ResNet bottleneck with its shortcut, a depthwise convolution with
               squeeze-and-excitation and Hardswish, SqueezeNet's fire module with its Concat, a transformer block with
               multi-head attention, LayerNorm and GELU, two MobileNetV2 blocks: expansion, depthwise convolution and
               ReLU6, projection, with and without stride and shortcut; Inception's factorized 1x7 and 7x1 convolutions,
-              each axis padded by its own amount, and a strided 1x3 one), dynamic batch, opset 17; their -y.npy is
+              each axis padded by its own amount, and a strided 1x3 one; 1-D convolutions, padded and strided), dynamic
+              batch, opset 17; their -y.npy is
               PyTorch's float64 output
   upsample    nn.Upsample (Resize), which glnet does not run yet
 """
@@ -186,3 +187,5 @@ export64("fire", Fire().eval(), torch.randn(2, 10, 14, 13))
 export64("transformer", Transformer().eval(), torch.randn(3, 7, 32))
 export64("inverted_residual", inverted_residual.eval(), torch.randn(2, 6, 11, 9))
 export64("factorized", factorized.eval(), torch.randn(2, 6, 10, 9))
+export64("conv1d", torch.nn.Sequential(torch.nn.Conv1d(3, 5, 5, padding=2), torch.nn.ReLU(), torch.nn.Conv1d(5, 4, 3, stride=2, padding=1)).eval(),
+         torch.randn(2, 3, 17))
