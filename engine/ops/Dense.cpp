@@ -147,6 +147,8 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
     if (residual) dispatch.buffers.push_back({4, *residual, Access::read});
     return taggedWith(gemm, std::vector<Dispatch>{dispatch});
   }
+  GLNET_ASSERT(workspace->room() >= gemm.split.workspaceBytes(shape.rows, shape.outputs),
+               "a dense layer's split sum needs workspace for its partial sums");
   dispatch.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
   return taggedWith(gemm, {dispatch, finishForward_(*workspace, bias, y, shape.rows * shape.outputs, shape.outputs, gemm.split.splits, 1, residual)});
 }
@@ -211,6 +213,8 @@ std::vector<Dispatch> DenseOp::weightGradient(const BufferView& dy, const Buffer
                                                vec4Readable(x.offset, shape.inputs), splitting);
   const std::string label = std::string("dense dW ") + gemm.config->name;
   if (!splitting) return taggedWith(gemm, std::vector<Dispatch>{gradient(program, label, dy, &y, &x, dw, shape, accumulate, gemm.groups)});
+  GLNET_ASSERT(workspace->room() >= gemm.split.workspaceBytes(shape.outputs, shape.inputs),
+               "a dense layer's split weight gradient needs workspace for its partial sums");
   Dispatch partial = gradient(program, label + " split-K", dy, &y, &x, *workspace, shape, false, gemm.groups);
   partial.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
   return taggedWith(gemm, {partial, splitSum_(*workspace, dw, shape.outputs * shape.inputs, gemm.split.splits, accumulate)});
