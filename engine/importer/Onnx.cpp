@@ -55,6 +55,11 @@ OnnxModel Importer::run() {
   for (const auto& output : result_.outputs) kept.push_back(output.second);
   std::vector<int> renumbered;
   result_.graph = graph_.pruned(kept, renumbered);
+  // What was uploaded and is still read (a joined projection replaces three).
+  result_.parameterBytes = 0;
+  for (const TensorNode& t : result_.graph.tensors()) {
+    if (t.role == TensorRole::parameter) result_.parameterBytes += t.initial.size() * sizeof(float);
+  }
   const auto renumber = [&](Tensor& t) { t.id = renumbered.at(static_cast<std::size_t>(t.id)); };
   for (auto& port : result_.inputs) renumber(port.second);
   for (auto& port : result_.outputs) renumber(port.second);
@@ -199,7 +204,6 @@ Tensor Importer::parameter(const std::string& name, const std::vector<std::int64
   if (!infinitiesAllowed && !std::all_of(values.begin(), values.end(), [](double v) { return std::isfinite(v); })) {
     throw Error(path_ + ": tensor " + name + " holds infinite values");
   }
-  result_.parameterBytes += values.size() * sizeof(float);
   return graph_.parameter(name, Shape(shape.begin(), shape.end()), std::vector<float>(values.begin(), values.end()));
 }
 
@@ -456,6 +460,9 @@ void Importer::importProduct(const onnx::NodeProto& node, const Attributes& a) {
     if (activation == Activation::none || batchNormFirst) layers_[out.id] = {weightTensor, biasTensor};
   }
   if (xShape.size() != 2) out = graph_.apply(reshapeOp(outShape), {out});
+  if (!residual && function.kind == PointwiseKind::identity) {
+    projections_[out.id] = {x, rowsView, weightTensor, biasTensor, static_cast<std::uint32_t>(outputs), result_.nodes.size()};
+  }
   define(node, out, std::string("dense") + (residual ? " + residual" : "") + (function.kind == PointwiseKind::identity ? "" : " + " + function.name()));
 }
 

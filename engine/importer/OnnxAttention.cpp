@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace glnet::onnximport {
 
@@ -142,6 +143,85 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   return "";
 }
 
+std::optional<Importer::JoinedProjections> Importer::joinedProjections(const std::array<std::vector<std::string>, 3>& operands,
+                                                                         AttentionSettings& settings) {
+  // Whether one node alone reads the data of `name` (Shape nodes read only its shape, which is known at load).
+  const auto readOnce = [this](const std::string& name) {
+    const auto found = readers_.find(name);
+    if (found == readers_.end()) return false;
+    const auto shapeReaders = std::count_if(found->second.begin(), found->second.end(), [](const onnx::NodeProto* n) { return n->op_type() == "Shape"; });
+    return found->second.size() - static_cast<std::size_t>(shapeReaders) == 1 && consumers_.at(name) - shapeReaders == 1;
+  };
+  std::array<const Projection*, 3> projections{};
+  std::array<Shape, 3> stored;
+  for (std::size_t i = 0; i < 3; ++i) {
+    // Back from what the op reads in its layout through Reshapes (views of the same memory) to a projection's output;
+    // every name on the way read by the next node alone.
+    std::vector<std::string> path = operands[i];
+    stored[i] = shapeOf(values_.at(path.back()).tensor);
+    while (!projections[i]) {
+      const std::string& at = path.back();
+      const auto v = values_.find(at);
+      if (v == values_.end() || v->second.constant || !readOnce(at)) return std::nullopt;
+      const auto projection = projections_.find(v->second.tensor.id);
+      if (projection != projections_.end()) {
+        projections[i] = &projection->second;
+        break;
+      }
+      const auto producer = producers_.find(at);
+      if (producer == producers_.end() || producer->second->op_type() != "Reshape") return std::nullopt;
+      path.push_back(producer->second->input(0));
+    }
+    for (const std::string& name : operands[i]) {
+      if (!readOnce(name)) return std::nullopt;
+    }
+  }
+  const Projection &q = *projections[0], &k = *projections[1], &v = *projections[2];
+  if (&q == &k || &k == &v || &q == &v || q.input.id != k.input.id || k.input.id != v.input.id) return std::nullopt;
+  const std::uint32_t width = q.outputs + k.outputs + v.outputs;
+  const std::array<std::uint32_t, 3> offsets{0, q.outputs, q.outputs + k.outputs};
+  const std::array<AttentionSettings::Layout, 3> layouts{settings.query, settings.key, settings.value};
+  std::array<AttentionSettings::View, 3> views;
+  for (std::size_t i = 0; i < 3; ++i) {
+    // The stored tensor is the projection's [rows, outputs] in another shape: its axes from `split` on span one row.
+    const Shape& shape = stored[i];
+    const std::uint32_t outputs = projections[i]->outputs;
+    std::vector<std::uint64_t> strides(shape.size());
+    std::uint64_t span = 1;
+    std::optional<std::size_t> split;
+    for (std::size_t a = shape.size(); a-- > 0;) {
+      strides[a] = span;
+      span *= shape[a];
+      if (span == outputs) split = a;
+    }
+    if (!split) return std::nullopt;
+    for (std::size_t a = 0; a < *split; ++a) strides[a] = strides[a] / outputs * width;
+    for (std::size_t j = 0; j < 4; ++j) {
+      views[i].sizes[j] = shape[layouts[i][j]];
+      views[i].strides[j] = static_cast<std::uint32_t>(strides[layouts[i][j]]);
+    }
+    views[i].offset = offsets[i];
+  }
+  const std::uint64_t rows = elementCount(shapeOf(q.rows)) / shapeOf(q.rows).back();
+  if (rows * width > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+  std::vector<double> weight, bias;
+  for (const Projection* p : projections) {
+    const std::vector<float>& w = graph_.tensor(p->weight).initial;
+    const std::vector<float>& b = graph_.tensor(p->bias).initial;
+    weight.insert(weight.end(), w.begin(), w.end());
+    bias.insert(bias.end(), b.begin(), b.end());
+  }
+  std::string name = graph_.tensor(q.weight).name;  // the query's layer name and ".weight"
+  name = name.substr(0, name.rfind(".weight")) + "+k+v";
+  const std::int64_t inputs = shapeOf(q.rows).back();
+  const Tensor joinedWeight = parameter(name + ".weight", {width, inputs}, weight);
+  const Tensor joinedBias = parameter(name + ".bias", {width}, bias);
+  settings.queryView = views[0];
+  settings.keyView = views[1];
+  settings.valueView = views[2];
+  return JoinedProjections{graph_.apply(denseOp(Activation::none), {q.rows, joinedWeight, joinedBias}, name), {q.summary, k.summary, v.summary}};
+}
+
 std::string Importer::buildAttention(const AttentionMatch& match) {
   const onnx::NodeProto& product = *match.product;
   const onnx::NodeProto& valueProduct = *match.valueProduct;
@@ -158,38 +238,47 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
   // Each operand read in place through the layout of the Transpose (and the scale of the Mul) that made it.
   AttentionSettings settings;
   // Q and Kᵀ may arrive scaled (the scale joins the op's); V's scale is V's own.
-  const auto source = [&](const std::string& name, AttentionSettings::Layout& layout, bool transposed, bool scalable) {
+  std::array<std::vector<std::string>, 3> paths;  // each operand's names from the op's input to what it reads
+  const auto source = [&](const std::string& name, AttentionSettings::Layout& layout, bool transposed, bool scalable,
+                          std::vector<std::string>& path) {
     std::string at = name;
+    path.push_back(at);
     const auto producer = producers_.find(at);
     if (scalable && producer != producers_.end() && scaledBy(*producer->second) && !values_.at(scaledBy(*producer->second)->first).constant) {
       scale *= scaledBy(*producer->second)->second;
       at = scaledBy(*producer->second)->first;
+      path.push_back(at);
     }
+    // Through every Transpose before it (BERT's eager Kᵀ is the head split's transpose, transposed again): the composite
+    // permutation, perm[k] the axis of `at` that the operand's axis k is.
     std::array<std::uint32_t, 4> perm{0, 1, 2, 3};
-    const auto transpose = producers_.find(at);
-    if (transpose != producers_.end() && transpose->second->op_type() == "Transpose" && !values_.at(transpose->second->input(0)).constant &&
-        shapeOf(values_.at(transpose->second->input(0)).tensor).size() == 4) {
+    for (auto transpose = producers_.find(at); transpose != producers_.end() && transpose->second->op_type() == "Transpose";
+         transpose = producers_.find(at)) {
+      const Value& input = values_.at(transpose->second->input(0));
+      if (input.constant || shapeOf(input.tensor).size() != 4) break;
       const onnx::AttributeProto* permAttribute = nullptr;
       for (const onnx::AttributeProto& attribute : transpose->second->attribute()) {
         if (attribute.name() == "perm") permAttribute = &attribute;
       }
-      if (permAttribute && permAttribute->ints_size() == 4) {
-        for (int k = 0; k < 4; ++k) perm[static_cast<std::size_t>(k)] = static_cast<std::uint32_t>(permAttribute->ints(k));
-        at = transpose->second->input(0);
-      }
+      if (!permAttribute || permAttribute->ints_size() != 4) break;
+      for (std::uint32_t& axis : perm) axis = static_cast<std::uint32_t>(permAttribute->ints(static_cast<int>(axis)));
+      at = transpose->second->input(0);
+      path.push_back(at);
     }
     // K arrives as Kᵀ: its logical axes [B, H, S, D] are Kᵀ's axes 0, 1, 3, 2.
     layout = transposed ? AttentionSettings::Layout{perm[0], perm[1], perm[3], perm[2]} : AttentionSettings::Layout{perm[0], perm[1], perm[2], perm[3]};
     return values_.at(at).tensor;
   };
-  const Tensor query = source(product.input(0), settings.query, false, true);
-  const Tensor key = source(product.input(1), settings.key, true, true);
-  const Tensor valueTensor = source(valueProduct.input(1), settings.value, false, false);
+  const Tensor query = source(product.input(0), settings.query, false, true, paths[0]);
+  const Tensor key = source(product.input(1), settings.key, true, true, paths[1]);
+  const Tensor valueTensor = source(valueProduct.input(1), settings.value, false, false, paths[2]);
   if (shapeOf(valueTensor).size() != 4) return fail("V is not rank 4 [batch, heads, sequence, features]");
+  const std::optional<JoinedProjections> joined = joinedProjections(paths, settings);
   if (!match.merged.empty()) settings.output = AttentionSettings::sequenceBeforeHeads;
   settings.scale = static_cast<float>(scale);
   settings.emptyRowsZero = match.zeroesEmptyRows;
   std::vector<Tensor> inputs{query, key, valueTensor};
+  if (joined) inputs = {joined->output, joined->output, joined->output};
   if (!match.mask.empty()) {
     const Value& maskValue = value(match.mask, "the attention");
     const auto add = std::find_if(match.chain.begin(), match.chain.end(), [](const onnx::NodeProto* n) { return n->op_type() == "Add"; });
@@ -201,10 +290,15 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
   } catch (const Error& error) {
     return fail(error.what());
   }
+  if (joined) {
+    for (const std::size_t row : joined->summaries) result_.nodes[row].glnetOp = "dense (joined with the attention's other projections)";
+  }
   values_[product.output(0)] = {false, {}, out};
   values_[valueProduct.output(0)] = {false, {}, out};
   result_.nodes.push_back({valueProduct.name(), valueProduct.op_type(),
-                           "attention (fused: Q·Kᵀ and " + std::to_string(match.chain.size() + match.merged.size()) + " nodes)", shapeOf(out)});
+                           "attention (fused: Q·Kᵀ and " + std::to_string(match.chain.size() + match.merged.size()) + " nodes" +
+                               (joined ? "; Q, K and V from one dense layer" : "") + ")",
+                           shapeOf(out)});
   return "";
 }
 

@@ -200,6 +200,24 @@ class Importer {
   // The fused op of a match, once V and the mask are computed: defines Q·Kᵀ's and ·V's outputs as its output. Returns
   // why not where the op does not take the shapes (a refusal where the ops before it were already skipped).
   std::string buildAttention(const AttentionMatch& match);
+  // A dense layer with neither function nor residual (a projection): its input and the op's operands, to be joined with
+  // others reading the same input.
+  struct Projection {
+    Tensor input;       // as the MatMul reads it, of any rank
+    Tensor rows;        // its [rows, in] view, which the dense op reads
+    Tensor weight, bias;
+    std::uint32_t outputs = 0;
+    std::size_t summary = 0;  // its row in result_.nodes
+  };
+  // Where Q, K and V are each read from a projection's output through views alone (a head split's Reshape, the
+  // Transpose the op reads through, a scale), nothing else reading them, and the three projections read one input: a
+  // dense layer of the three joined, and the views of Q, K and V into its output in `settings`. `operands`: for each of
+  // Q, K and V the names from the op's input back to the tensor it reads in its layout.
+  struct JoinedProjections {
+    Tensor output;                         // [rows, the three projections' outputs]
+    std::array<std::size_t, 3> summaries;  // the projections' rows in result_.nodes
+  };
+  std::optional<JoinedProjections> joinedProjections(const std::array<std::vector<std::string>, 3>& operands, AttentionSettings& settings);
   // The value of a one-element constant.
   std::optional<double> scalarConstant(const std::string& name) const;
   // A Mul or Div of a computed tensor by a one-element constant: that tensor's name and the factor.
@@ -400,6 +418,7 @@ class Importer {
   std::map<int, Tensor> softmaxInputs_;                  // softmax output tensor id → its input
   std::map<std::string, int> consumers_;                 // readers of each name: nodes and graph outputs
   std::map<int, std::pair<Tensor, Tensor>> layers_;      // output tensor id → weight, bias of the dense or conv computing it
+  std::map<int, Projection> projections_;                // output tensor id (in the MatMul's shape) → its projection
   std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;  // the nodes reading each name
   std::map<std::string, const onnx::NodeProto*> producers_;             // the node writing each name
   std::set<const onnx::NodeProto*> insideAttention_;                     // nodes a fused attention runs: nothing reads them

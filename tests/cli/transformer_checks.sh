@@ -5,7 +5,8 @@
 # glnet_run with their int64 token ids, attention masks and token types at two shapes from one file (batch 2 x
 # sequence 7 with padding in the second row, batch 1 x sequence 12) and the ViT on a batch of images, against
 # PyTorch's float64 outputs: max |diff| <= 1e-4 max |output|, the same argmax for classifiers. The attention mask
-# is honoured: changing a padded token's id changes no real position's output, changing a real token's does. And
+# is honoured: changing a padded token's id changes no real position's output, changing a real token's does. The
+# BERT modules' Q, K and V projections run as one dense layer (glnet_info says so for each attention). And
 # torchvision's ViT, Swin and MaxViT in small configs (tests/reference/transformer_models.py, TorchScript) likewise.
 set -u
 apps=$1
@@ -45,6 +46,12 @@ assert sys.argv[3] == '0' or (got.argmax(-1) == want.argmax(-1)).all(), (got.arg
 " "$work/$1-$2-out.npy" "$work/$1-$2-y.npy" "$3" 2>"$work/compare.err" || fail "$1 at $2: glnet_run differs from PyTorch: $(tail -1 "$work/compare.err")"
 }
 
+# The BERT modules' attentions read Q, K and V in place from one dense layer of the three projections joined (the
+# comparisons below check its output).
+for model in bert bert_cls; do
+  joined=$("$apps/glnet_info" --model "$work/$model.onnx" | grep -c "Q, K and V from one dense layer")
+  [ "$joined" = 2 ] || fail "$model: $joined of its 2 attentions read Q, K and V from one dense layer"
+done
 for model in bert bert_cls gpt2; do
   for shape in 2x7 1x12; do
     top1=0
