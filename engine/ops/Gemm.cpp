@@ -105,6 +105,10 @@ const std::vector<GemmConfig>& gemmConfigs() {
       {"128x128", 128, 128, 8, 8, 8},  {"128x64", 128, 64, 8, 8, 4},  {"64x128", 64, 128, 16, 4, 8},
       {"64x64", 64, 64, 16, 4, 4},     {"128x32", 128, 32, 16, 4, 4, true, 1.64}, {"256x16", 256, 16, 8, 4, 4, true, 2.33},
       {"64x32", 64, 32, 16, 4, 4, false, 1.70},
+      // For the tuner: 16 values of the sum per stage, so that an operand stored along the sum (a dense layer's
+      // activations and weights) is read 64 bytes per row and stage rather than 32. 128x128k16 needs 40 KiB of shared
+      // memory, more than OpenGL 4.3's minimum.
+      {"128x128k16", 128, 128, 16, 8, 8, false}, {"128x64k16", 128, 64, 16, 8, 4, false},
   };
   return configs;
 }

@@ -31,7 +31,7 @@ const std::vector<DenseShape> edgeShapes{{1, 7, 63},    {7, 63, 65},  {63, 65, 1
 
 }  // namespace
 
-TEST_CASE("every GEMM configuration has a name, fits the GL minimum limits and can be forced; one fits ES 3.1's") {
+TEST_CASE("every GEMM configuration has a name and can be forced; those the rule weighs fit the GL minimum limits, one fits ES 3.1's") {
   Limits glMinimum, esMinimum;
   glMinimum.maxWorkGroupInvocations = 1024;
   glMinimum.maxWorkGroupSize = {1024, 1024, 64};
@@ -39,7 +39,9 @@ TEST_CASE("every GEMM configuration has a name, fits the GL minimum limits and c
   esMinimum.maxWorkGroupInvocations = 128;
   esMinimum.maxWorkGroupSize = {128, 128, 64};
   esMinimum.maxSharedMemoryBytes = 16384;
-  CHECK(gemmConfigsFitting(glMinimum).size() == gemmConfigs().size());
+  const auto ruled = std::count_if(gemmConfigs().begin(), gemmConfigs().end(), [](const GemmConfig& c) { return c.measured; });
+  CHECK(gemmConfigsFitting(glMinimum).size() >= static_cast<std::size_t>(ruled));
+  for (const GemmConfig* fitting : gemmConfigsFitting(glMinimum)) CHECK(fitting->sharedBytes() <= 32768);
   const std::vector<const GemmConfig*> es = gemmConfigsFitting(esMinimum);
   REQUIRE(es.size() == 1);
   CHECK(std::string(es[0]->name) == "64x32");
@@ -50,7 +52,8 @@ TEST_CASE("every GEMM configuration has a name, fits the GL minimum limits and c
     const std::size_t sharedBytes =
         2 * std::size_t{config.tileRows + config.tileColumns} * (config.tileDepth + 4) * sizeof(float);
     CHECK(sharedBytes == config.sharedBytes());
-    CHECK(sharedBytes <= 32768);
+    CHECK(sharedBytes <= 49152);  // NVIDIA's and AMD's 48 KiB
+    if (config.measured) CHECK(sharedBytes <= 32768);
     CHECK(config.tileRows % config.threadRows == 0);
     CHECK(config.tileColumns % config.threadColumns == 0);
     CHECK(config.threadRows % 4 == 0);
