@@ -314,6 +314,10 @@ std::vector<GemmCase> standardGemmCases() {
   cases.push_back(denseCase(L::denseForward, 10000, 128, 10));
   cases.push_back(denseCase(L::denseForward, 10000, 3136, 512));
   cases.push_back(denseCase(L::denseForward, 10000, 512, 10));
+  // BERT-base's dense layers at 64 × 128 tokens: Q, K and V joined, the attention's output, the intermediate and output.
+  for (const auto& [k, n] : {std::pair<std::uint32_t, std::uint32_t>{768, 2304}, {768, 768}, {768, 3072}, {3072, 768}}) {
+    cases.push_back(denseCase(L::denseForward, 8192, k, n));
+  }
   // The CNN's convolutions (5×5, same padding) at batch 100 in each direction, and at 10 000 forward.
   const ConvShape conv1{100, 1, 28, 28, 32, 5, 5, 2}, conv2{100, 32, 14, 14, 64, 5, 5, 2};
   for (const ConvShape& shape : {conv1, conv2}) {
