@@ -121,7 +121,7 @@ std::vector<Dispatch> DenseOp::forward(const BufferView& x, const BufferView& we
                  "a large dense layer's forward pass needs workspace for its transposed operands");
     const BufferView xT(*workspace->buffer, workspace->offset, alignedMatrixBytes(shape.rows, shape.inputs));
     const BufferView wT(*workspace->buffer, workspace->offset + xT.bytes, std::size_t{shape.outputs} * shape.inputs * sizeof(float));
-    const GemmChoice gemm = chooseGemm(shape.rows, shape.outputs, shape.inputs, false);
+    const GemmChoice gemm = chooseGemmAlongRows(shape.rows, shape.outputs, shape.inputs);
     const Program& program =
         forwardTransposed_.get(*gemm.config, vec4Readable(xT.offset, shape.rows), vec4Readable(wT.offset, shape.outputs), false);
     Dispatch product = forwardGemm(program, "dense " + functionName() + " " + gemm.config->name + " on transposes", xT, wT, bias, y, shape, gemm.groups);

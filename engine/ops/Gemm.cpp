@@ -208,6 +208,15 @@ GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t d
   return choice;
 }
 
+GemmChoice chooseGemmAlongRows(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth) {
+  const GemmChoice choice = chooseGemm(rows, columns, depth, false);
+  const GemmConfig& deeper = gemmConfigNamed("128x128k16");
+  if (choice.measured || choice.config != &gemmConfigNamed("128x128") || !deeper.fits(currentLimits())) return choice;
+  GemmChoice deeperChoice = gemmWith(deeper, rows, columns, depth, false);
+  deeperChoice.tuningKey = choice.tuningKey;
+  return deeperChoice;
+}
+
 ForcedGemmConfig::ForcedGemmConfig(const GemmConfig& config, bool split) : previous_(forcedConfig), previousSplit_(forcedSplit) {
   forcedConfig = &config;
   forcedSplit = split;

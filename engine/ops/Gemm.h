@@ -63,6 +63,11 @@ struct GemmChoice {
 enum class GemmOperand { loaded, gathered };
 GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable = true,
                       GemmOperand operand = GemmOperand::loaded);
+// The same for A and B both stored along their rows and columns (a large dense layer's forward pass on its transposed
+// operands, DenseOp::transposesOperands), where the rule's 128x128 takes 16 values of the sum per stage (128x128k16)
+// when the device's shared memory holds it: on the H100, BERT-base's four dense layers at 64 x 128 tokens took 0.77
+// to 1.00 of 128x128's time (bench/results/2026-11-28-qkv-joined-549a037-nvidia-h100/).
+GemmChoice chooseGemmAlongRows(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth);
 // The same for one given configuration.
 GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth,
                     bool splittable = true, GemmOperand operand = GemmOperand::loaded);

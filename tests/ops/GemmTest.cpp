@@ -66,6 +66,30 @@ TEST_CASE("every GEMM configuration has a name and can be forced; those the rule
   CHECK_THROWS_WITH_AS(gemmConfigNamed("huge"), doctest::Contains("unknown GEMM configuration 'huge'"), Error);
 }
 
+TEST_CASE("operands along their rows take 16 values of the sum per stage in place of the rule's 128x128 where the device holds them") {
+  IgnoredGemmTuning ruleOnly;
+  const Limits before = currentLimits();
+  Limits limits;
+  limits.maxWorkGroupInvocations = 1024;
+  limits.maxWorkGroupSize = {1024, 1024, 64};
+  for (const int shared : {32768, 49152}) {
+    CAPTURE(shared);
+    limits.maxSharedMemoryBytes = shared;
+    setCurrentLimits(limits);
+    const GemmChoice square = chooseGemm(8192, 768, 3072, false), alongRows = chooseGemmAlongRows(8192, 768, 3072);
+    REQUIRE(std::string(square.config->name) == "128x128");
+    CHECK(std::string(alongRows.config->name) == (shared == 49152 ? "128x128k16" : "128x128"));
+    CHECK(alongRows.split.splits == 1);
+    CHECK(alongRows.tuningKey == square.tuningKey);
+    CHECK(!alongRows.measured);
+    // Where the rule takes another configuration, or one is forced, that one stays.
+    CHECK(chooseGemmAlongRows(64, 64, 64).config == chooseGemm(64, 64, 64, false).config);
+    ForcedGemmConfig forced(gemmConfigNamed("64x64"));
+    CHECK(std::string(chooseGemmAlongRows(8192, 768, 3072).config->name) == "64x64");
+  }
+  setCurrentLimits(before);
+}
+
 TEST_CASE("the GEMM rule covers the shape, uses large tiles for large problems and splits long sums of few outputs") {
   IgnoredGemmTuning ruleOnly;  // whatever this machine's glnet_bench --tune kept
   const GemmChoice square = chooseGemm(4096, 4096, 4096);
