@@ -1007,6 +1007,9 @@ void Importer::importSplit(const onnx::NodeProto& node, const Attributes& a) {
     slices[axis] = {start, 1, static_cast<std::uint32_t>(sizes[static_cast<std::size_t>(i)])};
     start += sizes[static_cast<std::size_t>(i)];
     const Tensor part = sliceTensor(node, x, slices, nameOf(node) + "." + std::to_string(i));
+    if (axis + 1 == shape.size() && outputs > 1) {
+      splitParts_[part.id] = {x, static_cast<std::uint32_t>(slices[axis].start), slices[axis].count};
+    }
     values_[node.output(i)] = {false, {}, part, resultElement(node)};
     result_.nodes.push_back({node.name(), node.op_type(), "slice", shapeOf(part)});
   }

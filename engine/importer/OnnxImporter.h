@@ -209,13 +209,20 @@ class Importer {
     std::uint32_t outputs = 0;
     std::size_t summary = 0;  // its row in result_.nodes
   };
-  // Where Q, K and V are each read from a projection's output through views alone (a head split's Reshape, the
-  // Transpose the op reads through, a scale), nothing else reading them, and the three projections read one input: a
-  // dense layer of the three joined, and the views of Q, K and V into its output in `settings`. `operands`: for each of
+  // Where Q, K and V are each read through views alone (a head split's Reshape, the Transpose the op reads through, a
+  // scale), nothing else reading them, from three projections of one input or from the parts of one Split along the
+  // last axis: what the op reads them from (a dense layer of the three projections joined, or the split's source) and
+  // their views into it in `settings`. `operands`: for each of
   // Q, K and V the names from the op's input back to the tensor it reads in its layout.
+  // A part of a Split along the last axis: its columns from `offset` of its source's rows.
+  struct SplitPart {
+    Tensor source;
+    std::uint32_t offset = 0, width = 0;
+  };
   struct JoinedProjections {
-    Tensor output;                         // [rows, the three projections' outputs]
-    std::array<std::size_t, 3> summaries;  // the projections' rows in result_.nodes
+    Tensor output;                       // what Q, K and V are read from: the joined dense layer, or the split's source
+    std::vector<std::size_t> summaries;  // the joined projections' rows in result_.nodes
+    std::string how;                     // for glnet_info
   };
   std::optional<JoinedProjections> joinedProjections(const std::array<std::vector<std::string>, 3>& operands, AttentionSettings& settings);
   // The value of a one-element constant.
@@ -419,6 +426,7 @@ class Importer {
   std::map<std::string, int> consumers_;                 // readers of each name: nodes and graph outputs
   std::map<int, std::pair<Tensor, Tensor>> layers_;      // output tensor id → weight, bias of the dense or conv computing it
   std::map<int, Projection> projections_;                // output tensor id (in the MatMul's shape) → its projection
+  std::map<int, SplitPart> splitParts_;                  // a Split's output tensor id → where it lies in its source
   std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;  // the nodes reading each name
   std::map<std::string, const onnx::NodeProto*> producers_;             // the node writing each name
   std::set<const onnx::NodeProto*> insideAttention_;                     // nodes a fused attention runs: nothing reads them

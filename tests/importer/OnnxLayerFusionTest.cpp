@@ -285,7 +285,7 @@ TEST_SUITE("gl") {
       CHECK(opsRun(m) == (broadcast ? 4u : 3u));
     }
   }
-  TEST_CASE("an attention's Q, K and V projections of one input run as one dense layer read in place; a projection read elsewhere too keeps its own") {
+  TEST_CASE("an attention's Q, K and V projections of one input run as one dense layer read in place, a split projection is read in place; a projection read elsewhere too keeps its own") {
     // x [B, S, in] projected to Q, K, V [B, S, H·D] (MatMul and bias), each split into heads by Reshape and Transpose, K
     // transposed again (BERT's eager export), scaled scores, Softmax, ·V, the heads merged.
     constexpr std::size_t B = 2, S = 5, in = 4, H = 2, D = 3, width = H * D;
@@ -314,17 +314,39 @@ TEST_SUITE("gl") {
             for (std::size_t j = 0; j < S; ++j) attended[at(i, d)] += p[j] / total * projected[2][at(j, d)];
           }
         }
-    for (const bool valueReadTwice : {false, true}) {
-      CAPTURE(valueReadTwice);
+    // The three projections apart; the same with V's also read by a later Add; one projection of the three side by side
+    // split along its last axis (GPT-2's c_attn).
+    enum class Form { apart, valueReadTwice, split };
+    for (const Form form : {Form::apart, Form::valueReadTwice, Form::split}) {
+      const bool valueReadTwice = form == Form::valueReadTwice;
+      CAPTURE(static_cast<int>(form));
       Model m;
       m.input("x", {B, S, in}).constant("heads", {4}, {B, S, H, D}).constant("merged", {3}, {B, S, width});
       m.constant("scale", {}, {scale}, false);
       const char* names[] = {"q", "k", "v"};
+      if (form == Form::split) {
+        std::vector<double> joinedWeight(in * 3 * width), joinedBias;
+        for (std::size_t p = 0; p < 3; ++p) {
+          for (std::size_t i = 0; i < in; ++i)
+            for (std::size_t o = 0; o < width; ++o) joinedWeight[i * 3 * width + p * width + o] = w[p][i * width + o];
+          joinedBias.insert(joinedBias.end(), b[p].begin(), b[p].end());
+        }
+        m.constant("wqkv", {in, 3 * width}, joinedWeight, false).constant("bqkv", {3 * width}, joinedBias, false);
+        m.constant("sizes", {3}, {width, width, width});
+        m.node("MatMul", {"x", "wqkv"}, "qkv0");
+        m.node("Add", {"qkv0", "bqkv"}, "qkv");
+        onnx::NodeProto& split = m.node("Split", {"qkv", "sizes"}, "q1");
+        split.add_output("k1");
+        split.add_output("v1");
+        attribute(split, "axis", -1);
+      }
       for (std::size_t p = 0; p < 3; ++p) {
         const std::string n = names[p];
-        m.constant("w" + n, {in, width}, w[p], false).constant("b" + n, {width}, b[p], false);
-        m.node("MatMul", {"x", "w" + n}, n + "0");
-        m.node("Add", {n + "0", "b" + n}, n + "1");
+        if (form != Form::split) {
+          m.constant("w" + n, {in, width}, w[p], false).constant("b" + n, {width}, b[p], false);
+          m.node("MatMul", {"x", "w" + n}, n + "0");
+          m.node("Add", {n + "0", "b" + n}, n + "1");
+        }
         m.node("Shape", {n + "1"}, n + "shape");  // read for its shape alone, as exports do: no reader of the data
         m.node("Reshape", {n + "1", "heads"}, n + "2");
         permute(m.node("Transpose", {n + "2"}, n), {0, 2, 1, 3});
@@ -347,11 +369,15 @@ TEST_SUITE("gl") {
       const std::map<std::string, std::string> became = summaries(m);
       const std::string attention = fusedAttention(m);
       REQUIRE(!attention.empty());
-      CHECK((attention.find("Q, K and V from one dense layer") != std::string::npos) == !valueReadTwice);
-      for (const int matmul : {1, 6, 11}) {
-        CHECK(became.at(named("MatMul", matmul)) == (valueReadTwice ? "dense" : "dense (joined with the attention's other projections)"));
+      CHECK((attention.find("Q, K and V from one dense layer") != std::string::npos) == (form == Form::apart));
+      CHECK((attention.find("Q, K and V read in place from their split") != std::string::npos) == (form == Form::split));
+      if (form != Form::split) {
+        for (const int matmul : {1, 6, 11}) {
+          CHECK(became.at(named("MatMul", matmul)) == (valueReadTwice ? "dense" : "dense (joined with the attention's other projections)"));
+        }
       }
-      // Joined: the dense layer and the attention; else three dense layers, the attention and the Add.
+      // Joined or split: one dense layer and the attention (the split's slices never run); else three dense layers,
+      // the attention and the Add.
       CHECK(opsRun(m) == (valueReadTwice ? 5u : 2u));
     }
   }
