@@ -395,8 +395,9 @@ void Importer::importProduct(const onnx::NodeProto& node, const Attributes& a) {
   const bool gemm = node.op_type() == "Gemm";
   const Value& right = operand(node, 1);
   if (!gemm && (!right.constant || right.host.shape.size() != 2)) {
-    const std::string unfused = !gemm && !operand(node, 0).constant && !right.constant ? importAttention(node) : "no attention";
-    if (unfused.empty()) return;
+    const bool computed = !gemm && !operand(node, 0).constant && !right.constant;
+    const std::string unfused = computed ? importAttention(node) : "no attention";
+    if (unfused.empty() || (computed && importLateAttention(node).empty())) return;
     const Tensor x = tensorOrConstant(node, 0), y = tensorOrConstant(node, 1);
     if (shapeOf(x).size() < 2 || shapeOf(y).size() < 2) refuse(node, "products of 1-D tensors are not supported");
     // Where Q·Kᵀ was found but the rest differs, glnet_info says why the attention runs op by op.

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 
 namespace glnet::onnximport {
 
@@ -42,6 +41,18 @@ std::optional<std::pair<std::string, double>> Importer::scaledBy(const onnx::Nod
   return std::nullopt;
 }
 
+std::vector<const onnx::NodeProto*> Importer::headsMerge(const onnx::NodeProto& valueProduct) const {
+  const onnx::NodeProto* after = soleReader(valueProduct.output(0));
+  if (!after || after->op_type() != "Transpose") return {};
+  for (const onnx::AttributeProto& attribute : after->attribute()) {
+    if (attribute.name() == "perm" && attribute.ints_size() == 4 && attribute.ints(0) == 0 && attribute.ints(1) == 2 && attribute.ints(2) == 1 &&
+        attribute.ints(3) == 3) {
+      return {after};
+    }
+  }
+  return {};
+}
+
 std::string Importer::importAttention(const onnx::NodeProto& product) {
   // Only nodes of the default domain join the chain: their input and output counts are checked (a node of another
   // domain is refused later, when it is imported).
@@ -57,6 +68,18 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   const onnx::NodeProto* next = soleReader(current);
   if (next && scaledBy(*next) && scaledBy(*next)->first == current) {
     scale *= scaledBy(*next)->second;
+    chain.push_back(next);
+    current = next->output(0);
+    next = soleReader(current);
+  }
+  // GPT-2's eager export: Where(causal, scores, the lowest float) keeps the keys at or before each query. The condition
+  // is folded from the model's triangular buffer, often after this node; buildAttention reads it.
+  const onnx::NodeProto* causalWhere = nullptr;
+  if (next && next->op_type() == "Where" && next->input_size() == 3 && next->input(1) == current && next->input(0) != current &&
+      next->input(2) != current) {
+    const std::optional<double> fill = scalarAhead(next->input(2));
+    if (!fill || !(*fill <= -1e30)) return "the Where before Softmax fills with no -inf or lowest float";
+    causalWhere = next;
     chain.push_back(next);
     current = next->output(0);
     next = soleReader(current);
@@ -105,17 +128,7 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   if (!next || next->op_type() != "MatMul" || next->input(0) != current || next->input(1) == current) return "no MatMul with V reads the softmax";
   const onnx::NodeProto& valueProduct = *next;
   chain.push_back(next);
-  AttentionMatch match{&product, &valueProduct, chain, {}, mask, scale, zeroesEmptyRows};
-  // A Transpose back to [B, S, H, D] after the product, as the heads' merge begins: written in that order at once.
-  const onnx::NodeProto* after = soleReader(valueProduct.output(0));
-  if (after && after->op_type() == "Transpose") {
-    for (const onnx::AttributeProto& attribute : after->attribute()) {
-      if (attribute.name() == "perm" && attribute.ints_size() == 4 && attribute.ints(0) == 0 && attribute.ints(1) == 2 && attribute.ints(2) == 1 &&
-          attribute.ints(3) == 3) {
-        match.merged.push_back(after);
-      }
-    }
-  }
+  AttentionMatch match{&product, &valueProduct, chain, headsMerge(valueProduct), mask, scale, zeroesEmptyRows, causalWhere};
   const Value& queryValue = operand(product, 0);
   const Value& keyValue = operand(product, 1);
   if (queryValue.constant || keyValue.constant) return "Q or K is a constant";
@@ -126,7 +139,8 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   // The nodes after Q·Kᵀ run inside the fused op; V and the mask may come later in the file (SDPA's export computes the
   // mask just before it adds it), so the op is made where the product with V is, at the latest. Made now, a shape the
   // op does not take leaves the ops to run one by one; made later, it refuses the model.
-  const bool ready = values_.count(valueProduct.input(1)) && (mask.empty() || values_.count(mask));
+  const bool ready = values_.count(valueProduct.input(1)) && (mask.empty() || values_.count(mask)) &&
+                     (!causalWhere || values_.count(causalWhere->input(0)));
   if (ready) {
     const std::string why = buildAttention(match);
     if (!why.empty()) return why;
@@ -143,109 +157,80 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   return "";
 }
 
-std::optional<Importer::JoinedProjections> Importer::joinedProjections(const std::array<std::vector<std::string>, 3>& operands,
-                                                                         AttentionSettings& settings) {
-  // Whether one node alone reads the data of `name` (Shape nodes read only its shape, which is known at load).
-  const auto readOnce = [this](const std::string& name) {
-    const auto found = readers_.find(name);
-    if (found == readers_.end()) return false;
-    const auto shapeReaders = std::count_if(found->second.begin(), found->second.end(), [](const onnx::NodeProto* n) { return n->op_type() == "Shape"; });
-    return found->second.size() - static_cast<std::size_t>(shapeReaders) == 1 && consumers_.at(name) - shapeReaders == 1;
+std::string Importer::importLateAttention(const onnx::NodeProto& valueProduct) {
+  // Back from P·V to Q·Kᵀ: casts to float, Softmax over the keys, an optional additive mask, an optional Where(causal,
+  // scores, lowest), an optional scale; each result read by the next node alone.
+  const auto producerReadOnce = [this](const std::string& name) -> const onnx::NodeProto* {
+    const auto producer = producers_.find(name);
+    return producer != producers_.end() && ofDefaultDomain(producer->second) && soleReader(name) ? producer->second : nullptr;
   };
-  // Each operand back from what the op reads in its layout, through Reshapes (views of the same memory), to a
-  // projection's output or a part of a split along the last axis; every name on the way read by the next node alone.
-  std::array<const Projection*, 3> projections{};
-  std::array<const SplitPart*, 3> parts{};
-  std::array<Shape, 3> stored;
-  for (std::size_t i = 0; i < 3; ++i) {
-    std::vector<std::string> path = operands[i];
-    stored[i] = shapeOf(values_.at(path.back()).tensor);
-    while (!projections[i] && !parts[i]) {
-      const std::string& at = path.back();
-      const auto v = values_.find(at);
-      if (v == values_.end() || v->second.constant || !readOnce(at)) return std::nullopt;
-      if (const auto projection = projections_.find(v->second.tensor.id); projection != projections_.end()) {
-        projections[i] = &projection->second;
-      } else if (const auto part = splitParts_.find(v->second.tensor.id); part != splitParts_.end()) {
-        parts[i] = &part->second;
-      } else {
-        const auto producer = producers_.find(at);
-        if (producer == producers_.end() || producer->second->op_type() != "Reshape") return std::nullopt;
-        path.push_back(producer->second->input(0));
-      }
-    }
-    for (const std::string& name : operands[i]) {
-      if (!readOnce(name)) return std::nullopt;
+  std::vector<const onnx::NodeProto*> chain;  // backwards, reversed below
+  std::string current = valueProduct.input(0);
+  const onnx::NodeProto* node = producerReadOnce(current);
+  while (node && node->op_type() == "Cast" && node->attribute_size() >= 1 && node->attribute(0).name() == "to" &&
+         node->attribute(0).i() == onnx::TensorProto::FLOAT) {
+    chain.push_back(node);
+    current = node->input(0);
+    node = producerReadOnce(current);
+  }
+  if (!node || !isRowSoftmax(*node, result_.opset)) return "no Softmax over the keys";
+  chain.push_back(node);
+  current = node->input(0);
+  node = producerReadOnce(current);
+  // The scores' side of an Add is the one made by a Where, a scale or a product of two computed tensors.
+  const auto onScoresPath = [this](const std::string& name) {
+    const auto producer = producers_.find(name);
+    if (producer == producers_.end()) return false;
+    const onnx::NodeProto& p = *producer->second;
+    return p.op_type() == "Where" || scaledBy(p) || (p.op_type() == "MatMul" && !operand(p, 0).constant && !operand(p, 1).constant);
+  };
+  std::string mask;
+  if (node && node->op_type() == "Add" && node->input_size() == 2 && node->input(0) != node->input(1)) {
+    const int scores = onScoresPath(node->input(0)) ? 0 : onScoresPath(node->input(1)) ? 1 : -1;
+    if (scores < 0) return "no scores path through the mask's Add";
+    mask = node->input(1 - scores);
+    chain.push_back(node);
+    current = node->input(scores);
+    node = producerReadOnce(current);
+  }
+  const onnx::NodeProto* causalWhere = nullptr;
+  if (node && node->op_type() == "Where" && node->input_size() == 3 && node->input(0) != node->input(1) && node->input(2) != node->input(1)) {
+    const std::optional<double> fill = scalarConstant(node->input(2));
+    if (!fill || !(*fill <= -1e30)) return "the Where before Softmax fills with no -inf or lowest float";
+    causalWhere = node;
+    chain.push_back(node);
+    current = node->input(1);
+    node = producerReadOnce(current);
+  }
+  double scale = 1;
+  if (node && scaledBy(*node) && !values_.at(scaledBy(*node)->first).constant) {
+    scale = scaledBy(*node)->second;
+    chain.push_back(node);
+    current = scaledBy(*node)->first;
+    node = producerReadOnce(current);
+  }
+  if (!node || node->op_type() != "MatMul" || operand(*node, 0).constant || operand(*node, 1).constant) return "no Q·Kᵀ before the scores";
+  const onnx::NodeProto& product = *node;
+  std::reverse(chain.begin(), chain.end());
+  chain.push_back(&valueProduct);
+  AttentionMatch match{&product, &valueProduct, chain, headsMerge(valueProduct), mask, scale, false, causalWhere};
+  const std::string why = buildAttention(match);
+  if (!why.empty()) return why;
+  // The ops already made for the chain are read by nothing now, and left out of the plan (Graph::pruned).
+  for (OnnxNodeSummary& summary : result_.nodes) {
+    const bool inside = summary.name == product.name() || std::any_of(chain.begin(), chain.end() - 1, [&](const onnx::NodeProto* n) {
+                          return n->name() == summary.name;
+                        });
+    if (inside && !summary.name.empty()) {
+      summary.glnetOp = "fused into the attention";
+      summary.outputShape = {};
     }
   }
-  // Where each operand's columns lie in the rows of the tensor the op reads: a split's parts in their source (GPT-2's
-  // c_attn), or three projections of one input joined into one dense layer (BERT's query, key and value).
-  std::array<std::uint32_t, 3> offsets{}, widths{};
-  std::uint32_t width = 0;
-  JoinedProjections joined;
-  if (parts[0] && parts[1] && parts[2]) {
-    if (parts[0]->source.id != parts[1]->source.id || parts[1]->source.id != parts[2]->source.id) return std::nullopt;
-    for (std::size_t i = 0; i < 3; ++i) {
-      offsets[i] = parts[i]->offset;
-      widths[i] = parts[i]->width;
-    }
-    width = shapeOf(parts[0]->source).back();
-    joined.output = parts[0]->source;
-    joined.how = "Q, K and V read in place from their split";
-  } else if (projections[0] && projections[1] && projections[2]) {
-    const Projection &q = *projections[0], &k = *projections[1], &v = *projections[2];
-    if (&q == &k || &k == &v || &q == &v || q.input.id != k.input.id || k.input.id != v.input.id) return std::nullopt;
-    widths = {q.outputs, k.outputs, v.outputs};
-    offsets = {0, q.outputs, q.outputs + k.outputs};
-    width = q.outputs + k.outputs + v.outputs;
-    const std::uint64_t rows = elementCount(shapeOf(q.rows)) / shapeOf(q.rows).back();
-    if (rows * width > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
-  } else {
-    return std::nullopt;
+  for (const onnx::NodeProto* merged : match.merged) {
+    fused_.insert(merged);
+    aliases_[merged] = valueProduct.output(0);
   }
-  const std::array<AttentionSettings::Layout, 3> layouts{settings.query, settings.key, settings.value};
-  std::array<AttentionSettings::View, 3> views;
-  for (std::size_t i = 0; i < 3; ++i) {
-    // The stored tensor is [rows, widths[i]] in another shape: its axes from `split` on span one row.
-    const Shape& shape = stored[i];
-    std::vector<std::uint64_t> strides(shape.size());
-    std::uint64_t span = 1;
-    std::optional<std::size_t> split;
-    for (std::size_t a = shape.size(); a-- > 0;) {
-      strides[a] = span;
-      span *= shape[a];
-      if (span == widths[i]) split = a;
-    }
-    if (!split) return std::nullopt;
-    for (std::size_t a = 0; a < *split; ++a) strides[a] = strides[a] / widths[i] * width;
-    for (std::size_t j = 0; j < 4; ++j) {
-      views[i].sizes[j] = shape[layouts[i][j]];
-      views[i].strides[j] = static_cast<std::uint32_t>(strides[layouts[i][j]]);
-    }
-    views[i].offset = offsets[i];
-  }
-  if (projections[0]) {
-    const Projection& q = *projections[0];
-    std::vector<double> weight, bias;
-    for (const Projection* p : projections) {
-      const std::vector<float>& w = graph_.tensor(p->weight).initial;
-      const std::vector<float>& b = graph_.tensor(p->bias).initial;
-      weight.insert(weight.end(), w.begin(), w.end());
-      bias.insert(bias.end(), b.begin(), b.end());
-      joined.summaries.push_back(p->summary);
-    }
-    std::string name = graph_.tensor(q.weight).name;  // the query's layer name and ".weight"
-    name = name.substr(0, name.rfind(".weight")) + "+k+v";
-    const std::int64_t inputs = shapeOf(q.rows).back();
-    const Tensor joinedWeight = parameter(name + ".weight", {width, inputs}, weight);
-    const Tensor joinedBias = parameter(name + ".bias", {width}, bias);
-    joined.output = graph_.apply(denseOp(Activation::none), {q.rows, joinedWeight, joinedBias}, name);
-    joined.how = "Q, K and V from one dense layer";
-  }
-  settings.queryView = views[0];
-  settings.keyView = views[1];
-  settings.valueView = views[2];
-  return joined;
+  return "";
 }
 
 std::string Importer::buildAttention(const AttentionMatch& match) {
@@ -299,19 +284,47 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
   const Tensor key = source(product.input(1), settings.key, true, true, paths[1]);
   const Tensor valueTensor = source(valueProduct.input(1), settings.value, false, false, paths[2]);
   if (shapeOf(valueTensor).size() != 4) return fail("V is not rank 4 [batch, heads, sequence, features]");
+  // Where(condition, scores, lowest): the op's causal flag where the condition is a constant keeping key j for query i
+  // exactly where j <= i + Sk - Sq (over [Sq, Sk], leading axes of 1) and no mask follows. Otherwise an additive mask of
+  // 0 and the fill, summed with the mask, gives the same scores: score + lowest rounds to lowest for any |score| < 1e31,
+  // and lowest + lowest to -inf, as the Where and the Add give. (The causal flag would differ from them on a row whose
+  // visible keys the mask hides all: there the lowest float of the hidden later keys takes part in the softmax.)
+  std::optional<Tensor> whereMask;
+  if (const onnx::NodeProto* where = match.causalWhere) {
+    const std::uint32_t sq = shapeOf(query)[settings.query[2]], sk = shapeOf(key)[settings.key[2]];
+    const Value& condition = value(where->input(0), "the attention");
+    const Constant& c = condition.host;
+    bool causal = match.mask.empty() && condition.constant && c.shape.size() >= 2 && c.shape[c.shape.size() - 2] == sq &&
+                  c.shape.back() == sk && c.elements() == std::size_t{sq} * sk;
+    for (std::size_t i = 0; causal && i < sq; ++i) {
+      for (std::size_t j = 0; causal && j < sk; ++j) causal = (c.values[i * sk + j] != 0) == (j + sq <= i + sk);
+    }
+    settings.causal = causal;
+    if (!causal) {
+      try {
+        whereMask = graph_.apply(whereOp(), {tensorOrConstant(*where, 0), parameter(nameOf(*where) + ".kept", {}, {0.0}), tensorOrConstant(*where, 2)},
+                                 nameOf(*where));
+      } catch (const Error& error) {
+        return fail(error.what());
+      }
+    }
+  }
   const std::optional<JoinedProjections> joined = joinedProjections(paths, settings);
   if (!match.merged.empty()) settings.output = AttentionSettings::sequenceBeforeHeads;
   settings.scale = static_cast<float>(scale);
   settings.emptyRowsZero = match.zeroesEmptyRows;
   std::vector<Tensor> inputs{query, key, valueTensor};
   if (joined) inputs = {joined->output, joined->output, joined->output};
-  if (!match.mask.empty()) {
-    const Value& maskValue = value(match.mask, "the attention");
-    const auto add = std::find_if(match.chain.begin(), match.chain.end(), [](const onnx::NodeProto* n) { return n->op_type() == "Add"; });
-    inputs.push_back(maskValue.constant ? tensorOrConstant(**add, (*add)->input(0) == match.mask ? 0 : 1) : maskValue.tensor);
-  }
   Tensor out;
   try {
+    if (!match.mask.empty()) {
+      const Value& maskValue = value(match.mask, "the attention");
+      const auto add = std::find_if(match.chain.begin(), match.chain.end(), [](const onnx::NodeProto* n) { return n->op_type() == "Add"; });
+      inputs.push_back(maskValue.constant ? tensorOrConstant(**add, (*add)->input(0) == match.mask ? 0 : 1) : maskValue.tensor);
+      if (whereMask) inputs.back() = graph_.apply(broadcastOp(BinaryKind::add), {*whereMask, inputs.back()}, nameOf(**add));
+    } else if (whereMask) {
+      inputs.push_back(*whereMask);
+    }
     out = graph_.apply(attentionOp(settings), inputs, nameOf(valueProduct));
   } catch (const Error& error) {
     return fail(error.what());

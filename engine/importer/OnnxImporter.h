@@ -187,6 +187,13 @@ class Importer {
   // writing the heads' merge order where a Transpose follows. Returns why not where the graph differs (empty when
   // fused); the caller then imports the ops one by one.
   std::string importAttention(const onnx::NodeProto& product);
+  // The same found from P·V back, where Q·Kᵀ was imported as a batched product because what follows it was not known
+  // yet (GPT-2's eager export computes its scale and causal condition after the product): the ops made for the chain
+  // are read by nothing then.
+  std::string importLateAttention(const onnx::NodeProto& valueProduct);
+  // The Transpose back to [B, S, H, D] that alone reads the product with V, as the heads' merge begins (the op writes
+  // in that order at once), if any.
+  std::vector<const onnx::NodeProto*> headsMerge(const onnx::NodeProto& valueProduct) const;
   // What importAttention found: Q·Kᵀ, ·V, the nodes between and after them that the op runs, the mask, the scale.
   struct AttentionMatch {
     const onnx::NodeProto* product = nullptr;
@@ -196,6 +203,7 @@ class Importer {
     std::string mask;
     double scale = 1;
     bool zeroesEmptyRows = false;  // SDPA's Where(IsNaN(p), 0, p): a row that sees no key gives 0, not NaN
+    const onnx::NodeProto* causalWhere = nullptr;  // Where(causal, scores, lowest) before the mask: the op's causal flag
   };
   // The fused op of a match, once V and the mask are computed: defines Q·Kᵀ's and ·V's outputs as its output. Returns
   // why not where the op does not take the shapes (a refusal where the ops before it were already skipped).

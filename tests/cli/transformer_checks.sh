@@ -6,7 +6,8 @@
 # sequence 7 with padding in the second row, batch 1 x sequence 12) and the ViT on a batch of images, against
 # PyTorch's float64 outputs: max |diff| <= 1e-4 max |output|, the same argmax for classifiers. The attention mask
 # is honoured: changing a padded token's id changes no real position's output, changing a real token's does. The
-# BERT modules' Q, K and V projections run as one dense layer (glnet_info says so for each attention). And
+# BERT modules' Q, K and V projections run as one dense layer, and GPT-2's attentions run fused (glnet_info says so
+# for each attention). And
 # torchvision's ViT, Swin and MaxViT in small configs (tests/reference/transformer_models.py, TorchScript) likewise.
 set -u
 apps=$1
@@ -52,6 +53,10 @@ for model in bert bert_cls; do
   joined=$("$apps/glnet_info" --model "$work/$model.onnx" | grep -c "Q, K and V from one dense layer")
   [ "$joined" = 2 ] || fail "$model: $joined of its 2 attentions read Q, K and V from one dense layer"
 done
+# GPT-2's eager attention (its scale and causal Where computed after Q·Kᵀ, then the padding mask) runs fused too.
+fused=$("$apps/glnet_info" --model "$work/gpt2.onnx" | grep -c "attention (fused")
+[ "$fused" = 2 ] || fail "gpt2: $fused of its 2 attentions run fused"
+
 for model in bert bert_cls gpt2; do
   for shape in 2x7 1x12; do
     top1=0

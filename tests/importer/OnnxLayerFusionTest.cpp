@@ -1,7 +1,7 @@
 // The importer's fusions of transformer layers on small hand-made ONNX graphs: a MatMul's bias Add of any rank of A
 // and GELU (written out as exporters write it, or ONNX's Gelu) run inside the dense layer, GELU alone as one op, a
-// residual Add read only by LayerNormalization summed as it reads it, an attention's Q, K and V projections joined
-// into one dense layer; against float64 worked out here, with what each node became.
+// residual Add read only by LayerNormalization summed as it reads it; against float64 worked out here, with what each
+// node became.
 #include "importer/Onnx.h"
 #include "support/Compare.h"
 #include "support/OnnxTestModel.h"
@@ -11,7 +11,6 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <map>
 #include <string>
@@ -19,59 +18,18 @@
 
 using namespace glnet;
 
+using test::affine;
 using test::attribute;
+using test::named;
+using test::opsRun;
 using test::run;
+using test::summaries;
 using Model = test::OnnxTestModel;
 
 namespace {
 
 double geluErf(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 double geluTanh(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
-
-// What each node became, by output name.
-std::map<std::string, std::string> summaries(const Model& model) {
-  test::TempDir dir;
-  const OnnxModel m = readOnnx(model.save(dir), 0);
-  std::map<std::string, std::string> became;
-  for (const OnnxNodeSummary& node : m.nodes) became[node.name] = node.glnetOp;
-  return became;
-}
-
-// What the model's fused attention became ("attention (fused: ...)"), or "" without one.
-std::string fusedAttention(const Model& model) {
-  test::TempDir dir;
-  const OnnxModel m = readOnnx(model.save(dir), 0);
-  for (const OnnxNodeSummary& node : m.nodes) {
-    if (node.glnetOp.rfind("attention (fused", 0) == 0) return node.glnetOp;
-  }
-  return "";
-}
-
-// The GPU ops the model runs (views left out).
-std::size_t opsRun(const Model& model) {
-  test::TempDir dir;
-  const OnnxModel m = readOnnx(model.save(dir), 0);
-  std::size_t count = 0;
-  for (const OpNode& op : m.graph.ops()) count += op.op->isView() ? 0 : 1;
-  return count;
-}
-
-// x [rows, inputs] · w [inputs, outputs] + b, in float64.
-std::vector<double> affine(const std::vector<float>& x, const std::vector<double>& w, const std::vector<double>& b, std::size_t inputs) {
-  const std::size_t outputs = b.size(), rows = x.size() / inputs;
-  std::vector<double> z(rows * outputs);
-  for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t o = 0; o < outputs; ++o) {
-      double sum = b[o];
-      for (std::size_t i = 0; i < inputs; ++i) sum += double{x[r * inputs + i]} * w[i * outputs + o];
-      z[r * outputs + o] = sum;
-    }
-  }
-  return z;
-}
-
-// The node names Model::node gives: "/Op_index", index counting every node before it.
-std::string named(const std::string& op, int index) { return "/" + op + "_" + std::to_string(index); }
 
 // GELU of "z" into "y", as exporters write it out: erf form (Div by √2, or Mul by 1/√2) or GPT-2's tanh form, and the
 // three products x·(1 + f)·0.5 (order 0), x·((1 + f)·0.5) (1) or (x·0.5)·(1 + f) (2); its Constant nodes first.
@@ -105,14 +63,6 @@ void writeGelu(Model& m, bool tanh, bool divides, int order) {
   } else {
     m.node("Mul", {"h", "p"}, "y");
   }
-}
-
-// A Transpose's perm attribute.
-void permute(onnx::NodeProto& transpose, const std::vector<std::int64_t>& perm) {
-  onnx::AttributeProto& a = *transpose.add_attribute();
-  a.set_name("perm");
-  a.set_type(onnx::AttributeProto::INTS);
-  for (const std::int64_t axis : perm) a.add_ints(axis);
 }
 
 }  // namespace
@@ -283,102 +233,6 @@ TEST_SUITE("gl") {
       CHECK(became.at(named("MatMul", 1)) == (broadcast ? "dense" : "dense + residual"));
       CHECK(became.at(named("Add", 3)) == (broadcast ? "add" : "fused"));
       CHECK(opsRun(m) == (broadcast ? 4u : 3u));
-    }
-  }
-  TEST_CASE("an attention's Q, K and V projections of one input run as one dense layer read in place, a split projection is read in place; a projection read elsewhere too keeps its own") {
-    // x [B, S, in] projected to Q, K, V [B, S, H·D] (MatMul and bias), each split into heads by Reshape and Transpose, K
-    // transposed again (BERT's eager export), scaled scores, Softmax, ·V, the heads merged.
-    constexpr std::size_t B = 2, S = 5, in = 4, H = 2, D = 3, width = H * D;
-    std::mt19937 random = test::generator(52);
-    const std::vector<float> x = test::uniformFloats(random, B * S * in, -2, 2);
-    std::array<std::vector<double>, 3> w, b, projected;
-    for (std::size_t p = 0; p < 3; ++p) {
-      w[p] = test::widen(test::uniformFloats(random, in * width));
-      b[p] = test::widen(test::uniformFloats(random, width));
-      projected[p] = affine(x, w[p], b[p], in);  // [B·S, H·D]
-    }
-    const double scale = 1 / std::sqrt(double{D});
-    std::vector<double> attended(B * S * width);  // [B, S, H·D]
-    for (std::size_t n = 0; n < B; ++n)
-      for (std::size_t h = 0; h < H; ++h)
-        for (std::size_t i = 0; i < S; ++i) {
-          const auto at = [&](std::size_t row, std::size_t d) { return (n * S + row) * width + h * D + d; };
-          std::vector<double> p(S);
-          double largest = -INFINITY, total = 0;
-          for (std::size_t j = 0; j < S; ++j) {
-            for (std::size_t d = 0; d < D; ++d) p[j] += projected[0][at(i, d)] * projected[1][at(j, d)] * scale;
-            largest = std::max(largest, p[j]);
-          }
-          for (double& v : p) total += v = std::exp(v - largest);
-          for (std::size_t d = 0; d < D; ++d) {
-            for (std::size_t j = 0; j < S; ++j) attended[at(i, d)] += p[j] / total * projected[2][at(j, d)];
-          }
-        }
-    // The three projections apart; the same with V's also read by a later Add; one projection of the three side by side
-    // split along its last axis (GPT-2's c_attn).
-    enum class Form { apart, valueReadTwice, split };
-    for (const Form form : {Form::apart, Form::valueReadTwice, Form::split}) {
-      const bool valueReadTwice = form == Form::valueReadTwice;
-      CAPTURE(static_cast<int>(form));
-      Model m;
-      m.input("x", {B, S, in}).constant("heads", {4}, {B, S, H, D}).constant("merged", {3}, {B, S, width});
-      m.constant("scale", {}, {scale}, false);
-      const char* names[] = {"q", "k", "v"};
-      if (form == Form::split) {
-        std::vector<double> joinedWeight(in * 3 * width), joinedBias;
-        for (std::size_t p = 0; p < 3; ++p) {
-          for (std::size_t i = 0; i < in; ++i)
-            for (std::size_t o = 0; o < width; ++o) joinedWeight[i * 3 * width + p * width + o] = w[p][i * width + o];
-          joinedBias.insert(joinedBias.end(), b[p].begin(), b[p].end());
-        }
-        m.constant("wqkv", {in, 3 * width}, joinedWeight, false).constant("bqkv", {3 * width}, joinedBias, false);
-        m.constant("sizes", {3}, {width, width, width});
-        m.node("MatMul", {"x", "wqkv"}, "qkv0");
-        m.node("Add", {"qkv0", "bqkv"}, "qkv");
-        onnx::NodeProto& split = m.node("Split", {"qkv", "sizes"}, "q1");
-        split.add_output("k1");
-        split.add_output("v1");
-        attribute(split, "axis", -1);
-      }
-      for (std::size_t p = 0; p < 3; ++p) {
-        const std::string n = names[p];
-        if (form != Form::split) {
-          m.constant("w" + n, {in, width}, w[p], false).constant("b" + n, {width}, b[p], false);
-          m.node("MatMul", {"x", "w" + n}, n + "0");
-          m.node("Add", {n + "0", "b" + n}, n + "1");
-        }
-        m.node("Shape", {n + "1"}, n + "shape");  // read for its shape alone, as exports do: no reader of the data
-        m.node("Reshape", {n + "1", "heads"}, n + "2");
-        permute(m.node("Transpose", {n + "2"}, n), {0, 2, 1, 3});
-      }
-      permute(m.node("Transpose", {"k"}, "kt"), {0, 1, 3, 2});
-      m.node("MatMul", {"q", "kt"}, "scores");
-      m.node("Mul", {"scores", "scale"}, "scaled");
-      attribute(m.node("Softmax", {"scaled"}, "p"), "axis", -1);
-      m.node("MatMul", {"p", "v"}, "o");
-      permute(m.node("Transpose", {"o"}, "om"), {0, 2, 1, 3});
-      m.node("Reshape", {"om", "merged"}, valueReadTwice ? "attended" : "y");
-      std::vector<double> want = attended;
-      if (valueReadTwice) {
-        m.node("Add", {"attended", "v1"}, "y");
-        for (std::size_t i = 0; i < want.size(); ++i) want[i] += projected[2][i];
-      }
-      Shape shape;
-      test::checkClose(run(m, {x}, &shape), want, 1e-5, 1e-5);
-      CHECK(shape == Shape{B, S, width});
-      const std::map<std::string, std::string> became = summaries(m);
-      const std::string attention = fusedAttention(m);
-      REQUIRE(!attention.empty());
-      CHECK((attention.find("Q, K and V from one dense layer") != std::string::npos) == (form == Form::apart));
-      CHECK((attention.find("Q, K and V read in place from their split") != std::string::npos) == (form == Form::split));
-      if (form != Form::split) {
-        for (const int matmul : {1, 6, 11}) {
-          CHECK(became.at(named("MatMul", matmul)) == (valueReadTwice ? "dense" : "dense (joined with the attention's other projections)"));
-        }
-      }
-      // Joined or split: one dense layer and the attention (the split's slices never run); else three dense layers,
-      // the attention and the Add.
-      CHECK(opsRun(m) == (valueReadTwice ? 5u : 2u));
     }
   }
 }

@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,56 @@ inline std::string refusal(const OnnxTestModel& model) {
     return error.what();
   }
   return "loaded";
+}
+
+inline void attributeInts(onnx::NodeProto& node, const std::string& name, const std::vector<std::int64_t>& values) {
+  onnx::AttributeProto& a = *node.add_attribute();
+  a.set_name(name);
+  a.set_type(onnx::AttributeProto::INTS);
+  for (const std::int64_t v : values) a.add_ints(v);
+}
+
+// What each node became (OnnxNodeSummary::glnetOp), by node name; of a name given twice, the last.
+inline std::map<std::string, std::string> summaries(const OnnxTestModel& model) {
+  TempDir dir;
+  const OnnxModel m = readOnnx(model.save(dir), 0);
+  std::map<std::string, std::string> became;
+  for (const OnnxNodeSummary& node : m.nodes) became[node.name] = node.glnetOp;
+  return became;
+}
+
+// What the model's fused attention became ("attention (fused: ...)"), or "" without one.
+inline std::string fusedAttention(const OnnxTestModel& model) {
+  TempDir dir;
+  const OnnxModel m = readOnnx(model.save(dir), 0);
+  for (const OnnxNodeSummary& node : m.nodes) {
+    if (node.glnetOp.rfind("attention (fused", 0) == 0) return node.glnetOp;
+  }
+  return "";
+}
+
+// The GPU ops the model runs (views left out).
+inline std::size_t opsRun(const OnnxTestModel& model) {
+  TempDir dir;
+  const OnnxModel m = readOnnx(model.save(dir), 0);
+  return static_cast<std::size_t>(std::count_if(m.graph.ops().begin(), m.graph.ops().end(), [](const OpNode& op) { return !op.op->isView(); }));
+}
+
+// The node names OnnxTestModel::node gives: "/Op_index", index counting every node before it.
+inline std::string named(const std::string& op, int index) { return "/" + op + "_" + std::to_string(index); }
+
+// x [rows, inputs] · w [inputs, outputs] + b, in float64.
+inline std::vector<double> affine(const std::vector<float>& x, const std::vector<double>& w, const std::vector<double>& b, std::size_t inputs) {
+  const std::size_t outputs = b.size(), rows = x.size() / inputs;
+  std::vector<double> z(rows * outputs);
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t o = 0; o < outputs; ++o) {
+      double sum = b[o];
+      for (std::size_t i = 0; i < inputs; ++i) sum += double{x[r * inputs + i]} * w[i * outputs + o];
+      z[r * outputs + o] = sum;
+    }
+  }
+  return z;
 }
 
 inline std::vector<float> iota(std::size_t n, float start = 0) {
