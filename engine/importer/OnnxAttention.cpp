@@ -12,17 +12,34 @@ namespace {
 // A node of the default domain, whose input and output counts the file's check has verified.
 bool ofDefaultDomain(const onnx::NodeProto* node) { return node && (node->domain().empty() || node->domain() == "ai.onnx"); }
 
-bool isRowSoftmax(const onnx::NodeProto& node, std::int64_t opset) {
+// A Softmax over the last axis of scores of rank `rank`.
+bool isRowSoftmax(const onnx::NodeProto& node, std::int64_t opset, std::size_t rank) {
   if (node.op_type() != "Softmax") return false;
   std::int64_t axis = opset >= 13 ? -1 : 1;
   for (const onnx::AttributeProto& attribute : node.attribute()) {
     if (attribute.name() == "axis") axis = attribute.i();
   }
-  // Before opset 13 Softmax coerces to 2-D from `axis` on: over the last axis of a rank-4 tensor only for axis 3.
-  return axis == -1 || axis == 3;
+  // Before opset 13 Softmax coerces to 2-D from `axis` on: over the last axis only for the last axis.
+  return axis == -1 || axis == static_cast<std::int64_t>(rank) - 1;
 }
 
 }  // namespace
+
+bool Importer::fillsLowest(const onnx::NodeProto& where) const {
+  const std::optional<double> fill = scalarAhead(where.input(2));
+  return fill && *fill <= -1e30;
+}
+
+bool Importer::passesProbabilities(const onnx::NodeProto& node) const {
+  // The eager GPT-2 export casts the probabilities to the value's type (to float, the identity); Swin's attention drops
+  // some while training (Dropout, the identity in inference, its mask unread).
+  if (node.op_type() == "Cast") {
+    return node.attribute_size() >= 1 && node.attribute(0).name() == "to" && node.attribute(0).i() == onnx::TensorProto::FLOAT;
+  }
+  if (node.op_type() == "Identity") return true;
+  return node.op_type() == "Dropout" && (node.output_size() < 2 || node.output(1).empty() || consumers_.count(node.output(1)) == 0 ||
+                                         consumers_.at(node.output(1)) == 0);
+}
 
 std::optional<double> Importer::scalarConstant(const std::string& name) const {
   const auto found = values_.find(name);
@@ -77,8 +94,7 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   const onnx::NodeProto* causalWhere = nullptr;
   if (next && next->op_type() == "Where" && next->input_size() == 3 && next->input(1) == current && next->input(0) != current &&
       next->input(2) != current) {
-    const std::optional<double> fill = scalarAhead(next->input(2));
-    if (!fill || !(*fill <= -1e30)) return "the Where before Softmax fills with no -inf or lowest float";
+    if (!fillsLowest(*next)) return "the Where before Softmax fills with no -inf or lowest float";
     causalWhere = next;
     chain.push_back(next);
     current = next->output(0);
@@ -94,7 +110,10 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
     current = next->output(0);
     next = soleReader(current);
   }
-  if (!next || !isRowSoftmax(*next, result_.opset)) return "no Softmax over the keys reads the scores alone";
+  // Scores of rank 4 [batch, heads, queries, keys], or 3 with batch and heads as one axis (PyTorch's
+  // nn.MultiheadAttention, as torchvision's ViT uses it).
+  const std::size_t rank = shapeOf(tensorInput(product, 0)).size();
+  if (!next || !isRowSoftmax(*next, result_.opset, rank)) return "no Softmax over the keys reads the scores alone";
   const onnx::NodeProto& softmax = *next;
   chain.push_back(next);
   current = softmax.output(0);
@@ -118,9 +137,7 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
     return "the softmax has readers other than the product with V";
   }
   next = soleReader(current);
-  // The eager GPT-2 export casts the probabilities to the value's type: to float, the identity.
-  while (next && next->op_type() == "Cast" && next->attribute_size() >= 1 && next->attribute(0).name() == "to" &&
-      next->attribute(0).i() == onnx::TensorProto::FLOAT) {
+  while (next && passesProbabilities(*next)) {
     chain.push_back(next);
     current = next->output(0);
     next = soleReader(current);
@@ -132,15 +149,19 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   const Value& queryValue = operand(product, 0);
   const Value& keyValue = operand(product, 1);
   if (queryValue.constant || keyValue.constant) return "Q or K is a constant";
-  if (shapeOf(queryValue.tensor).size() != 4 || shapeOf(keyValue.tensor).size() != 4) return "Q and Kᵀ are not rank 4 [batch, heads, sequence, features]";
+  if ((rank != 3 && rank != 4) || shapeOf(keyValue.tensor).size() != rank) {
+    return "Q and Kᵀ are not of rank 4 [batch, heads, sequence, features] or 3 [batch · heads, sequence, features]";
+  }
   for (const std::string& name : {valueProduct.input(1), mask}) {
     if (!name.empty() && values_.count(name) && values_.at(name).constant && name == valueProduct.input(1)) return "V is a constant";
   }
   // The nodes after Q·Kᵀ run inside the fused op; V and the mask may come later in the file (SDPA's export computes the
   // mask just before it adds it), so the op is made where the product with V is, at the latest. Made now, a shape the
   // op does not take leaves the ops to run one by one; made later, it refuses the model.
-  const bool ready = values_.count(valueProduct.input(1)) && (mask.empty() || values_.count(mask)) &&
-                     (!causalWhere || values_.count(causalWhere->input(0)));
+  // A causal condition computed after Q·Kᵀ leaves the ops to run one by one until the product with V, where
+  // importLateAttention finds them all computed (and, failing, leaves them running: no refusal).
+  if (causalWhere && !values_.count(causalWhere->input(0))) return "the Where's condition is computed after Q·Kᵀ";
+  const bool ready = values_.count(valueProduct.input(1)) && (mask.empty() || values_.count(mask));
   if (ready) {
     const std::string why = buildAttention(match);
     if (!why.empty()) return why;
@@ -167,13 +188,12 @@ std::string Importer::importLateAttention(const onnx::NodeProto& valueProduct) {
   std::vector<const onnx::NodeProto*> chain;  // backwards, reversed below
   std::string current = valueProduct.input(0);
   const onnx::NodeProto* node = producerReadOnce(current);
-  while (node && node->op_type() == "Cast" && node->attribute_size() >= 1 && node->attribute(0).name() == "to" &&
-         node->attribute(0).i() == onnx::TensorProto::FLOAT) {
+  while (node && passesProbabilities(*node)) {
     chain.push_back(node);
     current = node->input(0);
     node = producerReadOnce(current);
   }
-  if (!node || !isRowSoftmax(*node, result_.opset)) return "no Softmax over the keys";
+  if (!node || !isRowSoftmax(*node, result_.opset, shapeOf(tensorInput(*node, 0)).size())) return "no Softmax over the keys";
   chain.push_back(node);
   current = node->input(0);
   node = producerReadOnce(current);
@@ -195,8 +215,7 @@ std::string Importer::importLateAttention(const onnx::NodeProto& valueProduct) {
   }
   const onnx::NodeProto* causalWhere = nullptr;
   if (node && node->op_type() == "Where" && node->input_size() == 3 && node->input(0) != node->input(1) && node->input(2) != node->input(1)) {
-    const std::optional<double> fill = scalarConstant(node->input(2));
-    if (!fill || !(*fill <= -1e30)) return "the Where before Softmax fills with no -inf or lowest float";
+    if (!fillsLowest(*node)) return "the Where before Softmax fills with no -inf or lowest float";
     causalWhere = node;
     chain.push_back(node);
     current = node->input(1);
@@ -246,6 +265,12 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
   const Value& valueValue = value(valueProduct.input(1), "the attention");
   if (valueValue.constant) return fail("V is a constant");
 
+  // Q, Kᵀ and V of one rank, 4 or 3 (the layouts below index their axes).
+  const std::size_t rank = shapeOf(value(product.input(0), "the attention").tensor).size();
+  if ((rank != 3 && rank != 4) || shapeOf(value(product.input(1), "the attention").tensor).size() != rank ||
+      shapeOf(valueValue.tensor).size() != rank) {
+    return fail("Q, Kᵀ and V are not all of rank 4 [batch, heads, sequence, features] or 3 [batch · heads, sequence, features]");
+  }
   // Each operand read in place through the layout of the Transpose (and the scale of the Mul) that made it.
   AttentionSettings settings;
   // Q and Kᵀ may arrive scaled (the scale joins the op's); V's scale is V's own.
@@ -262,39 +287,54 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
     }
     // Through every Transpose before it (BERT's eager Kᵀ is the head split's transpose, transposed again): the composite
     // permutation, perm[k] the axis of `at` that the operand's axis k is.
-    std::array<std::uint32_t, 4> perm{0, 1, 2, 3};
-    for (auto transpose = producers_.find(at); transpose != producers_.end() && transpose->second->op_type() == "Transpose";
+    const std::size_t rank = shapeOf(values_.at(at).tensor).size();
+    std::vector<std::uint32_t> perm{0, 1, 2, 3};
+    perm.resize(std::min<std::size_t>(rank, 4));
+    // A Transpose fused into an earlier attention's output (its heads' merge) was never run: its value is that output.
+    for (auto transpose = producers_.find(at);
+         transpose != producers_.end() && transpose->second->op_type() == "Transpose" && !fused_.count(transpose->second);
          transpose = producers_.find(at)) {
       const Value& input = values_.at(transpose->second->input(0));
-      if (input.constant || shapeOf(input.tensor).size() != 4) break;
+      if (input.constant || shapeOf(input.tensor).size() != rank) break;
       const onnx::AttributeProto* permAttribute = nullptr;
       for (const onnx::AttributeProto& attribute : transpose->second->attribute()) {
         if (attribute.name() == "perm") permAttribute = &attribute;
       }
-      if (!permAttribute || permAttribute->ints_size() != 4) break;
+      if (!permAttribute || static_cast<std::size_t>(permAttribute->ints_size()) != rank) break;
       for (std::uint32_t& axis : perm) axis = static_cast<std::uint32_t>(permAttribute->ints(static_cast<int>(axis)));
       at = transpose->second->input(0);
       path.push_back(at);
     }
-    // K arrives as Kᵀ: its logical axes [B, H, S, D] are Kᵀ's axes 0, 1, 3, 2.
-    layout = transposed ? AttentionSettings::Layout{perm[0], perm[1], perm[3], perm[2]} : AttentionSettings::Layout{perm[0], perm[1], perm[2], perm[3]};
-    return values_.at(at).tensor;
+    if (rank != 3) {
+      // K arrives as Kᵀ: its logical axes [B, H, S, D] are Kᵀ's axes 0, 1, 3, 2.
+      layout = transposed ? AttentionSettings::Layout{perm[0], perm[1], perm[3], perm[2]} : AttentionSettings::Layout{perm[0], perm[1], perm[2], perm[3]};
+      return values_.at(at).tensor;
+    }
+    // [batch · heads, sequence, features] (Kᵀ: features, sequence) read as [1, ...]: batch · heads as the batch, the
+    // new axis as one head.
+    const Tensor stored = values_.at(at).tensor;
+    const Shape& shape = shapeOf(stored);
+    const std::uint32_t sequence = perm[transposed ? 2 : 1] + 1, feature = perm[transposed ? 1 : 2] + 1;
+    layout = AttentionSettings::Layout{perm[0] + 1, 0, sequence, feature};
+    return graph_.apply(reshapeOp({1, shape[0], shape[1], shape[2]}), {stored});
   };
   const Tensor query = source(product.input(0), settings.query, false, true, paths[0]);
   const Tensor key = source(product.input(1), settings.key, true, true, paths[1]);
   const Tensor valueTensor = source(valueProduct.input(1), settings.value, false, false, paths[2]);
-  if (shapeOf(valueTensor).size() != 4) return fail("V is not rank 4 [batch, heads, sequence, features]");
+  const bool headsJoined = rank == 3;  // [batch · heads, sequence, features]
   // Where(condition, scores, lowest): the op's causal flag where the condition is a constant keeping key j for query i
   // exactly where j <= i + Sk - Sq (over [Sq, Sk], leading axes of 1) and no mask follows. Otherwise an additive mask of
   // 0 and the fill, summed with the mask, gives the same scores: score + lowest rounds to lowest for any |score| < 1e31,
   // and lowest + lowest to -inf, as the Where and the Add give. (The causal flag would differ from them on a row whose
-  // visible keys the mask hides all: there the lowest float of the hidden later keys takes part in the softmax.)
+  // visible keys the mask hides all: there the lowest float of the hidden later keys takes part in the softmax.) A NaN
+  // or +inf score at a hidden key, which the Where drops, makes its row NaN: NaN in, NaN out.
   std::optional<Tensor> whereMask;
   if (const onnx::NodeProto* where = match.causalWhere) {
     const std::uint32_t sq = shapeOf(query)[settings.query[2]], sk = shapeOf(key)[settings.key[2]];
     const Value& condition = value(where->input(0), "the attention");
     const Constant& c = condition.host;
-    bool causal = match.mask.empty() && condition.constant && c.shape.size() >= 2 && c.shape[c.shape.size() - 2] == sq &&
+    // With Sq > Sk the first queries see no key: the Where keeps the lowest float there, where the op would see none.
+    bool causal = match.mask.empty() && sq <= sk && condition.constant && c.shape.size() >= 2 && c.shape[c.shape.size() - 2] == sq &&
                   c.shape.back() == sk && c.elements() == std::size_t{sq} * sk;
     for (std::size_t i = 0; causal && i < sq; ++i) {
       for (std::size_t j = 0; causal && j < sk; ++j) causal = (c.values[i * sk + j] != 0) == (j + sq <= i + sk);
@@ -309,7 +349,7 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
       }
     }
   }
-  const std::optional<JoinedProjections> joined = joinedProjections(paths, settings);
+  const std::optional<JoinedProjections> joined = headsJoined ? std::nullopt : joinedProjections(paths, settings);
   if (!match.merged.empty()) settings.output = AttentionSettings::sequenceBeforeHeads;
   settings.scale = static_cast<float>(scale);
   settings.emptyRowsZero = match.zeroesEmptyRows;
@@ -325,7 +365,15 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
     } else if (whereMask) {
       inputs.push_back(*whereMask);
     }
+    // A mask of [batch · heads, queries, keys] read as [batch · heads, 1, queries, keys].
+    if (const Shape m = inputs.size() == 4 ? shapeOf(inputs.back()) : Shape{}; headsJoined && m.size() == 3) {
+      inputs.back() = graph_.apply(reshapeOp({m[0], 1, m[1], m[2]}), {inputs.back()});
+    }
     out = graph_.apply(attentionOp(settings), inputs, nameOf(valueProduct));
+    if (headsJoined) {
+      const Shape o = shapeOf(out);  // [batch · heads, 1, sequence, features]
+      out = graph_.apply(reshapeOp({o[0], o[2], o[3]}), {out});
+    }
   } catch (const Error& error) {
     return fail(error.what());
   }

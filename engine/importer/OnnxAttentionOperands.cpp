@@ -24,6 +24,7 @@ std::optional<Importer::JoinedProjections> Importer::joinedProjections(const std
   for (std::size_t i = 0; i < 3; ++i) {
     std::vector<std::string> path = operands[i];
     stored[i] = shapeOf(values_.at(path.back()).tensor);
+    if (stored[i].size() != 4) return std::nullopt;  // the layouts index 4 axes
     while (!projections[i] && !parts[i]) {
       const std::string& at = path.back();
       const auto v = values_.find(at);
@@ -90,7 +91,8 @@ std::optional<Importer::JoinedProjections> Importer::joinedProjections(const std
   }
   if (projections[0]) {
     const Projection& q = *projections[0];
-    std::vector<double> weight, bias;
+    // The projections' weights, checked when they were read, side by side (as float32: no copy in double).
+    std::vector<float> weight, bias;
     for (const Projection* p : projections) {
       const std::vector<float>& w = graph_.tensor(p->weight).initial;
       const std::vector<float>& b = graph_.tensor(p->bias).initial;
@@ -100,9 +102,9 @@ std::optional<Importer::JoinedProjections> Importer::joinedProjections(const std
     }
     std::string name = graph_.tensor(q.weight).name;  // the query's layer name and ".weight"
     name = name.substr(0, name.rfind(".weight")) + "+k+v";
-    const std::int64_t inputs = shapeOf(q.rows).back();
-    const Tensor joinedWeight = parameter(name + ".weight", {width, inputs}, weight);
-    const Tensor joinedBias = parameter(name + ".bias", {width}, bias);
+    const std::uint32_t inputs = shapeOf(q.rows).back();
+    const Tensor joinedWeight = graph_.parameter(name + ".weight", {width, inputs}, std::move(weight));
+    const Tensor joinedBias = graph_.parameter(name + ".bias", {width}, std::move(bias));
     joined.output = graph_.apply(denseOp(Activation::none), {q.rows, joinedWeight, joinedBias}, name);
     joined.how = "Q, K and V from one dense layer";
   }

@@ -191,6 +191,11 @@ class Importer {
   // yet (GPT-2's eager export computes its scale and causal condition after the product): the ops made for the chain
   // are read by nothing then.
   std::string importLateAttention(const onnx::NodeProto& valueProduct);
+  // Whether a Where before Softmax fills with -inf or a float at most -1e30 (GPT-2's lowest float), which scores added
+  // to it round to.
+  bool fillsLowest(const onnx::NodeProto& where) const;
+  // Whether a node between Softmax and the product with V passes the probabilities unchanged (in inference).
+  bool passesProbabilities(const onnx::NodeProto& node) const;
   // The Transpose back to [B, S, H, D] that alone reads the product with V, as the heads' merge begins (the op writes
   // in that order at once), if any.
   std::vector<const onnx::NodeProto*> headsMerge(const onnx::NodeProto& valueProduct) const;
@@ -217,11 +222,6 @@ class Importer {
     std::uint32_t outputs = 0;
     std::size_t summary = 0;  // its row in result_.nodes
   };
-  // Where Q, K and V are each read through views alone (a head split's Reshape, the Transpose the op reads through, a
-  // scale), nothing else reading them, from three projections of one input or from the parts of one Split along the
-  // last axis: what the op reads them from (a dense layer of the three projections joined, or the split's source) and
-  // their views into it in `settings`. `operands`: for each of
-  // Q, K and V the names from the op's input back to the tensor it reads in its layout.
   // A part of a Split along the last axis: its columns from `offset` of its source's rows.
   struct SplitPart {
     Tensor source;
@@ -232,6 +232,11 @@ class Importer {
     std::vector<std::size_t> summaries;  // the joined projections' rows in result_.nodes
     std::string how;                     // for glnet_info
   };
+  // Where Q, K and V are each read through views alone (a head split's Reshape, the Transpose the op reads through, a
+  // scale), nothing else reading them, from three projections of one input or from the parts of one Split along the
+  // last axis: what the op reads them from (a dense layer of the three projections joined, or the split's source) and
+  // their views into it in `settings`. `operands`: for each of Q, K and V the names from the op's input back to the
+  // tensor it reads in its layout.
   std::optional<JoinedProjections> joinedProjections(const std::array<std::vector<std::string>, 3>& operands, AttentionSettings& settings);
   // The value of a one-element constant.
   std::optional<double> scalarConstant(const std::string& name) const;

@@ -105,9 +105,8 @@ const std::vector<GemmConfig>& gemmConfigs() {
       {"128x128", 128, 128, 8, 8, 8},  {"128x64", 128, 64, 8, 8, 4},  {"64x128", 64, 128, 16, 4, 8},
       {"64x64", 64, 64, 16, 4, 4},     {"128x32", 128, 32, 16, 4, 4, true, 1.64}, {"256x16", 256, 16, 8, 4, 4, true, 2.33},
       {"64x32", 64, 32, 16, 4, 4, false, 1.70},
-      // For the tuner: 16 values of the sum per stage, so that an operand stored along the sum (a dense layer's
-      // activations and weights) is read 64 bytes per row and stage rather than 32. 128x128k16 needs 40 KiB of shared
-      // memory, more than OpenGL 4.3's minimum.
+      // 16 values of the sum per stage, which the rule weighs nowhere: taken by the tuner, and 128x128k16 by
+      // chooseGemmAlongRows where the device has its 40 KiB of shared memory (more than OpenGL 4.3's minimum).
       {"128x128k16", 128, 128, 16, 8, 8, false}, {"128x64k16", 128, 64, 16, 8, 4, false},
   };
   return configs;
@@ -211,7 +210,11 @@ GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t d
 GemmChoice chooseGemmAlongRows(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth) {
   const GemmChoice choice = chooseGemm(rows, columns, depth, false);
   const GemmConfig& deeper = gemmConfigNamed("128x128k16");
-  if (choice.measured || choice.config != &gemmConfigNamed("128x128") || !deeper.fits(currentLimits())) return choice;
+  const Limits& limits = currentLimits();
+  // Only on a known device: GemmConfig::fits takes every configuration where no device is known yet.
+  if (choice.measured || choice.config != &gemmConfigNamed("128x128") || limits.maxSharedMemoryBytes <= 0 || !deeper.fits(limits)) {
+    return choice;
+  }
   GemmChoice deeperChoice = gemmWith(deeper, rows, columns, depth, false);
   deeperChoice.tuningKey = choice.tuningKey;
   return deeperChoice;

@@ -35,9 +35,9 @@ struct GemmConfig {
   std::vector<ShaderDefine> defines() const;
 };
 
-// Every configuration: those the rule weighs, largest tiles first, then those only a tuning takes. Those the rule
-// weighs fit the OpenGL 4.3 minimum limits (1024 invocations, 32 KiB of shared memory); 64x32 fits OpenGL ES 3.1's
-// (128 invocations, 16 KiB).
+// Every configuration: those the rule weighs, largest tiles first, then those it does not (the tuner and
+// chooseGemmAlongRows take them). Those the rule weighs fit the OpenGL 4.3 minimum limits (1024 invocations, 32 KiB of
+// shared memory); 64x32 fits OpenGL ES 3.1's (128 invocations, 16 KiB).
 const std::vector<GemmConfig>& gemmConfigs();
 // Those that fit `limits` (tests and glnet_bench run each of them in turn).
 std::vector<const GemmConfig*> gemmConfigsFitting(const Limits& limits);

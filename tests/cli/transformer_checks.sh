@@ -6,8 +6,8 @@
 # sequence 7 with padding in the second row, batch 1 x sequence 12) and the ViT on a batch of images, against
 # PyTorch's float64 outputs: max |diff| <= 1e-4 max |output|, the same argmax for classifiers. The attention mask
 # is honoured: changing a padded token's id changes no real position's output, changing a real token's does. The
-# BERT modules' Q, K and V projections run as one dense layer, and GPT-2's attentions run fused (glnet_info says so
-# for each attention). And
+# BERT modules' Q, K and V projections run as one dense layer, and the attentions of GPT-2, the ViT module and
+# torchvision's ViT and Swin run fused (glnet_info says so for each attention). And
 # torchvision's ViT, Swin and MaxViT in small configs (tests/reference/transformer_models.py, TorchScript) likewise.
 set -u
 apps=$1
@@ -72,6 +72,13 @@ for model in tv_vit_b_16 tv_swin_t tv_maxvit_t; do
   mv "$work/$model-ts-pixel_values.npy" "$work/$model-ts-2-pixel_values.npy" && mv "$work/$model-ts-y.npy" "$work/$model-ts-2-y.npy" \
     || { fail "$model was not exported"; continue; }
   run_and_compare $model-ts 2 1
+done
+# nn.MultiheadAttention's [batch · heads, sequence, features] products (the ViT module, torchvision's ViT) and Swin's
+# attention with dropout before the product with V run fused, every one of them.
+for model in vit tv_vit_b_16-ts tv_swin_t-ts; do
+  "$apps/glnet_info" --model "$work/$model.onnx" >"$work/info.txt" 2>&1 || { fail "glnet_info --model $model"; continue; }
+  fused=$(grep -c "attention (fused" "$work/info.txt") unfused=$(grep -c "attention unfused" "$work/info.txt")
+  [ "$fused" -ge 1 ] && [ "$unfused" = 0 ] || fail "$model: $fused attentions fused, $unfused unfused"
 done
 
 # The padding: the second row of the 2x7 inputs (padded at positions 5 and 6; gpt2, padded on the left, at 0 and 1)

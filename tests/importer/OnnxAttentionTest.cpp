@@ -126,73 +126,86 @@ TEST_SUITE("gl") {
     }
   }
 
-  TEST_CASE("a causal Where before Softmax is the fused attention's causal flag alone, an additive mask beside a padding mask; found from ·V back when the scale comes after Q·Kᵀ") {
-    constexpr std::size_t B = 2, H = 2, S = 5, D = 3;
+  TEST_CASE("a causal Where before Softmax is the fused attention's causal flag alone, an additive mask beside a padding mask or for another condition; found from ·V back when the scale comes after Q·Kᵀ") {
+    constexpr std::size_t B = 2, H = 2, Sk = 5, D = 3;
     const float lowest = std::numeric_limits<float>::lowest();
     std::mt19937 random = test::generator(53);
-    const std::vector<float> q = test::uniformFloats(random, B * H * S * D, -2, 2), k = test::uniformFloats(random, B * H * S * D, -2, 2),
-                             v = test::uniformFloats(random, B * H * S * D, -2, 2);
     // The padding mask as GPT-2 makes it: 0 for a real token, the lowest float for padding (the second row's first two).
-    std::vector<float> mask(B * S, 0.0f);
-    mask[S] = mask[S + 1] = lowest;
-    std::vector<double> triangle(S * S);
-    for (std::size_t i = 0; i < S; ++i)
-      for (std::size_t j = 0; j < S; ++j) triangle[i * S + j] = j <= i ? 1 : 0;
-    const double scale = 0.5;
-    for (const bool masked : {false, true}) {
-      for (const bool lateScale : {false, true}) {
-        CAPTURE(masked);
-        CAPTURE(lateScale);
-        Model m;
-        m.input("q", {B, H, S, D}).input("k", {B, H, S, D}).input("v", {B, H, S, D});
-        if (masked) m.input("mask", {B, 1, 1, S});
-        m.constant("causal", {1, 1, S, S}, triangle).constant("lowest", {}, {lowest}, false);
-        attributeInts(m.node("Transpose", {"k"}, "kt"), "perm", {0, 1, 3, 2});
-        m.node("MatMul", {"q", "kt"}, "scores");
-        if (lateScale) {
-          // The divisor made after the product, as GPT-2's export computes √D from the shapes.
-          m.constantNode("two", {}, {1.0});
-          m.constantNode("one", {}, {1.0});
-          m.node("Add", {"two", "one"}, "divisor");
-          m.node("Div", {"scores", "divisor"}, "scaled");
-        } else {
-          m.constant("scale", {}, {scale}, false);
-          m.node("Mul", {"scores", "scale"}, "scaled");
-        }
-        m.node("Where", {"causal", "scaled", "lowest"}, masked ? "kept" : "logits");
-        if (masked) m.node("Add", {"kept", "mask"}, "logits");
-        attribute(m.node("Softmax", {"logits"}, "p"), "axis", -1);
-        m.node("MatMul", {"p", "v"}, "y");
-        // Float64 but for the sums with the lowest float, which overflow in float32 as in the export.
-        std::vector<double> want(B * H * S * D, 0.0);
-        for (std::size_t b = 0; b < B; ++b)
-          for (std::size_t h = 0; h < H; ++h)
-            for (std::size_t i = 0; i < S; ++i) {
-              const std::size_t base = (b * H + h) * S * D;
-              std::vector<double> logit(S);
-              double largest = -INFINITY, total = 0;
-              for (std::size_t j = 0; j < S; ++j) {
-                double s = 0;
-                for (std::size_t d = 0; d < D; ++d) s += double{q[base + i * D + d]} * k[base + j * D + d];
-                s *= lateScale ? 0.5 : scale;
-                const float kept = j <= i ? static_cast<float>(s) : lowest;
-                logit[j] = masked ? static_cast<double>(kept + mask[b * S + j]) : (j <= i ? s : double{lowest});
-                largest = std::max(largest, logit[j]);
-              }
-              for (double& l : logit) total += l = std::exp(l - largest);
-              for (std::size_t j = 0; j < S; ++j)
-                for (std::size_t d = 0; d < D; ++d) want[base + i * D + d] += logit[j] / total * v[base + j * D + d];
-            }
-        std::vector<std::vector<float>> inputs{q, k, v};
-        if (masked) inputs.push_back(mask);
-        test::checkClose(run(m, inputs), want, 1e-5, 1e-5);
-        REQUIRE(!fusedAttention(m).empty());
-        const std::map<std::string, std::string> became = summaries(m);
-        const auto product = became.find(named("MatMul", 2));  // Q·Kᵀ: listed where it was imported before it fused
-        CHECK((product == became.end() || product->second == "fused into the attention"));
-        // Alone, the causal flag: the attention is the one op. With the mask: the Where's 0 or lowest, added to it.
-        CHECK(opsRun(m) == (masked ? 3u : 1u));
+    std::vector<float> mask(B * Sk, 0.0f);
+    mask[Sk] = mask[Sk + 1] = lowest;
+    struct Case {
+      bool masked, lateScale;
+      std::size_t sq;
+      int shift;  // key j kept for query i where j + Sq <= i + Sk + shift: 0 is causal, -1 hides each query's own key too
+    };
+    for (const Case c : {Case{false, false, Sk, 0}, Case{false, true, Sk, 0}, Case{true, false, Sk, 0}, Case{true, true, Sk, 0},
+                         Case{false, false, Sk, -1}, Case{false, true, 3, 0}}) {
+      CAPTURE(c.masked);
+      CAPTURE(c.lateScale);
+      CAPTURE(c.sq);
+      CAPTURE(c.shift);
+      const std::size_t Sq = c.sq;
+      const std::vector<float> q = test::uniformFloats(random, B * H * Sq * D, -2, 2), k = test::uniformFloats(random, B * H * Sk * D, -2, 2),
+                               v = test::uniformFloats(random, B * H * Sk * D, -2, 2);
+      const auto kept = [&](std::size_t i, std::size_t j) { return static_cast<int>(j + Sq) <= static_cast<int>(i + Sk) + c.shift; };
+      std::vector<double> condition(Sq * Sk);
+      for (std::size_t i = 0; i < Sq; ++i)
+        for (std::size_t j = 0; j < Sk; ++j) condition[i * Sk + j] = kept(i, j) ? 1 : 0;
+      Model m;
+      m.input("q", {B, H, static_cast<std::int64_t>(Sq), D}).input("k", {B, H, Sk, D}).input("v", {B, H, Sk, D});
+      if (c.masked) m.input("mask", {B, 1, 1, Sk});
+      m.constant("keep", {1, 1, static_cast<std::int64_t>(Sq), Sk}, condition).constant("lowest", {}, {lowest}, false);
+      attributeInts(m.node("Transpose", {"k"}, "kt"), "perm", {0, 1, 3, 2});
+      const std::string product = m.node("MatMul", {"q", "kt"}, "scores").name();
+      std::string scaling;
+      if (c.lateScale) {
+        // A divisor of 2 made after the product, as GPT-2's export computes √D from the shapes.
+        m.constantNode("one", {}, {1.0});
+        m.constantNode("another", {}, {1.0});
+        m.node("Add", {"one", "another"}, "divisor");
+        scaling = m.node("Div", {"scores", "divisor"}, "scaled").name();
+      } else {
+        m.constant("half", {}, {0.5}, false);
+        scaling = m.node("Mul", {"scores", "half"}, "scaled").name();
       }
+      m.node("Where", {"keep", "scaled", "lowest"}, c.masked ? "kept" : "logits");
+      if (c.masked) m.node("Add", {"kept", "mask"}, "logits");
+      attribute(m.node("Softmax", {"logits"}, "p"), "axis", -1);
+      m.node("MatMul", {"p", "v"}, "y");
+      // Float64 but for the sums with the lowest float, which overflow in float32 as in the export.
+      std::vector<double> want(B * H * Sq * D, 0.0);
+      for (std::size_t b = 0; b < B; ++b)
+        for (std::size_t h = 0; h < H; ++h)
+          for (std::size_t i = 0; i < Sq; ++i) {
+            const std::size_t qBase = (b * H + h) * Sq * D, kBase = (b * H + h) * Sk * D;
+            std::vector<double> logit(Sk);
+            double largest = -INFINITY, total = 0;
+            for (std::size_t j = 0; j < Sk; ++j) {
+              double score = 0;
+              for (std::size_t d = 0; d < D; ++d) score += double{q[qBase + i * D + d]} * k[kBase + j * D + d];
+              score *= 0.5;
+              const float where = kept(i, j) ? static_cast<float>(score) : lowest;
+              logit[j] = c.masked ? static_cast<double>(where + mask[b * Sk + j]) : kept(i, j) ? score : double{lowest};
+              largest = std::max(largest, logit[j]);
+            }
+            for (double& l : logit) total += l = std::exp(l - largest);
+            for (std::size_t j = 0; j < Sk; ++j)
+              for (std::size_t d = 0; d < D; ++d) want[qBase + i * D + d] += logit[j] / total * v[kBase + j * D + d];
+          }
+      std::vector<std::vector<float>> inputs{q, k, v};
+      if (c.masked) inputs.push_back(mask);
+      test::checkClose(run(m, inputs), want, 1e-5, 1e-5);
+      REQUIRE(!fusedAttention(m).empty());
+      const std::map<std::string, std::string> became = summaries(m);
+      // A scale made after the product: the ops made before the product with V was found are listed as fused.
+      if (c.lateScale) {
+        CHECK(became.at(product) == "fused into the attention");
+        CHECK(became.at(scaling) == "fused into the attention");
+      }
+      // The causal condition alone: the attention is the one op (the causal flag). With the padding mask: the Where's
+      // 0 or lowest, added to it; another condition: the Where's 0 or lowest as the mask.
+      const bool causalFlag = !c.masked && c.shift == 0;
+      CHECK(opsRun(m) == (causalFlag ? 1u : c.masked ? 3u : 2u));
     }
   }
 }
