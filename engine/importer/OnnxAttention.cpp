@@ -37,8 +37,22 @@ bool Importer::passesProbabilities(const onnx::NodeProto& node) const {
     return node.attribute_size() >= 1 && node.attribute(0).name() == "to" && node.attribute(0).i() == onnx::TensorProto::FLOAT;
   }
   if (node.op_type() == "Identity") return true;
-  return node.op_type() == "Dropout" && (node.output_size() < 2 || node.output(1).empty() || consumers_.count(node.output(1)) == 0 ||
-                                         consumers_.at(node.output(1)) == 0);
+  if (node.op_type() != "Dropout") return false;
+  // As importIdentity takes a Dropout: its mask unread, and not in training mode unless its ratio is 0. Inputs that are
+  // not constants (yet) decline it.
+  if (node.output_size() > 1 && !node.output(1).empty() && consumers_.count(node.output(1)) && consumers_.at(node.output(1)) > 0) return false;
+  if (node.input_size() <= 2 || node.input(2).empty()) return true;
+  const std::optional<double> training = scalarAhead(node.input(2));
+  if (!training) return false;
+  if (*training == 0) return true;
+  if (node.input_size() <= 1 || node.input(1).empty()) {
+    for (const onnx::AttributeProto& attribute : node.attribute()) {
+      if (attribute.name() == "ratio") return attribute.f() == 0;
+    }
+    return false;  // the default ratio, 0.5
+  }
+  const std::optional<double> ratio = scalarAhead(node.input(1));
+  return ratio && *ratio == 0;
 }
 
 std::optional<double> Importer::scalarConstant(const std::string& name) const {
@@ -162,6 +176,9 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   // importLateAttention finds them all computed (and, failing, leaves them running: no refusal).
   if (causalWhere && !values_.count(causalWhere->input(0))) return "the Where's condition is computed after Q·Kᵀ";
   const bool ready = values_.count(valueProduct.input(1)) && (mask.empty() || values_.count(mask));
+  // A rank-3 attention whose V or mask comes later is left to the late match, which declines what it cannot fuse
+  // (a mask that widens the scores to rank 4, say) where a pending one would have to refuse the model.
+  if (!ready && rank == 3) return "V or the mask is computed after Q·Kᵀ";
   if (ready) {
     const std::string why = buildAttention(match);
     if (!why.empty()) return why;
@@ -280,7 +297,9 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
     std::string at = name;
     path.push_back(at);
     const auto producer = producers_.find(at);
-    if (scalable && producer != producers_.end() && scaledBy(*producer->second) && !values_.at(scaledBy(*producer->second)->first).constant) {
+    // A scale whose input has another rank (a constant of more axes broadcasting it) is no part of the attention's layout.
+    if (scalable && producer != producers_.end() && scaledBy(*producer->second) && !values_.at(scaledBy(*producer->second)->first).constant &&
+        shapeOf(values_.at(scaledBy(*producer->second)->first).tensor).size() == shapeOf(values_.at(at).tensor).size()) {
       scale *= scaledBy(*producer->second)->second;
       at = scaledBy(*producer->second)->first;
       path.push_back(at);
@@ -365,6 +384,12 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
     } else if (whereMask) {
       inputs.push_back(*whereMask);
     }
+    // A mask or condition of more axes than Q·Kᵀ widens the scores (rank-3 scores to [1, batch · heads, ...]) and the
+    // output with them: not this op's output.
+    if (match.causalWhere && shapeOf(tensorOrConstant(*match.causalWhere, 0)).size() > rank) {
+      return fail("the Where's condition has more axes than the scores");
+    }
+    if (inputs.size() == 4 && shapeOf(inputs.back()).size() > rank) return fail("the mask has more axes than the scores");
     // A mask of [batch · heads, queries, keys] read as [batch · heads, 1, queries, keys].
     if (const Shape m = inputs.size() == 4 ? shapeOf(inputs.back()) : Shape{}; headsJoined && m.size() == 3) {
       inputs.back() = graph_.apply(reshapeOp({m[0], 1, m[1], m[2]}), {inputs.back()});

@@ -24,9 +24,43 @@ using test::attributeInts;
 using test::fusedAttention;
 using test::named;
 using test::opsRun;
+using test::refusal;
 using test::run;
 using test::summaries;
 using Model = test::OnnxTestModel;
+
+namespace {
+
+// softmax(Q·Kᵀ·scale + mask)·V of [N, S, D] arrays in float64; the mask [S, S] (empty: none), the same for every n.
+std::vector<double> attend(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v, std::size_t n,
+                           std::size_t s, std::size_t d, double scale, const std::vector<float>& mask) {
+  std::vector<double> out(n * s * d, 0.0);
+  for (std::size_t b = 0; b < n; ++b)
+    for (std::size_t i = 0; i < s; ++i) {
+      std::vector<double> p(s);
+      double largest = -INFINITY, total = 0;
+      for (std::size_t j = 0; j < s; ++j) {
+        for (std::size_t e = 0; e < d; ++e) p[j] += double{q[(b * s + i) * d + e]} * k[(b * s + j) * d + e];
+        p[j] = p[j] * scale + (mask.empty() ? 0.0 : mask[i * s + j]);
+        largest = std::max(largest, p[j]);
+      }
+      for (double& x : p) total += x = std::exp(x - largest);
+      for (std::size_t j = 0; j < s; ++j)
+        for (std::size_t e = 0; e < d; ++e) out[(b * s + i) * d + e] += p[j] / total * v[(b * s + j) * d + e];
+    }
+  return out;
+}
+
+// [S, N, D] as [N, S, D].
+std::vector<float> batchFirst(const std::vector<float>& x, std::size_t s, std::size_t n, std::size_t d) {
+  std::vector<float> y(x.size());
+  for (std::size_t i = 0; i < s; ++i)
+    for (std::size_t b = 0; b < n; ++b)
+      for (std::size_t e = 0; e < d; ++e) y[(b * s + i) * d + e] = x[(i * n + b) * d + e];
+  return y;
+}
+
+}  // namespace
 
 TEST_SUITE("gl") {
   TEST_CASE("an attention's Q, K and V projections of one input run as one dense layer read in place, a split projection is read in place; a projection read elsewhere too keeps its own") {
@@ -206,6 +240,44 @@ TEST_SUITE("gl") {
       // 0 or lowest, added to it; another condition: the Where's 0 or lowest as the mask.
       const bool causalFlag = !c.masked && c.shift == 0;
       CHECK(opsRun(m) == (causalFlag ? 1u : c.masked ? 3u : 2u));
+    }
+  }
+  TEST_CASE("rank-3 attention (batch · heads as one axis, sequence first before its Transposes) runs fused, with an inference Dropout; a 4-D mask or a training Dropout keeps the ops") {
+    constexpr std::size_t S = 6, N = 3, D = 4;
+    std::mt19937 random = test::generator(54);
+    const std::vector<float> qs = test::uniformFloats(random, S * N * D, -2, 2), ks = test::uniformFloats(random, S * N * D, -2, 2),
+                             vs = test::uniformFloats(random, S * N * D, -2, 2), mask = test::uniformFloats(random, S * S, -1, 1);
+    const std::vector<float> q = batchFirst(qs, S, N, D), k = batchFirst(ks, S, N, D), v = batchFirst(vs, S, N, D);
+    enum class Form { plain, dropout, wideMask, trainingDropout };
+    for (const Form form : {Form::plain, Form::dropout, Form::wideMask, Form::trainingDropout}) {
+      CAPTURE(static_cast<int>(form));
+      Model m;
+      m.input("qs", {S, N, D}).input("ks", {S, N, D}).input("vs", {S, N, D}).constant("scale", {}, {0.5}, false);
+      if (form == Form::wideMask) m.constant("mask", {1, 1, S, S}, test::widen(mask), false);
+      attributeInts(m.node("Transpose", {"qs"}, "q"), "perm", {1, 0, 2});
+      m.node("Mul", {"q", "scale"}, "qscaled");
+      attributeInts(m.node("Transpose", {"ks"}, "kt"), "perm", {1, 2, 0});  // [N, D, S] at once
+      attributeInts(m.node("Transpose", {"vs"}, "v"), "perm", {1, 0, 2});
+      m.node("MatMul", {"qscaled", "kt"}, "scores");
+      if (form == Form::wideMask) m.node("Add", {"scores", "mask"}, "masked");
+      attribute(m.node("Softmax", {form == Form::wideMask ? "masked" : "scores"}, "p"), "axis", -1);
+      std::string probabilities = "p";
+      if (form == Form::dropout || form == Form::trainingDropout) {
+        m.constant("ratio", {}, {0.5}, false).constant("training", {}, {form == Form::trainingDropout ? 1.0 : 0.0});
+        m.node("Dropout", {"p", "ratio", "training"}, "kept");
+        probabilities = "kept";
+      }
+      m.node("MatMul", {probabilities, "v"}, "y");
+      if (form == Form::trainingDropout) {
+        CHECK_MESSAGE(refusal(m).find("training mode is not supported") != std::string::npos, refusal(m));
+        continue;
+      }
+      Shape shape;
+      test::checkClose(run(m, {qs, ks, vs}, &shape), attend(q, k, v, N, S, D, 0.5, form == Form::wideMask ? mask : std::vector<float>{}), 1e-5, 1e-5);
+      // The [1, 1, S, S] mask widens the scores and the output to rank 4, which the ops give and the fused op would not.
+      CHECK(shape == (form == Form::wideMask ? Shape{1, N, S, D} : Shape{N, S, D}));
+      CHECK(fusedAttention(m).empty() == (form == Form::wideMask));
+      if (form != Form::wideMask) CHECK(opsRun(m) == 1u);
     }
   }
 }
