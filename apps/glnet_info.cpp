@@ -6,6 +6,7 @@
 #include "importer/OnnxOps.h"
 #include "graph/MemoryPlan.h"
 #include "gl/Context.h"
+#include "model/OnnxRunner.h"
 #include "gl/Sync.h"
 #include "plan/SelfCheck.h"
 #include "base/FileInput.h"
@@ -18,6 +19,7 @@
 #include <array>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 using namespace glnet;
 
@@ -165,9 +167,15 @@ std::string shapeText(const Shape& shape) {
   return text + "]";
 }
 
-// glnet_info --model M.onnx: the model as glnet will run it, on the host alone (no device needed).
-int describeModel(const std::string& path, std::uint32_t batch, bool json) {
+// glnet_info --model M.onnx: the model as glnet will run it, on the host alone (no device needed); with a context
+// (--plan), also the dispatches and barriers of its plan on that device.
+int describeModel(const std::string& path, std::uint32_t batch, bool json, const Context* context) {
   const OnnxModel model = readOnnx(path, batch);
+  std::optional<OnnxRunner::PlanSize> plan;
+  if (context) {
+    OnnxRunner runner(*context, path);
+    plan = runner.planSize(runner.batchShapes(batch ? batch : runner.ownBatch()));
+  }
   const Graph& graph = model.graph;
   double macs = 0;
   nlohmann::json nodes = nlohmann::json::array();
@@ -183,13 +191,15 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json) {
   const Shape& in = graph.tensor(model.input).shape;
   const Shape& out = graph.tensor(model.output).shape;
   if (json) {
-    std::cout << nlohmann::json{{"model", path}, {"producer", model.producer}, {"opset", model.opset}, {"batch", in[0]},
+    nlohmann::json description{{"model", path}, {"producer", model.producer}, {"opset", model.opset}, {"batch", in[0]},
                                 {"dynamic_batch", model.dynamicBatch}, {"input", {{"name", model.inputName}, {"shape", in}}},
                                 {"output", {{"name", model.outputName}, {"shape", out}}}, {"nodes", nodes},
                                 {"multiply_adds", macs}, {"parameter_bytes", model.parameterBytes},
-                                {"activation_bytes", memory.arenaBytes + memory.resultBytes}, {"activation_bytes_without_reuse", memory.keptBytes}}
-                     .dump(2)
-              << "\n";
+                                {"activation_bytes", memory.arenaBytes + memory.resultBytes}, {"activation_bytes_without_reuse", memory.keptBytes}};
+    if (plan) {
+      description["plan"] = {{"device", context->device().renderer}, {"dispatches", plan->dispatches}, {"barriers", plan->barriers}};
+    }
+    std::cout << description.dump(2) << "\n";
     return 0;
   }
   std::printf("%s: opset %lld, from %s\n", path.c_str(), static_cast<long long>(model.opset), model.producer.empty() ? "an unnamed producer" : model.producer.c_str());
@@ -213,6 +223,10 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json) {
               "Winograd's scratch sharing memory by liveness; %.1f MiB if each tensor kept its own; other ops' workspace comes on top)\n",
               macs, in[0], static_cast<double>(model.parameterBytes) / (1 << 20), static_cast<double>(memory.arenaBytes + memory.resultBytes) / (1 << 20),
               static_cast<double>(memory.keptBytes) / (1 << 20));
+  if (plan) {
+    std::printf("plan on %s: %zu dispatches per run, %zu barriers between them\n", context->device().renderer.c_str(), plan->dispatches,
+                plan->barriers);
+  }
   return 0;
 }
 
@@ -246,6 +260,8 @@ int main(int argc, char** argv) {
                                  "the op it becomes and its output shape, multiply-adds, parameter and activation bytes)")
         .option("batch", "N", "with --model: the batch size to describe it at, for a model whose batch is dynamic (default: 1, "
                               "or the model's fixed batch)")
+        .flag("plan", "with --model: also build its plan on the device (--device, --api; its programs are compiled) and "
+                      "count the dispatches one run issues and the barriers between them")
         .flag("ops", "instead: list the ONNX operators glnet imports (opsets, run or folded at load, fine-tuned, what runs)")
         .flag("markdown", "with --ops: as README's Markdown table")
         .option("tokenizer", "FILE", "with --encode: a Hugging Face tokenizer.json (byte-level BPE)")
@@ -261,9 +277,12 @@ int main(int argc, char** argv) {
       std::cout << onnxOpsTable(parser.has("markdown"), fineTunedOnnxOp);
       return 0;
     }
+    if (parser.has("plan") && !parser.has("model")) throw UsageError("--plan goes with --model");
     if (parser.has("model")) {
       const auto batch = parser.has("batch") ? static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20)) : 0u;
-      return describeModel(parser.text("model"), batch, parser.has("json"));
+      std::optional<Context> context;
+      if (parser.has("plan")) context.emplace(parser.contextOptions());
+      return describeModel(parser.text("model"), batch, parser.has("json"), context ? &*context : nullptr);
     }
     const auto elements = static_cast<std::size_t>(parser.integer("elements", 1, 1L << 28));
     const ContextOptions options = parser.contextOptions();

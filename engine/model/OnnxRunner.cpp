@@ -190,4 +190,9 @@ OnnxRunner::Profile OnnxRunner::profile(const InputShapes& shapes, int runs) {
   return profile;
 }
 
+OnnxRunner::PlanSize OnnxRunner::planSize(const InputShapes& shapes) {
+  const Bound& b = bound(shapes);
+  return {b.plan.dispatchCount(), b.plan.barrierCount()};
+}
+
 }  // namespace glnet

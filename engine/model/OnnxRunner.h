@@ -96,6 +96,12 @@ class OnnxRunner {
   };
   Profile profile(const InputShapes& shapes, int runs);
   Profile profile(std::uint32_t batch, int runs) { return profile(batchShapes(batch), runs); }
+  // The dispatches one run of the plan of `shapes` issues and the barriers between them: the plan is built (its
+  // programs compiled), not run.
+  struct PlanSize {
+    std::size_t dispatches = 0, barriers = 0;
+  };
+  PlanSize planSize(const InputShapes& shapes);
   // Drops every plan kept, so that the next run builds its plan afresh (a GEMM tuning plans again under each candidate).
   void forgetPlans() { bound_.clear(); }
 

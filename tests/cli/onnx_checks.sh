@@ -395,6 +395,17 @@ assert m['nodes'][0]['glnet'] == 'conv + max pool' and [n['glnet'] for n in m['n
 assert m['multiply_adds'] == 4 * 4 * 4 * 6 * 6 * 25 + 4 * 6 * 6 * 6 * 4 * 9 + 4 * 16 * 54 + 4 * 7 * 16, m['multiply_adds']
 assert m['parameter_bytes'] == 4 * (100 + 4 + 216 + 6 + 864 + 16 + 112 + 7)
 " "$work/info.json" || fail "glnet_info --model content"
+# With --plan, glnet_info builds the plan on the device and counts what one run issues: as glnet_bench does.
+"$apps/glnet_info" --model "$work/cnn.onnx" --batch 4 --plan --json >"$work/info-plan.json" || fail "glnet_info --model --plan"
+"$apps/glnet_bench" --model "$work/cnn.onnx" --batches 4 --runs 1 --warmup 0 >"$work/bench-plan.txt" 2>&1 || fail "glnet_bench --model cnn.onnx"
+/usr/bin/python3 -c "
+import json, re, sys
+plan = json.load(open(sys.argv[1]))['plan']
+bench = re.search(r'(\d+) dispatches, (\d+) barriers', open(sys.argv[2]).read())
+assert bench and plan['dispatches'] == int(bench.group(1)) > 0 and plan['barriers'] == int(bench.group(2)), (plan, bench and bench.groups())
+" "$work/info-plan.json" "$work/bench-plan.txt" || fail "glnet_info --plan counts what glnet_bench counts"
+expect 0 "dispatches per run" -- "$apps/glnet_info" --model "$work/cnn.onnx" --plan
+expect 2 "error: --plan goes with --model" -- "$apps/glnet_info" --plan
 # SiLU's Sigmoid and Mul, and the Clip, run inside the convolutions before them.
 "$apps/glnet_info" --model "$work/silu.onnx" --json >"$work/info-silu.json" || fail "glnet_info --model silu.onnx"
 /usr/bin/python3 -c "
