@@ -3,17 +3,33 @@
 #include "importer/OnnxImporter.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 
 namespace glnet::onnximport {
 
 std::optional<Importer::JoinedProjections> Importer::joinedProjections(const std::array<std::vector<std::string>, 3>& operands,
                                                                          AttentionSettings& settings) {
-  // Whether one node alone reads the data of `name` (Shape nodes read only its shape, which is known at load).
-  const auto readOnce = [this](const std::string& name) {
+  // Whether one node alone reads the data of `name`: a Shape node reads only its shape, known at load, and so does a
+  // node whose results only Shape nodes read (GPT-2's head split of K, whose size(-2) the export takes from a transpose
+  // of it that nothing else reads).
+  const std::function<bool(const onnx::NodeProto&, int)> readsShapeOnly = [&](const onnx::NodeProto& node, int depth) {
+    if (node.op_type() == "Shape") return true;
+    if (depth == 0 || node.output_size() == 0) return false;
+    for (const std::string& output : node.output()) {
+      const auto found = readers_.find(output);
+      const std::size_t readers = found == readers_.end() ? 0 : found->second.size();
+      if (output.empty() || readers == 0 || consumers_.at(output) != static_cast<int>(readers)) return false;  // unread, or a graph output
+      for (const onnx::NodeProto* reader : found->second) {
+        if (!readsShapeOnly(*reader, depth - 1)) return false;
+      }
+    }
+    return true;
+  };
+  const auto readOnce = [&](const std::string& name) {
     const auto found = readers_.find(name);
     if (found == readers_.end()) return false;
-    const auto shapeReaders = std::count_if(found->second.begin(), found->second.end(), [](const onnx::NodeProto* n) { return n->op_type() == "Shape"; });
+    const auto shapeReaders = std::count_if(found->second.begin(), found->second.end(), [&](const onnx::NodeProto* n) { return readsShapeOnly(*n, 3); });
     return found->second.size() - static_cast<std::size_t>(shapeReaders) == 1 && consumers_.at(name) - shapeReaders == 1;
   };
   // Each operand back from what the op reads in its layout, through Reshapes (views of the same memory), to a

@@ -6,8 +6,8 @@
 # sequence 7 with padding in the second row, batch 1 x sequence 12) and the ViT on a batch of images, against
 # PyTorch's float64 outputs: max |diff| <= 1e-4 max |output|, the same argmax for classifiers. The attention mask
 # is honoured: changing a padded token's id changes no real position's output, changing a real token's does. The
-# BERT modules' Q, K and V projections run as one dense layer, and the attentions of GPT-2, the ViT module and
-# torchvision's ViT and Swin run fused (glnet_info says so for each attention). And
+# BERT modules' Q, K and V projections run as one dense layer, GPT-2's are read in place from their split, and the
+# attentions of GPT-2, the ViT module and torchvision's ViT and Swin run fused (glnet_info says so). And
 # torchvision's ViT, Swin and MaxViT in small configs (tests/reference/transformer_models.py, TorchScript) likewise.
 set -u
 apps=$1
@@ -53,8 +53,10 @@ for model in bert bert_cls; do
   joined=$("$apps/glnet_info" --model "$work/$model.onnx" | grep -c "Q, K and V from one dense layer")
   [ "$joined" = 2 ] || fail "$model: $joined of its 2 attentions read Q, K and V from one dense layer"
 done
-# GPT-2's eager attention (its scale and causal Where computed after Q·Kᵀ, then the padding mask) runs fused too:
-# checked with the vision models' below.
+# GPT-2's eager attention (its scale and causal Where computed after Q·Kᵀ, then the padding mask) runs fused (checked
+# with the vision models' below), reading Q, K and V in place from its c_attn's split.
+split=$("$apps/glnet_info" --model "$work/gpt2.onnx" | grep -c "Q, K and V read in place from their split")
+[ "$split" = 2 ] || fail "gpt2: $split of its 2 attentions read Q, K and V in place from their split"
 
 for model in bert bert_cls gpt2; do
   for shape in 2x7 1x12; do
