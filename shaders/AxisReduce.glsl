@@ -10,6 +10,11 @@
 //   again otherwise), 3 y write,
 //   4 r read (RESIDUAL: LAYER_NORMALIZATION of x + r, a residual connection's sum that is never stored)
 // uniforms: 0 lines (outer·inner), 1 axis length, 2 inner, 3 epsilon (LAYER_NORMALIZATION, RMS_NORMALIZATION, INVERSE_DEVIATION)
+// Training a layer normalization (graph/BatchNormOps.cpp's LayerNorm):
+//   STATISTICS (LAYER_NORMALIZATION): also writes each line's mean and 1/sqrt(var + epsilon) to stats[2·line] and
+//   stats[2·line + 1] (binding 5), which the backward passes read instead of recomputing them
+//   LAYER_NORMALIZATION_GRADIENT (AXIS_OP LAYER_NORMALIZATION): dx = invstd·(g − mean(g) − x̂·mean(g·x̂)), g = dy·gamma,
+//   x̂ = (x − mean)·invstd; binding 2 dy in place of beta, 3 dx (written, or added when uniform 4 is 1), 5 stats read
 // defines: LINE_GROUP, the invocations per line (a power of two up to GLNET_GROUP_SIZE, its default): short axes
 // take small groups, so that most invocations have elements to read (a global pool over 7x7 ran at a tenth of
 // the memory's speed with 256 invocations per line).
@@ -18,10 +23,23 @@
 #endif
 layout(local_size_x = LINE_GROUP) in;
 
+#if (defined(STATISTICS) || defined(LAYER_NORMALIZATION_GRADIENT)) && AXIS_OP != AXIS_OP_LAYER_NORMALIZATION
+#error STATISTICS and LAYER_NORMALIZATION_GRADIENT serve layer normalization
+#endif
 layout(std430, binding = 0) readonly buffer Source { float x[]; };
 layout(std430, binding = 1) readonly buffer Gamma { float gamma[]; };
+#ifdef LAYER_NORMALIZATION_GRADIENT
+layout(std430, binding = 2) readonly buffer OutputGradient { float dy[]; };
+layout(std430, binding = 3) buffer InputGradient { float dx[]; };
+layout(std430, binding = 5) readonly buffer Statistics { vec2 stats[]; };
+layout(location = 4) uniform uint added;
+#else
 layout(std430, binding = 2) readonly buffer Beta { float beta[]; };
 layout(std430, binding = 3) writeonly buffer Result { float y[]; };
+#endif
+#ifdef STATISTICS
+layout(std430, binding = 5) writeonly buffer Statistics { vec2 stats[]; };
+#endif
 #ifdef RESIDUAL
 layout(std430, binding = 4) readonly buffer Residual { float r[]; };
 float source(uint i) { return x[i] + r[i]; }
@@ -86,7 +104,21 @@ void main() {
   if (line >= lines) return;
   uint local = gl_LocalInvocationID.x, step = uint(LINE_GROUP);
   uint base = (line / inner) * axis * inner + line % inner;
-#if AXIS_OP == AXIS_OP_SOFTMAX || AXIS_OP == AXIS_OP_LOG_SOFTMAX
+#ifdef LAYER_NORMALIZATION_GRADIENT
+  float mean = stats[line].x, scale = stats[line].y;
+  float sumG = 0.0, sumGX = 0.0;
+  for (uint k = local; k < axis; k += step) {
+    float g = dy[base + k * inner] * gamma[k];
+    sumG += g;
+    sumGX += g * (x[base + k * inner] - mean) * scale;
+  }
+  float meanG = combineGroup(sumG, 0, 0) / float(axis), meanGX = combineGroup(sumGX, 0, 1) / float(axis);
+  for (uint k = local; k < axis; k += step) {
+    uint i = base + k * inner;
+    float value = scale * (dy[i] * gamma[k] - meanG - (x[i] - mean) * scale * meanGX);
+    dx[i] = (added != 0u ? dx[i] : 0.0) + value;
+  }
+#elif AXIS_OP == AXIS_OP_SOFTMAX || AXIS_OP == AXIS_OP_LOG_SOFTMAX
   float largest;
   float sum = exponentSum(base, local, step, largest);
 #if AXIS_OP == AXIS_OP_SOFTMAX
@@ -108,6 +140,9 @@ void main() {
   float mean;
   float scale = inverseDeviation(base, local, step, mean);
   for (uint k = local; k < axis; k += step) y[base + k * inner] = (source(base + k * inner) - mean) * scale * gamma[k] + beta[k];
+#ifdef STATISTICS
+  if (local == 0u) stats[line] = vec2(mean, scale);
+#endif
 #elif AXIS_OP == AXIS_OP_RMS_NORMALIZATION
   float squares = 0.0;
   for (uint k = local; k < axis; k += step) squares = fma(source(base + k * inner), source(base + k * inner), squares);

@@ -16,6 +16,8 @@
 //   (written in FORWARD_STATISTICS), 5 gamma or dbeta (BACKWARD_TOTALS), 6 beta or dy (BACKWARD_PARTIALS, BACKWARD), 7 y or dx (BACKWARD)
 // uniforms: 0 N, 1 C, 2 S, 3 ε, 4 momentum, 5 chunk, 6 chunks, 7 what is added rather than written (bit 0 dx, bit 1
 //   dgamma, bit 2 dbeta), 8 what is wanted at all (same bits)
+// ROW_STATISTICS (BACKWARD_PARTIALS, with S = 1): the statistics are each row's, stats[2n] and stats[2n + 1], not each
+//   channel's: the sums of a layer normalization's dgamma and dbeta over the rows of x [N, C] (graph/BatchNormOps.cpp)
 #ifndef BN_GROUP
 #define BN_GROUP 256
 #endif
@@ -105,10 +107,15 @@ void main() {
   squares = groupSum(squares, 1);
   if (local == 0u) partials[c * chunks + piece] = vec2(mean, squares);
 #else
+#ifndef ROW_STATISTICS
   float mean = stats[c], invstd = stats[C + c];
+#endif
   float sumDy = 0.0, sumDyXhat = 0.0;
   for (uint k = first + local; k < last; k += uint(BN_GROUP)) {
     uint i = at(c, k);
+#ifdef ROW_STATISTICS
+    float mean = stats[2u * k], invstd = stats[2u * k + 1u];
+#endif
     sumDy += dy[i];
     sumDyXhat += dy[i] * (x[i] - mean) * invstd;
   }

@@ -54,23 +54,13 @@ class AxisOp : public InferenceOp {
   }
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     const auto [outer, axis, inner] = lines(in[0].shape);
-    // About 4 elements per invocation, 32 invocations at least (a warp on NVIDIA, half a wavefront on AMD).
-    std::uint32_t lineGroup = 32;
-    while (lineGroup < static_cast<std::uint32_t>(currentLimits().groupSize()) && std::uint64_t{lineGroup} * 4 < axis) lineGroup *= 2;
-    std::vector<ShaderDefine> defines{kindDefine(kind_), {"LINE_GROUP", std::to_string(lineGroup)}};
+    std::vector<ShaderDefine> defines;
     if (residual_) defines.push_back({"RESIDUAL", "1"});
-    const Program& program = programs.get("AxisReduce.glsl", defines);
-    Dispatch dispatch;
-    dispatch.program = &program;
-    dispatch.label = name();
-    dispatch.groups = {static_cast<std::uint32_t>(outer * inner), 1, 1};
-    dispatch.linear = true;
+    Dispatch dispatch = axisDispatch(programs, kind_, defines, outer * inner, axis, inner, epsilon_, name());
     const bool scaled = in.size() > 1, shifted = kind_ == AxisKind::layerNormalization;
     dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[scaled ? 1 : 0].view, Access::read},
                         {2, in[shifted ? 2 : 0].view, Access::read}, {3, out.view, Access::write}};
     if (residual_) dispatch.buffers.push_back({4, in[3].view, Access::read});
-    dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(outer * inner)), Uniform::u32(1, static_cast<std::uint32_t>(axis)),
-                         Uniform::u32(2, static_cast<std::uint32_t>(inner)), Uniform::f32(3, epsilon_)};
     plan.record(dispatch);
   }
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
@@ -216,6 +206,23 @@ class BatchedMatMulOp : public InferenceOp {
 };
 
 }  // namespace
+
+Dispatch axisDispatch(ProgramCache& programs, AxisKind kind, std::vector<ShaderDefine> defines, std::size_t lines, std::size_t axis, std::size_t inner,
+                      float epsilon, const std::string& label) {
+  // About 4 elements per invocation, 32 invocations at least (a warp on NVIDIA, half a wavefront on AMD).
+  std::uint32_t lineGroup = 32;
+  while (lineGroup < static_cast<std::uint32_t>(currentLimits().groupSize()) && std::uint64_t{lineGroup} * 4 < axis) lineGroup *= 2;
+  defines.push_back(kindDefine(kind));
+  defines.push_back({"LINE_GROUP", std::to_string(lineGroup)});
+  Dispatch dispatch;
+  dispatch.program = &programs.get("AxisReduce.glsl", defines);
+  dispatch.label = label;
+  dispatch.groups = {static_cast<std::uint32_t>(lines), 1, 1};
+  dispatch.linear = true;
+  dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(lines)), Uniform::u32(1, static_cast<std::uint32_t>(axis)),
+                       Uniform::u32(2, static_cast<std::uint32_t>(inner)), Uniform::f32(3, epsilon)};
+  return dispatch;
+}
 }  // namespace inference
 
 std::shared_ptr<const Op> axisOp(AxisKind kind, std::uint32_t first, std::uint32_t last, bool keepDims, float epsilon) {

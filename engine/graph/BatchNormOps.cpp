@@ -1,4 +1,5 @@
 #include "base/check.h"
+#include "graph/InferenceOp.h"
 #include "graph/Ops.h"
 #include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
@@ -8,6 +9,68 @@
 
 namespace glnet {
 namespace {
+
+// A channel's M = N·S values of x [N, C, S] in chunks of about chunkValues (at most largestChunks of them), one work
+// group of BatchNorm.glsl each: enough work groups for a few channels of many values (resnet8's first layers: 16
+// channels of 100 352 values at batch 128).
+struct ChannelChunks {
+  static constexpr std::uint64_t chunkValues = 2048;
+  static constexpr std::uint64_t largestChunks = 128;
+  ChannelChunks(std::uint32_t batch, std::uint32_t channels, std::uint32_t spatial) : batch(batch), channels(channels), spatial(spatial) {
+    const std::uint64_t values = std::uint64_t{batch} * spatial;
+    const std::uint64_t pieces = std::clamp<std::uint64_t>((values + chunkValues - 1) / chunkValues, 1, largestChunks);
+    chunk = static_cast<std::uint32_t>((values + pieces - 1) / pieces);
+    chunks = static_cast<std::uint32_t>((values + chunk - 1) / chunk);
+  }
+  std::uint32_t batch, channels, spatial, chunk = 0, chunks = 0;
+};
+
+// Bytes rounded up to a 256-byte boundary, so that the next part of a workspace can be bound.
+std::size_t boundable(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+Dispatch batchNormDispatch(ProgramCache& programs, BatchNormMode mode, const ChannelChunks& l, float epsilon, float momentum,
+                           const std::string& label, std::vector<ShaderDefine> defines = {}) {
+  defines.push_back(kindDefine(mode));
+  Dispatch dispatch;
+  dispatch.program = &programs.get("BatchNorm.glsl", defines);
+  dispatch.label = label;
+  dispatch.uniforms = {Uniform::u32(0, l.batch), Uniform::u32(1, l.channels), Uniform::u32(2, l.spatial), Uniform::f32(3, epsilon),
+                       Uniform::f32(4, momentum),  Uniform::u32(5, l.chunk),    Uniform::u32(6, l.chunks)};
+  return dispatch;
+}
+
+// The bits of BatchNorm.glsl's uniforms 7 and 8 (and AxisReduce.glsl's `added` for dx): which of the gradients of x,
+// gamma and beta are wanted, and which of those are added to what earlier consumers wrote.
+std::vector<Uniform> gradientFlags(const std::vector<std::optional<GradientTarget>>& targets) {
+  std::uint32_t wanted = 0, added = 0;
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    if (!targets[i]) continue;
+    wanted |= 1u << i;
+    if (targets[i]->accumulate) added |= 1u << i;
+  }
+  return {Uniform::u32(7, added), Uniform::u32(8, wanted)};
+}
+
+// dgamma = Σdy·x̂ and dbeta = Σdy per channel, each written or added (the targets of inputs 1 and 2), both sums also
+// kept in `totals` [2C]: BatchNorm.glsl's partial sums of each chunk into `partials`, then the chunks' totals.
+// `defines` (ROW_STATISTICS) say where the partials pass finds the mean and 1/deviation of each value in `stats`.
+void recordParameterGradients(ProgramCache& programs, Plan& plan, const ChannelChunks& l, const std::string& name,
+                              const std::vector<ShaderDefine>& defines, const BufferView& x, const BufferView& dy, const BufferView& stats,
+                              const BufferView& partials, const BufferView& totals, const std::vector<std::optional<GradientTarget>>& targets) {
+  Dispatch sums = batchNormDispatch(programs, BatchNormMode::backwardPartials, l, 0, 0, name + " backward partial sums", defines);
+  sums.groups = {l.chunks, l.channels, 1};
+  sums.buffers = {{0, x, Access::read}, {1, partials, Access::write}, {4, stats, Access::read}, {6, dy, Access::read}};
+  plan.record(sums);
+  // A gradient nobody wants binds the totals in its place, never written (the shader checks `wanted`).
+  Dispatch total = batchNormDispatch(programs, BatchNormMode::backwardTotals, l, 0, 0, name + " backward sums");
+  total.groups = linearGroups(l.channels, *total.program);
+  total.linear = true;
+  total.buffers = {{1, partials, Access::read}, {2, totals, Access::write}, {3, targets[1] ? targets[1]->view : totals, Access::readWrite},
+                   {5, targets[2] ? targets[2]->view : totals, Access::readWrite}};
+  const std::vector<Uniform> flags = gradientFlags(targets);
+  total.uniforms.insert(total.uniforms.end(), flags.begin(), flags.end());
+  plan.record(total);
+}
 
 // x [N, C, spatial...], gamma, beta, running mean, running variance [C] (PyTorch's BatchNorm1d/2d).
 class BatchNorm : public Op {
@@ -61,26 +124,10 @@ class BatchNorm : public Op {
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
     GLNET_ASSERT(training_, "batch normalization with running statistics runs in forward-only graphs");
     if (!targets[0] && !targets[1] && !targets[2]) return;
-    std::uint32_t wanted = 0, added = 0;
-    for (std::uint32_t i = 0; i < 3; ++i) {
-      if (!targets[i]) continue;
-      wanted |= 1u << i;
-      if (targets[i]->accumulate) added |= 1u << i;
-    }
     const Layout l = layoutOf(in[0].shape);
     const Workspace w(l, *out.workspace);
-    const std::vector<Uniform> flags{Uniform::u32(7, added), Uniform::u32(8, wanted)};
-    Dispatch partials = chunked(programs, BatchNormMode::backwardPartials, l, name() + " backward partial sums");
-    partials.buffers = {{0, in[0].view, Access::read}, {1, w.partials, Access::write}, {4, w.stats, Access::read},
-                        {6, dOut.view, Access::read}};
-    plan.record(partials);
-    // A gradient nobody wants binds the totals in its place, never written (the shader checks `wanted`).
-    Dispatch totals = perChannel(programs, BatchNormMode::backwardTotals, l, name() + " backward sums");
-    totals.buffers = {{1, w.partials, Access::read}, {2, w.totals, Access::write},
-                      {3, targets[1] ? targets[1]->view : w.totals, Access::readWrite},
-                      {5, targets[2] ? targets[2]->view : w.totals, Access::readWrite}};
-    totals.uniforms.insert(totals.uniforms.end(), flags.begin(), flags.end());
-    plan.record(totals);
+    recordParameterGradients(programs, plan, l, name(), {}, in[0].view, dOut.view, w.stats, w.partials, w.totals, targets);
+    const std::vector<Uniform> flags = gradientFlags(targets);
     if (!targets[0]) return;
     Dispatch dx = elementwise(programs, BatchNormMode::backward, l, name() + " backward");
     dx.buffers = {{0, in[0].view, Access::read}, {2, w.totals, Access::read}, {4, w.stats, Access::read}, {5, in[1].view, Access::read},
@@ -121,20 +168,13 @@ class BatchNorm : public Op {
   }
 
  private:
-  // A channel's M = N·S values in chunks of about chunkValues (at most largestChunks of them): enough work groups for
-  // a few channels of many values (resnet8's first layers: 16 channels of 100 352 values at batch 128).
-  static constexpr std::uint64_t chunkValues = 2048;
-  static constexpr std::uint64_t largestChunks = 128;
-  struct Layout {
-    std::uint32_t batch, channels, spatial, chunk, chunks;
-  };
+  using Layout = ChannelChunks;
   // stats [2C], totals [2C], partials [2C·chunks], each from a 256-byte boundary so that it can be bound.
   struct WorkspaceSize {
     explicit WorkspaceSize(const Layout& l)
-        : statsBytes(round(2 * std::size_t{l.channels} * sizeof(float))),
-          partialBytes(round(2 * std::size_t{l.channels} * l.chunks * sizeof(float))),
+        : statsBytes(boundable(2 * std::size_t{l.channels} * sizeof(float))),
+          partialBytes(boundable(2 * std::size_t{l.channels} * l.chunks * sizeof(float))),
           bytes(2 * statsBytes + partialBytes) {}
-    static std::size_t round(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
     std::size_t statsBytes, partialBytes, bytes;
   };
   struct Workspace {
@@ -149,22 +189,10 @@ class BatchNorm : public Op {
     double mean, invstd;
   };
   static Layout layoutOf(const Shape& x) {
-    const auto spatial = static_cast<std::uint32_t>(elementCount(x) / (std::size_t{x[0]} * x[1]));
-    const std::uint64_t values = std::uint64_t{x[0]} * spatial;
-    const std::uint64_t chunks = std::clamp<std::uint64_t>((values + chunkValues - 1) / chunkValues, 1, largestChunks);
-    const std::uint64_t chunk = (values + chunks - 1) / chunks;
-    return {x[0], x[1], spatial, static_cast<std::uint32_t>(chunk), static_cast<std::uint32_t>((values + chunk - 1) / chunk)};
-  }
-  std::vector<Uniform> uniforms(const Layout& l) const {
-    return {Uniform::u32(0, l.batch), Uniform::u32(1, l.channels), Uniform::u32(2, l.spatial), Uniform::f32(3, epsilon_),
-            Uniform::f32(4, momentum_), Uniform::u32(5, l.chunk), Uniform::u32(6, l.chunks)};
+    return Layout(x[0], x[1], static_cast<std::uint32_t>(elementCount(x) / (std::size_t{x[0]} * x[1])));
   }
   Dispatch dispatchOf(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
-    Dispatch dispatch;
-    dispatch.program = &programs.get("BatchNorm.glsl", {kindDefine(mode)});
-    dispatch.label = label;
-    dispatch.uniforms = uniforms(l);
-    return dispatch;
+    return batchNormDispatch(programs, mode, l, epsilon_, momentum_, label);
   }
   // One work group per (chunk, channel).
   Dispatch chunked(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
@@ -213,7 +241,129 @@ class BatchNorm : public Op {
   float momentum_, epsilon_;
 };
 
+// x [..., C] normalized over its last axis, gamma and beta [C]: y = (x − mean)/sqrt(var + ε)·gamma + beta per row
+// (PyTorch's LayerNorm(C), ONNX's LayerNormalization along the last axis); trainable. The forward pass keeps each
+// row's mean and 1/deviation in the workspace for the backward passes: dx row by row (AxisReduce.glsl), dgamma and
+// dbeta summed over the rows in chunks as a batch normalization's are (BatchNorm.glsl, statistics per row).
+class LayerNorm : public Op {
+ public:
+  explicit LayerNorm(float epsilon) : epsilon_(epsilon) {}
+  std::string name() const override { return "layer norm"; }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    if (in.size() != 3 || in[0].empty() || in[0].back() == 0 || in[1] != Shape{in[0].back()} || in[2] != in[1]) {
+      std::string shapes;
+      for (const Shape& shape : in) shapes += " " + describe(shape);
+      throw Error(name() + " takes x [..., C] and gamma and beta of [C]; got" + shapes);
+    }
+    return in[0];
+  }
+  std::size_t workspaceBytes(const std::vector<Shape>& in) const override { return WorkspaceSize(layoutOf(in[0])).bytes; }
+
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    GLNET_ASSERT(out.workspace.has_value(), "layer normalization keeps its statistics in its workspace");
+    const Layout l = layoutOf(in[0].shape);
+    const Workspace w(l, *out.workspace);
+    Dispatch dispatch = inference::axisDispatch(programs, AxisKind::layerNormalization, {{"STATISTICS", "1"}}, l.batch, l.channels, 1, epsilon_, name());
+    dispatch.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, in[2].view, Access::read},
+                        {3, out.view, Access::write}, {5, w.stats, Access::write}};
+    plan.record(dispatch);
+  }
+
+  void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
+                const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
+    const Layout l = layoutOf(in[0].shape);
+    const Workspace w(l, *out.workspace);
+    if (targets[1] || targets[2]) {
+      recordParameterGradients(programs, plan, l, name(), {{"ROW_STATISTICS", "1"}}, in[0].view, dOut.view, w.stats, w.partials, w.totals, targets);
+    }
+    if (!targets[0]) return;
+    Dispatch dx = inference::axisDispatch(programs, AxisKind::layerNormalization, {{"LAYER_NORMALIZATION_GRADIENT", "1"}}, l.batch, l.channels, 1,
+                                          epsilon_, name() + " backward");
+    dx.buffers = {{0, in[0].view, Access::read}, {1, in[1].view, Access::read}, {2, dOut.view, Access::read},
+                  {3, targets[0]->view, targets[0]->accumulate ? Access::readWrite : Access::write}, {5, w.stats, Access::read}};
+    dx.uniforms.push_back(Uniform::u32(4, targets[0]->accumulate ? 1 : 0));
+    plan.record(dx);
+  }
+
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    const Layout l = layoutOf(in[0].shape);
+    const std::vector<double>& x = *in[0].values;
+    std::vector<double> y(x.size());
+    for (std::size_t row = 0; row < l.batch; ++row) {
+      const Statistics s = statistics(x, row, l.channels);
+      for (std::size_t c = 0; c < l.channels; ++c) {
+        const std::size_t i = row * l.channels + c;
+        y[i] = (x[i] - s.mean) * s.invstd * (*in[1].values)[c] + (*in[2].values)[c];
+      }
+    }
+    return y;
+  }
+
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>&,
+                                                     const std::vector<double>& dy) const override {
+    const Layout l = layoutOf(in[0].shape);
+    const std::vector<double>& x = *in[0].values;
+    const std::vector<double>& gamma = *in[1].values;
+    std::vector<double> dx(x.size()), dgamma(l.channels, 0.0), dbeta(l.channels, 0.0);
+    const double n = l.channels;
+    for (std::size_t row = 0; row < l.batch; ++row) {
+      const Statistics s = statistics(x, row, l.channels);
+      double sumG = 0, sumGX = 0;
+      for (std::size_t c = 0; c < l.channels; ++c) {
+        const std::size_t i = row * l.channels + c;
+        const double xhat = (x[i] - s.mean) * s.invstd;
+        dbeta[c] += dy[i];
+        dgamma[c] += dy[i] * xhat;
+        sumG += dy[i] * gamma[c];
+        sumGX += dy[i] * gamma[c] * xhat;
+      }
+      for (std::size_t c = 0; c < l.channels; ++c) {
+        const std::size_t i = row * l.channels + c;
+        const double xhat = (x[i] - s.mean) * s.invstd;
+        dx[i] = s.invstd * (dy[i] * gamma[c] - sumG / n - xhat * sumGX / n);
+      }
+    }
+    return {dx, dgamma, dbeta};
+  }
+
+ private:
+  // The rows of x as the batch of BatchNorm.glsl's [N, C, 1] layout.
+  using Layout = ChannelChunks;
+  static Layout layoutOf(const Shape& x) { return Layout(static_cast<std::uint32_t>(elementCount(x) / x.back()), x.back(), 1); }
+  // stats [2 per row], totals [2C], partials [2C·chunks], each from a 256-byte boundary so that it can be bound.
+  struct WorkspaceSize {
+    explicit WorkspaceSize(const Layout& l)
+        : statsBytes(boundable(2 * std::size_t{l.batch} * sizeof(float))),
+          totalsBytes(boundable(2 * std::size_t{l.channels} * sizeof(float))),
+          partialBytes(boundable(2 * std::size_t{l.channels} * l.chunks * sizeof(float))),
+          bytes(statsBytes + totalsBytes + partialBytes) {}
+    std::size_t statsBytes, totalsBytes, partialBytes, bytes;
+  };
+  struct Workspace {
+    Workspace(const Layout& l, const BufferView& view) : Workspace(WorkspaceSize(l), view) {}
+    Workspace(const WorkspaceSize& size, const BufferView& view)
+        : stats(*view.buffer, view.offset, size.statsBytes),
+          totals(*view.buffer, view.offset + size.statsBytes, size.totalsBytes),
+          partials(*view.buffer, view.offset + size.statsBytes + size.totalsBytes, size.partialBytes) {}
+    BufferView stats, totals, partials;
+  };
+  struct Statistics {
+    double mean, invstd;
+  };
+  Statistics statistics(const std::vector<double>& x, std::size_t row, std::size_t channels) const {
+    double sum = 0, squares = 0;
+    for (std::size_t c = 0; c < channels; ++c) sum += x[row * channels + c];
+    const double mean = sum / static_cast<double>(channels);
+    for (std::size_t c = 0; c < channels; ++c) squares += (x[row * channels + c] - mean) * (x[row * channels + c] - mean);
+    return {mean, 1.0 / std::sqrt(squares / static_cast<double>(channels) + static_cast<double>(epsilon_))};
+  }
+
+  float epsilon_;
+};
+
 }  // namespace
+
+std::shared_ptr<const Op> layerNormOp(float epsilon) { return std::make_shared<LayerNorm>(epsilon); }
 
 std::shared_ptr<const Op> batchNormOp(bool training, float momentum, float epsilon) {
   return std::make_shared<BatchNorm>(training, momentum, epsilon);

@@ -26,6 +26,11 @@ void checkRank(const std::string& op, const Shape& shape);
 std::vector<Shape> shapesOf(const std::vector<GpuTensor>& in);
 std::vector<Shape> shapesOf(const std::vector<HostTensor64>& in);
 
+// A dispatch of AxisReduce.glsl (`kind` and `defines`) over `lines` lines of `axis` values `inner` apart: its program,
+// groups and uniforms; the caller binds the buffers.
+Dispatch axisDispatch(ProgramCache& programs, AxisKind kind, std::vector<ShaderDefine> defines, std::size_t lines, std::size_t axis, std::size_t inner,
+                      float epsilon, const std::string& label);
+
 class InferenceOp : public Op {
  public:
   bool differentiable() const override { return false; }

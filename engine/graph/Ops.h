@@ -49,6 +49,9 @@ std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t 
 // channel. Training: the batch's mean and variance, gradients to x, gamma and beta, and the running statistics (state
 // tensors) moved by `momentum` towards the batch's as PyTorch does; otherwise the running statistics (forward only).
 std::shared_ptr<const Op> batchNormOp(bool training, float momentum = 0.1f, float epsilon = 1e-5f);
+// x [..., C], gamma and beta [C]: y = (x − mean)/sqrt(var + ε)·gamma + beta over each row of C values (PyTorch's
+// LayerNorm(C)); trainable, the same in training and inference.
+std::shared_ptr<const Op> layerNormOp(float epsilon = 1e-5f);
 // Inverted dropout of a fraction `rate` of x's elements, the rest scaled by 1/(1 − rate); which ones follows from
 // (salt, the plan's step parameter, the element's index), the same on every device and drawn again by backward. The
 // float64 reference draws the mask of step `referenceStep`. Training graphs only: inference leaves the layer out.
