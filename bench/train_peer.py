@@ -42,6 +42,8 @@ class Described(nn.Module):
             elif kind == "batchnorm":
                 bn = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
                 module = bn(shape[0], eps=layer.get("epsilon", 1e-5), momentum=layer.get("momentum", 0.1))
+            elif kind == "layernorm":
+                module = nn.LayerNorm(shape[-1], eps=layer.get("epsilon", 1e-5))
             elif kind in act:
                 module = act[kind]
             elif kind == "add":

@@ -136,6 +136,15 @@ std::string writeBatchnorm(Exporter& e, const LayerDescription& layer, const Inp
   return layer.name;
 }
 
+// LayerNormalization (opset 17) along the last axis.
+std::string writeLayernorm(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  for (const char* suffix : {".weight", ".bias"}) e.initializer(layer.name + suffix);
+  onnx::NodeProto& n = e.node("LayerNormalization", {inputs[0], layer.name + ".weight", layer.name + ".bias"}, layer.name);
+  Exporter::integer(n, "axis", -1);
+  Exporter::real(n, "epsilon", layer.epsilon);
+  return layer.name;
+}
+
 // relu, tanh and sigmoid: Relu, Tanh and Sigmoid.
 std::string writeActivation(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
   return e.activation(parseActivation(layer.kind), inputs[0], layer.name);
@@ -205,6 +214,7 @@ constexpr std::array<Writing, layerKindCount> writings{{
     {LayerKind::conv, writeConv},
     {LayerKind::dense, writeDense},
     {LayerKind::batchnorm, writeBatchnorm},
+    {LayerKind::layernorm, writeLayernorm},
     {LayerKind::relu, writeActivation},
     {LayerKind::tanh, writeActivation},
     {LayerKind::sigmoid, writeActivation},

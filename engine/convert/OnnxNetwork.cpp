@@ -293,6 +293,33 @@ class Converter {
     add(node, layer, {input}, rank(node));
   }
 
+  // Along the last axis only (PyTorch's LayerNorm(C)); a missing bias is zeros. Mean and InvStdDev, the optional
+  // outputs, must be unread.
+  void layerNorm(const onnx::NodeProto& node, LayerKind kind) {
+    const Attributes a = attributes(node, {"axis", "epsilon", "stash_type"});
+    const std::int64_t axis = integer(a, "axis", -1);
+    if (axis != -1 && axis != static_cast<std::int64_t>(rank(node)) - 1) refuse(node, "glnet trains layer normalization along the last axis only");
+    if (integer(a, "stash_type", 1) != 1) refuse(node, "stash_type must be 1 (float statistics)");
+    const double epsilon = real(a, "epsilon", 1e-5);
+    if (!(epsilon > 0 && epsilon < 1)) refuse(node, "epsilon must be in (0, 1)");
+    for (int k = 1; k < node.output_size(); ++k) {
+      if (!node.output(k).empty() && !readers_[node.output(k)].empty()) refuse(node, "its mean and deviation outputs are read; glnet trains only its first");
+    }
+    if (rank(node) < 2) refuse(node, "layer normalization reads [N, ..., C]");
+    LayerDescription layer;
+    layer.kind = layerKindName(kind);
+    layer.epsilon = static_cast<float>(epsilon);
+    layer.name = nameFor(node, node.input(1));
+    const std::string input = layerInput(node, 0);
+    const OnnxConstant& scale = constant(node, 1);
+    if (scale.shape.size() != 1) refuse(node, "its scale must hold one value per feature, not " + describe(scale.shape));
+    const OnnxConstant* bias = optionalConstant(node, 2);
+    if (bias && bias->shape != scale.shape) refuse(node, "its bias must have the scale's shape " + describe(scale.shape) + ", not " + describe(bias->shape));
+    weight(layer.name + ".weight", scale.shape, scale.values);
+    weight(layer.name + ".bias", scale.shape, bias ? bias->values : std::vector<double>(scale.values.size(), 0.0));
+    add(node, layer, {input}, rank(node));
+  }
+
   void pool(const onnx::NodeProto& node, LayerKind kind) {
     const bool average = kind == LayerKind::avgpool;
     const Attributes a = average ? attributes(node, {"kernel_shape", "strides", "pads", "ceil_mode", "count_include_pad", "auto_pad"})
@@ -452,6 +479,7 @@ class Converter {
         {LayerKind::conv, "Conv", "Conv", &Converter::conv},
         {LayerKind::dense, "Gemm", "Gemm", &Converter::gemm},
         {LayerKind::batchnorm, "BatchNormalization", "BatchNormalization", &Converter::batchNorm},
+        {LayerKind::layernorm, "LayerNormalization", "LayerNormalization", &Converter::layerNorm},
         {LayerKind::relu, "Relu", "Relu", &Converter::pointwise},
         {LayerKind::tanh, "Tanh", "Tanh", &Converter::pointwise},
         {LayerKind::sigmoid, "Sigmoid", "Sigmoid", &Converter::pointwise},

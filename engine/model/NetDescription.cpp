@@ -142,6 +142,8 @@ void parseBatchnorm(LayerDescription& layer, const Fields& fields) {
   layer.epsilon = fields.fraction("epsilon", layer.epsilon, true);
 }
 
+void parseLayernorm(LayerDescription& layer, const Fields& fields) { layer.epsilon = fields.fraction("epsilon", layer.epsilon, true); }
+
 void parsePool(LayerDescription& layer, const Fields& fields) {
   layer.kernel = fields.required("kernel", 1, largestKernel);
   layer.stride = fields.optional("stride", 1, layer.kernel);
@@ -200,6 +202,15 @@ Tensor buildBatchnorm(const LayerBuild& b) {
   return b.graph.apply(batchNormOp(b.training, b.layer.momentum, b.layer.epsilon), {b.inputs[0], gamma, beta, mean, variance}, name);
 }
 
+Tensor buildLayernorm(const LayerBuild& b) {
+  const std::string& name = b.layer.name;
+  if (b.shape.size() < 2) throw b.refuse("layer normalization reads [N, ..., C], not " + describe(b.shape));
+  const Shape features{b.shape.back()};
+  const Tensor gamma = b.parameter(name + ".weight", features, false, Initialisation::ones, 0);
+  const Tensor beta = b.parameter(name + ".bias", features, false, Initialisation::zeros, 0);
+  return b.graph.apply(layerNormOp(b.layer.epsilon), {b.inputs[0], gamma, beta}, name);
+}
+
 // relu, tanh and sigmoid: the activations dense and conv layers fuse, by the same names.
 Tensor buildActivation(const LayerBuild& b) { return b.graph.apply(activationOp(parseActivation(b.layer.kind)), {b.inputs[0]}, b.layer.name); }
 
@@ -252,6 +263,7 @@ constexpr std::array<KindRow, layerKindCount> kindRows{{
     {LayerKind::conv, "conv", takes::outputs | takes::window | takes::groups | takes::activation, 1, 1, parseConv, buildConv},
     {LayerKind::dense, "dense", takes::outputs | takes::activation, 1, 1, parseDense, buildDense},
     {LayerKind::batchnorm, "batchnorm", takes::momentum | takes::epsilon, 1, 1, parseBatchnorm, buildBatchnorm},
+    {LayerKind::layernorm, "layernorm", takes::epsilon, 1, 1, parseLayernorm, buildLayernorm},
     {LayerKind::relu, "relu", 0, 1, 1, parseNothing, buildActivation},
     {LayerKind::tanh, "tanh", 0, 1, 1, parseNothing, buildActivation},
     {LayerKind::sigmoid, "sigmoid", 0, 1, 1, parseNothing, buildActivation},

@@ -34,6 +34,7 @@ TEST_CASE("every layer kind is built, exported and read back as the same kind") 
       {"conv", R"("outputs": 4, "kernel": 3, "stride": 2, "groups": 2, "activation": "tanh")"},
       {"dense", R"("outputs": 5, "activation": "relu")"},
       {"batchnorm", R"("momentum": 0.5, "epsilon": 0.01)"},
+      {"layernorm", R"("epsilon": 0.001)"},
       {"relu", ""},
       {"tanh", ""},
       {"sigmoid", ""},

@@ -461,6 +461,42 @@ TEST_SUITE("gl") {
 }
 
 TEST_SUITE("gl") {
+  TEST_CASE("layer normalization: a row holding NaN gives NaN in that row's output and input gradient and in every dgamma and dbeta, the other rows as without it") {
+    Context& context = test::glContext();
+    auto random = test::generator(49);
+    ProgramCache programs;
+    const Shape x{3, 11}, c{11};
+    std::vector<float> xs = test::uniformFloats(random, elementCount(x));
+    xs[11 + 4] = NAN;  // row 1
+    const std::vector<float> gamma = test::uniformFloats(random, 11), beta = test::uniformFloats(random, 11);
+    const std::vector<float> dy = test::uniformFloats(random, elementCount(x));
+    const Buffer xBuffer = Buffer::of(xs), gammaBuffer = Buffer::of(gamma), betaBuffer = Buffer::of(beta), dyBuffer = Buffer::of(dy);
+    const auto op = layerNormOp();
+    Buffer out(xs.size() * sizeof(float)), workspace(op->workspaceBytes({x, c, c})), dx(xs.size() * sizeof(float)),
+        dgamma(11 * sizeof(float)), dbeta(11 * sizeof(float));
+    for (Buffer* b : {&out, &dx, &dgamma, &dbeta}) b->fill(test::nanPoison);
+    const std::vector<GpuTensor> in{{xBuffer, x}, {gammaBuffer, c}, {betaBuffer, c}};
+    const GpuTensor output{out, x, BufferView(workspace)};
+    Plan plan(context.limits());
+    op->forward(programs, plan, in, output);
+    op->backward(programs, plan, in, output, {dyBuffer, x}, {GradientTarget{dx, false}, GradientTarget{dgamma, false}, GradientTarget{dbeta, false}});
+    plan.run();
+    const std::vector<float> y = out.read<float>(), gradient = dx.read<float>();
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::isnan(y[i]) == (i / 11 == 1));
+      CHECK(std::isnan(gradient[i]) == (i / 11 == 1));
+    }
+    for (const float value : dgamma.read<float>()) CHECK(std::isnan(value));
+    // dbeta = Σ dy reads no x: NaN in x leaves it a number.
+    const std::vector<float> shifts = dbeta.read<float>();
+    for (std::size_t k = 0; k < 11; ++k) CHECK(shifts[k] == doctest::Approx(dy[k] + dy[11 + k] + dy[22 + k]).epsilon(1e-5));
+    // The other rows are what the reference gives them.
+    const std::vector<double> wide(xs.begin(), xs.end()), gamma64(gamma.begin(), gamma.end()), beta64(beta.begin(), beta.end());
+    const std::vector<double> expected = op->referenceForward({{&wide, x}, {&gamma64, c}, {&beta64, c}});
+    for (const std::size_t i : {0u, 5u, 10u, 22u, 32u}) CHECK(y[i] == doctest::Approx(expected[i]).epsilon(1e-5));
+  }
+
   TEST_CASE("dropout on the GPU draws the mask of the plan's step") {
     Context& context = test::glContext();
     auto random = test::generator(48);

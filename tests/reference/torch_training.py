@@ -1,15 +1,18 @@
 #!/usr/bin/python3
-"""Ten training steps of a small residual network with batch normalization in glnet_train and in Debian's PyTorch
-(python3-torch, CPU; SGD with Nesterov momentum, weight decay on the weights alone, label smoothing 0.1), from the same
-initial weights (PyTorch's, handed to glnet_train --init) on the same batch (the
-first 64 MNIST training images, x/255, all of them each step: no shuffle or augmentation can differ). Checks every
-step's loss and the parameters and running statistics after the last step.
+"""Ten training steps of two small networks in glnet_train and in Debian's PyTorch (python3-torch, CPU), each from
+the same initial weights (PyTorch's, handed to glnet_train --init) on the same batch (the first 64 MNIST training
+images, x/255, all of them each step: no shuffle or augmentation can differ), label smoothing 0.1:
+- a residual network with batch normalization, SGD with Nesterov momentum, weight decay on the weights alone;
+- a network with layer normalization (over the last axis, its scale and shift drawn away from 1 and 0; after a tanh,
+  since a row's constant shift, such as a convolution's bias right before, has no gradient through it, which Adam
+  would turn into steps of noise), GELU and a residual sum, AdamW (decoupled weight decay on the weights alone) with a linear warm-up of 3 steps and a cosine decay.
+Checks every step's loss and the parameters and running statistics after the last step.
 
 Tolerance: both sides compute in float32 with different summation orders (cuDNN-free CPU kernels here, llvmpipe's
-shaders there); batch normalization divides by per-channel deviations, which turns those last-bit differences into
-relative differences of about 1e-6 per step, and SGD with momentum carries them on. Ten steps stay within a relative
-1e-4 on the losses and 1e-4 + 1e-3·|value| on the parameters; a wrong gradient (a missing term of the
-batch-normalization backward, a stride off by one) moves them by 1e-2 or more within these steps.
+shaders there); normalization divides by deviations, which turns those last-bit differences into relative differences
+of about 1e-6 per step, and the optimizers carry them on. Ten steps stay within a relative 1e-4 on the losses and
+1e-4 + 1e-3·|value| on the parameters; a wrong gradient (a missing term of a normalization's backward, a stride off by
+one) moves them by 1e-2 or more within these steps.
 
   torch_training.py GLNET_TRAIN MNIST_DIR WORK_DIR
 """
@@ -32,7 +35,7 @@ spec = importlib.util.spec_from_file_location("train_peer", here.parent.parent /
 train_peer = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(train_peer)
 
-DESCRIPTION = {"name": "tiny-resnet", "input": [1, 28, 28], "layers": [
+RESNET = {"name": "tiny-resnet", "input": [1, 28, 28], "layers": [
     {"name": "stem", "kind": "conv", "outputs": 6, "kernel": 3, "stride": 2},
     {"name": "stem.bn", "kind": "batchnorm"},
     {"name": "stem.relu", "kind": "relu"},
@@ -46,19 +49,37 @@ DESCRIPTION = {"name": "tiny-resnet", "input": [1, 28, 28], "layers": [
     {"name": "down", "kind": "conv", "outputs": 8, "kernel": 3, "stride": 2, "activation": "relu"},
     {"name": "pool", "kind": "maxpool", "kernel": 2},
     {"name": "fc", "kind": "dense", "outputs": 10}]}
-STEPS, BATCH, LR, DECAY, SMOOTHING = 10, 64, 0.05, 1e-3, 0.1
+LAYERNORM = {"name": "tiny-layernorm", "input": [1, 28, 28], "layers": [
+    {"name": "stem", "kind": "conv", "outputs": 6, "kernel": 3, "stride": 2, "activation": "tanh"},
+    {"name": "stem.ln", "kind": "layernorm"},
+    {"name": "stem.gelu", "kind": "gelu"},
+    {"name": "block.conv", "kind": "conv", "outputs": 6, "kernel": 3, "activation": "tanh"},
+    {"name": "block.ln", "kind": "layernorm", "epsilon": 1e-3},
+    {"name": "block.add", "kind": "add", "inputs": ["block.ln", "stem.gelu"]},
+    {"name": "pool", "kind": "maxpool", "kernel": 2},
+    {"name": "fc", "kind": "dense", "outputs": 10}]}
+STEPS, BATCH, SMOOTHING = 10, 64, 0.1
+SGD_LR, SGD_DECAY = 0.05, 1e-3
+ADAMW_LR, ADAMW_DECAY, WARMUP = 0.003, 0.01, 3
 
 
-def glnet_names(model):
+def cosine_with_warmup(step):
+    """glnet's --schedule cosine --warmup-epochs 3 at one step per epoch (model/Schedule.h), step from 1."""
+    if step <= WARMUP:
+        return ADAMW_LR * step / WARMUP
+    return ADAMW_LR * (1 + np.cos(np.pi * (step - WARMUP - 1) / (STEPS - WARMUP))) / 2
+
+
+def glnet_names(model, description):
     """PyTorch's tensors of the described model under glnet's names (conv1.weight, bn.running_mean, ...)."""
     tensors = {}
-    for layer in DESCRIPTION["layers"]:
+    for layer in description["layers"]:
         module = model.modules_[layer["name"].replace(".", "_")] if layer["name"].replace(".", "_") in model.modules_ else None
         if layer["kind"] == "conv":
             module = module[0]
         elif layer["kind"] == "dense":
             module = module[1]
-        elif layer["kind"] != "batchnorm":
+        elif layer["kind"] not in ("batchnorm", "layernorm"):
             continue
         for key, value in module.state_dict().items():
             if key != "num_batches_tracked":
@@ -66,34 +87,38 @@ def glnet_names(model):
     return tensors
 
 
-def main(train, mnist, work):
-    work = Path(work)
+def compare(train, mnist, work, description, flags, make_optimizer, learning_rate):
+    """Trains `description` for STEPS steps on both sides; returns the number of mismatches."""
+    print(f"{description['name']}: glnet_train {' '.join(flags)}")
     work.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(3)
-    model = train_peer.Described(json.loads(json.dumps(DESCRIPTION)))
+    model = train_peer.Described(json.loads(json.dumps(description)))
+    for module in model.modules():
+        if isinstance(module, torch.nn.LayerNorm):
+            torch.nn.init.uniform_(module.weight, 0.5, 1.5)
+            torch.nn.init.uniform_(module.bias, -0.5, 0.5)
     net = work / "net.json"
-    net.write_text(json.dumps(DESCRIPTION))
-    write_safetensors(work / "init.safetensors", glnet_names(model), {"network": json.dumps(DESCRIPTION)})
+    net.write_text(json.dumps(description))
+    write_safetensors(work / "init.safetensors", glnet_names(model, description), {"network": json.dumps(description)})
     images = train_peer.idx(mnist, "train-images-idx3-ubyte")[:BATCH]
     labels = train_peer.idx(mnist, "train-labels-idx1-ubyte")[:BATCH].astype(np.int64)
 
     result = subprocess.run([train, "--net", str(net), "--init", str(work / "init.safetensors"), "--data", mnist,
                              "--train-limit", str(BATCH), "--batch", str(BATCH), "--test-limit", "10", "--epochs", str(STEPS),
-                             "--optimizer", "momentum", "--nesterov", "--weight-decay", str(DECAY), "--label-smoothing", str(SMOOTHING),
-                             "--lr", str(LR), "--no-standardize", "--json",
-                             "--out", str(work / "glnet.safetensors")], capture_output=True, text=True)
+                             "--label-smoothing", str(SMOOTHING), "--no-standardize", "--json",
+                             "--out", str(work / "glnet.safetensors")] + flags, capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit("glnet_train failed: " + result.stderr.strip().splitlines()[-1])
     glnet_losses = [epoch["train_loss"] for epoch in json.loads(result.stdout)["epochs"]]
 
     x = torch.from_numpy(images.astype(np.float32) / 255).unsqueeze(1)
     y = torch.from_numpy(labels)
-    groups = [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": DECAY},
-              {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
-    optimizer = torch.optim.SGD(groups, lr=LR, momentum=0.9, nesterov=True)
+    optimizer = make_optimizer(model)
     model.train()
     torch_losses = []
-    for _ in range(STEPS):
+    for step in range(1, STEPS + 1):
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step)
         optimizer.zero_grad()
         loss = torch.nn.functional.cross_entropy(model(x), y, label_smoothing=SMOOTHING)
         loss.backward()
@@ -102,7 +127,7 @@ def main(train, mnist, work):
 
     failures = compare_losses(glnet_losses, torch_losses, STEPS)
     trained, _ = read_safetensors(work / "glnet.safetensors")
-    expected = glnet_names(model)
+    expected = glnet_names(model, description)
     if set(trained) != set(expected):
         sys.exit(f"glnet's model has tensors {sorted(set(trained) ^ set(expected))} that PyTorch's lacks or the reverse")
     for name, value in expected.items():
@@ -111,6 +136,26 @@ def main(train, mnist, work):
             failures += 1
             print(f"{name}: max |glnet - PyTorch| {np.abs(trained[name] - value).max():.3g} beyond the tolerance")
     print(f"{len(expected)} tensors compared after {STEPS} steps")
+    return failures
+
+
+def decay_groups(model, decay):
+    """Weight decay on the weights (rank 2 and more) alone, as glnet applies it."""
+    return [{"params": [p for p in model.parameters() if p.dim() >= 2], "weight_decay": decay},
+            {"params": [p for p in model.parameters() if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def main(train, mnist, work):
+    work = Path(work)
+    failures = compare(train, mnist, work / "resnet", RESNET,
+                       ["--optimizer", "momentum", "--nesterov", "--weight-decay", str(SGD_DECAY), "--lr", str(SGD_LR)],
+                       lambda model: torch.optim.SGD(decay_groups(model, SGD_DECAY), lr=SGD_LR, momentum=0.9, nesterov=True),
+                       lambda step: SGD_LR)
+    failures += compare(train, mnist, work / "layernorm", LAYERNORM,
+                        ["--optimizer", "adamw", "--weight-decay", str(ADAMW_DECAY), "--lr", str(ADAMW_LR), "--schedule", "cosine",
+                         "--warmup-epochs", str(WARMUP)],
+                        lambda model: torch.optim.AdamW(decay_groups(model, ADAMW_DECAY), lr=ADAMW_LR, betas=(0.9, 0.999), eps=1e-8),
+                        cosine_with_warmup)
     sys.exit(1 if failures else 0)
 
 
