@@ -49,6 +49,10 @@ std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t 
 // channel. Training: the batch's mean and variance, gradients to x, gamma and beta, and the running statistics (state
 // tensors) moved by `momentum` towards the batch's as PyTorch does; otherwise the running statistics (forward only).
 std::shared_ptr<const Op> batchNormOp(bool training, float momentum = 0.1f, float epsilon = 1e-5f);
+// qkv [..., S, 3·heads·D] (each position's queries, keys and values of `heads` heads side by side, PyTorch's
+// MultiheadAttention in-projection): O = softmax(Q·Kᵀ/√D)·V per head, [..., S, heads·D]; `causal`: query i sees keys up
+// to i. Trainable: the backward pass recomputes the scores instead of keeping them.
+std::shared_ptr<const Op> selfAttentionOp(std::uint32_t heads, bool causal = false);
 // x [..., C], gamma and beta [C]: y = (x − mean)/sqrt(var + ε)·gamma + beta over each row of C values (PyTorch's
 // LayerNorm(C)); trainable, the same in training and inference.
 std::shared_ptr<const Op> layerNormOp(float epsilon = 1e-5f);
