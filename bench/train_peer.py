@@ -15,6 +15,20 @@ torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
 
+class SelfAttention(nn.MultiheadAttention):
+    """glnet's attention layer: MultiheadAttention over the second-to-last axis of [N, ..., S, E], its own queries,
+    keys and values, optionally causal."""
+
+    def __init__(self, width, heads, causal):
+        super().__init__(width, heads, batch_first=True)
+        self.causal = causal
+
+    def forward(self, x):
+        rows = x.reshape(-1, x.shape[-2], x.shape[-1])
+        mask = torch.triu(torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool), 1) if self.causal else None
+        return super().forward(rows, rows, rows, need_weights=False, attn_mask=mask)[0].reshape(x.shape)
+
+
 class Described(nn.Module):
     """The layers of a glnet network description, evaluated in order by name."""
 
@@ -39,6 +53,11 @@ class Described(nn.Module):
             elif kind == "dense":
                 module = nn.Sequential(nn.Flatten(), nn.Linear(int(np.prod(shape)), layer["outputs"]), act[layer.get("activation", "none")])
                 shape = [layer["outputs"]]
+            elif kind == "linear":
+                module = nn.Sequential(nn.Linear(shape[-1], layer["outputs"]), act[layer.get("activation", "none")])
+                shape = shape[:-1] + [layer["outputs"]]
+            elif kind == "attention":
+                module = SelfAttention(shape[-1], layer["heads"], layer.get("causal", False))
             elif kind == "batchnorm":
                 bn = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
                 module = bn(shape[0], eps=layer.get("epsilon", 1e-5), momentum=layer.get("momentum", 0.1))

@@ -6,6 +6,8 @@
 #include <onnx/onnx_pb.h>
 
 #include <array>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -18,6 +20,8 @@ constexpr std::int64_t exportedOpset = 17;
 class Exporter {
  public:
   Exporter(const Network& network, onnx::GraphProto& graph) : network_(network), graph_(graph) {}
+
+  const std::vector<std::int64_t>& parameterShape(const std::string& name) const { return network_.parameters.at(name).shape; }
 
   void initializer(const std::string& name) {
     const HostTensor& tensor = network_.parameters.at(name);
@@ -34,6 +38,15 @@ class Exporter {
     proto->set_name(name);
     proto->set_data_type(onnx::TensorProto::FLOAT);
     proto->add_float_data(value);
+  }
+
+  // A 1-D int64 constant (shapes, axes) as an initializer named `name`.
+  void integers(const std::string& name, const std::vector<std::int64_t>& values) {
+    onnx::TensorProto* proto = graph_.add_initializer();
+    proto->set_name(name);
+    proto->set_data_type(onnx::TensorProto::INT64);
+    proto->add_dims(static_cast<std::int64_t>(values.size()));
+    for (const std::int64_t v : values) proto->add_int64_data(v);
   }
 
   // A node of `op` reading `inputs`, writing `output`.
@@ -98,6 +111,18 @@ class Exporter {
     return activation(act, product, output);
   }
 
+  // x·Wᵀ + b along the last axis of an input of any rank (PyTorch's Linear, as it exports one on [N, S, E]: MatMul and
+  // Add), W [out, in] the parameter `weight`, b `bias`; then the activation.
+  std::string linear(const std::string& weight, const std::string& bias, const std::string& input, Activation act, const std::string& output) {
+    initializer(weight);
+    initializer(bias);
+    ints(node("Transpose", {weight}, output + ".weight_t"), "perm", {1, 0});
+    node("MatMul", {input, output + ".weight_t"}, output + ".product");
+    const std::string sum = act == Activation::none ? output : output + ".sum";
+    node("Add", {output + ".product", bias}, sum);
+    return activation(act, sum, output);
+  }
+
   std::string pool(const std::string& op, const std::string& input, std::uint32_t kernel, std::uint32_t stride, std::uint32_t padding,
                    const std::string& output) {
     onnx::NodeProto& n = node(op, {input}, output);
@@ -125,6 +150,70 @@ std::string writeDense(Exporter& e, const LayerDescription& layer, const Inputs&
   const std::string out = e.dense(layer.name, inputs[0], rank > 2, layer.activation, layer.name);
   rank = 2;
   return out;
+}
+
+std::string writeLinear(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  return e.linear(layer.name + ".weight", layer.name + ".bias", inputs[0], layer.activation, layer.name);
+}
+
+// As PyTorch's MultiheadAttention exports, op by op (which the importer fuses again): the projection to Q, K and V,
+// split into heads, softmax(Q·Kᵀ/√D) (causal: the keys after each query hidden by Where on the upper triangle, as
+// GPT-2's export does) times V, the heads merged and projected back. `rank` stays.
+std::string writeAttention(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t& rank) {
+  const std::string& n = layer.name;
+  const auto r = static_cast<std::int64_t>(rank);  // [lead..., S, E]: the lead axes 0..r−3, S at r − 2
+  const std::int64_t width = e.parameterShape(n + ".out_proj.weight")[0], heads = layer.heads, features = width / heads;
+  const std::string qkv = e.linear(n + ".in_proj_weight", n + ".in_proj_bias", inputs[0], Activation::none, n + ".qkv");
+  std::vector<std::int64_t> split(static_cast<std::size_t>(r - 1), 0);  // 0 keeps the input's size (lead axes and S)
+  split.insert(split.end(), {3, heads, features});
+  e.integers(n + ".split_shape", split);
+  e.node("Reshape", {qkv, n + ".split_shape"}, n + ".split");
+  // [lead..., S, 3, H, D] → [3, lead..., H, S, D]
+  std::vector<std::int64_t> toParts{r - 1};
+  for (std::int64_t a = 0; a < r - 2; ++a) toParts.push_back(a);
+  toParts.insert(toParts.end(), {r, r - 2, r + 1});
+  Exporter::ints(e.node("Transpose", {n + ".split"}, n + ".parts"), "perm", toParts);
+  onnx::NodeProto& parts = e.node("Split", {n + ".parts"}, n + ".q3");
+  parts.add_output(n + ".k3");
+  parts.add_output(n + ".v3");
+  Exporter::integer(parts, "axis", 0);
+  e.integers(n + ".first_axis", {0});
+  for (const char* part : {"q", "k", "v"}) e.node("Squeeze", {n + "." + part + "3", n + ".first_axis"}, n + "." + part);
+  std::vector<std::int64_t> swapLast(static_cast<std::size_t>(r + 1));
+  for (std::int64_t a = 0; a <= r; ++a) swapLast[static_cast<std::size_t>(a)] = a;
+  std::swap(swapLast[static_cast<std::size_t>(r - 1)], swapLast[static_cast<std::size_t>(r)]);
+  Exporter::ints(e.node("Transpose", {n + ".k"}, n + ".k_t"), "perm", swapLast);
+  e.node("MatMul", {n + ".q", n + ".k_t"}, n + ".products");
+  e.constant(n + ".scale", 1.0f / std::sqrt(static_cast<float>(features)));
+  std::string scores = e.node("Mul", {n + ".products", n + ".scale"}, n + ".scores").output(0);
+  if (layer.causal) {
+    e.node("Shape", {scores}, n + ".scores_shape");
+    e.integers(n + ".last_two", {-2});
+    e.integers(n + ".to_end", {std::numeric_limits<std::int64_t>::max()});
+    e.node("Slice", {n + ".scores_shape", n + ".last_two", n + ".to_end"}, n + ".square");
+    onnx::NodeProto& ones = e.node("ConstantOfShape", {n + ".square"}, n + ".ones");
+    onnx::AttributeProto* value = ones.add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    value->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    value->mutable_t()->add_dims(1);
+    value->mutable_t()->add_float_data(1.0f);
+    e.integers(n + ".above", {1});
+    Exporter::integer(e.node("Trilu", {n + ".ones", n + ".above"}, n + ".later"), "upper", 1);
+    Exporter::integer(e.node("Cast", {n + ".later"}, n + ".hidden"), "to", onnx::TensorProto::BOOL);
+    e.constant(n + ".lowest", -std::numeric_limits<float>::infinity());
+    scores = e.node("Where", {n + ".hidden", n + ".lowest", scores}, n + ".causal_scores").output(0);
+  }
+  Exporter::integer(e.node("Softmax", {scores}, n + ".weights"), "axis", -1);
+  e.node("MatMul", {n + ".weights", n + ".v"}, n + ".heads");
+  std::swap(swapLast[static_cast<std::size_t>(r - 1)], swapLast[static_cast<std::size_t>(r)]);  // back to the identity
+  std::swap(swapLast[static_cast<std::size_t>(r - 2)], swapLast[static_cast<std::size_t>(r - 1)]);  // [lead..., S, H, D]
+  Exporter::ints(e.node("Transpose", {n + ".heads"}, n + ".by_position"), "perm", swapLast);
+  std::vector<std::int64_t> merge(static_cast<std::size_t>(r - 1), 0);
+  merge.push_back(width);
+  e.integers(n + ".merge_shape", merge);
+  e.node("Reshape", {n + ".by_position", n + ".merge_shape"}, n + ".merged");
+  return e.linear(n + ".out_proj.weight", n + ".out_proj.bias", n + ".merged", Activation::none, n);
 }
 
 std::string writeBatchnorm(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
@@ -213,6 +302,8 @@ struct Writing {
 constexpr std::array<Writing, layerKindCount> writings{{
     {LayerKind::conv, writeConv},
     {LayerKind::dense, writeDense},
+    {LayerKind::linear, writeLinear},
+    {LayerKind::attention, writeAttention},
     {LayerKind::batchnorm, writeBatchnorm},
     {LayerKind::layernorm, writeLayernorm},
     {LayerKind::relu, writeActivation},

@@ -478,6 +478,8 @@ class Converter {
     static constexpr std::array<Reading, layerKindCount> rows{{
         {LayerKind::conv, "Conv", "Conv", &Converter::conv},
         {LayerKind::dense, "Gemm", "Gemm", &Converter::gemm},
+        {LayerKind::linear, nullptr, nullptr, nullptr},     // PyTorch's MatMul and Add on [N, S, E] are not recognised yet
+        {LayerKind::attention, nullptr, nullptr, nullptr},  // nor the ops of an attention
         {LayerKind::batchnorm, "BatchNormalization", "BatchNormalization", &Converter::batchNorm},
         {LayerKind::layernorm, "LayerNormalization", "LayerNormalization", &Converter::layerNorm},
         {LayerKind::relu, "Relu", "Relu", &Converter::pointwise},

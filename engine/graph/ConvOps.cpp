@@ -329,12 +329,16 @@ class Conv2dMaxPool : public Conv2d {
   MaxPool pool_;
 };
 
-class Flatten : public Op {
+// [N, ...] as [N, the rest] (flatten), or as a given shape of as many elements: the same memory, seen anew.
+class View : public Op {
  public:
-  std::string name() const override { return "flatten"; }
+  explicit View(std::optional<Shape> shape) : shape_(std::move(shape)) {}
+  std::string name() const override { return shape_ ? "view as " + describe(*shape_) : "flatten"; }
   Shape outputShape(const std::vector<Shape>& in) const override {
-    if (in.size() != 1 || in[0].empty()) throw Error("flatten takes one tensor with a batch dimension");
-    return {in[0][0], static_cast<std::uint32_t>(elementCount(in[0]) / in[0][0])};
+    if (in.size() != 1 || in[0].empty()) throw Error(name() + " takes one tensor with a batch dimension");
+    if (!shape_) return {in[0][0], static_cast<std::uint32_t>(elementCount(in[0]) / in[0][0])};
+    if (elementCount(*shape_) != elementCount(in[0])) throw Error(name() + " does not fit " + describe(in[0]));
+    return *shape_;
   }
   bool isView() const override { return true; }
   // CompiledGraph gives a view its input's memory and gradient, so it never asks a view to record anything.
@@ -350,6 +354,9 @@ class Flatten : public Op {
                                                      const std::vector<double>& dy) const override {
     return {dy};
   }
+
+ private:
+  std::optional<Shape> shape_;
 };
 
 }  // namespace
@@ -368,6 +375,7 @@ std::shared_ptr<const Op> maxPoolOp() { return std::make_shared<MaxPool>(); }
 std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t padding) {
   return std::make_shared<Conv2dMaxPool>(activation, padding, 1);
 }
-std::shared_ptr<const Op> flattenOp() { return std::make_shared<Flatten>(); }
+std::shared_ptr<const Op> flattenOp() { return std::make_shared<View>(std::nullopt); }
+std::shared_ptr<const Op> viewOp(Shape shape) { return std::make_shared<View>(std::move(shape)); }
 
 }  // namespace glnet

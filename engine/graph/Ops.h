@@ -68,5 +68,7 @@ std::shared_ptr<const Op> maxPoolOp();
 std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t padding);
 // [N, d1, d2, ...] → [N, d1·d2·...] in (C, H, W) order, as a view of the same memory.
 std::shared_ptr<const Op> flattenOp();
+// The input seen as `shape` (as many elements, the batch included): no dispatch, the gradient passes as it is.
+std::shared_ptr<const Op> viewOp(Shape shape);
 
 }  // namespace glnet

@@ -62,6 +62,12 @@ class Fields {
     if (!activation) throw refuse("\"activation\" must be " + kindChoices<Activation>());
     return *activation;
   }
+  bool flag(const char* key, bool fallback) const {
+    const nlohmann::json* given = find(key);
+    if (!given) return fallback;
+    if (!given->is_boolean()) throw refuse(std::string(key) + " must be true or false, not " + describeJsonValue(*given));
+    return given->get<bool>();
+  }
   // A number in (0, 1) when `open`, else in (0, 1].
   float fraction(const char* key, float fallback, bool open) const {
     const nlohmann::json* given = find(key);
@@ -99,7 +105,9 @@ struct LayerBuild {
 
 // The attributes a layer may give, each a LayerDescription field of the same name, and how model files record it.
 namespace takes {
-enum : unsigned { outputs = 1, kernel = 2, stride = 4, padding = 8, groups = 16, activation = 32, momentum = 64, epsilon = 128, rate = 256 };
+enum : unsigned {
+  outputs = 1, kernel = 2, stride = 4, padding = 8, groups = 16, activation = 32, momentum = 64, epsilon = 128, rate = 256, heads = 512, causal = 1024
+};
 constexpr unsigned window = kernel | stride | padding;
 }  // namespace takes
 struct AttributeRow {
@@ -117,6 +125,8 @@ const AttributeRow attributeRows[] = {
     {takes::momentum, "momentum", [](const LayerDescription& l) { return nlohmann::json(l.momentum); }},
     {takes::epsilon, "epsilon", [](const LayerDescription& l) { return nlohmann::json(l.epsilon); }},
     {takes::rate, "rate", [](const LayerDescription& l) { return nlohmann::json(l.rate); }},
+    {takes::heads, "heads", [](const LayerDescription& l) { return nlohmann::json(l.heads); }},
+    {takes::causal, "causal", [](const LayerDescription& l) { return nlohmann::json(l.causal); }},
 };
 
 // How each kind reads its attributes (in the order their errors are checked).
@@ -135,6 +145,11 @@ void parseConv(LayerDescription& layer, const Fields& fields) {
 void parseDense(LayerDescription& layer, const Fields& fields) {
   layer.outputs = fields.required("outputs", 1);
   layer.activation = fields.activation();
+}
+
+void parseAttention(LayerDescription& layer, const Fields& fields) {
+  layer.heads = fields.required("heads", 1);
+  layer.causal = fields.flag("causal", false);
 }
 
 void parseBatchnorm(LayerDescription& layer, const Fields& fields) {
@@ -189,6 +204,43 @@ Tensor buildDense(const LayerBuild& b) {
   const std::uint32_t features = b.graph.tensor(x).shape[1];
   const std::vector<Tensor> wb = b.weightAndBias({b.layer.outputs, features});
   return b.graph.dense(x, wb[0], wb[1], b.layer.activation);
+}
+
+// A dense layer on each row of the last axis (PyTorch's Linear): [..., in] → [..., outputs].
+Tensor buildLinear(const LayerBuild& b) {
+  if (b.shape.size() < 2) throw b.refuse("a linear layer reads [N, ..., features], not " + describe(b.shape));
+  const std::uint32_t features = b.shape.back(), rows = static_cast<std::uint32_t>(elementCount(b.shape) / features);
+  const std::vector<Tensor> wb = b.weightAndBias({b.layer.outputs, features});
+  const Tensor x = b.shape.size() == 2 ? b.inputs[0] : b.graph.apply(viewOp({rows, features}), {b.inputs[0]}, b.layer.name + ".rows");
+  const Tensor y = b.graph.dense(x, wb[0], wb[1], b.layer.activation);
+  if (b.shape.size() == 2) return y;
+  Shape out = b.shape;
+  out.back() = b.layer.outputs;
+  return b.graph.apply(viewOp(out), {y}, b.layer.name);
+}
+
+// Multi-head self-attention over the second-to-last axis of [N, ..., S, E] (PyTorch's MultiheadAttention with
+// batch_first, its parameters' names): the positions' queries, keys and values projected by one dense layer, attention
+// per head, the heads' outputs projected back to E.
+Tensor buildAttention(const LayerBuild& b) {
+  const LayerDescription& layer = b.layer;
+  if (b.shape.size() < 3) throw b.refuse("attention reads [N, ..., positions, features], not " + describe(b.shape));
+  const std::uint32_t width = b.shape.back(), rows = static_cast<std::uint32_t>(elementCount(b.shape) / width);
+  if (width % layer.heads != 0) throw b.refuse("its " + std::to_string(width) + " features do not split into " + std::to_string(layer.heads) + " heads");
+  const auto parameter = [&](const std::string& suffix, const Shape& shape, Initialisation init) {
+    return b.parameter(layer.name + suffix, shape, false, init, width);
+  };
+  const Tensor inWeight = parameter(".in_proj_weight", {3 * width, width}, Initialisation::uniformFanIn);
+  const Tensor inBias = parameter(".in_proj_bias", {3 * width}, Initialisation::zeros);
+  const Tensor outWeight = parameter(".out_proj.weight", {width, width}, Initialisation::uniformFanIn);
+  const Tensor outBias = parameter(".out_proj.bias", {width}, Initialisation::zeros);
+  const Tensor x = b.graph.apply(viewOp({rows, width}), {b.inputs[0]}, layer.name + ".rows");
+  Shape projected = b.shape;
+  projected.back() = 3 * width;
+  const Tensor qkv = b.graph.apply(viewOp(projected), {b.graph.dense(x, inWeight, inBias, Activation::none)}, layer.name + ".qkv");
+  const Tensor heads = b.graph.apply(selfAttentionOp(layer.heads, layer.causal), {qkv}, layer.name + ".heads");
+  const Tensor merged = b.graph.apply(viewOp({rows, width}), {heads}, layer.name + ".merged");
+  return b.graph.apply(viewOp(b.shape), {b.graph.dense(merged, outWeight, outBias, Activation::none)}, layer.name);
 }
 
 Tensor buildBatchnorm(const LayerBuild& b) {
@@ -262,6 +314,8 @@ struct KindRow {
 constexpr std::array<KindRow, layerKindCount> kindRows{{
     {LayerKind::conv, "conv", takes::outputs | takes::window | takes::groups | takes::activation, 1, 1, parseConv, buildConv},
     {LayerKind::dense, "dense", takes::outputs | takes::activation, 1, 1, parseDense, buildDense},
+    {LayerKind::linear, "linear", takes::outputs | takes::activation, 1, 1, parseDense, buildLinear},
+    {LayerKind::attention, "attention", takes::heads | takes::causal, 1, 1, parseAttention, buildAttention},
     {LayerKind::batchnorm, "batchnorm", takes::momentum | takes::epsilon, 1, 1, parseBatchnorm, buildBatchnorm},
     {LayerKind::layernorm, "layernorm", takes::epsilon, 1, 1, parseLayernorm, buildLayernorm},
     {LayerKind::relu, "relu", 0, 1, 1, parseNothing, buildActivation},

@@ -20,7 +20,7 @@ namespace glnet {
 // attributes it takes, the inputs it reads, its parse and build functions), Converter::readings() in
 // convert/OnnxNetwork.cpp (the ONNX op read as it, and its reader) and writings in convert/OnnxExport.cpp (its
 // writer of ONNX nodes); tests/convert/LayerKindTest.cpp takes an example of each through all three.
-enum class LayerKind { conv, dense, batchnorm, layernorm, relu, tanh, sigmoid, hardswish, silu, gelu, add, concat, maxpool, avgpool, globalavgpool, flatten, dropout, count };
+enum class LayerKind { conv, dense, linear, attention, batchnorm, layernorm, relu, tanh, sigmoid, hardswish, silu, gelu, add, concat, maxpool, avgpool, globalavgpool, flatten, dropout, count };
 constexpr std::size_t layerKindCount = static_cast<std::size_t>(LayerKind::count);
 // Whether a table of kinds holds one row per LayerKind, in its order (each such table static_asserts it): a row left
 // out leaves a default row of the wrong kind, one too many does not compile.
@@ -36,14 +36,16 @@ struct LayerDescription {
   std::string name;
   std::string kind;  // a LayerKind's name: conv, dense, batchnorm, relu, ...
   std::vector<std::string> inputs;  // earlier layers' names, or "input"; the previous layer when not given
-  std::uint32_t outputs = 0;        // conv, dense
+  std::uint32_t outputs = 0;        // conv, dense, linear
   std::uint32_t kernel = 0;         // conv, maxpool, avgpool
   std::uint32_t stride = 1;         // conv (1), maxpool and avgpool (their kernel)
   std::uint32_t padding = 0;        // conv ((kernel − 1)/2), maxpool and avgpool (0)
   std::uint32_t groups = 1;         // conv: input and output channels in this many groups (depthwise: groups = channels)
-  Activation activation = Activation::none;  // conv, dense: applied in the same op
+  Activation activation = Activation::none;  // conv, dense, linear: applied in the same op
   float momentum = 0.1f, epsilon = 1e-5f;    // batchnorm (both), layernorm (epsilon)
   float rate = 0.5f;                         // dropout: the fraction of values dropped while training
+  std::uint32_t heads = 0;                   // attention
+  bool causal = false;                       // attention: position i attends to positions up to i
 };
 
 struct NetDescription {

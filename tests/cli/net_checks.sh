@@ -30,6 +30,7 @@ if [ "${GLNET_API:-gl}" = gl ]; then
   learns 0.5 --net "$examples/nets/small-resnet.json" --train-limit 1000 --epochs 2
   learns 0.35 --net "$examples/nets/mobilenet-block.json" --train-limit 1000 --epochs 2 --optimizer adam --lr 0.01
   learns 0.5 --net "$examples/nets/inception-block.json" --train-limit 1000 --epochs 2
+  learns 0.6 --net "$examples/nets/row-transformer.json" --train-limit 1000 --epochs 2 --optimizer adamw --lr 0.003
 fi
 
 # --export-onnx: ONNX's checker accepts the file (shapes inferred), glnet's importer evaluates it to the model file's

@@ -33,6 +33,8 @@ TEST_CASE("every layer kind is built, exported and read back as the same kind") 
   const std::map<std::string, std::string> examples = {
       {"conv", R"("outputs": 4, "kernel": 3, "stride": 2, "groups": 2, "activation": "tanh")"},
       {"dense", R"("outputs": 5, "activation": "relu")"},
+      {"linear", R"("outputs": 5, "activation": "tanh")"},
+      {"attention", R"("heads": 2, "causal": true)"},
       {"batchnorm", R"("momentum": 0.5, "epsilon": 0.01)"},
       {"layernorm", R"("epsilon": 0.001)"},
       {"relu", ""},
@@ -72,8 +74,12 @@ TEST_CASE("every layer kind is built, exported and read back as the same kind") 
     const Network network = Network::fromDescription(description, 1, "net.json");
     const std::string path = directory.file(kind + ".onnx");
     writeOnnx(network, path);
-    if (kind == "gelu") {  // exported as PyTorch does at opset 17, x·(1 + erf(x/√2))/2, which the reader does not know
-      CHECK_THROWS_WITH(readOnnxNetwork(path), doctest::Contains("node 'l.scaled' (Div): glnet trains Conv, Gemm"));
+    // Exported as PyTorch does at opset 17, in ops the reader does not take apart yet: GELU as x·(1 + erf(x/√2))/2, a
+    // linear layer as MatMul and Add on the transposed weight, attention op by op.
+    const std::map<std::string, std::string> unread = {{"gelu", "node 'l.scaled' (Div)"}, {"linear", "node 'l.weight_t' (Transpose)"},
+                                                       {"attention", "node 'l.qkv.weight_t' (Transpose)"}};
+    if (unread.count(kind)) {
+      CHECK_THROWS_WITH(readOnnxNetwork(path), doctest::Contains((unread.at(kind) + ": glnet trains Conv, Gemm").c_str()));
       continue;
     }
     CHECK(layerL(readOnnxNetwork(path).description) == layerL(description));
