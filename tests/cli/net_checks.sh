@@ -99,7 +99,7 @@ printf '{"input": [1, 28, 28], "layers": [{"name": "c", "kind": "conv", "outputs
 expect 1 "error: .*shape.json: layer 'sum': add takes two tensors of one shape; got \[1, 4, 28, 28\] and \[1, 1, 28, 28\]$" -- \
   "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" --net "$work/shape.json"
 printf '{"input": [1, 28, 28], "layers": [{"name": "c", "kind": "convolution"}]}' >"$work/kind.json"
-expect 1 "error: .*kind.json: layer 'c': \"kind\" must be one of add, avgpool, batchnorm, concat, conv" -- \
+expect 1 "error: .*kind.json: layer 'c': \"kind\" must be one of add, attention, avgpool, batchnorm, concat, conv" -- \
   "$apps/glnet_train" --data "$mnist" --out "$work/x.safetensors" --net "$work/kind.json"
 printf '{"input": [3, 32, 32], "layers": [{"name": "fc", "kind": "dense", "outputs": 10}]}' >"$work/cifar.json"
 expect 2 "error: the network 'net' takes \[3, 32, 32\] inputs \(3072 values\) but the images have 784 pixels" -- \
