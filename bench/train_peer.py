@@ -29,6 +29,13 @@ class SelfAttention(nn.MultiheadAttention):
         return super().forward(rows, rows, rows, need_weights=False, attn_mask=mask)[0].reshape(x.shape)
 
 
+class Tokens(nn.Module):
+    """glnet's tokens layer: [N, C, H, W] → [N, H·W, C]."""
+
+    def forward(self, x):
+        return x.flatten(2).transpose(1, 2)
+
+
 class Described(nn.Module):
     """The layers of a glnet network description, evaluated in order by name."""
 
@@ -75,6 +82,9 @@ class Described(nn.Module):
             elif kind == "globalavgpool":
                 module = nn.AdaptiveAvgPool2d(1)
                 shape = [shape[0], 1, 1]
+            elif kind == "tokens":
+                module = Tokens()
+                shape = [shape[1] * shape[2], shape[0]]
             elif kind == "flatten":
                 module = nn.Flatten()
                 shape = [int(np.prod(shape))]

@@ -288,6 +288,15 @@ std::string writeFlatten(Exporter& e, const LayerDescription& layer, const Input
   return layer.name;
 }
 
+// [N, C, H, W] → [N, H·W, C] as PyTorch's x.flatten(2).transpose(1, 2) exports: Reshape, Transpose.
+std::string writeTokens(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t& rank) {
+  e.integers(layer.name + ".shape", {0, 0, -1});
+  e.node("Reshape", {inputs[0], layer.name + ".shape"}, layer.name + ".flat");
+  Exporter::ints(e.node("Transpose", {layer.name + ".flat"}, layer.name), "perm", {0, 2, 1});
+  rank = 3;
+  return layer.name;
+}
+
 // training_mode defaults to false: the identity when run.
 std::string writeDropout(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
   e.constant(layer.name + ".ratio", layer.rate);
@@ -318,6 +327,7 @@ constexpr std::array<Writing, layerKindCount> writings{{
     {LayerKind::avgpool, writeAvgpool},
     {LayerKind::globalavgpool, writeGlobalavgpool},
     {LayerKind::flatten, writeFlatten},
+    {LayerKind::tokens, writeTokens},
     {LayerKind::dropout, writeDropout},
 }};
 static_assert(oneRowPerKind(writings), "writings holds one row per LayerKind, in its order");

@@ -494,6 +494,7 @@ class Converter {
         {LayerKind::avgpool, "AveragePool", "AveragePool", &Converter::pool},
         {LayerKind::globalavgpool, "GlobalAveragePool", "GlobalAveragePool", &Converter::globalPool},
         {LayerKind::flatten, "Flatten", "Flatten", &Converter::flatten},
+        {LayerKind::tokens, nullptr, nullptr, nullptr},  // Reshape and Transpose are not read as layers yet
         {LayerKind::dropout, "Dropout", "Dropout", &Converter::dropout},
     }};
     static_assert(oneRowPerKind(rows), "readings() holds one row per LayerKind, in its order");

@@ -68,6 +68,8 @@ std::shared_ptr<const Op> maxPoolOp();
 std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t padding);
 // [N, d1, d2, ...] → [N, d1·d2·...] in (C, H, W) order, as a view of the same memory.
 std::shared_ptr<const Op> flattenOp();
+// [N, C, H, W] → [N, H·W, C]: each pixel a position of C features, as a vision transformer takes patches; trainable.
+std::shared_ptr<const Op> tokensOp();
 // The input seen as `shape` (as many elements, the batch included): no dispatch, the gradient passes as it is.
 std::shared_ptr<const Op> viewOp(Shape shape);
 

@@ -295,6 +295,11 @@ Tensor buildPool(const LayerBuild& b) {
 
 Tensor buildFlatten(const LayerBuild& b) { return b.graph.apply(flattenOp(), {b.inputs[0]}, b.layer.name); }
 
+Tensor buildTokens(const LayerBuild& b) {
+  if (b.shape.size() != 4) throw b.refuse("tokens reads [N, C, H, W], not " + describe(b.shape));
+  return b.graph.apply(tokensOp(), {b.inputs[0]}, b.layer.name);
+}
+
 Tensor buildDropout(const LayerBuild& b) {
   // Inference keeps every value: PyTorch's inverted dropout scales while training instead.
   if (!b.training || b.layer.rate == 0) return b.inputs[0];
@@ -330,6 +335,7 @@ constexpr std::array<KindRow, layerKindCount> kindRows{{
     {LayerKind::avgpool, "avgpool", takes::window, 1, 1, parsePool, buildPool},
     {LayerKind::globalavgpool, "globalavgpool", 0, 1, 1, parseNothing, buildPool},
     {LayerKind::flatten, "flatten", 0, 1, 1, parseNothing, buildFlatten},
+    {LayerKind::tokens, "tokens", 0, 1, 1, parseNothing, buildTokens},
     {LayerKind::dropout, "dropout", takes::rate, 1, 1, parseDropout, buildDropout},
 }};
 static_assert(oneRowPerKind(kindRows), "kindRows holds one row per LayerKind, in its order");

@@ -68,6 +68,7 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"layer norm [N, C]", layerNormOp(), {{rows, 9}, {9}, {9}}},
       {"layer norm [N, S, C], 301 values a row (several invocations each)", layerNormOp(1e-3f), {{rows, 2, 301}, {301}, {301}}},
       {"layer norm, 40·rows rows (dgamma and dbeta summed in 2 chunks at 67)", layerNormOp(), {{rows * 40, 5}, {5}, {5}}},
+      {"tokens of [N, C, H, W]", tokensOp(), {{rows, 3, 4, 5}}},
       {"self-attention, 2 heads of 3 features over 5 positions", selfAttentionOp(2), {{rows, 5, 18}}},
       {"self-attention, causal, 1 head of 8 features over 7 positions, two leading axes", selfAttentionOp(1, true), {{rows, 2, 7, 24}}},
       {"max pool 3x3 stride 2 padding 1", poolOp({false, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}), {{rows, 2, 7, 6}}},

@@ -3,8 +3,8 @@
 the same initial weights (PyTorch's, handed to glnet_train --init) on the same batch (the first 64 MNIST training
 images, x/255, all of them each step: no shuffle or augmentation can differ), label smoothing 0.1:
 - a residual network with batch normalization, SGD with Nesterov momentum, weight decay on the weights alone;
-- two transformers on the images' rows as positions (one with causal attention), their ONNX exports then run by
-  glnet_run against PyTorch's float64;
+- two transformers on the images' rows as positions (one with causal attention) and one on 4x4 patches (a vision
+  transformer's shape), their ONNX exports then run by glnet_run against PyTorch's float64;
 - a network with layer normalization (over the last axis, its scale and shift drawn away from 1 and 0; after a tanh,
   since a row's constant shift, such as a convolution's bias right before, has no gradient through it, which Adam
   would turn into steps of noise), GELU and a residual sum, AdamW (decoupled weight decay on the weights alone) with a linear warm-up of 3 steps and a cosine decay.
@@ -75,6 +75,19 @@ TRANSFORMER = {"name": "row-transformer", "input": [1, 28, 28], "layers": [
     {"name": "fc", "kind": "dense", "outputs": 10}]}
 CAUSAL_TRANSFORMER = json.loads(json.dumps(TRANSFORMER).replace('"heads": 4', '"heads": 2, "causal": true'))
 CAUSAL_TRANSFORMER["name"] = "causal-row-transformer"
+# A vision transformer's shape: 4x4 patches by a strided convolution, 49 positions of 16 features. Its MLP uses tanh,
+# not ReLU: a unit a few inputs barely reach gets gradients of rounding noise, which Adam's normalised steps magnify.
+PATCH_TRANSFORMER = {"name": "patch-transformer", "input": [1, 28, 28], "layers": [
+    {"name": "patches", "kind": "conv", "outputs": 16, "kernel": 4, "stride": 4, "padding": 0},
+    {"name": "tokens", "kind": "tokens"},
+    {"name": "ln1", "kind": "layernorm"},
+    {"name": "attn", "kind": "attention", "heads": 2},
+    {"name": "res1", "kind": "add", "inputs": ["attn", "tokens"]},
+    {"name": "ln2", "kind": "layernorm"},
+    {"name": "mlp1", "kind": "linear", "outputs": 32, "activation": "tanh"},
+    {"name": "mlp2", "kind": "linear", "outputs": 16},
+    {"name": "res2", "kind": "add", "inputs": ["mlp2", "res1"]},
+    {"name": "fc", "kind": "dense", "outputs": 10}]}
 STEPS, BATCH, SMOOTHING = 10, 64, 0.1
 SGD_LR, SGD_DECAY = 0.05, 1e-3
 ADAMW_LR, ADAMW_DECAY, WARMUP = 0.003, 0.01, 3
@@ -213,7 +226,7 @@ def main(train, mnist, work):
     adamw = ["--optimizer", "adamw", "--weight-decay", str(ADAMW_DECAY), "--lr", str(ADAMW_LR), "--schedule", "cosine",
              "--warmup-epochs", str(WARMUP)]
     failures += compare(train, mnist, work / "layernorm", LAYERNORM, adamw, make_adamw, cosine_with_warmup)
-    for description in (TRANSFORMER, CAUSAL_TRANSFORMER):
+    for description in (TRANSFORMER, CAUSAL_TRANSFORMER, PATCH_TRANSFORMER):
         failures += compare(train, mnist, work / description["name"], description, adamw, make_adamw, cosine_with_warmup, export=True)
     sys.exit(1 if failures else 0)
 
