@@ -36,6 +36,17 @@ class Tokens(nn.Module):
         return x.flatten(2).transpose(1, 2)
 
 
+class Position(nn.Module):
+    """glnet's position layer: a learned [S, E] added (zeros at first)."""
+
+    def __init__(self, positions, width):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(positions, width))
+
+    def forward(self, x):
+        return x + self.weight
+
+
 class Described(nn.Module):
     """The layers of a glnet network description, evaluated in order by name."""
 
@@ -85,6 +96,8 @@ class Described(nn.Module):
             elif kind == "tokens":
                 module = Tokens()
                 shape = [shape[1] * shape[2], shape[0]]
+            elif kind == "position":
+                module = Position(shape[-2], shape[-1])
             elif kind == "flatten":
                 module = nn.Flatten()
                 shape = [int(np.prod(shape))]

@@ -297,6 +297,12 @@ std::string writeTokens(Exporter& e, const LayerDescription& layer, const Inputs
   return layer.name;
 }
 
+// x + weight [S, E], broadcast over the leading axes.
+std::string writePosition(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  e.initializer(layer.name + ".weight");
+  return e.node("Add", {inputs[0], layer.name + ".weight"}, layer.name).output(0);
+}
+
 // training_mode defaults to false: the identity when run.
 std::string writeDropout(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
   e.constant(layer.name + ".ratio", layer.rate);
@@ -328,6 +334,7 @@ constexpr std::array<Writing, layerKindCount> writings{{
     {LayerKind::globalavgpool, writeGlobalavgpool},
     {LayerKind::flatten, writeFlatten},
     {LayerKind::tokens, writeTokens},
+    {LayerKind::position, writePosition},
     {LayerKind::dropout, writeDropout},
 }};
 static_assert(oneRowPerKind(writings), "writings holds one row per LayerKind, in its order");

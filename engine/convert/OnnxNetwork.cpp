@@ -495,6 +495,7 @@ class Converter {
         {LayerKind::globalavgpool, "GlobalAveragePool", "GlobalAveragePool", &Converter::globalPool},
         {LayerKind::flatten, "Flatten", "Flatten", &Converter::flatten},
         {LayerKind::tokens, nullptr, nullptr, nullptr},  // Reshape and Transpose are not read as layers yet
+        {LayerKind::position, nullptr, nullptr, nullptr},  // nor an Add of a weight
         {LayerKind::dropout, "Dropout", "Dropout", &Converter::dropout},
     }};
     static_assert(oneRowPerKind(rows), "readings() holds one row per LayerKind, in its order");

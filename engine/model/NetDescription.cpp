@@ -300,6 +300,17 @@ Tensor buildTokens(const LayerBuild& b) {
   return b.graph.apply(tokensOp(), {b.inputs[0]}, b.layer.name);
 }
 
+// A learned vector per position added, [N, ..., S, E] + weight [S, E] (a vision transformer's position embedding).
+Tensor buildPosition(const LayerBuild& b) {
+  if (b.shape.size() < 3) throw b.refuse("a position embedding reads [N, ..., positions, features], not " + describe(b.shape));
+  const std::uint32_t positions = b.shape[b.shape.size() - 2], width = b.shape.back();
+  const std::uint32_t items = static_cast<std::uint32_t>(elementCount(b.shape) / (std::size_t{positions} * width));
+  const Tensor table = b.parameter(b.layer.name + ".weight", {positions, width}, false, Initialisation::zeros, 0);
+  const Tensor x = b.graph.apply(viewOp({items, positions * width}), {b.inputs[0]}, b.layer.name + ".items");
+  const Tensor row = b.graph.apply(viewOp({positions * width}), {table}, b.layer.name + ".table");
+  return b.graph.apply(viewOp(b.shape), {b.graph.apply(biasAddOp(), {x, row})}, b.layer.name);
+}
+
 Tensor buildDropout(const LayerBuild& b) {
   // Inference keeps every value: PyTorch's inverted dropout scales while training instead.
   if (!b.training || b.layer.rate == 0) return b.inputs[0];
@@ -336,6 +347,7 @@ constexpr std::array<KindRow, layerKindCount> kindRows{{
     {LayerKind::globalavgpool, "globalavgpool", 0, 1, 1, parseNothing, buildPool},
     {LayerKind::flatten, "flatten", 0, 1, 1, parseNothing, buildFlatten},
     {LayerKind::tokens, "tokens", 0, 1, 1, parseNothing, buildTokens},
+    {LayerKind::position, "position", 0, 1, 1, parseNothing, buildPosition},
     {LayerKind::dropout, "dropout", takes::rate, 1, 1, parseDropout, buildDropout},
 }};
 static_assert(oneRowPerKind(kindRows), "kindRows holds one row per LayerKind, in its order");

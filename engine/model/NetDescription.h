@@ -20,7 +20,7 @@ namespace glnet {
 // attributes it takes, the inputs it reads, its parse and build functions), Converter::readings() in
 // convert/OnnxNetwork.cpp (the ONNX op read as it, and its reader) and writings in convert/OnnxExport.cpp (its
 // writer of ONNX nodes); tests/convert/LayerKindTest.cpp takes an example of each through all three.
-enum class LayerKind { conv, dense, linear, attention, batchnorm, layernorm, relu, tanh, sigmoid, hardswish, silu, gelu, add, concat, maxpool, avgpool, globalavgpool, flatten, tokens, dropout, count };
+enum class LayerKind { conv, dense, linear, attention, batchnorm, layernorm, relu, tanh, sigmoid, hardswish, silu, gelu, add, concat, maxpool, avgpool, globalavgpool, flatten, tokens, position, dropout, count };
 constexpr std::size_t layerKindCount = static_cast<std::size_t>(LayerKind::count);
 // Whether a table of kinds holds one row per LayerKind, in its order (each such table static_asserts it): a row left
 // out leaves a default row of the wrong kind, one too many does not compile.

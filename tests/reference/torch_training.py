@@ -80,9 +80,10 @@ CAUSAL_TRANSFORMER["name"] = "causal-row-transformer"
 PATCH_TRANSFORMER = {"name": "patch-transformer", "input": [1, 28, 28], "layers": [
     {"name": "patches", "kind": "conv", "outputs": 16, "kernel": 4, "stride": 4, "padding": 0},
     {"name": "tokens", "kind": "tokens"},
+    {"name": "position", "kind": "position"},
     {"name": "ln1", "kind": "layernorm"},
     {"name": "attn", "kind": "attention", "heads": 2},
-    {"name": "res1", "kind": "add", "inputs": ["attn", "tokens"]},
+    {"name": "res1", "kind": "add", "inputs": ["attn", "position"]},
     {"name": "ln2", "kind": "layernorm"},
     {"name": "mlp1", "kind": "linear", "outputs": 32, "activation": "tanh"},
     {"name": "mlp2", "kind": "linear", "outputs": 16},
@@ -130,6 +131,8 @@ def compare(train, mnist, work, description, flags, make_optimizer, learning_rat
     torch.manual_seed(3)
     model = train_peer.Described(json.loads(json.dumps(description)))
     for module in model.modules():
+        if isinstance(module, train_peer.Position):
+            torch.nn.init.uniform_(module.weight, -0.5, 0.5)
         if isinstance(module, torch.nn.LayerNorm):
             torch.nn.init.uniform_(module.weight, 0.5, 1.5)
             torch.nn.init.uniform_(module.bias, -0.5, 0.5)
