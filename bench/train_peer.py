@@ -81,6 +81,8 @@ class Described(nn.Module):
                 module = bn(shape[0], eps=layer.get("epsilon", 1e-5), momentum=layer.get("momentum", 0.1))
             elif kind == "layernorm":
                 module = nn.LayerNorm(shape[-1], eps=layer.get("epsilon", 1e-5))
+            elif kind == "gelu":
+                module = nn.GELU(approximate=layer.get("approximate", "none"))
             elif kind in act:
                 module = act[kind]
             elif kind == "add":

@@ -151,13 +151,16 @@ float pointwise(float x) {
 #endif
 }
 
-#if POINTWISE == POINTWISE_HARD_SWISH || POINTWISE == POINTWISE_GELU || POINTWISE == POINTWISE_SILU
-// The derivative of the functions that train (HardSwish, exact Gelu, SiLU).
+#if POINTWISE == POINTWISE_HARD_SWISH || POINTWISE == POINTWISE_GELU || POINTWISE == POINTWISE_GELU_TANH || POINTWISE == POINTWISE_SILU
+// The derivative of the functions that train (HardSwish, Gelu in both forms, SiLU).
 float pointwiseDerivative(float x) {
 #if POINTWISE == POINTWISE_HARD_SWISH
   return x < -3.0 ? 0.0 : x > 3.0 ? 1.0 : x / 3.0 + 0.5;
 #elif POINTWISE == POINTWISE_GELU
   return 0.5 * (1.0 + erfApproximation(x * 0.70710678118654752)) + x * 0.3989422804014327 * exp(-0.5 * x * x);
+#elif POINTWISE == POINTWISE_GELU_TANH
+  float t = tanh(clamp(0.7978845608028654 * (x + 0.044715 * x * x * x), -15.0, 15.0));
+  return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * 0.7978845608028654 * (1.0 + 0.134145 * x * x);
 #else
   float s = 1.0 / (1.0 + exp(-x));
   return s * (1.0 + x * (1.0 - s));

@@ -249,16 +249,29 @@ std::string writeSilu(Exporter& e, const LayerDescription& layer, const Inputs& 
   return e.node("Mul", {inputs[0], layer.name + ".sigmoid"}, layer.name).output(0);
 }
 
-// Gelu is opset 20: x·(1 + erf(x/√2))/2, as PyTorch exports it at 17.
+// Gelu is opset 20: x·(1 + erf(x/√2))/2, as PyTorch exports it at 17; the tanh form as
+// x·(1 + tanh(√(2/π)·(x + 0.044715·x·x·x)))/2.
 std::string writeGelu(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
-  e.constant(layer.name + ".sqrt2", 1.41421356f);
-  e.constant(layer.name + ".one", 1.0f);
-  e.constant(layer.name + ".half", 0.5f);
-  e.node("Div", {inputs[0], layer.name + ".sqrt2"}, layer.name + ".scaled");
-  e.node("Erf", {layer.name + ".scaled"}, layer.name + ".erf");
-  e.node("Add", {layer.name + ".erf", layer.name + ".one"}, layer.name + ".shifted");
-  e.node("Mul", {inputs[0], layer.name + ".shifted"}, layer.name + ".product");
-  return e.node("Mul", {layer.name + ".product", layer.name + ".half"}, layer.name).output(0);
+  const std::string& n = layer.name;
+  e.constant(n + ".one", 1.0f);
+  e.constant(n + ".half", 0.5f);
+  if (layer.tanhApproximation) {
+    e.constant(n + ".cubic", 0.044715f);
+    e.constant(n + ".scale", 0.7978845608f);
+    e.node("Mul", {inputs[0], inputs[0]}, n + ".square");
+    e.node("Mul", {n + ".square", inputs[0]}, n + ".cube");
+    e.node("Mul", {n + ".cube", n + ".cubic"}, n + ".cubic_term");
+    e.node("Add", {inputs[0], n + ".cubic_term"}, n + ".polynomial");
+    e.node("Mul", {n + ".polynomial", n + ".scale"}, n + ".scaled");
+    e.node("Tanh", {n + ".scaled"}, n + ".curve");
+  } else {
+    e.constant(n + ".sqrt2", 1.41421356f);
+    e.node("Div", {inputs[0], n + ".sqrt2"}, n + ".scaled");
+    e.node("Erf", {n + ".scaled"}, n + ".curve");
+  }
+  e.node("Add", {n + ".curve", n + ".one"}, n + ".shifted");
+  e.node("Mul", {inputs[0], n + ".shifted"}, n + ".product");
+  return e.node("Mul", {n + ".product", n + ".half"}, n).output(0);
 }
 
 std::string writeAdd(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {

@@ -36,7 +36,7 @@ struct ConvSettings {
   std::uint32_t groups = 1;
 };
 
-// y = f(x); trainable for HardSwish, exact Gelu and SiLU.
+// y = f(x); trainable for HardSwish, Gelu (both forms) and SiLU.
 std::shared_ptr<const Op> pointwiseOp(Pointwise function);
 // y = after(a ∘ b), shapes broadcast as NumPy does.
 std::shared_ptr<const Op> broadcastOp(BinaryKind kind, Pointwise after = {});

@@ -106,7 +106,7 @@ struct LayerBuild {
 // The attributes a layer may give, each a LayerDescription field of the same name, and how model files record it.
 namespace takes {
 enum : unsigned {
-  outputs = 1, kernel = 2, stride = 4, padding = 8, groups = 16, activation = 32, momentum = 64, epsilon = 128, rate = 256, heads = 512, causal = 1024
+  outputs = 1, kernel = 2, stride = 4, padding = 8, groups = 16, activation = 32, momentum = 64, epsilon = 128, rate = 256, heads = 512, causal = 1024, approximate = 2048
 };
 constexpr unsigned window = kernel | stride | padding;
 }  // namespace takes
@@ -127,6 +127,7 @@ const AttributeRow attributeRows[] = {
     {takes::rate, "rate", [](const LayerDescription& l) { return nlohmann::json(l.rate); }},
     {takes::heads, "heads", [](const LayerDescription& l) { return nlohmann::json(l.heads); }},
     {takes::causal, "causal", [](const LayerDescription& l) { return nlohmann::json(l.causal); }},
+    {takes::approximate, "approximate", [](const LayerDescription& l) { return nlohmann::json(l.tanhApproximation ? "tanh" : "none"); }},
 };
 
 // How each kind reads its attributes (in the order their errors are checked).
@@ -150,6 +151,16 @@ void parseDense(LayerDescription& layer, const Fields& fields) {
 void parseAttention(LayerDescription& layer, const Fields& fields) {
   layer.heads = fields.required("heads", 1);
   layer.causal = fields.flag("causal", false);
+}
+
+// PyTorch's GELU(approximate=...): "none" (exact, erf) or "tanh".
+void parseGelu(LayerDescription& layer, const Fields& fields) {
+  const nlohmann::json* given = fields.find("approximate");
+  if (!given) return;
+  if (!given->is_string() || (*given != "none" && *given != "tanh")) {
+    throw fields.refuse("approximate must be \"none\" or \"tanh\", not " + describeJsonValue(*given));
+  }
+  layer.tanhApproximation = *given == "tanh";
 }
 
 void parseBatchnorm(LayerDescription& layer, const Fields& fields) {
@@ -263,6 +274,10 @@ Tensor buildLayernorm(const LayerBuild& b) {
   return b.graph.apply(layerNormOp(b.layer.epsilon), {b.inputs[0], gamma, beta}, name);
 }
 
+Tensor buildGelu(const LayerBuild& b) {
+  return b.graph.apply(pointwiseOp({b.layer.tanhApproximation ? PointwiseKind::geluTanh : PointwiseKind::gelu}), {b.inputs[0]}, b.layer.name);
+}
+
 // relu, tanh and sigmoid: the activations dense and conv layers fuse, by the same names.
 Tensor buildActivation(const LayerBuild& b) { return b.graph.apply(activationOp(parseActivation(b.layer.kind)), {b.inputs[0]}, b.layer.name); }
 
@@ -339,7 +354,7 @@ constexpr std::array<KindRow, layerKindCount> kindRows{{
     {LayerKind::sigmoid, "sigmoid", 0, 1, 1, parseNothing, buildActivation},
     {LayerKind::hardswish, "hardswish", 0, 1, 1, parseNothing, buildPointwise<PointwiseKind::hardSwish>},
     {LayerKind::silu, "silu", 0, 1, 1, parseNothing, buildPointwise<PointwiseKind::silu>},
-    {LayerKind::gelu, "gelu", 0, 1, 1, parseNothing, buildPointwise<PointwiseKind::gelu>},
+    {LayerKind::gelu, "gelu", takes::approximate, 1, 1, parseGelu, buildGelu},
     {LayerKind::add, "add", 0, 2, 2, parseNothing, buildAdd},
     {LayerKind::concat, "concat", 0, 2, 32, parseNothing, buildConcat},
     {LayerKind::maxpool, "maxpool", takes::window, 1, 1, parsePool, buildPool},

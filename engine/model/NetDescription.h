@@ -46,6 +46,7 @@ struct LayerDescription {
   float rate = 0.5f;                         // dropout: the fraction of values dropped while training
   std::uint32_t heads = 0;                   // attention
   bool causal = false;                       // attention: position i attends to positions up to i
+  bool tanhApproximation = false;            // gelu: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), "approximate": "tanh"
 };
 
 struct NetDescription {

@@ -28,13 +28,17 @@ double Pointwise::operator()(double x) const {
 }
 
 bool Pointwise::trainable() const {
-  return kind == PointwiseKind::hardSwish || kind == PointwiseKind::gelu || kind == PointwiseKind::silu;
+  return kind == PointwiseKind::hardSwish || kind == PointwiseKind::gelu || kind == PointwiseKind::geluTanh || kind == PointwiseKind::silu;
 }
 
 double Pointwise::derivative(double x) const {
-  GLNET_ASSERT(trainable(), "only HardSwish, Gelu and SiLU have a derivative here");
+  GLNET_ASSERT(trainable(), "only HardSwish, Gelu (both forms) and SiLU have a derivative here");
   if (kind == PointwiseKind::hardSwish) return x < -3 ? 0.0 : x > 3 ? 1.0 : x / 3 + 0.5;
   if (kind == PointwiseKind::gelu) return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+  if (kind == PointwiseKind::geluTanh) {
+    const double c = std::sqrt(2 / M_PI), t = std::tanh(c * (x + 0.044715 * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x);
+  }
   const double s = 1 / (1 + std::exp(-x));
   return s * (1 + x * (1 - s));
 }

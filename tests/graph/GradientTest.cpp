@@ -79,6 +79,7 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"global average pool", poolOp({true, {5, 7}, {1, 1}, {1, 1}, {0, 0, 0, 0}}), {{rows, 3, 5, 7}}},
       {"silu", pointwiseOp({PointwiseKind::silu}), {{rows, 9}}},
       {"gelu", pointwiseOp({PointwiseKind::gelu}), {{rows, 9}}},
+      {"gelu (tanh)", pointwiseOp({PointwiseKind::geluTanh}), {{rows, 9}}},
       {"hard swish", pointwiseOp({PointwiseKind::hardSwish}), {{rows, 9}}},
       {"depthwise conv 3x3", groupedConvOp({{1, 1}, {1, 1}, {1, 1, 1, 1}, 4}), {{rows, 4, 6, 5}, {4, 1, 3, 3}, {4}}},
       {"depthwise conv 3x3 stride 2, 2 outputs per channel", groupedConvOp({{2, 2}, {1, 1}, {1, 1, 1, 1}, 3}),

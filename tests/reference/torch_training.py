@@ -60,8 +60,8 @@ LAYERNORM = {"name": "tiny-layernorm", "input": [1, 28, 28], "layers": [
     {"name": "block.add", "kind": "add", "inputs": ["block.ln", "stem.gelu"]},
     {"name": "pool", "kind": "maxpool", "kernel": 2},
     {"name": "fc", "kind": "dense", "outputs": 10}]}
-# Each image's 28 rows as 28 positions of 28 features: a pre-norm transformer block (causal attention in one run,
-# not in the other) and a classifier on the flattened positions.
+# Each image's 28 rows as 28 positions of 28 features: a pre-norm transformer block (causal attention and GPT-2's tanh
+# form of GELU in one run, not in the other) and a classifier on the flattened positions.
 TRANSFORMER = {"name": "row-transformer", "input": [1, 28, 28], "layers": [
     {"name": "embed", "kind": "linear", "outputs": 16},
     {"name": "ln1", "kind": "layernorm"},
@@ -73,7 +73,8 @@ TRANSFORMER = {"name": "row-transformer", "input": [1, 28, 28], "layers": [
     {"name": "mlp2", "kind": "linear", "outputs": 16, "activation": "tanh"},
     {"name": "res2", "kind": "add", "inputs": ["mlp2", "res1"]},
     {"name": "fc", "kind": "dense", "outputs": 10}]}
-CAUSAL_TRANSFORMER = json.loads(json.dumps(TRANSFORMER).replace('"heads": 4', '"heads": 2, "causal": true'))
+CAUSAL_TRANSFORMER = json.loads(json.dumps(TRANSFORMER).replace('"heads": 4', '"heads": 2, "causal": true')
+                                .replace('"kind": "gelu"', '"kind": "gelu", "approximate": "tanh"'))
 CAUSAL_TRANSFORMER["name"] = "causal-row-transformer"
 # A vision transformer's shape: 4x4 patches by a strided convolution, 49 positions of 16 features. Its MLP uses tanh,
 # not ReLU: a unit a few inputs barely reach gets gradients of rounding noise, which Adam's normalised steps magnify.
