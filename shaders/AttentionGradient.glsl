@@ -1,4 +1,4 @@
-// The backward pass of trainable self-attention (graph/AttentionOps.cpp's SelfAttention): qkv [B, S, 3, H, D] holds
+// The backward pass of trainable self-attention (graph/SelfAttentionOps.cpp): qkv [B, S, 3, H, D] holds
 // each position's queries, keys and values of H heads of D features (PyTorch's MultiheadAttention in-projection),
 // O = softmax(scale·Q·Kᵀ)·V per (batch, head), stored [B, S, H, D]. The scores are recomputed, never stored (as
 // memory-efficient attention does), from each query row's log-sum-exp L_i, which the first pass finds:

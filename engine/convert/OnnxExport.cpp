@@ -156,41 +156,46 @@ std::string writeLinear(Exporter& e, const LayerDescription& layer, const Inputs
   return e.linear(layer.name + ".weight", layer.name + ".bias", inputs[0], layer.activation, layer.name);
 }
 
-// As PyTorch's MultiheadAttention exports, op by op (which the importer fuses again): the projection to Q, K and V,
-// split into heads, softmax(Q·Kᵀ/√D) (causal: the keys after each query hidden by Where on the upper triangle, as
-// GPT-2's export does) times V, the heads merged and projected back. `rank` stays.
+// As PyTorch's MultiheadAttention exports, op by op, in the form the importer fuses into one attention again: the
+// leading axes of [lead..., S, E] as one batch axis, the projection to Q, K and V, split into heads, softmax(Q·Kᵀ/√D)
+// (causal: Where(keep, scores, −inf) with keep the lower triangle, as GPT-2's export) times V, the heads merged and
+// projected back, then the leading axes restored. `rank` stays.
 std::string writeAttention(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t& rank) {
   const std::string& n = layer.name;
-  const auto r = static_cast<std::int64_t>(rank);  // [lead..., S, E]: the lead axes 0..r−3, S at r − 2
   const std::int64_t width = e.parameterShape(n + ".out_proj.weight")[0], heads = layer.heads, features = width / heads;
-  const std::string qkv = e.linear(n + ".in_proj_weight", n + ".in_proj_bias", inputs[0], Activation::none, n + ".qkv");
-  std::vector<std::int64_t> split(static_cast<std::size_t>(r - 1), 0);  // 0 keeps the input's size (lead axes and S)
-  split.insert(split.end(), {3, heads, features});
-  e.integers(n + ".split_shape", split);
+  std::string x = inputs[0];
+  if (rank > 3) {
+    // [lead..., S, E] → [−1, S, E]: S from the input's shape.
+    e.node("Shape", {x}, n + ".input_shape");
+    e.integers(n + ".sequence_start", {-2});
+    e.integers(n + ".sequence_end", {-1});
+    e.node("Slice", {n + ".input_shape", n + ".sequence_start", n + ".sequence_end"}, n + ".sequence");
+    e.integers(n + ".all_items", {-1});
+    e.integers(n + ".width", {width});
+    Exporter::integer(e.node("Concat", {n + ".all_items", n + ".sequence", n + ".width"}, n + ".rows_shape"), "axis", 0);
+    x = e.node("Reshape", {x, n + ".rows_shape"}, n + ".rows").output(0);
+  }
+  const std::string qkv = e.linear(n + ".in_proj_weight", n + ".in_proj_bias", x, Activation::none, n + ".qkv");
+  e.integers(n + ".split_shape", {0, 0, 3, heads, features});  // 0 keeps the input's size
   e.node("Reshape", {qkv, n + ".split_shape"}, n + ".split");
-  // [lead..., S, 3, H, D] → [3, lead..., H, S, D]
-  std::vector<std::int64_t> toParts{r - 1};
-  for (std::int64_t a = 0; a < r - 2; ++a) toParts.push_back(a);
-  toParts.insert(toParts.end(), {r, r - 2, r + 1});
-  Exporter::ints(e.node("Transpose", {n + ".split"}, n + ".parts"), "perm", toParts);
+  Exporter::ints(e.node("Transpose", {n + ".split"}, n + ".parts"), "perm", {2, 0, 3, 1, 4});  // [3, B, H, S, D]
   onnx::NodeProto& parts = e.node("Split", {n + ".parts"}, n + ".q3");
   parts.add_output(n + ".k3");
   parts.add_output(n + ".v3");
   Exporter::integer(parts, "axis", 0);
   e.integers(n + ".first_axis", {0});
   for (const char* part : {"q", "k", "v"}) e.node("Squeeze", {n + "." + part + "3", n + ".first_axis"}, n + "." + part);
-  std::vector<std::int64_t> swapLast(static_cast<std::size_t>(r + 1));
-  for (std::int64_t a = 0; a <= r; ++a) swapLast[static_cast<std::size_t>(a)] = a;
-  std::swap(swapLast[static_cast<std::size_t>(r - 1)], swapLast[static_cast<std::size_t>(r)]);
-  Exporter::ints(e.node("Transpose", {n + ".k"}, n + ".k_t"), "perm", swapLast);
+  Exporter::ints(e.node("Transpose", {n + ".k"}, n + ".k_t"), "perm", {0, 1, 3, 2});
   e.node("MatMul", {n + ".q", n + ".k_t"}, n + ".products");
   e.constant(n + ".scale", 1.0f / std::sqrt(static_cast<float>(features)));
   std::string scores = e.node("Mul", {n + ".products", n + ".scale"}, n + ".scores").output(0);
   if (layer.causal) {
-    e.node("Shape", {scores}, n + ".scores_shape");
-    e.integers(n + ".last_two", {-2});
-    e.integers(n + ".to_end", {std::numeric_limits<std::int64_t>::max()});
-    e.node("Slice", {n + ".scores_shape", n + ".last_two", n + ".to_end"}, n + ".square");
+    // [S, S] from Q's shape, not the scores': a second reader of the scores would keep the attention from fusing.
+    e.node("Shape", {n + ".q"}, n + ".q_shape");
+    e.integers(n + ".positions_start", {-2});
+    e.integers(n + ".positions_end", {-1});
+    e.node("Slice", {n + ".q_shape", n + ".positions_start", n + ".positions_end"}, n + ".positions");
+    Exporter::integer(e.node("Concat", {n + ".positions", n + ".positions"}, n + ".square"), "axis", 0);
     onnx::NodeProto& ones = e.node("ConstantOfShape", {n + ".square"}, n + ".ones");
     onnx::AttributeProto* value = ones.add_attribute();
     value->set_name("value");
@@ -198,22 +203,20 @@ std::string writeAttention(Exporter& e, const LayerDescription& layer, const Inp
     value->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
     value->mutable_t()->add_dims(1);
     value->mutable_t()->add_float_data(1.0f);
-    e.integers(n + ".above", {1});
-    Exporter::integer(e.node("Trilu", {n + ".ones", n + ".above"}, n + ".later"), "upper", 1);
-    Exporter::integer(e.node("Cast", {n + ".later"}, n + ".hidden"), "to", onnx::TensorProto::BOOL);
+    e.integers(n + ".diagonal", {0});
+    Exporter::integer(e.node("Trilu", {n + ".ones", n + ".diagonal"}, n + ".earlier"), "upper", 0);
+    Exporter::integer(e.node("Cast", {n + ".earlier"}, n + ".keep"), "to", onnx::TensorProto::BOOL);
     e.constant(n + ".lowest", -std::numeric_limits<float>::infinity());
-    scores = e.node("Where", {n + ".hidden", n + ".lowest", scores}, n + ".causal_scores").output(0);
+    scores = e.node("Where", {n + ".keep", scores, n + ".lowest"}, n + ".causal_scores").output(0);
   }
   Exporter::integer(e.node("Softmax", {scores}, n + ".weights"), "axis", -1);
   e.node("MatMul", {n + ".weights", n + ".v"}, n + ".heads");
-  std::swap(swapLast[static_cast<std::size_t>(r - 1)], swapLast[static_cast<std::size_t>(r)]);  // back to the identity
-  std::swap(swapLast[static_cast<std::size_t>(r - 2)], swapLast[static_cast<std::size_t>(r - 1)]);  // [lead..., S, H, D]
-  Exporter::ints(e.node("Transpose", {n + ".heads"}, n + ".by_position"), "perm", swapLast);
-  std::vector<std::int64_t> merge(static_cast<std::size_t>(r - 1), 0);
-  merge.push_back(width);
-  e.integers(n + ".merge_shape", merge);
+  Exporter::ints(e.node("Transpose", {n + ".heads"}, n + ".by_position"), "perm", {0, 2, 1, 3});  // [B, S, H, D]
+  e.integers(n + ".merge_shape", {0, 0, width});
   e.node("Reshape", {n + ".by_position", n + ".merge_shape"}, n + ".merged");
-  return e.linear(n + ".out_proj.weight", n + ".out_proj.bias", n + ".merged", Activation::none, n);
+  if (rank == 3) return e.linear(n + ".out_proj.weight", n + ".out_proj.bias", n + ".merged", Activation::none, n);
+  e.linear(n + ".out_proj.weight", n + ".out_proj.bias", n + ".merged", Activation::none, n + ".projected");
+  return e.node("Reshape", {n + ".projected", n + ".input_shape"}, n).output(0);
 }
 
 std::string writeBatchnorm(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {

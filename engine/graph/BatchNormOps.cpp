@@ -19,14 +19,11 @@ struct ChannelChunks {
   ChannelChunks(std::uint32_t batch, std::uint32_t channels, std::uint32_t spatial) : batch(batch), channels(channels), spatial(spatial) {
     const std::uint64_t values = std::uint64_t{batch} * spatial;
     const std::uint64_t pieces = std::clamp<std::uint64_t>((values + chunkValues - 1) / chunkValues, 1, largestChunks);
-    chunk = static_cast<std::uint32_t>((values + pieces - 1) / pieces);
+    chunk = static_cast<std::uint32_t>(std::max<std::uint64_t>((values + pieces - 1) / pieces, 1));  // 1 for no values: no division by 0
     chunks = static_cast<std::uint32_t>((values + chunk - 1) / chunk);
   }
   std::uint32_t batch, channels, spatial, chunk = 0, chunks = 0;
 };
-
-// Bytes rounded up to a 256-byte boundary, so that the next part of a workspace can be bound.
-std::size_t boundable(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 Dispatch batchNormDispatch(ProgramCache& programs, BatchNormMode mode, const ChannelChunks& l, float epsilon, float momentum,
                            const std::string& label, std::vector<ShaderDefine> defines = {}) {
@@ -172,8 +169,8 @@ class BatchNorm : public Op {
   // stats [2C], totals [2C], partials [2C·chunks], each from a 256-byte boundary so that it can be bound.
   struct WorkspaceSize {
     explicit WorkspaceSize(const Layout& l)
-        : statsBytes(boundable(2 * std::size_t{l.channels} * sizeof(float))),
-          partialBytes(boundable(2 * std::size_t{l.channels} * l.chunks * sizeof(float))),
+        : statsBytes(boundableBytes(2 * std::size_t{l.channels} * sizeof(float))),
+          partialBytes(boundableBytes(2 * std::size_t{l.channels} * l.chunks * sizeof(float))),
           bytes(2 * statsBytes + partialBytes) {}
     std::size_t statsBytes, partialBytes, bytes;
   };
@@ -250,10 +247,10 @@ class LayerNorm : public Op {
   explicit LayerNorm(float epsilon) : epsilon_(epsilon) {}
   std::string name() const override { return "layer norm"; }
   Shape outputShape(const std::vector<Shape>& in) const override {
-    if (in.size() != 3 || in[0].empty() || in[0].back() == 0 || in[1] != Shape{in[0].back()} || in[2] != in[1]) {
+    if (in.size() != 3 || in[0].empty() || elementCount(in[0]) == 0 || in[1] != Shape{in[0].back()} || in[2] != in[1]) {
       std::string shapes;
       for (const Shape& shape : in) shapes += " " + describe(shape);
-      throw Error(name() + " takes x [..., C] and gamma and beta of [C]; got" + shapes);
+      throw Error(name() + " takes x [..., C] of at least one value and gamma and beta of [C]; got" + shapes);
     }
     return in[0];
   }
@@ -333,9 +330,9 @@ class LayerNorm : public Op {
   // stats [2 per row], totals [2C], partials [2C·chunks], each from a 256-byte boundary so that it can be bound.
   struct WorkspaceSize {
     explicit WorkspaceSize(const Layout& l)
-        : statsBytes(boundable(2 * std::size_t{l.batch} * sizeof(float))),
-          totalsBytes(boundable(2 * std::size_t{l.channels} * sizeof(float))),
-          partialBytes(boundable(2 * std::size_t{l.channels} * l.chunks * sizeof(float))),
+        : statsBytes(boundableBytes(2 * std::size_t{l.batch} * sizeof(float))),
+          totalsBytes(boundableBytes(2 * std::size_t{l.channels} * sizeof(float))),
+          partialBytes(boundableBytes(2 * std::size_t{l.channels} * l.chunks * sizeof(float))),
           bytes(statsBytes + totalsBytes + partialBytes) {}
     std::size_t statsBytes, totalsBytes, partialBytes, bytes;
   };

@@ -213,7 +213,7 @@ class Conv2d : public Op {
     return s;
   }
   static std::size_t spreadOffset(const ConvShape& unstrided) {
-    return (ConvOp::inputGradientWorkspaceBytes(unstrided) + ConvOp::weightGradientWorkspaceBytes(unstrided) + 255) / 256 * 256;
+    return boundableBytes(ConvOp::inputGradientWorkspaceBytes(unstrided) + ConvOp::weightGradientWorkspaceBytes(unstrided));
   }
   static std::size_t spreadBytes(const ConvShape& unstrided) {
     return std::size_t{unstrided.batch} * unstrided.outChannels * unstrided.outHeight() * unstrided.outWidth() * sizeof(float);

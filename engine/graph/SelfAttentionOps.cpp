@@ -114,6 +114,7 @@ class SelfAttention : public Op {
     AttentionSettings settings;
     settings.scale = static_cast<float>(scaleOf(s));
     settings.causal = causal_;
+    settings.emptyRowsZero = false;  // a row of −inf scores (an infinite input) gives NaN, as softmax and the backward pass do
     // Q, K and V of position p, head h: qkv[b][p][part][h][f]; the output [B, S, H, D].
     const std::uint32_t width = s.width();
     for (std::uint32_t part = 0; part < 3; ++part) {
@@ -128,8 +129,7 @@ class SelfAttention : public Op {
   }
   std::size_t attentionBytes(const Sizes& s) const {
     const std::uint32_t elements = s.batch * s.sequence * 3 * s.width();
-    const std::size_t bytes = attentionOp(settings(s))->workspaceBytes({{elements}, {elements}, {elements}});
-    return (bytes + 255) / 256 * 256;
+    return boundableBytes(attentionOp(settings(s))->workspaceBytes({{elements}, {elements}, {elements}}));
   }
   static std::size_t rowStatisticsBytes(const Sizes& s) { return 2 * sizeof(float) * s.batch * s.heads * s.sequence; }
 

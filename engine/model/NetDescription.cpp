@@ -238,13 +238,15 @@ Tensor buildAttention(const LayerBuild& b) {
   if (b.shape.size() < 3) throw b.refuse("attention reads [N, ..., positions, features], not " + describe(b.shape));
   const std::uint32_t width = b.shape.back(), rows = static_cast<std::uint32_t>(elementCount(b.shape) / width);
   if (width % layer.heads != 0) throw b.refuse("its " + std::to_string(width) + " features do not split into " + std::to_string(layer.heads) + " heads");
-  const auto parameter = [&](const std::string& suffix, const Shape& shape, Initialisation init) {
-    return b.parameter(layer.name + suffix, shape, false, init, width);
+  // As PyTorch initialises MultiheadAttention: the in-projection Xavier-uniform (fans E and 3E), the output projection
+  // as a Linear, both biases zeros.
+  const auto parameter = [&](const std::string& suffix, const Shape& shape, Initialisation init, std::size_t fans) {
+    return b.parameter(layer.name + suffix, shape, false, init, fans);
   };
-  const Tensor inWeight = parameter(".in_proj_weight", {3 * width, width}, Initialisation::uniformFanIn);
-  const Tensor inBias = parameter(".in_proj_bias", {3 * width}, Initialisation::zeros);
-  const Tensor outWeight = parameter(".out_proj.weight", {width, width}, Initialisation::uniformFanIn);
-  const Tensor outBias = parameter(".out_proj.bias", {width}, Initialisation::zeros);
+  const Tensor inWeight = parameter(".in_proj_weight", {3 * width, width}, Initialisation::xavierUniform, 4 * std::size_t{width});
+  const Tensor inBias = parameter(".in_proj_bias", {3 * width}, Initialisation::zeros, width);
+  const Tensor outWeight = parameter(".out_proj.weight", {width, width}, Initialisation::uniformFanIn, width);
+  const Tensor outBias = parameter(".out_proj.bias", {width}, Initialisation::zeros, width);
   const Tensor x = b.graph.apply(viewOp({rows, width}), {b.inputs[0]}, layer.name + ".rows");
   Shape projected = b.shape;
   projected.back() = 3 * width;

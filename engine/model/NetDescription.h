@@ -77,7 +77,9 @@ std::vector<std::string> builtinNetNames();
 
 // How the layers get their parameters: called in layer order with each parameter's name ("conv1.weight"), shape,
 // whether it is state (batch normalization's running statistics), and its initialisation (PyTorch's defaults).
-enum class Initialisation { uniformFanIn, ones, zeros };
+// uniformFanIn: U(±1/√fanIn), PyTorch's Linear and Conv; xavierUniform: U(±√(6/fanIn)) with fanIn the fan in and out
+// together, PyTorch's xavier_uniform_ (MultiheadAttention's in-projection).
+enum class Initialisation { uniformFanIn, xavierUniform, ones, zeros };
 using ParameterSource = std::function<Tensor(const std::string& name, const Shape& shape, bool state, Initialisation init, std::size_t fanIn)>;
 
 // The layers applied to `images` in `graph`; returns the last layer's output. `training`: batch normalization uses the

@@ -275,8 +275,8 @@ Network Network::fromDescription(const NetDescription& description, std::uint32_
                                                     std::to_string(largestTensorBytes) + " bytes, more than one GPU storage block holds");
                                       }
                                       std::vector<float> values(elementCount(shape), init == Initialisation::ones ? 1.0f : 0.0f);
-                                      if (init == Initialisation::uniformFanIn) {
-                                        const float bound = 1.0f / std::sqrt(static_cast<float>(fanIn));
+                                      if (init == Initialisation::uniformFanIn || init == Initialisation::xavierUniform) {
+                                        const float bound = std::sqrt((init == Initialisation::xavierUniform ? 6.0f : 1.0f) / static_cast<float>(fanIn));
                                         std::uniform_real_distribution<float> uniform(-bound, bound);
                                         for (float& value : values) value = uniform(random);
                                       }

@@ -81,7 +81,7 @@ class ConvOp {
   }
   // The same rounded up to 256 bytes, the largest storage buffer offset alignment GL allows, so that what
   // follows them in a workspace can be bound.
-  static std::size_t rearrangedWeightBytes(const ConvShape& s) { return (transposedWeightBytes(s) + 255) / 256 * 256; }
+  static std::size_t rearrangedWeightBytes(const ConvShape& s) { return boundableBytes(transposedWeightBytes(s)); }
   // Two dispatches or three: the weights rearranged into `workspace` as [OC·KH·KW, C] (so that the GEMM reads
   // them along its tile, as the forward pass does), the GEMM, and when inputGradientSplit says so the sum of its
   // split-K partials, which follow the weights in the workspace (inputGradientWorkspaceBytes in all).
@@ -96,7 +96,7 @@ class ConvOp {
   // Rounded up to 256 bytes, so that dW's workspace can follow it.
   static std::size_t inputGradientWorkspaceBytes(const ConvShape& s) {
     const std::size_t partials = inputGradientSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.height * s.width, s.channels);
-    return rearrangedWeightBytes(s) + (partials + 255) / 256 * 256;
+    return rearrangedWeightBytes(s) + boundableBytes(partials);
   }
   // Split along the batch and pixels (two dispatches) when weightGradientSplit says so, with its workspace.
   // Given db (written or added like dW), the bias gradient too: when the GEMM is split, as one more column of

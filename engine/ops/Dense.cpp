@@ -35,7 +35,7 @@ constexpr std::uint32_t outputGradientTransposeFromInputs = 1024;  // DenseOp::t
 // Bytes of a rows × columns float matrix, rounded up to 256 (the largest storage buffer offset alignment GL allows)
 // so that another may follow.
 std::size_t alignedMatrixBytes(std::uint32_t rows, std::uint32_t columns) {
-  return (std::size_t{rows} * columns * sizeof(float) + 255) / 256 * 256;
+  return boundableBytes(std::size_t{rows} * columns * sizeof(float));
 }
 
 // The forward GEMM from its two operands (X and W, or their transposes) into Y or, split, its partial sums.

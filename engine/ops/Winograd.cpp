@@ -28,7 +28,6 @@ ConvAlgorithm requestedAlgorithm() {
   return forcedAlgorithm != ConvAlgorithm::automatic ? forcedAlgorithm : algorithmFromEnvironment();
 }
 
-std::size_t roundedTo256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 std::uint64_t tilesOf(const ConvShape& s, std::uint32_t m) {
   return std::uint64_t{s.batch} * ((s.outHeight() + m - 1) / m) * ((s.outWidth() + m - 1) / m);
 }
@@ -44,7 +43,7 @@ std::uint64_t paddedTiles(ConvShape s, std::uint32_t images) {
 std::size_t chunkScratchBytes(const ConvShape& s, std::uint32_t images) {
   const std::size_t perPosition = static_cast<std::size_t>(paddedTiles(s, images)) * sizeof(float);
   const std::size_t positions = WinogradConvOp::positions(s);
-  return roundedTo256(positions * s.channels * perPosition) + positions * s.outChannels * perPosition;
+  return boundableBytes(positions * s.channels * perPosition) + positions * s.outChannels * perPosition;
 }
 
 std::vector<ShaderDefine> geometry(const ConvShape& s, WinogradMode mode) {
@@ -113,7 +112,7 @@ std::uint32_t WinogradConvOp::outputTile(const ConvShape& s) {
 std::uint64_t WinogradConvOp::tiles(const ConvShape& s) { return tilesOf(s, outputTile(s)); }
 
 std::size_t WinogradConvOp::transformedWeightBytes(const ConvShape& s) {
-  return roundedTo256(std::size_t{positions(s)} * s.channels * s.outChannels * sizeof(float));
+  return boundableBytes(std::size_t{positions(s)} * s.channels * s.outChannels * sizeof(float));
 }
 
 std::size_t WinogradConvOp::scratchBytes(const ConvShape& s) { return chunkScratchBytes(s, imagesPerChunk(s)); }
@@ -151,7 +150,7 @@ std::vector<Dispatch> WinogradConvOp::forward(const BufferView& x, const BufferV
   const std::uint64_t stride = paddedTiles(s, images);
   const std::uint32_t positions = WinogradConvOp::positions(s);
   const BufferView inputs(*scratch.buffer, scratch.offset, positions * s.channels * stride * sizeof(float));
-  const BufferView products(*scratch.buffer, scratch.offset + roundedTo256(inputs.bytes), positions * s.outChannels * stride * sizeof(float));
+  const BufferView products(*scratch.buffer, scratch.offset + boundableBytes(inputs.bytes), positions * s.outChannels * stride * sizeof(float));
   const BufferView weights(*transformed.buffer, transformed.offset, std::size_t{positions} * s.channels * s.outChannels * sizeof(float));
   const Program& inputProgram = programs_->get("Winograd.glsl", geometry(s, WinogradMode::input));
   // Each position's GEMM has T rows, OC columns and a sum over C; the rule sees the P of them as one of P·T rows.

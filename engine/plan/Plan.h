@@ -30,6 +30,10 @@ struct BufferView {
   std::size_t room() const { return bytes ? bytes : buffer->bytes() - offset; }
 };
 
+// `bytes` rounded up to a multiple of 256, the largest storage buffer offset alignment of the devices glnet runs on: a
+// view starting after that many bytes of a bound one can be bound too.
+constexpr std::size_t boundableBytes(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 // A binding of part of a buffer: [offset, offset + bytes); bytes 0 means to the end. Offsets must be
 // multiples of the device's storage buffer offset alignment.
 struct StorageBinding {

@@ -157,6 +157,14 @@ TEST_CASE("every op's reference backward matches central finite differences") {
   }
 }
 
+TEST_CASE("layer normalization and self-attention refuse shapes they cannot run, in a line naming the shapes") {
+  CHECK_THROWS_WITH(layerNormOp()->outputShape({{0, 4}, {4}, {4}}), doctest::Contains("takes x [..., C] of at least one value and gamma and beta of [C]; got [0, 4] [4] [4]"));
+  CHECK_THROWS_WITH(layerNormOp()->outputShape({{3, 4}, {5}, {5}}), doctest::Contains("got [3, 4] [5] [5]"));
+  CHECK_THROWS_WITH(selfAttentionOp(2)->outputShape({{3, 5, 9}}), doctest::Contains("self-attention of 2 heads takes [..., S, 3·heads·D] (queries, keys and values), not [3, 5, 9]"));
+  CHECK_THROWS_WITH(selfAttentionOp(1)->outputShape({{5, 12}}), doctest::Contains("not [5, 12]"));
+  CHECK_THROWS_WITH(tokensOp()->outputShape({{2, 3, 4}}), doctest::Contains("tokens takes [N, C, H, W], not [2, 3, 4]"));
+}
+
 TEST_CASE("dropout drops its rate of the elements, and other ones at the next step") {
   const std::uint32_t count = 200000, salt = 99;
   std::size_t kept = 0, changed = 0;

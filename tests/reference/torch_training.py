@@ -208,7 +208,12 @@ def compare_export(train, work, description, images):
     difference = np.abs(np.load(work / "logits.npy") - expected).max()
     ok = difference <= 1e-4 * np.abs(expected).max()
     print(f"exported ONNX through glnet_run: max |glnet - PyTorch float64| {difference:.3g}{'' if ok else ' beyond 1e-4 of the largest'}")
-    return 0 if ok else 1
+    # The attention is written op by op in the form the importer fuses back into one kernel.
+    info = subprocess.run([str(Path(train).parent / "glnet_info"), "--model", str(work / "glnet.onnx")], capture_output=True, text=True)
+    fused = info.stdout.count("attention (fused")
+    attentions = sum(layer["kind"] == "attention" for layer in description["layers"])
+    print(f"glnet_info: {fused} of {attentions} attention layers fused")
+    return (0 if ok else 1) + (fused != attentions)
 
 
 def decay_groups(model, decay):
