@@ -41,6 +41,7 @@ class Converter {
     if (graph.output_size() != 1) throw Error(path_ + ": the model has " + std::to_string(graph.output_size()) + " outputs; glnet trains models of one");
     output_ = graph.output(0).name();
     findSilu(graph);
+    findGelu(graph);
     for (const onnx::NodeProto& node : graph.node()) convert(node);
     if (result_.description.layers.empty()) throw Error(path_ + ": the model has no layer to train");
     const auto last = layerOf_.find(output_);
@@ -103,7 +104,50 @@ class Converter {
                         (mul.input(1) == node.input(0) && mul.input(0) == node.output(0));
       if (!pair) continue;
       absorbed_.insert(&node);
-      siluInput_[&mul] = node.input(0);
+      patternInput_[&mul] = {LayerKind::silu, node.input(0)};
+    }
+  }
+
+  // The one value of a scalar initializer or Constant node, or NaN.
+  double scalar(const onnx::GraphProto& graph, const std::string& name) const {
+    const auto found = constants_.find(name);
+    if (found != constants_.end()) return found->second.elements() == 1 ? found->second.values[0] : NAN;
+    for (const onnx::NodeProto& node : graph.node()) {
+      if (node.op_type() != "Constant" || node.output_size() != 1 || node.output(0) != name) continue;
+      for (const onnx::AttributeProto& attribute : node.attribute()) {
+        if (attribute.name() != "value") continue;
+        const OnnxConstant value = readOnnxTensor(attribute.t(), path_);
+        return value.elements() == 1 ? value.values[0] : NAN;
+      }
+    }
+    return NAN;
+  }
+
+  // Exact GELU as PyTorch exports it before opset 20: Div(x, √2) → Erf → Add(·, 1) → Mul(x, ·) → Mul(·, 0.5), each
+  // read by the next alone; the last Mul becomes the gelu layer, the others run inside it.
+  void findGelu(const onnx::GraphProto& graph) {
+    const auto near = [](double value, double target) { return std::abs(value - target) <= 1e-6 * target; };
+    // The sole reader of `node`'s output of type `op`, reading `node` and a scalar near `value` (any value: NaN).
+    const auto next = [&](const onnx::NodeProto& node, const char* op, double value) -> const onnx::NodeProto* {
+      if (node.output(0) == output_) return nullptr;
+      const auto& readers = readers_[node.output(0)];
+      if (readers.size() != 1 || readers[0]->op_type() != op || readers[0]->input_size() != 2) return nullptr;
+      const onnx::NodeProto& reader = *readers[0];
+      const std::string& other = reader.input(reader.input(0) == node.output(0) ? 1 : 0);
+      return std::isnan(value) || near(scalar(graph, other), value) ? &reader : nullptr;
+    };
+    for (const onnx::NodeProto& div : graph.node()) {
+      if (div.op_type() != "Div" || div.input_size() != 2 || !near(scalar(graph, div.input(1)), std::sqrt(2.0))) continue;
+      const auto& erfReaders = readers_[div.output(0)];
+      if (div.output(0) == output_ || erfReaders.size() != 1 || erfReaders[0]->op_type() != "Erf") continue;
+      const onnx::NodeProto& erf = *erfReaders[0];
+      const onnx::NodeProto* plusOne = next(erf, "Add", 1.0);
+      const onnx::NodeProto* product = plusOne ? next(*plusOne, "Mul", NAN) : nullptr;
+      if (!product || (product->input(0) != div.input(0) && product->input(1) != div.input(0))) continue;
+      const onnx::NodeProto* half = next(*product, "Mul", 0.5);
+      if (!half) continue;
+      for (const onnx::NodeProto* inside : {&div, &erf, plusOne, product}) absorbed_.insert(inside);
+      patternInput_[half] = {LayerKind::gelu, div.input(0)};
     }
   }
 
@@ -380,7 +424,11 @@ class Converter {
       alias(node);
     } else {
       const auto& rows = readings();
-      const auto row = std::find_if(rows.begin(), rows.end(), [&](const Reading& r) { return r.op && op == r.op; });
+      // A Mul ending a pattern is read as the pattern's kind; any other op as the first row of its type.
+      const auto patternFound = patternInput_.find(&node);
+      const auto row = std::find_if(rows.begin(), rows.end(), [&](const Reading& r) {
+        return r.op && op == r.op && (patternFound == patternInput_.end() || r.kind == patternFound->second.first);
+      });
       if (row == rows.end()) unsupported(node);
       (this->*row->read)(node, row->kind);
     }
@@ -402,11 +450,14 @@ class Converter {
   // Relu, Tanh, Sigmoid and HardSwish that no Conv or Gemm runs.
   void pointwise(const onnx::NodeProto& node, LayerKind kind) { simple(node, kind, {layerInput(node, 0)}, rank(node)); }
 
-  // The Mul of SiLU's x·Sigmoid(x) (findSilu); any other Mul is refused.
-  void silu(const onnx::NodeProto& node, LayerKind kind) {
-    if (!siluInput_.count(&node)) unsupported(node);
-    const auto at = std::find(node.input().begin(), node.input().end(), siluInput_.at(&node)) - node.input().begin();
-    simple(node, kind, {layerInput(node, static_cast<int>(at))}, rank(node));
+  // The last Mul of SiLU's x·Sigmoid(x) (findSilu) or of GELU (findGelu), a layer reading x; any other Mul is refused.
+  void pattern(const onnx::NodeProto& node, LayerKind kind) {
+    const auto found = patternInput_.find(&node);
+    if (found == patternInput_.end() || found->second.first != kind) unsupported(node);
+    const std::string& x = found->second.second;
+    const auto layer = layerOf_.find(x);
+    if (layer == layerOf_.end()) refuse(node, "its input '" + x + "' is made by no earlier node");
+    simple(node, kind, {layer->second}, rankOf_.at(x));
   }
 
   void sum(const onnx::NodeProto& node, LayerKind kind) {
@@ -486,8 +537,8 @@ class Converter {
         {LayerKind::tanh, "Tanh", "Tanh", &Converter::pointwise},
         {LayerKind::sigmoid, "Sigmoid", "Sigmoid", &Converter::pointwise},
         {LayerKind::hardswish, "HardSwish", "HardSwish", &Converter::pointwise},
-        {LayerKind::silu, "Mul", "x*Sigmoid(x)", &Converter::silu},
-        {LayerKind::gelu, nullptr, nullptr, nullptr},  // PyTorch's erf form is not recognised yet
+        {LayerKind::silu, "Mul", "x*Sigmoid(x)", &Converter::pattern},
+        {LayerKind::gelu, "Mul", "x*(1+Erf(x/sqrt(2)))/2", &Converter::pattern},  // the tanh form is not recognised yet
         {LayerKind::add, "Add", "Add", &Converter::sum},
         {LayerKind::concat, "Concat", "Concat", &Converter::concat},
         {LayerKind::maxpool, "MaxPool", "MaxPool", &Converter::pool},
@@ -509,9 +560,9 @@ class Converter {
   std::map<std::string, std::string> layerOf_;  // a tensor's layer ("input" for the graph's input)
   std::map<std::string, std::size_t> rankOf_;   // its axes, the batch's included
   std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;
-  std::set<const onnx::NodeProto*> absorbed_;  // activations run by the layer before them, and SiLU's Sigmoid
+  std::set<const onnx::NodeProto*> absorbed_;  // activations run by the layer before them, SiLU's Sigmoid, GELU's inner nodes
   std::map<const onnx::NodeProto*, const onnx::NodeProto*> fusedInto_;
-  std::map<const onnx::NodeProto*, std::string> siluInput_;  // SiLU's Mul: its x
+  std::map<const onnx::NodeProto*, std::pair<LayerKind, std::string>> patternInput_;  // SiLU's or GELU's last Mul: the kind, its x
   std::set<std::string> names_;
   OnnxNetwork result_;
 };
