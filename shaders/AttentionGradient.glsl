@@ -6,11 +6,12 @@
 //     stats[(b·H + h)·S + i] for the second pass, and dQ_i = scale·Σ_j P_ij·(dO_i·V_j − Δ_i)·K_j
 //   ATTENTION_GRADIENT_KEYS, one invocation per (b, h, key j): dV_j = Σ_i P_ij·dO_i and
 //     dK_j = scale·Σ_i P_ij·(dO_i·V_j − Δ_i)·Q_i
-// with P_ij = exp(scale·Q_i·K_j − L_i). CAUSAL: key j is hidden from query i < j. NaN in gives NaN out.
+// with P_ij = exp(scale·Q_i·K_j + mask_j − L_i). CAUSAL: key j is hidden from query i < j. KEY_MASK: mask [B, S] is
+// added to every query's score for key j (0 or −inf for padding), else 0. NaN in gives NaN out.
 // bindings: 0 qkv read, 1 O read, 2 dO read, 3 dqkv (its Q part written by QUERIES, its K and V parts by KEYS; added
-//   to what is there when `added` is 1), 4 stats [B·H·S] (L, Δ) written by QUERIES, read by KEYS
+//   to what is there when `added` is 1), 4 stats [B·H·S] (L, Δ) written by QUERIES, read by KEYS, 5 mask (KEY_MASK)
 // uniforms: 0 rows (B·H·S), 1 S, 2 H, 3 scale, 4 added
-// defines: HEAD_D (D), ATTENTION_GRADIENT_QUERIES or ATTENTION_GRADIENT_KEYS, CAUSAL
+// defines: HEAD_D (D), ATTENTION_GRADIENT_QUERIES or ATTENTION_GRADIENT_KEYS, CAUSAL, KEY_MASK
 // NVIDIA's compiler keeps the small fixed loops as loops over local memory unless told to unroll them (see Gemm.glsl).
 #pragma optionNV(unroll all)
 layout(local_size_x = LOCAL_SIZE_X) in;
@@ -25,6 +26,12 @@ layout(std430, binding = 4) writeonly buffer RowStatistics { vec2 stats[]; };
 layout(std430, binding = 4) readonly buffer RowStatistics { vec2 stats[]; };
 #else
 #error ATTENTION_GRADIENT_QUERIES or ATTENTION_GRADIENT_KEYS
+#endif
+#ifdef KEY_MASK
+layout(std430, binding = 5) readonly buffer KeyMask { float mask[]; };
+#define KEY_MASK_AT(batch, key) mask[(batch) * S + (key)]
+#else
+#define KEY_MASK_AT(batch, key) 0.0
 #endif
 layout(location = 0) uniform uint rows;
 layout(location = 1) uniform uint S;
@@ -60,6 +67,8 @@ void main() {
   for (uint j = 0u; j < keys; ++j) {
     float score = 0.0;
     for (uint f = 0u; f < uint(HEAD_D); ++f) score += q[f] * qkv[projection + j * 3u * E + E + f];
+    score += KEY_MASK_AT(batch, j);
+    if (score == uintBitsToFloat(0xff800000u)) continue;  // a hidden key: −inf − (−inf) would make the running sum NaN
     float next = maxNaN(largest, score);
     total = total * exp(largest - next) + exp(score - next);
     largest = next;
@@ -71,7 +80,7 @@ void main() {
       score += q[f] * qkv[projection + j * 3u * E + E + f];
       product += g[f] * qkv[projection + j * 3u * E + 2u * E + f];
     }
-    float weight = exp(score - logSum) * (product - delta);
+    float weight = exp(score + KEY_MASK_AT(batch, j) - logSum) * (product - delta);
     for (uint f = 0u; f < uint(HEAD_D); ++f) sum[f] += weight * qkv[projection + j * 3u * E + E + f];
   }
   for (uint f = 0u; f < uint(HEAD_D); ++f) {
@@ -81,6 +90,7 @@ void main() {
   stats[row] = vec2(logSum, delta);
 #else
   float k[HEAD_D], v[HEAD_D], dk[HEAD_D], dv[HEAD_D];
+  float keyMask = KEY_MASK_AT(batch, own);
   for (uint f = 0u; f < uint(HEAD_D); ++f) {
     k[f] = qkv[projection + own * 3u * E + E + f];
     v[f] = qkv[projection + own * 3u * E + 2u * E + f];
@@ -99,7 +109,7 @@ void main() {
       product += dO[outputs + i * E + f] * v[f];
     }
     vec2 line = stats[lines + i];
-    float p = exp(scale * score - line.x), weight = p * (product - line.y);
+    float p = exp(scale * score + keyMask - line.x), weight = p * (product - line.y);
     for (uint f = 0u; f < uint(HEAD_D); ++f) {
       dv[f] += p * dO[outputs + i * E + f];
       dk[f] += weight * qkv[projection + i * 3u * E + f];

@@ -146,6 +146,8 @@ float pointwise(float x) {
   return isNaN(x) ? 1.0 : 0.0;
 #elif POINTWISE == POINTWISE_IS_INF
   return isInf(x) && (x < 0.0 ? alpha != 0.0 : beta != 0.0) ? 1.0 : 0.0;  // IsInf: alpha detect_negative, beta detect_positive
+#elif POINTWISE == POINTWISE_PADDING_MASK
+  return isNaN(x) ? x : x == alpha ? uintBitsToFloat(0xff800000u) : 0.0;  // alpha: the padding id
 #else
 #error unknown POINTWISE
 #endif

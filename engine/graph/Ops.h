@@ -51,7 +51,8 @@ std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t 
 std::shared_ptr<const Op> batchNormOp(bool training, float momentum = 0.1f, float epsilon = 1e-5f);
 // qkv [..., S, 3·heads·D] (each position's queries, keys and values of `heads` heads side by side, PyTorch's
 // MultiheadAttention in-projection): O = softmax(Q·Kᵀ/√D)·V per head, [..., S, heads·D]; `causal`: query i sees keys up
-// to i. Trainable: the backward pass recomputes the scores instead of keeping them.
+// to i. An optional second input [..., S] is added to the scores of each key (a padding mask: 0, or −inf for a padded
+// position). Trainable: the backward pass recomputes the scores instead of keeping them.
 std::shared_ptr<const Op> selfAttentionOp(std::uint32_t heads, bool causal = false);
 // x [..., C], gamma and beta [C]: y = (x − mean)/sqrt(var + ε)·gamma + beta over each row of C values (PyTorch's
 // LayerNorm(C)); trainable, the same in training and inference.
@@ -70,6 +71,12 @@ std::shared_ptr<const Op> conv2dMaxPoolOp(Activation activation, std::uint32_t p
 std::shared_ptr<const Op> flattenOp();
 // [N, C, H, W] → [N, H·W, C]: each pixel a position of C features, as a vision transformer takes patches; trainable.
 std::shared_ptr<const Op> tokensOp();
+// ids [N, ...] (whole numbers held as floats) and table [V, E]: y [N, ..., E] = table[id] (PyTorch's Embedding); NaN
+// where an id is outside the table, fractional or NaN, a negative id counted from the end (ONNX's Gather). Trainable: the table's gradient sums the rows of each id in a
+// fixed order (deterministic); the ids get none.
+std::shared_ptr<const Op> embeddingOp();
+// [N, S, E] → [N, E]: the first position's features (BERT's [CLS] token as the sequence's summary); trainable.
+std::shared_ptr<const Op> firstPositionOp();
 // The input seen as `shape` (as many elements, the batch included): no dispatch, the gradient passes as it is.
 std::shared_ptr<const Op> viewOp(Shape shape);
 

@@ -13,7 +13,9 @@ namespace glnet {
 namespace {
 
 // qkv [..., S, 3E] (the queries, keys and values of H heads of D = E/H features each, side by side per position, as
-// PyTorch's MultiheadAttention projects them), O = softmax(QKᵀ/√D)·V per head, [..., S, E] with the heads side by side.
+// PyTorch's MultiheadAttention projects them), O = softmax(QKᵀ/√D + mask)·V per head, [..., S, E] with the heads side by
+// side. The optional second input [..., S] is added to every query's score for each key (PyTorch's float
+// key_padding_mask: 0 for a real position, −inf for padding); no gradient flows into it.
 class SelfAttention : public Op {
  public:
   SelfAttention(std::uint32_t heads, bool causal) : heads_(heads), causal_(causal) {}
@@ -32,8 +34,12 @@ class SelfAttention : public Op {
     return {static_cast<std::uint32_t>(elementCount(qkv) / qkv.back() / sequence), sequence, heads_, qkv.back() / (3 * heads_)};
   }
   Shape outputShape(const std::vector<Shape>& in) const override {
-    if (in.size() != 1) throw Error(name() + " takes one tensor of queries, keys and values");
+    if (in.size() != 1 && in.size() != 2) throw Error(name() + " takes one tensor of queries, keys and values, and a key mask");
     const Sizes s = sizesOf(in[0]);
+    if (in.size() == 2 && in[1] != Shape(in[0].begin(), in[0].end() - 1)) {
+      throw Error(name() + "'s key mask must be " + describe(Shape(in[0].begin(), in[0].end() - 1)) + " for queries, keys and values " +
+                  describe(in[0]) + ", not " + describe(in[1]));
+    }
     Shape out = in[0];
     out.back() = s.width();
     return out;
@@ -43,6 +49,7 @@ class SelfAttention : public Op {
     const Sizes s = sizesOf(in[0]);
     return attentionBytes(s) + rowStatisticsBytes(s);
   }
+  bool passesGradient(std::size_t input) const override { return input == 0; }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     const Sizes s = sizesOf(in[0].shape);
@@ -50,7 +57,9 @@ class SelfAttention : public Op {
     GpuTensor stored{out.view, {s.batch, s.sequence, s.heads, s.features}};
     if (attentionBytes(s) > 0) stored.workspace = BufferView(*out.workspace->buffer, out.workspace->offset, attentionBytes(s));
     const GpuTensor qkv{in[0].view, {static_cast<std::uint32_t>(elementCount(in[0].shape))}};
-    fused->forward(programs, plan, {qkv, qkv, qkv}, stored);
+    std::vector<GpuTensor> inputs{qkv, qkv, qkv};
+    if (in.size() == 2) inputs.push_back({in[1].view, {s.batch, 1, 1, s.sequence}});
+    fused->forward(programs, plan, inputs, stored);
   }
 
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out, const GpuTensor& dOut,
@@ -62,6 +71,7 @@ class SelfAttention : public Op {
     for (const char* pass : {"ATTENTION_GRADIENT_QUERIES", "ATTENTION_GRADIENT_KEYS"}) {
       std::vector<ShaderDefine> defines{{pass, "1"}, {"HEAD_D", std::to_string(s.features)}};
       if (causal_) defines.push_back({"CAUSAL", "1"});
+      if (in.size() == 2) defines.push_back({"KEY_MASK", "1"});
       const bool queries = std::string(pass) == "ATTENTION_GRADIENT_QUERIES";
       Dispatch dispatch = linearDispatch(programs.get("AttentionGradient.glsl", defines), name() + (queries ? " dQ" : " dK dV"), rows);
       dispatch.buffers = {{0, in[0].view, Access::read}, {1, out.view, Access::read}, {2, dOut.view, Access::read},
@@ -69,6 +79,7 @@ class SelfAttention : public Op {
                           {4, stats, queries ? Access::write : Access::read}};
       dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(rows)), Uniform::u32(1, s.sequence), Uniform::u32(2, s.heads),
                            Uniform::f32(3, scaleOf(s)), Uniform::u32(4, targets[0]->accumulate ? 1 : 0)};
+      if (in.size() == 2) dispatch.buffers.push_back({5, in[1].view, Access::read});
       plan.record(dispatch);
     }
   }
@@ -76,7 +87,7 @@ class SelfAttention : public Op {
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
     const Sizes s = sizesOf(in[0].shape);
     std::vector<double> y(std::size_t{s.batch} * s.sequence * s.width());
-    forEachRow(in[0], [&](const Row& row) {
+    forEachRow(in, [&](const Row& row) {
       for (std::size_t f = 0; f < s.features; ++f) {
         double sum = 0;
         for (std::size_t j = 0; j < row.keys; ++j) sum += row.weights[j] * row.value(j, f);
@@ -91,7 +102,7 @@ class SelfAttention : public Op {
     const Sizes s = sizesOf(in[0].shape);
     const double scale = scaleOf(s);
     std::vector<double> dqkv(in[0].values->size(), 0.0);
-    forEachRow(in[0], [&](const Row& row) {
+    forEachRow(in, [&](const Row& row) {
       double delta = 0;
       for (std::size_t f = 0; f < s.features; ++f) delta += dy[row.output(f)] * y[row.output(f)];
       for (std::size_t j = 0; j < row.keys; ++j) {
@@ -105,7 +116,9 @@ class SelfAttention : public Op {
         }
       }
     });
-    return {dqkv};
+    std::vector<std::vector<double>> gradients{dqkv};
+    if (in.size() == 2) gradients.emplace_back();  // none for the mask
+    return gradients;
   }
 
  private:
@@ -145,7 +158,8 @@ class SelfAttention : public Op {
     std::size_t output(std::size_t f) const { return outputBase + position * width + f; }
   };
   template <typename Visit>
-  void forEachRow(const HostTensor64& qkv, const Visit& visit) const {
+  void forEachRow(const std::vector<HostTensor64>& in, const Visit& visit) const {
+    const HostTensor64& qkv = in[0];
     const Sizes s = sizesOf(qkv.shape);
     const std::size_t width = s.width();
     for (std::size_t b = 0; b < s.batch; ++b) {
@@ -157,7 +171,7 @@ class SelfAttention : public Op {
           for (std::size_t j = 0; j < row.keys; ++j) {
             double dot = 0;
             for (std::size_t f = 0; f < s.features; ++f) dot += row.query(f) * row.key(j, f);
-            row.weights.push_back(dot * scaleOf(s));
+            row.weights.push_back(dot * scaleOf(s) + (in.size() == 2 ? (*in[1].values)[b * s.sequence + j] : 0.0));
             largest = std::isnan(row.weights.back()) || row.weights.back() > largest ? row.weights.back() : largest;
           }
           double total = 0;

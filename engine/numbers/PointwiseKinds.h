@@ -62,7 +62,9 @@ namespace glnet {
   X(logicalNot, NOT, "not", "", x == 0 ? 1.0 : 0.0)                                                                   \
   X(isNan, IS_NAN, "is nan", "", std::isnan(x) ? 1.0 : 0.0)                                                           \
   /* alpha: detect_negative, beta: detect_positive */                                                                 \
-  X(isInf, IS_INF, "is inf", "", std::isinf(x) && (x < 0 ? alpha != 0 : beta != 0) ? 1.0 : 0.0)
+  X(isInf, IS_INF, "is inf", "", std::isinf(x) && (x < 0 ? alpha != 0 : beta != 0) ? 1.0 : 0.0)               \
+  /* a token id's additive attention mask: −inf for the padding id alpha, else 0 (NaN kept) */                       \
+  X(paddingMask, PADDING_MASK, "padding mask", "", std::isnan(x) ? x : x == alpha ? -INFINITY : 0.0)
 // clang-format on
 
 GLNET_KIND_LIST(PointwiseKind, GLNET_POINTWISE_KINDS, "POINTWISE");

@@ -25,7 +25,30 @@ struct OpCase {
   std::size_t classes = 0;  // > 0: input 1 holds labels below this
   bool reluKinks = false;   // inputs must keep pre-activations away from 0
   std::shared_ptr<const Op> linear = nullptr;  // the op without its activation, for the kink check
+  // Remakes input i's random values where they must be of a kind (token ids, a mask).
+  std::function<void(std::size_t i, std::vector<double>& values, std::mt19937& random)> adjust = nullptr;
 };
+
+// Input 0 as whole ids below `rows`, each of them likely repeated.
+OpCase withIds(OpCase c, std::uint32_t rows) {
+  c.adjust = [rows](std::size_t i, std::vector<double>& values, std::mt19937& random) {
+    if (i == 0) {
+      for (double& v : values) v = static_cast<double>(random() % rows);
+    }
+  };
+  return c;
+}
+
+// Input 1 as a key padding mask [..., S]: −inf for about a third of the positions, never the first of a sequence
+// (a query that sees no key is NaN, checked apart).
+OpCase withKeyMask(OpCase c) {
+  const std::uint32_t sequence = c.shapes[1].back();
+  c.adjust = [sequence](std::size_t i, std::vector<double>& values, std::mt19937& random) {
+    if (i != 1) return;
+    for (std::size_t k = 0; k < values.size(); ++k) values[k] = k % sequence != 0 && random() % 3 == 0 ? -INFINITY : 0.0;
+  };
+  return c;
+}
 
 std::vector<OpCase> cases(std::uint32_t rows = 5) {
   const Shape x{rows, 7}, w{3, 7}, b{3};
@@ -71,6 +94,11 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"tokens of [N, C, H, W]", tokensOp(), {{rows, 3, 4, 5}}},
       {"self-attention, 2 heads of 3 features over 5 positions", selfAttentionOp(2), {{rows, 5, 18}}},
       {"self-attention, causal, 1 head of 8 features over 7 positions, two leading axes", selfAttentionOp(1, true), {{rows, 2, 7, 24}}},
+      withKeyMask({"self-attention with a padding mask, 2 heads of 3 features over 6 positions", selfAttentionOp(2), {{rows, 6, 18}, {rows, 6}}}),
+      withKeyMask({"self-attention, causal, with a padding mask, two leading axes", selfAttentionOp(1, true), {{rows, 2, 5, 12}, {rows, 2, 5}}}),
+      withIds({"embedding of ids [N, 3] in a table of 11 rows of 5", embeddingOp(), {{rows, 3}, {11, 5}}}, 11),
+      withIds({"embedding of 131 features (2 an invocation), ids [N, 2, 3]", embeddingOp(), {{rows, 2, 3}, {4, 131}}}, 4),
+      {"first position of [N, S, E]", firstPositionOp(), {{rows, 4, 6}}},
       {"max pool 3x3 stride 2 padding 1", poolOp({false, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}), {{rows, 2, 7, 6}}},
       {"max pool 2x2 dilation 2", poolOp({false, {2, 2}, {1, 1}, {2, 2}, {0, 0, 0, 0}}), {{rows, 2, 6, 5}}},
       {"average pool 3x3 stride 2 padding 1, padding counted", poolOp({true, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, false, true}),
@@ -100,6 +128,7 @@ std::vector<std::vector<double>> randomInputs(const OpCase& c, std::mt19937& ran
     for (double& v : values) {
       v = c.classes && i == 1 ? static_cast<double>(random() % c.classes) : std::uniform_real_distribution<double>(-1, 1)(random);
     }
+    if (c.adjust) c.adjust(i, values, random);
     inputs.push_back(values);
   }
   return inputs;
@@ -163,6 +192,9 @@ TEST_CASE("layer normalization and self-attention refuse shapes they cannot run,
   CHECK_THROWS_WITH(selfAttentionOp(2)->outputShape({{3, 5, 9}}), doctest::Contains("self-attention of 2 heads takes [..., S, 3·heads·D] (queries, keys and values), not [3, 5, 9]"));
   CHECK_THROWS_WITH(selfAttentionOp(1)->outputShape({{5, 12}}), doctest::Contains("not [5, 12]"));
   CHECK_THROWS_WITH(tokensOp()->outputShape({{2, 3, 4}}), doctest::Contains("tokens takes [N, C, H, W], not [2, 3, 4]"));
+  CHECK_THROWS_WITH(selfAttentionOp(2)->outputShape({{3, 5, 18}, {3, 4}}), doctest::Contains("key mask must be [3, 5] for queries, keys and values [3, 5, 18], not [3, 4]"));
+  CHECK_THROWS_WITH(embeddingOp()->outputShape({{3, 5}, {7}}), doctest::Contains("embedding takes ids [N, ...] and a table [rows, features], not [3, 5], [7]"));
+  CHECK_THROWS_WITH(firstPositionOp()->outputShape({{3, 5}}), doctest::Contains("first position takes [N, positions, features], not [3, 5]"));
 }
 
 TEST_CASE("dropout drops its rate of the elements, and other ones at the next step") {
@@ -507,6 +539,37 @@ TEST_SUITE("gl") {
     const std::vector<double> wide(xs.begin(), xs.end()), gamma64(gamma.begin(), gamma.end()), beta64(beta.begin(), beta.end());
     const std::vector<double> expected = op->referenceForward({{&wide, x}, {&gamma64, c}, {&beta64, c}});
     for (const std::size_t i : {0u, 5u, 10u, 22u, 32u}) CHECK(y[i] == doctest::Approx(expected[i]).epsilon(1e-5));
+  }
+
+  TEST_CASE("an embedding: ids past the table, fractional or NaN give NaN rows and no gradient, negative ones count from the end; a table of more rows than one dispatch axis") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    const std::uint32_t rows = 65600, width = 3;  // 65 535 work groups along x, then a second row of them
+    const std::vector<double> ids{0, 65599, 7, 65600, -1, 2.5, NAN, 7, 65599, 65535};
+    const Shape idShape{2, 5}, tableShape{rows, width};
+    auto random = test::generator(47);
+    const std::vector<float> table = test::uniformFloats(random, std::size_t{rows} * width), dY = test::uniformFloats(random, ids.size() * width);
+    const std::vector<double> table64(table.begin(), table.end()), dY64(dY.begin(), dY.end());
+    const auto op = embeddingOp();
+    const std::vector<HostTensor64> host{{&ids, idShape}, {&table64, tableShape}};
+    const std::vector<double> expected = op->referenceForward(host), expectedGradient = op->referenceBackward(host, expected, dY64)[1];
+    Buffer idBuffer = Buffer::of(std::vector<float>(ids.begin(), ids.end())), tableBuffer = Buffer::of(table), dYBuffer = Buffer::of(dY);
+    Buffer out(expected.size() * sizeof(float)), dTable(table.size() * sizeof(float));
+    out.fill(test::nanPoison);
+    dTable.fill(test::nanPoison);
+    Plan plan(context.limits());
+    const std::vector<GpuTensor> inputs{{idBuffer, idShape}, {tableBuffer, tableShape}};
+    const GpuTensor output{out, {2, 5, width}};
+    op->forward(programs, plan, inputs, output);
+    op->backward(programs, plan, inputs, output, {dYBuffer, output.shape}, {std::nullopt, GradientTarget{dTable, false}});
+    plan.run();
+    for (std::size_t p : {3u, 5u, 6u}) CHECK(std::isnan(expected[p * width]));
+    CHECK(expected[4 * width] == table64[(rows - 1) * width]);
+    test::checkNanPropagated(out.read<float>(), expected, 0, 0);
+    // Row 7 sums two positions, in order, and row 65 599 three (−1 among them); rows no valid id names are 0.
+    CHECK(expectedGradient[7 * width] == dY64[2 * width] + dY64[7 * width]);
+    CHECK(expectedGradient[(rows - 1) * width] == dY64[1 * width] + dY64[4 * width] + dY64[8 * width]);
+    test::checkClose(dTable.read<float>(), expectedGradient, 1e-7, 1e-6);
   }
 
   TEST_CASE("dropout on the GPU draws the mask of the plan's step") {

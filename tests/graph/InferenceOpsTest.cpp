@@ -260,6 +260,10 @@ TEST_SUITE("gl") {
       };
       checkAgainstReference(c, stream++);
     }
+    // The padding mask of token ids: −inf exactly at the padding id (3), 0 elsewhere.
+    Case padding{pointwiseOp({PointwiseKind::paddingMask, 3.0f}), {{5, 13}}, 0.0f, 6.0f, 0.0, 0.0};
+    padding.adjust = [&](std::size_t, std::vector<float>& v) { round(v); };
+    checkAgainstReference(padding, stream++);
     // Mod: integers (Swin's shape arithmetic) exactly, of both signs and up to 2^24 over divisors up to 167, where
     // a / b may round across a whole number; no divisor is 0.
     // Integer division likewise (ONNX's Div of integer tensors), truncated toward zero.

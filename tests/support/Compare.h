@@ -1,5 +1,5 @@
 // Element-wise comparison of GPU output against a float64 reference: pass when
-// |gpu − ref| ≤ atol + rtol·|ref|; NaN (an unwritten, poisoned element) always fails.
+// |gpu − ref| ≤ atol + rtol·|ref| or both the same infinity; NaN (an unwritten, poisoned element) always fails.
 #pragma once
 
 #include <doctest/doctest.h>
@@ -21,8 +21,9 @@ void checkClose(const std::vector<Gpu>& gpu, const std::vector<double>& referenc
   double worstExcess = -1;
   std::ostringstream first;
   for (std::size_t i = 0; i < gpu.size(); ++i) {
-    const double error = std::abs(static_cast<double>(gpu[i]) - reference[i]);
-    const double allowed = atol + rtol * std::abs(reference[i]);
+    const bool same = static_cast<double>(gpu[i]) == reference[i];  // infinities too, whose error and allowance are NaN
+    const double error = same ? 0.0 : std::abs(static_cast<double>(gpu[i]) - reference[i]);
+    const double allowed = same ? 0.0 : atol + rtol * std::abs(reference[i]);
     const bool bad = !(error <= allowed);
     const double excess = std::isnan(error) ? INFINITY : error - allowed;
     if (excess > worstExcess) {

@@ -1,0 +1,147 @@
+// The trainable ops between token ids and a transformer's positions and back (Ops.h's embeddingOp and
+// firstPositionOp): the embedding lookup (a gather, its table's gradient in shaders/EmbeddingGradient.glsl) and the
+// first position's features.
+#include "graph/Ops.h"
+
+#include "base/check.h"
+#include "graph/InferenceOp.h"
+#include "ops/StridedCopy.h"
+
+#include <cmath>
+#include <limits>
+
+namespace glnet {
+namespace {
+
+// The table row an id names, or none (NaN, fractional, past the table): the rule of the GPU's gather, which takes a
+// negative id from the end as ONNX's Gather does (so that an export means the same).
+std::optional<std::size_t> rowOf(double id, std::size_t rows) {
+  if (id < 0) id += static_cast<double>(rows);
+  if (!(id >= 0 && id < static_cast<double>(rows)) || id != std::floor(id)) return std::nullopt;
+  return static_cast<std::size_t>(id);
+}
+
+class Embedding : public Op {
+ public:
+  std::string name() const override { return "embedding"; }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    if (in.size() != 2 || in[0].empty() || in[1].size() != 2 || in[1][0] == 0 || in[1][1] == 0) {
+      throw Error(name() + " takes ids [N, ...] and a table [rows, features], not " + inference::shapesText(in));
+    }
+    Shape out = in[0];
+    out.push_back(in[1][1]);
+    return out;
+  }
+  bool isIndexInput(std::size_t input) const override { return input == 0; }
+
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    plan.record(gatherCopy(programs, name(), in[1].view, in[0].view, out.view, lookup(in[0].shape, in[1].shape)));
+  }
+  void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor&, const GpuTensor& dOut,
+                const std::vector<std::optional<GradientTarget>>& targets) const override {
+    if (!targets[1]) return;
+    const std::uint32_t rows = in[1].shape[0], width = in[1].shape[1];
+    const std::uint64_t positions = elementCount(in[0].shape);
+    GLNET_ASSERT(positions <= UINT32_MAX, "embedding positions within 32 bits");
+    constexpr std::uint32_t group = 128;  // EmbeddingGradient.glsl's EMBEDDING_GROUP
+    constexpr std::uint32_t mostGroups = 65535;  // along one axis (GL's guaranteed minimum)
+    Dispatch dispatch;
+    dispatch.program = &programs.get("EmbeddingGradient.glsl", {{"FEATURES_PER_INVOCATION", std::to_string((width + group - 1) / group)}});
+    dispatch.label = name() + " table gradient";
+    dispatch.groups = {std::min(rows, mostGroups), (rows + mostGroups - 1) / mostGroups, 1};
+    dispatch.buffers = {{0, in[0].view, Access::read}, {1, dOut.view, Access::read},
+                        {2, targets[1]->view, targets[1]->accumulate ? Access::readWrite : Access::write}};
+    dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(positions)), Uniform::u32(1, width), Uniform::u32(2, rows),
+                         Uniform::u32(3, targets[1]->accumulate ? 1 : 0)};
+    plan.record(dispatch);
+  }
+
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    const std::vector<double>&ids = *in[0].values, &table = *in[1].values;
+    const std::size_t rows = in[1].shape[0], width = in[1].shape[1];
+    std::vector<double> y(ids.size() * width, std::numeric_limits<double>::quiet_NaN());
+    for (std::size_t p = 0; p < ids.size(); ++p) {
+      if (const std::optional<std::size_t> row = rowOf(ids[p], rows)) std::copy_n(table.begin() + static_cast<std::ptrdiff_t>(*row * width), width, y.begin() + static_cast<std::ptrdiff_t>(p * width));
+    }
+    return y;
+  }
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>&,
+                                                     const std::vector<double>& dy) const override {
+    const std::vector<double>& ids = *in[0].values;
+    const std::size_t rows = in[1].shape[0], width = in[1].shape[1];
+    std::vector<double> dTable(rows * width, 0.0);
+    for (std::size_t p = 0; p < ids.size(); ++p) {
+      if (const std::optional<std::size_t> row = rowOf(ids[p], rows)) {
+        for (std::size_t e = 0; e < width; ++e) dTable[*row * width + e] += dy[p * width + e];
+      }
+    }
+    return {{}, dTable};
+  }
+
+ private:
+  // Each position's row of E features from the table's rows of E.
+  static IndexedCopy lookup(const Shape& ids, const Shape& table) {
+    IndexedCopy copy;
+    copy.inner = table[1];
+    copy.rows = static_cast<std::uint32_t>(elementCount(ids));
+    copy.dims = {table[0]};
+    copy.strides = {table[1]};
+    copy.indexOuterStride = copy.rows;
+    copy.count = std::uint64_t{copy.rows} * copy.inner;
+    return copy;
+  }
+};
+
+class FirstPosition : public Op {
+ public:
+  std::string name() const override { return "first position"; }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    if (in.size() != 1 || in[0].size() != 3 || in[0][1] == 0) throw Error(name() + " takes [N, positions, features], not " + inference::shapesText(in));
+    return {in[0][0], in[0][2]};
+  }
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    plan.record(regionCopy(programs, name(), in[0].view, out.view, copy(in[0].shape, false)));
+  }
+  void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor&, const GpuTensor& dOut,
+                const std::vector<std::optional<GradientTarget>>& targets) const override {
+    if (!targets[0]) return;
+    // The other positions get no gradient: zeros, unless added to what is there.
+    if (!targets[0]->accumulate) plan.record(fill(programs, name() + " gradient zeros", targets[0]->view, elementCount(in[0].shape), 0.0f));
+    plan.record(regionCopy(programs, name() + " gradient", dOut.view, targets[0]->view, copy(in[0].shape, true), targets[0]->accumulate));
+  }
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    const std::size_t n = in[0].shape[0], positions = in[0].shape[1], width = in[0].shape[2];
+    std::vector<double> y(n * width);
+    for (std::size_t b = 0; b < n; ++b) {
+      for (std::size_t e = 0; e < width; ++e) y[b * width + e] = (*in[0].values)[b * positions * width + e];
+    }
+    return y;
+  }
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>&,
+                                                     const std::vector<double>& dy) const override {
+    const std::size_t n = in[0].shape[0], positions = in[0].shape[1], width = in[0].shape[2];
+    std::vector<double> dx(in[0].values->size(), 0.0);
+    for (std::size_t b = 0; b < n; ++b) {
+      for (std::size_t e = 0; e < width; ++e) dx[b * positions * width + e] = dy[b * width + e];
+    }
+    return {dx};
+  }
+
+ private:
+  // The copy over [N, E] from the sequence's first rows to the output, or back (`toSequence`).
+  static RegionCopy copy(const Shape& x, bool toSequence) {
+    RegionCopy region;
+    region.region = {x[0], x[2]};
+    const std::vector<std::int64_t> sequence{std::int64_t{x[1]} * x[2], 1}, rows{x[2], 1};
+    region.xStrides = toSequence ? rows : sequence;
+    region.yStrides = toSequence ? sequence : rows;
+    return region;
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<const Op> embeddingOp() { return std::make_shared<Embedding>(); }
+std::shared_ptr<const Op> firstPositionOp() { return std::make_shared<FirstPosition>(); }
+
+}  // namespace glnet

@@ -1,0 +1,63 @@
+// The gradient of an embedding table (graph/SequenceOps.cpp): y[p] = table[ids[p]] for P positions, so
+//   dTable[v][e] = Σ dY[p][e] over the positions p whose id is v, in the order of p
+// (a fixed order: the same ids and dY give the same bits, unlike atomic adds). One work group per vocabulary row v: it
+// walks the ids in chunks of EMBEDDING_GROUP, each invocation comparing one, and sums only the chunks that hold v;
+// invocation t sums features t, t + EMBEDDING_GROUP, ... (FEATURES_PER_INVOCATION of them). A row no id names gets 0;
+// an id that is NaN, fractional or outside the table names none (its forward output is NaN); a negative id names the
+// row V + id, as the forward gather (ONNX's Gather) reads it.
+// bindings: 0 ids [P] (floats) read, 1 dY [P, E] read, 2 dTable [V, E] (added to what is there when `added` is 1)
+// uniforms: 0 P, 1 E, 2 V, 3 added
+// defines: FEATURES_PER_INVOCATION (E / EMBEDDING_GROUP rounded up)
+// NVIDIA's compiler keeps the small fixed loops as loops over local memory unless told to unroll them (see Gemm.glsl).
+#pragma optionNV(unroll all)
+#define EMBEDDING_GROUP 128
+layout(local_size_x = EMBEDDING_GROUP) in;
+
+layout(std430, binding = 0) readonly buffer Ids { float ids[]; };
+layout(std430, binding = 1) readonly buffer OutputGradient { float dY[]; };
+layout(std430, binding = 2) buffer TableGradient { float dTable[]; };
+layout(location = 0) uniform uint P;
+layout(location = 1) uniform uint E;
+layout(location = 2) uniform uint V;
+layout(location = 3) uniform uint added;
+
+shared uint matches[EMBEDDING_GROUP];
+shared uint anyMatch;
+
+void main() {
+  // V may pass the 65 535 groups of one axis; the row is the same for the whole group, so all leave together.
+  uint row = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x;
+  if (row >= V) return;
+  uint t = gl_LocalInvocationID.x;
+  float id = float(row);
+  float sums[FEATURES_PER_INVOCATION];
+  for (uint k = 0u; k < uint(FEATURES_PER_INVOCATION); ++k) sums[k] = 0.0;
+  for (uint chunk = 0u; chunk < P; chunk += uint(EMBEDDING_GROUP)) {
+    if (t == 0u) anyMatch = 0u;
+    barrier();
+    uint p = chunk + t;
+    float given = p < P ? ids[p] : -1.0;
+    bool match = p < P && (given < 0.0 ? given + float(V) : given) == id;
+    matches[t] = match ? 1u : 0u;
+    if (match) atomicOr(anyMatch, 1u);
+    barrier();
+    if (anyMatch != 0u) {
+      uint within = min(uint(EMBEDDING_GROUP), P - chunk);
+      for (uint j = 0u; j < within; ++j) {
+        if (matches[j] == 0u) continue;
+        uint base = (chunk + j) * E;
+        for (uint k = 0u; k < uint(FEATURES_PER_INVOCATION); ++k) {
+          uint e = t + k * uint(EMBEDDING_GROUP);
+          if (e < E) sums[k] += dY[base + e];
+        }
+      }
+    }
+    barrier();  // before the next chunk overwrites the flags
+  }
+  for (uint k = 0u; k < uint(FEATURES_PER_INVOCATION); ++k) {
+    uint e = t + k * uint(EMBEDDING_GROUP);
+    if (e >= E) continue;
+    uint at = row * E + e;
+    dTable[at] = (added != 0u ? dTable[at] : 0.0) + sums[k];
+  }
+}
