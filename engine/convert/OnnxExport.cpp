@@ -40,12 +40,12 @@ class Exporter {
     proto->add_float_data(value);
   }
 
-  // A 1-D int64 constant (shapes, axes) as an initializer named `name`.
-  void integers(const std::string& name, const std::vector<std::int64_t>& values) {
+  // A 1-D int64 constant (shapes, axes) as an initializer named `name`; a scalar when not `vector`.
+  void integers(const std::string& name, const std::vector<std::int64_t>& values, bool vector = true) {
     onnx::TensorProto* proto = graph_.add_initializer();
     proto->set_name(name);
     proto->set_data_type(onnx::TensorProto::INT64);
-    proto->add_dims(static_cast<std::int64_t>(values.size()));
+    if (vector) proto->add_dims(static_cast<std::int64_t>(values.size()));
     for (const std::int64_t v : values) proto->add_int64_data(v);
   }
 
@@ -189,6 +189,19 @@ std::string writeAttention(Exporter& e, const LayerDescription& layer, const Inp
   e.node("MatMul", {n + ".q", n + ".k_t"}, n + ".products");
   e.constant(n + ".scale", 1.0f / std::sqrt(static_cast<float>(features)));
   std::string scores = e.node("Mul", {n + ".products", n + ".scale"}, n + ".scores").output(0);
+  if (inputs.size() == 2) {
+    // The key mask [lead..., S] as [B, 1, 1, S], added to every head's and query's scores.
+    std::string mask = inputs[1];
+    if (rank > 3) {
+      e.integers(n + ".mask_middle", {1, 1});
+      Exporter::integer(e.node("Concat", {n + ".all_items", n + ".mask_middle", n + ".sequence"}, n + ".mask_shape"), "axis", 0);
+      mask = e.node("Reshape", {mask, n + ".mask_shape"}, n + ".key_mask").output(0);
+    } else {
+      e.integers(n + ".mask_axes", {1, 2});
+      mask = e.node("Unsqueeze", {mask, n + ".mask_axes"}, n + ".key_mask").output(0);
+    }
+    scores = e.node("Add", {scores, mask}, n + ".masked_scores").output(0);
+  }
   if (layer.causal) {
     // [S, S] from Q's shape, not the scores': a second reader of the scores would keep the attention from fusing.
     e.node("Shape", {n + ".q"}, n + ".q_shape");
@@ -319,6 +332,31 @@ std::string writePosition(Exporter& e, const LayerDescription& layer, const Inpu
   return e.node("Add", {inputs[0], layer.name + ".weight"}, layer.name).output(0);
 }
 
+// Gather of the table's rows by the ids, which ONNX takes as integers.
+std::string writeEmbedding(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t& rank) {
+  e.initializer(layer.name + ".weight");
+  Exporter::integer(e.node("Cast", {inputs[0]}, layer.name + ".ids"), "to", onnx::TensorProto::INT64);
+  ++rank;
+  return e.node("Gather", {layer.name + ".weight", layer.name + ".ids"}, layer.name).output(0);
+}
+
+// Where(Equal(ids, pad), −inf, 0).
+std::string writeMask(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
+  e.constant(layer.name + ".pad", static_cast<float>(layer.pad));
+  e.constant(layer.name + ".hidden", -std::numeric_limits<float>::infinity());
+  e.constant(layer.name + ".seen", 0.0f);
+  e.node("Equal", {inputs[0], layer.name + ".pad"}, layer.name + ".padding");
+  return e.node("Where", {layer.name + ".padding", layer.name + ".hidden", layer.name + ".seen"}, layer.name).output(0);
+}
+
+// x[..., 0, :] as PyTorch exports it: Gather of index 0 along the positions.
+std::string writeFirst(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t& rank) {
+  e.integers(layer.name + ".index", {0}, false);
+  Exporter::integer(e.node("Gather", {inputs[0], layer.name + ".index"}, layer.name), "axis", static_cast<std::int64_t>(rank) - 2);
+  --rank;
+  return layer.name;
+}
+
 // training_mode defaults to false: the identity when run.
 std::string writeDropout(Exporter& e, const LayerDescription& layer, const Inputs& inputs, std::size_t&) {
   e.constant(layer.name + ".ratio", layer.rate);
@@ -351,6 +389,9 @@ constexpr std::array<Writing, layerKindCount> writings{{
     {LayerKind::flatten, writeFlatten},
     {LayerKind::tokens, writeTokens},
     {LayerKind::position, writePosition},
+    {LayerKind::embedding, writeEmbedding},
+    {LayerKind::mask, writeMask},
+    {LayerKind::first, writeFirst},
     {LayerKind::dropout, writeDropout},
 }};
 static_assert(oneRowPerKind(writings), "writings holds one row per LayerKind, in its order");

@@ -547,6 +547,9 @@ class Converter {
         {LayerKind::flatten, "Flatten", "Flatten", &Converter::flatten},
         {LayerKind::tokens, nullptr, nullptr, nullptr},  // Reshape and Transpose are not read as layers yet
         {LayerKind::position, nullptr, nullptr, nullptr},  // nor an Add of a weight
+        {LayerKind::embedding, nullptr, nullptr, nullptr},  // nor a Gather of a weight by ids
+        {LayerKind::mask, nullptr, nullptr, nullptr},  // nor Equal and Where on the ids
+        {LayerKind::first, nullptr, nullptr, nullptr},  // nor a Gather of one position
         {LayerKind::dropout, "Dropout", "Dropout", &Converter::dropout},
     }};
     static_assert(oneRowPerKind(rows), "readings() holds one row per LayerKind, in its order");

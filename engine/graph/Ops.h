@@ -75,7 +75,7 @@ std::shared_ptr<const Op> tokensOp();
 // where an id is outside the table, fractional or NaN, a negative id counted from the end (ONNX's Gather). Trainable: the table's gradient sums the rows of each id in a
 // fixed order (deterministic); the ids get none.
 std::shared_ptr<const Op> embeddingOp();
-// [N, S, E] → [N, E]: the first position's features (BERT's [CLS] token as the sequence's summary); trainable.
+// [N, ..., S, E] → [N, ..., E]: the first position's features (BERT's [CLS] token as the sequence's summary); trainable.
 std::shared_ptr<const Op> firstPositionOp();
 // The input seen as `shape` (as many elements, the batch included): no dispatch, the gradient passes as it is.
 std::shared_ptr<const Op> viewOp(Shape shape);

@@ -7,6 +7,7 @@
 #include "graph/InferenceOp.h"
 #include "ops/StridedCopy.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -32,7 +33,7 @@ class Embedding : public Op {
     out.push_back(in[1][1]);
     return out;
   }
-  bool isIndexInput(std::size_t input) const override { return input == 0; }
+  bool passesGradient(std::size_t input) const override { return input == 1; }  // none to the ids
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     plan.record(gatherCopy(programs, name(), in[1].view, in[0].view, out.view, lookup(in[0].shape, in[1].shape)));
@@ -96,8 +97,12 @@ class FirstPosition : public Op {
  public:
   std::string name() const override { return "first position"; }
   Shape outputShape(const std::vector<Shape>& in) const override {
-    if (in.size() != 1 || in[0].size() != 3 || in[0][1] == 0) throw Error(name() + " takes [N, positions, features], not " + inference::shapesText(in));
-    return {in[0][0], in[0][2]};
+    if (in.size() != 1 || in[0].size() < 3 || in[0][in[0].size() - 2] == 0) {
+      throw Error(name() + " takes [N, ..., positions, features], not " + inference::shapesText(in));
+    }
+    Shape out = in[0];
+    out.erase(out.end() - 2);
+    return out;
   }
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     plan.record(regionCopy(programs, name(), in[0].view, out.view, copy(in[0].shape, false)));
@@ -110,29 +115,35 @@ class FirstPosition : public Op {
     plan.record(regionCopy(programs, name() + " gradient", dOut.view, targets[0]->view, copy(in[0].shape, true), targets[0]->accumulate));
   }
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
-    const std::size_t n = in[0].shape[0], positions = in[0].shape[1], width = in[0].shape[2];
-    std::vector<double> y(n * width);
-    for (std::size_t b = 0; b < n; ++b) {
+    const auto [items, positions, width] = sizes(in[0].shape);
+    std::vector<double> y(items * width);
+    for (std::size_t b = 0; b < items; ++b) {
       for (std::size_t e = 0; e < width; ++e) y[b * width + e] = (*in[0].values)[b * positions * width + e];
     }
     return y;
   }
   std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>&,
                                                      const std::vector<double>& dy) const override {
-    const std::size_t n = in[0].shape[0], positions = in[0].shape[1], width = in[0].shape[2];
+    const auto [items, positions, width] = sizes(in[0].shape);
     std::vector<double> dx(in[0].values->size(), 0.0);
-    for (std::size_t b = 0; b < n; ++b) {
+    for (std::size_t b = 0; b < items; ++b) {
       for (std::size_t e = 0; e < width; ++e) dx[b * positions * width + e] = dy[b * width + e];
     }
     return {dx};
   }
 
  private:
-  // The copy over [N, E] from the sequence's first rows to the output, or back (`toSequence`).
+  // Every leading axis as one, the positions, the features.
+  static std::array<std::uint32_t, 3> sizes(const Shape& x) {
+    const std::uint32_t positions = x[x.size() - 2], width = x.back();
+    return {static_cast<std::uint32_t>(elementCount(x) / (std::size_t{positions} * width)), positions, width};
+  }
+  // The copy over [items, E] from the sequences' first rows to the output, or back (`toSequence`).
   static RegionCopy copy(const Shape& x, bool toSequence) {
+    const auto [items, positions, width] = sizes(x);
     RegionCopy region;
-    region.region = {x[0], x[2]};
-    const std::vector<std::int64_t> sequence{std::int64_t{x[1]} * x[2], 1}, rows{x[2], 1};
+    region.region = {items, width};
+    const std::vector<std::int64_t> sequence{std::int64_t{positions} * width, 1}, rows{width, 1};
     region.xStrides = toSequence ? rows : sequence;
     region.yStrides = toSequence ? sequence : rows;
     return region;

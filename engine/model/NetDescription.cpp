@@ -6,6 +6,7 @@
 #include "graph/InferenceOps.h"
 #include "graph/Ops.h"
 #include "model/EmbeddedNets.h"
+#include "model/LayerBuild.h"
 
 #include <algorithm>
 #include <array>
@@ -85,28 +86,11 @@ class Fields {
   std::function<Error(const std::string&)> refuse_;
 };
 
-// What a kind's build function needs: the layer, its inputs' tensors (the shape of the first) and where parameters
-// come from. Shape errors name the layer.
-struct LayerBuild {
-  const LayerDescription& layer;
-  Graph& graph;
-  const std::vector<Tensor>& inputs;
-  const Shape& shape;
-  bool training;
-  const ParameterSource& parameter;
-  std::function<Error(const std::string&)> refuse;
-
-  std::vector<Tensor> weightAndBias(const Shape& weight) const {
-    const std::size_t fanIn = elementCount(weight) / weight[0];
-    return {parameter(layer.name + ".weight", weight, false, Initialisation::uniformFanIn, fanIn),
-            parameter(layer.name + ".bias", {weight[0]}, false, Initialisation::uniformFanIn, fanIn)};
-  }
-};
-
 // The attributes a layer may give, each a LayerDescription field of the same name, and how model files record it.
 namespace takes {
 enum : unsigned {
-  outputs = 1, kernel = 2, stride = 4, padding = 8, groups = 16, activation = 32, momentum = 64, epsilon = 128, rate = 256, heads = 512, causal = 1024, approximate = 2048
+  outputs = 1, kernel = 2, stride = 4, padding = 8, groups = 16, activation = 32, momentum = 64, epsilon = 128, rate = 256, heads = 512, causal = 1024, approximate = 2048,
+  vocabulary = 4096, pad = 8192
 };
 constexpr unsigned window = kernel | stride | padding;
 }  // namespace takes
@@ -128,6 +112,8 @@ const AttributeRow attributeRows[] = {
     {takes::heads, "heads", [](const LayerDescription& l) { return nlohmann::json(l.heads); }},
     {takes::causal, "causal", [](const LayerDescription& l) { return nlohmann::json(l.causal); }},
     {takes::approximate, "approximate", [](const LayerDescription& l) { return nlohmann::json(l.tanhApproximation ? "tanh" : "none"); }},
+    {takes::vocabulary, "vocabulary", [](const LayerDescription& l) { return nlohmann::json(l.vocabulary); }},
+    {takes::pad, "pad", [](const LayerDescription& l) { return nlohmann::json(l.pad); }},
 };
 
 // How each kind reads its attributes (in the order their errors are checked).
@@ -146,6 +132,18 @@ void parseConv(LayerDescription& layer, const Fields& fields) {
 void parseDense(LayerDescription& layer, const Fields& fields) {
   layer.outputs = fields.required("outputs", 1);
   layer.activation = fields.activation();
+}
+
+// Token ids travel as floats, whole numbers exact up to 2^24.
+constexpr std::uint32_t largestTokenId = 1u << 24;
+
+void parseEmbedding(LayerDescription& layer, const Fields& fields) {
+  layer.vocabulary = fields.required("vocabulary", 1, largestTokenId);
+  layer.outputs = fields.required("outputs", 1);
+}
+
+void parseMask(LayerDescription& layer, const Fields& fields) {
+  layer.pad = fields.find("pad") ? fields.required("pad", 0, largestTokenId - 1) : 0;
 }
 
 void parseAttention(LayerDescription& layer, const Fields& fields) {
@@ -217,45 +215,6 @@ Tensor buildDense(const LayerBuild& b) {
   return b.graph.dense(x, wb[0], wb[1], b.layer.activation);
 }
 
-// A dense layer on each row of the last axis (PyTorch's Linear): [..., in] → [..., outputs].
-Tensor buildLinear(const LayerBuild& b) {
-  if (b.shape.size() < 2) throw b.refuse("a linear layer reads [N, ..., features], not " + describe(b.shape));
-  const std::uint32_t features = b.shape.back(), rows = static_cast<std::uint32_t>(elementCount(b.shape) / features);
-  const std::vector<Tensor> wb = b.weightAndBias({b.layer.outputs, features});
-  const Tensor x = b.shape.size() == 2 ? b.inputs[0] : b.graph.apply(viewOp({rows, features}), {b.inputs[0]}, b.layer.name + ".rows");
-  const Tensor y = b.graph.dense(x, wb[0], wb[1], b.layer.activation);
-  if (b.shape.size() == 2) return y;
-  Shape out = b.shape;
-  out.back() = b.layer.outputs;
-  return b.graph.apply(viewOp(out), {y}, b.layer.name);
-}
-
-// Multi-head self-attention over the second-to-last axis of [N, ..., S, E] (PyTorch's MultiheadAttention with
-// batch_first, its parameters' names): the positions' queries, keys and values projected by one dense layer, attention
-// per head, the heads' outputs projected back to E.
-Tensor buildAttention(const LayerBuild& b) {
-  const LayerDescription& layer = b.layer;
-  if (b.shape.size() < 3) throw b.refuse("attention reads [N, ..., positions, features], not " + describe(b.shape));
-  const std::uint32_t width = b.shape.back(), rows = static_cast<std::uint32_t>(elementCount(b.shape) / width);
-  if (width % layer.heads != 0) throw b.refuse("its " + std::to_string(width) + " features do not split into " + std::to_string(layer.heads) + " heads");
-  // As PyTorch initialises MultiheadAttention: the in-projection Xavier-uniform (fans E and 3E), the output projection
-  // as a Linear, both biases zeros.
-  const auto parameter = [&](const std::string& suffix, const Shape& shape, Initialisation init, std::size_t fans) {
-    return b.parameter(layer.name + suffix, shape, false, init, fans);
-  };
-  const Tensor inWeight = parameter(".in_proj_weight", {3 * width, width}, Initialisation::xavierUniform, 4 * std::size_t{width});
-  const Tensor inBias = parameter(".in_proj_bias", {3 * width}, Initialisation::zeros, width);
-  const Tensor outWeight = parameter(".out_proj.weight", {width, width}, Initialisation::uniformFanIn, width);
-  const Tensor outBias = parameter(".out_proj.bias", {width}, Initialisation::zeros, width);
-  const Tensor x = b.graph.apply(viewOp({rows, width}), {b.inputs[0]}, layer.name + ".rows");
-  Shape projected = b.shape;
-  projected.back() = 3 * width;
-  const Tensor qkv = b.graph.apply(viewOp(projected), {b.graph.dense(x, inWeight, inBias, Activation::none)}, layer.name + ".qkv");
-  const Tensor heads = b.graph.apply(selfAttentionOp(layer.heads, layer.causal), {qkv}, layer.name + ".heads");
-  const Tensor merged = b.graph.apply(viewOp({rows, width}), {heads}, layer.name + ".merged");
-  return b.graph.apply(viewOp(b.shape), {b.graph.dense(merged, outWeight, outBias, Activation::none)}, layer.name);
-}
-
 Tensor buildBatchnorm(const LayerBuild& b) {
   const std::string& name = b.layer.name;
   if (b.shape.size() < 2) throw b.refuse("batch normalization reads [N, C, ...], not " + describe(b.shape));
@@ -265,15 +224,6 @@ Tensor buildBatchnorm(const LayerBuild& b) {
   const Tensor mean = b.parameter(name + ".running_mean", channels, true, Initialisation::zeros, 0);
   const Tensor variance = b.parameter(name + ".running_var", channels, true, Initialisation::ones, 0);
   return b.graph.apply(batchNormOp(b.training, b.layer.momentum, b.layer.epsilon), {b.inputs[0], gamma, beta, mean, variance}, name);
-}
-
-Tensor buildLayernorm(const LayerBuild& b) {
-  const std::string& name = b.layer.name;
-  if (b.shape.size() < 2) throw b.refuse("layer normalization reads [N, ..., C], not " + describe(b.shape));
-  const Shape features{b.shape.back()};
-  const Tensor gamma = b.parameter(name + ".weight", features, false, Initialisation::ones, 0);
-  const Tensor beta = b.parameter(name + ".bias", features, false, Initialisation::zeros, 0);
-  return b.graph.apply(layerNormOp(b.layer.epsilon), {b.inputs[0], gamma, beta}, name);
 }
 
 Tensor buildGelu(const LayerBuild& b) {
@@ -312,22 +262,6 @@ Tensor buildPool(const LayerBuild& b) {
 
 Tensor buildFlatten(const LayerBuild& b) { return b.graph.apply(flattenOp(), {b.inputs[0]}, b.layer.name); }
 
-Tensor buildTokens(const LayerBuild& b) {
-  if (b.shape.size() != 4) throw b.refuse("tokens reads [N, C, H, W], not " + describe(b.shape));
-  return b.graph.apply(tokensOp(), {b.inputs[0]}, b.layer.name);
-}
-
-// A learned vector per position added, [N, ..., S, E] + weight [S, E] (a vision transformer's position embedding).
-Tensor buildPosition(const LayerBuild& b) {
-  if (b.shape.size() < 3) throw b.refuse("a position embedding reads [N, ..., positions, features], not " + describe(b.shape));
-  const std::uint32_t positions = b.shape[b.shape.size() - 2], width = b.shape.back();
-  const std::uint32_t items = static_cast<std::uint32_t>(elementCount(b.shape) / (std::size_t{positions} * width));
-  const Tensor table = b.parameter(b.layer.name + ".weight", {positions, width}, false, Initialisation::zeros, 0);
-  const Tensor x = b.graph.apply(viewOp({items, positions * width}), {b.inputs[0]}, b.layer.name + ".items");
-  const Tensor row = b.graph.apply(viewOp({positions * width}), {table}, b.layer.name + ".table");
-  return b.graph.apply(viewOp(b.shape), {b.graph.apply(biasAddOp(), {x, row})}, b.layer.name);
-}
-
 Tensor buildDropout(const LayerBuild& b) {
   // Inference keeps every value: PyTorch's inverted dropout scales while training instead.
   if (!b.training || b.layer.rate == 0) return b.inputs[0];
@@ -348,7 +282,7 @@ constexpr std::array<KindRow, layerKindCount> kindRows{{
     {LayerKind::conv, "conv", takes::outputs | takes::window | takes::groups | takes::activation, 1, 1, parseConv, buildConv},
     {LayerKind::dense, "dense", takes::outputs | takes::activation, 1, 1, parseDense, buildDense},
     {LayerKind::linear, "linear", takes::outputs | takes::activation, 1, 1, parseDense, buildLinear},
-    {LayerKind::attention, "attention", takes::heads | takes::causal, 1, 1, parseAttention, buildAttention},
+    {LayerKind::attention, "attention", takes::heads | takes::causal, 1, 2, parseAttention, buildAttention},
     {LayerKind::batchnorm, "batchnorm", takes::momentum | takes::epsilon, 1, 1, parseBatchnorm, buildBatchnorm},
     {LayerKind::layernorm, "layernorm", takes::epsilon, 1, 1, parseLayernorm, buildLayernorm},
     {LayerKind::relu, "relu", 0, 1, 1, parseNothing, buildActivation},
@@ -365,6 +299,9 @@ constexpr std::array<KindRow, layerKindCount> kindRows{{
     {LayerKind::flatten, "flatten", 0, 1, 1, parseNothing, buildFlatten},
     {LayerKind::tokens, "tokens", 0, 1, 1, parseNothing, buildTokens},
     {LayerKind::position, "position", 0, 1, 1, parseNothing, buildPosition},
+    {LayerKind::embedding, "embedding", takes::vocabulary | takes::outputs, 1, 1, parseEmbedding, buildEmbedding},
+    {LayerKind::mask, "mask", takes::pad, 1, 1, parseMask, buildMask},
+    {LayerKind::first, "first", 0, 1, 1, parseNothing, buildFirst},
     {LayerKind::dropout, "dropout", takes::rate, 1, 1, parseDropout, buildDropout},
 }};
 static_assert(oneRowPerKind(kindRows), "kindRows holds one row per LayerKind, in its order");

@@ -20,7 +20,7 @@ namespace glnet {
 // attributes it takes, the inputs it reads, its parse and build functions), Converter::readings() in
 // convert/OnnxNetwork.cpp (the ONNX op read as it, and its reader) and writings in convert/OnnxExport.cpp (its
 // writer of ONNX nodes); tests/convert/LayerKindTest.cpp takes an example of each through all three.
-enum class LayerKind { conv, dense, linear, attention, batchnorm, layernorm, relu, tanh, sigmoid, hardswish, silu, gelu, add, concat, maxpool, avgpool, globalavgpool, flatten, tokens, position, dropout, count };
+enum class LayerKind { conv, dense, linear, attention, batchnorm, layernorm, relu, tanh, sigmoid, hardswish, silu, gelu, add, concat, maxpool, avgpool, globalavgpool, flatten, tokens, position, embedding, mask, first, dropout, count };
 constexpr std::size_t layerKindCount = static_cast<std::size_t>(LayerKind::count);
 // Whether a table of kinds holds one row per LayerKind, in its order (each such table static_asserts it): a row left
 // out leaves a default row of the wrong kind, one too many does not compile.
@@ -47,6 +47,8 @@ struct LayerDescription {
   std::uint32_t heads = 0;                   // attention
   bool causal = false;                       // attention: position i attends to positions up to i
   bool tanhApproximation = false;            // gelu: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), "approximate": "tanh"
+  std::uint32_t vocabulary = 0;              // embedding: the rows of its table (token ids below this)
+  std::uint32_t pad = 0;                     // mask: the padding token's id
 };
 
 struct NetDescription {
@@ -78,8 +80,8 @@ std::vector<std::string> builtinNetNames();
 // How the layers get their parameters: called in layer order with each parameter's name ("conv1.weight"), shape,
 // whether it is state (batch normalization's running statistics), and its initialisation (PyTorch's defaults).
 // uniformFanIn: U(±1/√fanIn), PyTorch's Linear and Conv; xavierUniform: U(±√(6/fanIn)) with fanIn the fan in and out
-// together, PyTorch's xavier_uniform_ (MultiheadAttention's in-projection).
-enum class Initialisation { uniformFanIn, xavierUniform, ones, zeros };
+// together, PyTorch's xavier_uniform_ (MultiheadAttention's in-projection); normal: N(0, 1), PyTorch's Embedding.
+enum class Initialisation { uniformFanIn, xavierUniform, normal, ones, zeros };
 using ParameterSource = std::function<Tensor(const std::string& name, const Shape& shape, bool state, Initialisation init, std::size_t fanIn)>;
 
 // The layers applied to `images` in `graph`; returns the last layer's output. `training`: batch normalization uses the

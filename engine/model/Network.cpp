@@ -279,6 +279,9 @@ Network Network::fromDescription(const NetDescription& description, std::uint32_
                                         const float bound = std::sqrt((init == Initialisation::xavierUniform ? 6.0f : 1.0f) / static_cast<float>(fanIn));
                                         std::uniform_real_distribution<float> uniform(-bound, bound);
                                         for (float& value : values) value = uniform(random);
+                                      } else if (init == Initialisation::normal) {
+                                        std::normal_distribution<float> normal(0.0f, 1.0f);
+                                        for (float& value : values) value = normal(random);
                                       }
                                       network.parameterNames.push_back(name);
                                       network.parameters[name] = HostTensor{{shape.begin(), shape.end()}, values};

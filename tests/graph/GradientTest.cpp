@@ -99,6 +99,7 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       withIds({"embedding of ids [N, 3] in a table of 11 rows of 5", embeddingOp(), {{rows, 3}, {11, 5}}}, 11),
       withIds({"embedding of 131 features (2 an invocation), ids [N, 2, 3]", embeddingOp(), {{rows, 2, 3}, {4, 131}}}, 4),
       {"first position of [N, S, E]", firstPositionOp(), {{rows, 4, 6}}},
+      {"first position of [N, 2, S, E]", firstPositionOp(), {{rows, 2, 3, 5}}},
       {"max pool 3x3 stride 2 padding 1", poolOp({false, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}), {{rows, 2, 7, 6}}},
       {"max pool 2x2 dilation 2", poolOp({false, {2, 2}, {1, 1}, {2, 2}, {0, 0, 0, 0}}), {{rows, 2, 6, 5}}},
       {"average pool 3x3 stride 2 padding 1, padding counted", poolOp({true, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}, false, true}),
@@ -194,7 +195,7 @@ TEST_CASE("layer normalization and self-attention refuse shapes they cannot run,
   CHECK_THROWS_WITH(tokensOp()->outputShape({{2, 3, 4}}), doctest::Contains("tokens takes [N, C, H, W], not [2, 3, 4]"));
   CHECK_THROWS_WITH(selfAttentionOp(2)->outputShape({{3, 5, 18}, {3, 4}}), doctest::Contains("key mask must be [3, 5] for queries, keys and values [3, 5, 18], not [3, 4]"));
   CHECK_THROWS_WITH(embeddingOp()->outputShape({{3, 5}, {7}}), doctest::Contains("embedding takes ids [N, ...] and a table [rows, features], not [3, 5], [7]"));
-  CHECK_THROWS_WITH(firstPositionOp()->outputShape({{3, 5}}), doctest::Contains("first position takes [N, positions, features], not [3, 5]"));
+  CHECK_THROWS_WITH(firstPositionOp()->outputShape({{3, 5}}), doctest::Contains("first position takes [N, ..., positions, features], not [3, 5]"));
 }
 
 TEST_CASE("dropout drops its rate of the elements, and other ones at the next step") {
