@@ -27,10 +27,13 @@ int main(int argc, char** argv) {
                        "of the images on its own GPU and rank 0 prints the totals.",
                        "--model MODEL.safetensors [options]");
     parser.modelOptions("model file (safetensors, or ONNX)")
-        .option("dataset", "NAME", "mnist or fashion (IDX files), cifar10 (its binary version) or folder (one sub-folder of images "
-                "per class, under train/ and test/ or split by --val-fraction and --seed as glnet_train split them)", "mnist")
+        .option("dataset", "NAME", "mnist or fashion (IDX files), cifar10 (its binary version), folder (one sub-folder of images "
+                "per class, under train/ and test/ or split by --val-fraction and --seed as glnet_train split them), text or ids "
+                "(token ids for a transformer, as glnet_train takes them)", "mnist")
         .option("data", "DIR", "the data set's directory (default: data/mnist, or /usr/share/datasets/fashion-mnist)")
         .option("size", "N", "--dataset folder: resize images to N x N (default: the model's input size)")
+        .option("tokenizer", "FILE", "--dataset text: the tokenizer.json that makes the texts token ids (default: DIR/tokenizer.json)")
+        .option("pad-id", "N", "--dataset text: the id that fills short texts (default: the pad of the model's mask layers, else 0)")
         .option("val-fraction", "F", "--dataset folder without train/ and test/: the fraction of each class held out for testing")
         .option("seed", "N", "--dataset folder with --val-fraction: the seed the held-out images were drawn with", "0")
         .option("split", "test|train", "which split to evaluate", "test")

@@ -23,10 +23,37 @@ class SelfAttention(nn.MultiheadAttention):
         super().__init__(width, heads, batch_first=True)
         self.causal = causal
 
-    def forward(self, x):
+    def forward(self, x, key_mask=None):
         rows = x.reshape(-1, x.shape[-2], x.shape[-1])
-        mask = torch.triu(torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool), 1) if self.causal else None
-        return super().forward(rows, rows, rows, need_weights=False, attn_mask=mask)[0].reshape(x.shape)
+        mask = torch.triu(torch.ones(x.shape[-2], x.shape[-2], dtype=torch.bool, device=x.device), 1) if self.causal else None
+        # glnet's mask layer gives 0 or -inf per key: PyTorch's boolean key_padding_mask is True where it is -inf.
+        padding = torch.isinf(key_mask).reshape(-1, x.shape[-2]) if key_mask is not None else None
+        return super().forward(rows, rows, rows, need_weights=False, attn_mask=mask, key_padding_mask=padding)[0].reshape(x.shape)
+
+
+class Embedding(nn.Embedding):
+    """glnet's embedding layer: token ids (held as floats or integers) to learned rows, N(0, 1) at first."""
+
+    def forward(self, ids):
+        return super().forward(ids.long())
+
+
+class PaddingMask(nn.Module):
+    """glnet's mask layer: -inf where the id is the padding id, 0 elsewhere."""
+
+    def __init__(self, pad):
+        super().__init__()
+        self.pad = pad
+
+    def forward(self, ids):
+        return torch.where(ids == self.pad, float("-inf"), 0.0).to(torch.get_default_dtype())
+
+
+class First(nn.Module):
+    """glnet's first layer: the first position's features, [N, ..., S, E] → [N, ..., E]."""
+
+    def forward(self, x):
+        return x[..., 0, :]
 
 
 class Tokens(nn.Module):
@@ -37,14 +64,14 @@ class Tokens(nn.Module):
 
 
 class Position(nn.Module):
-    """glnet's position layer: a learned [S, E] added (zeros at first)."""
+    """glnet's position layer: a learned [S, E] added (zeros at first); a shorter sequence takes the first rows."""
 
     def __init__(self, positions, width):
         super().__init__()
         self.weight = nn.Parameter(torch.zeros(positions, width))
 
     def forward(self, x):
-        return x + self.weight
+        return x + self.weight[:x.shape[-2]]
 
 
 class Described(nn.Module):
@@ -103,6 +130,14 @@ class Described(nn.Module):
             elif kind == "flatten":
                 module = nn.Flatten()
                 shape = [int(np.prod(shape))]
+            elif kind == "embedding":
+                module = Embedding(layer["vocabulary"], layer["outputs"])
+                shape = shape + [layer["outputs"]]
+            elif kind == "mask":
+                module = PaddingMask(layer.get("pad", 0))
+            elif kind == "first":
+                module = First()
+                shape = shape[:-2] + shape[-1:]
             else:
                 sys.exit(f"unknown kind {kind}")
             if module is not None:
@@ -116,6 +151,8 @@ class Described(nn.Module):
             inputs = [outputs[name] for name in layer["inputs"]]
             if layer["kind"] == "add":
                 y = inputs[0] + inputs[1]
+            elif layer["kind"] == "attention":
+                y = self.modules_[layer["name"].replace(".", "_")](*inputs)
             else:
                 y = self.modules_[layer["name"].replace(".", "_")](inputs[0])
             outputs[layer["name"]] = y

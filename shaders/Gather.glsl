@@ -2,12 +2,13 @@
 //   GATHER_MODE_IMAGES: y[r·P + c] = (pixel c of image indices[firstRow + r]) / 255, then (− mean[k])·inverseStd[k]
 //                 for the channel plane k the pixel is in
 //   GATHER_MODE_LABELS: labels[r] = label byte of image indices[firstRow + r]
+//   GATHER_MODE_TOKENS: y[r·P + c] = token id c of sequence indices[firstRow + r] as a float, the ids uint32 words
 //   GATHER_MODE_AUGMENTED: images as GATHER_MODE_IMAGES, each [C, H, W] image shifted by (dx, dy) with zeros (pixel 0) where
 //                 the shift uncovers it, after a horizontal flip: augment[firstRow + r] packs dx + 128 (bits 0-7),
 //                 dy + 128 (bits 8-15) and the flip (bit 16), drawn on the host for each epoch from the seed
-// bindings: 0 bytes (uint8 pixels or labels, packed four to a uint) read, 1 indices [uint] read, 2 out write,
+// bindings: 0 bytes (uint8 pixels or labels, packed four to a uint; uint32 token ids) read, 1 indices [uint] read, 2 out write,
 //   3 augment [uint] read (AUGMENTED)
-// uniforms: 0 count (floats in IMAGES and AUGMENTED, rows in LABELS), 1 firstRow, 2 P (pixels per image), 3 planeSize
+// uniforms: 0 count (floats in IMAGES, AUGMENTED and TOKENS, rows in LABELS), 1 firstRow, 2 P (pixels per image), 3 planeSize
 //   (pixels per channel plane), 4-7 mean[4], 8-11 inverseStd[4] (one channel: the four the same), 12 H, 13 W (AUGMENTED)
 layout(local_size_x = LOCAL_SIZE_X) in;
 
@@ -21,7 +22,7 @@ layout(std430, binding = 2) writeonly buffer Output { uint labels[]; };
 layout(location = 0) uniform uint count;
 layout(location = 1) uniform uint firstRow;
 layout(location = 2) uniform uint pixelsPerImage;
-#if GATHER_MODE != GATHER_MODE_LABELS
+#if GATHER_MODE == GATHER_MODE_IMAGES || GATHER_MODE == GATHER_MODE_AUGMENTED
 layout(location = 3) uniform uint planeSize;
 layout(location = 4) uniform float mean[4];
 layout(location = 8) uniform float inverseStd[4];
@@ -47,6 +48,9 @@ void main() {
   uint image = indices[firstRow + row];
   uint within = i - row * pixelsPerImage;
   y[i] = scaled(byteAt(image * pixelsPerImage + within), within);
+#elif GATHER_MODE == GATHER_MODE_TOKENS
+  uint row = i / pixelsPerImage;
+  y[i] = float(packedBytes[indices[firstRow + row] * pixelsPerImage + i - row * pixelsPerImage]);
 #elif GATHER_MODE == GATHER_MODE_AUGMENTED
   uint row = i / pixelsPerImage, within = i - row * pixelsPerImage;
   uint image = indices[firstRow + row], how = augment[firstRow + row];

@@ -4,11 +4,21 @@
 // uniforms: 0 count (uint), 1 firstPixel (uint, index of the byte that becomes y[0]; a whole number of images), 2-5
 //   mean[4], 6-9 inverseStd[4], 10 planeSize (pixels per channel plane), 11 pixelsPerImage
 // FOUR_PER_INVOCATION: count and firstPixel are multiples of 4, y is 16-byte aligned; one invocation per 4 pixels
+// TOKEN_IDS: y = x for uint32 token ids, one a word (firstPixel counts ids); uniforms 0 and 1 only
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer Pixels { uint packedPixels[]; };
 layout(location = 0) uniform uint count;
 layout(location = 1) uniform uint firstPixel;
+#ifdef TOKEN_IDS
+layout(std430, binding = 1) writeonly buffer Output { float y[]; };
+
+void main() {
+  uint i = LINEAR_INVOCATION_INDEX;
+  if (i >= count) return;
+  y[i] = float(packedPixels[firstPixel + i]);
+}
+#else
 layout(location = 2) uniform float mean[4];
 layout(location = 6) uniform float inverseStd[4];
 layout(location = 10) uniform uint planeSize;
@@ -40,4 +50,5 @@ void main() {
   if (i >= count) return;
   y[i] = scaled(float(PACKED_BYTE(packedPixels, firstPixel + i)), firstPixel + i);
 }
+#endif
 #endif

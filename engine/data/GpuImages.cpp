@@ -27,8 +27,8 @@ Buffer pixelBuffer(std::size_t bytes, UploadPath path) {
 }
 }  // namespace
 
-GpuImages::GpuImages(std::size_t count, std::size_t pixelsPerImage, UploadPath path)
-    : pixels(pixelBuffer((count * pixelsPerImage + 3) / 4 * 4, path)), count(count), pixelsPerImage(pixelsPerImage) {
+GpuImages::GpuImages(std::size_t count, std::size_t pixelsPerImage, UploadPath path, std::size_t valueBytes)
+    : pixels(pixelBuffer((count * pixelsPerImage * valueBytes + 3) / 4 * 4, path)), count(count), pixelsPerImage(pixelsPerImage), valueBytes(valueBytes) {
   if (path == UploadPath::automatic && pixels.bytes() >= stagingFromBytes && Buffer::hostVisibleAvailable()) {
     staging.emplace(stagingSlotBytes, stagingSlots, stagingCopyThreads());
   }
@@ -45,13 +45,13 @@ void GpuImages::write(const void* data, std::size_t bytes, std::size_t offset) {
 }
 
 void GpuImages::upload(const std::vector<std::uint8_t>& source) {
-  GLNET_ASSERT(source.size() >= count * pixelsPerImage, "fewer pixels than images need");
+  GLNET_ASSERT(source.size() >= count * pixelsPerImage * valueBytes, "fewer pixels than images need");
   upload(source.data(), count);
 }
 
 void GpuImages::upload(const std::uint8_t* source, std::size_t images) {
   GLNET_ASSERT(images <= count, "more images than the buffer holds");
-  const std::size_t bytes = images * pixelsPerImage;
+  const std::size_t bytes = images * pixelsPerImage * valueBytes;
   // Uploads go in whole words: the last partial word is completed with zeros.
   const std::size_t whole = bytes / 4 * 4;
   write(source, whole, 0);
@@ -66,8 +66,8 @@ GpuImages uploadImages(const ImageSet& set) { return uploadImages(set, 0, set.co
 
 GpuImages uploadImages(const ImageSet& set, std::size_t first, std::size_t count) {
   GLNET_ASSERT(first + count <= set.count, "more images than the set holds");
-  GpuImages images(count, set.pixelsPerImage());
-  images.upload(set.pixels.data() + first * set.pixelsPerImage(), count);
+  GpuImages images(count, set.pixelsPerImage(), UploadPath::automatic, set.valueBytes);
+  images.upload(set.pixels.data() + first * set.bytesPerImage(), count);
   return images;
 }
 

@@ -13,15 +13,18 @@ namespace glnet {
 enum class UploadPath { automatic, plain, hostVisible };
 
 struct GpuImages {
-  GpuImages(std::size_t count, std::size_t pixelsPerImage, UploadPath path = UploadPath::automatic);
+  // `valueBytes`: 1 for pixels, 4 for token ids (ImageSet::valueBytes).
+  GpuImages(std::size_t count, std::size_t pixelsPerImage, UploadPath path = UploadPath::automatic, std::size_t valueBytes = 1);
   // Replaces the pixels in place, so plans recorded against this buffer stay valid.
   void upload(const std::vector<std::uint8_t>& pixels);
-  // Replaces the first `images` images only (images × pixelsPerImage bytes from `source`).
+  // Replaces the first `images` images only (images × pixelsPerImage × valueBytes bytes from `source`).
   void upload(const std::uint8_t* source, std::size_t images);
 
   Buffer pixels;  // count × pixelsPerImage bytes, padded to a multiple of 4
   std::size_t count = 0;
   std::size_t pixelsPerImage = 0;
+  std::size_t valueBytes = 1;
+  bool tokenIds() const { return valueBytes == 4; }
   std::optional<UploadRing> staging;  // empty on the plain path
 
  private:

@@ -167,7 +167,7 @@ LabelledImages readCifar10Split(const std::string& directory, Split split, int c
 
 void keepRange(LabelledImages& set, std::size_t first, std::size_t count) {
   GLNET_ASSERT(first + count <= set.images.count, "cannot keep more images than there are");
-  const std::size_t pixels = set.images.pixelsPerImage();
+  const std::size_t pixels = set.images.bytesPerImage();
   set.images.pixels.erase(set.images.pixels.begin(), set.images.pixels.begin() + static_cast<std::ptrdiff_t>(first * pixels));
   set.images.pixels.resize(count * pixels);
   set.labels.erase(set.labels.begin(), set.labels.begin() + static_cast<std::ptrdiff_t>(first));

@@ -7,13 +7,18 @@
 
 namespace glnet {
 
+// Images of uint8 pixels, or the token ids of text (data/TokenData.h): one row of `columns` ids per sequence, each
+// id 4 bytes (a little-endian uint32), fed to the network as it is rather than scaled as a pixel.
 struct ImageSet {
   std::size_t count = 0;
   std::size_t rows = 0;
   std::size_t columns = 0;
-  std::vector<std::uint8_t> pixels;  // count × channels × rows × columns, row-major
+  std::vector<std::uint8_t> pixels;  // count × channels × rows × columns values, row-major
   std::size_t channels = 1;
+  std::size_t valueBytes = 1;  // 4: token ids
   std::size_t pixelsPerImage() const { return channels * rows * columns; }
+  std::size_t bytesPerImage() const { return pixelsPerImage() * valueBytes; }
+  bool tokenIds() const { return valueBytes == 4; }
 };
 
 // Throw glnet::Error naming the file and what is wrong: magic, rank, dimensions, or a length that does not

@@ -51,9 +51,14 @@ Plan Classifier::plan(const GpuImages& images, const Buffer& classes, const Buff
   Plan plan = compiled_->forwardPlan([&](Plan& p) {
     const int first = p.addParameter(0);
     GLNET_ASSERT(first == firstImage, "the first image is the plan parameter after the learning rate");
-    p.record(NormalizeOp(programs_)(images.pixels, compiled_->view(graph_->images), narrow(batch_ * inputs_),
-                                    Uniform::fromParameter(NormalizeOp::firstPixelLocation, first, static_cast<std::int64_t>(inputs_)),
-                                    input_, static_cast<std::uint32_t>(inputs_), inputs_ % 4 == 0));
+    const NormalizeOp normalize(programs_);
+    const Uniform firstValue = Uniform::fromParameter(NormalizeOp::firstPixelLocation, first, static_cast<std::int64_t>(inputs_));
+    if (images.tokenIds()) {
+      p.record(normalize.tokens(images.pixels, compiled_->view(graph_->images), narrow(batch_ * inputs_), firstValue));
+    } else {
+      p.record(normalize(images.pixels, compiled_->view(graph_->images), narrow(batch_ * inputs_), firstValue, input_,
+                         static_cast<std::uint32_t>(inputs_), inputs_ % 4 == 0));
+    }
   });
   const SoftmaxOp softmax(programs_);
   const BufferView logits = compiled_->view(graph_->logits);

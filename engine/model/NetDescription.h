@@ -84,6 +84,12 @@ std::vector<std::string> builtinNetNames();
 enum class Initialisation { uniformFanIn, xavierUniform, normal, ones, zeros };
 using ParameterSource = std::function<Tensor(const std::string& name, const Shape& shape, bool state, Initialisation init, std::size_t fanIn)>;
 
+// What a network reading token ids expects of them: the rows of the smallest table among the embedding layers that
+// read its input (nothing when none does: it reads images or features), and the padding id of the mask layers that
+// read it (nothing when none does). Throws glnet::Error when two mask layers hide different ids.
+std::optional<std::uint32_t> tokenVocabulary(const NetDescription& description);
+std::optional<std::uint32_t> paddingId(const NetDescription& description);
+
 // The layers applied to `images` in `graph`; returns the last layer's output. `training`: batch normalization uses the
 // batch's statistics. Shape errors name the layer.
 Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor images, bool training, const ParameterSource& parameter,

@@ -93,4 +93,32 @@ Tensor buildFirst(const LayerBuild& b) {
   return b.graph.apply(firstPositionOp(), {b.inputs[0]}, b.layer.name);
 }
 
+namespace {
+
+// The layers of `kind` that read the network's input.
+std::vector<const LayerDescription*> onInput(const NetDescription& description, LayerKind kind) {
+  std::vector<const LayerDescription*> found;
+  for (const LayerDescription& layer : description.layers) {
+    if (layerKindOf(layer) == kind && layer.inputs.front() == "input") found.push_back(&layer);
+  }
+  return found;
+}
+
+}  // namespace
+
+std::optional<std::uint32_t> tokenVocabulary(const NetDescription& description) {
+  std::optional<std::uint32_t> rows;
+  for (const LayerDescription* layer : onInput(description, LayerKind::embedding)) rows = std::min(rows.value_or(layer->vocabulary), layer->vocabulary);
+  return rows;
+}
+
+std::optional<std::uint32_t> paddingId(const NetDescription& description) {
+  std::optional<std::uint32_t> pad;
+  for (const LayerDescription* layer : onInput(description, LayerKind::mask)) {
+    if (pad && *pad != layer->pad) throw Error("the mask layers hide different padding ids, " + std::to_string(*pad) + " and " + std::to_string(layer->pad));
+    pad = layer->pad;
+  }
+  return pad;
+}
+
 }  // namespace glnet

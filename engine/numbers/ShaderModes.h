@@ -57,7 +57,8 @@ GLNET_KIND_LIST(BatchNormMode, GLNET_BATCH_NORM_MODES, "BN_MODE");
 #define GLNET_GATHER_MODES(X)   \
   X(images, IMAGES, "images")   \
   X(labels, LABELS, "labels")   \
-  X(augmented, AUGMENTED, "augmented images")
+  X(augmented, AUGMENTED, "augmented images") \
+  X(tokens, TOKENS, "token ids")
 GLNET_KIND_LIST(GatherMode, GLNET_GATHER_MODES, "GATHER_MODE");
 
 // shaders/Loss.glsl (ops/Elementwise.cpp's MeanSquaredErrorOp).

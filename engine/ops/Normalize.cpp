@@ -19,7 +19,16 @@ std::vector<Uniform> scalingUniforms(const InputFormat& format, std::uint32_t pi
 }
 
 NormalizeOp::NormalizeOp(ProgramCache& programs)
-    : program_(programs.get("Normalize.glsl")), fourPerInvocation_(programs.get("Normalize.glsl", {{"FOUR_PER_INVOCATION", "1"}})) {}
+    : program_(programs.get("Normalize.glsl")),
+      tokens_(programs.get("Normalize.glsl", {{"TOKEN_IDS", "1"}})),
+      fourPerInvocation_(programs.get("Normalize.glsl", {{"FOUR_PER_INVOCATION", "1"}})) {}
+
+Dispatch NormalizeOp::tokens(const BufferView& ids, const BufferView& output, std::uint32_t count, const Uniform& firstId) const {
+  Dispatch dispatch = linearDispatch(tokens_, "token ids", count);
+  dispatch.buffers = {{0, ids, Access::read}, {1, output, Access::write}};
+  dispatch.uniforms = {Uniform::u32(0, count), firstId};
+  return dispatch;
+}
 
 Dispatch NormalizeOp::operator()(const BufferView& pixels, const BufferView& output, std::uint32_t count,
                                  const Uniform& firstPixel, const InputFormat& format, std::uint32_t pixelsPerImage, bool wordAligned) const {

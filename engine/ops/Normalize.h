@@ -27,9 +27,12 @@ class NormalizeOp {
   Dispatch operator()(const BufferView& pixels, const BufferView& output, std::uint32_t count, const Uniform& firstPixel,
                       const InputFormat& format, std::uint32_t pixelsPerImage, bool wordAligned) const;
   static constexpr int firstPixelLocation = 1;
+  // `count` floats from the uint32 token ids of `ids` starting at id `firstId` (as firstPixel), as they are.
+  Dispatch tokens(const BufferView& ids, const BufferView& output, std::uint32_t count, const Uniform& firstId) const;
 
  private:
   const Program& program_;
+  const Program& tokens_;
   const Program& fourPerInvocation_;
 };
 

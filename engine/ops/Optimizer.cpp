@@ -40,7 +40,17 @@ Dispatch OptimizerOp::update(const BufferView& parameters, const BufferView& gra
 GatherOp::GatherOp(ProgramCache& programs)
     : images_(programs.get("Gather.glsl", {kindDefine(GatherMode::images)})),
       labels_(programs.get("Gather.glsl", {kindDefine(GatherMode::labels)})),
-      augmented_(programs.get("Gather.glsl", {kindDefine(GatherMode::augmented)})) {}
+      augmented_(programs.get("Gather.glsl", {kindDefine(GatherMode::augmented)})),
+      tokens_(programs.get("Gather.glsl", {kindDefine(GatherMode::tokens)})) {}
+
+Dispatch GatherOp::tokens(const BufferView& ids, const BufferView& indices, const BufferView& out, std::uint32_t rows,
+                          std::uint32_t idsPerSequence, int firstRow) const {
+  const std::uint32_t count = rows * idsPerSequence;
+  Dispatch dispatch = linearDispatch(tokens_, "gather token ids", count);
+  dispatch.buffers = {{0, ids, Access::read}, {1, indices, Access::read}, {2, out, Access::write}};
+  dispatch.uniforms = {Uniform::u32(0, count), Uniform::fromParameter(1, firstRow), Uniform::u32(2, idsPerSequence)};
+  return dispatch;
+}
 
 Dispatch GatherOp::images(const BufferView& pixels, const BufferView& indices, const BufferView& out, std::uint32_t rows,
                           std::uint32_t pixelsPerImage, int firstRow, const InputFormat& format) const {

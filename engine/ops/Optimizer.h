@@ -58,6 +58,9 @@ class GatherOp {
   static std::uint32_t packAugmentation(int dx, int dy, bool flip) {
     return static_cast<std::uint32_t>(dx + 128) | static_cast<std::uint32_t>(dy + 128) << 8 | (flip ? 1u << 16 : 0u);
   }
+  // rows × idsPerSequence floats, the uint32 token ids of sequences indices[firstRow ...] as they are.
+  Dispatch tokens(const BufferView& ids, const BufferView& indices, const BufferView& out, std::uint32_t rows, std::uint32_t idsPerSequence,
+                  int firstRow) const;
   // rows uint labels of images indices[firstRow ...].
   Dispatch labels(const BufferView& labelBytes, const BufferView& indices, const BufferView& out, std::uint32_t rows,
                   int firstRow) const;
@@ -66,6 +69,7 @@ class GatherOp {
   const Program& images_;
   const Program& labels_;
   const Program& augmented_;
+  const Program& tokens_;
 };
 
 }  // namespace glnet

@@ -199,7 +199,9 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   const GatherOp gather(feedPrograms_);
   const CompiledGraph::Feed feed = [&](Plan& plan) {
     firstRowParameter_ = plan.addParameter(0);
-    if (options.augment.enabled()) {
+    if (train.images.tokenIds()) {
+      plan.record(gather.tokens(trainImages_.pixels, indices_, graph_.view(nodes_.images), rows, pixels, firstRowParameter_));
+    } else if (options.augment.enabled()) {
       plan.record(gather.augmentedImages(trainImages_.pixels, indices_, augment_, graph_.view(nodes_.images), rows, pixels,
                                          static_cast<std::uint32_t>(train.images.rows), static_cast<std::uint32_t>(train.images.columns),
                                          firstRowParameter_, initial.input));

@@ -1,12 +1,15 @@
 #include "train/TrainingInputs.h"
 
 #include "data/ImageFolder.h"
+#include "data/TokenData.h"
+#include "base/log.h"
 #include "importer/Onnx.h"
 #include "convert/OnnxNetwork.h"
 #include "base/check.h"
 #include "model/NetDescription.h"
 
 #include <cmath>
+#include <set>
 
 namespace glnet {
 
@@ -33,12 +36,13 @@ StartingNetwork startingNetwork(const NetworkChoice& choice) {
 DataChoice dataChoice(const OptionValues& options, std::uint32_t seed) {
   DataChoice choice;
   choice.dataset = options.text("dataset");
-  if (choice.dataset != "mnist" && choice.dataset != "fashion" && choice.dataset != "cifar10" && choice.dataset != "folder") {
+  const std::set<std::string> datasets{"mnist", "fashion", "cifar10", "folder", "text", "ids"};
+  if (!datasets.count(choice.dataset)) {
     // The commands name their flag; in Python the keyword reads as what it is ("the dataset is ..."), as glnet.train said.
     const std::string subject = optionSpelling() == OptionSpelling::flags ? optionName("dataset") : "the dataset";
-    throw UsageError(subject + " is mnist, fashion, cifar10 or folder, not '" + choice.dataset + "'");
+    throw UsageError(subject + " is mnist, fashion, cifar10, folder, text or ids, not '" + choice.dataset + "'");
   }
-  if ((choice.dataset == "cifar10" || choice.dataset == "folder") && !options.has("data")) {
+  if ((choice.dataset == "cifar10" || choice.dataset == "folder" || choice.dataset == "text" || choice.dataset == "ids") && !options.has("data")) {
     throw UsageError(optionSetting("dataset", choice.dataset) + " needs " + optionName("data") + " DIR");
   }
   choice.directory = options.text("data");
@@ -48,6 +52,14 @@ DataChoice dataChoice(const OptionValues& options, std::uint32_t seed) {
     if (!(choice.validationFraction > 0 && choice.validationFraction < 1)) throw UsageError(optionName("val-fraction") + " must be between 0 and 1");
   }
   choice.seed = seed;
+  if (options.has("tokenizer")) {
+    if (choice.dataset != "text") throw UsageError(optionName("tokenizer") + " is for " + optionSetting("dataset", "text"));
+    choice.tokenizer = options.text("tokenizer");
+  }
+  if (options.has("pad-id")) {
+    if (choice.dataset != "text") throw UsageError(optionName("pad-id") + " is for " + optionSetting("dataset", "text"));
+    choice.padId = static_cast<std::uint32_t>(options.integer("pad-id", 0, (1 << 24) - 1));
+  }
   return choice;
 }
 
@@ -90,6 +102,43 @@ ImageFolderData folderData(const DataChoice& choice, const std::string& director
   return folders;
 }
 
+// The token ids a network reads, as its description's embedding and mask layers on its input say; refuses a network
+// that reads images or features.
+TokenLimits tokenLimits(const Network& network, const std::string& dataset) {
+  const std::optional<std::uint32_t> vocabulary = network.description ? tokenVocabulary(*network.description) : std::nullopt;
+  if (!vocabulary) {
+    throw UsageError(optionSetting("dataset", dataset) + " gives token ids; the network '" + network.architecture +
+                     "' reads " + describe(network.inputShape) + " values that no embedding layer takes as ids");
+  }
+  return {static_cast<std::uint32_t>(network.inputs()), *vocabulary, network.classes()};
+}
+
+TextData textData(const DataChoice& choice, const Network& network) {
+  const TokenLimits limits = tokenLimits(network, choice.dataset);
+  const ByteLevelBpe tokenizer = ByteLevelBpe::fromFile(choice.tokenizer.empty() ? choice.directory + "/tokenizer.json" : choice.tokenizer);
+  const std::optional<std::uint32_t> masked = paddingId(*network.description);
+  if (choice.padId && masked && *choice.padId != *masked) {
+    throw UsageError(optionSetting("pad-id", std::to_string(*choice.padId)) + " differs from the padding id " + std::to_string(*masked) +
+                     " that the network's mask layers hide");
+  }
+  TextData data = readTextData(choice.directory, tokenizer, choice.padId ? *choice.padId : masked.value_or(0), limits);
+  if (data.trainCut || data.testCut) {
+    log::warn(std::to_string(data.trainCut) + " training and " + std::to_string(data.testCut) + " test texts are longer than the network's " +
+              std::to_string(limits.length) + " tokens; their ends are cut");
+  }
+  if (!network.classNames.empty() && !data.classNames.empty() && network.classNames != data.classNames) {
+    throw Error(choice.directory + "/train.jsonl: its class names differ from the model's");
+  }
+  return data;
+}
+
+// Before reading images for a network that reads token ids.
+void refuseImagesForTokens(const DataChoice& choice, const Network& network) {
+  if (choice.dataset == "text" || choice.dataset == "ids" || !network.description || !tokenVocabulary(*network.description)) return;
+  throw UsageError("the network '" + network.architecture + "' reads token ids (an embedding layer on its input), not the images of " +
+                   optionSetting("dataset", choice.dataset) + "; give " + optionSetting("dataset", "text") + " or " + optionSetting("dataset", "ids"));
+}
+
 // The first `count` images (0: all), and a check that they fit the network.
 void limitAndCheck(LabelledImages& set, std::size_t count, const char* which, const Network& network) {
   if (count > set.images.count) {
@@ -106,11 +155,17 @@ void limitAndCheck(LabelledImages& set, std::size_t count, const char* which, co
 }  // namespace
 
 LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, Split split) {
+  refuseImagesForTokens(choice, network);
   const std::string directory = directoryOf(choice);
   LabelledImages set;
   if (choice.dataset == "folder") {
     ImageFolderData folders = folderData(choice, directory, network);
     set = std::move(split == Split::train ? folders.train : folders.test);
+  } else if (choice.dataset == "text") {
+    TextData data = textData(choice, network);
+    set = std::move(split == Split::train ? data.train : data.test);
+  } else if (choice.dataset == "ids") {
+    set = readTokenIdSplit(directory, split, tokenLimits(network, choice.dataset));
   } else if (choice.dataset == "cifar10") {
     set = readCifar10Split(directory, split, static_cast<int>(network.classes()));
   } else {
@@ -121,6 +176,7 @@ LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, S
 }
 
 DataSets loadDataSets(const DataChoice& choice, Network& network) {
+  refuseImagesForTokens(choice, network);
   DataSets sets;
   if (choice.dataset == "folder") {  // both splits from one decoding
     ImageFolderData folders = folderData(choice, directoryOf(choice), network);
@@ -131,6 +187,15 @@ DataSets loadDataSets(const DataChoice& choice, Network& network) {
     // 28x28 gray network is not taken for one of MNIST's digits (centred by mass, inverted by the border) later.
     network.images.resize = ImageResize::stretch;
     network.images.inversion = Inversion::never;
+    limitAndCheck(sets.test, choice.testLimit, "test", network);
+    limitAndCheck(sets.train, choice.trainLimit, "training", network);
+    return sets;
+  }
+  if (choice.dataset == "text") {  // both splits, and the class names, from one tokenization
+    TextData data = textData(choice, network);
+    sets.train = std::move(data.train);
+    sets.test = std::move(data.test);
+    if (!data.classNames.empty()) network.classNames = std::move(data.classNames);
     limitAndCheck(sets.test, choice.testLimit, "test", network);
     limitAndCheck(sets.train, choice.trainLimit, "training", network);
     return sets;

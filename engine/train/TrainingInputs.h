@@ -34,11 +34,13 @@ StartingNetwork startingNetwork(const NetworkChoice& choice);
 
 // Made by dataChoice, which checks it.
 struct DataChoice {
-  std::string dataset = "mnist";  // mnist, fashion, cifar10 or folder
+  std::string dataset = "mnist";  // mnist, fashion, cifar10, folder, text or ids
   std::string directory;          // empty: data/mnist, or Debian's Fashion-MNIST
   std::uint32_t size = 0;         // folder: the images' side (0: the network's)
   double validationFraction = 0;  // folder: held out of each class when there is no train/ and test/
   std::uint32_t seed = 0;         // folder: which images are held out
+  std::string tokenizer;          // text: its tokenizer.json (empty: DIR/tokenizer.json)
+  std::optional<std::uint32_t> padId;  // text: what fills a short text (empty: the network's mask layers' pad, else 0)
   std::size_t trainLimit = 0, testLimit = 0;  // 0: all
 };
 

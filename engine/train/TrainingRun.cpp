@@ -134,11 +134,16 @@ const std::vector<TrainingFlag>& trainingFlags() {
        [](V v, S s) { s.options.labelSmoothing = static_cast<float>(v.number("label-smoothing")); }},
       {"dataset", "NAME",
        "mnist or fashion (IDX files: [N, H, W] or [N, C, H, W] images), cifar10 (its binary version: data_batch_N.bin, "
-       "test_batch.bin) or folder (one sub-folder of images per class, under train/ and test/ or split by --val-fraction)",
+       "test_batch.bin), folder (one sub-folder of images per class, under train/ and test/ or split by --val-fraction), text "
+       "(DIR/train.jsonl and test.jsonl, lines of {\"text\": ..., \"label\": ...}, tokenized with --tokenizer) or ids "
+       "(DIR/train-ids.npy [count, length] token ids and train-labels.npy [count], and test-...): for networks whose "
+       "embedding layer reads token ids",
        "mnist", true,
        // With --data, --size and --val-fraction, which dataChoice reads; --seed draws a folder's held-out images.
        [](V v, S s) { s.data = dataChoice(v, static_cast<std::uint32_t>(v.integer("seed", 0, UINT32_MAX))); }},
       {"data", "DIR", "the data set's directory (default: data/mnist, or /usr/share/datasets/fashion-mnist)", "", true, nullptr},
+      {"tokenizer", "FILE", "--dataset text: the tokenizer.json that makes the texts token ids (default: DIR/tokenizer.json)", "", true, nullptr},
+      {"pad-id", "N", "--dataset text: the id that fills short texts (default: the pad of the network's mask layers, else 0)", "", true, nullptr},
       {"size", "N", "--dataset folder: resize images to N x N (default: the network's input size)", "", true, nullptr},
       {"val-fraction", "F", "--dataset folder without train/ and test/: hold out this fraction of each class for testing", "", true, nullptr},
       {"train-limit", "N", "train on the first N training images only", "", true,
@@ -265,7 +270,7 @@ void TrainingRun::load() {
   // An ONNX model that records its input's normalization (glnet's exports) keeps it: its weights expect it.
   if (start.recordedInput && settings_.standardize) {
     initial_.input = *start.recordedInput;
-  } else if (settings_.standardize) {
+  } else if (settings_.standardize && !sets_->train.images.tokenIds()) {  // token ids go in as they are
     initial_.input = standardization(sets_->train.images);
   }
   if (settings_.resume.empty()) return;

@@ -5,6 +5,9 @@ images, x/255, all of them each step: no shuffle or augmentation can differ), la
 - a residual network with batch normalization, SGD with Nesterov momentum, weight decay on the weights alone;
 - two transformers on the images' rows as positions (one with causal attention) and one on 4x4 patches (a vision
   transformer's shape), their ONNX exports then run by glnet_run against PyTorch's float64;
+- a BERT-like encoder on token ids (embedding, position table, a padding mask on the attention's keys, the first
+  position as the summary), from the ids data set of glnet_train, its export run by glnet_run, where changing a padded
+  id must change nothing and changing a real one must change the output;
 - a network with layer normalization (over the last axis, its scale and shift drawn away from 1 and 0; after a tanh,
   since a row's constant shift, such as a convolution's bias right before, has no gradient through it, which Adam
   would turn into steps of noise), GELU and a residual sum, AdamW (decoupled weight decay on the weights alone) with a linear warm-up of 3 steps and a cosine decay.
@@ -90,6 +93,22 @@ PATCH_TRANSFORMER = {"name": "patch-transformer", "input": [1, 28, 28], "layers"
     {"name": "mlp2", "kind": "linear", "outputs": 16},
     {"name": "res2", "kind": "add", "inputs": ["mlp2", "res1"]},
     {"name": "fc", "kind": "dense", "outputs": 10}]}
+# Sequences of SEQUENCE ids below VOCABULARY, PAD after each sequence's 3 to SEQUENCE real ids.
+SEQUENCE, VOCABULARY, PAD = 12, 50, 0
+ENCODER = {"name": "text-encoder", "input": [SEQUENCE], "layers": [
+    {"name": "embed", "kind": "embedding", "vocabulary": VOCABULARY, "outputs": 16},
+    {"name": "position", "kind": "position"},
+    {"name": "mask", "kind": "mask", "pad": PAD, "inputs": ["input"]},
+    {"name": "ln1", "kind": "layernorm", "inputs": ["position"]},
+    {"name": "attn", "kind": "attention", "heads": 2, "inputs": ["ln1", "mask"]},
+    {"name": "res1", "kind": "add", "inputs": ["attn", "position"]},
+    {"name": "ln2", "kind": "layernorm"},
+    {"name": "mlp1", "kind": "linear", "outputs": 32, "activation": "tanh"},
+    {"name": "mlp2", "kind": "linear", "outputs": 16},
+    {"name": "res2", "kind": "add", "inputs": ["mlp2", "res1"]},
+    {"name": "norm", "kind": "layernorm"},
+    {"name": "summary", "kind": "first"},
+    {"name": "fc", "kind": "dense", "outputs": 4}]}
 STEPS, BATCH, SMOOTHING = 10, 64, 0.1
 SGD_LR, SGD_DECAY = 0.05, 1e-3
 ADAMW_LR, ADAMW_DECAY, WARMUP = 0.003, 0.01, 3
@@ -124,9 +143,33 @@ def glnet_names(model, description):
     return tensors
 
 
-def compare(train, mnist, work, description, flags, make_optimizer, learning_rate, export=False):
-    """Trains `description` for STEPS steps on both sides; returns the number of mismatches. `export`: glnet_train also
-    writes the model as ONNX, which glnet_run must run as PyTorch does."""
+def mnist_batch(mnist):
+    """The first BATCH MNIST training images as x/255 [N, 1, 28, 28], their labels, and glnet_train's data flags."""
+    images = train_peer.idx(mnist, "train-images-idx3-ubyte")[:BATCH]
+    labels = train_peer.idx(mnist, "train-labels-idx1-ubyte")[:BATCH].astype(np.int64)
+    x = torch.from_numpy(images.astype(np.float32) / 255).unsqueeze(1)
+    return x, torch.from_numpy(labels), ["--data", mnist, "--no-standardize"]
+
+
+def token_batch(work):
+    """BATCH padded sequences of random ids and labels below 4, written as glnet_train's ids data set in `work` (the
+    same as training and test set), and its data flags."""
+    random = np.random.default_rng(5)
+    ids = random.integers(1, VOCABULARY, (BATCH, SEQUENCE))
+    lengths = random.integers(3, SEQUENCE + 1, BATCH)
+    ids[np.arange(SEQUENCE)[None, :] >= lengths[:, None]] = PAD
+    labels = random.integers(0, 4, BATCH)
+    work.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "test"):
+        np.save(work / f"{split}-ids.npy", ids)
+        np.save(work / f"{split}-labels.npy", labels)
+    return torch.from_numpy(ids), torch.from_numpy(labels), ["--dataset", "ids", "--data", str(work)]
+
+
+def compare(train, work, description, flags, make_optimizer, learning_rate, data, export=False):
+    """Trains `description` for STEPS steps on both sides on `data` (inputs, labels, glnet_train's flags); returns the
+    number of mismatches. `export`: glnet_train also writes the model as ONNX, which glnet_run must run as PyTorch
+    does."""
     print(f"{description['name']}: glnet_train {' '.join(flags)}")
     work.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(3)
@@ -140,20 +183,17 @@ def compare(train, mnist, work, description, flags, make_optimizer, learning_rat
     net = work / "net.json"
     net.write_text(json.dumps(description))
     write_safetensors(work / "init.safetensors", glnet_names(model, description), {"network": json.dumps(description)})
-    images = train_peer.idx(mnist, "train-images-idx3-ubyte")[:BATCH]
-    labels = train_peer.idx(mnist, "train-labels-idx1-ubyte")[:BATCH].astype(np.int64)
+    x, y, data_flags = data
 
-    result = subprocess.run([train, "--net", str(net), "--init", str(work / "init.safetensors"), "--data", mnist,
-                             "--train-limit", str(BATCH), "--batch", str(BATCH), "--test-limit", "10", "--epochs", str(STEPS),
-                             "--label-smoothing", str(SMOOTHING), "--no-standardize", "--json",
+    result = subprocess.run([train, "--net", str(net), "--init", str(work / "init.safetensors")] + data_flags +
+                            ["--train-limit", str(BATCH), "--batch", str(BATCH), "--test-limit", "10", "--epochs", str(STEPS),
+                             "--label-smoothing", str(SMOOTHING), "--json",
                              "--out", str(work / "glnet.safetensors")] + flags +
                             (["--export-onnx", str(work / "glnet.onnx")] if export else []), capture_output=True, text=True)
     if result.returncode != 0:
         sys.exit("glnet_train failed: " + result.stderr.strip().splitlines()[-1])
     glnet_losses = [epoch["train_loss"] for epoch in json.loads(result.stdout)["epochs"]]
 
-    x = torch.from_numpy(images.astype(np.float32) / 255).unsqueeze(1)
-    y = torch.from_numpy(labels)
     optimizer = make_optimizer(model)
     model.train()
     torch_losses = []
@@ -187,6 +227,33 @@ def compare(train, mnist, work, description, flags, make_optimizer, learning_rat
     return failures
 
 
+def run_export(train, work, inputs):
+    """glnet_run's logits of the exported model on `inputs` (saved as float32)."""
+    run = Path(train).parent / "glnet_run"
+    np.save(work / "inputs.npy", inputs.numpy().astype(np.float32))
+    result = subprocess.run([str(run), "--model", str(work / "glnet.onnx"), "--input", str(work / "inputs.npy"), "--output",
+                             str(work / "logits.npy")], capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit("glnet_run failed on the exported model: " + result.stderr.strip().splitlines()[-1])
+    return np.load(work / "logits.npy")
+
+
+def padding_matters(train, work, model, ids):
+    """The exported encoder's logits of padded sequences are PyTorch's float64 of each sequence cut to its real ids
+    (no padding at all), and move when a real id (not the first) changes."""
+    base = run_export(train, work, ids)
+    with torch.no_grad():
+        unpadded = np.concatenate([model(row[row != PAD][None]).numpy() for row in ids])
+    padding_error = np.abs(base - unpadded).max()
+    real = ids.clone()
+    real[:, 1] = torch.where(real[:, 1] == 9, 10, 9)
+    real_change = np.abs(run_export(train, work, real) - base).max(axis=1).min()
+    ok = padding_error <= 1e-4 * np.abs(unpadded).max() and real_change > 1e-3 * np.abs(base).max()
+    print(f"padding mask: padded against unpadded sequences {padding_error:.3g}; a real id changed moves each sequence's logits "
+          f"by at least {real_change:.3g}{'' if ok else ' (padding must change nothing, a real id something)'}")
+    return 0 if ok else 1
+
+
 def compare_export(train, work, description, images):
     """The trained model as glnet_train exported it, run by glnet_run, against PyTorch's float64 on glnet's trained
     weights."""
@@ -197,15 +264,10 @@ def compare_export(train, work, description, images):
         if module is not None and list(module.state_dict()):
             module.load_state_dict({key: torch.from_numpy(trained[layer["name"] + "." + key].copy()) for key in module.state_dict()
                                     if key != "num_batches_tracked"}, strict=False)
-    run = Path(train).parent / "glnet_run"
-    np.save(work / "images.npy", images.numpy())
-    result = subprocess.run([str(run), "--model", str(work / "glnet.onnx"), "--input", str(work / "images.npy"), "--output",
-                             str(work / "logits.npy")], capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit("glnet_run failed on the exported model: " + result.stderr.strip().splitlines()[-1])
+    logits = run_export(train, work, images)
     with torch.no_grad():
         expected = model.double().eval()(images.double()).numpy()
-    difference = np.abs(np.load(work / "logits.npy") - expected).max()
+    difference = np.abs(logits - expected).max()
     ok = difference <= 1e-4 * np.abs(expected).max()
     print(f"exported ONNX through glnet_run: max |glnet - PyTorch float64| {difference:.3g}{'' if ok else ' beyond 1e-4 of the largest'}")
     # The attention is written op by op in the form the importer fuses back into one kernel.
@@ -213,7 +275,10 @@ def compare_export(train, work, description, images):
     fused = info.stdout.count("attention (fused")
     attentions = sum(layer["kind"] == "attention" for layer in description["layers"])
     print(f"glnet_info: {fused} of {attentions} attention layers fused")
-    return (0 if ok else 1) + (fused != attentions)
+    failures = (0 if ok else 1) + (fused != attentions)
+    if any(layer["kind"] == "mask" for layer in description["layers"]):
+        failures += padding_matters(train, work, model, images)
+    return failures
 
 
 def decay_groups(model, decay):
@@ -228,15 +293,18 @@ def make_adamw(model):
 
 def main(train, mnist, work):
     work = Path(work)
-    failures = compare(train, mnist, work / "resnet", RESNET,
+    images = mnist_batch(mnist)
+    failures = compare(train, work / "resnet", RESNET,
                        ["--optimizer", "momentum", "--nesterov", "--weight-decay", str(SGD_DECAY), "--lr", str(SGD_LR)],
                        lambda model: torch.optim.SGD(decay_groups(model, SGD_DECAY), lr=SGD_LR, momentum=0.9, nesterov=True),
-                       lambda step: SGD_LR)
+                       lambda step: SGD_LR, images)
     adamw = ["--optimizer", "adamw", "--weight-decay", str(ADAMW_DECAY), "--lr", str(ADAMW_LR), "--schedule", "cosine",
              "--warmup-epochs", str(WARMUP)]
-    failures += compare(train, mnist, work / "layernorm", LAYERNORM, adamw, make_adamw, cosine_with_warmup)
+    failures += compare(train, work / "layernorm", LAYERNORM, adamw, make_adamw, cosine_with_warmup, images)
     for description in (TRANSFORMER, CAUSAL_TRANSFORMER, PATCH_TRANSFORMER):
-        failures += compare(train, mnist, work / description["name"], description, adamw, make_adamw, cosine_with_warmup, export=True)
+        failures += compare(train, work / description["name"], description, adamw, make_adamw, cosine_with_warmup, images, export=True)
+    failures += compare(train, work / "text-encoder", ENCODER, adamw, make_adamw, cosine_with_warmup, token_batch(work / "text-encoder"),
+                        export=True)
     sys.exit(1 if failures else 0)
 
 

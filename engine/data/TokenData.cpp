@@ -1,0 +1,178 @@
+#include "data/TokenData.h"
+
+#include "base/FileInput.h"
+#include "base/check.h"
+#include "formats/Npy.h"
+#include "formats/UntrustedJson.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace glnet {
+namespace {
+
+// A text file of this many bytes holds millions of examples; more is more likely a wrong path.
+constexpr std::uint64_t largestTextFileBytes = std::uint64_t{4} << 30;
+// Labels travel as bytes (Gather.glsl's LABELS).
+constexpr std::uint32_t mostClasses = 256;
+
+// A set of `count` sequences of `length` ids, zeros, and its labels.
+LabelledImages emptySet(std::size_t count, std::uint32_t length) {
+  LabelledImages set;
+  set.images.count = count;
+  set.images.rows = 1;
+  set.images.columns = length;
+  set.images.valueBytes = 4;
+  set.images.pixels.assign(count * length * 4, 0);
+  set.labels.assign(count, 0);
+  return set;
+}
+
+void putId(LabelledImages& set, std::size_t at, std::uint32_t id) { std::memcpy(set.images.pixels.data() + at * 4, &id, 4); }
+
+std::string splitName(Split split) { return split == Split::train ? "train" : "test"; }
+
+}  // namespace
+
+LabelledImages readTokenIdSplit(const std::string& directory, Split split, const TokenLimits& limits) {
+  const std::string idPath = directory + "/" + splitName(split) + "-ids.npy", labelPath = directory + "/" + splitName(split) + "-labels.npy";
+  const NpyArray ids = readNpy(idPath), labels = readNpy(labelPath);
+  if (ids.shape.size() != 2 || ids.shape[1] != limits.length) {
+    std::ostringstream shape;
+    for (std::size_t k = 0; k < ids.shape.size(); ++k) shape << (k ? ", " : "") << ids.shape[k];
+    throw Error(idPath + ": ids of shape [" + shape.str() + "]; the network reads sequences of " + std::to_string(limits.length) +
+                " ids, [count, " + std::to_string(limits.length) + "]");
+  }
+  const auto count = static_cast<std::size_t>(ids.shape[0]);
+  if (labels.shape.size() != 1 || static_cast<std::size_t>(labels.shape[0]) != count) {
+    throw Error(labelPath + ": " + std::to_string(count) + " sequences need labels of shape [" + std::to_string(count) + "]");
+  }
+  LabelledImages set = emptySet(count, limits.length);
+  for (std::size_t i = 0; i < ids.values.size(); ++i) {
+    const float id = ids.values[i];
+    if (!(id >= 0 && id < static_cast<float>(limits.vocabulary)) || id != std::floor(id)) {
+      std::ostringstream value;
+      value << id;
+      throw Error(idPath + ": id " + value.str() + " (sequence " + std::to_string(i / limits.length) + ", position " +
+                  std::to_string(i % limits.length) + ") is not a whole number below the embedding's " + std::to_string(limits.vocabulary) + " rows");
+    }
+    putId(set, i, static_cast<std::uint32_t>(id));
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const float label = labels.values[i];
+    if (!(label >= 0 && label < static_cast<float>(limits.classes)) || label != std::floor(label)) {
+      throw Error(labelPath + ": label " + std::to_string(label) + " (sequence " + std::to_string(i) + ") is not a class below " +
+                  std::to_string(limits.classes));
+    }
+    set.labels[i] = static_cast<std::uint8_t>(label);
+  }
+  return set;
+}
+
+namespace {
+
+struct TextLine {
+  std::vector<std::uint32_t> ids;
+  std::optional<std::uint32_t> number;  // the label, a number
+  std::string name;                     // or a class name
+};
+
+std::vector<TextLine> readLines(const std::string& path, const ByteLevelBpe& tokenizer) {
+  const std::string text = readRegularFile(path, largestTextFileBytes);
+  std::vector<TextLine> lines;
+  std::size_t lineNumber = 0;
+  std::optional<bool> numbered;
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    const std::string_view line(text.data() + start, end - start);
+    start = end + 1;
+    ++lineNumber;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    const std::string where = path + " line " + std::to_string(lineNumber);
+    const nlohmann::json entry = parseUntrustedJson(line, where);
+    const auto field = [&](const char* key) {
+      const auto found = entry.is_object() ? entry.find(key) : entry.end();
+      if (found == entry.end()) throw Error(where + ": a line is an object with \"text\" and \"label\"");
+      return *found;
+    };
+    const nlohmann::json words = field("text"), label = field("label");
+    if (!words.is_string()) throw Error(where + ": \"text\" must be a string, not " + describeJsonValue(words));
+    TextLine parsed;
+    if (label.is_number_integer() && label.get<std::int64_t>() >= 0 && label.get<std::int64_t>() < mostClasses) {
+      parsed.number = static_cast<std::uint32_t>(label.get<std::int64_t>());
+    } else if (label.is_string() && !label.get<std::string>().empty()) {
+      parsed.name = label.get<std::string>();
+    } else {
+      throw Error(where + ": \"label\" must be a class number from 0 to " + std::to_string(mostClasses - 1) + " or a class name, not " +
+                  describeJsonValue(label));
+    }
+    if (numbered && *numbered != parsed.number.has_value()) throw Error(where + ": labels are all numbers or all names, not both");
+    numbered = parsed.number.has_value();
+    parsed.ids = tokenizer.encode(words.get<std::string>());
+    lines.push_back(std::move(parsed));
+  }
+  if (lines.empty()) throw Error(path + ": no examples");
+  return lines;
+}
+
+// The lines as a set of token ids; returns how many were cut.
+std::size_t fill(LabelledImages& set, const std::vector<TextLine>& lines, const std::map<std::string, std::uint32_t>& classOf,
+                 std::uint32_t padId, const TokenLimits& limits, const std::string& path) {
+  std::size_t cut = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const TextLine& line = lines[i];
+    std::uint32_t label = 0;
+    if (line.number) {
+      label = *line.number;
+    } else {
+      const auto found = classOf.find(line.name);
+      if (found == classOf.end()) throw Error(path + ": example " + std::to_string(i + 1) + "'s class '" + line.name + "' is not among the training file's");
+      label = found->second;
+    }
+    if (label >= limits.classes) {
+      throw Error(path + ": example " + std::to_string(i + 1) + " has label " + std::to_string(label) + "; the network has " +
+                  std::to_string(limits.classes) + " classes");
+    }
+    set.labels[i] = static_cast<std::uint8_t>(label);
+    cut += line.ids.size() > limits.length ? 1 : 0;
+    for (std::uint32_t p = 0; p < limits.length; ++p) {
+      const std::uint32_t id = p < line.ids.size() ? line.ids[p] : padId;
+      if (id >= limits.vocabulary) {
+        throw Error(path + ": example " + std::to_string(i + 1) + " has token id " + std::to_string(id) + "; the network's embedding has " +
+                    std::to_string(limits.vocabulary) + " rows (a tokenizer of a larger vocabulary?)");
+      }
+      putId(set, i * limits.length + p, id);
+    }
+  }
+  return cut;
+}
+
+}  // namespace
+
+TextData readTextData(const std::string& directory, const ByteLevelBpe& tokenizer, std::uint32_t padId, const TokenLimits& limits) {
+  const std::string trainPath = directory + "/train.jsonl", testPath = directory + "/test.jsonl";
+  const std::vector<TextLine> train = readLines(trainPath, tokenizer), test = readLines(testPath, tokenizer);
+  TextData data;
+  std::map<std::string, std::uint32_t> classOf;
+  if (!train.front().number) {
+    std::set<std::string> names;
+    for (const TextLine& line : train) names.insert(line.name);
+    data.classNames.assign(names.begin(), names.end());
+    for (std::size_t k = 0; k < data.classNames.size(); ++k) classOf[data.classNames[k]] = static_cast<std::uint32_t>(k);
+    if (data.classNames.size() != limits.classes) {
+      throw Error(trainPath + ": " + std::to_string(data.classNames.size()) + " class names for a network of " + std::to_string(limits.classes) + " classes");
+    }
+  }
+  if (test.front().number.has_value() != train.front().number.has_value()) throw Error(testPath + ": labels are numbers in one file and names in the other");
+  data.train = emptySet(train.size(), limits.length);
+  data.test = emptySet(test.size(), limits.length);
+  data.trainCut = fill(data.train, train, classOf, padId, limits, trainPath);
+  data.testCut = fill(data.test, test, classOf, padId, limits, testPath);
+  return data;
+}
+
+}  // namespace glnet

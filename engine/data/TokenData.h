@@ -1,0 +1,39 @@
+// Text data sets for transformers, held as token ids (ImageSet::tokenIds: one row of `length` ids per sequence):
+// pre-tokenized NumPy arrays, or JSON lines of text and label tokenized with a tokenizer.json (text/ByteLevelBpe.h),
+// each cut or padded to the network's length.
+#pragma once
+
+#include "data/Idx.h"
+#include "text/ByteLevelBpe.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace glnet {
+
+// What the ids must fit: the network's sequence length, its embedding's rows, its classes.
+struct TokenLimits {
+  std::uint32_t length = 0;
+  std::uint32_t vocabulary = 0;
+  std::uint32_t classes = 0;
+};
+
+// DIR/train-ids.npy or DIR/test-ids.npy, [count, length] whole numbers below the vocabulary (any integer or float
+// dtype), and the matching -labels.npy, [count] whole numbers below the classes. Throws glnet::Error naming the file
+// and the first value or shape that does not fit.
+LabelledImages readTokenIdSplit(const std::string& directory, Split split, const TokenLimits& limits);
+
+struct TextData {
+  LabelledImages train, test;
+  // The classes' names when the labels are strings (sorted, as the training file has them); empty for numbers.
+  std::vector<std::string> classNames;
+  std::size_t trainCut = 0, testCut = 0;  // texts longer than the length, cut to it
+};
+
+// DIR/train.jsonl and DIR/test.jsonl: one JSON object a line, {"text": "...", "label": L}, L a whole number below the
+// classes or (in every line alike) a class name; blank lines are skipped. Each text becomes the tokenizer's ids (its
+// special tokens included), cut to the length or padded with `padId`. Throws glnet::Error naming the file and line.
+TextData readTextData(const std::string& directory, const ByteLevelBpe& tokenizer, std::uint32_t padId, const TokenLimits& limits);
+
+}  // namespace glnet
