@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """bench/train_peer.py NET.json DATA [options]: the PyTorch peer of glnet_train, on the GPU machine. Builds the network the
-description gives (the same layers, PyTorch's default initialisation), keeps the IDX data set on the GPU as uint8,
+description gives (the same layers, PyTorch's default initialisation), keeps the IDX data set on the GPU as uint8 (or
+the token ids of glnet's ids data set, DATA/train-ids.npy and the rest, as int64),
 gathers, augments (shifts with zeros uncovered and flips, drawn per image and epoch before the epoch) and normalises each
 batch there, and runs each training step (forward, loss, backward, SGD/momentum/Adam/AdamW update with the same
 schedule) as one captured CUDA graph. fp32, TF32 off. Prints one JSON line per epoch (seconds of the steps alone, train
 loss, test accuracy with the running statistics) and a last line with the median epoch time."""
-import argparse, json, math, sys, time
+import argparse, json, math, os, sys, time
 import numpy as np
 import torch
 from torch import nn
@@ -193,12 +194,19 @@ def main():
     args = parser.parse_args()
     torch.manual_seed(args.seed)
     device = torch.device("cuda")
-    train_x = torch.from_numpy(idx(args.data, "train-images-idx3-ubyte").copy()).to(device)
-    train_y = torch.from_numpy(idx(args.data, "train-labels-idx1-ubyte").astype(np.int64)).to(device)
-    test_x = torch.from_numpy(idx(args.data, "t10k-images-idx3-ubyte").copy()).to(device)
-    test_y = torch.from_numpy(idx(args.data, "t10k-labels-idx1-ubyte").astype(np.int64)).to(device)
-    pixels = train_x.float() / 255
-    mean, std = pixels.mean().item(), pixels.std().item()
+    tokens = os.path.exists(os.path.join(args.data, "train-ids.npy"))
+    if tokens:
+        load = lambda name: torch.from_numpy(np.load(os.path.join(args.data, name)).astype(np.int64)).to(device)
+        train_x, train_y, test_x, test_y = (load(f"{split}-{part}.npy") for split in ("train", "test") for part in ("ids", "labels"))
+        prepare = lambda ids: ids
+    else:
+        train_x = torch.from_numpy(idx(args.data, "train-images-idx3-ubyte").copy()).to(device)
+        train_y = torch.from_numpy(idx(args.data, "train-labels-idx1-ubyte").astype(np.int64)).to(device)
+        test_x = torch.from_numpy(idx(args.data, "t10k-images-idx3-ubyte").copy()).to(device)
+        test_y = torch.from_numpy(idx(args.data, "t10k-labels-idx1-ubyte").astype(np.int64)).to(device)
+        pixels = train_x.float() / 255
+        mean, std = pixels.mean().item(), pixels.std().item()
+        prepare = lambda images: ((images.float() / 255 - mean) / std).unsqueeze(1)
     model = Described(json.load(open(args.net))).to(device)
     decayed = [p for p in model.parameters() if p.dim() >= 2]
     others = [p for p in model.parameters() if p.dim() < 2]
@@ -247,7 +255,7 @@ def main():
     n, b = train_x.shape[0], args.batch
     steps = n // b
     at = schedule(args, steps)
-    h, w = train_x.shape[1], train_x.shape[2]
+    h, w = train_x.shape[1], train_x.shape[-1]
     static_index = torch.zeros(b, dtype=torch.int64, device=device)
     static_shift = torch.zeros(b, 3, dtype=torch.int64, device=device)  # dx, dy, flip
     rows = torch.arange(h, device=device).view(1, h, 1)
@@ -262,7 +270,7 @@ def main():
             inside = (x >= 0) & (x < w) & (y >= 0) & (y < h)
             flat = (y.clamp(0, h - 1) * w + x.clamp(0, w - 1))
             images = torch.where(inside, torch.gather(images.view(b, -1), 1, flat.view(b, -1)).view(b, h, w), torch.zeros_like(images))
-        return ((images.float() / 255 - mean) / std).unsqueeze(1)
+        return prepare(images)
 
     def step():
         optimizer.zero_grad(set_to_none=False)
@@ -316,7 +324,7 @@ def main():
         times.append(seconds)
         model.eval()
         with torch.no_grad():
-            correct = sum((model(((test_x[i:i + 1000].float() / 255 - mean) / std).unsqueeze(1)).argmax(1) == test_y[i:i + 1000]).sum().item()
+            correct = sum((model(prepare(test_x[i:i + 1000])).argmax(1) == test_y[i:i + 1000]).sum().item()
                           for i in range(0, test_x.shape[0], 1000))
         model.train()
         print(json.dumps({"epoch": epoch, "seconds": seconds, "train_loss": total.item() / steps, "test_accuracy": correct / test_x.shape[0]}), flush=True)
