@@ -332,6 +332,7 @@ int main(int argc, char** argv) {
     }
     std::fprintf(out, "upload of uint8 pixels, GB/s at the median (staged: through the ring of persistently mapped slots):\n");
     for (const std::size_t batch : settings.batches) {
+      if (!report.find("inference", batch, "upload")) continue;  // a token network's inference is not measured
       const double megabytes = static_cast<double>(batch * model.inputs()) / 1e6;
       const auto rate = [&](const char* stage) {
         const BenchRow* row = report.find("inference", batch, stage);

@@ -173,7 +173,9 @@ void benchTraining(const Context& context, const Network& network, const BenchSe
   const NetworkGraph nodes = buildGraph(network, batch);
   CompiledGraph compiled(context, nodes.graph, nodes.loss, {nodes.correct}, {OptimizerKind::sgd, 0.01f});
   std::vector<float> images(static_cast<std::size_t>(batch) * network.inputs());
-  for (float& value : images) value = static_cast<float>(random() % 256) / 255.0f;
+  // Pixels, or a token network's ids below its vocabulary.
+  const std::optional<std::uint32_t> vocabulary = network.description ? tokenVocabulary(*network.description) : std::nullopt;
+  for (float& value : images) value = vocabulary ? static_cast<float>(random() % *vocabulary) : static_cast<float>(random() % 256) / 255.0f;
   std::vector<std::uint32_t> labels(batch);
   for (auto& label : labels) label = random() % network.classes();
   compiled.upload(nodes.images, images.data(), images.size() * 4);
@@ -337,7 +339,10 @@ BenchReport runBenchmarks(const Context& context, const Network& network, const 
   }
   if (progress) progress("dependent dispatches");
   benchDispatch(context, settings, report);
-  for (const std::size_t batch : settings.batches) {
+  // The inference stages feed uint8 pixels through every upload path and the serving path; a network reading token ids
+  // is measured by its training step alone.
+  const bool readsTokens = network.description && tokenVocabulary(*network.description);
+  for (const std::size_t batch : readsTokens ? std::vector<std::size_t>{} : settings.batches) {
     if (progress) progress("inference, batch " + std::to_string(batch));
     benchInference(context, network, batch, settings, report);
   }
