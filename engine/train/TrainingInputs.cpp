@@ -102,10 +102,13 @@ ImageFolderData folderData(const DataChoice& choice, const std::string& director
   return folders;
 }
 
-// The token ids a network reads, as its description's embedding and mask layers on its input say; refuses a network
-// that reads images or features.
+// The token ids a network reads, as its description's embedding and mask layers on its input say; refuses a described
+// network that reads images or features.
 TokenLimits tokenLimits(const Network& network, const std::string& dataset) {
-  const std::optional<std::uint32_t> vocabulary = network.description ? tokenVocabulary(*network.description) : std::nullopt;
+  // An imported ONNX model's tables are its Gathers' (an id past one gives NaN there): the ids only need to be exact.
+  constexpr std::uint32_t exactIds = 1u << 24;
+  const std::optional<std::uint32_t> vocabulary =
+      network.imported ? exactIds : network.description ? tokenVocabulary(*network.description) : std::nullopt;
   if (!vocabulary) {
     throw UsageError(optionSetting("dataset", dataset) + " gives token ids; the network '" + network.architecture +
                      "' reads " + describe(network.inputShape) + " values that no embedding layer takes as ids");
@@ -116,7 +119,7 @@ TokenLimits tokenLimits(const Network& network, const std::string& dataset) {
 TextData textData(const DataChoice& choice, const Network& network) {
   const TokenLimits limits = tokenLimits(network, choice.dataset);
   const ByteLevelBpe tokenizer = ByteLevelBpe::fromFile(choice.tokenizer.empty() ? choice.directory + "/tokenizer.json" : choice.tokenizer);
-  const std::optional<std::uint32_t> masked = paddingId(*network.description);
+  const std::optional<std::uint32_t> masked = network.description ? paddingId(*network.description) : std::nullopt;
   if (choice.padId && masked && *choice.padId != *masked) {
     throw UsageError(optionSetting("pad-id", std::to_string(*choice.padId)) + " differs from the padding id " + std::to_string(*masked) +
                      " that the network's mask layers hide");
