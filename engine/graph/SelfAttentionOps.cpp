@@ -7,6 +7,7 @@
 #include "base/check.h"
 #include "plan/Groups.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace glnet {
@@ -66,18 +67,25 @@ class SelfAttention : public Op {
                 const std::vector<std::optional<GradientTarget>>& targets) const override {
     if (!targets[0]) return;
     const Sizes s = sizesOf(in[0].shape);
-    const std::uint64_t rows = std::uint64_t{s.batch} * s.heads * s.sequence;
+    const std::uint32_t pairs = s.batch * s.heads;
     const BufferView stats(*out.workspace->buffer, out.workspace->offset + attentionBytes(s), rowStatisticsBytes(s));
+    // AttentionGradient.glsl's work groups of 64 rows, and its tiles of the other side's rows: 2·TILE·D floats of
+    // shared memory, 16 KiB, at most 64 rows.
+    constexpr std::uint32_t groupRows = 64, mostGroups = 65535;
+    const std::uint32_t tile = std::clamp<std::uint32_t>(2048 / s.features, 1, groupRows);
     for (const char* pass : {"ATTENTION_GRADIENT_QUERIES", "ATTENTION_GRADIENT_KEYS"}) {
-      std::vector<ShaderDefine> defines{{pass, "1"}, {"HEAD_D", std::to_string(s.features)}};
+      std::vector<ShaderDefine> defines{{pass, "1"}, {"HEAD_D", std::to_string(s.features)}, {"TILE", std::to_string(tile)}};
       if (causal_) defines.push_back({"CAUSAL", "1"});
       if (in.size() == 2) defines.push_back({"KEY_MASK", "1"});
       const bool queries = std::string(pass) == "ATTENTION_GRADIENT_QUERIES";
-      Dispatch dispatch = linearDispatch(programs.get("AttentionGradient.glsl", defines), name() + (queries ? " dQ" : " dK dV"), rows);
+      Dispatch dispatch;
+      dispatch.program = &programs.get("AttentionGradient.glsl", defines);
+      dispatch.label = name() + (queries ? " dQ" : " dK dV");
+      dispatch.groups = {(s.sequence + groupRows - 1) / groupRows, std::min(pairs, mostGroups), (pairs + mostGroups - 1) / mostGroups};
       dispatch.buffers = {{0, in[0].view, Access::read}, {1, out.view, Access::read}, {2, dOut.view, Access::read},
                           {3, targets[0]->view, targets[0]->accumulate ? Access::readWrite : Access::write},
                           {4, stats, queries ? Access::write : Access::read}};
-      dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(rows)), Uniform::u32(1, s.sequence), Uniform::u32(2, s.heads),
+      dispatch.uniforms = {Uniform::u32(0, pairs), Uniform::u32(1, s.sequence), Uniform::u32(2, s.heads),
                            Uniform::f32(3, scaleOf(s)), Uniform::u32(4, targets[0]->accumulate ? 1 : 0)};
       if (in.size() == 2) dispatch.buffers.push_back({5, in[1].view, Access::read});
       plan.record(dispatch);

@@ -319,6 +319,16 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("self-attention's backward pass across its work groups of 64 rows and its tiles of 64 and 16 rows") {
+    Context& context = test::glContext();
+    auto random = test::generator(48);
+    ProgramCache programs;
+    // 70 positions: two groups of rows, the second of 6; D = 32 stages tiles of 64 rows, D = 128 tiles of 16.
+    checkAgainstReference(context, programs, withKeyMask({"2 heads of 32 features, a padding mask", selfAttentionOp(2), {{2, 70, 192}, {2, 70}}}), 2, random);
+    checkAgainstReference(context, programs, {"causal, 1 head of 128 features", selfAttentionOp(1, true), {{2, 70, 384}}}, 2, random);
+    checkAgainstReference(context, programs, withKeyMask({"causal, 1 head of 128 features, a padding mask", selfAttentionOp(1, true), {{1, 70, 384}, {1, 70}}}), 1, random);
+  }
+
   TEST_CASE("max pooling gives a window's NaN and passes its gradient to that NaN, on the GPU and in the reference") {
     // PyTorch's max pooling propagates a NaN and picks it as the window's argmax; the backward pass must pick the
     // element the forward pass did. Windows: {5, NaN, 1, 2}, {3, 4, 9, NaN} (a larger number before the NaN), then numbers.
