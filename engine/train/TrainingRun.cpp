@@ -300,9 +300,11 @@ std::vector<std::string> TrainingRun::summary() const {
   const TrainingOptions& o = settings_.options;
   std::vector<std::string> lines;
   const std::size_t steps = trainer_->stepsPerEpoch();
-  lines.push_back(format("training %s (%s) on %zu %s images, %s, %zu step%s per %s, %s lr %g (%s), seed %u; compile %.0f ms",
+  // Token-id data sets hold texts, the others images.
+  const char* samples = settings_.data.dataset == "text" || settings_.data.dataset == "ids" ? "texts" : "images";
+  lines.push_back(format("training %s (%s) on %zu %s %s, %s, %zu step%s per %s, %s lr %g (%s), seed %u; compile %.0f ms",
                          initial_.architecture.c_str(), activationName(settings_.network.activation), trainCount_,
-                         settings_.data.dataset.c_str(), o.fullBatch ? "full batch" : ("batch " + std::to_string(o.batch)).c_str(), steps,
+                         settings_.data.dataset.c_str(), samples, o.fullBatch ? "full batch" : ("batch " + std::to_string(o.batch)).c_str(), steps,
                          steps == 1 ? "" : "s", o.fullBatch ? "iteration" : "epoch", optimizerName(o.optimizer.kind),
                          static_cast<double>(o.optimizer.learningRate), scheduleName(o.schedule.kind), o.seed,
                          trainer_->compileMilliseconds()));
@@ -312,9 +314,9 @@ std::vector<std::string> TrainingRun::summary() const {
                            o.batch, imagesPerStep));
   }
   if (const std::size_t left = o.fullBatch ? 0 : trainCount_ - steps * imagesPerStep; left > 0) {
-    lines.push_back(format("note: %zu is not a multiple of the %zu images of a step: each epoch trains on %zu images of its new shuffle "
+    lines.push_back(format("note: %zu is not a multiple of the %zu %s of a step: each epoch trains on %zu of its new shuffle "
                            "and leaves %zu out (other ones every epoch)",
-                           trainCount_, imagesPerStep, steps * imagesPerStep, left));
+                           trainCount_, imagesPerStep, samples, steps * imagesPerStep, left));
   }
   if (o.compressGradients && !ranks_.distributed()) {
     lines.push_back("note: " + optionName("grad-compression") + " compresses the sum over ranks; one rank has none");

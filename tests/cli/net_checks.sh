@@ -33,6 +33,49 @@ if [ "${GLNET_API:-gl}" = gl ]; then
   learns 0.6 --net "$examples/nets/row-transformer.json" --train-limit 1000 --epochs 2 --optimizer adamw --lr 0.003
 fi
 
+# A transformer on text: JSON lines tokenized with a tokenizer.json (the tests' byte-level BPE, 559 ids, padding with
+# <|endoftext|> = 556), whether a text names the number seven; it learns, evaluates to the accuracy training reported
+# (names as classes), and the data's errors are one line.
+/usr/bin/python3 - "$work" <<'PY'
+import json, random, sys
+r = random.Random(4)
+words = ["one", "two", "three", "four", "five", "six", "eight", "nine", "ten"]
+for name, count in (("train", 1200), ("test", 300)):
+    with open(f"{sys.argv[1]}/{name}.jsonl", "w") as f:
+        for _ in range(count):
+            text = [r.choice(words) for _ in range(r.randint(2, 5))]
+            seven = r.random() < 0.5
+            if seven:
+                text[r.randrange(len(text))] = "seven"
+            f.write(json.dumps({"text": " ".join(text), "label": "seven" if seven else "other"}) + "\n")
+layers = [{"name": "embed", "kind": "embedding", "vocabulary": 559, "outputs": 16}, {"name": "position", "kind": "position"},
+          {"name": "mask", "kind": "mask", "pad": 556, "inputs": ["input"]},
+          {"name": "ln", "kind": "layernorm", "inputs": ["position"]},
+          {"name": "attn", "kind": "attention", "heads": 2, "inputs": ["ln", "mask"]},
+          {"name": "res", "kind": "add", "inputs": ["attn", "position"]}, {"name": "norm", "kind": "layernorm"},
+          {"name": "summary", "kind": "first"}, {"name": "fc", "kind": "dense", "outputs": 2}]
+json.dump({"name": "seven", "input": [24], "layers": layers}, open(f"{sys.argv[1]}/seven.json", "w"))
+PY
+tokenizer="$here/../data/tokenizer/tokenizer.json"
+text() { "$apps/glnet_train" --net "$work/seven.json" --dataset text --data "$work" --tokenizer "$tokenizer" --batch 32 --log-every 1000 "$@"; }
+text --epochs 3 --optimizer adamw --lr 0.01 --out "$work/seven.safetensors" --json >"$work/seven-run.json" || fail "training on text"
+accuracy=$(json_field "$work/seven-run.json" "d['epochs'][-1]['test_accuracy']")
+echo "text (seven or not): test accuracy $accuracy"
+at_least "$accuracy" 0.9 || fail "the text classifier's test accuracy $accuracy is below 0.9"
+"$apps/glnet_eval" --model "$work/seven.safetensors" --dataset text --data "$work" --tokenizer "$tokenizer" --json >"$work/seven-eval.json" ||
+  fail "evaluating the text classifier"
+[ "$(json_field "$work/seven-eval.json" "d['accuracy']")" = "$accuracy" ] || fail "glnet_eval disagrees with training on text"
+expect 2 "error: --dataset text needs --data DIR" -- "$apps/glnet_train" --net "$work/seven.json" --dataset text --out "$work/x.safetensors"
+textFlags="--net $work/seven.json --dataset text --data $work --tokenizer $tokenizer --out $work/x.safetensors"
+# shellcheck disable=SC2086
+expect 2 "error: --pad-id 3 differs from the padding id 556 that the network's mask layers hide" -- "$apps/glnet_train" $textFlags --pad-id 3
+expect 2 "error: the network 'seven' reads token ids \(an embedding layer on its input\), not the images of --dataset mnist" -- \
+  "$apps/glnet_train" --net "$work/seven.json" --data "$mnist" --out "$work/x.safetensors"
+expect 2 "error: --tokenizer is for --dataset text" -- "$apps/glnet_train" --data "$mnist" --tokenizer "$tokenizer" --out "$work/x.safetensors"
+printf '{"text": "one", "label": "seven"}\n{"text": "two"}\n' >"$work/train.jsonl"
+# shellcheck disable=SC2086
+expect 1 "error: .*train.jsonl line 2: a line is an object with \"text\" and \"label\"$" -- "$apps/glnet_train" $textFlags
+
 # --export-onnx: ONNX's checker accepts the file (shapes inferred), glnet's importer evaluates it to the model file's
 # accuracy, and its float64 reference agrees with the GPU (glnet_run --check).
 train --net "$examples/nets/small-resnet.json" --train-limit 256 --epochs 1 --out "$work/x.safetensors" --export-onnx "$work/x.onnx" \
