@@ -275,7 +275,7 @@ _TRAIN_FRONT_END = frozenset({"on_epoch", "on_progress", "progress_seconds", "pr
 def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = None, epochs: int = 3, *,
           out: Union[str, os.PathLike], net: Optional[Union[str, os.PathLike]] = None,
           init: Optional[Union[str, os.PathLike]] = None, num_classes: Optional[int] = None, dataset: str = "mnist",
-          size: Optional[int] = None,
+          size: Optional[int] = None, tokenizer: Optional[Union[str, os.PathLike]] = None, pad_id: Optional[int] = None,
           val_fraction: Optional[float] = None, batch: int = 64, lr: float = 0.1, optimizer: str = "sgd",
           weight_decay: float = 0.0, nesterov: bool = False, clip_norm: float = 0.0, schedule: str = "constant",
           warmup_epochs: float = 0.0, step_epochs: float = 30.0, step_gamma: float = 0.1, label_smoothing: float = 0.0,
@@ -293,7 +293,10 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
     weights; `num_classes` replaces the last layer by a freshly initialised one for that many classes, keeping every
     other weight (fine-tuning for other classes). Data: `dataset` "mnist" or "fashion" (IDX files in `data`; default data/mnist or Debian's Fashion-MNIST),
     "cifar10" (its binary files in `data`) or "folder" (one sub-folder of images per class under `data`, resized to
-    `size`, split by train/ and test/ or `val_fraction`), resident on the GPU, each step one recorded plan.
+    `size`, split by train/ and test/ or `val_fraction`), resident on the GPU, each step one recorded plan; for a
+    network whose embedding layer reads token ids, "text" (data/train.jsonl and test.jsonl, {"text": ..., "label": ...}
+    a line, tokenized with the tokenizer.json `tokenizer`, short texts padded with `pad_id` or the network's mask layer's)
+    or "ids" (data/train-ids.npy [count, positions], train-labels.npy and the same for test).
     Optimizer: "sgd", "momentum" (with `nesterov`), "adam" or "adamw"; `weight_decay` (weights only), `clip_norm`;
     `schedule` "constant", "cosine", "step" (`step_epochs`, `step_gamma`) or "onecycle", after `warmup_epochs`;
     `label_smoothing`; augmentation on the GPU: `augment_shift` pixels, `augment_flip`. After each epoch the model is
@@ -314,7 +317,7 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
     options = {name: value for name, value in locals().items() if name not in _TRAIN_FRONT_END}
     options["no_standardize"] = not standardize
     options.pop("standardize")
-    for name in ("out", "data", "net", "init", "checkpoint", "export_onnx"):
+    for name in ("out", "data", "net", "init", "checkpoint", "export_onnx", "tokenizer"):
         options[name] = os.fspath(options[name]) if options[name] is not None else None
     for name in ("num_classes", "size", "train_limit", "test_limit"):
         options[name] = _count(options[name], name) if options[name] is not None else None
@@ -322,6 +325,7 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
         raise UsageError("val_fraction must be between 0 and 1")
     options["epochs"], options["batch"] = _count(epochs, "epochs"), _count(batch, "batch")
     options["seed"], options["augment_shift"] = _count(seed, "seed", 0), _count(augment_shift, "augment_shift", 0)
+    options["pad_id"] = _count(pad_id, "pad_id", 0) if pad_id is not None else None
     for name in ("lr", "weight_decay", "clip_norm", "warmup_epochs", "step_epochs", "step_gamma", "label_smoothing", "val_fraction"):
         options[name] = float(options[name]) if options[name] is not None else None
     for name in ("nesterov", "augment_flip"):
