@@ -21,8 +21,8 @@ def make(count, length, random):
         if random.random() < 0.5:
             labels[i] = 1
         else:
-            while np.all(numbers[:-1] <= numbers[1:]):
-                numbers = random.permutation(numbers)
+            while np.all(numbers[:-1] <= numbers[1:]):  # numbers all alike have no unsorted order: draw again
+                numbers = random.permutation(numbers if numbers.min() < numbers.max() else random.integers(0, NUMBERS, n))
         ids[i, 0] = CLS
         ids[i, 1:n + 1] = numbers + FIRST_NUMBER
     return ids, labels
@@ -36,6 +36,8 @@ def main():
     parser.add_argument("--length", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    if args.length < 5:
+        parser.error("--length must be at least 5 (the [CLS] id and at least 4 numbers)")
     random = np.random.default_rng(args.seed)
     out = Path(args.directory)
     out.mkdir(parents=True, exist_ok=True)

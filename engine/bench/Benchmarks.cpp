@@ -341,8 +341,7 @@ BenchReport runBenchmarks(const Context& context, const Network& network, const 
   benchDispatch(context, settings, report);
   // The inference stages feed uint8 pixels through every upload path and the serving path; a network reading token ids
   // is measured by its training step alone.
-  const bool readsTokens = network.description && tokenVocabulary(*network.description);
-  for (const std::size_t batch : readsTokens ? std::vector<std::size_t>{} : settings.batches) {
+  for (const std::size_t batch : network.readsTokenIds() ? std::vector<std::size_t>{} : settings.batches) {
     if (progress) progress("inference, batch " + std::to_string(batch));
     benchInference(context, network, batch, settings, report);
   }

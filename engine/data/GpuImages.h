@@ -20,7 +20,7 @@ struct GpuImages {
   // Replaces the first `images` images only (images × pixelsPerImage × valueBytes bytes from `source`).
   void upload(const std::uint8_t* source, std::size_t images);
 
-  Buffer pixels;  // count × pixelsPerImage bytes, padded to a multiple of 4
+  Buffer pixels;  // count × pixelsPerImage × valueBytes bytes, padded to a multiple of 4
   std::size_t count = 0;
   std::size_t pixelsPerImage = 0;
   std::size_t valueBytes = 1;

@@ -34,12 +34,35 @@ LabelledImages emptySet(std::size_t count, std::uint32_t length) {
 
 void putId(LabelledImages& set, std::size_t at, std::uint32_t id) { std::memcpy(set.images.pixels.data() + at * 4, &id, 4); }
 
+std::uint32_t idAt(const LabelledImages& set, std::size_t at) {
+  std::uint32_t id = 0;
+  std::memcpy(&id, set.images.pixels.data() + at * 4, 4);
+  return id;
+}
+
+void checkClasses(const TokenLimits& limits, const std::string& path) {
+  if (limits.classes > mostClasses) {
+    throw Error(path + ": labels travel as bytes, so at most " + std::to_string(mostClasses) + " classes; the network has " +
+                std::to_string(limits.classes));
+  }
+}
+
+// Refuses sequence i when it is padding alone: attention masked to no key gives NaN.
+void checkNotAllPadding(const LabelledImages& set, std::size_t i, const TokenLimits& limits, const std::string& where) {
+  if (!limits.pad) return;
+  for (std::uint32_t p = 0; p < limits.length; ++p) {
+    if (idAt(set, i * limits.length + p) != *limits.pad) return;
+  }
+  throw Error(where + " is padding (id " + std::to_string(*limits.pad) + ") alone: its attention would see no position");
+}
+
 std::string splitName(Split split) { return split == Split::train ? "train" : "test"; }
 
 }  // namespace
 
 LabelledImages readTokenIdSplit(const std::string& directory, Split split, const TokenLimits& limits) {
   const std::string idPath = directory + "/" + splitName(split) + "-ids.npy", labelPath = directory + "/" + splitName(split) + "-labels.npy";
+  checkClasses(limits, labelPath);
   const NpyArray ids = readNpy(idPath), labels = readNpy(labelPath);
   if (ids.shape.size() != 2 || ids.shape[1] != limits.length) {
     std::ostringstream shape;
@@ -62,10 +85,13 @@ LabelledImages readTokenIdSplit(const std::string& directory, Split split, const
     }
     putId(set, i, static_cast<std::uint32_t>(id));
   }
+  for (std::size_t i = 0; i < count; ++i) checkNotAllPadding(set, i, limits, idPath + ": sequence " + std::to_string(i));
   for (std::size_t i = 0; i < count; ++i) {
     const float label = labels.values[i];
     if (!(label >= 0 && label < static_cast<float>(limits.classes)) || label != std::floor(label)) {
-      throw Error(labelPath + ": label " + std::to_string(label) + " (sequence " + std::to_string(i) + ") is not a class below " +
+      std::ostringstream value;
+      value << label;
+      throw Error(labelPath + ": label " + value.str() + " (sequence " + std::to_string(i) + ") is not a class below " +
                   std::to_string(limits.classes));
     }
     set.labels[i] = static_cast<std::uint8_t>(label);
@@ -147,6 +173,7 @@ std::size_t fill(LabelledImages& set, const std::vector<TextLine>& lines, const 
       }
       putId(set, i * limits.length + p, id);
     }
+    checkNotAllPadding(set, i, limits, path + ": example " + std::to_string(i + 1));
   }
   return cut;
 }
@@ -155,6 +182,7 @@ std::size_t fill(LabelledImages& set, const std::vector<TextLine>& lines, const 
 
 TextData readTextData(const std::string& directory, const ByteLevelBpe& tokenizer, std::uint32_t padId, const TokenLimits& limits) {
   const std::string trainPath = directory + "/train.jsonl", testPath = directory + "/test.jsonl";
+  checkClasses(limits, trainPath);
   const std::vector<TextLine> train = readLines(trainPath, tokenizer), test = readLines(testPath, tokenizer);
   TextData data;
   std::map<std::string, std::uint32_t> classOf;

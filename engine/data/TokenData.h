@@ -7,6 +7,7 @@
 #include "text/ByteLevelBpe.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,11 +18,13 @@ struct TokenLimits {
   std::uint32_t length = 0;
   std::uint32_t vocabulary = 0;
   std::uint32_t classes = 0;
+  // The id the network's mask layers hide: a sequence of nothing else leaves its attention no key to see.
+  std::optional<std::uint32_t> pad;
 };
 
 // DIR/train-ids.npy or DIR/test-ids.npy, [count, length] whole numbers below the vocabulary (any integer or float
-// dtype), and the matching -labels.npy, [count] whole numbers below the classes. Throws glnet::Error naming the file
-// and the first value or shape that does not fit.
+// dtype), and the matching -labels.npy, [count] whole numbers below the classes (at most 256). Throws glnet::Error
+// naming the file and the first value or shape that does not fit, or a sequence of padding alone.
 LabelledImages readTokenIdSplit(const std::string& directory, Split split, const TokenLimits& limits);
 
 struct TextData {

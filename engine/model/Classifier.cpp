@@ -137,6 +137,7 @@ Evaluation evaluate(const Context& context, const Network& network, const GpuIma
 std::vector<Prediction> predict(const Context& context, const Network& network, const std::vector<std::uint8_t>& pixels,
                                 std::size_t count, InferenceTimes* times) {
   if (count == 0) throw Error("there are no images to classify");
+  if (network.readsTokenIds()) throw Error("the network '" + network.architecture + "' reads token ids, not images; glnet_eval takes text data");
   if (pixels.size() != count * network.inputs()) {
     throw Error(std::to_string(pixels.size()) + " pixel values do not make " + std::to_string(count) + " images of " +
                 std::to_string(network.inputs()) + " inputs");

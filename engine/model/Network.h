@@ -69,6 +69,8 @@ struct Network {
   std::vector<std::string> classNames;
 
   std::size_t inputs() const { return elementCount(inputShape); }
+  // A described network whose embedding layer reads its input: it takes token ids, not pixels.
+  bool readsTokenIds() const { return description && tokenVocabulary(*description).has_value(); }
   std::uint32_t classes() const;
 
   // PyTorch's default initialisation (uniform in ±1/sqrt(fan_in)) from `seed`; "cnn", a built-in description's name

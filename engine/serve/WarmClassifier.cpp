@@ -22,6 +22,7 @@ WarmClassifier::WarmClassifier(const Context& context, const Network& network, s
       labels_(answerBuffer(capacity * sizeof(std::uint32_t), "label buffer")),
       probabilities_(answerBuffer(capacity * network.classes() * sizeof(float), "probability buffer")) {
   if (capacity == 0) throw Error("a warm classifier needs a capacity of at least one image");
+  if (network.readsTokenIds()) throw Error("the network '" + network.architecture + "' reads token ids, not images: glnet_serve classifies images");
   for (std::size_t size = 1;; size = std::min(size * 2, capacity)) {
     std::unique_ptr<Classifier> classifier;
     try {

@@ -184,6 +184,9 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
       nodes_(buildGraph(initial, static_cast<std::uint32_t>(batchShare_.count), true, options.labelSmoothing)),
       graph_(context, nodes_.graph, nodes_.loss, {nodes_.correct}, options.optimizer),
       plan_(context.limits()) {
+  if (train.images.tokenIds() && options.augment.enabled()) {
+    throw UsageError(optionName(options.augment.shift ? "augment-shift" : "augment-flip") + " moves images' pixels; texts have none");
+  }
   if (train.images.pixelsPerImage() != initial.inputs()) {
     throw Error("the model takes " + std::to_string(initial.inputs()) + " inputs but the training images have " +
                 std::to_string(train.images.pixelsPerImage()) + " pixels");

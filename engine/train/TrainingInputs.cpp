@@ -47,6 +47,11 @@ DataChoice dataChoice(const OptionValues& options, std::uint32_t seed) {
   }
   choice.directory = options.text("data");
   choice.size = options.has("size") ? static_cast<std::uint32_t>(options.integer("size", 1, 4096)) : 0;
+  for (const char* imagesOnly : {"size", "val-fraction"}) {
+    if ((choice.dataset == "text" || choice.dataset == "ids") && options.has(imagesOnly)) {
+      throw UsageError(optionName(imagesOnly) + " is for images, not " + optionSetting("dataset", choice.dataset));
+    }
+  }
   if (options.has("val-fraction")) {
     choice.validationFraction = options.number("val-fraction");
     if (!(choice.validationFraction > 0 && choice.validationFraction < 1)) throw UsageError(optionName("val-fraction") + " must be between 0 and 1");
@@ -113,7 +118,8 @@ TokenLimits tokenLimits(const Network& network, const std::string& dataset) {
     throw UsageError(optionSetting("dataset", dataset) + " gives token ids; the network '" + network.architecture +
                      "' reads " + describe(network.inputShape) + " values that no embedding layer takes as ids");
   }
-  return {static_cast<std::uint32_t>(network.inputs()), *vocabulary, network.classes()};
+  return {static_cast<std::uint32_t>(network.inputs()), *vocabulary, network.classes(),
+          network.description ? paddingId(*network.description) : std::nullopt};
 }
 
 TextData textData(const DataChoice& choice, const Network& network) {
@@ -137,7 +143,7 @@ TextData textData(const DataChoice& choice, const Network& network) {
 
 // Before reading images for a network that reads token ids.
 void refuseImagesForTokens(const DataChoice& choice, const Network& network) {
-  if (choice.dataset == "text" || choice.dataset == "ids" || !network.description || !tokenVocabulary(*network.description)) return;
+  if (choice.dataset == "text" || choice.dataset == "ids" || !network.readsTokenIds()) return;
   throw UsageError("the network '" + network.architecture + "' reads token ids (an embedding layer on its input), not the images of " +
                    optionSetting("dataset", choice.dataset) + "; give " + optionSetting("dataset", "text") + " or " + optionSetting("dataset", "ids"));
 }

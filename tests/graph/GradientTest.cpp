@@ -50,6 +50,20 @@ OpCase withKeyMask(OpCase c) {
   return c;
 }
 
+// Input 1 as a key padding mask hiding the first two keys of every sequence (left padding), and a third of the others
+// but the last.
+OpCase withLeadingKeysMasked(OpCase c) {
+  const std::uint32_t sequence = c.shapes[1].back();
+  c.adjust = [sequence](std::size_t i, std::vector<double>& values, std::mt19937& random) {
+    if (i != 1) return;
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      const std::size_t position = k % sequence;
+      values[k] = position < 2 || (position + 1 < sequence && random() % 3 == 0) ? -INFINITY : 0.0;
+    }
+  };
+  return c;
+}
+
 std::vector<OpCase> cases(std::uint32_t rows = 5) {
   const Shape x{rows, 7}, w{3, 7}, b{3};
   std::vector<OpCase> result = {
@@ -95,6 +109,7 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"self-attention, 2 heads of 3 features over 5 positions", selfAttentionOp(2), {{rows, 5, 18}}},
       {"self-attention, causal, 1 head of 8 features over 7 positions, two leading axes", selfAttentionOp(1, true), {{rows, 2, 7, 24}}},
       withKeyMask({"self-attention with a padding mask, 2 heads of 3 features over 6 positions", selfAttentionOp(2), {{rows, 6, 18}, {rows, 6}}}),
+      withLeadingKeysMasked({"self-attention, its first two keys masked", selfAttentionOp(3), {{rows, 6, 18}, {rows, 6}}}),
       withKeyMask({"self-attention, causal, with a padding mask, two leading axes", selfAttentionOp(1, true), {{rows, 2, 5, 12}, {rows, 2, 5}}}),
       withIds({"embedding of ids [N, 3] in a table of 11 rows of 5", embeddingOp(), {{rows, 3}, {11, 5}}}, 11),
       withIds({"embedding of 131 features (2 an invocation), ids [N, 2, 3]", embeddingOp(), {{rows, 2, 3}, {4, 131}}}, 4),
@@ -327,6 +342,38 @@ TEST_SUITE("gl") {
     checkAgainstReference(context, programs, withKeyMask({"2 heads of 32 features, a padding mask", selfAttentionOp(2), {{2, 70, 192}, {2, 70}}}), 2, random);
     checkAgainstReference(context, programs, {"causal, 1 head of 128 features", selfAttentionOp(1, true), {{2, 70, 384}}}, 2, random);
     checkAgainstReference(context, programs, withKeyMask({"causal, 1 head of 128 features, a padding mask", selfAttentionOp(1, true), {{1, 70, 384}, {1, 70}}}), 1, random);
+  }
+
+  TEST_CASE("self-attention over a sequence of padding alone gives NaN there, forward and backward, and the other sequence its numbers") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    auto random = test::generator(49);
+    const auto op = selfAttentionOp(2);
+    const Shape qkvShape{2, 5, 18}, maskShape{2, 5};
+    const std::vector<float> qkv = test::uniformFloats(random, elementCount(qkvShape));
+    std::vector<float> mask(10, 0.0f);
+    std::fill(mask.begin(), mask.begin() + 5, -INFINITY);  // the first sequence: every key hidden
+    const std::vector<double> qkv64(qkv.begin(), qkv.end()), mask64(mask.begin(), mask.end());
+    const std::vector<HostTensor64> host{{&qkv64, qkvShape}, {&mask64, maskShape}};
+    const std::vector<double> expected = op->referenceForward(host);
+    const std::vector<float> dY = test::uniformFloats(random, expected.size());
+    const std::vector<double> expectedGradient = op->referenceBackward(host, expected, {dY.begin(), dY.end()})[0];
+    Buffer qkvBuffer = Buffer::of(qkv), maskBuffer = Buffer::of(mask), dYBuffer = Buffer::of(dY);
+    const Shape outShape = op->outputShape({qkvShape, maskShape});
+    Buffer out(expected.size() * sizeof(float)), dQkv(qkv.size() * sizeof(float)), workspace(op->workspaceBytes({qkvShape, maskShape}) + 4);
+    out.fill(test::nanPoison);
+    dQkv.fill(test::nanPoison);
+    GpuTensor output{out, outShape};
+    output.workspace = BufferView(workspace);
+    const std::vector<GpuTensor> inputs{{qkvBuffer, qkvShape}, {maskBuffer, maskShape}};
+    Plan plan(context.limits());
+    op->forward(programs, plan, inputs, output);
+    op->backward(programs, plan, inputs, output, {dYBuffer, outShape}, {GradientTarget{dQkv, false}, std::nullopt});
+    plan.run();
+    // The reference is NaN exactly over the first sequence.
+    for (std::size_t i = 0; i < expected.size(); ++i) CHECK(std::isnan(expected[i]) == (i < expected.size() / 2));
+    test::checkNanPropagated(out.read<float>(), expected, 1e-5, 1e-4);
+    test::checkNanPropagated(dQkv.read<float>(), expectedGradient, 1e-5, 1e-4);
   }
 
   TEST_CASE("max pooling gives a window's NaN and passes its gradient to that NaN, on the GPU and in the reference") {
