@@ -55,7 +55,7 @@ expect 2 "error: --out is required" -- "$apps/glnet_train"
 expect 2 "error: --save-every must be an integer from 1 to" -- "$apps/glnet_train" --out x --save-every 0
 expect 1 "error: .*no-dir/m.safetensors: cannot write \(no directory" -- "$apps/glnet_train" --data "$mnist" --out "$work/no-dir/m.safetensors"
 expect 2 "error: unknown optimizer 'rmsprop'" -- "$apps/glnet_train" --out x --optimizer rmsprop
-expect 2 "error: --dataset is mnist, fashion, cifar10 or folder, not 'cifar'" -- "$apps/glnet_train" --out x --dataset cifar
+expect 2 "error: --dataset is mnist, fashion, cifar10, folder, text or ids, not 'cifar'" -- "$apps/glnet_train" --out x --dataset cifar
 expect 2 "error: architecture '784-x-10'" -- "$apps/glnet_train" --out x --arch 784-x-10
 expect 2 "error: the network '100-10' takes \[100\] inputs \(100 values\) but the images have 784 pixels" -- "$apps/glnet_train" --out x --arch 100-10 --data "$mnist"
 expect 2 "error: --lr must be a positive number" -- "$apps/glnet_train" --out x --lr -1

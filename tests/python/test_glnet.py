@@ -457,7 +457,7 @@ def test_train_takes_glnet_trains_options_and_fine_tunes_its_onnx_export(work):
         glnet.train(out=out, net=net, weight_decay=2.0)
     with pytest.raises(glnet.UsageError, match="^nesterov needs the momentum optimizer"):
         glnet.train(out=out, net=net, nesterov=True)
-    with pytest.raises(glnet.UsageError, match="the dataset is mnist, fashion, cifar10 or folder"):
+    with pytest.raises(glnet.UsageError, match="the dataset is mnist, fashion, cifar10, folder, text or ids"):
         glnet.train(out=out, net=net, dataset="imagenet")
 
 

@@ -48,7 +48,7 @@ TEST_CASE("a training run refuses bad options before it reads anything, naming t
   const test::TempDir dir;
   const std::string out = dir.file("m.safetensors");
   CHECK(usageError({}) == "--out is required");
-  CHECK(usageError({{"out", out}, {"dataset", "cifar"}}) == "--dataset is mnist, fashion, cifar10 or folder, not 'cifar'");
+  CHECK(usageError({{"out", out}, {"dataset", "cifar"}}) == "--dataset is mnist, fashion, cifar10, folder, text or ids, not 'cifar'");
   CHECK(usageError({{"out", out}, {"batch", "8"}, {"batch-per-rank", "4"}}) == "--batch and --batch-per-rank exclude each other");
   CHECK(usageError({{"out", out}, {"epochs", "0"}}) == "--epochs must be an integer from 1 to 1000000, not '0'");
   CHECK(usageError({{"out", out}, {"weights", "x"}}) == "unknown option --weights");
@@ -57,7 +57,7 @@ TEST_CASE("a training run refuses bad options before it reads anything, naming t
   const std::string dataset = usageError({{"out", out}, {"dataset", "imagenet"}});
   setOptionSpelling(OptionSpelling::flags);
   CHECK(keywords == "label_smoothing must be from 0 to below 1");
-  CHECK(dataset == "the dataset is mnist, fashion, cifar10 or folder, not 'imagenet'");
+  CHECK(dataset == "the dataset is mnist, fashion, cifar10, folder, text or ids, not 'imagenet'");
 }
 
 TEST_CASE("a training run takes a report interval from 0.01 to 86400 seconds, not 0, a negative one or NaN") {
