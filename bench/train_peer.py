@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """bench/train_peer.py NET.json DATA [options]: the PyTorch peer of glnet_train, on the GPU machine. Builds the network the
-description gives (the same layers, PyTorch's default initialisation), keeps the IDX data set on the GPU as uint8 (or
-the token ids of glnet's ids data set, DATA/train-ids.npy and the rest, as int64),
+description gives (the same layers, PyTorch's default initialisation), keeps the data set on the GPU as uint8 (IDX
+files, or an image folder DATA/train/CLASS/*.png and DATA/test/... read as glnet reads one: RGB planes, classes in name
+order; or the token ids of glnet's ids data set, DATA/train-ids.npy and the rest, as int64), standardizes images per
+channel with the training set's mean and deviation as glnet does,
 gathers, augments (shifts with zeros uncovered and flips, drawn per image and epoch before the epoch) and normalises each
 batch there, and runs each training step (forward, loss, backward, SGD/momentum/Adam/AdamW update with the same
 schedule) as one captured CUDA graph. fp32, TF32 off. Prints one JSON line per epoch (seconds of the steps alone, train
@@ -160,6 +162,28 @@ class Described(nn.Module):
         return y
 
 
+def load_images(data):
+    """(train images, train labels, test images, test labels) as NumPy arrays, images uint8 [N, C, H, W]: IDX files
+    (one channel), or an image folder DATA/train/CLASS/* and DATA/test/CLASS/* (RGB, classes in name order, files in
+    name order, as glnet reads them; the images must already be the network's size)."""
+    if not os.path.isdir(os.path.join(data, "train")):
+        return (idx(data, "train-images-idx3-ubyte")[:, None].copy(), idx(data, "train-labels-idx1-ubyte").astype(np.int64),
+                idx(data, "t10k-images-idx3-ubyte")[:, None].copy(), idx(data, "t10k-labels-idx1-ubyte").astype(np.int64))
+    from PIL import Image
+    classes = sorted(d for d in os.listdir(os.path.join(data, "train")) if os.path.isdir(os.path.join(data, "train", d)))
+    result = []
+    for split in ("train", "test"):
+        images, labels = [], []
+        for label, name in enumerate(classes):
+            folder = os.path.join(data, split, name)
+            for file in sorted(os.listdir(folder)):
+                with Image.open(os.path.join(folder, file)) as image:
+                    images.append(np.asarray(image.convert("RGB")).transpose(2, 0, 1))
+                labels.append(label)
+        result += [np.stack(images), np.array(labels, np.int64)]
+    return tuple(result)
+
+
 def schedule(args, steps_per_epoch):
     total = args.epochs * steps_per_epoch
     warmup = round(args.warmup_epochs * steps_per_epoch)
@@ -200,13 +224,12 @@ def main():
         train_x, train_y, test_x, test_y = (load(f"{split}-{part}.npy") for split in ("train", "test") for part in ("ids", "labels"))
         prepare = lambda ids: ids
     else:
-        train_x = torch.from_numpy(idx(args.data, "train-images-idx3-ubyte").copy()).to(device)
-        train_y = torch.from_numpy(idx(args.data, "train-labels-idx1-ubyte").astype(np.int64)).to(device)
-        test_x = torch.from_numpy(idx(args.data, "t10k-images-idx3-ubyte").copy()).to(device)
-        test_y = torch.from_numpy(idx(args.data, "t10k-labels-idx1-ubyte").astype(np.int64)).to(device)
-        pixels = train_x.float() / 255
-        mean, std = pixels.mean().item(), pixels.std().item()
-        prepare = lambda images: ((images.float() / 255 - mean) / std).unsqueeze(1)
+        train_x, train_y, test_x, test_y = (torch.from_numpy(a).to(device) for a in load_images(args.data))
+        # glnet_train's standardization: each channel's mean and (population) deviation over the training images.
+        pixels = train_x.double() / 255
+        mean = pixels.mean(dim=(0, 2, 3), keepdim=True).float()
+        std = pixels.std(dim=(0, 2, 3), unbiased=False, keepdim=True).float()
+        prepare = lambda images: (images.float() / 255 - mean) / std
     model = Described(json.load(open(args.net))).to(device)
     decayed = [p for p in model.parameters() if p.dim() >= 2]
     others = [p for p in model.parameters() if p.dim() < 2]
@@ -255,21 +278,23 @@ def main():
     n, b = train_x.shape[0], args.batch
     steps = n // b
     at = schedule(args, steps)
-    h, w = train_x.shape[1], train_x.shape[-1]
+    h, w = train_x.shape[-2], train_x.shape[-1]
     static_index = torch.zeros(b, dtype=torch.int64, device=device)
     static_shift = torch.zeros(b, 3, dtype=torch.int64, device=device)  # dx, dy, flip
-    rows = torch.arange(h, device=device).view(1, h, 1)
-    cols = torch.arange(w, device=device).view(1, 1, w)
+    rows = torch.arange(h, device=device).view(1, 1, h, 1)
+    cols = torch.arange(w, device=device).view(1, 1, 1, w)
 
     def batch():
-        images = train_x[static_index]  # [b, h, w] uint8
+        images = train_x[static_index]  # [b, C, h, w] uint8, or [b, S] ids
         if args.augment_shift or args.augment_flip:
-            dx, dy, flip = static_shift[:, 0].view(b, 1, 1), static_shift[:, 1].view(b, 1, 1), static_shift[:, 2].view(b, 1, 1)
+            c = images.shape[1]
+            dx, dy, flip = (static_shift[:, k].view(b, 1, 1, 1) for k in range(3))
             x = torch.where(flip == 1, w - 1 - cols, cols) - dx
             y = rows - dy
             inside = (x >= 0) & (x < w) & (y >= 0) & (y < h)
-            flat = (y.clamp(0, h - 1) * w + x.clamp(0, w - 1))
-            images = torch.where(inside, torch.gather(images.view(b, -1), 1, flat.view(b, -1)).view(b, h, w), torch.zeros_like(images))
+            flat = (y.clamp(0, h - 1) * w + x.clamp(0, w - 1)).view(b, 1, -1).expand(b, c, -1)
+            moved = torch.gather(images.view(b, c, -1), 2, flat).view(b, c, h, w)
+            images = torch.where(inside, moved, torch.zeros_like(images))
         return prepare(images)
 
     def step():
