@@ -69,19 +69,18 @@ class SelfAttention : public Op {
     const Sizes s = sizesOf(in[0].shape);
     const std::uint32_t pairs = s.batch * s.heads;
     const BufferView stats(*out.workspace->buffer, out.workspace->offset + attentionBytes(s), rowStatisticsBytes(s));
-    // AttentionGradient.glsl's work groups of 64 rows, and its tiles of the other side's rows: 2·TILE·D floats of
-    // shared memory, 16 KiB, at most 64 rows.
-    constexpr std::uint32_t groupRows = 64, mostGroups = 65535;
-    const std::uint32_t tile = std::clamp<std::uint32_t>(2048 / s.features, 1, groupRows);
+    const auto [own, other] = gradientBlocks(s.features);
     for (const char* pass : {"ATTENTION_GRADIENT_QUERIES", "ATTENTION_GRADIENT_KEYS"}) {
-      std::vector<ShaderDefine> defines{{pass, "1"}, {"HEAD_D", std::to_string(s.features)}, {"TILE", std::to_string(tile)}};
+      std::vector<ShaderDefine> defines{{pass, "1"}, {"HEAD_D", std::to_string(s.features)}, {"OWN_ROWS", std::to_string(own)},
+                                        {"OTHER_ROWS", std::to_string(other)}};
       if (causal_) defines.push_back({"CAUSAL", "1"});
       if (in.size() == 2) defines.push_back({"KEY_MASK", "1"});
       const bool queries = std::string(pass) == "ATTENTION_GRADIENT_QUERIES";
       Dispatch dispatch;
       dispatch.program = &programs.get("AttentionGradient.glsl", defines);
       dispatch.label = name() + (queries ? " dQ" : " dK dV");
-      dispatch.groups = {(s.sequence + groupRows - 1) / groupRows, std::min(pairs, mostGroups), (pairs + mostGroups - 1) / mostGroups};
+      constexpr std::uint32_t mostGroups = 65535;  // along one axis (GL's guaranteed minimum)
+      dispatch.groups = {(s.sequence + own - 1) / own, std::min(pairs, mostGroups), (pairs + mostGroups - 1) / mostGroups};
       dispatch.buffers = {{0, in[0].view, Access::read}, {1, out.view, Access::read}, {2, dOut.view, Access::read},
                           {3, targets[0]->view, targets[0]->accumulate ? Access::readWrite : Access::write},
                           {4, stats, queries ? Access::write : Access::read}};
@@ -131,6 +130,17 @@ class SelfAttention : public Op {
 
  private:
   double scaleOf(const Sizes& s) const { return 1.0 / std::sqrt(static_cast<double>(s.features)); }
+  // AttentionGradient.glsl's block of own rows (up to 32) and tile of the other side's (half as many): the most whose
+  // shared memory (rows of D + 1 floats, two tile matrices, per-row pairs) stays within OpenGL's minimum of 32 KiB.
+  std::pair<std::uint32_t, std::uint32_t> gradientBlocks(std::uint32_t features) const {
+    constexpr std::size_t mostSharedFloats = 8000;
+    for (std::uint32_t own = 32; own >= 1; own /= 2) {
+      const std::uint32_t other = std::max<std::uint32_t>(own / 2, 1);
+      const std::size_t floats = 2 * std::size_t{own + other} * (features + 1) + 2 * std::size_t{own} * (other + 1) + 2 * (own + other);
+      if (floats <= mostSharedFloats) return {own, other};
+    }
+    throw Error(name() + ": heads of " + std::to_string(features) + " features are too wide for its backward pass's 32 KiB of shared memory");
+  }
   AttentionSettings settings(const Sizes& s) const {
     AttentionSettings settings;
     settings.scale = static_cast<float>(scaleOf(s));

@@ -334,11 +334,13 @@ TEST_SUITE("gl") {
     }
   }
 
-  TEST_CASE("self-attention's backward pass across its work groups of 64 rows and its tiles of 64 and 16 rows") {
+  TEST_CASE("self-attention's backward pass across its blocks of rows and their tiles") {
     Context& context = test::glContext();
     auto random = test::generator(48);
     ProgramCache programs;
-    // 70 positions: two groups of rows, the second of 6; D = 32 stages tiles of 64 rows, D = 128 tiles of 16.
+    // 70 positions: D = 32 and 64 in blocks of 32 rows (the last of 6) and tiles of 16, D = 128 in blocks of 16 and
+    // tiles of 8; causal blocks start their query tiles before their first key.
+    checkAgainstReference(context, programs, {"1 head of 64 features", selfAttentionOp(1), {{2, 70, 192}}}, 2, random);
     checkAgainstReference(context, programs, withKeyMask({"2 heads of 32 features, a padding mask", selfAttentionOp(2), {{2, 70, 192}, {2, 70}}}), 2, random);
     checkAgainstReference(context, programs, {"causal, 1 head of 128 features", selfAttentionOp(1, true), {{2, 70, 384}}}, 2, random);
     checkAgainstReference(context, programs, withKeyMask({"causal, 1 head of 128 features, a padding mask", selfAttentionOp(1, true), {{1, 70, 384}, {1, 70}}}), 1, random);
