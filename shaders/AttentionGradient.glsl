@@ -46,8 +46,12 @@ layout(location = 2) uniform uint H;
 layout(location = 3) uniform float scale;
 layout(location = 4) uniform uint added;
 
-// Rows of D features, one longer so that invocations reading one feature of consecutive rows hit distinct banks.
-#define PITCH (HEAD_D + 1)
+// Rows of D features padded to an odd count, so that invocations reading one feature of consecutive rows hit distinct
+// banks (the host reserves D + 1).
+#define PITCH (HEAD_D | 1)
+#if OWN_ROWS > GROUP || OTHER_ROWS > GROUP || OWN_ROWS % OTHER_ROWS != 0
+#error OWN_ROWS and OTHER_ROWS are at most GROUP, OTHER_ROWS dividing OWN_ROWS
+#endif
 // The block's own rows (Q and dO for QUERIES, K and V for KEYS) and a tile of the other side's (K and V, or Q and dO).
 shared float ownA[OWN_ROWS * PITCH];
 shared float ownB[OWN_ROWS * PITCH];
@@ -62,7 +66,8 @@ shared vec2 otherRows[OTHER_ROWS];
 shared vec2 ownRows[OWN_ROWS];
 
 #define NEGATIVE_INFINITY uintBitsToFloat(0xff800000u)
-// The accumulators an invocation owns: entries t, t + GROUP, ... of OWN_ROWS × D.
+// The accumulators an invocation owns: entries t, t + GROUP, ... of OWN_ROWS × D, row-major (a warp's consecutive
+// features of one row: its writes are consecutive).
 #define OWNED ((OWN_ROWS * HEAD_D + GROUP - 1) / GROUP)
 
 uint E, projection, outputs;
@@ -91,10 +96,11 @@ void main() {
     ownA[row * PITCH + f] = query < S ? part(query, 0u, f) : 0.0;
     ownB[row * PITCH + f] = query < S ? dO[outputs + query * E + f] : 0.0;
   }
+  barrier();
   if (t < uint(OWN_ROWS)) {
     uint query = firstOwn + t;
     float delta = 0.0;
-    for (uint f = 0u; f < uint(HEAD_D) && query < S; ++f) delta += dO[outputs + query * E + f] * O[outputs + query * E + f];
+    for (uint f = 0u; f < uint(HEAD_D) && query < S; ++f) delta += ownB[t * PITCH + f] * O[outputs + query * E + f];
     ownRows[t] = vec2(0.0, delta);
   }
 #ifdef CAUSAL
@@ -111,7 +117,7 @@ void main() {
       for (uint at = t; at < uint(OTHER_ROWS * HEAD_D); at += uint(GROUP)) {
         uint row = at / uint(HEAD_D), f = at % uint(HEAD_D), key = first + row;
         otherA[row * PITCH + f] = key < S ? part(key, 1u, f) : 0.0;
-        otherB[row * PITCH + f] = key < S && walk == 1u ? part(key, 2u, f) : 0.0;
+        if (walk == 1u) otherB[row * PITCH + f] = key < S ? part(key, 2u, f) : 0.0;
       }
       if (t < uint(OTHER_ROWS)) otherRows[t] = vec2(first + t < S ? KEY_MASK_AT(batch, first + t) : NEGATIVE_INFINITY, 0.0);
       barrier();
@@ -148,24 +154,29 @@ void main() {
         }
       } else {
         for (uint j = 0u; j < uint(OWNED); ++j) {
-          uint at = t + j * uint(GROUP), row = at % uint(OWN_ROWS), f = at / uint(OWN_ROWS);
-          if (f >= uint(HEAD_D)) continue;
+          uint at = t + j * uint(GROUP), row = at / uint(HEAD_D), f = at % uint(HEAD_D);
+          if (row >= uint(OWN_ROWS)) continue;
           for (uint column = 0u; column < uint(OTHER_ROWS); ++column) {
-            sums[j] += tileDS[row * uint(OTHER_ROWS + 1) + column] * otherA[column * PITCH + f];
+            float term = tileDS[row * uint(OTHER_ROWS + 1) + column] * otherA[column * PITCH + f];
+#ifdef CAUSAL
+            // A key the query does not see adds nothing, not 0·K (NaN for a NaN in K).
+            term = first + column > firstOwn + row ? 0.0 : term;
+#endif
+            sums[j] += term;
           }
         }
       }
     }
     if (walk == 0u && t < uint(OWN_ROWS)) {
       // A query that sees no key: L = −inf, and every P of its row NaN below, as the forward pass gives NaN.
-      float logSum = largest + log(total);
+      float logSum = total == 0.0 ? NEGATIVE_INFINITY : largest + log(total);  // log(0) is undefined in GLSL
       ownRows[t].x = logSum;
       if (firstOwn + t < S) stats[lines + firstOwn + t] = vec2(logSum, ownRows[t].y);
     }
   }
   for (uint j = 0u; j < uint(OWNED); ++j) {
-    uint at = t + j * uint(GROUP), row = at % uint(OWN_ROWS), f = at / uint(OWN_ROWS), query = firstOwn + row;
-    if (f >= uint(HEAD_D) || query >= S) continue;
+    uint at = t + j * uint(GROUP), row = at / uint(HEAD_D), f = at % uint(HEAD_D), query = firstOwn + row;
+    if (row >= uint(OWN_ROWS) || query >= S) continue;
     uint to = projection + query * 3u * E + f;
     dqkv[to] = (added != 0u ? dqkv[to] : 0.0) + scale * sums[j];
   }
@@ -211,17 +222,25 @@ void main() {
     }
     barrier();
     for (uint j = 0u; j < uint(OWNED); ++j) {
-      uint at = t + j * uint(GROUP), column = at % uint(OWN_ROWS), f = at / uint(OWN_ROWS);
-      if (f >= uint(HEAD_D)) continue;
+      uint at = t + j * uint(GROUP), column = at / uint(HEAD_D), f = at % uint(HEAD_D);
+      if (column >= uint(OWN_ROWS)) continue;
       for (uint row = 0u; row < uint(OTHER_ROWS); ++row) {
-        sums[j] += tileP[row * uint(OWN_ROWS) + column] * otherB[row * PITCH + f];   // dV
-        sums2[j] += tileDS[row * uint(OWN_ROWS) + column] * otherA[row * PITCH + f];  // dK
+        float value = tileP[row * uint(OWN_ROWS) + column] * otherB[row * PITCH + f];  // dV
+        float key = tileDS[row * uint(OWN_ROWS) + column] * otherA[row * PITCH + f];   // dK
+#ifdef CAUSAL
+        // A query that does not see the key adds nothing, not 0·Q (NaN for a NaN in Q).
+        bool unseen = first + row < firstOwn + column;
+        value = unseen ? 0.0 : value;
+        key = unseen ? 0.0 : key;
+#endif
+        sums[j] += value;
+        sums2[j] += key;
       }
     }
   }
   for (uint j = 0u; j < uint(OWNED); ++j) {
-    uint at = t + j * uint(GROUP), column = at % uint(OWN_ROWS), f = at / uint(OWN_ROWS), key = firstOwn + column;
-    if (f >= uint(HEAD_D) || key >= S) continue;
+    uint at = t + j * uint(GROUP), column = at / uint(HEAD_D), f = at % uint(HEAD_D), key = firstOwn + column;
+    if (column >= uint(OWN_ROWS) || key >= S) continue;
     uint keyAt = projection + key * 3u * E + E + f, valueAt = keyAt + E;
     dqkv[keyAt] = (added != 0u ? dqkv[keyAt] : 0.0) + scale * sums2[j];
     dqkv[valueAt] = (added != 0u ? dqkv[valueAt] : 0.0) + sums[j];

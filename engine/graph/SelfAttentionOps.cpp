@@ -5,6 +5,7 @@
 #include "graph/Ops.h"
 
 #include "base/check.h"
+#include "gl/Limits.h"
 #include "plan/Groups.h"
 
 #include <algorithm>
@@ -131,15 +132,18 @@ class SelfAttention : public Op {
  private:
   double scaleOf(const Sizes& s) const { return 1.0 / std::sqrt(static_cast<double>(s.features)); }
   // AttentionGradient.glsl's block of own rows (up to 32) and tile of the other side's (half as many): the most whose
-  // shared memory (rows of D + 1 floats, two tile matrices, per-row pairs) stays within OpenGL's minimum of 32 KiB.
+  // shared memory (rows of D + 1 floats, two tile matrices, per-row pairs) fits the device's.
   std::pair<std::uint32_t, std::uint32_t> gradientBlocks(std::uint32_t features) const {
-    constexpr std::size_t mostSharedFloats = 8000;
+    const auto room = static_cast<std::size_t>(currentLimits().maxSharedMemoryBytes);
+    const auto bytes = [&](std::uint32_t own, std::uint32_t other) {
+      return sizeof(float) * (2 * std::size_t{own + other} * (features + 1) + 2 * std::size_t{own} * (other + 1) + 2 * (own + other));
+    };
     for (std::uint32_t own = 32; own >= 1; own /= 2) {
       const std::uint32_t other = std::max<std::uint32_t>(own / 2, 1);
-      const std::size_t floats = 2 * std::size_t{own + other} * (features + 1) + 2 * std::size_t{own} * (other + 1) + 2 * (own + other);
-      if (floats <= mostSharedFloats) return {own, other};
+      if (bytes(own, other) <= room) return {own, other};
     }
-    throw Error(name() + ": heads of " + std::to_string(features) + " features are too wide for its backward pass's 32 KiB of shared memory");
+    throw DeviceLimitError(name() + "'s backward pass over heads of " + std::to_string(features) + " features needs " + std::to_string(bytes(1, 1)) +
+                           " bytes of shared memory; this device has " + std::to_string(room) + " (GL_MAX_COMPUTE_SHARED_MEMORY_SIZE)");
   }
   AttentionSettings settings(const Sizes& s) const {
     AttentionSettings settings;

@@ -339,8 +339,11 @@ TEST_SUITE("gl") {
     auto random = test::generator(48);
     ProgramCache programs;
     // 70 positions: D = 32 and 64 in blocks of 32 rows (the last of 6) and tiles of 16, D = 128 in blocks of 16 and
-    // tiles of 8; causal blocks start their query tiles before their first key.
+    // tiles of 8 (as a device of 32 KiB of shared memory picks them); D = 5 and 70 leave the last invocations of a
+    // block's accumulators without a feature.
     checkAgainstReference(context, programs, {"1 head of 64 features", selfAttentionOp(1), {{2, 70, 192}}}, 2, random);
+    checkAgainstReference(context, programs, {"causal, 3 heads of 5 features", selfAttentionOp(3, true), {{2, 70, 45}}}, 2, random);
+    checkAgainstReference(context, programs, withKeyMask({"1 head of 70 features, a padding mask", selfAttentionOp(1), {{1, 70, 210}, {1, 70}}}), 1, random);
     checkAgainstReference(context, programs, withKeyMask({"2 heads of 32 features, a padding mask", selfAttentionOp(2), {{2, 70, 192}, {2, 70}}}), 2, random);
     checkAgainstReference(context, programs, {"causal, 1 head of 128 features", selfAttentionOp(1, true), {{2, 70, 384}}}, 2, random);
     checkAgainstReference(context, programs, withKeyMask({"causal, 1 head of 128 features, a padding mask", selfAttentionOp(1, true), {{1, 70, 384}, {1, 70}}}), 1, random);
@@ -376,6 +379,39 @@ TEST_SUITE("gl") {
     for (std::size_t i = 0; i < expected.size(); ++i) CHECK(std::isnan(expected[i]) == (i < expected.size() / 2));
     test::checkNanPropagated(out.read<float>(), expected, 1e-5, 1e-4);
     test::checkNanPropagated(dQkv.read<float>(), expectedGradient, 1e-5, 1e-4);
+  }
+
+  TEST_CASE("causal self-attention: a NaN at one position reaches only the gradients that depend on it") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    auto random = test::generator(50);
+    const auto op = selfAttentionOp(1, true);
+    const Shape shape{1, 40, 24};  // one head of 8 features
+    // A NaN in the key of position 30 (later queries' rows only: dQ of the earlier ones stays finite), then in the
+    // query of position 5 (the keys it sees: dK and dV of the later ones stay finite).
+    for (const std::size_t poisoned : {std::size_t{30 * 24 + 8}, std::size_t{5 * 24}}) {
+      CAPTURE(poisoned);
+      std::vector<float> qkv = test::uniformFloats(random, elementCount(shape));
+      qkv[poisoned] = NAN;
+      const std::vector<double> qkv64(qkv.begin(), qkv.end());
+      const std::vector<HostTensor64> host{{&qkv64, shape}};
+      const std::vector<double> expected = op->referenceForward(host);
+      const std::vector<float> dY = test::uniformFloats(random, expected.size());
+      const std::vector<double> expectedGradient = op->referenceBackward(host, expected, {dY.begin(), dY.end()})[0];
+      Buffer qkvBuffer = Buffer::of(qkv), dYBuffer = Buffer::of(dY);
+      const Shape outShape = op->outputShape({shape});
+      Buffer out(expected.size() * sizeof(float)), dQkv(qkv.size() * sizeof(float)), workspace(op->workspaceBytes({shape}) + 4);
+      out.fill(test::nanPoison);
+      dQkv.fill(test::nanPoison);
+      GpuTensor output{out, outShape};
+      output.workspace = BufferView(workspace);
+      Plan plan(context.limits());
+      op->forward(programs, plan, {{qkvBuffer, shape}}, output);
+      op->backward(programs, plan, {{qkvBuffer, shape}}, output, {dYBuffer, outShape}, {GradientTarget{dQkv, false}});
+      plan.run();
+      test::checkNanPropagated(out.read<float>(), expected, 1e-5, 1e-4);
+      test::checkNanPropagated(dQkv.read<float>(), expectedGradient, 1e-5, 1e-4);
+    }
   }
 
   TEST_CASE("max pooling gives a window's NaN and passes its gradient to that NaN, on the GPU and in the reference") {
