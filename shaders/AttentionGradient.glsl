@@ -48,15 +48,16 @@ layout(location = 4) uniform uint added;
 
 // Rows of D features padded to an odd count, so that invocations reading one feature of consecutive rows hit distinct
 // banks (the host reserves D + 1).
-#define PITCH (HEAD_D | 1)
+#define ROW_FLOATS (HEAD_D | 1)
+#define PITCH uint(ROW_FLOATS)
 #if OWN_ROWS > GROUP || OTHER_ROWS > GROUP || OWN_ROWS % OTHER_ROWS != 0
 #error OWN_ROWS and OTHER_ROWS are at most GROUP, OTHER_ROWS dividing OWN_ROWS
 #endif
 // The block's own rows (Q and dO for QUERIES, K and V for KEYS) and a tile of the other side's (K and V, or Q and dO).
-shared float ownA[OWN_ROWS * PITCH];
-shared float ownB[OWN_ROWS * PITCH];
-shared float otherA[OTHER_ROWS * PITCH];
-shared float otherB[OTHER_ROWS * PITCH];
+shared float ownA[OWN_ROWS * ROW_FLOATS];
+shared float ownB[OWN_ROWS * ROW_FLOATS];
+shared float otherA[OTHER_ROWS * ROW_FLOATS];
+shared float otherB[OTHER_ROWS * ROW_FLOATS];
 // The tile's matrices [other][own] (KEYS: P and dS) or [own][other + 1] (QUERIES: scores, then dS).
 #define TILE_ENTRIES (OWN_ROWS * (OTHER_ROWS + 1))
 shared float tileP[TILE_ENTRIES];
