@@ -122,10 +122,22 @@ int main(int argc, char** argv) {
         });
     if (!leader) return 0;
     std::fprintf(info, "%s\n", run.filesWritten().c_str());
+    nlohmann::json profile = nlohmann::json::object();
+    if (settings.profile) {
+      double total = 0;
+      const std::vector<std::pair<std::string, double>> kinds = run.profileStep();
+      for (const auto& [kind, ms] : kinds) total += ms;
+      std::fprintf(info, "one more step, each dispatch timed (not saved): %.3f ms of GPU time\n", total);
+      for (const auto& [kind, ms] : kinds) {
+        std::fprintf(info, "  %9.3f ms  %5.1f %%  %s\n", ms, 100 * ms / std::max(total, 1e-9), kind.c_str());
+        profile[kind] = ms;
+      }
+    }
     if (json) {
       nlohmann::json report{{"device", context->device().renderer}, {"architecture", run.architecture()}, {"ranks", ranks.size()},
                             {"model", settings.out}, {"checkpoint", settings.checkpoint}, {"epochs", epochs}};
       if (!settings.exportOnnx.empty()) report["onnx"] = settings.exportOnnx;
+      if (settings.profile) report["step_profile_ms"] = profile;
       std::cout << report.dump(2) << "\n";
     }
     return 0;

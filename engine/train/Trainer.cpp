@@ -227,6 +227,17 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   exchange_ = std::make_unique<GradientExchange>(context, graph_, plan_, feedPrograms_, options, ranks);
 }
 
+std::vector<std::pair<std::string, double>> Trainer::timeStep() const {
+  std::vector<std::pair<std::string, double>> timed;
+  for (const Plan* plan : {&plan_, updatePlan_ ? &*updatePlan_ : nullptr}) {
+    if (!plan) continue;
+    const std::vector<double> milliseconds = plan->runTimed();
+    const std::vector<std::string> labels = plan->labels();
+    for (std::size_t d = 0; d < labels.size(); ++d) timed.emplace_back(labels[d], milliseconds[d]);
+  }
+  return timed;
+}
+
 std::uint32_t Trainer::firstRow(std::size_t step, std::uint32_t batch) const {
   return static_cast<std::uint32_t>(((step - 1) * options_.accumulate + batch) * globalRows_ + batchShare_.first);
 }

@@ -76,6 +76,8 @@ class Trainer {
   Shard batchShare() const { return batchShare_; }
   double compileMilliseconds() const { return graph_.compileMilliseconds(); }
   const Plan& plan() const { return plan_; }
+  // One more step (its gradient plan and update), each dispatch timed: (label, GPU milliseconds) in order.
+  std::vector<std::pair<std::string, double>> timeStep() const;
 
  private:
   std::vector<std::uint32_t> epochOrder(int epoch) const;

@@ -5,6 +5,8 @@
 #include "convert/OnnxExport.h"
 
 #include <algorithm>
+#include <sstream>
+#include <map>
 #include <climits>
 #include <cstdarg>
 #include <cstdint>
@@ -171,6 +173,8 @@ const std::vector<TrainingFlag>& trainingFlags() {
        "write the model and the checkpoint after every N-th epoch and the last (a large model's files take long to write, and "
        "the GPU idles meanwhile)",
        "1", false, [](V v, S s) { s.saveEvery = static_cast<int>(v.integer("save-every", 1, 1 << 30)); }},
+      {"profile", "", "after the last epoch, time one more step dispatch by dispatch (its update is not saved) and report the GPU time by kind of dispatch", "", false,
+       [](V v, S s) { s.profile = v.has("profile"); }},
       {"log-every", "N", "steps between loss read-backs", "100", true,
        [](V v, S s) { s.options.logEvery = static_cast<std::size_t>(v.integer("log-every", 1, 1L << 30)); }},
       {"progress-every", "SECONDS", "without a terminal (a log file, CI): a progress line at least this often",
@@ -294,6 +298,22 @@ void TrainingRun::start(const Context& context) {
   trainer_ = std::make_unique<Trainer>(context, initial_, sets_->train, sets_->test, settings_.options, ranks_);
   if (resume_) trainer_->restore(*resume_);
   sets_.reset();  // on the GPU now
+}
+
+std::vector<std::pair<std::string, double>> TrainingRun::profileStep() const {
+  GLNET_ASSERT(trainer_, "TrainingRun::profileStep after start");
+  std::map<std::string, double> byKind;
+  for (const auto& [label, ms] : trainer_->timeStep()) {
+    std::string kind;
+    std::istringstream words(label);
+    for (std::string word; words >> word && std::none_of(word.begin(), word.end(), [](char c) { return c >= '0' && c <= '9'; });) {
+      kind += (kind.empty() ? "" : " ") + word;
+    }
+    byKind[kind.empty() ? label : kind] += ms;
+  }
+  std::vector<std::pair<std::string, double>> sorted(byKind.begin(), byKind.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  return sorted;
 }
 
 std::vector<std::string> TrainingRun::summary() const {

@@ -27,6 +27,7 @@ struct TrainingSettings {
   bool standardize = true;  // else x/255, as the reference notebook feeds it
   std::string out, checkpoint, exportOnnx, resume;  // exportOnnx, resume: empty when not asked for
   int saveEvery = 1;
+  bool profile = false;  // after the last epoch, one more step timed dispatch by dispatch (TrainingRun::profileStep)
   double progressSeconds = progressLineSeconds;  // without a terminal, a progress line at least this often
 };
 
@@ -88,6 +89,11 @@ class TrainingRun {
   void run(const std::function<void(const TrainingProgress&)>& progress, const std::function<void(const EpochResult&)>& epochDone);
   // Frees the GPU resources, on the thread that owns the context.
   void stop();
+
+  // One more training step, timed dispatch by dispatch, after the files are written (its update is never saved): the
+  // GPU milliseconds of each kind of dispatch (a label up to its first word with a digit: "dense dW 64x64" is "dense
+  // dW"), largest first, for this rank.
+  std::vector<std::pair<std::string, double>> profileStep() const;
 
   // "wrote M.safetensors (checkpoint M.checkpoint.safetensors)": the files the run leaves.
   std::string filesWritten() const;
