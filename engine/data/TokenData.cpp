@@ -50,6 +50,10 @@ void checkClasses(const TokenLimits& limits, const std::string& path) {
 // Refuses sequence i when it is padding alone: attention masked to no key gives NaN.
 void checkNotAllPadding(const LabelledImages& set, std::size_t i, const TokenLimits& limits, const std::string& where) {
   if (!limits.pad) return;
+  if (limits.padFirstHidesAll && idAt(set, i * limits.length) == *limits.pad) {
+    throw Error(where + " starts with padding (id " + std::to_string(*limits.pad) +
+                "): a causal attention's first queries would see no position (pad at the end)");
+  }
   for (std::uint32_t p = 0; p < limits.length; ++p) {
     if (idAt(set, i * limits.length + p) != *limits.pad) return;
   }

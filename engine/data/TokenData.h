@@ -20,6 +20,8 @@ struct TokenLimits {
   std::uint32_t classes = 0;
   // The id the network's mask layers hide: a sequence of nothing else leaves its attention no key to see.
   std::optional<std::uint32_t> pad;
+  // A causal attention reads the mask: a sequence that starts with padding leaves its first queries no key either.
+  bool padFirstHidesAll = false;
 };
 
 // DIR/train-ids.npy or DIR/test-ids.npy, [count, length] whole numbers below the vocabulary (any integer or float

@@ -89,6 +89,9 @@ using ParameterSource = std::function<Tensor(const std::string& name, const Shap
 // read it (nothing when none does). Throws glnet::Error when two mask layers hide different ids.
 std::optional<std::uint32_t> tokenVocabulary(const NetDescription& description);
 std::optional<std::uint32_t> paddingId(const NetDescription& description);
+// Whether a causal attention layer reads a mask: then a sequence that starts with padding leaves its first queries no
+// key to see.
+bool masksCausalAttention(const NetDescription& description);
 
 // The layers applied to `images` in `graph`; returns the last layer's output. `training`: batch normalization uses the
 // batch's statistics. Shape errors name the layer.

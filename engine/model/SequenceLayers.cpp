@@ -112,6 +112,12 @@ std::optional<std::uint32_t> tokenVocabulary(const NetDescription& description) 
   return rows;
 }
 
+bool masksCausalAttention(const NetDescription& description) {
+  return std::any_of(description.layers.begin(), description.layers.end(), [](const LayerDescription& layer) {
+    return layerKindOf(layer) == LayerKind::attention && layer.causal && layer.inputs.size() == 2;
+  });
+}
+
 std::optional<std::uint32_t> paddingId(const NetDescription& description) {
   std::optional<std::uint32_t> pad;
   for (const LayerDescription* layer : onInput(description, LayerKind::mask)) {

@@ -119,7 +119,8 @@ TokenLimits tokenLimits(const Network& network, const std::string& dataset) {
                      "' reads " + describe(network.inputShape) + " values that no embedding layer takes as ids");
   }
   return {static_cast<std::uint32_t>(network.inputs()), *vocabulary, network.classes(),
-          network.description ? paddingId(*network.description) : std::nullopt};
+          network.description ? paddingId(*network.description) : std::nullopt,
+          network.description && masksCausalAttention(*network.description)};
 }
 
 TextData textData(const DataChoice& choice, const Network& network) {

@@ -32,7 +32,7 @@ void writeIds(const test::TempDir& directory, const std::string& split, const st
 
 TEST_CASE("an ids data set is read as 4-byte token ids with its labels, and every value that does not fit is refused") {
   test::TempDir directory;
-  const TokenLimits limits{3, 10, 2, std::nullopt};
+  const TokenLimits limits{3, 10, 2, std::nullopt, false};
   writeIds(directory, "train", {2, 3}, {1, 2, 0, 9, 4, 0}, {1, 0});
   const LabelledImages set = readTokenIdSplit(directory.path().string(), Split::train, limits);
   CHECK(set.images.tokenIds());
@@ -58,16 +58,21 @@ TEST_CASE("an ids data set is read as 4-byte token ids with its labels, and ever
   // With a mask layer's padding id, a sequence of nothing else is refused (its attention would see no key).
   writeIds(directory, "test", {2, 3}, {1, 2, 0, 0, 0, 0}, {1, 0});
   CHECK_NOTHROW(readTokenIdSplit(directory.path().string(), Split::test, limits));
-  CHECK_THROWS_WITH(readTokenIdSplit(directory.path().string(), Split::test, {3, 10, 2, 0}),
+  CHECK_THROWS_WITH(readTokenIdSplit(directory.path().string(), Split::test, {3, 10, 2, 0, false}),
                     doctest::Contains("test-ids.npy: sequence 1 is padding (id 0) alone: its attention would see no position"));
-  CHECK_THROWS_WITH(readTokenIdSplit(directory.path().string(), Split::test, {3, 10, 300, std::nullopt}),
+  // A causal attention reading the mask: a sequence may not start with padding either.
+  writeIds(directory, "test", {2, 3}, {1, 2, 0, 0, 4, 5}, {1, 0});
+  CHECK_NOTHROW(readTokenIdSplit(directory.path().string(), Split::test, {3, 10, 2, 0, false}));
+  CHECK_THROWS_WITH(readTokenIdSplit(directory.path().string(), Split::test, {3, 10, 2, 0, true}),
+                    doctest::Contains("test-ids.npy: sequence 1 starts with padding (id 0): a causal attention's first queries would see no position"));
+  CHECK_THROWS_WITH(readTokenIdSplit(directory.path().string(), Split::test, {3, 10, 300, std::nullopt, false}),
                     doctest::Contains("test-labels.npy: labels travel as bytes, so at most 256 classes; the network has 300"));
 }
 
 TEST_CASE("JSON lines are tokenized, cut or padded to the length, with numbered or named classes; bad lines are refused by file and line") {
   test::TempDir directory;
   const ByteLevelBpe tokenizer = ByteLevelBpe::fromFile(tokenizerPath);
-  const TokenLimits limits{6, tokenizer.vocabularySize(), 2, tokenizer.tokenId("<|endoftext|>")};
+  const TokenLimits limits{6, tokenizer.vocabularySize(), 2, tokenizer.tokenId("<|endoftext|>"), false};
   const std::uint32_t pad = *tokenizer.tokenId("<|endoftext|>");
   const std::string longText = "the quick brown fox jumps over the lazy dog and then some";
   directory.write("train.jsonl", R"({"text": "the fox", "label": "b"})" "\n\n" R"({"text": ")" + longText + R"(", "label": "a"})" "\n");
@@ -101,7 +106,7 @@ TEST_CASE("JSON lines are tokenized, cut or padded to the length, with numbered 
   refused("\n \n", good, "train.jsonl: no examples");
   refused("{\"text\": \"x\", ", good, "train.jsonl line 1");
   refused(good + R"({"text": "", "label": 0})", good, "train.jsonl: example 2 is padding (id " + std::to_string(pad) + ") alone");
-  const TokenLimits small{6, 100, 2, std::nullopt};
+  const TokenLimits small{6, 100, 2, std::nullopt, false};
   directory.write("train.jsonl", R"({"text": "the fox", "label": 0})");
   directory.write("test.jsonl", good);
   std::uint32_t firstTooLarge = pad;  // the first id of "the fox" and its padding past 100 rows
