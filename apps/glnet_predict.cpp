@@ -8,6 +8,7 @@
 #include "importer/Onnx.h"
 #include "model/Classifier.h"
 #include "model/ImageClassifier.h"
+#include "train/TrainingInputs.h"
 
 #include <nlohmann/json.hpp>
 
@@ -120,6 +121,46 @@ int classifyPhotographs(const cli::Parser& parser, const ParsedOnnx& parsed, con
   return 0;
 }
 
+// --time: where a prediction's time went (on stderr beside --json).
+void printTimes(const InferenceTimes& times, bool json) {
+  std::fprintf(json ? stderr : stdout, "times: compile %.2f ms, upload %.3f ms, issue %.3f ms, %s %.3f ms, readback %.3f ms\n", times.compileMs,
+               times.uploadMs, times.issueMs, TimerQuery::clockName(), times.gpuMs, times.readbackMs);
+}
+
+// A text classifier's answers for the texts given as arguments.
+int classifyTexts(const cli::Parser& parser, const Network& model) {
+  if (!parser.has("tokenizer")) throw UsageError("the model reads token ids: give --tokenizer tokenizer.json and texts");
+  if (parser.positional().empty()) throw UsageError("give the texts to classify");
+  for (const char* imageOnly : {"mnist-index", "invert", "no-invert", "size", "resize", "mean", "std"}) {
+    if (parser.has(imageOnly)) throw UsageError(std::string("--") + imageOnly + " is for images; this model classifies texts");
+  }
+  const std::optional<std::uint32_t> padId =
+      parser.has("pad-id") ? std::optional<std::uint32_t>(static_cast<std::uint32_t>(parser.integer("pad-id", 0, (1 << 24) - 1))) : std::nullopt;
+  const ImageSet ids = textsForNetwork(model, parser.positional(), parser.text("tokenizer"), padId);
+  const bool json = parser.has("json");
+  const Context context(parser.contextOptions());
+  (json ? std::cerr : std::cout) << "device " << context.device().index << ": " << context.device().renderer << "\n";
+  InferenceTimes times;
+  const std::vector<Prediction> predictions = predict(context, model, ids.pixels, ids.count, &times);
+  std::vector<std::string> names = model.classNames;
+  if (parser.has("labels")) names = readLabels(parser.text("labels"), model.classes());
+  const auto named = [&](std::size_t c) { return std::to_string(c) + (names.empty() ? "" : " " + names[c]); };
+  nlohmann::json list = nlohmann::json::array();
+  for (std::size_t i = 0; i < predictions.size(); ++i) {
+    const Prediction& prediction = predictions[i];
+    if (json) {
+      nlohmann::json entry = {{"text", parser.positional()[i]}, {"class", prediction.label}, {"probabilities", prediction.probabilities}};
+      if (!names.empty()) entry["class_name"] = names[prediction.label];
+      list.push_back(entry);
+      continue;
+    }
+    std::printf("text %zu: %s (%.1f%%)\n", i + 1, named(prediction.label).c_str(), 100.0 * prediction.probabilities[prediction.label]);
+  }
+  if (json) std::cout << list.dump(2) << "\n";
+  if (parser.has("time")) printTimes(times, json);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -131,9 +172,10 @@ int main(int argc, char** argv) {
                        "on an image folder or CIFAR-10 resize to their input, as glnet_train read the images; an ONNX image\n"
                        "classifier from elsewhere ([N, 3, H, W]) resizes the shorter side and crops the centre, as torchvision\n"
                        "evaluates. Each channel is normalised with the file's input_mean and input_std; class names come from\n"
-                       "its labels.\n",
-                       "--model MODEL [IMAGE...] [--mnist-index N[,N...]] [options]");
-    parser.positionals("IMAGE...", "PNG, JPEG, BMP or PGM files", 0, 100000)
+                       "its labels. A text classifier (a network whose embedding layer reads token ids) takes texts instead,\n"
+                       "tokenized with --tokenizer and cut or padded to its length as glnet_train --dataset text makes them.\n",
+                       "--model MODEL [IMAGE... | --tokenizer tokenizer.json TEXT...] [--mnist-index N[,N...]] [options]");
+    parser.positionals("IMAGE...", "PNG, JPEG, BMP or PGM files (for a text classifier: the texts)", 0, 100000)
         .modelOptions("model file (safetensors, or ONNX by its .onnx name) to classify with")
         .option("mnist-index", "N[,N...]", "classify these images of the MNIST test set")
         .option("data", "DIR", "directory of the MNIST IDX files, for --mnist-index", "data/mnist")
@@ -147,6 +189,8 @@ int main(int argc, char** argv) {
         .option("std", "S[,S,S]", "per-channel deviation (default: the model file's input_std, else 1)")
         .option("labels", "FILE", "class names, one per line (default: the model file's labels)")
         .option("top", "K", "ONNX image classifiers from elsewhere: classes listed per image", "5")
+        .option("tokenizer", "FILE", "text classifiers: the tokenizer.json that makes the texts token ids")
+        .option("pad-id", "N", "text classifiers: the id that fills short texts (default: the pad of the model's mask layers, else 0)")
         .flag("time", "show upload, GPU and readback times")
         .common(true);
     parser.parse(argc, argv);
@@ -166,6 +210,10 @@ int main(int argc, char** argv) {
     const ContextOptions contextOptions = parser.contextOptions();
 
     Network model = cli::loadModel(parser);
+    if (model.readsTokenIds()) return classifyTexts(parser, model);
+    for (const char* textOnly : {"tokenizer", "pad-id"}) {
+      if (parser.has(textOnly)) throw UsageError(std::string("--") + textOnly + " is for text classifiers; this model takes " + describe(model.inputShape) + " inputs");
+    }
     ImagePreprocessing& images = model.images;
     if (parser.has("invert") || parser.has("no-invert")) images.inversion = inversion;
     if (images.resize != ImageResize::none && images.resize != ImageResize::mnistDigit) {
@@ -246,11 +294,7 @@ int main(int argc, char** argv) {
       std::printf("\n");
     }
     if (json) std::cout << list.dump(2) << "\n";
-    if (parser.has("time")) {
-      std::fprintf(json ? stderr : stdout,
-                   "times: compile %.2f ms, upload %.3f ms, issue %.3f ms, %s %.3f ms, readback %.3f ms\n", times.compileMs,
-                   times.uploadMs, times.issueMs, TimerQuery::clockName(), times.gpuMs, times.readbackMs);
-    }
+    if (parser.has("time")) printTimes(times, json);
     return 0;
   });
 }

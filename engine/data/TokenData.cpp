@@ -23,20 +23,16 @@ constexpr std::uint32_t mostClasses = 256;
 // A set of `count` sequences of `length` ids, zeros, and its labels.
 LabelledImages emptySet(std::size_t count, std::uint32_t length) {
   LabelledImages set;
-  set.images.count = count;
-  set.images.rows = 1;
-  set.images.columns = length;
-  set.images.valueBytes = 4;
-  set.images.pixels.assign(count * length * 4, 0);
+  set.images = emptySequences(count, length);
   set.labels.assign(count, 0);
   return set;
 }
 
-void putId(LabelledImages& set, std::size_t at, std::uint32_t id) { std::memcpy(set.images.pixels.data() + at * 4, &id, 4); }
+void putId(ImageSet& set, std::size_t at, std::uint32_t id) { std::memcpy(set.pixels.data() + at * 4, &id, 4); }
 
-std::uint32_t idAt(const LabelledImages& set, std::size_t at) {
+std::uint32_t idAt(const ImageSet& set, std::size_t at) {
   std::uint32_t id = 0;
-  std::memcpy(&id, set.images.pixels.data() + at * 4, 4);
+  std::memcpy(&id, set.pixels.data() + at * 4, 4);
   return id;
 }
 
@@ -48,7 +44,7 @@ void checkClasses(const TokenLimits& limits, const std::string& path) {
 }
 
 // Refuses sequence i when it is padding alone: attention masked to no key gives NaN.
-void checkNotAllPadding(const LabelledImages& set, std::size_t i, const TokenLimits& limits, const std::string& where) {
+void checkNotAllPadding(const ImageSet& set, std::size_t i, const TokenLimits& limits, const std::string& where) {
   if (!limits.pad) return;
   if (limits.padFirstHidesAll && idAt(set, i * limits.length) == *limits.pad) {
     throw Error(where + " starts with padding (id " + std::to_string(*limits.pad) +
@@ -87,9 +83,9 @@ LabelledImages readTokenIdSplit(const std::string& directory, Split split, const
       throw Error(idPath + ": id " + value.str() + " (sequence " + std::to_string(i / limits.length) + ", position " +
                   std::to_string(i % limits.length) + ") is not a whole number below the embedding's " + std::to_string(limits.vocabulary) + " rows");
     }
-    putId(set, i, static_cast<std::uint32_t>(id));
+    putId(set.images, i, static_cast<std::uint32_t>(id));
   }
-  for (std::size_t i = 0; i < count; ++i) checkNotAllPadding(set, i, limits, idPath + ": sequence " + std::to_string(i));
+  for (std::size_t i = 0; i < count; ++i) checkNotAllPadding(set.images, i, limits, idPath + ": sequence " + std::to_string(i));
   for (std::size_t i = 0; i < count; ++i) {
     const float label = labels.values[i];
     if (!(label >= 0 && label < static_cast<float>(limits.classes)) || label != std::floor(label)) {
@@ -101,6 +97,30 @@ LabelledImages readTokenIdSplit(const std::string& directory, Split split, const
     set.labels[i] = static_cast<std::uint8_t>(label);
   }
   return set;
+}
+
+ImageSet emptySequences(std::size_t count, std::uint32_t length) {
+  ImageSet set;
+  set.count = count;
+  set.rows = 1;
+  set.columns = length;
+  set.valueBytes = 4;
+  set.pixels.assign(count * length * 4, 0);
+  return set;
+}
+
+bool putSequence(ImageSet& set, std::size_t i, const std::vector<std::uint32_t>& ids, std::uint32_t padId, const TokenLimits& limits,
+                 const std::string& where) {
+  for (std::uint32_t p = 0; p < limits.length; ++p) {
+    const std::uint32_t id = p < ids.size() ? ids[p] : padId;
+    if (id >= limits.vocabulary) {
+      throw Error(where + " has token id " + std::to_string(id) + "; the network's embedding has " + std::to_string(limits.vocabulary) +
+                  " rows (a tokenizer of a larger vocabulary?)");
+    }
+    putId(set, i * limits.length + p, id);
+  }
+  checkNotAllPadding(set, i, limits, where);
+  return ids.size() > limits.length;
 }
 
 namespace {
@@ -168,16 +188,7 @@ std::size_t fill(LabelledImages& set, const std::vector<TextLine>& lines, const 
                   std::to_string(limits.classes) + " classes");
     }
     set.labels[i] = static_cast<std::uint8_t>(label);
-    cut += line.ids.size() > limits.length ? 1 : 0;
-    for (std::uint32_t p = 0; p < limits.length; ++p) {
-      const std::uint32_t id = p < line.ids.size() ? line.ids[p] : padId;
-      if (id >= limits.vocabulary) {
-        throw Error(path + ": example " + std::to_string(i + 1) + " has token id " + std::to_string(id) + "; the network's embedding has " +
-                    std::to_string(limits.vocabulary) + " rows (a tokenizer of a larger vocabulary?)");
-      }
-      putId(set, i * limits.length + p, id);
-    }
-    checkNotAllPadding(set, i, limits, path + ": example " + std::to_string(i + 1));
+    cut += putSequence(set.images, i, line.ids, padId, limits, path + ": example " + std::to_string(i + 1)) ? 1 : 0;
   }
   return cut;
 }

@@ -29,6 +29,13 @@ struct TokenLimits {
 // naming the file and the first value or shape that does not fit, or a sequence of padding alone.
 LabelledImages readTokenIdSplit(const std::string& directory, Split split, const TokenLimits& limits);
 
+// `count` sequences of `length` ids, zeros (ImageSet::tokenIds).
+ImageSet emptySequences(std::size_t count, std::uint32_t length);
+// Sequence i of `set` made `ids`, cut to the length or padded with `padId`; throws glnet::Error starting with `where`
+// for an id past the vocabulary or a sequence the mask would hide whole (TokenLimits::pad). Returns whether it was cut.
+bool putSequence(ImageSet& set, std::size_t i, const std::vector<std::uint32_t>& ids, std::uint32_t padId, const TokenLimits& limits,
+                 const std::string& where);
+
 struct TextData {
   LabelledImages train, test;
   // The classes' names when the labels are strings (sorted, as the training file has them); empty for numbers.

@@ -137,10 +137,11 @@ Evaluation evaluate(const Context& context, const Network& network, const GpuIma
 std::vector<Prediction> predict(const Context& context, const Network& network, const std::vector<std::uint8_t>& pixels,
                                 std::size_t count, InferenceTimes* times) {
   if (count == 0) throw Error("there are no images to classify");
-  if (network.readsTokenIds()) throw Error("the network '" + network.architecture + "' reads token ids, not images; glnet_eval takes text data");
-  if (pixels.size() != count * network.inputs()) {
-    throw Error(std::to_string(pixels.size()) + " pixel values do not make " + std::to_string(count) + " images of " +
-                std::to_string(network.inputs()) + " inputs");
+  // A network reading token ids takes them as 4-byte words (ImageSet::tokenIds).
+  const std::size_t valueBytes = network.readsTokenIds() ? 4 : 1;
+  if (pixels.size() != count * network.inputs() * valueBytes) {
+    throw Error(std::to_string(pixels.size()) + " bytes do not make " + std::to_string(count) + " inputs of " + std::to_string(network.inputs()) +
+                " values of " + std::to_string(valueBytes) + " byte" + (valueBytes == 1 ? "" : "s"));
   }
   InferenceTimes local;
   InferenceTimes& t = times ? *times : local;
@@ -149,7 +150,7 @@ std::vector<Prediction> predict(const Context& context, const Network& network, 
   Buffer classes(count * sizeof(std::uint32_t));
   const auto outputs = static_cast<std::size_t>(network.classes());
   Buffer probabilities(count * outputs * sizeof(float));
-  GpuImages images(count, network.inputs());
+  GpuImages images(count, network.inputs(), UploadPath::automatic, valueBytes);
   const Plan plan = classifier.plan(images, classes, &probabilities);
   t.compileMs = stopwatch.restart();
 

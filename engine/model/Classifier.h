@@ -77,7 +77,8 @@ struct Prediction {
 std::vector<Prediction> toPredictions(const std::vector<std::uint32_t>& labels, const std::vector<float>& probabilities,
                                       std::size_t classes);
 
-// Classifies `count` images in one batch; `pixels` holds count × network.inputs() bytes.
+// Classifies `count` images in one batch; `pixels` holds count × network.inputs() bytes, or for a network reading token
+// ids (Network::readsTokenIds) their uint32 words (ImageSet::tokenIds).
 std::vector<Prediction> predict(const Context& context, const Network& network, const std::vector<std::uint8_t>& pixels,
                                 std::size_t count, InferenceTimes* times = nullptr);
 

@@ -123,15 +123,21 @@ TokenLimits tokenLimits(const Network& network, const std::string& dataset) {
           network.description && masksCausalAttention(*network.description)};
 }
 
+// The id that fills short texts: `given` (--pad-id), which must be the one the network's mask layers hide, else theirs,
+// else 0.
+std::uint32_t padIdFor(const Network& network, std::optional<std::uint32_t> given) {
+  const std::optional<std::uint32_t> masked = network.description ? paddingId(*network.description) : std::nullopt;
+  if (given && masked && *given != *masked) {
+    throw UsageError(optionSetting("pad-id", std::to_string(*given)) + " differs from the padding id " + std::to_string(*masked) +
+                     " that the network's mask layers hide");
+  }
+  return given ? *given : masked.value_or(0);
+}
+
 TextData textData(const DataChoice& choice, const Network& network) {
   const TokenLimits limits = tokenLimits(network, choice.dataset);
   const ByteLevelBpe tokenizer = ByteLevelBpe::fromFile(choice.tokenizer.empty() ? choice.directory + "/tokenizer.json" : choice.tokenizer);
-  const std::optional<std::uint32_t> masked = network.description ? paddingId(*network.description) : std::nullopt;
-  if (choice.padId && masked && *choice.padId != *masked) {
-    throw UsageError(optionSetting("pad-id", std::to_string(*choice.padId)) + " differs from the padding id " + std::to_string(*masked) +
-                     " that the network's mask layers hide");
-  }
-  TextData data = readTextData(choice.directory, tokenizer, choice.padId ? *choice.padId : masked.value_or(0), limits);
+  TextData data = readTextData(choice.directory, tokenizer, padIdFor(network, choice.padId), limits);
   if (data.trainCut || data.testCut) {
     log::warn(std::to_string(data.trainCut) + " training and " + std::to_string(data.testCut) + " test texts are longer than the network's " +
               std::to_string(limits.length) + " tokens; their ends are cut");
@@ -182,6 +188,18 @@ LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, S
     set = readMnistSplit(directory, split, static_cast<int>(network.classes()));
   }
   limitAndCheck(set, split == Split::train ? choice.trainLimit : choice.testLimit, split == Split::train ? "training" : "test", network);
+  return set;
+}
+
+ImageSet textsForNetwork(const Network& network, const std::vector<std::string>& texts, const std::string& tokenizerPath,
+                          std::optional<std::uint32_t> padId) {
+  const TokenLimits limits = tokenLimits(network, "text");
+  const ByteLevelBpe tokenizer = ByteLevelBpe::fromFile(tokenizerPath);
+  const std::uint32_t pad = padIdFor(network, padId);
+  ImageSet set = emptySequences(texts.size(), limits.length);
+  std::size_t cut = 0;
+  for (std::size_t i = 0; i < texts.size(); ++i) cut += putSequence(set, i, tokenizer.encode(texts[i]), pad, limits, "text " + std::to_string(i + 1)) ? 1 : 0;
+  if (cut) log::warn(std::to_string(cut) + " of the texts are longer than the network's " + std::to_string(limits.length) + " tokens; their ends are cut");
   return set;
 }
 

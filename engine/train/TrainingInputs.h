@@ -58,6 +58,10 @@ void checkTrainingOptions(const TrainingOptions& options);
 // The data sets for `network`, whose input they must fit (one line naming the mismatch otherwise). An image folder
 // names the network's classes (Network::classNames: its sub-folders), so that the model file records them.
 DataSets loadDataSets(const DataChoice& choice, Network& network);
+// `texts` as the input of `network` (token ids), tokenized with the tokenizer.json at `tokenizerPath`, cut or padded
+// as --dataset text makes them (`padId`: --pad-id); errors name the text by its number from 1.
+ImageSet textsForNetwork(const Network& network, const std::vector<std::string>& texts, const std::string& tokenizerPath,
+                          std::optional<std::uint32_t> padId);
 // One of them (glnet_eval).
 LabelledImages loadDataSplit(const DataChoice& choice, const Network& network, Split split);
 

@@ -65,6 +65,11 @@ at_least "$accuracy" 0.9 || fail "the text classifier's test accuracy $accuracy 
 "$apps/glnet_eval" --model "$work/seven.safetensors" --dataset text --data "$work" --tokenizer "$tokenizer" --json >"$work/seven-eval.json" ||
   fail "evaluating the text classifier"
 [ "$(json_field "$work/seven-eval.json" "d['accuracy']")" = "$accuracy" ] || fail "glnet_eval disagrees with training on text"
+# glnet_predict classifies texts given as arguments, with the same tokenization.
+"$apps/glnet_predict" --model "$work/seven.safetensors" --tokenizer "$tokenizer" "one seven two" "four five six" >"$work/texts.txt" ||
+  fail "predicting texts"
+grep -q "^text 1: 1 seven" "$work/texts.txt" && grep -q "^text 2: 0 other" "$work/texts.txt" || fail "glnet_predict misreads texts: $(cat "$work/texts.txt")"
+expect 2 "error: the model reads token ids: give --tokenizer tokenizer.json and texts" -- "$apps/glnet_predict" --model "$work/seven.safetensors" "seven"
 expect 2 "error: --dataset text needs --data DIR" -- "$apps/glnet_train" --net "$work/seven.json" --dataset text --out "$work/x.safetensors"
 textFlags="--net $work/seven.json --dataset text --data $work --tokenizer $tokenizer --out $work/x.safetensors"
 # shellcheck disable=SC2086
