@@ -131,7 +131,8 @@ std::vector<std::string> classNamesOf(const std::map<std::string, std::string>& 
 std::map<std::string, std::string> Network::usageMetadata() const {
   std::map<std::string, std::string> metadata = {
       {"architecture", architecture},
-      {"input", "uint8 pixels, (x/255 - input_mean) / input_std (per channel when they are lists)"},
+      {"input", readsTokenIds() ? "token ids, whole numbers held as floats, below the embedding's rows"
+                                : "uint8 pixels, (x/255 - input_mean) / input_std (per channel when they are lists)"},
       {"input_mean", formatValues(input.mean)},
       {"input_std", formatValues(input.std)}};
   recordPreprocessing(images, metadata);
