@@ -44,10 +44,16 @@ class Embedding : public Op {
     const std::uint32_t rows = in[1].shape[0], width = in[1].shape[1];
     const std::uint64_t positions = elementCount(in[0].shape);
     GLNET_ASSERT(positions <= UINT32_MAX, "embedding positions within 32 bits");
-    constexpr std::uint32_t group = 128;  // EmbeddingGradient.glsl's EMBEDDING_GROUP
+    // A work group per table row, of lanes of at least a warp each, every invocation summing at most 16 features
+    // where the width allows (EmbeddingGradient.glsl).
+    constexpr std::uint32_t group = 128, mostFeatures = 16;
     constexpr std::uint32_t mostGroups = 65535;  // along one axis (GL's guaranteed minimum)
+    std::uint32_t featureThreads = 32;
+    while (featureThreads < group && (width + featureThreads - 1) / featureThreads > mostFeatures) featureThreads *= 2;
     Dispatch dispatch;
-    dispatch.program = &programs.get("EmbeddingGradient.glsl", {{"FEATURES_PER_INVOCATION", std::to_string((width + group - 1) / group)}});
+    dispatch.program = &programs.get("EmbeddingGradient.glsl", {{"EMBEDDING_GROUP", std::to_string(group)},
+                                                                {"FEATURE_THREADS", std::to_string(featureThreads)},
+                                                                {"FEATURES_PER_INVOCATION", std::to_string((width + featureThreads - 1) / featureThreads)}});
     dispatch.label = name() + " table gradient";
     dispatch.groups = {std::min(rows, mostGroups), (rows + mostGroups - 1) / mostGroups, 1};
     dispatch.buffers = {{0, in[0].view, Access::read}, {1, dOut.view, Access::read},

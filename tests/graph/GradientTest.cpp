@@ -12,6 +12,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 using namespace glnet;
@@ -666,6 +667,42 @@ TEST_SUITE("gl") {
     CHECK(expectedGradient[7 * width] == dY64[2 * width] + dY64[7 * width]);
     CHECK(expectedGradient[(rows - 1) * width] == dY64[1 * width] + dY64[4 * width] + dY64[8 * width]);
     test::checkClose(dTable.read<float>(), expectedGradient, 1e-7, 1e-6);
+  }
+
+  TEST_CASE("an embedding's table gradient: a row most positions name (padding), lanes of a warp and of a whole group, the same bits every run") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    auto random = test::generator(49);
+    // Widths giving 4 lanes of 16 features, 2 lanes of 12 and 1 lane of 17 (the last 5 invocations idle).
+    for (const std::uint32_t width : {512u, 768u, 2049u}) {
+      CAPTURE(width);
+      const std::uint32_t rows = 6, positions = 389;  // 3 chunks of 128 and 5 positions
+      std::vector<double> ids(positions);
+      std::uniform_int_distribution<int> pick(0, 9);
+      for (double& id : ids) id = std::min(pick(random), 5);  // row 5 named by about half of the positions
+      ids[0] = NAN;
+      const Shape idShape{positions}, tableShape{rows, width};
+      const std::vector<float> table = test::uniformFloats(random, std::size_t{rows} * width), dY = test::uniformFloats(random, std::size_t{positions} * width);
+      const std::vector<double> table64(table.begin(), table.end()), dY64(dY.begin(), dY.end());
+      const auto op = embeddingOp();
+      const std::vector<HostTensor64> host{{&ids, idShape}, {&table64, tableShape}};
+      const std::vector<double> expected = op->referenceForward(host), expectedGradient = op->referenceBackward(host, expected, dY64)[1];
+      Buffer idBuffer = Buffer::of(std::vector<float>(ids.begin(), ids.end())), tableBuffer = Buffer::of(table), dYBuffer = Buffer::of(dY);
+      Buffer out(expected.size() * sizeof(float)), dTable(table.size() * sizeof(float));
+      std::vector<float> firstRun;
+      for (int run = 0; run < 2; ++run) {
+        dTable.fill(test::nanPoison);
+        Plan plan(context.limits());
+        const std::vector<GpuTensor> inputs{{idBuffer, idShape}, {tableBuffer, tableShape}};
+        const GpuTensor output{out, {positions, width}};
+        op->backward(programs, plan, inputs, output, {dYBuffer, output.shape}, {std::nullopt, GradientTarget{dTable, false}});
+        plan.run();
+        const std::vector<float> gradient = dTable.read<float>();
+        test::checkClose(gradient, expectedGradient, 1e-5, 1e-5);
+        if (run == 0) firstRun = gradient;
+        else CHECK(std::memcmp(firstRun.data(), gradient.data(), gradient.size() * sizeof(float)) == 0);
+      }
+    }
   }
 
   TEST_CASE("dropout on the GPU draws the mask of the plan's step") {
