@@ -49,14 +49,17 @@ void main() {
     if (match) atomicOr(anyMatch, 1u);
     barrier();
     if (anyMatch != 0u) {
-      // Unrolled with the lane's positions known to the compiler, so that its loads are issued together.
+      // Every step loads, a position of another id (or a feature past E) reading row 0 (in cache after the first)
+      // and adding 0: a load under a branch would wait for the sum before it, one position at a time.
       for (uint step = 0u; step < uint(EMBEDDING_GROUP / LANES); ++step) {
         uint j = step * uint(LANES) + lane;
         bool take = matches[j] != 0u;  // false past P
         uint base = (chunk + j) * E;
         for (uint k = 0u; k < uint(FEATURES_PER_INVOCATION); ++k) {
-          uint e = feature + k * uint(FEATURE_THREADS);
-          if (take && e < E) sums[k] += dY[base + e];
+          uint e = min(feature + k * uint(FEATURE_THREADS), E - 1u);
+          bool summed = take && feature + k * uint(FEATURE_THREADS) < E;
+          float value = dY[summed ? base + e : e];
+          sums[k] += summed ? value : 0.0;
         }
       }
     }
