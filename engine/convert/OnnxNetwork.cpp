@@ -1,5 +1,7 @@
 #include "convert/OnnxNetwork.h"
 
+#include "convert/OnnxSequencePatterns.h"
+
 #include "formats/OnnxProto.h"
 #include "base/check.h"
 
@@ -42,6 +44,11 @@ class Converter {
     output_ = graph.output(0).name();
     findSilu(graph);
     findGelu(graph);
+    sequenceLayers_ = findSequenceLayers(graph, readers_, constants_, output_, path_);
+    for (std::size_t k = 0; k < sequenceLayers_.size(); ++k) {
+      absorbed_.insert(sequenceLayers_[k].inside.begin(), sequenceLayers_[k].inside.end());
+      sequenceLayerAt_[sequenceLayers_[k].last] = k;
+    }
     for (const onnx::NodeProto& node : graph.node()) convert(node);
     if (result_.description.layers.empty()) throw Error(path_ + ": the model has no layer to train");
     const auto last = layerOf_.find(output_);
@@ -400,6 +407,10 @@ class Converter {
         refuse(node, "its output " + std::to_string(k) + " is read; glnet trains with the first output alone");
       }
     }
+    if (const auto found = sequenceLayerAt_.find(&node); found != sequenceLayerAt_.end()) {
+      sequenceLayer(node, sequenceLayers_[found->second]);
+      return;
+    }
     if (absorbed_.count(&node)) {
       const auto fused = fusedInto_.find(&node);
       if (fused != fusedInto_.end()) {
@@ -434,6 +445,21 @@ class Converter {
     }
   }
 
+  // A transformer layer that findSequenceLayers found, ending at `node`.
+  void sequenceLayer(const onnx::NodeProto& node, const OnnxSequenceLayer& found) {
+    const auto input = layerOf_.find(found.input);
+    if (input == layerOf_.end()) refuse(node, "its input '" + found.input + "' is made by no earlier node");
+    const std::size_t inputRank = rankOf_.at(found.input);
+    const LayerKind kind = *findLayerKind(found.layer.kind);
+    if (kind == LayerKind::tokens ? inputRank != 4 : inputRank < (kind == LayerKind::linear ? 2u : 3u)) {
+      refuse(node, "it reads a tensor of " + std::to_string(inputRank) + " axes, which a " + found.layer.kind + " layer does not take");
+    }
+    LayerDescription layer = found.layer;
+    layer.name = nameFor(node, found.nameHint);
+    for (const auto& [suffix, tensor] : found.weights) result_.weights.tensors[layer.name + suffix] = tensor;
+    add(node, layer, {input->second}, kind == LayerKind::tokens ? 3 : inputRank);
+  }
+
   // The refusal of a node that is no trainable layer, listing the ops that are.
   [[noreturn]] void unsupported(const onnx::NodeProto& node) const {
     static const std::string trainable = [] {
@@ -441,7 +467,8 @@ class Converter {
       for (const Reading& row : readings()) {
         if (row.op) list += std::string(row.shown) + ", ";
       }
-      return list + "Identity, Constant and a last Softmax";
+      return list + "Identity, Constant and a last Softmax, and as PyTorch exports them MultiheadAttention (self-attention, "
+                    "batch_first, no mask), Linear on [N, ..., E], flatten(2).transpose(1, 2) and an added position weight";
     }();
     const std::string& op = node.op_type();
     refuse(node, "glnet trains " + trainable + (op == "Reshape" || op == "Shape" ? "; flatten with torch.flatten(x, 1) rather than view or reshape" : ""));
@@ -529,8 +556,8 @@ class Converter {
     static constexpr std::array<Reading, layerKindCount> rows{{
         {LayerKind::conv, "Conv", "Conv", &Converter::conv},
         {LayerKind::dense, "Gemm", "Gemm", &Converter::gemm},
-        {LayerKind::linear, nullptr, nullptr, nullptr},     // PyTorch's MatMul and Add on [N, S, E] are not recognised yet
-        {LayerKind::attention, nullptr, nullptr, nullptr},  // nor the ops of an attention
+        {LayerKind::linear, nullptr, nullptr, nullptr},     // stretches of nodes (OnnxSequencePatterns.h)
+        {LayerKind::attention, nullptr, nullptr, nullptr},
         {LayerKind::batchnorm, "BatchNormalization", "BatchNormalization", &Converter::batchNorm},
         {LayerKind::layernorm, "LayerNormalization", "LayerNormalization", &Converter::layerNorm},
         {LayerKind::relu, "Relu", "Relu", &Converter::pointwise},
@@ -545,9 +572,9 @@ class Converter {
         {LayerKind::avgpool, "AveragePool", "AveragePool", &Converter::pool},
         {LayerKind::globalavgpool, "GlobalAveragePool", "GlobalAveragePool", &Converter::globalPool},
         {LayerKind::flatten, "Flatten", "Flatten", &Converter::flatten},
-        {LayerKind::tokens, nullptr, nullptr, nullptr},  // Reshape and Transpose are not read as layers yet
-        {LayerKind::position, nullptr, nullptr, nullptr},  // nor an Add of a weight
-        {LayerKind::embedding, nullptr, nullptr, nullptr},  // nor a Gather of a weight by ids
+        {LayerKind::tokens, nullptr, nullptr, nullptr},    // stretches of nodes as well
+        {LayerKind::position, nullptr, nullptr, nullptr},
+        {LayerKind::embedding, nullptr, nullptr, nullptr},  // a Gather of a weight by ids is not recognised yet
         {LayerKind::mask, nullptr, nullptr, nullptr},  // nor Equal and Where on the ids
         {LayerKind::first, nullptr, nullptr, nullptr},  // nor a Gather of one position
         {LayerKind::dropout, "Dropout", "Dropout", &Converter::dropout},
@@ -567,6 +594,8 @@ class Converter {
   std::map<const onnx::NodeProto*, const onnx::NodeProto*> fusedInto_;
   std::map<const onnx::NodeProto*, std::pair<LayerKind, std::string>> patternInput_;  // SiLU's or GELU's last Mul: the kind, its x
   std::set<std::string> names_;
+  std::vector<OnnxSequenceLayer> sequenceLayers_;
+  std::map<const onnx::NodeProto*, std::size_t> sequenceLayerAt_;  // a transformer layer's last node: its index
   OnnxNetwork result_;
 };
 

@@ -6,7 +6,9 @@
 // BatchNormalization (a training-mode export keeps it; an eval-mode export has folded it into the Conv), Relu, Tanh
 // and Sigmoid (fused into the Conv or Gemm they follow), HardSwish, x·Sigmoid(x) (SiLU), Add, Concat along the
 // channels, MaxPool, AveragePool, GlobalAveragePool, Flatten, Dropout, Identity, Constant, and a Softmax or LogSoftmax
-// that gives the output (the loss takes the logits before it). Any other node is refused in one line naming it: such
+// that gives the output (the loss takes the logits before it); and, as stretches of nodes (OnnxSequencePatterns.h),
+// the layers of a vision transformer as PyTorch exports them: nn.MultiheadAttention, Linear on [N, S, E], the patches'
+// flatten(2).transpose(1, 2) and a learned position table. Any other node is refused in one line naming it: such
 // models run (glnet_eval, glnet_run) but do not train.
 #pragma once
 

@@ -16,6 +16,12 @@ batch normalization amplifies to about 1e-6 relative per step: 1e-4 relative on 
 parameters. A second module with Dropout(0.3) exported the same way must train (its loss falls by more than 0.1) and
 its model file must record the dropout layer. A model that flattens with x.view is refused in one line naming the node.
 
+A vision transformer written the same way (patches by a strided convolution, flatten(2).transpose(1, 2), a learned
+position table, a pre-norm block of nn.MultiheadAttention with batch_first, residual adds, Linear, GELU, Linear, a
+last LayerNorm, flatten and a Linear head) is checked as the first module is: glnet reads the exporter's hundred nodes
+of attention as one attention layer, the MatMul and Add pairs as linear layers, and must follow PyTorch's ten steps
+within the same tolerances (no batch normalization here: the rounding differences stay near 1e-7).
+
   torch_finetune.py GLNET_TRAIN MNIST_DIR WORK_DIR
 """
 import json
@@ -77,13 +83,54 @@ def glnet_train(train, mnist, work, model, name, extra=()):
     return [epoch["train_loss"] for epoch in json.loads(result.stdout)["epochs"]]
 
 
-def main(train, mnist, work):
-    work = Path(work)
-    work.mkdir(parents=True, exist_ok=True)
-    torch.manual_seed(11)
-    model = Mixed(0.0)
-    export(model, work / "mixed.onnx")
-    glnet_losses = glnet_train(train, mnist, work, work / "mixed.onnx", "mixed")
+class Position(nn.Module):
+    """A learned vector per position added to [N, S, E] (its weight [1, S, E], as timm's pos_embed)."""
+
+    def __init__(self, positions, width):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(1, positions, width) * 0.1)
+
+    def forward(self, x):
+        return x + self.weight
+
+
+class Block(nn.Module):
+    def __init__(self, width, heads):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(width)
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.ln2 = nn.LayerNorm(width)
+        self.mlp1 = nn.Linear(width, 4 * width)
+        self.mlp2 = nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        y = self.ln1(x)
+        x = x + self.attn(y, y, y, need_weights=False)[0]
+        return x + self.mlp2(nn.functional.gelu(self.mlp1(self.ln2(x))))
+
+
+class VisionTransformer(nn.Module):
+    """7x7 patches of a 28x28 image: 16 tokens of 16 features, two heads of 8."""
+
+    def __init__(self):
+        super().__init__()
+        self.patches = nn.Conv2d(1, 16, 7, stride=7)
+        self.position = Position(16, 16)
+        self.block1 = Block(16, 2)
+        self.norm = nn.LayerNorm(16)
+        self.fc = nn.Linear(16 * 16, 10)
+
+    def forward(self, x):
+        x = self.position(self.patches(x).flatten(2).transpose(1, 2))
+        return self.fc(torch.flatten(self.norm(self.block1(x)), 1))
+
+
+def compare_training(train, mnist, work, model, name, extra_tensors=()):
+    """Exports `model`, trains it STEPS steps with glnet and with PyTorch on the same batch, and returns the failures:
+    losses and every tensor of PyTorch's state_dict compared (glnet's may hold `extra_tensors` beyond them; a tensor of
+    another shape but as many values, a position table [S, E] for PyTorch's [1, S, E], is compared reshaped)."""
+    export(model, work / (name + ".onnx"))
+    glnet_losses = glnet_train(train, mnist, work, work / (name + ".onnx"), name)
 
     images = idx(mnist, "train-images-idx3-ubyte")[:BATCH]
     labels = idx(mnist, "train-labels-idx1-ubyte")[:BATCH].astype(np.int64)
@@ -100,21 +147,43 @@ def main(train, mnist, work):
         torch_losses.append(loss.item())
 
     failures = compare_losses(glnet_losses, torch_losses, STEPS)
-    trained, _ = read_safetensors(work / "mixed.safetensors")
+    trained, _ = read_safetensors(work / (name + ".safetensors"))
     expected = {k: v.detach().numpy() for k, v in model.state_dict().items() if not k.endswith("num_batches_tracked")}
     missing = set(expected) - set(trained)
     if missing:
-        sys.exit(f"glnet's model lacks PyTorch's tensors {sorted(missing)}")
-    if set(trained) - set(expected) != {"stem.bias"}:
-        sys.exit(f"glnet's model has tensors beyond PyTorch's and the bias-free convolution's: {sorted(set(trained) - set(expected))}")
+        sys.exit(f"{name}: glnet's model lacks PyTorch's tensors {sorted(missing)}")
+    if set(trained) - set(expected) != set(extra_tensors):
+        sys.exit(f"{name}: glnet's model has tensors beyond PyTorch's {sorted(set(trained) - set(expected))}, not {sorted(extra_tensors)}")
+    for tensor, value in expected.items():
+        if trained[tensor].size != value.size:
+            sys.exit(f"{name}: glnet's {tensor} holds {trained[tensor].size} values, PyTorch's {value.size}")
+        difference = np.abs(trained[tensor].reshape(value.shape) - value)
+        if np.any(difference > 1e-4 + 1e-3 * np.abs(value)):
+            failures += 1
+            print(f"{name}: {tensor}: max |glnet - PyTorch| {difference.max():.3g} beyond the tolerance")
+    print(f"{name}: {len(expected)} tensors compared after {STEPS} steps")
+    return failures, trained
+
+
+def main(train, mnist, work):
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(11)
+    failures, trained = compare_training(train, mnist, work, Mixed(0.0), "mixed", extra_tensors={"stem.bias"})
     if np.abs(trained["stem.bias"]).max() > 1e-4:
         failures += 1
         print(f"stem.bias moved to {np.abs(trained['stem.bias']).max():.3g}; batch normalization after it should leave it at 0")
-    for name, value in expected.items():
-        if np.any(np.abs(trained[name] - value) > 1e-4 + 1e-3 * np.abs(value)):
-            failures += 1
-            print(f"{name}: max |glnet - PyTorch| {np.abs(trained[name] - value).max():.3g} beyond the tolerance")
-    print(f"{len(expected)} tensors compared after {STEPS} steps")
+
+    torch.manual_seed(13)
+    vit_failures, _ = compare_training(train, mnist, work, VisionTransformer(), "vit")
+    failures += vit_failures
+    _, metadata = read_safetensors(work / "vit.safetensors")
+    kinds = [layer["kind"] for layer in json.loads(metadata["network"])["layers"]]
+    wanted = ["conv", "tokens", "position", "layernorm", "attention", "add", "layernorm", "linear", "gelu", "linear", "add", "layernorm",
+              "flatten", "dense"]
+    if kinds != wanted:
+        failures += 1
+        print(f"the vision transformer was read as layers {kinds}, not {wanted}")
 
     torch.manual_seed(12)
     export(Mixed(0.3), work / "dropout.onnx")

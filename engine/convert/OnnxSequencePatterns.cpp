@@ -1,0 +1,334 @@
+#include "convert/OnnxSequencePatterns.h"
+
+#include <cmath>
+#include <optional>
+#include <set>
+
+namespace glnet {
+namespace {
+
+using onnxformat::Attributes;
+using onnxformat::integer;
+using onnxformat::integers;
+using onnxformat::real;
+
+Attributes attributesOf(const onnx::NodeProto& node) {
+  Attributes byName;
+  for (const onnx::AttributeProto& attribute : node.attribute()) byName[attribute.name()] = &attribute;
+  return byName;
+}
+
+HostTensor hostTensor(std::vector<std::int64_t> shape, const std::vector<double>& values) {
+  return HostTensor{std::move(shape), std::vector<float>(values.begin(), values.end())};
+}
+
+// [rows, columns] → [columns, rows]: ONNX's MatMul weights are PyTorch's transposed.
+HostTensor transposed(const OnnxConstant& matrix) {
+  const std::size_t rows = static_cast<std::size_t>(matrix.shape[0]), columns = static_cast<std::size_t>(matrix.shape[1]);
+  HostTensor out{{matrix.shape[1], matrix.shape[0]}, std::vector<float>(rows * columns)};
+  for (std::size_t r = 0; r < rows; ++r) {
+    for (std::size_t c = 0; c < columns; ++c) out.values[c * rows + r] = static_cast<float>(matrix.values[r * columns + c]);
+  }
+  return out;
+}
+
+std::string withoutSuffix(const std::string& name, const std::string& suffix) {
+  return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 ? name.substr(0, name.size() - suffix.size()) : "";
+}
+
+class Finder {
+ public:
+  Finder(const onnx::GraphProto& graph, const OnnxReaders& readers, const std::map<std::string, OnnxConstant>& initializers,
+         std::string output, const std::string& path)
+      : graph_(graph), readers_(readers), initializers_(initializers), output_(std::move(output)), constants_(initializers) {
+    for (const onnx::NodeProto& node : graph.node()) {
+      for (const std::string& name : node.output()) producers_[name] = &node;
+      if (node.op_type() != "Constant" || node.output_size() != 1) continue;
+      for (const onnx::AttributeProto& attribute : node.attribute()) {
+        if (attribute.name() == "value") constants_[node.output(0)] = readOnnxTensor(attribute.t(), path);
+      }
+    }
+  }
+
+  std::vector<OnnxSequenceLayer> run() {
+    // Attention first: its MatMuls and Adds are no linear layers.
+    for (const char* op : {"Softmax", "Transpose", "MatMul", "Add"}) {
+      for (const onnx::NodeProto& node : graph_.node()) {
+        if (node.op_type() != op) continue;
+        const std::string kind = op;
+        take(kind == "Softmax" ? attention(node) : kind == "Transpose" ? tokens(node) : kind == "MatMul" ? linear(node) : position(node));
+      }
+    }
+    return std::move(found_);
+  }
+
+ private:
+  void take(std::optional<OnnxSequenceLayer> layer) {
+    if (!layer || claimed_.count(layer->last)) return;
+    for (const onnx::NodeProto* node : layer->inside) {
+      if (claimed_.count(node)) return;
+    }
+    claimed_.insert(layer->last);
+    claimed_.insert(layer->inside.begin(), layer->inside.end());
+    found_.push_back(std::move(*layer));
+  }
+
+  const onnx::NodeProto* producedBy(const std::string& name, const char* op) const {
+    const auto found = producers_.find(name);
+    return found != producers_.end() && found->second->op_type() == op ? found->second : nullptr;
+  }
+  // The one reader of `node`'s first output when it is of type `op` (and that output no graph output); with
+  // `shapesToo`, other readers may be Shape nodes (the exporter's arithmetic for a later Reshape, which the stretch
+  // then holds).
+  const onnx::NodeProto* soleReader(const onnx::NodeProto* node, const char* op, bool shapesToo = false) const {
+    if (!node || node->output_size() < 1 || node->output(0) == output_) return nullptr;
+    const auto found = readers_.find(node->output(0));
+    if (found == readers_.end()) return nullptr;
+    const onnx::NodeProto* sole = nullptr;
+    for (const onnx::NodeProto* reader : found->second) {
+      if (reader->op_type() == op && !sole) {
+        sole = reader;
+      } else if (!shapesToo || reader->op_type() != "Shape") {
+        return nullptr;
+      }
+    }
+    return sole;
+  }
+  const OnnxConstant* constant(const std::string& name) const {
+    const auto found = constants_.find(name);
+    return found == constants_.end() ? nullptr : &found->second;
+  }
+  const OnnxConstant* initializer(const onnx::NodeProto& node, int index, std::size_t rank) const {
+    if (index >= node.input_size()) return nullptr;
+    const auto found = initializers_.find(node.input(index));
+    return found != initializers_.end() && found->second.shape.size() == rank ? &found->second : nullptr;
+  }
+  // The weight [in, out] a MatMul's input `index` multiplies by: an initializer, or (without constant folding) a
+  // Transpose of PyTorch's [out, in] read by that MatMul alone, given then as `transpose`.
+  struct MatMulWeight {
+    const OnnxConstant* value = nullptr;
+    bool pytorchLayout = false;  // value is [out, in]
+    const onnx::NodeProto* transpose = nullptr;
+    std::string name;
+  };
+  MatMulWeight matMulWeight(const onnx::NodeProto& product, int index) const {
+    MatMulWeight weight;
+    if (index >= product.input_size()) return weight;
+    if ((weight.value = initializer(product, index, 2))) {
+      weight.name = product.input(index);
+      return weight;
+    }
+    const onnx::NodeProto* transpose = producedBy(product.input(index), "Transpose");
+    const std::vector<std::int64_t> permutation = transpose ? integers(attributesOf(*transpose), "perm") : std::vector<std::int64_t>{};
+    if (!transpose || !(permutation.empty() || permutation == std::vector<std::int64_t>{1, 0}) || soleReader(transpose, "MatMul") != &product) return weight;
+    if ((weight.value = initializer(*transpose, 0, 2))) {
+      weight.pytorchLayout = true;
+      weight.transpose = transpose;
+      weight.name = transpose->input(0);
+    }
+    return weight;
+  }
+  static std::int64_t inputsOf(const MatMulWeight& weight) { return weight.value->shape[weight.pytorchLayout ? 1 : 0]; }
+  static std::int64_t outputsOf(const MatMulWeight& weight) { return weight.value->shape[weight.pytorchLayout ? 0 : 1]; }
+  // PyTorch's layout [out, in].
+  static HostTensor pytorchLayout(const MatMulWeight& weight) {
+    return weight.pytorchLayout ? hostTensor(weight.value->shape, weight.value->values) : transposed(*weight.value);
+  }
+  bool constantIs(const std::string& name, const std::vector<double>& values) const {
+    const OnnxConstant* value = constant(name);
+    return value && value->values == values;
+  }
+  static bool permutes(const onnx::NodeProto* node, const std::vector<std::int64_t>& permutation) {
+    return node && integers(attributesOf(*node), "perm") == permutation;
+  }
+
+  // The nodes computing `last` from `input` and constants, `last` left out: empty when they reach another computed
+  // tensor (a graph input) or something outside reads one of them.
+  std::vector<const onnx::NodeProto*> stretch(const onnx::NodeProto& last, const std::string& input) const {
+    std::set<const onnx::NodeProto*> nodes{&last};
+    std::vector<const onnx::NodeProto*> pending{&last};
+    while (!pending.empty()) {
+      const onnx::NodeProto* node = pending.back();
+      pending.pop_back();
+      for (const std::string& name : node->input()) {
+        if (name.empty() || name == input || initializers_.count(name)) continue;
+        const auto producer = producers_.find(name);
+        if (producer == producers_.end()) return {};
+        if (nodes.insert(producer->second).second) pending.push_back(producer->second);
+      }
+    }
+    for (const onnx::NodeProto* node : nodes) {
+      if (node == &last) continue;
+      for (const std::string& name : node->output()) {
+        if (name == output_) return {};
+        const auto readers = readers_.find(name);
+        if (readers == readers_.end()) continue;
+        for (const onnx::NodeProto* reader : readers->second) {
+          if (!nodes.count(reader)) return {};
+        }
+      }
+    }
+    nodes.erase(&last);
+    return {nodes.begin(), nodes.end()};
+  }
+
+  // The head of a query, key or value: Transpose(permutation) of Reshape of a Slice; the Slice.
+  const onnx::NodeProto* headSlice(const std::string& name, const std::vector<std::int64_t>& permutation) const {
+    const onnx::NodeProto* transpose = producedBy(name, "Transpose");
+    const onnx::NodeProto* reshape = permutes(transpose, permutation) ? producedBy(transpose->input(0), "Reshape") : nullptr;
+    return reshape ? producedBy(reshape->input(0), "Slice") : nullptr;
+  }
+
+  std::optional<OnnxSequenceLayer> attention(const onnx::NodeProto& softmax) const {
+    const std::int64_t axis = integer(attributesOf(softmax), "axis", -1);
+    const onnx::NodeProto* scores = producedBy(softmax.input(0), "MatMul");
+    const onnx::NodeProto* weighted = soleReader(&softmax, "MatMul");
+    if ((axis != -1 && axis != 2) || !scores || !weighted || weighted->input(0) != softmax.output(0)) return std::nullopt;
+    // After: the heads merged, the out-projection, batch first again.
+    const onnx::NodeProto* merged = soleReader(weighted, "Transpose", true);
+    const onnx::NodeProto* gemm = soleReader(permutes(merged, {1, 0, 2}) ? soleReader(merged, "Reshape", true) : nullptr, "Gemm", true);
+    const onnx::NodeProto* last = soleReader(soleReader(gemm, "Reshape", true), "Transpose", true);
+    if (!permutes(last, {1, 0, 2})) return std::nullopt;
+    const Attributes g = attributesOf(*gemm);
+    const OnnxConstant *outWeight = initializer(*gemm, 1, 2), *outBias = initializer(*gemm, 2, 1);
+    if (real(g, "alpha", 1.0) != 1.0 || real(g, "beta", 1.0) != 1.0 || integer(g, "transA", 0) != 0 || !outWeight || !outBias) return std::nullopt;
+    // Before: Q scaled by 1/√D, the three heads sliced from one in-projection of Transpose(x).
+    const onnx::NodeProto* scaled = producedBy(scores->input(0), "Div");
+    const bool divided = scaled != nullptr;
+    if (!scaled) scaled = producedBy(scores->input(0), "Mul");
+    const OnnxConstant* factor = scaled ? constant(scaled->input(1)) : nullptr;
+    if (!factor || factor->elements() != 1) return std::nullopt;
+    const onnx::NodeProto* q = headSlice(scaled->input(0), {1, 0, 2});
+    const onnx::NodeProto* k = headSlice(scores->input(1), {1, 2, 0});
+    const onnx::NodeProto* v = headSlice(weighted->input(1), {1, 0, 2});
+    if (!q || !k || !v || q->input(0) != k->input(0) || q->input(0) != v->input(0) || !constantIs(q->input(1), {0})) return std::nullopt;
+    const onnx::NodeProto* projected = producedBy(q->input(0), "Add");
+    if (!projected || projected->input_size() != 2) return std::nullopt;
+    const int biasAt = initializers_.count(projected->input(0)) ? 0 : 1;
+    const OnnxConstant* inBias = initializer(*projected, biasAt, 1);
+    const onnx::NodeProto* product = producedBy(projected->input(1 - biasAt), "MatMul");
+    const MatMulWeight inWeight = product ? matMulWeight(*product, 1) : MatMulWeight{};
+    const onnx::NodeProto* batchSecond = product ? producedBy(product->input(0), "Transpose") : nullptr;
+    if (!inBias || !inWeight.value || !permutes(batchSecond, {1, 0, 2})) return std::nullopt;
+    const std::int64_t width = inputsOf(inWeight);
+    const bool outTransposed = integer(g, "transB", 0) != 0;
+    if (outputsOf(inWeight) != 3 * width || inBias->shape[0] != 3 * width || outWeight->shape != std::vector<std::int64_t>{width, width} ||
+        outBias->shape[0] != width) {
+      return std::nullopt;
+    }
+    const double scale = factor->values[0], features = divided ? scale * scale : 1 / (scale * scale);
+    const auto headFeatures = static_cast<std::int64_t>(std::llround(features));
+    if (!(std::abs(features - static_cast<double>(headFeatures)) <= 1e-3 * features) || headFeatures < 1 || width % headFeatures != 0) return std::nullopt;
+
+    OnnxSequenceLayer found;
+    found.input = batchSecond->input(0);
+    found.last = last;
+    found.inside = stretch(*last, found.input);
+    if (found.inside.empty()) return std::nullopt;
+    found.layer.kind = layerKindName(LayerKind::attention);
+    found.layer.heads = static_cast<std::uint32_t>(width / headFeatures);
+    const std::string module = withoutSuffix(gemm->input(1), ".out_proj.weight");
+    found.nameHint = module.empty() ? "" : module + ".weight";
+    found.weights = {{".in_proj_weight", pytorchLayout(inWeight)},
+                     {".in_proj_bias", hostTensor(inBias->shape, inBias->values)},
+                     {".out_proj.weight", outTransposed ? hostTensor(outWeight->shape, outWeight->values) : transposed(*outWeight)},
+                     {".out_proj.bias", hostTensor(outBias->shape, outBias->values)}};
+    return found;
+  }
+
+  std::optional<OnnxSequenceLayer> linear(const onnx::NodeProto& product) const {
+    const MatMulWeight weight = matMulWeight(product, 1);
+    if (!weight.value || product.input_size() != 2 || constants_.count(product.input(0))) return std::nullopt;
+    const std::int64_t outputs = outputsOf(weight);
+    if (outputs < 1 || outputs > (1 << 16)) return std::nullopt;
+    OnnxSequenceLayer found;
+    found.input = product.input(0);
+    found.last = &product;
+    if (weight.transpose) found.inside = {weight.transpose};
+    const OnnxConstant* bias = nullptr;
+    if (const onnx::NodeProto* add = soleReader(&product, "Add"); add && add->input_size() == 2) {
+      const int biasAt = add->input(0) == product.output(0) ? 1 : 0;
+      bias = initializer(*add, biasAt, 1);
+      if (bias && bias->shape[0] == outputs) {
+        found.last = add;
+        found.inside.push_back(&product);
+        const std::string module = withoutSuffix(add->input(biasAt), ".bias");
+        if (!module.empty()) found.nameHint = module + ".weight";
+      } else {
+        bias = nullptr;
+      }
+    }
+    if (found.nameHint.empty()) found.nameHint = weight.name;
+    found.layer.kind = layerKindName(LayerKind::linear);
+    found.layer.outputs = static_cast<std::uint32_t>(outputs);
+    found.weights = {{".weight", pytorchLayout(weight)},
+                     {".bias", hostTensor({outputs}, bias ? bias->values : std::vector<double>(static_cast<std::size_t>(outputs), 0.0))}};
+    return found;
+  }
+
+  std::optional<OnnxSequenceLayer> tokens(const onnx::NodeProto& transpose) const {
+    const onnx::NodeProto* reshape = producedBy(transpose.input(0), "Reshape");
+    if (!permutes(&transpose, {0, 2, 1}) || !reshape || soleReader(reshape, "Transpose") != &transpose || reshape->input_size() != 2) return std::nullopt;
+    const std::string& x = reshape->input(0);
+    // The target [N, C, -1]: computed as Concat(Shape(x)[0:2], [-1]), or a constant [0, C, -1] whose C is the
+    // channels of the convolution that makes x.
+    const onnx::NodeProto* concat = producedBy(reshape->input(1), "Concat");
+    const onnx::NodeProto* slice = concat && concat->input_size() == 2 ? producedBy(concat->input(0), "Slice") : nullptr;
+    const onnx::NodeProto* shape = slice && slice->input_size() >= 3 ? producedBy(slice->input(0), "Shape") : nullptr;
+    bool flattened = shape && shape->input(0) == x && shape->attribute_size() == 0 && constantIs(slice->input(1), {0}) &&
+                     constantIs(slice->input(2), {2}) && (slice->input_size() < 4 || constantIs(slice->input(3), {0})) &&
+                     slice->input_size() < 5 && constantIs(concat->input(1), {-1});
+    if (const OnnxConstant* target = constant(reshape->input(1)); !flattened && target && target->values.size() == 3) {
+      const onnx::NodeProto* conv = producedBy(x, "Conv");
+      const OnnxConstant* weight = conv ? initializer(*conv, 1, 4) : nullptr;
+      flattened = weight && target->values[0] == 0 && target->values[1] == static_cast<double>(weight->shape[0]) && target->values[2] == -1;
+    }
+    if (!flattened) return std::nullopt;
+    OnnxSequenceLayer found;
+    found.input = x;
+    found.last = &transpose;
+    found.inside = stretch(transpose, x);
+    if (found.inside.empty()) return std::nullopt;
+    found.layer.kind = layerKindName(LayerKind::tokens);
+    return found;
+  }
+
+  std::optional<OnnxSequenceLayer> position(const onnx::NodeProto& add) const {
+    if (add.input_size() != 2) return std::nullopt;
+    const int weightAt = initializers_.count(add.input(0)) ? 0 : 1;
+    const std::string& x = add.input(1 - weightAt);
+    const OnnxConstant* weight = initializers_.count(add.input(weightAt)) ? &initializers_.at(add.input(weightAt)) : nullptr;
+    if (!weight || constants_.count(x)) return std::nullopt;
+    std::vector<std::int64_t> shape = weight->shape;
+    if (shape.size() == 3 && shape[0] == 1) shape.erase(shape.begin());
+    // A table of at least 2 × 2: a [C, 1] or [1, E] weight broadcasts as a bias does, which no position layer is.
+    if (shape.size() != 2 || shape[0] < 2 || shape[1] < 2) return std::nullopt;
+    OnnxSequenceLayer found;
+    found.input = x;
+    found.last = &add;
+    found.layer.kind = layerKindName(LayerKind::position);
+    const std::string& name = add.input(weightAt);
+    found.nameHint = withoutSuffix(name, ".weight").empty() ? name + ".weight" : name;
+    found.weights = {{".weight", hostTensor(shape, weight->values)}};
+    return found;
+  }
+
+  const onnx::GraphProto& graph_;
+  const OnnxReaders& readers_;
+  const std::map<std::string, OnnxConstant>& initializers_;
+  std::string output_;
+  std::map<std::string, OnnxConstant> constants_;  // the initializers and the Constant nodes' values
+  std::map<std::string, const onnx::NodeProto*> producers_;
+  std::set<const onnx::NodeProto*> claimed_;
+  std::vector<OnnxSequenceLayer> found_;
+};
+
+}  // namespace
+
+std::vector<OnnxSequenceLayer> findSequenceLayers(const onnx::GraphProto& graph, const OnnxReaders& readers,
+                                                  const std::map<std::string, OnnxConstant>& initializers,
+                                                  const std::string& output, const std::string& path) {
+  return Finder(graph, readers, initializers, output, path).run();
+}
+
+}  // namespace glnet

@@ -1,0 +1,43 @@
+// Transformer layers as PyTorch (1.13 and its TorchScript exporter) writes them to ONNX, each a stretch of nodes that
+// the reader of trainable networks (OnnxNetwork.cpp) reads as one layer of a description:
+//   attention  nn.MultiheadAttention(E, H, batch_first=True) called as self-attention without masks: Transpose, the
+//              in-projection MatMul and Add, three Slices, head Reshapes and Transposes, Q divided by √D, MatMul,
+//              Softmax, MatMul, Transposes and Reshapes around the out-projection Gemm, and the shape arithmetic
+//              feeding the Reshapes
+//   linear     nn.Linear on [N, ..., E]: MatMul by a weight [E, outputs], then Add of a bias (either order)
+//   tokens     x.flatten(2).transpose(1, 2) of [N, C, H, W]: Reshape to Concat(Shape(x)[0:2], [-1]) or to a constant
+//              [0 or N, C, -1], then Transpose [0, 2, 1]
+//   position   x + P for a weight P [1, S, E] or [S, E] and x computed (a vision transformer's position embedding)
+// A stretch is taken only where its nodes are read by nothing outside it but its last; anything else is left to the
+// node-by-node reader, which refuses what it cannot train.
+#pragma once
+
+#include "formats/OnnxProto.h"
+#include "formats/Safetensors.h"
+#include "model/NetDescription.h"
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace glnet {
+
+struct OnnxSequenceLayer {
+  LayerDescription layer;  // the kind and its fields (outputs, heads); unnamed
+  std::string nameHint;    // PyTorch's name of one of its weights ("block1.attn.weight"), whose prefix names the layer
+  std::string input;       // the tensor the layer reads
+  const onnx::NodeProto* last = nullptr;           // whose output is the layer's
+  std::vector<const onnx::NodeProto*> inside;      // the stretch's other nodes, run by the layer
+  std::vector<std::pair<std::string, HostTensor>> weights;  // by suffix (".weight"), in glnet's layouts
+};
+
+using OnnxReaders = std::map<std::string, std::vector<const onnx::NodeProto*>>;
+
+// The stretches of `graph` (its readers by tensor, its initializers) that are transformer layers, none sharing a node;
+// `output` is the graph's output. `path` names the file in errors reading Constant nodes.
+std::vector<OnnxSequenceLayer> findSequenceLayers(const onnx::GraphProto& graph, const OnnxReaders& readers,
+                                                  const std::map<std::string, OnnxConstant>& initializers,
+                                                  const std::string& output, const std::string& path);
+
+}  // namespace glnet
