@@ -83,10 +83,15 @@ class Converter {
     }
     if (!input) throw Error(path_ + ": the model has no input");
     const auto& type = input->type();
-    if (!type.has_tensor_type() || type.tensor_type().elem_type() != onnx::TensorProto::FLOAT || !type.tensor_type().has_shape()) {
-      throw Error(path_ + ": input " + input->name() + " is not a float tensor of known shape");
+    const int elementType = type.has_tensor_type() ? type.tensor_type().elem_type() : 0;
+    tokenIds_ = elementType == onnx::TensorProto::INT64 || elementType == onnx::TensorProto::INT32;
+    if ((elementType != onnx::TensorProto::FLOAT && !tokenIds_) || !type.tensor_type().has_shape()) {
+      throw Error(path_ + ": input " + input->name() + " is not a float tensor (or int64 or int32 token ids) of known shape");
     }
     const auto& dims = type.tensor_type().shape().dim();
+    if (tokenIds_ && dims.size() != 2) {
+      throw Error(path_ + ": input " + input->name() + " holds token ids of " + std::to_string(dims.size()) + " axes; glnet trains on ids [N, S]");
+    }
     if (dims.size() != 2 && dims.size() != 4) {
       throw Error(path_ + ": input " + input->name() + " has " + std::to_string(dims.size()) + " axes; glnet trains on [N, features] or [N, C, H, W]");
     }
@@ -447,17 +452,25 @@ class Converter {
 
   // A transformer layer that findSequenceLayers found, ending at `node`.
   void sequenceLayer(const onnx::NodeProto& node, const OnnxSequenceLayer& found) {
-    const auto input = layerOf_.find(found.input);
-    if (input == layerOf_.end()) refuse(node, "its input '" + found.input + "' is made by no earlier node");
-    const std::size_t inputRank = rankOf_.at(found.input);
+    std::vector<std::string> inputs;
+    for (const std::string& tensor : found.inputs) {
+      const auto input = layerOf_.find(tensor);
+      if (input == layerOf_.end()) refuse(node, "its input '" + tensor + "' is made by no earlier node");
+      inputs.push_back(input->second);
+    }
+    const std::size_t inputRank = rankOf_.at(found.inputs[0]);
     const LayerKind kind = *findLayerKind(found.layer.kind);
-    if (kind == LayerKind::tokens ? inputRank != 4 : inputRank < (kind == LayerKind::linear ? 2u : 3u)) {
+    const bool readsIds = kind == LayerKind::embedding || kind == LayerKind::mask;
+    if (readsIds && (inputs[0] != "input" || !tokenIds_)) refuse(node, "glnet trains a " + found.layer.kind + " layer on the model's input of token ids alone");
+    const std::size_t leastRank = kind == LayerKind::linear || readsIds ? 2 : kind == LayerKind::tokens ? 4 : 3;
+    if (inputRank < leastRank || (kind == LayerKind::tokens && inputRank != 4)) {
       refuse(node, "it reads a tensor of " + std::to_string(inputRank) + " axes, which a " + found.layer.kind + " layer does not take");
     }
+    const std::size_t outputRank = kind == LayerKind::tokens ? 3 : kind == LayerKind::embedding ? inputRank + 1 : kind == LayerKind::first ? inputRank - 1 : inputRank;
     LayerDescription layer = found.layer;
     layer.name = nameFor(node, found.nameHint);
     for (const auto& [suffix, tensor] : found.weights) result_.weights.tensors[layer.name + suffix] = tensor;
-    add(node, layer, {input->second}, kind == LayerKind::tokens ? 3 : inputRank);
+    add(node, layer, inputs, outputRank);
   }
 
   // The refusal of a node that is no trainable layer, listing the ops that are.
@@ -468,7 +481,8 @@ class Converter {
         if (row.op) list += std::string(row.shown) + ", ";
       }
       return list + "Identity, Constant and a last Softmax, and as PyTorch exports them MultiheadAttention (self-attention, "
-                    "batch_first, no mask), Linear on [N, ..., E], flatten(2).transpose(1, 2) and an added position weight";
+                    "batch_first, a key_padding_mask of ids == pad or none), Linear on [N, ..., E], flatten(2).transpose(1, 2), an added "
+                    "position weight, nn.Embedding of token ids and x[:, 0]";
     }();
     const std::string& op = node.op_type();
     refuse(node, "glnet trains " + trainable + (op == "Reshape" || op == "Shape" ? "; flatten with torch.flatten(x, 1) rather than view or reshape" : ""));
@@ -574,9 +588,9 @@ class Converter {
         {LayerKind::flatten, "Flatten", "Flatten", &Converter::flatten},
         {LayerKind::tokens, nullptr, nullptr, nullptr},    // stretches of nodes as well
         {LayerKind::position, nullptr, nullptr, nullptr},
-        {LayerKind::embedding, nullptr, nullptr, nullptr},  // a Gather of a weight by ids is not recognised yet
-        {LayerKind::mask, nullptr, nullptr, nullptr},  // nor Equal and Where on the ids
-        {LayerKind::first, nullptr, nullptr, nullptr},  // nor a Gather of one position
+        {LayerKind::embedding, nullptr, nullptr, nullptr},
+        {LayerKind::mask, nullptr, nullptr, nullptr},
+        {LayerKind::first, nullptr, nullptr, nullptr},
         {LayerKind::dropout, "Dropout", "Dropout", &Converter::dropout},
     }};
     static_assert(oneRowPerKind(rows), "readings() holds one row per LayerKind, in its order");
@@ -594,6 +608,7 @@ class Converter {
   std::map<const onnx::NodeProto*, const onnx::NodeProto*> fusedInto_;
   std::map<const onnx::NodeProto*, std::pair<LayerKind, std::string>> patternInput_;  // SiLU's or GELU's last Mul: the kind, its x
   std::set<std::string> names_;
+  bool tokenIds_ = false;  // the input holds token ids (int64 or int32), which embedding and mask layers read
   std::vector<OnnxSequenceLayer> sequenceLayers_;
   std::map<const onnx::NodeProto*, std::size_t> sequenceLayerAt_;  // a transformer layer's last node: its index
   OnnxNetwork result_;

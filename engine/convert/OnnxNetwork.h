@@ -7,9 +7,10 @@
 // and Sigmoid (fused into the Conv or Gemm they follow), HardSwish, x·Sigmoid(x) (SiLU), Add, Concat along the
 // channels, MaxPool, AveragePool, GlobalAveragePool, Flatten, Dropout, Identity, Constant, and a Softmax or LogSoftmax
 // that gives the output (the loss takes the logits before it); and, as stretches of nodes (OnnxSequencePatterns.h),
-// the layers of a vision transformer as PyTorch exports them: nn.MultiheadAttention, Linear on [N, S, E], the patches'
-// flatten(2).transpose(1, 2) and a learned position table. Any other node is refused in one line naming it: such
-// models run (glnet_eval, glnet_run) but do not train.
+// the layers of vision transformers and BERT-like encoders as PyTorch exports them: nn.MultiheadAttention (with a
+// key_padding_mask of ids == pad or none), Linear on [N, S, E], the patches' flatten(2).transpose(1, 2), a learned
+// position table, nn.Embedding of the input's int64 or int32 token ids [N, S] and the first position. Any other node
+// is refused in one line naming it: such models run (glnet_eval, glnet_run) but do not train.
 #pragma once
 
 #include "model/NetDescription.h"

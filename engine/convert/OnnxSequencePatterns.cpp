@@ -1,5 +1,6 @@
 #include "convert/OnnxSequencePatterns.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
@@ -52,14 +53,78 @@ class Finder {
 
   std::vector<OnnxSequenceLayer> run() {
     // Attention first: its MatMuls and Adds are no linear layers.
-    for (const char* op : {"Softmax", "Transpose", "MatMul", "Add"}) {
+    for (const char* op : {"Softmax", "Transpose", "MatMul", "Add", "Gather"}) {
       for (const onnx::NodeProto& node : graph_.node()) {
         if (node.op_type() != op) continue;
         const std::string kind = op;
-        take(kind == "Softmax" ? attention(node) : kind == "Transpose" ? tokens(node) : kind == "MatMul" ? linear(node) : position(node));
+        take(kind == "Softmax" ? attention(node) : kind == "Transpose" ? tokens(node) : kind == "MatMul" ? linear(node) : kind == "Add" ? position(node) : gather(node));
       }
     }
+    // A padding mask is a layer of −inf and 0 where PyTorch has booleans: only attentions may read it.
+    for (const onnx::NodeProto* equal : paddingMasks()) {
+      const auto readers = readers_.find(equal->output(0));
+      const bool attentionsAlone = equal->output(0) != output_ && std::all_of(readers->second.begin(), readers->second.end(), [&](const onnx::NodeProto* reader) {
+        return claimed_.count(reader) > 0;
+      });
+      if (attentionsAlone) take(paddingMask(*equal));
+    }
+    // Attentions whose mask is read elsewhere too are left to the node-by-node reader.
+    std::set<std::string> masks;
+    for (const OnnxSequenceLayer& layer : found_) {
+      if (layer.layer.kind == layerKindName(LayerKind::mask)) masks.insert(layer.last->output(0));
+    }
+    found_.erase(std::remove_if(found_.begin(), found_.end(), [&](const OnnxSequenceLayer& layer) { return layer.inputs.size() == 2 && !masks.count(layer.inputs[1]); }),
+                 found_.end());
     return std::move(found_);
+  }
+
+  std::vector<const onnx::NodeProto*> paddingMasks() const {
+    std::vector<const onnx::NodeProto*> equals;
+    for (const OnnxSequenceLayer& layer : found_) {
+      if (layer.inputs.size() != 2) continue;
+      const onnx::NodeProto* equal = producedBy(layer.inputs[1], "Equal");
+      if (std::find(equals.begin(), equals.end(), equal) == equals.end()) equals.push_back(equal);
+    }
+    return equals;
+  }
+
+  // ids == pad for a whole-number pad.
+  std::optional<OnnxSequenceLayer> paddingMask(const onnx::NodeProto& equal) const {
+    const int padAt = constant(equal.input(1)) ? 1 : 0;
+    const OnnxConstant* pad = constant(equal.input(padAt));
+    if (!pad || pad->elements() != 1 || !(pad->values[0] >= 0 && pad->values[0] < 16777216.0) || pad->values[0] != std::floor(pad->values[0]) ||
+        constants_.count(equal.input(1 - padAt))) {
+      return std::nullopt;
+    }
+    OnnxSequenceLayer found;
+    found.inputs = {equal.input(1 - padAt)};
+    found.last = &equal;
+    found.layer.kind = layerKindName(LayerKind::mask);
+    found.layer.pad = static_cast<std::uint32_t>(pad->values[0]);
+    return found;
+  }
+
+  // An embedding (Gather of a table by ids) or the first position (Gather of index 0 along axis 1).
+  std::optional<OnnxSequenceLayer> gather(const onnx::NodeProto& node) const {
+    if (node.input_size() != 2) return std::nullopt;
+    const std::int64_t axis = integer(attributesOf(node), "axis", 0);
+    OnnxSequenceLayer found;
+    found.last = &node;
+    if (const OnnxConstant* table = initializer(node, 0, 2); table && axis == 0 && !constants_.count(node.input(1))) {
+      if (table->shape[0] < 1 || table->shape[0] > (1 << 24) || table->shape[1] < 1 || table->shape[1] > (1 << 16)) return std::nullopt;
+      found.inputs = {node.input(1)};
+      found.layer.kind = layerKindName(LayerKind::embedding);
+      found.layer.vocabulary = static_cast<std::uint32_t>(table->shape[0]);
+      found.layer.outputs = static_cast<std::uint32_t>(table->shape[1]);
+      found.nameHint = node.input(0);
+      found.weights = {{".weight", hostTensor(table->shape, table->values)}};
+      return found;
+    }
+    const OnnxConstant* index = constant(node.input(1));
+    if (!index || !index->shape.empty() || index->values != std::vector<double>{0.0} || axis != 1 || constants_.count(node.input(0))) return std::nullopt;
+    found.inputs = {node.input(0)};
+    found.layer.kind = layerKindName(LayerKind::first);
+    return found;
   }
 
  private:
@@ -142,16 +207,17 @@ class Finder {
     return node && integers(attributesOf(*node), "perm") == permutation;
   }
 
-  // The nodes computing `last` from `input` and constants, `last` left out: empty when they reach another computed
-  // tensor (a graph input) or something outside reads one of them.
-  std::vector<const onnx::NodeProto*> stretch(const onnx::NodeProto& last, const std::string& input) const {
+  // The nodes computing `last` from `inputs` and constants (initializers and Constant nodes, which may be shared),
+  // `last` left out: empty when they reach another computed tensor (a graph input) or something outside reads one of
+  // them.
+  std::vector<const onnx::NodeProto*> stretch(const onnx::NodeProto& last, const std::vector<std::string>& inputs) const {
     std::set<const onnx::NodeProto*> nodes{&last};
     std::vector<const onnx::NodeProto*> pending{&last};
     while (!pending.empty()) {
       const onnx::NodeProto* node = pending.back();
       pending.pop_back();
       for (const std::string& name : node->input()) {
-        if (name.empty() || name == input || initializers_.count(name)) continue;
+        if (name.empty() || std::find(inputs.begin(), inputs.end(), name) != inputs.end() || constants_.count(name)) continue;
         const auto producer = producers_.find(name);
         if (producer == producers_.end()) return {};
         if (nodes.insert(producer->second).second) pending.push_back(producer->second);
@@ -172,6 +238,46 @@ class Finder {
     return {nodes.begin(), nodes.end()};
   }
 
+  // A constant, or a Cast of one: its values.
+  const OnnxConstant* constantThroughCast(const std::string& name) const {
+    if (const OnnxConstant* value = constant(name)) return value;
+    const onnx::NodeProto* cast = producedBy(name, "Cast");
+    return cast ? constant(cast->input(0)) : nullptr;
+  }
+  bool isOne(const std::string& name) const {
+    const OnnxConstant* value = constantThroughCast(name);
+    return value && value->elements() == 1 && value->values[0] == 1.0;
+  }
+
+  // The scores and the padding mask of an attention with key_padding_mask, as PyTorch 1.13 exports the sum
+  // baddbmm(mask, Q, Kᵀ): Add(Mul(MatMul(Q, Kᵀ), 1), Mul(Where(Cast(Reshape(Expand(Reshape(ids == pad)))), −inf, 0), 1)).
+  // The MatMul and the Equal; null where the softmax reads no such sum.
+  std::pair<const onnx::NodeProto*, const onnx::NodeProto*> maskedScores(const std::string& softmaxInput) const {
+    const onnx::NodeProto* sum = producedBy(softmaxInput, "Add");
+    if (!sum || sum->input_size() != 2) return {nullptr, nullptr};
+    for (int side = 0; side < 2; ++side) {
+      const onnx::NodeProto *scaledScores = producedBy(sum->input(side), "Mul"), *scaledMask = producedBy(sum->input(1 - side), "Mul");
+      if (!scaledScores || !scaledMask || scaledScores->input_size() != 2 || scaledMask->input_size() != 2 || !isOne(scaledScores->input(1)) ||
+          !isOne(scaledMask->input(1))) {
+        continue;
+      }
+      const onnx::NodeProto* scores = producedBy(scaledScores->input(0), "MatMul");
+      const onnx::NodeProto* where = producedBy(scaledMask->input(0), "Where");
+      if (!scores || !where || where->input_size() != 3) continue;
+      const OnnxConstant* hidden = constantThroughCast(where->input(1));
+      const onnx::NodeProto* zeros = producedBy(where->input(2), "ConstantOfShape");
+      if (!hidden || hidden->elements() != 1 || !(std::isinf(hidden->values[0]) && hidden->values[0] < 0) || !zeros) continue;
+      const auto zeroFill = attributesOf(*zeros);
+      if (zeroFill.count("value") && readOnnxTensor(zeroFill.at("value")->t(), "").values != std::vector<double>{0.0}) continue;
+      // The condition back to the Equal through the exporter's Cast, Reshape and Expand (first inputs).
+      const onnx::NodeProto* step = producedBy(where->input(0), "Cast");
+      for (const char* op : {"Reshape", "Expand", "Reshape"}) step = step ? producedBy(step->input(0), op) : nullptr;
+      const onnx::NodeProto* equal = step ? producedBy(step->input(0), "Equal") : nullptr;
+      if (equal && equal->input_size() == 2) return {scores, equal};
+    }
+    return {nullptr, nullptr};
+  }
+
   // The head of a query, key or value: Transpose(permutation) of Reshape of a Slice; the Slice.
   const onnx::NodeProto* headSlice(const std::string& name, const std::vector<std::int64_t>& permutation) const {
     const onnx::NodeProto* transpose = producedBy(name, "Transpose");
@@ -181,7 +287,8 @@ class Finder {
 
   std::optional<OnnxSequenceLayer> attention(const onnx::NodeProto& softmax) const {
     const std::int64_t axis = integer(attributesOf(softmax), "axis", -1);
-    const onnx::NodeProto* scores = producedBy(softmax.input(0), "MatMul");
+    const auto [maskedScoreProduct, padding] = maskedScores(softmax.input(0));
+    const onnx::NodeProto* scores = padding ? maskedScoreProduct : producedBy(softmax.input(0), "MatMul");
     const onnx::NodeProto* weighted = soleReader(&softmax, "MatMul");
     if ((axis != -1 && axis != 2) || !scores || !weighted || weighted->input(0) != softmax.output(0)) return std::nullopt;
     // After: the heads merged, the out-projection, batch first again.
@@ -221,9 +328,10 @@ class Finder {
     if (!(std::abs(features - static_cast<double>(headFeatures)) <= 1e-3 * features) || headFeatures < 1 || width % headFeatures != 0) return std::nullopt;
 
     OnnxSequenceLayer found;
-    found.input = batchSecond->input(0);
+    found.inputs = {batchSecond->input(0)};
+    if (padding) found.inputs.push_back(padding->output(0));
     found.last = last;
-    found.inside = stretch(*last, found.input);
+    found.inside = stretch(*last, found.inputs);
     if (found.inside.empty()) return std::nullopt;
     found.layer.kind = layerKindName(LayerKind::attention);
     found.layer.heads = static_cast<std::uint32_t>(width / headFeatures);
@@ -242,7 +350,7 @@ class Finder {
     const std::int64_t outputs = outputsOf(weight);
     if (outputs < 1 || outputs > (1 << 16)) return std::nullopt;
     OnnxSequenceLayer found;
-    found.input = product.input(0);
+    found.inputs = {product.input(0)};
     found.last = &product;
     if (weight.transpose) found.inside = {weight.transpose};
     const OnnxConstant* bias = nullptr;
@@ -285,9 +393,9 @@ class Finder {
     }
     if (!flattened) return std::nullopt;
     OnnxSequenceLayer found;
-    found.input = x;
+    found.inputs = {x};
     found.last = &transpose;
-    found.inside = stretch(transpose, x);
+    found.inside = stretch(transpose, found.inputs);
     if (found.inside.empty()) return std::nullopt;
     found.layer.kind = layerKindName(LayerKind::tokens);
     return found;
@@ -304,7 +412,7 @@ class Finder {
     // A table of at least 2 × 2: a [C, 1] or [1, E] weight broadcasts as a bias does, which no position layer is.
     if (shape.size() != 2 || shape[0] < 2 || shape[1] < 2) return std::nullopt;
     OnnxSequenceLayer found;
-    found.input = x;
+    found.inputs = {x};
     found.last = &add;
     found.layer.kind = layerKindName(LayerKind::position);
     const std::string& name = add.input(weightAt);

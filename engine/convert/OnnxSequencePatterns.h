@@ -8,6 +8,10 @@
 //   tokens     x.flatten(2).transpose(1, 2) of [N, C, H, W]: Reshape to Concat(Shape(x)[0:2], [-1]) or to a constant
 //              [0 or N, C, -1], then Transpose [0, 2, 1]
 //   position   x + P for a weight P [1, S, E] or [S, E] and x computed (a vision transformer's position embedding)
+//   embedding  nn.Embedding: Gather of a weight [V, E] by ids along its axis 0
+//   mask       ids == pad, read only as the key_padding_mask of attentions (whose stretch then holds the exporter's
+//              Reshape, Expand, Cast and Where of it, and the scores' Add of it)
+//   first      x[:, 0] of [N, S, E]: Gather of the scalar 0 along axis 1
 // A stretch is taken only where its nodes are read by nothing outside it but its last; anything else is left to the
 // node-by-node reader, which refuses what it cannot train.
 #pragma once
@@ -26,7 +30,7 @@ namespace glnet {
 struct OnnxSequenceLayer {
   LayerDescription layer;  // the kind and its fields (outputs, heads); unnamed
   std::string nameHint;    // PyTorch's name of one of its weights ("block1.attn.weight"), whose prefix names the layer
-  std::string input;       // the tensor the layer reads
+  std::vector<std::string> inputs;  // the tensors the layer reads (an attention's second: its mask)
   const onnx::NodeProto* last = nullptr;           // whose output is the layer's
   std::vector<const onnx::NodeProto*> inside;      // the stretch's other nodes, run by the layer
   std::vector<std::pair<std::string, HostTensor>> weights;  // by suffix (".weight"), in glnet's layouts

@@ -20,7 +20,10 @@ A vision transformer written the same way (patches by a strided convolution, fla
 position table, a pre-norm block of nn.MultiheadAttention with batch_first, residual adds, Linear, GELU, Linear, a
 last LayerNorm, flatten and a Linear head) is checked as the first module is: glnet reads the exporter's hundred nodes
 of attention as one attention layer, the MatMul and Add pairs as linear layers, and must follow PyTorch's ten steps
-within the same tolerances (no batch normalization here: the rounding differences stay near 1e-7).
+within the same tolerances (no batch normalization here: the rounding differences stay near 1e-7). So must a BERT-like
+text encoder exported with int64 token ids in (nn.Embedding, a position table, nn.MultiheadAttention given
+key_padding_mask=ids == 0, the first position into a Linear), trained on an ids data set of 64 padded sequences: the
+mask's Equal, Reshape, Expand, Cast and Where become one mask layer that the attention reads.
 
   torch_finetune.py GLNET_TRAIN MNIST_DIR WORK_DIR
 """
@@ -68,10 +71,11 @@ class Mixed(nn.Module):
         return self.fc(self.drop(c))
 
 
-def export(model, path):
+def export(model, path, example=None, input_name="images"):
     model.train()
-    export_torchscript(model, torch.zeros(2, 1, 28, 28), str(path), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
-                       do_constant_folding=False, input_names=["images"], output_names=["logits"], dynamic_axes={"images": {0: "batch"}})
+    example = torch.zeros(2, 1, 28, 28) if example is None else example
+    export_torchscript(model, example, str(path), opset_version=17, training=torch.onnx.TrainingMode.TRAINING,
+                       do_constant_folding=False, input_names=[input_name], output_names=["logits"], dynamic_axes={input_name: {0: "batch"}})
 
 
 def glnet_train(train, mnist, work, model, name, extra=()):
@@ -103,9 +107,9 @@ class Block(nn.Module):
         self.mlp1 = nn.Linear(width, 4 * width)
         self.mlp2 = nn.Linear(4 * width, width)
 
-    def forward(self, x):
+    def forward(self, x, pad=None):
         y = self.ln1(x)
-        x = x + self.attn(y, y, y, need_weights=False)[0]
+        x = x + self.attn(y, y, y, key_padding_mask=pad, need_weights=False)[0]
         return x + self.mlp2(nn.functional.gelu(self.mlp1(self.ln2(x))))
 
 
@@ -125,16 +129,45 @@ class VisionTransformer(nn.Module):
         return self.fc(torch.flatten(self.norm(self.block1(x)), 1))
 
 
-def compare_training(train, mnist, work, model, name, extra_tensors=()):
+class TextEncoder(nn.Module):
+    """BERT-like: ids [N, 8] below 20 (0 the padding), embedding, position table, a block whose attention skips the
+    padding (key_padding_mask), a last LayerNorm, the first position's features into a Linear of 3 classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.embedding = nn.Embedding(20, 16)
+        self.position = Position(8, 16)
+        self.block1 = Block(16, 2)
+        self.norm = nn.LayerNorm(16)
+        self.fc = nn.Linear(16, 3)
+
+    def forward(self, ids):
+        pad = ids == 0
+        x = self.position(self.embedding(ids))
+        return self.fc(self.norm(self.block1(x, pad))[:, 0])
+
+
+def compare_training(train, mnist, work, model, name, extra_tensors=(), ids=None):
     """Exports `model`, trains it STEPS steps with glnet and with PyTorch on the same batch, and returns the failures:
     losses and every tensor of PyTorch's state_dict compared (glnet's may hold `extra_tensors` beyond them; a tensor of
     another shape but as many values, a position table [S, E] for PyTorch's [1, S, E], is compared reshaped)."""
-    export(model, work / (name + ".onnx"))
-    glnet_losses = glnet_train(train, mnist, work, work / (name + ".onnx"), name)
-
-    images = idx(mnist, "train-images-idx3-ubyte")[:BATCH]
-    labels = idx(mnist, "train-labels-idx1-ubyte")[:BATCH].astype(np.int64)
-    x = torch.from_numpy(images.astype(np.float32) / 255).unsqueeze(1)
+    if ids is None:
+        export(model, work / (name + ".onnx"))
+        glnet_losses = glnet_train(train, mnist, work, work / (name + ".onnx"), name)
+        images = idx(mnist, "train-images-idx3-ubyte")[:BATCH]
+        labels = idx(mnist, "train-labels-idx1-ubyte")[:BATCH].astype(np.int64)
+        x = torch.from_numpy(images.astype(np.float32) / 255).unsqueeze(1)
+    else:
+        # Token ids: an ids data set of BATCH sequences (and a few test ones), exported with int64 ids in.
+        ids, labels = ids
+        data = work / (name + "-ids")
+        data.mkdir(exist_ok=True)
+        for part, rows in (("train", slice(None)), ("test", slice(0, 10))):
+            np.save(data / f"{part}-ids.npy", ids[rows])
+            np.save(data / f"{part}-labels.npy", labels[rows])
+        export(model, work / (name + ".onnx"), example=torch.from_numpy(ids[:2]), input_name="ids")
+        glnet_losses = glnet_train(train, str(data), work, work / (name + ".onnx"), name, ("--dataset", "ids"))
+        x = torch.from_numpy(ids)
     y = torch.from_numpy(labels)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
     model.train()
@@ -184,6 +217,22 @@ def main(train, mnist, work):
     if kinds != wanted:
         failures += 1
         print(f"the vision transformer was read as layers {kinds}, not {wanted}")
+
+    torch.manual_seed(14)
+    random = np.random.default_rng(14)
+    ids = random.integers(1, 20, size=(BATCH, 8)).astype(np.int64)
+    for row, length in enumerate(random.integers(3, 9, size=BATCH)):
+        ids[row, length:] = 0
+    labels = random.integers(0, 3, size=BATCH).astype(np.int64)
+    text_failures, _ = compare_training(train, mnist, work, TextEncoder(), "text", ids=(ids, labels))
+    failures += text_failures
+    _, metadata = read_safetensors(work / "text.safetensors")
+    kinds = [layer["kind"] for layer in json.loads(metadata["network"])["layers"]]
+    wanted = ["mask", "embedding", "position", "layernorm", "attention", "add", "layernorm", "linear", "gelu", "linear", "add", "layernorm",
+              "first", "dense"]
+    if kinds != wanted:
+        failures += 1
+        print(f"the text encoder was read as layers {kinds}, not {wanted}")
 
     torch.manual_seed(12)
     export(Mixed(0.3), work / "dropout.onnx")
