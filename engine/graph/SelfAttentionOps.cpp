@@ -138,8 +138,12 @@ class SelfAttention : public Op {
     const auto bytes = [&](std::uint32_t own, std::uint32_t other) {
       return sizeof(float) * (2 * std::size_t{own + other} * (features + 1) + 2 * std::size_t{own} * (other + 1) + 2 * (own + other));
     };
-    for (std::uint32_t own = 32; own >= 1; own /= 2) {
-      const std::uint32_t other = std::max<std::uint32_t>(own / 2, 1);
+    // Small blocks: the passes wait on memory and barriers more than they compute, so what counts is how many groups
+    // run at once. On the H200 (BERT-small's heads of 64 over 64 positions, bench/results/2026-11-28-attention-blocks-*)
+    // blocks of 16 rows and tiles of 4 took half the time of 32 and 16 (8.8 against 4.4 ms a step); 8 and 4 as much
+    // as 16 and 4, 4 and 4 more.
+    for (std::uint32_t own = 16; own >= 1; own /= 2) {
+      const std::uint32_t other = std::min<std::uint32_t>(own, 4);
       if (bytes(own, other) <= room) return {own, other};
     }
     throw DeviceLimitError(name() + "'s backward pass over heads of " + std::to_string(features) + " features needs " + std::to_string(bytes(1, 1)) +
