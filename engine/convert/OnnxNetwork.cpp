@@ -44,7 +44,7 @@ class Converter {
     output_ = graph.output(0).name();
     findSilu(graph);
     findGelu(graph);
-    sequenceLayers_ = findSequenceLayers(graph, readers_, constants_, output_, path_);
+    sequenceLayers_ = findSequenceLayers(graph, opset_, readers_, constants_, output_, path_);
     for (std::size_t k = 0; k < sequenceLayers_.size(); ++k) {
       absorbed_.insert(sequenceLayers_[k].inside.begin(), sequenceLayers_[k].inside.end());
       sequenceLayerAt_[sequenceLayers_[k].last] = k;

@@ -39,9 +39,9 @@ std::string withoutSuffix(const std::string& name, const std::string& suffix) {
 
 class Finder {
  public:
-  Finder(const onnx::GraphProto& graph, const OnnxReaders& readers, const std::map<std::string, OnnxConstant>& initializers,
+  Finder(const onnx::GraphProto& graph, std::int64_t opset, const OnnxReaders& readers, const std::map<std::string, OnnxConstant>& initializers,
          std::string output, const std::string& path)
-      : graph_(graph), readers_(readers), initializers_(initializers), output_(std::move(output)), constants_(initializers) {
+      : graph_(graph), opset_(opset), readers_(readers), initializers_(initializers), output_(std::move(output)), constants_(initializers) {
     for (const onnx::NodeProto& node : graph.node()) {
       for (const std::string& name : node.output()) producers_[name] = &node;
       if (node.op_type() != "Constant" || node.output_size() != 1) continue;
@@ -138,7 +138,17 @@ class Finder {
     found_.push_back(std::move(*layer));
   }
 
+  // Input `index` of `node`, or "" where it has fewer (an older opset's Slice takes its starts as attributes).
+  static const std::string& in(const onnx::NodeProto& node, int index) {
+    static const std::string none;
+    return index < node.input_size() ? node.input(index) : none;
+  }
+  // `reader` where it reads `node`'s output as its input 0 (a Reshape reading it as its shape would not do).
+  static const onnx::NodeProto* readsFirst(const onnx::NodeProto* node, const onnx::NodeProto* reader) {
+    return node && reader && reader->input_size() > 0 && reader->input(0) == node->output(0) ? reader : nullptr;
+  }
   const onnx::NodeProto* producedBy(const std::string& name, const char* op) const {
+    if (name.empty()) return nullptr;
     const auto found = producers_.find(name);
     return found != producers_.end() && found->second->op_type() == op ? found->second : nullptr;
   }
@@ -160,6 +170,7 @@ class Finder {
     return sole;
   }
   const OnnxConstant* constant(const std::string& name) const {
+    if (name.empty()) return nullptr;
     const auto found = constants_.find(name);
     return found == constants_.end() ? nullptr : &found->second;
   }
@@ -242,7 +253,7 @@ class Finder {
   const OnnxConstant* constantThroughCast(const std::string& name) const {
     if (const OnnxConstant* value = constant(name)) return value;
     const onnx::NodeProto* cast = producedBy(name, "Cast");
-    return cast ? constant(cast->input(0)) : nullptr;
+    return cast ? constant(in(*cast, 0)) : nullptr;
   }
   bool isOne(const std::string& name) const {
     const OnnxConstant* value = constantThroughCast(name);
@@ -270,9 +281,9 @@ class Finder {
       const auto zeroFill = attributesOf(*zeros);
       if (zeroFill.count("value") && readOnnxTensor(zeroFill.at("value")->t(), "").values != std::vector<double>{0.0}) continue;
       // The condition back to the Equal through the exporter's Cast, Reshape and Expand (first inputs).
-      const onnx::NodeProto* step = producedBy(where->input(0), "Cast");
-      for (const char* op : {"Reshape", "Expand", "Reshape"}) step = step ? producedBy(step->input(0), op) : nullptr;
-      const onnx::NodeProto* equal = step ? producedBy(step->input(0), "Equal") : nullptr;
+      const onnx::NodeProto* step = producedBy(in(*where, 0), "Cast");
+      for (const char* op : {"Reshape", "Expand", "Reshape"}) step = step ? producedBy(in(*step, 0), op) : nullptr;
+      const onnx::NodeProto* equal = step ? producedBy(in(*step, 0), "Equal") : nullptr;
       if (equal && equal->input_size() == 2) return {scores, equal};
     }
     return {nullptr, nullptr};
@@ -281,41 +292,90 @@ class Finder {
   // The head of a query, key or value: Transpose(permutation) of Reshape of a Slice; the Slice.
   const onnx::NodeProto* headSlice(const std::string& name, const std::vector<std::int64_t>& permutation) const {
     const onnx::NodeProto* transpose = producedBy(name, "Transpose");
-    const onnx::NodeProto* reshape = permutes(transpose, permutation) ? producedBy(transpose->input(0), "Reshape") : nullptr;
-    return reshape ? producedBy(reshape->input(0), "Slice") : nullptr;
+    const onnx::NodeProto* reshape = permutes(transpose, permutation) ? producedBy(in(*transpose, 0), "Reshape") : nullptr;
+    return reshape ? producedBy(in(*reshape, 0), "Slice") : nullptr;
+  }
+
+  // The exporter's third of the projection's width, u = ⌈W/3⌉ = (W + 2) / 3 with W = Shape(projected)[−1]: its tensor.
+  bool isThird(const std::string& name, const std::string& projected) const {
+    const onnx::NodeProto* divide = producedBy(name, "Div");
+    const onnx::NodeProto* add = divide && constantIs(in(*divide, 1), {3}) ? producedBy(in(*divide, 0), "Add") : nullptr;
+    const onnx::NodeProto* width = add && constantIs(in(*add, 1), {2}) ? producedBy(in(*add, 0), "Gather") : nullptr;
+    const onnx::NodeProto* shape = width && constantIs(in(*width, 1), {-1}) && integer(attributesOf(*width), "axis", 0) == 0 ? producedBy(in(*width, 0), "Shape") : nullptr;
+    return shape && shape->attribute_size() == 0 && in(*shape, 0) == projected;
+  }
+
+  // Q, K and V as torch.chunk(3, −1) slices them from `projected`: starts 0, u, 2u and ends u, 2u, 3u along the last
+  // axis, with u its third, each a Slice of its own.
+  bool chunksInOrder(const onnx::NodeProto& q, const onnx::NodeProto& k, const onnx::NodeProto& v, const std::string& projected) const {
+    if (&q == &k || &k == &v || &q == &v) return false;
+    const onnx::NodeProto* slices[] = {&q, &k, &v};
+    std::string third;
+    for (int part = 0; part < 3; ++part) {
+      const onnx::NodeProto& slice = *slices[part];
+      if (slice.input_size() != 4 || in(slice, 0) != projected || !(constantIs(in(slice, 3), {-1}) || constantIs(in(slice, 3), {2}))) return false;
+      if (part == 0 ? !constantIs(in(slice, 1), {0}) : in(slice, 1) != in(*slices[part - 1], 2)) return false;
+      const onnx::NodeProto* end = producedBy(in(slice, 2), "Mul");
+      if (!end || !constantIs(in(*end, 1), {static_cast<double>(part + 1)})) return false;
+      if (part == 0) third = in(*end, 0);
+      if (in(*end, 0) != third) return false;
+    }
+    return isThird(third, projected);
+  }
+
+  // A head Reshape's target Concat(S, N·heads, E/heads), as the exporter computes it: heads in both.
+  bool reshapesToHeads(const onnx::NodeProto& slice, std::int64_t heads) const {
+    const onnx::NodeProto* reshape = readsFirst(&slice, soleReader(&slice, "Reshape", true));
+    const onnx::NodeProto* target = reshape ? producedBy(in(*reshape, 1), "Concat") : nullptr;
+    if (!target || target->input_size() != 3) return false;
+    const onnx::NodeProto* rows = producedBy(in(*target, 1), "Unsqueeze");
+    const onnx::NodeProto* times = rows ? producedBy(in(*rows, 0), "Mul") : nullptr;
+    const onnx::NodeProto* features = producedBy(in(*target, 2), "Unsqueeze");
+    const onnx::NodeProto* step = features ? producedBy(in(*features, 0), "Cast") : nullptr;
+    while (step && step->op_type() == "Cast") {
+      const onnx::NodeProto* before = producedBy(in(*step, 0), "Cast");
+      step = before ? before : producedBy(in(*step, 0), "Div");
+    }
+    const double h = static_cast<double>(heads);
+    return times && step && step->op_type() == "Div" && constantIs(in(*times, 1), {h}) && constantIs(in(*step, 1), {h});
   }
 
   std::optional<OnnxSequenceLayer> attention(const onnx::NodeProto& softmax) const {
-    const std::int64_t axis = integer(attributesOf(softmax), "axis", -1);
-    const auto [maskedScoreProduct, padding] = maskedScores(softmax.input(0));
-    const onnx::NodeProto* scores = padding ? maskedScoreProduct : producedBy(softmax.input(0), "MatMul");
+    // Before opset 13 a Softmax without axis normalises over everything after axis 1 together.
+    const Attributes softmaxAttributes = attributesOf(softmax);
+    const std::int64_t axis = integer(softmaxAttributes, "axis", -1);
+    if ((opset_ < 13 && !softmaxAttributes.count("axis")) || (axis != -1 && axis != 2)) return std::nullopt;
+    const auto [maskedScoreProduct, padding] = maskedScores(in(softmax, 0));
+    const onnx::NodeProto* scores = padding ? maskedScoreProduct : producedBy(in(softmax, 0), "MatMul");
     const onnx::NodeProto* weighted = soleReader(&softmax, "MatMul");
-    if ((axis != -1 && axis != 2) || !scores || !weighted || weighted->input(0) != softmax.output(0)) return std::nullopt;
-    // After: the heads merged, the out-projection, batch first again.
-    const onnx::NodeProto* merged = soleReader(weighted, "Transpose", true);
-    const onnx::NodeProto* gemm = soleReader(permutes(merged, {1, 0, 2}) ? soleReader(merged, "Reshape", true) : nullptr, "Gemm", true);
-    const onnx::NodeProto* last = soleReader(soleReader(gemm, "Reshape", true), "Transpose", true);
-    if (!permutes(last, {1, 0, 2})) return std::nullopt;
+    if (!scores || !weighted || in(*weighted, 0) != softmax.output(0) || scores->input_size() != 2 || weighted->input_size() != 2) return std::nullopt;
+    // After: the heads merged, the out-projection, batch first again, each reading the one before as its input 0.
+    const onnx::NodeProto* merged = readsFirst(weighted, soleReader(weighted, "Transpose", true));
+    const onnx::NodeProto* rows = permutes(merged, {1, 0, 2}) ? readsFirst(merged, soleReader(merged, "Reshape", true)) : nullptr;
+    const onnx::NodeProto* gemm = readsFirst(rows, soleReader(rows, "Gemm", true));
+    const onnx::NodeProto* split = readsFirst(gemm, soleReader(gemm, "Reshape", true));
+    const onnx::NodeProto* last = readsFirst(split, soleReader(split, "Transpose", true));
+    if (!permutes(last, {1, 0, 2}) || !gemm || gemm->input_size() != 3) return std::nullopt;
     const Attributes g = attributesOf(*gemm);
     const OnnxConstant *outWeight = initializer(*gemm, 1, 2), *outBias = initializer(*gemm, 2, 1);
     if (real(g, "alpha", 1.0) != 1.0 || real(g, "beta", 1.0) != 1.0 || integer(g, "transA", 0) != 0 || !outWeight || !outBias) return std::nullopt;
     // Before: Q scaled by 1/√D, the three heads sliced from one in-projection of Transpose(x).
-    const onnx::NodeProto* scaled = producedBy(scores->input(0), "Div");
+    const onnx::NodeProto* scaled = producedBy(in(*scores, 0), "Div");
     const bool divided = scaled != nullptr;
-    if (!scaled) scaled = producedBy(scores->input(0), "Mul");
-    const OnnxConstant* factor = scaled ? constant(scaled->input(1)) : nullptr;
-    if (!factor || factor->elements() != 1) return std::nullopt;
-    const onnx::NodeProto* q = headSlice(scaled->input(0), {1, 0, 2});
-    const onnx::NodeProto* k = headSlice(scores->input(1), {1, 2, 0});
-    const onnx::NodeProto* v = headSlice(weighted->input(1), {1, 0, 2});
-    if (!q || !k || !v || q->input(0) != k->input(0) || q->input(0) != v->input(0) || !constantIs(q->input(1), {0})) return std::nullopt;
-    const onnx::NodeProto* projected = producedBy(q->input(0), "Add");
-    if (!projected || projected->input_size() != 2) return std::nullopt;
-    const int biasAt = initializers_.count(projected->input(0)) ? 0 : 1;
+    if (!scaled) scaled = producedBy(in(*scores, 0), "Mul");
+    const OnnxConstant* factor = scaled ? constant(in(*scaled, 1)) : nullptr;
+    if (!factor || factor->elements() != 1 || !(factor->values[0] > 0)) return std::nullopt;
+    const onnx::NodeProto* q = headSlice(in(*scaled, 0), {1, 0, 2});
+    const onnx::NodeProto* k = headSlice(in(*scores, 1), {1, 2, 0});
+    const onnx::NodeProto* v = headSlice(in(*weighted, 1), {1, 0, 2});
+    if (!q || !k || !v) return std::nullopt;
+    const onnx::NodeProto* projected = producedBy(in(*q, 0), "Add");
+    if (!projected || projected->input_size() != 2 || !chunksInOrder(*q, *k, *v, projected->output(0))) return std::nullopt;
+    const int biasAt = initializers_.count(in(*projected, 0)) ? 0 : 1;
     const OnnxConstant* inBias = initializer(*projected, biasAt, 1);
-    const onnx::NodeProto* product = producedBy(projected->input(1 - biasAt), "MatMul");
+    const onnx::NodeProto* product = producedBy(in(*projected, 1 - biasAt), "MatMul");
     const MatMulWeight inWeight = product ? matMulWeight(*product, 1) : MatMulWeight{};
-    const onnx::NodeProto* batchSecond = product ? producedBy(product->input(0), "Transpose") : nullptr;
+    const onnx::NodeProto* batchSecond = product ? producedBy(in(*product, 0), "Transpose") : nullptr;
     if (!inBias || !inWeight.value || !permutes(batchSecond, {1, 0, 2})) return std::nullopt;
     const std::int64_t width = inputsOf(inWeight);
     const bool outTransposed = integer(g, "transB", 0) != 0;
@@ -323,19 +383,22 @@ class Finder {
         outBias->shape[0] != width) {
       return std::nullopt;
     }
+    // The scale gives D (√D as the float PyTorch divides by), the head Reshapes the heads: they must agree.
     const double scale = factor->values[0], features = divided ? scale * scale : 1 / (scale * scale);
     const auto headFeatures = static_cast<std::int64_t>(std::llround(features));
-    if (!(std::abs(features - static_cast<double>(headFeatures)) <= 1e-3 * features) || headFeatures < 1 || width % headFeatures != 0) return std::nullopt;
+    if (!(std::abs(features - static_cast<double>(headFeatures)) <= 1e-6 * features) || headFeatures < 1 || width % headFeatures != 0) return std::nullopt;
+    const std::int64_t heads = width / headFeatures;
+    if (!reshapesToHeads(*q, heads) || !reshapesToHeads(*k, heads) || !reshapesToHeads(*v, heads)) return std::nullopt;
 
     OnnxSequenceLayer found;
-    found.inputs = {batchSecond->input(0)};
+    found.inputs = {in(*batchSecond, 0)};
     if (padding) found.inputs.push_back(padding->output(0));
     found.last = last;
     found.inside = stretch(*last, found.inputs);
     if (found.inside.empty()) return std::nullopt;
     found.layer.kind = layerKindName(LayerKind::attention);
-    found.layer.heads = static_cast<std::uint32_t>(width / headFeatures);
-    const std::string module = withoutSuffix(gemm->input(1), ".out_proj.weight");
+    found.layer.heads = static_cast<std::uint32_t>(heads);
+    const std::string module = withoutSuffix(in(*gemm, 1), ".out_proj.weight");
     found.nameHint = module.empty() ? "" : module + ".weight";
     found.weights = {{".in_proj_weight", pytorchLayout(inWeight)},
                      {".in_proj_bias", hostTensor(inBias->shape, inBias->values)},
@@ -375,7 +438,7 @@ class Finder {
   }
 
   std::optional<OnnxSequenceLayer> tokens(const onnx::NodeProto& transpose) const {
-    const onnx::NodeProto* reshape = producedBy(transpose.input(0), "Reshape");
+    const onnx::NodeProto* reshape = producedBy(in(transpose, 0), "Reshape");
     if (!permutes(&transpose, {0, 2, 1}) || !reshape || soleReader(reshape, "Transpose") != &transpose || reshape->input_size() != 2) return std::nullopt;
     const std::string& x = reshape->input(0);
     // The target [N, C, -1]: computed as Concat(Shape(x)[0:2], [-1]), or a constant [0, C, -1] whose C is the
@@ -383,7 +446,7 @@ class Finder {
     const onnx::NodeProto* concat = producedBy(reshape->input(1), "Concat");
     const onnx::NodeProto* slice = concat && concat->input_size() == 2 ? producedBy(concat->input(0), "Slice") : nullptr;
     const onnx::NodeProto* shape = slice && slice->input_size() >= 3 ? producedBy(slice->input(0), "Shape") : nullptr;
-    bool flattened = shape && shape->input(0) == x && shape->attribute_size() == 0 && constantIs(slice->input(1), {0}) &&
+    bool flattened = shape && in(*shape, 0) == x && shape->attribute_size() == 0 && constantIs(slice->input(1), {0}) &&
                      constantIs(slice->input(2), {2}) && (slice->input_size() < 4 || constantIs(slice->input(3), {0})) &&
                      slice->input_size() < 5 && constantIs(concat->input(1), {-1});
     if (const OnnxConstant* target = constant(reshape->input(1)); !flattened && target && target->values.size() == 3) {
@@ -422,6 +485,7 @@ class Finder {
   }
 
   const onnx::GraphProto& graph_;
+  std::int64_t opset_;
   const OnnxReaders& readers_;
   const std::map<std::string, OnnxConstant>& initializers_;
   std::string output_;
@@ -433,10 +497,10 @@ class Finder {
 
 }  // namespace
 
-std::vector<OnnxSequenceLayer> findSequenceLayers(const onnx::GraphProto& graph, const OnnxReaders& readers,
+std::vector<OnnxSequenceLayer> findSequenceLayers(const onnx::GraphProto& graph, std::int64_t opset, const OnnxReaders& readers,
                                                   const std::map<std::string, OnnxConstant>& initializers,
                                                   const std::string& output, const std::string& path) {
-  return Finder(graph, readers, initializers, output, path).run();
+  return Finder(graph, opset, readers, initializers, output, path).run();
 }
 
 }  // namespace glnet

@@ -113,7 +113,7 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       withLeadingKeysMasked({"self-attention, its first two keys masked", selfAttentionOp(3), {{rows, 6, 18}, {rows, 6}}}),
       withKeyMask({"self-attention, causal, with a padding mask, two leading axes", selfAttentionOp(1, true), {{rows, 2, 5, 12}, {rows, 2, 5}}}),
       withIds({"embedding of ids [N, 3] in a table of 11 rows of 5", embeddingOp(), {{rows, 3}, {11, 5}}}, 11),
-      withIds({"embedding of 131 features (2 an invocation), ids [N, 2, 3]", embeddingOp(), {{rows, 2, 3}, {4, 131}}}, 4),
+      withIds({"embedding of 131 features (5 an invocation, 4 lanes), ids [N, 2, 3]", embeddingOp(), {{rows, 2, 3}, {4, 131}}}, 4),
       {"first position of [N, S, E]", firstPositionOp(), {{rows, 4, 6}}},
       {"first position of [N, 2, S, E]", firstPositionOp(), {{rows, 2, 3, 5}}},
       {"max pool 3x3 stride 2 padding 1", poolOp({false, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1}}), {{rows, 2, 7, 6}}},

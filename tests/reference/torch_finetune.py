@@ -23,7 +23,9 @@ of attention as one attention layer, the MatMul and Add pairs as linear layers, 
 within the same tolerances (no batch normalization here: the rounding differences stay near 1e-7). So must a BERT-like
 text encoder exported with int64 token ids in (nn.Embedding, a position table, nn.MultiheadAttention given
 key_padding_mask=ids == 0, the first position into a Linear), trained on an ids data set of 64 padded sequences: the
-mask's Equal, Reshape, Expand, Cast and Where become one mask layer that the attention reads.
+mask's Equal, Reshape, Expand, Cast and Where become one mask layer that the attention reads. The vision
+transformer's export edited to compute another attention (K and V swapped, a negative scale, reshapes to other heads,
+a Softmax without axis at opset 12) must be refused in one line.
 
   torch_finetune.py GLNET_TRAIN MNIST_DIR WORK_DIR
 """
@@ -265,7 +267,69 @@ def main(train, mnist, work):
         failures += 1
         print(f"a model with x.view: exit {result.returncode}, {lines}; wanted one line with {wanted!r}")
     failures += refusals(train, mnist, work)
+    failures += attention_refusals(train, mnist, work)
     sys.exit(1 if failures else 0)
+
+
+def attention_refusals(train, mnist, work):
+    """The vision transformer's export edited so that its attention computes something else (K and V swapped, the
+    scale negated, reshapes to 4 heads where the scale says heads of 8, a Softmax without axis at opset 12, which
+    normalises over all the scores of a head): each must be refused, not trained as the attention it resembles."""
+    import copy
+
+    import onnx
+    from onnx import helper, numpy_helper
+
+    base = onnx.load(str(work / "vit.onnx"))
+
+    def producer(model, output):
+        found = [node for node in model.graph.node if output in node.output]
+        if not found:
+            sys.exit(f"the export has no node making {output}; Debian's PyTorch names its nodes differently now")
+        return found[0]
+
+    def set_constant(model, output, value):
+        attribute = producer(model, output).attribute[0]
+        old = numpy_helper.to_array(attribute.t)
+        attribute.t.CopyFrom(numpy_helper.from_array(np.array(value, dtype=old.dtype).reshape(old.shape), attribute.t.name))
+
+    edits = {}
+    model = copy.deepcopy(base)
+    producer(model, "/block1/attn/Reshape_1_output_0").input[0] = "/block1/attn/Slice_2_output_0"
+    producer(model, "/block1/attn/Reshape_2_output_0").input[0] = "/block1/attn/Slice_1_output_0"
+    edits["kv-swapped"] = model
+    model = copy.deepcopy(base)
+    set_constant(model, "/block1/attn/Constant_14_output_0", -np.sqrt(8))
+    edits["negative-scale"] = model
+    model = copy.deepcopy(base)
+    set_constant(model, "/block1/attn/Constant_3_output_0", 4)
+    set_constant(model, "/block1/attn/Constant_11_output_0", 4)
+    edits["four-heads"] = model
+    # Opset 12 (Unsqueeze's axes an attribute, Reshape without allowzero), its Softmax given no axis.
+    model = copy.deepcopy(base)
+    model.opset_import[0].version = 12
+    constants = {node.output[0]: numpy_helper.to_array(node.attribute[0].t) for node in model.graph.node if node.op_type == "Constant"}
+    for node in model.graph.node:
+        if node.op_type == "Reshape":
+            node.ClearField("attribute")
+        if node.op_type == "Unsqueeze" and len(node.input) == 2:
+            axes = constants[node.input[1]].tolist()
+            del node.input[1]
+            node.attribute.append(helper.make_attribute("axes", axes))
+        if node.op_type == "Softmax":
+            node.ClearField("attribute")
+    edits["softmax-opset12"] = model
+    failures = 0
+    for name, model in edits.items():
+        path = work / (name + ".onnx")
+        onnx.save(model, str(path))
+        result = subprocess.run([train, "--net", str(path), "--data", mnist, "--out", str(work / "bad.safetensors")], capture_output=True, text=True)
+        lines = result.stderr.strip().splitlines()
+        if result.returncode != 1 or len(lines) != 1 or "(Transpose): glnet trains" not in lines[0]:
+            failures += 1
+            print(f"{name}: exit {result.returncode}, {lines}; wanted its attention refused in one line")
+    print(f"{len(edits)} attentions that differ from nn.MultiheadAttention refused")
+    return failures
 
 
 def refusals(train, mnist, work):
