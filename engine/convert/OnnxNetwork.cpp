@@ -42,6 +42,13 @@ class Converter {
     }
     if (graph.output_size() != 1) throw Error(path_ + ": the model has " + std::to_string(graph.output_size()) + " outputs; glnet trains models of one");
     output_ = graph.output(0).name();
+    // An eval-mode export with constant folding shares equal initializers through Identity nodes (norm.bias =
+    // Identity(block1.ln1.bias)): each is a parameter of its own, a copy.
+    for (const onnx::NodeProto& node : graph.node()) {
+      if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1 && constants_.count(node.input(0))) {
+        constants_[node.output(0)] = constants_.at(node.input(0));
+      }
+    }
     findSilu(graph);
     findGelu(graph);
     sequenceLayers_ = findSequenceLayers(graph, opset_, readers_, constants_, output_, path_);
@@ -431,7 +438,7 @@ class Converter {
       if (!a.count("value")) refuse(node, "glnet reads Constant nodes with a tensor value");
       constants_[node.output(0)] = readOnnxTensor(a.at("value")->t(), path_);
     } else if (op == "Identity") {
-      alias(node);
+      if (!constants_.count(node.output(0))) alias(node);
     } else if ((op == "Softmax" || op == "LogSoftmax") && node.output(0) == output_) {
       // The loss applies its own softmax to the logits.
       const Attributes a = attributes(node, {"axis"});

@@ -25,7 +25,8 @@ text encoder exported with int64 token ids in (nn.Embedding, a position table, n
 key_padding_mask=ids == 0, the first position into a Linear), trained on an ids data set of 64 padded sequences: the
 mask's Equal, Reshape, Expand, Cast and Where become one mask layer that the attention reads. The vision
 transformer's export edited to compute another attention (K and V swapped, a negative scale, reshapes to other heads,
-a Softmax without axis at opset 12) must be refused in one line.
+a Softmax without axis at opset 12) must be refused in one line, and its default export (eval mode, constant folding,
+equal initializers shared through Identity nodes) must train to the same tensors as the training-mode one.
 
   torch_finetune.py GLNET_TRAIN MNIST_DIR WORK_DIR
 """
@@ -219,6 +220,18 @@ def main(train, mnist, work):
     if kinds != wanted:
         failures += 1
         print(f"the vision transformer was read as layers {kinds}, not {wanted}")
+    # The same initial weights exported as torch.onnx.export does by default (eval mode, constant folding: equal
+    # initializers shared through Identity nodes) train to the same tensors.
+    torch.manual_seed(13)
+    folded = VisionTransformer().eval()
+    export_torchscript(folded, torch.zeros(2, 1, 28, 28), str(work / "vit-folded.onnx"), opset_version=17, input_names=["images"],
+                       output_names=["logits"], dynamic_axes={"images": {0: "batch"}})
+    glnet_train(train, mnist, work, work / "vit-folded.onnx", "vit-folded")
+    unfolded, _ = read_safetensors(work / "vit.safetensors")
+    refolded, _ = read_safetensors(work / "vit-folded.safetensors")
+    if set(unfolded) != set(refolded) or any(np.abs(unfolded[k] - refolded[k]).max() > 1e-6 for k in unfolded):
+        failures += 1
+        print("the vision transformer exported with constant folding trained to other tensors than its training-mode export")
 
     torch.manual_seed(14)
     random = np.random.default_rng(14)
