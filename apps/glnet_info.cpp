@@ -274,7 +274,7 @@ int main(int argc, char** argv) {
     if (parser.has("markdown") && !parser.has("ops")) throw UsageError("--markdown goes with --ops");
     if (parser.has("ops")) {
       if (parser.has("model")) throw UsageError("--ops and --model are two different listings; give one");
-      std::cout << onnxOpsTable(parser.has("markdown"), fineTunedOnnxOp);
+      std::cout << onnxOpsTable(parser.has("markdown"), onnxOpFineTuning);
       return 0;
     }
     if (parser.has("plan") && !parser.has("model")) throw UsageError("--plan goes with --model");

@@ -625,14 +625,17 @@ class Converter {
 
 OnnxNetwork readOnnxNetwork(const std::string& path) { return Converter(path).run(); }
 
-bool fineTunedOnnxOp(const std::string& type) {
+std::string onnxOpFineTuning(const std::string& type) {
   // The ops the converter takes apart from its readings (aliases, constants, the last softmax), and the readings
   // that are layers of their own (a Mul only as SiLU's).
-  if (type == "Identity" || type == "Constant" || type == "Softmax" || type == "LogSoftmax") return true;
+  if (type == "Identity" || type == "Constant" || type == "Softmax" || type == "LogSoftmax") return "yes";
   for (const auto& row : Converter::readings()) {
-    if (row.op && type == row.op && std::string(row.shown) == row.op) return true;
+    if (row.op && type == row.op && std::string(row.shown) == row.op) return "yes";
   }
-  return false;
+  // The nodes of SiLU and GELU, and of the stretches OnnxSequencePatterns.h reads as transformer layers.
+  static const std::set<std::string> parts{"Cast", "ConstantOfShape", "Div", "Equal", "Erf", "Expand", "Gather", "MatMul",
+                                           "Mul", "Reshape", "Shape", "Slice", "Transpose", "Unsqueeze", "Where"};
+  return parts.count(type) ? "in layers" : "no";
 }
 
 }  // namespace glnet

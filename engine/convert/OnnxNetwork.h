@@ -35,8 +35,9 @@ struct OnnxNetwork {
 // Throws glnet::Error naming the file and, where one is at fault, the node, its op and what glnet cannot train.
 OnnxNetwork readOnnxNetwork(const std::string& path);
 
-// Whether a model holding nodes of the ONNX op `type` fine-tunes (readOnnxNetwork reads them as layers); the
-// "fine-tunes" column of `glnet_info --ops`.
-bool fineTunedOnnxOp(const std::string& type);
+// Whether a model holding nodes of the ONNX op `type` fine-tunes: "yes" (readOnnxNetwork reads them as layers), "in
+// layers" (only as parts of one it reads whole: SiLU, GELU, the transformer layers of OnnxSequencePatterns.h) or "no";
+// the "fine-tunes" column of `glnet_info --ops`.
+std::string onnxOpFineTuning(const std::string& type);
 
 }  // namespace glnet

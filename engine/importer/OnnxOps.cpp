@@ -152,11 +152,11 @@ const OnnxOp* findOnnxOp(const std::string& type) {
   return found != ops.end() && found->type == type ? &*found : nullptr;
 }
 
-std::string onnxOpsTable(bool markdown, const std::function<bool(const std::string&)>& fineTunes) {
+std::string onnxOpsTable(bool markdown, const std::function<std::string(const std::string&)>& fineTunes) {
   std::string text = markdown ? "| ONNX op | opsets | at load | fine-tunes | what glnet runs |\n|---|---|---|---|---|\n"
                               : "ONNX op              opsets  at load                    fine-tunes  what glnet runs\n";
   for (const OnnxOp& op : onnxOps()) {
-    const std::string trains = fineTunes(op.type) ? "yes" : "no";
+    const std::string trains = fineTunes(op.type);
     if (markdown) {
       text += "| `" + op.type + "` | " + opsets(op) + " | " + load(op) + " | " + trains + " | " + op.description + " |\n";
     } else {

@@ -54,7 +54,7 @@ const std::vector<OnnxOp>& onnxOps();
 const OnnxOp* findOnnxOp(const std::string& type);
 // The table as text (op type, opsets, folded/runs, whether glnet_train --net fine-tunes a model holding it,
 // description), or as README's Markdown table. Fine-tuning is the trainable-network reader's (convert/OnnxNetwork's
-// fineTunedOnnxOp, a layer above), so the caller says it.
-std::string onnxOpsTable(bool markdown, const std::function<bool(const std::string&)>& fineTunes);
+// onnxOpFineTuning, a layer above), so the caller says it.
+std::string onnxOpsTable(bool markdown, const std::function<std::string(const std::string&)>& fineTunes);
 
 }  // namespace glnet

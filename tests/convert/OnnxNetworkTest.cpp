@@ -61,3 +61,11 @@ TEST_CASE("a file that is no ONNX model is refused in one line") {
   CHECK_THROWS_WITH(readOnnxNetwork(path), doctest::Contains("torn.onnx: not an ONNX model"));
   CHECK_THROWS_WITH(readOnnxNetwork(directory.file("missing.onnx")), doctest::Contains("missing.onnx"));
 }
+
+TEST_CASE("glnet_info's fine-tunes column: layers, parts of layers read whole, and the rest") {
+  CHECK(onnxOpFineTuning("Conv") == "yes");
+  CHECK(onnxOpFineTuning("LayerNormalization") == "yes");
+  CHECK(onnxOpFineTuning("MatMul") == "in layers");
+  CHECK(onnxOpFineTuning("Erf") == "in layers");
+  CHECK(onnxOpFineTuning("Pad") == "no");
+}

@@ -35,7 +35,9 @@ TEST_CASE("ONNX op table: one row per op type, each imported or folded, at opset
   const OnnxOp* relu = findOnnxOp("Relu");  // a row of pointwiseOf's functions
   REQUIRE(relu);
   CHECK(relu->import != nullptr);
-  const std::string markdown = onnxOpsTable(true, [](const std::string& type) { return type == "Relu"; });
+  const std::string markdown = onnxOpsTable(true, [](const std::string& type) { return std::string(type == "Relu" ? "yes" : type == "MatMul" ? "in layers" : "no"); });
   CHECK(static_cast<std::size_t>(std::count(markdown.begin(), markdown.end(), '\n')) == ops.size() + 2);
   CHECK(markdown.find("| `Relu` | 6-18 | runs; folded on constants | yes | pointwise relu |\n") != std::string::npos);
+  CHECK(markdown.find("| `MatMul` | ") != std::string::npos);
+  CHECK(markdown.find("| in layers | ") != std::string::npos);
 }
