@@ -8,8 +8,10 @@
 // keeps LANES · FEATURES_PER_INVOCATION loads in flight per invocation instead of walking its positions one by one.
 // A row no id names gets 0; an id that is NaN, fractional or outside the table names none (its forward output is NaN);
 // a negative id names the row V + id, as the forward gather (ONNX's Gather) reads it.
-// bindings: 0 ids [P] (floats) read, 1 dY [P, E] read, 2 dTable [V, E] (added to what is there when `added` is 1)
-// uniforms: 0 P, 1 E, 2 V, 3 added
+// Work groups along z take runs of `segmentPositions` positions each, group z writing its sums to table z of binding 2
+// (SequenceOps.cpp adds the tables in order, SplitSum.glsl); with one run, the table gradient itself.
+// bindings: 0 ids [P] (floats) read, 1 dY [P, E] read, 2 dTable [runs, V, E] (added to what is there when `added` is 1)
+// uniforms: 0 P, 1 E, 2 V, 3 added, 4 segmentPositions (a multiple of EMBEDDING_GROUP)
 // defines: EMBEDDING_GROUP, FEATURE_THREADS (dividing it), FEATURES_PER_INVOCATION (E / FEATURE_THREADS rounded up)
 // NVIDIA's compiler keeps the small fixed loops as loops over local memory unless told to unroll them (see Gemm.glsl).
 #pragma optionNV(unroll all)
@@ -23,6 +25,7 @@ layout(location = 0) uniform uint P;
 layout(location = 1) uniform uint E;
 layout(location = 2) uniform uint V;
 layout(location = 3) uniform uint added;
+layout(location = 4) uniform uint segmentPositions;
 
 shared uint matches[EMBEDDING_GROUP];
 shared uint anyMatch;
@@ -39,12 +42,13 @@ void main() {
   float id = float(row);
   float sums[FEATURES_PER_INVOCATION];
   for (uint k = 0u; k < uint(FEATURES_PER_INVOCATION); ++k) sums[k] = 0.0;
-  for (uint chunk = 0u; chunk < P; chunk += uint(EMBEDDING_GROUP)) {
+  uint first = gl_WorkGroupID.z * segmentPositions, end = min(P, first + segmentPositions);
+  for (uint chunk = first; chunk < end; chunk += uint(EMBEDDING_GROUP)) {
     if (t == 0u) anyMatch = 0u;
     barrier();
     uint p = chunk + t;
-    float given = p < P ? ids[p] : -1.0;
-    bool match = p < P && (given < 0.0 ? given + float(V) : given) == id;
+    float given = p < end ? ids[p] : -1.0;
+    bool match = p < end && (given < 0.0 ? given + float(V) : given) == id;
     matches[t] = match ? 1u : 0u;
     if (match) atomicOr(anyMatch, 1u);
     barrier();
@@ -53,7 +57,7 @@ void main() {
       // and adding 0: a load under a branch would wait for the sum before it, one position at a time.
       for (uint step = 0u; step < uint(EMBEDDING_GROUP / LANES); ++step) {
         uint j = step * uint(LANES) + lane;
-        bool take = matches[j] != 0u;  // false past P
+        bool take = matches[j] != 0u;  // false past the run
         uint base = (chunk + j) * E;
         for (uint k = 0u; k < uint(FEATURES_PER_INVOCATION); ++k) {
           uint e = min(feature + k * uint(FEATURE_THREADS), E - 1u);
@@ -76,7 +80,7 @@ void main() {
   for (uint k = 0u; k < uint(FEATURES_PER_INVOCATION); ++k) {
     uint e = feature + k * uint(FEATURE_THREADS);
     if (e >= E) continue;
-    uint at = row * E + e;
+    uint at = (gl_WorkGroupID.z * V + row) * E + e;
     dTable[at] = (added != 0u ? dTable[at] : 0.0) + sums[k];
   }
 }

@@ -5,6 +5,7 @@
 
 #include "base/check.h"
 #include "graph/InferenceOp.h"
+#include "ops/SplitK.h"
 #include "ops/StridedCopy.h"
 
 #include <array>
@@ -22,6 +23,21 @@ std::optional<std::size_t> rowOf(double id, std::size_t rows) {
   return static_cast<std::size_t>(id);
 }
 
+// The runs of positions whose table gradients separate work groups sum (EmbeddingGradient.glsl), added in order by
+// SplitSum.glsl: a row that most positions name (padding, [CLS]) is then summed by many groups, not one. Runs of at
+// least 1024 positions (8 of a group's chunks), at most 16, and their partial tables within 16 MiB: one run for a
+// large vocabulary, whose rows are many and light.
+std::uint32_t segmentsOf(std::uint64_t positions, std::uint32_t rows, std::uint32_t width) {
+  const std::uint64_t table = std::uint64_t{rows} * width * sizeof(float), budget = std::uint64_t{16} << 20;
+  const std::uint64_t byPositions = (positions + 1023) / 1024, byMemory = table ? budget / table : 1;
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>({byPositions, byMemory, 16})));
+}
+// Positions per run: a multiple of the shader's chunk of 128.
+std::uint32_t segmentPositions(std::uint64_t positions, std::uint32_t segments) {
+  const std::uint64_t chunks = (positions + 127) / 128;
+  return static_cast<std::uint32_t>((chunks + segments - 1) / segments * 128);
+}
+
 class Embedding : public Op {
  public:
   std::string name() const override { return "embedding"; }
@@ -34,16 +50,23 @@ class Embedding : public Op {
     return out;
   }
   bool passesGradient(std::size_t input) const override { return input == 1; }  // none to the ids
+  // The table gradient's partial sums, one table per run of positions (segmentsOf), where there is more than one.
+  std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
+    const std::uint32_t segments = segmentsOf(elementCount(in[0]), in[1][0], in[1][1]);
+    return segments > 1 ? std::size_t{segments} * in[1][0] * in[1][1] * sizeof(float) : 0;
+  }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     plan.record(gatherCopy(programs, name(), in[1].view, in[0].view, out.view, lookup(in[0].shape, in[1].shape)));
   }
-  void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor&, const GpuTensor& dOut,
+  void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out, const GpuTensor& dOut,
                 const std::vector<std::optional<GradientTarget>>& targets) const override {
     if (!targets[1]) return;
     const std::uint32_t rows = in[1].shape[0], width = in[1].shape[1];
     const std::uint64_t positions = elementCount(in[0].shape);
     GLNET_ASSERT(positions <= UINT32_MAX, "embedding positions within 32 bits");
+    const std::uint32_t segments = segmentsOf(positions, rows, width);
+    GLNET_ASSERT(segments == 1 || out.workspace.has_value(), "the embedding's partial sums need its workspace");
     // A work group per table row, of lanes of at least a warp each, every invocation summing at most 16 features
     // where the width allows (EmbeddingGradient.glsl).
     constexpr std::uint32_t group = 128, mostFeatures = 16;
@@ -55,12 +78,18 @@ class Embedding : public Op {
                                                                 {"FEATURE_THREADS", std::to_string(featureThreads)},
                                                                 {"FEATURES_PER_INVOCATION", std::to_string((width + featureThreads - 1) / featureThreads)}});
     dispatch.label = name() + " table gradient";
-    dispatch.groups = {std::min(rows, mostGroups), (rows + mostGroups - 1) / mostGroups, 1};
+    dispatch.groups = {std::min(rows, mostGroups), (rows + mostGroups - 1) / mostGroups, segments};
+    const bool added = segments == 1 && targets[1]->accumulate;
     dispatch.buffers = {{0, in[0].view, Access::read}, {1, dOut.view, Access::read},
-                        {2, targets[1]->view, targets[1]->accumulate ? Access::readWrite : Access::write}};
+                        {2, segments == 1 ? targets[1]->view : *out.workspace, added ? Access::readWrite : Access::write}};
     dispatch.uniforms = {Uniform::u32(0, static_cast<std::uint32_t>(positions)), Uniform::u32(1, width), Uniform::u32(2, rows),
-                         Uniform::u32(3, targets[1]->accumulate ? 1 : 0)};
+                         Uniform::u32(3, added ? 1 : 0), Uniform::u32(4, segmentPositions(positions, segments))};
     plan.record(dispatch);
+    if (segments > 1) {
+      Dispatch sum = SplitSumOp(programs)(*out.workspace, targets[1]->view, rows * width, segments, targets[1]->accumulate);
+      sum.label = name() + " table gradient sum";
+      plan.record(sum);
+    }
   }
 
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {

@@ -669,38 +669,51 @@ TEST_SUITE("gl") {
     test::checkClose(dTable.read<float>(), expectedGradient, 1e-7, 1e-6);
   }
 
-  TEST_CASE("an embedding's table gradient: a row most positions name (padding), lanes of a warp and of a whole group, the same bits every run") {
+  TEST_CASE("an embedding's table gradient: a row most positions name (padding), lanes of a warp and of a whole group, runs of positions summed apart, added to what is there, the same bits every run") {
     Context& context = test::glContext();
     ProgramCache programs;
     auto random = test::generator(49);
-    // Widths giving 4 lanes of 16 features, 2 lanes of 12 and 1 lane of 17 (the last 5 invocations idle).
-    for (const std::uint32_t width : {512u, 768u, 2049u}) {
+    // Widths giving 4 lanes of 16 features, 2 lanes of 12 and 1 lane of 17 (the last 5 invocations idle) over 3 chunks
+    // and 5 positions; then 3 runs of positions (partial tables added by SplitSum.glsl).
+    for (const auto& [positions, width] : std::vector<std::pair<std::uint32_t, std::uint32_t>>{{389, 512}, {389, 768}, {389, 2049}, {2600, 131}}) {
+      CAPTURE(positions);
       CAPTURE(width);
-      const std::uint32_t rows = 6, positions = 389;  // 3 chunks of 128 and 5 positions
+      const std::uint32_t rows = 6;
       std::vector<double> ids(positions);
       std::uniform_int_distribution<int> pick(0, 9);
       for (double& id : ids) id = std::min(pick(random), 5);  // row 5 named by about half of the positions
       ids[0] = NAN;
+      ids[positions - 1] = -1;  // row 5 as well, from the end
       const Shape idShape{positions}, tableShape{rows, width};
       const std::vector<float> table = test::uniformFloats(random, std::size_t{rows} * width), dY = test::uniformFloats(random, std::size_t{positions} * width);
+      const std::vector<float> before = test::uniformFloats(random, table.size());
       const std::vector<double> table64(table.begin(), table.end()), dY64(dY.begin(), dY.end());
       const auto op = embeddingOp();
       const std::vector<HostTensor64> host{{&ids, idShape}, {&table64, tableShape}};
       const std::vector<double> expected = op->referenceForward(host), expectedGradient = op->referenceBackward(host, expected, dY64)[1];
+      std::vector<double> expectedAdded(expectedGradient);
+      for (std::size_t i = 0; i < expectedAdded.size(); ++i) expectedAdded[i] += before[i];
       Buffer idBuffer = Buffer::of(std::vector<float>(ids.begin(), ids.end())), tableBuffer = Buffer::of(table), dYBuffer = Buffer::of(dY);
       Buffer out(expected.size() * sizeof(float)), dTable(table.size() * sizeof(float));
+      const std::size_t workspaceBytes = op->workspaceBytes({idShape, tableShape});
+      CHECK((workspaceBytes > 0) == (positions > 1024));
+      Buffer workspace(std::max<std::size_t>(workspaceBytes, sizeof(float)));
       std::vector<float> firstRun;
-      for (int run = 0; run < 2; ++run) {
-        dTable.fill(test::nanPoison);
+      for (int run = 0; run < 3; ++run) {
+        const bool accumulate = run == 2;
+        if (accumulate) dTable.upload(before);
+        else dTable.fill(test::nanPoison);
+        workspace.fill(test::nanPoison);
         Plan plan(context.limits());
         const std::vector<GpuTensor> inputs{{idBuffer, idShape}, {tableBuffer, tableShape}};
-        const GpuTensor output{out, {positions, width}};
-        op->backward(programs, plan, inputs, output, {dYBuffer, output.shape}, {std::nullopt, GradientTarget{dTable, false}});
+        GpuTensor output{out, {positions, width}};
+        if (workspaceBytes) output.workspace = BufferView(workspace);
+        op->backward(programs, plan, inputs, output, {dYBuffer, output.shape}, {std::nullopt, GradientTarget{dTable, accumulate}});
         plan.run();
         const std::vector<float> gradient = dTable.read<float>();
-        test::checkClose(gradient, expectedGradient, 1e-5, 1e-5);
+        test::checkClose(gradient, accumulate ? expectedAdded : expectedGradient, 1e-5, 1e-5);
         if (run == 0) firstRun = gradient;
-        else CHECK(std::memcmp(firstRun.data(), gradient.data(), gradient.size() * sizeof(float)) == 0);
+        else if (!accumulate) CHECK(std::memcmp(firstRun.data(), gradient.data(), gradient.size() * sizeof(float)) == 0);
       }
     }
   }
