@@ -52,6 +52,7 @@ class Converter {
     findSilu(graph);
     findGelu(graph);
     sequenceLayers_ = findSequenceLayers(graph, opset_, readers_, constants_, output_, path_);
+    result_.stretchLayers = sequenceLayers_.size();
     for (std::size_t k = 0; k < sequenceLayers_.size(); ++k) {
       absorbed_.insert(sequenceLayers_[k].inside.begin(), sequenceLayers_[k].inside.end());
       sequenceLayerAt_[sequenceLayers_[k].last] = k;

@@ -30,10 +30,18 @@ struct OnnxNetwork {
   // The model's metadata input_mean and input_std, when it has them (glnet's own exports): the normalization its
   // weights were trained with.
   std::optional<InputFormat> input;
+  // Layers read from stretches of nodes (OnnxSequencePatterns.h), which checkOnnxNetwork then checks.
+  std::size_t stretchLayers = 0;
 };
 
 // Throws glnet::Error naming the file and, where one is at fault, the node, its op and what glnet cannot train.
 OnnxNetwork readOnnxNetwork(const std::string& path);
+
+// Throws glnet::Error unless `network` (built from readOnnxNetwork(path)) gives the logits the model at `path` gives:
+// both evaluated in float64 on the CPU at batch 2 on random inputs (images in [−1, 1], or token ids with padding at the
+// rows' ends), within 1e-6 of the largest output. A pattern that matched nodes computing something else is refused
+// so, whatever the stretch held. Throws also where glnet cannot run the model as ONNX.
+void checkOnnxNetwork(const Network& network, const std::string& path);
 
 // Whether a model holding nodes of the ONNX op `type` fine-tunes: "yes" (readOnnxNetwork reads them as layers), "in
 // layers" (only as parts of one it reads whole: SiLU, GELU, the transformer layers of OnnxSequencePatterns.h) or "no";

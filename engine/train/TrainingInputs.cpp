@@ -19,6 +19,7 @@ StartingNetwork startingNetwork(const NetworkChoice& choice) {
     OnnxNetwork onnx = readOnnxNetwork(choice.net);
     start.network = Network::fromDescription(onnx.description, choice.seed, choice.net);
     start.network.setParameterValues(start.network.valuesIn(onnx.weights, choice.net));
+    if (onnx.stretchLayers) checkOnnxNetwork(start.network, choice.net);
     start.recordedInput = onnx.input;
   } else if (!choice.net.empty()) {
     start.network = Network::fromDescription(readNetDescription(choice.net), choice.seed, choice.net);

@@ -25,7 +25,9 @@ text encoder exported with int64 token ids in (nn.Embedding, a position table, n
 key_padding_mask=ids == 0, the first position into a Linear), trained on an ids data set of 64 padded sequences: the
 mask's Equal, Reshape, Expand, Cast and Where become one mask layer that the attention reads. The vision
 transformer's export edited to compute another attention (K and V swapped, a negative scale, reshapes to other heads,
-a Softmax without axis at opset 12) must be refused in one line, and its default export (eval mode, constant folding,
+a Softmax without axis at opset 12) must be refused in one line, so must the text encoder's with its padding mask
+reshaped onto the queries or across sequences (caught by glnet's float64 check of what it read against the model), and
+the vision transformer's default export (eval mode, constant folding,
 equal initializers shared through Identity nodes) must train to the same tensors as the training-mode one.
 
   torch_finetune.py GLNET_TRAIN MNIST_DIR WORK_DIR
@@ -341,7 +343,31 @@ def attention_refusals(train, mnist, work):
         if result.returncode != 1 or len(lines) != 1 or "(Transpose): glnet trains" not in lines[0]:
             failures += 1
             print(f"{name}: exit {result.returncode}, {lines}; wanted its attention refused in one line")
-    print(f"{len(edits)} attentions that differ from nn.MultiheadAttention refused")
+    # The text encoder's padding mask reshaped to hide queries rather than keys ([N·h, S, 1]), or expanded head-major
+    # ([h, N, 1, S]: each sequence's mask on other sequences): every node the pattern reads is where it looks for it,
+    # but the shape arithmetic differs, so glnet's check of the network it read against the model refuses them.
+    text = onnx.load(str(work / "text.onnx"))
+    masks = {}
+    model = copy.deepcopy(text)
+    rows = producer(model, "/block1/attn/Concat_4_output_0")
+    rows.input[1], rows.input[2] = rows.input[2], rows.input[1]
+    masks["mask-on-queries"] = model
+    model = copy.deepcopy(text)
+    target = producer(model, "/block1/attn/Concat_3_output_0")
+    target.input[0], target.input[1] = target.input[1], target.input[0]
+    for output in ("/block1/attn/Constant_15_output_0", "/block1/attn/Constant_17_output_0"):
+        set_constant(model, output, [2, -1, -1, -1])
+    masks["mask-head-major"] = model
+    for name, model in masks.items():
+        path = work / (name + ".onnx")
+        onnx.save(model, str(path))
+        result = subprocess.run([train, "--net", str(path), "--dataset", "ids", "--data", str(work / "text-ids"), "--out", str(work / "bad.safetensors")],
+                                capture_output=True, text=True)
+        lines = result.stderr.strip().splitlines()
+        if result.returncode != 1 or len(lines) != 1 or "computes other outputs than the model" not in lines[0]:
+            failures += 1
+            print(f"{name}: exit {result.returncode}, {lines}; wanted it refused as computing other outputs")
+    print(f"{len(edits) + len(masks)} attentions that differ from nn.MultiheadAttention refused")
     return failures
 
 
