@@ -477,6 +477,7 @@ class Converter {
     const std::size_t outputRank = kind == LayerKind::tokens ? 3 : kind == LayerKind::embedding ? inputRank + 1 : kind == LayerKind::first ? inputRank - 1 : inputRank;
     LayerDescription layer = found.layer;
     layer.name = nameFor(node, found.nameHint);
+    if (kind == LayerKind::linear) layer.activation = fuseActivation(node);
     for (const auto& [suffix, tensor] : found.weights) result_.weights.tensors[layer.name + suffix] = tensor;
     add(node, layer, inputs, outputRank);
   }
