@@ -4,6 +4,7 @@
 #include <cmath>
 #include <optional>
 #include <set>
+#include <tuple>
 
 namespace glnet {
 namespace {
@@ -57,7 +58,12 @@ class Finder {
       for (const onnx::NodeProto& node : graph_.node()) {
         if (node.op_type() != op) continue;
         const std::string kind = op;
-        take(kind == "Softmax" ? attention(node) : kind == "Transpose" ? tokens(node) : kind == "MatMul" ? linear(node) : kind == "Add" ? position(node) : gather(node));
+        if (kind == "Softmax") {
+          std::optional<OnnxSequenceLayer> found = attention(node);
+          take(found ? std::move(found) : attentionChunked(node));
+        } else {
+          take(kind == "Transpose" ? tokens(node) : kind == "MatMul" ? linear(node) : kind == "Add" ? position(node) : gather(node));
+        }
       }
     }
     // A padding mask is a layer of −inf and 0 where PyTorch has booleans: only attentions may read it.
@@ -340,25 +346,78 @@ class Finder {
     return times && step && step->op_type() == "Div" && constantIs(in(*times, 1), {h}) && constantIs(in(*step, 1), {h});
   }
 
-  std::optional<OnnxSequenceLayer> attention(const onnx::NodeProto& softmax) const {
-    // Before opset 13 a Softmax without axis normalises over everything after axis 1 together.
-    const Attributes softmaxAttributes = attributesOf(softmax);
-    const std::int64_t axis = integer(softmaxAttributes, "axis", -1);
-    if ((opset_ < 13 && !softmaxAttributes.count("axis")) || (axis != -1 && axis != 2)) return std::nullopt;
-    const auto [maskedScoreProduct, padding] = maskedScores(in(softmax, 0));
-    const onnx::NodeProto* scores = padding ? maskedScoreProduct : producedBy(in(softmax, 0), "MatMul");
-    const onnx::NodeProto* weighted = soleReader(&softmax, "MatMul");
-    if (!scores || !weighted || in(*weighted, 0) != softmax.output(0) || scores->input_size() != 2 || weighted->input_size() != 2) return std::nullopt;
-    // After: the heads merged, the out-projection, batch first again, each reading the one before as its input 0.
+  // The out-projection after the heads' product `weighted`: Transpose(mergePermutation), Reshape to rows, Gemm by a
+  // weight [E, E] and bias, Reshape, Transpose to batch first; each reading the one before as its input 0. The Gemm
+  // and the last Transpose.
+  std::pair<const onnx::NodeProto*, const onnx::NodeProto*> outProjection(const onnx::NodeProto* weighted, const std::vector<std::int64_t>& mergePermutation) const {
     const onnx::NodeProto* merged = readsFirst(weighted, soleReader(weighted, "Transpose", true));
-    const onnx::NodeProto* rows = permutes(merged, {1, 0, 2}) ? readsFirst(merged, soleReader(merged, "Reshape", true)) : nullptr;
+    const onnx::NodeProto* rows = permutes(merged, mergePermutation) ? readsFirst(merged, soleReader(merged, "Reshape", true)) : nullptr;
     const onnx::NodeProto* gemm = readsFirst(rows, soleReader(rows, "Gemm", true));
     const onnx::NodeProto* split = readsFirst(gemm, soleReader(gemm, "Reshape", true));
     const onnx::NodeProto* last = readsFirst(split, soleReader(split, "Transpose", true));
-    if (!permutes(last, {1, 0, 2}) || !gemm || gemm->input_size() != 3) return std::nullopt;
+    if (!permutes(last, {1, 0, 2}) || !gemm || gemm->input_size() != 3) return {nullptr, nullptr};
     const Attributes g = attributesOf(*gemm);
-    const OnnxConstant *outWeight = initializer(*gemm, 1, 2), *outBias = initializer(*gemm, 2, 1);
-    if (real(g, "alpha", 1.0) != 1.0 || real(g, "beta", 1.0) != 1.0 || integer(g, "transA", 0) != 0 || !outWeight || !outBias) return std::nullopt;
+    if (real(g, "alpha", 1.0) != 1.0 || real(g, "beta", 1.0) != 1.0 || integer(g, "transA", 0) != 0 || !initializer(*gemm, 1, 2) || !initializer(*gemm, 2, 1)) {
+      return {nullptr, nullptr};
+    }
+    return {gemm, last};
+  }
+
+  // The attention layer from its parts: the in-projection Add(bias, MatMul(Transpose(x), weight)) named `projected`,
+  // the out-projection, the heads, and the padding mask's Equal (or none).
+  std::optional<OnnxSequenceLayer> attentionLayer(const std::string& projectedName, const onnx::NodeProto& gemm, const onnx::NodeProto& last,
+                                                  std::int64_t heads, const onnx::NodeProto* padding) const {
+    const onnx::NodeProto* projected = producedBy(projectedName, "Add");
+    if (!projected || projected->input_size() != 2) return std::nullopt;
+    const int biasAt = initializers_.count(in(*projected, 0)) ? 0 : 1;
+    const OnnxConstant* inBias = initializer(*projected, biasAt, 1);
+    const onnx::NodeProto* product = producedBy(in(*projected, 1 - biasAt), "MatMul");
+    const MatMulWeight inWeight = product ? matMulWeight(*product, 1) : MatMulWeight{};
+    const onnx::NodeProto* batchSecond = product ? producedBy(in(*product, 0), "Transpose") : nullptr;
+    if (!inBias || !inWeight.value || !permutes(batchSecond, {1, 0, 2})) return std::nullopt;
+    const OnnxConstant &outWeight = *initializer(gemm, 1, 2), &outBias = *initializer(gemm, 2, 1);
+    const std::int64_t width = inputsOf(inWeight);
+    if (outputsOf(inWeight) != 3 * width || inBias->shape[0] != 3 * width || outWeight.shape != std::vector<std::int64_t>{width, width} ||
+        outBias.shape[0] != width || heads < 1 || width % heads != 0) {
+      return std::nullopt;
+    }
+    OnnxSequenceLayer found;
+    found.inputs = {in(*batchSecond, 0)};
+    if (padding) found.inputs.push_back(padding->output(0));
+    found.last = &last;
+    found.inside = stretch(last, found.inputs);
+    if (found.inside.empty()) return std::nullopt;
+    found.layer.kind = layerKindName(LayerKind::attention);
+    found.layer.heads = static_cast<std::uint32_t>(heads);
+    const std::string module = withoutSuffix(in(gemm, 1), ".out_proj.weight");
+    found.nameHint = module.empty() ? "" : module + ".weight";
+    const bool outTransposed = integer(attributesOf(gemm), "transB", 0) != 0;
+    found.weights = {{".in_proj_weight", pytorchLayout(inWeight)},
+                     {".in_proj_bias", hostTensor(inBias->shape, inBias->values)},
+                     {".out_proj.weight", outTransposed ? hostTensor(outWeight.shape, outWeight.values) : transposed(outWeight)},
+                     {".out_proj.bias", hostTensor(outBias.shape, outBias.values)}};
+    return found;
+  }
+
+  // The Softmax along the last axis (its axis given before opset 13, when a missing one means everything after axis 1)
+  // and the MatMul reading its probabilities as input 0.
+  const onnx::NodeProto* probabilitiesProduct(const onnx::NodeProto& softmax) const {
+    const Attributes softmaxAttributes = attributesOf(softmax);
+    const std::int64_t axis = integer(softmaxAttributes, "axis", -1);
+    if ((opset_ < 13 && !softmaxAttributes.count("axis")) || (axis != -1 && axis != 2 && axis != 3)) return nullptr;
+    const onnx::NodeProto* weighted = soleReader(&softmax, "MatMul");
+    return weighted && in(*weighted, 0) == softmax.output(0) && weighted->input_size() == 2 ? weighted : nullptr;
+  }
+
+  // As PyTorch 1.x exports nn.MultiheadAttention: torch.chunk's three Slices of the projection, heads [N·H, S, D], Q
+  // divided by √D, the heads merged by Transpose [1, 0, 2].
+  std::optional<OnnxSequenceLayer> attention(const onnx::NodeProto& softmax) const {
+    const onnx::NodeProto* weighted = probabilitiesProduct(softmax);
+    const auto [maskedScoreProduct, padding] = maskedScores(in(softmax, 0));
+    const onnx::NodeProto* scores = padding ? maskedScoreProduct : producedBy(in(softmax, 0), "MatMul");
+    if (!weighted || !scores || scores->input_size() != 2 || (integer(attributesOf(softmax), "axis", -1) == 3)) return std::nullopt;
+    const auto [gemm, last] = outProjection(weighted, {1, 0, 2});
+    if (!gemm) return std::nullopt;
     // Before: Q scaled by 1/√D, the three heads sliced from one in-projection of Transpose(x).
     const onnx::NodeProto* scaled = producedBy(in(*scores, 0), "Div");
     const bool divided = scaled != nullptr;
@@ -368,43 +427,83 @@ class Finder {
     const onnx::NodeProto* q = headSlice(in(*scaled, 0), {1, 0, 2});
     const onnx::NodeProto* k = headSlice(in(*scores, 1), {1, 2, 0});
     const onnx::NodeProto* v = headSlice(in(*weighted, 1), {1, 0, 2});
-    if (!q || !k || !v) return std::nullopt;
-    const onnx::NodeProto* projected = producedBy(in(*q, 0), "Add");
-    if (!projected || projected->input_size() != 2 || !chunksInOrder(*q, *k, *v, projected->output(0))) return std::nullopt;
-    const int biasAt = initializers_.count(in(*projected, 0)) ? 0 : 1;
-    const OnnxConstant* inBias = initializer(*projected, biasAt, 1);
-    const onnx::NodeProto* product = producedBy(in(*projected, 1 - biasAt), "MatMul");
-    const MatMulWeight inWeight = product ? matMulWeight(*product, 1) : MatMulWeight{};
-    const onnx::NodeProto* batchSecond = product ? producedBy(in(*product, 0), "Transpose") : nullptr;
-    if (!inBias || !inWeight.value || !permutes(batchSecond, {1, 0, 2})) return std::nullopt;
-    const std::int64_t width = inputsOf(inWeight);
-    const bool outTransposed = integer(g, "transB", 0) != 0;
-    if (outputsOf(inWeight) != 3 * width || inBias->shape[0] != 3 * width || outWeight->shape != std::vector<std::int64_t>{width, width} ||
-        outBias->shape[0] != width) {
-      return std::nullopt;
-    }
+    if (!q || !k || !v || !chunksInOrder(*q, *k, *v, in(*q, 0))) return std::nullopt;
     // The scale gives D (√D as the float PyTorch divides by), the head Reshapes the heads: they must agree.
+    const std::int64_t width = initializer(*gemm, 1, 2)->shape[0];
     const double scale = factor->values[0], features = divided ? scale * scale : 1 / (scale * scale);
     const auto headFeatures = static_cast<std::int64_t>(std::llround(features));
     if (!(std::abs(features - static_cast<double>(headFeatures)) <= 1e-6 * features) || headFeatures < 1 || width % headFeatures != 0) return std::nullopt;
     const std::int64_t heads = width / headFeatures;
     if (!reshapesToHeads(*q, heads) || !reshapesToHeads(*k, heads) || !reshapesToHeads(*v, heads)) return std::nullopt;
+    return attentionLayer(in(*q, 0), *gemm, *last, heads, padding);
+  }
 
-    OnnxSequenceLayer found;
-    found.inputs = {in(*batchSecond, 0)};
-    if (padding) found.inputs.push_back(padding->output(0));
-    found.last = last;
-    found.inside = stretch(*last, found.inputs);
-    if (found.inside.empty()) return std::nullopt;
-    found.layer.kind = layerKindName(LayerKind::attention);
-    found.layer.heads = static_cast<std::uint32_t>(heads);
-    const std::string module = withoutSuffix(in(*gemm, 1), ".out_proj.weight");
-    found.nameHint = module.empty() ? "" : module + ".weight";
-    found.weights = {{".in_proj_weight", pytorchLayout(inWeight)},
-                     {".in_proj_bias", hostTensor(inBias->shape, inBias->values)},
-                     {".out_proj.weight", outTransposed ? hostTensor(outWeight->shape, outWeight->values) : transposed(*outWeight)},
-                     {".out_proj.bias", hostTensor(outBias->shape, outBias->values)}};
-    return found;
+  // One head operand as PyTorch 2.x exports it: Reshape to [N, H, S, D] of Transpose [1, 0, 2] of Reshape to
+  // [S, N·H, D] of Gather(index `part`, axis 0) of the projection unflattened to [3, S, N, E] (Reshape, Unsqueeze,
+  // Transpose [3, 1, 2, 0, 4], Squeeze). The Reshape to [N, H, S, D] and the Reshape that unflattens the projection.
+  std::pair<const onnx::NodeProto*, const onnx::NodeProto*> chunkedHead(const std::string& name, int part) const {
+    const onnx::NodeProto* heads = producedBy(name, "Reshape");
+    const onnx::NodeProto* transpose = heads ? producedBy(in(*heads, 0), "Transpose") : nullptr;
+    const onnx::NodeProto* rows = permutes(transpose, {1, 0, 2}) ? producedBy(in(*transpose, 0), "Reshape") : nullptr;
+    const onnx::NodeProto* gather = rows ? producedBy(in(*rows, 0), "Gather") : nullptr;
+    if (!gather || gather->input_size() != 2 || integer(attributesOf(*gather), "axis", 0) != 0) return {nullptr, nullptr};
+    const OnnxConstant* index = constant(in(*gather, 1));
+    if (!index || !index->shape.empty() || index->values != std::vector<double>{static_cast<double>(part)}) return {nullptr, nullptr};
+    const onnx::NodeProto* squeeze = producedBy(in(*gather, 0), "Squeeze");
+    const onnx::NodeProto* unflattenedAxes = squeeze ? producedBy(in(*squeeze, 0), "Transpose") : nullptr;
+    const onnx::NodeProto* unsqueeze = permutes(unflattenedAxes, {3, 1, 2, 0, 4}) ? producedBy(in(*unflattenedAxes, 0), "Unsqueeze") : nullptr;
+    const onnx::NodeProto* unflatten = unsqueeze ? producedBy(in(*unsqueeze, 0), "Reshape") : nullptr;
+    return unflatten ? std::make_pair(heads, unflatten) : std::make_pair(nullptr, nullptr);
+  }
+
+  // As PyTorch 2.x exports nn.MultiheadAttention: the projection unflattened to [3, S, N, E] and its Q, K and V
+  // gathered, heads [N, H, S, D], Q and Kᵀ each multiplied by the fourth root of 1/D, a padding mask added to the
+  // scores, the heads merged by Transpose [2, 0, 1, 3]. H is the second entry of Q's Reshape target.
+  std::optional<OnnxSequenceLayer> attentionChunked(const onnx::NodeProto& softmax) const {
+    const onnx::NodeProto* weighted = probabilitiesProduct(softmax);
+    const onnx::NodeProto* padding = nullptr;
+    const onnx::NodeProto* scores = producedBy(in(softmax, 0), "MatMul");
+    if (const onnx::NodeProto* sum = scores ? nullptr : producedBy(in(softmax, 0), "Add"); sum && sum->input_size() == 2) {
+      for (int side = 0; side < 2 && !scores; ++side) {
+        const onnx::NodeProto* product = producedBy(in(*sum, side), "MatMul");
+        const onnx::NodeProto* mask = product ? keyPaddingMask(in(*sum, 1 - side)) : nullptr;
+        if (mask) std::tie(scores, padding) = std::make_pair(product, mask);
+      }
+    }
+    if (!weighted || !scores || scores->input_size() != 2) return std::nullopt;
+    const auto [gemm, last] = outProjection(weighted, {2, 0, 1, 3});
+    if (!gemm) return std::nullopt;
+    const onnx::NodeProto* scaledQ = producedBy(in(*scores, 0), "Mul");
+    const onnx::NodeProto* scaledK = producedBy(in(*scores, 1), "Mul");
+    const onnx::NodeProto* keysTransposed = scaledK ? producedBy(in(*scaledK, 0), "Transpose") : nullptr;
+    if (!scaledQ || !permutes(keysTransposed, {0, 1, 3, 2})) return std::nullopt;
+    const auto [q, unflatten] = chunkedHead(in(*scaledQ, 0), 0);
+    const auto [k, kUnflatten] = chunkedHead(in(*keysTransposed, 0), 1);
+    const auto [v, vUnflatten] = chunkedHead(in(*weighted, 1), 2);
+    if (!q || !k || !v || unflatten != kUnflatten || unflatten != vUnflatten) return std::nullopt;
+    // H: a constant of the target (folded) or an Unsqueeze of one.
+    const onnx::NodeProto* target = producedBy(in(*q, 1), "Concat");
+    const onnx::NodeProto* headCount = target && target->input_size() == 4 ? producedBy(in(*target, 1), "Unsqueeze") : nullptr;
+    const OnnxConstant* heads = headCount ? constant(in(*headCount, 0)) : target && target->input_size() == 4 ? constant(in(*target, 1)) : nullptr;
+    if (!heads || heads->elements() != 1 || !(heads->values[0] >= 1 && heads->values[0] <= 4096)) return std::nullopt;
+    return attentionLayer(in(*unflatten, 0), *gemm, *last, static_cast<std::int64_t>(heads->values[0]), padding);
+  }
+
+  // The key padding mask added to the scores as PyTorch 2.x exports it: Reshape, Expand and Reshapes (first inputs) of
+  // Where(Cast(ids == pad), −inf, zeros). The Equal.
+  const onnx::NodeProto* keyPaddingMask(const std::string& name) const {
+    const onnx::NodeProto* step = producedBy(name, "Reshape");
+    for (const char* op : {"Reshape", "Expand", "Reshape"}) step = step ? producedBy(in(*step, 0), op) : nullptr;
+    const onnx::NodeProto* where = step ? producedBy(in(*step, 0), "Where") : nullptr;
+    if (!where || where->input_size() != 3) return nullptr;
+    const OnnxConstant* hidden = constantThroughCast(in(*where, 1));
+    const onnx::NodeProto* zeros = producedBy(in(*where, 2), "ConstantOfShape");
+    if (!hidden || hidden->elements() != 1 || !(std::isinf(hidden->values[0]) && hidden->values[0] < 0) || !zeros) return nullptr;
+    const auto zeroFill = attributesOf(*zeros);
+    if (zeroFill.count("value") && readOnnxTensor(zeroFill.at("value")->t(), "").values != std::vector<double>{0.0}) return nullptr;
+    const onnx::NodeProto* cast = producedBy(in(*where, 0), "Cast");
+    const onnx::NodeProto* equal = cast ? producedBy(in(*cast, 0), "Equal") : nullptr;
+    return equal && equal->input_size() == 2 ? equal : nullptr;
   }
 
   std::optional<OnnxSequenceLayer> linear(const onnx::NodeProto& product) const {

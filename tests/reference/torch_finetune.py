@@ -28,7 +28,10 @@ transformer's export edited to compute another attention (K and V swapped, a neg
 a Softmax without axis at opset 12) must be refused in one line, so must the text encoder's with its padding mask
 reshaped onto the queries or across sequences (caught by glnet's float64 check of what it read against the model), and
 the vision transformer's default export (eval mode, constant folding,
-equal initializers shared through Identity nodes) must train to the same tensors as the training-mode one.
+equal initializers shared through Identity nodes) must train to the same tensors as the training-mode one. The same
+three exports made by PyTorch 2.11 (tests/data/pytorch-exports/2.11, whose nn.MultiheadAttention has another form)
+train the same way beside the running PyTorch from their own initializers; the edits start from the 1.13 exports
+committed beside them, so that they find the node names they change on every machine.
 
   torch_finetune.py GLNET_TRAIN MNIST_DIR WORK_DIR
 """
@@ -152,13 +155,31 @@ class TextEncoder(nn.Module):
         return self.fc(self.norm(self.block1(x, pad))[:, 0])
 
 
-def compare_training(train, mnist, work, model, name, extra_tensors=(), ids=None):
+def load_initializers(model, path):
+    """Sets every tensor of `model`'s state_dict from the initializer of the ONNX file at `path` of the same name."""
+    import onnx
+    from onnx import numpy_helper
+
+    weights = {tensor.name: numpy_helper.to_array(tensor) for tensor in onnx.load(str(path)).graph.initializer}
+    state = model.state_dict()
+    for key, value in state.items():
+        if key not in weights:
+            sys.exit(f"{path} has no initializer {key}")
+        state[key] = torch.from_numpy(weights[key].copy()).reshape(value.shape)
+    model.load_state_dict(state)
+    return model
+
+
+def compare_training(train, mnist, work, model, name, extra_tensors=(), ids=None, onnx_file=None):
     """Exports `model`, trains it STEPS steps with glnet and with PyTorch on the same batch, and returns the failures:
     losses and every tensor of PyTorch's state_dict compared (glnet's may hold `extra_tensors` beyond them; a tensor of
     another shape but as many values, a position table [S, E] for PyTorch's [1, S, E], is compared reshaped)."""
+    # `onnx_file`: a file exported elsewhere (by another PyTorch) from `model`'s weights, trained instead of an export.
+    path = onnx_file or work / (name + ".onnx")
     if ids is None:
-        export(model, work / (name + ".onnx"))
-        glnet_losses = glnet_train(train, mnist, work, work / (name + ".onnx"), name)
+        if onnx_file is None:
+            export(model, path)
+        glnet_losses = glnet_train(train, mnist, work, path, name)
         images = idx(mnist, "train-images-idx3-ubyte")[:BATCH]
         labels = idx(mnist, "train-labels-idx1-ubyte")[:BATCH].astype(np.int64)
         x = torch.from_numpy(images.astype(np.float32) / 255).unsqueeze(1)
@@ -170,8 +191,9 @@ def compare_training(train, mnist, work, model, name, extra_tensors=(), ids=None
         for part, rows in (("train", slice(None)), ("test", slice(0, 10))):
             np.save(data / f"{part}-ids.npy", ids[rows])
             np.save(data / f"{part}-labels.npy", labels[rows])
-        export(model, work / (name + ".onnx"), example=torch.from_numpy(ids[:2]), input_name="ids")
-        glnet_losses = glnet_train(train, str(data), work, work / (name + ".onnx"), name, ("--dataset", "ids"))
+        if onnx_file is None:
+            export(model, path, example=torch.from_numpy(ids[:2]), input_name="ids")
+        glnet_losses = glnet_train(train, str(data), work, path, name, ("--dataset", "ids"))
         x = torch.from_numpy(ids)
     y = torch.from_numpy(labels)
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9)
@@ -281,13 +303,27 @@ def main(train, mnist, work):
     if result.returncode != 1 or len(lines) != 1 or wanted not in lines[0] or "torch.flatten(x, 1)" not in lines[0]:
         failures += 1
         print(f"a model with x.view: exit {result.returncode}, {lines}; wanted one line with {wanted!r}")
+    # PyTorch 2.x writes nn.MultiheadAttention in another form (tests/reference/export_fixtures.py): its exports of
+    # both modules, trained from their own initializers beside the PyTorch running this, and its default (folded) one.
+    fixtures = here.parent / "data" / "pytorch-exports" / "2.11"
+    vit2_failures, vit2 = compare_training(train, mnist, work, load_initializers(VisionTransformer(), fixtures / "vit.onnx"), "vit-torch2",
+                                           onnx_file=fixtures / "vit.onnx")
+    text2_failures, _ = compare_training(train, mnist, work, load_initializers(TextEncoder(), fixtures / "text.onnx"), "text-torch2",
+                                         ids=(ids, labels), onnx_file=fixtures / "text.onnx")
+    failures += vit2_failures + text2_failures
+    glnet_train(train, mnist, work, fixtures / "vit-folded.onnx", "vit-torch2-folded")
+    refolded, _ = read_safetensors(work / "vit-torch2-folded.safetensors")
+    if set(vit2) != set(refolded) or any(np.abs(vit2[k] - refolded[k]).max() > 1e-6 for k in vit2):
+        failures += 1
+        print("PyTorch 2's default export of the vision transformer trained to other tensors than its training-mode export")
+
     failures += refusals(train, mnist, work)
-    failures += attention_refusals(train, mnist, work)
+    failures += attention_refusals(train, mnist, work, here.parent / "data" / "pytorch-exports" / "1.13")
     sys.exit(1 if failures else 0)
 
 
-def attention_refusals(train, mnist, work):
-    """The vision transformer's export edited so that its attention computes something else (K and V swapped, the
+def attention_refusals(train, mnist, work, exports):
+    """PyTorch 1.13's export of the vision transformer (in `exports`, whatever PyTorch runs this) edited so that its attention computes something else (K and V swapped, the
     scale negated, reshapes to 4 heads where the scale says heads of 8, a Softmax without axis at opset 12, which
     normalises over all the scores of a head): each must be refused, not trained as the attention it resembles."""
     import copy
@@ -295,12 +331,12 @@ def attention_refusals(train, mnist, work):
     import onnx
     from onnx import helper, numpy_helper
 
-    base = onnx.load(str(work / "vit.onnx"))
+    base = onnx.load(str(exports / "vit.onnx"))
 
     def producer(model, output):
         found = [node for node in model.graph.node if output in node.output]
         if not found:
-            sys.exit(f"the export has no node making {output}; Debian's PyTorch names its nodes differently now")
+            sys.exit(f"the PyTorch 1.13 export has no node making {output}")
         return found[0]
 
     def set_constant(model, output, value):
@@ -346,7 +382,7 @@ def attention_refusals(train, mnist, work):
     # The text encoder's padding mask reshaped to hide queries rather than keys ([N·h, S, 1]), or expanded head-major
     # ([h, N, 1, S]: each sequence's mask on other sequences): every node the pattern reads is where it looks for it,
     # but the shape arithmetic differs, so glnet's check of the network it read against the model refuses them.
-    text = onnx.load(str(work / "text.onnx"))
+    text = onnx.load(str(exports / "text.onnx"))
     masks = {}
     model = copy.deepcopy(text)
     rows = producer(model, "/block1/attn/Concat_4_output_0")
