@@ -155,6 +155,26 @@ class TextEncoder(nn.Module):
         return self.fc(self.norm(self.block1(x, pad))[:, 0])
 
 
+def read_as(model_file, wanted):
+    """1 (and why) unless the model file glnet_train wrote records layers of the kinds `wanted`, in order."""
+    _, metadata = read_safetensors(model_file)
+    kinds = [layer["kind"] for layer in json.loads(metadata["network"])["layers"]]
+    if kinds == wanted:
+        return 0
+    print(f"{model_file.name}: read as layers {kinds}, not {wanted}")
+    return 1
+
+
+def same_tensors(first, second):
+    """1 (and why) unless two model files hold the same tensors within 1e-6."""
+    a, _ = read_safetensors(first)
+    b, _ = read_safetensors(second)
+    if set(a) == set(b) and all(np.abs(a[k] - b[k]).max() <= 1e-6 for k in a):
+        return 0
+    print(f"{second.name} holds other tensors than {first.name}")
+    return 1
+
+
 def load_initializers(model, path):
     """Sets every tensor of `model`'s state_dict from the initializer of the ONNX file at `path` of the same name."""
     import onnx
@@ -237,13 +257,8 @@ def main(train, mnist, work):
     torch.manual_seed(13)
     vit_failures, _ = compare_training(train, mnist, work, VisionTransformer(), "vit")
     failures += vit_failures
-    _, metadata = read_safetensors(work / "vit.safetensors")
-    kinds = [layer["kind"] for layer in json.loads(metadata["network"])["layers"]]
-    wanted = ["conv", "tokens", "position", "layernorm", "attention", "add", "layernorm", "linear", "gelu", "linear", "add", "layernorm",
-              "flatten", "dense"]
-    if kinds != wanted:
-        failures += 1
-        print(f"the vision transformer was read as layers {kinds}, not {wanted}")
+    failures += read_as(work / "vit.safetensors", ["conv", "tokens", "position", "layernorm", "attention", "add", "layernorm", "linear", "gelu",
+                                                   "linear", "add", "layernorm", "flatten", "dense"])
     # The same initial weights exported as torch.onnx.export does by default (eval mode, constant folding: equal
     # initializers shared through Identity nodes) train to the same tensors.
     torch.manual_seed(13)
@@ -251,11 +266,7 @@ def main(train, mnist, work):
     export_torchscript(folded, torch.zeros(2, 1, 28, 28), str(work / "vit-folded.onnx"), opset_version=17, input_names=["images"],
                        output_names=["logits"], dynamic_axes={"images": {0: "batch"}})
     glnet_train(train, mnist, work, work / "vit-folded.onnx", "vit-folded")
-    unfolded, _ = read_safetensors(work / "vit.safetensors")
-    refolded, _ = read_safetensors(work / "vit-folded.safetensors")
-    if set(unfolded) != set(refolded) or any(np.abs(unfolded[k] - refolded[k]).max() > 1e-6 for k in unfolded):
-        failures += 1
-        print("the vision transformer exported with constant folding trained to other tensors than its training-mode export")
+    failures += same_tensors(work / "vit.safetensors", work / "vit-folded.safetensors")
 
     torch.manual_seed(14)
     random = np.random.default_rng(14)
@@ -265,13 +276,8 @@ def main(train, mnist, work):
     labels = random.integers(0, 3, size=BATCH).astype(np.int64)
     text_failures, _ = compare_training(train, mnist, work, TextEncoder(), "text", ids=(ids, labels))
     failures += text_failures
-    _, metadata = read_safetensors(work / "text.safetensors")
-    kinds = [layer["kind"] for layer in json.loads(metadata["network"])["layers"]]
-    wanted = ["mask", "embedding", "position", "layernorm", "attention", "add", "layernorm", "linear", "gelu", "linear", "add", "layernorm",
-              "first", "dense"]
-    if kinds != wanted:
-        failures += 1
-        print(f"the text encoder was read as layers {kinds}, not {wanted}")
+    failures += read_as(work / "text.safetensors", ["mask", "embedding", "position", "layernorm", "attention", "add", "layernorm", "linear", "gelu",
+                                                    "linear", "add", "layernorm", "first", "dense"])
 
     torch.manual_seed(12)
     export(Mixed(0.3), work / "dropout.onnx")
@@ -306,16 +312,13 @@ def main(train, mnist, work):
     # PyTorch 2.x writes nn.MultiheadAttention in another form (tests/reference/export_fixtures.py): its exports of
     # both modules, trained from their own initializers beside the PyTorch running this, and its default (folded) one.
     fixtures = here.parent / "data" / "pytorch-exports" / "2.11"
-    vit2_failures, vit2 = compare_training(train, mnist, work, load_initializers(VisionTransformer(), fixtures / "vit.onnx"), "vit-torch2",
+    vit2_failures, _ = compare_training(train, mnist, work, load_initializers(VisionTransformer(), fixtures / "vit.onnx"), "vit-torch2",
                                            onnx_file=fixtures / "vit.onnx")
     text2_failures, _ = compare_training(train, mnist, work, load_initializers(TextEncoder(), fixtures / "text.onnx"), "text-torch2",
                                          ids=(ids, labels), onnx_file=fixtures / "text.onnx")
     failures += vit2_failures + text2_failures
     glnet_train(train, mnist, work, fixtures / "vit-folded.onnx", "vit-torch2-folded")
-    refolded, _ = read_safetensors(work / "vit-torch2-folded.safetensors")
-    if set(vit2) != set(refolded) or any(np.abs(vit2[k] - refolded[k]).max() > 1e-6 for k in vit2):
-        failures += 1
-        print("PyTorch 2's default export of the vision transformer trained to other tensors than its training-mode export")
+    failures += same_tensors(work / "vit-torch2.safetensors", work / "vit-torch2-folded.safetensors")
 
     failures += refusals(train, mnist, work)
     failures += attention_refusals(train, mnist, work, here.parent / "data" / "pytorch-exports" / "1.13")
