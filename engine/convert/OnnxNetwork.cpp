@@ -635,8 +635,8 @@ std::string onnxOpFineTuning(const std::string& type) {
     if (row.op && type == row.op && std::string(row.shown) == row.op) return "yes";
   }
   // The nodes of SiLU and GELU, and of the stretches OnnxSequencePatterns.h reads as transformer layers.
-  static const std::set<std::string> parts{"Cast", "ConstantOfShape", "Div", "Equal", "Erf", "Expand", "Gather", "MatMul",
-                                           "Mul", "Reshape", "Shape", "Slice", "Transpose", "Unsqueeze", "Where"};
+  static const std::set<std::string> parts{"Cast", "ConstantOfShape", "Div", "Equal", "Erf", "Expand", "Gather", "MatMul", "Mod",
+                                           "Mul", "Reshape", "Shape", "Slice", "Sqrt", "Squeeze", "Transpose", "Unsqueeze", "Where"};
   return parts.count(type) ? "in layers" : "no";
 }
 

@@ -470,7 +470,9 @@ class Finder {
         if (mask) std::tie(scores, padding) = std::make_pair(product, mask);
       }
     }
-    if (!weighted || !scores || scores->input_size() != 2) return std::nullopt;
+    // The scores [N, H, S, S] normalised along the keys alone.
+    const std::int64_t axis = integer(attributesOf(softmax), "axis", -1);
+    if (!weighted || !scores || scores->input_size() != 2 || (axis != -1 && axis != 3)) return std::nullopt;
     const auto [gemm, last] = outProjection(weighted, {2, 0, 1, 3});
     if (!gemm) return std::nullopt;
     const onnx::NodeProto* scaledQ = producedBy(in(*scores, 0), "Mul");
@@ -481,12 +483,43 @@ class Finder {
     const auto [k, kUnflatten] = chunkedHead(in(*keysTransposed, 0), 1);
     const auto [v, vUnflatten] = chunkedHead(in(*weighted, 1), 2);
     if (!q || !k || !v || unflatten != kUnflatten || unflatten != vUnflatten) return std::nullopt;
-    // H: a constant of the target (folded) or an Unsqueeze of one.
-    const onnx::NodeProto* target = producedBy(in(*q, 1), "Concat");
-    const onnx::NodeProto* headCount = target && target->input_size() == 4 ? producedBy(in(*target, 1), "Unsqueeze") : nullptr;
-    const OnnxConstant* heads = headCount ? constant(in(*headCount, 0)) : target && target->input_size() == 4 ? constant(in(*target, 1)) : nullptr;
-    if (!heads || heads->elements() != 1 || !(heads->values[0] >= 1 && heads->values[0] <= 4096)) return std::nullopt;
-    return attentionLayer(in(*unflatten, 0), *gemm, *last, static_cast<std::int64_t>(heads->values[0]), padding);
+    const std::int64_t heads = headsOf(*q);
+    if (heads < 1 || headsOf(*k) != heads || headsOf(*v) != heads) return std::nullopt;
+    const std::int64_t width = initializer(*gemm, 1, 2)->shape[0];
+    if (width % heads != 0 || !scalesByFourthRoot(in(*scaledQ, 1), q->output(0), width / heads) ||
+        !scalesByFourthRoot(in(*scaledK, 1), q->output(0), width / heads)) {
+      return std::nullopt;
+    }
+    return attentionLayer(in(*unflatten, 0), *gemm, *last, heads, padding);
+  }
+
+  // H of a head Reshape to [N, H, S, D]: its target's second entry, a constant (folded) or an Unsqueeze of one; 0 where
+  // it is neither.
+  std::int64_t headsOf(const onnx::NodeProto& reshape) const {
+    const onnx::NodeProto* target = producedBy(in(reshape, 1), "Concat");
+    if (!target || target->input_size() != 4) return 0;
+    const onnx::NodeProto* unsqueeze = producedBy(in(*target, 1), "Unsqueeze");
+    const OnnxConstant* heads = constant(unsqueeze ? in(*unsqueeze, 0) : in(*target, 1));
+    if (!heads || heads->elements() != 1 || !(heads->values[0] >= 1 && heads->values[0] <= 4096) || heads->values[0] != std::floor(heads->values[0])) return 0;
+    return static_cast<std::int64_t>(heads->values[0]);
+  }
+
+  // The factor PyTorch 2.x multiplies Q and Kᵀ by: (1/√D)^½ computed from Q's last dimension, Sqrt(Cast(Div(1,
+  // Sqrt(Cast(Slice(Shape(heads), −1)))))), or that constant folded.
+  bool scalesByFourthRoot(const std::string& name, const std::string& heads, std::int64_t features) const {
+    if (const OnnxConstant* folded = constant(name)) {
+      const double wanted = std::pow(static_cast<double>(features), -0.25);
+      return folded->elements() == 1 && std::abs(folded->values[0] - wanted) <= 1e-6 * wanted;
+    }
+    const onnx::NodeProto* root = producedBy(name, "Sqrt");
+    const onnx::NodeProto* inverse = root ? producedBy(in(*root, 0), "Cast") : nullptr;
+    const onnx::NodeProto* divide = inverse ? producedBy(in(*inverse, 0), "Div") : nullptr;
+    if (!divide || !constantIs(in(*divide, 0), {1.0})) return false;
+    const onnx::NodeProto* sqrtFeatures = producedBy(in(*divide, 1), "Sqrt");
+    const onnx::NodeProto* features64 = sqrtFeatures ? producedBy(in(*sqrtFeatures, 0), "Cast") : nullptr;
+    const onnx::NodeProto* last = features64 ? producedBy(in(*features64, 0), "Slice") : nullptr;
+    const onnx::NodeProto* shape = last && constantIs(in(*last, 1), {-1}) ? producedBy(in(*last, 0), "Shape") : nullptr;
+    return shape && shape->attribute_size() == 0 && in(*shape, 0) == heads;
   }
 
   // The key padding mask added to the scores as PyTorch 2.x exports it: Reshape, Expand and Reshapes (first inputs) of

@@ -1048,6 +1048,9 @@ namespace glnet {
 ParsedOnnx::ParsedOnnx(std::string path)
     : path_(std::move(path)), proto_(std::make_shared<const onnx::ModelProto>(readOnnxModelProto(path_))) {}
 
+ParsedOnnx::ParsedOnnx(std::string path, onnx::ModelProto model)
+    : path_(std::move(path)), proto_(std::make_shared<const onnx::ModelProto>(std::move(model))) {}
+
 OnnxModel readOnnx(const ParsedOnnx& model, std::uint32_t batch) { return onnximport::Importer(model, batch).run(); }
 
 OnnxModel readOnnx(const ParsedOnnx& model, const InputShapes& shapes) { return onnximport::Importer(model, shapes).run(); }

@@ -61,6 +61,8 @@ struct OnnxModel {
 class ParsedOnnx {
  public:
   explicit ParsedOnnx(std::string path);
+  // A model already read from `path` (and checked by readOnnxModelProto), perhaps changed since.
+  ParsedOnnx(std::string path, onnx::ModelProto model);
   const std::string& path() const { return path_; }
   const onnx::ModelProto& proto() const { return *proto_; }
 

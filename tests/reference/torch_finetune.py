@@ -137,6 +137,18 @@ class VisionTransformer(nn.Module):
         return self.fc(torch.flatten(self.norm(self.block1(x)), 1))
 
 
+class VisionTransformerLogProbabilities(VisionTransformer):
+    """The same, its features dropped at `dropout` before the head, ending in log_softmax (as NLL-trained models do)."""
+
+    def __init__(self, dropout):
+        super().__init__()
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x):
+        x = self.position(self.patches(x).flatten(2).transpose(1, 2))
+        return nn.functional.log_softmax(self.fc(self.drop(torch.flatten(self.norm(self.block1(x)), 1))), 1)
+
+
 class TextEncoder(nn.Module):
     """BERT-like: ids [N, 8] below 20 (0 the padding), embedding, position table, a block whose attention skips the
     padding (key_padding_mask), a last LayerNorm, the first position's features into a Linear of 3 classes."""
@@ -267,6 +279,17 @@ def main(train, mnist, work):
                        output_names=["logits"], dynamic_axes={"images": {0: "batch"}})
     glnet_train(train, mnist, work, work / "vit-folded.onnx", "vit-folded")
     failures += same_tensors(work / "vit.safetensors", work / "vit-folded.safetensors")
+    # Ending in log_softmax (which glnet's loss takes the place of), and with Dropout(0.2) in training mode: the check of
+    # what glnet read against the model compares log-probabilities, and runs the model's dropout as inference does.
+    torch.manual_seed(13)
+    log_failures, _ = compare_training(train, mnist, work, VisionTransformerLogProbabilities(0.0), "vit-log")
+    failures += log_failures
+    torch.manual_seed(13)
+    export(VisionTransformerLogProbabilities(0.2), work / "vit-dropout.onnx")
+    losses = glnet_train(train, mnist, work, work / "vit-dropout.onnx", "vit-dropout")
+    if not losses[-1] < losses[0] - 0.1:
+        failures += 1
+        print(f"the vision transformer with dropout went from loss {losses[0]:.4f} to {losses[-1]:.4f} in {STEPS} steps")
 
     torch.manual_seed(14)
     random = np.random.default_rng(14)
@@ -326,9 +349,10 @@ def main(train, mnist, work):
 
 
 def attention_refusals(train, mnist, work, exports):
-    """PyTorch 1.13's export of the vision transformer (in `exports`, whatever PyTorch runs this) edited so that its attention computes something else (K and V swapped, the
-    scale negated, reshapes to 4 heads where the scale says heads of 8, a Softmax without axis at opset 12, which
-    normalises over all the scores of a head): each must be refused, not trained as the attention it resembles."""
+    """PyTorch 1.13's export of the vision transformer (in `exports`, whatever PyTorch runs this) edited so that its
+    attention computes something else (K and V swapped, the scale negated, reshapes to 4 heads where the scale says heads
+    of 8, a Softmax without axis at opset 12, which normalises over all the scores of a head), and 2.11's with its
+    Softmax along the queries or Q scaled by 4: each must be refused, not trained as the attention it resembles."""
     import copy
 
     import onnx
@@ -374,6 +398,17 @@ def attention_refusals(train, mnist, work, exports):
             node.ClearField("attribute")
     edits["softmax-opset12"] = model
     failures = 0
+    # PyTorch 2.x's form: its Softmax along the queries, and Q scaled by 4 instead of the fourth root of 1/D.
+    newer = onnx.load(str(exports.parent / "2.11" / "vit.onnx"))
+    model = copy.deepcopy(newer)
+    softmax = producer(model, "/block1/attn/Softmax_output_0")
+    softmax.ClearField("attribute")
+    softmax.attribute.append(helper.make_attribute("axis", 2))
+    edits["torch2-softmax-over-queries"] = model
+    model = copy.deepcopy(newer)
+    model.graph.initializer.append(numpy_helper.from_array(np.array(4.0, np.float32), "four"))
+    producer(model, "/block1/attn/Mul_1_output_0").input[1] = "four"
+    edits["torch2-scale-4"] = model
     for name, model in edits.items():
         path = work / (name + ".onnx")
         onnx.save(model, str(path))
