@@ -266,6 +266,16 @@ class Finder {
     return value && value->elements() == 1 && value->values[0] == 1.0;
   }
 
+  // Where(condition, −inf, zeros of a ConstantOfShape): a mask of −inf where the condition holds, 0 elsewhere.
+  bool hidesWhere(const onnx::NodeProto& where) const {
+    if (where.input_size() != 3) return false;
+    const OnnxConstant* hidden = constantThroughCast(in(where, 1));
+    const onnx::NodeProto* zeros = producedBy(in(where, 2), "ConstantOfShape");
+    if (!hidden || hidden->elements() != 1 || !(std::isinf(hidden->values[0]) && hidden->values[0] < 0) || !zeros) return false;
+    const auto zeroFill = attributesOf(*zeros);
+    return !zeroFill.count("value") || readOnnxTensor(zeroFill.at("value")->t(), "").values == std::vector<double>{0.0};
+  }
+
   // The scores and the padding mask of an attention with key_padding_mask, as PyTorch 1.13 exports the sum
   // baddbmm(mask, Q, Kᵀ): Add(Mul(MatMul(Q, Kᵀ), 1), Mul(Where(Cast(Reshape(Expand(Reshape(ids == pad)))), −inf, 0), 1)).
   // The MatMul and the Equal; null where the softmax reads no such sum.
@@ -280,12 +290,7 @@ class Finder {
       }
       const onnx::NodeProto* scores = producedBy(scaledScores->input(0), "MatMul");
       const onnx::NodeProto* where = producedBy(scaledMask->input(0), "Where");
-      if (!scores || !where || where->input_size() != 3) continue;
-      const OnnxConstant* hidden = constantThroughCast(where->input(1));
-      const onnx::NodeProto* zeros = producedBy(where->input(2), "ConstantOfShape");
-      if (!hidden || hidden->elements() != 1 || !(std::isinf(hidden->values[0]) && hidden->values[0] < 0) || !zeros) continue;
-      const auto zeroFill = attributesOf(*zeros);
-      if (zeroFill.count("value") && readOnnxTensor(zeroFill.at("value")->t(), "").values != std::vector<double>{0.0}) continue;
+      if (!scores || !where || !hidesWhere(*where)) continue;
       // The condition back to the Equal through the exporter's Cast, Reshape and Expand (first inputs).
       const onnx::NodeProto* step = producedBy(in(*where, 0), "Cast");
       for (const char* op : {"Reshape", "Expand", "Reshape"}) step = step ? producedBy(in(*step, 0), op) : nullptr;
@@ -528,12 +533,7 @@ class Finder {
     const onnx::NodeProto* step = producedBy(name, "Reshape");
     for (const char* op : {"Reshape", "Expand", "Reshape"}) step = step ? producedBy(in(*step, 0), op) : nullptr;
     const onnx::NodeProto* where = step ? producedBy(in(*step, 0), "Where") : nullptr;
-    if (!where || where->input_size() != 3) return nullptr;
-    const OnnxConstant* hidden = constantThroughCast(in(*where, 1));
-    const onnx::NodeProto* zeros = producedBy(in(*where, 2), "ConstantOfShape");
-    if (!hidden || hidden->elements() != 1 || !(std::isinf(hidden->values[0]) && hidden->values[0] < 0) || !zeros) return nullptr;
-    const auto zeroFill = attributesOf(*zeros);
-    if (zeroFill.count("value") && readOnnxTensor(zeroFill.at("value")->t(), "").values != std::vector<double>{0.0}) return nullptr;
+    if (!where || !hidesWhere(*where)) return nullptr;
     const onnx::NodeProto* cast = producedBy(in(*where, 0), "Cast");
     const onnx::NodeProto* equal = cast ? producedBy(in(*cast, 0), "Equal") : nullptr;
     return equal && equal->input_size() == 2 ? equal : nullptr;
