@@ -54,22 +54,10 @@ layout(location = 10) uniform uint accumulate;
 // all the same, because Gemm.glsl asks the compiler to unroll every loop and a stage loop with a constant trip
 // count would be unrolled whole (minutes of compilation on NVIDIA).
 layout(location = 11) uniform uint gemmDepth;
-// The layer's geometry is fixed for its lifetime, so it is compiled in: the index arithmetic of the implicit
-// im2col matrix then divides by constants (a multiply and a shift) instead of by uniforms.
-#define C CONV_CHANNELS
-#define H CONV_HEIGHT
-#define W CONV_WIDTH
-#define OC CONV_OUT_CHANNELS
-#define KH CONV_KERNEL_HEIGHT
-#define KW CONV_KERNEL_WIDTH
-#define PAD_H CONV_PADDING
-#define PAD_W CONV_PADDING_WIDTH
-#define STRIDE uint(CONV_STRIDE)
+// C, H, W, OC, KH, KW, PAD_H, PAD_W, STRIDE, OH and OW: ConvGeometry.glsl.
 #if (CONV_MODE == CONV_MODE_INPUT_GRADIENT || CONV_MODE == CONV_MODE_WEIGHT_GRADIENT || CONV_MODE == CONV_MODE_BIAS_GRADIENT) && CONV_STRIDE != 1
 #error the gradients of a convolution take stride 1
 #endif
-#define OH ((H + 2u * uint(PAD_H) - KH) / STRIDE + 1u)
-#define OW ((W + 2u * uint(PAD_W) - KW) / STRIDE + 1u)
 
 void store(uint index, float value) { result[index] = accumulate != 0u ? result[index] + value : value; }
 

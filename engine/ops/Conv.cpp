@@ -4,6 +4,8 @@
 #include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
+#include <algorithm>
+
 namespace glnet {
 namespace {
 
@@ -38,6 +40,12 @@ std::vector<ShaderDefine> rowDefines(RowSource source, Activation activation, Co
   return defines;
 }
 
+// Every convolution shader reads its geometry's names from ConvGeometry.glsl; `more`: the other files it includes.
+std::vector<std::string> geometryIncluded(std::vector<std::string> more = {}) {
+  more.insert(more.begin(), "ConvGeometry.glsl");
+  return more;
+}
+
 }  // namespace
 
 std::vector<ShaderDefine> convGeometryDefines(const ConvShape& s) {
@@ -58,12 +66,14 @@ ConvOp::ConvOp(ProgramCache& programs, Activation activation, const Pointwise& a
       residual_(residual),
       inputScaled_(inputScaled),
       programs_(&programs),
-      forward_(programs, "Conv2D.glsl", rowDefines(RowSource::gathered, activation, ConvMode::forward, after, residual, inputScaled), after.fusedIncludes()),
+      forward_(programs, "Conv2D.glsl", rowDefines(RowSource::gathered, activation, ConvMode::forward, after, residual, inputScaled),
+               geometryIncluded(after.fusedIncludes())),
       plainRowsForward_(programs, "Conv2D.glsl", rowDefines(RowSource::plain, activation, ConvMode::forward, after, residual, inputScaled),
-                        after.fusedIncludes()),
-      inputGradient_(programs, "Conv2D.glsl", rowDefines(RowSource::gathered, Activation::none, ConvMode::inputGradient)),
-      weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, ConvMode::weightGradient)),
-      weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, ConvMode::weightGradient, {{"CONV_BIAS_COLUMN", "1"}})),
+                        geometryIncluded(after.fusedIncludes())),
+      inputGradient_(programs, "Conv2D.glsl", rowDefines(RowSource::gathered, Activation::none, ConvMode::inputGradient), geometryIncluded()),
+      weightGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, ConvMode::weightGradient), geometryIncluded()),
+      weightAndBiasGradient_(programs, "Conv2D.glsl", convDefines(Activation::none, ConvMode::weightGradient, {{"CONV_BIAS_COLUMN", "1"}}),
+                             geometryIncluded()),
       splitSum_(programs),
       finishForward_(programs, activation, after, residual) {}
 
@@ -82,7 +92,7 @@ Dispatch ConvOp::rearrangeWeights(ConvMode mode, const char* label, const Buffer
                                   const ConvShape& s) const {
   std::vector<ShaderDefine> defines = convGeometryDefines(s);
   defines.push_back(kindDefine(mode));
-  const Program& program = programs_->get("Conv2D.glsl", defines);
+  const Program& program = programs_->get("Conv2D.glsl", defines, geometryIncluded());
   Dispatch d = dispatch(program, label, {{1, weight, Access::read}, {3, target, Access::write}}, s, false,
                         linearGroups(std::uint64_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth, program));
   d.linear = true;
@@ -174,9 +184,75 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
   return taggedWith(gemm, {r, d, splitSum_(partials, dx, static_cast<std::uint32_t>(rows * s.channels), gemm.split.splits, accumulate)});
 }
 
+std::uint64_t ConvOp::PixelWeightGradient::sharedBytes(const ConvShape& s) const {
+  const std::uint64_t patch = std::uint64_t{bandRows + s.kernelHeight - 1} * (bandColumns + s.kernelWidth - 1);
+  return sizeof(float) * channelTile * patch + 16ull * bandRows * bandColumns * (outChannelTile / 4 + 1);
+}
+
+std::optional<ConvOp::PixelWeightGradient> ConvOp::pixelWeightGradient(const ConvShape& s) {
+  const std::uint32_t offsets = s.kernelHeight * s.kernelWidth;
+  if (s.stride != 1 || s.channels < 8 || offsets < 3 || s.kernelHeight > 3 || s.kernelWidth > 3) return std::nullopt;
+  PixelWeightGradient d{};
+  d.outChannelTile = s.outChannels <= 16 ? 16 : s.outChannels <= 32 ? 32 : 64;
+  d.channelTile = 16;
+  // Two runs (8 output channels) per invocation ran slower on the H100 (bench/results/2026-12-06-conv-dw-from-pixels-nvidia-h100/).
+  d.runsPerInvocation = 1;
+  // Bands of about 64 pixels: whole rows where they are at most 32 pixels wide, else rows cut into even segments.
+  const std::uint32_t across = (s.outWidth() + 31) / 32;
+  d.bandColumns = (s.outWidth() + across - 1) / across;
+  d.bandRows = std::clamp(64 / d.bandColumns, 1u, s.outHeight());
+  const Limits& limits = currentLimits();
+  const auto fits = [&] {
+    return d.invocations() <= static_cast<std::uint64_t>(limits.maxWorkGroupInvocations) &&
+           d.sharedBytes(s) <= static_cast<std::uint64_t>(limits.maxSharedMemoryBytes);
+  };
+  while (!fits() && d.channelTile > 4) d.channelTile /= 2;
+  while (!fits() && d.bandRows > 1) d.bandRows /= 2;
+  if (!fits()) return std::nullopt;
+  // About 4 groups on each of 132 multiprocessors (the H100 the rule in Gemm.cpp models), each slice at least 8 bands
+  // (a group's stores of its partial sums cost about as much as loading a band, and every slice is read again by the
+  // sum), and the partial sums within 64 MiB.
+  const std::uint64_t tiles = std::uint64_t{(s.outChannels + d.outChannelTile - 1) / d.outChannelTile} *
+                              ((s.channels + d.channelTile - 1) / d.channelTile);
+  const std::uint64_t bands = std::uint64_t{s.batch} * ((s.outHeight() + d.bandRows - 1) / d.bandRows) * across;
+  const std::uint64_t wantedGroups = 4 * 132;
+  const std::uint64_t sliceBytes = PixelWeightGradient::workspaceBytes(s, 1);
+  const std::uint64_t splits = std::max<std::uint64_t>(
+      1, std::min({(wantedGroups + tiles - 1) / tiles, (bands + 7) / 8, (std::uint64_t{64} << 20) / sliceBytes}));
+  d.bandsPerSlice = static_cast<std::uint32_t>((bands + splits - 1) / splits);
+  d.splits = static_cast<std::uint32_t>((bands + d.bandsPerSlice - 1) / d.bandsPerSlice);
+  return d;
+}
+
+std::vector<Dispatch> ConvOp::weightGradientFromPixels(const PixelWeightGradient& d, const BufferView& dz, const BufferView& x,
+                                                   const BufferView& dw, const ConvShape& s, bool accumulate,
+                                                   const BufferView& workspace, const std::optional<BufferView>& db) const {
+  std::vector<ShaderDefine> defines = convGeometryDefines(s);
+  defines.insert(defines.end(), {{"OC_TILE", std::to_string(d.outChannelTile)},
+                                 {"C_TILE", std::to_string(d.channelTile)},
+                                 {"BAND_ROWS", std::to_string(d.bandRows)},
+                                 {"BAND_COLUMNS", std::to_string(d.bandColumns)},
+                                 {"RUNS_PER_INVOCATION", std::to_string(d.runsPerInvocation)},
+                                 {"INVOCATIONS", std::to_string(d.invocations())}});
+  if (db) defines.push_back({"WITH_BIAS", "1"});
+  Dispatch partial;
+  partial.program = &programs_->get("ConvWeightGradient.glsl", defines, geometryIncluded());
+  partial.label = std::string(db ? "conv dW+db" : "conv dW") + " from pixels";
+  partial.buffers = {{0, dz, Access::read}, {1, x, Access::read}, {2, workspace, Access::write}};
+  partial.uniforms = {Uniform::u32(0, s.batch), Uniform::u32(15, d.bandsPerSlice)};
+  partial.groups = {(s.outChannels + d.outChannelTile - 1) / d.outChannelTile, (s.channels + d.channelTile - 1) / d.channelTile, d.splits};
+  const auto count = static_cast<std::uint32_t>(std::uint64_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth);
+  if (db) return {partial, splitSum_(workspace, dw, count, *db, s.outChannels, d.splits, accumulate)};
+  return {partial, splitSum_(workspace, dw, count, d.splits, accumulate)};
+}
+
 std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferView& x, const BufferView& dw, const ConvShape& s, bool accumulate,
                                              const std::optional<BufferView>& workspace, const std::optional<BufferView>& db) const {
   GLNET_ASSERT(s.stride == 1, "a convolution's gradients take stride 1");
+  if (const std::optional<PixelWeightGradient> tiles = pixelWeightGradient(s); tiles && workspace) {
+    GLNET_ASSERT(workspace->room() >= PixelWeightGradient::workspaceBytes(s, tiles->splits), "dW's partial sums need their workspace");
+    return weightGradientFromPixels(*tiles, dz, x, dw, s, accumulate, *workspace, db);
+  }
   const std::uint64_t columns = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
   const std::uint64_t depth = std::uint64_t{s.batch} * s.outHeight() * s.outWidth();
   const bool splittable = workspace.has_value();
@@ -218,7 +294,8 @@ std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferV
 
 std::optional<Dispatch> ConvOp::activationGradientInPlace(const BufferView& dy, const BufferView& y, const ConvShape& s) const {
   if (activation_ == Activation::none) return std::nullopt;
-  const Program& program = programs_->get("Conv2D.glsl", convDefines(activation_, ConvMode::outputGradient, convGeometryDefines(s)));
+  const Program& program =
+      programs_->get("Conv2D.glsl", convDefines(activation_, ConvMode::outputGradient, convGeometryDefines(s)), geometryIncluded());
   Dispatch d = dispatch(program, std::string("conv ") + activationName(activation_) + " gradient, in place",
                         {{1, y, Access::read}, {3, dy, Access::readWrite}}, s, false,
                         linearGroups(std::uint64_t{s.batch} * s.outChannels * s.outHeight() * s.outWidth(), program));
@@ -227,7 +304,8 @@ std::optional<Dispatch> ConvOp::activationGradientInPlace(const BufferView& dy, 
 }
 
 Dispatch ConvOp::biasGradient(const BufferView& dz, const BufferView& db, const ConvShape& s, bool accumulate) const {
-  return dispatch(programs_->get("Conv2D.glsl", convDefines(Activation::none, ConvMode::biasGradient, convGeometryDefines(s))), "conv db",
+  return dispatch(programs_->get("Conv2D.glsl", convDefines(Activation::none, ConvMode::biasGradient, convGeometryDefines(s)), geometryIncluded()),
+                  "conv db",
                   {{0, dz, Access::read}, {2, dz, Access::read}, {3, db, accumulate ? Access::readWrite : Access::write}}, s,
                   accumulate, {s.outChannels, 1, 1});
 }

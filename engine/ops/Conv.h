@@ -98,19 +98,36 @@ class ConvOp {
     const std::size_t partials = inputGradientSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.height * s.width, s.channels);
     return rearrangedWeightBytes(s) + boundableBytes(partials);
   }
-  // Split along the batch and pixels (two dispatches) when weightGradientSplit says so, with its workspace.
-  // Given db (written or added like dW), the bias gradient too: when the GEMM is split, as one more column of
-  // it (B's column of ones) whose sums the split-K sum writes to db, which saves a pass over dZ;
-  // otherwise by biasGradient.
+  // Where pixelWeightGradient gives tiles (and the workspace is there): two dispatches, ConvWeightGradient.glsl's
+  // partial sums of dW (and of db, given db) and their sum. Otherwise on the GEMM core, split along the batch and
+  // pixels (two dispatches) when weightGradientSplit says so, with its workspace. Given db (written or added like
+  // dW), the bias gradient too: when the GEMM is split, as one more column of it (B's column of ones) whose sums the
+  // split-K sum writes to db, which saves a pass over dZ; otherwise by biasGradient.
   std::vector<Dispatch> weightGradient(const BufferView& dz, const BufferView& x, const BufferView& dw,
                                        const ConvShape& shape, bool accumulate, const std::optional<BufferView>& workspace,
                                        const std::optional<BufferView>& db = std::nullopt) const;
+  // ConvWeightGradient.glsl's tiles and split (dW and db straight from the pixels of X and dZ) where it takes the
+  // weight gradient: kernels of 3 to 9 offsets, at most 3x3, over 8 or more input channels, within the device's
+  // limits; elsewhere (a first layer's 1 to 3 channels, 1x1 and larger kernels) the GEMM core does.
+  struct PixelWeightGradient {
+    std::uint32_t outChannelTile, channelTile, bandRows, bandColumns;
+    std::uint32_t runsPerInvocation;  // runs of 4 output channels per invocation
+    std::uint32_t splits, bandsPerSlice;
+    std::uint32_t invocations() const { return outChannelTile / (4 * runsPerInvocation) * channelTile; }
+    std::uint64_t sharedBytes(const ConvShape& s) const;
+    // The partial sums: a slice of dW and db per split.
+    static std::size_t workspaceBytes(const ConvShape& s, std::uint32_t splits) {
+      return std::size_t{splits} * (std::size_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth + s.outChannels) * sizeof(float);
+    }
+  };
+  static std::optional<PixelWeightGradient> pixelWeightGradient(const ConvShape& s);
   static SplitK weightGradientSplit(const ConvShape& s, bool withBias) {
     return chooseGemm(s.outChannels, std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth + (withBias ? 1 : 0),
                       std::uint64_t{s.batch} * s.outHeight() * s.outWidth(), true, GemmOperand::gathered)
         .split;
   }
   static std::size_t weightGradientWorkspaceBytes(const ConvShape& s) {
+    if (const std::optional<PixelWeightGradient> tiles = pixelWeightGradient(s)) return PixelWeightGradient::workspaceBytes(s, tiles->splits);
     const std::uint64_t columns = std::uint64_t{s.channels} * s.kernelHeight * s.kernelWidth;
     return std::max(weightGradientSplit(s, false).workspaceBytes(s.outChannels, columns),
                     weightGradientSplit(s, true).workspaceBytes(s.outChannels, columns + 1));
@@ -123,6 +140,9 @@ class ConvOp {
   // Conv2D.glsl's transposeWeights or weightsForInputGradient: the weights rearranged into `target`, one invocation per weight.
   Dispatch rearrangeWeights(ConvMode mode, const char* label, const BufferView& weight, const BufferView& target,
                             const ConvShape& shape) const;
+  std::vector<Dispatch> weightGradientFromPixels(const PixelWeightGradient& tiles, const BufferView& dz, const BufferView& x,
+                                             const BufferView& dw, const ConvShape& shape, bool accumulate,
+                                             const BufferView& workspace, const std::optional<BufferView>& db) const;
   Dispatch dispatch(const Program& program, const std::string& label, std::vector<StorageBinding> buffers,
                     const ConvShape& shape, bool accumulate, std::array<std::uint32_t, 3> groups) const;
   Activation activation_;

@@ -467,6 +467,86 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("a convolution's weight gradient from the pixels (ConvWeightGradient.glsl) matches float64 across its tiles and bands") {
+    Context& context = test::glContext();
+    auto random = test::generator(46);
+    ProgramCache programs;
+    // Output channels and input channels that end inside a tile (10 of 16, 40 of 64; 9 and 17 of 16), bands that end
+    // inside the planes (20 columns: bands of 3 rows over 7), rows cut into segments (70 columns: 2 of 35), kernels of
+    // 3x3, 3x2, 1x3 and 2x2, a stride-2 convolution (its dZ spread out), and dW with and without db.
+    const std::vector<OpCase> direct{
+        {"conv2d relu same, 9 channels to 10", conv2dOp(Activation::relu, 1), {{3, 9, 11, 13}, {10, 9, 3, 3}, {10}}, 0, true,
+         conv2dOp(Activation::none, 1)},
+        {"conv2d tanh valid 3x3, bands ending inside the planes", conv2dOp(Activation::tanh, 0), {{2, 8, 9, 22}, {5, 8, 3, 3}, {5}}},
+        {"conv2d none valid 3x2, 17 channels to 40", conv2dOp(Activation::none, 0), {{3, 17, 6, 5}, {40, 17, 3, 2}, {40}}},
+        {"conv2d tanh same, rows of 70 in two segments", conv2dOp(Activation::tanh, 1), {{2, 8, 4, 70}, {6, 8, 3, 3}, {6}}},
+        {"conv2d sigmoid 1x3, left and right padding only", conv2dOp(Activation::sigmoid, 0, 1, {}, false, 1), {{2, 12, 5, 9}, {7, 12, 1, 3}, {7}}},
+        {"conv2d none valid 2x2", conv2dOp(Activation::none, 0), {{4, 8, 5, 6}, {3, 8, 2, 2}, {3}}},
+        {"conv2d relu stride 2 same (dZ spread)", conv2dOp(Activation::relu, 1, 2), {{3, 8, 9, 8}, {12, 8, 3, 3}, {12}}, 0, true,
+         conv2dOp(Activation::none, 1, 2)}};
+    // Sums of up to 3·11·13 = 429 fp32 products of values in [-1, 1].
+    const Tolerance sums{1e-4, 1e-4};
+    for (const OpCase& c : direct) {
+      std::vector<std::string> labels = checkAgainstReference(context, programs, c, c.shapes[0][0], random, {}, sums);
+      CHECK(anyLabelContains(labels, "conv dW+db from pixels"));
+      // dW alone (db absent), and dW added where db is written.
+      labels = checkAgainstReference(context, programs, c, c.shapes[0][0], random, {{false, false, true}, {}}, sums);
+      CHECK(anyLabelContains(labels, "conv dW from pixels"));
+      labels = checkAgainstReference(context, programs, c, c.shapes[0][0], random, {{}, {false, true, false}}, sums);
+      CHECK(anyLabelContains(labels, "conv dW from pixels"));
+      CHECK(anyLabelContains(labels, "conv db"));
+    }
+  }
+
+  TEST_CASE("a NaN in X reaches only the weights whose window reads it, in the weight gradient from the pixels") {
+    Context& context = test::glContext();
+    auto random = test::generator(47);
+    ProgramCache programs;
+    // Valid 3x3 over 9x22: 7 output rows in bands of 3, so the last band's rows 8 and 9 lie past the planes. X's last
+    // row is read by kernel row 2 alone; a pixel past the planes would read it with kernel rows 0 and 1 too.
+    const auto op = conv2dOp(Activation::none, 0);
+    const std::vector<Shape> shapes{{2, 8, 9, 22}, {5, 8, 3, 3}, {5}};
+    std::vector<std::vector<double>> inputs;
+    for (const Shape& shape : shapes) {
+      const std::vector<float> values = test::uniformFloats(random, elementCount(shape));
+      inputs.emplace_back(values.begin(), values.end());
+    }
+    inputs[0][(std::size_t{1} * 8 + 3) * 9 * 22 + 8 * 22 + 5] = NAN;  // image 1, channel 3, row 8, column 5
+    std::vector<Buffer> buffers;
+    for (const std::vector<double>& values : inputs) buffers.push_back(Buffer::of(std::vector<float>(values.begin(), values.end())));
+    std::vector<GpuTensor> gpuInputs;
+    for (std::size_t i = 0; i < inputs.size(); ++i) gpuInputs.push_back({buffers[i], shapes[i]});
+    const Shape outShape = op->outputShape(shapes);
+    Buffer out(elementCount(outShape) * sizeof(float)), workspace(op->workspaceBytes(shapes));
+    const std::vector<HostTensor64> host{{&inputs[0], shapes[0]}, {&inputs[1], shapes[1]}, {&inputs[2], shapes[2]}};
+    const std::vector<double> y = op->referenceForward(host);
+    const std::vector<float> dY = test::uniformFloats(random, y.size());
+    const std::vector<double> expected = op->referenceBackward(host, y, {dY.begin(), dY.end()})[1];
+    Buffer dYBuffer = Buffer::of(dY), dW(elementCount(shapes[1]) * sizeof(float));
+    dW.fill(test::nanPoison);
+    Plan plan(context.limits());
+    plan.addParameter(1);
+    const GpuTensor output{out, outShape, BufferView(workspace)};
+    op->forward(programs, plan, gpuInputs, output);
+    op->backward(programs, plan, gpuInputs, output, {dYBuffer, outShape}, {std::nullopt, GradientTarget{dW, false}, std::nullopt});
+    plan.run();
+    CHECK(anyLabelContains(plan.labels(), "conv dW from pixels"));
+    const std::vector<float> gpu = dW.read<float>();
+    std::size_t nans = 0;
+    for (std::size_t i = 0; i < gpu.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::isnan(gpu[i]) == std::isnan(expected[i]));
+      if (std::isnan(expected[i])) {
+        ++nans;
+        CHECK(i % 72 / 9 == 3);  // channel 3
+        CHECK(i % 9 / 3 == 2);   // kernel row 2
+      } else if (!std::isnan(gpu[i])) {
+        CHECK(std::abs(gpu[i] - expected[i]) <= 1e-4 + 1e-4 * std::abs(expected[i]));
+      }
+    }
+    CHECK(nans == 5u * 3u);  // every output channel, kernel row 2, its 3 columns
+  }
+
   TEST_CASE("a convolution with few output pixels and a long sum splits its forward GEMM and matches float64") {
     Context& context = test::glContext();
     auto random = test::generator(45);
