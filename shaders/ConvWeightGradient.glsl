@@ -5,16 +5,16 @@
 // gathered with its own index arithmetic and bounds test; 3x3 weight gradients ran at about 5 TFLOP/s on the H100
 // whatever their channels. Here a group stages a band of output pixels (BAND_ROWS × BAND_COLUMNS of one image): dZ of
 // its output channels and the window of X under the band for its input channels, each loaded once in plain coalesced
-// reads. An invocation owns 4·RUNS_PER_INVOCATION output channels × 1 input channel × the KH·KW kernel offsets and slides a KH × KW window
-// of X along each row of the band: per pixel RUNS_PER_INVOCATION vec4s of dZ and KH values of X feed
-// 4·RUNS_PER_INVOCATION·KH·KW multiply-adds.
+// reads. An invocation owns 4 output channels × 1 input channel × the KH·KW kernel offsets and slides a KH × KW window
+// of X along each row of the band: per pixel one vec4 of dZ and KH values of X feed 4·KH·KW multiply-adds (8 output
+// channels an invocation ran slower on the H100: bench/results/2026-12-06-conv-dw-from-pixels-nvidia-h100/).
 // Group (x, y, z): output channels from x·OC_TILE, input channels from y·C_TILE, bands [z·chunk, (z + 1)·chunk) of the
 // N·bands of the batch. It writes slice z of the partial sums, [OC·C·KH·KW] or with WITH_BIAS [OC·C·KH·KW | OC] (db's after dW's), which
 // SplitSum.glsl adds (with TAIL for db).
 // bindings: 0 dZ [N, OC, OH, OW], 1 X [N, C, H, W], 2 the partial sums; uniforms: 0 N, 15 the bands per slice
 // defines: the CONV_* geometry of ConvGeometry.glsl (CONV_STRIDE 1); int literals, so that #if can check them: OC_TILE (a
-// multiple of 4·RUNS_PER_INVOCATION), C_TILE, BAND_ROWS, BAND_COLUMNS, RUNS_PER_INVOCATION (runs of 4 output channels
-// per invocation) and INVOCATIONS = OC_TILE / (4·RUNS_PER_INVOCATION) · C_TILE (local_size_x takes a literal); WITH_BIAS.
+// multiple of 4), C_TILE, BAND_ROWS, BAND_COLUMNS and INVOCATIONS = OC_TILE / 4 · C_TILE (local_size_x takes a
+// literal); WITH_BIAS.
 // NVIDIA's compiler keeps small register arrays in local memory unless told to unroll the loops over them (see
 // Gemm.glsl); the loops over pixels have run-time bounds, so they stay loops.
 #pragma optionNV(unroll all)
@@ -46,10 +46,8 @@ layout(location = 15) uniform uint bandsPerSlice;
 #else
 #define SLICE (OC * C * KH * KW)
 #endif
-// Invocations along the output channels, each taking RUNS_PER_INVOCATION runs of 4.
-#define RUN_INVOCATIONS uint(OC_TILE / 4 / RUNS_PER_INVOCATION)
-#if INVOCATIONS != OC_TILE / 4 / RUNS_PER_INVOCATION * C_TILE
-#error INVOCATIONS must be OC_TILE / 4 / RUNS_PER_INVOCATION * C_TILE
+#if INVOCATIONS != OC_TILE / 4 * C_TILE
+#error INVOCATIONS must be OC_TILE / 4 * C_TILE
 #endif
 
 shared float stagedX[uint(C_TILE) * PATCH];
@@ -76,16 +74,14 @@ void stageBand(uint n, uint top, uint left, uint firstOutChannel, uint firstChan
 }
 
 void main() {
-  uint runInGroup = gl_LocalInvocationIndex % RUN_INVOCATIONS, channel = gl_LocalInvocationIndex / RUN_INVOCATIONS;
+  uint run = gl_LocalInvocationIndex % OC_RUNS, channel = gl_LocalInvocationIndex / OC_RUNS;
   uint firstOutChannel = gl_WorkGroupID.x * uint(OC_TILE), firstChannel = gl_WorkGroupID.y * uint(C_TILE);
-  // sums[4·j + i][kh·KW + kw]: output channel i of this invocation's run j (run runInGroup + j·RUN_INVOCATIONS of the
-  // group, so that a warp's reads of one j are consecutive runs).
-  float sums[4 * RUNS_PER_INVOCATION][KH * KW];
-  for (uint i = 0u; i < uint(4 * RUNS_PER_INVOCATION); ++i)
+  // sums[i][kh·KW + kw]: output channel 4·run + i of the tile.
+  float sums[4][KH * KW];
+  for (uint i = 0u; i < 4u; ++i)
     for (uint k = 0u; k < KH * KW; ++k) sums[i][k] = 0.0;
 #ifdef WITH_BIAS
-  vec4 biasSums[RUNS_PER_INVOCATION];
-  for (uint j = 0u; j < uint(RUNS_PER_INVOCATION); ++j) biasSums[j] = vec4(0.0);
+  vec4 biasSums = vec4(0.0);
 #endif
   uint bands = N * BANDS_DOWN * BANDS_ACROSS, first = gl_WorkGroupID.z * bandsPerSlice;
   for (uint band = first; band < min(bands, first + bandsPerSlice); ++band) {
@@ -108,32 +104,26 @@ void main() {
           for (uint kw = 0u; kw < KW - 1u; ++kw) window[kh][kw] = window[kh][kw + 1u];
           window[kh][KW - 1u] = stagedX[windowTop + kh * PATCH_COLUMNS + column + KW - 1u];
         }
-        uint pixel = (row * uint(BAND_COLUMNS) + column) * RUNS_PER_PIXEL + runInGroup;
-        for (uint j = 0u; j < uint(RUNS_PER_INVOCATION); ++j) {
-          vec4 gradient = stagedDZ[pixel + j * RUN_INVOCATIONS];
+        vec4 gradient = stagedDZ[(row * uint(BAND_COLUMNS) + column) * RUNS_PER_PIXEL + run];
 #ifdef WITH_BIAS
-          biasSums[j] += gradient;
+        biasSums += gradient;
 #endif
-          for (uint i = 0u; i < 4u; ++i)
-            for (uint kh = 0u; kh < KH; ++kh)
-              for (uint kw = 0u; kw < KW; ++kw)
-                sums[4u * j + i][kh * KW + kw] = fma(gradient[i], window[kh][kw], sums[4u * j + i][kh * KW + kw]);
-        }
+        for (uint i = 0u; i < 4u; ++i)
+          for (uint kh = 0u; kh < KH; ++kh)
+            for (uint kw = 0u; kw < KW; ++kw) sums[i][kh * KW + kw] = fma(gradient[i], window[kh][kw], sums[i][kh * KW + kw]);
       }
     }
     barrier();
   }
   uint slice = gl_WorkGroupID.z * SLICE;
   uint c = firstChannel + channel;
-  for (uint j = 0u; j < uint(RUNS_PER_INVOCATION); ++j) {
-    for (uint i = 0u; i < 4u; ++i) {
-      uint oc = firstOutChannel + (runInGroup + j * RUN_INVOCATIONS) * 4u + i;
-      if (oc >= OC) continue;
-      if (c < C)
-        for (uint k = 0u; k < KH * KW; ++k) partials[slice + (oc * C + c) * KH * KW + k] = sums[4u * j + i][k];
+  for (uint i = 0u; i < 4u; ++i) {
+    uint oc = firstOutChannel + run * 4u + i;
+    if (oc >= OC) continue;
+    if (c < C)
+      for (uint k = 0u; k < KH * KW; ++k) partials[slice + (oc * C + c) * KH * KW + k] = sums[i][k];
 #ifdef WITH_BIAS
-      if (c == 0u) partials[slice + OC * C * KH * KW + oc] = biasSums[j][i];
+    if (c == 0u) partials[slice + OC * C * KH * KW + oc] = biasSums[i];
 #endif
-    }
   }
 }

@@ -195,8 +195,6 @@ std::optional<ConvOp::PixelWeightGradient> ConvOp::pixelWeightGradient(const Con
   PixelWeightGradient d{};
   d.outChannelTile = s.outChannels <= 16 ? 16 : s.outChannels <= 32 ? 32 : 64;
   d.channelTile = 16;
-  // Two runs (8 output channels) per invocation ran slower on the H100 (bench/results/2026-12-06-conv-dw-from-pixels-nvidia-h100/).
-  d.runsPerInvocation = 1;
   // Bands of about 64 pixels: whole rows where they are at most 32 pixels wide, else rows cut into even segments.
   const std::uint32_t across = (s.outWidth() + 31) / 32;
   d.bandColumns = (s.outWidth() + across - 1) / across;
@@ -209,13 +207,13 @@ std::optional<ConvOp::PixelWeightGradient> ConvOp::pixelWeightGradient(const Con
   while (!fits() && d.channelTile > 4) d.channelTile /= 2;
   while (!fits() && d.bandRows > 1) d.bandRows /= 2;
   if (!fits()) return std::nullopt;
-  // About 4 groups on each of 132 multiprocessors (the H100 the rule in Gemm.cpp models), each slice at least 8 bands
+  // About 4 groups on each multiprocessor of the GPU the GEMM rule models, each slice at least 8 bands
   // (a group's stores of its partial sums cost about as much as loading a band, and every slice is read again by the
   // sum), and the partial sums within 64 MiB.
   const std::uint64_t tiles = std::uint64_t{(s.outChannels + d.outChannelTile - 1) / d.outChannelTile} *
                               ((s.channels + d.channelTile - 1) / d.channelTile);
   const std::uint64_t bands = std::uint64_t{s.batch} * ((s.outHeight() + d.bandRows - 1) / d.bandRows) * across;
-  const std::uint64_t wantedGroups = 4 * 132;
+  const std::uint64_t wantedGroups = 4 * modelledMultiprocessors;
   const std::uint64_t sliceBytes = PixelWeightGradient::workspaceBytes(s, 1);
   const std::uint64_t splits = std::max<std::uint64_t>(
       1, std::min({(wantedGroups + tiles - 1) / tiles, (bands + 7) / 8, (std::uint64_t{64} << 20) / sliceBytes}));
@@ -232,7 +230,6 @@ std::vector<Dispatch> ConvOp::weightGradientFromPixels(const PixelWeightGradient
                                  {"C_TILE", std::to_string(d.channelTile)},
                                  {"BAND_ROWS", std::to_string(d.bandRows)},
                                  {"BAND_COLUMNS", std::to_string(d.bandColumns)},
-                                 {"RUNS_PER_INVOCATION", std::to_string(d.runsPerInvocation)},
                                  {"INVOCATIONS", std::to_string(d.invocations())}});
   if (db) defines.push_back({"WITH_BIAS", "1"});
   Dispatch partial;

@@ -111,9 +111,9 @@ class ConvOp {
   // limits; elsewhere (a first layer's 1 to 3 channels, 1x1 and larger kernels) the GEMM core does.
   struct PixelWeightGradient {
     std::uint32_t outChannelTile, channelTile, bandRows, bandColumns;
-    std::uint32_t runsPerInvocation;  // runs of 4 output channels per invocation
     std::uint32_t splits, bandsPerSlice;
-    std::uint32_t invocations() const { return outChannelTile / (4 * runsPerInvocation) * channelTile; }
+    // 4 output channels each (8 ran slower on the H100: bench/results/2026-12-06-conv-dw-from-pixels-nvidia-h100/).
+    std::uint32_t invocations() const { return outChannelTile / 4 * channelTile; }
     std::uint64_t sharedBytes(const ConvShape& s) const;
     // The partial sums: a slice of dW and db per split.
     static std::size_t workspaceBytes(const ConvShape& s, std::uint32_t splits) {

@@ -15,7 +15,6 @@ namespace {
 // H100 (bench/results/2026-11-22-gemm-nvidia-h100.md; the rule's picks take 1.08× the best configuration's
 // time, geometric mean): 132 multiprocessors, each running `occupancy` groups of a configuration at once,
 // at `efficiency` of the 8×8 block's throughput per output. Times are in multiply-adds of one multiprocessor.
-constexpr std::uint64_t multiprocessors = 132;
 // With an implicit im2col operand (a convolution, GemmOperand::gathered) 4 groups of the 4×4 block share a
 // multiprocessor (its registers and shared memory allow it), which decides whether a convolution with few tiles
 // splits its sum: on the H100 at batch 1, end to end, resnet50 2.49 -> 1.86 ms, vgg11 1.51 -> 1.36 ms, densenet121
@@ -60,7 +59,7 @@ double cost(const GemmConfig& c, std::uint64_t rows, std::uint64_t columns, std:
   const ThreadBlockModel& model = modelOf(c);
   const std::uint64_t occupancy = operand == GemmOperand::gathered ? model.gatheredOccupancy : model.occupancy;
   const std::uint64_t groups = ceilDivide(rows, c.tileRows) * ceilDivide(columns, c.tileColumns) * split.splits;
-  const std::uint64_t rounds = ceilDivide(ceilDivide(groups, multiprocessors), occupancy);
+  const std::uint64_t rounds = ceilDivide(ceilDivide(groups, modelledMultiprocessors), occupancy);
   const std::uint64_t share = split.splits > 1 ? split.chunk : ceilDivide(depth, c.tileDepth) * c.tileDepth;
   double total = double(rounds * occupancy) * double(c.tileRows) * c.tileColumns * double(share) / model.efficiency;
   if (operand == GemmOperand::gathered) total *= c.gatheredSlowdown;

@@ -13,6 +13,9 @@
 
 namespace glnet {
 
+// The multiprocessors of the large GPU the rule below models (the H100), which the other ops' split rules share.
+constexpr std::uint64_t modelledMultiprocessors = 132;
+
 // One work-group shape: tileRows × tileColumns outputs per group, tileDepth values of the sum per
 // shared-memory stage, threadRows × threadColumns outputs per invocation (multiples of 4).
 struct GemmConfig {
