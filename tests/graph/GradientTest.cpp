@@ -151,6 +151,24 @@ std::vector<std::vector<double>> randomInputs(const OpCase& c, std::mt19937& ran
   return inputs;
 }
 
+// A case's inputs on the GPU: the labels of a loss (input 1) as uint32, the others as float32.
+struct GpuInputs {
+  std::vector<Buffer> buffers;
+  std::vector<GpuTensor> tensors;  // views of `buffers`
+};
+GpuInputs upload(const OpCase& c, const std::vector<std::vector<double>>& inputs) {
+  GpuInputs result;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (c.classes && i == 1) {
+      result.buffers.push_back(Buffer::of(std::vector<std::uint32_t>(inputs[i].begin(), inputs[i].end())));
+    } else {
+      result.buffers.push_back(Buffer::of(std::vector<float>(inputs[i].begin(), inputs[i].end())));
+    }
+  }
+  for (std::size_t i = 0; i < inputs.size(); ++i) result.tensors.push_back({result.buffers[i], c.shapes[i]});
+  return result;
+}
+
 std::vector<HostTensor64> host(const OpCase& c, const std::vector<std::vector<double>>& values) {
   std::vector<HostTensor64> result;
   for (std::size_t i = 0; i < values.size(); ++i) result.push_back({&values[i], c.shapes[i]});
@@ -251,16 +269,8 @@ std::vector<std::string> checkAgainstReference(Context& context, ProgramCache& p
   CAPTURE(c.name);
   CAPTURE(rows);
   const auto inputs = randomInputs(c, random);
-  std::vector<Buffer> buffers;
-  std::vector<GpuTensor> gpuInputs;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (c.classes && i == 1) {
-      buffers.push_back(Buffer::of(std::vector<std::uint32_t>(inputs[i].begin(), inputs[i].end())));
-    } else {
-      buffers.push_back(Buffer::of(std::vector<float>(inputs[i].begin(), inputs[i].end())));
-    }
-  }
-  for (std::size_t i = 0; i < inputs.size(); ++i) gpuInputs.push_back({buffers[i], c.shapes[i]});
+  const GpuInputs uploaded = upload(c, inputs);
+  const std::vector<GpuTensor>& gpuInputs = uploaded.tensors;
   const Shape outShape = c.op->outputShape(c.shapes);
   Buffer out(elementCount(outShape) * sizeof(float));
   out.fill(test::nanPoison);
@@ -504,31 +514,25 @@ TEST_SUITE("gl") {
     ProgramCache programs;
     // Valid 3x3 over 9x22: 7 output rows in bands of 3, so the last band's rows 8 and 9 lie past the planes. X's last
     // row is read by kernel row 2 alone; a pixel past the planes would read it with kernel rows 0 and 1 too.
-    const auto op = conv2dOp(Activation::none, 0);
-    const std::vector<Shape> shapes{{2, 8, 9, 22}, {5, 8, 3, 3}, {5}};
-    std::vector<std::vector<double>> inputs;
-    for (const Shape& shape : shapes) {
-      const std::vector<float> values = test::uniformFloats(random, elementCount(shape));
-      inputs.emplace_back(values.begin(), values.end());
-    }
-    inputs[0][(std::size_t{1} * 8 + 3) * 9 * 22 + 8 * 22 + 5] = NAN;  // image 1, channel 3, row 8, column 5
-    std::vector<Buffer> buffers;
-    for (const std::vector<double>& values : inputs) buffers.push_back(Buffer::of(std::vector<float>(values.begin(), values.end())));
-    std::vector<GpuTensor> gpuInputs;
-    for (std::size_t i = 0; i < inputs.size(); ++i) gpuInputs.push_back({buffers[i], shapes[i]});
-    const Shape outShape = op->outputShape(shapes);
-    Buffer out(elementCount(outShape) * sizeof(float)), workspace(op->workspaceBytes(shapes));
-    const std::vector<HostTensor64> host{{&inputs[0], shapes[0]}, {&inputs[1], shapes[1]}, {&inputs[2], shapes[2]}};
-    const std::vector<double> y = op->referenceForward(host);
+    // Image 1, channel 3, row 8, column 5.
+    const OpCase c{"conv2d none valid, a NaN in X's last row", conv2dOp(Activation::none, 0), {{2, 8, 9, 22}, {5, 8, 3, 3}, {5}}, 0, false,
+                   nullptr, [](std::size_t i, std::vector<double>& values, std::mt19937&) {
+                     if (i == 0) values[(std::size_t{1} * 8 + 3) * 9 * 22 + 8 * 22 + 5] = NAN;
+                   }};
+    const std::vector<std::vector<double>> inputs = randomInputs(c, random);
+    const GpuInputs uploaded = upload(c, inputs);
+    const Shape outShape = c.op->outputShape(c.shapes);
+    Buffer out(elementCount(outShape) * sizeof(float)), workspace(c.op->workspaceBytes(c.shapes));
+    const std::vector<double> y = c.op->referenceForward(host(c, inputs));
     const std::vector<float> dY = test::uniformFloats(random, y.size());
-    const std::vector<double> expected = op->referenceBackward(host, y, {dY.begin(), dY.end()})[1];
-    Buffer dYBuffer = Buffer::of(dY), dW(elementCount(shapes[1]) * sizeof(float));
+    const std::vector<double> expected = c.op->referenceBackward(host(c, inputs), y, {dY.begin(), dY.end()})[1];
+    Buffer dYBuffer = Buffer::of(dY), dW(elementCount(c.shapes[1]) * sizeof(float));
     dW.fill(test::nanPoison);
     Plan plan(context.limits());
     plan.addParameter(1);
     const GpuTensor output{out, outShape, BufferView(workspace)};
-    op->forward(programs, plan, gpuInputs, output);
-    op->backward(programs, plan, gpuInputs, output, {dYBuffer, outShape}, {std::nullopt, GradientTarget{dW, false}, std::nullopt});
+    c.op->forward(programs, plan, uploaded.tensors, output);
+    c.op->backward(programs, plan, uploaded.tensors, output, {dYBuffer, outShape}, {std::nullopt, GradientTarget{dW, false}, std::nullopt});
     plan.run();
     CHECK(anyLabelContains(plan.labels(), "conv dW from pixels"));
     const std::vector<float> gpu = dW.read<float>();
@@ -589,17 +593,14 @@ TEST_SUITE("gl") {
         CAPTURE(config->name);
         CAPTURE(c.name);
         const auto inputs = randomInputs(c, random);
-        std::vector<Buffer> buffers;
-        std::vector<GpuTensor> gpuInputs;
-        for (const auto& values : inputs) buffers.push_back(Buffer::of(std::vector<float>(values.begin(), values.end())));
-        for (std::size_t i = 0; i < inputs.size(); ++i) gpuInputs.push_back({buffers[i], c.shapes[i]});
+        const GpuInputs uploaded = upload(c, inputs);
         const Shape outShape = c.op->outputShape(c.shapes);
         Buffer out(elementCount(outShape) * sizeof(float));
         out.fill(test::nanPoison);
         Buffer workspace(c.op->workspaceBytes(c.shapes));
         GpuTensor output{out, outShape, BufferView(workspace)};
         Plan plan(context.limits());
-        c.op->forward(programs, plan, gpuInputs, output);
+        c.op->forward(programs, plan, uploaded.tensors, output);
         plan.run();
         CHECK(anyLabelContains(plan.labels(), "+ max pool"));
         // Sums of at most 27 fp32 products of values in [-1, 1].
