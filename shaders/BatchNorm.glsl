@@ -2,27 +2,41 @@
 // which the training modes split into `chunks` runs of `chunk` values each (the last shorter), one work group per
 // (chunk, channel), so that a few channels of many values still fill the GPU:
 //   BN_MODE_FORWARD_PARTIALS: each chunk's mean and Σ(x − mean)² (two passes: a large mean does not cancel)
-//   BN_MODE_FORWARD_STATISTICS, one invocation per channel: the chunks combined (Chan et al.'s rule), stats[c] = mean
+//   BN_MODE_FORWARD_STATISTICS, one work group per channel: the chunks combined (Chan et al.'s rule), stats[c] = mean
 //            and stats[C + c] = 1/sqrt(var + ε) (biased) kept for the backward pass, and the running statistics moved
 //            towards the batch's (PyTorch's rule: the variance unbiased, M/(M − 1))
-//   BN_MODE_FORWARD: y = (x − mean)·invstd·gamma + beta with the batch's statistics
-//   BN_MODE_INFERENCE: y = (x − running mean)/sqrt(running var + ε)·gamma + beta
-//   BN_MODE_BACKWARD_PARTIALS: each chunk's Σdy and Σdy·x̂, x̂ = (x − mean)·invstd
-//   BN_MODE_BACKWARD_TOTALS, one invocation per channel: dgamma = Σdy·x̂, dbeta = Σdy (written or added), and both sums
+//   BN_MODE_FORWARD: y = act((x − mean)·invstd·gamma + beta) with the batch's statistics
+//   BN_MODE_INFERENCE: y = act((x − running mean)/sqrt(running var + ε)·gamma + beta)
+//   BN_MODE_BACKWARD_PARTIALS: each chunk's Σg and Σg·x̂, x̂ = (x − mean)·invstd, g = dy·act'(y)
+//   BN_MODE_BACKWARD_TOTALS, one work group per channel: dgamma = Σg·x̂, dbeta = Σg (written or added), and both sums
 //            kept in the workspace for BACKWARD
-//   BN_MODE_BACKWARD: dx = gamma·invstd·(dy − Σdy/M − x̂·Σ(dy·x̂)/M), written or added
-// bindings (at most 8, OpenGL ES 3.1's minimum): 0 x, 1 partials [chunks·C pairs], 2 running mean (FORWARD_STATISTICS, INFERENCE) or
-//   totals [2C] (written in BACKWARD_TOTALS, read in BACKWARD), 3 running var (read-write in FORWARD_STATISTICS) or dgamma (BACKWARD_TOTALS), 4 stats [2C]
-//   (written in FORWARD_STATISTICS), 5 gamma or dbeta (BACKWARD_TOTALS), 6 beta or dy (BACKWARD_PARTIALS, BACKWARD), 7 y or dx (BACKWARD)
+//   BN_MODE_BACKWARD: dx = gamma·invstd·(g − Σg/M − x̂·Σ(g·x̂)/M), written or added
+// act: the activation fused after the normalization (ACTIVATION; none when absent). The backward passes recompute y
+// from x with the forward pass's own expression (normalized()) instead of reading it: one stream less each, and the
+// same ReLU kinks as the forward pass.
+// bindings (at most 8, OpenGL ES 3.1's minimum): 0 x, 1 partials [chunks·C pairs], 2 running mean (FORWARD_STATISTICS,
+//   INFERENCE) or totals [2C] (written in BACKWARD_TOTALS, read in BACKWARD), 3 running var (read-write in
+//   FORWARD_STATISTICS), dgamma (BACKWARD_TOTALS) or beta (the backward passes with an activation), 4 stats [2C] (written
+//   in FORWARD_STATISTICS), 5 gamma or dbeta (BACKWARD_TOTALS), 6 beta or dy (BACKWARD_PARTIALS, BACKWARD), 7 y or dx
+//   (BACKWARD)
 // uniforms: 0 N, 1 C, 2 S, 3 ε, 4 momentum, 5 chunk, 6 chunks, 7 what is added rather than written (bit 0 dx, bit 1
 //   dgamma, bit 2 dbeta), 8 what is wanted at all (same bits)
-// ROW_STATISTICS (BACKWARD_PARTIALS, with S = 1): the statistics are each row's, stats[2n] and stats[2n + 1], not each
-//   channel's: the sums of a layer normalization's dgamma and dbeta over the rows of x [N, C] (graph/BatchNormOps.cpp)
+// ROW_STATISTICS (BACKWARD_PARTIALS, with S = 1 and no activation): the statistics are each row's, stats[2n] and
+//   stats[2n + 1], not each channel's: the sums of a layer normalization's dgamma and dbeta over the rows of x [N, C] (graph/BatchNormOps.cpp)
 #ifndef BN_GROUP
 #define BN_GROUP 256
 #endif
+// The invocations that combine one channel's chunks (at most 128 of them, graph/BatchNormOps.cpp).
+#define BN_COMBINE_GROUP 64
+#ifdef ACTIVATION
+#if ACTIVATION != ACTIVATION_NONE && (BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD)
+#define RECOMPUTES_OUTPUT 1
+#endif
+#endif
 #if BN_MODE == BN_MODE_FORWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_PARTIALS
 layout(local_size_x = BN_GROUP) in;
+#elif BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_BACKWARD_TOTALS
+layout(local_size_x = BN_COMBINE_GROUP) in;
 #else
 layout(local_size_x = LOCAL_SIZE_X) in;
 #endif
@@ -47,8 +61,11 @@ layout(std430, binding = 5) buffer BetaGradient { float dbeta[]; };
 #if BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD
 layout(std430, binding = 4) buffer Stats { float stats[]; };
 #endif
-#if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_INFERENCE || BN_MODE == BN_MODE_BACKWARD
+#if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_INFERENCE || BN_MODE == BN_MODE_BACKWARD || defined(RECOMPUTES_OUTPUT)
 layout(std430, binding = 5) readonly buffer Gamma { float gamma[]; };
+#endif
+#ifdef RECOMPUTES_OUTPUT
+layout(std430, binding = 3) readonly buffer Beta { float beta[]; };
 #endif
 #if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_INFERENCE
 layout(std430, binding = 6) readonly buffer Beta { float beta[]; };
@@ -72,6 +89,22 @@ layout(location = 8) uniform uint wanted;
 
 // Element k (of M) of channel c.
 uint at(uint c, uint k) { return ((k / S) * C + c) * S + k % S; }
+
+#if BN_MODE == BN_MODE_FORWARD || defined(RECOMPUTES_OUTPUT)
+// x of channel c normalized with the batch's statistics, scaled and shifted: the activation's argument.
+float normalized(float value, uint c) { return (value - stats[c]) * (stats[C + c] * gamma[c]) + beta[c]; }
+#endif
+
+#if BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD
+// dy through the fused activation: dy·act'(y), y recomputed from x.
+float activationGradient(float dyValue, float xValue, uint c) {
+#ifdef RECOMPUTES_OUTPUT
+  return dyValue * activationDerivative(activate(normalized(xValue, c)));
+#else
+  return dyValue;
+#endif
+}
+#endif
 
 #if BN_MODE == BN_MODE_FORWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_PARTIALS
 // A row per sum a group makes (the mean, then the squared deviations; or the two gradient sums), never written again
@@ -116,8 +149,9 @@ void main() {
 #ifdef ROW_STATISTICS
     float mean = stats[2u * k], invstd = stats[2u * k + 1u];
 #endif
-    sumDy += dy[i];
-    sumDyXhat += dy[i] * (x[i] - mean) * invstd;
+    float g = activationGradient(dy[i], x[i], c);
+    sumDy += g;
+    sumDyXhat += g * (x[i] - mean) * invstd;
   }
   sumDy = groupSum(sumDy, 0);
   sumDyXhat = groupSum(sumDyXhat, 1);
@@ -125,29 +159,62 @@ void main() {
 #endif
 }
 #elif BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_BACKWARD_TOTALS
-void main() {
-  uint c = LINEAR_INVOCATION_INDEX;
-  if (c >= C) return;
-  uint M = N * S;
 #if BN_MODE == BN_MODE_FORWARD_STATISTICS
-  float count = 0.0, mean = 0.0, squares = 0.0;
-  for (uint piece = 0u; piece < chunks; ++piece) {
-    float n = float(min(chunk, M - piece * chunk));
+// Count, mean and Σ(x − mean)² of a run of values.
+struct Moments {
+  float count, mean, squares;
+};
+
+// Two runs' moments as one (Chan et al.); an empty run changes nothing.
+Moments combine(Moments a, Moments b) {
+  if (b.count == 0.0) return a;
+  if (a.count == 0.0) return b;
+  float total = a.count + b.count, delta = b.mean - a.mean;
+  return Moments(total, a.mean + delta * b.count / total, a.squares + b.squares + delta * delta * a.count * b.count / total);
+}
+
+shared Moments combined[BN_COMBINE_GROUP];
+#else
+shared vec2 combined[BN_COMBINE_GROUP];
+#endif
+
+void main() {
+  uint c = gl_WorkGroupID.y, local = gl_LocalInvocationID.x;
+  uint M = N * S;
+  // Each invocation takes every BN_COMBINE_GROUP-th chunk, then the invocations' results meet in a tree.
+#if BN_MODE == BN_MODE_FORWARD_STATISTICS
+  Moments mine = Moments(0.0, 0.0, 0.0);
+  for (uint piece = local; piece < chunks; piece += uint(BN_COMBINE_GROUP)) {
     vec2 p = partials[c * chunks + piece];
-    float delta = p.x - mean, total = count + n;
-    mean += delta * n / total;
-    squares += p.y + delta * delta * count * n / total;
-    count = total;
+    mine = combine(mine, Moments(float(min(chunk, M - piece * chunk)), p.x, p.y));
   }
-  float variance = squares / float(M);
-  stats[c] = mean;
+#else
+  vec2 mine = vec2(0.0);
+  for (uint piece = local; piece < chunks; piece += uint(BN_COMBINE_GROUP)) mine += partials[c * chunks + piece];
+#endif
+  combined[local] = mine;
+  memoryBarrierShared();
+  barrier();
+  for (uint stride = uint(BN_COMBINE_GROUP / 2); stride > 0u; stride >>= 1) {
+#if BN_MODE == BN_MODE_FORWARD_STATISTICS
+    if (local < stride) combined[local] = combine(combined[local], combined[local + stride]);
+#else
+    if (local < stride) combined[local] += combined[local + stride];
+#endif
+    memoryBarrierShared();
+    barrier();
+  }
+  if (local != 0u) return;
+#if BN_MODE == BN_MODE_FORWARD_STATISTICS
+  Moments all = combined[0];
+  float variance = all.squares / float(M);
+  stats[c] = all.mean;
   stats[C + c] = inversesqrt(variance + epsilon);
-  float unbiased = M > 1u ? squares / float(M - 1u) : variance;
-  runningMean[c] = (1.0 - momentum) * runningMean[c] + momentum * mean;
+  float unbiased = M > 1u ? all.squares / float(M - 1u) : variance;
+  runningMean[c] = (1.0 - momentum) * runningMean[c] + momentum * all.mean;
   runningVar[c] = (1.0 - momentum) * runningVar[c] + momentum * unbiased;
 #else
-  vec2 sums = vec2(0.0);
-  for (uint piece = 0u; piece < chunks; ++piece) sums += partials[c * chunks + piece];
+  vec2 sums = combined[0];
   totals[c] = sums.x;
   totals[C + c] = sums.y;
   if ((wanted & 2u) != 0u) dgamma[c] = ((added & 2u) != 0u ? dgamma[c] : 0.0) + sums.y;
@@ -160,13 +227,12 @@ void main() {
   if (i >= N * C * S) return;
   uint c = (i / S) % C;
 #if BN_MODE == BN_MODE_FORWARD
-  float scale = stats[C + c] * gamma[c];
-  y[i] = (x[i] - stats[c]) * scale + beta[c];
+  y[i] = activate(normalized(x[i], c));
 #elif BN_MODE == BN_MODE_INFERENCE
-  y[i] = (x[i] - runningMean[c]) * inversesqrt(runningVar[c] + epsilon) * gamma[c] + beta[c];
+  y[i] = activate((x[i] - runningMean[c]) * inversesqrt(runningVar[c] + epsilon) * gamma[c] + beta[c]);
 #else
   float M = float(N * S), invstd = stats[C + c];
-  float value = gamma[c] * invstd * (dy[i] - totals[c] / M - (x[i] - stats[c]) * invstd * totals[C + c] / M);
+  float value = gamma[c] * invstd * (activationGradient(dy[i], x[i], c) - totals[c] / M - (x[i] - stats[c]) * invstd * totals[C + c] / M);
   dx[i] = ((added & 1u) != 0u ? dx[i] : 0.0) + value;
 #endif
 }

@@ -1,7 +1,7 @@
 // Elementwise operations over count floats, written or (accumulate) added to out.
 //   ELEMENTWISE_OP_ACTIVATION:              out = act(a)
 //   ELEMENTWISE_OP_ACTIVATION_GRADIENT:     out = a ⊙ act'(b)   (a = dY, b = the forward output Y)
-//   ELEMENTWISE_OP_ADD:                     out = a + b
+//   ELEMENTWISE_OP_ADD:                     out = act(a + b)
 //   ELEMENTWISE_OP_MULTIPLY:                out = a ⊙ b
 //   ELEMENTWISE_OP_BIAS_ADD:                out = a + b[i mod columns]   (b broadcast over rows)
 //   ELEMENTWISE_OP_COPY:                    out = a
@@ -9,7 +9,7 @@
 //   ELEMENTWISE_OP_SCALE_MULTIPLY_ACTIVATE: out = act(a · scale ⊙ b)   (the three above fused)
 // bindings: 0 a read, 1 b read (a again when unused), 2 out read-write
 // uniforms: 0 count, 1 columns (bias add), 2 accumulate (0 overwrite, 1 add), 3 scale
-// defines: ELEMENTWISE_OP, ACTIVATION (the two activation kinds and SCALE_MULTIPLY_ACTIVATE)
+// defines: ELEMENTWISE_OP, ACTIVATION (the two activation kinds, ADD and SCALE_MULTIPLY_ACTIVATE)
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer First { float a[]; };
@@ -28,7 +28,7 @@ void main() {
 #elif ELEMENTWISE_OP == ELEMENTWISE_OP_ACTIVATION_GRADIENT
   float value = a[i] * activationDerivative(b[i]);
 #elif ELEMENTWISE_OP == ELEMENTWISE_OP_ADD
-  float value = a[i] + b[i];
+  float value = activate(a[i] + b[i]);
 #elif ELEMENTWISE_OP == ELEMENTWISE_OP_MULTIPLY
   float value = a[i] * b[i];
 #elif ELEMENTWISE_OP == ELEMENTWISE_OP_BIAS_ADD

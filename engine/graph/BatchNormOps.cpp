@@ -3,6 +3,7 @@
 #include "graph/Ops.h"
 #include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
+#include "ref/Reference.h"
 
 #include <algorithm>
 #include <cmath>
@@ -50,18 +51,20 @@ std::vector<Uniform> gradientFlags(const std::vector<std::optional<GradientTarge
 
 // dgamma = Σdy·x̂ and dbeta = Σdy per channel, each written or added (the targets of inputs 1 and 2), both sums also
 // kept in `totals` [2C]: BatchNorm.glsl's partial sums of each chunk into `partials`, then the chunks' totals.
-// `defines` (ROW_STATISTICS) say where the partials pass finds the mean and 1/deviation of each value in `stats`.
+// `defines` say where the partials pass finds the mean and 1/deviation of each value in `stats` (ROW_STATISTICS) or
+// which activation dy goes back through (ACTIVATION: `activationOperands` then binds gamma and beta).
 void recordParameterGradients(ProgramCache& programs, Plan& plan, const ChannelChunks& l, const std::string& name,
                               const std::vector<ShaderDefine>& defines, const BufferView& x, const BufferView& dy, const BufferView& stats,
-                              const BufferView& partials, const BufferView& totals, const std::vector<std::optional<GradientTarget>>& targets) {
+                              const BufferView& partials, const BufferView& totals, const std::vector<std::optional<GradientTarget>>& targets,
+                              const std::vector<StorageBinding>& activationOperands = {}) {
   Dispatch sums = batchNormDispatch(programs, BatchNormMode::backwardPartials, l, 0, 0, name + " backward partial sums", defines);
   sums.groups = {l.chunks, l.channels, 1};
   sums.buffers = {{0, x, Access::read}, {1, partials, Access::write}, {4, stats, Access::read}, {6, dy, Access::read}};
+  sums.buffers.insert(sums.buffers.end(), activationOperands.begin(), activationOperands.end());
   plan.record(sums);
   // A gradient nobody wants binds the totals in its place, never written (the shader checks `wanted`).
   Dispatch total = batchNormDispatch(programs, BatchNormMode::backwardTotals, l, 0, 0, name + " backward sums");
-  total.groups = linearGroups(l.channels, *total.program);
-  total.linear = true;
+  total.groups = {1, l.channels, 1};
   total.buffers = {{1, partials, Access::read}, {2, totals, Access::write}, {3, targets[1] ? targets[1]->view : totals, Access::readWrite},
                    {5, targets[2] ? targets[2]->view : totals, Access::readWrite}};
   const std::vector<Uniform> flags = gradientFlags(targets);
@@ -69,11 +72,16 @@ void recordParameterGradients(ProgramCache& programs, Plan& plan, const ChannelC
   plan.record(total);
 }
 
-// x [N, C, spatial...], gamma, beta, running mean, running variance [C] (PyTorch's BatchNorm1d/2d).
+// x [N, C, spatial...], gamma, beta, running mean, running variance [C] (PyTorch's BatchNorm1d/2d), then the
+// activation (a ReLU after the normalization without a pass of its own, either way).
 class BatchNorm : public Op {
  public:
-  BatchNorm(bool training, float momentum, float epsilon) : training_(training), momentum_(momentum), epsilon_(epsilon) {}
-  std::string name() const override { return training_ ? "batch norm (training)" : "batch norm"; }
+  BatchNorm(bool training, float momentum, float epsilon, Activation activation)
+      : training_(training), momentum_(momentum), epsilon_(epsilon), activation_(activation) {}
+  std::string name() const override {
+    const std::string normalization = training_ ? "batch norm (training)" : "batch norm";
+    return activation_ == Activation::none ? normalization : normalization + " + " + activationName(activation_);
+  }
   Shape outputShape(const std::vector<Shape>& in) const override {
     const bool fits = in.size() == 5 && in[0].size() >= 2 &&
                       std::all_of(in.begin() + 1, in.end(), [&](const Shape& s) { return s == Shape{in[0][1]}; });
@@ -123,12 +131,17 @@ class BatchNorm : public Op {
     if (!targets[0] && !targets[1] && !targets[2]) return;
     const Layout l = layoutOf(in[0].shape);
     const Workspace w(l, *out.workspace);
-    recordParameterGradients(programs, plan, l, name(), {}, in[0].view, dOut.view, w.stats, w.partials, w.totals, targets);
+    // A fused activation's derivative needs y, recomputed from x with gamma and beta.
+    std::vector<StorageBinding> activationOperands;
+    if (activation_ != Activation::none) activationOperands = {{3, in[2].view, Access::read}, {5, in[1].view, Access::read}};
+    recordParameterGradients(programs, plan, l, name(), {kindDefine(activation_)}, in[0].view, dOut.view, w.stats, w.partials, w.totals,
+                             targets, activationOperands);
     const std::vector<Uniform> flags = gradientFlags(targets);
     if (!targets[0]) return;
     Dispatch dx = elementwise(programs, BatchNormMode::backward, l, name() + " backward");
     dx.buffers = {{0, in[0].view, Access::read}, {2, w.totals, Access::read}, {4, w.stats, Access::read}, {5, in[1].view, Access::read},
                   {6, dOut.view, Access::read}, {7, targets[0]->view, targets[0]->accumulate ? Access::readWrite : Access::write}};
+    if (activation_ != Activation::none) dx.buffers.push_back({3, in[2].view, Access::read});
     dx.uniforms.insert(dx.uniforms.end(), flags.begin(), flags.end());
     plan.record(dx);
   }
@@ -139,16 +152,18 @@ class BatchNorm : public Op {
     std::vector<double> y(in[0].values->size());
     for (std::size_t i = 0; i < y.size(); ++i) {
       const std::size_t c = (i / l.spatial) % l.channels;
-      y[i] = ((*in[0].values)[i] - stats[c].mean) * stats[c].invstd * (*in[1].values)[c] + (*in[2].values)[c];
+      y[i] = ref::activate(activation_, ((*in[0].values)[i] - stats[c].mean) * stats[c].invstd * (*in[1].values)[c] + (*in[2].values)[c]);
     }
     return y;
   }
 
-  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>&,
-                                                     const std::vector<double>& dy) const override {
+  std::vector<std::vector<double>> referenceBackward(const std::vector<HostTensor64>& in, const std::vector<double>& y,
+                                                     const std::vector<double>& dOut) const override {
     const Layout l = layoutOf(in[0].shape);
     const std::vector<Statistics> stats = statistics(in);
     const auto& x = *in[0].values;
+    std::vector<double> dy(dOut.size());
+    for (std::size_t i = 0; i < dy.size(); ++i) dy[i] = dOut[i] * ref::activationDerivative(activation_, y[i]);
     std::vector<double> dx(x.size()), dgamma(l.channels, 0.0), dbeta(l.channels, 0.0);
     for (std::size_t i = 0; i < x.size(); ++i) {
       const std::size_t c = (i / l.spatial) % l.channels;
@@ -197,14 +212,15 @@ class BatchNorm : public Op {
     dispatch.groups = {l.chunks, l.channels, 1};
     return dispatch;
   }
+  // One work group per channel, combining its chunks.
   Dispatch perChannel(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
     Dispatch dispatch = dispatchOf(programs, mode, l, label);
-    dispatch.groups = linearGroups(l.channels, *dispatch.program);
-    dispatch.linear = true;
+    dispatch.groups = {1, l.channels, 1};
     return dispatch;
   }
+  // One invocation per value, the activation fused.
   Dispatch elementwise(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
-    Dispatch dispatch = dispatchOf(programs, mode, l, label);
+    Dispatch dispatch = batchNormDispatch(programs, mode, l, epsilon_, momentum_, label, {kindDefine(activation_)});
     dispatch.groups = linearGroups(std::uint64_t{l.batch} * l.channels * l.spatial, *dispatch.program);
     dispatch.linear = true;
     return dispatch;
@@ -236,6 +252,7 @@ class BatchNorm : public Op {
 
   bool training_;
   float momentum_, epsilon_;
+  Activation activation_;
 };
 
 // x [..., C] normalized over its last axis, gamma and beta [C]: y = (x − mean)/sqrt(var + ε)·gamma + beta per row
@@ -362,8 +379,8 @@ class LayerNorm : public Op {
 
 std::shared_ptr<const Op> layerNormOp(float epsilon) { return std::make_shared<LayerNorm>(epsilon); }
 
-std::shared_ptr<const Op> batchNormOp(bool training, float momentum, float epsilon) {
-  return std::make_shared<BatchNorm>(training, momentum, epsilon);
+std::shared_ptr<const Op> batchNormOp(bool training, float momentum, float epsilon, Activation activation) {
+  return std::make_shared<BatchNorm>(training, momentum, epsilon, activation);
 }
 
 }  // namespace glnet

@@ -22,7 +22,8 @@ std::shared_ptr<const Op> matMulOp();
 std::shared_ptr<const Op> biasAddOp();
 // Y = relu(X), tanh(X) or sigmoid(X).
 std::shared_ptr<const Op> activationOp(Activation activation);
-std::shared_ptr<const Op> addOp();
+// Y = act(A + B), A and B of one shape.
+std::shared_ptr<const Op> addOp(Activation activation = Activation::none);
 std::shared_ptr<const Op> multiplyOp();
 // Y[r] = softmax(X[r]) row by row, [rows, columns]; inference only (passes no gradient).
 std::shared_ptr<const Op> softmaxOp();
@@ -45,10 +46,10 @@ std::shared_ptr<const Op> conv2dOp(Activation activation, std::uint32_t padding,
 // convolution of a block, its identity added and the ReLU after, as one op); `inputScaled` and `widthPadding` as conv2dOp's.
 std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t stride = 1, Pointwise after = {}, bool inputScaled = false,
                                            std::optional<std::uint32_t> widthPadding = std::nullopt);
-// x [N, C, ...], gamma, beta, running mean, running variance [C]: y = (x − mean)/sqrt(var + ε)·gamma + beta per
+// x [N, C, ...], gamma, beta, running mean, running variance [C]: y = act((x − mean)/sqrt(var + ε)·gamma + beta) per
 // channel. Training: the batch's mean and variance, gradients to x, gamma and beta, and the running statistics (state
 // tensors) moved by `momentum` towards the batch's as PyTorch does; otherwise the running statistics (forward only).
-std::shared_ptr<const Op> batchNormOp(bool training, float momentum = 0.1f, float epsilon = 1e-5f);
+std::shared_ptr<const Op> batchNormOp(bool training, float momentum = 0.1f, float epsilon = 1e-5f, Activation activation = Activation::none);
 // qkv [..., S, 3·heads·D] (each position's queries, keys and values of `heads` heads side by side, PyTorch's
 // MultiheadAttention in-projection): O = softmax(Q·Kᵀ/√D)·V per head, [..., S, heads·D]; `causal`: query i sees keys up
 // to i. An optional second input [..., S] is added to the scores of each key (a padding mask: 0, or −inf for a padded

@@ -223,7 +223,8 @@ Tensor buildBatchnorm(const LayerBuild& b) {
   const Tensor beta = b.parameter(name + ".bias", channels, false, Initialisation::zeros, 0);
   const Tensor mean = b.parameter(name + ".running_mean", channels, true, Initialisation::zeros, 0);
   const Tensor variance = b.parameter(name + ".running_var", channels, true, Initialisation::ones, 0);
-  return b.graph.apply(batchNormOp(b.training, b.layer.momentum, b.layer.epsilon), {b.inputs[0], gamma, beta, mean, variance}, name);
+  return b.graph.apply(batchNormOp(b.training, b.layer.momentum, b.layer.epsilon, b.layer.activation), {b.inputs[0], gamma, beta, mean, variance},
+                       name);
 }
 
 Tensor buildGelu(const LayerBuild& b) {
@@ -238,7 +239,7 @@ Tensor buildPointwise(const LayerBuild& b) {
   return b.graph.apply(pointwiseOp({kind}), {b.inputs[0]}, b.layer.name);
 }
 
-Tensor buildAdd(const LayerBuild& b) { return b.graph.apply(addOp(), b.inputs, b.layer.name); }
+Tensor buildAdd(const LayerBuild& b) { return b.graph.apply(addOp(b.layer.activation), b.inputs, b.layer.name); }
 
 Tensor buildConcat(const LayerBuild& b) {
   if (b.shape.size() < 2) throw b.refuse("concatenation joins channels of [N, C, ...], not " + describe(b.shape));
@@ -461,11 +462,34 @@ std::vector<std::string> builtinNetNames() {
   return names;
 }
 
+// The activation of layer `index + 1` when layer `index` can apply it in its own op: a batch normalization or an add
+// that only that activation reads. Fused, the activation costs no pass over the tensor forward or backward.
+std::optional<Activation> fusedActivation(const std::vector<LayerDescription>& layers, std::size_t index) {
+  const LayerDescription& layer = layers[index];
+  const LayerKind kind = layerKindOf(layer);
+  if ((kind != LayerKind::batchnorm && kind != LayerKind::add) || layer.activation != Activation::none || index + 1 == layers.size()) {
+    return std::nullopt;
+  }
+  const LayerDescription& next = layers[index + 1];
+  const LayerKind nextKind = layerKindOf(next);
+  if ((nextKind != LayerKind::relu && nextKind != LayerKind::tanh && nextKind != LayerKind::sigmoid) || next.inputs != std::vector<std::string>{layer.name}) {
+    return std::nullopt;
+  }
+  for (std::size_t other = index + 2; other < layers.size(); ++other) {
+    const std::vector<std::string>& inputs = layers[other].inputs;
+    if (std::find(inputs.begin(), inputs.end(), layer.name) != inputs.end()) return std::nullopt;
+  }
+  return parseActivation(next.kind);
+}
+
 Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor images, bool training, const ParameterSource& parameter,
                    const std::string& source) {
   std::map<std::string, Tensor> outputs{{"input", images}};
   Tensor last = images;
-  for (const LayerDescription& layer : description.layers) {
+  for (std::size_t index = 0; index < description.layers.size(); ++index) {
+    LayerDescription layer = description.layers[index];
+    const std::optional<Activation> fused = fusedActivation(description.layers, index);
+    if (fused) layer.activation = *fused;
     const auto refuse = [&](const std::string& why) { return Error(source + ": layer '" + layer.name + "': " + why); };
     std::vector<Tensor> inputs;
     for (const std::string& name : layer.inputs) inputs.push_back(outputs.at(name));
@@ -491,6 +515,7 @@ Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor image
       throw refuse(text);
     }
     outputs[layer.name] = x;
+    if (fused) outputs[description.layers[++index].name] = x;
     last = x;
   }
   return last;

@@ -164,7 +164,7 @@ TEST_SUITE("gl") {
     trainAgainstReference(Network::create("784-128-10", Activation::relu, 3), 64, {OptimizerKind::sgd, 0.1f}, 3, 52);
   }
 
-  TEST_CASE("a described network with batch normalization, a strided residual block, a concatenation and every pooling trains like the reference") {
+  TEST_CASE("a described network with batch normalization, a strided residual block, a concatenation and every pooling trains like the reference (activations fused into them)") {
     const NetDescription description = parseNetDescription(R"({"input": [3, 9, 8], "layers": [
         {"name": "stem", "kind": "conv", "outputs": 4, "kernel": 3},
         {"name": "stem.bn", "kind": "batchnorm", "momentum": 0.5},
@@ -175,10 +175,11 @@ TEST_SUITE("gl") {
         {"name": "down.conv2", "kind": "conv", "outputs": 6, "kernel": 3, "activation": "sigmoid"},
         {"name": "shortcut", "kind": "conv", "outputs": 6, "kernel": 1, "stride": 2, "inputs": ["stem.relu"]},
         {"name": "sum", "kind": "add", "inputs": ["down.conv2", "shortcut"]},
-        {"name": "joined.channels", "kind": "concat", "inputs": ["sum", "shortcut", "sum"]},
+        {"name": "sum.relu", "kind": "relu"},
+        {"name": "joined.channels", "kind": "concat", "inputs": ["sum.relu", "shortcut", "sum.relu"]},
         {"name": "max", "kind": "maxpool", "kernel": 3, "stride": 1, "padding": 1},
         {"name": "average", "kind": "avgpool", "kernel": 2},
-        {"name": "global", "kind": "globalavgpool", "inputs": ["sum"]},
+        {"name": "global", "kind": "globalavgpool", "inputs": ["sum.relu"]},
         {"name": "joined", "kind": "add", "inputs": ["global", "global"]},
         {"name": "hidden", "kind": "dense", "outputs": 7, "activation": "relu", "inputs": ["average"]},
         {"name": "head", "kind": "dense", "outputs": 5}]})",

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include <set>
+
 using namespace glnet;
 
 namespace {
@@ -108,6 +110,34 @@ TEST_CASE("the built-in networks parse, build and take MNIST images") {
   CHECK(resnet.parameters.at("layer2.shortcut.conv.weight").shape == std::vector<std::int64_t>{32, 16, 1, 1});
   CHECK(resnet.parameters.at("bn1.running_var").values == std::vector<float>(16, 1.0f));
   CHECK(resnet.parameters.at("bn1.running_mean").values == std::vector<float>(16, 0.0f));
+}
+
+TEST_CASE("an activation that alone reads a batch normalization or an add runs inside that layer's op, in training and inference") {
+  const NetDescription description = parseNetDescription(withLayers(R"({"name": "conv", "kind": "conv", "outputs": 2, "kernel": 3},
+      {"name": "bn", "kind": "batchnorm"},
+      {"name": "relu", "kind": "relu"},
+      {"name": "sum", "kind": "add", "inputs": ["relu", "conv"]},
+      {"name": "squash", "kind": "tanh"},
+      {"name": "bn2", "kind": "batchnorm"},
+      {"name": "relu2", "kind": "relu"},
+      {"name": "joined", "kind": "add", "inputs": ["relu2", "bn2"]},
+      {"name": "head", "kind": "dense", "outputs": 3})"),
+                                                           "net.json");
+  const Network network = Network::fromDescription(description, 1, "net.json");
+  for (const bool training : {true, false}) {
+    CAPTURE(training);
+    std::multiset<std::string> names;
+    const NetworkGraph built = buildGraph(network, 2, training);
+    for (const OpNode& node : built.graph.ops()) names.insert(node.op->name());
+    const std::string normalization = training ? "batch norm (training)" : "batch norm";
+    CHECK(names.count(normalization + " + relu") == 1);
+    CHECK(names.count("add + tanh") == 1);
+    // bn2's output is read by `joined` as well: its ReLU stays an op of its own.
+    CHECK(names.count(normalization) == 1);
+    CHECK(names.count("relu") == 1);
+    CHECK(names.count("add") == 1);
+    CHECK(names.count("tanh") == 0);
+  }
 }
 
 TEST_CASE("a described network's model file records its description and loads back the same") {
