@@ -36,10 +36,15 @@ def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__.split("\n\n")[1])
     directory, configs = sys.argv[1], sys.argv[2:]
-    runs = {config: training_dispatches(f"{directory}/{config}/bench.txt") for config in configs}
-    for config, rows in runs.items():
-        if not rows:
-            sys.exit(f"bench/config_sweep.py: error: {directory}/{config}/bench.txt holds no training dispatches")
+    runs = {}
+    for config in configs:
+        path = f"{directory}/{config}/bench.txt"
+        try:
+            runs[config] = training_dispatches(path)
+        except OSError as error:
+            sys.exit(f"bench/config_sweep.py: error: cannot read {path}: {error.strerror}")
+        if not runs[config]:
+            sys.exit(f"bench/config_sweep.py: error: {path} holds no training dispatches")
     print("| dispatch (first configuration's label) | " + " | ".join(configs) + " | fastest |")
     print("|---|" + "---|" * (len(configs) + 1))
     for kind in KINDS:
