@@ -10,7 +10,7 @@ namespace glnet {
 
 class ElementwiseOp {
  public:
-  // `activation` matters for the two activation kinds only.
+  // `activation` matters for the two activation kinds, add (applied to the sum) and scale-multiply-activate.
   ElementwiseOp(ProgramCache& programs, ElementwiseKind kind, Activation activation = Activation::none);
   // out = f(a, b) over `count` elements, written or added (accumulate); `columns` is the bias width,
   // `scale` the factor of the two scaling kinds.

@@ -664,6 +664,7 @@ TEST_SUITE("gl") {
     training->forward(programs, plan, in, {out, x, BufferView(workspace)});
     plan.run();
     std::vector<double> expectedMean(channels), expectedVar(channels);
+    std::vector<float> batchMean(channels), batchVar(channels);
     for (std::uint32_t ch = 0; ch < channels; ++ch) {
       double sum = 0, squares = 0;
       for (std::uint32_t k = 0; k < n * spatial; ++k) sum += xs[(k / spatial * channels + ch) * spatial + k % spatial];
@@ -672,6 +673,8 @@ TEST_SUITE("gl") {
         const double d = xs[(k / spatial * channels + ch) * spatial + k % spatial] - mean;
         squares += d * d;
       }
+      batchMean[ch] = static_cast<float>(mean);
+      batchVar[ch] = static_cast<float>(squares / (n * spatial));
       expectedMean[ch] = (1 - momentum) * runningMean[ch] + momentum * mean;
       expectedVar[ch] = (1 - momentum) * runningVar[ch] + momentum * squares / (n * spatial - 1);
     }
@@ -693,17 +696,108 @@ TEST_SUITE("gl") {
     evaluation.run();
     test::checkClose(out.read<float>(), inference->referenceForward(host), 1e-4, 1e-4);
     CHECK_FALSE(inference->differentiable());
-    // And with the ReLU after it fused.
+    // And with the ReLU after it fused, under the batch's own statistics: values on both sides of 0 (the running ones
+    // put whole channels on one side).
     const auto rectified = batchNormOp(false, 0.1f, 1e-5f, Activation::relu);
+    const Buffer meanBuffer = Buffer::of(batchMean), varBuffer = Buffer::of(batchVar);
+    std::vector<GpuTensor> batchStatistics = in;
+    batchStatistics[3] = {meanBuffer, c};
+    batchStatistics[4] = {varBuffer, c};
+    host64[3].assign(batchMean.begin(), batchMean.end());
+    host64[4].assign(batchVar.begin(), batchVar.end());
     out.fill(test::nanPoison);
     Plan rectifiedEvaluation(context.limits());
-    rectified->forward(programs, rectifiedEvaluation, in, {out, x});
+    rectified->forward(programs, rectifiedEvaluation, batchStatistics, {out, x});
     rectifiedEvaluation.run();
-    test::checkClose(out.read<float>(), rectified->referenceForward(host), 1e-4, 1e-4);
+    const std::vector<float> rectifiedOutput = out.read<float>();
+    test::checkClose(rectifiedOutput, rectified->referenceForward(host), 1e-4, 1e-4);
+    CHECK(std::count(rectifiedOutput.begin(), rectifiedOutput.end(), 0.0f) > 0);
+    CHECK(std::count_if(rectifiedOutput.begin(), rectifiedOutput.end(), [](float v) { return v > 0; }) > 0);
   }
 }
 
 TEST_SUITE("gl") {
+  TEST_CASE("batch normalization with a ReLU fused: a NaN in x gives NaN over its channel's output, dx and dgamma, dbeta 0 there (the ReLU passes nothing through NaN), the other channels as the reference") {
+    Context& context = test::glContext();
+    auto random = test::generator(50);
+    ProgramCache programs;
+    const Shape x{5, 3, 4}, c{3};
+    std::vector<float> xs = test::uniformFloats(random, elementCount(x));
+    const std::size_t poisoned = (2 * 3 + 1) * 4 + 3;  // image 2, channel 1, position 3
+    xs[poisoned] = NAN;
+    const std::vector<float> gamma = test::uniformFloats(random, 3), beta = test::uniformFloats(random, 3), dy = test::uniformFloats(random, xs.size());
+    const std::vector<float> runningMean(3, 0.0f), runningVar(3, 1.0f);
+    std::vector<Buffer> buffers;
+    for (const std::vector<float>* values : std::initializer_list<const std::vector<float>*>{&xs, &gamma, &beta, &runningMean, &runningVar, &dy}) {
+      buffers.push_back(Buffer::of(*values));
+    }
+    const auto op = batchNormOp(true, 0.1f, 1e-5f, Activation::relu);
+    Buffer out(xs.size() * sizeof(float)), workspace(op->workspaceBytes({x, c, c, c, c})), dx(xs.size() * sizeof(float)),
+        dgamma(3 * sizeof(float)), dbeta(3 * sizeof(float));
+    for (Buffer* b : {&out, &dx, &dgamma, &dbeta}) b->fill(test::nanPoison);
+    std::vector<GpuTensor> in;
+    for (std::size_t i = 0; i < 5; ++i) in.push_back({buffers[i], i == 0 ? x : c});
+    const GpuTensor output{out, x, BufferView(workspace)};
+    Plan plan(context.limits());
+    op->forward(programs, plan, in, output);
+    op->backward(programs, plan, in, output, {buffers[5], x}, {GradientTarget{dx, false}, GradientTarget{dgamma, false}, GradientTarget{dbeta, false}});
+    plan.run();
+    std::vector<std::vector<double>> wide;
+    for (const std::vector<float>* values : std::initializer_list<const std::vector<float>*>{&xs, &gamma, &beta, &runningMean, &runningVar}) {
+      wide.emplace_back(values->begin(), values->end());
+    }
+    std::vector<HostTensor64> host;
+    for (std::size_t i = 0; i < wide.size(); ++i) host.push_back({&wide[i], i == 0 ? x : c});
+    const std::vector<double> expected = op->referenceForward(host);
+    const std::vector<std::vector<double>> gradients = op->referenceBackward(host, expected, std::vector<double>(dy.begin(), dy.end()));
+    const std::vector<float> y = out.read<float>(), gradient = dx.read<float>(), scales = dgamma.read<float>(), shifts = dbeta.read<float>();
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      CAPTURE(i);
+      const bool inChannel = (i / 4) % 3 == 1;
+      CHECK(std::isnan(y[i]) == inChannel);
+      CHECK(std::isnan(gradient[i]) == inChannel);
+      if (inChannel) continue;
+      CHECK(y[i] == doctest::Approx(expected[i]).epsilon(1e-4).scale(1));
+      CHECK(gradient[i] == doctest::Approx(gradients[0][i]).epsilon(1e-4).scale(1));
+    }
+    CHECK(std::isnan(scales[1]));
+    CHECK(shifts[1] == 0.0f);
+    CHECK(gradients[2][1] == 0.0);
+    for (const std::size_t k : {0u, 2u}) {
+      CHECK(scales[k] == doctest::Approx(gradients[1][k]).epsilon(1e-4).scale(1));
+      CHECK(shifts[k] == doctest::Approx(gradients[2][k]).epsilon(1e-4).scale(1));
+    }
+  }
+
+  TEST_CASE("an add with a ReLU fused: a NaN gives NaN at its element and no gradient through it, the other elements as the reference") {
+    Context& context = test::glContext();
+    auto random = test::generator(51);
+    ProgramCache programs;
+    const Shape shape{3, 7};
+    std::vector<float> a = test::uniformFloats(random, 21);
+    a[9] = NAN;
+    const std::vector<float> b = test::uniformFloats(random, 21), dy = test::uniformFloats(random, 21);
+    const Buffer aBuffer = Buffer::of(a), bBuffer = Buffer::of(b), dyBuffer = Buffer::of(dy);
+    Buffer out = test::poisoned(21), da = test::poisoned(21), db = test::poisoned(21);
+    const auto op = addOp(Activation::relu);
+    const std::vector<GpuTensor> in{{aBuffer, shape}, {bBuffer, shape}};
+    const GpuTensor output{out, shape};
+    Plan plan(context.limits());
+    op->forward(programs, plan, in, output);
+    op->backward(programs, plan, in, output, {dyBuffer, shape}, {GradientTarget{da, false}, GradientTarget{db, false}});
+    plan.run();
+    const std::vector<float> y = out.read<float>(), gradientA = da.read<float>(), gradientB = db.read<float>();
+    for (std::size_t i = 0; i < 21; ++i) {
+      CAPTURE(i);
+      CHECK(std::isnan(y[i]) == (i == 9));
+      const double sum = static_cast<double>(a[i]) + b[i];
+      const double expectedGradient = i != 9 && sum > 0 ? dy[i] : 0.0;
+      CHECK(gradientA[i] == doctest::Approx(expectedGradient));
+      CHECK(gradientB[i] == doctest::Approx(expectedGradient));
+      if (i != 9) CHECK(y[i] == doctest::Approx(std::max(sum, 0.0)));
+    }
+  }
+
   TEST_CASE("layer normalization: a row holding NaN gives NaN in that row's output and input gradient and in every dgamma and dbeta, the other rows as without it") {
     Context& context = test::glContext();
     auto random = test::generator(49);
