@@ -10,7 +10,20 @@
 //           2 b [columns] read (BIAS_ACTIVATION) or tail [tailCount] read-write (TAIL)
 // uniforms: 0 count, 1 splits, 2 accumulate, 3 columns, 4 tailCount, 5 plane; POOL: 6 the convolution's output
 // height OH, 7 its width OW, 8 the slice (N·OC·OH·OW); count is then out's length
+// SUM_LANES (plain sums and TAIL): few sums of many slices (a weight gradient's hundreds), each shared by SUM_LANES
+// invocations that add every SUM_LANES-th slice, then meet in shared memory: one invocation looping over every slice
+// of a few thousand sums leaves most of the GPU idle.
+#ifdef SUM_LANES
+#if defined(BIAS_ACTIVATION) || defined(POOL)
+#error SUM_LANES takes plain sums only
+#endif
+#define SUM_GROUP 128
+#define SUM_ELEMENTS (SUM_GROUP / SUM_LANES)
+layout(local_size_x = SUM_GROUP) in;
+shared float laneSums[SUM_GROUP];
+#else
 layout(local_size_x = LOCAL_SIZE_X) in;
+#endif
 
 layout(std430, binding = 0) readonly buffer Partial { float partial[]; };
 layout(std430, binding = 1) buffer Result { float result[]; };
@@ -39,6 +52,20 @@ layout(location = 4) uniform uint tailCount;
 #endif
 
 void main() {
+#ifdef SUM_LANES
+  uint local = gl_LocalInvocationID.x, lane = local / uint(SUM_ELEMENTS);
+  uint i = (gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x) * uint(SUM_ELEMENTS) + local % uint(SUM_ELEMENTS);
+  float mine = 0.0;
+  if (i < SLICE) {
+    for (uint z = lane; z < splits; z += uint(SUM_LANES)) mine += partial[z * SLICE + i];
+  }
+  laneSums[local] = mine;
+  memoryBarrierShared();
+  barrier();
+  if (lane != 0u || i >= SLICE) return;
+  float sum = 0.0;
+  for (uint other = 0u; other < uint(SUM_LANES); ++other) sum += laneSums[other * uint(SUM_ELEMENTS) + local];
+#else
   uint i = LINEAR_INVOCATION_INDEX;
 #ifdef POOL
   // The activation never falls as its argument rises, so the window's largest sum gives its largest output.
@@ -59,6 +86,7 @@ void main() {
   if (i >= SLICE) return;
   float sum = 0.0;
   for (uint z = 0u; z < splits; ++z) sum += partial[z * SLICE + i];
+#endif
 #ifdef BIAS_ACTIVATION
 #ifdef RESIDUAL
   result[i] = finishOutput(sum + b[(i / plane) % columns] + residual[i]);

@@ -1,32 +1,51 @@
 #include "ops/SplitK.h"
 
+#include "ops/Gemm.h"
 #include "plan/Groups.h"
 
 namespace glnet {
 
-SplitSumOp::SplitSumOp(ProgramCache& programs)
-    : programs_(&programs), program_(programs.get("SplitSum.glsl")) {}
+SplitSumOp::SplitSumOp(ProgramCache& programs) : programs_(&programs) {}
+
+namespace {
+
+// Invocations per sum (SplitSum.glsl's SUM_LANES): 1 where the sums alone fill the GPU the GEMM rule models (about
+// 4 groups of 256 on each multiprocessor), else up to 16, each taking at least 4 slices.
+std::uint32_t lanesFor(std::uint64_t sums, std::uint32_t splits) {
+  const std::uint64_t wanted = 4 * modelledMultiprocessors * 256;
+  std::uint32_t lanes = 1;
+  while (lanes < 16 && sums * lanes < wanted && 4u * lanes * 2 <= splits) lanes *= 2;
+  return lanes;
+}
+
+}  // namespace
+
+Dispatch SplitSumOp::sum(std::uint64_t slice, std::uint32_t splits, std::vector<ShaderDefine> defines) const {
+  const std::uint32_t lanes = lanesFor(slice, splits);
+  if (lanes > 1) defines.push_back({"SUM_LANES", std::to_string(lanes)});
+  Dispatch d;
+  d.program = &programs_->get("SplitSum.glsl", defines);
+  d.label = "split-K sum";
+  // SUM_LANES groups are 128 invocations, 128 / lanes sums each.
+  d.groups = lanes > 1 ? std::array<std::uint32_t, 3>{static_cast<std::uint32_t>((slice * lanes + 127) / 128), 1, 1} : linearGroups(slice, *d.program);
+  d.linear = true;
+  return d;
+}
 
 Dispatch SplitSumOp::operator()(const BufferView& partial, const BufferView& out, std::uint32_t count, std::uint32_t splits,
                                 bool accumulate) const {
-  Dispatch d;
-  d.program = &program_;
-  d.label = "split-K sum";
+  Dispatch d = sum(count, splits, {});
   d.buffers = {{0, partial, Access::read}, {1, out, accumulate ? Access::readWrite : Access::write}};
   d.uniforms = {Uniform::u32(0, count), Uniform::u32(1, splits), Uniform::u32(2, accumulate ? 1u : 0u)};
-  d.groups = linearGroups(count, program_);
-  d.linear = true;
   return d;
 }
 
 Dispatch SplitSumOp::operator()(const BufferView& partial, const BufferView& out, std::uint32_t count, const BufferView& tail,
                                 std::uint32_t tailCount, std::uint32_t splits, bool accumulate) const {
-  Dispatch d = (*this)(partial, out, count, splits, accumulate);
-  const Program& tailProgram = programs_->get("SplitSum.glsl", {{"TAIL", "1"}});
-  d.program = &tailProgram;
-  d.buffers.push_back({2, tail, accumulate ? Access::readWrite : Access::write});
-  d.uniforms.push_back(Uniform::u32(4, tailCount));
-  d.groups = linearGroups(std::uint64_t{count} + tailCount, tailProgram);
+  Dispatch d = sum(std::uint64_t{count} + tailCount, splits, {{"TAIL", "1"}});
+  d.buffers = {{0, partial, Access::read}, {1, out, accumulate ? Access::readWrite : Access::write},
+               {2, tail, accumulate ? Access::readWrite : Access::write}};
+  d.uniforms = {Uniform::u32(0, count), Uniform::u32(1, splits), Uniform::u32(2, accumulate ? 1u : 0u), Uniform::u32(4, tailCount)};
   return d;
 }
 

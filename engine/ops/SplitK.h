@@ -29,8 +29,9 @@ class SplitSumOp {
                       std::uint32_t tailCount, std::uint32_t splits, bool accumulate) const;
 
  private:
+  // The dispatch of `slice` sums (SplitSum.glsl with `defines`), its lanes per sum chosen; buffers and uniforms unset.
+  Dispatch sum(std::uint64_t slice, std::uint32_t splits, std::vector<ShaderDefine> defines) const;
   ProgramCache* programs_;
-  const Program& program_;
 };
 
 // The same finishing a forward pass: out[i] = after(act(Σ_z partial[z·count + i] + bias[(i / plane) mod columns])),

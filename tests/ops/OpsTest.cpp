@@ -3,6 +3,7 @@
 #include "ops/Normalize.h"
 #include "ops/Optimizer.h"
 #include "ops/Softmax.h"
+#include "ops/SplitK.h"
 #include "ref/Reference.h"
 #include "support/Compare.h"
 #include "support/GlContext.h"
@@ -52,6 +53,57 @@ TEST_SUITE("gl") {
           // One fp32 divide and multiply-add on values near 1: a few ulps.
           test::checkClose(output.read<float>(), ref::normalize(pixels, first, count, f.format, f.pixelsPerImage), 1e-6, 1e-6);
         }
+      }
+    }
+  }
+
+  TEST_CASE("SplitSum.glsl adds every slice, one invocation per sum or several sharing a sum, its tail apart, written or added, NaN where a slice holds one") {
+    Context& context = test::glContext();
+    auto random = test::generator(11);
+    ProgramCache programs;
+    const SplitSumOp sum(programs);
+    struct SumCase {
+      std::uint32_t count, tailCount, splits;
+    };
+    // Lanes per sum: 16 (37 sums of 300 slices), 8 (a tail, 40 slices), 1 (3 slices; and 140 001 sums, which fill the GPU alone).
+    for (const SumCase& c : {SumCase{37, 0, 300}, SumCase{1001, 7, 40}, SumCase{5, 2, 3}, SumCase{140001, 0, 9}}) {
+      for (const bool accumulate : {false, true}) {
+        CAPTURE(c.count);
+        CAPTURE(c.splits);
+        CAPTURE(accumulate);
+        const std::uint32_t slice = c.count + c.tailCount;
+        std::vector<float> partial = test::uniformFloats(random, std::size_t{slice} * c.splits);
+        const std::uint32_t poisoned = slice / 2;  // a NaN in the last slice of one sum
+        partial[std::size_t{c.splits - 1} * slice + poisoned] = NAN;
+        const std::vector<float> earlier = test::uniformFloats(random, slice);
+        std::vector<double> expected(slice);
+        for (std::uint32_t i = 0; i < slice; ++i) {
+          double total = accumulate ? earlier[i] : 0.0;
+          for (std::uint32_t z = 0; z < c.splits; ++z) total += partial[std::size_t{z} * slice + i];
+          expected[i] = total;
+        }
+        const Buffer partialBuffer = Buffer::of(partial);
+        Buffer out = Buffer::of(std::vector<float>(earlier.begin(), earlier.begin() + c.count));
+        Buffer tail = Buffer::of(c.tailCount ? std::vector<float>(earlier.begin() + c.count, earlier.end()) : std::vector<float>{0.0f});
+        if (!accumulate) {
+          out.fill(test::nanPoison);
+          tail.fill(test::nanPoison);
+        }
+        Plan plan(context.limits());
+        plan.record(c.tailCount ? sum(partialBuffer, out, c.count, tail, c.tailCount, c.splits, accumulate)
+                                : sum(partialBuffer, out, c.count, c.splits, accumulate));
+        plan.run();
+        std::vector<float> gpu = out.read<float>();
+        if (c.tailCount) {
+          const std::vector<float> tailValues = tail.read<float>();
+          gpu.insert(gpu.end(), tailValues.begin(), tailValues.end());
+        }
+        REQUIRE(gpu.size() == expected.size());
+        CHECK(std::isnan(gpu[poisoned]));
+        gpu[poisoned] = 0.0f;
+        expected[poisoned] = 0.0;
+        // Sums of up to 300 terms of magnitude 1.
+        test::checkClose(gpu, expected, 1e-5, 1e-5);
       }
     }
   }
