@@ -42,7 +42,7 @@ GemmTuningReport tuneGemms(OnnxRunner& runner, const InputShapes& shapes, const 
     rule = planTimes(runner, shapes, feeds, runs);
     for (const GemmCandidate& candidate : gemmCandidates(currentLimits())) {
       if (progress) progress(candidate.name());
-      ForcedGemmConfig forced(*candidate.config, candidate.split);
+      ForcedGemmConfig forced(*candidate.config, candidate.split, candidate.splits);
       std::map<std::string, double> times;
       try {
         times = planTimes(runner, shapes, feeds, runs).gemmMs;

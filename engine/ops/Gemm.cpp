@@ -33,6 +33,7 @@ constexpr std::uint64_t minimumChunk = 64;
 
 const GemmConfig* forcedConfig = nullptr;
 bool forcedSplit = true;
+std::uint32_t forcedSplits = 0;
 
 const ThreadBlockModel& modelOf(const GemmConfig& c) {
   for (const ThreadBlockModel& model : threadBlockModels) {
@@ -73,12 +74,15 @@ GemmChoice finish(const GemmConfig& config, std::uint64_t rows, std::uint64_t co
   return {&config, split, {static_cast<std::uint32_t>(rowTiles), static_cast<std::uint32_t>(columnTiles), split.splits}, false, {}};
 }
 
+// A split into about `wanted` parts, none where the sum is shorter than `wanted` chunks of the smallest size.
+SplitK wantedSplit(std::uint64_t depth, std::uint64_t wanted) { return wanted * minimumChunk <= depth ? splitInto(depth, wanted) : SplitK{}; }
+
 // The cheapest split of the sum for this configuration (none when the groups already fill the GPU).
 SplitK bestSplit(const GemmConfig& c, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, GemmOperand operand) {
   SplitK best;
   double bestCost = cost(c, rows, columns, depth, best, operand);
   for (std::uint64_t wanted = 2; wanted * minimumChunk <= depth; wanted *= 2) {
-    const SplitK split = splitInto(depth, wanted);
+    const SplitK split = wantedSplit(depth, wanted);
     const double splitCost = cost(c, rows, columns, depth, split, operand);
     if (split.splits > 1 && splitCost < bestCost) {
       best = split;
@@ -151,8 +155,10 @@ const GemmConfig& fitting(const GemmConfig& config) {
 }  // namespace
 
 GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth,
-                    bool splittable, GemmOperand operand) {
-  return finish(config, rows, columns, splittable ? bestSplit(config, rows, columns, depth, operand) : SplitK{});
+                    bool splittable, GemmOperand operand, std::uint32_t splits) {
+  SplitK split;
+  if (splittable) split = splits > 1 ? wantedSplit(depth, splits) : bestSplit(config, rows, columns, depth, operand);
+  return finish(config, rows, columns, split);
 }
 
 namespace {
@@ -186,13 +192,13 @@ GemmChoice ruledGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t de
 // The configuration forced or tuned for this shape, if any.
 std::optional<GemmChoice> measuredGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth, bool splittable,
                                        GemmOperand operand, const std::string& key) {
-  if (forcedConfig) return gemmWith(fitting(*forcedConfig), rows, columns, depth, splittable && forcedSplit, operand);
+  if (forcedConfig) return gemmWith(fitting(*forcedConfig), rows, columns, depth, splittable && forcedSplit, operand, forcedSplits);
   const char* forced = std::getenv("GLNET_GEMM_CONFIG");
   if (forced && *forced) return gemmWith(fitting(gemmConfigNamed(forced)), rows, columns, depth, splittable, operand);
   const GemmTuning* tuning = currentGemmTuning();
   const std::optional<GemmCandidate> tuned = tuning ? tuning->find(key) : std::nullopt;
   if (!tuned || !tuned->config->fits(currentLimits())) return std::nullopt;
-  return gemmWith(*tuned->config, rows, columns, depth, splittable && tuned->split, operand);
+  return gemmWith(*tuned->config, rows, columns, depth, splittable && tuned->split, operand, tuned->splits);
 }
 
 }  // namespace
@@ -219,13 +225,16 @@ GemmChoice chooseGemmAlongRows(std::uint64_t rows, std::uint64_t columns, std::u
   return deeperChoice;
 }
 
-ForcedGemmConfig::ForcedGemmConfig(const GemmConfig& config, bool split) : previous_(forcedConfig), previousSplit_(forcedSplit) {
+ForcedGemmConfig::ForcedGemmConfig(const GemmConfig& config, bool split, std::uint32_t splits)
+    : previous_(forcedConfig), previousSplit_(forcedSplit), previousSplits_(forcedSplits) {
   forcedConfig = &config;
   forcedSplit = split;
+  forcedSplits = splits;
 }
 ForcedGemmConfig::~ForcedGemmConfig() {
   forcedConfig = previous_;
   forcedSplit = previousSplit_;
+  forcedSplits = previousSplits_;
 }
 
 std::vector<Dispatch> taggedWith(const GemmChoice& gemm, std::vector<Dispatch> dispatches) {

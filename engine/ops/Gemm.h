@@ -71,16 +71,17 @@ GemmChoice chooseGemm(std::uint64_t rows, std::uint64_t columns, std::uint64_t d
 // when the device's shared memory holds it: on the H100, BERT-base's four dense layers at 64 x 128 tokens took 0.77
 // to 1.00 of 128x128's time (bench/results/2026-11-28-qkv-joined-549a037-nvidia-h100/).
 GemmChoice chooseGemmAlongRows(std::uint64_t rows, std::uint64_t columns, std::uint64_t depth);
-// The same for one given configuration.
+// The same for one given configuration; `splits` > 1 cuts a splittable sum into about that many parts instead of the
+// rule's split (none where the sum is too short for it).
 GemmChoice gemmWith(const GemmConfig& config, std::uint64_t rows, std::uint64_t columns, std::uint64_t depth,
-                    bool splittable = true, GemmOperand operand = GemmOperand::loaded);
+                    bool splittable = true, GemmOperand operand = GemmOperand::loaded, std::uint32_t splits = 0);
 
 // Makes every GEMM recorded while it lives use `config` (tests, glnet_bench and its tuning run each configuration
-// in turn), with the rule's split of the sum for it or, `split` false, none; the previous one, if any, comes back
-// when it ends.
+// in turn), with the rule's split of the sum for it, `splits` parts where that is more than 1, or, `split` false, none;
+// the previous one, if any, comes back when it ends.
 class ForcedGemmConfig {
  public:
-  explicit ForcedGemmConfig(const GemmConfig& config, bool split = true);
+  explicit ForcedGemmConfig(const GemmConfig& config, bool split = true, std::uint32_t splits = 0);
   ~ForcedGemmConfig();
   ForcedGemmConfig(const ForcedGemmConfig&) = delete;
   ForcedGemmConfig& operator=(const ForcedGemmConfig&) = delete;
@@ -88,6 +89,7 @@ class ForcedGemmConfig {
  private:
   const GemmConfig* previous_;
   bool previousSplit_;
+  std::uint32_t previousSplits_;
 };
 
 // The programs of one shader built on Gemm.glsl: the shader's own defines plus the configuration, vec4

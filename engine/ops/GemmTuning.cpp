@@ -39,13 +39,17 @@ std::string gemmTuningKey(std::uint64_t rows, std::uint64_t columns, std::uint64
          (operand == GemmOperand::gathered ? " gathered" : " loaded") + (splittable ? " splittable" : " whole");
 }
 
-std::string GemmCandidate::name() const { return std::string(config->name) + (split ? " split" : " whole"); }
+std::string GemmCandidate::name() const {
+  if (!split) return std::string(config->name) + " whole";
+  return std::string(config->name) + " split" + (splits > 1 ? " " + std::to_string(splits) : "");
+}
 
 std::vector<GemmCandidate> gemmCandidates(const Limits& limits) {
   std::vector<GemmCandidate> candidates;
   for (const GemmConfig* config : gemmConfigsFitting(limits)) {
     candidates.push_back({config, true});
     candidates.push_back({config, false});
+    for (const std::uint32_t splits : {2u, 4u}) candidates.push_back({config, true, splits});
   }
   return candidates;
 }
@@ -59,25 +63,28 @@ GemmTuning GemmTuning::parse(const std::string& text, const std::string& source)
     if (line.empty() || line[0] == '#') continue;
     const std::size_t equals = line.find(" = ");
     std::istringstream value(equals == std::string::npos ? "" : line.substr(equals + 3));
-    std::string config, split, rest;
-    value >> config >> split;
+    std::string config, split, parts, rest;
+    value >> config >> split >> parts;
     const GemmConfig* found = nullptr;
     for (const GemmConfig& candidate : gemmConfigs()) {
       if (config == candidate.name) found = &candidate;
     }
-    if (!found || (split != "split" && split != "whole") || (value >> rest)) {
+    // "split N": N from 2 to 64, written in digits alone.
+    const bool counted = parts.size() >= 1 && parts.size() <= 2 && parts.find_first_not_of("0123456789") == std::string::npos &&
+                         std::stoul(parts) >= 2 && std::stoul(parts) <= 64;
+    if (!found || (split != "split" && split != "whole") || (!parts.empty() && (split != "split" || !counted)) || (value >> rest)) {
       ++skipped;
       continue;
     }
-    tuning.set(line.substr(0, equals), {found, split == "split"});
+    tuning.set(line.substr(0, equals), {found, split == "split", parts.empty() ? 0u : static_cast<std::uint32_t>(std::stoul(parts))});
   }
   if (skipped) log::warn(source + ": " + std::to_string(skipped) + " lines are not GEMM tunings; they are ignored (glnet_bench --tune writes them again)");
   return tuning;
 }
 
 std::string GemmTuning::text() const {
-  std::string text = "# GEMM shape (rows x columns x depth, operand, split allowed) = configuration, split or whole sum; "
-                     "written by glnet_bench --tune\n";
+  std::string text = "# GEMM shape (rows x columns x depth, operand, split allowed) = configuration, split (the rule's, or "
+                     "into N parts) or whole sum; written by glnet_bench --tune\n";
   for (const auto& [key, candidate] : entries_) text += key + " = " + candidate.name() + "\n";
   return text;
 }
@@ -92,7 +99,7 @@ void GemmTuning::set(const std::string& key, const GemmCandidate& candidate) {
   // A shape that may not split its sum runs either candidate whole: kept as such, so the table reads as it runs.
   const std::string whole = " whole";
   const bool splittable = key.size() < whole.size() || key.compare(key.size() - whole.size(), whole.size(), whole) != 0;
-  entries_[key] = {candidate.config, candidate.split && splittable};
+  entries_[key] = splittable ? candidate : GemmCandidate{candidate.config, false};
 }
 
 std::string currentGemmTuningPath() {

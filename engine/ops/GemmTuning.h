@@ -18,9 +18,11 @@ std::string gemmTuningKey(std::uint64_t rows, std::uint64_t columns, std::uint64
 struct GemmCandidate {
   const GemmConfig* config = nullptr;
   bool split = true;  // the rule's split of the sum for this configuration (which may be none), or never a split
-  std::string name() const;  // "64x64 split", "128x128 whole"
+  std::uint32_t splits = 0;  // > 1 (with split): the sum cut into about this many parts instead of the rule's split
+  std::string name() const;  // "64x64 split", "64x64 split 4", "128x128 whole"
 };
-// Every configuration that fits `limits`, each with a split and whole.
+// Every configuration that fits `limits`, each with the rule's split, whole, and cut in 2 and in 4 (the rule's model
+// prices a split's partial sums; the tuning measures them).
 std::vector<GemmCandidate> gemmCandidates(const Limits& limits);
 
 class GemmTuning {

@@ -68,9 +68,16 @@ TEST_CASE("a GEMM tuning table reads back what it writes and skips lines that ar
   table.set(gemmTuningKey(3136, 64, 576, true, GemmOperand::gathered), {&gemmConfigNamed("64x64"), false});
   // A shape that may not split keeps its candidate whole, as it runs.
   table.set(gemmTuningKey(10, 11, 12, false, GemmOperand::loaded), {&gemmConfigNamed("64x32"), true});
+  // A split into a given number of parts; whole where the shape may not split.
+  table.set(gemmTuningKey(6272, 128, 1152, true, GemmOperand::gathered), {&gemmConfigNamed("64x64"), true, 4});
+  table.set(gemmTuningKey(20, 21, 22, false, GemmOperand::loaded), {&gemmConfigNamed("64x64"), true, 2});
   CHECK(gemmTuningKey(8192, 768, 3072, true, GemmOperand::loaded) == "8192x768x3072 loaded splittable");
   const GemmTuning read = GemmTuning::parse(table.text(), "test");
-  CHECK(read.size() == 3);
+  CHECK(read.size() == 5);
+  CHECK(read.find("6272x128x1152 gathered splittable")->splits == 4);
+  CHECK(read.find("6272x128x1152 gathered splittable")->name() == "64x64 split 4");
+  CHECK_FALSE(read.find("20x21x22 loaded whole")->split);
+  CHECK(read.find("20x21x22 loaded whole")->splits == 0);
   CHECK(read.text() == table.text());
   const auto split = read.find("8192x768x3072 loaded splittable");
   REQUIRE(split.has_value());
@@ -82,7 +89,9 @@ TEST_CASE("a GEMM tuning table reads back what it writes and skips lines that ar
 
   const GemmTuning damaged = GemmTuning::parse(
       "# a comment\n\ngarbage\n1x2x3 loaded whole = 999x1 whole\n1x2x3 loaded whole = 64x64 sometimes\n"
-      "1x2x3 loaded whole = 64x64 whole trailing\n4x5x6 loaded whole = 64x64 whole\n",
+      "1x2x3 loaded whole = 64x64 whole trailing\n4x5x6 loaded whole = 64x64 whole\n1x2x3 loaded whole = 64x64 split 1\n"
+      "1x2x3 loaded whole = 64x64 split 65\n1x2x3 loaded whole = 64x64 whole 2\n1x2x3 loaded whole = 64x64 split x\n"
+      "1x2x3 loaded whole = 64x64 split -2\n1x2x3 loaded whole = 64x64 split 002\n",
       "damaged");
   CHECK(damaged.size() == 1);
   CHECK(damaged.find("4x5x6 loaded whole").has_value());
@@ -121,6 +130,17 @@ TEST_SUITE("gl") {
     {
       ForcedGemmConfig forced(*fitting.back());
       CHECK(chooseGemm(shape.rows, shape.outputs, shape.inputs, false).config == fitting.back());
+    }
+
+    // A tuned or forced number of parts cuts a splittable sum into that many, where it is long enough.
+    {
+      const std::string splittable = gemmTuningKey(5, 7, 1000, true, GemmOperand::loaded);
+      TunedEntry cut(splittable, {fitting.front(), true, 4});
+      CHECK(chooseGemm(5, 7, 1000).split.splits == 4);
+      ForcedGemmConfig forced(*fitting.front(), true, 2);
+      CHECK(chooseGemm(5, 7, 1000).split.splits == 2);
+      CHECK(chooseGemm(5, 7, 100).split.splits == 1);  // 2 parts of at least 64
+      CHECK(chooseGemm(5, 7, 1000, false).split.splits == 1);
     }
 
     // The dense layer runs the tuned choice, its dispatch tagged with the shape, and still matches float64.
