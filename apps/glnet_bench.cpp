@@ -21,6 +21,7 @@
 #include <cstdio>
 #include <ctime>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 using namespace glnet;
@@ -137,6 +138,21 @@ int runGemm(const cli::Parser& parser) {
   return 0;
 }
 
+// A GEMM tuning's report line (what --tune did before the measurements) and its JSON.
+void printTuning(std::FILE* out, const GemmTuningReport& t) {
+  std::fprintf(out, "  GEMM tuning (before the runs above): %zu shapes under %zu candidates in %.1f s, %zu changed from the rule; "
+                    "their GPU time %.4f ms, tuned %.4f ms; the whole plan %.4f ms, tuned %.4f ms%s; %s\n",
+               t.shapes, t.candidates, t.seconds, t.changed, t.ruleMs, t.tunedMs, t.ruleTotalMs, t.tunedTotalMs,
+               t.reverted ? " (not faster: the changes were dropped)" : "",
+               t.path.empty() ? "kept for this process only (GLNET_CACHE=0)" : ("kept in " + t.path).c_str());
+}
+
+nlohmann::json tuningJson(const GemmTuningReport& t) {
+  return {{"shapes", t.shapes}, {"candidates", t.candidates}, {"changed", t.changed}, {"rule_gemm_ms", t.ruleMs},
+          {"tuned_gemm_ms", t.tunedMs}, {"rule_total_ms", t.ruleTotalMs}, {"tuned_total_ms", t.tunedTotalMs},
+          {"reverted", t.reverted}, {"seconds", t.seconds}, {"path", t.path}};
+}
+
 // glnet_bench --model M.onnx: any ONNX model, per batch size.
 int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& batchSizes, int warmup, int runs) {
   const bool json = parser.has("json");
@@ -201,15 +217,8 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
     std::fprintf(out, "  images/s end to end: %.0f\n", row.endToEndMs.median > 0 ? 1000.0 * row.batch / row.endToEndMs.median : 0.0);
     nlohmann::json tuning;
     if (row.tuning) {
-      const GemmTuningReport& t = *row.tuning;
-      std::fprintf(out, "  GEMM tuning (before the runs above): %zu shapes under %zu candidates in %.1f s, %zu changed from the rule; "
-                        "their GPU time %.4f ms, tuned %.4f ms; the whole plan %.4f ms, tuned %.4f ms%s; %s\n",
-                   t.shapes, t.candidates, t.seconds, t.changed, t.ruleMs, t.tunedMs, t.ruleTotalMs, t.tunedTotalMs,
-                   t.reverted ? " (not faster: the changes were dropped)" : "",
-                   t.path.empty() ? "kept for this process only (GLNET_CACHE=0)" : ("kept in " + t.path).c_str());
-      tuning = {{"shapes", t.shapes}, {"candidates", t.candidates}, {"changed", t.changed}, {"rule_gemm_ms", t.ruleMs},
-                {"tuned_gemm_ms", t.tunedMs}, {"rule_total_ms", t.ruleTotalMs}, {"tuned_total_ms", t.tunedTotalMs},
-                {"reverted", t.reverted}, {"seconds", t.seconds}, {"path", t.path}};
+      printTuning(out, *row.tuning);
+      tuning = tuningJson(*row.tuning);
     }
     cli::printNodeTimes(out, row.profile, runs, parser.has("verbose"));
     nlohmann::json inputShapes = nlohmann::json::array();
@@ -243,9 +252,11 @@ int main(int argc, char** argv) {
         .option("input", "NAME=VALUES", "an ONNX model's input values: uniform (floats' default), ones (integers' and booleans'\n"
                                         "default), zeros, or ids:V (random whole numbers below V, e.g. input_ids=ids:30522); once per input")
         .option("dim", "NAME=LENGTH", "an ONNX model's symbolic dimension other than the batch (e.g. sequence=128; default 1); once each")
-        .flag("tune", "with an ONNX --model: first time each GEMM shape of each batch's plan under every configuration\n"
-                      "this device runs, and keep each shape's fastest in the device's tuning cache (beside the program\n"
-                      "cache), which every later plan on this device reads; GLNET_TUNE=0 ignores it")
+        .flag("tune", "first time each GEMM shape of the plan under every configuration this device runs (whole, with\n"
+                      "the rule's split of the sum, and cut in 2 and 4), and keep each shape's fastest in the device's\n"
+                      "tuning cache (beside the program cache), which every later plan on this device reads (glnet_train's\n"
+                      "too); GLNET_TUNE=0 ignores it. The plan: an ONNX --model's inference at each batch size, a glnet\n"
+                      "model's (or the default MLP's) training step at --training-batch")
         .option("runs", "N", "measured runs per stage", "20")
         .option("warmup", "N", "unmeasured runs first", "3")
         .option("elementwise", "N", "floats in the elementwise workload", "1000000")
@@ -275,7 +286,6 @@ int main(int argc, char** argv) {
     for (const char* file : {"csv", "json-out"}) {
       if (parser.has(file)) checkWritable(parser.text(file));
     }
-    if (parser.has("tune") && !onnx) throw UsageError("--tune takes an ONNX --model (M.onnx): it tunes that model's GEMMs");
     const char* tuneSetting = std::getenv("GLNET_TUNE");
     if (parser.has("tune") && tuneSetting && std::string(tuneSetting) == "0") {
       throw UsageError("--tune with GLNET_TUNE=0: the tuning would be ignored; unset GLNET_TUNE");
@@ -293,9 +303,14 @@ int main(int argc, char** argv) {
                 context.device().index, context.device().renderer.c_str(), context.device().glVersion.c_str(),
                 model.architecture.c_str(), settings.warmup, settings.runs);
     std::fflush(stdout);
-    const BenchReport report = runBenchmarks(context, model, settings, [](const std::string& workload) {
-      std::fprintf(stderr, "glnet_bench: %s\n", workload.c_str());
-    });
+    const auto progress = [](const std::string& workload) { std::fprintf(stderr, "glnet_bench: %s\n", workload.c_str()); };
+    std::optional<GemmTuningReport> tuning;
+    if (parser.has("tune")) {
+      if (model.imported) throw UsageError("--tune with an imported model: give its .onnx file as --model to tune its GEMMs");
+      checkCurrentGemmTuningWritable();
+      tuning = tuneTrainingGemms(context, model, settings, [&](const std::string& candidate) { progress("GEMM tuning of the training step: " + candidate); });
+    }
+    const BenchReport report = runBenchmarks(context, model, settings, progress);
 
     std::fprintf(out, "\ncold start:\n");
     // Program keys run to hundreds of characters (every define of a variant): shortened unless --verbose.
@@ -348,12 +363,15 @@ int main(int argc, char** argv) {
     }
     if (!model.imported) {
       std::fprintf(out, "training step: %zu dispatches, %zu barriers\n", report.trainingDispatches, report.trainingBarriers);
+      if (tuning) printTuning(out, *tuning);
     } else {
       std::fprintf(out, "training step: not measured (an imported model runs inference only)\n");
     }
     if (parser.has("csv")) writeFileAtomically(parser.text("csv"), csv(context, report));
-    if (parser.has("json-out")) writeFileAtomically(parser.text("json-out"), toJson(context, report, model).dump(2) + "\n");
-    if (json) std::cout << toJson(context, report, model).dump(2) << "\n";
+    nlohmann::json reportJson = toJson(context, report, model);
+    if (tuning) reportJson["gemm_tuning"] = tuningJson(*tuning);
+    if (parser.has("json-out")) writeFileAtomically(parser.text("json-out"), reportJson.dump(2) + "\n");
+    if (json) std::cout << reportJson.dump(2) << "\n";
     for (const std::string& failure : report.failures) std::fprintf(stderr, "glnet_bench: check failed: %s\n", failure.c_str());
     if (!report.failures.empty()) throw Error(std::to_string(report.failures.size()) + " correctness checks failed");
     std::fprintf(out, "all results checked against the CPU: ok\n");

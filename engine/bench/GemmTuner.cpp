@@ -15,13 +15,8 @@ namespace {
 constexpr double requiredGain = 0.97;
 constexpr double requiredTotalGain = 0.99;
 
-struct PlanTimes {
-  std::map<std::string, double> gemmMs;  // per GEMM shape
-  double totalMs = 0;                    // the whole plan, median per run
-};
-
 // The plan of `shapes` planned afresh under whatever choice is in force, warmed up, then timed dispatch by dispatch.
-PlanTimes planTimes(OnnxRunner& runner, const InputShapes& shapes, const std::vector<const float*>& feeds, int runs) {
+GemmPlanTimes planTimes(OnnxRunner& runner, const InputShapes& shapes, const std::vector<const float*>& feeds, int runs) {
   runner.forgetPlans();
   for (int r = 0; r < runs; ++r) runner.run(feeds, shapes);
   OnnxRunner::Profile profile = runner.profile(shapes, runs);
@@ -32,20 +27,26 @@ PlanTimes planTimes(OnnxRunner& runner, const InputShapes& shapes, const std::ve
 
 GemmTuningReport tuneGemms(OnnxRunner& runner, const InputShapes& shapes, const std::vector<const float*>& feeds, int runs,
                            const std::function<void(const std::string&)>& progress) {
+  GemmTuningReport report = tuneGemms([&] { return planTimes(runner, shapes, feeds, runs); }, progress);
+  runner.forgetPlans();
+  return report;
+}
+
+GemmTuningReport tuneGemms(const std::function<GemmPlanTimes()>& timePlan, const std::function<void(const std::string&)>& progress) {
   Stopwatch clock;
   GemmTuningReport report;
-  PlanTimes rule;
+  GemmPlanTimes rule;
   std::map<std::string, std::pair<GemmCandidate, double>> fastest;
   {
     IgnoredGemmTuning ruleAndCandidatesOnly;
     if (progress) progress("the rule's choices");
-    rule = planTimes(runner, shapes, feeds, runs);
+    rule = timePlan();
     for (const GemmCandidate& candidate : gemmCandidates(currentLimits())) {
       if (progress) progress(candidate.name());
       ForcedGemmConfig forced(*candidate.config, candidate.split, candidate.splits);
       std::map<std::string, double> times;
       try {
-        times = planTimes(runner, shapes, feeds, runs).gemmMs;
+        times = timePlan().gemmMs;
       } catch (const GpuFailure&) {
         throw;
       } catch (const Error& error) {
@@ -77,12 +78,11 @@ GemmTuningReport tuneGemms(OnnxRunner& runner, const InputShapes& shapes, const 
       table->erase(key);
     }
   }
-  report.tunedTotalMs = planTimes(runner, shapes, feeds, runs).totalMs;
+  report.tunedTotalMs = timePlan().totalMs;
   {
     IgnoredGemmTuning ruleOnly;
-    report.ruleTotalMs = std::min(rule.totalMs, planTimes(runner, shapes, feeds, runs).totalMs);
+    report.ruleTotalMs = std::min(rule.totalMs, timePlan().totalMs);
   }
-  runner.forgetPlans();
   if (table && report.changed > 0 && report.tunedTotalMs > requiredTotalGain * report.ruleTotalMs) {
     report.reverted = true;
     for (const auto& [key, previous] : before) {

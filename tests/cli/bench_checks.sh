@@ -100,7 +100,23 @@ printf 'garbage\n64x29x37 loaded splittable = 999x1 whole\n64x11x29 loaded split
 GLNET_CACHE_DIR="$work/cache" "$apps/glnet_run" --model "$work/t.onnx" --input "$work/tx.npy" --output "$work/ty.npy" >/dev/null 2>"$work/t.err" || fail "glnet_run on a damaged table"
 grep -q "warning: .*gemm-tuning-.*: 2 lines are not GEMM tunings; they are ignored" "$work/t.err" || fail "no warning for a damaged table: $(cat "$work/t.err")"
 tuned_close "$work/ty.npy" || fail "glnet_run under a damaged tuning differs from float64"
-expect 2 "error: --tune takes an ONNX --model" -- "$apps/glnet_bench" --tune
+# --tune of a glnet model (the default MLP): its training step's GEMMs, kept in the same table; a later training step
+# runs a hand-written entry (a sum cut in 2), its checks still passing.
+GLNET_CACHE_DIR="$work/tcache" "$apps/glnet_bench" --tune --batches 1 --runs 2 --warmup 0 --training-batch 8 --training-steps 1 --elementwise 1000 \
+  --json-out "$work/tt.json" >"$work/tt.txt" 2>&1 || { cat "$work/tt.txt"; fail "glnet_bench --tune of a training step"; }
+grep -q "GEMM tuning (before the runs above): 5 shapes under [0-9]* candidates in .*kept in $work/tcache/gemm-tuning-[0-9a-f]*.txt" "$work/tt.txt" \
+  || fail "no training tuning report: $(grep -i tuning "$work/tt.txt")"
+grep -q "all results checked against the CPU: ok" "$work/tt.txt" || fail "the tuned training step's checks"
+/usr/bin/python3 - "$work/tt.json" <<'PY' || fail "training tuning JSON content"
+import json, os, sys
+t = json.load(open(sys.argv[1]))["gemm_tuning"]
+assert t["shapes"] == 5 and t["candidates"] >= 2 and 0 <= t["changed"] <= 5 and t["tuned_gemm_ms"] <= t["rule_gemm_ms"] and os.path.isfile(t["path"]), t
+PY
+printf '8x128x784 loaded splittable = 128x32 split 2\n' >"$(ls "$work/tcache"/gemm-tuning-*.txt)"
+GLNET_CACHE_DIR="$work/tcache" "$apps/glnet_bench" --batches 1 --runs 1 --warmup 0 --training-batch 8 --training-steps 1 --elementwise 1000 >"$work/tt.txt" 2>&1 \
+  || { cat "$work/tt.txt"; fail "glnet_bench on a training tuning"; }
+grep -q "1 dense relu 128x32 split-K" "$work/tt.txt" && grep -q "all results checked against the CPU: ok" "$work/tt.txt" \
+  || fail "the training step did not run the tuned entry: $(grep 'dense relu' "$work/tt.txt")"
 GLNET_TUNE=0 "$here/expect" 2 "error: --tune with GLNET_TUNE=0" -- "$apps/glnet_bench" --model "$work/t.onnx" --tune || failures=$((failures + 1))
 GLNET_GEMM_CONFIG=64x64 "$here/expect" 2 "error: --tune with GLNET_GEMM_CONFIG set" -- "$apps/glnet_bench" --model "$work/t.onnx" --tune || failures=$((failures + 1))
 # A cache folder that cannot be made is refused before any measuring.
