@@ -1,7 +1,6 @@
 // 2-D convolution, NCHW, PyTorch's weight layout, bias and activation fused; as implicit GEMMs on the Gemm.glsl
 // core (the im2col matrix is never stored: gemmA/gemmB compute its elements).
-//   X [N, C, H, W], Wt [OC, C, KH, KW], b [OC], Y [N, OC, OH, OW], OH = (H + 2·PAD_H − KH) / STRIDE + 1 (STRIDE:
-//   the forward pass only; the gradients take stride 1)
+//   X [N, C, H, W], Wt [OC, C, KH, KW], b [OC], Y [N, OC, OH, OW], OH = (H + 2·PAD_H − KH) / STRIDE + 1
 //   CONV_MODE_FORWARD: Y = act(conv(X, Wt) + b)                     R = N·OH·OW, S = OC, T = C·KH·KW
 //                        with the weights transposed by TRANSPOSE_WEIGHTS first, [C·KH·KW, OC], so that both GEMM
 //                        operands run along the tile (10.4 -> 8.9 ms for the MNIST CNN's conv2 at batch
@@ -9,9 +8,16 @@
 //                        CONV_POOL: followed by 2×2 max pooling (stride 2, odd edges dropped), Y [N, OC, OH/2, OW/2]:
 //                        the rows come in runs of 4, one pooling window each (R = N·(OH/2)·(OW/2)·4), and the
 //                        GEMM stores each run's maximum (GEMM_STORE_RUNS)
-//   CONV_MODE_INPUT_GRADIENT (dX): dX = conv_transpose(dZ, Wt)                    R = N·H·W,  S = C,  T = OC·KH·KW
-//                        with the weights rearranged by WEIGHTS_FOR_INPUT_GRADIENT first, [OC·KH·KW, C], so that B runs along the tile
-//                        as in the forward pass
+//   CONV_MODE_INPUT_GRADIENT (dX): dX = conv_transpose(dZ, Wt), over the pixels of one phase (CONV_PHASE_ROW,
+//                        CONV_PHASE_COLUMN) of the stride: the input pixels (ih, iw) with ih ≡ PHASE_ROW and iw ≡
+//                        PHASE_COLUMN modulo STRIDE, which only the kernel offsets kh ≡ ih + PAD_H, kw ≡ iw + PAD_W
+//                        reach (TAP_ROWS × TAP_COLUMNS of them): a stride-1 transposed convolution of dZ with that part
+//                        of the kernel. One dispatch per phase (a single one at stride 1); none multiplies the zeros
+//                        that a strided dZ spread out to stride 1 would hold.
+//                                                                    R = N·PHASE_ROWS·PHASE_COLUMNS, S = C, T = OC·TAP_ROWS·TAP_COLUMNS
+//                        with the weights rearranged by WEIGHTS_FOR_INPUT_GRADIENT first, phase by phase, each
+//                        phase's [OC·TAP_ROWS·TAP_COLUMNS, C] (phaseWeights), so that B runs along the tile as in
+//                        the forward pass
 //   CONV_MODE_WEIGHT_GRADIENT (dW): dW = Σ_{n,oh,ow} dZ · X window                 R = OC,     S = C·KH·KW, T = N·OH·OW
 //                        with CONV_BIAS_COLUMN (and SPLIT_K) one more column, of ones, gives db as well: its
 //                        partial sums follow dW's in each slice, [OC·C·KH·KW | OC]; SplitSum.glsl's TAIL adds them
@@ -24,7 +30,8 @@
 //           TRANSPOSE_WEIGHTS and WEIGHTS_FOR_INPUT_GRADIENT: 1 Wt, 3 the rearranged weights; OUTPUT_GRADIENT: 1 Y, 3 dY
 // uniforms: 0 N, 10 accumulate (gradients: 0 write, 1 add), 11 the GEMM depth (FORWARD and INPUT_GRADIENT)
 // defines: CONV_CHANNELS, CONV_HEIGHT, CONV_WIDTH, CONV_OUT_CHANNELS, CONV_KERNEL_HEIGHT, CONV_KERNEL_WIDTH (uint
-// literals), CONV_PADDING and CONV_PADDING_WIDTH (int literals: top and bottom, left and right), CONV_STRIDE (int literal, 1 in INPUT_GRADIENT, WEIGHT_GRADIENT, BIAS_GRADIENT and OUTPUT_GRADIENT); CONV_MODE, ACTIVATION (FORWARD and OUTPUT_GRADIENT), POINTWISE (FORWARD unpooled, inference: a function after the
+// literals), CONV_PADDING and CONV_PADDING_WIDTH (int literals: top and bottom, left and right), CONV_STRIDE (int literal);
+// CONV_PHASE_ROW and CONV_PHASE_COLUMN (INPUT_GRADIENT: int literals below CONV_STRIDE, the phase); CONV_MODE, ACTIVATION (FORWARD and OUTPUT_GRADIENT), POINTWISE (FORWARD unpooled, inference: a function after the
 // activation, Pointwise.glsl included), CONV_RESIDUAL (FORWARD unpooled, inference: binding 4, shaped as Y, added
 // before the activation: a residual connection), CONV_INPUT_SCALE (FORWARD unpooled, inference, no padding: binding 5,
 // [N, C], X's channels scaled per image as they are read: a squeeze-excite gate); FORWARD, INPUT_GRADIENT and WEIGHT_GRADIENT include Gemm.glsl and take its
@@ -55,9 +62,20 @@ layout(location = 10) uniform uint accumulate;
 // count would be unrolled whole (minutes of compilation on NVIDIA).
 layout(location = 11) uniform uint gemmDepth;
 // C, H, W, OC, KH, KW, PAD_H, PAD_W, STRIDE, OH and OW: ConvGeometry.glsl.
-#if (CONV_MODE == CONV_MODE_INPUT_GRADIENT || CONV_MODE == CONV_MODE_WEIGHT_GRADIENT || CONV_MODE == CONV_MODE_BIAS_GRADIENT) && CONV_STRIDE != 1
-#error the gradients of a convolution take stride 1
-#endif
+
+// The phases of the stride (INPUT_GRADIENT): row phase p holds the input rows ih ≡ p (mod STRIDE), which kernel rows
+// kh ≡ p + PAD_H reach, the first of them firstTapRow(p), every STRIDE-th after it.
+int firstTapRow(int p) { return (p + PAD_H) % CONV_STRIDE; }
+int firstTapColumn(int p) { return (p + PAD_W) % CONV_STRIDE; }
+uint tapRows(int p) { return (KH + STRIDE - 1u - uint(firstTapRow(p))) / STRIDE; }
+uint tapColumns(int p) { return (KW + STRIDE - 1u - uint(firstTapColumn(p))) / STRIDE; }
+// Where phase (p, q)'s weights begin in the rearranged weights: the phases in row-major order, each [OC·taps, C].
+uint phaseWeights(int p, int q) {
+  uint before = 0u;
+  for (int row = 0; row < p; ++row) before += tapRows(row) * KW;
+  for (int column = 0; column < q; ++column) before += tapRows(p) * tapColumns(column);
+  return before * OC * C;
+}
 
 void store(uint index, float value) { result[index] = accumulate != 0u ? result[index] + value : value; }
 
@@ -96,14 +114,32 @@ void nextPixel(inout uint n, inout uint row, inout uint column, uint height, uin
 #define SOURCE_HEIGHT H
 #define SOURCE_WIDTH W
 #define KERNEL_SIGN 1
+#define ROW_STEP STRIDE
+#define TOP_SHIFT (-PAD_H)
+#define LEFT_SHIFT (-PAD_W)
+#define TAP_ROWS KH
+#define TAP_COLUMNS KW
 #else
-#define ROWS_HEIGHT H
-#define ROWS_WIDTH W
+#define PHASE_ROWS ((H + STRIDE - 1u - uint(CONV_PHASE_ROW)) / STRIDE)
+#define PHASE_COLUMNS ((W + STRIDE - 1u - uint(CONV_PHASE_COLUMN)) / STRIDE)
+#define ROWS_HEIGHT PHASE_ROWS
+#define ROWS_WIDTH PHASE_COLUMNS
 #define SOURCE_CHANNELS OC
 #define SOURCE_HEIGHT OH
 #define SOURCE_WIDTH OW
 #define KERNEL_SIGN (-1)
+// Row q of the phase is input row q·STRIDE + PHASE_ROW, which tap j of the phase's kernel rows (kh = firstTapRow +
+// j·STRIDE) reads from dZ's row q + TOP_SHIFT − j.
+#define ROW_STEP 1u
+#define TOP_SHIFT ((CONV_PHASE_ROW + PAD_H - firstTapRow(CONV_PHASE_ROW)) / CONV_STRIDE)
+#define LEFT_SHIFT ((CONV_PHASE_COLUMN + PAD_W - firstTapColumn(CONV_PHASE_COLUMN)) / CONV_STRIDE)
+#define TAP_ROWS tapRows(CONV_PHASE_ROW)
+#define TAP_COLUMNS tapColumns(CONV_PHASE_COLUMN)
 #endif
+// A phase that no kernel offset reaches (a 1x1 kernel's odd rows at stride 2) has a GEMM of depth 0, which writes
+// zeros; its divisors stay 1.
+#define TAPS max(TAP_ROWS * TAP_COLUMNS, 1u)
+#define TAP_DIVISOR max(TAP_COLUMNS, 1u)
 // The row coordinate of a row past the matrix: no kernel offset brings it inside the source planes.
 const int outsideRows = -0x40000000;
 
@@ -142,7 +178,7 @@ void gemmAGatherRows(uint r, uint R, out ivec4 base, out ivec4 y, out ivec4 x) {
   uint n, row, column;
   firstPixelOfRun(r, n, row, column);
   for (uint i = 0u; i < 4u; ++i) {
-    int top = int(row * STRIDE) - KERNEL_SIGN * PAD_H, left = int(column * STRIDE) - KERNEL_SIGN * PAD_W;
+    int top = int(row * ROW_STEP) + TOP_SHIFT, left = int(column * ROW_STEP) + LEFT_SHIFT;
     base[i] = int(n * SOURCE_CHANNELS * SOURCE_HEIGHT * SOURCE_WIDTH) + top * int(SOURCE_WIDTH) + left;
     y[i] = r + i < R ? top : outsideRows;
     x[i] = left;
@@ -151,8 +187,8 @@ void gemmAGatherRows(uint r, uint R, out ivec4 base, out ivec4 y, out ivec4 x) {
 }
 // Their 4 values at depth t: one offset for all, a bounds test each.
 vec4 gemmAGather(ivec4 base, ivec4 y, ivec4 x, uint t) {
-  uint channel = t / (KH * KW), k = t % (KH * KW);
-  int dy = KERNEL_SIGN * int(k / KW), dx = KERNEL_SIGN * int(k % KW);
+  uint channel = t / TAPS, k = t % TAPS;
+  int dy = KERNEL_SIGN * int(k / TAP_DIVISOR), dx = KERNEL_SIGN * int(k % TAP_DIVISOR);
   int offset = int(channel * SOURCE_HEIGHT * SOURCE_WIDTH) + dy * int(SOURCE_WIDTH) + dx;
   vec4 v;
   for (uint i = 0u; i < 4u; ++i) {
@@ -196,10 +232,12 @@ layout(std430, binding = 1) readonly buffer SecondRuns { vec4 second4[]; };
 vec4 gemmB4(uint t, uint s) { return second4[(t * OC + s) / 4u]; }
 #endif
 #elif CONV_MODE == CONV_MODE_INPUT_GRADIENT
-float gemmB(uint t, uint s) { return third[t * C + s]; }
+#define PHASE_WEIGHTS phaseWeights(CONV_PHASE_ROW, CONV_PHASE_COLUMN)
+float gemmB(uint t, uint s) { return third[PHASE_WEIGHTS + t * C + s]; }
 #ifdef GEMM_B_VEC4
+// PHASE_WEIGHTS is a multiple of C.
 layout(std430, binding = 2) readonly buffer ThirdRuns { vec4 third4[]; };
-vec4 gemmB4(uint t, uint s) { return third4[(t * C + s) / 4u]; }
+vec4 gemmB4(uint t, uint s) { return third4[(PHASE_WEIGHTS + t * C + s) / 4u]; }
 #endif
 #elif CONV_MODE == CONV_MODE_WEIGHT_GRADIENT
 float gemmA(uint oc, uint t) { return first[((t / (OH * OW)) * OC + oc) * OH * OW + t % (OH * OW)]; }
@@ -214,7 +252,7 @@ float gemmB(uint t, uint s) {
   if (s == C * KH * KW) return 1.0;
 #endif
   uint n = t / (OH * OW), pixel = t % (OH * OW), c = s / (KH * KW), k = s % (KH * KW);
-  return inputAt(n, c, int(pixel / OW + k / KW) - PAD_H, int(pixel % OW + k % KW) - PAD_W);
+  return inputAt(n, c, int(pixel / OW * STRIDE + k / KW) - PAD_H, int(pixel % OW * STRIDE + k % KW) - PAD_W);
 }
 // Output pixels t..t+3 for one (c, kh, kw): the divisions once, then a step per pixel.
 vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
@@ -229,7 +267,7 @@ vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
   int dh = int(k / KW) - PAD_H, dw = int(k % KW) - PAD_W;
   uint n = t / (OH * OW), pixel = t % (OH * OW), oh = pixel / OW, ow = pixel % OW;
   for (uint i = 0u; i < 4u; ++i) {
-    if (t + i < tEnd) v[i] = inputAt(n, c, int(oh) + dh, int(ow) + dw);
+    if (t + i < tEnd) v[i] = inputAt(n, c, int(oh * STRIDE) + dh, int(ow * STRIDE) + dw);
     nextPixel(n, oh, ow, OH, OW);
   }
   return v;
@@ -242,7 +280,7 @@ vec4 gemmBGather(uint s, uint t, uint S, uint tEnd) {
 #elif CONV_MODE == CONV_MODE_FORWARD
 #define GEMM_SHAPE N * OH * OW, OC, gemmDepth
 #elif CONV_MODE == CONV_MODE_INPUT_GRADIENT
-#define GEMM_SHAPE N * H * W, C, gemmDepth
+#define GEMM_SHAPE N * PHASE_ROWS * PHASE_COLUMNS, C, gemmDepth
 #elif defined(CONV_BIAS_COLUMN)
 #if !defined(SPLIT_K)
 #error CONV_BIAS_COLUMN writes db through the split-K workspace
@@ -279,15 +317,23 @@ void gemmStoreRun(uint r, uint s, vec4 values) {
 #endif
 }
 #else
+#if CONV_MODE == CONV_MODE_INPUT_GRADIENT
+// dX's index of the phase's row r, channel s.
+uint inputGradientIndex(uint r, uint s) {
+  uint n = r / (PHASE_ROWS * PHASE_COLUMNS), q = r % (PHASE_ROWS * PHASE_COLUMNS);
+  uint ih = q / PHASE_COLUMNS * STRIDE + uint(CONV_PHASE_ROW), iw = q % PHASE_COLUMNS * STRIDE + uint(CONV_PHASE_COLUMN);
+  return ((n * C + s) * H + ih) * W + iw;
+}
+#endif
 void gemmStore(uint r, uint s, float value) {
 #if defined(SPLIT_K) && CONV_MODE == CONV_MODE_FORWARD
   // Slice z of the workspace in Y's layout, before bias and activation (SplitSum.glsl's BIAS_ACTIVATION adds them).
   uint n = r / (OH * OW), pixel = r % (OH * OW);
   result[gl_WorkGroupID.z * N * OC * OH * OW + (n * OC + s) * OH * OW + pixel] = value;
 #elif defined(SPLIT_K) && CONV_MODE == CONV_MODE_INPUT_GRADIENT
-  // Slice z of the workspace in dX's own layout, so SplitSum.glsl adds slices element by element.
-  uint n = r / (H * W), pixel = r % (H * W);
-  result[gl_WorkGroupID.z * N * C * H * W + (n * C + s) * H * W + pixel] = value;
+  // Slice z of the workspace in dX's own layout (every phase has the same slices), so SplitSum.glsl adds slices
+  // element by element.
+  result[gl_WorkGroupID.z * N * C * H * W + inputGradientIndex(r, s)] = value;
 #elif defined(SPLIT_K) && defined(CONV_BIAS_COLUMN)
   uint slice = gl_WorkGroupID.z * OC * (C * KH * KW + 1u);
   result[slice + (s < C * KH * KW ? r * C * KH * KW + s : OC * C * KH * KW + r)] = value;
@@ -301,8 +347,7 @@ void gemmStore(uint r, uint s, float value) {
   result[(n * OC + s) * OH * OW + pixel] = finishOutput(value + third[s]);
 #endif
 #elif CONV_MODE == CONV_MODE_INPUT_GRADIENT
-  uint n = r / (H * W), pixel = r % (H * W);
-  store((n * C + s) * H * W + pixel, value);
+  store(inputGradientIndex(r, s), value);
 #else
   store(r * C * KH * KW + s, value);
 #endif
@@ -327,8 +372,11 @@ void main() {
   uint oc = i / (C * KH * KW), t = i % (C * KH * KW);
   result[t * OC + oc] = second[i];
 #else
-  uint oc = i / (C * KH * KW), c = (i / (KH * KW)) % C, k = i % (KH * KW);
-  result[(oc * KH * KW + k) * C + c] = second[i];
+  // Weight (oc, c, kh, kw) is tap (kh / STRIDE, kw / STRIDE) of the phase whose rows kh and columns kw reach.
+  uint oc = i / (C * KH * KW), c = (i / (KH * KW)) % C, kh = (i / KW) % KH, kw = i % KW;
+  int p = (int(kh) - PAD_H % CONV_STRIDE + CONV_STRIDE) % CONV_STRIDE, q = (int(kw) - PAD_W % CONV_STRIDE + CONV_STRIDE) % CONV_STRIDE;
+  uint tap = kh / STRIDE * tapColumns(q) + kw / STRIDE;
+  result[phaseWeights(p, q) + (oc * tapRows(p) * tapColumns(q) + tap) * C + c] = second[i];
 #endif
 }
 #else

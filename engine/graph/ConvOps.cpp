@@ -2,7 +2,6 @@
 #include "graph/Ops.h"
 #include "ops/Conv.h"
 #include "ops/Dense.h"
-#include "ops/StridedCopy.h"
 #include "ops/Winograd.h"
 #include "ref/Reference.h"
 
@@ -46,11 +45,10 @@ class Conv2d : public Op {
   // sums (few groups at small batches), then dW's partials over a long batch of pixels: apart, so that the GPU may
   // run dX and dW at once (a shared range would put a barrier between them: +0.09 ms per step for the MNIST CNN
   // at batch 100 on the H100).
-  // A strided convolution's gradients are those of the unstrided one (stride1) with dZ spread out: zeros between its
-  // pixels (spreadBytes, after the gradients' workspace).
   std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
-    const ConvShape s = shape(in), unstrided = stride1(s);
-    return std::max(ConvOp::forwardWorkspaceBytes(s), spreadOffset(unstrided) + (stride_ > 1 ? spreadBytes(unstrided) : 0));
+    const ConvShape s = shape(in);
+    return std::max(ConvOp::forwardWorkspaceBytes(s),
+                    ConvOp::inputGradientWorkspaceBytes(s) + ConvOp::weightGradientWorkspaceBytes(s));
   }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
@@ -76,22 +74,13 @@ class Conv2d : public Op {
     if (!targets[0] && !targets[1] && !targets[2]) return;
     GLNET_ASSERT(after_.kind == PointwiseKind::identity && !residual_ && !inputScaled_,
                  "a convolution with a fused function, residual or input scale runs in forward-only graphs");
-    const ConvShape strided = shape(shapes(in)), s = stride1(strided);
+    const ConvShape s = shape(shapes(in));
     GLNET_ASSERT(out.workspace.has_value(), "a convolution's gradients need its workspace");
     // dY becomes dZ = dY ⊙ act'(Y) first (the output's gradient is read by this op alone), which the gradients read.
     const ConvOp op(programs, activation_);
-    if (const std::optional<Dispatch> toPreActivation = op.activationGradientInPlace(dOut.view, out.view, strided)) plan.record(*toPreActivation);
+    if (const std::optional<Dispatch> toPreActivation = op.activationGradientInPlace(dOut.view, out.view, s)) plan.record(*toPreActivation);
     const BufferView& workspace = *out.workspace;
-    BufferView dz = dOut.view;
-    if (stride_ > 1) {
-      // Output pixel (oh, ow) is the unstrided convolution's (oh·stride, ow·stride); the pixels between get zero.
-      dz = BufferView(*workspace.buffer, workspace.offset + spreadOffset(s), spreadBytes(s));
-      plan.record(fill(programs, name() + " dZ spread", dz, spreadBytes(s) / sizeof(float), 0.0f));
-      const std::int64_t oh = strided.outHeight(), ow = strided.outWidth(), sh = s.outHeight(), sw = s.outWidth();
-      plan.record(regionCopy(programs, name() + " dZ spread", dOut.view, dz,
-                             {{strided.batch * strided.outChannels, strided.outHeight(), strided.outWidth()}, 0, 0, {oh * ow, ow, 1},
-                              {sh * sw, stride_ * sw, stride_}}));
-    }
+    const BufferView& dz = dOut.view;
     const std::size_t inputBytes = ConvOp::inputGradientWorkspaceBytes(s);
     const BufferView weightWorkspace(*workspace.buffer, workspace.offset + inputBytes, ConvOp::weightGradientWorkspaceBytes(s));
     if (targets[0]) {
@@ -207,16 +196,6 @@ class Conv2d : public Op {
   }
   ConvShape shape(const std::vector<Shape>& in) const {
     return {in[0][0], in[0][1], in[0][2], in[0][3], in[1][0], in[1][2], in[1][3], padding_, stride_, widthPadding_};
-  }
-  static ConvShape stride1(ConvShape s) {
-    s.stride = 1;
-    return s;
-  }
-  static std::size_t spreadOffset(const ConvShape& unstrided) {
-    return boundableBytes(ConvOp::inputGradientWorkspaceBytes(unstrided) + ConvOp::weightGradientWorkspaceBytes(unstrided));
-  }
-  static std::size_t spreadBytes(const ConvShape& unstrided) {
-    return std::size_t{unstrided.batch} * unstrided.outChannels * unstrided.outHeight() * unstrided.outWidth() * sizeof(float);
   }
   // Calls visit(x index, c, kh, kw) for every input element under output (n, ·, oh, ow) inside the image.
   template <class Visit>

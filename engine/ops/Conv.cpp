@@ -158,40 +158,65 @@ std::vector<Dispatch> ConvOp::forward(const BufferView& x, const BufferView& wei
                                                 gemm.split.splits, s.outHeight() * s.outWidth(), residual)});
 }
 
+std::vector<ConvOp::InputGradientPhase> ConvOp::inputGradientPhases(const ConvShape& s) {
+  std::vector<InputGradientPhase> phases;
+  for (std::uint32_t row = 0; row < s.stride; ++row) {
+    for (std::uint32_t column = 0; column < s.stride; ++column) {
+      const std::uint32_t tapRows = (s.kernelHeight + s.stride - 1 - (row + s.padding) % s.stride) / s.stride;
+      const std::uint32_t tapColumns = (s.kernelWidth + s.stride - 1 - (column + s.leftPadding()) % s.stride) / s.stride;
+      const std::uint64_t pixels = std::uint64_t{(s.height + s.stride - 1 - row) / s.stride} * ((s.width + s.stride - 1 - column) / s.stride);
+      phases.push_back({row, column, s.batch * pixels, std::uint64_t{s.outChannels} * tapRows * tapColumns});
+    }
+  }
+  return phases;
+}
+
 std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferView& weight, const BufferView& dx, const ConvShape& s, bool accumulate,
                                             const BufferView& workspace) const {
-  GLNET_ASSERT(s.stride == 1, "a convolution's gradients take stride 1");
-  const std::uint64_t rows = std::uint64_t{s.batch} * s.height * s.width;
-  const std::uint64_t depth = std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth;
-  const GemmChoice gemm = chooseGemm(rows, s.channels, depth, true, GemmOperand::gathered);
+  const GemmChoice gemm = inputGradientGemm(s);
   const bool splitting = gemm.split.splits > 1;
+  const std::uint64_t pixels = std::uint64_t{s.batch} * s.height * s.width;
   const std::size_t weightBytes = rearrangedWeightBytes(s);
-  GLNET_ASSERT(workspace.room() >= weightBytes + gemm.split.workspaceBytes(rows, s.channels),
+  GLNET_ASSERT(workspace.room() >= weightBytes + gemm.split.workspaceBytes(pixels, s.channels),
                "the convolution's input gradient needs workspace for its weights and partial sums");
   const BufferView rearranged(*workspace.buffer, workspace.offset, weightBytes);
-  const BufferView partials(*workspace.buffer, workspace.offset + weightBytes, gemm.split.workspaceBytes(rows, s.channels));
-  const Dispatch r = rearrangeWeights(ConvMode::weightsForInputGradient, "conv weights rearranged for dX", weight, rearranged, s);
-  const Program& program =
-      inputGradient_.get(*gemm.config, false, vec4Readable(rearranged.offset, s.channels), splitting, convGeometryDefines(s));
-  const std::string label = std::string("conv dX ") + gemm.config->name;
-  Dispatch d = dispatch(program, splitting ? label + " split-K" : label,
-                        {{0, dz, Access::read}, {2, rearranged, Access::read},
-                         {3, splitting ? partials : dx, splitting ? Access::write : accumulate ? Access::readWrite : Access::write}},
-                        s, splitting ? false : accumulate, gemm.groups);
-  d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(depth)));
-  if (!splitting) return taggedWith(gemm, {r, d});
-  d.uniforms.push_back(Uniform::u32(15, gemm.split.chunk));
-  return taggedWith(gemm, {r, d, splitSum_(partials, dx, static_cast<std::uint32_t>(rows * s.channels), gemm.split.splits, accumulate)});
+  const BufferView partials(*workspace.buffer, workspace.offset + weightBytes, gemm.split.workspaceBytes(pixels, s.channels));
+  std::vector<Dispatch> dispatches{
+      rearrangeWeights(ConvMode::weightsForInputGradient, "conv weights rearranged for dX", weight, rearranged, s)};
+  const std::string label = std::string("conv dX ") + gemm.config->name + (s.stride > 1 ? " phase " : "");
+  for (const InputGradientPhase& phase : inputGradientPhases(s)) {
+    // Added, a phase that no kernel offset reaches adds nothing; written, it writes its zeros (a sum of depth 0).
+    if (phase.rows == 0 || (phase.depth == 0 && accumulate && !splitting)) continue;
+    std::vector<ShaderDefine> defines = convGeometryDefines(s);
+    defines.insert(defines.end(), {{"CONV_PHASE_ROW", std::to_string(phase.row)}, {"CONV_PHASE_COLUMN", std::to_string(phase.column)}});
+    const Program& program = inputGradient_.get(*gemm.config, false, vec4Readable(rearranged.offset, s.channels), splitting, defines);
+    Dispatch d = dispatch(program,
+                          label + (s.stride > 1 ? std::to_string(phase.row) + "," + std::to_string(phase.column) : "") + (splitting ? " split-K" : ""),
+                          {{0, dz, Access::read}, {2, rearranged, Access::read},
+                           {3, splitting ? partials : dx, splitting ? Access::write : accumulate ? Access::readWrite : Access::write}},
+                          s, splitting ? false : accumulate,
+                          {static_cast<std::uint32_t>((phase.rows + gemm.config->tileRows - 1) / gemm.config->tileRows), gemm.groups[1],
+                           gemm.groups[2]});
+    d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(phase.depth)));
+    // Every phase fills the same slices of the partial sums: its own sum cut into as many chunks.
+    if (splitting) {
+      const std::uint64_t chunk = (phase.depth + gemm.split.splits - 1) / gemm.split.splits;
+      d.uniforms.push_back(Uniform::u32(15, static_cast<std::uint32_t>((chunk + 15) / 16 * 16)));
+    }
+    dispatches.push_back(std::move(d));
+  }
+  if (splitting) dispatches.push_back(splitSum_(partials, dx, static_cast<std::uint32_t>(pixels * s.channels), gemm.split.splits, accumulate));
+  return taggedWith(gemm, std::move(dispatches));
 }
 
 std::uint64_t ConvOp::PixelWeightGradient::sharedBytes(const ConvShape& s) const {
-  const std::uint64_t patch = std::uint64_t{bandRows + s.kernelHeight - 1} * (bandColumns + s.kernelWidth - 1);
+  const std::uint64_t patch = std::uint64_t{(bandRows - 1) * s.stride + s.kernelHeight} * ((bandColumns - 1) * s.stride + s.kernelWidth);
   return sizeof(float) * channelTile * patch + 16ull * bandRows * bandColumns * (outChannelTile / 4 + 1);
 }
 
 std::optional<ConvOp::PixelWeightGradient> ConvOp::pixelWeightGradient(const ConvShape& s) {
   const std::uint32_t offsets = s.kernelHeight * s.kernelWidth;
-  if (s.stride != 1 || s.channels < 8 || offsets < 3 || s.kernelHeight > 3 || s.kernelWidth > 3) return std::nullopt;
+  if (s.channels < 8 || offsets < 3 || s.kernelHeight > 3 || s.kernelWidth > 3) return std::nullopt;
   PixelWeightGradient d{};
   d.outChannelTile = s.outChannels <= 16 ? 16 : s.outChannels <= 32 ? 32 : 64;
   d.channelTile = 16;
@@ -245,7 +270,6 @@ std::vector<Dispatch> ConvOp::weightGradientFromPixels(const PixelWeightGradient
 
 std::vector<Dispatch> ConvOp::weightGradient(const BufferView& dz, const BufferView& x, const BufferView& dw, const ConvShape& s, bool accumulate,
                                              const std::optional<BufferView>& workspace, const std::optional<BufferView>& db) const {
-  GLNET_ASSERT(s.stride == 1, "a convolution's gradients take stride 1");
   if (const std::optional<PixelWeightGradient> tiles = pixelWeightGradient(s); tiles && workspace) {
     GLNET_ASSERT(workspace->room() >= PixelWeightGradient::workspaceBytes(s, tiles->splits), "dW's partial sums need their workspace");
     return weightGradientFromPixels(*tiles, dz, x, dw, s, accumulate, *workspace, db);

@@ -1,4 +1,4 @@
-// Bindings of shaders/Conv2D.glsl (stride-1 convolution and its gradients) and shaders/MaxPool.glsl.
+// Bindings of shaders/Conv2D.glsl (convolution and its gradients), shaders/ConvWeightGradient.glsl and shaders/MaxPool.glsl.
 #pragma once
 
 #include "numbers/Activation.h"
@@ -18,8 +18,7 @@ struct ConvShape {
   std::uint32_t outChannels, kernelHeight, kernelWidth;
   std::uint32_t padding;                         // top and bottom, and left and right unless widthPadding says
                                                  // otherwise; 0: valid; (kernel − 1)/2: same
-  std::uint32_t stride = 1;                      // the forward pass only: gradients take stride 1 (a strided
-                                                 // convolution's are the unstrided one's with dZ spread out)
+  std::uint32_t stride = 1;
   // Left and right where they differ from top and bottom: the "same" padding of a 1×k or k×1 kernel.
   std::optional<std::uint32_t> widthPadding = std::nullopt;
   std::uint32_t leftPadding() const { return widthPadding.value_or(padding); }
@@ -82,17 +81,30 @@ class ConvOp {
   // The same rounded up to 256 bytes, the largest storage buffer offset alignment GL allows, so that what
   // follows them in a workspace can be bound.
   static std::size_t rearrangedWeightBytes(const ConvShape& s) { return boundableBytes(transposedWeightBytes(s)); }
-  // Two dispatches or three: the weights rearranged into `workspace` as [OC·KH·KW, C] (so that the GEMM reads
-  // them along its tile, as the forward pass does), the GEMM, and when inputGradientSplit says so the sum of its
-  // split-K partials, which follow the weights in the workspace (inputGradientWorkspaceBytes in all).
+  // The weights rearranged into `workspace`, phase by phase of the stride, each [OC·taps, C] (so that the GEMM reads
+  // them along its tile, as the forward pass does); a GEMM per phase (inputGradientPhases: one at stride 1); and
+  // when inputGradientGemm splits them, the sum of their split-K partials, which follow the weights in the workspace
+  // (inputGradientWorkspaceBytes in all).
   // The gradients read dZ, the gradient of the pre-activation (activationGradientInPlace makes it of dY).
   std::vector<Dispatch> inputGradient(const BufferView& dz, const BufferView& weight, const BufferView& dx,
                                       const ConvShape& shape, bool accumulate, const BufferView& workspace) const;
-  static SplitK inputGradientSplit(const ConvShape& s) {
-    return chooseGemm(std::uint64_t{s.batch} * s.height * s.width, s.channels,
-                      std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth, true, GemmOperand::gathered)
-        .split;
+  // A phase of the stride: the input pixels (ih, iw) with ih ≡ row and iw ≡ column modulo the stride, `rows` of
+  // them over the batch, whose gradient sums dZ over the kernel offsets that reach them, `depth` = OC·those offsets.
+  // At a stride of 2 a 3x3 kernel's four phases take 1, 2, 2 and 4 offsets: dX costs what the forward pass does,
+  // where dZ spread out to stride 1 multiplied 4× as many values, three quarters of them zeros.
+  struct InputGradientPhase {
+    std::uint32_t row, column;
+    std::uint64_t rows, depth;
+  };
+  static std::vector<InputGradientPhase> inputGradientPhases(const ConvShape& s);
+  // One configuration and split for every phase, chosen for their mean (N·H·W / stride² rows, a sum of
+  // OC·KH·KW / stride²), so that their partial sums fill the same slices of one workspace in dX's layout.
+  static GemmChoice inputGradientGemm(const ConvShape& s) {
+    const std::uint64_t phases = std::uint64_t{s.stride} * s.stride;
+    return chooseGemm((std::uint64_t{s.batch} * s.height * s.width + phases - 1) / phases, s.channels,
+                      (std::uint64_t{s.outChannels} * s.kernelHeight * s.kernelWidth + phases - 1) / phases, true, GemmOperand::gathered);
   }
+  static SplitK inputGradientSplit(const ConvShape& s) { return inputGradientGemm(s).split; }
   // Rounded up to 256 bytes, so that dW's workspace can follow it.
   static std::size_t inputGradientWorkspaceBytes(const ConvShape& s) {
     const std::size_t partials = inputGradientSplit(s).workspaceBytes(std::uint64_t{s.batch} * s.height * s.width, s.channels);
@@ -107,8 +119,8 @@ class ConvOp {
                                        const ConvShape& shape, bool accumulate, const std::optional<BufferView>& workspace,
                                        const std::optional<BufferView>& db = std::nullopt) const;
   // ConvWeightGradient.glsl's tiles and split (dW and db straight from the pixels of X and dZ) where it takes the
-  // weight gradient: kernels of 3 to 9 offsets, at most 3x3, over 8 or more input channels, within the device's
-  // limits; elsewhere (a first layer's 1 to 3 channels, 1x1 and larger kernels) the GEMM core does.
+  // weight gradient: kernels of 3 to 9 offsets, at most 3x3, over 8 or more input channels, at any stride, within
+  // the device's limits; elsewhere (a first layer's 1 to 3 channels, 1x1 and larger kernels) the GEMM core does.
   struct PixelWeightGradient {
     std::uint32_t outChannelTile, channelTile, bandRows, bandColumns;
     std::uint32_t splits, bandsPerSlice;

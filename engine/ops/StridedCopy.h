@@ -1,5 +1,5 @@
-// Bindings of shaders/StridedCopy.glsl's copy of a region and its fill: the layout operators of imported models and
-// the zero-spread gradient of a strided convolution are such copies. Its indexed copies (Gather, GatherND, ScatterND)
+// Bindings of shaders/StridedCopy.glsl's copy of a region and its fill: the layout operators of imported models are
+// such copies. Its indexed copies (Gather, GatherND, ScatterND)
 // and its triangle (Trilu) too.
 #pragma once
 

@@ -11,6 +11,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -96,9 +97,9 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
       {"max pool", maxPoolOp(), {{rows, 3, 7, 6}}},
       {"conv2d relu 1x3 kernel, left and right padding only", conv2dOp(Activation::relu, 0, 1, {}, false, 1), {{rows, 3, 6, 5}, {4, 3, 1, 3}, {4}}},
       {"conv2d tanh 3x1 kernel, top and bottom padding only", conv2dOp(Activation::tanh, 1, 1, {}, false, 0), {{rows, 2, 5, 7}, {3, 2, 3, 1}, {3}}},
-      {"conv2d none 1x5 kernel stride 2, padding 0 and 2 (dZ spread)", conv2dOp(Activation::none, 0, 2, {}, false, 2),
+      {"conv2d none 1x5 kernel stride 2, padding 0 and 2", conv2dOp(Activation::none, 0, 2, {}, false, 2),
        {{rows, 2, 7, 9}, {3, 2, 1, 5}, {3}}},
-      {"conv2d relu stride 2 same (dZ spread)", conv2dOp(Activation::relu, 1, 2), {{rows, 3, 7, 6}, {4, 3, 3, 3}, {4}}, 0, true,
+      {"conv2d relu stride 2 same", conv2dOp(Activation::relu, 1, 2), {{rows, 3, 7, 6}, {4, 3, 3, 3}, {4}}, 0, true,
        conv2dOp(Activation::none, 1, 2)},
       {"conv2d none stride 2, 1x1 (a downsampling shortcut)", conv2dOp(Activation::none, 0, 2), {{rows, 5, 7, 8}, {6, 5, 1, 1}, {6}}},
       {"conv2d tanh stride 3 valid, edges no window reaches", conv2dOp(Activation::tanh, 0, 3), {{rows, 2, 8, 9}, {3, 2, 3, 2}, {3}}},
@@ -497,7 +498,7 @@ TEST_SUITE("gl") {
     ProgramCache programs;
     // Output channels and input channels that end inside a tile (10 of 16, 40 of 64; 9 and 17 of 16), bands that end
     // inside the planes (20 columns: bands of 3 rows over 7), rows cut into segments (70 columns: 2 of 35), kernels of
-    // 3x3, 3x2, 1x3 and 2x2, a stride-2 convolution (its dZ spread out), and dW with and without db.
+    // 3x3, 3x2, 1x3 and 2x2, convolutions of stride 2 and 3 (X's windows STRIDE columns apart), and dW with and without db.
     const std::vector<OpCase> direct{
         {"conv2d relu same, 9 channels to 10", conv2dOp(Activation::relu, 1), {{3, 9, 11, 13}, {10, 9, 3, 3}, {10}}, 0, true,
          conv2dOp(Activation::none, 1)},
@@ -506,8 +507,9 @@ TEST_SUITE("gl") {
         {"conv2d tanh same, rows of 70 in two segments", conv2dOp(Activation::tanh, 1), {{2, 8, 4, 70}, {6, 8, 3, 3}, {6}}},
         {"conv2d sigmoid 1x3, left and right padding only", conv2dOp(Activation::sigmoid, 0, 1, {}, false, 1), {{2, 12, 5, 9}, {7, 12, 1, 3}, {7}}},
         {"conv2d none valid 2x2", conv2dOp(Activation::none, 0), {{4, 8, 5, 6}, {3, 8, 2, 2}, {3}}},
-        {"conv2d relu stride 2 same (dZ spread)", conv2dOp(Activation::relu, 1, 2), {{3, 8, 9, 8}, {12, 8, 3, 3}, {12}}, 0, true,
-         conv2dOp(Activation::none, 1, 2)}};
+        {"conv2d relu stride 2 same", conv2dOp(Activation::relu, 1, 2), {{3, 8, 9, 8}, {12, 8, 3, 3}, {12}}, 0, true,
+         conv2dOp(Activation::none, 1, 2)},
+        {"conv2d tanh 3x2 stride 3, odd planes", conv2dOp(Activation::tanh, 1, 3), {{2, 9, 13, 11}, {10, 9, 3, 2}, {10}}}};
     // Sums of up to 3·11·13 = 429 fp32 products of values in [-1, 1].
     const Tolerance sums{1e-4, 1e-4};
     for (const OpCase& c : direct) {
@@ -575,6 +577,46 @@ TEST_SUITE("gl") {
     REQUIRE(ConvOp::forwardSplit({1, 64, 5, 5, 24, 3, 3, 1}).splits > 1);
     const std::vector<std::string> labels = checkAgainstReference(context, programs, c, 1, random);
     CHECK(anyLabelContains(labels, "split-K sum, bias, activation"));
+  }
+
+  TEST_CASE("a strided convolution's input gradient, phase by phase of the stride, matches float64: uneven phases, phases no kernel offset reaches, split sums") {
+    Context& context = test::glContext();
+    auto random = test::generator(48);
+    ProgramCache programs;
+    // Planes of odd sizes (phases of unequal rows and columns), kernels smaller and larger than the stride, a 1x1
+    // kernel whose odd phases no offset reaches (written: zeros; added: untouched), 8 input channels (the weights
+    // read as vec4s from each phase's block), and one image with 96 output channels, whose mean phase the rule
+    // splits (every phase then fills the same slices, those past its shorter sum with zeros).
+    const std::vector<OpCase> strided{
+        {"conv2d tanh 5x5 stride 2, padding 2, 8 channels", conv2dOp(Activation::tanh, 2, 2), {{2, 8, 11, 9}, {5, 8, 5, 5}, {5}}},
+        {"conv2d none 11x11 stride 4, padding 2", conv2dOp(Activation::none, 2, 4), {{1, 3, 19, 17}, {4, 3, 11, 11}, {4}}},
+        {"conv2d none 1x1 stride 3", conv2dOp(Activation::none, 0, 3), {{2, 5, 8, 7}, {6, 5, 1, 1}, {6}}},
+        {"conv2d relu 3x3 stride 2 same, one image, 96 output channels", conv2dOp(Activation::relu, 1, 2), {{1, 8, 5, 7}, {96, 8, 3, 3}, {96}},
+         0, true, conv2dOp(Activation::none, 1, 2)}};
+    REQUIRE(ConvOp::inputGradientSplit({1, 8, 5, 7, 96, 3, 3, 1, 2}).splits > 1);
+    const std::vector<ConvOp::InputGradientPhase> phases = ConvOp::inputGradientPhases({2, 5, 8, 7, 6, 1, 1, 0, 3});
+    REQUIRE(phases.size() == 9);
+    CHECK(phases[0].depth == 6);
+    CHECK(phases[0].rows == 2 * 3 * 3);
+    CHECK(phases[4].depth == 0);
+    CHECK(phases[8].rows == 2 * 2 * 2);
+    // Sums of up to 96·2·2 fp32 products of values in [-1, 1].
+    const Tolerance sums{1e-4, 1e-4};
+    for (const OpCase& c : strided) {
+      std::vector<std::string> labels = checkAgainstReference(context, programs, c, c.shapes[0][0], random, {}, sums);
+      CHECK(anyLabelContains(labels, "phase 0,0"));
+      CHECK(anyLabelContains(labels, "phase 1,1 split-K") == (c.shapes[1][0] == 96));
+      // dX alone, added where the others are written.
+      checkAgainstReference(context, programs, c, c.shapes[0][0], random, {{false, true, true}, {true, false, false}}, sums);
+    }
+    // Every phase split into 4 parts, the 1x1 kernel's phases of no offset among them.
+    const OpCase wide{"conv2d none 1x1 stride 2, 1100 output channels", conv2dOp(Activation::none, 0, 2), {{1, 4, 5, 5}, {1100, 4, 1, 1}, {1100}}};
+    // 64x32 fits OpenGL ES 3.1's minimum limits.
+    const auto smallest = std::find_if(gemmConfigs().begin(), gemmConfigs().end(), [](const GemmConfig& c) { return std::string(c.name) == "64x32"; });
+    REQUIRE(smallest != gemmConfigs().end());
+    ForcedGemmConfig forced(*smallest, true, 4);
+    REQUIRE(ConvOp::inputGradientSplit(ConvShape{1, 4, 5, 5, 1100, 1, 1, 0, 2}).splits == 4);
+    CHECK(anyLabelContains(checkAgainstReference(context, programs, wide, 1, random, {}, sums), "phase 1,1 split-K"));
   }
 
   TEST_CASE("a large dense layer's gradients, dY made dZ in place and dX run on dZ transposed, match float64") {
