@@ -184,6 +184,9 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
   std::vector<Dispatch> dispatches{
       rearrangeWeights(ConvMode::weightsForInputGradient, "conv weights rearranged for dX", weight, rearranged, s)};
   const std::string label = std::string("conv dX ") + gemm.config->name + (s.stride > 1 ? " phase " : "");
+  // The phases write disjoint pixels of dX (and of each slice of the partial sums, laid out alike): no barrier
+  // between them, so that a small layer's phases fill the GPU together.
+  const std::uint64_t pixelPhases = s.stride > 1 ? (std::uint64_t{s.height} << 40 | std::uint64_t{s.width} << 16 | s.stride) : 0;
   for (const InputGradientPhase& phase : inputGradientPhases(s)) {
     // Added, a phase that no kernel offset reaches adds nothing; written, it writes its zeros (a sum of depth 0).
     if (phase.rows == 0 || (phase.depth == 0 && accumulate && !splitting)) continue;
@@ -193,7 +196,8 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
     Dispatch d = dispatch(program,
                           label + (s.stride > 1 ? std::to_string(phase.row) + "," + std::to_string(phase.column) : "") + (splitting ? " split-K" : ""),
                           {{0, dz, Access::read}, {2, rearranged, Access::read},
-                           {3, splitting ? partials : dx, splitting ? Access::write : accumulate ? Access::readWrite : Access::write}},
+                           {3, splitting ? partials : dx, splitting ? Access::write : accumulate ? Access::readWrite : Access::write,
+                            RangePart{pixelPhases, phase.row * s.stride + phase.column}}},
                           s, splitting ? false : accumulate,
                           {static_cast<std::uint32_t>((phase.rows + gemm.config->tileRows - 1) / gemm.config->tileRows), gemm.groups[1],
                            gemm.groups[2]});

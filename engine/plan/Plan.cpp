@@ -107,7 +107,7 @@ void Plan::record(const Dispatch& dispatch) {
       throw Error("dispatch " + dispatch.label + " binds " + std::to_string(end - binding.offset) +
                   " bytes, over this device's storage block limit of " + std::to_string(limits_.maxStorageBlockBytes));
     }
-    const Range range{binding.buffer->id(), binding.offset, end};
+    const Range range{binding.buffer->id(), binding.offset, end, binding.part};
     const bool reads = binding.access != Access::write;
     const bool writes = binding.access != Access::read;
     if (reads && overlapsAny(writtenSinceBarrier_, range)) hazard = true;

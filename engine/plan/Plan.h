@@ -34,6 +34,15 @@ struct BufferView {
 // view starting after that many bytes of a bound one can be bound too.
 constexpr std::size_t boundableBytes(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
+// Which elements of a bound range a dispatch touches: class `part` of a partition of the range that dispatches in
+// other classes never touch (a strided convolution's dX phases: the pixels (ih, iw) ≡ (row, column) modulo the
+// stride). `partition` names the partition, 0 none (the whole range). Two accesses to the same range in one
+// partition but in different parts need no barrier between them.
+struct RangePart {
+  std::uint64_t partition = 0;
+  std::uint32_t part = 0;
+};
+
 // A binding of part of a buffer: [offset, offset + bytes); bytes 0 means to the end. Offsets must be
 // multiples of the device's storage buffer offset alignment.
 struct StorageBinding {
@@ -42,9 +51,10 @@ struct StorageBinding {
   Access access;
   std::size_t offset = 0;
   std::size_t bytes = 0;
+  RangePart part;
 
-  StorageBinding(unsigned index, const BufferView& view, Access access)
-      : index(index), buffer(view.buffer), access(access), offset(view.offset), bytes(view.bytes) {}
+  StorageBinding(unsigned index, const BufferView& view, Access access, RangePart part = {})
+      : index(index), buffer(view.buffer), access(access), offset(view.offset), bytes(view.bytes), part(part) {}
 };
 
 // A uniform set before a dispatch: a constant, or a plan parameter times `scale` (an offset that changes
@@ -134,7 +144,12 @@ class Plan {
   struct Range {
     unsigned buffer;
     std::size_t begin, end;
-    bool overlaps(const Range& other) const { return buffer == other.buffer && begin < other.end && other.begin < end; }
+    RangePart part{};
+    bool overlaps(const Range& other) const {
+      const bool disjointParts = part.partition != 0 && part.partition == other.part.partition && part.part != other.part.part &&
+                                 begin == other.begin && end == other.end;
+      return buffer == other.buffer && begin < other.end && other.begin < end && !disjointParts;
+    }
     bool operator==(const Range& other) const { return buffer == other.buffer && begin == other.begin && end == other.end; }
   };
   struct Bound {

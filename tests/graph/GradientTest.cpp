@@ -609,6 +609,16 @@ TEST_SUITE("gl") {
       // dX alone, added where the others are written.
       checkAgainstReference(context, programs, c, c.shapes[0][0], random, {{false, true, true}, {true, false, false}}, sums);
     }
+    // The phases write disjoint pixels of dX: one barrier, after the weights' rearrangement, none between them.
+    {
+      const ConvShape shape{2, 8, 11, 9, 5, 5, 5, 2, 2};
+      Buffer dz(std::size_t{2} * 5 * 6 * 5 * sizeof(float)), weights(std::size_t{5} * 8 * 25 * sizeof(float)),
+          dx(std::size_t{2} * 8 * 11 * 9 * sizeof(float)), workspace(ConvOp::inputGradientWorkspaceBytes(shape));
+      Plan plan(context.limits());
+      plan.record(ConvOp(programs, Activation::none).inputGradient(dz, weights, dx, shape, false, workspace));
+      CHECK(anyLabelContains(plan.labels(), "phase 1,1"));
+      CHECK(plan.barrierCount() == 2);
+    }
     // Every phase split into 4 parts, the 1x1 kernel's phases of no offset among them.
     const OpCase wide{"conv2d none 1x1 stride 2, 1100 output channels", conv2dOp(Activation::none, 0, 2), {{1, 4, 5, 5}, {1100, 4, 1, 1}, {1100}}};
     // 64x32 fits OpenGL ES 3.1's minimum limits.

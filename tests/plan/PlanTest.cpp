@@ -106,6 +106,39 @@ TEST_SUITE("gl") {
     CHECK(std::memcmp(grouped.b3.data(), serial.b3.data(), grouped.b3.size() * sizeof(float)) == 0);
   }
 
+  TEST_CASE("writes to disjoint parts of one range need no barrier between them; the same part, another partition or another range do") {
+    Context& context = test::glContext();
+    ProgramCache programs;
+    const DenseOp relu(programs, Activation::relu);
+    Buffer x = Buffer::of(std::vector<float>(3 * 4, 1.0f)), w = Buffer::of(std::vector<float>(4 * 4, 1.0f)), b = Buffer::of(std::vector<float>(4, 0.0f));
+    Buffer y(2 * 3 * 4 * sizeof(float));
+    // y's whole range, or its first half, in part `part` of partition `partition` (the plan trusts the parts).
+    const auto writing = [&](RangePart part, bool half = false) {
+      std::vector<Dispatch> dispatches = relu.forward(x, w, b, half ? BufferView(y, 0, 3 * 4 * sizeof(float)) : BufferView(y), {3, 4, 4});
+      REQUIRE(dispatches.size() == 1);
+      Dispatch d = dispatches.front();
+      for (StorageBinding& binding : d.buffers) {
+        if (binding.buffer == &y) binding.part = part;
+      }
+      return d;
+    };
+    const auto barriers = [&](const std::vector<Dispatch>& dispatches) {
+      Plan plan(context.limits());
+      for (const Dispatch& d : dispatches) plan.record(d);
+      return plan.barrierCount();
+    };
+    CHECK(barriers({writing({7, 0}), writing({7, 1}), writing({7, 2})}) == 1);
+    CHECK(barriers({writing({7, 0}), writing({7, 0})}) == 2);
+    CHECK(barriers({writing({7, 0}), writing({8, 1})}) == 2);
+    CHECK(barriers({writing({7, 0}), writing({})}) == 2);
+    CHECK(barriers({writing({7, 0}), writing({7, 1}, true)}) == 2);
+    // Grouping keeps them apart the same way.
+    Plan grouped(context.limits());
+    for (const Dispatch& d : {writing({7, 0}), writing({7, 0}), writing({7, 1})}) grouped.record(d);
+    grouped.groupIndependentSteps();
+    CHECK(grouped.barrierCount() == 2);
+  }
+
   TEST_CASE("hazard-tracked barriers give the same results as a barrier after every dispatch, with fewer barriers") {
     Context& context = test::glContext();
     std::size_t hazardBarriers = 0, allBarriers = 0;
