@@ -183,7 +183,6 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
   const BufferView partials(*workspace.buffer, workspace.offset + weightBytes, gemm.split.workspaceBytes(pixels, s.channels));
   std::vector<Dispatch> dispatches{
       rearrangeWeights(ConvMode::weightsForInputGradient, "conv weights rearranged for dX", weight, rearranged, s)};
-  const std::string label = std::string("conv dX ") + gemm.config->name + (s.stride > 1 ? " phase " : "");
   // The phases write disjoint pixels of dX (and of each slice of the partial sums, laid out alike): no barrier
   // between them, so that a small layer's phases fill the GPU together.
   const std::uint64_t pixelPhases = s.stride > 1 ? (std::uint64_t{s.height} << 40 | std::uint64_t{s.width} << 16 | s.stride) : 0;
@@ -193,8 +192,8 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
     std::vector<ShaderDefine> defines = convGeometryDefines(s);
     defines.insert(defines.end(), {{"CONV_PHASE_ROW", std::to_string(phase.row)}, {"CONV_PHASE_COLUMN", std::to_string(phase.column)}});
     const Program& program = inputGradient_.get(*gemm.config, false, vec4Readable(rearranged.offset, s.channels), splitting, defines);
-    Dispatch d = dispatch(program,
-                          label + (s.stride > 1 ? std::to_string(phase.row) + "," + std::to_string(phase.column) : "") + (splitting ? " split-K" : ""),
+    const std::string phaseName = s.stride > 1 ? " phase " + std::to_string(phase.row) + "," + std::to_string(phase.column) : "";
+    Dispatch d = dispatch(program, std::string("conv dX ") + gemm.config->name + phaseName + (splitting ? " split-K" : ""),
                           {{0, dz, Access::read}, {2, rearranged, Access::read},
                            {3, splitting ? partials : dx, splitting ? Access::write : accumulate ? Access::readWrite : Access::write,
                             RangePart{pixelPhases, phase.row * s.stride + phase.column}}},
@@ -203,10 +202,7 @@ std::vector<Dispatch> ConvOp::inputGradient(const BufferView& dz, const BufferVi
                            gemm.groups[2]});
     d.uniforms.push_back(Uniform::u32(depthLocation, static_cast<std::uint32_t>(phase.depth)));
     // Every phase fills the same slices of the partial sums: its own sum cut into as many chunks.
-    if (splitting) {
-      const std::uint64_t chunk = (phase.depth + gemm.split.splits - 1) / gemm.split.splits;
-      d.uniforms.push_back(Uniform::u32(15, static_cast<std::uint32_t>((chunk + 15) / 16 * 16)));
-    }
+    if (splitting) d.uniforms.push_back(Uniform::u32(15, static_cast<std::uint32_t>(SplitK::chunkFor(phase.depth, gemm.split.splits))));
     dispatches.push_back(std::move(d));
   }
   if (splitting) dispatches.push_back(splitSum_(partials, dx, static_cast<std::uint32_t>(pixels * s.channels), gemm.split.splits, accumulate));

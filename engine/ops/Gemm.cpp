@@ -28,7 +28,6 @@ constexpr ThreadBlockModel threadBlockModels[] = {{8, 8, 1.0, 2, 2}, {8, 4, 0.6,
 // A partial sum written and read back, per element and split, and the extra dispatch (about 3 µs).
 constexpr double splitElementCost = 16.5;
 constexpr double dispatchCost = 3e5;
-constexpr std::uint64_t chunkAlignment = 16;  // a multiple of every tileDepth
 constexpr std::uint64_t minimumChunk = 64;
 
 const GemmConfig* forcedConfig = nullptr;
@@ -47,7 +46,7 @@ std::uint64_t ceilDivide(std::uint64_t a, std::uint64_t b) { return (a + b - 1) 
 
 SplitK splitInto(std::uint64_t depth, std::uint64_t wanted) {
   if (wanted < 2) return {};
-  const std::uint64_t chunk = ceilDivide(ceilDivide(depth, wanted), chunkAlignment) * chunkAlignment;
+  const std::uint64_t chunk = SplitK::chunkFor(depth, wanted);
   const std::uint64_t splits = ceilDivide(depth, chunk);
   if (splits < 2) return {};
   return {static_cast<std::uint32_t>(splits), static_cast<std::uint32_t>(chunk)};

@@ -13,6 +13,11 @@ namespace glnet {
 struct SplitK {
   std::uint32_t splits = 1;  // 1: no split
   std::uint32_t chunk = 0;   // t per split, a multiple of every configuration's GEMM_TILE_K
+  static constexpr std::uint64_t chunkAlignment = 16;  // a multiple of every configuration's GEMM_TILE_K
+  // The chunk that cuts a sum of `depth` into at most `parts` pieces.
+  static std::uint64_t chunkFor(std::uint64_t depth, std::uint64_t parts) {
+    return ((depth + parts - 1) / parts + chunkAlignment - 1) / chunkAlignment * chunkAlignment;
+  }
   std::size_t workspaceBytes(std::uint64_t rows, std::uint64_t columns) const {
     return splits > 1 ? std::size_t{splits} * rows * columns * sizeof(float) : 0;
   }
