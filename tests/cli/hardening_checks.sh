@@ -90,17 +90,20 @@ for attempt in 1 2 3 4 5; do
   wait "$pid" 2>/dev/null
   if [ -e "$work/run.checkpoint.safetensors" ]; then
     present=$((present + 1))
+    # The previous attempt's log removed first: its "resumed from" would end the wait below before this run
+    # has even opened the file.
+    rm -f "$work/resume.txt"
     "$apps/glnet_train" --data "$mnist" --test-limit 100 --arch 784-64-10 --train-limit 64 --epochs 400 \
       --resume "$work/run.checkpoint.safetensors" --out "$work/run.safetensors" >"$work/resume.txt" 2>&1 &
     resumed=$!
     # Until it says it resumed (a sanitized build beside another test takes seconds to start), then stopped.
     waited=0
-    while ! grep -q "resumed from" "$work/resume.txt" && [ $waited -lt 600 ] && kill -0 "$resumed" 2>/dev/null; do
+    while ! grep -qs "resumed from" "$work/resume.txt" && [ $waited -lt 600 ] && kill -0 "$resumed" 2>/dev/null; do
       sleep 0.1; waited=$((waited + 1))
     done
     kill -9 "$resumed" 2>/dev/null
     wait "$resumed" 2>/dev/null
-    grep -q "resumed from" "$work/resume.txt" || fail "attempt $attempt: the checkpoint left by a killed run does not load: $(tail -1 "$work/resume.txt")"
+    grep -qs "resumed from" "$work/resume.txt" || fail "attempt $attempt: the checkpoint left by a killed run does not load: $(tail -1 "$work/resume.txt" 2>/dev/null)"
   fi
   [ -e "$work/run.safetensors" ] && { "$apps/glnet_eval" --model "$work/run.safetensors" --data "$mnist" --limit 10 >/dev/null 2>&1 \
     || fail "attempt $attempt: the model left by a killed run does not load"; }
