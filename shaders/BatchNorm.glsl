@@ -2,25 +2,28 @@
 // which the training modes split into `chunks` runs of `chunk` values each (the last shorter), one work group per
 // (chunk, channel), so that a few channels of many values still fill the GPU:
 //   BN_MODE_FORWARD_PARTIALS: each chunk's mean and Σ(x − mean)² (two passes: a large mean does not cancel)
-//   BN_MODE_FORWARD_STATISTICS, one work group per channel: the chunks combined (Chan et al.'s rule), stats[c] = mean
-//            and stats[C + c] = 1/sqrt(var + ε) (biased) kept for the backward pass, and the running statistics moved
-//            towards the batch's (PyTorch's rule: the variance unbiased, M/(M − 1))
-//   BN_MODE_FORWARD: y = act((x − mean)·invstd·gamma + beta) with the batch's statistics
-//   BN_MODE_INFERENCE: y = act((x − running mean)/sqrt(running var + ε)·gamma + beta)
+//   BN_MODE_FORWARD: y = act((x − mean)·invstd·gamma + beta) over the group's chunk, with the batch's statistics, which
+//            every group combines from the chunks' partials itself (Chan et al.'s rule): a pass that combined them once
+//            would cost a dependent dispatch, more than the few hundred values each group reads. The first chunk's
+//            group keeps stats[c] = mean and stats[C + c] = 1/sqrt(var + ε) (biased) for the backward passes and moves
+//            the running statistics towards the batch's (PyTorch's rule: the variance unbiased, M/(M − 1)).
+//   BN_MODE_INFERENCE: y = act((x − running mean)/sqrt(running var + ε)·gamma + beta), one invocation per value
 //   BN_MODE_BACKWARD_PARTIALS: each chunk's Σg and Σg·x̂, x̂ = (x − mean)·invstd, g = dy·act'(y)
-//   BN_MODE_BACKWARD_TOTALS, one work group per channel: dgamma = Σg·x̂, dbeta = Σg (written or added), and both sums
-//            kept in the workspace for BACKWARD
-//   BN_MODE_BACKWARD: dx = gamma·invstd·(g − Σg/M − x̂·Σ(g·x̂)/M), written or added
+//   BN_MODE_BACKWARD_TOTALS, one work group per channel: dgamma = Σg·x̂, dbeta = Σg (written or added): a layer
+//            normalization's, and a batch normalization's whose dx nobody wants
+//   BN_MODE_BACKWARD: dx = gamma·invstd·(g − Σg/M − x̂·Σ(g·x̂)/M) over the group's chunk, written or added, each group
+//            combining the chunks' sums itself as BN_MODE_FORWARD does; the first chunk's group writes or adds dgamma
+//            and dbeta
 // act: the activation fused after the normalization (ACTIVATION; none when absent). The backward passes recompute y
 // from x with the forward pass's own expression (normalized()) instead of reading it: one stream less each, and the
 // same ReLU kinks as the forward pass.
-// bindings (at most 8, OpenGL ES 3.1's minimum): 0 x, 1 partials [chunks·C pairs], 2 running mean (FORWARD_STATISTICS,
-//   INFERENCE) or totals [2C] (written in BACKWARD_TOTALS, read in BACKWARD), 3 running var (read-write in
-//   FORWARD_STATISTICS), dgamma (BACKWARD_TOTALS) or beta (the backward passes with an activation), 4 stats [2C] (written
-//   in FORWARD_STATISTICS), 5 gamma or dbeta (BACKWARD_TOTALS), 6 beta or dy (BACKWARD_PARTIALS, BACKWARD), 7 y or dx
-//   (BACKWARD)
+// bindings (at most 8, OpenGL ES 3.1's minimum): 0 x, 1 partials [chunks·C pairs] (the partial and totals modes) or
+//   dgamma (BACKWARD), 2 running mean (FORWARD, INFERENCE) or dbeta (BACKWARD), 3 running var (read-write in FORWARD), dgamma (BACKWARD_TOTALS) or beta (the backward passes with an
+//   activation), 4 stats [2C] (BACKWARD_PARTIALS), or the whole workspace (FORWARD, BACKWARD): stats [2C] at its start,
+//   the partials from float `partialsAt` on, 5 gamma or dbeta (BACKWARD_TOTALS), 6 beta or dy (BACKWARD_PARTIALS,
+//   BACKWARD), 7 y or dx (BACKWARD)
 // uniforms: 0 N, 1 C, 2 S, 3 ε, 4 momentum, 5 chunk, 6 chunks, 7 what is added rather than written (bit 0 dx, bit 1
-//   dgamma, bit 2 dbeta), 8 what is wanted at all (same bits)
+//   dgamma, bit 2 dbeta), 8 what is wanted at all (same bits), 9 partialsAt
 // ROW_STATISTICS (BACKWARD_PARTIALS, with S = 1 and no activation): the statistics are each row's, stats[2n] and
 //   stats[2n + 1], not each channel's: the sums of a layer normalization's dgamma and dbeta over the rows of x [N, C] (graph/BatchNormOps.cpp)
 #ifndef BN_GROUP
@@ -33,32 +36,41 @@
 #define RECOMPUTES_OUTPUT 1
 #endif
 #endif
-#if BN_MODE == BN_MODE_FORWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_PARTIALS
+// Modes that run a work group per (chunk, channel).
+#if BN_MODE == BN_MODE_FORWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_BACKWARD
+#define CHUNKED 1
+#endif
+// Modes that combine a channel's partials: the totals pass once per channel, the chunked passes in every group.
+#if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_BACKWARD_TOTALS || BN_MODE == BN_MODE_BACKWARD
+#define COMBINES 1
+#endif
+#if defined(CHUNKED)
 layout(local_size_x = BN_GROUP) in;
-#elif BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_BACKWARD_TOTALS
+#elif BN_MODE == BN_MODE_BACKWARD_TOTALS
 layout(local_size_x = BN_COMBINE_GROUP) in;
 #else
 layout(local_size_x = LOCAL_SIZE_X) in;
 #endif
 
-#if BN_MODE != BN_MODE_FORWARD_STATISTICS && BN_MODE != BN_MODE_BACKWARD_TOTALS
+#if BN_MODE != BN_MODE_BACKWARD_TOTALS
 layout(std430, binding = 0) readonly buffer Source { float x[]; };
 #endif
-#if BN_MODE == BN_MODE_FORWARD_PARTIALS || BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_TOTALS
+#if BN_MODE == BN_MODE_FORWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_TOTALS
 layout(std430, binding = 1) buffer Partials { vec2 partials[]; };
 #endif
-#if BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_INFERENCE
+#if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_INFERENCE
 layout(std430, binding = 2) buffer RunningMean { float runningMean[]; };
 layout(std430, binding = 3) buffer RunningVar { float runningVar[]; };
-#endif
-#if BN_MODE == BN_MODE_BACKWARD_TOTALS || BN_MODE == BN_MODE_BACKWARD
-layout(std430, binding = 2) buffer Totals { float totals[]; };
 #endif
 #if BN_MODE == BN_MODE_BACKWARD_TOTALS
 layout(std430, binding = 3) buffer GammaGradient { float dgamma[]; };
 layout(std430, binding = 5) buffer BetaGradient { float dbeta[]; };
 #endif
-#if BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD
+#if BN_MODE == BN_MODE_BACKWARD
+layout(std430, binding = 1) buffer GammaGradient { float dgamma[]; };
+layout(std430, binding = 2) buffer BetaGradient { float dbeta[]; };
+#endif
+#if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD
 layout(std430, binding = 4) buffer Stats { float stats[]; };
 #endif
 #if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_INFERENCE || BN_MODE == BN_MODE_BACKWARD || defined(RECOMPUTES_OUTPUT)
@@ -86,20 +98,78 @@ layout(location = 5) uniform uint chunk;
 layout(location = 6) uniform uint chunks;
 layout(location = 7) uniform uint added;
 layout(location = 8) uniform uint wanted;
+layout(location = 9) uniform uint partialsAt;
 
 // Element k (of M) of channel c.
 uint at(uint c, uint k) { return ((k / S) * C + c) * S + k % S; }
 
+#if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_BACKWARD
+// The partials of chunk `piece` of channel c, kept in the workspace after its statistics.
+vec2 partialOf(uint c, uint piece) {
+  uint i = partialsAt + 2u * (c * chunks + piece);
+  return vec2(stats[i], stats[i + 1u]);
+}
+#elif defined(COMBINES)
+vec2 partialOf(uint c, uint piece) { return partials[c * chunks + piece]; }
+#endif
+
+#ifdef COMBINES
+#if BN_MODE == BN_MODE_FORWARD
+// Count, mean and Σ(x − mean)² of a run of values.
+struct Moments {
+  float count, mean, squares;
+};
+
+// Two runs' moments as one (Chan et al.); an empty run changes nothing.
+Moments combine(Moments a, Moments b) {
+  if (b.count == 0.0) return a;
+  if (a.count == 0.0) return b;
+  float total = a.count + b.count, delta = b.mean - a.mean;
+  return Moments(total, a.mean + delta * b.count / total, a.squares + b.squares + delta * delta * a.count * b.count / total);
+}
+#define Combined Moments
+#define NOTHING Moments(0.0, 0.0, 0.0)
+#define COMBINE(a, b) combine(a, b)
+#define PIECE(c, piece) Moments(float(min(chunk, N * S - (piece) * chunk)), partialOf(c, piece).x, partialOf(c, piece).y)
+#else
+#define Combined vec2
+#define NOTHING vec2(0.0)
+#define COMBINE(a, b) ((a) + (b))
+#define PIECE(c, piece) partialOf(c, piece)
+#endif
+
+shared Combined combined[BN_COMBINE_GROUP];
+
+// Channel c's chunks combined, in every invocation of the group (the first BN_COMBINE_GROUP take every
+// BN_COMBINE_GROUP-th chunk each, then meet in a tree); the same order, so the same value, in every group.
+Combined combineChunks(uint c) {
+  uint local = gl_LocalInvocationID.x;
+  if (local < uint(BN_COMBINE_GROUP)) {
+    Combined mine = NOTHING;
+    for (uint piece = local; piece < chunks; piece += uint(BN_COMBINE_GROUP)) mine = COMBINE(mine, PIECE(c, piece));
+    combined[local] = mine;
+  }
+  memoryBarrierShared();
+  barrier();
+  for (uint stride = uint(BN_COMBINE_GROUP / 2); stride > 0u; stride >>= 1) {
+    if (local < stride) combined[local] = COMBINE(combined[local], combined[local + stride]);
+    memoryBarrierShared();
+    barrier();
+  }
+  return combined[0];
+}
+#endif
+
 #if BN_MODE == BN_MODE_FORWARD || defined(RECOMPUTES_OUTPUT)
-// x of channel c normalized with the batch's statistics, scaled and shifted: the activation's argument.
-float normalized(float value, uint c) { return (value - stats[c]) * (stats[C + c] * gamma[c]) + beta[c]; }
+// x normalized with a channel's mean and invstd, scaled and shifted: the activation's argument.
+float normalizedWith(float value, float mean, float invstd, uint c) { return (value - mean) * (invstd * gamma[c]) + beta[c]; }
 #endif
 
 #if BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD
-// dy through the fused activation: dy·act'(y), y recomputed from x.
+// dy through the fused activation: dy·act'(y), y recomputed from x with the statistics the forward pass kept.
 float activationGradient(float dyValue, float xValue, uint c) {
 #ifdef RECOMPUTES_OUTPUT
-  return dyValue * activationDerivative(activate(normalized(xValue, c)));
+  return dyValue * activationDerivative(activate(normalizedWith(xValue, stats[c], stats[C + c], c)));
 #else
   return dyValue;
 #endif
@@ -124,7 +194,9 @@ float groupSum(float value, int row) {
   }
   return partial[row][0];
 }
+#endif
 
+#if defined(CHUNKED)
 void main() {
   uint piece = gl_WorkGroupID.x, c = gl_WorkGroupID.y, local = gl_LocalInvocationID.x;
   uint first = piece * chunk, last = min(first + chunk, N * S);
@@ -139,7 +211,7 @@ void main() {
   }
   squares = groupSum(squares, 1);
   if (local == 0u) partials[c * chunks + piece] = vec2(mean, squares);
-#else
+#elif BN_MODE == BN_MODE_BACKWARD_PARTIALS
 #ifndef ROW_STATISTICS
   float mean = stats[c], invstd = stats[C + c];
 #endif
@@ -156,84 +228,48 @@ void main() {
   sumDy = groupSum(sumDy, 0);
   sumDyXhat = groupSum(sumDyXhat, 1);
   if (local == 0u) partials[c * chunks + piece] = vec2(sumDy, sumDyXhat);
-#endif
-}
-#elif BN_MODE == BN_MODE_FORWARD_STATISTICS || BN_MODE == BN_MODE_BACKWARD_TOTALS
-#if BN_MODE == BN_MODE_FORWARD_STATISTICS
-// Count, mean and Σ(x − mean)² of a run of values.
-struct Moments {
-  float count, mean, squares;
-};
-
-// Two runs' moments as one (Chan et al.); an empty run changes nothing.
-Moments combine(Moments a, Moments b) {
-  if (b.count == 0.0) return a;
-  if (a.count == 0.0) return b;
-  float total = a.count + b.count, delta = b.mean - a.mean;
-  return Moments(total, a.mean + delta * b.count / total, a.squares + b.squares + delta * delta * a.count * b.count / total);
-}
-
-shared Moments combined[BN_COMBINE_GROUP];
-#else
-shared vec2 combined[BN_COMBINE_GROUP];
-#endif
-
-void main() {
-  uint c = gl_WorkGroupID.y, local = gl_LocalInvocationID.x;
+#elif BN_MODE == BN_MODE_FORWARD
+  Moments all = combineChunks(c);
   uint M = N * S;
-  // Each invocation takes every BN_COMBINE_GROUP-th chunk, then the invocations' results meet in a tree.
-#if BN_MODE == BN_MODE_FORWARD_STATISTICS
-  Moments mine = Moments(0.0, 0.0, 0.0);
-  for (uint piece = local; piece < chunks; piece += uint(BN_COMBINE_GROUP)) {
-    vec2 p = partials[c * chunks + piece];
-    mine = combine(mine, Moments(float(min(chunk, M - piece * chunk)), p.x, p.y));
+  float variance = all.squares / float(M), mean = all.mean, invstd = inversesqrt(variance + epsilon);
+  if (piece == 0u && local == 0u) {
+    stats[c] = mean;
+    stats[C + c] = invstd;
+    float unbiased = M > 1u ? all.squares / float(M - 1u) : variance;
+    runningMean[c] = (1.0 - momentum) * runningMean[c] + momentum * mean;
+    runningVar[c] = (1.0 - momentum) * runningVar[c] + momentum * unbiased;
+  }
+  for (uint k = first + local; k < last; k += uint(BN_GROUP)) {
+    uint i = at(c, k);
+    y[i] = activate(normalizedWith(x[i], mean, invstd, c));
   }
 #else
-  vec2 mine = vec2(0.0);
-  for (uint piece = local; piece < chunks; piece += uint(BN_COMBINE_GROUP)) mine += partials[c * chunks + piece];
-#endif
-  combined[local] = mine;
-  memoryBarrierShared();
-  barrier();
-  for (uint stride = uint(BN_COMBINE_GROUP / 2); stride > 0u; stride >>= 1) {
-#if BN_MODE == BN_MODE_FORWARD_STATISTICS
-    if (local < stride) combined[local] = combine(combined[local], combined[local + stride]);
-#else
-    if (local < stride) combined[local] += combined[local + stride];
-#endif
-    memoryBarrierShared();
-    barrier();
+  vec2 sums = combineChunks(c);
+  if (piece == 0u && local == 0u) {
+    if ((wanted & 2u) != 0u) dgamma[c] = ((added & 2u) != 0u ? dgamma[c] : 0.0) + sums.y;
+    if ((wanted & 4u) != 0u) dbeta[c] = ((added & 4u) != 0u ? dbeta[c] : 0.0) + sums.x;
   }
-  if (local != 0u) return;
-#if BN_MODE == BN_MODE_FORWARD_STATISTICS
-  Moments all = combined[0];
-  float variance = all.squares / float(M);
-  stats[c] = all.mean;
-  stats[C + c] = inversesqrt(variance + epsilon);
-  float unbiased = M > 1u ? all.squares / float(M - 1u) : variance;
-  runningMean[c] = (1.0 - momentum) * runningMean[c] + momentum * all.mean;
-  runningVar[c] = (1.0 - momentum) * runningVar[c] + momentum * unbiased;
-#else
-  vec2 sums = combined[0];
-  totals[c] = sums.x;
-  totals[C + c] = sums.y;
+  float M = float(N * S), mean = stats[c], invstd = stats[C + c], scale = gamma[c] * invstd;
+  for (uint k = first + local; k < last; k += uint(BN_GROUP)) {
+    uint i = at(c, k);
+    float value = scale * (activationGradient(dy[i], x[i], c) - sums.x / M - (x[i] - mean) * invstd * sums.y / M);
+    dx[i] = ((added & 1u) != 0u ? dx[i] : 0.0) + value;
+  }
+#endif
+}
+#elif BN_MODE == BN_MODE_BACKWARD_TOTALS
+void main() {
+  uint c = gl_WorkGroupID.y;
+  vec2 sums = combineChunks(c);
+  if (gl_LocalInvocationID.x != 0u) return;
   if ((wanted & 2u) != 0u) dgamma[c] = ((added & 2u) != 0u ? dgamma[c] : 0.0) + sums.y;
   if ((wanted & 4u) != 0u) dbeta[c] = ((added & 4u) != 0u ? dbeta[c] : 0.0) + sums.x;
-#endif
 }
 #else
 void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= N * C * S) return;
   uint c = (i / S) % C;
-#if BN_MODE == BN_MODE_FORWARD
-  y[i] = activate(normalized(x[i], c));
-#elif BN_MODE == BN_MODE_INFERENCE
   y[i] = activate((x[i] - runningMean[c]) * inversesqrt(runningVar[c] + epsilon) * gamma[c] + beta[c]);
-#else
-  float M = float(N * S), invstd = stats[C + c];
-  float value = gamma[c] * invstd * (activationGradient(dy[i], x[i], c) - totals[c] / M - (x[i] - stats[c]) * invstd * totals[C + c] / M);
-  dx[i] = ((added & 1u) != 0u ? dx[i] : 0.0) + value;
-#endif
 }
 #endif

@@ -37,8 +37,8 @@ Dispatch batchNormDispatch(ProgramCache& programs, BatchNormMode mode, const Cha
   return dispatch;
 }
 
-// The bits of BatchNorm.glsl's uniforms 7 and 8 (and AxisReduce.glsl's `added` for dx): which of the gradients of x,
-// gamma and beta are wanted, and which of those are added to what earlier consumers wrote.
+// The bits of BatchNorm.glsl's uniforms 7 and 8: which of the gradients of x, gamma and beta are wanted, and which of
+// those are added to what earlier consumers wrote.
 std::vector<Uniform> gradientFlags(const std::vector<std::optional<GradientTarget>>& targets) {
   std::uint32_t wanted = 0, added = 0;
   for (std::uint32_t i = 0; i < 3; ++i) {
@@ -49,24 +49,34 @@ std::vector<Uniform> gradientFlags(const std::vector<std::optional<GradientTarge
   return {Uniform::u32(7, added), Uniform::u32(8, wanted)};
 }
 
-// dgamma = Σdy·x̂ and dbeta = Σdy per channel, each written or added (the targets of inputs 1 and 2), both sums also
-// kept in `totals` [2C]: BatchNorm.glsl's partial sums of each chunk into `partials`, then the chunks' totals.
-// `defines` say where the partials pass finds the mean and 1/deviation of each value in `stats` (ROW_STATISTICS) or
-// which activation dy goes back through (ACTIVATION: `activationOperands` then binds gamma and beta).
-void recordParameterGradients(ProgramCache& programs, Plan& plan, const ChannelChunks& l, const std::string& name,
-                              const std::vector<ShaderDefine>& defines, const BufferView& x, const BufferView& dy, const BufferView& stats,
-                              const BufferView& partials, const BufferView& totals, const std::vector<std::optional<GradientTarget>>& targets,
-                              const std::vector<StorageBinding>& activationOperands = {}) {
+// Where a gradient target is bound: read-write where it is added to, written otherwise; one nobody wants binds
+// `placeholder` in its place, never written (the shader checks `wanted`).
+StorageBinding gradientBinding(std::uint32_t binding, const std::optional<GradientTarget>& target, const BufferView& placeholder) {
+  if (!target) return {binding, placeholder, Access::read};
+  return {binding, target->view, target->accumulate ? Access::readWrite : Access::write};
+}
+
+// Σg and Σg·x̂ of each chunk of each channel into `partials` (g = dy through the activation, x̂ the normalized x):
+// the sums behind dgamma, dbeta and dx. `defines` say where the pass finds the mean and 1/deviation of each value in
+// `stats` (ROW_STATISTICS) or which activation dy goes back through (ACTIVATION: `activationOperands` then binds gamma
+// and beta).
+void recordGradientPartials(ProgramCache& programs, Plan& plan, const ChannelChunks& l, const std::string& name,
+                            const std::vector<ShaderDefine>& defines, const BufferView& x, const BufferView& dy, const BufferView& stats,
+                            const BufferView& partials, const std::vector<StorageBinding>& activationOperands = {}) {
   Dispatch sums = batchNormDispatch(programs, BatchNormMode::backwardPartials, l, 0, 0, name + " backward partial sums", defines);
   sums.groups = {l.chunks, l.channels, 1};
   sums.buffers = {{0, x, Access::read}, {1, partials, Access::write}, {4, stats, Access::read}, {6, dy, Access::read}};
   sums.buffers.insert(sums.buffers.end(), activationOperands.begin(), activationOperands.end());
   plan.record(sums);
-  // A gradient nobody wants binds the totals in its place, never written (the shader checks `wanted`).
+}
+
+// dgamma = Σg·x̂ and dbeta = Σg per channel, each written or added (the targets of inputs 1 and 2): the chunks'
+// partials combined, one work group per channel.
+void recordParameterGradients(ProgramCache& programs, Plan& plan, const ChannelChunks& l, const std::string& name, const BufferView& partials,
+                              const std::vector<std::optional<GradientTarget>>& targets) {
   Dispatch total = batchNormDispatch(programs, BatchNormMode::backwardTotals, l, 0, 0, name + " backward sums");
   total.groups = {1, l.channels, 1};
-  total.buffers = {{1, partials, Access::read}, {2, totals, Access::write}, {3, targets[1] ? targets[1]->view : totals, Access::readWrite},
-                   {5, targets[2] ? targets[2]->view : totals, Access::readWrite}};
+  total.buffers = {{1, partials, Access::read}, gradientBinding(3, targets[1], partials), gradientBinding(5, targets[2], partials)};
   const std::vector<Uniform> flags = gradientFlags(targets);
   total.uniforms.insert(total.uniforms.end(), flags.begin(), flags.end());
   plan.record(total);
@@ -115,13 +125,12 @@ class BatchNorm : public Op {
     Dispatch partials = chunked(programs, BatchNormMode::forwardPartials, l, name() + " partial statistics");
     partials.buffers = {{0, in[0].view, Access::read}, {1, w.partials, Access::write}};
     plan.record(partials);
-    Dispatch statistics = perChannel(programs, BatchNormMode::forwardStatistics, l, name() + " statistics");
-    statistics.buffers = {{1, w.partials, Access::read}, {2, in[3].view, Access::readWrite}, {3, in[4].view, Access::readWrite},
-                          {4, w.stats, Access::write}};
-    plan.record(statistics);
-    Dispatch apply = elementwise(programs, BatchNormMode::forward, l, name());
-    apply.buffers = {{0, in[0].view, Access::read}, {4, w.stats, Access::read}, {5, in[1].view, Access::read},
-                     {6, in[2].view, Access::read}, {7, out.view, Access::write}};
+    // Each group combines the partials itself (the statistics pass folded in); the first keeps them in `stats`.
+    Dispatch apply = chunked(programs, BatchNormMode::forward, l, name(), {kindDefine(activation_)});
+    apply.buffers = {{0, in[0].view, Access::read}, {2, in[3].view, Access::readWrite}, {3, in[4].view, Access::readWrite},
+                     {4, w.whole, Access::readWrite}, {5, in[1].view, Access::read}, {6, in[2].view, Access::read},
+                     {7, out.view, Access::write}};
+    apply.uniforms.push_back(w.partialsAt());
     plan.record(apply);
   }
 
@@ -134,15 +143,20 @@ class BatchNorm : public Op {
     // A fused activation's derivative needs y, recomputed from x with gamma and beta.
     std::vector<StorageBinding> activationOperands;
     if (activation_ != Activation::none) activationOperands = {{3, in[2].view, Access::read}, {5, in[1].view, Access::read}};
-    recordParameterGradients(programs, plan, l, name(), {kindDefine(activation_)}, in[0].view, dOut.view, w.stats, w.partials, w.totals,
-                             targets, activationOperands);
-    const std::vector<Uniform> flags = gradientFlags(targets);
-    if (!targets[0]) return;
-    Dispatch dx = elementwise(programs, BatchNormMode::backward, l, name() + " backward");
-    dx.buffers = {{0, in[0].view, Access::read}, {2, w.totals, Access::read}, {4, w.stats, Access::read}, {5, in[1].view, Access::read},
-                  {6, dOut.view, Access::read}, {7, targets[0]->view, targets[0]->accumulate ? Access::readWrite : Access::write}};
+    recordGradientPartials(programs, plan, l, name(), {kindDefine(activation_)}, in[0].view, dOut.view, w.stats, w.partials, activationOperands);
+    if (!targets[0]) {
+      recordParameterGradients(programs, plan, l, name(), w.partials, targets);
+      return;
+    }
+    // Each group combines the partials itself (the sums pass folded in); the first writes dgamma and dbeta.
+    Dispatch dx = chunked(programs, BatchNormMode::backward, l, name() + " backward", {kindDefine(activation_)});
+    dx.buffers = {{0, in[0].view, Access::read},  gradientBinding(1, targets[1], w.whole), gradientBinding(2, targets[2], w.whole),
+                  {4, w.whole, Access::read},     {5, in[1].view, Access::read},         {6, dOut.view, Access::read},
+                  gradientBinding(7, targets[0], w.whole)};
     if (activation_ != Activation::none) dx.buffers.push_back({3, in[2].view, Access::read});
+    const std::vector<Uniform> flags = gradientFlags(targets);
     dx.uniforms.insert(dx.uniforms.end(), flags.begin(), flags.end());
+    dx.uniforms.push_back(w.partialsAt());
     plan.record(dx);
   }
 
@@ -181,21 +195,23 @@ class BatchNorm : public Op {
 
  private:
   using Layout = ChannelChunks;
-  // stats [2C], totals [2C], partials [2C·chunks], each from a 256-byte boundary so that it can be bound.
+  // stats [2C], partials [2C·chunks], each from a 256-byte boundary so that it can be bound; the whole of it bound
+  // at once where a pass reads the partials and the statistics (BatchNorm.glsl's `partialsAt`).
   struct WorkspaceSize {
     explicit WorkspaceSize(const Layout& l)
         : statsBytes(boundableBytes(2 * std::size_t{l.channels} * sizeof(float))),
           partialBytes(boundableBytes(2 * std::size_t{l.channels} * l.chunks * sizeof(float))),
-          bytes(2 * statsBytes + partialBytes) {}
+          bytes(statsBytes + partialBytes) {}
     std::size_t statsBytes, partialBytes, bytes;
   };
   struct Workspace {
     Workspace(const Layout& l, const BufferView& view) : Workspace(WorkspaceSize(l), view) {}
     Workspace(const WorkspaceSize& size, const BufferView& view)
-        : stats(*view.buffer, view.offset, size.statsBytes),
-          totals(*view.buffer, view.offset + size.statsBytes, size.statsBytes),
-          partials(*view.buffer, view.offset + 2 * size.statsBytes, size.partialBytes) {}
-    BufferView stats, totals, partials;
+        : whole(*view.buffer, view.offset, size.bytes),
+          stats(*view.buffer, view.offset, size.statsBytes),
+          partials(*view.buffer, view.offset + size.statsBytes, size.partialBytes) {}
+    Uniform partialsAt() const { return Uniform::u32(9, static_cast<std::uint32_t>((partials.offset - whole.offset) / sizeof(float))); }
+    BufferView whole, stats, partials;
   };
   struct Statistics {
     double mean, invstd;
@@ -203,19 +219,11 @@ class BatchNorm : public Op {
   static Layout layoutOf(const Shape& x) {
     return Layout(x[0], x[1], static_cast<std::uint32_t>(elementCount(x) / (std::size_t{x[0]} * x[1])));
   }
-  Dispatch dispatchOf(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
-    return batchNormDispatch(programs, mode, l, epsilon_, momentum_, label);
-  }
   // One work group per (chunk, channel).
-  Dispatch chunked(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
-    Dispatch dispatch = dispatchOf(programs, mode, l, label);
+  Dispatch chunked(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label,
+                   std::vector<ShaderDefine> defines = {}) const {
+    Dispatch dispatch = batchNormDispatch(programs, mode, l, epsilon_, momentum_, label, std::move(defines));
     dispatch.groups = {l.chunks, l.channels, 1};
-    return dispatch;
-  }
-  // One work group per channel, combining its chunks.
-  Dispatch perChannel(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
-    Dispatch dispatch = dispatchOf(programs, mode, l, label);
-    dispatch.groups = {1, l.channels, 1};
     return dispatch;
   }
   // One invocation per value, the activation fused.
@@ -288,7 +296,8 @@ class LayerNorm : public Op {
     const Layout l = layoutOf(in[0].shape);
     const Workspace w(l, *out.workspace);
     if (targets[1] || targets[2]) {
-      recordParameterGradients(programs, plan, l, name(), {{"ROW_STATISTICS", "1"}}, in[0].view, dOut.view, w.stats, w.partials, w.totals, targets);
+      recordGradientPartials(programs, plan, l, name(), {{"ROW_STATISTICS", "1"}}, in[0].view, dOut.view, w.stats, w.partials);
+      recordParameterGradients(programs, plan, l, name(), w.partials, targets);
     }
     if (!targets[0]) return;
     Dispatch dx = inference::axisDispatch(programs, AxisKind::layerNormalization, {{"LAYER_NORMALIZATION_GRADIENT", "1"}}, l.batch, l.channels, 1,
@@ -344,22 +353,20 @@ class LayerNorm : public Op {
   // The rows of x as the batch of BatchNorm.glsl's [N, C, 1] layout.
   using Layout = ChannelChunks;
   static Layout layoutOf(const Shape& x) { return Layout(static_cast<std::uint32_t>(elementCount(x) / x.back()), x.back(), 1); }
-  // stats [2 per row], totals [2C], partials [2C·chunks], each from a 256-byte boundary so that it can be bound.
+  // stats [2 per row], partials [2C·chunks], each from a 256-byte boundary so that it can be bound.
   struct WorkspaceSize {
     explicit WorkspaceSize(const Layout& l)
         : statsBytes(boundableBytes(2 * std::size_t{l.batch} * sizeof(float))),
-          totalsBytes(boundableBytes(2 * std::size_t{l.channels} * sizeof(float))),
           partialBytes(boundableBytes(2 * std::size_t{l.channels} * l.chunks * sizeof(float))),
-          bytes(statsBytes + totalsBytes + partialBytes) {}
-    std::size_t statsBytes, totalsBytes, partialBytes, bytes;
+          bytes(statsBytes + partialBytes) {}
+    std::size_t statsBytes, partialBytes, bytes;
   };
   struct Workspace {
     Workspace(const Layout& l, const BufferView& view) : Workspace(WorkspaceSize(l), view) {}
     Workspace(const WorkspaceSize& size, const BufferView& view)
         : stats(*view.buffer, view.offset, size.statsBytes),
-          totals(*view.buffer, view.offset + size.statsBytes, size.totalsBytes),
-          partials(*view.buffer, view.offset + size.statsBytes + size.totalsBytes, size.partialBytes) {}
-    BufferView stats, totals, partials;
+          partials(*view.buffer, view.offset + size.statsBytes, size.partialBytes) {}
+    BufferView stats, partials;
   };
   struct Statistics {
     double mean, invstd;

@@ -45,7 +45,6 @@ GLNET_KIND_LIST(WinogradMode, GLNET_WINOGRAD_MODES, "WINOGRAD_MODE");
 // shaders/BatchNorm.glsl (graph/BatchNormOps.cpp).
 #define GLNET_BATCH_NORM_MODES(X)                                   \
   X(forwardPartials, FORWARD_PARTIALS, "forward partials")          \
-  X(forwardStatistics, FORWARD_STATISTICS, "forward statistics")    \
   X(forward, FORWARD, "forward")                                    \
   X(inference, INFERENCE, "inference")                              \
   X(backwardPartials, BACKWARD_PARTIALS, "backward partials")       \
