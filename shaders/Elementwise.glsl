@@ -7,14 +7,19 @@
 //   ELEMENTWISE_OP_COPY:                    out = a
 //   ELEMENTWISE_OP_SCALE:                   out = a · scale
 //   ELEMENTWISE_OP_SCALE_MULTIPLY_ACTIVATE: out = act(a · scale ⊙ b)   (the three above fused)
-// bindings: 0 a read, 1 b read (a again when unused), 2 out read-write
-// uniforms: 0 count, 1 columns (bias add), 2 accumulate (0 overwrite, 1 add), 3 scale
-// defines: ELEMENTWISE_OP, ACTIVATION (the two activation kinds, ADD and SCALE_MULTIPLY_ACTIVATE)
+// bindings: 0 a read, 1 b read (a again when unused), 2 out read-write, 3 a second out (TWO_RESULTS) read-write
+// uniforms: 0 count, 1 columns (bias add), 2 accumulate (bit 0: out added to rather than written, bit 1: the second
+//   out), 3 scale
+// defines: ELEMENTWISE_OP, ACTIVATION (the two activation kinds, ADD and SCALE_MULTIPLY_ACTIVATE), TWO_RESULTS (the
+//   value stored in two places in one pass: an add's gradient to both its inputs)
 layout(local_size_x = LOCAL_SIZE_X) in;
 
 layout(std430, binding = 0) readonly buffer First { float a[]; };
 layout(std430, binding = 1) readonly buffer Second { float b[]; };
 layout(std430, binding = 2) buffer Result { float result[]; };
+#ifdef TWO_RESULTS
+layout(std430, binding = 3) buffer SecondResult { float second[]; };
+#endif
 layout(location = 0) uniform uint count;
 layout(location = 1) uniform uint columns;
 layout(location = 2) uniform uint accumulate;
@@ -42,5 +47,8 @@ void main() {
 #else
 #error unknown ELEMENTWISE_OP
 #endif
-  result[i] = accumulate != 0u ? result[i] + value : value;
+  result[i] = (accumulate & 1u) != 0u ? result[i] + value : value;
+#ifdef TWO_RESULTS
+  second[i] = (accumulate & 2u) != 0u ? second[i] + value : value;
+#endif
 }

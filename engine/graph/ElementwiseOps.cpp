@@ -65,10 +65,19 @@ class Binary : public Op {
   }
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
+    const bool activated = kind_ == ElementwiseKind::add && activation_ != Activation::none;
+    // d act(a + b)/da = d act(a + b)/db = act'(y): computed once for both, unless they are one gradient (an add of a
+    // tensor to itself).
+    if (activated && targets[0] && targets[1] && disjoint(targets[0]->view, targets[1]->view)) {
+      const ElementwiseOp op(programs, ElementwiseKind::activationGradient, activation_);
+      plan.record(op.twoResults(dOut.view, out.view, targets[0]->view, targets[0]->accumulate, targets[1]->view, targets[1]->accumulate,
+                                count(in[0].shape)));
+      return;
+    }
     for (std::size_t i = 0; i < 2; ++i) {
       if (!targets[i]) continue;
       // d act(a + b)/da = act'(y); d(a·b)/da = b.
-      if (kind_ == ElementwiseKind::add && activation_ != Activation::none) {
+      if (activated) {
         const ElementwiseOp op(programs, ElementwiseKind::activationGradient, activation_);
         plan.record(op(dOut.view, out.view, targets[i]->view, count(in[i].shape), targets[i]->accumulate));
         continue;

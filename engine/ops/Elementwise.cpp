@@ -1,5 +1,6 @@
 #include "ops/Elementwise.h"
 
+#include "base/check.h"
 #include "numbers/ShaderModes.h"
 #include "plan/Groups.h"
 
@@ -7,6 +8,8 @@ namespace glnet {
 
 ElementwiseOp::ElementwiseOp(ProgramCache& programs, ElementwiseKind kind, Activation activation)
     : kind_(kind),
+      programs_(programs),
+      activation_(activation),
       program_(programs.get("Elementwise.glsl", {kindDefine(kind), kindDefine(activation)})) {}
 
 Dispatch ElementwiseOp::operator()(const BufferView& a, const BufferView& b, const BufferView& out, std::uint32_t count,
@@ -19,6 +22,16 @@ Dispatch ElementwiseOp::operator()(const BufferView& a, const BufferView& b, con
                        Uniform::f32(3, scale)};
   dispatch.groups = linearGroups(count, program_);
   dispatch.linear = true;
+  return dispatch;
+}
+
+Dispatch ElementwiseOp::twoResults(const BufferView& a, const BufferView& b, const BufferView& out, bool accumulate,
+                                   const BufferView& second, bool accumulateSecond, std::uint32_t count) const {
+  GLNET_ASSERT(disjoint(out, second), "the two results of one elementwise pass overlap");
+  Dispatch dispatch = (*this)(a, b, out, count, accumulate);
+  dispatch.program = &programs_.get("Elementwise.glsl", {kindDefine(kind_), kindDefine(activation_), {"TWO_RESULTS", "1"}});
+  dispatch.buffers.push_back({3, second, accumulateSecond ? Access::readWrite : Access::write});
+  dispatch.uniforms[2] = Uniform::u32(2, (accumulate ? 1u : 0u) | (accumulateSecond ? 2u : 0u));
   return dispatch;
 }
 

@@ -16,9 +16,15 @@ class ElementwiseOp {
   // `scale` the factor of the two scaling kinds.
   Dispatch operator()(const BufferView& a, const BufferView& b, const BufferView& out, std::uint32_t count,
                       bool accumulate, std::uint32_t columns = 1, float scale = 1.0f) const;
+  // The same values stored in two places in one pass (each written or added): an add's gradient to both its inputs.
+  // The two must not overlap.
+  Dispatch twoResults(const BufferView& a, const BufferView& b, const BufferView& out, bool accumulate, const BufferView& second,
+                      bool accumulateSecond, std::uint32_t count) const;
 
  private:
   ElementwiseKind kind_;
+  ProgramCache& programs_;
+  Activation activation_;
   const Program& program_;
 };
 

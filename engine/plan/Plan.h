@@ -30,6 +30,11 @@ struct BufferView {
   std::size_t room() const { return bytes ? bytes : buffer->bytes() - offset; }
 };
 
+// Whether two views share no byte.
+inline bool disjoint(const BufferView& a, const BufferView& b) {
+  return a.buffer != b.buffer || a.offset + a.room() <= b.offset || b.offset + b.room() <= a.offset;
+}
+
 // `bytes` rounded up to a multiple of 256, the largest storage buffer offset alignment of the devices glnet runs on: a
 // view starting after that many bytes of a bound one can be bound too.
 constexpr std::size_t boundableBytes(std::size_t bytes) { return (bytes + 255) / 256 * 256; }

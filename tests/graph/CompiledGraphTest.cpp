@@ -88,7 +88,8 @@ TEST_SUITE("gl") {
     const Tensor b = g.apply(biasAddOp(), {g.apply(matMulOp(), {h, w3}), b3});
     const Tensor s = g.apply(addOp(), {a, b});
     const Tensor m = g.apply(multiplyOp(), {s, a});                // a feeds two ops
-    const Tensor y = g.apply(activationOp(Activation::sigmoid), {m});
+    const Tensor doubled = g.apply(addOp(Activation::relu), {m, m});  // one gradient for both inputs of an add
+    const Tensor y = g.apply(activationOp(Activation::sigmoid), {doubled});
     const Tensor loss = g.apply(meanSquaredErrorOp(), {y, target});
     const Tensor unused = g.parameter("unused", {3}, {1, 2, 3});  // no gradient reaches it
     (void)unused;
