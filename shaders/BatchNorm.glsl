@@ -15,13 +15,17 @@
 //            combining the chunks' sums itself as BN_MODE_FORWARD does; the first chunk's group writes or adds dgamma
 //            and dbeta
 // act: the activation fused after the normalization (ACTIVATION; none when absent). The backward passes recompute y
-// from x with the forward pass's own expression (normalized()) instead of reading it: one stream less each, and the
+// from x with the forward pass's own expression (normalizedWith()) instead of reading it: one stream less each, and the
 // same ReLU kinks as the forward pass.
+// RESIDUAL: a residual r [N, C, S] added before the activation, y = act(normalized + r) (ResNet's block end: the add
+//   and its ReLU in this op). The backward passes read y then (it cannot be recomputed without r), and the partials
+//   pass also stores g = dy·act'(y), r's gradient, written or added (bit 3 of `wanted` and `added`).
 // bindings (at most 8, OpenGL ES 3.1's minimum): 0 x, 1 partials [chunks·C pairs] (the partial and totals modes) or
 //   dgamma (BACKWARD), 2 running mean (FORWARD, INFERENCE) or dbeta (BACKWARD), 3 running var (read-write in FORWARD), dgamma (BACKWARD_TOTALS) or beta (the backward passes with an
 //   activation), 4 stats [2C] (BACKWARD_PARTIALS), or the whole workspace (FORWARD, BACKWARD): stats [2C] at its start,
 //   the partials from float `partialsAt` on, 5 gamma or dbeta (BACKWARD_TOTALS), 6 beta or dy (BACKWARD_PARTIALS,
-//   BACKWARD), 7 y or dx (BACKWARD)
+//   BACKWARD), 7 y or dx (BACKWARD); with RESIDUAL: 1 r (FORWARD, INFERENCE), 7 y (BACKWARD_PARTIALS) or 3 y
+//   (BACKWARD), 2 r's gradient (BACKWARD_PARTIALS)
 // uniforms: 0 N, 1 C, 2 S, 3 ε, 4 momentum, 5 chunk, 6 chunks, 7 what is added rather than written (bit 0 dx, bit 1
 //   dgamma, bit 2 dbeta), 8 what is wanted at all (same bits), 9 partialsAt
 // ROW_STATISTICS (BACKWARD_PARTIALS, with S = 1 and no activation): the statistics are each row's, stats[2n] and
@@ -32,7 +36,7 @@
 // The invocations that combine one channel's chunks (at most 128 of them, graph/BatchNormOps.cpp).
 #define BN_COMBINE_GROUP 64
 #ifdef ACTIVATION
-#if ACTIVATION != ACTIVATION_NONE && (BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD)
+#if ACTIVATION != ACTIVATION_NONE && (BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD) && !defined(RESIDUAL)
 #define RECOMPUTES_OUTPUT 1
 #endif
 #endif
@@ -57,6 +61,16 @@ layout(std430, binding = 0) readonly buffer Source { float x[]; };
 #endif
 #if BN_MODE == BN_MODE_FORWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD_TOTALS
 layout(std430, binding = 1) buffer Partials { vec2 partials[]; };
+#endif
+#ifdef RESIDUAL
+#if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_INFERENCE
+layout(std430, binding = 1) readonly buffer Residual { float residual[]; };
+#elif BN_MODE == BN_MODE_BACKWARD_PARTIALS
+layout(std430, binding = 2) buffer ResidualGradient { float residualGradient[]; };
+layout(std430, binding = 7) readonly buffer Output { float y[]; };
+#elif BN_MODE == BN_MODE_BACKWARD
+layout(std430, binding = 3) readonly buffer Output { float y[]; };
+#endif
 #endif
 #if BN_MODE == BN_MODE_FORWARD || BN_MODE == BN_MODE_INFERENCE
 layout(std430, binding = 2) buffer RunningMean { float runningMean[]; };
@@ -166,12 +180,15 @@ float normalizedWith(float value, float mean, float invstd, uint c) { return (va
 #endif
 
 #if BN_MODE == BN_MODE_BACKWARD_PARTIALS || BN_MODE == BN_MODE_BACKWARD
-// dy through the fused activation: dy·act'(y), y recomputed from x with the statistics the forward pass kept.
-float activationGradient(float dyValue, float xValue, uint c) {
-#ifdef RECOMPUTES_OUTPUT
-  return dyValue * activationDerivative(activate(normalizedWith(xValue, stats[c], stats[C + c], c)));
+// dy through the fused activation: dy·act'(y), y read (RESIDUAL) or recomputed from x with the statistics the forward
+// pass kept.
+float activationGradient(uint i, float xValue, uint c) {
+#if defined(RESIDUAL)
+  return dy[i] * activationDerivative(y[i]);
+#elif defined(RECOMPUTES_OUTPUT)
+  return dy[i] * activationDerivative(activate(normalizedWith(xValue, stats[c], stats[C + c], c)));
 #else
-  return dyValue;
+  return dy[i];
 #endif
 }
 #endif
@@ -221,7 +238,10 @@ void main() {
 #ifdef ROW_STATISTICS
     float mean = stats[2u * k], invstd = stats[2u * k + 1u];
 #endif
-    float g = activationGradient(dy[i], x[i], c);
+    float g = activationGradient(i, x[i], c);
+#ifdef RESIDUAL
+    if ((wanted & 8u) != 0u) residualGradient[i] = ((added & 8u) != 0u ? residualGradient[i] : 0.0) + g;
+#endif
     sumDy += g;
     sumDyXhat += g * (x[i] - mean) * invstd;
   }
@@ -241,7 +261,11 @@ void main() {
   }
   for (uint k = first + local; k < last; k += uint(BN_GROUP)) {
     uint i = at(c, k);
+#ifdef RESIDUAL
+    y[i] = activate(normalizedWith(x[i], mean, invstd, c) + residual[i]);
+#else
     y[i] = activate(normalizedWith(x[i], mean, invstd, c));
+#endif
   }
 #else
   vec2 sums = combineChunks(c);
@@ -252,7 +276,7 @@ void main() {
   float M = float(N * S), mean = stats[c], invstd = stats[C + c], scale = gamma[c] * invstd;
   for (uint k = first + local; k < last; k += uint(BN_GROUP)) {
     uint i = at(c, k);
-    float value = scale * (activationGradient(dy[i], x[i], c) - sums.x / M - (x[i] - mean) * invstd * sums.y / M);
+    float value = scale * (activationGradient(i, x[i], c) - sums.x / M - (x[i] - mean) * invstd * sums.y / M);
     dx[i] = ((added & 1u) != 0u ? dx[i] : 0.0) + value;
   }
 #endif
@@ -270,6 +294,10 @@ void main() {
   uint i = LINEAR_INVOCATION_INDEX;
   if (i >= N * C * S) return;
   uint c = (i / S) % C;
-  y[i] = activate((x[i] - runningMean[c]) * inversesqrt(runningVar[c] + epsilon) * gamma[c] + beta[c]);
+  float normalized = (x[i] - runningMean[c]) * inversesqrt(runningVar[c] + epsilon) * gamma[c] + beta[c];
+#ifdef RESIDUAL
+  normalized += residual[i];
+#endif
+  y[i] = activate(normalized);
 }
 #endif

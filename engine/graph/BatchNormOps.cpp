@@ -2,6 +2,7 @@
 #include "graph/InferenceOp.h"
 #include "graph/Ops.h"
 #include "numbers/ShaderModes.h"
+#include "ops/Elementwise.h"
 #include "plan/Groups.h"
 #include "ref/Reference.h"
 
@@ -37,14 +38,16 @@ Dispatch batchNormDispatch(ProgramCache& programs, BatchNormMode mode, const Cha
   return dispatch;
 }
 
-// The bits of BatchNorm.glsl's uniforms 7 and 8: which of the gradients of x, gamma and beta are wanted, and which of
-// those are added to what earlier consumers wrote.
-std::vector<Uniform> gradientFlags(const std::vector<std::optional<GradientTarget>>& targets) {
+// The bits of BatchNorm.glsl's uniforms 7 and 8: which of the gradients of x, gamma and beta (and a residual's, bit 3,
+// where `residual` is given) are wanted, and which of those are added to what earlier consumers wrote.
+std::vector<Uniform> gradientFlags(const std::vector<std::optional<GradientTarget>>& targets,
+                                   const std::optional<GradientTarget>& residual = std::nullopt) {
   std::uint32_t wanted = 0, added = 0;
-  for (std::uint32_t i = 0; i < 3; ++i) {
-    if (!targets[i]) continue;
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    const std::optional<GradientTarget>& target = i < 3 ? targets[i] : residual;
+    if (!target) continue;
     wanted |= 1u << i;
-    if (targets[i]->accumulate) added |= 1u << i;
+    if (target->accumulate) added |= 1u << i;
   }
   return {Uniform::u32(7, added), Uniform::u32(8, wanted)};
 }
@@ -58,15 +61,16 @@ StorageBinding gradientBinding(std::uint32_t binding, const std::optional<Gradie
 
 // Σg and Σg·x̂ of each chunk of each channel into `partials` (g = dy through the activation, x̂ the normalized x):
 // the sums behind dgamma, dbeta and dx. `defines` say where the pass finds the mean and 1/deviation of each value in
-// `stats` (ROW_STATISTICS) or which activation dy goes back through (ACTIVATION: `activationOperands` then binds gamma
-// and beta).
+// `stats` (ROW_STATISTICS) or which activation dy goes back through (ACTIVATION, RESIDUAL: `more` then binds what
+// gives y, and `flags` say where g goes besides).
 void recordGradientPartials(ProgramCache& programs, Plan& plan, const ChannelChunks& l, const std::string& name,
                             const std::vector<ShaderDefine>& defines, const BufferView& x, const BufferView& dy, const BufferView& stats,
-                            const BufferView& partials, const std::vector<StorageBinding>& activationOperands = {}) {
+                            const BufferView& partials, const std::vector<StorageBinding>& more = {}, const std::vector<Uniform>& flags = {}) {
   Dispatch sums = batchNormDispatch(programs, BatchNormMode::backwardPartials, l, 0, 0, name + " backward partial sums", defines);
   sums.groups = {l.chunks, l.channels, 1};
   sums.buffers = {{0, x, Access::read}, {1, partials, Access::write}, {4, stats, Access::read}, {6, dy, Access::read}};
-  sums.buffers.insert(sums.buffers.end(), activationOperands.begin(), activationOperands.end());
+  sums.buffers.insert(sums.buffers.end(), more.begin(), more.end());
+  sums.uniforms.insert(sums.uniforms.end(), flags.begin(), flags.end());
   plan.record(sums);
 }
 
@@ -82,23 +86,27 @@ void recordParameterGradients(ProgramCache& programs, Plan& plan, const ChannelC
   plan.record(total);
 }
 
-// x [N, C, spatial...], gamma, beta, running mean, running variance [C] (PyTorch's BatchNorm1d/2d), then the
-// activation (a ReLU after the normalization without a pass of its own, either way).
+// x [N, C, spatial...], gamma, beta, running mean, running variance [C] (PyTorch's BatchNorm1d/2d), and with
+// `residual` a sixth input r of x's shape added after the normalization (ResNet's block end), then the activation (a
+// ReLU after the normalization, or after the add, without a pass of its own, either way).
 class BatchNorm : public Op {
  public:
-  BatchNorm(bool training, float momentum, float epsilon, Activation activation)
-      : training_(training), momentum_(momentum), epsilon_(epsilon), activation_(activation) {}
+  BatchNorm(bool training, float momentum, float epsilon, Activation activation, bool residual)
+      : training_(training), momentum_(momentum), epsilon_(epsilon), activation_(activation), residual_(residual) {}
   std::string name() const override {
-    const std::string normalization = training_ ? "batch norm (training)" : "batch norm";
+    const std::string normalization = std::string(training_ ? "batch norm (training)" : "batch norm") + (residual_ ? " + add" : "");
     return activation_ == Activation::none ? normalization : normalization + " + " + activationName(activation_);
   }
   Shape outputShape(const std::vector<Shape>& in) const override {
-    const bool fits = in.size() == 5 && in[0].size() >= 2 &&
-                      std::all_of(in.begin() + 1, in.end(), [&](const Shape& s) { return s == Shape{in[0][1]}; });
+    const std::size_t inputs = residual_ ? 6 : 5;
+    const bool fits = in.size() == inputs && in[0].size() >= 2 &&
+                      std::all_of(in.begin() + 1, in.begin() + 5, [&](const Shape& s) { return s == Shape{in[0][1]}; }) &&
+                      (!residual_ || in[5] == in[0]);
     if (!fits) {
       std::string shapes;
       for (const Shape& shape : in) shapes += " " + describe(shape);
-      throw Error(name() + " takes x [N, C, ...] and gamma, beta, running mean and running variance of [C]; got" + shapes);
+      throw Error(name() + " takes x [N, C, ...] and gamma, beta, running mean and running variance of [C]" +
+                  (residual_ ? std::string(" and a residual of x's shape") : std::string()) + "; got" + shapes);
     }
     if (training_ && elementCount(in[0]) / in[0][1] < 2) {
       throw Error(name() + " needs more than one value per channel to estimate its variance; got " + describe(in[0]));
@@ -106,7 +114,7 @@ class BatchNorm : public Op {
     return in[0];
   }
   bool differentiable() const override { return training_; }
-  bool passesGradient(std::size_t input) const override { return training_ && input < 3; }
+  bool passesGradient(std::size_t input) const override { return training_ && (input < 3 || input == 5); }
   std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
     return training_ ? WorkspaceSize(layoutOf(in[0])).bytes : 0;
   }
@@ -117,6 +125,7 @@ class BatchNorm : public Op {
       Dispatch apply = elementwise(programs, BatchNormMode::inference, l, name());
       apply.buffers = {{0, in[0].view, Access::read}, {2, in[3].view, Access::read}, {3, in[4].view, Access::read},
                        {5, in[1].view, Access::read}, {6, in[2].view, Access::read}, {7, out.view, Access::write}};
+      if (residual_) apply.buffers.push_back({1, in[5].view, Access::read});
       plan.record(apply);
       return;
     }
@@ -126,10 +135,11 @@ class BatchNorm : public Op {
     partials.buffers = {{0, in[0].view, Access::read}, {1, w.partials, Access::write}};
     plan.record(partials);
     // Each group combines the partials itself (the statistics pass folded in); the first keeps them in `stats`.
-    Dispatch apply = chunked(programs, BatchNormMode::forward, l, name(), {kindDefine(activation_)});
+    Dispatch apply = chunked(programs, BatchNormMode::forward, l, name(), outputDefines());
     apply.buffers = {{0, in[0].view, Access::read}, {2, in[3].view, Access::readWrite}, {3, in[4].view, Access::readWrite},
                      {4, w.whole, Access::readWrite}, {5, in[1].view, Access::read}, {6, in[2].view, Access::read},
                      {7, out.view, Access::write}};
+    if (residual_) apply.buffers.push_back({1, in[5].view, Access::read});
     apply.uniforms.push_back(w.partialsAt());
     plan.record(apply);
   }
@@ -137,27 +147,45 @@ class BatchNorm : public Op {
   void backward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out,
                 const GpuTensor& dOut, const std::vector<std::optional<GradientTarget>>& targets) const override {
     GLNET_ASSERT(training_, "batch normalization with running statistics runs in forward-only graphs");
-    if (!targets[0] && !targets[1] && !targets[2]) return;
+    const std::optional<GradientTarget> residualTarget = residual_ ? targets[5] : std::nullopt;
+    if (!targets[0] && !targets[1] && !targets[2] && !residualTarget) return;
     const Layout l = layoutOf(in[0].shape);
     const Workspace w(l, *out.workspace);
-    // A fused activation's derivative needs y, recomputed from x with gamma and beta.
-    std::vector<StorageBinding> activationOperands;
-    if (activation_ != Activation::none) activationOperands = {{3, in[2].view, Access::read}, {5, in[1].view, Access::read}};
-    recordGradientPartials(programs, plan, l, name(), {kindDefine(activation_)}, in[0].view, dOut.view, w.stats, w.partials, activationOperands);
+    // The residual's gradient g goes out with the partial sums, unless it is x's own gradient (r a view of x): that
+    // is written or added by the dx pass, which runs after, so g is then added after it.
+    const bool residualApart = residualTarget && (!targets[0] || disjoint(targets[0]->view, residualTarget->view));
+    // A fused activation's derivative needs y: read where a residual was added, else recomputed from x with gamma and
+    // beta.
+    std::vector<StorageBinding> partialOperands;
+    if (residual_) {
+      partialOperands = {{7, out.view, Access::read}, gradientBinding(2, residualApart ? residualTarget : std::nullopt, w.whole)};
+    } else if (activation_ != Activation::none) {
+      partialOperands = {{3, in[2].view, Access::read}, {5, in[1].view, Access::read}};
+    }
+    recordGradientPartials(programs, plan, l, name(), outputDefines(), in[0].view, dOut.view, w.stats, w.partials, partialOperands,
+                           gradientFlags(targets, residualApart ? residualTarget : std::nullopt));
     if (!targets[0]) {
-      recordParameterGradients(programs, plan, l, name(), w.partials, targets);
+      if (targets[1] || targets[2]) recordParameterGradients(programs, plan, l, name(), w.partials, targets);
       return;
     }
     // Each group combines the partials itself (the sums pass folded in); the first writes dgamma and dbeta.
-    Dispatch dx = chunked(programs, BatchNormMode::backward, l, name() + " backward", {kindDefine(activation_)});
+    Dispatch dx = chunked(programs, BatchNormMode::backward, l, name() + " backward", outputDefines());
     dx.buffers = {{0, in[0].view, Access::read},  gradientBinding(1, targets[1], w.whole), gradientBinding(2, targets[2], w.whole),
                   {4, w.whole, Access::read},     {5, in[1].view, Access::read},         {6, dOut.view, Access::read},
                   gradientBinding(7, targets[0], w.whole)};
-    if (activation_ != Activation::none) dx.buffers.push_back({3, in[2].view, Access::read});
+    if (residual_) {
+      dx.buffers.push_back({3, out.view, Access::read});
+    } else if (activation_ != Activation::none) {
+      dx.buffers.push_back({3, in[2].view, Access::read});
+    }
     const std::vector<Uniform> flags = gradientFlags(targets);
     dx.uniforms.insert(dx.uniforms.end(), flags.begin(), flags.end());
     dx.uniforms.push_back(w.partialsAt());
     plan.record(dx);
+    if (residualTarget && !residualApart) {
+      const ElementwiseOp gradient(programs, ElementwiseKind::activationGradient, activation_);
+      plan.record(gradient(dOut.view, out.view, residualTarget->view, static_cast<std::uint32_t>(elementCount(in[0].shape)), true));
+    }
   }
 
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
@@ -166,7 +194,8 @@ class BatchNorm : public Op {
     std::vector<double> y(in[0].values->size());
     for (std::size_t i = 0; i < y.size(); ++i) {
       const std::size_t c = (i / l.spatial) % l.channels;
-      y[i] = ref::activate(activation_, ((*in[0].values)[i] - stats[c].mean) * stats[c].invstd * (*in[1].values)[c] + (*in[2].values)[c]);
+      const double residual = residual_ ? (*in[5].values)[i] : 0.0;
+      y[i] = ref::activate(activation_, ((*in[0].values)[i] - stats[c].mean) * stats[c].invstd * (*in[1].values)[c] + (*in[2].values)[c] + residual);
     }
     return y;
   }
@@ -190,7 +219,9 @@ class BatchNorm : public Op {
       const double xhat = (x[i] - stats[c].mean) * stats[c].invstd;
       dx[i] = (*in[1].values)[c] * stats[c].invstd * (dy[i] - dbeta[c] / m - xhat * dgamma[c] / m);
     }
-    return {dx, dgamma, dbeta, {}, {}};
+    std::vector<std::vector<double>> gradients{dx, dgamma, dbeta, {}, {}};
+    if (residual_) gradients.push_back(dy);
+    return gradients;
   }
 
  private:
@@ -219,6 +250,12 @@ class BatchNorm : public Op {
   static Layout layoutOf(const Shape& x) {
     return Layout(x[0], x[1], static_cast<std::uint32_t>(elementCount(x) / (std::size_t{x[0]} * x[1])));
   }
+  // The passes that compute y or go back through it: the activation, and whether a residual is added.
+  std::vector<ShaderDefine> outputDefines() const {
+    std::vector<ShaderDefine> defines{kindDefine(activation_)};
+    if (residual_) defines.push_back({"RESIDUAL", "1"});
+    return defines;
+  }
   // One work group per (chunk, channel).
   Dispatch chunked(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label,
                    std::vector<ShaderDefine> defines = {}) const {
@@ -228,7 +265,7 @@ class BatchNorm : public Op {
   }
   // One invocation per value, the activation fused.
   Dispatch elementwise(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
-    Dispatch dispatch = batchNormDispatch(programs, mode, l, epsilon_, momentum_, label, {kindDefine(activation_)});
+    Dispatch dispatch = batchNormDispatch(programs, mode, l, epsilon_, momentum_, label, outputDefines());
     dispatch.groups = linearGroups(std::uint64_t{l.batch} * l.channels * l.spatial, *dispatch.program);
     dispatch.linear = true;
     return dispatch;
@@ -261,6 +298,7 @@ class BatchNorm : public Op {
   bool training_;
   float momentum_, epsilon_;
   Activation activation_;
+  bool residual_;
 };
 
 // x [..., C] normalized over its last axis, gamma and beta [C]: y = (x − mean)/sqrt(var + ε)·gamma + beta per row
@@ -386,8 +424,8 @@ class LayerNorm : public Op {
 
 std::shared_ptr<const Op> layerNormOp(float epsilon) { return std::make_shared<LayerNorm>(epsilon); }
 
-std::shared_ptr<const Op> batchNormOp(bool training, float momentum, float epsilon, Activation activation) {
-  return std::make_shared<BatchNorm>(training, momentum, epsilon, activation);
+std::shared_ptr<const Op> batchNormOp(bool training, float momentum, float epsilon, Activation activation, bool residual) {
+  return std::make_shared<BatchNorm>(training, momentum, epsilon, activation, residual);
 }
 
 }  // namespace glnet

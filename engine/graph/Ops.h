@@ -49,7 +49,10 @@ std::shared_ptr<const Op> conv2dResidualOp(std::uint32_t padding, std::uint32_t 
 // x [N, C, ...], gamma, beta, running mean, running variance [C]: y = act((x − mean)/sqrt(var + ε)·gamma + beta) per
 // channel. Training: the batch's mean and variance, gradients to x, gamma and beta, and the running statistics (state
 // tensors) moved by `momentum` towards the batch's as PyTorch does; otherwise the running statistics (forward only).
-std::shared_ptr<const Op> batchNormOp(bool training, float momentum = 0.1f, float epsilon = 1e-5f, Activation activation = Activation::none);
+// With `residual`, a sixth input r of x's shape is added before the activation: y = act(normalized + r) (a residual
+// block's end, its add and ReLU without passes of their own), and r gets dy·act'(y).
+std::shared_ptr<const Op> batchNormOp(bool training, float momentum = 0.1f, float epsilon = 1e-5f, Activation activation = Activation::none,
+                                      bool residual = false);
 // qkv [..., S, 3·heads·D] (each position's queries, keys and values of `heads` heads side by side, PyTorch's
 // MultiheadAttention in-projection): O = softmax(Q·Kᵀ/√D)·V per head, [..., S, heads·D]; `causal`: query i sees keys up
 // to i. An optional second input [..., S] is added to the scores of each key (a padding mask: 0, or −inf for a padded

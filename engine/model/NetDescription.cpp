@@ -223,8 +223,10 @@ Tensor buildBatchnorm(const LayerBuild& b) {
   const Tensor beta = b.parameter(name + ".bias", channels, false, Initialisation::zeros, 0);
   const Tensor mean = b.parameter(name + ".running_mean", channels, true, Initialisation::zeros, 0);
   const Tensor variance = b.parameter(name + ".running_var", channels, true, Initialisation::ones, 0);
-  return b.graph.apply(batchNormOp(b.training, b.layer.momentum, b.layer.epsilon, b.layer.activation), {b.inputs[0], gamma, beta, mean, variance},
-                       name);
+  // A second input: the residual of the add this normalization took in (fusedResidual).
+  std::vector<Tensor> inputs{b.inputs[0], gamma, beta, mean, variance};
+  if (b.inputs.size() == 2) inputs.push_back(b.inputs[1]);
+  return b.graph.apply(batchNormOp(b.training, b.layer.momentum, b.layer.epsilon, b.layer.activation, b.inputs.size() == 2), inputs, name);
 }
 
 Tensor buildGelu(const LayerBuild& b) {
@@ -462,6 +464,15 @@ std::vector<std::string> builtinNetNames() {
   return names;
 }
 
+// Whether any layer from `from` on reads layer `name`.
+bool readAfter(const std::vector<LayerDescription>& layers, std::size_t from, const std::string& name) {
+  for (std::size_t other = from; other < layers.size(); ++other) {
+    const std::vector<std::string>& inputs = layers[other].inputs;
+    if (std::find(inputs.begin(), inputs.end(), name) != inputs.end()) return true;
+  }
+  return false;
+}
+
 // The activation of layer `index + 1` when layer `index` can apply it in its own op: a batch normalization or an add
 // that only that activation reads. Fused, the activation costs no pass over the tensor forward or backward.
 std::optional<Activation> fusedActivation(const std::vector<LayerDescription>& layers, std::size_t index) {
@@ -472,14 +483,33 @@ std::optional<Activation> fusedActivation(const std::vector<LayerDescription>& l
   }
   const LayerDescription& next = layers[index + 1];
   const LayerKind nextKind = layerKindOf(next);
-  if ((nextKind != LayerKind::relu && nextKind != LayerKind::tanh && nextKind != LayerKind::sigmoid) || next.inputs != std::vector<std::string>{layer.name}) {
+  if ((nextKind != LayerKind::relu && nextKind != LayerKind::tanh && nextKind != LayerKind::sigmoid) || next.inputs != std::vector<std::string>{layer.name} ||
+      readAfter(layers, index + 2, layer.name)) {
     return std::nullopt;
   }
-  for (std::size_t other = index + 2; other < layers.size(); ++other) {
-    const std::vector<std::string>& inputs = layers[other].inputs;
-    if (std::find(inputs.begin(), inputs.end(), layer.name) != inputs.end()) return std::nullopt;
-  }
   return parseActivation(next.kind);
+}
+
+// A batch normalization (layer `index`) that only the add right after it reads, with that add's other input and the
+// activation the add fuses: the normalization's op then runs the add and the activation too (a residual block's end
+// in one pass forward and two backward, not three and four).
+struct ResidualFusion {
+  std::string residual;
+  Activation activation;
+  std::size_t layers;  // the normalization, the add and the activation taken in
+};
+
+std::optional<ResidualFusion> fusedResidual(const std::vector<LayerDescription>& layers, std::size_t index) {
+  const LayerDescription& layer = layers[index];
+  if (layerKindOf(layer) != LayerKind::batchnorm || layer.activation != Activation::none || index + 1 == layers.size()) return std::nullopt;
+  const LayerDescription& add = layers[index + 1];
+  const std::vector<std::string>& inputs = add.inputs;
+  if (layerKindOf(add) != LayerKind::add || inputs.size() != 2 || (inputs[0] == layer.name) == (inputs[1] == layer.name) ||
+      readAfter(layers, index + 2, layer.name)) {
+    return std::nullopt;
+  }
+  const std::optional<Activation> activation = fusedActivation(layers, index + 1);
+  return ResidualFusion{inputs[0] == layer.name ? inputs[1] : inputs[0], activation.value_or(add.activation), activation ? 3u : 2u};
 }
 
 Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor images, bool training, const ParameterSource& parameter,
@@ -495,6 +525,13 @@ Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor image
     for (const std::string& name : layer.inputs) inputs.push_back(outputs.at(name));
     Tensor x = inputs[0];
     const Shape shape = graph.tensor(x).shape;  // a copy: applying ops grows the graph's tensors
+    // An add of other shapes is left to refuse them in its own name.
+    std::optional<ResidualFusion> residual = fusedResidual(description.layers, index);
+    if (residual && graph.tensor(outputs.at(residual->residual)).shape != shape) residual.reset();
+    if (residual) {
+      layer.activation = residual->activation;
+      inputs.push_back(outputs.at(residual->residual));
+    }
     try {
       const LayerKind kind = layerKindOf(layer);
       x = rowOf(kind).build(LayerBuild{layer, graph, inputs, shape, training, parameter, refuse});
@@ -516,6 +553,7 @@ Tensor buildLayers(const NetDescription& description, Graph& graph, Tensor image
     }
     outputs[layer.name] = x;
     if (fused) outputs[description.layers[++index].name] = x;
+    for (std::size_t taken = 1; residual && taken < residual->layers; ++taken) outputs[description.layers[++index].name] = x;
     last = x;
   }
   return last;

@@ -165,7 +165,7 @@ TEST_SUITE("gl") {
     trainAgainstReference(Network::create("784-128-10", Activation::relu, 3), 64, {OptimizerKind::sgd, 0.1f}, 3, 52);
   }
 
-  TEST_CASE("a described network with batch normalization, a strided residual block, a concatenation and every pooling trains like the reference (activations fused into them)") {
+  TEST_CASE("a described network with batch normalization, a strided residual block, a concatenation and every pooling trains like the reference (activations fused into them, the block's add and ReLU into its shortcut's normalization)") {
     const NetDescription description = parseNetDescription(R"({"input": [3, 9, 8], "layers": [
         {"name": "stem", "kind": "conv", "outputs": 4, "kernel": 3},
         {"name": "stem.bn", "kind": "batchnorm", "momentum": 0.5},
@@ -175,7 +175,8 @@ TEST_SUITE("gl") {
         {"name": "down.relu", "kind": "tanh"},
         {"name": "down.conv2", "kind": "conv", "outputs": 6, "kernel": 3, "activation": "sigmoid"},
         {"name": "shortcut", "kind": "conv", "outputs": 6, "kernel": 1, "stride": 2, "inputs": ["stem.relu"]},
-        {"name": "sum", "kind": "add", "inputs": ["down.conv2", "shortcut"]},
+        {"name": "shortcut.bn", "kind": "batchnorm"},
+        {"name": "sum", "kind": "add", "inputs": ["down.conv2", "shortcut.bn"]},
         {"name": "sum.relu", "kind": "relu"},
         {"name": "joined.channels", "kind": "concat", "inputs": ["sum.relu", "shortcut", "sum.relu"]},
         {"name": "max", "kind": "maxpool", "kernel": 3, "stride": 1, "padding": 1},

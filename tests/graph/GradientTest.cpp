@@ -110,6 +110,10 @@ std::vector<OpCase> cases(std::uint32_t rows = 5) {
        batchNormOp(true)},
       {"batch norm (training) + tanh, 67 rows in 3 chunks of a channel's values", batchNormOp(true, 0.1f, 1e-5f, Activation::tanh),
        {{rows, 2, 9, 8}, {2}, {2}, {2}, {2}}},
+      {"batch norm (training) + add + relu (a residual block's end)", batchNormOp(true, 0.1f, 1e-5f, Activation::relu, true),
+       {{rows, 3, 5, 4}, {3}, {3}, {3}, {3}, {rows, 3, 5, 4}}, 0, true, batchNormOp(true, 0.1f, 1e-5f, Activation::none, true)},
+      {"batch norm (training) + add, 67 rows in 3 chunks of a channel's values", batchNormOp(true, 0.1f, 1e-5f, Activation::none, true),
+       {{rows, 2, 9, 8}, {2}, {2}, {2}, {2}, {rows, 2, 9, 8}}},
       {"layer norm [N, C]", layerNormOp(), {{rows, 9}, {9}, {9}}},
       {"layer norm [N, S, C], 301 values a row (several invocations each)", layerNormOp(1e-3f), {{rows, 2, 301}, {301}, {301}}},
       {"layer norm, 40·rows rows (dgamma and dbeta summed in 2 chunks at 67)", layerNormOp(), {{rows * 40, 5}, {5}, {5}}},
@@ -852,6 +856,43 @@ TEST_SUITE("gl") {
       CHECK(gradientB[i] == doctest::Approx(expectedGradient));
       if (i != 9) CHECK(y[i] == doctest::Approx(std::max(sum, 0.0)));
     }
+  }
+
+  TEST_CASE("batch normalization + add + relu whose residual is x itself: one gradient for both, dx's part and then r's") {
+    Context& context = test::glContext();
+    auto random = test::generator(52);
+    ProgramCache programs;
+    const Shape x{4, 3, 5}, c{3};
+    const std::vector<float> xs = test::uniformFloats(random, elementCount(x)), gamma = test::uniformFloats(random, 3),
+                             beta = test::uniformFloats(random, 3), dy = test::uniformFloats(random, xs.size());
+    const std::vector<float> runningMean(3, 0.0f), runningVar(3, 1.0f);
+    std::vector<Buffer> buffers;
+    for (const std::vector<float>* values : {&xs, &gamma, &beta, &runningMean, &runningVar, &dy}) buffers.push_back(Buffer::of(*values));
+    const auto op = batchNormOp(true, 0.1f, 1e-5f, Activation::relu, true);
+    Buffer out = test::poisoned(xs.size()), dx = test::poisoned(xs.size()), dgamma = test::poisoned(3), dbeta = test::poisoned(3);
+    Buffer workspace(op->workspaceBytes({x, c, c, c, c, x}));
+    std::vector<GpuTensor> in;
+    for (std::size_t i = 0; i < 5; ++i) in.push_back({buffers[i], i == 0 ? x : c});
+    in.push_back({buffers[0], x});
+    const GpuTensor output{out, x, BufferView(workspace)};
+    Plan plan(context.limits());
+    op->forward(programs, plan, in, output);
+    op->backward(programs, plan, in, output, {buffers[5], x},
+                 {GradientTarget{dx, false}, GradientTarget{dgamma, false}, GradientTarget{dbeta, false}, std::nullopt, std::nullopt,
+                  GradientTarget{dx, true}});
+    plan.run();
+    std::vector<std::vector<double>> wide;
+    for (const std::vector<float>* values : {&xs, &gamma, &beta, &runningMean, &runningVar, &xs}) wide.emplace_back(values->begin(), values->end());
+    std::vector<HostTensor64> host;
+    for (std::size_t i = 0; i < wide.size(); ++i) host.push_back({&wide[i], i == 0 || i == 5 ? x : c});
+    const std::vector<double> expected = op->referenceForward(host);
+    const std::vector<std::vector<double>> gradients = op->referenceBackward(host, expected, std::vector<double>(dy.begin(), dy.end()));
+    std::vector<double> both(xs.size());
+    for (std::size_t i = 0; i < both.size(); ++i) both[i] = gradients[0][i] + gradients[5][i];
+    test::checkClose(out.read<float>(), expected, 1e-5, 1e-4);
+    test::checkClose(dx.read<float>(), both, 1e-5, 1e-4);
+    test::checkClose(dgamma.read<float>(), gradients[1], 1e-5, 1e-4);
+    test::checkClose(dbeta.read<float>(), gradients[2], 1e-5, 1e-4);
   }
 
   TEST_CASE("layer normalization: a row holding NaN gives NaN in that row's output and input gradient and in every dgamma and dbeta, the other rows as without it") {
