@@ -183,8 +183,9 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json, const
   std::vector<Tensor> results;
   for (const auto& output : model.outputs) results.push_back(output.second);
   // 256 bytes: the largest storage buffer offset alignment GL allows, so the figure holds on every device. The ops'
-  // scratch (Winograd's transformed tiles, by the rule's choice for this batch) shares the arena.
-  const MemoryPlan memory = planMemory(graph, results, 256, inferenceScratchBytes(graph));
+  // scratch (Winograd's transformed tiles, by the rule's choice for this batch) shares the arena, and with a device
+  // (--plan) their workspaces too, which depend on its limits.
+  const MemoryPlan memory = planMemory(graph, results, 256, inferenceScratchBytes(graph, context != nullptr));
   for (const OnnxNodeSummary& node : model.nodes) {
     nodes.push_back({{"name", node.name}, {"op_type", node.opType}, {"glnet", node.glnetOp}, {"output_shape", node.outputShape}});
   }
@@ -220,9 +221,9 @@ int describeModel(const std::string& path, std::uint32_t batch, bool json, const
     std::printf("%-*s  %-*s  %-*s  %s\n", widths[0], row[0].c_str(), widths[1], row[1].c_str(), widths[2], row[2].c_str(), row[3].c_str());
   }
   std::printf("\n%.4g multiply-adds per batch of %u; parameters %.1f MiB; activations %.1f MiB planned (intermediate tensors and "
-              "Winograd's scratch sharing memory by liveness; %.1f MiB if each tensor kept its own; other ops' workspace comes on top)\n",
+              "the ops' scratch%s sharing memory by liveness; %.1f MiB if each tensor kept its own)\n",
               macs, in[0], static_cast<double>(model.parameterBytes) / (1 << 20), static_cast<double>(memory.arenaBytes + memory.resultBytes) / (1 << 20),
-              static_cast<double>(memory.keptBytes) / (1 << 20));
+              context ? " and workspaces" : " (their workspaces, which depend on the device, with --plan)", static_cast<double>(memory.keptBytes) / (1 << 20));
   if (plan) {
     std::printf("plan on %s: %zu dispatches per run, %zu barriers between them\n", context->device().renderer.c_str(), plan->dispatches,
                 plan->barriers);

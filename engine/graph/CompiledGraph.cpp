@@ -82,24 +82,25 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
                        : static_cast<int>(i);
   }
   const bool reuse = !training && memory == Memory::reused;
-  // Inference: an op that prepares keeps what it prepared in a workspace of its own; any other op's workspace lives
-  // within its own dispatches, so with reused memory one serves them all. A preparing op's scratch (alive while it
-  // runs) is placed in the arena with reused memory, like a tensor.
+  // Inference: an op that prepares keeps what it prepared in a workspace of its own and runs in its scratch; any other
+  // op's workspace lives within its own dispatches. With reused memory both are placed in the arena like a tensor,
+  // alive while their op runs.
   std::vector<std::size_t> workspaceBytes, preparedBytes, scratchBytes;
   for (const OpNode& node : graph_.ops()) {
     std::vector<Shape> shapes;
     for (const int id : node.inputs) shapes.push_back(tensors[static_cast<std::size_t>(id)].shape);
     const bool preparing = !training && preparesOnce(graph_, node);
-    workspaceBytes.push_back(preparing ? 0 : node.op->workspaceBytes(shapes));
+    workspaceBytes.push_back(preparing ? 0 : training ? node.op->workspaceBytes(shapes) : node.op->inferenceWorkspaceBytes(shapes));
     preparedBytes.push_back(preparing ? node.op->preparedBytes(shapes) : 0);
     scratchBytes.push_back(preparing ? node.op->preparedScratchBytes(shapes) : 0);
   }
   if (reuse) {
-    const MemoryPlan plan = planMemory(graph_, kept, alignment * sizeof(float), scratchBytes);
+    const MemoryPlan plan = planMemory(graph_, kept, alignment * sizeof(float), inferenceScratchBytes(graph_, true));
     placed_ = plan.offset;
-    scratchPlaced_ = plan.scratchOffset;
+    runMemoryPlaced_ = plan.scratchOffset;
     joined_ = plan.joined;
     scratchBytes_ = scratchBytes;
+    workspaceBytes_ = workspaceBytes;
     activationBytes_ = plan.arenaBytes + plan.resultBytes;
     activations_ = Buffer(std::max<std::size_t>(activationBytes_, sizeof(float)));
   }
@@ -112,22 +113,17 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
     tensorGradients_.push_back(ownGradient ? std::make_unique<Buffer>(bytesOf(tensors[i].shape)) : nullptr);
     if (inArena) parameters_.upload(tensors[i].initial, arenaOffset_[i] * sizeof(float));
   }
-  const std::size_t sharedWorkspace = reuse && !workspaceBytes.empty() ? *std::max_element(workspaceBytes.begin(), workspaceBytes.end()) : 0;
-  const Buffer* shared = nullptr;
-  if (sharedWorkspace) {
-    workspaces_.push_back(std::make_unique<Buffer>(sharedWorkspace));
-    shared = workspaces_.back().get();
-  }
   for (std::size_t n = 0; n < workspaceBytes.size(); ++n) {
     const std::size_t own = preparedBytes[n] ? preparedBytes[n] : reuse ? 0 : workspaceBytes[n];
     if (own) workspaces_.push_back(std::make_unique<Buffer>(own));
-    workspaceOf_.push_back(own ? workspaces_.back().get() : workspaceBytes[n] ? shared : nullptr);
+    workspaceOf_.push_back(own ? workspaces_.back().get() : nullptr);
     if (scratchBytes[n] && !reuse) workspaces_.push_back(std::make_unique<Buffer>(scratchBytes[n]));
     scratchOf_.push_back(scratchBytes[n] && !reuse ? workspaces_.back().get() : nullptr);
   }
-  activationBytes_ += reuse ? sharedWorkspace
-                            : std::accumulate(workspaceBytes.begin(), workspaceBytes.end(), std::size_t{0}) +
-                                  std::accumulate(scratchBytes.begin(), scratchBytes.end(), std::size_t{0});
+  if (!reuse) {
+    activationBytes_ += std::accumulate(workspaceBytes.begin(), workspaceBytes.end(), std::size_t{0}) +
+                        std::accumulate(scratchBytes.begin(), scratchBytes.end(), std::size_t{0});
+  }
   if (!training) {
     // The preparations run once now, and again whenever the parameters are written.
     prepared_.assign(graph_.ops().size(), false);
@@ -164,7 +160,11 @@ GpuTensor CompiledGraph::outputOf(std::size_t node) const {
   if (workspaceOf_[node]) output.workspace = BufferView(*workspaceOf_[node]);
   output.prepared = prepared_.size() > node && prepared_[node];
   if (scratchOf_.size() > node && scratchOf_[node]) output.scratch = BufferView(*scratchOf_[node]);
-  if (scratchPlaced_.size() > node && scratchPlaced_[node]) output.scratch = BufferView(activations_, *scratchPlaced_[node], scratchBytes_[node]);
+  if (runMemoryPlaced_.size() > node && runMemoryPlaced_[node]) {
+    const std::size_t offset = *runMemoryPlaced_[node];
+    if (scratchBytes_[node]) output.scratch = BufferView(activations_, offset, scratchBytes_[node]);
+    if (workspaceBytes_[node]) output.workspace = BufferView(activations_, offset, workspaceBytes_[node]);
+  }
   return output;
 }
 

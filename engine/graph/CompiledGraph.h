@@ -103,8 +103,10 @@ class CompiledGraph {
   std::vector<const Buffer*> workspaceOf_;                           // per op node: its workspace, or null
   std::vector<const Buffer*> scratchOf_;                             // per op node: its forward pass's own scratch, or null
   std::vector<bool> joined_;  // per op node, reused memory: a concatenation its inputs' producers did (MemoryPlan::joined)
-  std::vector<std::optional<std::size_t>> scratchPlaced_;            // per op node, reused memory: its scratch's offset in activations_
-  std::vector<std::size_t> scratchBytes_;
+  // Per op node, reused memory: the offset in activations_ of its scratch (an op that prepares) or its workspace (any
+  // other), and their sizes.
+  std::vector<std::optional<std::size_t>> runMemoryPlaced_;
+  std::vector<std::size_t> scratchBytes_, workspaceBytes_;
   Buffer rowGradient_, totals_, zeros_;
   std::optional<Plan> resetPlan_;
   std::vector<int> stepNodes_;

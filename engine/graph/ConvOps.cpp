@@ -50,6 +50,7 @@ class Conv2d : public Op {
     return std::max(ConvOp::forwardWorkspaceBytes(s),
                     ConvOp::inputGradientWorkspaceBytes(s) + ConvOp::weightGradientWorkspaceBytes(s));
   }
+  std::size_t inferenceWorkspaceBytes(const std::vector<Shape>& in) const override { return ConvOp::forwardWorkspaceBytes(shape(in)); }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     recordForward(programs, plan, in, out, false, out.prepared ? Part::gemm : Part::both);

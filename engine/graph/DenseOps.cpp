@@ -58,6 +58,9 @@ class Dense : public Op {
     return std::max(DenseOp::forwardWorkspaceBytes(s, hasBias_),
                     DenseOp::inputGradientWorkspaceBytes(s) + DenseOp::weightGradientSplit(s).workspaceBytes(s.outputs, s.inputs));
   }
+  std::size_t inferenceWorkspaceBytes(const std::vector<Shape>& in) const override {
+    return DenseOp::forwardWorkspaceBytes({in[0][0], in[0][1], in[1][0]}, hasBias_);
+  }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     const DenseOp op(programs, activation_, hasBias_, after_, residual_);

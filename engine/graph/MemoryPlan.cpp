@@ -147,12 +147,12 @@ bool preparesOnce(const Graph& graph, const OpNode& node) {
                      [&](int id) { return graph.tensor({id}).role == TensorRole::parameter; });
 }
 
-std::vector<std::size_t> inferenceScratchBytes(const Graph& graph) {
+std::vector<std::size_t> inferenceScratchBytes(const Graph& graph, bool workspaces) {
   std::vector<std::size_t> scratch;
   for (const OpNode& node : graph.ops()) {
     std::vector<Shape> shapes;
     for (const int id : node.inputs) shapes.push_back(graph.tensor({id}).shape);
-    scratch.push_back(preparesOnce(graph, node) ? node.op->preparedScratchBytes(shapes) : 0);
+    scratch.push_back(preparesOnce(graph, node) ? node.op->preparedScratchBytes(shapes) : workspaces ? node.op->inferenceWorkspaceBytes(shapes) : 0);
   }
   return scratch;
 }

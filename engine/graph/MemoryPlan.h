@@ -31,8 +31,10 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
 
 // Whether an inference graph prepares `node` once (Op::preparedInputs: its inputs 1 to that count are parameters).
 bool preparesOnce(const Graph& graph, const OpNode& node);
-// Per op node of an inference graph: the scratch its forward pass takes (Op::preparedScratchBytes of the ops that
-// prepare), or 0: planMemory's `scratch`.
-std::vector<std::size_t> inferenceScratchBytes(const Graph& graph);
+// Per op node of an inference graph: the memory its forward pass uses only while it runs (Op::preparedScratchBytes of
+// the ops that prepare, and with `workspaces` Op::inferenceWorkspaceBytes of the others), or 0: planMemory's `scratch`. In the
+// arena, an op's workspace costs memory only beside the tensors alive when it runs, not on top of the arena's peak.
+// Some workspaces depend on the device's limits (a fused attention's blocks): `workspaces` wants a current context.
+std::vector<std::size_t> inferenceScratchBytes(const Graph& graph, bool workspaces);
 
 }  // namespace glnet

@@ -56,6 +56,8 @@ class Op {
   virtual bool differentiable() const { return true; }
   // Scratch bytes the op keeps from forward to backward (max pooling's argmax), or 0.
   virtual std::size_t workspaceBytes(const std::vector<Shape>& /*inputs*/) const { return 0; }
+  // The part of workspaceBytes that the forward pass alone uses: what an inference graph gives the op.
+  virtual std::size_t inferenceWorkspaceBytes(const std::vector<Shape>& inputs) const { return workspaceBytes(inputs); }
   // A view reinterprets its first input's memory (flatten): it records no dispatch, and its gradient is
   // its input's gradient.
   virtual bool isView() const { return false; }

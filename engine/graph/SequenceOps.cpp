@@ -55,6 +55,7 @@ class Embedding : public Op {
     const std::uint32_t segments = segmentsOf(elementCount(in[0]), in[1][0], in[1][1]);
     return segments > 1 ? std::size_t{segments} * in[1][0] * in[1][1] * sizeof(float) : 0;
   }
+  std::size_t inferenceWorkspaceBytes(const std::vector<Shape>&) const override { return 0; }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     plan.record(gatherCopy(programs, name(), in[1].view, in[0].view, out.view, lookup(in[0].shape, in[1].shape)));

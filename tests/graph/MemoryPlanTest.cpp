@@ -200,11 +200,15 @@ TEST_CASE("only a convolution whose weights an inference graph prepares asks for
   const Tensor fed = graph.input("fed", {6, 6, 3, 3});
   const Tensor y = graph.apply(conv2dOp(Activation::relu, 1), {x, w, b});
   graph.apply(conv2dOp(Activation::none, 1), {y, fed, b});
-  const std::vector<std::size_t> scratch = inferenceScratchBytes(graph);
+  const std::vector<std::size_t> scratch = inferenceScratchBytes(graph, false);
   REQUIRE(scratch.size() == 2);
   CHECK(scratch[0] == WinogradConvOp::scratchBytes({2, 4, 9, 9, 6, 3, 3, 1}));
   CHECK(scratch[1] == 0);  // weights fed as an input: nothing to prepare, the implicit GEMM
   CHECK(planMemory(graph, {}, 256, scratch).scratchOffset[0].has_value());
+  // With the workspaces, the implicit GEMM's is the second op's: its bytes whatever they are, the first's scratch alike.
+  const std::vector<std::size_t> withWorkspaces = inferenceScratchBytes(graph, true);
+  CHECK(withWorkspaces[0] == scratch[0]);
+  CHECK(withWorkspaces[1] == graph.ops()[1].op->inferenceWorkspaceBytes({{2, 6, 9, 9}, {6, 6, 3, 3}, {6}}));
 }
 
 TEST_SUITE("gl") {
@@ -225,6 +229,37 @@ TEST_SUITE("gl") {
       plan.read(*view.buffer, out.data(), out.size() * sizeof(float), view.offset);
       test::checkClose(out, reference[static_cast<std::size_t>(t.id)], 1e-6, 1e-5);
     }
+  }
+
+  TEST_CASE("ops' workspaces placed in the arena by liveness: two split dense layers and their sum agree with float64") {
+    Context& context = test::glContext();
+    auto random = test::generator(612);
+    // 33 rows and a long sum: the rule splits each dense layer's sum, into partials in its workspace.
+    Graph graph;
+    const Tensor x = graph.input("x", {33, 2048});
+    const auto parameter = [&](const char* name, const Shape& shape) {
+      return graph.parameter(name, shape, test::uniformFloats(random, elementCount(shape), -0.05f, 0.05f));
+    };
+    const Tensor y = graph.dense(x, parameter("w1", {40, 2048}), parameter("b1", {40}), Activation::relu);
+    const Tensor z = graph.dense(x, parameter("w2", {40, 2048}), parameter("b2", {40}), Activation::none);
+    const Tensor out = graph.apply(broadcastOp(BinaryKind::add), {y, z}, "out");
+    const std::vector<std::size_t> runBytes = inferenceScratchBytes(graph, true);
+    REQUIRE(runBytes.size() == 3);
+    REQUIRE(runBytes[0] > 0);
+    REQUIRE(runBytes[1] > 0);
+    CompiledGraph reused(context, graph, CompiledGraph::Memory::reused);
+    // The two workspaces, never alive together and the largest blocks, share their bytes.
+    const MemoryPlan plan = planMemory(graph, {out}, 256, runBytes);
+    CHECK(plan.scratchOffset[0] == plan.scratchOffset[1]);
+    const std::vector<float> xs = test::uniformFloats(random, 33 * 2048, -1, 1);
+    Plan run = reused.forwardPlan([](Plan&) {});
+    reused.upload(x, xs.data(), xs.size() * sizeof(float));
+    run.run();
+    const std::vector<std::vector<double>> reference = referenceValues(graph, {{x.id, test::widen(xs)}});
+    std::vector<float> result(33 * 40);
+    const BufferView view = reused.view(out);
+    run.read(*view.buffer, result.data(), result.size() * sizeof(float), view.offset);
+    test::checkClose(result, reference[static_cast<std::size_t>(out.id)], 1e-5, 1e-4);
   }
 
   TEST_CASE("a joined concatenation records no dispatch, and its producers' outputs and its readers' agree with float64") {
