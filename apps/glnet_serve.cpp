@@ -384,6 +384,19 @@ int main(int argc, char** argv) {
     server.set_tcp_nodelay(true);  // answers are small: without it Nagle and delayed ACKs add 40 ms
     server.set_keep_alive_timeout(2);
     server.set_keep_alive_max_count(100000);
+    // Every option read before the port is taken: a bad value is its own error, whether or not the port is free.
+    CompletionOptions completionOptions;
+    BatchingOptions batchingOptions;
+    if (languageModel) {
+      completionOptions.maxWaiting = static_cast<std::size_t>(parser.has("queue-limit") ? parser.integer("queue-limit", 1, 100'000'000) : 64);
+      if (parser.has("max-context")) completionOptions.contextPositions = static_cast<std::uint32_t>(parser.integer("max-context", 2, 1 << 24));
+      if (parser.has("max-batch")) completionOptions.batch = static_cast<std::uint32_t>(parser.integer("max-batch", 1, Decoder::largestBatch));
+    } else {
+      batchingOptions.maxBatch = static_cast<std::size_t>(parser.has("max-batch") ? parser.integer("max-batch", 1, 65536) : 64);
+      batchingOptions.maxDelay = std::chrono::microseconds(parser.integer("max-delay-us", 0, 60'000'000));
+      batchingOptions.batching = !parser.has("no-batching");
+      batchingOptions.maxQueuedImages = static_cast<std::size_t>(parser.has("queue-limit") ? parser.integer("queue-limit", 1, 100'000'000) : 4096);
+    }
     // httplib listens with a backlog of 5, too few for hundreds of clients connecting at once: the socket is
     // kept here and listened on again with the system's limit once bound.
     int listening = -1;
@@ -399,27 +412,18 @@ int main(int argc, char** argv) {
     std::unique_ptr<CompletionQueue> completions;
     Stopwatch warmup;
     if (languageModel) {
-      CompletionOptions options;
-      options.maxWaiting = static_cast<std::size_t>(parser.has("queue-limit") ? parser.integer("queue-limit", 1, 100'000'000) : 64);
-      if (parser.has("max-context")) options.contextPositions = static_cast<std::uint32_t>(parser.integer("max-context", 2, 1 << 24));
-      if (parser.has("max-batch")) options.batch = static_cast<std::uint32_t>(parser.integer("max-batch", 1, Decoder::largestBatch));
-      completions = std::make_unique<CompletionQueue>(contextOptions, modelPath, options);
+      completions = std::make_unique<CompletionQueue>(contextOptions, modelPath, completionOptions);
       std::fprintf(stderr, "glnet_serve: %s on %s, %u completions at once, a context of %u positions each, warm in %.0f ms\n",
                    modelPath.c_str(), completions->deviceName().c_str(), completions->batch(), completions->contextPositions(), warmup.milliseconds());
       routeCompletions(server, *completions, metrics, stopping, folderName(modelPath));
     } else {
-      BatchingOptions options;
-      options.maxBatch = static_cast<std::size_t>(parser.has("max-batch") ? parser.integer("max-batch", 1, 65536) : 64);
-      options.maxDelay = std::chrono::microseconds(parser.integer("max-delay-us", 0, 60'000'000));
-      options.batching = !parser.has("no-batching");
-      options.maxQueuedImages = static_cast<std::size_t>(parser.has("queue-limit") ? parser.integer("queue-limit", 1, 100'000'000) : 4096);
-      predictor = std::make_unique<BatchingPredictor>(contextOptions, *network, options);
-      if (predictor->maxBatch() < options.maxBatch) {
-        cli::warn("--max-batch " + std::to_string(options.maxBatch) + " is more than this device takes for this model: batches of up to " +
+      predictor = std::make_unique<BatchingPredictor>(contextOptions, *network, batchingOptions);
+      if (predictor->maxBatch() < batchingOptions.maxBatch) {
+        cli::warn("--max-batch " + std::to_string(batchingOptions.maxBatch) + " is more than this device takes for this model: batches of up to " +
                   std::to_string(predictor->maxBatch()) + " images (give --max-batch " + std::to_string(predictor->maxBatch()) + " to say so)");
       }
       std::fprintf(stderr, "glnet_serve: %s on %s, batches of up to %zu images%s, warm in %.0f ms\n", modelPath.c_str(),
-                   predictor->deviceName().c_str(), predictor->maxBatch(), options.batching ? "" : " (batching off)",
+                   predictor->deviceName().c_str(), predictor->maxBatch(), batchingOptions.batching ? "" : " (batching off)",
                    warmup.milliseconds());
       routeClassifier(server, *predictor, metrics, stopping, *network, modelJson);
     }
