@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <numeric>
 
 namespace glnet {
@@ -95,7 +96,10 @@ void CompiledGraph::allocate(bool training, Memory memory, const std::vector<Ten
     scratchBytes.push_back(preparing ? node.op->preparedScratchBytes(shapes) : 0);
   }
   if (reuse) {
-    const MemoryPlan plan = planMemory(graph_, kept, alignment * sizeof(float), inferenceScratchBytes(graph_, true));
+    // An op has a workspace or a scratch, never both: their sum is what it needs while it runs.
+    std::vector<std::size_t> runBytes(workspaceBytes.size());
+    std::transform(workspaceBytes.begin(), workspaceBytes.end(), scratchBytes.begin(), runBytes.begin(), std::plus<>());
+    const MemoryPlan plan = planMemory(graph_, kept, alignment * sizeof(float), runBytes);
     placed_ = plan.offset;
     runMemoryPlaced_ = plan.scratchOffset;
     joined_ = plan.joined;
