@@ -174,16 +174,8 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
     setup.inputs[text.substr(0, equals)] = parseBenchInput(text.substr(equals + 1));
     described += (described.empty() ? "" : ", ") + text;
   }
-  for (const std::string& text : parser.texts("dim")) {
-    const std::size_t equals = text.find('=');
-    const std::string length = equals == std::string::npos ? "" : text.substr(equals + 1);
-    if (equals == std::string::npos || equals == 0 || length.empty() || length.size() > 8 ||
-        !std::all_of(length.begin(), length.end(), [](char c) { return c >= '0' && c <= '9'; }) || std::stoul(length) < 1) {
-      throw UsageError("--dim takes NAME=LENGTH with a length of at least 1 (e.g. sequence=128), not '" + text + "'");
-    }
-    setup.dimensions[text.substr(0, equals)] = static_cast<std::uint32_t>(std::stoul(length));
-    described += (described.empty() ? "" : ", ") + text;
-  }
+  setup.dimensions = parser.dimensions();
+  for (const std::string& text : parser.texts("dim")) described += (described.empty() ? "" : ", ") + text;
   setup.tune = parser.has("tune");
   std::fprintf(out, "device %d: %s (%s)\nmodel %s (%zu nodes, opset %lld); inputs %s; %d warm-up and %d measured runs; "
                     "times in ms: median [p10, p90]\n",
@@ -251,7 +243,7 @@ int main(int argc, char** argv) {
         .option("batches", "N,N,...", "inference batch sizes (an ONNX model: 1,64)", "1,8,64,512,4096,10000")
         .option("input", "NAME=VALUES", "an ONNX model's input values: uniform (floats' default), ones (integers' and booleans'\n"
                                         "default), zeros, or ids:V (random whole numbers below V, e.g. input_ids=ids:30522); once per input")
-        .option("dim", "NAME=LENGTH", "an ONNX model's symbolic dimension other than the batch (e.g. sequence=128; default 1); once each")
+        .dimensionOption()
         .flag("tune", "first time each GEMM shape of the plan under every configuration this device runs (whole, with\n"
                       "the rule's split of the sum, and cut in 2 and 4), and keep each shape's fastest in the device's\n"
                       "tuning cache (beside the program cache), which every later plan on this device reads (glnet_train's\n"
@@ -271,7 +263,7 @@ int main(int argc, char** argv) {
         .option("gemm-max-gflop", "X", "with --gemm: skip cases of more than X GFLOP (e.g. 5 on a CPU device)")
         .flag("gemm-every-config", "with --gemm: also run each case under every configuration, to check the rule")
         .common(true);
-    parser.repeatable("input").repeatable("dim");
+    parser.repeatable("input");
     parser.parse(argc, argv);
     if (parser.has("gemm")) return runGemm(parser);
     const bool onnx = parser.has("model") && isOnnxPath(parser.text("model"));

@@ -169,13 +169,16 @@ std::string shapeText(const Shape& shape) {
 
 // glnet_info --model M.onnx: the model as glnet will run it, on the host alone (no device needed); with a context
 // (--plan), also the dispatches and barriers of its plan on that device.
-int describeModel(const std::string& path, std::uint32_t batch, bool json, const Context* context) {
-  const OnnxModel model = readOnnx(path, batch);
+int describeModel(const std::string& path, std::uint32_t batch, const std::map<std::string, std::uint32_t>& dimensions, bool json,
+                  const Context* context) {
+  const ParsedOnnx parsed(path);
+  const OnnxModel own = readOnnx(parsed, 0);
+  const std::vector<OnnxPort> inputs = inputPortsOf(own);
+  const std::uint32_t ownBatch = inputs.front().shape.empty() ? 1 : inputs.front().shape[0];
+  const InputShapes shapes = bindInputs(inputs, own.dynamicBatch, batch ? batch : ownBatch, dimensions, path);
+  const OnnxModel model = readOnnx(parsed, shapes);
   std::optional<OnnxRunner::PlanSize> plan;
-  if (context) {
-    OnnxRunner runner(*context, path);
-    plan = runner.planSize(runner.batchShapes(batch ? batch : runner.ownBatch()));
-  }
+  if (context) plan = OnnxRunner(*context, path).planSize(shapes);
   const Graph& graph = model.graph;
   double macs = 0;
   nlohmann::json nodes = nlohmann::json::array();
@@ -261,6 +264,7 @@ int main(int argc, char** argv) {
                                  "the op it becomes and its output shape, multiply-adds, parameter and activation bytes)")
         .option("batch", "N", "with --model: the batch size to describe it at, for a model whose batch is dynamic (default: 1, "
                               "or the model's fixed batch)")
+        .dimensionOption()
         .flag("plan", "with --model: also build its plan on the device (--device, --api; its programs are compiled) and "
                       "count the dispatches one run issues and the barriers between them")
         .flag("ops", "instead: list the ONNX operators glnet imports (opsets, run or folded at load, fine-tuned, what runs)")
@@ -278,12 +282,14 @@ int main(int argc, char** argv) {
       std::cout << onnxOpsTable(parser.has("markdown"), onnxOpFineTuning);
       return 0;
     }
-    if (parser.has("plan") && !parser.has("model")) throw UsageError("--plan goes with --model");
+    for (const char* option : {"plan", "dim"}) {
+      if (parser.has(option) && !parser.has("model")) throw UsageError(std::string("--") + option + " goes with --model");
+    }
     if (parser.has("model")) {
       const auto batch = parser.has("batch") ? static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20)) : 0u;
       std::optional<Context> context;
       if (parser.has("plan")) context.emplace(parser.contextOptions());
-      return describeModel(parser.text("model"), batch, parser.has("json"), context ? &*context : nullptr);
+      return describeModel(parser.text("model"), batch, parser.dimensions(), parser.has("json"), context ? &*context : nullptr);
     }
     const auto elements = static_cast<std::size_t>(parser.integer("elements", 1, 1L << 28));
     const ContextOptions options = parser.contextOptions();

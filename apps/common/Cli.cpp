@@ -42,6 +42,25 @@ Parser& Parser::modelOptions(const std::string& help) {
   return option("activation", "NAME", "override the model file's hidden activation: relu, tanh or sigmoid (default there: relu)");
 }
 
+Parser& Parser::dimensionOption() {
+  option("dim", "NAME=LENGTH", "an ONNX model's symbolic dimension other than the batch (e.g. sequence=128; default 1); once each");
+  return repeatable("dim");
+}
+
+std::map<std::string, std::uint32_t> Parser::dimensions() const {
+  std::map<std::string, std::uint32_t> lengths;
+  for (const std::string& text : texts("dim")) {
+    const std::size_t equals = text.find('=');
+    const std::string length = equals == std::string::npos ? "" : text.substr(equals + 1);
+    if (equals == std::string::npos || equals == 0 || length.empty() || length.size() > 8 ||
+        !std::all_of(length.begin(), length.end(), [](char c) { return c >= '0' && c <= '9'; }) || std::stoul(length) < 1) {
+      throw UsageError("--dim takes NAME=LENGTH with a length of at least 1 (e.g. sequence=128), not '" + text + "'");
+    }
+    lengths[text.substr(0, equals)] = static_cast<std::uint32_t>(std::stoul(length));
+  }
+  return lengths;
+}
+
 Parser& Parser::common(bool json) {
   option("device", "N|NAME", "device index or part of its renderer name (also GLNET_DEVICE); default: first GPU, else llvmpipe");
   option("api", "gl|gles", "OpenGL 4.3 core, or OpenGL ES 3.1 as embedded GPUs offer it (also GLNET_API); default: gl");

@@ -30,6 +30,10 @@ class Parser : public OptionValues {
   // Adds --model FILE (safetensors, or ONNX by its .onnx name) and the overrides of what a model file may lack:
   // --input-mean, --input-std, --activation.
   Parser& modelOptions(const std::string& help);
+  // Adds --dim NAME=LENGTH, repeatable: an ONNX model's symbolic dimension other than the batch.
+  Parser& dimensionOption();
+  // The lengths --dim gives, by name; throws a UsageError for one that is not NAME=LENGTH with a length from 1.
+  std::map<std::string, std::uint32_t> dimensions() const;
   // Adds --device, --verbose and (when `json`) --json, which every command has.
   Parser& common(bool json);
   // Accepts between `minimum` and `maximum` positional arguments described by `name`.

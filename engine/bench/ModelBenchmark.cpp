@@ -32,30 +32,18 @@ std::vector<ModelBenchRow> benchmarkModel(OnnxRunner& runner, const std::vector<
       throw UsageError("input " + name + " is bool: its values are ones, zeros or ids:2, not ids:" + std::to_string(input.bound));
     }
   }
-  for (const auto& [symbol, length] : setup.dimensions) {
-    const bool known = std::any_of(runner.inputs().begin(), runner.inputs().end(), [&](const OnnxPort& p) {
-      return std::find(p.symbols.begin(), p.symbols.end(), symbol) != p.symbols.end();
-    });
-    if (!known) throw UsageError(runner.path() + " has no symbolic dimension " + symbol);
-    const bool batch = std::any_of(runner.inputs().begin(), runner.inputs().end(),
-                                   [&](const OnnxPort& p) { return p.batched && p.symbols[0] == symbol; });
-    if (batch) throw UsageError(symbol + " is the batch: give it with --batches");
-  }
   std::vector<ModelBenchRow> rows;
   std::mt19937 random(seed);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-  for (const std::uint32_t batch : batches) {
+  // Every batch's shapes first, so that a bad batch or dimension is refused before any work.
+  std::vector<InputShapes> bindings;
+  for (const std::uint32_t batch : batches) bindings.push_back(runner.batchShapes(batch, setup.dimensions));
+  for (std::size_t b = 0; b < batches.size(); ++b) {
+    const std::uint32_t batch = batches[b];
     if (progress) progress("batch " + std::to_string(batch));
     ModelBenchRow row;
     row.batch = batch;
-    row.shapes = runner.batchShapes(batch);
-    for (std::size_t i = 0; i < row.shapes.size(); ++i) {
-      const OnnxPort& port = runner.inputs()[i];
-      for (std::size_t axis = 0; axis < port.symbols.size(); ++axis) {
-        const auto length = setup.dimensions.find(port.symbols[axis]);
-        if (length != setup.dimensions.end() && !(axis == 0 && port.batched)) row.shapes[i][axis] = length->second;
-      }
-    }
+    row.shapes = bindings[b];
     const InputShapes& shapes = row.shapes;
     Stopwatch compileClock;
     const OnnxModel& model = runner.model(shapes);

@@ -44,14 +44,11 @@ OnnxRunner::Bound::Bound(const Context& context, InputShapes shapes, OnnxModel b
 
 OnnxRunner::OnnxRunner(const Context& context, std::string path) : context_(context), parsed_(std::move(path)) {
   OnnxModel model = readOnnx(parsed_, 0);
-  inputs_ = portsOf(model, model.inputs);
+  inputs_ = inputPortsOf(model);
   outputs_ = portsOf(model, model.outputs);
   bool symbolic = false;
   InputShapes grown = shapesOf(model);
   for (std::size_t i = 0; i < inputs_.size(); ++i) {
-    inputs_[i].symbols = model.inputSymbols[i];
-    inputs_[i].batched = !inputs_[i].symbols.empty() && !inputs_[i].symbols[0].empty();
-    inputs_[i].dtype = model.inputTypes[i];
     for (std::size_t axis = 0; axis < grown[i].size(); ++axis) {
       if (!inputs_[i].symbols[axis].empty()) grown[i][axis] += 1;
     }
@@ -76,15 +73,40 @@ OnnxRunner::OnnxRunner(const Context& context, std::string path) : context_(cont
   own_ = std::move(model);
 }
 
-InputShapes OnnxRunner::batchShapes(std::uint32_t batch) const {
+std::vector<OnnxPort> inputPortsOf(const OnnxModel& model) {
+  std::vector<OnnxPort> inputs = portsOf(model, model.inputs);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    inputs[i].symbols = model.inputSymbols[i];
+    inputs[i].batched = !inputs[i].symbols.empty() && !inputs[i].symbols[0].empty();
+    inputs[i].dtype = model.inputTypes[i];
+  }
+  return inputs;
+}
+
+InputShapes bindInputs(const std::vector<OnnxPort>& inputs, bool dynamicBatch, std::uint32_t batch,
+                       const std::map<std::string, std::uint32_t>& dimensions, const std::string& path) {
   if (batch == 0) throw UsageError("a batch of 0 rows: give at least one");
-  if (!dynamicBatch_ && batch != ownBatch()) {
-    throw UsageError(path() + ": the model's batch is fixed at " + std::to_string(ownBatch()) + " rows, not " + std::to_string(batch));
+  const std::uint32_t ownBatch = inputs.front().shape.empty() ? 1 : inputs.front().shape[0];
+  if (!dynamicBatch && batch != ownBatch) {
+    throw UsageError(path + ": the model's batch is fixed at " + std::to_string(ownBatch) + " rows, not " + std::to_string(batch));
+  }
+  for (const auto& [symbol, length] : dimensions) {
+    const bool known = std::any_of(inputs.begin(), inputs.end(), [&](const OnnxPort& p) {
+      return std::find(p.symbols.begin(), p.symbols.end(), symbol) != p.symbols.end();
+    });
+    if (!known) throw UsageError(path + " has no symbolic dimension " + symbol);
+    const bool isBatch = std::any_of(inputs.begin(), inputs.end(), [&](const OnnxPort& p) { return p.batched && p.symbols[0] == symbol; });
+    if (isBatch) throw UsageError("the dimension " + symbol + " is the batch: give the batch size instead");
+    if (length == 0) throw UsageError("a length of 0 for " + symbol + ": give at least 1");
   }
   InputShapes shapes;
-  for (const OnnxPort& input : inputs_) {
+  for (const OnnxPort& input : inputs) {
     shapes.push_back(input.shape);
-    if (input.batched) shapes.back()[0] = batch;
+    for (std::size_t axis = 0; axis < input.symbols.size(); ++axis) {
+      const auto length = dimensions.find(input.symbols[axis]);
+      if (axis == 0 && input.batched) shapes.back()[0] = batch;
+      else if (length != dimensions.end()) shapes.back()[axis] = length->second;
+    }
   }
   return shapes;
 }

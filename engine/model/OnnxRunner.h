@@ -49,6 +49,16 @@ struct NodeTime {
   double gpuMs = 0;     // median over the runs, summed over its dispatches
 };
 
+// The ports of a model's inputs, read at its own binding (readOnnx(parsed, 0)): names, shapes, symbols, types.
+std::vector<OnnxPort> inputPortsOf(const OnnxModel& model);
+
+// The shapes of `inputs` (ports at the model's own binding) at `batch` rows: each symbolic first dimension takes
+// `batch`, a symbolic dimension that `dimensions` names (sequence=128) its length there, the others their own (1).
+// Throws a UsageError naming `path` for a batch of 0, a fixed batch other than `batch`, a name no input has, or the
+// batch's own name.
+InputShapes bindInputs(const std::vector<OnnxPort>& inputs, bool dynamicBatch, std::uint32_t batch,
+                       const std::map<std::string, std::uint32_t>& dimensions, const std::string& path);
+
 class OnnxRunner {
  public:
   // Reads and checks the model (at its own batch) before any GPU work. The file is not read again: a new batch size
@@ -66,9 +76,10 @@ class OnnxRunner {
   std::int64_t opset() const { return opset_; }
   std::size_t nodeCount() const { return nodeCount_; }
 
-  // The input shapes at `batch` rows: each symbolic first dimension takes `batch`, the other symbolic dimensions
-  // their own (1). Throws a UsageError when the batch is fixed and different.
-  InputShapes batchShapes(std::uint32_t batch) const;
+  // The input shapes at `batch` rows and the lengths `dimensions` gives (see bindInputs).
+  InputShapes batchShapes(std::uint32_t batch, const std::map<std::string, std::uint32_t>& dimensions = {}) const {
+    return bindInputs(inputs_, dynamicBatch_, batch, dimensions, path());
+  }
 
   // The model bound to input shapes (a plan per shape set, like a batch size: see keptBatchPlans).
   const OnnxModel& model(const InputShapes& shapes);

@@ -53,6 +53,20 @@ for model in bert bert_cls; do
   joined=$("$apps/glnet_info" --model "$work/$model.onnx" | grep -c "Q, K and V from one dense layer")
   [ "$joined" = 2 ] || fail "$model: $joined of its 2 attentions read Q, K and V from one dense layer"
 done
+# glnet_info describes a model at a sequence length (--dim) as at a batch size; a name the model lacks, or the batch's,
+# is refused.
+"$apps/glnet_info" --model "$work/bert.onnx" --batch 2 --dim sequence=9 --json >"$work/bert-info.json" || fail "glnet_info --dim sequence=9"
+/usr/bin/python3 -c "
+import json, sys
+info = json.load(open(sys.argv[1]))
+assert info['input']['shape'] == [2, 9] and info['output']['shape'] == [2, 9, 32], (info['input'], info['output'])
+" "$work/bert-info.json" 2>"$work/bert-info.err" || fail "glnet_info --dim sequence=9: $(tail -1 "$work/bert-info.err")"
+expect 2 "has no symbolic dimension tokens" -- "$apps/glnet_info" --model "$work/bert.onnx" --dim tokens=9
+expect 2 "the dimension batch is the batch" -- "$apps/glnet_info" --model "$work/bert.onnx" --dim batch=9
+expect 2 "error: --dim takes NAME=LENGTH" -- "$apps/glnet_info" --model "$work/bert.onnx" --dim sequence=
+expect 2 "error: --dim goes with --model" -- "$apps/glnet_info" --dim sequence=9
+expect 2 "has no symbolic dimension tokens" -- "$apps/glnet_bench" --model "$work/bert.onnx" --dim tokens=9 --batches 1 --runs 1
+
 # GPT-2's eager attention (its scale and causal Where computed after Q·Kᵀ, then the padding mask) runs fused (checked
 # with the vision models' below), reading Q, K and V in place from its c_attn's split.
 split=$("$apps/glnet_info" --model "$work/gpt2.onnx" | grep -c "Q, K and V read in place from their split")
