@@ -115,6 +115,11 @@ class BatchNorm : public Op {
   }
   bool differentiable() const override { return training_; }
   bool passesGradient(std::size_t input) const override { return training_ && (input < 3 || input == 5); }
+  // Inference is one elementwise pass over x (and r) with the running statistics.
+  std::vector<std::size_t> inPlaceInputs() const override {
+    if (training_) return {};
+    return residual_ ? std::vector<std::size_t>{0, 5} : std::vector<std::size_t>{0};
+  }
   std::size_t workspaceBytes(const std::vector<Shape>& in) const override {
     return training_ ? WorkspaceSize(layoutOf(in[0])).bytes : 0;
   }

@@ -44,6 +44,7 @@ class PointwiseOp : public InferenceOp {
     return {dx};
   }
   std::string name() const override { return function_.name(); }
+  std::vector<std::size_t> inPlaceInputs() const override { return {0}; }
   Shape outputShape(const std::vector<Shape>& in) const override {
     if (in.size() != 1) throw Error(name() + " takes one input");
     return in[0];
@@ -73,6 +74,7 @@ class ChannelAffineOp : public InferenceOp {
   std::string name() const override {
     return std::string(shift_ ? "channel affine" : "channel scale") + (after_.kind != PointwiseKind::identity ? " + " + after_.name() : "");
   }
+  std::vector<std::size_t> inPlaceInputs() const override { return {0}; }
   Shape outputShape(const std::vector<Shape>& in) const override {
     const bool fits = in.size() == (shift_ ? 3u : 2u) && in[0].size() >= 2 &&
                       (elementCount(in[1]) == in[0][1] || (!shift_ && elementCount(in[1]) == std::size_t{in[0][0]} * in[0][1])) &&
@@ -163,6 +165,8 @@ class BroadcastOp : public InferenceOp {
   std::string name() const override {
     return std::string(kindName(kind_)) + (after_.kind == PointwiseKind::identity ? "" : " + " + after_.name());
   }
+  // An operand of the output's shape is read at the output's own index (its broadcast strides are the output's).
+  std::vector<std::size_t> inPlaceInputs() const override { return {0, 1}; }
   Shape outputShape(const std::vector<Shape>& in) const override {
     if (in.size() != 2) throw Error(name() + " takes two inputs");
     const Shape out = broadcastShapes(in[0], in[1]);

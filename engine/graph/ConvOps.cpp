@@ -51,6 +51,8 @@ class Conv2d : public Op {
                     ConvOp::inputGradientWorkspaceBytes(s) + ConvOp::weightGradientWorkspaceBytes(s));
   }
   std::size_t inferenceWorkspaceBytes(const std::vector<Shape>& in) const override { return ConvOp::forwardWorkspaceBytes(shape(in)); }
+  // Each path (direct, split sum, Winograd's output transform) adds the residual's element where it stores Y's.
+  std::vector<std::size_t> inPlaceInputs() const override { return residual_ ? std::vector<std::size_t>{3} : std::vector<std::size_t>{}; }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     recordForward(programs, plan, in, out, false, out.prepared ? Part::gemm : Part::both);

@@ -61,6 +61,11 @@ class Dense : public Op {
   std::size_t inferenceWorkspaceBytes(const std::vector<Shape>& in) const override {
     return DenseOp::forwardWorkspaceBytes({in[0][0], in[0][1], in[1][0]}, hasBias_);
   }
+  // Every path adds R[row, column] where it stores Y[row, column]: the GEMM's epilogue, DenseFewRows, SplitSum.
+  std::vector<std::size_t> inPlaceInputs() const override {
+    if (!residual_) return {};
+    return {hasBias_ ? 3u : 2u};
+  }
 
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     const DenseOp op(programs, activation_, hasBias_, after_, residual_);

@@ -12,6 +12,7 @@ class ActivationOp : public Op {
  public:
   explicit ActivationOp(Activation activation) : activation_(activation) {}
   std::string name() const override { return activationName(activation_); }
+  std::vector<std::size_t> inPlaceInputs() const override { return {0}; }
   Shape outputShape(const std::vector<Shape>& in) const override {
     if (in.size() != 1) throw Error(name() + " takes one input");
     return in[0];
@@ -60,6 +61,7 @@ class Binary : public Op {
     }
     return in[0];
   }
+  std::vector<std::size_t> inPlaceInputs() const override { return {0, 1}; }
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
     plan.record(ElementwiseOp(programs, kind_, activation_)(in[0].view, in[1].view, out.view, count(in[0].shape), false));
   }

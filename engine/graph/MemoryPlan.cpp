@@ -88,6 +88,38 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
       last[out] = std::max(last[out], last[placed[k]]);
     }
   }
+  // In place: an op's output takes an input's memory (Op::inPlaceInputs) where nothing reads that memory after this op,
+  // the input is computed, of the output's size and no concatenation's part or whole, and no other input lies in it.
+  // Chains follow (a residual stream's adds), each output inside the one before.
+  std::vector<bool> inPlace(tensors.size(), false);
+  const auto rootOf = [&](std::size_t i) {
+    while (within[i]) i = within[i]->first;
+    return i;
+  };
+  for (std::size_t n = 0; n < ops.size(); ++n) {
+    const OpNode& node = ops[n];
+    const auto out = static_cast<std::size_t>(node.output);
+    if (plan.storage[out] != static_cast<int>(out) || tensors[out].role != TensorRole::computed || own[out] || within[out] ||
+        !members[out].empty()) {
+      continue;
+    }
+    for (const std::size_t k : node.op->inPlaceInputs()) {
+      const auto source = static_cast<std::size_t>(plan.storage[static_cast<std::size_t>(node.inputs.at(k))]);
+      if (tensors[source].role != TensorRole::computed || own[source] || (within[source] && !inPlace[source]) ||
+          !members[source].empty() || elementCount(tensors[source].shape) != elementCount(tensors[out].shape)) {
+        continue;
+      }
+      const std::size_t root = rootOf(source);
+      const bool alone = std::none_of(node.inputs.begin(), node.inputs.end(), [&](int id) {
+        return id != node.inputs[k] && rootOf(static_cast<std::size_t>(plan.storage[static_cast<std::size_t>(id)])) == root;
+      }) && std::count(node.inputs.begin(), node.inputs.end(), node.inputs[k]) == 1;
+      if (last[root] != static_cast<int>(n) || !alone) continue;
+      within[out] = std::make_pair(source, std::size_t{0});
+      inPlace[out] = true;
+      last[root] = std::max({last[root], last[out], static_cast<int>(n)});
+      break;
+    }
+  }
   // What the arena holds: the tensors that own memory, then the ops' scratch, each alive from its first to its last op.
   struct Block {
     std::size_t bytes;

@@ -25,7 +25,9 @@ struct MemoryPlan {
 // node, bytes or 0): memory an op uses only while it runs (Winograd's transformed tiles), placed the same way.
 // A concatenation with only 1s before its axis (Op::joinedAxis) whose output is in the arena gets its inputs placed
 // inside that output, each at its place there, when every input is a computed tensor of its own that no other
-// such concatenation takes and each part starts at a multiple of `alignment`; it is then `joined`.
+// such concatenation takes and each part starts at a multiple of `alignment`; it is then `joined`. An op's output takes
+// the memory of an input it may overwrite (Op::inPlaceInputs) where that input is computed, of its size, read by nothing
+// later and by no other input of the op (a residual add, a GEMM's residual, an activation), offset for offset.
 MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::size_t alignment,
                       const std::vector<std::size_t>& scratch = {});
 

@@ -65,6 +65,10 @@ class Op {
   // dimension before it is 1 (NCHW channels at batch 1) each input is a contiguous part of the output, so an
   // inference graph may have the producers write there and leave the op out (MemoryPlan::joined).
   virtual std::optional<std::uint32_t> joinedAxis() const { return std::nullopt; }
+  // Inputs whose memory an inference graph may give the output where this op is their last reader (MemoryPlan): the
+  // forward pass reads such an input's element only in the invocation that writes the output's element at the same
+  // position, before it writes it (elementwise ops, a GEMM's residual in its epilogue).
+  virtual std::vector<std::size_t> inPlaceInputs() const { return {}; }
 
   virtual void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& inputs,
                        const GpuTensor& output) const = 0;

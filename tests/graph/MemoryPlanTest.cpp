@@ -70,6 +70,33 @@ struct DenseBlock {
   }
 };
 
+// Ops that may overwrite an input, in a chain: a = relu(conv(x)), q = conv(a), r = conv(q) + a (a's last reader),
+// n = batch norm(r), f = n viewed as [N, 144], d = dense(f), e = dense(d) + f, s = e + e, t = tanh(s), u = t + s,
+// y = -u. r, n and e can take a's memory in turn; s cannot take e's (both its inputs are e); t cannot take s's (u
+// reads s after it); u can take t's.
+struct InPlaceChain {
+  Graph graph;
+  Tensor x, a, q, r, n, f, d, e, s, t, u, y;
+  InPlaceChain() {
+    auto random = test::generator(615);
+    const auto weights = [&](const char* name, Shape shape, float low = -0.3f, float high = 0.3f) {
+      return graph.parameter(name, shape, test::uniformFloats(random, elementCount(shape), low, high));
+    };
+    x = graph.input("x", {2, 3, 6, 6});
+    a = graph.apply(conv2dOp(Activation::relu, 1), {x, weights("wa", {4, 3, 3, 3}), weights("ba", {4})}, "a");
+    q = graph.apply(conv2dOp(Activation::none, 1), {a, weights("wq", {4, 4, 3, 3}), weights("bq", {4})}, "q");
+    r = graph.apply(conv2dResidualOp(1), {q, weights("wr", {4, 4, 3, 3}), weights("br", {4}), a}, "r");
+    n = graph.apply(batchNormOp(false), {r, weights("gamma", {4}), weights("beta", {4}), weights("mean", {4}), weights("var", {4}, 0.5f, 2.0f)}, "n");
+    f = graph.apply(reshapeOp({2, 144}), {n}, "f");
+    d = graph.dense(f, weights("w1", {144, 144}, -0.1f, 0.1f), weights("b1", {144}), Activation::none);
+    e = graph.apply(denseResidualOp(), {d, weights("w2", {144, 144}, -0.1f, 0.1f), weights("b2", {144}), f}, "e");
+    s = graph.apply(broadcastOp(BinaryKind::add), {e, e}, "s");
+    t = graph.apply(pointwiseOp({PointwiseKind::tanh}), {s}, "t");
+    u = graph.apply(broadcastOp(BinaryKind::add), {t, s}, "u");
+    y = graph.apply(pointwiseOp({PointwiseKind::negate}), {u}, "y");
+  }
+};
+
 // Runs `graph` with reused memory on input x, each of `poisoned` set to NaN first (an element left unwritten then
 // fails), and checks each of `checked` against float64. Returns the plan's labels.
 std::vector<std::string> runReused(const Graph& graph, Tensor x, const std::vector<float>& values, const std::vector<Tensor>& poisoned,
@@ -155,25 +182,43 @@ TEST_CASE("a concatenation at batch 1 is joined: its inputs lie in its output, e
   }
 }
 
-TEST_CASE("the memory plan shares bytes only between tensors that are never alive together") {
+TEST_CASE("the memory plan shares bytes only between tensors that are never alive together, or in place") {
   const Residual r;
   const MemoryPlan plan = planMemory(r.graph, {}, 256);
   const std::size_t slot = (2 * 3 * 5 * 7 * 4 + 255) / 256 * 256;
-  const auto at = [&](Tensor t) { return *plan.offset[static_cast<std::size_t>(plan.storage[static_cast<std::size_t>(t.id)])]; };
+  const auto at = [&](const MemoryPlan& p, Tensor t) { return *p.offset[static_cast<std::size_t>(p.storage[static_cast<std::size_t>(t.id)])]; };
   CHECK(plan.storage[static_cast<std::size_t>(r.view.id)] == r.b.id);  // a view is its source's memory
-  CHECK(at(r.a) != at(r.b));                                            // a is read by c, after b
-  CHECK(at(r.c) != at(r.a));
-  CHECK(at(r.c) != at(r.b));                                            // c is written while a and b are read
-  CHECK(at(r.d) != at(r.c));
+  CHECK(at(plan, r.a) != at(plan, r.b));                                // a is read by c, after b
+  CHECK(at(plan, r.c) == at(plan, r.a));                                // c = a + b' in place of a, its last reader
+  CHECK(at(plan, r.d) == at(plan, r.c));                                // and d = -c in place of c
   CHECK(!plan.offset[static_cast<std::size_t>(r.e.id)]);  // the result has memory of its own
   CHECK(plan.keptBytes == 5 * slot);
   CHECK(plan.resultBytes == slot);
-  CHECK(plan.arenaBytes == 3 * slot);  // a, b and c are alive together at c's op; nothing needs more
+  CHECK(plan.arenaBytes == 2 * slot);  // a and b are alive together at c's op; c and d lie in a
   const MemoryPlan keeping = planMemory(r.graph, {r.a, r.d}, 256);
   CHECK(!keeping.offset[static_cast<std::size_t>(r.a.id)]);
   CHECK(!keeping.offset[static_cast<std::size_t>(r.d.id)]);
+  CHECK(at(keeping, r.c) == at(keeping, r.b));  // a is kept: c takes b's memory instead, through its view
   CHECK(keeping.resultBytes == 3 * slot);
-  CHECK(keeping.arenaBytes == 2 * slot);  // b and c
+  CHECK(keeping.arenaBytes == slot);
+}
+
+TEST_CASE("an op's output takes an input's memory only where nothing reads that input later and no other input lies in it") {
+  const InPlaceChain c;
+  const MemoryPlan plan = planMemory(c.graph, {}, 256);
+  const auto at = [&](const MemoryPlan& p, Tensor t) { return *p.offset[static_cast<std::size_t>(p.storage[static_cast<std::size_t>(t.id)])]; };
+  CHECK(at(plan, c.q) != at(plan, c.a));  // a is read after q (by r)
+  for (const Tensor t : {c.r, c.n, c.e}) CHECK(at(plan, t) == at(plan, c.a));  // a conv's residual, a batch norm, a dense layer's residual
+  CHECK(at(plan, c.d) != at(plan, c.a));  // f (n's view) is read after d
+  CHECK(at(plan, c.s) != at(plan, c.e));  // both of s's inputs are e
+  CHECK(at(plan, c.t) != at(plan, c.s));  // u reads s after t
+  CHECK(at(plan, c.u) == at(plan, c.t));
+  const MemoryPlan keepingA = planMemory(c.graph, {c.a}, 256);
+  CHECK(at(keepingA, c.r) != at(keepingA, c.q));  // q is r's X, read by the GEMM: never overwritten by r
+  CHECK(at(keepingA, c.n) == at(keepingA, c.r));
+  const MemoryPlan keepingN = planMemory(c.graph, {c.n}, 256);
+  CHECK(at(keepingN, c.e) != at(keepingN, c.a));  // e would lie in a kept tensor
+  CHECK(at(keepingN, c.r) == at(keepingN, c.a));
 }
 
 TEST_CASE("an op's scratch takes arena bytes only while the op runs") {
@@ -270,6 +315,28 @@ TEST_SUITE("gl") {
       const std::vector<float> x = test::uniformFloats(random, batch * 3 * 8 * 8, -2, 2);
       const std::vector<std::string> labels = runReused(fire.graph, fire.x, x, {fire.s, fire.e1, fire.e3, fire.c}, {fire.e1, fire.e3, fire.c, fire.y});
       CHECK(concatCopies(labels) == (batch > 1 ? 1u : 0u));
+    }
+  }
+
+  TEST_CASE("ops that write in place of an input (a convolution's and a dense layer's residual, a batch norm, adds) agree with float64") {
+    const InPlaceChain c;
+    auto random = test::generator(616);
+    const std::vector<float> x = test::uniformFloats(random, 2 * 3 * 6 * 6, -2, 2);
+    runReused(c.graph, c.x, x, {}, {c.y});
+    // Each kept in turn: its value when nothing may overwrite it.
+    for (const Tensor kept : {c.a, c.n, c.e, c.t}) {
+      CAPTURE(c.graph.tensor(kept).name);
+      const std::vector<std::vector<double>> reference = referenceValues(c.graph, {{c.x.id, test::widen(x)}});
+      CompiledGraph compiled(test::glContext(), c.graph, CompiledGraph::Memory::reused, {kept});
+      Plan plan = compiled.forwardPlan([](Plan&) {});
+      compiled.upload(c.x, x.data(), x.size() * sizeof(float));
+      plan.run();
+      for (const Tensor t : {kept, c.y}) {
+        std::vector<float> out(elementCount(c.graph.tensor(t).shape));
+        const BufferView view = compiled.view(t);
+        plan.read(*view.buffer, out.data(), out.size() * sizeof(float), view.offset);
+        test::checkClose(out, reference[static_cast<std::size_t>(t.id)], 1e-5, 1e-4);
+      }
     }
   }
 
