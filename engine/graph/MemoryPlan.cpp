@@ -6,7 +6,10 @@
 
 namespace glnet {
 
-MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::size_t alignment, const std::vector<std::size_t>& scratch) {
+namespace {
+
+MemoryPlan planWith(const Graph& graph, const std::vector<Tensor>& kept, std::size_t alignment, const std::vector<std::size_t>& scratch,
+                    bool inPlaceOutputs) {
   const auto& tensors = graph.tensors();
   const auto& ops = graph.ops();
   MemoryPlan plan;
@@ -96,7 +99,7 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
     while (within[i]) i = within[i]->first;
     return i;
   };
-  for (std::size_t n = 0; n < ops.size(); ++n) {
+  for (std::size_t n = 0; inPlaceOutputs && n < ops.size(); ++n) {
     const OpNode& node = ops[n];
     const auto out = static_cast<std::size_t>(node.output);
     if (plan.storage[out] != static_cast<int>(out) || tensors[out].role != TensorRole::computed || own[out] || within[out] ||
@@ -170,6 +173,16 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
     if (within[i]) plan.offset[i] = offsetOf(i);
   }
   return plan;
+}
+
+}  // namespace
+
+MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::size_t alignment, const std::vector<std::size_t>& scratch) {
+  // Outputs in place never make more bytes alive at once, but the greedy placement can fit the longer-lived blocks
+  // worse (ConvNeXt: 514.5 MiB in place against 441.0 apart, both 441.0 alive at most): the smaller arena is kept.
+  MemoryPlan inPlace = planWith(graph, kept, alignment, scratch, true);
+  MemoryPlan apart = planWith(graph, kept, alignment, scratch, false);
+  return apart.arenaBytes < inPlace.arenaBytes ? apart : inPlace;
 }
 
 bool preparesOnce(const Graph& graph, const OpNode& node) {

@@ -27,7 +27,8 @@ struct MemoryPlan {
 // inside that output, each at its place there, when every input is a computed tensor of its own that no other
 // such concatenation takes and each part starts at a multiple of `alignment`; it is then `joined`. An op's output takes
 // the memory of an input it may overwrite (Op::inPlaceInputs) where that input is computed, of its size, read by nothing
-// later and by no other input of the op (a residual add, a GEMM's residual, an activation), offset for offset.
+// later and by no other input of the op (a residual add, a GEMM's residual, an activation), offset for offset, unless
+// the plan without outputs in place has the smaller arena.
 MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::size_t alignment,
                       const std::vector<std::size_t>& scratch = {});
 
