@@ -170,13 +170,16 @@ std::string shapeText(const Shape& shape) {
 // glnet_info --model M.onnx: the model as glnet will run it, on the host alone (no device needed); with a context
 // (--plan), also the dispatches and barriers of its plan on that device.
 int describeModel(const std::string& path, std::uint32_t batch, const std::map<std::string, std::uint32_t>& dimensions, bool json,
-                  const Context* context) {
+                  const std::optional<ContextOptions>& device) {
   const ParsedOnnx parsed(path);
   const OnnxModel own = readOnnx(parsed, 0);
   const std::vector<OnnxPort> inputs = inputPortsOf(own);
   const std::uint32_t ownBatch = inputs.front().shape.empty() ? 1 : inputs.front().shape[0];
   const InputShapes shapes = bindInputs(inputs, own.dynamicBatch, batch ? batch : ownBatch, dimensions, path);
   const OnnxModel model = readOnnx(parsed, shapes);
+  std::optional<Context> opened;
+  if (device) opened.emplace(*device);
+  const Context* context = opened ? &*opened : nullptr;
   std::optional<OnnxRunner::PlanSize> plan;
   if (context) plan = OnnxRunner(*context, path).planSize(shapes);
   const Graph& graph = model.graph;
@@ -277,19 +280,19 @@ int main(int argc, char** argv) {
     if (parser.has("tokenizer") != parser.has("encode")) throw UsageError("--tokenizer and --encode go together");
     if (parser.has("encode")) return encodeText(parser.text("tokenizer"), parser.text("encode"));
     if (parser.has("markdown") && !parser.has("ops")) throw UsageError("--markdown goes with --ops");
+    for (const char* option : {"plan", "dim", "batch"}) {
+      if (parser.has(option) && !parser.has("model")) throw UsageError(std::string("--") + option + " goes with --model");
+    }
     if (parser.has("ops")) {
       if (parser.has("model")) throw UsageError("--ops and --model are two different listings; give one");
       std::cout << onnxOpsTable(parser.has("markdown"), onnxOpFineTuning);
       return 0;
     }
-    for (const char* option : {"plan", "dim"}) {
-      if (parser.has(option) && !parser.has("model")) throw UsageError(std::string("--") + option + " goes with --model");
-    }
     if (parser.has("model")) {
       const auto batch = parser.has("batch") ? static_cast<std::uint32_t>(parser.integer("batch", 1, 1 << 20)) : 0u;
-      std::optional<Context> context;
-      if (parser.has("plan")) context.emplace(parser.contextOptions());
-      return describeModel(parser.text("model"), batch, parser.dimensions(), parser.has("json"), context ? &*context : nullptr);
+      std::optional<ContextOptions> device;
+      if (parser.has("plan")) device = parser.contextOptions();
+      return describeModel(parser.text("model"), batch, parser.dimensions(), parser.has("json"), device);
     }
     const auto elements = static_cast<std::size_t>(parser.integer("elements", 1, 1L << 28));
     const ContextOptions options = parser.contextOptions();

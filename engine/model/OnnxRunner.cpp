@@ -94,6 +94,7 @@ InputShapes bindInputs(const std::vector<OnnxPort>& inputs, bool dynamicBatch, s
     const bool known = std::any_of(inputs.begin(), inputs.end(), [&](const OnnxPort& p) {
       return std::find(p.symbols.begin(), p.symbols.end(), symbol) != p.symbols.end();
     });
+    if (symbol == "?") throw UsageError("a dimension the file leaves unnamed (?) cannot be set by name");
     if (!known) throw UsageError(path + " has no symbolic dimension " + symbol);
     const bool isBatch = std::any_of(inputs.begin(), inputs.end(), [&](const OnnxPort& p) { return p.batched && p.symbols[0] == symbol; });
     if (isBatch) throw UsageError("the dimension " + symbol + " is the batch: give the batch size instead");

@@ -54,8 +54,8 @@ std::vector<OnnxPort> inputPortsOf(const OnnxModel& model);
 
 // The shapes of `inputs` (ports at the model's own binding) at `batch` rows: each symbolic first dimension takes
 // `batch`, a symbolic dimension that `dimensions` names (sequence=128) its length there, the others their own (1).
-// Throws a UsageError naming `path` for a batch of 0, a fixed batch other than `batch`, a name no input has, or the
-// batch's own name.
+// Throws a UsageError for a batch of 0, a fixed batch other than `batch` (naming `path`), a name no input has (naming
+// `path`), the batch's own name or "?" (the importer's mark of an unnamed dimension, which stands for several).
 InputShapes bindInputs(const std::vector<OnnxPort>& inputs, bool dynamicBatch, std::uint32_t batch,
                        const std::map<std::string, std::uint32_t>& dimensions, const std::string& path);
 

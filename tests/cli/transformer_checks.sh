@@ -65,6 +65,7 @@ expect 2 "has no symbolic dimension tokens" -- "$apps/glnet_info" --model "$work
 expect 2 "the dimension batch is the batch" -- "$apps/glnet_info" --model "$work/bert.onnx" --dim batch=9
 expect 2 "error: --dim takes NAME=LENGTH" -- "$apps/glnet_info" --model "$work/bert.onnx" --dim sequence=
 expect 2 "error: --dim goes with --model" -- "$apps/glnet_info" --dim sequence=9
+expect 2 "unnamed \\(\\?\\) cannot be set by name" -- "$apps/glnet_info" --model "$work/bert.onnx" --dim '?=9'
 expect 2 "has no symbolic dimension tokens" -- "$apps/glnet_bench" --model "$work/bert.onnx" --dim tokens=9 --batches 1 --runs 1
 
 # GPT-2's eager attention (its scale and causal Where computed after Q·Kᵀ, then the padding mask) runs fused (checked

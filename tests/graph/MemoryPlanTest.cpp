@@ -10,6 +10,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <map>
+#include <tuple>
+
 using namespace glnet;
 
 namespace {
@@ -337,6 +341,88 @@ TEST_SUITE("gl") {
         plan.read(*view.buffer, out.data(), out.size() * sizeof(float), view.offset);
         test::checkClose(out, reference[static_cast<std::size_t>(t.id)], 1e-5, 1e-4);
       }
+    }
+  }
+
+  TEST_CASE("each op writing in place of an input, along each of its paths, agrees with float64") {
+    auto random = test::generator(617);
+    const auto parameter = [&](Graph& graph, const char* name, const Shape& shape, float low = -0.1f, float high = 0.1f) {
+      return graph.parameter(name, shape, test::uniformFloats(random, elementCount(shape), low, high));
+    };
+    // `op` applied to its inputs, of which `taken` is source = -x (computed, read by nothing later) and `others` are
+    // graph inputs or parameters; y = tanh(op's output). The op must write in place of the source, run the dispatch
+    // that `label` names, and give y as float64 does.
+    const auto check = [&](const char* what, const std::shared_ptr<const Op>& op, const Shape& shape, std::vector<Tensor> inputs, std::size_t taken,
+                           Graph& graph, Tensor x, const std::string& label) {
+      CAPTURE(what);
+      const Tensor source = graph.apply(pointwiseOp({PointwiseKind::negate}), {x}, "source");
+      inputs.insert(inputs.begin() + static_cast<std::ptrdiff_t>(taken), source);
+      const Tensor written = graph.apply(op, inputs, "written");
+      const Tensor y = graph.apply(pointwiseOp({PointwiseKind::tanh}), {written}, "y");
+      std::map<int, std::vector<double>> feeds;
+      std::vector<std::vector<float>> values;
+      CompiledGraph compiled(test::glContext(), graph, CompiledGraph::Memory::reused);
+      CHECK(compiled.view(written).buffer == compiled.view(source).buffer);
+      CHECK(compiled.view(written).offset == compiled.view(source).offset);
+      Plan plan = compiled.forwardPlan([](Plan&) {});
+      for (int id = 0; id < static_cast<int>(graph.tensors().size()); ++id) {
+        const Tensor t{id};
+        if (graph.tensor(t).role != TensorRole::input) continue;
+        values.push_back(test::uniformFloats(random, elementCount(graph.tensor(t).shape), -1, 1));
+        compiled.upload(t, values.back().data(), values.back().size() * sizeof(float));
+        feeds[t.id] = test::widen(values.back());
+      }
+      plan.run();
+      const std::vector<std::string> labels = plan.labels();
+      CHECK(std::any_of(labels.begin(), labels.end(), [&](const std::string& l) { return l.find(label) != std::string::npos; }));
+      const std::vector<std::vector<double>> reference = referenceValues(graph, feeds);
+      std::vector<float> out(elementCount(shape));
+      const BufferView view = compiled.view(y);
+      plan.read(*view.buffer, out.data(), out.size() * sizeof(float), view.offset);
+      test::checkClose(out, reference[static_cast<std::size_t>(y.id)], 1e-5, 1e-4);
+    };
+    for (const auto& [rows, inputs, outputs, label] : std::vector<std::tuple<std::uint32_t, std::uint32_t, std::uint32_t, std::string>>{
+             {3, 20, 24, "dense"}, {37, 48, 40, "dense"}, {33, 2048, 40, "split-K"}, {1300, 1300, 1300, "on transposes"}}) {
+      Graph graph;
+      const Tensor x = graph.input("x", {rows, outputs});
+      const Tensor in = graph.input("in", {rows, inputs});
+      check("a dense layer's residual", denseResidualOp(), {rows, outputs},
+            {in, parameter(graph, "w", {outputs, inputs}, -0.03f, 0.03f), parameter(graph, "b", {outputs})}, 3, graph, x, label);
+    }
+    for (const ConvAlgorithm algorithm : {ConvAlgorithm::implicitGemm, ConvAlgorithm::winograd}) {
+      const ForcedConvAlgorithm forced(algorithm);
+      Graph graph;
+      const Tensor x = graph.input("x", {2, 8, 9, 9});
+      const Tensor in = graph.input("in", {2, 5, 9, 9});
+      check("a convolution's residual", conv2dResidualOp(1), {2, 8, 9, 9},
+            {in, parameter(graph, "w", {8, 5, 3, 3}), parameter(graph, "b", {8})}, 3, graph, x, algorithm == ConvAlgorithm::winograd ? "winograd" : "conv");
+    }
+    {
+      Graph graph;
+      const Tensor x = graph.input("x", {3, 4, 5, 7});
+      const Tensor in = graph.input("in", {3, 4, 5, 7});
+      const std::vector<Tensor> statistics{parameter(graph, "gamma", {4}), parameter(graph, "beta", {4}), parameter(graph, "mean", {4}),
+                                           parameter(graph, "var", {4}, 0.5f, 2.0f)};
+      std::vector<Tensor> inputs{in};
+      inputs.insert(inputs.end(), statistics.begin(), statistics.end());
+      check("a batch normalization's residual", batchNormOp(false, 0.1f, 1e-5f, Activation::relu, true), {3, 4, 5, 7}, inputs, 5, graph, x, "batch norm");
+    }
+    {
+      Graph graph;
+      const Tensor x = graph.input("x", {3, 4, 5, 8});
+      check("a channel affine map (vec4)", channelAffineOp(true), {3, 4, 5, 8}, {parameter(graph, "scale", {4}), parameter(graph, "shift", {4})}, 0,
+            graph, x, "channel affine");
+    }
+    for (const bool add : {true, false}) {
+      Graph graph;
+      const Tensor x = graph.input("x", {5, 33});
+      const Tensor other = graph.input("other", {5, 33});
+      check("an add or a multiply", add ? addOp(Activation::relu) : multiplyOp(), {5, 33}, {other}, 1, graph, x, add ? "add" : "multiply");
+    }
+    {
+      Graph graph;
+      const Tensor x = graph.input("x", {5, 33});
+      check("an activation", activationOp(Activation::sigmoid), {5, 33}, {}, 0, graph, x, "activation");
     }
   }
 
