@@ -174,14 +174,13 @@ int describeModel(const std::string& path, std::uint32_t batch, const std::map<s
   const ParsedOnnx parsed(path);
   const OnnxModel own = readOnnx(parsed, 0);
   const std::vector<OnnxPort> inputs = inputPortsOf(own);
-  const std::uint32_t ownBatch = inputs.front().shape.empty() ? 1 : inputs.front().shape[0];
-  const InputShapes shapes = bindInputs(inputs, own.dynamicBatch, batch ? batch : ownBatch, dimensions, path);
+  const InputShapes shapes = bindInputs(inputs, own.dynamicBatch, batch ? batch : ownBatchOf(inputs), dimensions, path);
   const OnnxModel model = readOnnx(parsed, shapes);
   std::optional<Context> opened;
   if (device) opened.emplace(*device);
   const Context* context = opened ? &*opened : nullptr;
   std::optional<OnnxRunner::PlanSize> plan;
-  if (context) plan = OnnxRunner(*context, path).planSize(shapes);
+  if (context) plan = OnnxRunner(*context, parsed).planSize(shapes);
   const Graph& graph = model.graph;
   double macs = 0;
   nlohmann::json nodes = nlohmann::json::array();

@@ -119,6 +119,7 @@ MemoryPlan planWith(const Graph& graph, const std::vector<Tensor>& kept, std::si
       if (last[root] != static_cast<int>(n) || !alone) continue;
       within[out] = std::make_pair(source, std::size_t{0});
       inPlace[out] = true;
+      ++plan.inPlaceOutputs;
       last[root] = std::max({last[root], last[out], static_cast<int>(n)});
       break;
     }
@@ -181,6 +182,7 @@ MemoryPlan planMemory(const Graph& graph, const std::vector<Tensor>& kept, std::
   // Outputs in place never make more bytes alive at once, but the greedy placement can fit the longer-lived blocks
   // worse (ConvNeXt: 514.5 MiB in place against 441.0 apart, both 441.0 alive at most): the smaller arena is kept.
   MemoryPlan inPlace = planWith(graph, kept, alignment, scratch, true);
+  if (inPlace.inPlaceOutputs == 0) return inPlace;
   MemoryPlan apart = planWith(graph, kept, alignment, scratch, false);
   return apart.arenaBytes < inPlace.arenaBytes ? apart : inPlace;
 }

@@ -14,6 +14,7 @@ struct MemoryPlan {
   std::vector<std::optional<std::size_t>> offset;  // per tensor owning computed memory: its byte offset in the arena
   std::vector<std::optional<std::size_t>> scratchOffset;  // per op node given scratch: its byte offset in the arena
   std::vector<bool> joined;  // per op node: a concatenation whose inputs lie in its output, so that it has nothing to do
+  std::size_t inPlaceOutputs = 0;                  // outputs placed in an input's memory (Op::inPlaceInputs)
   std::size_t arenaBytes = 0;
   std::size_t resultBytes = 0;                     // the results and kept tensors, which stay out of the arena
   std::size_t keptBytes = 0;                       // what every computed tensor in its own memory would take

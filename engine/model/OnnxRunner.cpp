@@ -42,7 +42,7 @@ OnnxRunner::Bound::Bound(const Context& context, InputShapes shapes, OnnxModel b
       compiled(context, model.graph, CompiledGraph::Memory::reused, tensorsOf(model.outputs)),
       plan(compiled.forwardPlan([](Plan&) {})) {}
 
-OnnxRunner::OnnxRunner(const Context& context, std::string path) : context_(context), parsed_(std::move(path)) {
+OnnxRunner::OnnxRunner(const Context& context, ParsedOnnx parsed) : context_(context), parsed_(std::move(parsed)) {
   OnnxModel model = readOnnx(parsed_, 0);
   inputs_ = inputPortsOf(model);
   outputs_ = portsOf(model, model.outputs);
@@ -83,18 +83,20 @@ std::vector<OnnxPort> inputPortsOf(const OnnxModel& model) {
   return inputs;
 }
 
+std::uint32_t ownBatchOf(const std::vector<OnnxPort>& inputs) { return inputs.front().shape.empty() ? 1 : inputs.front().shape[0]; }
+
 InputShapes bindInputs(const std::vector<OnnxPort>& inputs, bool dynamicBatch, std::uint32_t batch,
                        const std::map<std::string, std::uint32_t>& dimensions, const std::string& path) {
   if (batch == 0) throw UsageError("a batch of 0 rows: give at least one");
-  const std::uint32_t ownBatch = inputs.front().shape.empty() ? 1 : inputs.front().shape[0];
+  const std::uint32_t ownBatch = ownBatchOf(inputs);
   if (!dynamicBatch && batch != ownBatch) {
     throw UsageError(path + ": the model's batch is fixed at " + std::to_string(ownBatch) + " rows, not " + std::to_string(batch));
   }
   for (const auto& [symbol, length] : dimensions) {
+    if (symbol == "?") throw UsageError("a dimension the file leaves unnamed (?) cannot be set by name");
     const bool known = std::any_of(inputs.begin(), inputs.end(), [&](const OnnxPort& p) {
       return std::find(p.symbols.begin(), p.symbols.end(), symbol) != p.symbols.end();
     });
-    if (symbol == "?") throw UsageError("a dimension the file leaves unnamed (?) cannot be set by name");
     if (!known) throw UsageError(path + " has no symbolic dimension " + symbol);
     const bool isBatch = std::any_of(inputs.begin(), inputs.end(), [&](const OnnxPort& p) { return p.batched && p.symbols[0] == symbol; });
     if (isBatch) throw UsageError("the dimension " + symbol + " is the batch: give the batch size instead");

@@ -51,6 +51,8 @@ struct NodeTime {
 
 // The ports of a model's inputs, read at its own binding (readOnnx(parsed, 0)): names, shapes, symbols, types.
 std::vector<OnnxPort> inputPortsOf(const OnnxModel& model);
+// The batch of the model's own file, from its input ports: its fixed batch, or 1 where it is dynamic.
+std::uint32_t ownBatchOf(const std::vector<OnnxPort>& inputs);
 
 // The shapes of `inputs` (ports at the model's own binding) at `batch` rows: each symbolic first dimension takes
 // `batch`, a symbolic dimension that `dimensions` names (sequence=128) its length there, the others their own (1).
@@ -63,7 +65,9 @@ class OnnxRunner {
  public:
   // Reads and checks the model (at its own batch) before any GPU work. The file is not read again: a new batch size
   // binds the model parsed here.
-  OnnxRunner(const Context& context, std::string path);
+  OnnxRunner(const Context& context, std::string path) : OnnxRunner(context, ParsedOnnx(std::move(path))) {}
+  // A model already parsed (glnet_info's, read for the host before any device).
+  OnnxRunner(const Context& context, ParsedOnnx parsed);
   OnnxRunner(const OnnxRunner&) = delete;
   OnnxRunner& operator=(const OnnxRunner&) = delete;
 
@@ -72,7 +76,7 @@ class OnnxRunner {
   const std::vector<OnnxPort>& outputs() const { return outputs_; }
   bool dynamicBatch() const { return dynamicBatch_; }
   // The batch of the model's own file: its fixed batch, or 1 where it is dynamic.
-  std::uint32_t ownBatch() const { return inputs_.front().shape.empty() ? 1 : inputs_.front().shape[0]; }
+  std::uint32_t ownBatch() const { return ownBatchOf(inputs_); }
   std::int64_t opset() const { return opset_; }
   std::size_t nodeCount() const { return nodeCount_; }
 

@@ -217,6 +217,7 @@ TEST_CASE("an op's output takes an input's memory only where nothing reads that 
   CHECK(at(plan, c.s) != at(plan, c.e));  // both of s's inputs are e
   CHECK(at(plan, c.t) != at(plan, c.s));  // u reads s after t
   CHECK(at(plan, c.u) == at(plan, c.t));
+  CHECK(plan.inPlaceOutputs == 4);  // r, n, e and u
   const MemoryPlan keepingA = planMemory(c.graph, {c.a}, 256);
   CHECK(at(keepingA, c.r) != at(keepingA, c.q));  // q is r's X, read by the GEMM: never overwritten by r
   CHECK(at(keepingA, c.n) == at(keepingA, c.r));
