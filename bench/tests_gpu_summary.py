@@ -6,9 +6,9 @@ import xml.etree.ElementTree as ElementTree
 
 
 def api_of(name):
-    if name.endswith(".gles") or name == "gl.gles_minimum":
+    if name.endswith(".gles") or name.startswith("gl.gles_minimum."):
         return "ES"
-    if name == "cli.api_agreement":
+    if name in ("cli.api_agreement", "gl.parts"):
         return "GL and ES"
     return "GL"
 
