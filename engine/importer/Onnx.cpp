@@ -355,7 +355,30 @@ void Importer::importGlobalPool(const onnx::NodeProto& node, const Attributes&) 
 
 void Importer::importTranspose(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
-  apply(node, transposeOp(permutation(a, shapeOf(x).size())), {x}, "transpose");
+  const Shape& in = shapeOf(x);
+  const std::vector<std::uint32_t> axes = permutation(a, in.size());
+  // A permutation that keeps the axes longer than 1 in their order moves no element (nn.MultiheadAttention's
+  // [1, S, E] -> [S, 1, E] at batch 1): the transpose is a view, no dispatch. An invalid one is transposeOp's to refuse.
+  std::vector<bool> seen(in.size(), false);
+  Shape out;
+  std::uint32_t previous = 0;
+  bool inOrder = axes.size() == in.size();
+  for (const std::uint32_t axis : axes) {
+    if (!inOrder || axis >= in.size() || seen[axis]) {
+      inOrder = false;
+      break;
+    }
+    seen[axis] = true;
+    out.push_back(in[axis]);
+    if (in[axis] == 1) continue;
+    inOrder = axis >= previous;
+    previous = axis;
+  }
+  if (inOrder) {
+    apply(node, reshapeOp(out), {x}, "view (only axes of length 1 move)");
+    return;
+  }
+  apply(node, transposeOp(axes), {x}, "transpose");
 }
 
 void Importer::importConcat(const onnx::NodeProto& node, const Attributes& a) {

@@ -22,9 +22,13 @@
 using namespace glnet;
 
 using test::attribute;
+using test::attributeInts;
 using test::iota;
+using test::named;
+using test::opsRun;
 using test::refusal;
 using test::run;
+using test::summaries;
 using Model = test::OnnxTestModel;
 
 TEST_SUITE("gl") {
@@ -202,6 +206,44 @@ TEST_SUITE("gl") {
     ellipsis.input("x", {2, 2}).input("z", {2, 2});
     attribute(ellipsis.node("Einsum", {"x", "z"}, "y"), "equation", std::string("...ij,...jk->...ik"));
     CHECK(refusal(ellipsis).find("equation '...ij,...jk->...ik': glnet reads letters only (no ellipsis)") != std::string::npos);
+  }
+
+  TEST_CASE("a Transpose that moves only axes of length 1 is a view; one that reorders longer axes runs; NaN passes either way") {
+    const float nan = std::nanf("");
+    // nn.MultiheadAttention's [1, S, E] -> [S, 1, E] at batch 1, here [1, 3, 1, 2] -> [1, 3, 2, 1]: the axes of 3 and 2
+    // keep their order, so no element moves. An Add reads the view.
+    Model unit;
+    unit.input("x", {1, 3, 1, 2}).constant("one", {1}, {1});
+    attributeInts(unit.node("Transpose", {"x"}, "t"), "perm", {2, 1, 3, 0});
+    unit.node("Add", {"t", "one"}, "y");
+    CHECK(summaries(unit).at(named("Transpose", 1)) == "view (only axes of length 1 move)");
+    CHECK(opsRun(unit) == 1);
+    Shape shape;
+    std::vector<float> y = run(unit, {{1, nan, 3, 4, 5, -6}}, &shape);
+    CHECK(shape == Shape{1, 3, 2, 1});
+    CHECK(y[0] == 2);
+    CHECK(std::isnan(y[1]));
+    CHECK(std::vector<float>(y.begin() + 2, y.end()) == std::vector<float>{4, 5, 6, -5});
+    // [2, 1, 3] -> [3, 1, 2]: the axes of 2 and 3 swap, a transpose on the GPU.
+    Model moved;
+    moved.input("x", {2, 1, 3}).constant("one", {1}, {1});
+    attributeInts(moved.node("Transpose", {"x"}, "t"), "perm", {2, 1, 0});
+    moved.node("Add", {"t", "one"}, "y");
+    CHECK(summaries(moved).at(named("Transpose", 1)) == "transpose");
+    CHECK(opsRun(moved) == 2);
+    y = run(moved, {{1, 2, nan, 4, 5, 6}}, &shape);
+    CHECK(shape == Shape{3, 1, 2});
+    CHECK(y[0] == 2);
+    CHECK(y[1] == 5);
+    CHECK(y[2] == 3);
+    CHECK(y[3] == 6);
+    CHECK(std::isnan(y[4]));
+    CHECK(y[5] == 7);
+    // A repeated axis is refused, not taken for a view.
+    Model repeated;
+    repeated.input("x", {1, 3});
+    attributeInts(repeated.node("Transpose", {"x"}, "y"), "perm", {1, 1});
+    CHECK(refusal(repeated).find("Transpose") != std::string::npos);
   }
 
   TEST_CASE("Slice folds constants of any rank, with every start, end, axis and step, and Transpose folds constants") {
