@@ -76,12 +76,25 @@ std::vector<const onnx::NodeProto*> Importer::headsMerge(const onnx::NodeProto& 
   const onnx::NodeProto* after = soleReader(valueProduct.output(0));
   if (!after || after->op_type() != "Transpose") return {};
   for (const onnx::AttributeProto& attribute : after->attribute()) {
-    if (attribute.name() == "perm" && attribute.ints_size() == 4 && attribute.ints(0) == 0 && attribute.ints(1) == 2 && attribute.ints(2) == 1 &&
-        attribute.ints(3) == 3) {
-      return {after};
+    if (attribute.name() != "perm" || attribute.ints_size() != 4) continue;
+    std::array<bool, 4> seen{};
+    for (const std::int64_t axis : attribute.ints()) {
+      if (axis < 0 || axis > 3 || seen[static_cast<std::size_t>(axis)]) return {};
+      seen[static_cast<std::size_t>(axis)] = true;
     }
+    return {after};
   }
   return {};
+}
+
+AttentionSettings::Layout Importer::mergedLayout(const onnx::NodeProto& transpose) {
+  // The Transpose's output axis k is the op's logical axis perm[k]: logical axis perm[k] is stored as axis k.
+  AttentionSettings::Layout layout{};
+  for (const onnx::AttributeProto& attribute : transpose.attribute()) {
+    if (attribute.name() != "perm") continue;
+    for (int k = 0; k < 4; ++k) layout[static_cast<std::size_t>(attribute.ints(k))] = static_cast<std::uint32_t>(k);
+  }
+  return layout;
 }
 
 std::string Importer::importAttention(const onnx::NodeProto& product) {
@@ -369,7 +382,7 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
     }
   }
   const std::optional<JoinedProjections> joined = headsJoined ? std::nullopt : joinedProjections(paths, settings);
-  if (!match.merged.empty()) settings.output = AttentionSettings::sequenceBeforeHeads;
+  if (!match.merged.empty()) settings.output = mergedLayout(*match.merged.front());
   settings.scale = static_cast<float>(scale);
   settings.emptyRowsZero = match.zeroesEmptyRows;
   std::vector<Tensor> inputs{query, key, valueTensor};

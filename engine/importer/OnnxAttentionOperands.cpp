@@ -3,29 +3,214 @@
 #include "importer/OnnxImporter.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <limits>
+#include <set>
 
 namespace glnet::onnximport {
 
+namespace {
+
+// A tensor read in place with strides: per axis, its parts from the outermost in (a Reshape that merges axes whose
+// strides do not chain keeps them apart), each of a size and a stride in elements of the tensor read; an axis of
+// length 1 has none.
+struct Span {
+  std::uint64_t size, stride;
+};
+struct StridedView {
+  std::vector<std::vector<Span>> axes;
+  std::uint64_t offset = 0;
+
+  static StridedView contiguous(const Shape& shape) {
+    StridedView view;
+    view.axes.resize(shape.size());
+    std::uint64_t stride = 1;
+    for (std::size_t a = shape.size(); a-- > 0;) {
+      if (shape[a] != 1) view.axes[a].push_back({shape[a], stride});
+      stride *= shape[a];
+    }
+    return view;
+  }
+  Shape shape() const {
+    Shape sizes;
+    for (const std::vector<Span>& axis : axes) {
+      std::uint64_t size = 1;
+      for (const Span& span : axis) size *= span.size;
+      sizes.push_back(static_cast<std::uint32_t>(size));
+    }
+    return sizes;
+  }
+  // The same elements in `target`'s shape, row-major: false where a new axis would cut across a part.
+  bool reshape(const Shape& target) {
+    std::deque<Span> parts;
+    for (const std::vector<Span>& axis : axes) parts.insert(parts.end(), axis.begin(), axis.end());
+    std::vector<std::vector<Span>> reshaped;
+    for (const std::uint32_t length : target) {
+      std::vector<Span> axis;
+      std::uint64_t left = length;
+      while (left > 1) {
+        if (parts.empty()) return false;
+        Span& part = parts.front();
+        if (part.size <= left) {
+          if (left % part.size != 0) return false;
+          axis.push_back(part);
+          left /= part.size;
+          parts.pop_front();
+        } else {
+          if (part.size % left != 0) return false;
+          axis.push_back({left, part.stride * (part.size / left)});
+          part.size /= left;
+          left = 1;
+        }
+      }
+      reshaped.push_back(std::move(axis));
+    }
+    if (!parts.empty()) return false;
+    axes = std::move(reshaped);
+    return true;
+  }
+  // Element `index` of `axis`, which goes (keepAxis: stays, of length 1).
+  void take(std::size_t axis, std::uint64_t index, bool keepAxis) {
+    for (auto span = axes[axis].rbegin(); span != axes[axis].rend(); ++span) {
+      offset += index % span->size * span->stride;
+      index /= span->size;
+    }
+    if (keepAxis) axes[axis].clear();
+    else axes.erase(axes.begin() + static_cast<std::ptrdiff_t>(axis));
+  }
+  // An axis as one size and stride, where its parts chain (each part's stride its inner neighbour's size × stride).
+  std::optional<Span> single(std::size_t axis) const {
+    const std::vector<Span>& parts = axes[axis];
+    if (parts.empty()) return Span{1, 0};
+    for (std::size_t p = 0; p + 1 < parts.size(); ++p) {
+      if (parts[p].stride != parts[p + 1].size * parts[p + 1].stride) return std::nullopt;
+    }
+    std::uint64_t size = 1;
+    for (const Span& span : parts) size *= span.size;
+    return Span{size, parts.back().stride};
+  }
+};
+
+}  // namespace
+
+bool Importer::readsShapeOnly(const onnx::NodeProto& node, int depth) const {
+  if (node.op_type() == "Shape") return true;
+  if (depth == 0 || node.output_size() == 0) return false;
+  for (const std::string& output : node.output()) {
+    const auto found = readers_.find(output);
+    const std::size_t readers = found == readers_.end() ? 0 : found->second.size();
+    if (output.empty() || readers == 0 || consumers_.at(output) != static_cast<int>(readers)) return false;  // unread, or a graph output
+    for (const onnx::NodeProto* reader : found->second) {
+      if (!readsShapeOnly(*reader, depth - 1)) return false;
+    }
+  }
+  return true;
+}
+
+bool Importer::readOnlyBy(const std::string& name, const std::set<const onnx::NodeProto*>& nodes) const {
+  const auto found = readers_.find(name);
+  if (found == readers_.end()) return false;
+  int counted = 0;
+  for (const onnx::NodeProto* reader : found->second) {
+    if (!nodes.count(reader) && !readsShapeOnly(*reader, 3)) return false;
+    ++counted;
+  }
+  return consumers_.at(name) == counted;  // not a graph output
+}
+
+std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std::array<std::vector<std::string>, 3>& operands,
+                                                                        AttentionSettings& settings) {
+  // Back from what the op reads through nodes that only index memory anew.
+  const auto reindexes = [&](const onnx::NodeProto& node) {
+    if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.input_size() < 1 || values_.at(node.input(0)).constant) return false;
+    const std::string& op = node.op_type();
+    if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Transpose") return true;
+    if (op != "Gather" || node.input_size() != 2) return false;
+    const Value& indices = values_.at(node.input(1));
+    return indices.constant && indices.host.elements() == 1 && indices.host.shape.size() <= 1;
+  };
+  std::array<std::vector<const onnx::NodeProto*>, 3> chains;  // each from the tensor the op reads back to the common one
+  std::set<const onnx::NodeProto*> onChains;
+  std::string common;
+  for (std::size_t i = 0; i < 3; ++i) {
+    std::string at = operands[i].back();
+    for (auto producer = producers_.find(at); producer != producers_.end() && reindexes(*producer->second); producer = producers_.find(at)) {
+      chains[i].push_back(producer->second);
+      at = producer->second->input(0);
+    }
+    if (i == 0) common = at;
+    if (at != common || values_.at(at).constant) return std::nullopt;
+    onChains.insert(chains[i].begin(), chains[i].end());
+  }
+  if (chains[0].empty() && chains[1].empty() && chains[2].empty()) return std::nullopt;
+  for (const std::vector<const onnx::NodeProto*>& chain : chains) {
+    for (const onnx::NodeProto* node : chain) {
+      if (node->input(0) != common && !readOnlyBy(node->input(0), onChains)) return std::nullopt;
+    }
+  }
+  const Tensor source = values_.at(common).tensor;
+  const std::uint64_t elements = elementCount(shapeOf(source));
+  const std::array<AttentionSettings::Layout, 3> layouts{settings.query, settings.key, settings.value};
+  std::array<AttentionSettings::View, 3> views;
+  for (std::size_t i = 0; i < 3; ++i) {
+    StridedView view = StridedView::contiguous(shapeOf(source));
+    for (auto node = chains[i].rbegin(); node != chains[i].rend(); ++node) {
+      const std::string& op = (*node)->op_type();
+      const Shape& out = shapeOf(values_.at((*node)->output(0)).tensor);
+      if (op == "Transpose") {
+        Attributes attributes;
+        for (const onnx::AttributeProto& attribute : (*node)->attribute()) attributes[attribute.name()] = &attribute;
+        const std::vector<std::uint32_t> axes = permutation(attributes, view.axes.size());
+        if (axes.size() != view.axes.size()) return std::nullopt;
+        std::vector<std::vector<Span>> permuted;
+        for (const std::uint32_t axis : axes) {
+          if (axis >= view.axes.size()) return std::nullopt;
+          permuted.push_back(view.axes[axis]);
+        }
+        view.axes = std::move(permuted);
+      } else if (op == "Gather") {
+        std::int64_t axis = 0;
+        for (const onnx::AttributeProto& attribute : (*node)->attribute()) {
+          if (attribute.name() == "axis") axis = attribute.i();
+        }
+        const std::int64_t rank = static_cast<std::int64_t>(view.axes.size());
+        if (axis < -rank || axis >= rank) return std::nullopt;
+        const std::size_t along = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
+        const Constant& index = values_.at((*node)->input(1)).host;
+        const std::int64_t length = view.shape()[along];
+        const std::int64_t at = static_cast<std::int64_t>(index.values[0]) < 0 ? static_cast<std::int64_t>(index.values[0]) + length
+                                                                                : static_cast<std::int64_t>(index.values[0]);
+        if (at < 0 || at >= length) return std::nullopt;
+        view.take(along, static_cast<std::uint64_t>(at), !index.shape.empty());
+      } else if (!view.reshape(out)) {
+        return std::nullopt;
+      }
+      if (view.shape() != out) return std::nullopt;
+    }
+    if (view.shape() != shapeOf(values_.at(operands[i].back()).tensor) || view.axes.size() != 4) return std::nullopt;
+    std::uint64_t last = view.offset;
+    for (std::size_t j = 0; j < 4; ++j) {
+      const std::optional<Span> axis = view.single(layouts[i][j]);
+      if (!axis) return std::nullopt;
+      last += (axis->size - 1) * axis->stride;
+      views[i].sizes[j] = static_cast<std::uint32_t>(axis->size);
+      views[i].strides[j] = static_cast<std::uint32_t>(axis->stride);
+      if (axis->stride > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+    }
+    if (last >= elements || view.offset > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+    views[i].offset = static_cast<std::uint32_t>(view.offset);
+  }
+  settings.queryView = views[0];
+  settings.keyView = views[1];
+  settings.valueView = views[2];
+  return JoinedProjections{source, {}, "Q, K and V read in place from one tensor through their views"};
+}
+
 std::optional<Importer::JoinedProjections> Importer::joinedProjections(const std::array<std::vector<std::string>, 3>& operands,
                                                                          AttentionSettings& settings) {
-  // Whether one node alone reads the data of `name`: a Shape node reads only its shape, known at load, and so does a
-  // node whose results only Shape nodes read (GPT-2's head split of K, whose size(-2) the export takes from a transpose
-  // of it that nothing else reads).
-  const std::function<bool(const onnx::NodeProto&, int)> readsShapeOnly = [&](const onnx::NodeProto& node, int depth) {
-    if (node.op_type() == "Shape") return true;
-    if (depth == 0 || node.output_size() == 0) return false;
-    for (const std::string& output : node.output()) {
-      const auto found = readers_.find(output);
-      const std::size_t readers = found == readers_.end() ? 0 : found->second.size();
-      if (output.empty() || readers == 0 || consumers_.at(output) != static_cast<int>(readers)) return false;  // unread, or a graph output
-      for (const onnx::NodeProto* reader : found->second) {
-        if (!readsShapeOnly(*reader, depth - 1)) return false;
-      }
-    }
-    return true;
-  };
+  if (std::optional<JoinedProjections> one = viewsOfOneTensor(operands, settings)) return one;
+  // Whether one node alone reads the data of `name` (besides nodes reading its shape only).
   const auto readOnce = [&](const std::string& name) {
     const auto found = readers_.find(name);
     if (found == readers_.end()) return false;

@@ -196,9 +196,11 @@ class Importer {
   bool fillsLowest(const onnx::NodeProto& where) const;
   // Whether a node between Softmax and the product with V passes the probabilities unchanged (in inference).
   bool passesProbabilities(const onnx::NodeProto& node) const;
-  // The Transpose back to [B, S, H, D] that alone reads the product with V, as the heads' merge begins (the op writes
-  // in that order at once), if any.
+  // The Transpose of 4 axes that alone reads the product with V, as the heads' merge begins (the op writes in its order
+  // at once: [B, S, H, D] as BERT's and GPT-2's exports merge, [S, B, H, D] as PyTorch 2's nn.MultiheadAttention), if any.
   std::vector<const onnx::NodeProto*> headsMerge(const onnx::NodeProto& valueProduct) const;
+  // The op's output layout that writes what that Transpose would give.
+  static AttentionSettings::Layout mergedLayout(const onnx::NodeProto& transpose);
   // What importAttention found: Q·Kᵀ, ·V, the nodes between and after them that the op runs, the mask, the scale.
   struct AttentionMatch {
     const onnx::NodeProto* product = nullptr;
@@ -238,6 +240,17 @@ class Importer {
   // their views into it in `settings`. `operands`: for each of Q, K and V the names from the op's input back to the
   // tensor it reads in its layout.
   std::optional<JoinedProjections> joinedProjections(const std::array<std::vector<std::string>, 3>& operands, AttentionSettings& settings);
+  // The same where Q, K and V are each read back through nodes that only index memory anew (Reshape, Squeeze, Unsqueeze,
+  // Transpose, a Gather of one constant index) from one computed tensor, every name on the way read by those nodes
+  // alone (torchvision's ViT exported by PyTorch 2: nn.MultiheadAttention's in-projection reshaped, transposed and
+  // gathered into Q, K and V): that tensor, and their strided views into it in `settings`.
+  std::optional<JoinedProjections> viewsOfOneTensor(const std::array<std::vector<std::string>, 3>& operands, AttentionSettings& settings);
+  // Whether `node` reads only the shape of its input, known at load: a Shape node, or one whose results (followed
+  // `depth` nodes on) only Shape nodes read (GPT-2's head split of K, whose size(-2) the export takes from a transpose
+  // of it that nothing else reads).
+  bool readsShapeOnly(const onnx::NodeProto& node, int depth) const;
+  // Whether only `nodes` (and nodes reading its shape only) read the data of `name`, and it is no graph output.
+  bool readOnlyBy(const std::string& name, const std::set<const onnx::NodeProto*>& nodes) const;
   // The value of a one-element constant.
   std::optional<double> scalarConstant(const std::string& name) const;
   // A Mul or Div of a computed tensor by a one-element constant: that tensor's name and the factor.

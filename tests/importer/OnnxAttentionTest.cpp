@@ -93,16 +93,18 @@ TEST_SUITE("gl") {
           }
         }
     // The three projections apart; the same with V's also read by a later Add; one projection of the three side by side
-    // split along its last axis (GPT-2's c_attn).
-    enum class Form { apart, valueReadTwice, split };
-    for (const Form form : {Form::apart, Form::valueReadTwice, Form::split}) {
+    // split along its last axis (GPT-2's c_attn); one projection of the three, sequence first, reshaped, transposed and
+    // gathered into Q, K and V, each split into heads with batch and heads as one axis between (PyTorch 2's export of
+    // nn.MultiheadAttention, as in torchvision's ViT; at B = 2 that axis is no single stride of the projection).
+    enum class Form { apart, valueReadTwice, split, gathered };
+    for (const Form form : {Form::apart, Form::valueReadTwice, Form::split, Form::gathered}) {
       const bool valueReadTwice = form == Form::valueReadTwice;
       CAPTURE(static_cast<int>(form));
       Model m;
       m.input("x", {B, S, in}).constant("heads", {4}, {B, S, H, D}).constant("merged", {3}, {B, S, width});
       m.constant("scale", {}, {scale}, false);
       const char* names[] = {"q", "k", "v"};
-      if (form == Form::split) {
+      if (form == Form::split || form == Form::gathered) {
         std::vector<double> joinedWeight(in * 3 * width), joinedBias;
         for (std::size_t p = 0; p < 3; ++p) {
           for (std::size_t i = 0; i < in; ++i)
@@ -111,15 +113,35 @@ TEST_SUITE("gl") {
         }
         m.constant("wqkv", {in, 3 * width}, joinedWeight, false).constant("bqkv", {3 * width}, joinedBias, false);
         m.constant("sizes", {3}, {width, width, width});
-        m.node("MatMul", {"x", "wqkv"}, "qkv0");
-        m.node("Add", {"qkv0", "bqkv"}, "qkv");
-        onnx::NodeProto& split = m.node("Split", {"qkv", "sizes"}, "q1");
-        split.add_output("k1");
-        split.add_output("v1");
-        attribute(split, "axis", -1);
+        if (form == Form::gathered) {
+          m.constant("parts", {4}, {S, B, 3, width}).constant("first", {1}, {0}).constant("fourth", {1}, {3});
+          m.constant("rowsOfHeads", {3}, {S, B * H, D}).constant("batchHeads", {4}, {B, H, S, D});
+          attributeInts(m.node("Transpose", {"x"}, "xs"), "perm", {1, 0, 2});
+          m.node("MatMul", {"xs", "wqkv"}, "qkv0");
+          m.node("Add", {"qkv0", "bqkv"}, "qkv");
+          m.node("Reshape", {"qkv", "parts"}, "qkv1");
+          m.node("Unsqueeze", {"qkv1", "first"}, "qkv2");
+          attributeInts(m.node("Transpose", {"qkv2"}, "qkv3"), "perm", {3, 1, 2, 0, 4});
+          m.node("Squeeze", {"qkv3", "fourth"}, "qkv4");
+        } else {
+          m.node("MatMul", {"x", "wqkv"}, "qkv0");
+          m.node("Add", {"qkv0", "bqkv"}, "qkv");
+          onnx::NodeProto& split = m.node("Split", {"qkv", "sizes"}, "q1");
+          split.add_output("k1");
+          split.add_output("v1");
+          attribute(split, "axis", -1);
+        }
       }
       for (std::size_t p = 0; p < 3; ++p) {
         const std::string n = names[p];
+        if (form == Form::gathered) {
+          m.constant(n + "index", {}, {static_cast<double>(p)});
+          attribute(m.node("Gather", {"qkv4", n + "index"}, n + "1"), "axis", 0);
+          m.node("Reshape", {n + "1", "rowsOfHeads"}, n + "2");
+          attributeInts(m.node("Transpose", {n + "2"}, n + "3"), "perm", {1, 0, 2});
+          m.node("Reshape", {n + "3", "batchHeads"}, n);
+          continue;
+        }
         if (form != Form::split) {
           m.constant("w" + n, {in, width}, w[p], false).constant("b" + n, {width}, b[p], false);
           m.node("MatMul", {"x", "w" + n}, n + "0");
@@ -134,8 +156,17 @@ TEST_SUITE("gl") {
       m.node("Mul", {"scores", "scale"}, "scaled");
       attribute(m.node("Softmax", {"scaled"}, "p"), "axis", -1);
       m.node("MatMul", {"p", "v"}, "o");
-      attributeInts(m.node("Transpose", {"o"}, "om"), "perm", {0, 2, 1, 3});
-      m.node("Reshape", {"om", "merged"}, valueReadTwice ? "attended" : "y");
+      if (form == Form::gathered) {
+        // Sequence first again, [S, B, H, D], as nn.MultiheadAttention merges the heads (the op writes in that order),
+        // then batch first.
+        m.constant("sequenceFirst", {3}, {S, B, width});
+        attributeInts(m.node("Transpose", {"o"}, "om"), "perm", {2, 0, 1, 3});
+        m.node("Reshape", {"om", "sequenceFirst"}, "ys");
+        attributeInts(m.node("Transpose", {"ys"}, "y"), "perm", {1, 0, 2});
+      } else {
+        attributeInts(m.node("Transpose", {"o"}, "om"), "perm", {0, 2, 1, 3});
+        m.node("Reshape", {"om", "merged"}, valueReadTwice ? "attended" : "y");
+      }
       std::vector<double> want = attended;
       if (valueReadTwice) {
         m.node("Add", {"attended", "v1"}, "y");
@@ -149,14 +180,16 @@ TEST_SUITE("gl") {
       REQUIRE(!attention.empty());
       CHECK((attention.find("Q, K and V from one dense layer") != std::string::npos) == (form == Form::apart));
       CHECK((attention.find("Q, K and V read in place from their split") != std::string::npos) == (form == Form::split));
-      if (form != Form::split) {
+      CHECK((attention.find("Q, K and V read in place from one tensor through their views") != std::string::npos) == (form == Form::gathered));
+      if (form == Form::apart || form == Form::valueReadTwice) {
         for (const int matmul : {1, 6, 11}) {
           CHECK(became.at(named("MatMul", matmul)) == (valueReadTwice ? "dense" : "dense (joined with the attention's other projections)"));
         }
       }
       // Joined or split: one dense layer and the attention (the split's slices never run); else three dense layers,
-      // the attention and the Add.
-      CHECK(opsRun(m) == (valueReadTwice ? 5u : 2u));
+      // the attention and the Add. Gathered: the input's transpose and the output's too (the Transposes, Gathers and
+      // Reshapes between never run).
+      CHECK(opsRun(m) == (valueReadTwice ? 5u : form == Form::gathered ? 4u : 2u));
     }
   }
 

@@ -30,8 +30,9 @@ reshaped onto the queries or across sequences (caught by glnet's float64 check o
 the vision transformer's default export (eval mode, constant folding,
 equal initializers shared through Identity nodes) must train to the same tensors as the training-mode one. The same
 three exports made by PyTorch 2.11 (tests/data/pytorch-exports/2.11, whose nn.MultiheadAttention has another form)
-train the same way beside the running PyTorch from their own initializers; the edits start from the 1.13 exports
-committed beside them, so that they find the node names they change on every machine.
+train the same way beside the running PyTorch from their own initializers, and their vision transformer and text
+encoder run inference through glnet_run (at batch 3 and 1) within 1e-5 × max |output| of the modules in float64; the
+edits start from the 1.13 exports committed beside them, so that they find the node names they change on every machine.
 
   torch_finetune.py GLNET_TRAIN MNIST_DIR WORK_DIR
 """
@@ -340,12 +341,42 @@ def main(train, mnist, work):
     text2_failures, _ = compare_training(train, mnist, work, load_initializers(TextEncoder(), fixtures / "text.onnx"), "text-torch2",
                                          ids=(ids, labels), onnx_file=fixtures / "text.onnx")
     failures += vit2_failures + text2_failures
+    # Their inference through glnet_run (its attention reading Q, K and V through the export's views of the
+    # in-projection) against the same modules in float64, at batch 3 (batch and heads as one axis between) and 1.
+    images = np.random.default_rng(5).standard_normal((3, 1, 28, 28)).astype(np.float32)
+    failures += inference_matches(train, work, load_initializers(VisionTransformer(), fixtures / "vit.onnx"), fixtures / "vit.onnx", images)
+    failures += inference_matches(train, work, load_initializers(TextEncoder(), fixtures / "text.onnx"), fixtures / "text.onnx", ids[:3])
     glnet_train(train, mnist, work, fixtures / "vit-folded.onnx", "vit-torch2-folded")
     failures += same_tensors(work / "vit-torch2.safetensors", work / "vit-torch2-folded.safetensors")
 
     failures += refusals(train, mnist, work)
     failures += attention_refusals(train, mnist, work, here.parent / "data" / "pytorch-exports" / "1.13")
     sys.exit(1 if failures else 0)
+
+
+def inference_matches(train, work, model, onnx_file, inputs):
+    """glnet_run (beside glnet_train) on `onnx_file` at the batch of `inputs` and at 1, against `model` in float64: max
+    |difference| <= 1e-5 x max |output| (float32 against float64) and the same argmax. Returns the failures."""
+    run = Path(train).parent / "glnet_run"
+    with torch.no_grad():
+        model = model.eval().double()
+        want = model(torch.from_numpy(inputs).double() if inputs.dtype == np.float32 else torch.from_numpy(inputs)).numpy()
+    failures = 0
+    for batch in (len(inputs), 1):
+        np.save(work / "inference-in.npy", inputs[:batch])
+        result = subprocess.run([str(run), "--model", str(onnx_file), "--input", str(work / "inference-in.npy"), "--output",
+                                 str(work / "inference-out.npy")], capture_output=True, text=True)
+        if result.returncode != 0:
+            print(f"glnet_run on {onnx_file.name} at batch {batch}: exit {result.returncode}: {result.stderr.strip()}")
+            failures += 1
+            continue
+        got, expected = np.load(work / "inference-out.npy"), want[:batch]
+        error = np.abs(got - expected).max() / np.abs(expected).max()
+        print(f"{onnx_file.parent.name}/{onnx_file.name}, batch {batch}: max|glnet - PyTorch float64| = {error:.3g} x max|out|")
+        if got.shape != expected.shape or not error <= 1e-5 or (got.argmax(1) != expected.argmax(1)).any():
+            print(f"{onnx_file.name} at batch {batch}: shape {got.shape}, argmax {got.argmax(1)} against {expected.shape}, {expected.argmax(1)}")
+            failures += 1
+    return failures
 
 
 def attention_refusals(train, mnist, work, exports):
