@@ -357,28 +357,71 @@ void Importer::importTranspose(const onnx::NodeProto& node, const Attributes& a)
   const Tensor x = tensorInput(node, 0);
   const Shape& in = shapeOf(x);
   const std::vector<std::uint32_t> axes = permutation(a, in.size());
-  // A permutation that keeps the axes longer than 1 in their order moves no element (nn.MultiheadAttention's
-  // [1, S, E] -> [S, 1, E] at batch 1): the transpose is a view, no dispatch. An invalid one is transposeOp's to refuse.
-  std::vector<bool> seen(in.size(), false);
-  Shape out;
-  std::uint32_t previous = 0;
-  bool inOrder = axes.size() == in.size();
-  for (const std::uint32_t axis : axes) {
-    if (!inOrder || axis >= in.size() || seen[axis]) {
-      inOrder = false;
-      break;
-    }
-    seen[axis] = true;
-    out.push_back(in[axis]);
-    if (in[axis] == 1) continue;
-    inOrder = axis >= previous;
-    previous = axis;
-  }
-  if (inOrder) {
+  // nn.MultiheadAttention's [1, S, E] -> [S, 1, E] at batch 1: a view, no dispatch.
+  if (movesNoElement(axes, in)) {
+    Shape out;
+    for (const std::uint32_t axis : axes) out.push_back(in[axis]);
     apply(node, reshapeOp(out), {x}, "view (only axes of length 1 move)");
     return;
   }
   apply(node, transposeOp(axes), {x}, "transpose");
+}
+
+bool Importer::movesNoElement(const std::vector<std::uint32_t>& axes, const Shape& in) {
+  std::vector<bool> seen(in.size(), false);
+  std::uint32_t previous = 0;
+  if (axes.size() != in.size()) return false;
+  for (const std::uint32_t axis : axes) {
+    if (axis >= in.size() || seen[axis]) return false;
+    seen[axis] = true;
+    if (in[axis] == 1) continue;
+    if (axis < previous) return false;
+    previous = axis;
+  }
+  return true;
+}
+
+bool Importer::addsIntoProjection(const onnx::NodeProto& add) {
+  if (add.op_type() != "Add" || add.input_size() != 2 || add.input(0) == add.input(1)) return false;
+  for (const int side : {0, 1}) {
+    const Value& x = operand(add, side);
+    const Value& residual = operand(add, 1 - side);
+    const Shape shape = x.constant ? Shape{} : shapeOf(x.tensor);
+    if (x.constant || residual.constant || shapeOf(residual.tensor) != shape || !readOnlyBy(add.input(side), {&add})) continue;
+    // Back from X through nodes that keep its elements in order, each read by the next alone (and by nodes reading its
+  // shape only), to a projection.
+    std::string at = add.input(side);
+    bool found = true;
+    while (!projections_.count(values_.at(at).tensor.id)) {
+      const auto producer = producers_.find(at);
+      found = producer != producers_.end() && keepsElementOrder(*producer->second) && readOnlyBy(producer->second->input(0), {producer->second});
+      if (!found) break;
+      at = producer->second->input(0);
+    }
+    if (!found) continue;
+    const int id = values_.at(at).tensor.id;
+    const Projection projection = projections_.at(id);
+    const std::uint32_t rows = shapeOf(projection.rows)[0];
+    const Tensor residualRows = graph_.apply(reshapeOp({rows, projection.outputs}), {residual.tensor});
+    const Tensor out = graph_.apply(denseResidualOp(), {projection.rows, projection.weight, projection.bias, residualRows}, nameOf(add));
+    projections_.erase(id);
+    values_[add.output(0)] = {false, {}, graph_.apply(reshapeOp(shape), {out})};
+    result_.nodes[projection.summary].glnetOp = "dense + residual (the Add after its views)";
+    result_.nodes.push_back({add.name(), add.op_type(), "fused", shape});
+    return true;
+  }
+  return false;
+}
+
+bool Importer::keepsElementOrder(const onnx::NodeProto& node) const {
+  const std::string& op = node.op_type();
+  if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.input_size() < 1 || node.output_size() != 1) return false;
+  if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten") return true;
+  if (op != "Transpose") return false;
+  Attributes attributes;
+  for (const onnx::AttributeProto& attribute : node.attribute()) attributes[attribute.name()] = &attribute;
+  const Shape& in = shapeOf(values_.at(node.input(0)).tensor);
+  return movesNoElement(permutation(attributes, in.size()), in);
 }
 
 void Importer::importConcat(const onnx::NodeProto& node, const Attributes& a) {
@@ -494,6 +537,7 @@ void Importer::importBinary(const onnx::NodeProto& node, const Attributes& optio
   const std::string& op = node.op_type();
   if (node.input_size() != 2) refuse(node, "only two inputs are supported");
   if (sumsIntoNormalization(node)) return;
+  if (addsIntoProjection(node)) return;
   const Value& left = operand(node, 0);
   const Value& right = operand(node, 1);
   if (op == "Add" && (left.constant != right.constant)) {

@@ -235,4 +235,66 @@ TEST_SUITE("gl") {
       CHECK(opsRun(m) == (broadcast ? 4u : 3u));
     }
   }
+
+  TEST_CASE("a residual Add after a Gemm given another shape (Reshape, a Transpose of axes of length 1) is added by the dense layer; a Transpose that moves elements, or a view read elsewhere too, keeps the Add") {
+    // torchvision's ViT at batch 1: out_proj's Gemm [S, E], Reshape to [S, 1, E], Transpose to [1, S, E], then the skip
+    // connection's Add; a Shape node reads the Gemm's output, as the export's does. A NaN in a row stays in that row.
+    constexpr std::size_t S = 3, in = 5, out = 4;
+    std::mt19937 random = test::generator(53);
+    std::vector<float> x = test::uniformFloats(random, S * in), r = test::uniformFloats(random, S * out);
+    x[in + 2] = std::nanf("");
+    const std::vector<double> w = test::widen(test::uniformFloats(random, out * in)), b = test::widen(test::uniformFloats(random, out));
+    enum class Form { unitAxes, movesElements, viewReadElsewhere };
+    for (const Form form : {Form::unitAxes, Form::movesElements, Form::viewReadElsewhere}) {
+      CAPTURE(static_cast<int>(form));
+      const bool fuses = form == Form::unitAxes;
+      Model m;
+      m.input("x", {S, in}).input("r", {1, S, out}).constant("w", {out, in}, w, false).constant("b", {out}, b, false);
+      m.constant("rows", {3}, {S, 1, out});
+      attribute(m.node("Gemm", {"x", "w", "b"}, "z"), "transB", 1);
+      m.node("Shape", {"z"}, "zshape");
+      m.node("Reshape", {"z", "rows"}, "zr");
+      if (form == Form::movesElements) {
+        m.constant("columns", {3}, {1, out, S});
+        m.node("Reshape", {"zr", "columns"}, "zc");  // [1, 4, 3]: the Transpose below moves its 4 and 3
+        test::attributeInts(m.node("Transpose", {"zc"}, "zt"), "perm", {0, 2, 1});
+      } else {
+        test::attributeInts(m.node("Transpose", {"zr"}, "zt"), "perm", {1, 0, 2});
+      }
+      m.node("Add", {"r", "zt"}, "sum");
+      m.node(form == Form::viewReadElsewhere ? "Sub" : "Identity", form == Form::viewReadElsewhere ? std::vector<std::string>{"sum", "zt"} : std::vector<std::string>{"sum"}, "y");
+      // z = x·wᵀ + b, then as the graph reads it.
+      std::vector<double> z(S * out);
+      for (std::size_t s = 0; s < S; ++s)
+        for (std::size_t o = 0; o < out; ++o) {
+          z[s * out + o] = b[o];
+          for (std::size_t i = 0; i < in; ++i) z[s * out + o] += double{x[s * in + i]} * w[o * in + i];
+        }
+      // [1, S, out]; where the Transpose moves elements, zt[0][a][c] is z's value c·S + a (z's 12 values in order as
+      // [1, out, S], transposed).
+      std::vector<double> want(S * out);
+      for (std::size_t a = 0; a < S; ++a)
+        for (std::size_t c = 0; c < out; ++c) {
+          const std::size_t at = a * out + c;
+          const double viewed = form == Form::movesElements ? z[c * S + a] : z[at];
+          want[at] = form == Form::viewReadElsewhere ? (r[at] + viewed) - viewed : r[at] + viewed;
+        }
+      Shape shape;
+      const std::vector<float> y = run(m, {x, r}, &shape);
+      CHECK(shape == Shape{1, S, out});
+      std::vector<float> rest;
+      std::vector<double> restWanted;
+      for (std::size_t i = 0; i < y.size(); ++i) {
+        CHECK(std::isnan(y[i]) == std::isnan(want[i]));
+        if (std::isnan(want[i])) continue;
+        rest.push_back(y[i]);
+        restWanted.push_back(want[i]);
+      }
+      CHECK(rest.size() < y.size());
+      test::checkClose(rest, restWanted, 1e-5, 1e-5);
+      const std::map<std::string, std::string> became = summaries(m);
+      CHECK(became.at(named("Gemm", 1)) == (fuses ? "dense + residual (the Add after its views)" : "dense"));
+      CHECK((became.at(named("Add", form == Form::movesElements ? 6 : 5)) == "fused") == fuses);
+    }
+  }
 }
