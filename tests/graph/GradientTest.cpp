@@ -346,6 +346,23 @@ bool anyLabelContains(const std::vector<std::string>& labels, const std::string&
   return false;
 }
 
+// Every case of cases(67) whose name starts with `family`, checked under each GEMM configuration this device runs. The
+// dense and convolution families are two test cases, so that the GPU suite's parts (tests/CMakeLists.txt) compile
+// their programs side by side.
+void checkUnderEveryGemmConfig(const std::string& family, std::uint32_t seed) {
+  Context& context = test::glContext();
+  auto random = test::generator(seed);
+  ProgramCache programs;
+  for (const GemmConfig* fitting : gemmConfigsFitting(context.limits())) {
+    const GemmConfig& config = *fitting;
+    ForcedGemmConfig forced(config);
+    CAPTURE(config.name);
+    for (const OpCase& c : cases(67)) {
+      if (c.name.rfind(family, 0) == 0) checkAgainstReference(context, programs, c, 67, random);
+    }
+  }
+}
+
 // Cases whose sizes only the GPU check takes: central differences over thousands of values drown in rounding, and
 // cases() checks the same references by them at small sizes.
 std::vector<OpCase> largeCases(std::uint32_t rows) {
@@ -683,19 +700,9 @@ TEST_SUITE("gl") {
     }
   }
 
-  TEST_CASE("the ops on the GEMM core match their reference under every GEMM configuration") {
-    Context& context = test::glContext();
-    auto random = test::generator(42);
-    ProgramCache programs;
-    for (const GemmConfig* fitting : gemmConfigsFitting(context.limits())) {
-      const GemmConfig& config = *fitting;
-      ForcedGemmConfig forced(config);
-      CAPTURE(config.name);
-      for (const OpCase& c : cases(67)) {
-        if (c.name.rfind("dense", 0) == 0 || c.name.rfind("conv2d", 0) == 0) checkAgainstReference(context, programs, c, 67, random);
-      }
-    }
-  }
+  TEST_CASE("the dense ops on the GEMM core match their reference under every GEMM configuration") { checkUnderEveryGemmConfig("dense", 42); }
+
+  TEST_CASE("the convolutions on the GEMM core match their reference under every GEMM configuration") { checkUnderEveryGemmConfig("conv2d", 43); }
 }
 
 TEST_SUITE("gl") {
