@@ -368,9 +368,9 @@ void Importer::importTranspose(const onnx::NodeProto& node, const Attributes& a)
 }
 
 bool Importer::movesNoElement(const std::vector<std::uint32_t>& axes, const Shape& in) {
+  if (axes.size() != in.size()) return false;
   std::vector<bool> seen(in.size(), false);
   std::uint32_t previous = 0;
-  if (axes.size() != in.size()) return false;
   for (const std::uint32_t axis : axes) {
     if (axis >= in.size() || seen[axis]) return false;
     seen[axis] = true;
@@ -389,7 +389,7 @@ bool Importer::addsIntoProjection(const onnx::NodeProto& add) {
     const Shape shape = x.constant ? Shape{} : shapeOf(x.tensor);
     if (x.constant || residual.constant || shapeOf(residual.tensor) != shape || !readOnlyBy(add.input(side), {&add})) continue;
     // Back from X through nodes that keep its elements in order, each read by the next alone (and by nodes reading its
-  // shape only), to a projection.
+    // shape only), to a projection.
     std::string at = add.input(side);
     bool found = true;
     while (!projections_.count(values_.at(at).tensor.id)) {
@@ -400,6 +400,18 @@ bool Importer::addsIntoProjection(const onnx::NodeProto& add) {
     }
     if (!found) continue;
     const int id = values_.at(at).tensor.id;
+    // The projection under another name (an Identity's, or the MatMul's before its fused bias Add): read only by nodes
+    // fused into it, or for its shape.
+    const bool readElsewhere = std::any_of(values_.begin(), values_.end(), [&](const auto& named) {
+      if (named.first == at || named.second.constant || named.second.tensor.id != id) return false;
+      const auto readers = readers_.find(named.first);
+      const std::size_t count = readers == readers_.end() ? 0 : readers->second.size();
+      if (consumers_.count(named.first) && consumers_.at(named.first) != static_cast<int>(count)) return true;  // a graph output
+      return readers != readers_.end() && std::any_of(readers->second.begin(), readers->second.end(), [&](const onnx::NodeProto* reader) {
+               return !fused_.count(reader) && !readsShapeOnly(*reader, 3);
+             });
+    });
+    if (readElsewhere) continue;
     const Projection projection = projections_.at(id);
     const std::uint32_t rows = shapeOf(projection.rows)[0];
     const Tensor residualRows = graph_.apply(reshapeOp({rows, projection.outputs}), {residual.tensor});
@@ -415,7 +427,7 @@ bool Importer::addsIntoProjection(const onnx::NodeProto& add) {
 
 bool Importer::keepsElementOrder(const onnx::NodeProto& node) const {
   const std::string& op = node.op_type();
-  if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.input_size() < 1 || node.output_size() != 1) return false;
+  if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.input_size() < 1 || node.output_size() != 1 || fused_.count(&node)) return false;
   if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten") return true;
   if (op != "Transpose") return false;
   Attributes attributes;

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <deque>
-#include <functional>
 #include <limits>
 #include <set>
 
@@ -12,9 +11,10 @@ namespace glnet::onnximport {
 
 namespace {
 
-// A tensor read in place with strides: per axis, its parts from the outermost in (a Reshape that merges axes whose
-// strides do not chain keeps them apart), each of a size and a stride in elements of the tensor read; an axis of
-// length 1 has none.
+// A tensor read in place with strides: per axis, its parts from the outermost in, each of a size and a stride in
+// elements of the tensor read; an axis of length 1 has none. A Reshape that merges axes keeps them as parts of the
+// new axis (batch and heads in [S, B·H, D] at B > 1 have no single stride), and `single` asks for one stride only
+// where the op reads the axis.
 struct Span {
   std::uint64_t size, stride;
 };
@@ -121,9 +121,13 @@ bool Importer::readOnlyBy(const std::string& name, const std::set<const onnx::No
 
 std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std::array<std::vector<std::string>, 3>& operands,
                                                                         AttentionSettings& settings) {
-  // Back from what the op reads through nodes that only index memory anew.
+  // Back from what the op reads through nodes that only index memory anew. A Transpose an earlier attention absorbed (its
+  // heads' merge) never ran: its output is that attention's, already in the Transpose's order.
   const auto reindexes = [&](const onnx::NodeProto& node) {
-    if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.input_size() < 1 || values_.at(node.input(0)).constant) return false;
+    if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.input_size() < 1 || fused_.count(&node) ||
+        values_.at(node.input(0)).constant) {
+      return false;
+    }
     const std::string& op = node.op_type();
     if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Transpose") return true;
     if (op != "Gather" || node.input_size() != 2) return false;
@@ -193,10 +197,13 @@ std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std:
     for (std::size_t j = 0; j < 4; ++j) {
       const std::optional<Span> axis = view.single(layouts[i][j]);
       if (!axis) return std::nullopt;
-      last += (axis->size - 1) * axis->stride;
+      // An axis of length 1 is read at index 0 alone; as the outermost, so that the op never takes it for the one its
+      // loads run along.
+      const std::uint64_t stride = axis->size == 1 ? elements : axis->stride;
+      if (stride > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+      last += (axis->size - 1) * stride;
       views[i].sizes[j] = static_cast<std::uint32_t>(axis->size);
-      views[i].strides[j] = static_cast<std::uint32_t>(axis->stride);
-      if (axis->stride > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
+      views[i].strides[j] = static_cast<std::uint32_t>(stride);
     }
     if (last >= elements || view.offset > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
     views[i].offset = static_cast<std::uint32_t>(view.offset);

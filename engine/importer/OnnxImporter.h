@@ -240,10 +240,6 @@ class Importer {
   // their views into it in `settings`. `operands`: for each of Q, K and V the names from the op's input back to the
   // tensor it reads in its layout.
   std::optional<JoinedProjections> joinedProjections(const std::array<std::vector<std::string>, 3>& operands, AttentionSettings& settings);
-  // The same where Q, K and V are each read back through nodes that only index memory anew (Reshape, Squeeze, Unsqueeze,
-  // Transpose, a Gather of one constant index) from one computed tensor, every name on the way read by those nodes
-  // alone (torchvision's ViT exported by PyTorch 2: nn.MultiheadAttention's in-projection reshaped, transposed and
-  // gathered into Q, K and V): that tensor, and their strided views into it in `settings`.
   // Whether permuting `in`'s axes by `axes` leaves every element where it is: a valid permutation that keeps the axes
   // longer than 1 in their order.
   static bool movesNoElement(const std::vector<std::uint32_t>& axes, const Shape& in);
@@ -251,10 +247,16 @@ class Importer {
   // Unsqueeze, Flatten, a Transpose that moves no element).
   bool keepsElementOrder(const onnx::NodeProto& node) const;
   // Add(X, R) where X is a projection's output given other shapes (keepsElementOrder), each step read by the next
-  // alone (readOnlyBy), and R computed in the Add's shape: the layer made again with R as its residual, the Add's value its output
-  // in the Add's shape (torchvision's ViT at batch 1: out_proj's Gemm, Reshape and Transpose before the skip
-  // connection). The first layer, then read by nothing, is left out of the plan.
+  // alone (readOnlyBy), the projection read under no other name but through nodes fused into it, and R computed in the
+  // Add's shape: the layer made again with R as its residual, the Add's value its output in the Add's shape
+  // (torchvision's ViT at batch 1: out_proj's Gemm, Reshape and Transpose before the skip connection). The first
+  // layer, then read by nothing, is left out of the plan.
   bool addsIntoProjection(const onnx::NodeProto& add);
+  // What joinedProjections takes where Q, K and V are each read back through nodes that only index memory anew
+  // (Reshape, Squeeze, Unsqueeze, a Transpose no attention absorbed, a Gather of one constant index) from one computed
+  // tensor, every name on the way read by those nodes alone (torchvision's ViT exported by PyTorch 2:
+  // nn.MultiheadAttention's in-projection reshaped, transposed and gathered into Q, K and V): that tensor, and their
+  // strided views into it in `settings`.
   std::optional<JoinedProjections> viewsOfOneTensor(const std::array<std::vector<std::string>, 3>& operands, AttentionSettings& settings);
   // Whether `node` reads only the shape of its input, known at load: a Shape node, or one whose results (followed
   // `depth` nodes on) only Shape nodes read (GPT-2's head split of K, whose size(-2) the export takes from a transpose

@@ -135,7 +135,7 @@ TEST_SUITE("gl") {
       for (std::size_t p = 0; p < 3; ++p) {
         const std::string n = names[p];
         if (form == Form::gathered) {
-          m.constant(n + "index", {}, {static_cast<double>(p)});
+          m.constant(n + "index", {}, {static_cast<double>(p) - 3});  // -3, -2, -1: counted from the end
           attribute(m.node("Gather", {"qkv4", n + "index"}, n + "1"), "axis", 0);
           m.node("Reshape", {n + "1", "rowsOfHeads"}, n + "2");
           attributeInts(m.node("Transpose", {n + "2"}, n + "3"), "perm", {1, 0, 2});
@@ -191,6 +191,32 @@ TEST_SUITE("gl") {
       // Reshapes between never run).
       CHECK(opsRun(m) == (valueReadTwice ? 5u : form == Form::gathered ? 4u : 2u));
     }
+  }
+
+  TEST_CASE("an attention reading another's output through the Transpose that attention wrote in its order reads it as written") {
+    // Attention 1 over x [1, H, S, D] writes [1, S, H, D] as the Transpose after it asks; attention 2 takes that output
+    // for its Q, K and V of [1, H', S', D] (S = H, so the shapes agree either way): the Transpose never ran, and is no
+    // view to take again.
+    constexpr std::size_t H = 4, S = 4, D = 8;
+    std::mt19937 random = test::generator(54);
+    const std::vector<float> x = test::uniformFloats(random, H * S * D, -1, 1);
+    Model m;
+    m.input("x", {1, H, S, D});
+    attributeInts(m.node("Transpose", {"x"}, "xt"), "perm", {0, 1, 3, 2});
+    m.node("MatMul", {"x", "xt"}, "s1");
+    attribute(m.node("Softmax", {"s1"}, "p1"), "axis", -1);
+    m.node("MatMul", {"p1", "x"}, "o1");
+    attributeInts(m.node("Transpose", {"o1"}, "y1"), "perm", {0, 2, 1, 3});
+    attributeInts(m.node("Transpose", {"y1"}, "y1t"), "perm", {0, 1, 3, 2});
+    m.node("MatMul", {"y1", "y1t"}, "s2");
+    attribute(m.node("Softmax", {"s2"}, "p2"), "axis", -1);
+    m.node("MatMul", {"p2", "y1"}, "y");
+    const std::vector<double> first = attend(x, x, x, H, S, D, 1, {});  // [H, S, D]
+    std::vector<float> merged(H * S * D);  // [S, H, D]
+    for (std::size_t h = 0; h < H; ++h)
+      for (std::size_t i = 0; i < S; ++i)
+        for (std::size_t d = 0; d < D; ++d) merged[(i * H + h) * D + d] = static_cast<float>(first[(h * S + i) * D + d]);
+    test::checkClose(run(m, {x}), attend(merged, merged, merged, S, H, D, 1, {}), 1e-5, 1e-5);
   }
 
   TEST_CASE("a causal Where before Softmax is the fused attention's causal flag alone, an additive mask beside a padding mask or for another condition; found from ·V back when the scale comes after Q·Kᵀ") {

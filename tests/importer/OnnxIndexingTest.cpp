@@ -243,7 +243,7 @@ TEST_SUITE("gl") {
     Model repeated;
     repeated.input("x", {1, 3});
     attributeInts(repeated.node("Transpose", {"x"}, "y"), "perm", {1, 1});
-    CHECK(refusal(repeated).find("Transpose") != std::string::npos);
+    CHECK(refusal(repeated).find("transpose's permutation is not one of the axes 0 to 1") != std::string::npos);
   }
 
   TEST_CASE("Slice folds constants of any rank, with every start, end, axis and step, and Transpose folds constants") {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every program variant glnet builds, validated by the Khronos reference compiler as GLSL 4.30 and as
-# ESSL 3.10: those the GL test suite wrote to DUMP_DIR when it ran (ctest's gl and gl.gles_minimum: every op, mode
+# ESSL 3.10: those the GL test suite wrote to DUMP_DIR when it ran (ctest's gl.N and gl.gles_minimum.N: every op, mode
 # and activation, every GEMM configuration forced in turn, on this device and as on a device with only OpenGL ES
 # 3.1's minimum limits), and those of the commands on the MLP and the CNN, run here on both devices with
 # GLNET_SHADER_DUMP, which writes each program's whole text once per language; then glslangValidator on each.
@@ -12,7 +12,7 @@ here=$(cd "$(dirname "$0")/../cli" && pwd)
 export GLNET_SHADER_DUMP="$dump" GLNET_CACHE_DIR="$work/cache"
 
 [ -n "$(find "$dump" -name 'ForwardPass-*.comp' -print -quit 2>/dev/null)" ] ||
-  fail "$dump holds no program the GL test suite wrote: run ctest's gl first (ctest -R shaders.glslang does)"
+  fail "$dump holds no program the GL test suite wrote: run ctest's gl.N parts first (ctest -R shaders.glslang does)"
 # The runs only need to build their programs; their own results are checked by the other tests.
 for minimum in 0 1; do
   GLNET_MINIMUM_DEVICE=$minimum "$bin/glnet_train" --data "$data" --arch 784-64-10 --epochs 1 --train-limit 512 --test-limit 100 --batch 64 \
