@@ -430,10 +430,8 @@ bool Importer::keepsElementOrder(const onnx::NodeProto& node) const {
   if (!(node.domain().empty() || node.domain() == "ai.onnx") || node.input_size() < 1 || node.output_size() != 1 || fused_.count(&node)) return false;
   if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Flatten") return true;
   if (op != "Transpose") return false;
-  Attributes attributes;
-  for (const onnx::AttributeProto& attribute : node.attribute()) attributes[attribute.name()] = &attribute;
   const Shape& in = shapeOf(values_.at(node.input(0)).tensor);
-  return movesNoElement(permutation(attributes, in.size()), in);
+  return movesNoElement(permutation(attributes(node, {"perm"}), in.size()), in);
 }
 
 void Importer::importConcat(const onnx::NodeProto& node, const Attributes& a) {

@@ -163,9 +163,7 @@ std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std:
       const std::string& op = (*node)->op_type();
       const Shape& out = shapeOf(values_.at((*node)->output(0)).tensor);
       if (op == "Transpose") {
-        Attributes attributes;
-        for (const onnx::AttributeProto& attribute : (*node)->attribute()) attributes[attribute.name()] = &attribute;
-        const std::vector<std::uint32_t> axes = permutation(attributes, view.axes.size());
+        const std::vector<std::uint32_t> axes = permutation(attributes(**node, {"perm"}), view.axes.size());
         if (axes.size() != view.axes.size()) return std::nullopt;
         std::vector<std::vector<Span>> permuted;
         for (const std::uint32_t axis : axes) {
@@ -174,10 +172,7 @@ std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std:
         }
         view.axes = std::move(permuted);
       } else if (op == "Gather") {
-        std::int64_t axis = 0;
-        for (const onnx::AttributeProto& attribute : (*node)->attribute()) {
-          if (attribute.name() == "axis") axis = attribute.i();
-        }
+        const std::int64_t axis = integer(attributes(**node, {"axis"}), "axis", 0);
         const std::int64_t rank = static_cast<std::int64_t>(view.axes.size());
         if (axis < -rank || axis >= rank) return std::nullopt;
         const std::size_t along = static_cast<std::size_t>(axis < 0 ? axis + rank : axis);
