@@ -387,6 +387,11 @@ Context::Context(const ContextOptions& options) {
     glEnable(GL_DEBUG_OUTPUT_SYNCHRONOUS);
     glDebugMessageCallback(forwardDebugMessage, nullptr);
   }
+  // Programs started one after another (Program::start) then compile on as many of the driver's threads as it has.
+  if ((hasExtension("GL_KHR_parallel_shader_compile") || hasExtension("GL_ARB_parallel_shader_compile")) &&
+      glMaxShaderCompilerThreadsKHR) {
+    glMaxShaderCompilerThreadsKHR(0xFFFFFFFFu);
+  }
   limits_ = queryLimits(api_);
   const char* minimum = std::getenv("GLNET_MINIMUM_DEVICE");
   if (options.minimumDevice || (minimum && std::string(minimum) == "1")) limits_ = minimumEsLimits(limits_);

@@ -208,54 +208,103 @@ void dumpForValidation(const std::string& file, const std::vector<ShaderDefine>&
 
 }  // namespace
 
+// What a started program keeps until it is finished: its shader (for the compile log), its text's pieces (to place
+// an error), where its binary goes, and when it started.
+struct Program::PendingLink {
+  GLuint shader = 0;
+  std::vector<SourcePiece> pieces;
+  std::filesystem::path cached;
+  std::string failure;  // set once finishing failed: thrown again by every later finish
+};
+
 Program Program::compute(const std::string& file, const std::vector<ShaderDefine>& defines,
                          const std::vector<std::string>& includes) {
-  const auto start = std::chrono::steady_clock::now();
+  Program program = start(file, defines, includes);
+  program.finish();
+  return program;
+}
+
+Program Program::start(const std::string& file, const std::vector<ShaderDefine>& defines,
+                       const std::vector<std::string>& includes) {
+  const auto startedAt = std::chrono::steady_clock::now();
+  auto pending = std::make_unique<PendingLink>();
   dumpForValidation(file, defines, includes);
-  const std::vector<SourcePiece> pieces = sourcePieces(file, defines, includes, currentApi());
-  const std::string text = joined(pieces);
+  pending->pieces = sourcePieces(file, defines, includes, currentApi());
+  const std::string text = joined(pending->pieces);
 
   Program program;
   program.name_ = file;
+  program.startedAt_ = startedAt;
   program.id_ = glCreateProgram();
-  const std::filesystem::path cached = binaryCachePath(text);
-  program.fromBinaryCache_ = !cached.empty() && loadBinary(program.id_, cached);
+  pending->cached = binaryCachePath(text);
+  program.fromBinaryCache_ = !pending->cached.empty() && loadBinary(program.id_, pending->cached);
   if (!program.fromBinaryCache_) {
-    const GLuint shaderObject = glCreateShader(GL_COMPUTE_SHADER);
+    // No status is asked here: asking would wait for this compile before the next one starts.
+    pending->shader = glCreateShader(GL_COMPUTE_SHADER);
     const char* pointer = text.c_str();
-    glShaderSource(shaderObject, 1, &pointer, nullptr);
-    glCompileShader(shaderObject);
-    GLint ok = 0;
-    glGetShaderiv(shaderObject, GL_COMPILE_STATUS, &ok);
-    if (!ok) {
-      const std::string log = infoLog(shaderObject, false);
-      glDeleteShader(shaderObject);
-      log::debug("compile log of " + file + ":\n" + log);
-      throw Error(describeCompileError(log, pieces));
-    }
+    glShaderSource(pending->shader, 1, &pointer, nullptr);
+    glCompileShader(pending->shader);
     glProgramParameteri(program.id_, GL_PROGRAM_BINARY_RETRIEVABLE_HINT, GL_TRUE);
-    glAttachShader(program.id_, shaderObject);
+    glAttachShader(program.id_, pending->shader);
     glLinkProgram(program.id_);
-    glDetachShader(program.id_, shaderObject);
-    glDeleteShader(shaderObject);
-    glGetProgramiv(program.id_, GL_LINK_STATUS, &ok);
-    if (!ok) throw Error(file + ": link failed: " + trim(infoLog(program.id_, true)));
-    if (!cached.empty()) storeBinary(program.id_, cached);
   }
-  GL_CHECK(glGetProgramiv(program.id_, GL_COMPUTE_WORK_GROUP_SIZE, program.localSize_.data()));
-  // A device may link a kernel past a limit glnet was told to keep to (ContextOptions::minimumDevice).
-  GLint blocks = 0;
-  GL_CHECK(glGetProgramInterfaceiv(program.id_, GL_SHADER_STORAGE_BLOCK, GL_ACTIVE_RESOURCES, &blocks));
-  if (currentLimits().maxComputeStorageBlocks > 0 && blocks > currentLimits().maxComputeStorageBlocks) {
-    throw Error(file + " binds " + std::to_string(blocks) + " storage buffers; this device allows " +
-                std::to_string(currentLimits().maxComputeStorageBlocks) +
-                " per compute shader (GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS)");
-  }
-  program.compileMilliseconds_ =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  log::debug((program.fromBinaryCache_ ? "loaded the cached binary of " : "compiled ") + file + " in " +
-             std::to_string(program.compileMilliseconds_) + " ms");
+  program.pending_ = std::move(pending);
   return program;
+}
+
+void Program::finish() const {
+  if (!pending_) return;
+  PendingLink& pending = *pending_;
+  if (!pending.failure.empty()) throw Error(pending.failure);
+  try {
+    if (pending.shader) {
+      GLint ok = 0;
+      glGetShaderiv(pending.shader, GL_COMPILE_STATUS, &ok);
+      if (!ok) {
+        const std::string log = infoLog(pending.shader, false);
+        log::debug("compile log of " + name_ + ":\n" + log);
+        throw Error(describeCompileError(log, pending.pieces));
+      }
+      glGetProgramiv(id_, GL_LINK_STATUS, &ok);
+      if (!ok) throw Error(name_ + ": link failed: " + trim(infoLog(id_, true)));
+      glDetachShader(id_, pending.shader);
+      glDeleteShader(pending.shader);
+      pending.shader = 0;
+      if (!pending.cached.empty()) storeBinary(id_, pending.cached);
+    }
+    GL_CHECK(glGetProgramiv(id_, GL_COMPUTE_WORK_GROUP_SIZE, localSize_.data()));
+    // A device may link a kernel past a limit glnet was told to keep to (ContextOptions::minimumDevice).
+    GLint blocks = 0;
+    GL_CHECK(glGetProgramInterfaceiv(id_, GL_SHADER_STORAGE_BLOCK, GL_ACTIVE_RESOURCES, &blocks));
+    if (currentLimits().maxComputeStorageBlocks > 0 && blocks > currentLimits().maxComputeStorageBlocks) {
+      throw Error(name_ + " binds " + std::to_string(blocks) + " storage buffers; this device allows " +
+                  std::to_string(currentLimits().maxComputeStorageBlocks) +
+                  " per compute shader (GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS)");
+    }
+  } catch (const Error& error) {
+    if (pending.shader) glDeleteShader(pending.shader);
+    pending.shader = 0;
+    pending.failure = error.what();
+    throw;
+  }
+  readyAt_ = std::chrono::steady_clock::now();
+  pending_.reset();
+  log::debug((fromBinaryCache_ ? "loaded the cached binary of " : "compiled ") + name_ + " in " +
+             std::to_string(compileMilliseconds()) + " ms");
+}
+
+const std::array<int, 3>& Program::localSize() const {
+  finish();
+  return localSize_;
+}
+
+std::chrono::steady_clock::time_point Program::readyAt() const {
+  finish();
+  return readyAt_;
+}
+
+double Program::compileMilliseconds() const {
+  return std::chrono::duration<double, std::milli>(readyAt() - startedAt_).count();
 }
 
 std::string Program::deviceCacheName() {
@@ -275,6 +324,7 @@ std::string Program::binaryCacheDirectory() {
 }
 
 Program::~Program() {
+  if (pending_ && pending_->shader) glDeleteShader(pending_->shader);
   if (id_) glDeleteProgram(id_);
 }
 
@@ -282,17 +332,22 @@ Program::Program(Program&& other) noexcept
     : id_(std::exchange(other.id_, 0u)),
       name_(std::move(other.name_)),
       localSize_(other.localSize_),
-      compileMilliseconds_(other.compileMilliseconds_),
-      fromBinaryCache_(other.fromBinaryCache_) {}
+      startedAt_(other.startedAt_),
+      readyAt_(other.readyAt_),
+      fromBinaryCache_(other.fromBinaryCache_),
+      pending_(std::move(other.pending_)) {}
 
 Program& Program::operator=(Program&& other) noexcept {
   if (this != &other) {
+    if (pending_ && pending_->shader) glDeleteShader(pending_->shader);
     if (id_) glDeleteProgram(id_);
     id_ = std::exchange(other.id_, 0u);
     name_ = std::move(other.name_);
     localSize_ = other.localSize_;
-    compileMilliseconds_ = other.compileMilliseconds_;
+    startedAt_ = other.startedAt_;
+    readyAt_ = other.readyAt_;
     fromBinaryCache_ = other.fromBinaryCache_;
+    pending_ = std::move(other.pending_);
   }
   return *this;
 }

@@ -4,6 +4,8 @@
 #include "numbers/KindList.h"
 
 #include <array>
+#include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,17 +35,32 @@ class Program {
   // not (the glslang validation in tests/shaders reads them).
   static Program compute(const std::string& file, const std::vector<ShaderDefine>& defines = {},
                          const std::vector<std::string>& includes = {});
+  // The same, but returns as soon as the driver has the compile and link (or the cached binary): where it has
+  // GL_KHR_parallel_shader_compile, programs started one after another compile side by side (a driver compiles one
+  // at a time for the thread that waits on it). Its first localSize() or finish() waits for it and throws what
+  // compute would have thrown; a Plan finishes the programs it records before its first run.
+  static Program start(const std::string& file, const std::vector<ShaderDefine>& defines = {},
+                       const std::vector<std::string>& includes = {});
   ~Program();
   Program(Program&& other) noexcept;
   Program& operator=(Program&& other) noexcept;
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
 
+  // The GL name, valid from the start (what it runs is known once finished).
   unsigned id() const { return id_; }
   const std::string& name() const { return name_; }
-  // The local_size_{x,y,z} the shader declared.
-  const std::array<int, 3>& localSize() const { return localSize_; }
-  double compileMilliseconds() const { return compileMilliseconds_; }
+  // Whether its compile and link are still the driver's (started and not yet finished).
+  bool pending() const { return pending_ != nullptr; }
+  // Waits for a started program's compile and link, checks them and caches its binary; nothing when done. A failure
+  // throws glnet::Error, again at every later call.
+  void finish() const;
+  // The local_size_{x,y,z} the shader declared (finishes it).
+  const std::array<int, 3>& localSize() const;
+  // From its start until it was ready (programs started together overlap), or loaded from the binary cache.
+  double compileMilliseconds() const;
+  std::chrono::steady_clock::time_point startedAt() const { return startedAt_; }
+  std::chrono::steady_clock::time_point readyAt() const;
   bool fromBinaryCache() const { return fromBinaryCache_; }
 
   // GLNET_CACHE_DIR, else $XDG_CACHE_HOME/glnet, else $HOME/.cache/glnet; empty when GLNET_CACHE=0 or no
@@ -54,11 +71,14 @@ class Program {
   static std::string deviceCacheName();
 
  private:
+  struct PendingLink;
   unsigned id_ = 0;
   std::string name_;
-  std::array<int, 3> localSize_{};
-  double compileMilliseconds_ = 0;
+  mutable std::array<int, 3> localSize_{};
+  std::chrono::steady_clock::time_point startedAt_{};
+  mutable std::chrono::steady_clock::time_point readyAt_{};
   bool fromBinaryCache_ = false;
+  mutable std::unique_ptr<PendingLink> pending_;
 };
 
 }  // namespace glnet

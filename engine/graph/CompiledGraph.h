@@ -72,7 +72,7 @@ class CompiledGraph {
   std::vector<std::vector<std::vector<float>>> readOptimizerState() const;
   void writeOptimizerState(const std::vector<std::vector<std::vector<float>>>& state);
   double compileMilliseconds() const { return programs_.compileMilliseconds(); }
-  const std::vector<std::pair<std::string, double>>& compileTimes() const { return programs_.compileTimes(); }
+  std::vector<std::pair<std::string, double>> compileTimes() const { return programs_.compileTimes(); }
 
  private:
   void recordForward(Plan& plan);

@@ -73,6 +73,7 @@ void Plan::setParameter(int parameter, std::uint32_t value) {
 void Plan::record(const Dispatch& dispatch) {
   GLNET_ASSERT(dispatch.program && dispatch.program->id(), "a dispatch needs a compiled program");
   Step step{dispatch.program->id(), {}, dispatch.uniforms, {}, dispatch.groups, false, dispatch.label, dispatch.tuningKey, steps_.size()};
+  if (dispatch.program->pending()) unfinishedPrograms_.push_back(dispatch.program);
   for (const Uniform& uniform : step.uniforms) {
     GLNET_ASSERT(uniform.parameter < static_cast<int>(parameters_.size()), "uniform names an unknown plan parameter");
     const std::pair<unsigned, int> key{step.program, uniform.location};
@@ -172,6 +173,9 @@ void Plan::groupIndependentSteps() {
 }
 
 void Plan::begin() const {
+  // Programs started while recording compile side by side until here.
+  for (const Program* program : unfinishedPrograms_) program->finish();
+  unfinishedPrograms_.clear();
   if (issuer_.takeOver()) shadow_ = Shadow{};
   // Steps recorded since the last run may use more bindings and uniforms.
   shadow_.bindings.resize(bindingCount_, Range{0, 0, 0});

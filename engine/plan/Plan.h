@@ -212,6 +212,7 @@ class Plan {
   std::vector<std::pair<unsigned, int>> uniformSlots_;  // (program, location) per slot
   mutable Shadow shadow_;
   mutable std::size_t stateCalls_ = 0;
+  mutable std::vector<const Program*> unfinishedPrograms_;  // started, not yet finished (Program::start)
 };
 
 }  // namespace glnet

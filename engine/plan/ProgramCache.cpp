@@ -1,5 +1,8 @@
 #include "plan/ProgramCache.h"
 
+#include <algorithm>
+#include <chrono>
+
 namespace glnet {
 
 const Program& ProgramCache::get(const std::string& file, const std::vector<ShaderDefine>& defines,
@@ -9,11 +12,33 @@ const Program& ProgramCache::get(const std::string& file, const std::vector<Shad
   for (const std::string& include : includes) key += "|+" + include;
   auto& slot = programs_[key];
   if (!slot) {
-    slot = std::make_unique<Program>(Program::compute(file, defines, includes));
-    compileMilliseconds_ += slot->compileMilliseconds();
-    compileTimes_.emplace_back(key + (slot->fromBinaryCache() ? " (binary cache)" : ""), slot->compileMilliseconds());
+    slot = std::make_unique<Program>(Program::start(file, defines, includes));
+    order_.emplace_back(std::move(key), slot.get());
   }
   return *slot;
+}
+
+double ProgramCache::compileMilliseconds() const {
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::pair<Clock::time_point, Clock::time_point>> spans;
+  for (const auto& entry : order_) spans.emplace_back(entry.second->startedAt(), entry.second->readyAt());
+  std::sort(spans.begin(), spans.end());
+  Clock::duration covered{};
+  Clock::time_point reached{};
+  for (const auto& [started, ready] : spans) {
+    const Clock::time_point from = std::max(started, reached);
+    if (ready > from) covered += ready - from;
+    reached = std::max(reached, ready);
+  }
+  return std::chrono::duration<double, std::milli>(covered).count();
+}
+
+std::vector<std::pair<std::string, double>> ProgramCache::compileTimes() const {
+  std::vector<std::pair<std::string, double>> times;
+  for (const auto& [key, program] : order_) {
+    times.emplace_back(key + (program->fromBinaryCache() ? " (binary cache)" : ""), program->compileMilliseconds());
+  }
+  return times;
 }
 
 }  // namespace glnet

@@ -3,12 +3,14 @@
 #include "gl/ShaderSource.h"
 #include "base/check.h"
 #include "plan/Plan.h"
+#include "plan/ProgramCache.h"
 
 #include <glad/gl.h>
 #include "support/GlContext.h"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +71,88 @@ TEST_SUITE("gl") {
       CHECK(message.find("float x = 1.0 +* ;") != std::string::npos);
       CHECK(message.find('\n') == std::string::npos);
     }
+  }
+
+  TEST_CASE("a started program with a syntax error fails where it is finished, with compute's message, every time") {
+    test::glContext();
+    const ShaderDirectory directory("Broken.glsl",
+                                    "layout(local_size_x = 1) in;\n"
+                                    "void main() {\n"
+                                    "  float x = 1.0 +* ;\n"
+                                    "}\n");
+    std::string eager;
+    try {
+      Program::compute("Broken.glsl");
+    } catch (const Error& error) {
+      eager = error.what();
+    }
+    REQUIRE(eager.rfind("Broken.glsl:3:", 0) == 0);
+    const Program started = Program::start("Broken.glsl");
+    CHECK(started.pending());
+    CHECK_THROWS_WITH_AS(started.finish(), eager.c_str(), Error);
+    CHECK_THROWS_WITH_AS(started.localSize(), eager.c_str(), Error);
+    // A plan that records it fails at its first run with the same line, and again at the next.
+    Buffer x = Buffer::of(std::vector<float>{1});
+    Plan plan(test::glContext().limits());
+    Dispatch d;
+    d.program = &started;
+    d.buffers = {{0, x, Access::readWrite}};
+    plan.record(d);
+    CHECK_THROWS_WITH_AS(plan.run(), eager.c_str(), Error);
+    CHECK_THROWS_WITH_AS(plan.run(), eager.c_str(), Error);
+  }
+
+  TEST_CASE("programs started side by side are finished by the plan that runs them and compute what compute's do") {
+    test::glContext();
+    const auto directory = std::filesystem::temp_directory_path() / ("glnet-started-" + std::to_string(::getpid()));
+    setenv("GLNET_CACHE_DIR", directory.c_str(), 1);
+    std::vector<Program> started;
+    for (int i = 0; i < 6; ++i) {
+      started.push_back(Program::start("Saxpy.glsl", {{"LOCAL_SIZE_X", std::to_string(32 << (i % 3))},
+                                                        {"START_PROBE", std::to_string(::getpid() * 8 + i)}}));
+    }
+    for (const Program& program : started) CHECK(program.pending() != program.fromBinaryCache());
+    Buffer x = Buffer::of(std::vector<float>{1, 2, 3}), y = Buffer::of(std::vector<float>{10, 20, 30});
+    Plan plan(test::glContext().limits());
+    for (const Program& program : started) {
+      Dispatch d;
+      d.program = &program;
+      d.buffers = {{0, x, Access::read}, {1, y, Access::readWrite}};
+      d.uniforms = {Uniform::f32(0, 2.0f), Uniform::u32(1, 3)};
+      plan.record(d);
+    }
+    plan.run();
+    // Six times y += 2x.
+    CHECK(y.read<float>() == std::vector<float>{22, 44, 66});
+    for (std::size_t i = 0; i < started.size(); ++i) {
+      CAPTURE(i);
+      CHECK_FALSE(started[i].pending());
+      CHECK(started[i].localSize()[0] == (32 << (i % 3)));
+      CHECK(started[i].compileMilliseconds() >= 0.0);
+    }
+    // Started again, each comes from the binary cache its first finish stored (where the driver has binaries).
+    GLint formats = 0;
+    glGetIntegerv(GL_NUM_PROGRAM_BINARY_FORMATS, &formats);
+    const Program again = Program::start("Saxpy.glsl", {{"LOCAL_SIZE_X", "32"}, {"START_PROBE", std::to_string(::getpid() * 8)}});
+    CHECK(again.fromBinaryCache() == (formats > 0));
+    unsetenv("GLNET_CACHE_DIR");
+    std::filesystem::remove_all(directory);
+  }
+
+  TEST_CASE("a program cache counts the time programs compiled side by side once") {
+    test::glContext();
+    ProgramCache programs;
+    const Program& first = programs.get("Saxpy.glsl", {{"LOCAL_SIZE_X", "64"}, {"CACHE_COUNT_PROBE", std::to_string(::getpid())}});
+    const Program& second = programs.get("Saxpy.glsl", {{"LOCAL_SIZE_X", "128"}, {"CACHE_COUNT_PROBE", std::to_string(::getpid())}});
+    CHECK(&programs.get("Saxpy.glsl", {{"LOCAL_SIZE_X", "64"}, {"CACHE_COUNT_PROBE", std::to_string(::getpid())}}) == &first);
+    const std::vector<std::pair<std::string, double>> times = programs.compileTimes();
+    REQUIRE(times.size() == 2);
+    CHECK(times[0].first.find("LOCAL_SIZE_X=64") != std::string::npos);
+    CHECK(times[1].first.find("LOCAL_SIZE_X=128") != std::string::npos);
+    const double overlapping = first.compileMilliseconds() + second.compileMilliseconds();
+    const double longest = std::max(first.compileMilliseconds(), second.compileMilliseconds());
+    CHECK(programs.compileMilliseconds() <= overlapping + 1e-9);
+    CHECK(programs.compileMilliseconds() >= longest - 1e-9);
   }
 
   TEST_CASE("injected defines reach the shader and the declared local size is reported") {
