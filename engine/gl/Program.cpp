@@ -249,6 +249,8 @@ Program Program::start(const std::string& file, const std::vector<ShaderDefine>&
     glLinkProgram(program.id_);
   }
   program.pending_ = std::move(pending);
+  // A binary from the cache is linked already: finished now, its time is its load's.
+  if (program.fromBinaryCache_) program.finish();
   return program;
 }
 

@@ -2,6 +2,7 @@
 // its rule, below a forced configuration, and never while ignored or under GLNET_TUNE=0. glnet_bench --tune (the
 // measurement that fills it) is checked end to end in tests/cli/bench_checks.sh.
 #include "base/check.h"
+#include "bench/GemmTuner.h"
 #include "ops/Dense.h"
 #include "ops/GemmTuning.h"
 #include "ref/Reference.h"
@@ -158,5 +159,32 @@ TEST_SUITE("gl") {
     CHECK(plan.tuningKeys().front() == key);
     // fp32 sums of 131 products of values in [-1, 1]: rounding well inside 1e-4.
     test::checkClose(y.read<float>(), ref::gemm(x, {k, 1}, w, {k, 1}, m, n, k), 1e-4, 1e-5);
+  }
+
+  TEST_CASE("a tuning keeps a candidate only where it beats the rule's later timing, not a first one slowed by the GPU's clocks") {
+    Context& context = test::glContext();
+    const IgnoredGemmTuning noTable;  // nothing of this made-up timing reaches the device's table
+    const std::vector<const GemmConfig*> fitting = gemmConfigsFitting(context.limits());
+    REQUIRE(fitting.size() >= 2);
+    // Two shapes: the rule's choice is fastest for the first, another configuration 2x faster for the second.
+    const GemmConfig* ruleFirst = chooseGemm(1000, 64, 300).config;
+    const GemmConfig* ruleSecond = chooseGemm(3000, 32, 500).config;
+    const GemmConfig* better = *std::find_if(fitting.begin(), fitting.end(), [&](const GemmConfig* c) { return c != ruleSecond; });
+    int timings = 0;
+    const auto timePlan = [&] {
+      // The first timing runs at a third of the later clocks.
+      const double slowdown = timings++ == 0 ? 3.0 : 1.0;
+      GemmPlanTimes times;
+      times.gemmMs["first"] = slowdown * (chooseGemm(1000, 64, 300).config == ruleFirst ? 1.0 : 2.0);
+      times.gemmMs["second"] = slowdown * (chooseGemm(3000, 32, 500).config == better ? 0.5 : 1.0);
+      times.totalMs = times.gemmMs["first"] + times.gemmMs["second"] + 1.0;
+      return times;
+    };
+    const GemmTuningReport report = tuneGemms(timePlan);
+    CHECK(report.shapes == 2);
+    CHECK(report.changed == 1);
+    CHECK(report.ruleMs == doctest::Approx(2.0));
+    CHECK(report.tunedMs == doctest::Approx(1.5));
+    CHECK(report.candidates == gemmCandidates(context.limits()).size());
   }
 }
