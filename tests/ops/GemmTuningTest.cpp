@@ -164,19 +164,17 @@ TEST_SUITE("gl") {
   TEST_CASE("a tuning keeps a candidate only where it beats the rule's later timing, not a first one slowed by the GPU's clocks") {
     Context& context = test::glContext();
     const IgnoredGemmTuning noTable;  // nothing of this made-up timing reaches the device's table
-    const std::vector<const GemmConfig*> fitting = gemmConfigsFitting(context.limits());
-    REQUIRE(fitting.size() >= 2);
-    // Two shapes: the rule's choice is fastest for the first, another configuration 2x faster for the second.
-    const GemmConfig* ruleFirst = chooseGemm(1000, 64, 300).config;
-    const GemmConfig* ruleSecond = chooseGemm(3000, 32, 500).config;
-    const GemmConfig* better = *std::find_if(fitting.begin(), fitting.end(), [&](const GemmConfig* c) { return c != ruleSecond; });
+    // Two shapes: the rule's choice is the fastest for the first; any other choice (configuration or split of the sum,
+    // which every device has more than one of for a sum this long) is 2x faster for the second.
+    const auto same = [](const GemmChoice& a, const GemmChoice& b) { return a.config == b.config && a.split.splits == b.split.splits; };
+    const GemmChoice ruleFirst = chooseGemm(1000, 64, 300), ruleSecond = chooseGemm(3000, 32, 500);
     int timings = 0;
     const auto timePlan = [&] {
       // The first timing runs at a third of the later clocks.
       const double slowdown = timings++ == 0 ? 3.0 : 1.0;
       GemmPlanTimes times;
-      times.gemmMs["first"] = slowdown * (chooseGemm(1000, 64, 300).config == ruleFirst ? 1.0 : 2.0);
-      times.gemmMs["second"] = slowdown * (chooseGemm(3000, 32, 500).config == better ? 0.5 : 1.0);
+      times.gemmMs["first"] = slowdown * (same(chooseGemm(1000, 64, 300), ruleFirst) ? 1.0 : 2.0);
+      times.gemmMs["second"] = slowdown * (same(chooseGemm(3000, 32, 500), ruleSecond) ? 1.0 : 0.5);
       times.totalMs = times.gemmMs["first"] + times.gemmMs["second"] + 1.0;
       return times;
     };
