@@ -13,6 +13,7 @@
 #include "ops/Gemm.h"
 #include "ops/GemmTuning.h"
 #include "model/Network.h"
+#include "train/TrainingTuning.h"
 
 #include <nlohmann/json.hpp>
 
@@ -278,14 +279,7 @@ int main(int argc, char** argv) {
     for (const char* file : {"csv", "json-out"}) {
       if (parser.has(file)) checkWritable(parser.text(file));
     }
-    const char* tuneSetting = std::getenv("GLNET_TUNE");
-    if (parser.has("tune") && tuneSetting && std::string(tuneSetting) == "0") {
-      throw UsageError("--tune with GLNET_TUNE=0: the tuning would be ignored; unset GLNET_TUNE");
-    }
-    const char* forcedConfig = std::getenv("GLNET_GEMM_CONFIG");
-    if (parser.has("tune") && forcedConfig && *forcedConfig) {
-      throw UsageError("--tune with GLNET_GEMM_CONFIG set: every GEMM would run that configuration; unset GLNET_GEMM_CONFIG");
-    }
+    if (const std::string refusal = gemmTuningRefusal("--tune"); parser.has("tune") && !refusal.empty()) throw UsageError(refusal);
     if (onnx) return runModelBench(parser, settings.batches, settings.warmup, settings.runs);
     const bool json = parser.has("json");
     std::FILE* out = json ? stderr : stdout;  // with --json, stdout holds the JSON alone
@@ -300,7 +294,8 @@ int main(int argc, char** argv) {
     if (parser.has("tune")) {
       if (model.imported) throw UsageError("--tune with an imported model: give its .onnx file as --model to tune its GEMMs");
       checkCurrentGemmTuningWritable();
-      tuning = tuneTrainingGemms(context, model, settings, [&](const std::string& candidate) { progress("GEMM tuning of the training step: " + candidate); });
+      tuning = tuneTrainingGemms(context, model, {settings.trainingBatch, settings.warmup, settings.runs, settings.seed},
+                                 [&](const std::string& candidate) { progress("GEMM tuning of the training step: " + candidate); });
     }
     const BenchReport report = runBenchmarks(context, model, settings, progress);
 

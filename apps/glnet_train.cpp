@@ -60,7 +60,9 @@ int main(int argc, char** argv) {
         std::fprintf(info, "device %d: %s\n", context->device().index, context->device().renderer.c_str());
       }
       std::fflush(info);
-      run.start(*context);
+      run.start(*context, [&](const std::string& candidate) {
+        if (leader) std::fprintf(stderr, "glnet_train: GEMM tuning of the training step: %s\n", candidate.c_str());
+      });
     });
     if (leader) {
       for (const std::string& line : run.summary()) std::fprintf(info, "%s\n", line.c_str());

@@ -8,6 +8,7 @@
 #include "ops/Elementwise.h"
 #include "ref/Reference.h"
 #include "serve/WarmClassifier.h"
+#include "train/TrainingTuning.h"
 
 #include <algorithm>
 #include <cmath>
@@ -167,28 +168,10 @@ void benchInference(const Context& context, const Network& network, std::size_t 
   }
 }
 
-// The network's training step (SGD) at the settings' batch, compiled under the GEMM choices in force, a random batch
-// uploaded: pixels, or a token network's ids below its vocabulary.
-struct RandomTrainingStep {
-  RandomTrainingStep(const Context& context, const Network& network, const BenchSettings& settings)
-      : nodes(buildGraph(network, settings.trainingBatch)),
-        compiled(context, nodes.graph, nodes.loss, {nodes.correct}, {OptimizerKind::sgd, 0.01f}) {
-    std::mt19937 random(settings.seed);
-    std::vector<float> images(static_cast<std::size_t>(settings.trainingBatch) * network.inputs());
-    const std::optional<std::uint32_t> vocabulary = network.description ? tokenVocabulary(*network.description) : std::nullopt;
-    for (float& value : images) value = vocabulary ? static_cast<float>(random() % *vocabulary) : static_cast<float>(random() % 256) / 255.0f;
-    std::vector<std::uint32_t> labels(settings.trainingBatch);
-    for (auto& label : labels) label = random() % network.classes();
-    compiled.upload(nodes.images, images.data(), images.size() * 4);
-    compiled.upload(nodes.labels, labels.data(), labels.size() * 4);
-  }
-  NetworkGraph nodes;
-  CompiledGraph compiled;
-};
 
 void benchTraining(const Context& context, const Network& network, const BenchSettings& settings, BenchReport& report) {
   const std::uint32_t batch = settings.trainingBatch;
-  RandomTrainingStep step(context, network, settings);
+  RandomTrainingStep step(context, network, settings.trainingBatch, settings.seed);
   CompiledGraph& compiled = step.compiled;
   Plan plan = compiled.trainingPlan([](Plan&) {});
   report.trainingDispatches = plan.dispatchCount();
@@ -316,37 +299,8 @@ void benchDispatch(const Context& context, const BenchSettings& settings, BenchR
   recorder.flush(report, "dispatch", chain);
 }
 
-// The training step's GEMMs, planned afresh: `warmup` steps, then `runs` (at least one) timed dispatch by dispatch.
-GemmPlanTimes trainingGemmTimes(const Context& context, const Network& network, const BenchSettings& settings) {
-  RandomTrainingStep step(context, network, settings);
-  Plan plan = step.compiled.trainingPlan([](Plan&) {});
-  for (int run = 0; run < settings.warmup; ++run) plan.run();
-  std::vector<std::vector<double>> perDispatch(plan.dispatchCount());
-  std::vector<double> totals;
-  for (int run = 0; run < std::max(1, settings.runs); ++run) {
-    const std::vector<double> times = plan.runTimed();
-    double total = 0;
-    for (std::size_t d = 0; d < times.size() && d < perDispatch.size(); ++d) {
-      perDispatch[d].push_back(times[d]);
-      total += times[d];
-    }
-    totals.push_back(total);
-  }
-  GemmPlanTimes result;
-  const std::vector<std::string> keys = plan.tuningKeys();
-  for (std::size_t d = 0; d < keys.size() && d < perDispatch.size(); ++d) {
-    if (!keys[d].empty()) result.gemmMs[keys[d]] += summarize(perDispatch[d]).median;
-  }
-  result.totalMs = summarize(totals).median;
-  return result;
-}
-
 }  // namespace
 
-GemmTuningReport tuneTrainingGemms(const Context& context, const Network& network, const BenchSettings& settings,
-                                   const std::function<void(const std::string&)>& progress) {
-  return tuneGemms([&] { return trainingGemmTimes(context, network, settings); }, progress);
-}
 
 
 const BenchRow* BenchReport::find(const std::string& section, std::size_t batch, const std::string& stage) const {

@@ -3,7 +3,6 @@
 // step, and the reference write-up's elementwise workload. Every workload also checks its results.
 #pragma once
 
-#include "bench/GemmTuner.h"
 #include "gl/Context.h"
 #include "model/Network.h"
 #include "plan/Statistics.h"
@@ -41,12 +40,6 @@ struct BenchReport {
   std::vector<std::string> failures;                      // correctness checks that failed
   const BenchRow* find(const std::string& section, std::size_t batch, const std::string& stage) const;
 };
-
-// `glnet_bench --tune` of a glnet model: the GEMMs of its training step at settings.trainingBatch (each candidate's
-// plan warmed up settings.warmup steps, then timed over settings.runs), each shape's fastest kept in this device's
-// tuning table, which glnet_train then reads.
-GemmTuningReport tuneTrainingGemms(const Context& context, const Network& network, const BenchSettings& settings,
-                                   const std::function<void(const std::string&)>& progress = {});
 
 // `progress` names each workload as it starts.
 BenchReport runBenchmarks(const Context& context, const Network& network, const BenchSettings& settings,

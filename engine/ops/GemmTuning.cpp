@@ -1,9 +1,12 @@
 #include "ops/GemmTuning.h"
 
 #include "base/AtomicFile.h"
+#include "base/Stopwatch.h"
+#include "base/check.h"
 #include "base/log.h"
 #include "gl/Program.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -21,6 +24,10 @@ bool tuningOff() {
   const char* value = std::getenv("GLNET_TUNE");
   return value && std::string(value) == "0";
 }
+
+// A candidate is kept where it takes at most this share of the rule's time, and a tuning where the whole plan does.
+constexpr double requiredGain = 0.97;
+constexpr double requiredTotalGain = 0.99;
 
 // Tables read so far, by device: a process may use several, each from its own thread. Entries never move once made.
 std::map<std::string, GemmTuning>& tables() {
@@ -84,7 +91,7 @@ GemmTuning GemmTuning::parse(const std::string& text, const std::string& source)
 
 std::string GemmTuning::text() const {
   std::string text = "# GEMM shape (rows x columns x depth, operand, split allowed) = configuration, split (the rule's, or "
-                     "into N parts) or whole sum; written by glnet_bench --tune\n";
+                     "into N parts) or whole sum; written by glnet_bench --tune or glnet_train --tune\n";
   for (const auto& [key, candidate] : entries_) text += key + " = " + candidate.name() + "\n";
   return text;
 }
@@ -141,5 +148,90 @@ void saveCurrentGemmTuning() {
 
 IgnoredGemmTuning::IgnoredGemmTuning() : previous_(ignored) { ignored = true; }
 IgnoredGemmTuning::~IgnoredGemmTuning() { ignored = previous_; }
+
+std::string gemmTuningRefusal(const std::string& option) {
+  if (tuningOff()) return option + " with GLNET_TUNE=0: the tuning would be ignored; unset GLNET_TUNE";
+  const char* forced = std::getenv("GLNET_GEMM_CONFIG");
+  if (forced && *forced) return option + " with GLNET_GEMM_CONFIG set: every GEMM would run that configuration; unset GLNET_GEMM_CONFIG";
+  return {};
+}
+
+GemmTuningReport tuneGemms(const std::function<GemmPlanTimes()>& timePlan, const std::function<void(const std::string&)>& progress) {
+  Stopwatch clock;
+  GemmTuningReport report;
+  GemmPlanTimes rule;
+  std::map<std::string, std::pair<GemmCandidate, double>> fastest;
+  {
+    IgnoredGemmTuning ruleAndCandidatesOnly;
+    if (progress) progress("the rule's choices");
+    rule = timePlan();
+    for (const GemmCandidate& candidate : gemmCandidates(currentLimits())) {
+      if (progress) progress(candidate.name());
+      ForcedGemmConfig forced(*candidate.config, candidate.split, candidate.splits);
+      std::map<std::string, double> times;
+      try {
+        times = timePlan().gemmMs;
+      } catch (const GpuFailure&) {
+        throw;
+      } catch (const Error& error) {
+        // A configuration some GEMM of this model cannot take (its groups past the device's counts, say).
+        log::info("GEMM tuning: " + candidate.name() + " does not run this model (" + error.what() + ")");
+        continue;
+      }
+      ++report.candidates;
+      for (const auto& [key, ms] : times) {
+        const auto found = fastest.find(key);
+        if (found == fastest.end() || ms < found->second.second) fastest.insert_or_assign(key, std::make_pair(candidate, ms));
+      }
+    }
+    // The rule's choices timed again after the candidates, each shape keeping its faster time: the first timing may
+    // run before the GPU's clocks have risen (on the H100, a training step's GEMMs 17.1 ms at first, within 6.6 ms
+    // for the whole step later), which would make every candidate look better than the rule.
+    const GemmPlanTimes ruleAgain = timePlan();
+    for (auto& [key, ms] : rule.gemmMs) {
+      const auto again = ruleAgain.gemmMs.find(key);
+      if (again != ruleAgain.gemmMs.end()) ms = std::min(ms, again->second);
+    }
+    rule.totalMs = std::min(rule.totalMs, ruleAgain.totalMs);
+  }
+  GemmTuning* table = currentGemmTuning();
+  std::map<std::string, std::optional<GemmCandidate>> before;  // what the table held for each shape changed here
+  for (const auto& [key, ruleMs] : rule.gemmMs) {
+    ++report.shapes;
+    report.ruleMs += ruleMs;
+    const auto found = fastest.find(key);
+    const bool better = found != fastest.end() && found->second.second < requiredGain * ruleMs;
+    report.tunedMs += better ? found->second.second : ruleMs;
+    if (better) ++report.changed;
+    if (!table) continue;
+    before[key] = table->find(key);
+    if (better) {
+      table->set(key, found->second.first);
+    } else {
+      table->erase(key);
+    }
+  }
+  report.tunedTotalMs = timePlan().totalMs;
+  {
+    IgnoredGemmTuning ruleOnly;
+    report.ruleTotalMs = std::min(rule.totalMs, timePlan().totalMs);
+  }
+  if (table && report.changed > 0 && report.tunedTotalMs > requiredTotalGain * report.ruleTotalMs) {
+    report.reverted = true;
+    for (const auto& [key, previous] : before) {
+      if (previous) {
+        table->set(key, *previous);
+      } else {
+        table->erase(key);
+      }
+    }
+  }
+  if (table) {
+    saveCurrentGemmTuning();
+    report.path = currentGemmTuningPath();
+  }
+  report.seconds = clock.seconds();
+  return report;
+}
 
 }  // namespace glnet

@@ -1,10 +1,13 @@
-// Per-device GEMM choices measured by `glnet_bench --tune` (bench/GemmTuner.h): for each GEMM shape a model plans,
-// the candidate (a configuration, with the rule's split of the sum or the whole sum) that ran fastest on this device.
-// chooseGemm reads them before its rule; GLNET_TUNE=0 leaves them unread, and shapes never tuned keep the rule.
+// Per-device GEMM choices measured by `glnet_bench --tune` and `glnet_train --tune` (tuneGemms below): for each GEMM
+// shape a model plans, the candidate (a configuration, with the rule's split of the sum or the whole sum) that ran
+// fastest on this device. chooseGemm reads them before its rule; GLNET_TUNE=0 leaves them unread, and shapes never
+// tuned keep the rule.
 #pragma once
 
 #include "ops/Gemm.h"
 
+#include <cstddef>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -63,5 +66,36 @@ class IgnoredGemmTuning {
  private:
   bool previous_;
 };
+
+// Why a tuning asked for (`option`, e.g. "--tune") would measure nothing this process keeps: GLNET_TUNE=0, or
+// GLNET_GEMM_CONFIG forcing every GEMM; empty when it can run.
+std::string gemmTuningRefusal(const std::string& option);
+
+struct GemmTuningReport {
+  std::size_t shapes = 0;      // GEMM shapes in the plan
+  std::size_t candidates = 0;  // candidates each was timed under
+  std::size_t changed = 0;     // shapes whose fastest candidate beat the rule's choice
+  double ruleMs = 0;           // the plan's GEMMs, GPU time per run, as the rule chooses them
+  double tunedMs = 0;          // the same with each shape's fastest candidate
+  double ruleTotalMs = 0;      // the whole plan's GPU time per run under the rule (the faster of two measurements)
+  double tunedTotalMs = 0;     // the same under the tuning as kept
+  bool reverted = false;       // the tuned plan was not faster as a whole, so this tuning's changes were dropped
+  double seconds = 0;          // the tuning's wall time, plans and programs built included
+  std::string path;            // where the table was written; empty when the cache is off (GLNET_CACHE=0)
+};
+
+// What a tuning times: a plan built afresh under the GEMM choices in force, warmed up and timed dispatch by dispatch.
+struct GemmPlanTimes {
+  std::map<std::string, double> gemmMs;  // per GEMM shape (Dispatch::tuningKey): its dispatches' median GPU times, summed
+  double totalMs = 0;                    // the whole plan, median per run
+};
+
+// Times the plan (`timePlan`) under the rule, then under each candidate (every GEMM of the plan forced to it), then
+// under the rule again (each shape keeps the rule's faster time: a first timing may run before the GPU's clocks rise).
+// A shape keeps a candidate only where it beat the rule by at least 3 % (a smaller difference is within the timing's
+// spread); otherwise any earlier tuning of it is dropped. Per-dispatch times of small GEMMs overlap their neighbours'
+// waits, so the whole plan is then timed under the tuning and under the rule again: unless the tuned plan is at least
+// 1 % faster, its changes are dropped. `progress` names each candidate.
+GemmTuningReport tuneGemms(const std::function<GemmPlanTimes()>& timePlan, const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace glnet

@@ -3,6 +3,7 @@
 #include "base/AtomicFile.h"
 #include "base/check.h"
 #include "convert/OnnxExport.h"
+#include "train/TrainingTuning.h"
 
 #include <algorithm>
 #include <sstream>
@@ -175,6 +176,11 @@ const std::vector<TrainingFlag>& trainingFlags() {
        "1", false, [](V v, S s) { s.saveEvery = static_cast<int>(v.integer("save-every", 1, 1 << 30)); }},
       {"profile", "", "after the last epoch, time one more step dispatch by dispatch (its update is not saved) and report the GPU time by kind of dispatch", "", false,
        [](V v, S s) { s.profile = v.has("profile"); }},
+      {"tune", "",
+       "first time each GEMM shape of the training step under every configuration this device runs and keep the fastest in "
+       "its tuning cache, as glnet_bench --tune does (once per device and driver: later runs read it; about 2 minutes for "
+       "resnet14-wide on an H100)",
+       "", false, [](V v, S s) { s.tune = v.has("tune"); }},
       {"log-every", "N", "steps between loss read-backs", "100", true,
        [](V v, S s) { s.options.logEvery = static_cast<std::size_t>(v.integer("log-every", 1, 1L << 30)); }},
       {"progress-every", "SECONDS", "without a terminal (a log file, CI): a progress line at least this often",
@@ -254,6 +260,13 @@ TrainingRun::TrainingRun(std::map<std::string, std::string> given, const Communi
   // The global batch follows from the ranks: a resume on other ranks keeps the batch per rank.
   if (values_.has("batch-per-rank")) recorded_.erase("batch");
   checkTrainingOptions(settings_.options);
+  if (settings_.tune) {
+    if (const std::string refusal = gemmTuningRefusal(optionName("tune")); !refusal.empty()) throw UsageError(refusal);
+    if (ranks.size() > 1) {
+      throw UsageError(optionName("tune") + " under mpirun: tune once without it (the tuning is kept per device and driver, "
+                       "and every rank reads it)");
+    }
+  }
   checkWritable(settings_.out);
   checkWritable(settings_.checkpoint);
   if (!settings_.exportOnnx.empty()) checkWritable(settings_.exportOnnx);
@@ -293,8 +306,14 @@ void TrainingRun::load() {
   initial_ = resume_->network;
 }
 
-void TrainingRun::start(const Context& context) {
+void TrainingRun::start(const Context& context, const std::function<void(const std::string&)>& tuning) {
   GLNET_ASSERT(sets_, "TrainingRun::start before load");
+  if (settings_.tune) {
+    checkCurrentGemmTuningWritable();
+    const TrainingOptions& o = settings_.options;
+    const auto batch = static_cast<std::uint32_t>(o.fullBatch ? trainCount_ : o.batch);
+    tuning_ = tuneTrainingGemms(context, initial_, {batch, 2, 8, o.seed}, tuning);
+  }
   trainer_ = std::make_unique<Trainer>(context, initial_, sets_->train, sets_->test, settings_.options, ranks_);
   if (resume_) trainer_->restore(*resume_);
   sets_.reset();  // on the GPU now
@@ -328,6 +347,7 @@ std::vector<std::string> TrainingRun::summary() const {
                          steps == 1 ? "" : "s", o.fullBatch ? "iteration" : "epoch", optimizerName(o.optimizer.kind),
                          static_cast<double>(o.optimizer.learningRate), scheduleName(o.schedule.kind), o.seed,
                          trainer_->compileMilliseconds()));
+  if (tuning_) lines.push_back("GEMM tuning of the training step: " + describeTuning(*tuning_));
   const std::size_t imagesPerStep = std::size_t{o.batch} * o.accumulate;
   if (o.accumulate > 1) {
     lines.push_back(format("each step sums the gradients of %u batches of %u before its update: %zu images per step", o.accumulate,

@@ -7,6 +7,7 @@
 #include "base/OptionValues.h"
 #include "distributed/Communicator.h"
 #include "gl/Context.h"
+#include "ops/GemmTuning.h"
 #include "train/Trainer.h"
 #include "train/TrainingInputs.h"
 
@@ -28,6 +29,7 @@ struct TrainingSettings {
   std::string out, checkpoint, exportOnnx, resume;  // exportOnnx, resume: empty when not asked for
   int saveEvery = 1;
   bool profile = false;  // after the last epoch, one more step timed dispatch by dispatch (TrainingRun::profileStep)
+  bool tune = false;     // before training, the GEMM tuning of the training step (train/TrainingTuning.h)
   double progressSeconds = progressLineSeconds;  // without a terminal, a progress line at least this often
 };
 
@@ -80,8 +82,9 @@ class TrainingRun {
 
   // Builds the starting network and reads the data sets and the checkpoint to resume (no GL work).
   void load();
-  // Uploads the data and compiles the training step on `context`, the thread that owns it calling.
-  void start(const Context& context);
+  // Uploads the data and compiles the training step on `context`, the thread that owns it calling. With --tune, first
+  // tunes the step's GEMMs on this device (minutes on a large network), `tuning` naming each candidate as it is timed.
+  void start(const Context& context, const std::function<void(const std::string&)>& tuning = {});
   // What the run is about to do, one line each ("training 784-128-10 (relu) on ..." and its notes), for rank 0 to print.
   std::vector<std::string> summary() const;
   // Trains the remaining epochs: `progress` at log intervals, `epochDone` after each epoch, once the files of a tested
@@ -109,6 +112,7 @@ class TrainingRun {
   std::optional<DataSets> sets_;  // from load() until start() has uploaded them
   std::size_t trainCount_ = 0;
   std::optional<Checkpoint> resume_;
+  std::optional<GemmTuningReport> tuning_;  // what --tune did
   std::unique_ptr<Trainer> trainer_;
 };
 

@@ -282,7 +282,7 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
           augment_shift: int = 0, augment_flip: bool = False,
           activation: str = "relu", seed: int = 0, train_limit: Optional[int] = None, test_limit: Optional[int] = None,
           standardize: bool = True, checkpoint: Optional[Union[str, os.PathLike]] = None,
-          export_onnx: Optional[Union[str, os.PathLike]] = None,
+          export_onnx: Optional[Union[str, os.PathLike]] = None, tune: bool = False,
           on_epoch: Optional[Callable[[Dict[str, Any]], Any]] = None,
           on_progress: Optional[Callable[[Dict[str, Any]], Any]] = None, progress_seconds: float = 1.0,
           progress: bool = True, device: Optional[Union[int, str]] = None,
@@ -301,7 +301,9 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
     `schedule` "constant", "cosine", "step" (`step_epochs`, `step_gamma`) or "onecycle", after `warmup_epochs`;
     `label_smoothing`; augmentation on the GPU: `augment_shift` pixels, `augment_flip`. After each epoch the model is
     written to `out` (and as ONNX to `export_onnx`) and a checkpoint beside it (or to `checkpoint`), each file replaced
-    whole; glnet_train --resume continues it.
+    whole; glnet_train --resume continues it. `tune` first times the training step's GEMMs on this device under every
+    configuration and keeps the fastest in its tuning cache, which later runs read (glnet_train --tune; minutes on a
+    large network, without progress lines).
 
     progress (on by default) shows the run as glnet_train does: on sys.stderr a progress line (epoch, step, loss,
     samples/s, ETA), rewritten in place on a terminal and otherwise printed about every 8 seconds; on sys.stdout a
@@ -328,7 +330,7 @@ def train(arch: str = "784-128-10", data: Optional[Union[str, os.PathLike]] = No
     options["pad_id"] = _count(pad_id, "pad_id", 0) if pad_id is not None else None
     for name in ("lr", "weight_decay", "clip_norm", "warmup_epochs", "step_epochs", "step_gamma", "label_smoothing", "val_fraction"):
         options[name] = float(options[name]) if options[name] is not None else None
-    for name in ("nesterov", "augment_flip"):
+    for name in ("nesterov", "augment_flip", "tune"):
         options[name] = bool(options[name])
     return _glnet.train(options, on_epoch, on_progress, float(progress_seconds), bool(progress), _device_name(device), _api_name(api))
 

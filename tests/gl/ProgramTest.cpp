@@ -40,6 +40,22 @@ class ShaderDirectory {
   std::filesystem::path path_;
 };
 
+// A compute shader whose third line does not parse.
+constexpr const char* brokenShader =
+    "layout(local_size_x = 1) in;\n"
+    "void main() {\n"
+    "  float x = 1.0 +* ;\n"
+    "}\n";
+
+// y += 2x over three elements with Saxpy.glsl's `program`.
+Dispatch twiceXAddedToY(const Program& program, Buffer& x, Buffer& y) {
+  Dispatch d;
+  d.program = &program;
+  d.buffers = {{0, x, Access::read}, {1, y, Access::readWrite}};
+  d.uniforms = {Uniform::f32(0, 2.0f), Uniform::u32(1, 3)};
+  return d;
+}
+
 }  // namespace
 
 TEST_SUITE("gl") {
@@ -56,11 +72,7 @@ TEST_SUITE("gl") {
 
   TEST_CASE("a shader syntax error names the file and line with the offending source") {
     test::glContext();
-    const ShaderDirectory directory("Broken.glsl",
-                                    "layout(local_size_x = 1) in;\n"
-                                    "void main() {\n"
-                                    "  float x = 1.0 +* ;\n"
-                                    "}\n");
+    const ShaderDirectory directory("Broken.glsl", brokenShader);
     try {
       Program::compute("Broken.glsl");
       FAIL("expected a compile error");
@@ -75,11 +87,7 @@ TEST_SUITE("gl") {
 
   TEST_CASE("a started program with a syntax error fails where it is finished, with compute's message, every time") {
     test::glContext();
-    const ShaderDirectory directory("Broken.glsl",
-                                    "layout(local_size_x = 1) in;\n"
-                                    "void main() {\n"
-                                    "  float x = 1.0 +* ;\n"
-                                    "}\n");
+    const ShaderDirectory directory("Broken.glsl", brokenShader);
     std::string eager;
     try {
       Program::compute("Broken.glsl");
@@ -114,13 +122,7 @@ TEST_SUITE("gl") {
     for (const Program& program : started) CHECK(program.pending() != program.fromBinaryCache());
     Buffer x = Buffer::of(std::vector<float>{1, 2, 3}), y = Buffer::of(std::vector<float>{10, 20, 30});
     Plan plan(test::glContext().limits());
-    for (const Program& program : started) {
-      Dispatch d;
-      d.program = &program;
-      d.buffers = {{0, x, Access::read}, {1, y, Access::readWrite}};
-      d.uniforms = {Uniform::f32(0, 2.0f), Uniform::u32(1, 3)};
-      plan.record(d);
-    }
+    for (const Program& program : started) plan.record(twiceXAddedToY(program, x, y));
     plan.run();
     // Six times y += 2x.
     CHECK(y.read<float>() == std::vector<float>{22, 44, 66});
@@ -173,11 +175,7 @@ TEST_SUITE("gl") {
     const auto works = [](const Program& program) {
       Buffer x = Buffer::of(std::vector<float>{1, 2, 3}), y = Buffer::of(std::vector<float>{10, 20, 30});
       Plan plan(test::glContext().limits());
-      Dispatch d;
-      d.program = &program;
-      d.buffers = {{0, x, Access::read}, {1, y, Access::readWrite}};
-      d.uniforms = {Uniform::f32(0, 2.0f), Uniform::u32(1, 3)};
-      plan.record(d);
+      plan.record(twiceXAddedToY(program, x, y));
       plan.run();
       return y.read<float>() == std::vector<float>{12, 24, 36};
     };
