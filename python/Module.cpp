@@ -602,7 +602,10 @@ py::list train(const py::dict& keywords, const py::object& onEpoch, const py::ob
     device->call(
         [&] {
           started = true;
-          run.start(device->context());
+          // Ctrl-C stops a tuning between candidates, as it stops training between steps.
+          run.start(device->context(), [&](const std::string&) {
+            if (stopRequested) throw Stopped{};
+          });
           run.run(
               [&](const TrainingProgress& p) {
                 if (stopRequested) throw Stopped{};

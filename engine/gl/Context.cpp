@@ -387,14 +387,11 @@ Context::Context(const ContextOptions& options) {
     glEnable(GL_DEBUG_OUTPUT_SYNCHRONOUS);
     glDebugMessageCallback(forwardDebugMessage, nullptr);
   }
-  // Programs started one after another (Program::start) then compile on as many of the driver's threads as it has.
-  if ((hasExtension("GL_KHR_parallel_shader_compile") || hasExtension("GL_ARB_parallel_shader_compile")) &&
-      glMaxShaderCompilerThreadsKHR) {
-    glMaxShaderCompilerThreadsKHR(0xFFFFFFFFu);
-  }
   limits_ = queryLimits(api_);
   const char* minimum = std::getenv("GLNET_MINIMUM_DEVICE");
   if (options.minimumDevice || (minimum && std::string(minimum) == "1")) limits_ = minimumEsLimits(limits_);
+  // Programs started one after another (Program::start) then compile on as many of the driver's threads as it has.
+  if (limits_.parallelCompile) glMaxShaderCompilerThreadsKHR(0xFFFFFFFFu);
   setCurrentApi(api_);
   setCurrentLimits(limits_);
   creationMilliseconds_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

@@ -46,6 +46,8 @@ Limits queryLimits(Api api) {
     if (glGetError() != GL_NO_ERROR) limits.timestampBits = 0;
   }
   limits.persistentMaps = api == Api::gles ? GLAD_GL_EXT_buffer_storage != 0 : GLAD_GL_ARB_buffer_storage != 0;
+  limits.parallelCompile = (GLAD_GL_KHR_parallel_shader_compile != 0 || GLAD_GL_ARB_parallel_shader_compile != 0) &&
+                           glMaxShaderCompilerThreadsKHR != nullptr;
   if (glGetGraphicsResetStatus) {
     GLint strategy = 0;
     glGetIntegerv(GL_RESET_NOTIFICATION_STRATEGY, &strategy);
@@ -67,6 +69,7 @@ Limits minimumEsLimits(Limits limits) {
   limits.maxStorageBufferBindings = std::min(limits.maxStorageBufferBindings, requiredStorageBlocks);
   limits.timestampBits = 0;
   limits.persistentMaps = false;
+  limits.parallelCompile = false;
   return limits;
 }
 

@@ -21,6 +21,9 @@ struct Limits {
   int timestampBits = 0;  // 0: no GPU timer queries (ES without EXT_disjoint_timer_query); wall times instead
   bool persistentMaps = false;  // ARB_buffer_storage (GL) or EXT_buffer_storage (ES)
   bool resetNotification = false;  // a robust context: a GPU reset is reported instead of hanging or crashing
+  // KHR or ARB_parallel_shader_compile: programs compile on the driver's threads, and whether one is done can be asked
+  // without waiting for it (Program::ready).
+  bool parallelCompile = false;
 
   // The invocations of the engine's one-dimensional groups (GLNET_GROUP_SIZE in the shaders): 256, or the
   // largest power of two the device allows below it; 256 while no device is known.

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <regex>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 namespace glnet {
@@ -293,6 +294,25 @@ void Program::finish() const {
   pending_.reset();
   log::debug((fromBinaryCache_ ? "loaded the cached binary of " : "compiled ") + name_ + " in " +
              std::to_string(compileMilliseconds()) + " ms");
+}
+
+bool Program::ready() const {
+  if (!pending_ || !pending_->failure.empty() || !currentLimits().parallelCompile) return true;
+  GLint done = GL_TRUE;
+  glGetProgramiv(id_, GL_COMPLETION_STATUS_KHR, &done);
+  return done != GL_FALSE;
+}
+
+void finishPrograms(std::vector<const Program*> programs) {
+  while (!programs.empty()) {
+    const auto waiting = std::stable_partition(programs.begin(), programs.end(), [](const Program* p) { return !p->ready(); });
+    if (waiting == programs.end()) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    for (auto done = waiting; done != programs.end(); ++done) (*done)->finish();
+    programs.erase(waiting, programs.end());
+  }
 }
 
 const std::array<int, 3>& Program::localSize() const {

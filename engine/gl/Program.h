@@ -23,6 +23,11 @@ ShaderDefine kindDefine(Kind kind) {
   return {KindList<Kind>::define, std::to_string(kindNumber(kind))};
 }
 
+class Program;
+// Finishes `programs`, each as soon as the driver has it ready (Program::ready), so that each one's readyAt is when its
+// compile ended rather than when the one before it was waited for.
+void finishPrograms(std::vector<const Program*> programs);
+
 class Program {
  public:
   Program() = default;
@@ -55,6 +60,9 @@ class Program {
   // Waits for a started program's compile and link, checks them and caches its binary; nothing when done. A failure
   // throws glnet::Error, again at every later call.
   void finish() const;
+  // Whether finish() would return (or throw) without waiting: true when the driver cannot tell (no
+  // Limits::parallelCompile), or once its compile and link are done.
+  bool ready() const;
   // The local_size_{x,y,z} the shader declared (finishes it).
   const std::array<int, 3>& localSize() const;
   // From its start until it was ready (programs started together overlap), or loaded from the binary cache.

@@ -237,14 +237,21 @@ void CompiledGraph::recordUpdate(Plan& plan) {
 }
 
 Plan CompiledGraph::trainingPlan(const Feed& feed) {
-  Plan plan = gradientPlan(feed);
+  Plan plan = unfinishedGradientPlan(feed);
   recordUpdate(plan);
+  plan.finishPrograms();
   return plan;
 }
 
 Plan CompiledGraph::gradientPlan(const Feed& feed) {
+  Plan plan = unfinishedGradientPlan(feed);
+  plan.finishPrograms();
+  return plan;
+}
+
+Plan CompiledGraph::unfinishedGradientPlan(const Feed& feed) {
   GLNET_ASSERT(loss_.has_value(), "a forward-only graph has no training plan");
-  Plan plan = forwardPlan(feed);
+  Plan plan = unfinishedForwardPlan(feed);
   recordBackward(plan);
   plan.groupIndependentSteps();
   return plan;
@@ -257,6 +264,7 @@ Plan CompiledGraph::updatePlan() {
   GLNET_ASSERT(plan.addParameter(0) == learningRateParameter, "the learning rate is the second plan parameter");
   setLearningRate(plan, optimizer_.learningRate);
   recordUpdate(plan);
+  plan.finishPrograms();
   return plan;
 }
 
@@ -266,6 +274,12 @@ void CompiledGraph::averageOver(std::uint32_t rows) {
 }
 
 Plan CompiledGraph::forwardPlan(const Feed& feed) {
+  Plan plan = unfinishedForwardPlan(feed);
+  plan.finishPrograms();
+  return plan;
+}
+
+Plan CompiledGraph::unfinishedForwardPlan(const Feed& feed) {
   Plan plan(context_.limits());
   GLNET_ASSERT(plan.addParameter(1) == stepParameter, "the step is the first plan parameter");
   GLNET_ASSERT(plan.addParameter(0) == learningRateParameter, "the learning rate is the second plan parameter");

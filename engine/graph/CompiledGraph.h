@@ -26,7 +26,8 @@ class CompiledGraph {
   // parameters apart.
   std::size_t activationBytes() const { return activationBytes_; }
 
-  // Records the dispatches that fill the graph's inputs for one step, first in the plan.
+  // Records the dispatches that fill the graph's inputs for one step, first in the plan. Each plan below comes back
+  // with its programs compiled (Plan::finishPrograms: side by side, a compile error thrown here).
   using Feed = std::function<void(Plan&)>;
   // Feed, forward, totals, backward, update. Plan parameter `stepParameter` is Adam's step t (from 1), and
   // `learningRateParameter` the learning rate (setLearningRate; the optimizer settings' at first).
@@ -75,6 +76,9 @@ class CompiledGraph {
   std::vector<std::pair<std::string, double>> compileTimes() const { return programs_.compileTimes(); }
 
  private:
+  // The plans above before their programs are finished, so that a plan built from another compiles all of its at once.
+  Plan unfinishedForwardPlan(const Feed& feed);
+  Plan unfinishedGradientPlan(const Feed& feed);
   void recordForward(Plan& plan);
   void recordBackward(Plan& plan);
   void recordUpdate(Plan& plan);

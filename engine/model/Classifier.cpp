@@ -46,6 +46,7 @@ Plan Classifier::plan(const GpuImages& images, const Buffer& classes, const Buff
     const BufferView probabilityView = probabilities ? BufferView(*probabilities) : BufferView(classes);
     plan.record((*whole_)(images.pixels, classes, probabilities ? &probabilityView : nullptr, rows,
                           Uniform::fromParameter(WholeMlpOp::firstImageLocation, firstImage)));
+    plan.finishPrograms();
     return plan;
   }
   Plan plan = compiled_->forwardPlan([&](Plan& p) {
@@ -64,6 +65,7 @@ Plan Classifier::plan(const GpuImages& images, const Buffer& classes, const Buff
   const BufferView logits = compiled_->view(graph_->logits);
   plan.record(softmax.argmax(logits, classes, rows, classes_, Uniform::fromParameter(SoftmaxOp::firstRowLocation, firstImage)));
   if (probabilities) plan.record(softmax.softmax(logits, *probabilities, rows, classes_));
+  plan.finishPrograms();
   return plan;
 }
 

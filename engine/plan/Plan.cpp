@@ -172,10 +172,15 @@ void Plan::groupIndependentSteps() {
   }
 }
 
+void Plan::finishPrograms() const {
+  if (unfinishedPrograms_.empty()) return;
+  glnet::finishPrograms(unfinishedPrograms_);
+  unfinishedPrograms_.clear();
+}
+
 void Plan::begin() const {
   // Programs started while recording compile side by side until here.
-  for (const Program* program : unfinishedPrograms_) program->finish();
-  unfinishedPrograms_.clear();
+  finishPrograms();
   if (issuer_.takeOver()) shadow_ = Shadow{};
   // Steps recorded since the last run may use more bindings and uniforms.
   shadow_.bindings.resize(bindingCount_, Range{0, 0, 0});

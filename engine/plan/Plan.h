@@ -117,6 +117,9 @@ class Plan {
   void record(const std::vector<Dispatch>& dispatches) {
     for (const Dispatch& dispatch : dispatches) record(dispatch);
   }
+  // Waits for the programs its dispatches use to compile (Program::finish; they compile side by side from when they are
+  // asked for), throwing a compile error; the first run does it too.
+  void finishPrograms() const;
   // Issues every dispatch; no host synchronisation.
   void run() const;
   // The same, calling afterStep(i) as soon as step i is issued, for GL work between steps (a copy of results

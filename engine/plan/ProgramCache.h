@@ -15,6 +15,8 @@ class ProgramCache {
   // Started (Program::start): programs asked for one after another compile side by side until a plan runs them.
   const Program& get(const std::string& file, const std::vector<ShaderDefine>& defines = {},
                      const std::vector<std::string>& includes = {});
+  // Waits for every program asked for so far (finishPrograms).
+  void finishAll() const;
   // The time during which some program was compiling (those compiled side by side count once; finishes every program).
   double compileMilliseconds() const;
   std::size_t size() const { return programs_.size(); }

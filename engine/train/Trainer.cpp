@@ -184,18 +184,7 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
       nodes_(buildGraph(initial, static_cast<std::uint32_t>(batchShare_.count), true, options.labelSmoothing)),
       graph_(context, nodes_.graph, nodes_.loss, {nodes_.correct}, options.optimizer),
       plan_(context.limits()) {
-  if (train.images.tokenIds() && options.augment.enabled()) {
-    throw UsageError(optionName(options.augment.shift ? "augment-shift" : "augment-flip") + " moves images' pixels; texts have none");
-  }
-  if (train.images.pixelsPerImage() != initial.inputs()) {
-    throw Error("the model takes " + std::to_string(initial.inputs()) + " inputs but the training images have " +
-                std::to_string(train.images.pixelsPerImage()) + " pixels");
-  }
-  if (stepsPerEpoch_ == 0) {
-    const std::string batch = optionSetting("batch", std::to_string(options.batch));
-    throw Error((options.accumulate > 1 ? batch + " x " + optionSetting("accumulate", std::to_string(options.accumulate)) : batch) +
-                " is larger than the " + std::to_string(trainCount_) + " training images");
-  }
+  checkFits(initial, train, options);
   const std::uint32_t rows = graph_.rows();
   const auto pixels = static_cast<std::uint32_t>(initial.inputs());
   trainLabels_.upload(train.labels);
@@ -219,12 +208,30 @@ Trainer::Trainer(const Context& context, const Network& initial, const LabelledI
   options_.schedule.stepSize = std::max<std::uint64_t>(static_cast<std::uint64_t>(std::llround(options.stepEpochs * static_cast<double>(stepsPerEpoch_))), 1);
   if (!ranks.distributed() && options.accumulate == 1) {
     plan_ = graph_.trainingPlan(feed);
-    return;
+  } else {
+    graph_.averageOver(globalRows_ * options.accumulate);
+    plan_ = graph_.gradientPlan(feed);
+    updatePlan_.emplace(graph_.updatePlan());
+    exchange_ = std::make_unique<GradientExchange>(context, graph_, plan_, feedPrograms_, options, ranks);
   }
-  graph_.averageOver(globalRows_ * options.accumulate);
-  plan_ = graph_.gradientPlan(feed);
-  updatePlan_.emplace(graph_.updatePlan());
-  exchange_ = std::make_unique<GradientExchange>(context, graph_, plan_, feedPrograms_, options, ranks);
+  // Every program a step runs is compiled here, in the set-up, whose failures every rank shares (the graph's plans
+  // come back compiled; the gradients' copies are the exchange's).
+  feedPrograms_.finishAll();
+}
+
+void Trainer::checkFits(const Network& initial, const LabelledImages& train, const TrainingOptions& options) {
+  if (train.images.tokenIds() && options.augment.enabled()) {
+    throw UsageError(optionName(options.augment.shift ? "augment-shift" : "augment-flip") + " moves images' pixels; texts have none");
+  }
+  if (train.images.pixelsPerImage() != initial.inputs()) {
+    throw Error("the model takes " + std::to_string(initial.inputs()) + " inputs but the training images have " +
+                std::to_string(train.images.pixelsPerImage()) + " pixels");
+  }
+  if (!options.fullBatch && train.images.count < std::size_t{options.batch} * options.accumulate) {
+    const std::string batch = optionSetting("batch", std::to_string(options.batch));
+    throw Error((options.accumulate > 1 ? batch + " x " + optionSetting("accumulate", std::to_string(options.accumulate)) : batch) +
+                " is larger than the " + std::to_string(train.images.count) + " training images");
+  }
 }
 
 std::vector<std::pair<std::string, double>> Trainer::timeStep() const {

@@ -309,6 +309,7 @@ void TrainingRun::load() {
 void TrainingRun::start(const Context& context, const std::function<void(const std::string&)>& tuning) {
   GLNET_ASSERT(sets_, "TrainingRun::start before load");
   if (settings_.tune) {
+    Trainer::checkFits(initial_, sets_->train, settings_.options);
     checkCurrentGemmTuningWritable();
     const TrainingOptions& o = settings_.options;
     const auto batch = static_cast<std::uint32_t>(o.fullBatch ? trainCount_ : o.batch);

@@ -2,11 +2,11 @@
 // its rule, below a forced configuration, and never while ignored or under GLNET_TUNE=0. glnet_bench --tune (the
 // measurement that fills it) is checked end to end in tests/cli/bench_checks.sh.
 #include "base/check.h"
-#include "bench/GemmTuner.h"
 #include "ops/Dense.h"
 #include "ops/GemmTuning.h"
 #include "ref/Reference.h"
 #include "support/Compare.h"
+#include "support/EnvironmentSetting.h"
 #include "support/GlContext.h"
 #include "support/Random.h"
 
@@ -20,28 +20,6 @@
 using namespace glnet;
 
 namespace {
-
-// Sets GLNET_TUNE while it lives (tests/main.cpp sets it to 0 for the other tests), the previous value back after.
-class TuneSetting {
- public:
-  explicit TuneSetting(const char* value) {
-    const char* previous = std::getenv("GLNET_TUNE");
-    if (previous) previous_ = previous;
-    setenv("GLNET_TUNE", value, 1);
-  }
-  ~TuneSetting() {
-    if (previous_) {
-      setenv("GLNET_TUNE", previous_->c_str(), 1);
-    } else {
-      unsetenv("GLNET_TUNE");
-    }
-  }
-  TuneSetting(const TuneSetting&) = delete;
-  TuneSetting& operator=(const TuneSetting&) = delete;
-
- private:
-  std::optional<std::string> previous_;
-};
 
 // Removes a test's entry from the process's table of this device however the test ends.
 class TunedEntry {
@@ -101,7 +79,7 @@ TEST_CASE("a GEMM tuning table reads back what it writes and skips lines that ar
 TEST_SUITE("gl") {
   TEST_CASE("chooseGemm takes this device's tuning of a shape, below a forced configuration, never while ignored or with GLNET_TUNE=0") {
     Context& context = test::glContext();
-    const TuneSetting tuningOn("1");
+    const test::EnvironmentSetting tuningOn("GLNET_TUNE", "1");  // tests/main.cpp sets 0 for the others
     const std::vector<const GemmConfig*> fitting = gemmConfigsFitting(context.limits());
     const DenseShape shape{67, 45, 131};  // rows, outputs, inputs: odd sizes crossing tile edges
     const std::string key = gemmTuningKey(shape.rows, shape.outputs, shape.inputs, false, GemmOperand::loaded);
@@ -125,7 +103,7 @@ TEST_SUITE("gl") {
       CHECK(chooseGemm(shape.rows, shape.outputs, shape.inputs, false).config == ruled.config);
     }
     {
-      const TuneSetting tuningOff("0");
+      const test::EnvironmentSetting tuningOff("GLNET_TUNE", "0");
       CHECK(chooseGemm(shape.rows, shape.outputs, shape.inputs, false).config == ruled.config);
     }
     {
