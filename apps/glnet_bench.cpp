@@ -4,6 +4,7 @@
 // operand layout of the dense and convolution ops, ms, TFLOP/s and the configuration chosen per shape.
 #include "common/Cli.h"
 #include "common/NodeTimes.h"
+#include "common/Tuning.h"
 #include "bench/ModelBenchmark.h"
 #include "importer/Onnx.h"
 #include "gl/Sync.h"
@@ -139,19 +140,13 @@ int runGemm(const cli::Parser& parser) {
   return 0;
 }
 
-// A GEMM tuning's report line (what --tune did before the measurements) and its JSON.
+// A GEMM tuning's report line (what --tune did before the measurements).
 void printTuning(std::FILE* out, const GemmTuningReport& t) {
   std::fprintf(out, "  GEMM tuning (before the runs above): %zu shapes under %zu candidates in %.1f s, %zu changed from the rule; "
                     "their GPU time %.4f ms, tuned %.4f ms; the whole plan %.4f ms, tuned %.4f ms%s; %s\n",
                t.shapes, t.candidates, t.seconds, t.changed, t.ruleMs, t.tunedMs, t.ruleTotalMs, t.tunedTotalMs,
                t.reverted ? " (not faster: the changes were dropped)" : "",
                t.path.empty() ? "kept for this process only (GLNET_CACHE=0)" : ("kept in " + t.path).c_str());
-}
-
-nlohmann::json tuningJson(const GemmTuningReport& t) {
-  return {{"shapes", t.shapes}, {"candidates", t.candidates}, {"changed", t.changed}, {"rule_gemm_ms", t.ruleMs},
-          {"tuned_gemm_ms", t.tunedMs}, {"rule_total_ms", t.ruleTotalMs}, {"tuned_total_ms", t.tunedTotalMs},
-          {"reverted", t.reverted}, {"seconds", t.seconds}, {"path", t.path}};
 }
 
 // glnet_bench --model M.onnx: any ONNX model, per batch size.
@@ -211,7 +206,7 @@ int runModelBench(const cli::Parser& parser, const std::vector<std::size_t>& bat
     nlohmann::json tuning;
     if (row.tuning) {
       printTuning(out, *row.tuning);
-      tuning = tuningJson(*row.tuning);
+      tuning = cli::gemmTuningJson(*row.tuning);
     }
     cli::printNodeTimes(out, row.profile, runs, parser.has("verbose"));
     nlohmann::json inputShapes = nlohmann::json::array();
@@ -356,7 +351,7 @@ int main(int argc, char** argv) {
     }
     if (parser.has("csv")) writeFileAtomically(parser.text("csv"), csv(context, report));
     nlohmann::json reportJson = toJson(context, report, model);
-    if (tuning) reportJson["gemm_tuning"] = tuningJson(*tuning);
+    if (tuning) reportJson["gemm_tuning"] = cli::gemmTuningJson(*tuning);
     if (parser.has("json-out")) writeFileAtomically(parser.text("json-out"), reportJson.dump(2) + "\n");
     if (json) std::cout << reportJson.dump(2) << "\n";
     for (const std::string& failure : report.failures) std::fprintf(stderr, "glnet_bench: check failed: %s\n", failure.c_str());

@@ -2,6 +2,7 @@
 // training step replayed per batch. The run itself is train/TrainingRun, which glnet.train shares; this parses its
 // flags, opens the device and prints.
 #include "common/Cli.h"
+#include "common/Tuning.h"
 #include "base/Stopwatch.h"
 #include "base/check.h"
 #include "train/TrainingRun.h"
@@ -140,6 +141,7 @@ int main(int argc, char** argv) {
                             {"model", settings.out}, {"checkpoint", settings.checkpoint}, {"epochs", epochs}};
       if (!settings.exportOnnx.empty()) report["onnx"] = settings.exportOnnx;
       if (settings.profile) report["step_profile_ms"] = profile;
+      if (run.tuning()) report["gemm_tuning"] = cli::gemmTuningJson(*run.tuning());
       std::cout << report.dump(2) << "\n";
     }
     return 0;

@@ -101,6 +101,8 @@ class TrainingRun {
   // "wrote M.safetensors (checkpoint M.checkpoint.safetensors)": the files the run leaves.
   std::string filesWritten() const;
   const std::string& architecture() const { return initial_.architecture; }
+  // What --tune did, when it was given.
+  const std::optional<GemmTuningReport>& tuning() const { return tuning_; }
 
  private:
   const Communicator& ranks_;

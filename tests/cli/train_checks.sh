@@ -66,6 +66,14 @@ expect 2 "error: --lr must be a positive number" -- "$apps/glnet_train" --out x 
 if full; then
   GLNET_TUNE=1 GLNET_CACHE_DIR="$work/tuned-cache" "$apps/glnet_train" --data "$mnist" --train-limit 256 --test-limit 256 --batch 64 \
     --epochs 1 --tune --out "$work/t.safetensors" >"$work/t.txt" 2>"$work/t.err" || { cat "$work/t.err"; fail "glnet_train --tune"; }
+  GLNET_TUNE=1 GLNET_CACHE_DIR="$work/tuned-cache" "$apps/glnet_train" --data "$mnist" --train-limit 256 --test-limit 256 --batch 64 \
+    --epochs 1 --tune --json --out "$work/tj.safetensors" >"$work/tj.json" 2>/dev/null || fail "glnet_train --tune --json"
+  /usr/bin/python3 - "$work/tj.json" <<'PY' || fail "glnet_train --tune --json's gemm_tuning"
+import json, os, sys
+t = json.load(open(sys.argv[1]))["gemm_tuning"]
+assert t["shapes"] == 5 and t["candidates"] >= 2 and 0 <= t["changed"] <= 5 and t["seconds"] > 0 and os.path.isfile(t["path"]), t
+assert t["rule_total_ms"] > 0 and t["tuned_total_ms"] > 0 and t["reverted"] in (True, False), t
+PY
   grep -Eq "^GEMM tuning of the training step: 5 GEMM shapes under [0-9]+ candidates in [0-9.]+ s, [0-5] kept" "$work/t.txt" \
     || fail "no tuning line: $(cat "$work/t.txt")"
   grep -q "^glnet_train: GEMM tuning of the training step: 64x64 whole" "$work/t.err" || fail "no tuning progress on stderr"
