@@ -467,6 +467,26 @@ def test_train_refuses_a_progress_interval_outside_a_hundredth_of_a_second_to_a_
             glnet.train(out=str(work / "m.safetensors"), progress_seconds=seconds)
 
 
+def test_train_tunes_its_step_first_when_asked_and_refuses_where_the_tuning_would_be_ignored(work, monkeypatch):
+    # In a process of its own: a tuning changes the process's table of this device, which the other tests plan with.
+    cache, out = work / "tuning-cache", str(work / "tuned.safetensors")
+    script = textwrap.dedent(f"""
+        import glnet
+        history = glnet.train("784-16-10", {MNIST!r}, 1, out={out!r}, train_limit=256, test_limit=100, batch=64, tune=True,
+                              progress=False)
+        print(len(history))
+        """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                            env=dict(os.environ, GLNET_CACHE_DIR=str(cache), GLNET_TUNE="1"))
+    assert result.returncode == 0 and result.stdout.strip() == "1", result
+    tables = [name for name in os.listdir(cache) if name.startswith("gemm-tuning-")]
+    # Its lines (none where the tuned step was not faster as a whole) under the table's header.
+    assert len(tables) == 1 and (cache / tables[0]).read_text().startswith("# GEMM shape"), tables
+    monkeypatch.setenv("GLNET_TUNE", "0")
+    with pytest.raises(glnet.UsageError, match="tune.* with GLNET_TUNE=0: the tuning would be ignored"):
+        glnet.train("784-16-10", MNIST, 1, out=str(work / "refused.safetensors"), tune=True)
+
+
 def test_train_takes_the_commands_options_by_their_keyword_names_and_defaults():
     # The engine's one list of a run's options (glnet_train's flags) against glnet.train's signature: every keyword but
     # those of reporting and the device is one of them, with the command's default.
