@@ -212,10 +212,15 @@ void dumpForValidation(const std::string& file, const std::vector<ShaderDefine>&
 // What a started program keeps until it is finished: its shader (for the compile log), its text's pieces (to place
 // an error), where its binary goes, and when it started.
 struct Program::PendingLink {
-  GLuint shader = 0;
+  GLuint shader = 0;  // deleted with the link, or once the link is checked
   std::vector<SourcePiece> pieces;
   std::filesystem::path cached;
   std::string failure;  // set once finishing failed: thrown again by every later finish
+  ~PendingLink() { deleteShader(); }
+  void deleteShader() {
+    if (shader) glDeleteShader(shader);
+    shader = 0;
+  }
 };
 
 Program Program::compute(const std::string& file, const std::vector<ShaderDefine>& defines,
@@ -271,8 +276,7 @@ void Program::finish() const {
       glGetProgramiv(id_, GL_LINK_STATUS, &ok);
       if (!ok) throw Error(name_ + ": link failed: " + trim(infoLog(id_, true)));
       glDetachShader(id_, pending.shader);
-      glDeleteShader(pending.shader);
-      pending.shader = 0;
+      pending.deleteShader();
       if (!pending.cached.empty()) storeBinary(id_, pending.cached);
     }
     GL_CHECK(glGetProgramiv(id_, GL_COMPUTE_WORK_GROUP_SIZE, localSize_.data()));
@@ -285,8 +289,7 @@ void Program::finish() const {
                   " per compute shader (GL_MAX_COMPUTE_SHADER_STORAGE_BLOCKS)");
     }
   } catch (const Error& error) {
-    if (pending.shader) glDeleteShader(pending.shader);
-    pending.shader = 0;
+    pending.deleteShader();
     pending.failure = error.what();
     throw;
   }
@@ -346,7 +349,7 @@ std::string Program::binaryCacheDirectory() {
 }
 
 Program::~Program() {
-  if (pending_ && pending_->shader) glDeleteShader(pending_->shader);
+  pending_.reset();
   if (id_) glDeleteProgram(id_);
 }
 
@@ -361,7 +364,7 @@ Program::Program(Program&& other) noexcept
 
 Program& Program::operator=(Program&& other) noexcept {
   if (this != &other) {
-    if (pending_ && pending_->shader) glDeleteShader(pending_->shader);
+    pending_.reset();
     if (id_) glDeleteProgram(id_);
     id_ = std::exchange(other.id_, 0u);
     name_ = std::move(other.name_);

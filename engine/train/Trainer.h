@@ -62,8 +62,8 @@ class Trainer {
   // training step.
   Trainer(const Context& context, const Network& initial, const LabelledImages& train, const LabelledImages& test,
           const TrainingOptions& options, const Communicator& ranks);
-  // What the constructor refuses of its inputs (TrainingRun asks before a tuning): augmentation of texts, images of another size than the network
-  // takes, a batch (times --accumulate) larger than the training set.
+  // What the constructor refuses of its inputs (TrainingRun asks before a tuning): augmentation of texts, images of
+  // another size than the network takes, a batch (times --accumulate) larger than the training set.
   static void checkFits(const Network& initial, const LabelledImages& train, const TrainingOptions& options);
 
   void restore(const Checkpoint& checkpoint);
