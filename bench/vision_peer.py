@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """vision_peer.py export|compare|time ...: the PyTorch side of bench/vision-gpu, on the GPU machine.
 
-  export OUT [MODEL ...] [--dynamo]   torchvision's classifiers (random weights, seeded, eval mode) as OUT/MODEL.onnx
+  export OUT [MODEL ...] [--dynamo] [--keep-going]
+                                      torchvision's classifiers (random weights, seeded, eval mode) as OUT/MODEL.onnx
                                       (torch.onnx.export; opset 17, or 18 with --dynamo), inputs OUT/MODEL-x1.npy and
-                                      -x64.npy [B, 3, 224, 224], PyTorch's outputs on the GPU in fp32 (TF32 off) as
-                                      -y1.npy/-y64.npy, ONNX Runtime's (CPU) as -ort1.npy/-ort64.npy
+                                      -x64.npy [B, 3, 224, 224] (299 for inception_v3, as it was trained), PyTorch's
+                                      outputs on the GPU in fp32 (TF32 off) as -y1.npy/-y64.npy, ONNX Runtime's (CPU) as
+                                      -ort1.npy/-ort64.npy; --keep-going prints "MODEL: did not export: REASON" and goes on
+  classifiers                         every classification model torchvision lists, one name a line
   compare OUT MODEL BATCH GLNET.npy   one line: glnet's output against PyTorch's and ONNX Runtime's
   table OUT [MODEL ...]               the markdown table of bench/vision-gpu's run in OUT (glnet's logs beside PyTorch's)
   time OUT [MODEL ...]                JSON: PyTorch eager and CUDA-graph medians of 300 runs after 100 unmeasured ones, in
@@ -34,31 +37,51 @@ def build(name):
     return getattr(torchvision.models, name)(weights=None).eval()
 
 
-def export(out, names, dynamo):
+def image_size(name):
+    return 299 if name == "inception_v3" else 224
+
+
+def export(out, names, dynamo, keep_going):
     os.makedirs(out, exist_ok=True)
     for name in names:
-        model = build(name)
-        x1 = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
-        x64 = torch.randn(64, 3, 224, 224, generator=torch.Generator().manual_seed(64))
-        path = os.path.join(out, name + ".onnx")
-        start = time.time()
-        if dynamo:
-            batch = torch.export.Dim("batch", min=1, max=1024)
-            torch.onnx.export(model, (x1,), path, dynamo=True, opset_version=18, input_names=["x"], output_names=["y"],
-                              dynamic_shapes={"x": {0: batch}}, external_data=False)
-        else:
-            torch.onnx.export(model, x1, path, opset_version=17, input_names=["x"], output_names=["y"],
-                              dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
-        exported = time.time() - start
-        gpu = model.cuda()
-        import onnxruntime
-        session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
-        for tag, x in (("1", x1), ("64", x64)):
-            np.save(os.path.join(out, f"{name}-x{tag}.npy"), x.numpy())
-            with torch.no_grad():
-                np.save(os.path.join(out, f"{name}-y{tag}.npy"), gpu(x.cuda()).cpu().numpy())
-            np.save(os.path.join(out, f"{name}-ort{tag}.npy"), session.run(None, {"x": x.numpy()})[0])
-        print(f"{name}: exported in {exported:.1f} s (torch {torch.__version__}, onnxruntime {onnxruntime.__version__})", flush=True)
+        if not keep_going:
+            export_one(out, name, dynamo)
+            continue
+        try:
+            export_one(out, name, dynamo)
+        except Exception as error:  # the exporter's reasons are many; the model is listed with its own
+            for suffix in (".onnx", "-x1.npy", "-x64.npy"):
+                if os.path.exists(os.path.join(out, name + suffix)):
+                    os.remove(os.path.join(out, name + suffix))
+            reason = " ".join(str(error).split())[:300]
+            print(f"{name}: did not export: {type(error).__name__}: {reason}", flush=True)
+        torch.cuda.empty_cache()
+
+
+def export_one(out, name, dynamo):
+    size = image_size(name)
+    model = build(name)
+    x1 = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1))
+    x64 = torch.randn(64, 3, size, size, generator=torch.Generator().manual_seed(64))
+    path = os.path.join(out, name + ".onnx")
+    start = time.time()
+    if dynamo:
+        batch = torch.export.Dim("batch", min=1, max=1024)
+        torch.onnx.export(model, (x1,), path, dynamo=True, opset_version=18, input_names=["x"], output_names=["y"],
+                          dynamic_shapes={"x": {0: batch}}, external_data=False)
+    else:
+        torch.onnx.export(model, x1, path, opset_version=17, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
+    exported = time.time() - start
+    gpu = model.cuda()
+    import onnxruntime
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for tag, x in (("1", x1), ("64", x64)):
+        np.save(os.path.join(out, f"{name}-x{tag}.npy"), x.numpy())
+        with torch.no_grad():
+            np.save(os.path.join(out, f"{name}-y{tag}.npy"), gpu(x.cuda()).cpu().numpy())
+        np.save(os.path.join(out, f"{name}-ort{tag}.npy"), session.run(None, {"x": x.numpy()})[0])
+    print(f"{name}: exported in {exported:.1f} s (torch {torch.__version__}, onnxruntime {onnxruntime.__version__})", flush=True)
 
 
 def compare(out, name, batch, glnet):
@@ -114,7 +137,7 @@ def kernels(names):
     result["dependent_kernel_chain"] = {"kernels": chain, "graph_ms_per_kernel": median_ms(captured(dependent).replay, WARMUP, RUNS) / chain}
     for name in names:
         model = build(name).cuda()
-        image = torch.randn(1, 3, 224, 224, device="cuda")
+        image = torch.randn(1, 3, image_size(name), image_size(name), device="cuda")
         with torch.no_grad():
             for _ in range(10):
                 model(image)
@@ -134,7 +157,7 @@ def timings(names):
     for name in names:
         model = build(name).cuda()
         for batch in (1, 64):
-            x = torch.randn(batch, 3, 224, 224, device="cuda")
+            x = torch.randn(batch, 3, image_size(name), image_size(name), device="cuda")
             with torch.no_grad():
                 eager = median_ms(lambda: model(x), WARMUP, RUNS)
                 graph = captured(lambda: model(x))
@@ -148,16 +171,21 @@ def timings(names):
             result[f"{name}/{batch}"] = {"eager_ms": eager, "graph_ms": graphed,
                                          "peak_activation_bytes": int(peak)}
             del graph
+        del model
+        torch.cuda.empty_cache()
     print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["classifiers"]:
+        print("\n".join(torchvision.models.list_models(module=torchvision.models)))
+        sys.exit(0)
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     command, out, rest = sys.argv[1], sys.argv[2], sys.argv[3:]
     if command == "export":
-        dynamo = "--dynamo" in rest
-        export(out, [r for r in rest if r != "--dynamo"] or MODELS, dynamo)
+        flags = ("--dynamo", "--keep-going")
+        export(out, [r for r in rest if r not in flags] or MODELS, "--dynamo" in rest, "--keep-going" in rest)
     elif command == "compare":
         compare(out, rest[0], rest[1], rest[2])
     elif command == "time":
