@@ -28,6 +28,7 @@ bool tuningOff() {
 // A candidate is kept where it takes at most this share of the rule's time, and a tuning where the whole plan does.
 constexpr double requiredGain = 0.97;
 constexpr double requiredTotalGain = 0.99;
+constexpr double warmUpSeconds = 0.25;
 
 // Tables read so far, by device: a process may use several, each from its own thread. Entries never move once made.
 std::map<std::string, GemmTuning>& tables() {
@@ -154,6 +155,11 @@ std::string gemmTuningRefusal(const std::string& option) {
   const char* forced = std::getenv("GLNET_GEMM_CONFIG");
   if (forced && *forced) return option + " with GLNET_GEMM_CONFIG set: every GEMM would run that configuration; unset GLNET_GEMM_CONFIG";
   return {};
+}
+
+void warmUpForTiming(const std::function<void()>& runAndWait, int runs) {
+  Stopwatch clock;
+  for (int run = 0; run < runs || clock.seconds() < warmUpSeconds; ++run) runAndWait();
 }
 
 GemmTuningReport tuneGemms(const std::function<GemmPlanTimes()>& timePlan, const std::function<void(const std::string&)>& progress) {

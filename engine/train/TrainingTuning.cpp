@@ -24,12 +24,13 @@ RandomTrainingStep::RandomTrainingStep(const Context& context, const Network& ne
 
 namespace {
 
-// The training step's GEMMs, planned afresh under the choices in force: `warmup` steps, then `runs` (at least one)
-// timed dispatch by dispatch.
+// The training step's GEMMs, planned afresh under the choices in force: warmed up (warmUpForTiming, at least `warmup`
+// steps), then `runs` (at least one) timed dispatch by dispatch.
 GemmPlanTimes trainingGemmTimes(const Context& context, const Network& network, const TrainingTimings& timings) {
   RandomTrainingStep step(context, network, timings.batch, timings.seed);
   Plan plan = step.compiled.trainingPlan([](Plan&) {});
-  for (int run = 0; run < timings.warmup; ++run) plan.run();
+  // Timed runs wait for the GPU; plain ones would queue a quarter of a second's issue of steps.
+  warmUpForTiming([&] { plan.runTimed(); }, timings.warmup);
   std::vector<std::vector<double>> perDispatch(plan.dispatchCount());
   std::vector<double> totals;
   for (int run = 0; run < std::max(1, timings.runs); ++run) {
