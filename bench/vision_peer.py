@@ -47,18 +47,21 @@ def export(out, names, dynamo, keep_going):
         if not keep_going:
             export_one(out, name, dynamo)
             continue
+        stage = ["export"]
         try:
-            export_one(out, name, dynamo)
+            export_one(out, name, dynamo, stage)
         except Exception as error:  # the exporter's reasons are many; the model is listed with its own
-            for suffix in (".onnx", "-x1.npy", "-x64.npy"):
+            for suffix in (".onnx", ".onnx.data", "-x1.npy", "-x64.npy", "-y1.npy", "-y64.npy", "-ort1.npy", "-ort64.npy"):
                 if os.path.exists(os.path.join(out, name + suffix)):
                     os.remove(os.path.join(out, name + suffix))
-            reason = " ".join(str(error).split())[:300]
-            print(f"{name}: did not export: {type(error).__name__}: {reason}", flush=True)
+            reason = " ".join(str(error).split())[:300].replace("|", "/")
+            print(f"{name}: did not export: {stage[0]} failed: {type(error).__name__}: {reason}", flush=True)
         torch.cuda.empty_cache()
 
 
-def export_one(out, name, dynamo):
+def export_one(out, name, dynamo, stage=None):
+    """`stage`, a one-element list, names the step under way for the caller's message."""
+    stage = stage if stage is not None else [""]
     size = image_size(name)
     model = build(name)
     x1 = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(1))
@@ -73,13 +76,16 @@ def export_one(out, name, dynamo):
         torch.onnx.export(model, x1, path, opset_version=17, input_names=["x"], output_names=["y"],
                           dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
     exported = time.time() - start
+    stage[0] = "PyTorch's run on the GPU"
     gpu = model.cuda()
     import onnxruntime
-    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
     for tag, x in (("1", x1), ("64", x64)):
         np.save(os.path.join(out, f"{name}-x{tag}.npy"), x.numpy())
         with torch.no_grad():
             np.save(os.path.join(out, f"{name}-y{tag}.npy"), gpu(x.cuda()).cpu().numpy())
+    stage[0] = "ONNX Runtime's run"
+    session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for tag, x in (("1", x1), ("64", x64)):
         np.save(os.path.join(out, f"{name}-ort{tag}.npy"), session.run(None, {"x": x.numpy()})[0])
     print(f"{name}: exported in {exported:.1f} s (torch {torch.__version__}, onnxruntime {onnxruntime.__version__})", flush=True)
 
@@ -155,25 +161,33 @@ def kernels(names):
 def timings(names):
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name()}
     for name in names:
-        model = build(name).cuda()
-        for batch in (1, 64):
-            x = torch.randn(batch, 3, image_size(name), image_size(name), device="cuda")
-            with torch.no_grad():
-                eager = median_ms(lambda: model(x), WARMUP, RUNS)
-                graph = captured(lambda: model(x))
-                graphed = median_ms(graph.replay, WARMUP, RUNS)
-            torch.cuda.reset_peak_memory_stats()
-            base = torch.cuda.memory_allocated()
-            with torch.no_grad():
-                model(x)
-            torch.cuda.synchronize()
-            peak = torch.cuda.max_memory_allocated() - base
-            result[f"{name}/{batch}"] = {"eager_ms": eager, "graph_ms": graphed,
-                                         "peak_activation_bytes": int(peak)}
-            del graph
-        del model
+        try:
+            result.update(time_model(name))
+        except Exception as error:  # one model's failure (memory, a graph capture) leaves the others' times
+            print(f"{name}: PyTorch's timing failed: {type(error).__name__}: {' '.join(str(error).split())[:300]}", file=sys.stderr)
         torch.cuda.empty_cache()
     print(json.dumps(result, indent=1))
+
+
+def time_model(name):
+    """PyTorch's eager and CUDA-graph medians and peak activation memory of one model, at batch 1 and 64."""
+    result = {}
+    model = build(name).cuda()
+    for batch in (1, 64):
+        x = torch.randn(batch, 3, image_size(name), image_size(name), device="cuda")
+        with torch.no_grad():
+            eager = median_ms(lambda: model(x), WARMUP, RUNS)
+            graph = captured(lambda: model(x))
+            graphed = median_ms(graph.replay, WARMUP, RUNS)
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        with torch.no_grad():
+            model(x)
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        result[f"{name}/{batch}"] = {"eager_ms": eager, "graph_ms": graphed, "peak_activation_bytes": int(peak)}
+        del graph
+    return result
 
 
 if __name__ == "__main__":
