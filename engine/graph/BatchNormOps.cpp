@@ -271,7 +271,7 @@ class BatchNorm : public Op {
   // One invocation per value, the activation fused.
   Dispatch elementwise(ProgramCache& programs, BatchNormMode mode, const Layout& l, const std::string& label) const {
     Dispatch dispatch = batchNormDispatch(programs, mode, l, epsilon_, momentum_, label, outputDefines());
-    dispatch.groups = linearGroups(std::uint64_t{l.batch} * l.channels * l.spatial, *dispatch.program);
+    dispatch.invocations = std::uint64_t{l.batch} * l.channels * l.spatial;
     dispatch.linear = true;
     return dispatch;
   }

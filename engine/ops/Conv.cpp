@@ -93,8 +93,8 @@ Dispatch ConvOp::rearrangeWeights(ConvMode mode, const char* label, const Buffer
   std::vector<ShaderDefine> defines = convGeometryDefines(s);
   defines.push_back(kindDefine(mode));
   const Program& program = programs_->get("Conv2D.glsl", defines, geometryIncluded());
-  Dispatch d = dispatch(program, label, {{1, weight, Access::read}, {3, target, Access::write}}, s, false,
-                        linearGroups(std::uint64_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth, program));
+  Dispatch d = dispatch(program, label, {{1, weight, Access::read}, {3, target, Access::write}}, s, false, {});
+  d.invocations = std::uint64_t{s.outChannels} * s.channels * s.kernelHeight * s.kernelWidth;
   d.linear = true;
   return d;
 }
@@ -318,8 +318,8 @@ std::optional<Dispatch> ConvOp::activationGradientInPlace(const BufferView& dy, 
   const Program& program =
       programs_->get("Conv2D.glsl", convDefines(activation_, ConvMode::outputGradient, convGeometryDefines(s)), geometryIncluded());
   Dispatch d = dispatch(program, std::string("conv ") + activationName(activation_) + " gradient, in place",
-                        {{1, y, Access::read}, {3, dy, Access::readWrite}}, s, false,
-                        linearGroups(std::uint64_t{s.batch} * s.outChannels * s.outHeight() * s.outWidth(), program));
+                        {{1, y, Access::read}, {3, dy, Access::readWrite}}, s, false, {});
+  d.invocations = std::uint64_t{s.batch} * s.outChannels * s.outHeight() * s.outWidth();
   d.linear = true;
   return d;
 }
@@ -342,7 +342,7 @@ Dispatch MaxPoolOp::forward(const BufferView& x, const BufferView& y, const Buff
   d.buffers = {{0, x, Access::read}, {1, y, Access::write}, {2, argmax, Access::write}};
   d.uniforms = {Uniform::u32(0, planes), Uniform::u32(1, height), Uniform::u32(2, width), Uniform::u32(3, height / 2),
                 Uniform::u32(4, width / 2), Uniform::u32(5, 0)};
-  d.groups = linearGroups(std::uint64_t{planes} * (height / 2) * (width / 2), forward_);
+  d.invocations = std::uint64_t{planes} * (height / 2) * (width / 2);
   d.linear = true;
   return d;
 }
@@ -355,7 +355,7 @@ Dispatch MaxPoolOp::backward(const BufferView& dy, const BufferView& argmax, con
   d.buffers = {{0, dy, Access::read}, {2, argmax, Access::read}, {3, dx, accumulate ? Access::readWrite : Access::write}};
   d.uniforms = {Uniform::u32(0, planes), Uniform::u32(1, height), Uniform::u32(2, width), Uniform::u32(3, height / 2),
                 Uniform::u32(4, width / 2), Uniform::u32(5, accumulate ? 1u : 0u)};
-  d.groups = linearGroups(std::uint64_t{planes} * height * width, backward_);
+  d.invocations = std::uint64_t{planes} * height * width;
   d.linear = true;
   return d;
 }

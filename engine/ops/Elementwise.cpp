@@ -20,7 +20,7 @@ Dispatch ElementwiseOp::operator()(const BufferView& a, const BufferView& b, con
   dispatch.buffers = {{0, a, Access::read}, {1, b, Access::read}, {2, out, accumulate ? Access::readWrite : Access::write}};
   dispatch.uniforms = {Uniform::u32(0, count), Uniform::u32(1, columns), Uniform::u32(2, accumulate ? 1u : 0u),
                        Uniform::f32(3, scale)};
-  dispatch.groups = linearGroups(count, program_);
+  dispatch.invocations = count;
   dispatch.linear = true;
   return dispatch;
 }
@@ -46,7 +46,7 @@ Dispatch MeanSquaredErrorOp::loss(const BufferView& y, const BufferView& target,
   dispatch.label = "mse";
   dispatch.buffers = {{0, y, Access::read}, {1, target, Access::read}, {2, loss, Access::write}};
   dispatch.uniforms = {Uniform::u32(0, rows), Uniform::u32(1, columns), Uniform::u32(2, 0)};
-  dispatch.groups = linearGroups(rows, loss_);
+  dispatch.invocations = rows;
   dispatch.linear = true;
   return dispatch;
 }
@@ -61,7 +61,7 @@ Dispatch MeanSquaredErrorOp::gradient(const BufferView& y, const BufferView& tar
                       {2, dy, accumulate ? Access::readWrite : Access::write},
                       {3, rowGradient, Access::read}};
   dispatch.uniforms = {Uniform::u32(0, rows), Uniform::u32(1, columns), Uniform::u32(2, accumulate ? 1u : 0u)};
-  dispatch.groups = linearGroups(std::uint64_t{rows} * columns, gradient_);
+  dispatch.invocations = std::uint64_t{rows} * columns;
   dispatch.linear = true;
   return dispatch;
 }

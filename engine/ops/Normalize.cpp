@@ -40,7 +40,7 @@ Dispatch NormalizeOp::operator()(const BufferView& pixels, const BufferView& out
   dispatch.buffers = {{0, pixels, Access::read}, {1, output, Access::write}};
   dispatch.uniforms = {Uniform::u32(0, count), firstPixel, Uniform::u32(11, std::max<std::uint32_t>(pixelsPerImage, 1))};
   for (const Uniform& uniform : scalingUniforms(format, std::max<std::uint32_t>(pixelsPerImage, 1), 2, 10)) dispatch.uniforms.push_back(uniform);
-  dispatch.groups = linearGroups(four ? count / 4 : count, program);
+  dispatch.invocations = four ? count / 4 : count;
   dispatch.linear = true;
   return dispatch;
 }

@@ -32,7 +32,7 @@ Dispatch OptimizerOp::update(const BufferView& parameters, const BufferView& gra
                        step >= 0 ? Uniform::fromParameter(5, step) : Uniform::u32(5, 1), Uniform::f32(6, settings_.weightDecay),
                        Uniform::u32(7, decayed)};
   if (squaredNorm) dispatch.uniforms.push_back(Uniform::f32(8, settings_.clipNorm));
-  dispatch.groups = linearGroups(count, program_);
+  dispatch.invocations = count;
   dispatch.linear = true;
   return dispatch;
 }
@@ -61,7 +61,7 @@ Dispatch GatherOp::images(const BufferView& pixels, const BufferView& indices, c
   const std::uint32_t count = rows * pixelsPerImage;
   dispatch.uniforms = {Uniform::u32(0, count), Uniform::fromParameter(1, firstRow), Uniform::u32(2, pixelsPerImage)};
   for (const Uniform& uniform : scalingUniforms(format, pixelsPerImage, 4, 3)) dispatch.uniforms.push_back(uniform);
-  dispatch.groups = linearGroups(count, images_);
+  dispatch.invocations = count;
   dispatch.linear = true;
   return dispatch;
 }
@@ -86,7 +86,7 @@ Dispatch GatherOp::labels(const BufferView& labelBytes, const BufferView& indice
   dispatch.label = "gather labels";
   dispatch.buffers = {{0, labelBytes, Access::read}, {1, indices, Access::read}, {2, out, Access::write}};
   dispatch.uniforms = {Uniform::u32(0, rows), Uniform::fromParameter(1, firstRow), Uniform::u32(2, 1)};
-  dispatch.groups = linearGroups(rows, labels_);
+  dispatch.invocations = rows;
   dispatch.linear = true;
   return dispatch;
 }

@@ -24,7 +24,7 @@ Dispatch SoftmaxOp::rowwise(const Program& program, const char* label, std::vect
   dispatch.label = label;
   dispatch.buffers = std::move(buffers);
   dispatch.uniforms = {Uniform::u32(0, rows), Uniform::u32(1, columns), firstRow, Uniform::u32(3, accumulate ? 1u : 0u)};
-  dispatch.groups = linearGroups(rows, program);
+  dispatch.invocations = rows;
   dispatch.linear = true;
   return dispatch;
 }

@@ -27,7 +27,11 @@ Dispatch SplitSumOp::sum(std::uint64_t slice, std::uint32_t splits, std::vector<
   d.program = &programs_->get("SplitSum.glsl", defines);
   d.label = "split-K sum";
   // SUM_LANES groups are 128 invocations, 128 / lanes sums each.
-  d.groups = lanes > 1 ? std::array<std::uint32_t, 3>{static_cast<std::uint32_t>((slice * lanes + 127) / 128), 1, 1} : linearGroups(slice, *d.program);
+  if (lanes > 1) {
+    d.groups = {static_cast<std::uint32_t>((slice * lanes + 127) / 128), 1, 1};
+  } else {
+    d.invocations = slice;
+  }
   d.linear = true;
   return d;
 }
@@ -73,7 +77,7 @@ Dispatch SplitBiasActivationOp::pooled(const BufferView& partial, const BufferVi
   d.buffers = {{0, partial, Access::read}, {1, out, Access::write}, {2, bias, Access::read}};
   d.uniforms = {Uniform::u32(0, count),  Uniform::u32(1, splits), Uniform::u32(3, channels),
                 Uniform::u32(6, height), Uniform::u32(7, width),  Uniform::u32(8, images * channels * height * width)};
-  d.groups = linearGroups(count, pooledProgram_);
+  d.invocations = count;
   d.linear = true;
   return d;
 }
@@ -87,7 +91,7 @@ Dispatch SplitBiasActivationOp::operator()(const BufferView& partial, const Buff
   d.buffers = {{0, partial, Access::read}, {1, out, Access::write}, {2, bias, Access::read}};
   if (residual) d.buffers.push_back({3, *residual, Access::read});
   d.uniforms = {Uniform::u32(0, count), Uniform::u32(1, splits), Uniform::u32(2, 0), Uniform::u32(3, columns), Uniform::u32(5, plane)};
-  d.groups = linearGroups(count, program_);
+  d.invocations = count;
   d.linear = true;
   return d;
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
@@ -72,8 +73,10 @@ void Plan::setParameter(int parameter, std::uint32_t value) {
 
 void Plan::record(const Dispatch& dispatch) {
   GLNET_ASSERT(dispatch.program && dispatch.program->id(), "a dispatch needs a compiled program");
-  Step step{dispatch.program->id(), {}, dispatch.uniforms, {}, dispatch.groups, false, dispatch.label, dispatch.tuningKey, steps_.size()};
-  if (dispatch.program->pending()) unfinishedPrograms_.push_back(dispatch.program);
+  Step step{dispatch.program->id(), {}, dispatch.uniforms, {}, dispatch.groups, false, dispatch.label, dispatch.tuningKey, steps_.size(),
+            dispatch.invocations ? dispatch.program : nullptr, dispatch.invocations.value_or(0), dispatch.linear};
+  const bool pending = dispatch.program->pending();
+  if (pending) unfinishedPrograms_.push_back(dispatch.program);
   for (const Uniform& uniform : step.uniforms) {
     GLNET_ASSERT(uniform.parameter < static_cast<int>(parameters_.size()), "uniform names an unknown plan parameter");
     const std::pair<unsigned, int> key{step.program, uniform.location};
@@ -82,19 +85,10 @@ void Plan::record(const Dispatch& dispatch) {
     if (slot == uniformSlots_.end()) uniformSlots_.push_back(key);
   }
 
-  auto& groups = step.groups;
-  if (dispatch.linear && groups[0] > static_cast<std::uint32_t>(limits_.maxWorkGroupCount[0])) {
-    GLNET_ASSERT(groups[1] == 1 && groups[2] == 1, "a linear dispatch has groups along x only");
-    const auto maxX = static_cast<std::uint32_t>(limits_.maxWorkGroupCount[0]);
-    groups[1] = (groups[0] + maxX - 1) / maxX;
-    groups[0] = maxX;
-  }
-  for (int axis = 0; axis < 3; ++axis) {
-    if (groups[axis] > static_cast<std::uint32_t>(limits_.maxWorkGroupCount[axis])) {
-      throw Error("dispatch " + dispatch.label + " needs " + std::to_string(groups[axis]) + " work groups along axis " +
-                  std::to_string(axis) + ", more than this device's " + std::to_string(limits_.maxWorkGroupCount[axis]) +
-                  "; use a smaller batch");
-    }
+  if (!step.counting) {
+    step.groups = runnableGroups(step.groups, step.linear, step.label);
+  } else if (!pending) {
+    countGroups(step);
   }
 
   bool hazard = mode_ == SyncMode::all && !steps_.empty();
@@ -123,6 +117,32 @@ void Plan::record(const Dispatch& dispatch) {
   }
   noteSinceBarrier(step);
   steps_.push_back(std::move(step));
+}
+
+std::array<std::uint32_t, 3> Plan::runnableGroups(std::array<std::uint32_t, 3> groups, bool linear, const std::string& label) const {
+  if (linear && groups[0] > static_cast<std::uint32_t>(limits_.maxWorkGroupCount[0])) {
+    GLNET_ASSERT(groups[1] == 1 && groups[2] == 1, "a linear dispatch has groups along x only");
+    const auto maxX = static_cast<std::uint32_t>(limits_.maxWorkGroupCount[0]);
+    groups[1] = (groups[0] + maxX - 1) / maxX;
+    groups[0] = maxX;
+  }
+  for (int axis = 0; axis < 3; ++axis) {
+    if (groups[axis] > static_cast<std::uint32_t>(limits_.maxWorkGroupCount[axis])) {
+      throw Error("dispatch " + label + " needs " + std::to_string(groups[axis]) + " work groups along axis " + std::to_string(axis) +
+                  ", more than this device's " + std::to_string(limits_.maxWorkGroupCount[axis]) + "; use a smaller batch");
+    }
+  }
+  return groups;
+}
+
+void Plan::countGroups(const Step& step) const {
+  const auto size = static_cast<std::uint64_t>(step.counting->localSize()[0]);
+  const std::uint64_t groups = (step.invocations + size - 1) / size;
+  if (groups > std::numeric_limits<std::uint32_t>::max()) {
+    throw Error("dispatch " + step.label + " needs " + std::to_string(groups) + " work groups; use a smaller batch");
+  }
+  step.groups = runnableGroups({static_cast<std::uint32_t>(groups), 1, 1}, step.linear, step.label);
+  step.counting = nullptr;
 }
 
 void Plan::noteSinceBarrier(const Step& step) {
@@ -176,6 +196,9 @@ void Plan::finishPrograms() const {
   if (unfinishedPrograms_.empty()) return;
   glnet::finishPrograms(unfinishedPrograms_);
   unfinishedPrograms_.clear();
+  for (const Step& step : steps_) {
+    if (step.counting) countGroups(step);
+  }
 }
 
 void Plan::begin() const {

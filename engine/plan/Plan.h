@@ -86,6 +86,10 @@ struct Dispatch {
   std::vector<StorageBinding> buffers;
   std::vector<Uniform> uniforms;
   std::array<std::uint32_t, 3> groups{1, 1, 1};
+  // Instead of `groups`, a 1-D problem of this many invocations: its groups along x (rounded up to whole groups of the
+  // local size the shader declares) are counted once its program has compiled (Plan::finishPrograms), so that the
+  // programs of a plan compile side by side as it is recorded.
+  std::optional<std::uint64_t> invocations;
   // A 1-D problem whose shader indexes with LINEAR_INVOCATION_INDEX and bounds-checks, so groups beyond
   // the device's x limit may fold into y.
   bool linear = false;
@@ -118,7 +122,8 @@ class Plan {
     for (const Dispatch& dispatch : dispatches) record(dispatch);
   }
   // Waits for the programs its dispatches use to compile (Program::finish; they compile side by side from when they are
-  // asked for), throwing a compile error; the first run does it too.
+  // asked for), throwing a compile error, and counts the groups of dispatches given as invocations (throwing where they
+  // exceed the device's counts); the first run does it too.
   void finishPrograms() const;
   // Issues every dispatch; no host synchronisation.
   void run() const;
@@ -173,12 +178,20 @@ class Plan {
     std::vector<Bound> bindings;
     std::vector<Uniform> uniforms;
     std::vector<std::size_t> uniformSlots;  // per uniform, its (program, location) in the shadow
-    std::array<std::uint32_t, 3> groups;
+    // Counted by finishPrograms where the dispatch gave invocations and its program was still compiling.
+    mutable std::array<std::uint32_t, 3> groups;
     bool barrierBefore;
     std::string label;
     std::string tuningKey;
     std::size_t recorded;  // its index in the order of recording
+    mutable const Program* counting;  // the program whose local size counts its groups, until it has
+    std::uint64_t invocations;
+    bool linear;
   };
+  // `groups` as the device can run them: a linear dispatch's groups beyond its x limit folded into y; throws where
+  // they exceed its counts.
+  std::array<std::uint32_t, 3> runnableGroups(std::array<std::uint32_t, 3> groups, bool linear, const std::string& label) const;
+  void countGroups(const Step& step) const;
   Limits limits_;
   SyncMode mode_;
   std::vector<Step> steps_;

@@ -38,7 +38,7 @@ SelfCheckResult runSelfCheck(const Context& context, std::size_t elements, std::
   dispatch.label = "saxpy";
   dispatch.buffers = {{0, xBuffer, Access::read}, {1, yBuffer, Access::readWrite}};
   dispatch.uniforms = {Uniform::f32(0, a), Uniform::u32(1, static_cast<std::uint32_t>(elements))};
-  dispatch.groups = linearGroups(elements, saxpy);
+  dispatch.invocations = elements;
   dispatch.linear = true;
   plan.record(dispatch);
   TimerQuery before, after;

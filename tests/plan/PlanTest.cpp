@@ -181,6 +181,23 @@ TEST_SUITE("gl") {
                          Error);
   }
 
+  TEST_CASE("a linear dispatch beyond the limit along both axes is a clear error once its program has compiled") {
+    Context& context = test::glContext();
+    Limits tight = context.limits();
+    tight.maxWorkGroupCount = {2, 2, 1};
+    ProgramCache programs;  // a fresh cache: the program is still compiling when it is recorded, so its groups wait
+    const NormalizeOp normalize(programs);
+    const std::size_t count = 256 * 4 + 1;  // 5 groups of 256: 2 × 3, one row past the limit
+    Buffer input(count), output(count * sizeof(float));
+    Plan plan(tight);
+    CHECK_THROWS_WITH_AS(
+        {
+          plan.record(normalize(input, output, count, Uniform::u32(NormalizeOp::firstPixelLocation, 0), InputFormat{}, static_cast<std::uint32_t>(count), false));
+          plan.finishPrograms();
+        },
+        doctest::Contains("use a smaller batch"), Error);
+  }
+
   TEST_CASE("plan parameters change uniforms between runs without re-recording") {
     Context& context = test::glContext();
     ProgramCache programs;
