@@ -89,6 +89,8 @@ void Plan::record(const Dispatch& dispatch) {
     step.groups = runnableGroups(step.groups, step.linear, step.label);
   } else if (!pending) {
     countGroups(step);
+  } else {
+    ++uncountedSteps_;
   }
 
   bool hazard = mode_ == SyncMode::all && !steps_.empty();
@@ -193,11 +195,16 @@ void Plan::groupIndependentSteps() {
 }
 
 void Plan::finishPrograms() const {
-  if (unfinishedPrograms_.empty()) return;
-  glnet::finishPrograms(unfinishedPrograms_);
-  unfinishedPrograms_.clear();
+  if (!unfinishedPrograms_.empty()) {
+    glnet::finishPrograms(unfinishedPrograms_);
+    unfinishedPrograms_.clear();
+  }
+  // Until every step is counted: a count that throws (too many groups) throws again at every later run.
+  if (uncountedSteps_ == 0) return;
   for (const Step& step : steps_) {
-    if (step.counting) countGroups(step);
+    if (!step.counting) continue;
+    countGroups(step);
+    --uncountedSteps_;
   }
 }
 

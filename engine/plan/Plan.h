@@ -229,6 +229,7 @@ class Plan {
   mutable Shadow shadow_;
   mutable std::size_t stateCalls_ = 0;
   mutable std::vector<const Program*> unfinishedPrograms_;  // started, not yet finished (Program::start)
+  mutable std::size_t uncountedSteps_ = 0;                  // steps whose groups wait for their program (Step::counting)
 };
 
 }  // namespace glnet

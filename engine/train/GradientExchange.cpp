@@ -14,6 +14,7 @@ Plan copyPlan(const Context& context, ProgramCache& programs, const BufferView& 
   Plan plan(context.limits());
   const auto floats = static_cast<std::uint32_t>(from.room() / sizeof(float));
   plan.record(regionCopy(programs, add ? "accumulated gradients +=" : "accumulated gradients =", from, to, RegionCopy{{floats}, 0, 0, {1}, {1}}, add));
+  plan.finishPrograms();  // in the set-up, where every rank fails alike, not at a first run mid-training
   return plan;
 }
 
