@@ -3,10 +3,7 @@
 // sequence, feature), so that transposed and head-split tensors are read in place. The Sq × Sk scores never reach
 // memory: a group takes BLOCK_M queries (scale·Q staged in shared memory once) and walks the keys BLOCK_N at a time,
 // K's tile then V's tile staged in one shared array, with FlashAttention's online softmax (each row's running maximum
-// and exponent sum, the accumulated output rescaled when the maximum grows). fp32 throughout. Every invocation takes
-// part in the softmax: it keeps its own scores in registers, and a row's maximum and sum are joined from the
-// THREADS_COL invocations that share the row through shared memory (one invocation per row walking the tile left
-// three quarters of the group idle between two barriers).
+// and exponent sum, the accumulated output rescaled when the maximum grows). fp32 throughout.
 //   Keys hidden by CAUSAL (key j > query i + Sk − Sq, a query block at the end of a cache) are left out, as
 //   flash attention does (they are never read); a key the mask makes −inf gets weight 0 (0·V: a NaN in V there still
 //   reaches the output, as through PyTorch's unfused softmax and product). A row with every key hidden or −inf
@@ -84,12 +81,12 @@ layout(location = 28) uniform uint splits;
 
 shared vec4 queries[BLOCK_M][D_RUNS + 1];  // scale·Q of the group's queries
 shared vec4 keysValues[BLOCK_N][KV_RUNS + 1];  // the tile's K, then its V
-// The tile's weights exp(score − running maximum), in runs of 4 keys: the product with V reads 4 keys' weights per
-// shared load.
-shared vec4 weights[BLOCK_M][BLOCK_N / 4 + 1];
-// Each invocation's maximum and sum over its keys of the tile, per row (the THREADS_COL sharing a row).
-shared float partialMax[BLOCK_M][THREADS_COL];
-shared float partialSum[BLOCK_M][THREADS_COL];
+// The tile's scores, then exp(score − running maximum), in runs of 4 keys: the product with V reads 4 keys' weights
+// per shared load.
+shared vec4 scores[BLOCK_M][BLOCK_N / 4 + 1];
+shared float rowMax[BLOCK_M];
+shared float rowSum[BLOCK_M];
+shared float rowRescale[BLOCK_M];
 
 #define NEGATIVE_INFINITY uintBitsToFloat(0xff800000u)
 
@@ -132,12 +129,12 @@ const bool vAlongSequence = false;
 // The output accumulated over the keys so far, unnormalized: this invocation's rows and runs of features.
 vec4 o[TM][TD4];
 
-// Adds the weighted V of the staged tile (the weights in `weights`) to o; `guarded` (a constant in each call, so that
+// Adds the weighted V of the staged tile (the weights in `scores`) to o; `guarded` (a constant in each call, so that
 // each is compiled on its own): keys hidden by CAUSAL add nothing, not 0·V.
 void accumulateTile(bool guarded, uint k0, uint q0, uint ty, uint tx) {
   for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
     vec4 p[TM];
-    for (uint i = 0u; i < uint(TM); ++i) p[i] = weights[ty + i * uint(THREADS_ROW)][c4];
+    for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c4];
     for (uint e = 0u; e < 4u; ++e) {
       uint c = 4u * c4 + e;
       vec4 v[TD4];
@@ -193,6 +190,10 @@ void main() {
     LOAD_RUN(Q, qBase, qStrides, q0 + r, Sq, run, HEAD_D, v)
     queries[r][run] = scale * v;
   }
+  if (local < uint(BLOCK_M)) {
+    rowMax[local] = NEGATIVE_INFINITY;
+    rowSum[local] = 0.0;
+  }
   memoryBarrierShared();
   barrier();
 
@@ -206,13 +207,8 @@ void main() {
   keyEnd = min(keyEnd, keyBegin + keysPerSplit);
 #endif
 
-  // Per row of this invocation: the running maximum and exponent sum, the same in each invocation sharing the row.
-  float rowMax[TM], rowSum[TM];
-  for (uint i = 0u; i < uint(TM); ++i) {
-    rowMax[i] = NEGATIVE_INFINITY;
-    rowSum[i] = 0.0;
+  for (uint i = 0u; i < uint(TM); ++i)
     for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = vec4(0.0);
-  }
 
   for (uint k0 = keyBegin; k0 < keyEnd; k0 += uint(BLOCK_N)) {
     STAGE_TILE(K, kBase, kStrides, D_RUNS, HEAD_D, kAlongSequence)
@@ -232,54 +228,51 @@ void main() {
     }
     for (uint i = 0u; i < uint(TM); ++i) {
       uint r = ty + i * uint(THREADS_ROW), row = q0 + r;
-      float largest = NEGATIVE_INFINITY;
       for (uint j = 0u; j < uint(TN); ++j) {
-        uint key = k0 + tx + j * uint(THREADS_COL);
+        uint c = tx + j * uint(THREADS_COL), key = k0 + c;
         bool visible = key < Sk;
 #ifdef CAUSAL
         visible = visible && int(key) <= int(row) + causalOffset;
 #endif
+        float score = s[i][j];
 #ifdef HAS_MASK
-        if (visible && row < Sq) s[i][j] += mask[maskBase + row * maskStrides[2] + key * maskStrides[3]];
+        if (visible && row < Sq) score += mask[maskBase + row * maskStrides[2] + key * maskStrides[3]];
 #endif
-        s[i][j] = visible ? s[i][j] : NEGATIVE_INFINITY;
-        largest = maxNaN(largest, s[i][j]);
+        scores[r][c >> 2][c & 3u] = visible ? score : NEGATIVE_INFINITY;
       }
-      partialMax[r][tx] = largest;
     }
     memoryBarrierShared();
     barrier();
 
-    // Each row's new maximum from the partial ones; this invocation's weights and their sum; the output so far
-    // rescaled. Every invocation has read K by the barrier above, so V's tile goes where K's was.
-    for (uint i = 0u; i < uint(TM); ++i) {
-      uint r = ty + i * uint(THREADS_ROW);
-      float largest = rowMax[i];
-      for (uint t = 0u; t < uint(THREADS_COL); ++t) largest = maxNaN(largest, partialMax[r][t]);
+    // Each row's running maximum and sum (one invocation per row), while every invocation stages V's tile where K's
+    // was (all have read K by the barrier above).
+    if (local < uint(BLOCK_M)) {
+      uint r = local;
+      float previous = rowMax[r], largest = previous;
+      for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
+        vec4 run = scores[r][c4];
+        largest = maxNaN(maxNaN(largest, run.x), maxNaN(maxNaN(run.y, run.z), run.w));
+      }
       // Nothing but −inf so far: every weight is 0 (exp(−inf − 0)), not NaN (exp(−inf + inf)).
       float shift = largest == NEGATIVE_INFINITY ? 0.0 : largest;
-      float rescale = exp(rowMax[i] - shift);
-      rowMax[i] = largest;
-      rowSum[i] *= rescale;
-      for (uint j = 0u; j < uint(TD4); ++j) o[i][j] *= rescale;
+      float rescale = exp(previous - shift);
       float sum = 0.0;
-      for (uint j = 0u; j < uint(TN); ++j) {
-        uint c = tx + j * uint(THREADS_COL);
-        float p = exp(s[i][j] - shift);
-        weights[r][c >> 2][c & 3u] = p;
-        sum += p;
+      for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
+        vec4 p = exp(scores[r][c4] - shift);
+        scores[r][c4] = p;
+        sum += (p.x + p.y) + (p.z + p.w);
       }
-      partialSum[r][tx] = sum;
+      rowSum[r] = rowSum[r] * rescale + sum;
+      rowMax[r] = largest;
+      rowRescale[r] = rescale;
     }
     STAGE_TILE(V, vBase, vStrides, DV_RUNS, HEAD_DV, vAlongSequence)
     memoryBarrierShared();
     barrier();
 
     for (uint i = 0u; i < uint(TM); ++i) {
-      uint r = ty + i * uint(THREADS_ROW);
-      float sum = 0.0;
-      for (uint t = 0u; t < uint(THREADS_COL); ++t) sum += partialSum[r][t];
-      rowSum[i] += sum;
+      float rescale = rowRescale[ty + i * uint(THREADS_ROW)];
+      for (uint j = 0u; j < uint(TD4); ++j) o[i][j] *= rescale;
     }
 #ifdef CAUSAL
     // Some query of the group hides some key of the tile: those keys must add nothing, not 0·V.
@@ -291,7 +284,7 @@ void main() {
 #else
     accumulateTile(false, k0, q0, ty, tx);
 #endif
-    // The next tile overwrites keysValues, weights and the partial sums.
+    // The next tile overwrites keysValues and scores.
     barrier();
   }
 
@@ -311,12 +304,12 @@ void main() {
     }
     if (tx == 0u) {
       uint stats = splits * batches * gl_NumWorkGroups.y * Sq * uint(HEAD_DV) + 2u * line;
-      partial[stats] = rowMax[i];
-      partial[stats + 1u] = rowSum[i];
+      partial[stats] = rowMax[r];
+      partial[stats + 1u] = rowSum[r];
     }
 #else
     // A row whose weights are all 0 keeps its sum of 0·V: 0, or NaN from a NaN in V.
-    float total = rowSum[i];
+    float total = rowSum[r];
 #ifdef EMPTY_ROWS_NAN
     // A row that sees no key is NaN, as softmax over nothing but −inf is.
     float inverse = total != 0.0 ? 1.0 / total : uintBitsToFloat(0x7fc00000u);

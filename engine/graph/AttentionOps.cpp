@@ -39,9 +39,8 @@ struct Blocks {
 
 std::size_t sharedBytes(Blocks b, std::uint32_t d, std::uint32_t dv) {
   const std::size_t runs = (d + 3) / 4, kvRuns = (std::max(d, dv) + 3) / 4;
-  constexpr std::size_t invocationsPerRow = 8;  // THREADS_COL: each one's partial maximum and sum of a row
   return 4 * sizeof(float) * (b.queries * (runs + 1) + b.keys * (kvRuns + 1) + b.queries * (b.keys / 4 + 1)) +
-         sizeof(float) * 2 * invocationsPerRow * std::size_t{b.queries};
+         sizeof(float) * 3 * std::size_t{b.queries};
 }
 
 // Queries per group: fewest padded rows, where each halving of the block is counted as costing a tenth more per row (a
