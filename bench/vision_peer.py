@@ -74,13 +74,7 @@ def export_one(out, name, dynamo, stage=None):
     x64 = torch.randn(64, 3, size, size, generator=torch.Generator().manual_seed(64))
     path = os.path.join(out, name + ".onnx")
     start = time.time()
-    if dynamo:
-        batch = torch.export.Dim("batch", min=1, max=1024)
-        torch.onnx.export(model, (x1,), path, dynamo=True, opset_version=18, input_names=["x"], output_names=["y"],
-                          dynamic_shapes={"x": {0: batch}}, external_data=False)
-    else:
-        torch.onnx.export(model, x1, path, opset_version=17, input_names=["x"], output_names=["y"],
-                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
+    write_onnx(model, x1, path, dynamo)
     exported = time.time() - start
     stage[0] = "PyTorch's run on the GPU"
     gpu = model.cuda()
@@ -94,6 +88,17 @@ def export_one(out, name, dynamo, stage=None):
     for tag, x in (("1", x1), ("64", x64)):
         np.save(os.path.join(out, f"{name}-ort{tag}.npy"), session.run(None, {"x": x.numpy()})[0])
     print(f"{name}: exported in {exported:.1f} s (torch {torch.__version__}, onnxruntime {onnxruntime.__version__})", flush=True)
+
+
+def write_onnx(model, example, path, dynamo):
+    """`model` as ONNX with input x and output y, its batch dynamic: the dynamo exporter at opset 18 or TorchScript's at 17."""
+    if dynamo:
+        batch = torch.export.Dim("batch", min=1, max=1024)
+        torch.onnx.export(model, (example,), path, dynamo=True, opset_version=18, input_names=["x"], output_names=["y"],
+                          dynamic_shapes={"x": {0: batch}}, external_data=False)
+    else:
+        torch.onnx.export(model, example, path, opset_version=17, input_names=["x"], output_names=["y"],
+                          dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, dynamo=False)
 
 
 def compare(out, name, batch, glnet):
