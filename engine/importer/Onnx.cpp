@@ -362,9 +362,15 @@ void Importer::importTranspose(const onnx::NodeProto& node, const Attributes& a)
     Shape out;
     for (const std::uint32_t axis : axes) out.push_back(in[axis]);
     apply(node, reshapeOp(out), {x}, "view (only axes of length 1 move)");
-    return;
+  } else {
+    apply(node, transposeOp(axes), {x}, "transpose");
   }
-  apply(node, transposeOp(axes), {x}, "transpose");
+  // The layer computing X, read by this alone, computes the result too: its channels lie where the transpose moved them.
+  const auto layer = layers_.find(x.id);
+  if (layer != layers_.end() && consumers_[node.input(0)] == 1 && !layer->second.functionPastBatchNorm) {
+    const auto moved = std::find(axes.begin(), axes.end(), layer->second.channelAxis);
+    layers_[values_.at(node.output(0)).tensor.id] = {layer->second.weight, layer->second.bias, static_cast<std::uint32_t>(moved - axes.begin())};
+  }
 }
 
 bool Importer::movesNoElement(const std::vector<std::uint32_t>& axes, const Shape& in) {
@@ -534,9 +540,13 @@ void Importer::importProduct(const onnx::NodeProto& node, const Attributes& a) {
     // function was found past a BatchNormalization that alone reads the layer (it must fold, coming first).
     const onnx::NodeProto* reader = soleReader(biased.output(0));
     const bool batchNormFirst = reader && reader->op_type() == "BatchNormalization";
-    if (activation == Activation::none || batchNormFirst) layers_[out.id] = {weightTensor, biasTensor};
+    if (activation == Activation::none || batchNormFirst) layers_[out.id] = {weightTensor, biasTensor, 1, function.kind != PointwiseKind::identity};
   }
-  if (xShape.size() != 2) out = graph_.apply(reshapeOp(outShape), {out});
+  if (xShape.size() != 2) {
+    const auto layer = layers_.find(out.id);
+    out = graph_.apply(reshapeOp(outShape), {out});
+    if (layer != layers_.end()) layers_[out.id] = {layer->second.weight, layer->second.bias, static_cast<std::uint32_t>(outShape.size() - 1), layer->second.functionPastBatchNorm};
+  }
   if (!residual && function.kind == PointwiseKind::identity) {
     projections_[out.id] = {x, rowsView, weightTensor, biasTensor, static_cast<std::uint32_t>(outputs), result_.nodes.size()};
   }
@@ -555,17 +565,18 @@ void Importer::importBinary(const onnx::NodeProto& node, const Attributes& optio
     const Constant& c = left.constant ? left.host : right.host;
     const auto layer = layers_.find(x.id);
     const Shape shape = shapeOf(x);
-    if (layer != layers_.end() && shape.size() == 2 && consumers_[node.input(left.constant ? 1 : 0)] == 1 && c.elements() == shape[1] &&
-        !c.shape.empty() && c.shape.back() == shape[1]) {
-      std::vector<float> bias = graph_.tensor(layer->second.second).initial;
+    if (layer != layers_.end() && !layer->second.functionPastBatchNorm && shape.size() == 2 && consumers_[node.input(left.constant ? 1 : 0)] == 1 &&
+        c.elements() == shape[1] && !c.shape.empty() && c.shape.back() == shape[1]) {
+      std::vector<float> bias = graph_.tensor(layer->second.bias).initial;
       for (std::size_t o = 0; o < bias.size(); ++o) bias[o] = static_cast<float>(bias[o] + c.values[o]);
-      graph_.setInitial(layer->second.second, std::move(bias));
+      graph_.setInitial(layer->second.bias, std::move(bias));
       layers_[x.id] = layer->second;
       values_[node.output(0)] = {false, {}, x};
       result_.nodes.push_back({node.name(), op, "folded", shape});
       return;
     }
   }
+  if (op == "Mul" && scalesLayer(node)) return;
   if (op == "Mul") {
     for (const int side : {0, 1}) {
       if (!channelScale(node, side)) continue;
@@ -776,6 +787,8 @@ void Importer::importConv(const onnx::NodeProto& node, const Attributes& given) 
   bool pooled = false, residual = false;
   // A function fused right after the convolution (not past a BatchNormalization that folds into it first).
   bool functionAfter = false;
+  // A function fused past the BatchNormalization that alone reads the convolution (applied after it folds in).
+  bool functionPastBatchNorm = false;
   const onnx::NodeProto* reader = soleReader(node.output(0));
   const bool batchNormFirst = reader && reader->op_type() == "BatchNormalization";
   try {
@@ -792,6 +805,7 @@ void Importer::importConv(const onnx::NodeProto& node, const Attributes& given) 
     } else if (implicitGemm) {
       const Pointwise function = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
       functionAfter = function.kind != PointwiseKind::identity && !batchNormFirst;
+      functionPastBatchNorm = function.kind != PointwiseKind::identity && batchNormFirst;
       const std::optional<Activation> activation = asActivation(function);
       const onnx::NodeProto* pool =
           activation && !inputScale && !widthPadding && w->shape.size() == 4 && settings.strides[0] == 1 ? fusablePool(node) : nullptr;
@@ -809,6 +823,7 @@ void Importer::importConv(const onnx::NodeProto& node, const Attributes& given) 
       GLNET_ASSERT(!inputScale, "a scaled input is fused only into a convolution the implicit GEMM runs");
       const Pointwise after = fusedPointwise(node, [](const Pointwise&) { return true; }, true);
       functionAfter = after.kind != PointwiseKind::identity && !batchNormFirst;
+      functionPastBatchNorm = after.kind != PointwiseKind::identity && batchNormFirst;
       out = graph_.apply(groupedConvOp(settings, after), {x, weight, b}, name);
     }
   } catch (const Error& error) {
@@ -818,9 +833,9 @@ void Importer::importConv(const onnx::NodeProto& node, const Attributes& given) 
   // nor after a residual (it would scale the residual too), nor after a function the kernel applies (Conv, Relu,
   // BatchNormalization: folded, it would act before the function).
   const bool foldsLater = !pooled && !residual && !functionAfter;
-  if (foldsLater) layers_[out.id] = {weight, b};
+  if (foldsLater) layers_[out.id] = {weight, b, 1, functionPastBatchNorm};
   defineWindow(node, input, out, pooled ? "conv + max pool" : residual ? "conv + residual" : implicitGemm ? "conv" : settings.groups > 1 ? "grouped conv" : "direct conv");
-  if (foldsLater && shapeOf(input).size() == 3) layers_[values_[node.output(0)].tensor.id] = {weight, b};
+  if (foldsLater && shapeOf(input).size() == 3) layers_[values_[node.output(0)].tensor.id] = {weight, b, 1, functionPastBatchNorm};
 }
 
 void Importer::importBatchNormalization(const onnx::NodeProto& node, const Attributes& a) {
@@ -847,16 +862,10 @@ void Importer::importBatchNormalization(const onnx::NodeProto& node, const Attri
     shift[c] = constants[1]->values[c] - constants[2]->values[c] * factor[c];
   }
   const auto layer = layers_.find(x.id);
-  if (layer != layers_.end() && consumers_[node.input(0)] == 1) {
-    const auto [weightTensor, biasTensor] = layer->second;
-    std::vector<float> weight = graph_.tensor(weightTensor).initial, bias = graph_.tensor(biasTensor).initial;
-    const std::size_t perChannel = weight.size() / channels;
-    for (std::size_t c = 0; c < channels; ++c) {
-      for (std::size_t i = 0; i < perChannel; ++i) weight[c * perChannel + i] = static_cast<float>(weight[c * perChannel + i] * factor[c]);
-      bias[c] = static_cast<float>(bias[c] * factor[c] + shift[c]);
-    }
-    graph_.setInitial(weightTensor, std::move(weight));
-    graph_.setInitial(biasTensor, std::move(bias));
+  if (layer != layers_.end() && layer->second.channelAxis == 1 && consumers_[node.input(0)] == 1) {
+    foldIntoLayer(layer->second, factor, shift);
+    // The function fused past this normalization applies to what the layer computes now: nothing more folds into it.
+    if (layer->second.functionPastBatchNorm) layers_.erase(layer);
     values_[node.output(0)] = {false, {}, x};
     result_.nodes.push_back({node.name(), node.op_type(), "folded", shape});
     return;
@@ -1058,8 +1067,17 @@ Tensor Importer::sliceTensor(const onnx::NodeProto& node, Tensor x, const std::v
 
 void Importer::importSlice(const onnx::NodeProto& node, const Attributes& a) {
   const Tensor x = tensorInput(node, 0);
-  const Shape& shape = shapeOf(x);
-  define(node, sliceTensor(node, x, sliceSpec(node, a, {shape.begin(), shape.end()}), nameOf(node)), "slice");
+  const Shape shape = shapeOf(x);
+  const std::vector<AxisSlice> slices = sliceSpec(node, a, {shape.begin(), shape.end()});
+  // Every element in order (Swin's crop of a padding it did not need): the tensor itself, no copy.
+  bool whole = true;
+  for (std::size_t axis = 0; axis < slices.size(); ++axis) whole = whole && slices[axis].start == 0 && slices[axis].step == 1 && slices[axis].count == shape[axis];
+  if (whole) {
+    values_[node.output(0)] = operand(node, 0);
+    result_.nodes.push_back({node.name(), node.op_type(), "identity", shape});
+    return;
+  }
+  define(node, sliceTensor(node, x, slices, nameOf(node)), "slice");
 }
 
 void Importer::importSplit(const onnx::NodeProto& node, const Attributes& a) {
@@ -1114,6 +1132,12 @@ void Importer::importPad(const onnx::NodeProto& node, const Attributes& a) {
     if (pads[i] < 0 || pads[i + shape.size()] < 0 || pads[i] > (1 << 16) || pads[i + shape.size()] > (1 << 16)) refuse(node, "negative or huge pads are not supported");
     before.push_back(static_cast<std::uint32_t>(pads[i]));
     after.push_back(static_cast<std::uint32_t>(pads[i + shape.size()]));
+  }
+  // No padding (Swin's pad to a multiple of its window where the size is one already): the tensor itself, no copy.
+  if (std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p == 0; })) {
+    values_[node.output(0)] = operand(node, 0);
+    result_.nodes.push_back({node.name(), node.op_type(), "identity", shape});
+    return;
   }
   apply(node, padOp(before, after, value), {x}, "pad");
 }

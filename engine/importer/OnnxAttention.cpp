@@ -172,7 +172,7 @@ std::string Importer::importAttention(const onnx::NodeProto& product) {
   if (!next || next->op_type() != "MatMul" || next->input(0) != current || next->input(1) == current) return "no MatMul with V reads the softmax";
   const onnx::NodeProto& valueProduct = *next;
   chain.push_back(next);
-  AttentionMatch match{&product, &valueProduct, chain, headsMerge(valueProduct), mask, scale, zeroesEmptyRows, causalWhere};
+  AttentionMatch match{&product, &valueProduct, chain, headsMerge(valueProduct), mask, scale, zeroesEmptyRows, causalWhere, {}, {}};
   const Value& queryValue = operand(product, 0);
   const Value& keyValue = operand(product, 1);
   if (queryValue.constant || keyValue.constant) return "Q or K is a constant";
@@ -227,6 +227,29 @@ std::string Importer::importLateAttention(const onnx::NodeProto& valueProduct) {
   chain.push_back(node);
   current = node->input(0);
   node = producerReadOnce(current);
+  // Swin's shifted windows: the scores viewed as [batch / windows, windows, heads, queries, keys], a constant added per
+  // window, and viewed back.
+  std::string windowMask;
+  Shape windowedScores;
+  if (node && node->op_type() == "Reshape") {
+    const onnx::NodeProto* add = producerReadOnce(node->input(0));
+    const auto constant = [this](const std::string& name) {
+      const auto found = values_.find(name);
+      return found != values_.end() && found->second.constant;
+    };
+    if (add && add->op_type() == "Add" && add->input_size() == 2 && constant(add->input(0)) != constant(add->input(1))) {
+      const int scores = constant(add->input(0)) ? 1 : 0;
+      const onnx::NodeProto* split = producerReadOnce(add->input(scores));
+      if (split && split->op_type() == "Reshape" && shapeOf(tensorInput(*split, 0)) == shapeOf(values_.at(node->output(0)).tensor) &&
+          shapeOf(values_.at(split->output(0)).tensor).size() == 5) {
+        windowMask = add->input(1 - scores);
+        windowedScores = shapeOf(values_.at(split->output(0)).tensor);
+        chain.insert(chain.end(), {node, add, split});
+        current = split->input(0);
+        node = producerReadOnce(current);
+      }
+    }
+  }
   // The scores' side of an Add is the one made by a Where, a scale or a product of two computed tensors.
   const auto onScoresPath = [this](const std::string& name) {
     const auto producer = producers_.find(name);
@@ -246,6 +269,7 @@ std::string Importer::importLateAttention(const onnx::NodeProto& valueProduct) {
   const onnx::NodeProto* causalWhere = nullptr;
   if (node && node->op_type() == "Where" && node->input_size() == 3 && node->input(0) != node->input(1) && node->input(2) != node->input(1)) {
     if (!fillsLowest(*node)) return "the Where before Softmax fills with no -inf or lowest float";
+    if (!windowMask.empty()) return "a Where before a window mask";
     causalWhere = node;
     chain.push_back(node);
     current = node->input(1);
@@ -262,7 +286,7 @@ std::string Importer::importLateAttention(const onnx::NodeProto& valueProduct) {
   const onnx::NodeProto& product = *node;
   std::reverse(chain.begin(), chain.end());
   chain.push_back(&valueProduct);
-  AttentionMatch match{&product, &valueProduct, chain, headsMerge(valueProduct), mask, scale, false, causalWhere};
+  AttentionMatch match{&product, &valueProduct, chain, headsMerge(valueProduct), mask, scale, false, causalWhere, windowMask, windowedScores};
   const std::string why = buildAttention(match);
   if (!why.empty()) return why;
   // The ops already made for the chain are read by nothing now, and left out of the plan (Graph::pruned).
@@ -387,9 +411,17 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
   settings.emptyRowsZero = match.zeroesEmptyRows;
   std::vector<Tensor> inputs{query, key, valueTensor};
   if (joined) inputs = {joined->output, joined->output, joined->output};
+  std::optional<Tensor> windowedMask;
+  if (!match.windowMask.empty()) {
+    if (const std::string why = joinWindowMask(match, windowedMask); !why.empty()) return fail(why);
+    // Batch b (image · windows + window) reads the mask of its window, b mod windows.
+    if (const std::uint32_t windows = shapeOf(*windowedMask)[0]; windows > 1) settings.maskBatchPeriod = windows;
+  }
   Tensor out;
   try {
-    if (!match.mask.empty()) {
+    if (windowedMask) {
+      inputs.push_back(*windowedMask);
+    } else if (!match.mask.empty()) {
       const Value& maskValue = value(match.mask, "the attention");
       const auto add = std::find_if(match.chain.begin(), match.chain.end(), [](const onnx::NodeProto* n) { return n->op_type() == "Add"; });
       inputs.push_back(maskValue.constant ? tensorOrConstant(**add, (*add)->input(0) == match.mask ? 0 : 1) : maskValue.tensor);
@@ -424,6 +456,47 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
                            "attention (fused: Q·Kᵀ and " + std::to_string(match.chain.size() + match.merged.size()) + " nodes" +
                                (joined ? "; " + joined->how : "") + ")",
                            shapeOf(out)});
+  return "";
+}
+
+std::string Importer::joinWindowMask(const AttentionMatch& match, std::optional<Tensor>& joined) {
+  const Shape& windowed = match.windowedScores;  // [batch / windows, windows, heads, queries, keys]
+  const std::array<std::int64_t, 5> target{1, windowed[1], windowed[2], windowed[3], windowed[4]};
+  // A constant aligned at the last axis of `target` (NumPy's rule), each axis 1 or the target's.
+  const auto fits = [&](const Constant& c) {
+    if (c.shape.size() > target.size()) return false;
+    for (std::size_t k = 0; k < c.shape.size(); ++k) {
+      const std::int64_t length = c.shape[k], wanted = target[target.size() - c.shape.size() + k];
+      if (length != 1 && length != wanted) return false;
+    }
+    return true;
+  };
+  const Value& window = value(match.windowMask, "the attention");
+  if (!window.constant || !fits(window.host)) return "the windows' mask is no constant of [1, windows, heads, queries, keys]";
+  Constant mask;  // a scalar 0 without a mask before the windows'
+  mask.values = {0.0};
+  if (!match.mask.empty()) {
+    const Value& before = value(match.mask, "the attention");
+    // Added to [batch, heads, queries, keys]: as [1, 1, heads, queries, keys] when it does not vary along the batch.
+    if (!before.constant || before.host.shape.size() > 4 || (before.host.shape.size() == 4 && before.host.shape[0] != 1)) {
+      return "the mask before the windows' is no constant shared by the batch";
+    }
+    mask = before.host;
+    if (!fits(mask)) return "the mask before the windows' does not fit the scores";
+  }
+  std::size_t elements = 1;
+  for (std::size_t k = 0; k < target.size(); ++k) {
+    std::int64_t length = 1;
+    for (const Constant* c : std::array<const Constant*, 2>{&mask, &window.host}) {
+      if (c->shape.size() + k >= target.size()) length = std::max(length, c->shape[k + c->shape.size() - target.size()]);
+    }
+    elements *= static_cast<std::size_t>(length);
+  }
+  if (elements > largestFolded) return "the windows' mask joined with the mask before it is too large to fold";
+  Constant sum = broadcast(*match.valueProduct, {&mask, &window.host}, [](const std::vector<double>& v) { return v[0] + v[1]; });
+  sum.shape.insert(sum.shape.begin(), target.size() - sum.shape.size(), 1);
+  sum.shape.erase(sum.shape.begin());  // [windows, heads, queries, keys], each 1 or the scores'
+  joined = parameter(nameOf(*match.valueProduct) + ".window_mask", sum.shape, sum.values, true);
   return "";
 }
 

@@ -211,12 +211,28 @@ class Importer {
     double scale = 1;
     bool zeroesEmptyRows = false;  // SDPA's Where(IsNaN(p), 0, p): a row that sees no key gives 0, not NaN
     const onnx::NodeProto* causalWhere = nullptr;  // Where(causal, scores, lowest) before the mask: the op's causal flag
+    // Swin's shifted windows: a constant added to the scores viewed as [batch / windows, windows, heads, queries, keys]
+    // (that view's shape), after the mask.
+    std::string windowMask;
+    Shape windowedScores;
   };
   // The fused op of a match, once V and the mask are computed: defines Q·Kᵀ's and ·V's outputs as its output. Returns
   // why not where the op does not take the shapes (a refusal where the ops before it were already skipped).
   std::string buildAttention(const AttentionMatch& match);
+  // A match's window mask and the mask before it (none, or a constant that does not vary along the batch) summed into
+  // one constant [windows, heads, queries, keys] (1 along an axis neither varies along), which the op reads for batch
+  // b at window b mod windows: the window's index in Swin's layout [images, windows]. Empty, or why not.
+  std::string joinWindowMask(const AttentionMatch& match, std::optional<Tensor>& joined);
   // A dense layer with neither function nor residual (a projection): its input and the op's operands, to be joined with
   // others reading the same input.
+  // The weights and bias of the dense or conv layer computing a tensor, whose output channels lie along `channelAxis`
+  // of that tensor (1, or another axis in a view or transpose of the layer's output): a constant scale or shift per
+  // channel after it folds into them.
+  struct Layer {
+    Tensor weight, bias;
+    std::uint32_t channelAxis = 1;
+    bool functionPastBatchNorm = false;  // a function fused past the BatchNormalization that alone reads the layer
+  };
   struct Projection {
     Tensor input;       // as the MatMul reads it, of any rank
     Tensor rows;        // its [rows, in] view, which the dense op reads
@@ -303,6 +319,12 @@ class Importer {
   // Whether input `side` of a Mul scales the other, computed, input [N, C, spatial...] per channel or per image and
   // channel: shaped [C, 1...], [1, C, 1...] or [N, C, 1...] (a squeeze-excite gate; BatchNorm exported as Mul).
   bool channelScale(const onnx::NodeProto& node, int side);
+  // A Mul by a finite constant per output channel of the layer computing its other input, which nothing else reads
+  // and no function comes between
+  // (ConvNeXt's layer scale, after its block's last Linear and Transpose): folded into that layer's weights and bias.
+  bool scalesLayer(const onnx::NodeProto& node);
+  // A folded per-channel scale and shift: row c of the layer's weights times factor[c], its bias times factor[c] plus shift[c].
+  void foldIntoLayer(const Layer& layer, const std::vector<double>& factor, const std::vector<double>& shift);
 
   // Sum, Mean, Max and Min of any number of inputs, broadcast: a chain of binary ops (Mean scaled at the end); Max and
   // Min of two are importBinary's.
@@ -463,7 +485,7 @@ class Importer {
   std::map<std::string, Value> values_;
   std::map<int, Tensor> softmaxInputs_;                  // softmax output tensor id → its input
   std::map<std::string, int> consumers_;                 // readers of each name: nodes and graph outputs
-  std::map<int, std::pair<Tensor, Tensor>> layers_;      // output tensor id → weight, bias of the dense or conv computing it
+  std::map<int, Layer> layers_;                          // output tensor id → the dense or conv layer computing it
   std::map<int, Projection> projections_;                // output tensor id (in the MatMul's shape) → its projection
   std::map<int, SplitPart> splitParts_;                  // a Split's output tensor id → where it lies in its source
   std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;  // the nodes reading each name

@@ -1,4 +1,5 @@
-// The lookaheads of transformer layers (OnnxImporter.h): a dense layer's bias Add, GELU as exporters write it out.
+// The lookaheads of transformer layers (OnnxImporter.h): a dense layer's bias Add, GELU as exporters write it out; a
+// constant scale per channel folded into the layer before it.
 #include "importer/OnnxImporter.h"
 
 #include <algorithm>
@@ -163,6 +164,44 @@ bool Importer::sumsIntoNormalization(const onnx::NodeProto& add) {
   values_[add.output(0)] = a;  // its shape for the normalization; the sum itself is residualSums_'
   result_.nodes.push_back({add.name(), add.op_type(), "fused into the layer normalization reading it", shapeOf(a.tensor)});
   return true;
+}
+
+void Importer::foldIntoLayer(const Layer& layer, const std::vector<double>& factor, const std::vector<double>& shift) {
+  std::vector<float> weight = graph_.tensor(layer.weight).initial, bias = graph_.tensor(layer.bias).initial;
+  const std::size_t channels = bias.size(), perChannel = weight.size() / channels;
+  for (std::size_t c = 0; c < channels; ++c) {
+    for (std::size_t i = 0; i < perChannel; ++i) weight[c * perChannel + i] = static_cast<float>(weight[c * perChannel + i] * factor[c]);
+    bias[c] = static_cast<float>(bias[c] * factor[c] + shift[c]);
+  }
+  graph_.setInitial(layer.weight, std::move(weight));
+  graph_.setInitial(layer.bias, std::move(bias));
+}
+
+bool Importer::scalesLayer(const onnx::NodeProto& node) {
+  for (const int side : {0, 1}) {
+    const Value& scale = operand(node, side);
+    const Value& x = operand(node, 1 - side);
+    if (!scale.constant || x.constant || consumers_[node.input(1 - side)] != 1) continue;
+    const auto layer = layers_.find(x.tensor.id);
+    if (layer == layers_.end() || layer->second.functionPastBatchNorm) continue;
+    const Shape shape = shapeOf(x.tensor);
+    const Constant& c = scale.host;
+    const std::size_t channels = graph_.tensor(layer->second.bias).initial.size(), axis = layer->second.channelAxis;
+    // Broadcast against X, the constant must vary along the channel axis alone (NumPy's rule: aligned at the last axis).
+    if (c.shape.size() > shape.size() || c.elements() != channels || axis >= shape.size() || shape[axis] != channels) continue;
+    bool perChannel = true;
+    for (std::size_t k = 0; k < c.shape.size(); ++k) {
+      const std::size_t at = shape.size() - c.shape.size() + k;
+      perChannel = perChannel && c.shape[k] == (at == axis ? static_cast<std::int64_t>(channels) : 1);
+    }
+    // An infinite scale stays a Mul: folded, inf·0 in the weights would turn a product of inf into NaN.
+    if (!perChannel || !std::all_of(c.values.begin(), c.values.end(), [](double v) { return std::isfinite(v); })) continue;
+    foldIntoLayer(layer->second, c.values, std::vector<double>(channels, 0.0));
+    values_[node.output(0)] = x;
+    result_.nodes.push_back({node.name(), node.op_type(), "folded", shape});
+    return true;
+  }
+  return false;
 }
 
 }  // namespace glnet::onnximport

@@ -246,6 +246,39 @@ TEST_SUITE("gl") {
     CHECK(refusal(repeated).find("transpose's permutation is not one of the axes 0 to 1") != std::string::npos);
   }
 
+  TEST_CASE("a Slice of every element and a Pad of nothing are the tensor itself; a Slice or Pad that changes it runs; NaN passes either way") {
+    const float nan = std::nanf("");
+    // Swin's crop to [:, :H, :W, :] and its pad to a multiple of the window, where H and W need neither: no op runs but
+    // the Add reading them.
+    for (const bool padded : {false, true}) {
+      CAPTURE(padded);
+      for (const std::int64_t amount : {0, 1}) {
+        CAPTURE(amount);
+        Model m;
+        m.input("x", {1, 2, 3}).constant("one", {1}, {1});
+        if (padded) {
+          m.constant("pads", {6}, {0, 0, 0, 0, 0, static_cast<double>(amount)});
+          m.node("Pad", {"x", "pads"}, "p");
+        } else {
+          m.constant("starts", {2}, {0, 0}).constant("ends", {2}, {2, static_cast<double>(3 - amount)}).constant("axes", {2}, {1, 2});
+          m.node("Slice", {"x", "starts", "ends", "axes"}, "p");
+        }
+        m.node("Add", {"p", "one"}, "y");
+        const std::string op = padded ? "Pad" : "Slice";
+        CHECK(summaries(m).at(named(op, 1)) == (amount == 0 ? "identity" : padded ? "pad" : "slice"));
+        CHECK(opsRun(m) == (amount == 0 ? 1u : 2u));
+        Shape shape;
+        const std::vector<float> y = run(m, {{1, nan, 3, 4, 5, -6}}, &shape);
+        CHECK(shape == (amount == 0 ? Shape{1, 2, 3} : padded ? Shape{1, 2, 4} : Shape{1, 2, 2}));
+        const std::vector<float> want = amount == 0 ? std::vector<float>{2, nan, 4, 5, 6, -5}
+                                        : padded    ? std::vector<float>{2, nan, 4, 1, 5, 6, -5, 1}
+                                                    : std::vector<float>{2, nan, 5, 6};
+        REQUIRE(y.size() == want.size());
+        for (std::size_t i = 0; i < y.size(); ++i) CHECK((std::isnan(want[i]) ? std::isnan(y[i]) : y[i] == want[i]));
+      }
+    }
+  }
+
   TEST_CASE("Slice folds constants of any rank, with every start, end, axis and step, and Transpose folds constants") {
     // BERT's position_ids buffer [1, 8] sliced to the sequence, then every second id.
     Model m;
