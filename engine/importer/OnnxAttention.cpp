@@ -500,4 +500,135 @@ std::string Importer::joinWindowMask(const AttentionMatch& match, std::optional<
   return "";
 }
 
+bool Importer::importsEinsumAttention(const onnx::NodeProto& product, const Einsum& e) {
+  // Terms batch + i + d and batch + j + d into batch + i + j: the same batch letters in the same order, i, j, d distinct.
+  if (e.inputs.size() != 2 || e.inputs[0].size() < 3 || e.inputs[0].size() != e.inputs[1].size() || e.output.size() != e.inputs[0].size()) return false;
+  const std::size_t rank = e.output.size();
+  const std::string batch = e.output.substr(0, rank - 2);
+  const char i = e.inputs[0][rank - 2], d = e.inputs[0][rank - 1], j = e.inputs[1][rank - 2];
+  if (e.inputs[0] != batch + i + d || e.inputs[1] != batch + j + d || e.output != batch + i + j || i == j || batch.find_first_of({i, j, d}) != std::string::npos) {
+    return false;
+  }
+  const auto soleReader = [this](const std::string& name) -> const onnx::NodeProto* {
+    const onnx::NodeProto* reader = Importer::soleReader(name);
+    return ofDefaultDomain(reader) ? reader : nullptr;
+  };
+  std::vector<const onnx::NodeProto*> chain;
+  std::string current = product.output(0);
+  const onnx::NodeProto* next = soleReader(current);
+  std::optional<Constant> mask;
+  if (next && next->op_type() == "Add" && next->input_size() == 2 && next->input(0) != next->input(1)) {
+    const auto found = values_.find(next->input(next->input(0) == current ? 1 : 0));
+    if (found == values_.end() || !found->second.constant) return false;
+    mask = found->second.host;
+    chain.push_back(next);
+    current = next->output(0);
+    next = soleReader(current);
+  }
+  if (!next || !isRowSoftmax(*next, result_.opset, rank)) return false;
+  chain.push_back(next);
+  current = next->output(0);
+  next = soleReader(current);
+  while (next && passesProbabilities(*next)) {
+    chain.push_back(next);
+    current = next->output(0);
+    next = soleReader(current);
+  }
+  // The product with V: batch + i + j and batch + j + e into batch + i + e.
+  if (!next || next->op_type() != "Einsum" || next->input_size() != 2 || next->input(0) != current || next->input(1) == current) return false;
+  const onnx::NodeProto& valueProduct = *next;
+  const Einsum ev = parseEinsum(valueProduct, attributes(valueProduct, {"equation"}));
+  if (ev.inputs.size() != 2 || ev.inputs[0] != batch + i + j || ev.inputs[1].size() != rank || ev.inputs[1].substr(0, rank - 1) != batch + j) return false;
+  const char f = ev.inputs[1][rank - 1];
+  if (ev.output != batch + i + f || f == i || f == j || batch.find(f) != std::string::npos) return false;
+  chain.push_back(&valueProduct);
+  const auto v = values_.find(valueProduct.input(1));
+  if (v == values_.end() || v->second.constant) return false;  // V computed later: the products run one by one
+
+  // Q (its scale joining the op's), K and V as [batch..., sequence, features], viewed as [outer batch, last batch
+  // letter, sequence, features]; an operand that a Transpose of the last three axes made (MaxViT's head split) is read
+  // in place from that Transpose's input. The output likewise, where a Transpose of the last three axes alone reads
+  // it: written in that order. The mask is taken where it varies along the last three axes of the scores only.
+  const auto permutationOf = [&](const onnx::NodeProto* node) -> std::optional<std::vector<std::int64_t>> {
+    if (!node || node->op_type() != "Transpose" || fused_.count(node)) return std::nullopt;
+    for (const onnx::AttributeProto& attribute : node->attribute()) {
+      if (attribute.name() != "perm" || static_cast<std::size_t>(attribute.ints_size()) != rank) continue;
+      std::vector<std::int64_t> perm(attribute.ints().begin(), attribute.ints().end());
+      bool trailing = true;
+      for (std::size_t k = 0; k < rank; ++k) trailing = trailing && (k + 3 < rank ? perm[k] == static_cast<std::int64_t>(k) : perm[k] + 3 >= static_cast<std::int64_t>(rank));
+      if (trailing) return perm;
+    }
+    return std::nullopt;
+  };
+  const auto asFour = [&](const Tensor& t) {
+    const Shape& shape = shapeOf(t);
+    std::uint32_t outer = 1;
+    for (std::size_t k = 0; k + 3 < shape.size(); ++k) outer *= shape[k];
+    return graph_.apply(reshapeOp({outer, shape[shape.size() - 3], shape[shape.size() - 2], shape.back()}), {t});
+  };
+  const auto operandAt = [&](std::string name, AttentionSettings::Layout& layout) {
+    const auto producer = producers_.find(name);
+    const auto perm = permutationOf(producer == producers_.end() ? nullptr : producer->second);
+    const Value* input = perm ? &values_.at(producer->second->input(0)) : nullptr;
+    if (!perm || input->constant || shapeOf(input->tensor).size() != rank) return asFour(values_.at(name).tensor);
+    // The operand's axis rank - 3 + m is the stored axis perm[rank - 3 + m]: as [outer, ...] axes, 1 + that - (rank - 3).
+    for (std::size_t m = 0; m < 3; ++m) layout[m + 1] = static_cast<std::uint32_t>(perm->at(rank - 3 + m) + 4 - static_cast<std::int64_t>(rank));
+    layout[0] = 0;
+    return asFour(input->tensor);
+  };
+  double scale = 1;
+  std::string queryName = product.input(0);
+  if (const auto producer = producers_.find(queryName); producer != producers_.end() && scaledBy(*producer->second)) {
+    const Value& unscaled = values_.at(scaledBy(*producer->second)->first);
+    if (!unscaled.constant && shapeOf(unscaled.tensor) == shapeOf(tensorInput(product, 0))) {
+      scale = scaledBy(*producer->second)->second;
+      queryName = scaledBy(*producer->second)->first;
+    }
+  }
+  Shape resultShape = shapeOf(v->second.tensor);
+  resultShape[rank - 2] = shapeOf(tensorInput(product, 0))[rank - 2];
+  const onnx::NodeProto* merge = soleReader(valueProduct.output(0));
+  const auto mergePerm = permutationOf(merge);
+  AttentionSettings settings;
+  std::vector<Tensor> inputs;
+  Tensor out;
+  try {
+    inputs = {operandAt(queryName, settings.query), operandAt(product.input(1), settings.key), operandAt(valueProduct.input(1), settings.value)};
+    if (mask) {
+      if (mask->shape.size() > rank) return false;
+      std::vector<std::int64_t> last(3, 1);
+      for (std::size_t k = 0; k < mask->shape.size(); ++k) {
+        const std::size_t fromEnd = mask->shape.size() - k;
+        if (fromEnd > 3 && mask->shape[k] != 1) return false;  // varies along the merged batch: not one mask per head
+        if (fromEnd <= 3) last[3 - fromEnd] = mask->shape[k];
+      }
+      inputs.push_back(parameter(nameOf(*chain.front()) + ".mask", {1, last[0], last[1], last[2]}, mask->values, true));
+    }
+    Shape stored = resultShape;
+    if (mergePerm) {
+      // The Transpose's output axis k is the result's axis perm[k]: logical axis m (after the outer one) is stored at
+      // the k where perm[k] = rank - 4 + m, as [outer, ...] axis k - (rank - 4).
+      for (std::size_t k = 0; k < rank; ++k) {
+        stored[k] = resultShape[static_cast<std::size_t>(mergePerm->at(k))];
+        if (k + 3 >= rank) settings.output[static_cast<std::size_t>(mergePerm->at(k) + 4 - static_cast<std::int64_t>(rank))] = static_cast<std::uint32_t>(k + 4 - rank);
+      }
+    }
+    settings.scale = static_cast<float>(scale);
+    settings.emptyRowsZero = false;
+    out = graph_.apply(reshapeOp(stored), {graph_.apply(attentionOp(settings), inputs, nameOf(valueProduct))});
+  } catch (const Error&) {
+    return false;  // a shape the fused op does not take: the products run one by one
+  }
+  if (mergePerm) {
+    fused_.insert(merge);
+    aliases_[merge] = valueProduct.output(0);
+  }
+  for (const onnx::NodeProto* node : chain) insideAttention_.insert(node);
+  values_[product.output(0)] = {false, {}, out};
+  values_[valueProduct.output(0)] = {false, {}, out};
+  result_.nodes.push_back({product.name(), product.op_type(),
+                           "attention (fused: Q·Kᵀ and " + std::to_string(chain.size()) + " nodes, written as Einsum)", shapeOf(out)});
+  return true;
+}
+
 }  // namespace glnet::onnximport

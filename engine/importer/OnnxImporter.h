@@ -431,6 +431,10 @@ class Importer {
     std::string output;
   };
   Einsum parseEinsum(const onnx::NodeProto& node, const Attributes& a) const;
+  // Attention written with Einsum (MaxViT's "...id,...jd->...ij", an optional constant mask Add, Softmax over the keys,
+  // "...ij,...jd->...id"), from Q·Kᵀ's node: made as the fused op, its chain skipped, when V is computed already and
+  // the mask varies along the last three axes only. False leaves the Einsums to run as batched products.
+  bool importsEinsumAttention(const onnx::NodeProto& product, const Einsum& e);
   Constant foldEinsum(const onnx::NodeProto& node, const Attributes& a) const;
   // ---- Logic: comparisons, And, Or, Xor, Not, IsNaN, IsInf, Mod and Where (OnnxLogic.cpp) ----
   // Booleans are floats 0 and 1 on the GPU and on the host; any nonzero value reads as true.

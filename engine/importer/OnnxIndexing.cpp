@@ -321,6 +321,7 @@ Constant Importer::foldEinsum(const onnx::NodeProto& node, const Attributes& a) 
 // sizes and transposed to the output's order.
 void Importer::importEinsum(const onnx::NodeProto& node, const Attributes& a) {
   const Einsum e = parseEinsum(node, a);
+  if (importsEinsumAttention(node, e)) return;
   const auto refuseEquation = [&](const std::string& why) { refuse(node, "equation '" + e.equation + "' " + why); };
   if (e.inputs.size() != 2) refuseEquation("is not supported on the GPU: glnet runs products of two operands");
   const Tensor operands[2] = {tensorOrConstant(node, 0), tensorOrConstant(node, 1)};

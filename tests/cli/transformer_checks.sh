@@ -7,7 +7,7 @@
 # PyTorch's float64 outputs: max |diff| <= 1e-4 max |output|, the same argmax for classifiers. The attention mask
 # is honoured: changing a padded token's id changes no real position's output, changing a real token's does. The
 # BERT modules' Q, K and V projections run as one dense layer, GPT-2's are read in place from their split, and the
-# attentions of GPT-2, the ViT module and torchvision's ViT and Swin run fused (glnet_info says so). And
+# attentions of GPT-2, the ViT module and torchvision's ViT, Swin and MaxViT run fused (glnet_info says so). And
 # torchvision's ViT, Swin and MaxViT in small configs (tests/reference/transformer_models.py, TorchScript) likewise.
 set -u
 apps=$1
@@ -89,9 +89,9 @@ for model in tv_vit_b_16 tv_swin_t tv_maxvit_t; do
     || { fail "$model was not exported"; continue; }
   run_and_compare $model-ts 2 1
 done
-# nn.MultiheadAttention's [batch · heads, sequence, features] products (the ViT module, torchvision's ViT) and Swin's
-# attention with dropout before the product with V run fused: every Softmax of each model, Swin's shifted-window
-# block too, whose window mask is added between two Reshapes (MODEL FUSED SOFTMAXES).
+# nn.MultiheadAttention's [batch · heads, sequence, features] products (the ViT module, torchvision's ViT), Swin's
+# attention with dropout before the product with V and MaxViT's written as Einsum run fused: every Softmax of each
+# model, Swin's shifted-window block too, whose window mask is added between two Reshapes (MODEL FUSED SOFTMAXES).
 while read -r model fused total; do
   "$apps/glnet_info" --model "$work/$model.onnx" >"$work/info.txt" 2>&1 || { fail "glnet_info --model $model"; continue; }
   softmaxes=$(awk '$2 == "Softmax"' "$work/info.txt" | wc -l) inside=$(awk '$2 == "Softmax"' "$work/info.txt" | grep -c "fused into the attention")
@@ -100,6 +100,7 @@ done <<EOF
 vit 2 2
 tv_vit_b_16-ts 2 2
 tv_swin_t-ts 4 4
+tv_maxvit_t-ts 4 4
 gpt2 2 2
 EOF
 

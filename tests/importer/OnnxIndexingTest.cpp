@@ -6,6 +6,7 @@
 #include "support/Compare.h"
 #include "support/GlContext.h"
 #include "support/OnnxTestModel.h"
+#include "support/Random.h"
 #include "support/TempDir.h"
 
 #include <onnx/onnx_pb.h>
@@ -206,6 +207,56 @@ TEST_SUITE("gl") {
     ellipsis.input("x", {2, 2}).input("z", {2, 2});
     attribute(ellipsis.node("Einsum", {"x", "z"}, "y"), "equation", std::string("...ij,...jk->...ik"));
     CHECK(refusal(ellipsis).find("equation '...ij,...jk->...ik': glnet reads letters only (no ellipsis)") != std::string::npos);
+  }
+
+  TEST_CASE("MaxViT's attention written as Einsum runs as one fused op; a mask that varies along the windows leaves the products") {
+    // q scaled by a Mul, 'bghid,bghjd->bghij', a constant bias Add, Softmax, 'bghij,bghjd->bghid': as torchvision's
+    // MaxViT exports its relative-position attention.
+    const std::uint32_t B = 2, G = 3, H = 2, S = 5, D = 4;
+    std::mt19937 random = test::generator(94);
+    const std::vector<float> q = test::uniformFloats(random, B * G * H * S * D, -2.0f, 2.0f), k = test::uniformFloats(random, B * G * H * S * D, -2.0f, 2.0f),
+                             v = test::uniformFloats(random, B * G * H * S * D);
+    for (const bool perWindow : {false, true}) {
+      CAPTURE(perWindow);
+      const std::uint32_t maskWindows = perWindow ? G : 1;
+      const std::vector<float> mask = test::uniformFloats(random, maskWindows * H * S * S, -3.0f, 3.0f);
+      Model m;
+      m.input("q", {B, G, H, S, D}).input("k", {B, G, H, S, D}).input("v", {B, G, H, S, D});
+      m.constant("scale", {}, {0.5}, false).constant("bias", {maskWindows, H, S, S}, test::widen(mask), false);
+      m.node("Mul", {"q", "scale"}, "qs");
+      attribute(m.node("Einsum", {"qs", "k"}, "scores"), "equation", std::string("bghid,bghjd->bghij"));
+      m.node("Add", {"scores", "bias"}, "biased");
+      m.node("Softmax", {"biased"}, "p");
+      attribute(m.node("Einsum", {"p", "v"}, "y"), "equation", std::string("bghij,bghjd->bghid"));
+      std::vector<double> want(B * G * H * S * D);
+      for (std::uint32_t b = 0; b < B; ++b) {
+        for (std::uint32_t g = 0; g < G; ++g) {
+          for (std::uint32_t h = 0; h < H; ++h) {
+            const std::size_t head = (b * G + g) * H + h, maskAt = (perWindow ? g : 0) * H + h;
+            for (std::uint32_t i = 0; i < S; ++i) {
+              std::vector<double> scores(S);
+              double largest = -INFINITY, total = 0;
+              for (std::uint32_t j = 0; j < S; ++j) {
+                double dot = 0;
+                for (std::uint32_t d = 0; d < D; ++d) dot += 0.5 * q[(head * S + i) * D + d] * k[(head * S + j) * D + d];
+                scores[j] = dot + mask[(maskAt * S + i) * S + j];
+                largest = std::max(largest, scores[j]);
+              }
+              for (double& score : scores) total += score = std::exp(score - largest);
+              for (std::uint32_t d = 0; d < D; ++d) {
+                double sum = 0;
+                for (std::uint32_t j = 0; j < S; ++j) sum += scores[j] / total * v[(head * S + j) * D + d];
+                want[(head * S + i) * D + d] = sum;
+              }
+            }
+          }
+        }
+      }
+      test::checkClose(run(m, {q, k, v}), want, 1e-6, 1e-5);
+      const std::string became = summaries(m).at(named("Einsum", 2));
+      CHECK(became.rfind(perWindow ? "batched matmul" : "attention (fused", 0) == 0);
+      if (!perWindow) CHECK(opsRun(m) == 1);
+    }
   }
 
   TEST_CASE("a Transpose that moves only axes of length 1 is a view; one that reorders longer axes runs; NaN passes either way") {
