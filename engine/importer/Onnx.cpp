@@ -320,13 +320,19 @@ void Importer::importIdentity(const onnx::NodeProto& node, const Attributes& a) 
       apply(node, pointwiseOp({truncates ? PointwiseKind::trunc : PointwiseKind::nonZero}), {in.tensor}, truncates ? "trunc" : "not zero");
       return;
     }
-    values_[node.output(0)] = {false, {}, in.tensor, target};
-    result_.nodes.push_back({node.name(), op, "identity", graph_.tensor(in.tensor).shape});
+    defineAlias(node, {false, {}, in.tensor, target});
     return;
   }
-  values_[node.output(0)] = in;
   // Of a constant (PyTorch's Identity on a shared weight), it is folded like any constant node.
-  result_.nodes.push_back({node.name(), op, in.constant ? "folded" : "identity", in.constant ? Shape{} : graph_.tensor(in.tensor).shape});
+  defineAlias(node, in);
+}
+
+void Importer::defineAlias(const onnx::NodeProto& node, const Value& value) {
+  // A fold into the layer computing a tensor checks that the name it reads is read once: a tensor under a second name
+  // that is read elsewhere too takes none.
+  if (!value.constant && consumers_[node.input(0)] > 1) layers_.erase(value.tensor.id);
+  values_[node.output(0)] = value;
+  result_.nodes.push_back({node.name(), node.op_type(), value.constant ? "folded" : "identity", value.constant ? Shape{} : graph_.tensor(value.tensor).shape});
 }
 
 void Importer::importPointwise(const onnx::NodeProto& node, const Attributes& a) {
@@ -565,8 +571,9 @@ void Importer::importBinary(const onnx::NodeProto& node, const Attributes& optio
     const Constant& c = left.constant ? left.host : right.host;
     const auto layer = layers_.find(x.id);
     const Shape shape = shapeOf(x);
-    if (layer != layers_.end() && !layer->second.functionPastBatchNorm && shape.size() == 2 && consumers_[node.input(left.constant ? 1 : 0)] == 1 &&
-        c.elements() == shape[1] && !c.shape.empty() && c.shape.back() == shape[1]) {
+    if (layer != layers_.end() && !layer->second.functionPastBatchNorm && layer->second.channelAxis == 1 && shape.size() == 2 &&
+        consumers_[node.input(left.constant ? 1 : 0)] == 1 && c.elements() == shape[1] && !c.shape.empty() && c.shape.size() <= 2 &&
+        c.shape.back() == shape[1]) {
       std::vector<float> bias = graph_.tensor(layer->second.bias).initial;
       for (std::size_t o = 0; o < bias.size(); ++o) bias[o] = static_cast<float>(bias[o] + c.values[o]);
       graph_.setInitial(layer->second.bias, std::move(bias));
@@ -898,8 +905,7 @@ void Importer::importPool(const onnx::NodeProto& node, const Attributes& given) 
   // A 1x1 window with stride 1 and no padding copies its input (vgg's AdaptiveAvgPool2d(7) on a 7x7 map).
   if (s.kernel == std::array<std::uint32_t, 2>{1, 1} && s.strides == std::array<std::uint32_t, 2>{1, 1} &&
       s.pads == std::array<std::uint32_t, 4>{0, 0, 0, 0}) {
-    values_[node.output(0)] = operand(node, 0);
-    result_.nodes.push_back({node.name(), node.op_type(), "identity", shapeOf(input)});
+    defineAlias(node, operand(node, 0));
     return;
   }
   try {
@@ -933,8 +939,7 @@ void Importer::importReduce(const onnx::NodeProto& node, const Attributes& a) {
   std::vector<std::int64_t> list = axes(node, a, 1, rank);
   if (list.empty()) {
     if (integer(a, "noop_with_empty_axes", 0) != 0) {
-      values_[node.output(0)] = {false, {}, x, resultElement(node)};
-      result_.nodes.push_back({node.name(), node.op_type(), "identity", shapeOf(x)});
+      defineAlias(node, {false, {}, x, resultElement(node)});
       return;
     }
     for (std::int64_t i = 0; i < rank; ++i) list.push_back(i);
@@ -1073,8 +1078,7 @@ void Importer::importSlice(const onnx::NodeProto& node, const Attributes& a) {
   bool whole = true;
   for (std::size_t axis = 0; axis < slices.size(); ++axis) whole = whole && slices[axis].start == 0 && slices[axis].step == 1 && slices[axis].count == shape[axis];
   if (whole) {
-    values_[node.output(0)] = operand(node, 0);
-    result_.nodes.push_back({node.name(), node.op_type(), "identity", shape});
+    defineAlias(node, operand(node, 0));
     return;
   }
   define(node, sliceTensor(node, x, slices, nameOf(node)), "slice");
@@ -1135,8 +1139,7 @@ void Importer::importPad(const onnx::NodeProto& node, const Attributes& a) {
   }
   // No padding (Swin's pad to a multiple of its window where the size is one already): the tensor itself, no copy.
   if (std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p == 0; })) {
-    values_[node.output(0)] = operand(node, 0);
-    result_.nodes.push_back({node.name(), node.op_type(), "identity", shape});
+    defineAlias(node, operand(node, 0));
     return;
   }
   apply(node, padOp(before, after, value), {x}, "pad");

@@ -240,10 +240,15 @@ std::string Importer::importLateAttention(const onnx::NodeProto& valueProduct) {
     if (add && add->op_type() == "Add" && add->input_size() == 2 && constant(add->input(0)) != constant(add->input(1))) {
       const int scores = constant(add->input(0)) ? 1 : 0;
       const onnx::NodeProto* split = producerReadOnce(add->input(scores));
-      if (split && split->op_type() == "Reshape" && shapeOf(tensorInput(*split, 0)) == shapeOf(values_.at(node->output(0)).tensor) &&
-          shapeOf(values_.at(split->output(0)).tensor).size() == 5) {
+      if (split && split->op_type() != "Reshape") split = nullptr;
+      // [batch, heads, queries, keys] viewed as [batch / windows, windows, heads, queries, keys] and back.
+      const Shape scoreShape = split ? shapeOf(tensorInput(*split, 0)) : Shape{};
+      const Shape windowed = split ? shapeOf(values_.at(split->output(0)).tensor) : Shape{};
+      if (split && scoreShape == shapeOf(values_.at(node->output(0)).tensor) && scoreShape.size() == 4 &&
+          windowed.size() == 5 && std::uint64_t{windowed[0]} * windowed[1] == scoreShape[0] &&
+          std::equal(windowed.begin() + 2, windowed.end(), scoreShape.begin() + 1)) {
         windowMask = add->input(1 - scores);
-        windowedScores = shapeOf(values_.at(split->output(0)).tensor);
+        windowedScores = windowed;
         chain.insert(chain.end(), {node, add, split});
         current = split->input(0);
         node = producerReadOnce(current);
@@ -506,8 +511,13 @@ bool Importer::importsEinsumAttention(const onnx::NodeProto& product, const Eins
   const std::size_t rank = e.output.size();
   const std::string batch = e.output.substr(0, rank - 2);
   const char i = e.inputs[0][rank - 2], d = e.inputs[0][rank - 1], j = e.inputs[1][rank - 2];
-  if (e.inputs[0] != batch + i + d || e.inputs[1] != batch + j + d || e.output != batch + i + j || i == j || batch.find_first_of({i, j, d}) != std::string::npos) {
+  if (e.inputs[0] != batch + i + d || e.inputs[1] != batch + j + d || e.output != batch + i + j || i == j || d == i || d == j ||
+      batch.find_first_of({i, j, d}) != std::string::npos) {
     return false;
+  }
+  // Q and K computed, of the equation's rank (importEinsum refuses the rest, naming them).
+  for (const int side : {0, 1}) {
+    if (operand(product, side).constant || shapeOf(operand(product, side).tensor).size() != rank) return false;
   }
   const auto soleReader = [this](const std::string& name) -> const onnx::NodeProto* {
     const onnx::NodeProto* reader = Importer::soleReader(name);
@@ -543,7 +553,8 @@ bool Importer::importsEinsumAttention(const onnx::NodeProto& product, const Eins
   if (ev.output != batch + i + f || f == i || f == j || batch.find(f) != std::string::npos) return false;
   chain.push_back(&valueProduct);
   const auto v = values_.find(valueProduct.input(1));
-  if (v == values_.end() || v->second.constant) return false;  // V computed later: the products run one by one
+  // V computed later, a constant or of another rank: the products run one by one.
+  if (v == values_.end() || v->second.constant || shapeOf(v->second.tensor).size() != rank) return false;
 
   // Q (its scale joining the op's), K and V as [batch..., sequence, features], viewed as [outer batch, last batch
   // letter, sequence, features]; an operand that a Transpose of the last three axes made (MaxViT's head split) is read
@@ -554,7 +565,10 @@ bool Importer::importsEinsumAttention(const onnx::NodeProto& product, const Eins
     for (const onnx::AttributeProto& attribute : node->attribute()) {
       if (attribute.name() != "perm" || static_cast<std::size_t>(attribute.ints_size()) != rank) continue;
       std::vector<std::int64_t> perm(attribute.ints().begin(), attribute.ints().end());
-      bool trailing = true;
+      std::vector<std::int64_t> sorted = perm;
+      std::sort(sorted.begin(), sorted.end());
+      bool trailing = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() && sorted.front() == 0 &&
+                      sorted.back() == static_cast<std::int64_t>(rank) - 1;
       for (std::size_t k = 0; k < rank; ++k) trailing = trailing && (k + 3 < rank ? perm[k] == static_cast<std::int64_t>(k) : perm[k] + 3 >= static_cast<std::int64_t>(rank));
       if (trailing) return perm;
     }

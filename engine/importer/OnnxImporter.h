@@ -87,6 +87,8 @@ class Importer {
                    bool infinitiesAllowed = false);
 
   void define(const onnx::NodeProto& node, Tensor tensor, const std::string& glnetOp);
+  // The node's output is its first input's value under another name (an Identity, a whole Slice, a Pad of nothing).
+  void defineAlias(const onnx::NodeProto& node, const Value& value);
   Tensor apply(const onnx::NodeProto& node, std::shared_ptr<const Op> op, const std::vector<Tensor>& inputs, const std::string& glnetOp);
 
   // A node by its row of the table (onnxOps): folded, or made a graph op by the row's import member.

@@ -95,6 +95,43 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("a constant after a dense layer folds only along its channels and only where nothing else reads the layer under any name") {
+    std::mt19937 random = test::generator(95);
+    const std::vector<float> x = test::uniformFloats(random, 3 * 3);
+    const std::vector<double> w = test::widen(test::uniformFloats(random, 3 * 3)), b = test::widen(test::uniformFloats(random, 3)),
+                              c = test::widen(test::uniformFloats(random, 3, -2.0f, 2.0f));
+    const std::vector<double> z = affine(x, w, b, 3);  // [3 rows, 3 channels]
+    // A Transpose moves the channels to axis 0: an Add along the last axis then adds per row, not per channel.
+    Model transposed;
+    transposed.input("x", {3, 3}).constant("w", {3, 3}, w, false).constant("b", {3}, b, false).constant("c", {3}, c, false);
+    transposed.node("MatMul", {"x", "w"}, "xw");
+    transposed.node("Add", {"xw", "b"}, "z");
+    attributeInts(transposed.node("Transpose", {"z"}, "zt"), "perm", {1, 0});
+    transposed.node("Add", {"zt", "c"}, "y");
+    std::vector<double> want(9);
+    for (std::size_t channel = 0; channel < 3; ++channel)
+      for (std::size_t row = 0; row < 3; ++row) want[channel * 3 + row] = z[row * 3 + channel] + c[row];
+    test::checkClose(run(transposed, {x}), want, 1e-6, 1e-5);
+    // The layer's output under a second name (a Pad of nothing, a whole Slice, an Identity) scaled, then added to the
+    // output under its first name: the scale must not reach the first.
+    for (const std::string alias : {"Pad", "Slice", "Identity"}) {
+      CAPTURE(alias);
+      Model m;
+      m.input("x", {3, 3}).constant("w", {3, 3}, w, false).constant("b", {3}, b, false).constant("c", {3}, c, false);
+      m.constant("pads", {4}, {0, 0, 0, 0}).constant("starts", {1}, {0}).constant("ends", {1}, {3});
+      m.node("MatMul", {"x", "w"}, "xw");
+      m.node("Add", {"xw", "b"}, "z");
+      if (alias == "Pad") m.node("Pad", {"z", "pads"}, "p");
+      else if (alias == "Slice") m.node("Slice", {"z", "starts", "ends"}, "p");
+      else m.node("Identity", {"z"}, "p");
+      m.node("Mul", {"p", "c"}, "scaled");
+      m.node("Add", {"scaled", "z"}, "y");
+      for (std::size_t i = 0; i < 9; ++i) want[i] = z[i] * c[i % 3] + z[i];
+      test::checkClose(run(m, {x}), want, 1e-6, 1e-5);
+      CHECK(summaries(m).at(named(alias, 3)) == "identity");
+    }
+  }
+
   TEST_CASE("a BatchNormalization or a scale after a function fused past the first BatchNormalization of a convolution does not fold before that function") {
     std::mt19937 random = test::generator(93);
     const std::vector<float> x = test::uniformFloats(random, 2 * 2 * 3 * 3);
