@@ -225,8 +225,6 @@ class Importer {
   // one constant [windows, heads, queries, keys] (1 along an axis neither varies along), which the op reads for batch
   // b at window b mod windows: the window's index in Swin's layout [images, windows]. Empty, or why not.
   std::string joinWindowMask(const AttentionMatch& match, std::optional<Tensor>& joined);
-  // A dense layer with neither function nor residual (a projection): its input and the op's operands, to be joined with
-  // others reading the same input.
   // The weights and bias of the dense or conv layer computing a tensor, whose output channels lie along `channelAxis`
   // of that tensor (1, or another axis in a view or transpose of the layer's output): a constant scale or shift per
   // channel after it folds into them.
@@ -235,6 +233,8 @@ class Importer {
     std::uint32_t channelAxis = 1;
     bool functionPastBatchNorm = false;  // a function fused past the BatchNormalization that alone reads the layer
   };
+  // A dense layer with neither function nor residual (a projection): its input and the op's operands, to be joined with
+  // others reading the same input.
   struct Projection {
     Tensor input;       // as the MatMul reads it, of any rank
     Tensor rows;        // its [rows, in] view, which the dense op reads
@@ -322,8 +322,8 @@ class Importer {
   // channel: shaped [C, 1...], [1, C, 1...] or [N, C, 1...] (a squeeze-excite gate; BatchNorm exported as Mul).
   bool channelScale(const onnx::NodeProto& node, int side);
   // A Mul by a finite constant per output channel of the layer computing its other input, which nothing else reads
-  // and no function comes between
-  // (ConvNeXt's layer scale, after its block's last Linear and Transpose): folded into that layer's weights and bias.
+  // and no function comes between (ConvNeXt's layer scale, after its block's last Linear and Transpose): folded into
+  // that layer's weights and bias.
   bool scalesLayer(const onnx::NodeProto& node);
   // A folded per-channel scale and shift: row c of the layer's weights times factor[c], its bias times factor[c] plus shift[c].
   void foldIntoLayer(const Layer& layer, const std::vector<double>& factor, const std::vector<double>& shift);
