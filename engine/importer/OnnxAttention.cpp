@@ -410,7 +410,7 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
       }
     }
   }
-  const std::optional<JoinedProjections> joined = headsJoined ? std::nullopt : joinedProjections(paths, settings);
+  const std::optional<JoinedProjections> joined = joinedProjections(paths, {shapeOf(query), shapeOf(key), shapeOf(valueTensor)}, settings);
   if (!match.merged.empty()) settings.output = mergedLayout(*match.merged.front());
   settings.scale = static_cast<float>(scale);
   settings.emptyRowsZero = match.zeroesEmptyRows;
@@ -580,7 +580,9 @@ bool Importer::importsEinsumAttention(const onnx::NodeProto& product, const Eins
     for (std::size_t k = 0; k + 3 < shape.size(); ++k) outer *= shape[k];
     return graph_.apply(reshapeOp({outer, shape[shape.size() - 3], shape[shape.size() - 2], shape.back()}), {t});
   };
-  const auto operandAt = [&](std::string name, AttentionSettings::Layout& layout) {
+  // `path`: the names from the op's input back to the tensor read (joinedProjections).
+  const auto operandAt = [&](std::string name, AttentionSettings::Layout& layout, std::vector<std::string>& path) {
+    path.push_back(name);
     const auto producer = producers_.find(name);
     const auto perm = permutationOf(producer == producers_.end() ? nullptr : producer->second);
     const Value* input = perm ? &values_.at(producer->second->input(0)) : nullptr;
@@ -588,26 +590,42 @@ bool Importer::importsEinsumAttention(const onnx::NodeProto& product, const Eins
     // The operand's axis rank - 3 + m is the stored axis perm[rank - 3 + m]: as [outer, ...] axes, 1 + that - (rank - 3).
     for (std::size_t m = 0; m < 3; ++m) layout[m + 1] = static_cast<std::uint32_t>(perm->at(rank - 3 + m) + 4 - static_cast<std::int64_t>(rank));
     layout[0] = 0;
+    path.push_back(producer->second->input(0));
     return asFour(input->tensor);
   };
+  // Q's and K's scales (MaxViT scales K) join the op's.
   double scale = 1;
-  std::string queryName = product.input(0);
-  if (const auto producer = producers_.find(queryName); producer != producers_.end() && scaledBy(*producer->second)) {
-    const Value& unscaled = values_.at(scaledBy(*producer->second)->first);
-    if (!unscaled.constant && shapeOf(unscaled.tensor) == shapeOf(tensorInput(product, 0))) {
-      scale = scaledBy(*producer->second)->second;
-      queryName = scaledBy(*producer->second)->first;
+  std::array<std::vector<std::string>, 3> paths;
+  const auto unscaled = [&](int side) {
+    std::string name = product.input(side);
+    if (const auto producer = producers_.find(name); producer != producers_.end() && scaledBy(*producer->second)) {
+      const Value& input = values_.at(scaledBy(*producer->second)->first);
+      if (!input.constant && shapeOf(input.tensor) == shapeOf(tensorInput(product, side))) {
+        paths[static_cast<std::size_t>(side)].push_back(name);
+        scale *= scaledBy(*producer->second)->second;
+        name = scaledBy(*producer->second)->first;
+      }
     }
-  }
+    return name;
+  };
+  const std::string queryName = unscaled(0), keyName = unscaled(1);
   Shape resultShape = shapeOf(v->second.tensor);
   resultShape[rank - 2] = shapeOf(tensorInput(product, 0))[rank - 2];
   const onnx::NodeProto* merge = soleReader(valueProduct.output(0));
   const auto mergePerm = permutationOf(merge);
   AttentionSettings settings;
   std::vector<Tensor> inputs;
+  std::string how;  // where Q, K and V are read from, when joinedProjections found them
+  std::vector<std::size_t> summaries;
   Tensor out;
   try {
-    inputs = {operandAt(queryName, settings.query), operandAt(product.input(1), settings.key), operandAt(valueProduct.input(1), settings.value)};
+    inputs = {operandAt(queryName, settings.query, paths[0]), operandAt(keyName, settings.key, paths[1]),
+              operandAt(valueProduct.input(1), settings.value, paths[2])};
+    if (const std::optional<JoinedProjections> joined = joinedProjections(paths, {shapeOf(inputs[0]), shapeOf(inputs[1]), shapeOf(inputs[2])}, settings)) {
+      inputs = {joined->output, joined->output, joined->output};
+      how = "; " + joined->how;
+      summaries = joined->summaries;
+    }
     if (mask) {
       if (mask->shape.size() > rank) return false;
       std::vector<std::int64_t> last(3, 1);
@@ -641,7 +659,8 @@ bool Importer::importsEinsumAttention(const onnx::NodeProto& product, const Eins
   values_[product.output(0)] = {false, {}, out};
   values_[valueProduct.output(0)] = {false, {}, out};
   result_.nodes.push_back({product.name(), product.op_type(),
-                           "attention (fused: Q·Kᵀ and " + std::to_string(chain.size()) + " nodes, written as Einsum)", shapeOf(out)});
+                           "attention (fused: Q·Kᵀ and " + std::to_string(chain.size()) + " nodes, written as Einsum" + how + ")", shapeOf(out)});
+  for (const std::size_t row : summaries) result_.nodes[row].glnetOp = "dense (joined with the attention's other projections)";
   return true;
 }
 

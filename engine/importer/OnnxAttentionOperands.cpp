@@ -70,6 +70,15 @@ struct StridedView {
     axes = std::move(reshaped);
     return true;
   }
+  // Elements start, start + step, ... (count of them) of `axis`: false where the axis has no single stride.
+  bool narrow(std::size_t axis, std::uint64_t start, std::uint64_t step, std::uint64_t count) {
+    const std::optional<Span> whole = single(axis);
+    if (!whole || count == 0 || start + (count - 1) * step >= whole->size) return false;
+    offset += start * whole->stride;
+    axes[axis].clear();
+    if (count > 1) axes[axis].push_back({count, whole->stride * step});
+    return true;
+  }
   // Element `index` of `axis`, which goes (keepAxis: stays, of length 1).
   void take(std::size_t axis, std::uint64_t index, bool keepAxis) {
     for (auto span = axes[axis].rbegin(); span != axes[axis].rend(); ++span) {
@@ -120,7 +129,7 @@ bool Importer::readOnlyBy(const std::string& name, const std::set<const onnx::No
 }
 
 std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std::array<std::vector<std::string>, 3>& operands,
-                                                                        AttentionSettings& settings) {
+                                                                        const std::array<Shape, 3>& readShapes, AttentionSettings& settings) {
   // Back from what the op reads through nodes that only index memory anew. A Transpose an earlier attention absorbed (its
   // heads' merge) never ran: its output is that attention's, already in the Transpose's order.
   const auto reindexes = [&](const onnx::NodeProto& node) {
@@ -130,6 +139,13 @@ std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std:
     }
     const std::string& op = node.op_type();
     if (op == "Reshape" || op == "Squeeze" || op == "Unsqueeze" || op == "Transpose") return true;
+    // A Slice of constant bounds (MaxViT's and PyTorch 1's chunk of the in-projection into Q, K and V).
+    if (op == "Slice" && result_.opset >= 10) {
+      for (int i = 1; i < node.input_size(); ++i) {
+        if (!node.input(i).empty() && !values_.at(node.input(i)).constant) return false;
+      }
+      return node.input_size() >= 3;
+    }
     if (op != "Gather" || node.input_size() != 2) return false;
     const Value& indices = values_.at(node.input(1));
     return indices.constant && indices.host.elements() == 1 && indices.host.shape.size() <= 1;
@@ -182,12 +198,22 @@ std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std:
                                                                                 : static_cast<std::int64_t>(index.values[0]);
         if (at < 0 || at >= length) return std::nullopt;
         view.take(along, static_cast<std::uint64_t>(at), !index.shape.empty());
+      } else if (op == "Slice") {
+        const Shape in = view.shape();
+        const std::vector<AxisSlice> slices = sliceSpec(**node, attributes(**node, {}), {in.begin(), in.end()});
+        for (std::size_t axis = 0; axis < slices.size(); ++axis) {
+          const AxisSlice& s = slices[axis];
+          if (s.count == in[axis] && s.step == 1) continue;
+          if (s.step < 1 || !view.narrow(axis, static_cast<std::uint64_t>(s.start), static_cast<std::uint64_t>(s.step), s.count)) return std::nullopt;
+        }
       } else if (!view.reshape(out)) {
         return std::nullopt;
       }
       if (view.shape() != out) return std::nullopt;
     }
-    if (view.shape() != shapeOf(values_.at(operands[i].back()).tensor) || view.axes.size() != 4) return std::nullopt;
+    // As the op reads the operand: 4 axes (rank 3 with a leading axis of 1; rank 5 and more with the leading axes as
+    // one batch).
+    if (view.shape() != shapeOf(values_.at(operands[i].back()).tensor) || readShapes[i].size() != 4 || !view.reshape(readShapes[i])) return std::nullopt;
     std::uint64_t last = view.offset;
     for (std::size_t j = 0; j < 4; ++j) {
       const std::optional<Span> axis = view.single(layouts[i][j]);
@@ -210,8 +236,8 @@ std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std:
 }
 
 std::optional<Importer::JoinedProjections> Importer::joinedProjections(const std::array<std::vector<std::string>, 3>& operands,
-                                                                         AttentionSettings& settings) {
-  if (std::optional<JoinedProjections> one = viewsOfOneTensor(operands, settings)) return one;
+                                                                         const std::array<Shape, 3>& readShapes, AttentionSettings& settings) {
+  if (std::optional<JoinedProjections> one = viewsOfOneTensor(operands, readShapes, settings)) return one;
   // Whether one node alone reads the data of `name` (besides nodes reading its shape only).
   const auto readOnce = [&](const std::string& name) {
     const auto found = readers_.find(name);

@@ -301,6 +301,53 @@ TEST_SUITE("gl") {
       CHECK(opsRun(m) == (causalFlag ? 1u : c.masked ? 3u : 2u));
     }
   }
+  TEST_CASE("PyTorch 1's nn.MultiheadAttention, its in-projection chunked by three Slices: read in place at batch 1; at batch 2 (batch · heads no single stride) the Slices run") {
+    // qkv [S, B, 3·H·D] sliced along its last axis into Q, K and V, each viewed as [S, B·H, D] and transposed to
+    // [B·H, S, D], Q scaled by a Div, Kᵀ by a second Transpose, Softmax, ·V.
+    constexpr std::size_t S = 5, H = 2, D = 3, E = H * D;
+    for (const std::size_t B : {std::size_t{1}, std::size_t{2}}) {
+      CAPTURE(B);
+      std::mt19937 random = test::generator(57 + static_cast<unsigned>(B));
+      std::vector<float> qkv = test::uniformFloats(random, S * B * 3 * E, -2, 2);
+      // At B = 2 one element of K (row 3, batch 1, head 1): that head's every query meets it, NaN in, NaN out.
+      const std::size_t nanHead = B == 2 ? 3 : B * H;
+      if (B == 2) qkv[(3 * B + 1) * 3 * E + E + D + 1] = std::nanf("");
+      const auto part = [&](std::size_t which) {  // [B·H, S, D]
+        std::vector<float> x(B * H * S * D);
+        for (std::size_t i = 0; i < S; ++i)
+          for (std::size_t n = 0; n < B * H; ++n)
+            for (std::size_t d = 0; d < D; ++d) x[(n * S + i) * D + d] = qkv[(i * B + n / H) * 3 * E + which * E + n % H * D + d];
+        return x;
+      };
+      Model m;
+      m.input("qkv", {S, static_cast<std::int64_t>(B), 3 * E}).constant("rowsOfHeads", {3}, {S, static_cast<double>(B * H), D}).constant("root", {}, {std::sqrt(double{D})}, false);
+      m.constant("axis", {1}, {-1});
+      const char* names[] = {"q", "k", "v"};
+      for (std::size_t p = 0; p < 3; ++p) {
+        const std::string n = names[p];
+        m.constant(n + "start", {1}, {static_cast<double>(p * E)}).constant(n + "end", {1}, {static_cast<double>((p + 1) * E)});
+        m.node("Slice", {"qkv", n + "start", n + "end", "axis"}, n + "1");
+        m.node("Reshape", {n + "1", "rowsOfHeads"}, n + "2");
+        attributeInts(m.node("Transpose", {n + "2"}, p == 0 ? "q3" : n), "perm", {1, 0, 2});
+      }
+      m.node("Div", {"q3", "root"}, "q");
+      attributeInts(m.node("Transpose", {"k"}, "kt"), "perm", {0, 2, 1});
+      m.node("MatMul", {"q", "kt"}, "scores");
+      attribute(m.node("Softmax", {"scores"}, "p"), "axis", -1);
+      m.node("MatMul", {"p", "v"}, "y");
+      const std::vector<double> want = attend(part(0), part(1), part(2), B * H, S, D, 1 / std::sqrt(double{D}), {});
+      const std::vector<float> got = run(m, {qkv});
+      REQUIRE(got.size() == want.size());
+      for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::isnan(got[i]) == (i / (S * D) == nanHead));
+      const std::size_t finite = std::min(nanHead, B * H) * S * D;
+      test::checkClose(std::vector<float>(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(finite)),
+                       std::vector<double>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(finite)), 1e-5, 1e-5);
+      const std::string attention = fusedAttention(m);
+      CHECK((attention.find("Q, K and V read in place from one tensor through their views") != std::string::npos) == (B == 1));
+      CHECK(opsRun(m) == (B == 1 ? 1u : 4u));
+    }
+  }
+
   TEST_CASE("rank-3 attention (batch · heads as one axis, sequence first before its Transposes) runs fused, with an inference Dropout; a 4-D mask or a training Dropout keeps the ops") {
     constexpr std::size_t S = 6, N = 3, D = 4;
     std::mt19937 random = test::generator(54);

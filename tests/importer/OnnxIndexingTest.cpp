@@ -259,6 +259,75 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("MaxViT's Q, K and V as three Slices of one projection, split into heads by Reshape and Transpose, Q and K scaled: the fused Einsum attention reads them in place") {
+    // qkv [B, G, S, 3·H·D] (torch.chunk's Slices along the last axis), each [B, G, S, H, D] transposed to [B, G, H, S, D];
+    // Q·0.5 and K/4 into the scores, a bias per head, Softmax, ·V, the heads merged back by a Transpose.
+    const std::uint32_t B = 2, G = 3, H = 2, S = 5, D = 4, E = H * D;
+    std::mt19937 random = test::generator(95);
+    std::vector<float> qkv = test::uniformFloats(random, B * G * S * 3 * E, -2.0f, 2.0f);
+    const std::vector<float> bias = test::uniformFloats(random, H * S * S, -3.0f, 3.0f);
+    qkv[((1 * G + 2) * S + 4) * 3 * E + 2 * E + D + 3] = std::nanf("");  // V at window (1, 2), token 4, head 1: that head's output NaN
+    Model m;
+    m.input("qkv", {B, G, S, 3 * E}).constant("heads", {5}, {B, G, S, H, D}).constant("axis", {1}, {-1});
+    m.constant("half", {}, {0.5}, false).constant("four", {}, {4.0}, false).constant("bias", {1, H, S, S}, test::widen(bias), false);
+    const char* names[] = {"q", "k", "v"};
+    for (std::uint32_t p = 0; p < 3; ++p) {
+      const std::string n = names[p];
+      m.constant(n + "start", {1}, {static_cast<double>(p * E)}).constant(n + "end", {1}, {static_cast<double>((p + 1) * E)});
+      m.node("Slice", {"qkv", n + "start", n + "end", "axis"}, n + "1");
+      m.node("Reshape", {n + "1", "heads"}, n + "2");
+      attributeInts(m.node("Transpose", {n + "2"}, n), "perm", {0, 1, 3, 2, 4});
+    }
+    m.node("Mul", {"q", "half"}, "qs");
+    m.node("Div", {"k", "four"}, "ks");
+    attribute(m.node("Einsum", {"qs", "ks"}, "scores"), "equation", std::string("bghid,bghjd->bghij"));
+    m.node("Add", {"scores", "bias"}, "biased");
+    m.node("Softmax", {"biased"}, "p");
+    attribute(m.node("Einsum", {"p", "v"}, "o"), "equation", std::string("bghij,bghjd->bghid"));
+    attributeInts(m.node("Transpose", {"o"}, "y"), "perm", {0, 1, 3, 2, 4});
+    // y [B, G, S, H, D] in float64; head (b, g, h) NaN where its V holds the NaN.
+    std::vector<double> want(B * G * S * E);
+    const auto at = [&](std::uint32_t b, std::uint32_t g, std::uint32_t token, std::uint32_t part, std::uint32_t h, std::uint32_t d) {
+      return qkv[((b * G + g) * S + token) * 3 * E + part * E + h * D + d];
+    };
+    for (std::uint32_t b = 0; b < B; ++b)
+      for (std::uint32_t g = 0; g < G; ++g)
+        for (std::uint32_t h = 0; h < H; ++h)
+          for (std::uint32_t i = 0; i < S; ++i) {
+            std::vector<double> scores(S);
+            double largest = -INFINITY, total = 0;
+            for (std::uint32_t j = 0; j < S; ++j) {
+              double dot = 0;
+              for (std::uint32_t d = 0; d < D; ++d) dot += 0.5 * at(b, g, i, 0, h, d) * at(b, g, j, 1, h, d) / 4;
+              scores[j] = dot + bias[(h * S + i) * S + j];
+              largest = std::max(largest, scores[j]);
+            }
+            for (double& score : scores) total += score = std::exp(score - largest);
+            for (std::uint32_t d = 0; d < D; ++d) {
+              double sum = 0;
+              for (std::uint32_t j = 0; j < S; ++j) sum += scores[j] / total * at(b, g, j, 2, h, d);
+              want[((b * G + g) * S + i) * E + h * D + d] = sum;
+            }
+          }
+    Shape shape;
+    const std::vector<float> got = run(m, {qkv}, &shape);
+    CHECK(shape == Shape{B, G, S, H, D});
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::isnan(got[i]) == std::isnan(want[i]));
+    std::vector<float> gotFinite;
+    std::vector<double> wantFinite;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (std::isnan(want[i])) continue;
+      gotFinite.push_back(got[i]);
+      wantFinite.push_back(want[i]);
+    }
+    CHECK(wantFinite.size() == want.size() - S);  // each query of that head, at the NaN's feature
+    test::checkClose(gotFinite, wantFinite, 1e-6, 1e-5);
+    const std::string became = test::fusedAttention(m);
+    CHECK(became.find("Q, K and V read in place from one tensor through their views") != std::string::npos);
+    CHECK(opsRun(m) == 1);
+  }
+
   TEST_CASE("a Transpose that moves only axes of length 1 is a view; one that reorders longer axes runs; NaN passes either way") {
     const float nan = std::nanf("");
     // nn.MultiheadAttention's [1, S, E] -> [S, 1, E] at batch 1, here [1, 3, 1, 2] -> [1, 3, 2, 1]: the axes of 3 and 2
