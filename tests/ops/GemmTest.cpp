@@ -29,9 +29,19 @@ Buffer workspaceFor(const SplitK& split, std::uint64_t rows, std::uint64_t colum
 const std::vector<DenseShape> edgeShapes{{1, 7, 63},    {7, 63, 65},  {63, 65, 129}, {65, 129, 1000},
                                          {129, 1000, 1}, {1000, 1, 7}, {1, 1, 1},     {64, 128, 1000}};
 
+// The device's limits again at the end of a case that sets its own, however the case ends.
+struct RestoredLimits {
+  Limits saved = currentLimits();
+  ~RestoredLimits() { setCurrentLimits(saved); }
+};
+
 }  // namespace
 
 TEST_CASE("every GEMM configuration has a name and can be forced; those the rule weighs fit the GL minimum limits, one fits ES 3.1's") {
+  // No device known (limits of 0), as before any context: every configuration fits and can be forced, whatever device
+  // an earlier case of this process opened.
+  RestoredLimits restored;
+  setCurrentLimits(Limits{});
   Limits glMinimum, esMinimum;
   glMinimum.maxWorkGroupInvocations = 1024;
   glMinimum.maxWorkGroupSize = {1024, 1024, 64};
@@ -68,11 +78,7 @@ TEST_CASE("every GEMM configuration has a name and can be forced; those the rule
 
 TEST_CASE("operands along their rows take 16 values of the sum per stage in place of the rule's 128x128 where the device holds them") {
   IgnoredGemmTuning ruleOnly;
-  // The device's limits again at the end, however the case ends.
-  struct RestoredLimits {
-    Limits saved = currentLimits();
-    ~RestoredLimits() { setCurrentLimits(saved); }
-  } restored;
+  RestoredLimits restored;
   Limits limits;
   limits.maxWorkGroupInvocations = 1024;
   limits.maxWorkGroupSize = {1024, 1024, 64};
