@@ -3,7 +3,10 @@
 // sequence, feature), so that transposed and head-split tensors are read in place. The Sq × Sk scores never reach
 // memory: a group takes BLOCK_M queries (scale·Q staged in shared memory once) and walks the keys BLOCK_N at a time,
 // K's tile then V's tile staged in one shared array, with FlashAttention's online softmax (each row's running maximum
-// and exponent sum, the accumulated output rescaled when the maximum grows). fp32 throughout.
+// and exponent sum, the accumulated output rescaled when the maximum grows). fp32 throughout. Every invocation takes
+// part in the softmax: it keeps its own scores in registers, a row's maximum is joined from the THREADS_COL
+// invocations that share the row through shared memory, and each of them sums the row's weights as it reads them for
+// the product with V (one invocation per row walking the tile left most of the group waiting at the next barrier).
 //   Keys hidden by CAUSAL (key j > query i + Sk − Sq, a query block at the end of a cache) are left out, as
 //   flash attention does (they are never read); a key the mask makes −inf gets weight 0 (0·V: a NaN in V there still
 //   reaches the output, as through PyTorch's unfused softmax and product). A row with every key hidden or −inf
@@ -81,12 +84,15 @@ layout(location = 28) uniform uint splits;
 
 shared vec4 queries[BLOCK_M][D_RUNS + 1];  // scale·Q of the group's queries
 shared vec4 keysValues[BLOCK_N][KV_RUNS + 1];  // the tile's K, then its V
-// The tile's scores, then exp(score − running maximum), in runs of 4 keys: the product with V reads 4 keys' weights
-// per shared load.
-shared vec4 scores[BLOCK_M][BLOCK_N / 4 + 1];
-shared float rowMax[BLOCK_M];
-shared float rowSum[BLOCK_M];
-shared float rowRescale[BLOCK_M];
+// Per row: the tile's weights exp(score − running maximum) in runs of 4 keys (the product with V reads 4 keys' weights
+// per shared load), then 2 runs holding each invocation's maximum over its keys of the tile (the THREADS_COL sharing
+// the row), read while other invocations write the weights. 2 runs past the weights also put the rows that a warp's
+// writes touch on distinct banks.
+#if THREADS_COL != 8
+#error the partial maxima take 2 runs of 4 per row
+#endif
+#define MAXIMA_RUN uint(BLOCK_N / 4)
+shared vec4 weights[BLOCK_M][BLOCK_N / 4 + 2];
 
 #define NEGATIVE_INFINITY uintBitsToFloat(0xff800000u)
 
@@ -126,15 +132,21 @@ const bool vAlongSequence = true;
 const bool vAlongSequence = false;
 #endif
 
-// The output accumulated over the keys so far, unnormalized: this invocation's rows and runs of features.
+// The output accumulated over the keys so far, unnormalized: this invocation's rows and runs of features; and per row
+// the running maximum and exponent sum, the same in each invocation sharing the row.
 vec4 o[TM][TD4];
+float rowMax[TM], rowSum[TM];
 
-// Adds the weighted V of the staged tile (the weights in `scores`) to o; `guarded` (a constant in each call, so that
+// Adds the weighted V of the staged tile (the weights in `weights`) to o, and the weights to rowSum (in the same order
+// in every invocation sharing a row); `guarded` (a constant in each call, so that
 // each is compiled on its own): keys hidden by CAUSAL add nothing, not 0·V.
 void accumulateTile(bool guarded, uint k0, uint q0, uint ty, uint tx) {
   for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
     vec4 p[TM];
-    for (uint i = 0u; i < uint(TM); ++i) p[i] = scores[ty + i * uint(THREADS_ROW)][c4];
+    for (uint i = 0u; i < uint(TM); ++i) {
+      p[i] = weights[ty + i * uint(THREADS_ROW)][c4];
+      rowSum[i] += (p[i].x + p[i].y) + (p[i].z + p[i].w);
+    }
     for (uint e = 0u; e < 4u; ++e) {
       uint c = 4u * c4 + e;
       vec4 v[TD4];
@@ -190,10 +202,6 @@ void main() {
     LOAD_RUN(Q, qBase, qStrides, q0 + r, Sq, run, HEAD_D, v)
     queries[r][run] = scale * v;
   }
-  if (local < uint(BLOCK_M)) {
-    rowMax[local] = NEGATIVE_INFINITY;
-    rowSum[local] = 0.0;
-  }
   memoryBarrierShared();
   barrier();
 
@@ -207,8 +215,11 @@ void main() {
   keyEnd = min(keyEnd, keyBegin + keysPerSplit);
 #endif
 
-  for (uint i = 0u; i < uint(TM); ++i)
+  for (uint i = 0u; i < uint(TM); ++i) {
+    rowMax[i] = NEGATIVE_INFINITY;
+    rowSum[i] = 0.0;
     for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = vec4(0.0);
+  }
 
   for (uint k0 = keyBegin; k0 < keyEnd; k0 += uint(BLOCK_N)) {
     STAGE_TILE(K, kBase, kStrides, D_RUNS, HEAD_D, kAlongSequence)
@@ -228,52 +239,46 @@ void main() {
     }
     for (uint i = 0u; i < uint(TM); ++i) {
       uint r = ty + i * uint(THREADS_ROW), row = q0 + r;
+      float largest = NEGATIVE_INFINITY;
       for (uint j = 0u; j < uint(TN); ++j) {
-        uint c = tx + j * uint(THREADS_COL), key = k0 + c;
+        uint key = k0 + tx + j * uint(THREADS_COL);
         bool visible = key < Sk;
 #ifdef CAUSAL
         visible = visible && int(key) <= int(row) + causalOffset;
 #endif
-        float score = s[i][j];
 #ifdef HAS_MASK
-        if (visible && row < Sq) score += mask[maskBase + row * maskStrides[2] + key * maskStrides[3]];
+        if (visible && row < Sq) s[i][j] += mask[maskBase + row * maskStrides[2] + key * maskStrides[3]];
 #endif
-        scores[r][c >> 2][c & 3u] = visible ? score : NEGATIVE_INFINITY;
+        s[i][j] = visible ? s[i][j] : NEGATIVE_INFINITY;
+        largest = maxNaN(largest, s[i][j]);
       }
+      weights[r][MAXIMA_RUN + (tx >> 2)][tx & 3u] = largest;
     }
     memoryBarrierShared();
     barrier();
 
-    // Each row's running maximum and sum (one invocation per row), while every invocation stages V's tile where K's
-    // was (all have read K by the barrier above).
-    if (local < uint(BLOCK_M)) {
-      uint r = local;
-      float previous = rowMax[r], largest = previous;
-      for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
-        vec4 run = scores[r][c4];
-        largest = maxNaN(maxNaN(largest, run.x), maxNaN(maxNaN(run.y, run.z), run.w));
-      }
+    // Each row's new maximum from the partial ones; this invocation's weights; the output so far and the sum
+    // rescaled. Every invocation has read K by the barrier above, so V's tile goes where K's was.
+    for (uint i = 0u; i < uint(TM); ++i) {
+      uint r = ty + i * uint(THREADS_ROW);
+      vec4 first = weights[r][MAXIMA_RUN], second = weights[r][MAXIMA_RUN + 1u];
+      float largest = maxNaN(maxNaN(maxNaN(rowMax[i], first.x), maxNaN(first.y, first.z)),
+                             maxNaN(maxNaN(first.w, second.x), maxNaN(maxNaN(second.y, second.z), second.w)));
       // Nothing but −inf so far: every weight is 0 (exp(−inf − 0)), not NaN (exp(−inf + inf)).
       float shift = largest == NEGATIVE_INFINITY ? 0.0 : largest;
-      float rescale = exp(previous - shift);
-      float sum = 0.0;
-      for (uint c4 = 0u; c4 < uint(BLOCK_N / 4); ++c4) {
-        vec4 p = exp(scores[r][c4] - shift);
-        scores[r][c4] = p;
-        sum += (p.x + p.y) + (p.z + p.w);
+      float rescale = exp(rowMax[i] - shift);
+      rowMax[i] = largest;
+      rowSum[i] *= rescale;
+      for (uint j = 0u; j < uint(TD4); ++j) o[i][j] *= rescale;
+      for (uint j = 0u; j < uint(TN); ++j) {
+        uint c = tx + j * uint(THREADS_COL);
+        weights[r][c >> 2][c & 3u] = exp(s[i][j] - shift);
       }
-      rowSum[r] = rowSum[r] * rescale + sum;
-      rowMax[r] = largest;
-      rowRescale[r] = rescale;
     }
     STAGE_TILE(V, vBase, vStrides, DV_RUNS, HEAD_DV, vAlongSequence)
     memoryBarrierShared();
     barrier();
 
-    for (uint i = 0u; i < uint(TM); ++i) {
-      float rescale = rowRescale[ty + i * uint(THREADS_ROW)];
-      for (uint j = 0u; j < uint(TD4); ++j) o[i][j] *= rescale;
-    }
 #ifdef CAUSAL
     // Some query of the group hides some key of the tile: those keys must add nothing, not 0·V.
     if (int(k0) + BLOCK_N - 1 > int(q0) + causalOffset) {
@@ -284,7 +289,7 @@ void main() {
 #else
     accumulateTile(false, k0, q0, ty, tx);
 #endif
-    // The next tile overwrites keysValues and scores.
+    // The next tile overwrites keysValues and weights.
     barrier();
   }
 
@@ -304,12 +309,12 @@ void main() {
     }
     if (tx == 0u) {
       uint stats = splits * batches * gl_NumWorkGroups.y * Sq * uint(HEAD_DV) + 2u * line;
-      partial[stats] = rowMax[r];
-      partial[stats + 1u] = rowSum[r];
+      partial[stats] = rowMax[i];
+      partial[stats + 1u] = rowSum[i];
     }
 #else
     // A row whose weights are all 0 keeps its sum of 0·V: 0, or NaN from a NaN in V.
-    float total = rowSum[r];
+    float total = rowSum[i];
 #ifdef EMPTY_ROWS_NAN
     // A row that sees no key is NaN, as softmax over nothing but −inf is.
     float inverse = total != 0.0 ? 1.0 / total : uintBitsToFloat(0x7fc00000u);

@@ -39,8 +39,9 @@ struct Blocks {
 
 std::size_t sharedBytes(Blocks b, std::uint32_t d, std::uint32_t dv) {
   const std::size_t runs = (d + 3) / 4, kvRuns = (std::max(d, dv) + 3) / 4;
-  return 4 * sizeof(float) * (b.queries * (runs + 1) + b.keys * (kvRuns + 1) + b.queries * (b.keys / 4 + 1)) +
-         sizeof(float) * 3 * std::size_t{b.queries};
+  // Per query: its run of Q; per key: its run of K or V; per query again: the tile's weights and 2 runs of partial
+  // maxima (each padded by one run against bank conflicts, as the shader's arrays are).
+  return 4 * sizeof(float) * (b.queries * (runs + 1) + b.keys * (kvRuns + 1) + b.queries * (b.keys / 4 + 2));
 }
 
 // Queries per group: fewest padded rows, where each halving of the block is counted as costing a tenth more per row (a

@@ -172,6 +172,14 @@ TEST_SUITE("gl") {
         }
       }
     }
+    // A row whose maximum comes from its first tile of keys, then a whole tile hidden, then a tile far below: the
+    // running maximum must outlast the hidden tile (restarted from −inf, the last tile's rescale would drop the first's).
+    {
+      const std::uint32_t keys = 96;
+      Inputs tiles = randomInputs(stream++, {{1, 1, 2, d}, {1, 1, keys, d}, {1, 1, keys, d}, {1, 1, 2, keys}});
+      for (std::uint32_t j = 0; j < keys; ++j) tiles.values[3][j] = j < 32 ? 0.0f : j < 64 ? -INFINITY : -30.0f;
+      checkAgainstReference(attentionOp(scaled(d)), tiles);
+    }
     // Without SDPA's guard (a plain Softmax before ·V) a row that sees no key is NaN, as softmax of nothing but −inf is;
     // the others are unchanged. Also through the key splits (Sk long enough, one group).
     for (const std::uint32_t keys : {sk, 600u}) {
@@ -481,7 +489,7 @@ TEST_SUITE("gl") {
     const Tensor y = graph.apply(attentionOp({}), {graph.input("q", {1, 1, 4, 1000}), graph.input("k", {1, 1, 4, 1000}), graph.input("v", {1, 1, 4, 1000})});
     const auto compile = [&] { CompiledGraph(test::glContext(), graph, CompiledGraph::Memory::kept, {y}).forwardPlan([](Plan&) {}); };
     CHECK_THROWS_AS(compile(), DeviceLimitError);
-    CHECK_THROWS_WITH(compile(), doctest::Contains("attention over 1000 and 1000 features per head needs 97344 bytes of shared memory"));
+    CHECK_THROWS_WITH(compile(), doctest::Contains("attention over 1000 and 1000 features per head needs 97408 bytes of shared memory"));
     AttentionSettings bad;
     bad.key = {0, 1, 1, 3};
     CHECK_THROWS_WITH(attentionOp(bad), "attention's layout {0, 1, 1, 3} is no permutation of 4 axes");
