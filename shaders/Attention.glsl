@@ -165,15 +165,26 @@ void accumulateTile(bool guarded, uint k0, uint q0, uint ty, uint tx) {
   }
 }
 
-// K's or V's tile from key k0 into keysValues, zero past Sk; a macro because a buffer's array cannot be passed to a
-// function.
-#define STAGE_TILE(buffer, base, strides, runs, width, alongSequence) \
-  for (uint q = local; q < uint(BLOCK_N * (runs)); q += 128u) {      \
-    uint c, run;                                                     \
-    RUN_AT(q, BLOCK_N, runs, alongSequence, c, run)                  \
-    vec4 v;                                                          \
-    LOAD_RUN(buffer, base, strides, k0 + c, Sk, run, width, v)       \
-    keysValues[c][run] = v;                                          \
+// The runs of K's or V's tile from key `first` that this invocation stages (zero past Sk), fetched into registers a
+// phase before they are stored to keysValues, so that their global loads' latency passes while the group computes
+// (V's during the scores, the next tile's K during the product with V) rather than at a barrier; macros because a
+// buffer's array cannot be passed to a function.
+#define K_FETCHES ((BLOCK_N * D_RUNS + 127) / 128)
+#define V_FETCHES ((BLOCK_N * DV_RUNS + 127) / 128)
+#define FETCH_TILE(buffer, base, strides, runs, width, alongSequence, fetches, into, first) \
+  for (uint l = 0u; l < uint(fetches); ++l) {                                               \
+    uint q = local + 128u * l, c, run;                                                      \
+    RUN_AT(q, BLOCK_N, runs, alongSequence, c, run)                                         \
+    into[l] = vec4(0.0);                                                                    \
+    if (q < uint(BLOCK_N * (runs))) {                                                       \
+      LOAD_RUN(buffer, base, strides, (first) + c, Sk, run, width, into[l])                 \
+    }                                                                                       \
+  }
+#define STORE_TILE(runs, alongSequence, fetches, from)   \
+  for (uint l = 0u; l < uint(fetches); ++l) {            \
+    uint q = local + 128u * l, c, run;                   \
+    RUN_AT(q, BLOCK_N, runs, alongSequence, c, run)      \
+    if (q < uint(BLOCK_N * (runs))) keysValues[c][run] = from[l]; \
   }
 
 void main() {
@@ -221,10 +232,13 @@ void main() {
     for (uint j = 0u; j < uint(TD4); ++j) o[i][j] = vec4(0.0);
   }
 
+  vec4 kFetched[K_FETCHES], vFetched[V_FETCHES];
+  FETCH_TILE(K, kBase, kStrides, D_RUNS, HEAD_D, kAlongSequence, K_FETCHES, kFetched, keyBegin)
   for (uint k0 = keyBegin; k0 < keyEnd; k0 += uint(BLOCK_N)) {
-    STAGE_TILE(K, kBase, kStrides, D_RUNS, HEAD_D, kAlongSequence)
+    STORE_TILE(D_RUNS, kAlongSequence, K_FETCHES, kFetched)
     memoryBarrierShared();
     barrier();
+    FETCH_TILE(V, vBase, vStrides, DV_RUNS, HEAD_DV, vAlongSequence, V_FETCHES, vFetched, k0)
 
     float s[TM][TN];
     for (uint i = 0u; i < uint(TM); ++i)
@@ -275,9 +289,12 @@ void main() {
         weights[r][c >> 2][c & 3u] = exp(s[i][j] - shift);
       }
     }
-    STAGE_TILE(V, vBase, vStrides, DV_RUNS, HEAD_DV, vAlongSequence)
+    STORE_TILE(DV_RUNS, vAlongSequence, V_FETCHES, vFetched)
     memoryBarrierShared();
     barrier();
+    if (k0 + uint(BLOCK_N) < keyEnd) {
+      FETCH_TILE(K, kBase, kStrides, D_RUNS, HEAD_D, kAlongSequence, K_FETCHES, kFetched, k0 + uint(BLOCK_N))
+    }
 
 #ifdef CAUSAL
     // Some query of the group hides some key of the tile: those keys must add nothing, not 0·V.
