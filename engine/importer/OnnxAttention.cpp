@@ -621,19 +621,22 @@ bool Importer::importsEinsumAttention(const onnx::NodeProto& product, const Eins
   try {
     inputs = {operandAt(queryName, settings.query, paths[0]), operandAt(keyName, settings.key, paths[1]),
               operandAt(valueProduct.input(1), settings.value, paths[2])};
+    std::vector<std::int64_t> last(3, 1);  // the mask's last three axes
+    if (mask) {
+      if (mask->shape.size() > rank) return false;
+      for (std::size_t k = 0; k < mask->shape.size(); ++k) {
+        const std::size_t fromEnd = mask->shape.size() - k;
+        if (fromEnd > 3 && mask->shape[k] != 1) return false;  // varies along the merged batch: not one mask per head
+        if (fromEnd <= 3) last[3 - fromEnd] = mask->shape[k];
+      }
+    }
+    // After the checks that decline: a joined projection made here would be left unread.
     if (const std::optional<JoinedProjections> joined = joinedProjections(paths, {shapeOf(inputs[0]), shapeOf(inputs[1]), shapeOf(inputs[2])}, settings)) {
       inputs = {joined->output, joined->output, joined->output};
       how = "; " + joined->how;
       summaries = joined->summaries;
     }
     if (mask) {
-      if (mask->shape.size() > rank) return false;
-      std::vector<std::int64_t> last(3, 1);
-      for (std::size_t k = 0; k < mask->shape.size(); ++k) {
-        const std::size_t fromEnd = mask->shape.size() - k;
-        if (fromEnd > 3 && mask->shape[k] != 1) return false;  // varies along the merged batch: not one mask per head
-        if (fromEnd <= 3) last[3 - fromEnd] = mask->shape[k];
-      }
       inputs.push_back(parameter(nameOf(*chain.front()) + ".mask", {1, last[0], last[1], last[2]}, mask->values, true));
     }
     Shape stored = resultShape;

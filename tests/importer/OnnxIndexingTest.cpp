@@ -266,7 +266,7 @@ TEST_SUITE("gl") {
     std::mt19937 random = test::generator(95);
     std::vector<float> qkv = test::uniformFloats(random, B * G * S * 3 * E, -2.0f, 2.0f);
     const std::vector<float> bias = test::uniformFloats(random, H * S * S, -3.0f, 3.0f);
-    qkv[((1 * G + 2) * S + 4) * 3 * E + 2 * E + D + 3] = std::nanf("");  // V at window (1, 2), token 4, head 1: that head's output NaN
+    qkv[((1 * G + 2) * S + 4) * 3 * E + 2 * E + D + 3] = std::nanf("");  // V at window (1, 2), token 4, head 1, feature 3: that feature of the head's every query NaN
     Model m;
     m.input("qkv", {B, G, S, 3 * E}).constant("heads", {5}, {B, G, S, H, D}).constant("axis", {1}, {-1});
     m.constant("half", {}, {0.5}, false).constant("four", {}, {4.0}, false).constant("bias", {1, H, S, S}, test::widen(bias), false);
