@@ -52,6 +52,11 @@ std::shared_ptr<const Op> transposeOp(std::vector<std::uint32_t> permutation);
 std::shared_ptr<const Op> sliceOp(std::vector<std::int64_t> starts, std::vector<std::int64_t> steps, Shape size);
 // The inputs joined along `axis`; trainable.
 std::shared_ptr<const Op> concatOp(std::uint32_t axis);
+// `output` assembled from regions of one input, one region copy each: what Slices and a Concat of them make (a
+// torch.roll's pieces, Swin's patch merging of every other row and column), in one dispatch per region instead of a
+// copy per Slice and one for the Concat. The regions tile the output: the importer builds them so, and the op checks
+// that each lies inside both tensors and that their elements add up to the output's.
+std::shared_ptr<const Op> regionsOp(Shape output, std::vector<RegionCopy> regions);
 // `before` and `after` elements of `value` around each axis.
 std::shared_ptr<const Op> padOp(std::vector<std::uint32_t> before, std::vector<std::uint32_t> after, float value);
 // x broadcast to `shape` (NumPy rules; the result's rank may be larger).

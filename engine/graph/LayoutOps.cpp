@@ -232,6 +232,68 @@ class ConcatOp : public LayoutOp {
   std::uint32_t axis_;
 };
 
+class RegionsOp : public LayoutOp {
+ public:
+  RegionsOp(Shape output, std::vector<RegionCopy> regions) : output_(std::move(output)), regions_(std::move(regions)) {}
+  std::string name() const override { return "regions"; }
+  Shape outputShape(const std::vector<Shape>& in) const override {
+    if (in.size() != 1) throw Error("regions takes one input, not " + shapesText(in));
+    checkRank(name(), output_);
+    const std::uint64_t inElements = elementCount(in[0]), outElements = elementCount(output_);
+    std::uint64_t covered = 0;
+    for (const RegionCopy& r : regions_) {
+      if (r.region.size() != r.xStrides.size() || r.region.size() != r.yStrides.size() || r.region.size() > largestCopyRank) {
+        throw Error("a region of " + describe(r.region) + " does not fit its strides");
+      }
+      std::int64_t xLow = r.xOffset, xHigh = r.xOffset, yLow = r.yOffset, yHigh = r.yOffset;
+      for (std::size_t k = 0; k < r.region.size(); ++k) {
+        const std::int64_t span = (static_cast<std::int64_t>(r.region[k]) - 1);
+        (r.xStrides[k] < 0 ? xLow : xHigh) += span * r.xStrides[k];
+        (r.yStrides[k] < 0 ? yLow : yHigh) += span * r.yStrides[k];
+      }
+      if (elementCount(r.region) == 0 || xLow < 0 || xHigh >= static_cast<std::int64_t>(inElements) || yLow < 0 ||
+          yHigh >= static_cast<std::int64_t>(outElements)) {
+        throw Error("a region of " + describe(r.region) + " runs outside " + describe(in[0]) + " or " + describe(output_));
+      }
+      covered += elementCount(r.region);
+    }
+    if (covered != outElements) throw Error("the regions hold " + std::to_string(covered) + " elements, not the " + std::to_string(outElements) + " of " + describe(output_));
+    return output_;
+  }
+  std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
+    std::vector<double> y(elementCount(output_), std::nan(""));
+    for (const RegionCopy& r : regions_) {
+      forEachCoordinate(r.region, [&](const std::vector<std::uint32_t>& c) {
+        std::int64_t from = r.xOffset, to = r.yOffset;
+        for (std::size_t k = 0; k < c.size(); ++k) {
+          from += c[k] * r.xStrides[k];
+          to += c[k] * r.yStrides[k];
+        }
+        y[static_cast<std::size_t>(to)] = (*in[0].values)[static_cast<std::size_t>(from)];
+      });
+    }
+    return y;
+  }
+  // The regions write apart: no barrier between their copies (one partition of the output, a part each).
+  void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
+    const auto partition = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(this)) | std::uint64_t{1} << 63;
+    for (std::size_t i = 0; i < regions_.size(); ++i) {
+      Dispatch copy = regionCopy(programs, name(), in[0].view, out.view, regions_[i]);
+      for (StorageBinding& binding : copy.buffers) {
+        if (binding.access == Access::write) binding.part = RangePart{partition, static_cast<std::uint32_t>(i)};
+      }
+      plan.record(copy);
+    }
+  }
+
+ protected:
+  std::vector<RegionCopy> copies(const std::vector<Shape>&, const Shape&) const override { return regions_; }
+
+ private:
+  Shape output_;
+  std::vector<RegionCopy> regions_;
+};
+
 class PadOp : public LayoutOp {
  public:
   PadOp(std::vector<std::uint32_t> before, std::vector<std::uint32_t> after, float value)
@@ -334,6 +396,9 @@ std::shared_ptr<const Op> sliceOp(std::vector<std::int64_t> starts, std::vector<
   return std::make_shared<inference::SliceOp>(std::move(starts), std::move(steps), std::move(size));
 }
 std::shared_ptr<const Op> concatOp(std::uint32_t axis) { return std::make_shared<inference::ConcatOp>(axis); }
+std::shared_ptr<const Op> regionsOp(Shape output, std::vector<RegionCopy> regions) {
+  return std::make_shared<inference::RegionsOp>(std::move(output), std::move(regions));
+}
 std::shared_ptr<const Op> padOp(std::vector<std::uint32_t> before, std::vector<std::uint32_t> after, float value) {
   return std::make_shared<inference::PadOp>(std::move(before), std::move(after), value);
 }

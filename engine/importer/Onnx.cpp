@@ -450,6 +450,7 @@ void Importer::importConcat(const onnx::NodeProto& node, const Attributes& a) {
   std::vector<Tensor> parts;
   for (int i = 0; i < node.input_size(); ++i) parts.push_back(tensorOrConstant(node, i));
   const std::int64_t axis = normalizedAxis(node, integer(a, "axis", 0), shapeOf(parts[0]).size());
+  if (importsConcatOfRegions(node, static_cast<std::uint32_t>(axis))) return;
   apply(node, concatOp(static_cast<std::uint32_t>(axis)), parts, "concat");
 }
 
@@ -1082,6 +1083,7 @@ void Importer::importSlice(const onnx::NodeProto& node, const Attributes& a) {
     return;
   }
   define(node, sliceTensor(node, x, slices, nameOf(node)), "slice");
+  noteSliceRegions(node, slices);
 }
 
 void Importer::importSplit(const onnx::NodeProto& node, const Attributes& a) {

@@ -393,6 +393,26 @@ class Importer {
 
   void importSlice(const onnx::NodeProto& node, const Attributes& a);
 
+  // ---- Regions (OnnxRegions.cpp): Slices and Concats of one tensor as one op of region copies. ----
+  // A computed tensor as boxes of one source: each `size` box at `origin` of the tensor holds the source's elements
+  // from xOffset along xStrides.
+  struct Region {
+    std::vector<std::uint32_t> size;
+    std::vector<std::int64_t> origin;
+    std::int64_t xOffset = 0;
+    std::vector<std::int64_t> xStrides;
+  };
+  struct Regions {
+    Tensor source;
+    std::vector<Region> boxes;
+  };
+  // Notes where a Slice's output lies in the tensor it was cut from or, where that tensor is itself noted, in that one's
+  // source (torch.roll's Slices of an earlier roll's Concat; Swin's every-other-row Slices of every-other-column ones).
+  void noteSliceRegions(const onnx::NodeProto& node, const std::vector<AxisSlice>& slices);
+  // A Concat whose inputs are all noted as regions of one source: made as regionsOp on that source, one copy per box
+  // (the Slices and any Concat between, read by nothing else, never run), and noted in turn. False where not.
+  bool importsConcatOfRegions(const onnx::NodeProto& node, std::uint32_t axis);
+
   void importSplit(const onnx::NodeProto& node, const Attributes& a);
 
   void importPad(const onnx::NodeProto& node, const Attributes& a);
@@ -496,6 +516,7 @@ class Importer {
   std::map<int, Layer> layers_;                          // output tensor id → the dense or conv layer computing it
   std::map<int, Projection> projections_;                // output tensor id (in the MatMul's shape) → its projection
   std::map<int, SplitPart> splitParts_;                  // a Split's output tensor id → where it lies in its source
+  std::map<std::string, Regions> regionsOf_;             // a Slice's or Concat's output → the boxes of one source it holds
   std::map<std::string, std::vector<const onnx::NodeProto*>> readers_;  // the nodes reading each name
   std::map<std::string, const onnx::NodeProto*> producers_;             // the node writing each name
   std::set<const onnx::NodeProto*> insideAttention_;                     // nodes a fused attention runs: nothing reads them

@@ -320,6 +320,30 @@ TEST_SUITE("gl") {
     CHECK_THROWS_WITH(graph.apply(sliceOp({0}, {1}, {4}), {graph.input("x", {3})}), "slice runs outside [3]");
   }
 
+  TEST_CASE("regions of one tensor (a roll's pieces, every other row and column joined) match float64; regions that leave the tensors or do not fill the output are refused") {
+    std::uint32_t stream = 395;
+    // torch.roll(x, -2, 1) of [2, 5, 3]: y[:, 0:3] = x[:, 2:5], y[:, 3:5] = x[:, 0:2]; NaN in, NaN out.
+    Case roll{regionsOp({2, 5, 3}, {{{2, 3, 3}, 6, 0, {15, 3, 1}, {15, 3, 1}}, {{2, 2, 3}, 0, 9, {15, 3, 1}, {15, 3, 1}}}), {{2, 5, 3}}};
+    roll.nanEvery = 7;
+    checkAgainstReference(roll, stream++);
+    // Rolled along both axes at once, y[i, j] = x[(i + 1) mod 3, (j + 3) mod 4] of [3, 4]: four boxes.
+    checkAgainstReference({regionsOp({3, 4}, {{{2, 1}, 7, 0, {4, 1}, {4, 1}},
+                                              {{2, 3}, 4, 1, {4, 1}, {4, 1}},
+                                              {{1, 1}, 3, 8, {4, 1}, {4, 1}},
+                                              {{1, 3}, 0, 9, {4, 1}, {4, 1}}}),
+                           {{3, 4}}},
+                          stream++);
+    // Swin's patch merging of [1, 4, 6, 2]: rows 0::2 and 1::2 of columns 0::2, joined along the channels, [1, 2, 3, 4].
+    checkAgainstReference({regionsOp({1, 2, 3, 4}, {{{1, 2, 3, 2}, 0, 0, {48, 24, 4, 1}, {24, 12, 4, 1}},
+                                                     {{1, 2, 3, 2}, 12, 2, {48, 24, 4, 1}, {24, 12, 4, 1}}}),
+                           {{1, 4, 6, 2}}},
+                          stream++);
+    Graph graph;
+    const Tensor x = graph.input("x", {2, 3});
+    CHECK_THROWS_WITH(graph.apply(regionsOp({2, 3}, {{{2, 3}, 1, 0, {3, 1}, {3, 1}}}), {x}), doctest::Contains("runs outside [2, 3]"));
+    CHECK_THROWS_WITH(graph.apply(regionsOp({2, 3}, {{{2, 2}, 0, 0, {3, 1}, {3, 1}}}), {x}), "the regions hold 4 elements, not the 6 of [2, 3]");
+  }
+
   TEST_CASE("gather, gather nd, scatter nd and trilu, with indices held as floats, match float64") {
     std::uint32_t stream = 400;
     const auto gather = [&](std::shared_ptr<const Op> op, std::vector<Shape> shapes, int low, int high, std::vector<std::size_t> parameters = {}) {

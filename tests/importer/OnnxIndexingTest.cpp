@@ -399,6 +399,85 @@ TEST_SUITE("gl") {
     }
   }
 
+  TEST_CASE("Slices of one tensor joined by Concats (torch.roll along two axes, Swin's patch merging) run as one op of region copies; a Slice read elsewhere too still runs; NaN passes") {
+    const std::uint32_t H = 5, W = 4, C = 3;
+    std::mt19937 random = test::generator(96);
+    std::vector<float> x = test::uniformFloats(random, H * W * C, -2.0f, 2.0f);
+    x[(2 * W + 3) * C + 1] = std::nanf("");
+    const auto at = [&](std::uint32_t h, std::uint32_t w, std::uint32_t c) { return x[(h * W + w) * C + c]; };
+    const auto slice = [](Model& m, const std::string& in, const std::string& out, std::int64_t start, std::int64_t end, std::int64_t axis,
+                          std::int64_t step) {
+      m.constant(out + "s", {1}, {static_cast<double>(start)}).constant(out + "e", {1}, {static_cast<double>(end)});
+      m.constant(out + "a", {1}, {static_cast<double>(axis)}).constant(out + "t", {1}, {static_cast<double>(step)});
+      m.node("Slice", {in, out + "s", out + "e", out + "a", out + "t"}, out);
+    };
+    for (const bool readElsewhere : {false, true}) {
+      CAPTURE(readElsewhere);
+      // torch.roll(x, (-2, -1), (1, 2)) of [1, H, W, C]: y[h, w] = x[(h + 2) mod H, (w + 1) mod W].
+      Model roll;
+      roll.input("x", {1, H, W, C});
+      slice(roll, "x", "a0", 2, H, 1, 1);
+      slice(roll, "x", "a1", 0, 2, 1, 1);
+      attribute(roll.node("Concat", {"a0", "a1"}, "r"), "axis", 1);
+      slice(roll, "r", "b0", 1, W, 2, 1);
+      slice(roll, "r", "b1", 0, 1, 2, 1);
+      attribute(roll.node("Concat", {"b0", "b1"}, readElsewhere ? "rolled" : "y"), "axis", 2);
+      if (readElsewhere) {
+        roll.node("Shape", {"a1"}, "unused");  // a reader of its shape alone does not keep a Slice
+        roll.node("Neg", {"b1"}, "negated");   // b1's values read again: its Slice runs too
+        attribute(roll.node("Concat", {"rolled", "negated"}, "y"), "axis", 2);
+      }
+      std::vector<double> want;
+      for (std::uint32_t h = 0; h < H; ++h) {
+        for (std::uint32_t w = 0; w < W + (readElsewhere ? 1 : 0); ++w) {
+          for (std::uint32_t c = 0; c < C; ++c) want.push_back(w < W ? at((h + 2) % H, (w + 1) % W, c) : -double{at((h + 2) % H, 0, c)});
+        }
+      }
+      Shape shape;
+      const std::vector<float> y = run(roll, {x}, &shape);
+      CHECK(shape == Shape{1, H, W + (readElsewhere ? 1 : 0), C});
+      REQUIRE(y.size() == want.size());
+      for (std::size_t i = 0; i < y.size(); ++i) CHECK((std::isnan(want[i]) ? std::isnan(y[i]) : y[i] == static_cast<float>(want[i])));
+      const std::map<std::string, std::string> became = summaries(roll);
+      CHECK(became.at(named("Concat", 6)).rfind("concat of 4 regions of one tensor", 0) == 0);
+      // The regions; with b1 read again also its Slice, the first roll's Concat (as regions) that the Slice reads, the
+      // Neg and the last Concat.
+      CHECK(opsRun(roll) == (readElsewhere ? 5u : 1u));
+    }
+    // Swin's patch merging of [1, H - 1, W, C]: x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2]
+    // joined along the channels, each a Slice of a Slice with steps of 2.
+    Model merging;
+    merging.input("x", {1, H - 1, W, C});
+    const std::vector<float> even(x.begin(), x.begin() + (H - 1) * W * C);
+    std::vector<std::string> parts;
+    for (const std::int64_t column : {0, 1}) {
+      for (const std::int64_t row : {0, 1}) {
+        const std::string name = "p" + std::to_string(row) + std::to_string(column);
+        slice(merging, "x", name + "r", row, H - 1, 1, 2);
+        slice(merging, name + "r", name, column, W, 2, 2);
+        parts.push_back(name);
+      }
+    }
+    attribute(merging.node("Concat", parts, "y"), "axis", -1);
+    std::vector<double> want;
+    for (std::uint32_t h = 0; h < (H - 1) / 2; ++h) {
+      for (std::uint32_t w = 0; w < W / 2; ++w) {
+        for (const std::uint32_t column : {0u, 1u}) {
+          for (const std::uint32_t row : {0u, 1u}) {
+            for (std::uint32_t c = 0; c < C; ++c) want.push_back(at(2 * h + row, 2 * w + column, c));
+          }
+        }
+      }
+    }
+    Shape shape;
+    const std::vector<float> y = run(merging, {even}, &shape);
+    CHECK(shape == Shape{1, (H - 1) / 2, W / 2, 4 * C});
+    REQUIRE(y.size() == want.size());
+    for (std::size_t i = 0; i < y.size(); ++i) CHECK((std::isnan(want[i]) ? std::isnan(y[i]) : y[i] == static_cast<float>(want[i])));
+    CHECK(std::count_if(want.begin(), want.end(), [](double v) { return std::isnan(v); }) == 1);
+    CHECK(opsRun(merging) == 1u);
+  }
+
   TEST_CASE("Slice folds constants of any rank, with every start, end, axis and step, and Transpose folds constants") {
     // BERT's position_ids buffer [1, 8] sliced to the sequence, then every second id.
     Model m;
