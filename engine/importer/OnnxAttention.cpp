@@ -440,14 +440,17 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
       return fail("the Where's condition has more axes than the scores");
     }
     if (inputs.size() == 4 && shapeOf(inputs.back()).size() > rank) return fail("the mask has more axes than the scores");
-    // A mask of [batch · heads, queries, keys] read as [batch · heads, 1, queries, keys].
+    // A mask of [batch · heads, queries, keys] read as [batch · heads, 1, queries, keys], or as [batch, heads, ...]
+    // where the views split batch and heads apart.
+    const std::uint32_t splitHeads = headsJoined && settings.queryView ? settings.queryView->sizes[1] : 1;
     if (const Shape m = inputs.size() == 4 ? shapeOf(inputs.back()) : Shape{}; headsJoined && m.size() == 3) {
-      inputs.back() = graph_.apply(reshapeOp({m[0], 1, m[1], m[2]}), {inputs.back()});
+      const std::uint32_t heads = m[0] > 1 ? splitHeads : 1;
+      inputs.back() = graph_.apply(reshapeOp({m[0] / heads, heads, m[1], m[2]}), {inputs.back()});
     }
     out = graph_.apply(attentionOp(settings), inputs, nameOf(valueProduct));
     if (headsJoined) {
-      const Shape o = shapeOf(out);  // [batch · heads, 1, sequence, features]
-      out = graph_.apply(reshapeOp({o[0], o[2], o[3]}), {out});
+      const Shape o = shapeOf(out);  // [batch · heads, 1, sequence, features], or [batch, heads, ...]
+      out = graph_.apply(reshapeOp({o[0] * o[1], o[2], o[3]}), {out});
     }
   } catch (const Error& error) {
     return fail(error.what());

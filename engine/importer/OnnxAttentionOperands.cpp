@@ -173,6 +173,7 @@ std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std:
   const std::uint64_t elements = elementCount(shapeOf(source));
   const std::array<AttentionSettings::Layout, 3> layouts{settings.query, settings.key, settings.value};
   std::array<AttentionSettings::View, 3> views;
+  bool splitBatch = false;
   for (std::size_t i = 0; i < 3; ++i) {
     StridedView view = StridedView::contiguous(shapeOf(source));
     for (auto node = chains[i].rbegin(); node != chains[i].rend(); ++node) {
@@ -215,8 +216,18 @@ std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std:
     // one batch).
     if (view.shape() != shapeOf(values_.at(operands[i].back()).tensor) || readShapes[i].size() != 4 || !view.reshape(readShapes[i])) return std::nullopt;
     std::uint64_t last = view.offset;
+    std::array<std::optional<Span>, 4> axes;
+    for (std::size_t j = 0; j < 4; ++j) axes[j] = view.single(layouts[i][j]);
+    // Batch and heads as one axis whose two parts do not chain ([S, B·H, D] cut from [S, B, 3·H·D] at B > 1), read
+    // where the op's heads axis has length 1 (a rank-3 attention): its parts as the op's batch and heads.
+    const std::vector<Span>& batchParts = view.axes[layouts[i][0]];
+    if (!axes[0] && batchParts.size() == 2 && axes[1] && axes[1]->size == 1) {
+      axes[0] = batchParts[0];
+      axes[1] = batchParts[1];
+      splitBatch = true;
+    }
     for (std::size_t j = 0; j < 4; ++j) {
-      const std::optional<Span> axis = view.single(layouts[i][j]);
+      const std::optional<Span>& axis = axes[j];
       if (!axis) return std::nullopt;
       // An axis of length 1 is read at index 0 alone; as the outermost, so that the op never takes it for the one its
       // loads run along.
@@ -228,6 +239,10 @@ std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std:
     }
     if (last >= elements || view.offset > std::numeric_limits<std::uint32_t>::max()) return std::nullopt;
     views[i].offset = static_cast<std::uint32_t>(view.offset);
+  }
+  // Split, all three alike.
+  for (std::size_t i = 1; splitBatch && i < 3; ++i) {
+    if (views[i].sizes[0] != views[0].sizes[0] || views[i].sizes[1] != views[0].sizes[1]) return std::nullopt;
   }
   settings.queryView = views[0];
   settings.keyView = views[1];

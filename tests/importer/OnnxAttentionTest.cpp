@@ -301,50 +301,61 @@ TEST_SUITE("gl") {
       CHECK(opsRun(m) == (causalFlag ? 1u : c.masked ? 3u : 2u));
     }
   }
-  TEST_CASE("PyTorch 1's nn.MultiheadAttention, its in-projection chunked by three Slices: read in place at batch 1; at batch 2 (batch · heads no single stride) the Slices run") {
+  TEST_CASE("PyTorch 1's nn.MultiheadAttention, its in-projection chunked by three Slices, read in place; at batch 3 batch and heads (no single stride together) as the op's two axes, a mask per batch and head read so") {
     // qkv [S, B, 3·H·D] sliced along its last axis into Q, K and V, each viewed as [S, B·H, D] and transposed to
-    // [B·H, S, D], Q scaled by a Div, Kᵀ by a second Transpose, Softmax, ·V.
+    // [B·H, S, D], Q scaled by a Div, Kᵀ by a second Transpose, optionally a mask [B·H, 1, S] added (a key padding
+    // mask as PyTorch 1 adds it), Softmax, ·V.
     constexpr std::size_t S = 5, H = 2, D = 3, E = H * D;
-    for (const std::size_t B : {std::size_t{1}, std::size_t{2}}) {
-      CAPTURE(B);
-      std::mt19937 random = test::generator(57 + static_cast<unsigned>(B));
-      std::vector<float> qkv = test::uniformFloats(random, S * B * 3 * E, -2, 2);
-      // At B = 2 one element of K (row 3, batch 1, head 1): that head's every query meets it, NaN in, NaN out.
-      const std::size_t nanHead = B == 2 ? 3 : B * H;
-      if (B == 2) qkv[(3 * B + 1) * 3 * E + E + D + 1] = std::nanf("");
-      const auto part = [&](std::size_t which) {  // [B·H, S, D]
-        std::vector<float> x(B * H * S * D);
-        for (std::size_t i = 0; i < S; ++i)
-          for (std::size_t n = 0; n < B * H; ++n)
-            for (std::size_t d = 0; d < D; ++d) x[(n * S + i) * D + d] = qkv[(i * B + n / H) * 3 * E + which * E + n % H * D + d];
-        return x;
-      };
-      Model m;
-      m.input("qkv", {S, static_cast<std::int64_t>(B), 3 * E}).constant("rowsOfHeads", {3}, {S, static_cast<double>(B * H), D}).constant("root", {}, {std::sqrt(double{D})}, false);
-      m.constant("axis", {1}, {-1});
-      const char* names[] = {"q", "k", "v"};
-      for (std::size_t p = 0; p < 3; ++p) {
-        const std::string n = names[p];
-        m.constant(n + "start", {1}, {static_cast<double>(p * E)}).constant(n + "end", {1}, {static_cast<double>((p + 1) * E)});
-        m.node("Slice", {"qkv", n + "start", n + "end", "axis"}, n + "1");
-        m.node("Reshape", {n + "1", "rowsOfHeads"}, n + "2");
-        attributeInts(m.node("Transpose", {n + "2"}, p == 0 ? "q3" : n), "perm", {1, 0, 2});
+    for (const std::size_t B : {std::size_t{1}, std::size_t{3}}) {  // 3, not H: the mask's batch and heads must not be taken for each other
+      for (const bool masked : {false, true}) {
+        CAPTURE(B);
+        CAPTURE(masked);
+        std::mt19937 random = test::generator(57 + static_cast<unsigned>(B));
+        std::vector<float> qkv = test::uniformFloats(random, S * B * 3 * E, -2, 2);
+        const std::vector<float> mask = test::uniformFloats(random, B * H * S, -3, 3);
+        // At B = 3 one element of K (row 3, batch 1, head 1): that head's every query meets it, NaN in, NaN out.
+        const std::size_t nanHead = B > 1 ? 3 : B * H;
+        if (B > 1) qkv[(3 * B + 1) * 3 * E + E + D + 1] = std::nanf("");
+        const auto part = [&](std::size_t which, std::size_t n) {  // head n of [B·H, S, D]
+          std::vector<float> x(S * D);
+          for (std::size_t i = 0; i < S; ++i)
+            for (std::size_t d = 0; d < D; ++d) x[i * D + d] = qkv[(i * B + n / H) * 3 * E + which * E + n % H * D + d];
+          return x;
+        };
+        Model m;
+        m.input("qkv", {S, static_cast<std::int64_t>(B), 3 * E}).constant("rowsOfHeads", {3}, {S, static_cast<double>(B * H), D});
+        m.constant("root", {}, {std::sqrt(double{D})}, false).constant("axis", {1}, {-1});
+        if (masked) m.constant("mask", {static_cast<std::int64_t>(B * H), 1, S}, test::widen(mask), false);
+        const char* names[] = {"q", "k", "v"};
+        for (std::size_t p = 0; p < 3; ++p) {
+          const std::string n = names[p];
+          m.constant(n + "start", {1}, {static_cast<double>(p * E)}).constant(n + "end", {1}, {static_cast<double>((p + 1) * E)});
+          m.node("Slice", {"qkv", n + "start", n + "end", "axis"}, n + "1");
+          m.node("Reshape", {n + "1", "rowsOfHeads"}, n + "2");
+          attributeInts(m.node("Transpose", {n + "2"}, p == 0 ? "q3" : n), "perm", {1, 0, 2});
+        }
+        m.node("Div", {"q3", "root"}, "q");
+        attributeInts(m.node("Transpose", {"k"}, "kt"), "perm", {0, 2, 1});
+        m.node("MatMul", {"q", "kt"}, "scores");
+        if (masked) m.node("Add", {"scores", "mask"}, "maskedScores");
+        attribute(m.node("Softmax", {masked ? "maskedScores" : "scores"}, "p"), "axis", -1);
+        m.node("MatMul", {"p", "v"}, "y");
+        std::vector<double> want;
+        for (std::size_t n = 0; n < B * H; ++n) {
+          std::vector<float> headMask;
+          for (std::size_t i = 0; masked && i < S; ++i) headMask.insert(headMask.end(), mask.begin() + static_cast<std::ptrdiff_t>(n * S), mask.begin() + static_cast<std::ptrdiff_t>((n + 1) * S));
+          const std::vector<double> head = attend(part(0, n), part(1, n), part(2, n), 1, S, D, 1 / std::sqrt(double{D}), headMask);
+          want.insert(want.end(), head.begin(), head.end());
+        }
+        const std::vector<float> got = run(m, {qkv});
+        REQUIRE(got.size() == want.size());
+        for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::isnan(got[i]) == (i / (S * D) == nanHead));
+        const std::size_t finite = std::min(nanHead, B * H) * S * D;
+        test::checkClose(std::vector<float>(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(finite)),
+                         std::vector<double>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(finite)), 1e-5, 1e-5);
+        CHECK(fusedAttention(m).find("Q, K and V read in place from one tensor through their views") != std::string::npos);
+        CHECK(opsRun(m) == 1u);
       }
-      m.node("Div", {"q3", "root"}, "q");
-      attributeInts(m.node("Transpose", {"k"}, "kt"), "perm", {0, 2, 1});
-      m.node("MatMul", {"q", "kt"}, "scores");
-      attribute(m.node("Softmax", {"scores"}, "p"), "axis", -1);
-      m.node("MatMul", {"p", "v"}, "y");
-      const std::vector<double> want = attend(part(0), part(1), part(2), B * H, S, D, 1 / std::sqrt(double{D}), {});
-      const std::vector<float> got = run(m, {qkv});
-      REQUIRE(got.size() == want.size());
-      for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::isnan(got[i]) == (i / (S * D) == nanHead));
-      const std::size_t finite = std::min(nanHead, B * H) * S * D;
-      test::checkClose(std::vector<float>(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(finite)),
-                       std::vector<double>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(finite)), 1e-5, 1e-5);
-      const std::string attention = fusedAttention(m);
-      CHECK((attention.find("Q, K and V read in place from one tensor through their views") != std::string::npos) == (B == 1));
-      CHECK(opsRun(m) == (B == 1 ? 1u : 4u));
     }
   }
 
