@@ -76,6 +76,11 @@ std::vector<const onnx::NodeProto*> Importer::headsMerge(const onnx::NodeProto& 
   const onnx::NodeProto* after = soleReader(valueProduct.output(0));
   if (!after || after->op_type() != "Transpose") return {};
   for (const onnx::AttributeProto& attribute : after->attribute()) {
+    // [batch · heads, sequence, features] to [sequence, batch · heads, features] (nn.MultiheadAttention's merge).
+    if (attribute.name() == "perm" && attribute.ints_size() == 3) {
+      return attribute.ints(0) == 1 && attribute.ints(1) == 0 && attribute.ints(2) == 2 ? std::vector<const onnx::NodeProto*>{after}
+                                                                                       : std::vector<const onnx::NodeProto*>{};
+    }
     if (attribute.name() != "perm" || attribute.ints_size() != 4) continue;
     std::array<bool, 4> seen{};
     for (const std::int64_t axis : attribute.ints()) {
@@ -92,6 +97,8 @@ AttentionSettings::Layout Importer::mergedLayout(const onnx::NodeProto& transpos
   AttentionSettings::Layout layout{};
   for (const onnx::AttributeProto& attribute : transpose.attribute()) {
     if (attribute.name() != "perm") continue;
+    // Rank 3's [sequence, batch · heads, features], of the op's [batch · heads, 1, ...] or [batch, heads, ...].
+    if (attribute.ints_size() == 3) return {1, 2, 0, 3};
     for (int k = 0; k < 4; ++k) layout[static_cast<std::size_t>(attribute.ints(k))] = static_cast<std::uint32_t>(k);
   }
   return layout;
@@ -449,8 +456,9 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
     }
     out = graph_.apply(attentionOp(settings), inputs, nameOf(valueProduct));
     if (headsJoined) {
-      const Shape o = shapeOf(out);  // [batch · heads, 1, sequence, features], or [batch, heads, ...]
-      out = graph_.apply(reshapeOp({o[0] * o[1], o[2], o[3]}), {out});
+      // [batch · heads, 1, sequence, features] or [batch, heads, ...]; with the merge, sequence first.
+      const Shape o = shapeOf(out);
+      out = graph_.apply(reshapeOp(match.merged.empty() ? Shape{o[0] * o[1], o[2], o[3]} : Shape{o[0], o[1] * o[2], o[3]}), {out});
     }
   } catch (const Error& error) {
     return fail(error.what());

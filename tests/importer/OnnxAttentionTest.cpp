@@ -301,13 +301,15 @@ TEST_SUITE("gl") {
       CHECK(opsRun(m) == (causalFlag ? 1u : c.masked ? 3u : 2u));
     }
   }
-  TEST_CASE("PyTorch 1's nn.MultiheadAttention, its in-projection chunked by three Slices, read in place; at batch 3 batch and heads (no single stride together) as the op's two axes, a mask per batch and head read so") {
+  TEST_CASE("PyTorch 1's nn.MultiheadAttention, its in-projection chunked by three Slices, read in place; at batch 3 batch and heads (no single stride together) as the op's two axes, a mask per batch and head read so; the heads' merge Transpose written by the op") {
     // qkv [S, B, 3·H·D] sliced along its last axis into Q, K and V, each viewed as [S, B·H, D] and transposed to
-    // [B·H, S, D], Q scaled by a Div, Kᵀ by a second Transpose, optionally a mask [B·H, 1, S] added (a key padding
-    // mask as PyTorch 1 adds it), Softmax, ·V.
+    // [B·H, S, D], Q scaled by a Div, Kᵀ by a second Transpose, a mask [B·H, 1, S] added (a key padding mask as
+    // PyTorch 1 adds it), Softmax, ·V; or without the mask, the heads merged back to [S, B·H, D] by a Transpose, which
+    // the op's output takes.
     constexpr std::size_t S = 5, H = 2, D = 3, E = H * D;
     for (const std::size_t B : {std::size_t{1}, std::size_t{3}}) {  // 3, not H: the mask's batch and heads must not be taken for each other
       for (const bool masked : {false, true}) {
+        const bool merged = !masked;  // the heads merged back, sequence first, by the Transpose after ·V
         CAPTURE(B);
         CAPTURE(masked);
         std::mt19937 random = test::generator(57 + static_cast<unsigned>(B));
@@ -339,7 +341,8 @@ TEST_SUITE("gl") {
         m.node("MatMul", {"q", "kt"}, "scores");
         if (masked) m.node("Add", {"scores", "mask"}, "maskedScores");
         attribute(m.node("Softmax", {masked ? "maskedScores" : "scores"}, "p"), "axis", -1);
-        m.node("MatMul", {"p", "v"}, "y");
+        m.node("MatMul", {"p", "v"}, merged ? "o" : "y");
+        if (merged) attributeInts(m.node("Transpose", {"o"}, "y"), "perm", {1, 0, 2});
         std::vector<double> want;
         for (std::size_t n = 0; n < B * H; ++n) {
           std::vector<float> headMask;
@@ -347,7 +350,15 @@ TEST_SUITE("gl") {
           const std::vector<double> head = attend(part(0, n), part(1, n), part(2, n), 1, S, D, 1 / std::sqrt(double{D}), headMask);
           want.insert(want.end(), head.begin(), head.end());
         }
-        const std::vector<float> got = run(m, {qkv});
+        Shape shape;
+        std::vector<float> got = run(m, {qkv}, &shape);
+        CHECK(shape == (merged ? Shape{S, static_cast<std::uint32_t>(B * H), D} : Shape{static_cast<std::uint32_t>(B * H), S, D}));
+        if (merged) {  // back to [B·H, S, D], to compare
+          const std::vector<float> sequenceFirst = got;
+          for (std::size_t i = 0; i < S; ++i)
+            for (std::size_t n = 0; n < B * H; ++n)
+              for (std::size_t d = 0; d < D; ++d) got[(n * S + i) * D + d] = sequenceFirst[(i * B * H + n) * D + d];
+        }
         REQUIRE(got.size() == want.size());
         for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::isnan(got[i]) == (i / (S * D) == nanHead));
         const std::size_t finite = std::min(nanHead, B * H) * S * D;
