@@ -9,6 +9,7 @@
 #include "plan/Groups.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -236,28 +237,44 @@ class RegionsOp : public LayoutOp {
  public:
   RegionsOp(Shape output, std::vector<RegionCopy> regions) : output_(std::move(output)), regions_(std::move(regions)) {}
   std::string name() const override { return "regions"; }
+  // Each region a box of the output (its strides the output's own) inside the input, no two sharing an element, all
+  // of them the output's elements: every element written once, so their copies need no barrier between them.
   Shape outputShape(const std::vector<Shape>& in) const override {
     if (in.size() != 1) throw Error("regions takes one input, not " + shapesText(in));
     checkRank(name(), output_);
-    const std::uint64_t inElements = elementCount(in[0]), outElements = elementCount(output_);
+    const std::vector<std::int64_t> yStrides = stridesOf(output_);
+    const auto inElements = static_cast<std::int64_t>(elementCount(in[0]));
+    std::vector<std::vector<std::int64_t>> origins;
     std::uint64_t covered = 0;
     for (const RegionCopy& r : regions_) {
-      if (r.region.size() != r.xStrides.size() || r.region.size() != r.yStrides.size() || r.region.size() > largestCopyRank) {
-        throw Error("a region of " + describe(r.region) + " does not fit its strides");
+      if (r.region.size() != output_.size() || r.xStrides.size() != output_.size() || r.yStrides != yStrides) {
+        throw Error("a region of " + describe(r.region) + " is no box of " + describe(output_));
       }
-      std::int64_t xLow = r.xOffset, xHigh = r.xOffset, yLow = r.yOffset, yHigh = r.yOffset;
-      for (std::size_t k = 0; k < r.region.size(); ++k) {
-        const std::int64_t span = (static_cast<std::int64_t>(r.region[k]) - 1);
-        (r.xStrides[k] < 0 ? xLow : xHigh) += span * r.xStrides[k];
-        (r.yStrides[k] < 0 ? yLow : yHigh) += span * r.yStrides[k];
+      std::int64_t low = r.xOffset, high = r.xOffset;
+      std::vector<std::int64_t> origin;
+      bool inside = elementCount(r.region) > 0 && r.yOffset >= 0;
+      for (std::size_t k = 0; k < output_.size(); ++k) {
+        const std::int64_t span = static_cast<std::int64_t>(r.region[k]) - 1;
+        (r.xStrides[k] < 0 ? low : high) += span * r.xStrides[k];
+        origin.push_back(r.yOffset / yStrides[k] % output_[k]);
+        inside = inside && origin.back() + r.region[k] <= output_[k];
       }
-      if (elementCount(r.region) == 0 || xLow < 0 || xHigh >= static_cast<std::int64_t>(inElements) || yLow < 0 ||
-          yHigh >= static_cast<std::int64_t>(outElements)) {
+      if (!inside || low < 0 || high >= inElements || r.yOffset >= static_cast<std::int64_t>(elementCount(output_))) {
         throw Error("a region of " + describe(r.region) + " runs outside " + describe(in[0]) + " or " + describe(output_));
       }
+      for (std::size_t other = 0; other < origins.size(); ++other) {
+        bool apart = false;
+        for (std::size_t k = 0; k < output_.size() && !apart; ++k) {
+          apart = origin[k] + regions_[origins.size()].region[k] <= origins[other][k] || origins[other][k] + regions_[other].region[k] <= origin[k];
+        }
+        if (!apart) throw Error("two regions of " + describe(output_) + " share elements");
+      }
+      origins.push_back(std::move(origin));
       covered += elementCount(r.region);
     }
-    if (covered != outElements) throw Error("the regions hold " + std::to_string(covered) + " elements, not the " + std::to_string(outElements) + " of " + describe(output_));
+    if (covered != elementCount(output_)) {
+      throw Error("the regions hold " + std::to_string(covered) + " elements, not the " + std::to_string(elementCount(output_)) + " of " + describe(output_));
+    }
     return output_;
   }
   std::vector<double> referenceForward(const std::vector<HostTensor64>& in) const override {
@@ -274,9 +291,11 @@ class RegionsOp : public LayoutOp {
     }
     return y;
   }
-  // The regions write apart: no barrier between their copies (one partition of the output, a part each).
+  // The regions write apart: no barrier between their copies (one partition of the output, a part each), the partition
+  // named by a number no other op takes.
   void forward(ProgramCache& programs, Plan& plan, const std::vector<GpuTensor>& in, const GpuTensor& out) const override {
-    const auto partition = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(this)) | std::uint64_t{1} << 63;
+    static std::atomic<std::uint64_t> partitions{0};
+    const std::uint64_t partition = ++partitions | std::uint64_t{1} << 63;
     for (std::size_t i = 0; i < regions_.size(); ++i) {
       Dispatch copy = regionCopy(programs, name(), in[0].view, out.view, regions_[i]);
       for (StorageBinding& binding : copy.buffers) {

@@ -417,7 +417,7 @@ std::string Importer::buildAttention(const AttentionMatch& match) {
       }
     }
   }
-  const std::optional<JoinedProjections> joined = joinedProjections(paths, {shapeOf(query), shapeOf(key), shapeOf(valueTensor)}, settings);
+  const std::optional<JoinedProjections> joined = joinedProjections(paths, {shapeOf(query), shapeOf(key), shapeOf(valueTensor)}, headsJoined, settings);
   if (!match.merged.empty()) settings.output = mergedLayout(*match.merged.front());
   settings.scale = static_cast<float>(scale);
   settings.emptyRowsZero = match.zeroesEmptyRows;
@@ -642,7 +642,7 @@ bool Importer::importsEinsumAttention(const onnx::NodeProto& product, const Eins
       }
     }
     // After the checks that decline: a joined projection made here would be left unread.
-    if (const std::optional<JoinedProjections> joined = joinedProjections(paths, {shapeOf(inputs[0]), shapeOf(inputs[1]), shapeOf(inputs[2])}, settings)) {
+    if (const std::optional<JoinedProjections> joined = joinedProjections(paths, {shapeOf(inputs[0]), shapeOf(inputs[1]), shapeOf(inputs[2])}, false, settings)) {
       inputs = {joined->output, joined->output, joined->output};
       how = "; " + joined->how;
       summaries = joined->summaries;

@@ -129,7 +129,8 @@ bool Importer::readOnlyBy(const std::string& name, const std::set<const onnx::No
 }
 
 std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std::array<std::vector<std::string>, 3>& operands,
-                                                                        const std::array<Shape, 3>& readShapes, AttentionSettings& settings) {
+                                                                        const std::array<Shape, 3>& readShapes, bool headsJoined,
+                                                                        AttentionSettings& settings) {
   // Back from what the op reads through nodes that only index memory anew. A Transpose an earlier attention absorbed (its
   // heads' merge) never ran: its output is that attention's, already in the Transpose's order.
   const auto reindexes = [&](const onnx::NodeProto& node) {
@@ -218,10 +219,11 @@ std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std:
     std::uint64_t last = view.offset;
     std::array<std::optional<Span>, 4> axes;
     for (std::size_t j = 0; j < 4; ++j) axes[j] = view.single(layouts[i][j]);
-    // Batch and heads as one axis whose two parts do not chain ([S, B·H, D] cut from [S, B, 3·H·D] at B > 1), read
-    // where the op's heads axis has length 1 (a rank-3 attention): its parts as the op's batch and heads.
+    // A rank-3 attention's batch · heads axis whose two parts do not chain ([S, B·H, D] cut from [S, B, 3·H·D] at
+    // B > 1), read where the op's heads axis is the leading 1: its parts as the op's batch and heads. (A rank-4
+    // attention's batch axis stays one axis: its output and mask are the model's shape.)
     const std::vector<Span>& batchParts = view.axes[layouts[i][0]];
-    if (!axes[0] && batchParts.size() == 2 && axes[1] && axes[1]->size == 1) {
+    if (headsJoined && !axes[0] && batchParts.size() == 2 && axes[1] && axes[1]->size == 1) {
       axes[0] = batchParts[0];
       axes[1] = batchParts[1];
       splitBatch = true;
@@ -251,8 +253,9 @@ std::optional<Importer::JoinedProjections> Importer::viewsOfOneTensor(const std:
 }
 
 std::optional<Importer::JoinedProjections> Importer::joinedProjections(const std::array<std::vector<std::string>, 3>& operands,
-                                                                         const std::array<Shape, 3>& readShapes, AttentionSettings& settings) {
-  if (std::optional<JoinedProjections> one = viewsOfOneTensor(operands, readShapes, settings)) return one;
+                                                                         const std::array<Shape, 3>& readShapes, bool headsJoined,
+                                                                         AttentionSettings& settings) {
+  if (std::optional<JoinedProjections> one = viewsOfOneTensor(operands, readShapes, headsJoined, settings)) return one;
   // Whether one node alone reads the data of `name` (besides nodes reading its shape only).
   const auto readOnce = [&](const std::string& name) {
     const auto found = readers_.find(name);

@@ -256,9 +256,10 @@ class Importer {
   // scale), nothing else reading them, from three projections of one input or from the parts of one Split along the
   // last axis: what the op reads them from (a dense layer of the three projections joined, or the split's source) and
   // their views into it in `settings`. `operands`: for each of Q, K and V the names from the op's input back to the
-  // tensor it reads in its layout; `readShapes`: that tensor's shape as the op reads it, the 4 axes its layout indexes.
+  // tensor it reads in its layout; `readShapes`: that tensor's shape as the op reads it, the 4 axes its layout indexes;
+  // `headsJoined`: a rank-3 attention's, read as [1, batch · heads, ...] (viewsOfOneTensor may split that axis).
   std::optional<JoinedProjections> joinedProjections(const std::array<std::vector<std::string>, 3>& operands, const std::array<Shape, 3>& readShapes,
-                                                     AttentionSettings& settings);
+                                                     bool headsJoined, AttentionSettings& settings);
   // Whether permuting `in`'s axes by `axes` leaves every element where it is: a valid permutation that keeps the axes
   // longer than 1 in their order.
   static bool movesNoElement(const std::vector<std::uint32_t>& axes, const Shape& in);
@@ -275,9 +276,11 @@ class Importer {
   // (Reshape, Squeeze, Unsqueeze, a Transpose no attention absorbed, a Gather of one constant index, a Slice of constant
   // bounds) from one computed tensor, every name on the way read by those nodes alone (torchvision's ViT exported by
   // PyTorch 2: nn.MultiheadAttention's in-projection reshaped, transposed and gathered into Q, K and V; MaxViT's chunk
-  // of its in-projection into three Slices): that tensor, and their strided views into it in `settings`.
+  // of its in-projection into three Slices): that tensor, and their strided views into it in `settings`. In a rank-3
+  // attention (`headsJoined`), a batch · heads axis of two strides (PyTorch 1's [S, B·H, D] at B > 1) is read as the
+  // op's batch and heads axes.
   std::optional<JoinedProjections> viewsOfOneTensor(const std::array<std::vector<std::string>, 3>& operands, const std::array<Shape, 3>& readShapes,
-                                                    AttentionSettings& settings);
+                                                    bool headsJoined, AttentionSettings& settings);
   // Whether `node` reads only the shape of its input, known at load: a Shape node, or one whose results (followed
   // `depth` nodes on) only Shape nodes read (GPT-2's head split of K, whose size(-2) the export takes from a transpose
   // of it that nothing else reads).

@@ -320,7 +320,7 @@ TEST_SUITE("gl") {
     CHECK_THROWS_WITH(graph.apply(sliceOp({0}, {1}, {4}), {graph.input("x", {3})}), "slice runs outside [3]");
   }
 
-  TEST_CASE("regions of one tensor (a roll's pieces, every other row and column joined) match float64; regions that leave the tensors or do not fill the output are refused") {
+  TEST_CASE("regions of one tensor (a roll's pieces, every other row and column joined) match float64; regions that leave the tensors, are no boxes of the output, overlap or do not fill it are refused") {
     std::uint32_t stream = 395;
     // torch.roll(x, -2, 1) of [2, 5, 3]: y[:, 0:3] = x[:, 2:5], y[:, 3:5] = x[:, 0:2]; NaN in, NaN out.
     Case roll{regionsOp({2, 5, 3}, {{{2, 3, 3}, 6, 0, {15, 3, 1}, {15, 3, 1}}, {{2, 2, 3}, 0, 9, {15, 3, 1}, {15, 3, 1}}}), {{2, 5, 3}}};
@@ -342,6 +342,10 @@ TEST_SUITE("gl") {
     const Tensor x = graph.input("x", {2, 3});
     CHECK_THROWS_WITH(graph.apply(regionsOp({2, 3}, {{{2, 3}, 1, 0, {3, 1}, {3, 1}}}), {x}), doctest::Contains("runs outside [2, 3]"));
     CHECK_THROWS_WITH(graph.apply(regionsOp({2, 3}, {{{2, 2}, 0, 0, {3, 1}, {3, 1}}}), {x}), "the regions hold 4 elements, not the 6 of [2, 3]");
+    // Row 0 twice and row 1 never: as many elements as the output, but not each once.
+    CHECK_THROWS_WITH(graph.apply(regionsOp({2, 3}, {{{1, 3}, 0, 0, {3, 1}, {3, 1}}, {{1, 3}, 3, 0, {3, 1}, {3, 1}}}), {x}),
+                      "two regions of [2, 3] share elements");
+    CHECK_THROWS_WITH(graph.apply(regionsOp({2, 3}, {{{3, 2}, 0, 0, {1, 3}, {1, 3}}}), {x}), "a region of [3, 2] is no box of [2, 3]");
   }
 
   TEST_CASE("gather, gather nd, scatter nd and trilu, with indices held as floats, match float64") {

@@ -303,15 +303,16 @@ TEST_SUITE("gl") {
   }
   TEST_CASE("PyTorch 1's nn.MultiheadAttention, its in-projection chunked by three Slices, read in place; at batch 3 batch and heads (no single stride together) as the op's two axes, a mask per batch and head read so; the heads' merge Transpose written by the op") {
     // qkv [S, B, 3·H·D] sliced along its last axis into Q, K and V, each viewed as [S, B·H, D] and transposed to
-    // [B·H, S, D], Q scaled by a Div, Kᵀ by a second Transpose, a mask [B·H, 1, S] added (a key padding mask as
-    // PyTorch 1 adds it), Softmax, ·V; or without the mask, the heads merged back to [S, B·H, D] by a Transpose, which
-    // the op's output takes.
+    // [B·H, S, D], Q scaled by a Div, Kᵀ by a second Transpose, with or without a mask [B·H, 1, S] added (a key padding
+    // mask as PyTorch 1 adds it), Softmax, ·V, with or without the heads merged back to [S, B·H, D] by a Transpose,
+    // which the op's output then takes.
     constexpr std::size_t S = 5, H = 2, D = 3, E = H * D;
     for (const std::size_t B : {std::size_t{1}, std::size_t{3}}) {  // 3, not H: the mask's batch and heads must not be taken for each other
-      for (const bool masked : {false, true}) {
-        const bool merged = !masked;  // the heads merged back, sequence first, by the Transpose after ·V
+      for (const int form : {0, 1, 2, 3}) {
+        const bool masked = form & 1, merged = form & 2;  // merged: the heads back, sequence first, by the Transpose after ·V
         CAPTURE(B);
         CAPTURE(masked);
+        CAPTURE(merged);
         std::mt19937 random = test::generator(57 + static_cast<unsigned>(B));
         std::vector<float> qkv = test::uniformFloats(random, S * B * 3 * E, -2, 2);
         const std::vector<float> mask = test::uniformFloats(random, B * H * S, -3, 3);
@@ -361,13 +362,63 @@ TEST_SUITE("gl") {
         }
         REQUIRE(got.size() == want.size());
         for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::isnan(got[i]) == (i / (S * D) == nanHead));
-        const std::size_t finite = std::min(nanHead, B * H) * S * D;
-        test::checkClose(std::vector<float>(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(finite)),
-                         std::vector<double>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(finite)), 1e-5, 1e-5);
+        std::vector<float> gotFinite;
+        std::vector<double> wantFinite;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+          if (i / (S * D) == nanHead) continue;
+          gotFinite.push_back(got[i]);
+          wantFinite.push_back(want[i]);
+        }
+        CHECK(gotFinite.size() == (B * H - (B > 1 ? 1 : 0)) * S * D);
+        test::checkClose(gotFinite, wantFinite, 1e-5, 1e-5);
         CHECK(fusedAttention(m).find("Q, K and V read in place from one tensor through their views") != std::string::npos);
         CHECK(opsRun(m) == 1u);
       }
     }
+  }
+
+  TEST_CASE("a rank-4 attention of one head whose batch axis is two strides of its source is no rank-3 one: its batch stays one axis, its output and mask the model's") {
+    // x [A, S, C, 3·D]: Q, K and V its last axis' thirds, each transposed to [A, C, S, D] and viewed as [A·C, 1, S, D]
+    // (the batch A·C two strides of x, the head one), a mask [A·C, 1, S, S], softmax(Q·Kᵀ/√D + mask)·V, then the head
+    // moved after the sequence ([A·C, S, 1, D]) and viewed as [A·C·S, D].
+    constexpr std::size_t A = 2, S = 5, C = 3, D = 4;
+    std::mt19937 random = test::generator(58);
+    const std::vector<float> x = test::uniformFloats(random, A * S * C * 3 * D, -2, 2), mask = test::uniformFloats(random, A * C * S * S, -2, 2);
+    Model m;
+    m.input("x", {A, S, C, 3 * D}).constant("axis", {1}, {-1}).constant("oneHead", {4}, {A * C, 1, S, D}).constant("rows", {2}, {A * C * S, D});
+    m.constant("root", {}, {std::sqrt(double{D})}, false).constant("mask", {A * C, 1, S, S}, test::widen(mask), false);
+    const char* names[] = {"q", "k", "v"};
+    for (std::size_t p = 0; p < 3; ++p) {
+      const std::string n = names[p];
+      m.constant(n + "start", {1}, {static_cast<double>(p * D)}).constant(n + "end", {1}, {static_cast<double>((p + 1) * D)});
+      m.node("Slice", {"x", n + "start", n + "end", "axis"}, n + "1");
+      attributeInts(m.node("Transpose", {n + "1"}, n + "2"), "perm", {0, 2, 1, 3});
+      m.node("Reshape", {n + "2", "oneHead"}, n);
+    }
+    attributeInts(m.node("Transpose", {"k"}, "kt"), "perm", {0, 1, 3, 2});
+    m.node("MatMul", {"q", "kt"}, "scores");
+    m.node("Div", {"scores", "root"}, "scaled");
+    m.node("Add", {"scaled", "mask"}, "masked");
+    attribute(m.node("Softmax", {"masked"}, "p"), "axis", -1);
+    m.node("MatMul", {"p", "v"}, "o");
+    attributeInts(m.node("Transpose", {"o"}, "om"), "perm", {0, 2, 1, 3});
+    m.node("Reshape", {"om", "rows"}, "y");
+    std::vector<double> want;  // [A·C, S, D]
+    for (std::size_t n = 0; n < A * C; ++n) {
+      const auto part = [&](std::size_t which) {
+        std::vector<float> t(S * D);
+        for (std::size_t i = 0; i < S; ++i)
+          for (std::size_t d = 0; d < D; ++d) t[i * D + d] = x[((n / C * S + i) * C + n % C) * 3 * D + which * D + d];
+        return t;
+      };
+      const std::vector<float> headMask(mask.begin() + static_cast<std::ptrdiff_t>(n * S * S), mask.begin() + static_cast<std::ptrdiff_t>((n + 1) * S * S));
+      const std::vector<double> head = attend(part(0), part(1), part(2), 1, S, D, 1 / std::sqrt(double{D}), headMask);
+      want.insert(want.end(), head.begin(), head.end());
+    }
+    Shape shape;
+    test::checkClose(run(m, {x}, &shape), want, 1e-5, 1e-5);
+    CHECK(shape == Shape{A * C * S, D});
+    CHECK(!fusedAttention(m).empty());
   }
 
   TEST_CASE("rank-3 attention (batch · heads as one axis, sequence first before its Transposes) runs fused, with an inference Dropout; a 4-D mask or a training Dropout keeps the ops") {
