@@ -54,8 +54,9 @@ std::shared_ptr<const Op> sliceOp(std::vector<std::int64_t> starts, std::vector<
 std::shared_ptr<const Op> concatOp(std::uint32_t axis);
 // `output` assembled from regions of one input, one region copy each: what Slices and a Concat of them make (a
 // torch.roll's pieces, Swin's patch merging of every other row and column), in one dispatch per region instead of a
-// copy per Slice and one for the Concat. The regions tile the output: the importer builds them so, and the op checks
-// that each lies inside both tensors and that their elements add up to the output's.
+// copy per Slice and one for the Concat. Each region is a box of the output (the output's own strides) inside the
+// input, no two share an element and together they hold all of the output's: the op refuses anything else, and its
+// copies then run with no barrier between them.
 std::shared_ptr<const Op> regionsOp(Shape output, std::vector<RegionCopy> regions);
 // `before` and `after` elements of `value` around each axis.
 std::shared_ptr<const Op> padOp(std::vector<std::uint32_t> before, std::vector<std::uint32_t> after, float value);

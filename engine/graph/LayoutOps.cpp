@@ -233,7 +233,7 @@ class ConcatOp : public LayoutOp {
   std::uint32_t axis_;
 };
 
-class RegionsOp : public LayoutOp {
+class RegionsOp : public InferenceOp {
  public:
   RegionsOp(Shape output, std::vector<RegionCopy> regions) : output_(std::move(output)), regions_(std::move(regions)) {}
   std::string name() const override { return "regions"; }
@@ -246,7 +246,8 @@ class RegionsOp : public LayoutOp {
     const auto inElements = static_cast<std::int64_t>(elementCount(in[0]));
     std::vector<std::vector<std::int64_t>> origins;
     std::uint64_t covered = 0;
-    for (const RegionCopy& r : regions_) {
+    for (std::size_t i = 0; i < regions_.size(); ++i) {
+      const RegionCopy& r = regions_[i];
       if (r.region.size() != output_.size() || r.xStrides.size() != output_.size() || r.yStrides != yStrides) {
         throw Error("a region of " + describe(r.region) + " is no box of " + describe(output_));
       }
@@ -262,10 +263,10 @@ class RegionsOp : public LayoutOp {
       if (!inside || low < 0 || high >= inElements || r.yOffset >= static_cast<std::int64_t>(elementCount(output_))) {
         throw Error("a region of " + describe(r.region) + " runs outside " + describe(in[0]) + " or " + describe(output_));
       }
-      for (std::size_t other = 0; other < origins.size(); ++other) {
+      for (std::size_t other = 0; other < i; ++other) {
         bool apart = false;
         for (std::size_t k = 0; k < output_.size() && !apart; ++k) {
-          apart = origin[k] + regions_[origins.size()].region[k] <= origins[other][k] || origins[other][k] + regions_[other].region[k] <= origin[k];
+          apart = origin[k] + r.region[k] <= origins[other][k] || origins[other][k] + regions_[other].region[k] <= origin[k];
         }
         if (!apart) throw Error("two regions of " + describe(output_) + " share elements");
       }
@@ -304,9 +305,6 @@ class RegionsOp : public LayoutOp {
       plan.record(copy);
     }
   }
-
- protected:
-  std::vector<RegionCopy> copies(const std::vector<Shape>&, const Shape&) const override { return regions_; }
 
  private:
   Shape output_;

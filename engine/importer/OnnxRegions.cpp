@@ -8,7 +8,7 @@ namespace glnet::onnximport {
 
 namespace {
 
-// More boxes than this and the copies cost more dispatches than the Slices and Concat they replace save.
+// A bound on the dispatches one Concat becomes (a roll along two axes takes 4, Swin's patch merging 4).
 constexpr std::size_t mostRegions = 16;
 
 }  // namespace
@@ -22,14 +22,12 @@ void Importer::noteSliceRegions(const onnx::NodeProto& node, const std::vector<A
   const auto noted = regionsOf_.find(input);
   if (noted == regionsOf_.end()) {
     Region box{{}, std::vector<std::int64_t>(shape.size(), 0), 0, {}};
-    std::int64_t stride = 1;
-    box.xStrides.resize(shape.size());
-    for (std::size_t k = shape.size(); k-- > 0;) {
-      box.xOffset += slices[k].start * stride;
-      box.xStrides[k] = slices[k].step * stride;
-      stride *= shape[k];
+    const std::vector<std::size_t> stride = strides({shape.begin(), shape.end()});
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      box.size.push_back(slices[k].count);
+      box.xOffset += slices[k].start * static_cast<std::int64_t>(stride[k]);
+      box.xStrides.push_back(slices[k].step * static_cast<std::int64_t>(stride[k]));
     }
-    for (const AxisSlice& s : slices) box.size.push_back(s.count);
     cut = {x.tensor, {box}};
   } else {
     // Each box of the input cut by the slice: along a step of 1 the part of the box inside it; along a longer step only
@@ -81,12 +79,8 @@ bool Importer::importsConcatOfRegions(const onnx::NodeProto& node, std::uint32_t
     out[axis] += shape[axis];
   }
   if (joined.boxes.size() > mostRegions) return false;
-  std::vector<std::int64_t> yStrides(out.size());
-  std::int64_t stride = 1;
-  for (std::size_t k = out.size(); k-- > 0;) {
-    yStrides[k] = stride;
-    stride *= out[k];
-  }
+  const std::vector<std::size_t> stride = strides({out.begin(), out.end()});
+  const std::vector<std::int64_t> yStrides(stride.begin(), stride.end());
   std::vector<RegionCopy> copies;
   for (const Region& box : joined.boxes) {
     RegionCopy copy{box.size, box.xOffset, 0, box.xStrides, yStrides};
